@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins the commands this module builds; the build tag keeps it out of every real build.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

@@ -1,0 +1,24 @@
+// Two projects: `unit` needs nothing; `integration` starts one real kube-apiserver + etcd for the whole run.
+const transform = {
+  '^.+\\.ts$': ['@swc/jest', {
+    jsc: { parser: { syntax: 'typescript' }, target: 'es2024' },
+    module: { type: 'es6' },
+    sourceMaps: 'inline',
+  }],
+};
+const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'mjs', 'json'] };
+
+export default {
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.mjs'],
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testTimeout: 60_000,
+    },
+  ],
+};

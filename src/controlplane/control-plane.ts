@@ -1,0 +1,254 @@
+// A real etcd + kube-apiserver on loopback, the way controller-runtime's envtest runs them: generated
+// certificates, an admin identity, RBAC, service-account keys and the front-proxy flags API aggregation needs.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { createCertificateAuthority, type CertificateAuthority } from './pki.ts';
+
+export interface ControlPlaneOptions {
+  /** Directory holding kube-apiserver and etcd (and kubectl); defaults to $BYOK_CONTROL_PLANE_BIN or $KUBEBUILDER_ASSETS. */
+  binDir?: string;
+  /** Progress lines; silent by default. */
+  log?: (line: string) => void;
+  /** Seconds to wait for readiness. */
+  startTimeoutSeconds?: number;
+}
+
+export interface ControlPlane {
+  readonly server: string;
+  readonly kubeconfigPath: string;
+  readonly workDir: string;
+  readonly binDir: string;
+  readonly version: string;
+  /** A kubeconfig for a non-admin user, authenticated by a client certificate; RBAC decides what it may do. */
+  kubeconfigFor(user: string, groups?: string[]): Promise<string>;
+  /** Stops and starts kube-apiserver on the same port and etcd data: clients see a real outage. */
+  restartApiServer(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function resolveBinDir(explicit?: string): string {
+  const candidates = [explicit, process.env.BYOK_CONTROL_PLANE_BIN, process.env.KUBEBUILDER_ASSETS].filter((d): d is string => !!d);
+  for (const dir of candidates) {
+    if (existsSync(join(dir, 'kube-apiserver')) && existsSync(join(dir, 'etcd'))) return dir;
+  }
+  throw new Error(
+    'kube-apiserver and etcd not found: run through `npm test` / `npm run dev` (which build them), ' +
+      'or set BYOK_CONTROL_PLANE_BIN or KUBEBUILDER_ASSETS to a directory that holds them',
+  );
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+interface Probe {
+  status: number;
+  body: string;
+}
+
+function get(url: string, tls?: { ca: string; cert: string; key: string }): Promise<Probe> {
+  return new Promise((resolve, reject) => {
+    const req = (tls ? httpsRequest : httpRequest)(url, { ...tls, timeout: 2000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function waitFor(what: string, deadline: number, check: () => Promise<boolean>, diagnose: () => string): Promise<void> {
+  let lastError = '';
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastError = err instanceof Error ? err.message : String(err);
+    }
+    await sleep(100);
+  }
+  throw new Error(`${what} did not become ready in time (${lastError})\n${diagnose()}`);
+}
+
+function tail(path: string, lines = 30): string {
+  if (!existsSync(path)) return '';
+  return readFileSync(path, 'utf8').split('\n').slice(-lines).join('\n');
+}
+
+/** A detached watcher that kills the servers and removes the work dir if this process dies without stopping them. */
+function startReaper(workDir: string): ChildProcess {
+  const script = `
+    while kill -0 ${process.pid} 2>/dev/null && [ ! -f "$1/stopped" ]; do sleep 1; done
+    pids=$(cat "$1"/*.pid 2>/dev/null); [ -n "$pids" ] && kill $pids 2>/dev/null
+    sleep 2; [ -n "$pids" ] && kill -9 $pids 2>/dev/null; rm -rf "$1"`;
+  const reaper = spawn('bash', ['-c', script, 'reaper', workDir], { detached: true, stdio: 'ignore' });
+  reaper.unref();
+  return reaper;
+}
+
+function kubeconfig(server: string, caPem: string, user: string, certPem: string, keyPem: string): string {
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'byok-local', cluster: { server, 'certificate-authority-data': b64(caPem) } }],
+    users: [{ name: user, user: { 'client-certificate-data': b64(certPem), 'client-key-data': b64(keyPem) } }],
+    contexts: [{ name: 'byok-local', context: { cluster: 'byok-local', user } }],
+    'current-context': 'byok-local',
+  });
+}
+
+class ProcessSet {
+  private readonly children = new Map<string, ChildProcess>();
+  private readonly workDir: string;
+  constructor(workDir: string) {
+    this.workDir = workDir;
+  }
+
+  start(name: string, command: string, args: string[]): ChildProcess {
+    const logFile = createWriteStream(join(this.workDir, `${name}.log`), { flags: 'a' });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.pipe(logFile);
+    child.stderr?.pipe(logFile);
+    writeFileSync(join(this.workDir, `${name}.pid`), String(child.pid));
+    this.children.set(name, child);
+    return child;
+  }
+
+  async stop(name: string): Promise<void> {
+    const child = this.children.get(name);
+    if (!child) return;
+    this.children.delete(name);
+    rmSync(join(this.workDir, `${name}.pid`), { force: true });
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill('SIGTERM');
+    const killTimer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(killTimer);
+  }
+
+  names(): string[] {
+    return [...this.children.keys()];
+  }
+}
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const log = options.log ?? (() => {});
+  const binDir = resolveBinDir(options.binDir);
+  const workDir = mkdtempSync(join(tmpdir(), 'byok-control-plane-'));
+  const reaper = startReaper(workDir);
+  const processes = new ProcessSet(workDir);
+  const deadline = () => Date.now() + (options.startTimeoutSeconds ?? 90) * 1000;
+  const path = (name: string) => join(workDir, name);
+
+  const stop = async () => {
+    for (const name of processes.names().reverse()) await processes.stop(name);
+    writeFileSync(path('stopped'), '');
+    reaper.kill();
+    rmSync(workDir, { recursive: true, force: true });
+  };
+
+  try {
+    const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+    const ca = await createCertificateAuthority('byok-local-ca');
+    const frontProxyCa = await createCertificateAuthority('byok-front-proxy-ca');
+    const serving = await ca.issue({ commonName: 'kube-apiserver', usage: 'server', dnsNames: ['localhost', 'kubernetes', 'kubernetes.default.svc'], ipAddresses: ['127.0.0.1'] });
+    const admin = await ca.issue({ commonName: 'byok-admin', organizations: ['system:masters'], usage: 'client' });
+    const proxyClient = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
+    const serviceAccountKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const files: Record<string, string> = {
+      'ca.crt': ca.certPem,
+      'front-proxy-ca.crt': frontProxyCa.certPem,
+      'apiserver.crt': serving.certPem,
+      'apiserver.key': serving.keyPem,
+      'front-proxy-client.crt': proxyClient.certPem,
+      'front-proxy-client.key': proxyClient.keyPem,
+      'sa.key': serviceAccountKeys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      'sa.pub': serviceAccountKeys.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    };
+    for (const [name, content] of Object.entries(files)) writeFileSync(path(name), content, { mode: 0o600 });
+
+    log(`starting etcd on 127.0.0.1:${etcdPort}`);
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+    const peerUrl = `http://127.0.0.1:${peerPort}`;
+    processes.start('etcd', join(binDir, 'etcd'), [
+      '--name=byok', `--data-dir=${path('etcd-data')}`,
+      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=byok=${peerUrl}`,
+      '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
+    ]);
+    await waitFor('etcd', deadline(), async () => (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'), () => tail(path('etcd.log')));
+
+    const server = `https://127.0.0.1:${apiPort}`;
+    const apiServerArgs = [
+      `--etcd-servers=${etcdUrl}`, `--cert-dir=${path('certs')}`,
+      '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', `--secure-port=${apiPort}`,
+      `--tls-cert-file=${path('apiserver.crt')}`, `--tls-private-key-file=${path('apiserver.key')}`,
+      `--client-ca-file=${path('ca.crt')}`, '--authorization-mode=RBAC',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${path('sa.pub')}`, `--service-account-signing-key-file=${path('sa.key')}`,
+      '--service-cluster-ip-range=10.96.0.0/24', '--allow-privileged=true',
+      '--disable-admission-plugins=ServiceAccount',
+      `--requestheader-client-ca-file=${path('front-proxy-ca.crt')}`, '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User', '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${path('front-proxy-client.crt')}`, `--proxy-client-key-file=${path('front-proxy-client.key')}`,
+      '--enable-aggregator-routing=true',
+    ];
+    const adminTls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
+    const startApiServer = async () => {
+      log(`starting kube-apiserver on ${server}`);
+      processes.start('kube-apiserver', join(binDir, 'kube-apiserver'), apiServerArgs);
+      await waitFor('kube-apiserver', deadline(), async () => (await get(`${server}/readyz`, adminTls)).status === 200, () => tail(path('kube-apiserver.log')));
+    };
+    await startApiServer();
+    const version = (JSON.parse((await get(`${server}/version`, adminTls)).body) as { gitVersion: string }).gitVersion;
+    const kubeconfigPath = path('kubeconfig');
+    writeFileSync(kubeconfigPath, kubeconfig(server, ca.certPem, 'byok-admin', admin.certPem, admin.keyPem), { mode: 0o600 });
+    log(`kube-apiserver ${version} ready`);
+
+    return {
+      server,
+      kubeconfigPath,
+      workDir,
+      binDir,
+      version,
+      kubeconfigFor: (user, groups) => writeUserKubeconfig(ca, server, path(`kubeconfig-${user.replace(/[^a-z0-9-]/gi, '_')}`), user, groups ?? []),
+      restartApiServer: async () => {
+        await processes.stop('kube-apiserver');
+        await startApiServer();
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+async function writeUserKubeconfig(ca: CertificateAuthority, server: string, file: string, user: string, groups: string[]): Promise<string> {
+  const cert = await ca.issue({ commonName: user, organizations: groups, usage: 'client' });
+  writeFileSync(file, kubeconfig(server, ca.certPem, user, cert.certPem, cert.keyPem), { mode: 0o600 });
+  return file;
+}
