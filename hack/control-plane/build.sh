@@ -21,7 +21,8 @@ k8s_version="$(version_of kube k8s.io/kubernetes)"
 etcd_version="$(version_of etcd go.etcd.io/etcd/server/v3)"
 helm_version="$(version_of helm helm.sh/helm/v3)"
 go_version="$(go env GOVERSION)"
-content_hash="$(cat "$here"/*/go.mod "$here"/*/go.sum "$here/build.sh" | sha256sum | cut -c1-12)"
+recipe=1 # bump when the build flags below change
+content_hash="$( (echo "$recipe"; cat "$here"/*/go.mod "$here"/*/go.sum) | sha256sum | cut -c1-12)"
 
 cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
 out="$cache_root/control-plane/k8s-$k8s_version-etcd-$etcd_version-helm-$helm_version-$content_hash"

@@ -1,4 +1,6 @@
 // Certificates for a throwaway local control plane: one CA for serving and client certs, one for the front proxy.
+// @peculiar/x509 resolves its ASN.1 services through tsyringe, which needs the Reflect metadata polyfill first.
+import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 

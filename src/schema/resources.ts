@@ -1,0 +1,276 @@
+// The one source of truth for the five custom resources: CRD YAML, TS types, ajv validators and the
+// REST OpenAPI document are all generated from these definitions.
+import { PROVIDER_SLUGS } from '../domain/providers.ts';
+import { arr, bool, int, num, obj, str, type SchemaNode } from './json-schema.ts';
+
+export const GROUP = 'byok.gateway.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+export interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
+  jsonPath: string;
+  description: string;
+  priority?: number;
+}
+
+export interface ResourceDefinition {
+  kind: 'BYOKCredential' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey' | 'Account';
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  categories: string[];
+  description: string;
+  spec: SchemaNode;
+  status: SchemaNode;
+  printerColumns: PrinterColumn[];
+}
+
+const HASH_PATTERN = '^[0-9a-f]{64}$';
+const MAX_FILTER_ENTRIES = 100;
+const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+const objectName = (description: string) => str(description, { minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
+const usd = (description: string) => num(`${description} In US dollars.`, { minimum: 0 });
+
+const condition: SchemaNode = obj(
+  'Condition is one aspect of the current state of this resource (metav1.Condition).',
+  {
+    type: str('Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).', { maxLength: 316, pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$' }),
+    status: str('Status of the condition: True, False or Unknown.', { enum: ['True', 'False', 'Unknown'] }),
+    observedGeneration: int('The .metadata.generation the condition was set from.', { minimum: 0 }),
+    lastTransitionTime: str('When the condition last changed from one status to another.', { format: 'date-time' }),
+    reason: str('Programmatic identifier of the reason for the last transition, in CamelCase.', { minLength: 1, maxLength: 1024, pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$' }),
+    message: str('Human-readable details about the transition. Never contains key material.', { maxLength: 32768 }),
+  },
+  { required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'] },
+);
+
+const commonStatus = (description: string, extra: Record<string, SchemaNode> = {}): SchemaNode =>
+  obj(description, {
+    id: str('Stable public UUID: a UUIDv5 of namespace/name, so it survives delete-and-recreate and cluster restore.', { format: 'uuid' }),
+    observedGeneration: int('The .metadata.generation the operator last reconciled.', { minimum: 0 }),
+    conditions: arr('Current state, as metav1.Conditions. Ready summarises the others.', condition, {
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+      maxItems: 16,
+    }),
+    ...extra,
+  });
+
+const readyColumns: PrinterColumn[] = [
+  { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Whether the resource is valid and compiled into routing config.' },
+  { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', description: 'Why Ready has its status.' },
+];
+const ageColumn: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' };
+
+const filter = (description: string, items: SchemaNode, extra: Partial<SchemaNode> = {}): SchemaNode =>
+  arr(`${description} Absent means no restriction. At most ${MAX_FILTER_ENTRIES} entries.`, items, {
+    maxItems: MAX_FILTER_ENTRIES,
+    'x-kubernetes-list-type': 'set',
+    ...extra,
+  });
+
+export const byokCredential: ResourceDefinition = {
+  kind: 'BYOKCredential',
+  plural: 'byokcredentials',
+  singular: 'byokcredential',
+  shortNames: ['byok', 'byokcred'],
+  categories: ['byok'],
+  description:
+    'BYOKCredential registers an upstream-provider credential (bring your own key) for the account that owns this namespace. ' +
+    'The key material stays in the referenced Secret; status shows only a masked label.',
+  spec: obj(
+    'Desired state of the credential.',
+    {
+      provider: str('Upstream provider slug (one of the 109 BYOK provider slugs). Immutable.', {
+        enum: PROVIDER_SLUGS,
+        'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'provider is immutable' }],
+      }),
+      secretRef: obj(
+        'The Secret in this namespace that holds the provider payload (a plain API key, or JSON for azure, amazon-bedrock and google-vertex).',
+        {
+          name: objectName('Name of the Secret in the same namespace.'),
+          key: str('Key within the Secret data that holds the payload.', { default: 'key', minLength: 1, maxLength: 253, pattern: '^[-._a-zA-Z0-9]+$' }),
+        },
+        { required: ['name'] },
+      ),
+      workspace: str('Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace). Immutable.', {
+        minLength: 1,
+        maxLength: 253,
+        pattern: DNS_SUBDOMAIN,
+      }),
+      displayName: str('Optional human-readable name (the REST field name).', { maxLength: 256 }),
+      disabled: bool('A disabled credential is never used for routing.', { default: false }),
+      isFallback: bool('Fallback section: tried only after the shared endpoints (rule 2). Cannot be combined with isByokOnly.', { default: false }),
+      isRequired: bool('Never use shared capacity for the models this credential applies to (rule 5).', { default: false }),
+      isByokOnly: bool('Never use shared capacity on this provider for any model (rule 6). Only valid on non-fallback credentials; takes precedence over isRequired.', { default: false }),
+      declaredZdr: bool('The provider agreement declares zero data retention, so the credential passes a ZDR policy (rule 10; not for video generation).'),
+      allowedModels: filter('Model filter: model slugs of the form <vendor>/<model>.', str('A model slug <vendor>/<model>.', { minLength: 1, maxLength: 256 })),
+      allowedApiKeyHashes: filter(
+        'API-key filter: SHA-256 hashes (64 lowercase hex) of live GatewayAPIKeys of this account. At least one entry when present.',
+        str('SHA-256 of a gateway API key: 64 lowercase hexadecimal characters.', { pattern: HASH_PATTERN, minLength: 64, maxLength: 64 }),
+        { minItems: 1 },
+      ),
+      allowedUserIds: filter('Member filter: user ids of workspace members.', str('A user id.', { minLength: 1, maxLength: 256 })),
+      sortOrder: int('Position within the provider and section; tried in ascending order. Absent means after the existing credentials (status.sortOrder shows the effective value).', {
+        minimum: 0,
+        maximum: 1_000_000,
+      }),
+    },
+    {
+      required: ['provider', 'secretRef'],
+      'x-kubernetes-validations': [
+        { rule: '!(self.isFallback && self.isByokOnly)', message: 'isByokOnly cannot be combined with isFallback' },
+        {
+          rule: 'has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace)',
+          message: 'workspace is immutable',
+        },
+      ],
+    },
+  ),
+  status: commonStatus('Observed state of the credential, written only by the operator.', {
+    label: str('Masked snippet of the key (first and last few characters). Never the key itself.'),
+    createdAt: str('ISO 8601 creation time (the REST created_at).', { format: 'date-time' }),
+    sortOrder: int('Effective position within the provider.'),
+    workspaceId: str('Public id of the workspace, or absent for a global credential.'),
+    secretResourceVersion: str('resourceVersion of the Secret the label and bundle were computed from.'),
+  }),
+  printerColumns: [
+    { name: 'Provider', type: 'string', jsonPath: '.spec.provider', description: 'Upstream provider.' },
+    { name: 'Label', type: 'string', jsonPath: '.status.label', description: 'Masked key.' },
+    { name: 'Workspace', type: 'string', jsonPath: '.spec.workspace', description: 'Workspace scope (empty = global).' },
+    { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'Fallback section.' },
+    { name: 'Order', type: 'integer', jsonPath: '.status.sortOrder', description: 'Effective sort order.' },
+    { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled', description: 'Disabled credentials are never used.', priority: 1 },
+    { name: 'ID', type: 'string', jsonPath: '.status.id', description: 'Public id.', priority: 1 },
+    ...readyColumns,
+    ageColumn,
+  ],
+};
+
+const budgetInterval = str('Reset interval: daily, weekly, monthly, or lifetime (never resets).', { enum: ['daily', 'weekly', 'monthly', 'lifetime'] });
+
+export const workspace: ResourceDefinition = {
+  kind: 'Workspace',
+  plural: 'workspaces',
+  singular: 'workspace',
+  shortNames: ['byokws'],
+  categories: ['byok'],
+  description: 'Workspace groups members, budgets and a default guardrail inside an account. One Workspace per namespace may be the default.',
+  spec: obj('Desired state of the workspace.', {
+    displayName: str('Human-readable name.', { maxLength: 256 }),
+    default: bool("This is the account's default workspace (what GET /byok lists without workspace_id). At most one per namespace.", { default: false }),
+    budgets: obj('Workspace budget limits per interval. An absent interval has no limit.', {
+      daily: usd('Daily limit.'),
+      weekly: usd('Weekly limit.'),
+      monthly: usd('Monthly limit.'),
+      lifetime: usd('Lifetime limit.'),
+    }),
+    includeByokInBudgets: bool('Count what the gateway would have charged for BYOK requests toward every workspace budget interval at once (rule 12).', { default: false }),
+    defaultGuardrail: str('Name of the Guardrail applied to members without one of their own.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
+    members: arr(
+      'Workspace members.',
+      obj('A member of the workspace.', {
+        userId: str('The user id.', { minLength: 1, maxLength: 256 }),
+        guardrail: str("Name of the Guardrail for this member; absent uses the workspace's default guardrail.", { maxLength: 253, pattern: DNS_SUBDOMAIN }),
+      }, { required: ['userId'] }),
+      { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['userId'], maxItems: 10000 },
+    ),
+  }),
+  status: commonStatus('Observed state of the workspace, written only by the operator.'),
+  printerColumns: [
+    { name: 'Default', type: 'boolean', jsonPath: '.spec.default', description: 'Default workspace of the account.' },
+    { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName', description: 'Human-readable name.' },
+    ...readyColumns,
+    ageColumn,
+  ],
+};
+
+export const guardrail: ResourceDefinition = {
+  kind: 'Guardrail',
+  plural: 'guardrails',
+  singular: 'guardrail',
+  shortNames: ['byokgr'],
+  categories: ['byok'],
+  description: 'Guardrail sets a budget and a data policy for the API keys and members that use it.',
+  spec: obj('Desired state of the guardrail.', {
+    displayName: str('Human-readable name.', { maxLength: 256 }),
+    budget: obj('Spending limit. Absent means no budget (then includeByokInBudgets has no effect).', {
+      limitUsd: usd('Budget limit.'),
+      resetInterval: budgetInterval,
+      includeByokInBudgets: bool('Count what the gateway would have charged for BYOK requests toward this budget (rule 12).', { default: false }),
+    }, { required: ['limitUsd'] }),
+    dataPolicy: obj('Data policy applied before credential endpoints are created (rule 10).', {
+      requireZdr: bool('Only zero-data-retention endpoints (or credentials with declaredZdr) may serve.', { default: false }),
+      denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),
+      allowedProviders: arr('Only these providers may serve. Absent means all.', str('Provider slug.', { enum: PROVIDER_SLUGS }), { 'x-kubernetes-list-type': 'set', maxItems: 200 }),
+      ignoredProviders: arr('These providers never serve.', str('Provider slug.', { enum: PROVIDER_SLUGS }), { 'x-kubernetes-list-type': 'set', maxItems: 200 }),
+    }),
+  }),
+  status: commonStatus('Observed state of the guardrail, written only by the operator.'),
+  printerColumns: [
+    { name: 'Limit USD', type: 'number', jsonPath: '.spec.budget.limitUsd', description: 'Budget limit.' },
+    { name: 'Interval', type: 'string', jsonPath: '.spec.budget.resetInterval', description: 'Budget reset interval.' },
+    ...readyColumns,
+    ageColumn,
+  ],
+};
+
+export const gatewayApiKey: ResourceDefinition = {
+  kind: 'GatewayAPIKey',
+  plural: 'gatewayapikeys',
+  singular: 'gatewayapikey',
+  shortNames: ['gwkey'],
+  categories: ['byok'],
+  description: 'GatewayAPIKey records the SHA-256 hash of a gateway API key (never the key). Live means not disabled and not expired.',
+  spec: obj('Desired state of the API key record.', {
+    hash: str('SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable.', {
+      pattern: HASH_PATTERN,
+      minLength: 64,
+      maxLength: 64,
+      'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'hash is immutable' }],
+    }),
+    displayName: str('Human-readable name.', { maxLength: 256 }),
+    disabled: bool('A disabled key is not live: credential filters that name it stop resolving.', { default: false }),
+    expiresAt: str('When the key stops being live (RFC 3339). Absent means never.', { format: 'date-time' }),
+    workspace: str('Name of the Workspace the key belongs to. Absent means the default workspace.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
+    guardrail: str('Name of the Guardrail that applies to requests made with this key.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
+  }, { required: ['hash'] }),
+  status: commonStatus('Observed state of the API key record, written only by the operator.', {
+    live: bool('Not disabled and not expired at the last reconcile.'),
+  }),
+  printerColumns: [
+    { name: 'Live', type: 'boolean', jsonPath: '.status.live', description: 'Not disabled and not expired.' },
+    { name: 'Expires', type: 'date', jsonPath: '.spec.expiresAt', description: 'Expiry time.' },
+    ...readyColumns,
+    ageColumn,
+  ],
+};
+
+export const account: ResourceDefinition = {
+  kind: 'Account',
+  plural: 'accounts',
+  singular: 'account',
+  shortNames: ['byokacct'],
+  categories: ['byok'],
+  description: 'Account marks a namespace as one account of the gateway. Exactly one per namespace.',
+  spec: obj('Desired state of the account.', {
+    displayName: str('Human-readable name.', { maxLength: 256 }),
+    plan: str('Billing plan: pay-as-you-go (25,000 USD monthly BYOK free allowance) or enterprise (200,000 USD).', { enum: ['pay-as-you-go', 'enterprise'], default: 'pay-as-you-go' }),
+    privacy: obj('Account privacy settings, applied before credential endpoints are created (rule 10).', {
+      denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),
+      alwaysZdr: bool('Only zero-data-retention endpoints may serve.', { default: false }),
+    }),
+  }),
+  status: commonStatus('Observed state of the account, written only by the operator.'),
+  printerColumns: [
+    { name: 'Plan', type: 'string', jsonPath: '.spec.plan', description: 'Billing plan.' },
+    ...readyColumns,
+    ageColumn,
+  ],
+};
+
+export const RESOURCES: readonly ResourceDefinition[] = [byokCredential, workspace, guardrail, gatewayApiKey, account];
+export { DNS_LABEL, HASH_PATTERN, MAX_FILTER_ENTRIES };

@@ -1,0 +1,62 @@
+// Helpers for integration tests: clients for the shared test control plane and a namespace per test file.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { GROUP, VERSION } from '../../src/schema/resources.ts';
+
+const execFileAsync = promisify(execFile);
+
+export function testKubeconfigPath(): string {
+  const path = process.env.BYOK_TEST_KUBECONFIG;
+  if (!path) throw new Error('BYOK_TEST_KUBECONFIG is not set: run integration tests through `npm test` or `npm run test:integration`');
+  return path;
+}
+
+export function testKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(testKubeconfigPath());
+  return kc;
+}
+
+export async function createTestNamespace(prefix: string): Promise<string> {
+  const name = `${prefix}-${randomBytes(4).toString('hex')}`;
+  await testKubeConfig().makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'byok.gateway.dev/test': 'true' } } } });
+  return name;
+}
+
+export function customObjects(): CustomObjectsApi {
+  return testKubeConfig().makeApiClient(CustomObjectsApi);
+}
+
+export function crApi(plural: string, namespace: string) {
+  const api = customObjects();
+  const base = { group: GROUP, version: VERSION, namespace, plural };
+  return {
+    create: (body: object) => api.createNamespacedCustomObject({ ...base, body }),
+    get: (name: string) => api.getNamespacedCustomObject({ ...base, name }),
+    replace: (name: string, body: object) => api.replaceNamespacedCustomObject({ ...base, name, body }),
+    delete: (name: string) => api.deleteNamespacedCustomObject({ ...base, name }),
+  };
+}
+
+/** The apiserver's message for a rejected request, or throws if the request succeeded. */
+export async function rejection(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof ApiException) {
+      const body = typeof err.body === 'string' ? (JSON.parse(err.body) as { message?: string }) : (err.body as { message?: string });
+      return { code: err.code, message: body?.message ?? String(err.body) };
+    }
+    throw err;
+  }
+  throw new Error('expected the apiserver to reject the request, but it was accepted');
+}
+
+export async function kubectl(...args: string[]): Promise<string> {
+  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+  const { stdout } = await execFileAsync(bin, ['--kubeconfig', testKubeconfigPath(), ...args], { encoding: 'utf8' });
+  return stdout;
+}
