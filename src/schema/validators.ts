@@ -1,0 +1,75 @@
+// Offline validation of custom resources with the same schemas and CEL rules the apiserver enforces, so a
+// GitOps pipeline can reject a bad manifest before it reaches a cluster. Transition rules (those that read
+// oldSelf) need the stored object and are left to the apiserver.
+import { evaluate } from '@marcbachmann/cel-js';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { CelRule, SchemaNode } from './json-schema.ts';
+import { API_VERSION, RESOURCES, type ResourceDefinition } from './resources.ts';
+
+export interface ManifestProblem {
+  path: string;
+  message: string;
+}
+
+export interface ManifestVerdict {
+  kind: string;
+  name: string;
+  problems: ManifestProblem[];
+}
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false });
+ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
+addFormats(ajv);
+
+const compiled = new Map<string, { resource: ResourceDefinition; validate: ValidateFunction }>(
+  RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile({ ...r.spec, additionalProperties: false }) }]),
+);
+
+function ajvProblem(error: ErrorObject): ManifestProblem {
+  const path = `spec${error.instancePath.replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.')}`;
+  if (error.keyword === 'additionalProperties') {
+    return { path, message: `unknown field "${String(error.params.additionalProperty)}"` };
+  }
+  if (error.keyword === 'enum') return { path, message: `unsupported value; must be one of the allowed values (${(error.params.allowedValues as string[]).length} choices)` };
+  return { path, message: error.message ?? error.keyword };
+}
+
+function celProblems(node: SchemaNode, value: unknown, path: string): ManifestProblem[] {
+  const problems: ManifestProblem[] = [];
+  const rules: CelRule[] = (node['x-kubernetes-validations'] ?? []).filter((r) => !r.rule.includes('oldSelf'));
+  for (const rule of rules) {
+    let ok = false;
+    try {
+      ok = evaluate(rule.rule, { self: value }) === true;
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push({ path, message: rule.message });
+  }
+  if (node.properties && value && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [key, child] of Object.entries(node.properties)) {
+      const childValue = (value as Record<string, unknown>)[key];
+      if (childValue !== undefined) problems.push(...celProblems(child, childValue, `${path}.${key}`));
+    }
+  }
+  return problems;
+}
+
+/** Validates one parsed manifest. Objects outside the byok.gateway.dev group are not ours: returns null. */
+export function validateManifest(manifest: unknown): ManifestVerdict | null {
+  if (!manifest || typeof manifest !== 'object') return null;
+  const { apiVersion, kind, metadata, spec } = manifest as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown }; spec?: unknown };
+  if (typeof apiVersion !== 'string' || !apiVersion.startsWith('byok.gateway.dev/')) return null;
+  const name = typeof metadata?.name === 'string' ? metadata.name : '<unnamed>';
+  const entry = typeof kind === 'string' ? compiled.get(kind) : undefined;
+  if (apiVersion !== API_VERSION || !entry) {
+    return { kind: String(kind), name, problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}` }] };
+  }
+  if (spec === undefined) return { kind: entry.resource.kind, name, problems: [{ path: 'spec', message: 'Required value' }] };
+  // JSON round-trip rather than structuredClone: the copy must belong to this realm for the CEL evaluator.
+  const copy: unknown = JSON.parse(JSON.stringify(spec));
+  const problems = entry.validate(copy) ? celProblems(entry.resource.spec, copy, 'spec') : (entry.validate.errors ?? []).map(ajvProblem);
+  return { kind: entry.resource.kind, name, problems };
+}
