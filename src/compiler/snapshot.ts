@@ -1,0 +1,35 @@
+// The compiler's input: everything the operator's caches know about ONE account namespace, plus the
+// reconciler's verdict per credential. Built by the operator (an AccountStateSource), consumed by the pure
+// compiler. The only place key material appears is `verdict.payload`, which goes to the encrypted bundle.
+import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+
+export interface CredentialVerdict {
+  /** The reconciler found the Secret, the payload, flags and filters valid (Ready=True). Invalid ones are not compiled. */
+  valid: boolean;
+  /** Masked label (maskLabel of the payload); '' when unknown. */
+  label?: string;
+  /** Effective sort order (status.sortOrder). */
+  sortOrder: number;
+  /** Raw provider payload, only when valid. Goes only into the encrypted bundle; never logged, never in a ConfigMap. */
+  payload?: string;
+}
+
+export interface SnapshotCredential {
+  resource: BYOKCredential;
+  verdict: CredentialVerdict;
+}
+
+export interface AccountSnapshot {
+  namespace: string;
+  /**
+   * The namespace's Account, when exactly one wins (see electAccount in ./elect.ts); absent means defaults
+   * (pay-as-you-go, no privacy restrictions). The compiler still compiles an account namespace without one.
+   */
+  account?: Account;
+  workspaces: Workspace[];
+  guardrails: Guardrail[];
+  apiKeys: GatewayAPIKey[];
+  credentials: SnapshotCredential[];
+  /** Clock for API-key expiry; injected so compilation stays pure. */
+  now: Date;
+}

@@ -1,0 +1,58 @@
+// Contract between the reconcilers (src/operator/**) and the compile pipeline (this folder).
+// The reconcilers call markDirty(namespace) whenever anything an account's routing depends on changes
+// (any of the five kinds, a referenced Secret, a verdict); the pipeline coalesces, compiles from
+// source.snapshot(), and writes only the changed shard ConfigMaps / bundle Secrets, then the index.
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { AccountSnapshot } from '../../compiler/snapshot.ts';
+
+export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../../compiler/snapshot.ts';
+
+export interface AccountStateSource {
+  /** Every namespace that currently is an account (has an Account, or any BYOK resource); read from caches. */
+  accountNamespaces(): string[];
+  /** Current cached state of one account namespace. Must not do I/O; must be cheap (called per dirty account). */
+  snapshot(namespace: string): AccountSnapshot;
+}
+
+export interface CompilePipelineOptions {
+  kubeConfig: KubeConfig;
+  /** Namespace that holds byok-routing-* ConfigMaps, byok-bundle-* Secrets and the bundle key Secret. */
+  routingNamespace: string;
+  source: AccountStateSource;
+  logger: Logger;
+  /** Metrics go here (default: a private Registry). */
+  registry?: Registry;
+  /** Dirty accounts are collected for this long before a compile (default 20 ms). */
+  coalesceMs?: number;
+  /** Secret holding the bundle data keys (default 'byok-bundle-key'); created when absent. */
+  bundleKeySecretName?: string;
+}
+
+export interface CompileResult {
+  /** Index version (sha256 of the index body) now live in the cluster. */
+  version: string;
+  shardWrites: number;
+  bundleWrites: number;
+  indexWritten: boolean;
+  deleted: number;
+  durationMs: number;
+}
+
+export interface CompilePipeline {
+  /** Queue an account (or a namespace that stopped being one) for recompilation. Cheap, never throws. */
+  markDirty(namespace: string): void;
+  /** Mark every account namespace dirty (e.g. after cache sync or becoming leader). */
+  markAllDirty(): void;
+  /** Load what is already in the cluster (to avoid rewrites) and the bundle key; then compile all accounts. Call when leader. */
+  start(): Promise<void>;
+  /** Stop scheduling; waits for an in-flight compile to finish. */
+  stop(): Promise<void>;
+  /** Run pending work now and resolve when everything marked dirty before the call is written. */
+  flush(): Promise<CompileResult | undefined>;
+  /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */
+  onCompiled(listener: (result: CompileResult) => void): () => void;
+}
+
+export { createCompilePipeline } from './pipeline-impl.ts';
