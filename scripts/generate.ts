@@ -6,8 +6,11 @@ import { generatedFiles } from '../src/schema/generated-files.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const files = await generatedFiles();
-for (const stale of readdirSync(join(root, 'crds')).filter((f) => f.endsWith('.yaml'))) {
-  if (!files.has(`crds/${stale}`)) rmSync(join(root, 'crds', stale));
+for (const dir of ['crds', 'charts/byok-operator/crds']) {
+  mkdirSync(join(root, dir), { recursive: true });
+  for (const stale of readdirSync(join(root, dir)).filter((f) => f.endsWith('.yaml'))) {
+    if (!files.has(`${dir}/${stale}`)) rmSync(join(root, dir, stale));
+  }
 }
 for (const [relative, content] of files) {
   mkdirSync(dirname(join(root, relative)), { recursive: true });

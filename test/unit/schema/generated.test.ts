@@ -14,8 +14,10 @@ describe('generated files', () => {
     for (const [relative, content] of files) {
       expect({ file: relative, content: readFileSync(join(root, relative), 'utf8') }).toEqual({ file: relative, content });
     }
-    const committedCrds = readdirSync(join(root, 'crds')).map((f) => `crds/${f}`);
-    expect(committedCrds.sort()).toEqual([...files.keys()].filter((f) => f.startsWith('crds/')).sort());
+    for (const dir of ['crds', 'charts/byok-operator/crds']) {
+      const committed = readdirSync(join(root, dir)).map((f) => `${dir}/${f}`);
+      expect(committed.sort()).toEqual([...files.keys()].filter((f) => f.startsWith(`${dir}/`)).sort());
+    }
   });
 
   test('every schema node has a description for kubectl explain', () => {

@@ -1,0 +1,10 @@
+// Server-Side Apply of arbitrary manifests (the dev command's sample data), with the project's field manager.
+import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { FIELD_MANAGER } from '../controlplane/install-crds.ts';
+
+export async function applyObjects(kubeConfig: KubeConfig, objects: KubernetesObject[]): Promise<void> {
+  const client = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const object of objects) {
+    await client.patch(object, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+  }
+}

@@ -1,0 +1,63 @@
+// The Helm chart renders objects the real apiserver accepts, and its RBAC is least-privilege: the operator
+// may write status but never spec; only the API may create credentials.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, test } from '@jest/globals';
+import { createTestNamespace, kubectl } from '../../support/kube.ts';
+
+const run = promisify(execFile);
+const bin = (name: string) => join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', name);
+const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
+
+async function helmTemplate(namespace: string, ...sets: string[]): Promise<string> {
+  const args = ['template', 'rel', chart, '-n', namespace, '--kube-version', '1.34.4', ...sets.flatMap((s) => ['--set', s])];
+  return (await run(bin('helm'), args, { encoding: 'utf8' })).stdout;
+}
+
+describe('Helm chart', () => {
+  let ns: string;
+  beforeAll(async () => {
+    ns = await createTestNamespace('chart');
+  });
+
+  test('helm lint passes', async () => {
+    const { stdout } = await run(bin('helm'), ['lint', chart], { encoding: 'utf8' });
+    expect(stdout).toContain('0 chart(s) failed');
+  });
+
+  test('values.schema.json rejects a bad value', async () => {
+    await expect(helmTemplate(ns, 'operator.replicas=many')).rejects.toThrow(/replicas/);
+  });
+
+  test('rendered objects are accepted by the apiserver (server-side dry run)', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rendered.yaml');
+    writeFileSync(file, await helmTemplate(ns, 'networkPolicy.enabled=true'));
+    const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
+    expect(out).toMatch(/deployment\.apps\/rel-byok-operator created \(server dry run\)/);
+    expect(out).toMatch(/networkpolicy\.networking\.k8s\.io\/rel-byok created \(server dry run\)/);
+  });
+
+  test('RBAC: the operator writes status only, the API writes credentials', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac.yaml');
+    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`));
+    await kubectl('apply', '-n', ns, '-f', file,);
+    const can = async (sa: string, verb: string, target: string, namespace = ns) => {
+      const [resource = '', subresource] = target.split('/');
+      const args = ['auth', 'can-i', verb, resource, '-n', namespace, `--as=system:serviceaccount:${ns}:${sa}`, ...(subresource ? [`--subresource=${subresource}`] : [])];
+      // can-i exits 1 when the answer is "no"; the answer is on stdout either way.
+      return (await kubectl(...args).catch((e: { stdout?: string }) => e.stdout ?? '')).trim();
+    };
+    expect(await can('rel-byok-operator', 'patch', 'byokcredentials.byok.gateway.dev/status')).toBe('yes');
+    expect(await can('rel-byok-operator', 'patch', 'byokcredentials.byok.gateway.dev')).toBe('no');
+    expect(await can('rel-byok-operator', 'create', 'configmaps')).toBe('yes');
+    expect(await can('rel-byok-operator', 'create', 'configmaps', 'default')).toBe('no');
+    expect(await can('rel-byok-operator', 'create', 'leases.coordination.k8s.io')).toBe('yes');
+    expect(await can('rel-byok-api', 'create', 'byokcredentials.byok.gateway.dev')).toBe('yes');
+    expect(await can('rel-byok-api', 'patch', 'byokcredentials.byok.gateway.dev/status')).toBe('no');
+    expect(await can('rel-byok-api', 'create', 'workspaces.byok.gateway.dev')).toBe('no');
+    expect(await can('rel-byok-api', 'list', 'secrets', 'default')).toBe('no');
+  });
+});
