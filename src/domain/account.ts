@@ -1,0 +1,172 @@
+// Per-account indexes for the planner and budget checks, built once per compiled account (prepareAccount), and the
+// resolution of which guardrails govern a request.
+import { PROVIDER_INDEX } from './catalog.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './model.ts';
+import type { ProviderSlug } from './providers.ts';
+
+export interface PreparedCredential {
+  readonly source: CompiledCredential;
+  readonly id: string;
+  readonly provider: ProviderSlug;
+  readonly providerIdx: number;
+  /** Position in PreparedAccount.credentials. */
+  readonly pos: number;
+  readonly models: ReadonlySet<string> | null;
+  readonly hashes: ReadonlySet<string> | null;
+  readonly users: ReadonlySet<string> | null;
+  /** Frozen plan objects, cached so a plan allocates almost nothing. */
+  readonly subject: { readonly kind: 'credential'; readonly credentialId: string };
+  readonly exclusions: unknown[];
+  attemptEndpoint: unknown;
+  attempt: unknown;
+}
+
+export interface PreparedProviderGroup {
+  readonly provider: ProviderSlug;
+  readonly providerIdx: number;
+  /** Ascending sort_order, then id. */
+  readonly prioritized: readonly PreparedCredential[];
+  readonly fallback: readonly PreparedCredential[];
+}
+
+export interface PreparedGuardrail {
+  readonly source: CompiledGuardrail;
+  readonly allowed: ReadonlySet<string> | null;
+  readonly ignored: ReadonlySet<string>;
+}
+
+export interface PreparedWorkspace {
+  readonly source: CompiledWorkspace;
+  /** userId -> the member's own guardrail id (null = none, the workspace default applies). */
+  readonly members: ReadonlyMap<string, string | null>;
+}
+
+export interface PreparedAccount {
+  readonly prepared: true;
+  readonly account: CompiledAccount;
+  readonly credentials: readonly PreparedCredential[];
+  readonly groups: readonly PreparedProviderGroup[];
+  readonly apiKeys: ReadonlyMap<string, CompiledApiKey>;
+  readonly workspaces: ReadonlyMap<string, PreparedWorkspace>;
+  readonly guardrails: ReadonlyMap<string, PreparedGuardrail>;
+}
+
+const cache = new WeakMap<CompiledAccount, PreparedAccount>();
+
+/**
+ * Indexes a compiled account for planning. The result is cached per account object, so passing the same
+ * CompiledAccount to planRoute repeatedly costs one WeakMap lookup; treat the account as immutable afterwards.
+ */
+export function prepareAccount(account: CompiledAccount | PreparedAccount): PreparedAccount {
+  if (isPrepared(account)) return account;
+  const hit = cache.get(account);
+  if (hit) return hit;
+  const credentials: PreparedCredential[] = account.credentials.map((c, pos) => ({
+    source: c,
+    id: c.id,
+    provider: c.provider,
+    providerIdx: PROVIDER_INDEX.get(c.provider) ?? -1,
+    pos,
+    models: c.allowedModels === null ? null : new Set(c.allowedModels),
+    hashes: c.allowedApiKeyHashes === null ? null : new Set(c.allowedApiKeyHashes),
+    users: c.allowedUserIds === null ? null : new Set(c.allowedUserIds),
+    subject: Object.freeze({ kind: 'credential' as const, credentialId: c.id }),
+    exclusions: [],
+    attemptEndpoint: undefined,
+    attempt: undefined,
+  }));
+  const byProvider = new Map<ProviderSlug, PreparedCredential[]>();
+  for (const c of credentials) {
+    const list = byProvider.get(c.provider);
+    if (list) list.push(c);
+    else byProvider.set(c.provider, [c]);
+  }
+  const order = (a: PreparedCredential, b: PreparedCredential): number =>
+    a.source.sortOrder - b.source.sortOrder || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  const groups: PreparedProviderGroup[] = [...byProvider.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([provider, list]) => ({
+      provider,
+      providerIdx: PROVIDER_INDEX.get(provider) ?? -1,
+      prioritized: list.filter((c) => !c.source.isFallback).sort(order),
+      fallback: list.filter((c) => c.source.isFallback).sort(order),
+    }));
+  const prepared: PreparedAccount = {
+    prepared: true,
+    account,
+    credentials,
+    groups,
+    apiKeys: new Map(account.apiKeys.map((k) => [k.hash, k])),
+    workspaces: new Map(
+      account.workspaces.map((w) => [w.id, { source: w, members: new Map(w.members.map((m) => [m.userId, m.guardrailId])) }]),
+    ),
+    guardrails: new Map(
+      account.guardrails.map((g) => [
+        g.id,
+        {
+          source: g,
+          allowed: g.dataPolicy.allowedProviders === null ? null : new Set(g.dataPolicy.allowedProviders),
+          ignored: new Set(g.dataPolicy.ignoredProviders),
+        },
+      ]),
+    ),
+  };
+  cache.set(account, prepared);
+  return prepared;
+}
+
+export function isPrepared(account: CompiledAccount | PreparedAccount): account is PreparedAccount {
+  return (account as PreparedAccount).prepared === true;
+}
+
+export interface RequestIdentity {
+  apiKeyHash: string;
+  workspaceId: string;
+  userId: string | null;
+}
+
+/** The guardrails governing a request, as found by {@link applicableGuardrails}. */
+export interface ApplicableGuardrails {
+  /** The API key's guardrail. */
+  readonly apiKey: PreparedGuardrail | null;
+  /** The member's own guardrail, or else the workspace default guardrail. */
+  readonly member: PreparedGuardrail | null;
+  /** Whether `member` is the workspace default guardrail (a member without a guardrail of their own). */
+  readonly memberIsWorkspaceDefault: boolean;
+}
+
+/**
+ * Guardrail precedence: the member's own guardrail replaces the workspace default guardrail for that member (a
+ * default applies when nothing more specific is set); the API key's guardrail applies on top. All applicable
+ * guardrails are enforced together: data policies combine to the most restrictive, and every budget must pass.
+ * A guardrail id that does not resolve is ignored (the compiler only emits valid references).
+ */
+export function applicableGuardrails(account: PreparedAccount, who: RequestIdentity): ApplicableGuardrails {
+  const key = account.apiKeys.get(who.apiKeyHash);
+  const apiKey = key?.guardrailId != null ? (account.guardrails.get(key.guardrailId) ?? null) : null;
+  const ws = account.workspaces.get(who.workspaceId);
+  let member: PreparedGuardrail | null = null;
+  let isDefault = false;
+  if (ws !== undefined) {
+    const own = who.userId === null ? undefined : ws.members.get(who.userId);
+    if (own != null) member = account.guardrails.get(own) ?? null;
+    if (member === null && ws.source.defaultGuardrailId !== null) {
+      member = account.guardrails.get(ws.source.defaultGuardrailId) ?? null;
+      isDefault = member !== null;
+    }
+  }
+  if (member !== null && apiKey !== null && member.source.id === apiKey.source.id) {
+    member = null;
+    isDefault = false;
+  }
+  return { apiKey, member, memberIsWorkspaceDefault: isDefault };
+}
+
+/** The distinct guardrails of a request as a list (API key's first). */
+export function resolveGuardrails(account: CompiledAccount | PreparedAccount, who: RequestIdentity): CompiledGuardrail[] {
+  const g = applicableGuardrails(prepareAccount(account), who);
+  const out: CompiledGuardrail[] = [];
+  if (g.apiKey) out.push(g.apiKey.source);
+  if (g.member) out.push(g.member.source);
+  return out;
+}

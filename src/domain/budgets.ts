@@ -1,0 +1,125 @@
+// Budget decisions (spec 1.1 rule 12): BYOK spend is left out of guardrail and workspace budgets unless the budget's
+// include_byok_in_budgets flag is set, in which case what the gateway would have charged counts too.
+import { applicableGuardrails, prepareAccount, type PreparedAccount, type RequestIdentity } from './account.ts';
+import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from './model.ts';
+import { assertNonNegativeMicros, usdToMicros, type Micros, type UsdInput } from './money.ts';
+
+/** Spend recorded in the current window of one budget. */
+export interface SpendSnapshot {
+  /** Gateway charges of non-BYOK requests (always count). */
+  nonByokUsd: UsdInput;
+  /** What the gateway would have charged for the BYOK requests (their list cost); counts only with the flag. */
+  byokWouldHaveChargedUsd: UsdInput;
+}
+
+export interface BudgetDecisionInput {
+  /** The request's guardrails (see applicableGuardrails), each with the spend of its current reset window. */
+  guardrails: readonly { guardrail: CompiledGuardrail; spend: SpendSnapshot }[];
+  /** The request's workspace with the spend of each interval's current window; a missing interval counts as 0. */
+  workspace: { workspace: CompiledWorkspace; spend: Partial<Record<BudgetInterval, SpendSnapshot>> } | null;
+}
+
+export interface BudgetCheck {
+  scope: 'guardrail' | 'workspace';
+  /** Guardrail or workspace public id. */
+  id: string;
+  interval: BudgetInterval;
+  limitMicros: Micros;
+  /** What counts against the limit: non-BYOK spend, plus BYOK would-have-charged when includesByok. */
+  countedMicros: Micros;
+  includesByok: boolean;
+  /** The combined total has reached the limit. */
+  blocked: boolean;
+}
+
+export interface BudgetDecision {
+  allowed: boolean;
+  /** One entry per budget with a limit, guardrails first, in input order. */
+  checks: BudgetCheck[];
+  /** The first blocking check, or null. */
+  blockedBy: BudgetCheck | null;
+}
+
+function micros(usd: UsdInput, what: string): Micros {
+  const m = usdToMicros(usd);
+  assertNonNegativeMicros(m, what);
+  return m;
+}
+
+function counted(spend: SpendSnapshot | undefined, includeByok: boolean): Micros {
+  if (spend === undefined) return 0;
+  const base = micros(spend.nonByokUsd, 'non-BYOK spend');
+  return includeByok ? base + micros(spend.byokWouldHaveChargedUsd, 'BYOK would-have-charged spend') : base;
+}
+
+/**
+ * Whether a request may run under its budgets. A guardrail without a budget limit is not checked (its
+ * include_byok_in_budgets has no effect); a budget blocks once its counted total has reached the limit.
+ */
+export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
+  const checks: BudgetCheck[] = [];
+  for (const { guardrail, spend } of input.guardrails) {
+    const b = guardrail.budget;
+    if (b === null) continue;
+    const limit = micros(b.limitUsd, 'budget limit');
+    const total = counted(spend, b.includeByokInBudgets);
+    checks.push({
+      scope: 'guardrail',
+      id: guardrail.id,
+      interval: b.resetInterval,
+      limitMicros: limit,
+      countedMicros: total,
+      includesByok: b.includeByokInBudgets,
+      blocked: total >= limit,
+    });
+  }
+  if (input.workspace !== null) {
+    const { workspace, spend } = input.workspace;
+    // One flag for every interval of the workspace budget.
+    for (const b of workspace.budgets) {
+      const limit = micros(b.limitUsd, 'budget limit');
+      const total = counted(spend[b.interval], workspace.includeByokInBudgets);
+      checks.push({
+        scope: 'workspace',
+        id: workspace.id,
+        interval: b.interval,
+        limitMicros: limit,
+        countedMicros: total,
+        includesByok: workspace.includeByokInBudgets,
+        blocked: total >= limit,
+      });
+    }
+  }
+  const blockedBy = checks.find((c) => c.blocked) ?? null;
+  return { allowed: blockedBy === null, checks, blockedBy };
+}
+
+/**
+ * What one finished request adds to a budget's counted total: the gateway charge for a non-BYOK request; for a BYOK
+ * request the would-have-charged amount (list cost) when the budget includes BYOK, else nothing (the 5% fee is part
+ * of BYOK spend and is excluded with it).
+ */
+export function budgetContributionMicros(input: {
+  isByok: boolean;
+  /** The gateway charge of a non-BYOK request. */
+  chargedUsd: UsdInput;
+  /** List cost of the same model and provider, i.e. what the gateway would have charged. */
+  wouldHaveChargedUsd: UsdInput;
+  includeByokInBudgets: boolean;
+}): Micros {
+  if (!input.isByok) return micros(input.chargedUsd, 'charge');
+  return input.includeByokInBudgets ? micros(input.wouldHaveChargedUsd, 'would-have-charged amount') : 0;
+}
+
+/** The budgets a request is subject to: its guardrails (see applicableGuardrails) and its workspace. */
+export function budgetScopes(
+  account: CompiledAccount | PreparedAccount,
+  who: RequestIdentity,
+): { guardrails: CompiledGuardrail[]; workspace: CompiledWorkspace | null } {
+  const acc = prepareAccount(account);
+  const g = applicableGuardrails(acc, who);
+  const guardrails: CompiledGuardrail[] = [];
+  if (g.apiKey !== null) guardrails.push(g.apiKey.source);
+  if (g.member !== null) guardrails.push(g.member.source);
+  return { guardrails, workspace: acc.workspaces.get(who.workspaceId)?.source ?? null };
+}

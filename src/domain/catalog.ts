@@ -1,0 +1,136 @@
+// The gateway's catalog of shared endpoints per model, and the routing request (spec 1.1). The catalog is indexed
+// once by `createCatalog` so the planner does no per-request setup work.
+import { mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
+import { PROVIDER_SLUGS, isProviderSlug, type ProviderSlug } from './providers.ts';
+
+export type EndpointPricing =
+  | { kind: 'per-token'; promptUsdPerMillionTokens: UsdInput; completionUsdPerMillionTokens: UsdInput }
+  | { kind: 'per-request'; usdPerRequest: UsdInput };
+
+export interface CatalogEndpoint {
+  /**
+   * Endpoint slug, unique within the model, and the name `provider.order` / `provider.only` target it by. A standard
+   * endpoint usually uses the provider slug (`openai`), a region-pinned one the slug with a region suffix (`openai/eu`).
+   */
+  readonly id: string;
+  readonly provider: ProviderSlug;
+  /** null = standard (global) endpoint; otherwise the region it is pinned to, e.g. 'eu'. */
+  readonly region: string | null;
+  /** The provider retains no data on this endpoint. */
+  readonly zdr: boolean;
+  /** The provider may collect (store or train on) prompts on this endpoint. */
+  readonly dataCollection: boolean;
+  readonly pricing: EndpointPricing;
+}
+
+export interface CatalogModelInput {
+  model: string;
+  /** In the gateway's default order (for example by price); shared endpoints keep it unless provider.order says otherwise. */
+  endpoints: readonly CatalogEndpoint[];
+}
+
+/** Per-model index built by createCatalog. Internal to the planner; treat as opaque. */
+export interface CatalogModelIndex {
+  /** PROVIDER_SLUGS index of each endpoint. */
+  readonly providerIdx: Int32Array;
+  /** Endpoint positions per provider index: standard endpoints first, then region-pinned, each in catalog order. */
+  readonly byProvider: readonly (Int32Array | undefined)[];
+  /** Provider index -> the model has a standard (non-regional) endpoint of that provider. */
+  readonly hasStandard: Uint8Array;
+  /** Lazily filled caches of frozen plan objects, one slot per endpoint. */
+  readonly sharedAttempts: unknown[];
+  readonly exclusions: unknown[][];
+}
+
+export interface CatalogModel {
+  readonly model: string;
+  readonly endpoints: readonly CatalogEndpoint[];
+  readonly index: CatalogModelIndex;
+}
+
+export interface ModelCatalog {
+  readonly models: ReadonlyMap<string, CatalogModel>;
+}
+
+export const PROVIDER_INDEX: ReadonlyMap<string, number> = new Map(PROVIDER_SLUGS.map((s, i) => [s, i]));
+
+/** Builds an indexed catalog. Throws TypeError on an unknown provider, a duplicate endpoint id or a repeated model. */
+export function createCatalog(models: Iterable<CatalogModelInput>): ModelCatalog {
+  const out = new Map<string, CatalogModel>();
+  for (const input of models) {
+    if (out.has(input.model)) throw new TypeError(`catalog lists model ${input.model} twice`);
+    const endpoints = input.endpoints.map((e) => Object.freeze({ ...e }));
+    const ids = new Set<string>();
+    const providerIdx = new Int32Array(endpoints.length);
+    const lists: number[][] = [];
+    const hasStandard = new Uint8Array(PROVIDER_SLUGS.length);
+    endpoints.forEach((e, i) => {
+      if (!isProviderSlug(e.provider)) throw new TypeError(`catalog endpoint ${e.id} of ${input.model} has an unknown provider`);
+      if (ids.has(e.id)) throw new TypeError(`catalog lists endpoint ${e.id} of ${input.model} twice`);
+      ids.add(e.id);
+      const p = PROVIDER_INDEX.get(e.provider) as number;
+      providerIdx[i] = p;
+      (lists[p] ??= []).push(i);
+      if (e.region === null) hasStandard[p] = 1;
+    });
+    const byProvider: (Int32Array | undefined)[] = Array.from({ length: PROVIDER_SLUGS.length }, () => undefined);
+    lists.forEach((list, p) => {
+      if (list === undefined) return;
+      const sorted = [...list].sort((a, b) => regional(endpoints[a]) - regional(endpoints[b]) || a - b);
+      byProvider[p] = Int32Array.from(sorted);
+    });
+    out.set(input.model, {
+      model: input.model,
+      endpoints: Object.freeze(endpoints),
+      index: {
+        providerIdx,
+        byProvider,
+        hasStandard,
+        sharedAttempts: Array.from({ length: endpoints.length }, () => undefined as unknown),
+        exclusions: endpoints.map(() => []),
+      },
+    });
+  }
+  return { models: out };
+}
+
+function regional(e: CatalogEndpoint | undefined): number {
+  return e !== undefined && e.region !== null ? 1 : 0;
+}
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** List cost of one request on an endpoint, in micros (the base of the BYOK fee and of budget amounts). */
+export function listCostMicros(pricing: EndpointPricing, usage: TokenUsage): Micros {
+  if (pricing.kind === 'per-request') return usdToMicros(pricing.usdPerRequest);
+  // USD per million tokens is micro-USD per token.
+  const prompt = mulDivRound(usdToMicros(pricing.promptUsdPerMillionTokens), usage.promptTokens, 1_000_000);
+  const completion = mulDivRound(usdToMicros(pricing.completionUsdPerMillionTokens), usage.completionTokens, 1_000_000);
+  return prompt + completion;
+}
+
+/** Where the request entered the gateway: the global API, or a region-specific address. */
+export type BaseAddress = 'global' | { readonly region: string };
+
+export interface RouteRequest {
+  model: string;
+  /** SHA-256 hex of the gateway API key making the request. */
+  apiKeyHash: string;
+  /** The requesting member; null when the key is not tied to a member. */
+  userId: string | null;
+  /** Public id of the workspace the request runs in. */
+  workspaceId: string;
+  /** `provider.order`: provider slugs or endpoint ids. */
+  providerOrder?: readonly string[] | null;
+  /** `provider.only`: provider slugs or endpoint ids; null or empty = no restriction. */
+  providerOnly?: readonly string[] | null;
+  /** `provider.zdr`. */
+  requireZdr?: boolean;
+  /** `provider.data_collection: 'deny'`. */
+  denyDataCollection?: boolean;
+  baseAddress: BaseAddress;
+  isVideoGeneration: boolean;
+}

@@ -1,0 +1,75 @@
+// The masked `label` shown instead of a secret (spec 2.1): the first and last few characters of the identifying key.
+import { payloadShapeFor } from './payloads.ts';
+import type { ProviderSlug } from './providers.ts';
+
+/** Characters shown at the start and end of a long key: `sk-...AbCd`. */
+export const LABEL_HEAD = 3;
+export const LABEL_TAIL = 4;
+export const LABEL_ELLIPSIS = '...';
+
+/** Most characters a label may reveal of a secret of `length` characters (code points): a third, at most 7. */
+export function maxRevealed(length: number): number {
+  return Math.min(LABEL_HEAD + LABEL_TAIL, Math.floor(length / 3));
+}
+
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/g;
+
+/**
+ * Masks one secret string. Reveals at most a third of it (counted in code points, so a surrogate pair is never
+ * split), never the whole, never an empty label: a secret of 1 or 2 characters becomes `...`.
+ */
+export function maskSecret(secret: string): string {
+  const chars = Array.from(secret.trim());
+  const reveal = maxRevealed(chars.length);
+  const tail = Math.min(LABEL_TAIL, Math.floor(reveal / 2));
+  const head = reveal - tail;
+  const text = chars.slice(0, head).join('') + LABEL_ELLIPSIS + (tail > 0 ? chars.slice(chars.length - tail).join('') : '');
+  // Only a 4-character secret ending in '...' could come out unchanged; it gets the bare ellipsis instead.
+  return text === chars.join('') ? LABEL_ELLIPSIS : text.replace(CONTROL, '?');
+}
+
+/** Labels for JSON payloads whose identifying field cannot be found; they reveal nothing. */
+export const OPAQUE_OBJECT_LABEL = '{...}';
+export const OPAQUE_ARRAY_LABEL = '[...]';
+
+/**
+ * The label of a provider payload. For JSON payloads the identifying field is masked: the AWS accessKeyId, the first
+ * Azure api_key, the Vertex private_key_id, or api_key of `{api_key, region}`. Total: never throws, also for
+ * invalid payloads, and never returns an empty string or the whole secret.
+ */
+export function maskLabel(provider: ProviderSlug, raw: string): string {
+  const text = typeof raw === 'string' ? raw.trim() : '';
+  const shape = payloadShapeFor(provider);
+  const isJson = shape !== 'plain' && (text.startsWith('{') || text.startsWith('['));
+  if (!isJson) return maskSecret(text);
+  const opaque = text.startsWith('[') ? OPAQUE_ARRAY_LABEL : OPAQUE_OBJECT_LABEL;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return opaque;
+  }
+  const id = identifyingField(shape, value);
+  return id === null || id.trim() === '' ? opaque : maskSecret(id);
+}
+
+function identifyingField(shape: string, value: unknown): string | null {
+  if (shape === 'azure') {
+    if (!Array.isArray(value)) return null;
+    for (const entry of value as unknown[]) {
+      const key = field(entry, 'api_key');
+      if (key !== null) return key;
+    }
+    return null;
+  }
+  if (shape === 'bedrock') return field(value, 'accessKeyId');
+  if (shape === 'vertex') return field(value, 'private_key_id');
+  return field(value, 'api_key');
+}
+
+function field(value: unknown, name: string): string | null {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+  const v = (value as Record<string, unknown>)[name];
+  return typeof v === 'string' ? v : null;
+}
