@@ -6,6 +6,10 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../compiler/snapshot.ts';
+import type { ShardOptions } from '../../compiler/shard.ts';
+import type { BundleShardOptions } from '../../bundle/bundle.ts';
+import type { Applier } from '../../kube/apply.ts';
+import type { RoutingStore } from './store.ts';
 
 export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../../compiler/snapshot.ts';
 
@@ -28,6 +32,16 @@ export interface CompilePipelineOptions {
   coalesceMs?: number;
   /** Secret holding the bundle data keys (default 'byok-bundle-key'); created when absent. */
   bundleKeySecretName?: string;
+  /** Writer to use (e.g. one fenced by leader election); default createApplier(kubeConfig). */
+  applier?: Applier;
+  /** Replaces the apiserver store entirely (unit tests). */
+  store?: RoutingStore;
+  /** Re-read the bundle key Secret at most this often, so a rotation is picked up (default 10 s). */
+  keyReloadMs?: number;
+  shardOptions?: Omit<ShardOptions, 'previousBuckets' | 'cache'>;
+  bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets'>;
+  /** Parallel writes per compile (default 8). */
+  writeConcurrency?: number;
 }
 
 export interface CompileResult {
@@ -38,6 +52,8 @@ export interface CompileResult {
   indexWritten: boolean;
   deleted: number;
   durationMs: number;
+  /** Namespaces compiled in this run. */
+  accounts: string[];
 }
 
 export interface CompilePipeline {
@@ -51,8 +67,12 @@ export interface CompilePipeline {
   stop(): Promise<void>;
   /** Run pending work now and resolve when everything marked dirty before the call is written. */
   flush(): Promise<CompileResult | undefined>;
+  /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */
+  current(): { version?: string; configMaps: string[]; bundles: string[]; accounts: number };
   /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */
   onCompiled(listener: (result: CompileResult) => void): () => void;
 }
 
 export { createCompilePipeline } from './pipeline-impl.ts';
+export { kubeRoutingStore, type RoutingStore } from './store.ts';
+export { ensureBundleKey, addBundleKey, activateBundleKey } from './bundle-key.ts';

@@ -1,0 +1,80 @@
+// Credential bundle Secrets (`byok-bundle-<n>`): {credentialId: envelope JSON}, sharded by account namespace
+// with the same linear-hashing placement as the routing ConfigMaps. Mounted, each entry is a file named by
+// the credential id, so the SDK opens `<bundleDir>/<credentialId>` without an index.
+import { bucketCount } from '../compiler/shard.ts';
+import { bucketOfHash, bundleName, canonicalJson, namespaceHash, sha256Hex } from '../compiler/format.ts';
+import { sealPayload, type Keyring } from './envelope.ts';
+
+export interface BundleAccount {
+  namespace: string;
+  hash: number;
+  /** Sorted by credential id. */
+  entries: { id: string; envelope: string }[];
+  bytes: number;
+}
+
+export interface BundleObject {
+  name: string;
+  bucket: number;
+  part: number;
+  /** credentialId -> envelope JSON. */
+  entries: Record<string, string>;
+  sha256: string;
+  bytes: number;
+  accounts: string[];
+}
+
+export interface BundleShardOptions {
+  /** Average envelope bytes per bucket (default 256 KiB). */
+  targetBytes?: number;
+  /** Largest envelope bytes per Secret (default 384 KiB, 512 KiB base64: well under the 1 MiB object limit). */
+  maxPartBytes?: number;
+  previousBuckets?: number;
+}
+
+export function sealAccount(keyring: Keyring, namespace: string, credentials: readonly { id: string; payload: string }[]): BundleAccount {
+  const entries = credentials
+    .map((c) => ({ id: c.id, envelope: JSON.stringify(sealPayload(keyring, namespace, c.id, c.payload)) }))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { namespace, hash: namespaceHash(namespace), entries, bytes: entries.reduce((s, e) => s + e.envelope.length + e.id.length, 0) };
+}
+
+export function shardBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+  const target = opts.targetBytes ?? 256 * 1024;
+  const maxPart = opts.maxPartBytes ?? 384 * 1024;
+  const n = bucketCount(accounts.reduce((s, a) => s + a.bytes, 0), target, opts.previousBuckets);
+  const members = new Map<number, BundleAccount[]>();
+  for (const a of accounts) {
+    if (a.entries.length === 0) continue;
+    const b = bucketOfHash(a.hash, n);
+    let list = members.get(b);
+    if (!list) members.set(b, (list = []));
+    list.push(a);
+  }
+  const objects: BundleObject[] = [];
+  let overflow = n;
+  for (const bucket of [...members.keys()].sort((a, b) => a - b)) {
+    const list = members.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+    const accountNames = list.map((a) => a.namespace);
+    let part = 0;
+    let current: Record<string, string> = {};
+    let size = 0;
+    const emit = () => {
+      const slot = part === 0 ? bucket : overflow++;
+      objects.push({ name: bundleName(slot), bucket, part, entries: current, sha256: sha256Hex(canonicalJson(current)), bytes: size, accounts: accountNames });
+      part++;
+      current = {};
+      size = 0;
+    };
+    for (const account of list) {
+      for (const e of account.entries) {
+        const entryBytes = e.envelope.length + e.id.length;
+        if (size > 0 && size + entryBytes > maxPart) emit();
+        current[e.id] = e.envelope;
+        size += entryBytes;
+      }
+    }
+    emit();
+  }
+  return { buckets: n, objects };
+}

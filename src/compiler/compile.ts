@@ -1,0 +1,182 @@
+// The pure compiler: one account's cached state -> its routing document (CompiledAccount).
+// Only valid, non-conflicting state is compiled; the output is a function of the input alone
+// (snapshot.now included), with every list in a stable order.
+import { publicId } from '../domain/ids.ts';
+import type {
+  BudgetInterval,
+  BudgetLimit,
+  CompiledAccount,
+  CompiledApiKey,
+  CompiledCredential,
+  CompiledGuardrail,
+  CompiledWorkspace,
+} from '../domain/model.ts';
+import type { GatewayAPIKey } from '../schema/generated/types.ts';
+import { compareStrings, creationTime, electDefaultWorkspace } from './elect.ts';
+import type { AccountSnapshot, SnapshotCredential } from './snapshot.ts';
+
+const INTERVALS: readonly BudgetInterval[] = ['daily', 'weekly', 'monthly', 'lifetime'];
+/** Guardrail budgets without a resetInterval reset monthly (the CRD has no default; documented in docs/compiler.md). */
+export const DEFAULT_RESET_INTERVAL: BudgetInterval = 'monthly';
+
+/** Live = not disabled and not expired at `now` (an unparsable expiry counts as expired: fail closed). */
+export function isLiveApiKey(key: GatewayAPIKey, now: Date): boolean {
+  if (key.spec.disabled === true) return false;
+  if (key.spec.expiresAt === undefined) return true;
+  const expires = Date.parse(key.spec.expiresAt);
+  return !Number.isNaN(expires) && expires > now.getTime();
+}
+
+/** Why a credential is left out of the compiled account, or null when it is compiled. */
+export function credentialExclusion(
+  entry: SnapshotCredential,
+  workspaceNames: ReadonlySet<string>,
+  liveHashes: ReadonlySet<string>,
+): string | null {
+  const { resource, verdict } = entry;
+  if (!verdict.valid) return 'NotValid';
+  if (verdict.payload === undefined) return 'NoPayload';
+  const spec = resource.spec;
+  if (spec.isFallback === true && spec.isByokOnly === true) return 'FallbackAndByokOnly';
+  if (spec.workspace !== undefined && !workspaceNames.has(spec.workspace)) return 'WorkspaceNotFound';
+  for (const hash of spec.allowedApiKeyHashes ?? []) if (!liveHashes.has(hash)) return 'ApiKeyHashNotLive';
+  return null;
+}
+
+function sortedUnique(values: readonly string[] | undefined): string[] | null {
+  if (values === undefined) return null;
+  return [...new Set(values)].sort(compareStrings);
+}
+
+export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
+  const ns = snapshot.namespace;
+  const guardrailNames = new Set(snapshot.guardrails.map((g) => g.metadata.name ?? ''));
+  const workspaceNames = new Set(snapshot.workspaces.map((w) => w.metadata.name ?? ''));
+  const guardrailId = (name: string | undefined): string | null =>
+    name !== undefined && guardrailNames.has(name) ? publicId('Guardrail', ns, name) : null;
+  const defaultWs = electDefaultWorkspace(snapshot.workspaces).winner;
+  const defaultWsId = defaultWs ? publicId('Workspace', ns, defaultWs.metadata.name ?? '') : null;
+
+  const workspaces: CompiledWorkspace[] = snapshot.workspaces
+    .map((w): CompiledWorkspace => {
+      const name = w.metadata.name ?? '';
+      const budgets: BudgetLimit[] = [];
+      for (const interval of INTERVALS) {
+        const limit = w.spec.budgets?.[interval];
+        if (typeof limit === 'number') budgets.push({ limitUsd: limit, interval });
+      }
+      const members = [...(w.spec.members ?? [])]
+        .map((m) => ({ userId: m.userId, guardrailId: guardrailId(m.guardrail) }))
+        .sort((a, b) => compareStrings(a.userId, b.userId));
+      return {
+        id: publicId('Workspace', ns, name),
+        name,
+        displayName: w.spec.displayName ?? null,
+        isDefault: w === defaultWs,
+        budgets,
+        includeByokInBudgets: w.spec.includeByokInBudgets === true,
+        defaultGuardrailId: guardrailId(w.spec.defaultGuardrail),
+        members: dedupeBy(members, (m) => m.userId),
+      };
+    })
+    .sort((a, b) => compareStrings(a.name, b.name));
+
+  const guardrails: CompiledGuardrail[] = snapshot.guardrails
+    .map((g): CompiledGuardrail => {
+      const name = g.metadata.name ?? '';
+      const b = g.spec.budget;
+      const dp = g.spec.dataPolicy ?? {};
+      return {
+        id: publicId('Guardrail', ns, name),
+        name,
+        budget: b
+          ? { limitUsd: b.limitUsd, resetInterval: b.resetInterval ?? DEFAULT_RESET_INTERVAL, includeByokInBudgets: b.includeByokInBudgets === true }
+          : null,
+        dataPolicy: {
+          requireZdr: dp.requireZdr === true,
+          denyDataCollection: dp.denyDataCollection === true,
+          allowedProviders: sortedUnique(dp.allowedProviders),
+          ignoredProviders: sortedUnique(dp.ignoredProviders) ?? [],
+        },
+      };
+    })
+    .sort((a, b) => compareStrings(a.name, b.name));
+
+  const apiKeys: CompiledApiKey[] = [];
+  const liveHashes = new Set<string>();
+  const keysInOrder = [...snapshot.apiKeys].sort(
+    (a, b) => compareStrings(a.spec.hash, b.spec.hash) || compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''),
+  );
+  for (const key of keysInOrder) {
+    if (!isLiveApiKey(key, snapshot.now) || liveHashes.has(key.spec.hash)) continue;
+    // A key scoped to a missing workspace has no determinable scope: leave it out (its filters stop resolving).
+    if (key.spec.workspace !== undefined && !workspaceNames.has(key.spec.workspace)) continue;
+    liveHashes.add(key.spec.hash);
+    apiKeys.push({
+      hash: key.spec.hash,
+      workspaceId: key.spec.workspace !== undefined ? publicId('Workspace', ns, key.spec.workspace) : defaultWsId,
+      guardrailId: guardrailId(key.spec.guardrail),
+      expiresAt: key.spec.expiresAt ?? null,
+    });
+  }
+
+  const credentials: CompiledCredential[] = [];
+  for (const entry of snapshot.credentials) {
+    if (credentialExclusion(entry, workspaceNames, liveHashes) !== null) continue;
+    const { resource, verdict } = entry;
+    const spec = resource.spec;
+    const name = resource.metadata.name ?? '';
+    credentials.push({
+      id: publicId('BYOKCredential', ns, name),
+      name,
+      provider: spec.provider,
+      workspaceId: spec.workspace !== undefined ? publicId('Workspace', ns, spec.workspace) : null,
+      label: verdict.label ?? '',
+      displayName: spec.displayName ?? null,
+      disabled: spec.disabled === true,
+      isFallback: spec.isFallback === true,
+      isRequired: spec.isRequired === true,
+      isByokOnly: spec.isByokOnly === true,
+      declaredZdr: spec.declaredZdr ?? null,
+      allowedModels: sortedUnique(spec.allowedModels),
+      allowedApiKeyHashes: sortedUnique(spec.allowedApiKeyHashes),
+      allowedUserIds: sortedUnique(spec.allowedUserIds),
+      sortOrder: verdict.sortOrder,
+      createdAt: resource.status?.createdAt ?? creationTime(resource.metadata),
+    });
+  }
+  credentials.sort(compareCredentials);
+
+  const plan = snapshot.account?.spec.plan ?? 'pay-as-you-go';
+  const privacy = snapshot.account?.spec.privacy ?? {};
+  return {
+    namespace: ns,
+    accountId: publicId('Account', ns, snapshot.account?.metadata.name ?? ns),
+    plan,
+    privacy: { denyDataCollection: privacy.denyDataCollection === true, alwaysZdr: privacy.alwaysZdr === true },
+    credentials,
+    workspaces,
+    guardrails,
+    apiKeys,
+  };
+}
+
+/** Provider, then section (prioritized before fallback), then sortOrder, then id (model.ts contract). */
+export function compareCredentials(a: CompiledCredential, b: CompiledCredential): number {
+  return (
+    compareStrings(a.provider, b.provider) ||
+    Number(a.isFallback) - Number(b.isFallback) ||
+    a.sortOrder - b.sortOrder ||
+    compareStrings(a.id, b.id)
+  );
+}
+
+function dedupeBy<T>(items: T[], key: (t: T) => string): T[] {
+  const seen = new Set<string>();
+  return items.filter((item) => {
+    const k = key(item);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}

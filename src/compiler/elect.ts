@@ -1,0 +1,47 @@
+// Deterministic tie-breaks for objects that must be unique per namespace. The oldest object wins
+// (creationTimestamp, then name), so a later duplicate is the one marked conflicting and the winner
+// never flips while both exist. The reconciler uses the same functions for its Conflict conditions.
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { Account, Workspace } from '../schema/generated/types.ts';
+
+function createdMs(meta: V1ObjectMeta): number {
+  const ts: unknown = meta.creationTimestamp;
+  if (ts instanceof Date) return ts.getTime();
+  if (typeof ts === 'string') {
+    const ms = Date.parse(ts);
+    if (!Number.isNaN(ms)) return ms;
+  }
+  return Number.MAX_SAFE_INTEGER;
+}
+
+export function olderFirst(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): number {
+  return createdMs(a.metadata) - createdMs(b.metadata) || compareStrings(a.metadata.name ?? '', b.metadata.name ?? '');
+}
+
+export function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The namespace's one Account (the oldest); the others conflict. */
+export function electAccount(accounts: readonly Account[]): { winner?: Account; conflicting: Account[] } {
+  const sorted = [...accounts].sort(olderFirst);
+  const [winner, ...conflicting] = sorted;
+  return winner ? { winner, conflicting } : { conflicting: [] };
+}
+
+/** The default Workspace (the oldest with default: true); other defaults conflict and are compiled as non-default. */
+export function electDefaultWorkspace(workspaces: readonly Workspace[]): { winner?: Workspace; conflicting: Workspace[] } {
+  return electAccountLike(workspaces.filter((w) => w.spec.default === true));
+}
+
+function electAccountLike<T extends { metadata: V1ObjectMeta }>(items: readonly T[]): { winner?: T; conflicting: T[] } {
+  const [winner, ...conflicting] = [...items].sort(olderFirst);
+  return winner ? { winner, conflicting } : { conflicting: [] };
+}
+
+/** RFC 3339 time of creation, whatever form the client handed us. */
+export function creationTime(meta: V1ObjectMeta): string {
+  const ts: unknown = meta.creationTimestamp;
+  if (ts instanceof Date) return ts.toISOString();
+  return typeof ts === 'string' ? ts : '';
+}

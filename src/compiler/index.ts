@@ -1,0 +1,17 @@
+// Public surface of the compiler: pure functions from cached account state to routing ConfigMap payloads.
+export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from './snapshot.ts';
+export { compileAccount, compareCredentials, credentialExclusion, isLiveApiKey, DEFAULT_RESET_INTERVAL } from './compile.ts';
+export { electAccount, electDefaultWorkspace } from './elect.ts';
+export {
+  shardAccounts,
+  shardSerialized,
+  serializeAccount,
+  bucketCount,
+  DEFAULTS as SHARD_DEFAULTS,
+  type ShardOptions,
+  type ShardObject,
+  type ShardSet,
+  type SerializedAccount,
+  type EncodedBucket,
+} from './shard.ts';
+export * from './format.ts';

@@ -1,0 +1,154 @@
+// Shards compiled accounts into ConfigMap payloads and builds the index. Pure (given the same accounts and
+// options, the same bytes), with an optional cache so an incremental compile re-encodes only the buckets
+// whose accounts changed.
+import { gzipSync } from 'node:zlib';
+import type { CompiledAccount } from '../domain/model.ts';
+import {
+  bucketOfHash,
+  canonicalJson,
+  INDEX_FORMAT,
+  indexVersion,
+  namespaceHash,
+  partKey,
+  sha256Hex,
+  shardName,
+  type IndexPart,
+  type IndexShard,
+  type RoutingIndex,
+  type ShardEncoding,
+} from './format.ts';
+
+export interface ShardOptions {
+  /** Average decoded bytes per bucket the bucket count aims for (default 128 KiB). */
+  targetBytes?: number;
+  /** Largest encoded payload per ConfigMap; larger shards are split into parts (default 384 KiB, i.e. 512 KiB base64). */
+  maxPartBytes?: number;
+  /** Shards whose JSON exceeds this are gzip-compressed into binaryData (default 32 KiB). */
+  gzipAboveBytes?: number;
+  /** Bucket count of the previous layout: kept while it still fits, so sizes hovering at a boundary do not flap. */
+  previousBuckets?: number;
+  /** Reused encoded buckets keyed by content fingerprint; entries not used by this call are evicted. */
+  cache?: Map<string, EncodedBucket>;
+}
+
+export const DEFAULTS = { targetBytes: 128 * 1024, maxPartBytes: 384 * 1024, gzipAboveBytes: 32 * 1024 } as const;
+
+/** One account serialized once (canonical JSON); the pipeline keeps these between compiles. */
+export interface SerializedAccount {
+  namespace: string;
+  json: string;
+  sha256: string;
+  bytes: number;
+  hash: number;
+}
+
+export interface ShardObject {
+  /** ConfigMap name. */
+  name: string;
+  /** Data key (= mounted file name). */
+  key: string;
+  encoding: ShardEncoding;
+  bucket: number;
+  part: number;
+  /** The bytes of this part: UTF-8 JSON (goes in `data`) or a gzip slice (goes base64 in `binaryData`). */
+  data: Buffer;
+  sha256: string;
+  bytes: number;
+  /** Namespaces in the shard this part belongs to. */
+  accounts: string[];
+}
+
+export interface ShardSet {
+  index: RoutingIndex;
+  /** Every ConfigMap except the index, in slot order. */
+  shards: ShardObject[];
+}
+
+export interface EncodedBucket {
+  encoding: ShardEncoding;
+  payload: Buffer;
+  sha256: string;
+  rawBytes: number;
+  accounts: string[];
+}
+
+export function serializeAccount(account: CompiledAccount): SerializedAccount {
+  const json = canonicalJson(account);
+  return { namespace: account.namespace, json, sha256: sha256Hex(json), bytes: Buffer.byteLength(json), hash: namespaceHash(account.namespace) };
+}
+
+export function shardAccounts(compiled: readonly CompiledAccount[], opts: ShardOptions = {}): ShardSet {
+  return shardSerialized(compiled.map(serializeAccount), opts);
+}
+
+export function bucketCount(totalBytes: number, targetBytes: number, previous?: number): number {
+  const need = Math.max(1, Math.ceil(totalBytes / targetBytes));
+  if (previous === undefined || previous < 1 || need > previous) return need;
+  // Shrink only well below the previous size: a merge rewrites shards, so do not flap around a boundary.
+  return totalBytes < (previous - 1) * targetBytes * 0.5 ? need : previous;
+}
+
+export function shardSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardSet {
+  const targetBytes = opts.targetBytes ?? DEFAULTS.targetBytes;
+  const maxPartBytes = opts.maxPartBytes ?? DEFAULTS.maxPartBytes;
+  const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
+  const total = accounts.reduce((sum, a) => sum + a.bytes, 0);
+  const n = bucketCount(total, targetBytes, opts.previousBuckets);
+
+  const members = new Map<number, SerializedAccount[]>();
+  for (const account of accounts) {
+    const b = bucketOfHash(account.hash, n);
+    let list = members.get(b);
+    if (!list) members.set(b, (list = []));
+    list.push(account);
+  }
+
+  const cache = opts.cache;
+  const used = new Set<string>();
+  const shards: ShardObject[] = [];
+  const indexShards: IndexShard[] = [];
+  let overflowSlot = n;
+  for (const bucket of [...members.keys()].sort((a, b) => a - b)) {
+    const list = members.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+    const fingerprint = `${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`;
+    let encoded = cache?.get(fingerprint);
+    if (!encoded) {
+      encoded = encodeBucket(bucket, list, gzipAbove);
+      cache?.set(fingerprint, encoded);
+    }
+    used.add(fingerprint);
+
+    const parts: IndexPart[] = [];
+    for (let offset = 0, part = 0; offset < encoded.payload.length || part === 0; offset += maxPartBytes, part++) {
+      const slot = part === 0 ? bucket : overflowSlot++;
+      const name = shardName(slot);
+      const data = encoded.payload.subarray(offset, offset + maxPartBytes);
+      const sha256 = part === 0 && data.length === encoded.payload.length ? encoded.sha256 : sha256Hex(data);
+      const key = partKey(name, encoded.encoding);
+      parts.push({ name, key, sha256, bytes: data.length });
+      shards.push({ name, key, encoding: encoded.encoding, bucket, part, data, sha256, bytes: data.length, accounts: encoded.accounts });
+    }
+    indexShards.push({
+      bucket,
+      encoding: encoded.encoding,
+      sha256: encoded.sha256,
+      bytes: encoded.payload.length,
+      rawBytes: encoded.rawBytes,
+      accounts: list.length,
+      parts,
+    });
+  }
+  if (cache) for (const key of cache.keys()) if (!used.has(key)) cache.delete(key);
+
+  const body = { format: INDEX_FORMAT, buckets: n, shards: indexShards } as const;
+  return { index: { ...body, version: indexVersion(body) }, shards };
+}
+
+function encodeBucket(bucket: number, list: readonly SerializedAccount[], gzipAbove: number): EncodedBucket {
+  // Account JSON is already canonical; keys "accounts" < "bucket" keep the wrapper canonical too.
+  const json = `{"accounts":[${list.map((a) => a.json).join(',')}],"bucket":${bucket}}`;
+  const raw = Buffer.from(json, 'utf8');
+  const encoding: ShardEncoding = raw.length > gzipAbove ? 'gzip' : 'json';
+  const payload = encoding === 'gzip' ? gzipSync(raw, { level: 6 }) : raw;
+  return { encoding, payload, sha256: sha256Hex(payload), rawBytes: raw.length, accounts: list.map((a) => a.namespace) };
+}
