@@ -56,8 +56,10 @@ function ensureDependencies(env) {
   const wanted = createHash('sha256').update(readFileSync(lock)).update(process.platform + process.arch).digest('hex');
   const stamp = join(root, 'node_modules', '.bootstrap-lock-sha256');
   if (existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === wanted) return;
-  log('installing npm dependencies (npm ci)');
-  if (run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { env }) !== 0) fail('npm ci failed');
+  // `npm install --no-save` rather than `npm ci`: it installs the locked versions too, but tolerates a
+  // registry mirror that lacks other platforms' optional binaries (e.g. @swc/core-darwin-arm64).
+  log('installing npm dependencies from package-lock.json');
+  if (run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error'], { env }) !== 0) fail('npm install failed');
   writeFileSync(stamp, `${wanted}\n`);
 }
 
