@@ -1,0 +1,45 @@
+// Decrypts a credential's payload on use from the mounted bundle Secrets, with keys from the mounted key Secret.
+// Nothing decrypted is cached; the keyring is cached per key-volume generation.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type Keyring } from '../bundle/envelope.ts';
+import { resolveGeneration, type RoutingConfig } from './load.ts';
+
+const CREDENTIAL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function readKeyring(keyDir: string): Keyring {
+  const gen = resolveGeneration(keyDir);
+  const entries = new Map<string, Buffer>();
+  for (const name of readdirSync(gen)) {
+    if (name.startsWith('..')) continue;
+    entries.set(name, readFileSync(join(gen, name)));
+  }
+  return keyringFromEntries(entries);
+}
+
+export interface CredentialDecryptor {
+  decrypt(config: RoutingConfig, credentialId: string): string;
+}
+
+export function createCredentialDecryptor(opts: { bundleDir: string; keyDir: string }): CredentialDecryptor {
+  let cached: { gen: string; ring: Keyring } | undefined;
+  const keys = (forceReload: boolean): Keyring => {
+    const gen = resolveGeneration(opts.keyDir);
+    if (!cached || forceReload || cached.gen !== gen) cached = { gen, ring: readKeyring(opts.keyDir) };
+    return cached.ring;
+  };
+  return {
+    decrypt(config, credentialId) {
+      const found = config.credential(credentialId);
+      if (!found || !CREDENTIAL_ID.test(credentialId)) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
+      const path = join(resolveGeneration(opts.bundleDir), credentialId);
+      if (!existsSync(path)) throw new BundleError('not-found', `no bundle entry for credential ${credentialId} yet`);
+      const envelope = parseEnvelope(readFileSync(path, 'utf8'));
+      const expected = { namespace: found.account.namespace, credentialId };
+      let ring = keys(false);
+      // A rotated key can reach this pod after envelopes sealed with it: re-read the key volume once.
+      if (!ring.keys.has(envelope.kid)) ring = keys(true);
+      return openEnvelope(ring.keys, envelope, expected);
+    },
+  };
+}

@@ -1,0 +1,110 @@
+// Loads the compiled routing config from a mounted directory (a projected volume of the byok-routing-*
+// ConfigMaps), verifying every checksum. Reads through the `..data` link kubelet maintains, resolved once,
+// so one load never mixes files from two generations.
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/model.ts';
+import { bucketOf, INDEX_KEY, indexVersion, isRoutingIndex, sha256Hex, type RoutingIndex, type ShardDocument } from '../compiler/format.ts';
+
+export type RoutingConfigErrorCode = 'missing' | 'incomplete' | 'checksum' | 'corrupt';
+
+export class RoutingConfigError extends Error {
+  readonly code: RoutingConfigErrorCode;
+  constructor(code: RoutingConfigErrorCode, message: string) {
+    super(message);
+    this.name = 'RoutingConfigError';
+    this.code = code;
+  }
+}
+
+export interface RoutingConfig {
+  /** The index version (sha256 of the index body). */
+  version: string;
+  index: RoutingIndex;
+  /** By namespace. */
+  accounts: ReadonlyMap<string, CompiledAccount>;
+  /** Where the files were read from (the resolved `..<timestamp>` directory under kubelet). */
+  source: string;
+  credential(credentialId: string): { account: CompiledAccount; credential: CompiledCredential } | undefined;
+  apiKey(hash: string): { account: CompiledAccount; key: CompiledApiKey } | undefined;
+}
+
+/** The directory a load should read: kubelet's current `..data` generation, or `dir` itself when not a kubelet volume. */
+export function resolveGeneration(dir: string): string {
+  const link = join(dir, '..data');
+  try {
+    const target = readlinkSync(link);
+    return isAbsolute(target) ? target : join(dir, target);
+  } catch {
+    return dir;
+  }
+}
+
+function readPart(dir: string, key: string): Buffer {
+  const path = join(dir, key);
+  if (!existsSync(path)) throw new RoutingConfigError('incomplete', `shard file ${key} is missing`);
+  return readFileSync(path);
+}
+
+export function loadRoutingConfig(dir: string): RoutingConfig {
+  const gen = resolveGeneration(dir);
+  const indexPath = join(gen, INDEX_KEY);
+  if (!existsSync(indexPath)) throw new RoutingConfigError('missing', `no ${INDEX_KEY} in ${dir}`);
+  let index: unknown;
+  try {
+    index = JSON.parse(readFileSync(indexPath, 'utf8'));
+  } catch {
+    throw new RoutingConfigError('corrupt', 'index is not valid JSON');
+  }
+  if (!isRoutingIndex(index)) throw new RoutingConfigError('corrupt', 'index has an unknown format');
+  if (indexVersion(index) !== index.version) throw new RoutingConfigError('checksum', 'index version does not match its content');
+
+  const accounts = new Map<string, CompiledAccount>();
+  for (const shard of index.shards) {
+    const chunks: Buffer[] = [];
+    for (const part of shard.parts) {
+      const data = readPart(gen, part.key);
+      if (data.length !== part.bytes || sha256Hex(data) !== part.sha256) {
+        throw new RoutingConfigError('checksum', `shard file ${part.key} does not match the index checksum`);
+      }
+      chunks.push(data);
+    }
+    const payload = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    if (sha256Hex(payload) !== shard.sha256) throw new RoutingConfigError('checksum', `shard ${shard.bucket} does not match the index checksum`);
+    let doc: ShardDocument;
+    try {
+      const raw = shard.encoding === 'gzip' ? gunzipSync(payload) : payload;
+      doc = JSON.parse(raw.toString('utf8')) as ShardDocument;
+    } catch {
+      throw new RoutingConfigError('corrupt', `shard ${shard.bucket} cannot be decoded`);
+    }
+    if (doc.bucket !== shard.bucket || !Array.isArray(doc.accounts) || doc.accounts.length !== shard.accounts) {
+      throw new RoutingConfigError('corrupt', `shard ${shard.bucket} content does not match the index`);
+    }
+    for (const account of doc.accounts) {
+      if (bucketOf(account.namespace, index.buckets) !== shard.bucket) throw new RoutingConfigError('corrupt', `account ${account.namespace} is in the wrong shard`);
+      accounts.set(account.namespace, account);
+    }
+  }
+  return buildConfig(index, accounts, gen);
+}
+
+function buildConfig(index: RoutingIndex, accounts: Map<string, CompiledAccount>, source: string): RoutingConfig {
+  const credentials = new Map<string, { account: CompiledAccount; credential: CompiledCredential }>();
+  const keys = new Map<string, { account: CompiledAccount; key: CompiledApiKey }>();
+  for (const ns of [...accounts.keys()].sort()) {
+    const account = accounts.get(ns)!;
+    for (const credential of account.credentials) credentials.set(credential.id, { account, credential });
+    // A hash is a SHA-256 of a secret key: two accounts sharing one means the same key; first namespace wins.
+    for (const key of account.apiKeys) if (!keys.has(key.hash)) keys.set(key.hash, { account, key });
+  }
+  return {
+    version: index.version,
+    index,
+    accounts,
+    source,
+    credential: (id) => credentials.get(id),
+    apiKey: (hash) => keys.get(hash),
+  };
+}

@@ -1,0 +1,109 @@
+// Hot reload of the mounted routing config. kubelet's atomic writer puts each generation in `..<timestamp>/`,
+// points `..data_tmp` at it and renames it over `..data`; visible files are symlinks through `..data`.
+// We watch the directory (rename events) and also poll the `..data` target (fs.watch is best effort), load
+// the new generation fully, and swap only when every checksum verifies: a bad generation keeps the last good one.
+import { statSync, watch, type FSWatcher } from 'node:fs';
+import { join } from 'node:path';
+import type { ModelCatalog } from '../domain/index.ts';
+import { INDEX_KEY } from '../compiler/format.ts';
+import { createCredentialDecryptor } from './credentials.ts';
+import { loadRoutingConfig, resolveGeneration, type RoutingConfig } from './load.ts';
+import { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
+
+export interface WatchOptions {
+  configDir: string;
+  bundleDir: string;
+  keyDir: string;
+  onReload?: (config: RoutingConfig, previous: RoutingConfig | undefined) => void;
+  /** A generation that failed to load (the last good config stays in use). */
+  onError?: (err: Error) => void;
+  /** Poll interval for the `..data` target (default 1000 ms). */
+  pollMs?: number;
+}
+
+export interface RoutingConfigWatcher {
+  /** The last good config; undefined until one loads. */
+  current(): RoutingConfig | undefined;
+  /** Load now; true when a new config was swapped in. */
+  reload(): boolean;
+  decryptCredential(credentialId: string): string;
+  planFor(request: GatewayRequest, catalog: ModelCatalog, now?: Date): PlanOutcome;
+  close(): void;
+}
+
+function stamp(dir: string): string {
+  const gen = resolveGeneration(dir);
+  if (gen !== dir) return gen;
+  try {
+    const s = statSync(join(dir, INDEX_KEY));
+    return `${s.mtimeMs}:${s.size}:${s.ino}`;
+  } catch {
+    return 'absent';
+  }
+}
+
+export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
+  let current: RoutingConfig | undefined;
+  let loadedStamp: string | undefined;
+  let failedStamp: string | undefined;
+  const decryptor = createCredentialDecryptor({ bundleDir: opts.bundleDir, keyDir: opts.keyDir });
+
+  const reload = (): boolean => {
+    const s = stamp(opts.configDir);
+    if (s === loadedStamp) return false;
+    try {
+      const next = loadRoutingConfig(opts.configDir);
+      loadedStamp = s;
+      failedStamp = undefined;
+      if (current && next.version === current.version) return false;
+      const previous = current;
+      current = next;
+      opts.onReload?.(next, previous);
+      return true;
+    } catch (err) {
+      // Report each bad generation once; keep retrying it (kubelet may complete it without a new swap).
+      if (failedStamp !== s) opts.onError?.(err instanceof Error ? err : new Error(String(err)));
+      failedStamp = s;
+      return false;
+    }
+  };
+
+  let debounce: NodeJS.Timeout | undefined;
+  const poke = () => {
+    if (debounce) return;
+    debounce = setTimeout(() => {
+      debounce = undefined;
+      reload();
+    }, 10);
+    debounce.unref?.();
+  };
+
+  reload();
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(opts.configDir, { persistent: false }, poke);
+    watcher.on('error', () => undefined);
+  } catch {
+    watcher = undefined;
+  }
+  const poll = setInterval(reload, opts.pollMs ?? 1000);
+  poll.unref?.();
+
+  return {
+    current: () => current,
+    reload,
+    decryptCredential(credentialId) {
+      if (!current) throw new Error('routing config not loaded');
+      return decryptor.decrypt(current, credentialId);
+    },
+    planFor(request, catalog, now) {
+      if (!current) return { ok: false, reason: 'unknown-api-key' };
+      return planFor(current, request, catalog, now);
+    },
+    close() {
+      watcher?.close();
+      clearInterval(poll);
+      if (debounce) clearTimeout(debounce);
+    },
+  };
+}
