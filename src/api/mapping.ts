@@ -1,0 +1,106 @@
+// BYOKCredential (CRD, camelCase) → BYOKKey (REST, snake_case). Pure functions, unit-tested.
+import { publicId } from '../domain/ids.ts';
+import type { ProviderSlug } from '../domain/providers.ts';
+import type { BYOKCredential } from '../schema/generated/types.ts';
+
+export interface BYOKKey {
+  id: string;
+  provider: ProviderSlug;
+  workspace_id: string | null;
+  label: string;
+  name: string | null;
+  disabled: boolean;
+  is_fallback: boolean;
+  is_required: boolean;
+  is_byok_only: boolean;
+  allowed_models: string[] | null;
+  allowed_api_key_hashes: string[] | null;
+  allowed_user_ids: string[] | null;
+  sort_order: number;
+  created_at: string;
+  declared_zdr: boolean | null;
+}
+
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY_API = 'byok-api';
+export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
+/** The label computed by the API at write time, so reads show it before the operator reconciles. */
+export const LABEL_ANNOTATION = 'byok.gateway.dev/label';
+/** resourceVersion of the Secret that LABEL_ANNOTATION was computed from. */
+export const LABEL_SECRET_VERSION_ANNOTATION = 'byok.gateway.dev/label-secret-version';
+
+export function isManagedByApi(obj: { metadata?: { labels?: Record<string, string> } | undefined }): boolean {
+  return obj.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY_API;
+}
+
+export function credentialId(obj: BYOKCredential): string {
+  return obj.status?.id ?? publicId('BYOKCredential', obj.metadata.namespace ?? '', obj.metadata.name ?? '');
+}
+
+function versionNumber(v: string | undefined): bigint | undefined {
+  return v !== undefined && /^\d+$/.test(v) ? BigInt(v) : undefined;
+}
+
+/**
+ * The label to show. The operator's status.label wins unless the API computed a label from a newer Secret
+ * revision (a rotation the operator has not reconciled yet): both record the Secret's resourceVersion.
+ * Empty until either has run (a Git-created credential before the operator reconciles it).
+ */
+export function pickLabel(obj: BYOKCredential): string {
+  const status = obj.status?.label;
+  const annotated = obj.metadata.annotations?.[LABEL_ANNOTATION];
+  if (annotated === undefined) return status ?? '';
+  if (status === undefined) return annotated;
+  const a = versionNumber(obj.metadata.annotations?.[LABEL_SECRET_VERSION_ANNOTATION]);
+  const s = versionNumber(obj.status?.secretResourceVersion);
+  return a !== undefined && (s === undefined || a > s) ? annotated : status;
+}
+
+/** Effective sort order: the operator's value once it has seen this generation, else the spec (our own write). */
+export function effectiveSortOrder(obj: BYOKCredential): number {
+  const st = obj.status;
+  const fresh = st?.observedGeneration !== undefined && st.observedGeneration === obj.metadata.generation;
+  return (fresh ? (st?.sortOrder ?? obj.spec.sortOrder) : (obj.spec.sortOrder ?? st?.sortOrder)) ?? 0;
+}
+
+function isoTime(v: unknown): string {
+  if (v instanceof Date) return v.toISOString();
+  if (typeof v === 'string' && v !== '') {
+    const d = new Date(v);
+    return Number.isNaN(d.getTime()) ? v : d.toISOString();
+  }
+  return new Date(0).toISOString();
+}
+
+const list = (v: string[] | undefined): string[] | null => (v === undefined ? null : [...v]);
+
+export function toByokKey(obj: BYOKCredential): BYOKKey {
+  const ns = obj.metadata.namespace ?? '';
+  const spec = obj.spec;
+  return {
+    id: credentialId(obj),
+    provider: spec.provider,
+    workspace_id: spec.workspace === undefined ? null : publicId('Workspace', ns, spec.workspace),
+    label: pickLabel(obj),
+    name: spec.displayName ?? null,
+    disabled: spec.disabled ?? false,
+    is_fallback: spec.isFallback ?? false,
+    is_required: spec.isRequired ?? false,
+    is_byok_only: spec.isByokOnly ?? false,
+    allowed_models: list(spec.allowedModels),
+    allowed_api_key_hashes: list(spec.allowedApiKeyHashes),
+    allowed_user_ids: list(spec.allowedUserIds),
+    sort_order: effectiveSortOrder(obj),
+    created_at: isoTime(obj.metadata.creationTimestamp ?? obj.status?.createdAt),
+    declared_zdr: spec.declaredZdr ?? null,
+  };
+}
+
+/** List order: provider, then section (prioritized before fallback), then sort_order, then creation, then id. */
+export function compareKeys(a: BYOKKey, b: BYOKKey): number {
+  if (a.provider !== b.provider) return a.provider < b.provider ? -1 : 1;
+  if (a.is_fallback !== b.is_fallback) return a.is_fallback ? 1 : -1;
+  if (a.sort_order !== b.sort_order) return a.sort_order - b.sort_order;
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}

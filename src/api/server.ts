@@ -1,0 +1,325 @@
+// The REST API server (`/api/v1/byok`), wire-compatible with the public OpenRouter BYOK management API.
+// buildApp wires routes onto injected dependencies (tests, bench); startApiServer adds the informers and the
+// Kubernetes writer and listens.
+import rateLimit from '@fastify/rate-limit';
+import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { kubeClient } from '../kube/client.ts';
+import { createInformer, type SupervisedInformer } from '../kube/informer.ts';
+import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import { API_VERSION } from '../schema/resources.ts';
+import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../shared/management-keys.ts';
+import { kubeBackend, type Backend } from './backend.ts';
+import { ApiError, errorBody, MESSAGES } from './errors.ts';
+import { buildOpenApiDocument } from './openapi.ts';
+import { ByokService } from './service.ts';
+import { ApiState } from './state.ts';
+
+export const API_PREFIX = '/api/v1';
+/** Bodies larger than this get 413. A service-account JSON is ~2.4 KB; the payload limit is 64 KiB. */
+export const BODY_LIMIT = 128 * 1024;
+
+/** Paths pino must never print: the bearer token and any secret in a body. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'authorization',
+  'req.body',
+  'body',
+  'key',
+  '*.key',
+  'payload',
+];
+
+export interface RateLimitOptions {
+  max: number;
+  timeWindowMs: number;
+}
+
+export interface AppDeps {
+  state: ApiState;
+  backend: Backend;
+  observe(obj: BYOKCredential): void;
+  observeDeleted(namespace: string, name: string): void;
+  logger: Logger;
+  /** 409 on writes to credentials not labelled managed-by byok-api. Default true. */
+  gitopsGuard?: boolean;
+  /** Per management key; false disables. Default 600 requests per 10 s. */
+  rateLimit?: RateLimitOptions | false;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The account namespace of the authenticated management key. */
+    account: string;
+    /** SHA-256 of the bearer token, for per-key rate limiting. */
+    tokenHash: string;
+  }
+}
+
+const DEFAULT_RATE_LIMIT: RateLimitOptions = { max: 600, timeWindowMs: 10_000 };
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+function sendError(reply: FastifyReply, status: number, message: string, metadata: Record<string, unknown> | null = null): FastifyReply {
+  return reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
+}
+
+/** Replaces any secret in a text before it reaches a log line. */
+function scrub(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join('[REDACTED]');
+  return out;
+}
+
+function bodySecrets(req: FastifyRequest): string[] {
+  const b = req.body as { key?: unknown } | undefined;
+  return b && typeof b === 'object' && typeof b.key === 'string' ? [b.key, b.key.trim()] : [];
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: BODY_LIMIT,
+    // Our own JSON parser (below) and error handler decide every 4xx body.
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  });
+  const service = new ByokService({
+    state: deps.state,
+    backend: deps.backend,
+    observe: deps.observe,
+    observeDeleted: deps.observeDeleted,
+    gitopsGuard: deps.gitopsGuard ?? true,
+    warn: (msg, fields) => deps.logger.warn(fields, msg),
+  });
+
+  // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') {
+      done(new ApiError(400, MESSAGES.emptyBody), undefined);
+      return;
+    }
+    try {
+      done(null, JSON.parse(text) as unknown);
+    } catch {
+      done(new ApiError(400, MESSAGES.malformedJson), undefined);
+    }
+  });
+
+  app.setErrorHandler((err: unknown, req, reply) => {
+    if (err instanceof ApiError) {
+      for (const [h, v] of Object.entries(err.headers)) void reply.header(h, v);
+      return sendError(reply, err.status, err.message, err.metadata);
+    }
+    const e = err as { code?: string; statusCode?: number; name?: string; message?: string; stack?: string };
+    switch (e.code) {
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return sendError(reply, 415, MESSAGES.unsupportedMediaType);
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return sendError(reply, 413, MESSAGES.tooLarge, { limit_bytes: BODY_LIMIT });
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return sendError(reply, 400, MESSAGES.emptyBody);
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return sendError(reply, 400, MESSAGES.malformedJson);
+      default:
+        break;
+    }
+    const status = typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 500;
+    if (status === 500) {
+      const secrets = bodySecrets(req);
+      req.log.error({ err: { name: e.name, message: scrub(String(e.message ?? ''), secrets), stack: scrub(String(e.stack ?? ''), secrets) } }, 'request failed');
+      return sendError(reply, 500, MESSAGES.internal);
+    }
+    // Other framework 4xx (bad content-length, aborted body, ...): a fixed message per status.
+    return sendError(reply, status, status === 413 ? MESSAGES.tooLarge : status === 415 ? MESSAGES.unsupportedMediaType : 'Bad request');
+  });
+
+  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, MESSAGES.routeNotFound));
+
+  const authenticate = async (req: FastifyRequest): Promise<void> => {
+    const header = req.headers.authorization;
+    const m = typeof header === 'string' ? BEARER.exec(header) : null;
+    if (!m) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
+    const hash = sha256Hex(m[1] as string);
+    const ns = deps.state.managementKeys.namespaceOf(hash);
+    if (ns !== undefined) {
+      req.account = ns;
+      req.tokenHash = hash;
+      return;
+    }
+    if (deps.state.isLiveApiKeyHash(hash)) throw new ApiError(403, MESSAGES.notManagementKey);
+    throw new ApiError(401, MESSAGES.invalidAuth, null, { 'www-authenticate': 'Bearer error="invalid_token"' });
+  };
+
+  const limits = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
+  if (limits) {
+    await app.register(rateLimit, {
+      global: false,
+      max: limits.max,
+      timeWindow: limits.timeWindowMs,
+      keyGenerator: (req) => req.tokenHash ?? `ip:${req.ip}`,
+      errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
+    });
+  }
+  const limited = limits ? { rateLimit: { max: limits.max, timeWindow: limits.timeWindowMs } } : {};
+
+  const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
+  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
+
+  const json = (reply: FastifyReply, status: number, text: string) => reply.code(status).type('application/json; charset=utf-8').send(text);
+
+  app.route({
+    method: 'GET',
+    url: `${API_PREFIX}/byok`,
+    onRequest: authenticate,
+    config: limited,
+    handler: async (req, reply) => json(reply, 200, service.list(req.account, req.query).json),
+  });
+  app.route({
+    method: 'POST',
+    url: `${API_PREFIX}/byok`,
+    onRequest: authenticate,
+    config: limited,
+    handler: async (req, reply) => {
+      const e = await service.create(req.account, req.body);
+      return json(reply, 201, `{"data":${e.json}}`);
+    },
+  });
+  app.route<{ Params: { id: string } }>({
+    method: 'GET',
+    url: `${API_PREFIX}/byok/:id`,
+    onRequest: authenticate,
+    config: limited,
+    handler: async (req, reply) => json(reply, 200, `{"data":${service.get(req.account, req.params.id).json}}`),
+  });
+  app.route<{ Params: { id: string } }>({
+    method: 'PATCH',
+    url: `${API_PREFIX}/byok/:id`,
+    onRequest: authenticate,
+    config: limited,
+    handler: async (req, reply) => {
+      const e = await service.update(req.account, req.params.id, req.body);
+      return json(reply, 200, `{"data":${e.json}}`);
+    },
+  });
+  app.route<{ Params: { id: string } }>({
+    method: 'DELETE',
+    url: `${API_PREFIX}/byok/:id`,
+    onRequest: authenticate,
+    config: limited,
+    handler: async (req, reply) => {
+      await service.delete(req.account, req.params.id);
+      return json(reply, 200, '{"deleted":true}');
+    },
+  });
+
+  // Known paths with an unsupported method: 405 with Allow, not 404.
+  const others = (allowed: string[]): HTTPMethods[] => (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as HTTPMethods[]).filter((m) => !allowed.includes(m));
+  for (const [url, allowed] of [
+    [`${API_PREFIX}/byok`, ['GET', 'HEAD', 'POST']],
+    [`${API_PREFIX}/byok/:id`, ['GET', 'HEAD', 'PATCH', 'DELETE']],
+    [`${API_PREFIX}/openapi.json`, ['GET', 'HEAD']],
+  ] as const) {
+    app.route({
+      method: others([...allowed]),
+      url,
+      handler: async (_req, reply) => {
+        void reply.header('allow', allowed.join(', '));
+        return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
+      },
+    });
+  }
+
+  return app as unknown as FastifyInstance;
+}
+
+export interface StartApiServerOptions {
+  kubeConfig: KubeConfig;
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  logger?: Logger;
+  /** Default true: writes to credentials not created through the API give 409. */
+  gitopsGuard?: boolean;
+  rateLimit?: RateLimitOptions | false;
+  /** Serve only these account namespaces (and watch only them); all namespaces when absent. */
+  watchNamespaces?: string[];
+}
+
+export interface ApiServer {
+  /** Base URL ending in /api/v1. */
+  url: string;
+  close(): Promise<void>;
+  /** For tests and benchmarks. */
+  app: FastifyInstance;
+  state: ApiState;
+}
+
+export function defaultLogger(): Logger {
+  return pino({ name: 'byok-api', level: process.env.LOG_LEVEL ?? 'info', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } });
+}
+
+const CRD_PATH = (plural: string) => `/apis/${API_VERSION}/${plural}`;
+
+export async function startApiServer(opts: StartApiServerOptions): Promise<ApiServer> {
+  const base = opts.logger ?? defaultLogger();
+  // A caller's logger gets our redaction on top of its own.
+  const logger = opts.logger ? base.child({ component: 'api' }, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }) : base;
+  const state = new ApiState();
+  const common = { kubeConfig: opts.kubeConfig, logger, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
+  const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({ ...common, name: 'api-byokcredentials', path: CRD_PATH('byokcredentials') });
+  const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
+  const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });
+  const mgmtKeys = createInformer<V1Secret>({ ...common, name: 'api-management-keys', path: '/api/v1/secrets', labelSelector: MANAGEMENT_KEY_SELECTOR });
+
+  credentials.on('add', (o) => state.upsertCredential(o));
+  credentials.on('update', (o) => state.upsertCredential(o));
+  credentials.on('delete', (o) => state.removeCredential(o));
+  workspaces.on('add', (o) => state.upsertWorkspace(o));
+  workspaces.on('update', (o) => state.upsertWorkspace(o));
+  workspaces.on('delete', (o) => state.removeWorkspace(o));
+  apiKeys.on('add', (o) => state.upsertApiKey(o));
+  apiKeys.on('update', (o) => state.upsertApiKey(o));
+  apiKeys.on('delete', (o) => state.removeApiKey(o));
+  mgmtKeys.on('add', (o) => state.upsertManagementSecret(o));
+  mgmtKeys.on('update', (o) => state.upsertManagementSecret(o));
+  mgmtKeys.on('delete', (o) => state.removeManagementSecret(o));
+
+  const informers = [credentials, workspaces, apiKeys, mgmtKeys];
+  try {
+    await Promise.all(informers.map((i) => i.start()));
+  } catch (err) {
+    await Promise.allSettled(informers.map((i) => i.stop()));
+    throw err;
+  }
+
+  const app = await buildApp({
+    state,
+    backend: kubeBackend(kubeClient(opts.kubeConfig)),
+    observe: (o) => credentials.observe(o),
+    observeDeleted: (ns, name) => credentials.observeDeleted(ns, name),
+    logger,
+    ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
+    ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),
+  });
+  let address: string;
+  try {
+    address = await app.listen({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
+  } catch (err) {
+    await Promise.allSettled(informers.map((i) => i.stop()));
+    throw err;
+  }
+  return {
+    url: `${address}${API_PREFIX}`,
+    app,
+    state,
+    close: async () => {
+      await app.close();
+      await Promise.allSettled(informers.map((i) => i.stop()));
+    },
+  };
+}

@@ -1,0 +1,334 @@
+// The five operations, independent of HTTP: reads from the read model, writes through the Backend, and every
+// write observed back into the read model before responding (read-your-writes).
+import { randomBytes } from 'node:crypto';
+import type { V1Secret } from '@kubernetes/client-node';
+import { resolveCredentialWrite, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
+import { maskLabel } from '../domain/label.ts';
+import type { ProviderSlug } from '../domain/providers.ts';
+import { KubeApiError } from '../kube/client.ts';
+import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
+import type { Backend } from './backend.ts';
+import { ApiError, badRequest, MESSAGES } from './errors.ts';
+import {
+  CREDENTIAL_SECRET_LABEL,
+  LABEL_ANNOTATION,
+  LABEL_SECRET_VERSION_ANNOTATION,
+  MANAGED_BY_API,
+  MANAGED_BY_LABEL,
+  type BYOKKey,
+} from './mapping.ts';
+import type { ApiState, CredentialEntry } from './state.ts';
+import { checkCreateBody, checkPayload, checkUpdateBody, isUuid, parseListQuery, violationsError } from './validate.ts';
+
+export const SECRET_DATA_KEY = 'key';
+
+export interface ServiceDeps {
+  state: ApiState;
+  backend: Backend;
+  /** Applies a write response to the caches (the informer's observe), which updates `state`. */
+  observe(obj: BYOKCredential): void;
+  observeDeleted(namespace: string, name: string): void;
+  gitopsGuard: boolean;
+  /** Non-fatal problems (a best-effort cleanup that failed). Never receives key material. */
+  warn(msg: string, fields: Record<string, unknown>): void;
+}
+
+/** JSON text of a list page, assembled from the per-credential JSON cached in the read model. */
+export interface ListResult {
+  json: string;
+}
+
+const FILTER_SPEC = { allowed_models: 'allowedModels', allowed_api_key_hashes: 'allowedApiKeyHashes', allowed_user_ids: 'allowedUserIds' } as const;
+const FLAG_SPEC = { is_fallback: 'isFallback', is_required: 'isRequired', is_byok_only: 'isByokOnly' } as const;
+
+function settingsOf(k: BYOKKey): CredentialSettings {
+  return {
+    is_fallback: k.is_fallback,
+    is_required: k.is_required,
+    is_byok_only: k.is_byok_only,
+    allowed_models: k.allowed_models,
+    allowed_api_key_hashes: k.allowed_api_key_hashes,
+    allowed_user_ids: k.allowed_user_ids,
+  };
+}
+
+function pickPatch(body: Record<string, unknown>): CredentialPatch {
+  const out: Record<string, unknown> = {};
+  for (const f of [...Object.keys(FLAG_SPEC), ...Object.keys(FILTER_SPEC)]) if (body[f] !== undefined) out[f] = body[f];
+  return out as CredentialPatch;
+}
+
+/** Maps apiserver failures of our own writes onto the REST error vocabulary. */
+function fromKube(err: unknown): unknown {
+  if (!(err instanceof KubeApiError)) return err;
+  if (err.status === 404) return new ApiError(404, MESSAGES.notFound);
+  if (err.status === 409) return new ApiError(409, MESSAGES.conflict);
+  // The CRD's own validation (CEL, bounds) is the last line: its message names the spec field.
+  if (err.status === 422 || err.status === 400) return badRequest(`Rejected by the Kubernetes API: ${err.body?.message ?? 'invalid object'}`);
+  return err;
+}
+
+export class ByokService {
+  private readonly d: ServiceDeps;
+
+  constructor(deps: ServiceDeps) {
+    this.d = deps;
+  }
+
+  list(namespace: string, query: unknown): ListResult {
+    const q = parseListQuery(query);
+    let workspaceName: string;
+    if (q.workspaceId !== undefined) {
+      const ws = this.d.state.workspaceById(namespace, q.workspaceId);
+      if (!ws) throw badRequest(MESSAGES.unknownWorkspace, { field: 'workspace_id' });
+      workspaceName = ws.metadata.name ?? '';
+    } else {
+      const ws = this.d.state.defaultWorkspace(namespace);
+      if (!ws) throw badRequest(MESSAGES.defaultWorkspaceMissing, { field: 'workspace_id' });
+      workspaceName = ws.metadata.name ?? '';
+    }
+    const all = this.d.state.listCredentials(namespace, workspaceName, q.provider);
+    const page = all.slice(q.offset, q.offset + q.limit);
+    let json = '{"data":[';
+    for (let i = 0; i < page.length; i++) json += (i === 0 ? '' : ',') + (page[i] as CredentialEntry).json;
+    json += `],"total_count":${all.length}}`;
+    return { json };
+  }
+
+  get(namespace: string, id: string): CredentialEntry {
+    const e = isUuid(id) ? this.d.state.credentialById(namespace, id.toLowerCase()) : undefined;
+    if (!e) throw new ApiError(404, MESSAGES.notFound);
+    return e;
+  }
+
+  async create(namespace: string, raw: unknown): Promise<CredentialEntry> {
+    const body = checkCreateBody(raw);
+    checkPayload(body.provider, body.key);
+
+    let workspace: string | undefined;
+    if (body.workspace_id === null) {
+      workspace = undefined; // explicit null: a global credential
+    } else if (body.workspace_id !== undefined) {
+      const ws = this.d.state.workspaceById(namespace, body.workspace_id.toLowerCase());
+      if (!ws) throw badRequest(MESSAGES.unknownWorkspace, { field: 'workspace_id' });
+      workspace = ws.metadata.name;
+    } else {
+      const ws = this.d.state.defaultWorkspace(namespace);
+      if (!ws) throw badRequest(MESSAGES.defaultWorkspaceMissing, { field: 'workspace_id' });
+      workspace = ws.metadata.name;
+    }
+
+    const resolved = resolveCredentialWrite({
+      mode: 'create',
+      stored: null,
+      patch: pickPatch(body as Record<string, unknown>),
+      liveApiKeyHashes: this.d.state.liveApiKeyHashes(namespace),
+    });
+    if (!resolved.ok) throw violationsError(resolved.violations);
+    const s = resolved.settings;
+
+    const name = `byok-${randomBytes(5).toString('hex')}`;
+    const secretName = `${name}-key`;
+    const label = maskLabel(body.provider, body.key);
+    const managed = { [MANAGED_BY_LABEL]: MANAGED_BY_API };
+
+    let secret: V1Secret;
+    try {
+      secret = await this.d.backend.createSecret(namespace, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        type: 'Opaque',
+        metadata: { name: secretName, namespace, labels: { ...managed, [CREDENTIAL_SECRET_LABEL]: 'true' } },
+        data: { [SECRET_DATA_KEY]: Buffer.from(body.key, 'utf8').toString('base64') },
+      });
+    } catch (err) {
+      throw fromKube(err);
+    }
+
+    const spec: BYOKCredentialSpec = {
+      provider: body.provider,
+      secretRef: { name: secretName, key: SECRET_DATA_KEY },
+      ...(workspace !== undefined ? { workspace } : {}),
+      ...(typeof body.name === 'string' ? { displayName: body.name } : {}),
+      disabled: body.disabled ?? false,
+      isFallback: s.is_fallback,
+      isRequired: s.is_required,
+      isByokOnly: s.is_byok_only,
+      ...(typeof body.declared_zdr === 'boolean' ? { declaredZdr: body.declared_zdr } : {}),
+      ...(s.allowed_models ? { allowedModels: s.allowed_models } : {}),
+      ...(s.allowed_api_key_hashes ? { allowedApiKeyHashes: s.allowed_api_key_hashes } : {}),
+      ...(s.allowed_user_ids ? { allowedUserIds: s.allowed_user_ids } : {}),
+      sortOrder: this.d.state.nextSortOrder(namespace, body.provider),
+    };
+    let created: BYOKCredential;
+    try {
+      created = await this.d.backend.createCredential(namespace, {
+        apiVersion: 'byok.gateway.dev/v1alpha1',
+        kind: 'BYOKCredential',
+        metadata: {
+          name,
+          namespace,
+          labels: managed,
+          annotations: { [LABEL_ANNOTATION]: label, [LABEL_SECRET_VERSION_ANNOTATION]: secret.metadata?.resourceVersion ?? '' },
+        },
+        spec,
+      });
+    } catch (err) {
+      await this.d.backend.deleteSecret(namespace, secretName).catch((e: unknown) => this.d.warn('could not remove the Secret of a failed create', { namespace, secret: secretName, code: (e as { status?: number }).status }));
+      throw fromKube(err);
+    }
+    this.d.observe(created);
+    this.adoptSecret(namespace, secretName, created);
+    return this.entryAfterWrite(created);
+  }
+
+  async update(namespace: string, id: string, raw: unknown): Promise<CredentialEntry> {
+    let entry = this.get(namespace, id);
+    const body = checkUpdateBody(raw);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.updateOnce(namespace, entry, body);
+      } catch (err) {
+        // Our cached copy was stale (resourceVersion precondition failed): reload it and validate again.
+        if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 2) throw fromKube(err);
+        const fresh = await this.d.backend.getCredential(namespace, entry.name).catch((e: unknown) => {
+          throw fromKube(e);
+        });
+        if (!fresh) {
+          this.d.observeDeleted(namespace, entry.name);
+          throw new ApiError(404, MESSAGES.notFound);
+        }
+        this.d.observe(fresh);
+        entry = this.entryAfterWrite(fresh);
+      }
+    }
+  }
+
+  private async updateOnce(namespace: string, entry: CredentialEntry, body: ReturnType<typeof checkUpdateBody>): Promise<CredentialEntry> {
+    this.guard(entry);
+    const current = entry.key;
+    if (body.provider !== undefined && body.provider !== current.provider) {
+      throw badRequest('provider cannot be changed: create a new credential instead', { field: 'provider' });
+    }
+    if (body.workspace_id !== undefined && (body.workspace_id === null ? null : body.workspace_id.toLowerCase()) !== current.workspace_id) {
+      throw badRequest('workspace_id cannot be changed: create a new credential instead', { field: 'workspace_id' });
+    }
+    // Echoing the masked label back (a client that round-trips what it read) must never become the secret.
+    const rotate = body.key !== undefined && body.key !== current.label && body.key.trim() !== current.label;
+    if (rotate) checkPayload(current.provider, body.key as string);
+
+    const resolved = resolveCredentialWrite({
+      mode: 'update',
+      stored: settingsOf(current),
+      patch: pickPatch(body as Record<string, unknown>),
+      liveApiKeyHashes: this.d.state.liveApiKeyHashes(namespace),
+    });
+    if (!resolved.ok) throw violationsError(resolved.violations);
+    const s = resolved.settings;
+
+    const spec: Record<string, unknown> = {};
+    for (const [wire, camel] of Object.entries(FLAG_SPEC)) if (body[wire as keyof typeof FLAG_SPEC] !== undefined) spec[camel] = s[wire as keyof typeof FLAG_SPEC];
+    // null in a merge patch removes the field: absent means no restriction.
+    for (const [wire, camel] of Object.entries(FILTER_SPEC)) if (body[wire as keyof typeof FILTER_SPEC] !== undefined) spec[camel] = s[wire as keyof typeof FILTER_SPEC];
+    if (body.name !== undefined) spec.displayName = body.name;
+    if (body.disabled !== undefined) spec.disabled = body.disabled;
+    if (body.declared_zdr !== undefined) spec.declaredZdr = body.declared_zdr;
+    if (body.sort_order !== undefined) spec.sortOrder = body.sort_order;
+
+    const annotations: Record<string, string> = {};
+    if (rotate) {
+      const key = body.key as string;
+      const secretName = entry.obj.spec.secretRef.name;
+      const dataKey = entry.obj.spec.secretRef.key ?? SECRET_DATA_KEY;
+      const secret = await this.rotateSecret(namespace, secretName, dataKey, key, entry);
+      annotations[LABEL_ANNOTATION] = maskLabel(current.provider, key);
+      annotations[LABEL_SECRET_VERSION_ANNOTATION] = secret.metadata?.resourceVersion ?? '';
+    }
+
+    if (Object.keys(spec).length === 0 && Object.keys(annotations).length === 0) return entry;
+    const patch = {
+      metadata: { resourceVersion: entry.obj.metadata.resourceVersion, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+      ...(Object.keys(spec).length > 0 ? { spec } : {}),
+    };
+    const updated = await this.d.backend.patchCredential(namespace, entry.name, patch);
+    this.d.observe(updated);
+    return this.entryAfterWrite(updated);
+  }
+
+  private async rotateSecret(namespace: string, name: string, dataKey: string, key: string, entry: CredentialEntry): Promise<V1Secret> {
+    const data = { [dataKey]: Buffer.from(key, 'utf8').toString('base64') };
+    try {
+      return await this.d.backend.patchSecret(namespace, name, { data });
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 404)) throw fromKube(err);
+    }
+    // The Secret went missing: recreate it so the credential works again.
+    try {
+      return await this.d.backend.createSecret(namespace, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        type: 'Opaque',
+        metadata: {
+          name,
+          namespace,
+          labels: { [CREDENTIAL_SECRET_LABEL]: 'true', ...(entry.managedByApi ? { [MANAGED_BY_LABEL]: MANAGED_BY_API } : {}) },
+        },
+        data,
+      });
+    } catch (err) {
+      throw fromKube(err);
+    }
+  }
+
+  async delete(namespace: string, id: string): Promise<void> {
+    const entry = this.get(namespace, id);
+    this.guard(entry);
+    try {
+      await this.d.backend.deleteCredential(namespace, entry.name);
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) {
+        this.d.observeDeleted(namespace, entry.name);
+        throw new ApiError(404, MESSAGES.notFound);
+      }
+      throw fromKube(err);
+    }
+    this.d.observeDeleted(namespace, entry.name);
+    // Only a Secret the API created is the API's to delete; a Git-managed credential's Secret stays with Git.
+    if (entry.managedByApi) {
+      await this.d.backend.deleteSecret(namespace, entry.obj.spec.secretRef.name).catch((err: unknown) => {
+        if (!(err instanceof KubeApiError && err.status === 404)) {
+          this.d.warn('credential deleted but its Secret could not be', { namespace, secret: entry.obj.spec.secretRef.name, code: (err as { status?: number }).status });
+        }
+      });
+    }
+  }
+
+  private guard(entry: CredentialEntry): void {
+    if (this.d.gitopsGuard && !entry.managedByApi) throw new ApiError(409, MESSAGES.gitManaged, { managed_by: entry.obj.metadata.labels?.[MANAGED_BY_LABEL] ?? null });
+  }
+
+  private entryAfterWrite(obj: BYOKCredential): CredentialEntry {
+    const ns = obj.metadata.namespace ?? '';
+    const name = obj.metadata.name ?? '';
+    const e = this.d.state.credential(ns, name);
+    // The observe may be a no-op when the watch already delivered something newer; either way the cache has it.
+    if (e) return e;
+    this.d.observe(obj);
+    const again = this.d.state.credential(ns, name);
+    if (!again) throw new Error('credential not in the read model after the write');
+    return again;
+  }
+
+  /** Owner reference from the Secret to its credential, so deleting the credential with kubectl also removes the Secret. Best effort, off the request path. */
+  private adoptSecret(namespace: string, secretName: string, owner: BYOKCredential): void {
+    const uid = owner.metadata.uid;
+    if (!uid) return;
+    this.d.backend
+      .patchSecret(namespace, secretName, {
+        metadata: { ownerReferences: [{ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', name: owner.metadata.name, uid, blockOwnerDeletion: false }] },
+      })
+      .catch((err: unknown) => this.d.warn('could not set the owner reference of a credential Secret', { namespace, secret: secretName, code: (err as { status?: number }).status }));
+  }
+}
+
+export type { ProviderSlug };

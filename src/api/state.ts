@@ -1,0 +1,209 @@
+// The API server's read model: derived indexes over the informer caches, updated from informer events (which
+// include our own observed writes, so a write is visible to the next read on this replica). Every credential's
+// REST form and its JSON text are computed once per resourceVersion, not per request.
+import type { V1Secret } from '@kubernetes/client-node';
+import { publicId } from '../domain/ids.ts';
+import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import { ManagementKeyIndex } from '../shared/management-keys.ts';
+import { compareKeys, credentialId, isManagedByApi, toByokKey, type BYOKKey } from './mapping.ts';
+
+export interface CredentialEntry {
+  readonly obj: BYOKCredential;
+  readonly namespace: string;
+  readonly name: string;
+  readonly key: BYOKKey;
+  /** JSON.stringify(key), reused by every response that includes it. */
+  readonly json: string;
+  readonly managedByApi: boolean;
+}
+
+interface NamespaceCredentials {
+  byName: Map<string, CredentialEntry>;
+  /** All entries in list order; rebuilt lazily after a change. */
+  sorted: CredentialEntry[] | undefined;
+  /** Filtered views per (workspace, provider), dropped on any change in the namespace. */
+  views: Map<string, CredentialEntry[]>;
+}
+
+const nsName = (o: { metadata?: { namespace?: string; name?: string } }) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
+
+export function isLiveApiKey(k: GatewayAPIKey, now: number): boolean {
+  if (k.spec.disabled) return false;
+  if (k.spec.expiresAt) {
+    const t = Date.parse(k.spec.expiresAt);
+    if (!Number.isNaN(t) && t <= now) return false;
+  }
+  return true;
+}
+
+export class ApiState {
+  readonly managementKeys = new ManagementKeyIndex();
+  private readonly credentials = new Map<string, NamespaceCredentials>();
+  private readonly credentialsById = new Map<string, CredentialEntry>();
+  private readonly workspaces = new Map<string, Map<string, Workspace>>();
+  private readonly workspacesById = new Map<string, Workspace>();
+  private readonly apiKeys = new Map<string, Map<string, GatewayAPIKey>>();
+  private readonly apiKeysByHash = new Map<string, Map<string, GatewayAPIKey>>();
+
+  // ---- credentials ----
+
+  upsertCredential(obj: BYOKCredential): void {
+    const [ns, name] = nsName(obj);
+    const bucket = this.bucket(ns);
+    const old = bucket.byName.get(name);
+    if (old) this.credentialsById.delete(old.key.id);
+    const key = toByokKey(obj);
+    const entry: CredentialEntry = { obj, namespace: ns, name, key, json: JSON.stringify(key), managedByApi: isManagedByApi(obj) };
+    bucket.byName.set(name, entry);
+    this.credentialsById.set(key.id, entry);
+    bucket.sorted = undefined;
+    bucket.views.clear();
+  }
+
+  removeCredential(obj: BYOKCredential): void {
+    const [ns, name] = nsName(obj);
+    const bucket = this.credentials.get(ns);
+    const old = bucket?.byName.get(name);
+    if (!bucket || !old) return;
+    bucket.byName.delete(name);
+    if (this.credentialsById.get(old.key.id) === old) this.credentialsById.delete(old.key.id);
+    bucket.sorted = undefined;
+    bucket.views.clear();
+  }
+
+  /** The credential with this public id in this account, or undefined (also when it belongs to another account). */
+  credentialById(namespace: string, id: string): CredentialEntry | undefined {
+    const e = this.credentialsById.get(id);
+    return e && e.namespace === namespace ? e : undefined;
+  }
+
+  credential(namespace: string, name: string): CredentialEntry | undefined {
+    return this.credentials.get(namespace)?.byName.get(name);
+  }
+
+  /**
+   * Credentials visible in a workspace: those scoped to it plus the global ones (usable in every workspace),
+   * optionally of one provider, in list order. The returned array is shared: do not mutate.
+   */
+  listCredentials(namespace: string, workspaceName: string, provider?: string): readonly CredentialEntry[] {
+    const bucket = this.credentials.get(namespace);
+    if (!bucket) return [];
+    const viewKey = `${workspaceName}\u0000${provider ?? ''}`;
+    let view = bucket.views.get(viewKey);
+    if (!view) {
+      if (!bucket.sorted) bucket.sorted = [...bucket.byName.values()].sort((a, b) => compareKeys(a.key, b.key));
+      view = bucket.sorted.filter((e) => {
+        const ws = e.obj.spec.workspace;
+        return (ws === undefined || ws === workspaceName) && (provider === undefined || e.key.provider === provider);
+      });
+      bucket.views.set(viewKey, view);
+    }
+    return view;
+  }
+
+  /** Next free position for a new credential of this provider in this account: one past the highest in use. */
+  nextSortOrder(namespace: string, provider: string): number {
+    let max = -1;
+    for (const e of this.credentials.get(namespace)?.byName.values() ?? []) {
+      if (e.key.provider === provider && e.key.sort_order > max) max = e.key.sort_order;
+    }
+    return max + 1;
+  }
+
+  private bucket(ns: string): NamespaceCredentials {
+    let b = this.credentials.get(ns);
+    if (!b) {
+      b = { byName: new Map(), sorted: undefined, views: new Map() };
+      this.credentials.set(ns, b);
+    }
+    return b;
+  }
+
+  // ---- workspaces ----
+
+  upsertWorkspace(obj: Workspace): void {
+    const [ns, name] = nsName(obj);
+    this.removeWorkspace(obj);
+    let m = this.workspaces.get(ns);
+    if (!m) {
+      m = new Map();
+      this.workspaces.set(ns, m);
+    }
+    m.set(name, obj);
+    this.workspacesById.set(publicId('Workspace', ns, name), obj);
+  }
+
+  removeWorkspace(obj: Workspace): void {
+    const [ns, name] = nsName(obj);
+    this.workspaces.get(ns)?.delete(name);
+    this.workspacesById.delete(publicId('Workspace', ns, name));
+  }
+
+  /** The account's default workspace; with several marked default (a misconfiguration), the first by name. */
+  defaultWorkspace(namespace: string): Workspace | undefined {
+    let best: Workspace | undefined;
+    for (const ws of this.workspaces.get(namespace)?.values() ?? []) {
+      if (ws.spec.default === true && (!best || (ws.metadata.name ?? '') < (best.metadata.name ?? ''))) best = ws;
+    }
+    return best;
+  }
+
+  workspaceById(namespace: string, id: string): Workspace | undefined {
+    const ws = this.workspacesById.get(id);
+    return ws && ws.metadata.namespace === namespace ? ws : undefined;
+  }
+
+  // ---- gateway API keys ----
+
+  upsertApiKey(obj: GatewayAPIKey): void {
+    const [ns, name] = nsName(obj);
+    this.removeApiKey(obj);
+    let m = this.apiKeys.get(ns);
+    if (!m) {
+      m = new Map();
+      this.apiKeys.set(ns, m);
+    }
+    m.set(name, obj);
+    let byHash = this.apiKeysByHash.get(obj.spec.hash);
+    if (!byHash) {
+      byHash = new Map();
+      this.apiKeysByHash.set(obj.spec.hash, byHash);
+    }
+    byHash.set(`${ns}/${name}`, obj);
+  }
+
+  removeApiKey(obj: GatewayAPIKey): void {
+    const [ns, name] = nsName(obj);
+    const old = this.apiKeys.get(ns)?.get(name);
+    if (!old) return;
+    this.apiKeys.get(ns)?.delete(name);
+    const byHash = this.apiKeysByHash.get(old.spec.hash);
+    byHash?.delete(`${ns}/${name}`);
+    if (byHash?.size === 0) this.apiKeysByHash.delete(old.spec.hash);
+  }
+
+  /** Hashes of the live gateway API keys of one account (filters may name only these). */
+  liveApiKeyHashes(namespace: string, now = Date.now()): Set<string> {
+    const out = new Set<string>();
+    for (const k of this.apiKeys.get(namespace)?.values() ?? []) if (isLiveApiKey(k, now)) out.add(k.spec.hash);
+    return out;
+  }
+
+  /** Whether a live gateway API key with this hash exists in any account. */
+  isLiveApiKeyHash(hash: string, now = Date.now()): boolean {
+    for (const k of this.apiKeysByHash.get(hash)?.values() ?? []) if (isLiveApiKey(k, now)) return true;
+    return false;
+  }
+
+  // ---- management keys ----
+
+  upsertManagementSecret(s: V1Secret): void {
+    this.managementKeys.upsert(s);
+  }
+
+  removeManagementSecret(s: V1Secret): void {
+    this.managementKeys.remove(s);
+  }
+}
+
+export { credentialId };

@@ -1,0 +1,159 @@
+// Request validation: structural checks (types, enums, unknown fields) with ajv, then the domain rules.
+// Messages name the field and are built from the schema and fixed text, never from the submitted values
+// (ajv runs with verbose off), so a secret sent in the wrong place is never echoed.
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { describePayloadIssues, type Violation } from '../domain/errors.ts';
+import { validatePayload } from '../domain/payloads.ts';
+import { isProviderSlug, type ProviderSlug } from '../domain/providers.ts';
+import { ApiError, badRequest } from './errors.ts';
+import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './openapi.ts';
+
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020, formats: string[]) => Ajv2020;
+
+const ajv = new Ajv2020({ allErrors: true, verbose: false, strict: false });
+addFormats(ajv, ['uuid', 'date-time']);
+
+const validators = {
+  create: ajv.compile(structural(createRequestSchema)),
+  update: ajv.compile(structural(updateRequestSchema)),
+};
+
+export type CreateBody = {
+  provider: ProviderSlug;
+  key: string;
+  workspace_id?: string | null;
+  name?: string | null;
+  disabled?: boolean;
+  is_fallback?: boolean;
+  is_required?: boolean;
+  is_byok_only?: boolean;
+  declared_zdr?: boolean | null;
+  allowed_models?: unknown;
+  allowed_api_key_hashes?: unknown;
+  allowed_user_ids?: unknown;
+};
+
+export type UpdateBody = Partial<Omit<CreateBody, 'provider' | 'key'>> & { provider?: ProviderSlug; key?: string; sort_order?: number };
+
+/** `/allowed_models/3` → `allowed_models[3]`. */
+function fieldOf(e: ErrorObject): string {
+  const parts = e.instancePath.split('/').slice(1);
+  let out = '';
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
+  if (e.keyword === 'required') return out === '' ? String(e.params.missingProperty) : `${out}.${String(e.params.missingProperty)}`;
+  if (e.keyword === 'additionalProperties') return out === '' ? String(e.params.additionalProperty) : `${out}.${String(e.params.additionalProperty)}`;
+  return out;
+}
+
+function messageOf(e: ErrorObject, field: string): string {
+  switch (e.keyword) {
+    case 'required':
+      return `${field} is required`;
+    case 'additionalProperties':
+      return `Unknown field: ${field}`;
+    case 'enum':
+      return field === 'provider' ? 'provider must be one of the BYOK provider slugs' : `${field} must be one of the allowed values`;
+    case 'type': {
+      const t = e.params.type as string | string[];
+      return `${field} must be ${Array.isArray(t) ? t.join(' or ') : t}`;
+    }
+    case 'format':
+      return `${field} must be a ${String(e.params.format)}`;
+    default:
+      return `${field} ${e.message ?? 'is invalid'}`;
+  }
+}
+
+function structuralCheck(validate: ValidateFunction, body: unknown): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw badRequest('The request body must be a JSON object', { field: null });
+  }
+  if (validate(body)) return;
+  // Report unknown fields first (the most common mistake), then the rest, at most 10.
+  const errs = [...(validate.errors ?? [])].sort((a, b) => Number(b.keyword === 'additionalProperties') - Number(a.keyword === 'additionalProperties'));
+  const seen = new Set<string>();
+  const problems: { field: string; message: string }[] = [];
+  for (const e of errs) {
+    const field = fieldOf(e);
+    const message = messageOf(e, field);
+    if (seen.has(message)) continue;
+    seen.add(message);
+    problems.push({ field, message });
+    if (problems.length === 10) break;
+  }
+  const first = problems[0] ?? { field: '', message: 'Invalid request body' };
+  throw badRequest(problems.map((p) => p.message).join('; '), { field: first.field, errors: problems });
+}
+
+export function checkCreateBody(body: unknown): CreateBody {
+  structuralCheck(validators.create, body);
+  return body as CreateBody;
+}
+
+export function checkUpdateBody(body: unknown): UpdateBody {
+  structuralCheck(validators.update, body);
+  return body as UpdateBody;
+}
+
+/** The provider payload per spec 2.4; a 400 names the offending part of `key` without quoting it. */
+export function checkPayload(provider: ProviderSlug, key: string): void {
+  const result = validatePayload(provider, key);
+  if (!result.ok) {
+    throw badRequest(describePayloadIssues(result.errors), { field: 'key', errors: result.errors.map((i) => ({ field: i.field, message: i.message })) });
+  }
+}
+
+export function violationsError(violations: readonly Violation[]): ApiError {
+  const first = violations[0];
+  return badRequest(violations.map((v) => `${v.field} ${v.message}`).join('; '), {
+    field: first?.field ?? null,
+    code: first?.code ?? null,
+    violations: violations.map((v) => ({ field: v.field, code: v.code, message: v.message })),
+  });
+}
+
+// ---- list query ----
+
+export interface ListQuery {
+  offset: number;
+  limit: number;
+  workspaceId: string | undefined;
+  provider: ProviderSlug | undefined;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(v: string): boolean {
+  return UUID.test(v);
+}
+
+function single(q: Record<string, unknown>, name: string): string | undefined {
+  const v = q[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw badRequest(`${name} must be given at most once`, { field: name });
+  return v;
+}
+
+function integer(q: Record<string, unknown>, name: string, dflt: number, min: number, max: number): number {
+  const raw = single(q, name);
+  // `offset` is "integer or null" in the public API: an empty value or the literal null means the default.
+  if (raw === undefined || raw === '' || raw === 'null') return dflt;
+  if (!/^\d+$/.test(raw)) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });
+  const n = Number(raw);
+  if (n < min || n > max) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });
+  return n;
+}
+
+export function parseListQuery(query: unknown): ListQuery {
+  const q = (typeof query === 'object' && query !== null ? query : {}) as Record<string, unknown>;
+  const offset = integer(q, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
+  const limit = integer(q, 'limit', LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX);
+  const workspaceId = single(q, 'workspace_id');
+  if (workspaceId !== undefined && !isUuid(workspaceId)) throw badRequest('workspace_id must be a uuid', { field: 'workspace_id' });
+  const provider = single(q, 'provider');
+  if (provider !== undefined && !isProviderSlug(provider)) throw badRequest('provider must be one of the BYOK provider slugs', { field: 'provider' });
+  return { offset, limit, workspaceId: workspaceId?.toLowerCase(), provider: provider as ProviderSlug | undefined };
+}
+
+export type { JsonSchema };
