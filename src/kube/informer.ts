@@ -1,0 +1,515 @@
+// A list+watch cache that does not die silently. client-node's ListWatch has a history of stopping without a
+// word (a watch that ends with an error is not always restarted, a 410 relist can drop deletes), so this is our
+// own loop on top of the raw watch stream, with a supervisor per stream:
+//  - errors restart the watch with capped, jittered exponential backoff;
+//  - 410 Gone (too old resourceVersion) relists and diffs against the cache, synthesising delete events for
+//    objects that vanished while we were not watching;
+//  - a staleness watchdog restarts a watch that delivered no event and no bookmark for `staleSeconds`;
+//  - a periodic full relist (default 5 min) diffs as well, as a last line of defence.
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { KubeApiError, kubeClient, namespacedPath, type KubeClient, type KubeStatus, type Query } from './client.ts';
+
+export interface ObjectCache<T> {
+  get(namespace: string, name: string): T | undefined;
+  list(namespace?: string): T[];
+  byIndex(index: string, value: string): T[];
+}
+
+export type IndexFn<T> = (obj: T) => string[];
+
+export interface InformerHandlers<T> {
+  add: (obj: T) => void;
+  update: (obj: T, old: T) => void;
+  delete: (obj: T) => void;
+}
+
+export type RestartReason = 'error' | 'gone' | 'stale' | 'resync' | 'closed';
+
+export interface InformerOptions {
+  kubeConfig: KubeConfig;
+  /** Collection path, cluster-wide form: '/apis/byok.gateway.dev/v1alpha1/byokcredentials', '/api/v1/secrets'. */
+  path: string;
+  /** Watch each of these namespaces; cluster-wide when absent or empty. */
+  namespaces?: string[];
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** For logs and metrics. */
+  name: string;
+  logger?: Logger;
+  /** Periodic full relist with diff; 0 disables. Default 300. */
+  resyncSeconds?: number;
+  /** Restart a watch that has been silent (no event, no bookmark) this long. Default 150 (bookmarks come about every minute). */
+  staleSeconds?: number;
+  /** Server-side watch timeout; randomised in [t, 2t) like client-go. Default 300. */
+  watchTimeoutSeconds?: number;
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  pageSize?: number;
+  /** Called on every watch restart, for metrics. */
+  onRestart?: (reason: RestartReason) => void;
+}
+
+interface Stream {
+  namespace: string | undefined;
+  rv: string | undefined;
+  needList: boolean;
+  synced: boolean;
+  lastActivity: number;
+  abort: AbortController | undefined;
+  gate: Promise<void> | undefined;
+  openGate: (() => void) | undefined;
+}
+
+class RestartSignal extends Error {
+  readonly reason: RestartReason;
+  constructor(reason: RestartReason) {
+    super(`watch restart: ${reason}`);
+    this.reason = reason;
+  }
+}
+
+interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: KubernetesObject & KubeStatus;
+}
+
+interface ListResponse<T> {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { resourceVersion?: string; continue?: string };
+  items?: T[];
+}
+
+const keyOf = (ns: string, name: string) => `${ns}/${name}`;
+const nsOf = (o: KubernetesObject) => o.metadata?.namespace ?? '';
+const nameOf = (o: KubernetesObject) => o.metadata?.name ?? '';
+const rvOf = (o: KubernetesObject | undefined) => o?.metadata?.resourceVersion;
+
+/**
+ * True when resourceVersion a is newer than b. resourceVersions are opaque by contract but are etcd revisions in
+ * every real apiserver; when either is not numeric we fall back to "different means newer".
+ */
+export function rvNewer(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined) return false;
+  if (b === undefined) return true;
+  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return BigInt(a) > BigInt(b);
+  return a !== b;
+}
+
+const TOMBSTONE_TTL_MS = 120_000;
+
+export class SupervisedInformer<T extends KubernetesObject> implements ObjectCache<T> {
+  readonly name: string;
+  private readonly opts: InformerOptions;
+  private readonly client: KubeClient;
+  private readonly log: Logger | undefined;
+  private readonly objects = new Map<string, Map<string, T>>();
+  private readonly indexes = new Map<string, { fn: IndexFn<T>; values: Map<string, Set<string>> }>();
+  private readonly indexed = new Map<string, Map<string, string[]>>();
+  private readonly tombstones = new Map<string, { rv: string; at: number }>();
+  private readonly handlers: { add: ((o: T) => void)[]; update: ((o: T, old: T) => void)[]; delete: ((o: T) => void)[] } = { add: [], update: [], delete: [] };
+  private readonly streams: Stream[];
+  private loops: Promise<void>[] = [];
+  private timers: NodeJS.Timeout[] = [];
+  private sleepers = new Set<() => void>();
+  private stopped = false;
+  private started = false;
+  private syncWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+
+  constructor(opts: InformerOptions) {
+    this.opts = opts;
+    this.name = opts.name;
+    this.client = kubeClient(opts.kubeConfig);
+    this.log = opts.logger?.child({ informer: opts.name });
+    const namespaces = opts.namespaces && opts.namespaces.length > 0 ? [...new Set(opts.namespaces)] : [undefined];
+    this.streams = namespaces.map((namespace) => ({
+      namespace, rv: undefined, needList: true, synced: false, lastActivity: Date.now(), abort: undefined, gate: undefined, openGate: undefined,
+    }));
+  }
+
+  on(event: 'add', fn: (obj: T) => void): void;
+  on(event: 'update', fn: (obj: T, old: T) => void): void;
+  on(event: 'delete', fn: (obj: T) => void): void;
+  on(event: keyof InformerHandlers<T>, fn: ((obj: T) => void) | ((obj: T, old: T) => void)): void {
+    (this.handlers[event] as unknown[]).push(fn);
+  }
+
+  addIndex(name: string, fn: IndexFn<T>): void {
+    const entry = { fn, values: new Map<string, Set<string>>() };
+    this.indexes.set(name, entry);
+    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(name, entry, obj);
+  }
+
+  // ---- read API ----
+
+  get(namespace: string, name: string): T | undefined {
+    return this.objects.get(namespace)?.get(name);
+  }
+
+  list(namespace?: string): T[] {
+    if (namespace !== undefined) return [...(this.objects.get(namespace)?.values() ?? [])];
+    const out: T[] = [];
+    for (const byName of this.objects.values()) out.push(...byName.values());
+    return out;
+  }
+
+  byIndex(index: string, value: string): T[] {
+    const entry = this.indexes.get(index);
+    if (!entry) throw new Error(`informer ${this.name}: no index ${index}`);
+    const out: T[] = [];
+    for (const key of entry.values.get(value) ?? []) {
+      const i = key.indexOf('/');
+      const obj = this.get(key.slice(0, i), key.slice(i + 1));
+      if (obj) out.push(obj);
+    }
+    return out;
+  }
+
+  namespaces(): string[] {
+    return [...this.objects.keys()].filter((ns) => (this.objects.get(ns)?.size ?? 0) > 0);
+  }
+
+  hasSynced(): boolean {
+    return this.streams.every((s) => s.synced);
+  }
+
+  /** Applies an object known from a write response when it is newer than the cached one (read-your-writes). */
+  observe(obj: T): void {
+    this.upsert(obj, 'observe');
+  }
+
+  /** Removes an object known to be deleted (from a delete response) before the watch says so. */
+  observeDeleted(namespace: string, name: string): void {
+    const cached = this.get(namespace, name);
+    if (!cached) return;
+    const rv = rvOf(cached);
+    if (rv) this.tombstones.set(keyOf(namespace, name), { rv, at: Date.now() });
+    this.remove(cached);
+  }
+
+  // ---- lifecycle ----
+
+  /** Starts every stream; resolves once each has completed its initial list. */
+  start(): Promise<void> {
+    if (this.started) return this.waitForSync();
+    this.started = true;
+    const synced = this.waitForSync();
+    this.loops = this.streams.map((s) => this.supervise(s));
+    const resync = this.opts.resyncSeconds ?? 300;
+    if (resync > 0) {
+      const t = setInterval(() => {
+        for (const s of this.streams) {
+          s.needList = true;
+          s.abort?.abort(new RestartSignal('resync'));
+        }
+      }, resync * 1000);
+      t.unref();
+      this.timers.push(t);
+    }
+    const staleMs = (this.opts.staleSeconds ?? 150) * 1000;
+    const watchdog = setInterval(() => {
+      const now = Date.now();
+      for (const s of this.streams) {
+        if (s.abort && !s.abort.signal.aborted && now - s.lastActivity > staleMs) {
+          this.log?.warn({ namespace: s.namespace, silentMs: now - s.lastActivity }, 'watch went quiet; restarting it');
+          s.abort.abort(new RestartSignal('stale'));
+        }
+      }
+      for (const [k, t] of this.tombstones) if (now - t.at > TOMBSTONE_TTL_MS) this.tombstones.delete(k);
+    }, Math.max(100, Math.min(staleMs / 4, 5000)));
+    watchdog.unref();
+    this.timers.push(watchdog);
+    return synced;
+  }
+
+  private waitForSync(): Promise<void> {
+    if (this.hasSynced()) return Promise.resolve();
+    return new Promise((resolve, reject) => this.syncWaiters.push({ resolve, reject }));
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    for (const s of this.streams) {
+      s.abort?.abort(new RestartSignal('closed'));
+      s.openGate?.();
+    }
+    for (const wake of this.sleepers) wake();
+    for (const w of this.syncWaiters.splice(0)) w.reject(new Error(`informer ${this.name} stopped before it synced`));
+    await Promise.allSettled(this.loops);
+  }
+
+  /** Hooks for tests and diagnostics: hold the watches, then resume (optionally from a given resourceVersion). */
+  readonly testing = {
+    pause: (): void => {
+      for (const s of this.streams) {
+        if (s.gate) continue;
+        s.gate = new Promise<void>((r) => (s.openGate = r));
+        s.abort?.abort(new RestartSignal('closed'));
+      }
+    },
+    resume: (opts: { resourceVersion?: string } = {}): void => {
+      for (const s of this.streams) {
+        if (opts.resourceVersion) s.rv = opts.resourceVersion;
+        const open = s.openGate;
+        s.gate = undefined;
+        s.openGate = undefined;
+        open?.();
+      }
+    },
+    resourceVersions: (): (string | undefined)[] => this.streams.map((s) => s.rv),
+  };
+
+  // ---- the supervisor ----
+
+  private async supervise(s: Stream): Promise<void> {
+    let failures = 0;
+    let consecutiveGone = 0;
+    while (!this.stopped) {
+      if (s.gate) await s.gate;
+      if (this.stopped) break;
+      try {
+        if (s.needList || s.rv === undefined) {
+          await this.relist(s);
+          failures = 0;
+        }
+        const began = Date.now();
+        await this.watch(s);
+        // A clean end is the server-side timeout: rewatch from the last resourceVersion straight away.
+        if (Date.now() - began > 1000) failures = 0;
+        consecutiveGone = 0;
+        this.opts.onRestart?.('closed');
+      } catch (err) {
+        if (this.stopped) break;
+        if (err instanceof RestartSignal) {
+          const signal = err;
+          if (signal.reason !== 'closed') this.opts.onRestart?.(signal.reason);
+          continue;
+        }
+        if (err instanceof KubeApiError && err.status === 410) {
+          this.opts.onRestart?.('gone');
+          this.log?.info({ namespace: s.namespace }, 'resourceVersion too old (410 Gone); relisting');
+          s.needList = true;
+          // A relist normally cures 410; if it keeps coming back, back off rather than hammer the apiserver.
+          if (++consecutiveGone > 3) await this.sleep(this.backoff(++failures));
+          continue;
+        }
+        failures++;
+        this.opts.onRestart?.('error');
+        const delay = this.backoff(failures);
+        this.log?.warn({ namespace: s.namespace, err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'list/watch failed; retrying');
+        await this.sleep(delay);
+      }
+    }
+  }
+
+  private backoff(failures: number): number {
+    const initial = this.opts.backoffInitialMs ?? 200;
+    const max = this.opts.backoffMaxMs ?? 30_000;
+    const base = Math.min(max, initial * 2 ** Math.min(failures - 1, 20));
+    return Math.round(base * (0.8 + Math.random() * 0.4));
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.sleepers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.sleepers.add(done);
+    });
+  }
+
+  private async relist(s: Stream): Promise<void> {
+    const path = namespacedPath(this.opts.path, s.namespace);
+    const items: T[] = [];
+    let cont: string | undefined;
+    let rv: string | undefined;
+    do {
+      const query: Query = { limit: this.opts.pageSize ?? 500, continue: cont, labelSelector: this.opts.labelSelector, fieldSelector: this.opts.fieldSelector };
+      const page = await this.client.request<ListResponse<T>>('GET', path, { query });
+      const kind = page.kind?.replace(/List$/, '');
+      for (const item of page.items ?? []) {
+        // List items come without apiVersion/kind; restore them so cached objects look like watched ones.
+        items.push({ ...item, apiVersion: item.apiVersion ?? page.apiVersion, kind: item.kind ?? kind });
+      }
+      cont = page.metadata?.continue || undefined;
+      rv = page.metadata?.resourceVersion;
+    } while (cont);
+
+    const seen = new Set<string>();
+    for (const item of items) {
+      seen.add(keyOf(nsOf(item), nameOf(item)));
+      this.upsert(item, 'list');
+    }
+    // Anything cached in this stream's scope that the list no longer has was deleted while we were not
+    // watching: emit the delete now. Objects observed from our own writes after the list began are kept.
+    const scope = s.namespace !== undefined ? [this.objects.get(s.namespace)] : [...this.objects.values()];
+    for (const byName of scope) {
+      for (const obj of Array.from(byName?.values() ?? [])) {
+        if (seen.has(keyOf(nsOf(obj), nameOf(obj)))) continue;
+        if (rv && rvNewer(rvOf(obj), rv)) continue;
+        this.remove(obj);
+      }
+    }
+    s.rv = rv;
+    s.needList = false;
+    if (!s.synced) {
+      s.synced = true;
+      if (this.hasSynced()) for (const w of this.syncWaiters.splice(0)) w.resolve();
+    }
+    this.log?.debug({ namespace: s.namespace, count: items.length, resourceVersion: rv }, 'listed');
+  }
+
+  private async watch(s: Stream): Promise<void> {
+    const ac = new AbortController();
+    s.abort = ac;
+    s.lastActivity = Date.now();
+    const timeout = this.opts.watchTimeoutSeconds ?? 300;
+    const query: Query = {
+      watch: 'true',
+      resourceVersion: s.rv,
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: Math.floor(timeout * (1 + Math.random())),
+      labelSelector: this.opts.labelSelector,
+      fieldSelector: this.opts.fieldSelector,
+    };
+    try {
+      if (s.gate || this.stopped) throw new RestartSignal('closed');
+      await this.client.stream(namespacedPath(this.opts.path, s.namespace), query, (ev) => this.onWatchEvent(s, ev as WatchEvent), ac.signal);
+    } catch (err) {
+      // Our own aborts (watchdog, resync, pause, stop) surface as whatever the socket threw; report the intent.
+      if (ac.signal.aborted && ac.signal.reason instanceof RestartSignal) throw ac.signal.reason;
+      throw err;
+    } finally {
+      s.abort = undefined;
+    }
+  }
+
+  private onWatchEvent(s: Stream, ev: WatchEvent): void {
+    s.lastActivity = Date.now();
+    const obj = ev.object;
+    switch (ev.type) {
+      case 'ERROR': {
+        const code = obj.code ?? 500;
+        throw new KubeApiError(code, obj, `watch ${this.name}`);
+      }
+      case 'BOOKMARK':
+        break;
+      case 'ADDED':
+      case 'MODIFIED':
+        this.upsert(obj as T, 'watch');
+        break;
+      case 'DELETED': {
+        const ns = nsOf(obj);
+        const name = nameOf(obj);
+        this.tombstones.delete(keyOf(ns, name));
+        const cached = this.get(ns, name);
+        // A newer object (recreated and observed from a write) must not be removed by an older delete.
+        if (cached && !rvNewer(rvOf(cached), rvOf(obj))) this.remove(cached, obj as T);
+        break;
+      }
+    }
+    const rv = rvOf(obj);
+    if (rv) s.rv = rv;
+  }
+
+  // ---- cache mutation ----
+
+  private upsert(obj: T, source: 'watch' | 'list' | 'observe'): void {
+    const ns = nsOf(obj);
+    const name = nameOf(obj);
+    const key = keyOf(ns, name);
+    const tomb = this.tombstones.get(key);
+    if (tomb && !rvNewer(rvOf(obj), tomb.rv)) return;
+    if (tomb) this.tombstones.delete(key);
+    const old = this.get(ns, name);
+    if (old) {
+      const oldRv = rvOf(old);
+      const newRv = rvOf(obj);
+      if (oldRv === newRv) return;
+      // Never go backwards: an observed write may be ahead of the watch.
+      if (source !== 'list' || /^\d+$/.test(oldRv ?? '')) {
+        if (!rvNewer(newRv, oldRv)) return;
+      }
+    }
+    let byName = this.objects.get(ns);
+    if (!byName) {
+      byName = new Map();
+      this.objects.set(ns, byName);
+    }
+    byName.set(name, obj);
+    this.reindex(key, obj);
+    if (old) this.emit('update', obj, old);
+    else this.emit('add', obj);
+  }
+
+  private remove(cached: T, finalState?: T): void {
+    const ns = nsOf(cached);
+    const name = nameOf(cached);
+    const byName = this.objects.get(ns);
+    if (!byName?.delete(name)) return;
+    if (byName.size === 0) this.objects.delete(ns);
+    this.unindex(keyOf(ns, name));
+    this.emit('delete', finalState ?? cached);
+  }
+
+  private indexOne(name: string, entry: { fn: IndexFn<T>; values: Map<string, Set<string>> }, obj: T): void {
+    const key = keyOf(nsOf(obj), nameOf(obj));
+    const values = [...new Set(entry.fn(obj))];
+    let perObj = this.indexed.get(key);
+    if (!perObj) {
+      perObj = new Map();
+      this.indexed.set(key, perObj);
+    }
+    perObj.set(name, values);
+    for (const v of values) {
+      let set = entry.values.get(v);
+      if (!set) {
+        set = new Set();
+        entry.values.set(v, set);
+      }
+      set.add(key);
+    }
+  }
+
+  private reindex(key: string, obj: T): void {
+    this.unindex(key);
+    for (const [name, entry] of this.indexes) this.indexOne(name, entry, obj);
+  }
+
+  private unindex(key: string): void {
+    const perObj = this.indexed.get(key);
+    if (!perObj) return;
+    for (const [name, values] of perObj) {
+      const entry = this.indexes.get(name);
+      for (const v of values) {
+        const set = entry?.values.get(v);
+        set?.delete(key);
+        if (set && set.size === 0) entry?.values.delete(v);
+      }
+    }
+    this.indexed.delete(key);
+  }
+
+  private emit(event: 'add' | 'delete', obj: T): void;
+  private emit(event: 'update', obj: T, old: T): void;
+  private emit(event: 'add' | 'update' | 'delete', obj: T, old?: T): void {
+    const list = this.handlers[event] as ((o: T, old?: T) => void)[];
+    for (const fn of list) {
+      try {
+        fn(obj, old);
+      } catch (err) {
+        this.log?.error({ err: err instanceof Error ? err.message : String(err), event }, 'informer handler threw');
+      }
+    }
+  }
+}
+
+export function createInformer<T extends KubernetesObject>(opts: InformerOptions): SupervisedInformer<T> {
+  return new SupervisedInformer<T>(opts);
+}

@@ -1,0 +1,107 @@
+// Typed informers for our five kinds and the credential Secrets, with the indexes both the operator and the
+// REST API server look things up by. Index values are always namespace-qualified ("ns/value").
+import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+import { GROUP, VERSION } from '../schema/resources.ts';
+import { publicId, type IdentifiedKind } from '../domain/ids.ts';
+import { SupervisedInformer, type InformerOptions, type RestartReason } from './informer.ts';
+
+/** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
+export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
+export const MANAGEMENT_KEY_LABEL = 'byok.gateway.dev/management-key';
+export const DEFAULT_SECRET_KEY = 'key';
+
+export const crPath = (plural: string) => `/apis/${GROUP}/${VERSION}/${plural}`;
+export const SECRETS_PATH = '/api/v1/secrets';
+
+export const INDEX = {
+  /** Public UUID → object (every kind). */
+  id: 'id',
+  /** BYOKCredential: "ns/secretName". */
+  secret: 'secret',
+  /** BYOKCredential: "ns/hash" for each allowedApiKeyHashes entry. GatewayAPIKey: "ns/hash". */
+  apiKeyHash: 'apiKeyHash',
+  /** BYOKCredential, GatewayAPIKey: "ns/workspaceName". */
+  workspace: 'workspace',
+  /** Workspace: "ns" for each Workspace with spec.default. */
+  defaultWorkspace: 'defaultWorkspace',
+} as const;
+
+export interface ResourceInformers {
+  credentials: SupervisedInformer<BYOKCredential>;
+  workspaces: SupervisedInformer<Workspace>;
+  guardrails: SupervisedInformer<Guardrail>;
+  apiKeys: SupervisedInformer<GatewayAPIKey>;
+  accounts: SupervisedInformer<Account>;
+  /** Only Secrets labelled CREDENTIAL_SECRET_LABEL=true. */
+  secrets: SupervisedInformer<V1Secret>;
+}
+
+export interface ResourceInformerOptions {
+  kubeConfig: KubeConfig;
+  namespaces?: string[];
+  logger?: Logger;
+  resyncSeconds?: number;
+  staleSeconds?: number;
+  onRestart?: (informer: string, reason: RestartReason) => void;
+}
+
+const idIndex = (kind: IdentifiedKind) => (o: { metadata?: { namespace?: string; name?: string } }) =>
+  o.metadata?.namespace && o.metadata.name ? [publicId(kind, o.metadata.namespace, o.metadata.name)] : [];
+
+export function createResourceInformers(opts: ResourceInformerOptions): ResourceInformers {
+  const base = (name: string, path: string, extra: Partial<InformerOptions> = {}): InformerOptions => ({
+    kubeConfig: opts.kubeConfig,
+    path,
+    name,
+    ...(opts.namespaces ? { namespaces: opts.namespaces } : {}),
+    ...(opts.logger ? { logger: opts.logger } : {}),
+    ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
+    ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
+    onRestart: (reason) => opts.onRestart?.(name, reason),
+    ...extra,
+  });
+  const credentials = new SupervisedInformer<BYOKCredential>(base('byokcredentials', crPath('byokcredentials')));
+  const workspaces = new SupervisedInformer<Workspace>(base('workspaces', crPath('workspaces')));
+  const guardrails = new SupervisedInformer<Guardrail>(base('guardrails', crPath('guardrails')));
+  const apiKeys = new SupervisedInformer<GatewayAPIKey>(base('gatewayapikeys', crPath('gatewayapikeys')));
+  const accounts = new SupervisedInformer<Account>(base('accounts', crPath('accounts')));
+  const secrets = new SupervisedInformer<V1Secret>(base('credential-secrets', SECRETS_PATH, { labelSelector: `${CREDENTIAL_SECRET_LABEL}=true` }));
+
+  const ns = (o: { metadata?: { namespace?: string } }) => o.metadata?.namespace ?? '';
+  credentials.addIndex(INDEX.id, idIndex('BYOKCredential'));
+  credentials.addIndex(INDEX.secret, (c) => [`${ns(c)}/${c.spec?.secretRef?.name ?? ''}`]);
+  credentials.addIndex(INDEX.apiKeyHash, (c) => (c.spec?.allowedApiKeyHashes ?? []).map((h) => `${ns(c)}/${h}`));
+  credentials.addIndex(INDEX.workspace, (c) => (c.spec?.workspace ? [`${ns(c)}/${c.spec.workspace}`] : []));
+  workspaces.addIndex(INDEX.id, idIndex('Workspace'));
+  workspaces.addIndex(INDEX.defaultWorkspace, (w) => (w.spec?.default ? [ns(w)] : []));
+  guardrails.addIndex(INDEX.id, idIndex('Guardrail'));
+  apiKeys.addIndex(INDEX.id, idIndex('GatewayAPIKey'));
+  apiKeys.addIndex(INDEX.apiKeyHash, (k) => (k.spec?.hash ? [`${ns(k)}/${k.spec.hash}`] : []));
+  apiKeys.addIndex(INDEX.workspace, (k) => (k.spec?.workspace ? [`${ns(k)}/${k.spec.workspace}`] : []));
+  accounts.addIndex(INDEX.id, idIndex('Account'));
+  return { credentials, workspaces, guardrails, apiKeys, accounts, secrets };
+}
+
+export async function startAll(informers: ResourceInformers): Promise<void> {
+  await Promise.all(Object.values(informers).map((i: SupervisedInformer<never>) => i.start()));
+}
+
+export async function stopAll(informers: ResourceInformers): Promise<void> {
+  await Promise.all(Object.values(informers).map((i: SupervisedInformer<never>) => i.stop()));
+}
+
+/** "Live" = not disabled and not expired (at `now`). */
+export function isApiKeyLive(key: GatewayAPIKey, now = Date.now()): boolean {
+  if (key.spec?.disabled) return false;
+  const exp = key.spec?.expiresAt ? Date.parse(key.spec.expiresAt) : NaN;
+  return Number.isNaN(exp) || exp > now;
+}
+
+/** The Secret payload a credential points at, decoded; undefined when the Secret or key is absent. */
+export function secretPayload(secret: V1Secret | undefined, key: string): string | undefined {
+  const b64 = secret?.data?.[key];
+  if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
+  return secret?.stringData?.[key];
+}
