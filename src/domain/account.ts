@@ -11,14 +11,22 @@ export interface PreparedCredential {
   readonly providerIdx: number;
   /** Position in PreparedAccount.credentials. */
   readonly pos: number;
+  // Hot fields copied from the source so the planner reads one object shape.
+  readonly workspaceId: string | null;
+  readonly disabled: boolean;
+  readonly isFallback: boolean;
+  readonly isRequired: boolean;
+  readonly isByokOnly: boolean;
+  readonly declaredZdr: boolean;
   readonly models: ReadonlySet<string> | null;
   readonly hashes: ReadonlySet<string> | null;
   readonly users: ReadonlySet<string> | null;
   /** Frozen plan objects, cached so a plan allocates almost nothing. */
   readonly subject: { readonly kind: 'credential'; readonly credentialId: string };
   readonly exclusions: unknown[];
-  attemptEndpoint: unknown;
-  attempt: unknown;
+  /** Attempt objects for the endpoints of the model last planned (keyed by that model's index object). */
+  attemptsFor: unknown;
+  attempts: unknown[];
 }
 
 export interface PreparedProviderGroup {
@@ -33,6 +41,9 @@ export interface PreparedGuardrail {
   readonly source: CompiledGuardrail;
   readonly allowed: ReadonlySet<string> | null;
   readonly ignored: ReadonlySet<string>;
+  /** Per-endpoint verdicts (1 = blocked) for the model last planned, keyed by that model's index object. */
+  blockedFor: unknown;
+  blocked: Uint8Array;
 }
 
 export interface PreparedWorkspace {
@@ -67,13 +78,19 @@ export function prepareAccount(account: CompiledAccount | PreparedAccount): Prep
     provider: c.provider,
     providerIdx: PROVIDER_INDEX.get(c.provider) ?? -1,
     pos,
+    workspaceId: c.workspaceId,
+    disabled: c.disabled,
+    isFallback: c.isFallback,
+    isRequired: c.isRequired,
+    isByokOnly: c.isByokOnly,
+    declaredZdr: c.declaredZdr === true,
     models: c.allowedModels === null ? null : new Set(c.allowedModels),
     hashes: c.allowedApiKeyHashes === null ? null : new Set(c.allowedApiKeyHashes),
     users: c.allowedUserIds === null ? null : new Set(c.allowedUserIds),
     subject: Object.freeze({ kind: 'credential' as const, credentialId: c.id }),
     exclusions: [],
-    attemptEndpoint: undefined,
-    attempt: undefined,
+    attemptsFor: undefined,
+    attempts: [],
   }));
   const byProvider = new Map<ProviderSlug, PreparedCredential[]>();
   for (const c of credentials) {
@@ -107,6 +124,8 @@ export function prepareAccount(account: CompiledAccount | PreparedAccount): Prep
           source: g,
           allowed: g.dataPolicy.allowedProviders === null ? null : new Set(g.dataPolicy.allowedProviders),
           ignored: new Set(g.dataPolicy.ignoredProviders),
+          blockedFor: undefined,
+          blocked: new Uint8Array(0),
         },
       ]),
     ),

@@ -59,7 +59,17 @@ export function createCatalog(models: Iterable<CatalogModelInput>): ModelCatalog
   const out = new Map<string, CatalogModel>();
   for (const input of models) {
     if (out.has(input.model)) throw new TypeError(`catalog lists model ${input.model} twice`);
-    const endpoints = input.endpoints.map((e) => Object.freeze({ ...e }));
+    // A fixed property order gives every endpoint one hidden class, which keeps the planner's loads monomorphic.
+    const endpoints: CatalogEndpoint[] = input.endpoints.map((e) =>
+      Object.freeze({
+        id: e.id,
+        provider: e.provider,
+        region: e.region,
+        zdr: e.zdr,
+        dataCollection: e.dataCollection,
+        pricing: Object.freeze({ ...e.pricing }),
+      }),
+    );
     const ids = new Set<string>();
     const providerIdx = new Int32Array(endpoints.length);
     const lists: number[][] = [];

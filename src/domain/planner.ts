@@ -4,7 +4,7 @@
 // Hot path: per-request state lives in module-level scratch arrays (planRoute is synchronous, so there is no
 // interleaving), and every attempt / exclusion object is frozen and cached on the prepared account or the catalog,
 // so a plan allocates its two result arrays and little else.
-import { applicableGuardrails, prepareAccount, type PreparedAccount, type PreparedCredential, type PreparedGuardrail } from './account.ts';
+import { applicableGuardrails, prepareAccount, type PreparedAccount, type PreparedCredential, type PreparedGuardrail, type PreparedProviderGroup } from './account.ts';
 import type { CatalogEndpoint, CatalogModel, ModelCatalog, RouteRequest } from './catalog.ts';
 import { ROUTE_ERRORS, type RouteErrorCode } from './errors.ts';
 import type { CompiledAccount } from './model.ts';
@@ -101,19 +101,42 @@ const F_BYOK_ONLY = 1;
 const F_REQUIRED = 2;
 const NO_RANK = 0x7fffffff;
 
-const provFlags = new Uint8Array(PROVIDER_SLUGS.length);
-const provRank = new Int32Array(PROVIDER_SLUGS.length);
-let epStatus = new Uint8Array(64);
-let epZdr = new Uint8Array(64);
-let epGate = new Uint8Array(64);
-let epRank = new Int32Array(64);
-let seq = new Int32Array(64);
-let chosen = new Int32Array(256);
-let groupSel = new Int32Array(128);
+// Per-call scratch and request state. A const object (not module-level `let`s) so V8 needs no TDZ checks.
+interface Scratch {
+  provFlags: Uint8Array;
+  provRank: Int32Array;
+  epStatus: Uint8Array;
+  epZdr: Uint8Array;
+  epGate: Uint8Array;
+  epRank: Int32Array;
+  seq: Int32Array;
+  chosen: Int32Array;
+  groupSel: Int32Array;
+  // Request fields copied once: request objects arrive in many shapes, and reading them in the credential loop
+  // would be megamorphic.
+  workspaceId: string;
+  apiKeyHash: string;
+  userId: string | null;
+  modelSlug: string;
+  video: boolean;
+}
 
-// Per-call request state, set at the top of planRoute.
-let rq: RouteRequest;
-let model: CatalogModel | undefined;
+const S: Scratch = {
+  provFlags: new Uint8Array(PROVIDER_SLUGS.length),
+  provRank: new Int32Array(PROVIDER_SLUGS.length),
+  epStatus: new Uint8Array(64),
+  epZdr: new Uint8Array(64),
+  epGate: new Uint8Array(64),
+  epRank: new Int32Array(64),
+  seq: new Int32Array(64),
+  chosen: new Int32Array(256),
+  groupSel: new Int32Array(128),
+  workspaceId: '',
+  apiKeyHash: '',
+  userId: null,
+  modelSlug: '',
+  video: false,
+};
 
 const EMPTY: readonly never[] = [];
 
@@ -123,12 +146,17 @@ const EMPTY: readonly never[] = [];
  */
 export function planRoute(account: CompiledAccount | PreparedAccount, catalog: ModelCatalog, request: RouteRequest): RoutePlan {
   const acc = prepareAccount(account);
-  rq = request;
-  model = catalog.models.get(request.model);
-  const n = model === undefined ? 0 : model.endpoints.length;
-  if (epStatus.length < n) growEndpointScratch(n);
-  if (chosen.length < acc.credentials.length) chosen = new Int32Array(acc.credentials.length * 2);
-  if (groupSel.length < acc.groups.length) groupSel = new Int32Array(acc.groups.length * 2);
+  const model = catalog.models.get(request.model) ?? null;
+  const n = model === null ? 0 : model.endpoints.length;
+  if (S.epStatus.length < n) growEndpointScratch(n);
+  if (S.chosen.length < acc.credentials.length) S.chosen = new Int32Array(acc.credentials.length * 2);
+  if (S.groupSel.length < acc.groups.length) S.groupSel = new Int32Array(acc.groups.length * 2);
+  const { provFlags, provRank, epStatus, epZdr, epGate, epRank, chosen, groupSel } = S;
+  S.workspaceId = request.workspaceId;
+  S.apiKeyHash = request.apiKeyHash;
+  S.userId = request.userId;
+  S.modelSlug = request.model;
+  S.video = request.isVideoGeneration === true;
 
   const order = request.providerOrder != null && request.providerOrder.length > 0 ? request.providerOrder : null;
   const only = request.providerOnly != null && request.providerOnly.length > 0 ? request.providerOnly : null;
@@ -151,23 +179,27 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   provFlags.fill(0);
   provRank.fill(NO_RANK);
 
-  // 1. Endpoint eligibility that does not depend on a credential (rules 6/9/10 and provider.only).
-  const endpoints: readonly CatalogEndpoint[] = model === undefined ? EMPTY : model.endpoints;
-  const providerIdx = model === undefined ? undefined : model.index.providerIdx;
-  for (let i = 0; i < n; i++) {
-    const e = endpoints[i] as CatalogEndpoint;
-    let st = 0;
-    if (only !== null && !lists(only, e)) st = C_ONLY;
-    else if (regionalBase !== null && e.region !== regionalBase) st = C_OUT_OF_REGION;
-    else if (blocks(g1, e) || blocks(g2, e)) st = C_PROVIDER_POLICY;
-    else if (denyDc && e.dataCollection) st = C_DATA_COLLECTION;
-    epStatus[i] = st;
-    epZdr[i] = requireZdr && !e.zdr ? 1 : 0;
-    epGate[i] = regionalBase === null && e.region !== null && !targeted(order, only, e) ? 1 : 0;
-    const rank = order === null ? i : rankIn(order, e) * 65536 + i;
-    epRank[i] = rank;
-    const p = (providerIdx as Int32Array)[i] as number;
-    if (rank < (provRank[p] as number)) provRank[p] = rank;
+  // 1. Endpoint eligibility that does not depend on a credential (rules 9/10 and provider.only).
+  const endpoints: readonly CatalogEndpoint[] = model === null ? EMPTY : model.endpoints;
+  if (model !== null) {
+    const providerIdx = model.index.providerIdx;
+    const b1 = g1 === null ? null : guardrailVerdicts(g1, model);
+    const b2 = g2 === null ? null : guardrailVerdicts(g2, model);
+    for (let i = 0; i < n; i++) {
+      const e = endpoints[i] as CatalogEndpoint;
+      let st = 0;
+      if (only !== null && !lists(only, e)) st = C_ONLY;
+      else if (regionalBase !== null && e.region !== regionalBase) st = C_OUT_OF_REGION;
+      else if ((b1 !== null && b1[i] === 1) || (b2 !== null && b2[i] === 1)) st = C_PROVIDER_POLICY;
+      else if (denyDc && e.dataCollection) st = C_DATA_COLLECTION;
+      epStatus[i] = st;
+      epZdr[i] = requireZdr && !e.zdr ? 1 : 0;
+      epGate[i] = regionalBase === null && e.region !== null && !targeted(order, only, e) ? 1 : 0;
+      const rank = order === null ? i : rankIn(order, e) * 65536 + i;
+      epRank[i] = rank;
+      const p = providerIdx[i] as number;
+      if (rank < (provRank[p] as number)) provRank[p] = rank;
+    }
   }
 
   // 2. Credentials (rules 1, 4, 5, 6, 9, 10, 11, scope, disabled): pick each one's endpoint, collect provider flags.
@@ -175,15 +207,17 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   const groups = acc.groups;
   let selected = 0;
   for (let gi = 0; gi < groups.length; gi++) {
-    const grp = groups[gi]!;
+    const grp = groups[gi] as PreparedProviderGroup;
     let any = false;
-    for (let k = 0; k < grp.prioritized.length; k++) if (evalCredential(grp.prioritized[k]!, excluded)) any = true;
-    for (let k = 0; k < grp.fallback.length; k++) if (evalCredential(grp.fallback[k]!, excluded)) any = true;
+    const pr = grp.prioritized;
+    for (let k = 0; k < pr.length; k++) if (evalCredential(pr[k] as PreparedCredential, model, excluded)) any = true;
+    const fb = grp.fallback;
+    for (let k = 0; k < fb.length; k++) if (evalCredential(fb[k] as PreparedCredential, model, excluded)) any = true;
     if (any) {
       // Insertion by provider rank (rule 8: requested order, else the catalog's), stable on the slug order.
       const rank = provRank[grp.providerIdx] as number;
       let pos = selected++;
-      while (pos > 0 && (provRank[groups[groupSel[pos - 1] as number]!.providerIdx] as number) > rank) {
+      while (pos > 0 && (provRank[(groups[groupSel[pos - 1] as number] as PreparedProviderGroup).providerIdx] as number) > rank) {
         groupSel[pos] = groupSel[pos - 1] as number;
         pos--;
       }
@@ -194,25 +228,25 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   // 3. Attempts: prioritized credentials, shared endpoints, fallback credentials (rule 2).
   const attempts: Attempt[] = [];
   for (let s = 0; s < selected; s++) {
-    const list = groups[groupSel[s] as number]!.prioritized;
+    const list = (groups[groupSel[s] as number] as PreparedProviderGroup).prioritized;
     for (let k = 0; k < list.length; k++) {
-      const c = list[k]!;
+      const c = list[k] as PreparedCredential;
       const j = chosen[c.pos] as number;
-      if (j >= 0) attempts.push(credentialAttempt(c, endpoints[j] as CatalogEndpoint, 'prioritized'));
+      if (j >= 0) attempts.push(credentialAttempt(c, model as CatalogModel, j, 'prioritized'));
     }
   }
 
   let policyRemoved = 0;
-  if (model !== undefined) {
-    const index = model.index;
-    if (order !== null) sortByRank(n);
+  if (model !== null) {
+    const providerIdx = model.index.providerIdx;
+    const seq = order !== null ? sortByRank(n) : null;
     for (let x = 0; x < n; x++) {
-      const j = order === null ? x : (seq[x] as number);
+      const j = seq === null ? x : (seq[x] as number);
       let st = epStatus[j] as number;
       if (st === 0 && epZdr[j] === 1) st = C_ZDR;
       if (st === 0 && epGate[j] === 1) st = C_NOT_TARGETED;
       if (st === 0) {
-        const f = provFlags[index.providerIdx[j] as number] as number;
+        const f = provFlags[providerIdx[j] as number] as number;
         if ((f & F_BYOK_ONLY) !== 0) st = C_BYOK_ONLY;
         else if ((f & F_REQUIRED) !== 0) st = C_REQUIRED;
       }
@@ -226,31 +260,31 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   }
 
   for (let s = 0; s < selected; s++) {
-    const list = groups[groupSel[s] as number]!.fallback;
+    const list = (groups[groupSel[s] as number] as PreparedProviderGroup).fallback;
     for (let k = 0; k < list.length; k++) {
-      const c = list[k]!;
+      const c = list[k] as PreparedCredential;
       const j = chosen[c.pos] as number;
-      if (j >= 0) attempts.push(credentialAttempt(c, endpoints[j] as CatalogEndpoint, 'fallback'));
+      if (j >= 0) attempts.push(credentialAttempt(c, model as CatalogModel, j, 'fallback'));
     }
   }
 
   const plan: RoutePlan = { attempts, excluded };
   if (attempts.length === 0) {
     const errorCode: RouteErrorCode =
-      model === undefined || n === 0 ? 'model_not_in_catalog' : policyRemoved > 0 ? 'no_compliant_endpoint' : 'no_available_endpoint';
+      n === 0 ? 'model_not_in_catalog' : policyRemoved > 0 ? 'no_compliant_endpoint' : 'no_available_endpoint';
     plan.error = { code: errorCode, message: ROUTE_ERRORS[errorCode] };
   }
-  model = undefined;
   return plan;
 }
 
 /** Decides one credential; records its endpoint in `chosen` (or -1) and returns whether it will be attempted. */
-function evalCredential(c: PreparedCredential, excluded: Exclusion[]): boolean {
-  const s = c.source;
+function evalCredential(c: PreparedCredential, model: CatalogModel | null, excluded: Exclusion[]): boolean {
+  const rq = S;
+  const chosen = S.chosen;
   chosen[c.pos] = -1;
   let st = 0;
-  if (s.disabled) st = C_DISABLED;
-  else if (s.workspaceId !== null && s.workspaceId !== rq.workspaceId) st = C_WORKSPACE;
+  if (c.disabled) st = C_DISABLED;
+  else if (c.workspaceId !== null && c.workspaceId !== rq.workspaceId) st = C_WORKSPACE;
   else if (c.hashes !== null && !c.hashes.has(rq.apiKeyHash)) st = C_API_KEY;
   else if (c.users !== null && (rq.userId === null || !c.users.has(rq.userId))) st = C_MEMBER;
   if (st !== 0) {
@@ -258,18 +292,20 @@ function evalCredential(c: PreparedCredential, excluded: Exclusion[]): boolean {
     return false;
   }
   const p = c.providerIdx;
+  const provFlags = S.provFlags;
   // Rule 6 ignores the model filter; rule 5 applies only to the credential's models.
-  if (s.isByokOnly) provFlags[p] = (provFlags[p] as number) | F_BYOK_ONLY;
-  if (c.models !== null && !c.models.has(rq.model)) {
+  if (c.isByokOnly) provFlags[p] = (provFlags[p] as number) | F_BYOK_ONLY;
+  if (c.models !== null && !c.models.has(rq.modelSlug)) {
     excluded.push(credentialExclusion(c, C_MODEL));
     return false;
   }
-  if (s.isRequired) provFlags[p] = (provFlags[p] as number) | F_REQUIRED;
-  const list = model === undefined ? undefined : model.index.byProvider[p];
+  if (c.isRequired) provFlags[p] = (provFlags[p] as number) | F_REQUIRED;
+  const list = model === null ? undefined : model.index.byProvider[p];
   if (list === undefined) {
     excluded.push(credentialExclusion(c, C_NO_ENDPOINT));
     return false;
   }
+  const { epStatus, epZdr, epGate, epRank } = S;
   const hasStandard = (model as CatalogModel).index.hasStandard[p] === 1;
   let best = -1;
   let bestRank = NO_RANK;
@@ -278,9 +314,9 @@ function evalCredential(c: PreparedCredential, excluded: Exclusion[]): boolean {
     const j = list[k] as number;
     let est = epStatus[j] as number;
     // Rule 10 exception: a declared-ZDR credential carries a ZDR policy, except for video generation.
-    if (est === 0 && epZdr[j] === 1) est = s.declaredZdr === true ? (rq.isVideoGeneration ? C_ZDR_VIDEO : 0) : C_ZDR;
+    if (est === 0 && epZdr[j] === 1) est = c.declaredZdr ? (rq.video ? C_ZDR_VIDEO : 0) : C_ZDR;
     // Rule 9: untargeted regional endpoints on the global API only for a prioritized credential without a standard one.
-    if (est === 0 && epGate[j] === 1) est = s.isFallback ? C_FALLBACK_REGIONAL : hasStandard ? C_STANDARD_PREFERRED : 0;
+    if (est === 0 && epGate[j] === 1) est = c.isFallback ? C_FALLBACK_REGIONAL : hasStandard ? C_STANDARD_PREFERRED : 0;
     if (est !== 0) {
       if (fail === 0) fail = est;
       continue;
@@ -320,13 +356,24 @@ function rankIn(order: readonly string[], e: CatalogEndpoint): number {
   return order.length;
 }
 
-function blocks(g: PreparedGuardrail | null, e: CatalogEndpoint): boolean {
-  if (g === null) return false;
+/** The guardrail's allowed/ignored-provider verdict per endpoint of the model, cached on the prepared guardrail. */
+function guardrailVerdicts(g: PreparedGuardrail, m: CatalogModel): Uint8Array {
+  if (g.blockedFor === m.index) return g.blocked;
+  const eps = m.endpoints;
+  const out = new Uint8Array(eps.length);
+  for (let i = 0; i < eps.length; i++) out[i] = blocks(g, eps[i] as CatalogEndpoint) ? 1 : 0;
+  g.blockedFor = m.index;
+  g.blocked = out;
+  return out;
+}
+
+function blocks(g: PreparedGuardrail, e: CatalogEndpoint): boolean {
   if (g.allowed !== null && !g.allowed.has(e.provider) && !g.allowed.has(e.id)) return true;
   return g.ignored.size > 0 && (g.ignored.has(e.provider) || g.ignored.has(e.id));
 }
 
-function sortByRank(n: number): void {
+function sortByRank(n: number): Int32Array {
+  const { seq, epRank } = S;
   for (let i = 0; i < n; i++) {
     const r = epRank[i] as number;
     let pos = i;
@@ -336,22 +383,28 @@ function sortByRank(n: number): void {
     }
     seq[pos] = i;
   }
+  return seq;
 }
 
 function growEndpointScratch(n: number): void {
   const size = n * 2;
-  epStatus = new Uint8Array(size);
-  epZdr = new Uint8Array(size);
-  epGate = new Uint8Array(size);
-  epRank = new Int32Array(size);
-  seq = new Int32Array(size);
+  S.epStatus = new Uint8Array(size);
+  S.epZdr = new Uint8Array(size);
+  S.epGate = new Uint8Array(size);
+  S.epRank = new Int32Array(size);
+  S.seq = new Int32Array(size);
 }
 
-function credentialAttempt(c: PreparedCredential, e: CatalogEndpoint, section: Section): CredentialAttempt {
-  if (c.attemptEndpoint === e) return c.attempt as CredentialAttempt;
+function credentialAttempt(c: PreparedCredential, m: CatalogModel, j: number, section: Section): CredentialAttempt {
+  if (c.attemptsFor !== m.index) {
+    c.attemptsFor = m.index;
+    c.attempts = [];
+  }
+  const hit = c.attempts[j] as CredentialAttempt | undefined;
+  if (hit !== undefined) return hit;
+  const e = m.endpoints[j] as CatalogEndpoint;
   const a: CredentialAttempt = Object.freeze({ kind: 'credential', credentialId: c.id, provider: c.provider, endpoint: e, section });
-  c.attemptEndpoint = e;
-  c.attempt = a;
+  c.attempts[j] = a;
   return a;
 }
 
