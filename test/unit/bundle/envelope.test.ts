@@ -1,0 +1,83 @@
+import { describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
+import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/bundle/envelope.ts';
+
+const ring = (active: string, ...ids: string[]): Keyring => ({ active, keys: new Map(ids.map((id) => [id, randomBytes(32)])) });
+const ID = '0b8f3c1e-5d2a-5f4e-9c7b-1a2b3c4d5e6f';
+
+function code(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    return err instanceof BundleError ? err.code : 'other';
+  }
+  return undefined;
+}
+
+describe('bundle envelopes', () => {
+  it('round-trips and never contains the plaintext', () => {
+    const k = ring('k1', 'k1');
+    const payload = 'sk-CANARY-0123456789abcdef';
+    const env = sealPayload(k, 'acme', ID, payload);
+    expect(JSON.stringify(env)).not.toContain('CANARY');
+    expect(env).toMatchObject({ v: 1, alg: 'A256GCM', kid: 'k1', ns: 'acme', id: ID });
+    expect(openEnvelope(k.keys, parseEnvelope(JSON.stringify(env)), { namespace: 'acme', credentialId: ID })).toBe(payload);
+  });
+
+  it('is deterministic per (key, namespace, id, payload) and differs otherwise', () => {
+    const k = ring('k1', 'k1');
+    const a = sealPayload(k, 'acme', ID, 'p1');
+    expect(sealPayload(k, 'acme', ID, 'p1')).toEqual(a);
+    expect(sealPayload(k, 'acme', ID, 'p2').iv).not.toBe(a.iv);
+    expect(sealPayload(k, 'other', ID, 'p1').iv).not.toBe(a.iv);
+  });
+
+  it('binds namespace and credential id (AAD) and detects tampering', () => {
+    const k = ring('k1', 'k1');
+    const env = sealPayload(k, 'acme', ID, 'secret');
+    expect(code(() => openEnvelope(k.keys, env, { namespace: 'evil', credentialId: ID }))).toBe('auth-failed');
+    // Rewriting the claimed ns/id too still fails: the AAD no longer matches the tag.
+    expect(code(() => openEnvelope(k.keys, { ...env, ns: 'evil' }, { namespace: 'evil', credentialId: ID }))).toBe('auth-failed');
+    const ct = Buffer.from(env.ct, 'base64');
+    ct[0]! ^= 1;
+    expect(code(() => openEnvelope(k.keys, { ...env, ct: ct.toString('base64') }, { namespace: 'acme', credentialId: ID }))).toBe('auth-failed');
+    expect(code(() => parseEnvelope('{"v":2}'))).toBe('bad-envelope');
+  });
+
+  it('rotation: the new key seals, old envelopes still open, unknown key ids are reported', () => {
+    const old = ring('k1', 'k1');
+    const envOld = sealPayload(old, 'acme', ID, 'old');
+    const rotated: Keyring = { active: 'k2', keys: new Map([...old.keys, ['k2', randomBytes(32)]]) };
+    const envNew = sealPayload(rotated, 'acme', ID, 'new');
+    expect(envNew.kid).toBe('k2');
+    expect(openEnvelope(rotated.keys, envOld, { namespace: 'acme', credentialId: ID })).toBe('old');
+    expect(openEnvelope(rotated.keys, envNew, { namespace: 'acme', credentialId: ID })).toBe('new');
+    expect(code(() => openEnvelope(old.keys, envNew, { namespace: 'acme', credentialId: ID }))).toBe('unknown-key');
+  });
+
+  it('parses a key Secret: active + 32-byte keys', () => {
+    const key = randomBytes(32);
+    const r = keyringFromEntries(new Map([['active', Buffer.from('k2\n')], ['k2', key], ['k1', randomBytes(32)], ['junk', Buffer.from('short')]]));
+    expect(r.active).toBe('k2');
+    expect([...r.keys.keys()].sort()).toEqual(['k1', 'k2']);
+    expect(code(() => keyringFromEntries(new Map([['active', Buffer.from('k9')], ['k1', key]])))).toBe('bad-keyring');
+    expect(code(() => keyringFromEntries(new Map([['k1', key]])))).toBe('bad-keyring');
+  });
+});
+
+describe('bundle sharding', () => {
+  it('places accounts by namespace, splits oversized buckets, stays under the Secret limit', () => {
+    const k = ring('k1', 'k1');
+    const accounts = Array.from({ length: 40 }, (_, a) =>
+      sealAccount(k, `ns-${a}`, Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: randomBytes(200).toString('hex') }))),
+    );
+    const { buckets, objects } = shardBundles(accounts);
+    expect(buckets).toBeGreaterThan(1);
+    for (const o of objects) expect(Math.ceil(o.bytes / 3) * 4).toBeLessThan(768 * 1024);
+    expect(objects.filter((o) => o.accounts.includes('ns-0')).length).toBeGreaterThan(1);
+    const ids = objects.flatMap((o) => Object.keys(o.entries));
+    expect(ids).toHaveLength(3000 + 39 * 20);
+    expect(shardBundles(accounts).objects.map((o) => o.sha256)).toEqual(objects.map((o) => o.sha256));
+  });
+});

@@ -1,0 +1,191 @@
+import { describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/compiler/format.ts';
+import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
+import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
+import { sizedSnapshot } from './fixtures.ts';
+
+interface Op { op: 'apply' | 'delete'; kind: string; name: string }
+
+function fakeStore(failApplies = 0) {
+  const objects = new Map<string, KubernetesObject>();
+  const ops: Op[] = [];
+  let fail = failApplies;
+  const store: RoutingStore = {
+    async list(kind: StoredKind) {
+      return [...objects.values()].filter((o) => o.kind === kind).map((o) => ({ kind, name: o.metadata!.name!, sha256: o.metadata!.annotations?.[SHA_ANNOTATION] ?? '' }));
+    },
+    async apply(obj) {
+      if (fail > 0) {
+        fail--;
+        throw new Error('apiserver unavailable');
+      }
+      ops.push({ op: 'apply', kind: obj.kind!, name: obj.metadata!.name! });
+      objects.set(`${obj.kind}/${obj.metadata!.name}`, obj);
+    },
+    async delete(kind, name) {
+      ops.push({ op: 'delete', kind, name });
+      objects.delete(`${kind}/${name}`);
+    },
+    async readSecret(name) {
+      return (objects.get(`Secret/${name}`) as { data?: Record<string, string> } | undefined)?.data;
+    },
+    async readSecretWithVersion(name) {
+      const data = await store.readSecret(name);
+      return data ? { data, resourceVersion: '1' } : undefined;
+    },
+    async createSecret(obj) {
+      if (objects.has(`Secret/${obj.metadata!.name}`)) return 'exists';
+      objects.set(`Secret/${obj.metadata!.name}`, obj);
+      return 'created';
+    },
+    async updateSecretData(name, data) {
+      const s = objects.get(`Secret/${name}`) as { data: Record<string, string> };
+      s.data = { ...s.data, ...data };
+    },
+  };
+  return { store, ops, objects };
+}
+
+function source(n: number, creds = 10) {
+  const snaps = new Map<string, AccountSnapshot>();
+  for (let i = 0; i < n; i++) snaps.set(`acct-${i}`, sizedSnapshot(`acct-${i}`, creds));
+  return {
+    snaps,
+    accountNamespaces: () => [...snaps.keys()],
+    snapshot: (ns: string) => snaps.get(ns)!,
+  };
+}
+
+function make(src: ReturnType<typeof source>, store: RoutingStore, registry = new Registry()) {
+  return createCompilePipeline({
+    kubeConfig: {} as KubeConfig,
+    routingNamespace: 'byok-system',
+    source: src,
+    logger: pino({ level: 'silent' }),
+    registry,
+    store,
+    coalesceMs: 5,
+    keyReloadMs: 0,
+    shardOptions: { targetBytes: 32 * 1024 },
+    bundleShardOptions: { targetBytes: 32 * 1024 },
+  });
+}
+
+describe('compile pipeline', () => {
+  it('writes everything once at start, then one shard + index per change, index after shards', async () => {
+    const { store, ops } = fakeStore();
+    const src = source(60);
+    const registry = new Registry();
+    const p = make(src, store, registry);
+    await p.start();
+    const cms = p.current().configMaps;
+    expect(cms.length).toBeGreaterThan(3);
+    expect(ops.at(-1)).toEqual({ op: 'apply', kind: 'ConfigMap', name: INDEX_NAME });
+    ops.length = 0;
+
+    // A flag change: one shard and the index; the bundle is untouched (payloads did not change).
+    src.snaps.get('acct-5')!.credentials[2]!.resource.spec.isRequired = true;
+    p.markDirty('acct-5');
+    const r = await p.flush();
+    expect(r).toMatchObject({ shardWrites: 1, bundleWrites: 0, indexWritten: true, deleted: 0 });
+    expect(ops.map((o) => o.kind)).toEqual(['ConfigMap', 'ConfigMap']);
+    expect(ops.at(-1)!.name).toBe(INDEX_NAME);
+    const writes = (await registry.getSingleMetricAsString('byok_configmap_writes_total'));
+    expect(writes).toContain('byok_configmap_writes_total{op="apply",object="index"}');
+    ops.length = 0;
+
+    // A payload rotation: the bundle Secret of that account is rewritten, the ConfigMaps are not (same label).
+    src.snaps.get('acct-5')!.credentials[2]!.verdict.payload = 'sk-rotated';
+    p.markDirty('acct-5');
+    expect(await p.flush()).toMatchObject({ shardWrites: 0, bundleWrites: 1, indexWritten: false });
+
+    // Nothing changed: nothing written.
+    ops.length = 0;
+    p.markDirty('acct-9');
+    await p.flush();
+    expect(ops).toEqual([]);
+    await p.stop();
+  });
+
+  it('coalesces a burst of changes into a bounded number of writes', async () => {
+    const { store, ops } = fakeStore();
+    const src = source(40);
+    const p = make(src, store);
+    await p.start();
+    ops.length = 0;
+    for (let round = 0; round < 50; round++) {
+      src.snaps.get('acct-3')!.credentials[0]!.verdict.sortOrder = 1000 + round;
+      p.markDirty('acct-3');
+    }
+    await p.flush();
+    expect(ops.length).toBeLessThanOrEqual(2);
+    await p.stop();
+  });
+
+  it('deletes stale shards after the index when accounts go away, and a restart rewrites nothing', async () => {
+    const { store, ops, objects } = fakeStore();
+    const src = source(50);
+    const p = make(src, store);
+    await p.start();
+    const before = p.current().configMaps.length;
+    for (let i = 5; i < 50; i++) {
+      src.snaps.delete(`acct-${i}`);
+      p.markDirty(`acct-${i}`);
+    }
+    ops.length = 0;
+    await p.flush();
+    const deletes = ops.filter((o) => o.op === 'delete');
+    expect(deletes.length).toBeGreaterThan(0);
+    const indexAt = ops.findIndex((o) => o.name === INDEX_NAME);
+    expect(ops.findIndex((o) => o.op === 'delete')).toBeGreaterThan(indexAt);
+    expect(p.current().configMaps.length).toBeLessThan(before);
+    expect([...objects.keys()].filter((k) => k.startsWith('ConfigMap/')).sort()).toEqual(p.current().configMaps.map((n) => `ConfigMap/${n}`));
+    await p.stop();
+
+    ops.length = 0;
+    const again = make(src, store);
+    await again.start();
+    expect(ops).toEqual([]);
+    await again.stop();
+  });
+
+  it('retries after a failed write and converges', async () => {
+    const { store, objects } = fakeStore(3);
+    const src = source(5);
+    const p = make(src, store);
+    await p.start();
+    let tries = 0;
+    while (!objects.has(`ConfigMap/${INDEX_NAME}`) && tries++ < 50) await new Promise((r) => setTimeout(r, 50));
+    expect(objects.has(`ConfigMap/${INDEX_NAME}`)).toBe(true);
+    await p.stop();
+  });
+
+  it('never writes a payload outside the bundle Secrets; rotation reseals under the new key', async () => {
+    const { store, objects } = fakeStore();
+    const canary = `CANARY-${randomBytes(6).toString('hex')}`;
+    const src = source(3);
+    src.snaps.set('canary', sizedSnapshot('canary', 30, (i) => `${canary}-${i}`));
+    const p = make(src, store);
+    await p.start();
+    for (const o of objects.values()) {
+      const text = JSON.stringify(o);
+      expect(text).not.toContain(canary);
+      for (const v of Object.values((o as { data?: Record<string, string> }).data ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
+      for (const v of Object.values((o as { binaryData?: Record<string, string> }).binaryData ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
+    }
+    const kids = () => new Set([...objects.values()].filter((o) => o.metadata!.name!.startsWith('byok-bundle-') && o.metadata!.name !== 'byok-bundle-key')
+      .flatMap((o) => Object.values((o as unknown as { data: Record<string, string> }).data).map((v) => JSON.parse(Buffer.from(v, 'base64').toString('utf8')).kid as string)));
+    const [oldKid] = [...kids()];
+    const newKid = await addBundleKey(store, 'byok-bundle-key', { activate: true });
+    p.markDirty('acct-0');
+    await p.flush();
+    expect(kids()).toEqual(new Set([newKid]));
+    expect(newKid).not.toBe(oldKid);
+    await p.stop();
+  });
+});
