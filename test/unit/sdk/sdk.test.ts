@@ -1,0 +1,195 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
+import type { Keyring } from '../../../src/bundle/envelope.ts';
+import { compileAccount } from '../../../src/compiler/compile.ts';
+import { canonicalJson, INDEX_KEY } from '../../../src/compiler/format.ts';
+import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
+import { createCatalog } from '../../../src/domain/catalog.ts';
+import type { CompiledAccount } from '../../../src/domain/model.ts';
+import { BundleError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
+import { hashOf, sizedSnapshot } from '../compiler/fixtures.ts';
+import { kubeletWrite } from './kubelet.ts';
+
+const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function configFiles(set: ShardSet): Record<string, Buffer | string> {
+  const files: Record<string, Buffer | string> = { [INDEX_KEY]: canonicalJson(set.index) };
+  for (const s of set.shards) files[s.key] = s.data;
+  return files;
+}
+
+const payloadOf = (ns: string, i: number) => `sk-${ns}-payload-${i}`;
+const snaps = (version: number) =>
+  Array.from({ length: 12 }, (_, a) => {
+    const snap = sizedSnapshot(`acct-${a}`, 40, (i) => payloadOf(`acct-${a}`, i));
+    for (const c of snap.credentials) c.resource.spec.disabled = version % 2 === 1 && a === 0;
+    return snap;
+  });
+
+function compiled(version: number): { accounts: CompiledAccount[]; set: ShardSet } {
+  const accounts = snaps(version).map(compileAccount);
+  return { accounts, set: shardAccounts(accounts, { targetBytes: 8 * 1024 }) };
+}
+
+const waitFor = async (cond: () => boolean, ms = 3000) => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+describe('loadRoutingConfig', () => {
+  it('loads a plain directory and verifies checksums', () => {
+    const dir = join(root, 'plain');
+    const { accounts, set } = compiled(0);
+    kubeletWrite(dir, configFiles(set));
+    const cfg = loadRoutingConfig(dir);
+    expect(cfg.version).toBe(set.index.version);
+    expect(cfg.accounts.size).toBe(accounts.length);
+    expect(cfg.accounts.get('acct-3')).toEqual(accounts[3]);
+    const cred = accounts[3]!.credentials[0]!;
+    expect(cfg.credential(cred.id)?.account.namespace).toBe('acct-3');
+    expect(cfg.apiKey(hashOf('acct-3/key-a'))?.account.namespace).toBe('acct-3');
+  });
+
+  it('reports checksum mismatches, missing files and corrupt indexes', () => {
+    const { set } = compiled(0);
+    const code = (files: Record<string, Buffer | string>) => {
+      const dir = mkdtempSync(join(root, 'bad-'));
+      kubeletWrite(dir, files);
+      try {
+        loadRoutingConfig(dir);
+      } catch (err) {
+        return err instanceof RoutingConfigError ? err.code : 'other';
+      }
+      return 'ok';
+    };
+    const good = configFiles(set);
+    const first = set.shards[0]!;
+    const flipped = Buffer.from(first.data);
+    flipped[flipped.length - 1]! ^= 0xff;
+    expect(code(good)).toBe('ok');
+    expect(code({ ...good, [first.key]: flipped })).toBe('checksum');
+    const { [first.key]: _dropped, ...missing } = good;
+    expect(code(missing)).toBe('incomplete');
+    expect(code({ ...good, [INDEX_KEY]: '{"format":' })).toBe('corrupt');
+    const tampered = JSON.parse(good[INDEX_KEY] as string);
+    tampered.buckets += 1;
+    expect(code({ ...good, [INDEX_KEY]: JSON.stringify(tampered) })).toBe('checksum');
+    expect(code({})).toBe('missing');
+  });
+});
+
+describe('watchRoutingConfig (kubelet atomic swap)', () => {
+  const configDir = join(root, 'config');
+  const bundleDir = join(root, 'bundle');
+  const keyDir = join(root, 'keys');
+  const keyring: Keyring = { active: 'k1', keys: new Map([['k1', randomBytes(32)]]) };
+
+  function writeBundles(ring: Keyring, accounts: CompiledAccount[]) {
+    const sealed = accounts.map((a) =>
+      sealAccount(ring, a.namespace, a.credentials.map((c) => ({ id: c.id, payload: payloadOf(a.namespace, Number(c.name.slice(5))) }))),
+    );
+    const files: Record<string, string> = {};
+    for (const o of shardBundles(sealed).objects) Object.assign(files, o.entries);
+    kubeletWrite(bundleDir, files);
+  }
+  const writeKeys = (ring: Keyring) => kubeletWrite(keyDir, { active: ring.active, ...Object.fromEntries(ring.keys) });
+
+  it('loads, reloads on swap, keeps the last good config, decrypts on use and plans', async () => {
+    const v0 = compiled(0);
+    kubeletWrite(configDir, configFiles(v0.set));
+    writeKeys(keyring);
+    writeBundles(keyring, v0.accounts);
+
+    const reloads: RoutingConfig[] = [];
+    const errors: Error[] = [];
+    const w = watchRoutingConfig({ configDir, bundleDir, keyDir, pollMs: 25, onReload: (c) => reloads.push(c), onError: (e) => errors.push(e) });
+    try {
+      expect(w.current()?.version).toBe(v0.set.index.version);
+      const cred = v0.accounts[2]!.credentials[5]!;
+      expect(w.decryptCredential(cred.id)).toBe(payloadOf('acct-2', Number(cred.name.slice(5))));
+      expect(() => w.decryptCredential('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
+
+      // The planner gets the account found by the API key hash.
+      const catalog = createCatalog([{ model: 'openai/gpt-1', endpoints: [{ id: 'openai', provider: 'openai', region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: 0.01 } }] }]);
+      const outcome = w.planFor({ model: 'openai/gpt-1', apiKeyHash: hashOf('acct-2/key-b'), userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog);
+      expect(outcome.ok).toBe(true);
+      if (outcome.ok) {
+        expect(outcome.account.namespace).toBe('acct-2');
+        expect(outcome.plan.attempts.some((a) => a.kind === 'credential')).toBe(true);
+      }
+      expect(w.planFor({ model: 'openai/gpt-1', apiKeyHash: hashOf('nobody'), userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog)).toEqual({ ok: false, reason: 'unknown-api-key' });
+
+      // A new generation is picked up.
+      const v1 = compiled(1);
+      expect(v1.set.index.version).not.toBe(v0.set.index.version);
+      kubeletWrite(configDir, configFiles(v1.set));
+      await waitFor(() => w.current()?.version === v1.set.index.version);
+      expect(reloads.at(-1)?.version).toBe(v1.set.index.version);
+      expect(w.current()!.accounts.get('acct-0')!.credentials.every((c) => c.disabled)).toBe(true);
+
+      // A corrupt generation (checksum mismatch) is reported and the last good config stays.
+      const v2 = compiled(2);
+      const corrupt = configFiles(v2.set);
+      const victim = v2.set.shards[1]!;
+      corrupt[victim.key] = Buffer.concat([victim.data, Buffer.from('x')]);
+      kubeletWrite(configDir, corrupt);
+      await waitFor(() => errors.length === 1);
+      expect((errors[0] as RoutingConfigError).code).toBe('checksum');
+      expect(w.current()?.version).toBe(v1.set.index.version);
+
+      // An incomplete generation too.
+      const incomplete = configFiles(v2.set);
+      delete incomplete[victim.key];
+      kubeletWrite(configDir, incomplete);
+      await waitFor(() => errors.length === 2);
+      expect((errors[1] as RoutingConfigError).code).toBe('incomplete');
+      expect(w.current()?.version).toBe(v1.set.index.version);
+
+      // Then a good one replaces it.
+      kubeletWrite(configDir, configFiles(v2.set));
+      await waitFor(() => w.current()?.version === v2.set.index.version);
+
+      // Key rotation: bundles sealed under a new key open once the key volume has it; old key kept.
+      const rotated: Keyring = { active: 'k2', keys: new Map([...keyring.keys, ['k2', randomBytes(32)]]) };
+      writeKeys(rotated);
+      writeBundles(rotated, v2.accounts);
+      expect(w.decryptCredential(cred.id)).toBe(payloadOf('acct-2', Number(cred.name.slice(5))));
+      expect(JSON.parse(readFileSync(join(bundleDir, cred.id), 'utf8')).kid).toBe('k2');
+    } finally {
+      w.close();
+    }
+  });
+});
+
+const HEAVY = ['@kubernetes/', 'fastify', '@fastify/', 'prom-client', 'pino', 'yaml'];
+
+describe('SDK dependency rule', () => {
+  it('imports only the domain core, node built-ins and the node-only wire-format modules', () => {
+    const allowed = (p: string) => p.startsWith('src/domain/') || p.startsWith('src/sdk/') || p === 'src/compiler/format.ts' || p === 'src/bundle/envelope.ts';
+    const seen = new Set<string>();
+    const visit = (file: string) => {
+      const rel = relative(process.cwd(), file);
+      if (seen.has(rel)) return;
+      seen.add(rel);
+      expect({ file: rel, allowed: allowed(rel) }).toEqual({ file: rel, allowed: true });
+      const text = readFileSync(file, 'utf8');
+      for (const m of text.matchAll(/^(?:import|export)[^'"]*?from\s+'([^']+)'/gm)) {
+        const spec = m[1]!;
+        if (spec.startsWith('.')) visit(resolve(dirname(file), spec));
+        // The SDK's own files use built-ins only; whatever the domain core uses, nothing heavy may appear.
+        else if (!rel.startsWith('src/domain/')) expect({ file: rel, spec, ok: spec.startsWith('node:') }).toEqual({ file: rel, spec, ok: true });
+        else expect({ file: rel, spec, ok: !HEAVY.some((h) => spec.startsWith(h)) }).toEqual({ file: rel, spec, ok: true });
+      }
+    };
+    visit(resolve('src/sdk/index.ts'));
+    expect(seen.size).toBeGreaterThan(5);
+  });
+});
