@@ -149,7 +149,7 @@ export async function startHarness(namespaces: string[], opts: { gitopsGuard?: b
     exchanges,
     logLines,
     async call(method, path, o = {}) {
-      const headers: Record<string, string> = { ...(o.headers ?? {}) };
+      const headers: Record<string, string> = { ...o.headers };
       if (o.key) headers.authorization = `Bearer ${o.key}`;
       let body: string | undefined;
       if (o.rawBody !== undefined) body = o.rawBody;
