@@ -373,6 +373,11 @@ export function validatePayload(provider: ProviderSlug, raw: string): PayloadRes
 
   switch (shape) {
     case 'plain': {
+      // No provider key starts with a bracket; this catches a JSON document pasted for a plain-key provider.
+      if (looksJson) {
+        errors.push({ field: '', message: 'must be a plain API key string; this provider does not take a JSON payload' });
+        break;
+      }
       const key = plainKey(text, errors);
       if (key !== null) payload = { kind: 'api-key', apiKey: key };
       break;

@@ -29,8 +29,6 @@ export const RULES = {
   'rule-9-regional-not-targeted':
     'region-pinned endpoint on the global API, not targeted explicitly by provider.order or provider.only',
   'rule-9-regional-fallback': 'fallback credentials never unlock region-pinned endpoints on the global API',
-  'rule-9-standard-preferred':
-    'the provider has a standard endpoint for this model, so the credential does not use its region-pinned endpoint',
   'rule-6-byok-only': 'a credential of this provider has is_byok_only=true: shared endpoints are removed for every model',
   'rule-5-is-required': 'a credential of this provider has is_required=true for this model: shared endpoints are removed',
 } as const;
@@ -54,7 +52,6 @@ const C_ZDR = code('rule-10-zdr');
 const C_ZDR_VIDEO = code('rule-10-zdr-video');
 const C_NOT_TARGETED = code('rule-9-regional-not-targeted');
 const C_FALLBACK_REGIONAL = code('rule-9-regional-fallback');
-const C_STANDARD_PREFERRED = code('rule-9-standard-preferred');
 const C_BYOK_ONLY = code('rule-6-byok-only');
 const C_REQUIRED = code('rule-5-is-required');
 
@@ -316,7 +313,8 @@ function evalCredential(c: PreparedCredential, model: CatalogModel | null, exclu
     // Rule 10 exception: a declared-ZDR credential carries a ZDR policy, except for video generation.
     if (est === 0 && epZdr[j] === 1) est = c.declaredZdr ? (rq.video ? C_ZDR_VIDEO : 0) : C_ZDR;
     // Rule 9: untargeted regional endpoints on the global API only for a prioritized credential without a standard one.
-    if (est === 0 && epGate[j] === 1) est = c.isFallback ? C_FALLBACK_REGIONAL : hasStandard ? C_STANDARD_PREFERRED : 0;
+    // (With a standard endpoint present, that one is examined first and explains any exclusion.)
+    if (est === 0 && epGate[j] === 1) est = c.isFallback ? C_FALLBACK_REGIONAL : hasStandard ? C_NOT_TARGETED : 0;
     if (est !== 0) {
       if (fail === 0) fail = est;
       continue;
