@@ -11,14 +11,16 @@ export interface BundleAccount {
   /** Sorted by credential id. */
   entries: { id: string; envelope: string }[];
   bytes: number;
+  /** sha256 over the entries, computed once when sealed. */
+  digest: string;
 }
 
 export interface BundleObject {
   name: string;
   bucket: number;
   part: number;
-  /** credentialId -> envelope JSON. */
-  entries: Record<string, string>;
+  /** credentialId -> envelope JSON (built on demand: only objects that are written need it). */
+  entries(): Record<string, string>;
   sha256: string;
   bytes: number;
   accounts: string[];
@@ -36,7 +38,8 @@ export function sealAccount(keyring: Keyring, namespace: string, credentials: re
   const entries = credentials
     .map((c) => ({ id: c.id, envelope: JSON.stringify(sealPayload(keyring, namespace, c.id, c.payload)) }))
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { namespace, hash: namespaceHash(namespace), entries, bytes: entries.reduce((s, e) => s + e.envelope.length + e.id.length, 0) };
+  const digest = sha256Hex(entries.map((e) => `${e.id}\u0000${e.envelope}`).join('\n'));
+  return { namespace, hash: namespaceHash(namespace), entries, bytes: entries.reduce((s, e) => s + e.envelope.length + e.id.length, 0), digest };
 }
 
 export function shardBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
@@ -56,12 +59,27 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
   for (const bucket of [...members.keys()].sort((a, b) => a - b)) {
     const list = members.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
     const accountNames = list.map((a) => a.namespace);
+    const bucketBytes = list.reduce((s, a) => s + a.bytes, 0);
+    if (bucketBytes <= maxPart) {
+      // The common case: the object's digest comes from the accounts' digests, no per-entry work per compile.
+      objects.push({
+        name: bundleName(bucket),
+        bucket,
+        part: 0,
+        entries: () => Object.fromEntries(list.flatMap((a) => a.entries.map((e) => [e.id, e.envelope]))),
+        sha256: sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n')),
+        bytes: bucketBytes,
+        accounts: accountNames,
+      });
+      continue;
+    }
     let part = 0;
     let current: Record<string, string> = {};
     let size = 0;
     const emit = () => {
       const slot = part === 0 ? bucket : overflow++;
-      objects.push({ name: bundleName(slot), bucket, part, entries: current, sha256: sha256Hex(canonicalJson(current)), bytes: size, accounts: accountNames });
+      const entries = current;
+      objects.push({ name: bundleName(slot), bucket, part, entries: () => entries, sha256: sha256Hex(canonicalJson(entries)), bytes: size, accounts: accountNames });
       part++;
       current = {};
       size = 0;

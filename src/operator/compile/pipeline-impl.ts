@@ -145,7 +145,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     kind: 'Secret',
     type: 'Opaque',
     metadata: { name: b.name, namespace, labels: { [ROUTING_LABEL]: 'bundle' }, annotations: { [SHA_ANNOTATION]: b.sha256 } },
-    data: Object.fromEntries(Object.entries(b.entries).map(([id, env]) => [id, Buffer.from(env, 'utf8').toString('base64')])),
+    data: Object.fromEntries(Object.entries(b.entries()).map(([id, env]) => [id, Buffer.from(env, 'utf8').toString('base64')])),
   } as KubernetesObject);
 
   async function runOnce(): Promise<CompileResult | undefined> {
@@ -161,7 +161,14 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       // A key rotation (refreshKeys) may have re-marked everything.
       const work = new Set([...taken, ...dirty]);
       dirty.clear();
-      for (const ns of work) compileOne(ns, live.has(ns), ring);
+      for (const ns of work) {
+        try {
+          compileOne(ns, live.has(ns), ring);
+        } catch (err) {
+          // One broken account must not block the others: it keeps its last compiled state.
+          log.error({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'account failed to compile; keeping its previous state');
+        }
+      }
 
       const all = [...accounts.values()];
       const shardSet = shardSerialized(all.map((a) => a.serialized), { ...opts.shardOptions, previousBuckets: buckets, cache: shardCache });

@@ -76,7 +76,7 @@ describe('bundle sharding', () => {
     expect(buckets).toBeGreaterThan(1);
     for (const o of objects) expect(Math.ceil(o.bytes / 3) * 4).toBeLessThan(768 * 1024);
     expect(objects.filter((o) => o.accounts.includes('ns-0')).length).toBeGreaterThan(1);
-    const ids = objects.flatMap((o) => Object.keys(o.entries));
+    const ids = objects.flatMap((o) => Object.keys(o.entries()));
     expect(ids).toHaveLength(3000 + 39 * 20);
     expect(shardBundles(accounts).objects.map((o) => o.sha256)).toEqual(objects.map((o) => o.sha256));
   });

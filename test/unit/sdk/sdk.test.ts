@@ -97,7 +97,7 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       sealAccount(ring, a.namespace, a.credentials.map((c) => ({ id: c.id, payload: payloadOf(a.namespace, Number(c.name.slice(5))) }))),
     );
     const files: Record<string, string> = {};
-    for (const o of shardBundles(sealed).objects) Object.assign(files, o.entries);
+    for (const o of shardBundles(sealed).objects) Object.assign(files, o.entries());
     kubeletWrite(bundleDir, files);
   }
   const writeKeys = (ring: Keyring) => kubeletWrite(keyDir, { active: ring.active, ...Object.fromEntries(ring.keys) });
