@@ -1,0 +1,55 @@
+// metav1.Condition bookkeeping: lastTransitionTime only moves when a condition's status changes, so a
+// reconcile with unchanged inputs produces a byte-identical status and Server-Side Apply is a no-op.
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+export interface Condition {
+  type: string;
+  status: ConditionStatus;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+  reason: string;
+  message: string;
+}
+
+export interface DesiredCondition {
+  type: string;
+  status: ConditionStatus;
+  reason: string;
+  message: string;
+}
+
+/** metav1.Time: RFC 3339 with second precision. */
+export function metaTime(d = new Date()): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function buildConditions(existing: readonly Condition[] | undefined, desired: readonly DesiredCondition[], generation: number | undefined, now = new Date()): Condition[] {
+  return desired.map((d) => {
+    const prev = existing?.find((c) => c.type === d.type);
+    const lastTransitionTime = prev && prev.status === d.status ? prev.lastTransitionTime : metaTime(now);
+    const c: Condition = { type: d.type, status: d.status, lastTransitionTime, reason: d.reason, message: d.message };
+    if (generation !== undefined) c.observedGeneration = generation;
+    return c;
+  });
+}
+
+/** Ready summarises the others: True when all are True, else False with the first failing reason. */
+export function readyFrom(conditions: readonly DesiredCondition[], readyMessage: string): DesiredCondition {
+  const failing = conditions.find((c) => c.status !== 'True');
+  if (!failing) return { type: 'Ready', status: 'True', reason: 'Ready', message: readyMessage };
+  return { type: 'Ready', status: 'False', reason: failing.reason, message: `${failing.type}: ${failing.message}` };
+}
+
+/** Stable JSON (sorted keys) for "did the status change" comparisons. */
+export function canonical(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) => {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      return Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    return v;
+  });
+}
+
+export function sameStatus(a: unknown, b: unknown): boolean {
+  return canonical(a ?? {}) === canonical(b ?? {});
+}

@@ -1,0 +1,452 @@
+// The reconcilers. Informer events only enqueue keys ("namespace/name"); every reconcile reads the caches,
+// computes the complete status, and writes it with Server-Side Apply only when it differs from what is cached.
+// The operator never writes spec. Credential verdicts feed the compile pipeline through markDirty().
+import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+import { publicId, type IdentifiedKind } from '../domain/ids.ts';
+import { validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
+import { creationTime, electAccount, electDefaultWorkspace, olderFirst } from '../compiler/elect.ts';
+import { isNotFound, type KubeClient } from '../kube/client.ts';
+import type { Applier } from '../kube/apply.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, isApiKeyLive, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
+import type { OperatorMetrics } from './metrics.ts';
+import type { VerdictStore } from './state.ts';
+import { WorkQueue, type ReconcileResult } from './workqueue.ts';
+
+export interface ControllerContext {
+  informers: ResourceInformers;
+  applier: Applier;
+  events: EventRecorder;
+  client: KubeClient;
+  log: Logger;
+  metrics: OperatorMetrics;
+  verdicts: VerdictStore;
+  markDirty: (namespace: string) => void;
+  /** Cap of the missing-Secret requeue backoff (default 5000 ms): a Secret created later is seen within this. */
+  missingSecretMaxDelayMs?: number;
+  concurrency?: { credentials?: number; others?: number };
+}
+
+// Timers beyond ~24.8 days overflow; far-away expiries are simply re-checked hourly.
+const MAX_REQUEUE_MS = 3_600_000;
+
+type Kind = 'BYOKCredential' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey' | 'Account';
+
+const split = (key: string): [string, string] => {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+};
+const keyOf = (o: KubernetesObject) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+const nsOf = (o: KubernetesObject) => o.metadata?.namespace ?? '';
+const generationChanged = (a: KubernetesObject, b: KubernetesObject) =>
+  a.metadata?.generation !== b.metadata?.generation || !!a.metadata?.deletionTimestamp !== !!b.metadata?.deletionTimestamp;
+
+const section = (c: BYOKCredential) => (c.spec.isFallback ? 'fallback' : 'prioritized');
+
+/**
+ * Effective sort order: spec.sortOrder, or after every explicit position in the same provider and section,
+ * ranked by age (creationTimestamp, then name). Pure function of the cached specs, so every replica agrees.
+ */
+export function effectiveSortOrder(cred: BYOKCredential, all: readonly BYOKCredential[]): number {
+  if (cred.spec.sortOrder !== undefined) return cred.spec.sortOrder;
+  const group = all.filter((c) => c.spec.provider === cred.spec.provider && section(c) === section(cred));
+  const explicitMax = Math.max(-1, ...group.map((c) => c.spec.sortOrder ?? -1));
+  const implicit = group.filter((c) => c.spec.sortOrder === undefined).sort(olderFirst);
+  const rank = implicit.findIndex((c) => c.metadata.name === cred.metadata.name);
+  return explicitMax + 1 + Math.max(0, rank);
+}
+
+function violationReason(v: Violation): string {
+  switch (v.code) {
+    case 'unknown_api_key_hash':
+      return 'UnknownApiKeyHash';
+    case 'byok_only_with_fallback':
+      return 'ConflictingFlags';
+    default:
+      return 'InvalidFilters';
+  }
+}
+
+export class Controllers {
+  readonly queues: Record<'credentials' | 'workspaces' | 'guardrails' | 'apiKeys' | 'accounts', WorkQueue>;
+  private readonly ctx: ControllerContext;
+  private readonly inf: ResourceInformers;
+  private readonly missingSecretAttempts = new Map<string, number>();
+
+  constructor(ctx: ControllerContext) {
+    this.ctx = ctx;
+    this.inf = ctx.informers;
+    const mk = (name: string, concurrency: number) =>
+      new WorkQueue({
+        name,
+        concurrency,
+        metrics: ctx.metrics,
+        baseDelayMs: 5,
+        maxDelayMs: 60_000,
+        onError: (key, err) => ctx.log.warn({ controller: name, object: key, err: err instanceof Error ? err.message : String(err) }, 'reconcile failed; will retry with backoff'),
+      });
+    const others = ctx.concurrency?.others ?? 2;
+    this.queues = {
+      credentials: mk('byokcredential', ctx.concurrency?.credentials ?? 8),
+      workspaces: mk('workspace', others),
+      guardrails: mk('guardrail', others),
+      apiKeys: mk('gatewayapikey', others),
+      accounts: mk('account', others),
+    };
+    this.wire();
+  }
+
+  // ---- event wiring: events only enqueue keys ----
+
+  private wire(): void {
+    const { credentials, workspaces, guardrails, apiKeys, accounts, secrets } = this.inf;
+    const q = this.queues;
+    const dirty = (o: KubernetesObject) => this.ctx.markDirty(nsOf(o));
+
+    const credChanged = (c: BYOKCredential, old?: BYOKCredential) => {
+      q.credentials.add(keyOf(c));
+      const sortRelevant = !old || old.spec.provider !== c.spec.provider || section(old) !== section(c) || old.spec.sortOrder !== c.spec.sortOrder;
+      if (sortRelevant) this.enqueueImplicitSiblings(c, old);
+      dirty(c);
+    };
+    credentials.on('add', (c) => credChanged(c));
+    credentials.on('update', (c, old) => {
+      if (generationChanged(c, old)) credChanged(c, old);
+    });
+    credentials.on('delete', (c) => {
+      this.ctx.verdicts.delete(nsOf(c), c.metadata.name ?? '');
+      this.missingSecretAttempts.delete(keyOf(c));
+      this.enqueueImplicitSiblings(c);
+      dirty(c);
+    });
+
+    const secretChanged = (s: V1Secret) => {
+      for (const c of credentials.byIndex(INDEX.secret, `${nsOf(s)}/${s.metadata?.name ?? ''}`)) q.credentials.add(keyOf(c));
+    };
+    secrets.on('add', secretChanged);
+    secrets.on('update', (s, old) => {
+      if (s.metadata?.resourceVersion !== old.metadata?.resourceVersion) secretChanged(s);
+    });
+    secrets.on('delete', secretChanged);
+
+    const apiKeyChanged = (k: GatewayAPIKey, old?: GatewayAPIKey) => {
+      q.apiKeys.add(keyOf(k));
+      for (const h of new Set([k.spec.hash, old?.spec.hash])) {
+        if (h) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${nsOf(k)}/${h}`)) q.credentials.add(keyOf(c));
+      }
+      dirty(k);
+    };
+    apiKeys.on('add', (k) => apiKeyChanged(k));
+    apiKeys.on('update', (k, old) => {
+      if (generationChanged(k, old)) apiKeyChanged(k, old);
+    });
+    apiKeys.on('delete', (k) => apiKeyChanged(k));
+
+    const workspaceChanged = (w: Workspace, old?: Workspace) => {
+      const ns = nsOf(w);
+      q.workspaces.add(keyOf(w));
+      // Default-ness decides conflicts between siblings.
+      if (w.spec.default || old?.spec.default) for (const other of workspaces.list(ns)) if (other.spec.default) q.workspaces.add(keyOf(other));
+      for (const c of credentials.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) q.credentials.add(keyOf(c));
+      for (const k of apiKeys.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) q.apiKeys.add(keyOf(k));
+      dirty(w);
+    };
+    workspaces.on('add', (w) => workspaceChanged(w));
+    workspaces.on('update', (w, old) => {
+      if (generationChanged(w, old)) workspaceChanged(w, old);
+    });
+    workspaces.on('delete', (w) => workspaceChanged(w));
+
+    const guardrailChanged = (g: Guardrail) => {
+      const ns = nsOf(g);
+      q.guardrails.add(keyOf(g));
+      for (const w of workspaces.list(ns)) q.workspaces.add(keyOf(w));
+      for (const k of apiKeys.list(ns)) if (k.spec.guardrail) q.apiKeys.add(keyOf(k));
+      dirty(g);
+    };
+    guardrails.on('add', guardrailChanged);
+    guardrails.on('update', (g, old) => {
+      if (generationChanged(g, old)) guardrailChanged(g);
+    });
+    guardrails.on('delete', guardrailChanged);
+
+    const accountChanged = (a: Account) => {
+      for (const other of accounts.list(nsOf(a))) q.accounts.add(keyOf(other));
+      q.accounts.add(keyOf(a));
+      dirty(a);
+    };
+    accounts.on('add', accountChanged);
+    accounts.on('update', (a, old) => {
+      if (generationChanged(a, old)) accountChanged(a);
+    });
+    accounts.on('delete', accountChanged);
+  }
+
+  private enqueueImplicitSiblings(c: BYOKCredential, old?: BYOKCredential): void {
+    for (const other of this.inf.credentials.list(nsOf(c))) {
+      if (other.spec.sortOrder !== undefined || other.metadata.name === c.metadata.name) continue;
+      const same = (x: BYOKCredential) => x.spec.provider === other.spec.provider && section(x) === section(other);
+      if (same(c) || (old && same(old))) this.queues.credentials.add(keyOf(other));
+    }
+  }
+
+  /** Enqueue every cached object (on becoming leader, and periodically). */
+  enqueueAll(): void {
+    for (const c of this.inf.credentials.list()) this.queues.credentials.add(keyOf(c));
+    for (const w of this.inf.workspaces.list()) this.queues.workspaces.add(keyOf(w));
+    for (const g of this.inf.guardrails.list()) this.queues.guardrails.add(keyOf(g));
+    for (const k of this.inf.apiKeys.list()) this.queues.apiKeys.add(keyOf(k));
+    for (const a of this.inf.accounts.list()) this.queues.accounts.add(keyOf(a));
+  }
+
+  start(): void {
+    this.queues.credentials.start((k) => this.reconcileCredential(k));
+    this.queues.workspaces.start((k) => this.reconcileWorkspace(k));
+    this.queues.guardrails.start((k) => this.reconcileGuardrail(k));
+    this.queues.apiKeys.start((k) => this.reconcileApiKey(k));
+    this.queues.accounts.start((k) => this.reconcileAccount(k));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(Object.values(this.queues).map((q) => q.stop()));
+  }
+
+  async shutdown(): Promise<void> {
+    await Promise.all(Object.values(this.queues).map((q) => q.shutdown()));
+  }
+
+  isIdle(): boolean {
+    return Object.values(this.queues).every((q) => q.isIdle());
+  }
+
+  async waitForIdle(): Promise<void> {
+    while (!this.isIdle()) await Promise.all(Object.values(this.queues).map((q) => q.waitForIdle()));
+  }
+
+  // ---- status writing ----
+
+  private async writeStatus<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
+    if (sameStatus(obj.status, status)) return;
+    try {
+      const written = await this.ctx.applier.applyStatus<T>(kind, nsOf(obj), obj.metadata?.name ?? '', status);
+      informer.observe(written);
+    } catch (err) {
+      if (isNotFound(err)) return; // deleted meanwhile; the delete event cleans up
+      throw err;
+    }
+  }
+
+  private warn(obj: KubernetesObject, reason: string, message: string, secrets: string[] = []): void {
+    void this.ctx.events.record(obj, 'Warning', reason, message, secrets);
+  }
+
+  // ---- BYOKCredential ----
+
+  private async resolveSecret(ns: string, name: string): Promise<V1Secret | undefined> {
+    const cached = this.inf.secrets.get(ns, name);
+    if (cached) return cached;
+    // Not in the labelled cache: read it directly, then label it so its future changes reach the informer.
+    let secret: V1Secret;
+    try {
+      secret = await this.ctx.client.request<V1Secret>('GET', `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(name)}`);
+    } catch (err) {
+      if (isNotFound(err)) {
+        this.ctx.metrics.secretLookups.inc({ result: 'not_found' });
+        return undefined;
+      }
+      throw err;
+    }
+    this.ctx.metrics.secretLookups.inc({ result: 'found' });
+    const labelled = await this.ctx.applier.apply<V1Secret>({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: ns, labels: { [CREDENTIAL_SECRET_LABEL]: 'true' } },
+    });
+    this.inf.secrets.observe({ ...labelled, apiVersion: 'v1', kind: 'Secret' });
+    return labelled ?? secret;
+  }
+
+  async reconcileCredential(key: string): Promise<ReconcileResult> {
+    const [ns, name] = split(key);
+    const cred = this.inf.credentials.get(ns, name);
+    if (!cred || cred.metadata.deletionTimestamp) {
+      if (!cred && this.ctx.verdicts.delete(ns, name)) this.ctx.markDirty(ns);
+      this.missingSecretAttempts.delete(key);
+      return;
+    }
+    const gen = cred.metadata.generation;
+    const spec = cred.spec;
+    const secretKey = spec.secretRef.key ?? DEFAULT_SECRET_KEY;
+    const secret = await this.resolveSecret(ns, spec.secretRef.name);
+    const raw = secret ? secretPayload(secret, secretKey) : undefined;
+
+    const conds: DesiredCondition[] = [];
+    let label: string | undefined;
+    let payloadOk = false;
+    let requeueAfterMs: number | undefined;
+    if (!secret) {
+      conds.push({ type: 'SecretResolved', status: 'False', reason: 'SecretNotFound', message: `Secret "${spec.secretRef.name}" not found in namespace ${ns}` });
+      conds.push({ type: 'PayloadValid', status: 'Unknown', reason: 'SecretNotResolved', message: 'the Secret is not resolved' });
+      // Missing (not malformed): poll with a short capped backoff, since an unlabelled Secret created later
+      // produces no event in our label-selected informer.
+      const n = this.missingSecretAttempts.get(key) ?? 0;
+      this.missingSecretAttempts.set(key, n + 1);
+      requeueAfterMs = Math.min(this.ctx.missingSecretMaxDelayMs ?? 5000, 250 * 2 ** Math.min(n, 10));
+    } else if (raw === undefined) {
+      this.missingSecretAttempts.delete(key);
+      conds.push({ type: 'SecretResolved', status: 'False', reason: 'KeyNotFound', message: `Secret "${spec.secretRef.name}" has no key "${secretKey}"` });
+      conds.push({ type: 'PayloadValid', status: 'Unknown', reason: 'SecretNotResolved', message: 'the Secret is not resolved' });
+    } else {
+      this.missingSecretAttempts.delete(key);
+      conds.push({ type: 'SecretResolved', status: 'True', reason: 'Resolved', message: `Secret "${spec.secretRef.name}" key "${secretKey}"` });
+      const result = validatePayload(spec.provider, raw);
+      if (result.ok) {
+        payloadOk = true;
+        label = maskLabel(spec.provider, raw);
+        conds.push({ type: 'PayloadValid', status: 'True', reason: 'Valid', message: `valid ${spec.provider} payload` });
+      } else {
+        // Malformed: no requeue; the Secret's next change (it is labelled, so watched) re-runs this.
+        conds.push({ type: 'PayloadValid', status: 'False', reason: 'PayloadInvalid', message: describePayloadIssues(result.errors) });
+      }
+    }
+
+    // Filters and flags, with the same rules (codes and messages) as the REST API.
+    const hashes = spec.allowedApiKeyHashes ?? [];
+    const live = new Set<string>();
+    const now = Date.now();
+    for (const h of hashes) {
+      for (const k of this.inf.apiKeys.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) {
+        if (!isApiKeyLive(k, now)) continue;
+        live.add(h);
+        const exp = k.spec.expiresAt ? Date.parse(k.spec.expiresAt) : NaN;
+        // Re-check when a key this credential depends on expires.
+        if (!Number.isNaN(exp)) requeueAfterMs = Math.min(requeueAfterMs ?? Infinity, exp - now + 50, MAX_REQUEUE_MS);
+      }
+    }
+    if (spec.workspace && !this.inf.workspaces.get(ns, spec.workspace)) {
+      conds.push({ type: 'FiltersValid', status: 'False', reason: 'WorkspaceNotFound', message: `Workspace "${spec.workspace}" not found in namespace ${ns}` });
+    } else {
+      const write = resolveCredentialWrite({ mode: 'create', stored: null, patch: patchFromSpec(spec as unknown as Record<string, unknown>), liveApiKeyHashes: live });
+      if (write.ok) {
+        conds.push({ type: 'FiltersValid', status: 'True', reason: 'Valid', message: 'flags and filters are valid' });
+      } else {
+        const first = write.violations[0]!;
+        const message = write.violations.map((v) => `${specFieldPath(v.field)}: ${v.message}`).join('; ');
+        conds.push({ type: 'FiltersValid', status: 'False', reason: violationReason(first), message });
+      }
+    }
+    const ready = readyFrom(conds, 'the credential is valid');
+    const conditions = buildConditions(cred.status?.conditions as Condition[] | undefined, [ready, ...conds], gen);
+
+    const sortOrder = effectiveSortOrder(cred, this.inf.credentials.list(ns));
+    const status = {
+      id: publicId('BYOKCredential', ns, name),
+      observedGeneration: gen,
+      conditions,
+      ...(label !== undefined ? { label } : {}),
+      createdAt: creationTime(cred.metadata),
+      sortOrder,
+      ...(spec.workspace ? { workspaceId: publicId('Workspace', ns, spec.workspace) } : {}),
+      ...(secret?.metadata?.resourceVersion ? { secretResourceVersion: secret.metadata.resourceVersion } : {}),
+    };
+    const valid = ready.status === 'True' && payloadOk;
+    const changed = this.ctx.verdicts.set(ns, name, {
+      valid,
+      sortOrder,
+      ...(label !== undefined ? { label } : {}),
+      ...(valid && raw !== undefined ? { payload: raw } : {}),
+      generation: gen,
+      secretResourceVersion: secret?.metadata?.resourceVersion,
+    });
+    await this.writeStatus('BYOKCredential', cred, status, this.inf.credentials);
+    if (changed) this.ctx.markDirty(ns);
+    if (ready.status !== 'True') this.warn(cred, ready.reason, ready.message, raw !== undefined ? [raw] : []);
+    return requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs) ? { requeueAfterMs: Math.max(1, requeueAfterMs) } : undefined;
+  }
+
+  // ---- the other kinds ----
+
+  private baseStatus(kind: IdentifiedKind, obj: KubernetesObject) {
+    return { id: publicId(kind, nsOf(obj), obj.metadata?.name ?? ''), observedGeneration: obj.metadata?.generation };
+  }
+
+  private missingGuardrails(ns: string, names: (string | undefined)[]): string[] {
+    return [...new Set(names.filter((n): n is string => !!n))].filter((n) => !this.inf.guardrails.get(ns, n)).sort();
+  }
+
+  async reconcileWorkspace(key: string): Promise<ReconcileResult> {
+    const [ns, name] = split(key);
+    const ws = this.inf.workspaces.get(ns, name);
+    if (!ws || ws.metadata.deletionTimestamp) return;
+    let ready: DesiredCondition = { type: 'Ready', status: 'True', reason: 'Ready', message: ws.spec.default ? 'the default workspace' : 'the workspace is valid' };
+    const missing = this.missingGuardrails(ns, [ws.spec.defaultGuardrail, ...(ws.spec.members ?? []).map((m) => m.guardrail)]);
+    if (missing.length > 0) ready = { type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: `Guardrail(s) not found: ${missing.join(', ')}` };
+    if (ws.spec.default) {
+      const { winner } = electDefaultWorkspace(this.inf.workspaces.list(ns));
+      if (winner && winner.metadata.name !== name) {
+        ready = { type: 'Ready', status: 'False', reason: 'Conflicting', message: `Workspace "${winner.metadata.name}" is already the default workspace of this namespace (oldest wins)` };
+      }
+    }
+    const status = { ...this.baseStatus('Workspace', ws), conditions: buildConditions(ws.status?.conditions as Condition[] | undefined, [ready], ws.metadata.generation) };
+    await this.writeStatus('Workspace', ws, status, this.inf.workspaces);
+    if (ready.status !== 'True') this.warn(ws, ready.reason, ready.message);
+  }
+
+  async reconcileGuardrail(key: string): Promise<ReconcileResult> {
+    const [ns, name] = split(key);
+    const g = this.inf.guardrails.get(ns, name);
+    if (!g || g.metadata.deletionTimestamp) return;
+    const ready: DesiredCondition = { type: 'Ready', status: 'True', reason: 'Ready', message: 'the guardrail is valid' };
+    const status = { ...this.baseStatus('Guardrail', g), conditions: buildConditions(g.status?.conditions as Condition[] | undefined, [ready], g.metadata.generation) };
+    await this.writeStatus('Guardrail', g, status, this.inf.guardrails);
+  }
+
+  async reconcileApiKey(key: string): Promise<ReconcileResult> {
+    const [ns, name] = split(key);
+    const k = this.inf.apiKeys.get(ns, name);
+    if (!k || k.metadata.deletionTimestamp) return;
+    const now = Date.now();
+    const live = isApiKeyLive(k, now);
+    const exp = k.spec.expiresAt ? Date.parse(k.spec.expiresAt) : NaN;
+    const liveCond: DesiredCondition = live
+      ? { type: 'Live', status: 'True', reason: 'Live', message: Number.isNaN(exp) ? 'the key does not expire' : `the key expires at ${k.spec.expiresAt}` }
+      : k.spec.disabled
+        ? { type: 'Live', status: 'False', reason: 'Disabled', message: 'the key is disabled' }
+        : { type: 'Live', status: 'False', reason: 'Expired', message: `the key expired at ${k.spec.expiresAt}` };
+    let ready: DesiredCondition = { type: 'Ready', status: 'True', reason: 'Ready', message: 'the API key record is valid' };
+    const missing = this.missingGuardrails(ns, [k.spec.guardrail]);
+    if (k.spec.workspace && !this.inf.workspaces.get(ns, k.spec.workspace)) {
+      ready = { type: 'Ready', status: 'False', reason: 'WorkspaceNotFound', message: `Workspace "${k.spec.workspace}" not found in namespace ${ns}` };
+    } else if (missing.length > 0) {
+      ready = { type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: `Guardrail "${missing[0]}" not found in namespace ${ns}` };
+    }
+    const status = { ...this.baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, liveCond], k.metadata.generation) };
+    const wasLive = k.status?.live;
+    await this.writeStatus('GatewayAPIKey', k, status, this.inf.apiKeys);
+    if (wasLive !== undefined && wasLive !== live) {
+      // Expiry is not an apiserver event: tell the dependants ourselves.
+      for (const c of this.inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) this.queues.credentials.add(keyOf(c));
+      this.ctx.markDirty(ns);
+    }
+    if (ready.status !== 'True') this.warn(k, ready.reason, ready.message);
+    if (live && !Number.isNaN(exp)) return { requeueAfterMs: Math.max(1, Math.min(exp - now + 50, MAX_REQUEUE_MS)) };
+    return undefined;
+  }
+
+  async reconcileAccount(key: string): Promise<ReconcileResult> {
+    const [ns, name] = split(key);
+    const a = this.inf.accounts.get(ns, name);
+    if (!a || a.metadata.deletionTimestamp) return;
+    const { winner } = electAccount(this.inf.accounts.list(ns));
+    const ready: DesiredCondition =
+      winner && winner.metadata.name !== name
+        ? { type: 'Ready', status: 'False', reason: 'Conflicting', message: `Account "${winner.metadata.name}" already defines this namespace's account (exactly one per namespace; oldest wins)` }
+        : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the account is valid' };
+    const status = { ...this.baseStatus('Account', a), conditions: buildConditions(a.status?.conditions as Condition[] | undefined, [ready], a.metadata.generation) };
+    await this.writeStatus('Account', a, status, this.inf.accounts);
+    if (ready.status !== 'True') this.warn(a, ready.reason, ready.message);
+  }
+}

@@ -1,0 +1,84 @@
+// What the reconciler knows per credential (its verdict) and the AccountStateSource the compile pipeline reads.
+// Verdicts live in memory on the leader. After a failover the new leader has none yet, so a credential's
+// verdict falls back to the status the previous leader wrote (Ready=True for the current generation and the
+// Secret resourceVersion still in our cache): routing does not flap while the new leader catches up.
+import type { V1Secret } from '@kubernetes/client-node';
+import type { AccountStateSource, AccountSnapshot, CredentialVerdict } from './compile/pipeline.ts';
+import type { BYOKCredential } from '../schema/generated/types.ts';
+import { electAccount } from '../compiler/elect.ts';
+import { DEFAULT_SECRET_KEY, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+
+export interface StoredVerdict extends CredentialVerdict {
+  generation: number | undefined;
+  secretResourceVersion: string | undefined;
+}
+
+export class VerdictStore {
+  private readonly map = new Map<string, StoredVerdict>();
+
+  get(namespace: string, name: string): StoredVerdict | undefined {
+    return this.map.get(`${namespace}/${name}`);
+  }
+
+  /** Stores a verdict; true when it differs from the previous one in anything the compiler uses. */
+  set(namespace: string, name: string, v: StoredVerdict): boolean {
+    const key = `${namespace}/${name}`;
+    const prev = this.map.get(key);
+    this.map.set(key, v);
+    return !prev || prev.valid !== v.valid || prev.label !== v.label || prev.sortOrder !== v.sortOrder || prev.payload !== v.payload || prev.generation !== v.generation;
+  }
+
+  delete(namespace: string, name: string): boolean {
+    return this.map.delete(`${namespace}/${name}`);
+  }
+
+  size(): number {
+    return this.map.size;
+  }
+}
+
+export function verdictFromStatus(cred: BYOKCredential, secret: V1Secret | undefined): CredentialVerdict {
+  const status = cred.status;
+  const ready = status?.conditions?.find((c) => c.type === 'Ready');
+  const sortOrder = status?.sortOrder ?? cred.spec.sortOrder ?? 0;
+  const current =
+    ready?.status === 'True' &&
+    status?.observedGeneration === cred.metadata.generation &&
+    secret !== undefined &&
+    status?.secretResourceVersion === secret.metadata?.resourceVersion;
+  if (!current) return { valid: false, sortOrder, ...(status?.label ? { label: status.label } : {}) };
+  const payload = secretPayload(secret, cred.spec.secretRef.key ?? DEFAULT_SECRET_KEY);
+  if (payload === undefined) return { valid: false, sortOrder };
+  return { valid: true, sortOrder, label: status?.label ?? '', payload };
+}
+
+export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource {
+  return {
+    accountNamespaces(): string[] {
+      const all = new Set<string>();
+      for (const inf of [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys]) {
+        for (const ns of inf.namespaces()) all.add(ns);
+      }
+      return [...all].sort();
+    },
+    snapshot(namespace: string): AccountSnapshot {
+      const { winner } = electAccount(informers.accounts.list(namespace));
+      const credentials = informers.credentials.list(namespace).map((resource) => {
+        const stored = verdicts.get(namespace, resource.metadata.name ?? '');
+        const verdict: CredentialVerdict = stored
+          ? { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}), ...(stored.payload !== undefined ? { payload: stored.payload } : {}) }
+          : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
+        return { resource, verdict };
+      });
+      return {
+        namespace,
+        ...(winner ? { account: winner } : {}),
+        workspaces: informers.workspaces.list(namespace),
+        guardrails: informers.guardrails.list(namespace),
+        apiKeys: informers.apiKeys.list(namespace),
+        credentials,
+        now: clock(),
+      };
+    },
+  };
+}

@@ -1,0 +1,223 @@
+// The reconciler end to end against a real apiserver: Secret before/after, invalid then fixed, rotation
+// latency, API-key hashes that resolve/expire/disable, workspace deletion, conflicts, metrics, and a canary
+// secret value that must appear nowhere the operator writes.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { EventsV1Api, type V1Secret } from '@kubernetes/client-node';
+import { maskLabel, publicId } from '../../../src/domain/index.ts';
+import { CREDENTIAL_SECRET_LABEL } from '../../../src/kube/index.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { cond, core, createSecret, metricsText, metricValue, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from './helpers.ts';
+
+const kc = testKubeConfig();
+const hash = (c: string) => c.repeat(64);
+const CANARY = 'sk-CANARY-7f3a9c1e5b2d4680aa11bb22cc33dd44';
+
+describe('operator reconciler', () => {
+  let ns = '';
+  let routing = '';
+  let run: CapturedOperator;
+  let creds: ReturnType<typeof resource>;
+  const measured: Record<string, number> = {};
+
+  const credential = (name: string, spec: Record<string, unknown>) => creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec });
+
+  beforeAll(async () => {
+    ns = await createTestNamespace('op-cred');
+    routing = await createTestNamespace('op-routing');
+    creds = resource('byokcredentials', ns);
+    run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
+  });
+  afterAll(async () => {
+    await run?.op.stop();
+    process.stderr.write(`[operator measurements] ${JSON.stringify(measured)}\n`);
+  });
+
+  test('Secret created before the credential: Ready with id, label, createdAt, sortOrder; the Secret gets labelled', async () => {
+    await createSecret(kc, ns, 'anthropic-key', 'sk-ant-api03-abcdefghijklmnopqrstuvwxyz');
+    await credential('anthropic', { provider: 'anthropic', secretRef: { name: 'anthropic-key' } });
+    const c = await creds.waitReady('anthropic', 'True');
+    expect(c.status).toMatchObject({
+      id: publicId('BYOKCredential', ns, 'anthropic'),
+      label: maskLabel('anthropic', 'sk-ant-api03-abcdefghijklmnopqrstuvwxyz'),
+      createdAt: c.metadata.creationTimestamp,
+      sortOrder: 0,
+      observedGeneration: c.metadata.generation,
+    });
+    expect(typeof c.status?.secretResourceVersion).toBe('string');
+    for (const type of ['Ready', 'SecretResolved', 'PayloadValid', 'FiltersValid']) {
+      expect(cond(c, type)).toMatchObject({ status: 'True', observedGeneration: c.metadata.generation });
+    }
+    const secret = await core(kc).readNamespacedSecret({ namespace: ns, name: 'anthropic-key' });
+    expect(secret.metadata?.labels?.[CREDENTIAL_SECRET_LABEL]).toBe('true');
+    // The operator owns only that label on the Secret.
+    const owned = secret.metadata?.managedFields?.filter((f) => f.manager === 'byok-operator') ?? [];
+    expect(JSON.stringify(owned.map((f) => f.fieldsV1))).not.toContain('f:data');
+  });
+
+  test('Secret created after the credential: SecretNotFound with a Warning event, then Ready within seconds', async () => {
+    await credential('late', { provider: 'mistral', secretRef: { name: 'late-key' } });
+    const pending = await creds.waitReady('late', 'False', 'SecretNotFound');
+    expect(cond(pending, 'SecretResolved')).toMatchObject({ status: 'False', reason: 'SecretNotFound' });
+    expect(cond(pending, 'PayloadValid')).toMatchObject({ status: 'Unknown' });
+    const events = kc.makeApiClient(EventsV1Api);
+    await until('a SecretNotFound warning event', async () => {
+      const list = await events.listNamespacedEvent({ namespace: ns });
+      return list.items.some((e) => e.regarding?.name === 'late' && e.type === 'Warning' && e.reason === 'SecretNotFound');
+    });
+    const t0 = Date.now();
+    await createSecret(kc, ns, 'late-key', 'mistral-0123456789abcdef');
+    await creds.waitReady('late', 'True', undefined, 10_000);
+    measured.secretAppearsToReadyMs = Date.now() - t0;
+    expect(measured.secretAppearsToReadyMs).toBeLessThan(5000);
+  });
+
+  test('rotation: a new Secret value updates the label within 2 s, without restarts', async () => {
+    await creds.waitReady('anthropic', 'True');
+    const t0 = Date.now();
+    await setSecret(kc, ns, 'anthropic-key', 'sk-ant-api03-ROTATEDzyxwvutsrqponmlkjih');
+    const want = maskLabel('anthropic', 'sk-ant-api03-ROTATEDzyxwvutsrqponmlkjih');
+    const c = await until('the rotated label', async () => {
+      const o = await creds.get('anthropic');
+      return o.status?.label === want ? o : undefined;
+    }, 5000, 20);
+    measured.rotationToLabelMs = Date.now() - t0;
+    expect(measured.rotationToLabelMs).toBeLessThan(2000);
+    const secret = await core(kc).readNamespacedSecret({ namespace: ns, name: 'anthropic-key' });
+    expect(c.status?.secretResourceVersion).toBe(secret.metadata?.resourceVersion);
+  });
+
+  test('invalid payload waits for the Secret to change (no hot requeue), then the fix makes it Ready', async () => {
+    await createSecret(kc, ns, 'bad-key', '{"api_key": "not-for-a-plain-provider"}');
+    await credential('bad', { provider: 'groq', secretRef: { name: 'bad-key' } });
+    const bad = await creds.waitReady('bad', 'False', 'PayloadInvalid');
+    expect(cond(bad, 'SecretResolved')?.status).toBe('True');
+    expect(cond(bad, 'PayloadValid')).toMatchObject({ status: 'False', reason: 'PayloadInvalid' });
+    expect(bad.status?.label).toBeUndefined();
+    await run.op.waitForIdle();
+    const before = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' });
+    await sleep(1500);
+    const after = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' });
+    expect(after).toBe(before);
+    await setSecret(kc, ns, 'bad-key', 'gsk_0123456789abcdefghij');
+    await creds.waitReady('bad', 'True');
+  });
+
+  test('a Secret without the referenced key is KeyNotFound', async () => {
+    await createSecret(kc, ns, 'wrong-key', 'xai-0123456789abcdef', 'other');
+    await credential('nokey', { provider: 'xai', secretRef: { name: 'wrong-key', key: 'apiKey' } });
+    const c = await creds.waitReady('nokey', 'False', 'KeyNotFound');
+    expect(cond(c, 'SecretResolved')).toMatchObject({ status: 'False', reason: 'KeyNotFound' });
+  });
+
+  test('an API-key hash that does not resolve, then becomes live, then is disabled, then expires', async () => {
+    const keys = resource('gatewayapikeys', ns);
+    await createSecret(kc, ns, 'filtered-key', 'sk-ant-api03-filtered000000000000');
+    await credential('filtered', { provider: 'anthropic', secretRef: { name: 'filtered-key' }, allowedApiKeyHashes: [hash('a')] });
+    const unresolved = await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
+    expect(cond(unresolved, 'FiltersValid')?.message).toContain('allowedApiKeyHashes');
+    await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'key-a' }, spec: { hash: hash('a') } });
+    await creds.waitReady('filtered', 'True');
+    await keys.update('key-a', (o) => (o.spec!.disabled = true));
+    await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
+    const k = await keys.waitReady('key-a', 'True');
+    expect(cond(k, 'Live')).toMatchObject({ status: 'False', reason: 'Disabled' });
+    expect(k.status?.live).toBe(false);
+    // A key that expires: Ready until expiresAt, then the credential is re-evaluated without any apiserver event.
+    const expiresAt = new Date(Date.now() + 3000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await keys.update('key-a', (o) => {
+      o.spec!.disabled = false;
+      o.spec!.expiresAt = expiresAt;
+    });
+    await creds.waitReady('filtered', 'True');
+    await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash', 8000);
+    const expired = await until('key-a expired', async () => {
+      const o = await keys.get('key-a');
+      return cond(o, 'Live')?.reason === 'Expired' ? o : undefined;
+    });
+    expect(expired.status?.live).toBe(false);
+  });
+
+  test('workspace scope: WorkspaceNotFound, Ready with workspaceId, and back to WorkspaceNotFound when deleted', async () => {
+    const workspaces = resource('workspaces', ns);
+    await createSecret(kc, ns, 'ws-key', 'sk-ant-api03-workspace0000000000');
+    await credential('scoped', { provider: 'anthropic', secretRef: { name: 'ws-key' }, workspace: 'team' });
+    await creds.waitReady('scoped', 'False', 'WorkspaceNotFound');
+    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'team' }, spec: { displayName: 'Team' } });
+    const ok = await creds.waitReady('scoped', 'True');
+    expect(ok.status?.workspaceId).toBe(publicId('Workspace', ns, 'team'));
+    await workspaces.delete('team');
+    await creds.waitReady('scoped', 'False', 'WorkspaceNotFound');
+  });
+
+  test('effective sortOrder: explicit positions first, then the rest by age', async () => {
+    await credential('anthropic-pinned', { provider: 'anthropic', secretRef: { name: 'anthropic-key' }, sortOrder: 5 });
+    await until('implicit anthropic credentials placed after the explicit one', async () => {
+      const [a, f, s] = await Promise.all(['anthropic', 'filtered', 'scoped'].map((n) => creds.get(n)));
+      return a?.status?.sortOrder === 6 && f?.status?.sortOrder === 7 && s?.status?.sortOrder === 8;
+    });
+    expect((await creds.get('anthropic-pinned')).status?.sortOrder).toBe(5);
+  });
+
+  test('exactly one Account and one default Workspace per namespace: the oldest wins, extras are Conflicting', async () => {
+    const accounts = resource('accounts', ns);
+    const workspaces = resource('workspaces', ns);
+    await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'first' }, spec: { plan: 'enterprise' } });
+    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    await sleep(1100); // creationTimestamp has second precision
+    await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'second' }, spec: {} });
+    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'other' }, spec: { default: true } });
+    await accounts.waitReady('first', 'True');
+    await accounts.waitReady('second', 'False', 'Conflicting');
+    await workspaces.waitReady('main', 'True');
+    await workspaces.waitReady('other', 'False', 'Conflicting');
+    await accounts.delete('first');
+    await workspaces.delete('main');
+    await accounts.waitReady('second', 'True');
+    await workspaces.waitReady('other', 'True');
+  });
+
+  test('metrics, health and readiness endpoints', async () => {
+    expect((await fetch(`${run.op.httpAddress}/healthz`)).status).toBe(200);
+    expect((await fetch(`${run.op.httpAddress}/readyz`)).status).toBe(200);
+    const text = await metricsText(run.op);
+    for (const name of ['controller_runtime_reconcile_total', 'controller_runtime_reconcile_time_seconds', 'workqueue_depth', 'workqueue_adds_total', 'workqueue_retries_total', 'leader_election_master_status']) {
+      expect(text).toContain(name);
+    }
+    expect(metricValue(text, 'controller_runtime_reconcile_total', { controller: 'byokcredential', result: 'success' })).toBeGreaterThan(0);
+    expect(metricValue(text, 'workqueue_retries_total', { name: 'byokcredential' })).toBeGreaterThanOrEqual(0);
+  });
+
+  test('canary: a Secret value appears in no status, no Event, no log line and no ConfigMap', async () => {
+    await createSecret(kc, ns, 'canary-key', CANARY);
+    await credential('canary', { provider: 'openai', secretRef: { name: 'canary-key' } });
+    // The same value inside a payload the domain rejects, so the error paths (condition message, Warning event) run too.
+    await createSecret(kc, ns, 'canary-bad', `{"api_key": "${CANARY}", "region": "NOT A REGION"}`);
+    await credential('canary-bad', { provider: 'openai', secretRef: { name: 'canary-bad' } });
+    await creds.waitReady('canary', 'True');
+    await creds.waitReady('canary-bad', 'False', 'PayloadInvalid');
+    await run.op.waitForIdle();
+    await sleep(300);
+    const needle = CANARY.slice(3, 30);
+    const haystacks: [string, string][] = [];
+    for (const plural of ['byokcredentials', 'workspaces', 'guardrails', 'gatewayapikeys', 'accounts']) {
+      const list = (await kc.makeApiClient((await import('@kubernetes/client-node')).CustomObjectsApi).listNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural })) as { items: unknown[] };
+      haystacks.push([plural, JSON.stringify(list.items)]);
+    }
+    const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns });
+    haystacks.push(['events', JSON.stringify(events.items)]);
+    for (const n of [ns, routing]) {
+      const cms = await core(kc).listNamespacedConfigMap({ namespace: n });
+      haystacks.push([`configmaps/${n}`, JSON.stringify(cms.items)]);
+      // Bundle Secrets carry the payload only encrypted.
+      const secrets = await core(kc).listNamespacedSecret({ namespace: routing });
+      haystacks.push([`routing-secrets`, JSON.stringify(secrets.items.map((s: V1Secret) => ({ ...s, data: Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) })))]);
+    }
+    haystacks.push(['logs', run.logs.join('\n')]);
+    for (const [where, text] of haystacks) {
+      expect({ where, leaked: text.includes(needle) || text.includes(Buffer.from(CANARY).toString('base64').slice(4, 30)) }).toEqual({ where, leaked: false });
+    }
+    expect(run.logs.length).toBeGreaterThan(0);
+    expect(events.items.some((e) => e.reason === 'PayloadInvalid')).toBe(true);
+  });
+});
