@@ -39,8 +39,8 @@ describe('maskLabel', () => {
       maskLabel('azure', JSON.stringify([{ resource_name: 'r' }, { api_key: 'azure-key-00000001XyZw', resource_name: 'r' }, { api_key: 'second-key-9999' }])),
     ).toBe('azu...XyZw');
     expect(maskLabel('google-vertex', JSON.stringify(SA))).toBe('012...4567');
-    expect(maskLabel('fireworks', JSON.stringify({ api_key: 'fw-abcdefghijklmnop', region: 'us' }))).toBe('fw-...mnop');
-    expect(maskLabel('amazon-bedrock', 'ABSKQmVkcm9ja0FQSUtleQ==')).toBe('ABS...Q==');
+    expect(maskLabel('fireworks', JSON.stringify({ api_key: 'fw-abcdefghijklmnopqr', region: 'us' }))).toBe('fw-...opqr');
+    expect(maskLabel('amazon-bedrock', 'ABSKQmVkcm9ja0FQSUtleQ==')).toBe('ABS...eQ==');
   });
   test('unparseable or incomplete JSON payloads still get a safe label', () => {
     expect(maskLabel('google-vertex', '{"private_key_id": "0123')).toBe('{...}');
