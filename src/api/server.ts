@@ -14,7 +14,7 @@ import { kubeBackend, type Backend } from './backend.ts';
 import { ApiError, errorBody, MESSAGES } from './errors.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { ByokService } from './service.ts';
-import { ApiState } from './state.ts';
+import { ApiState, type CredentialEntry } from './state.ts';
 
 export const API_PREFIX = '/api/v1';
 /** Bodies larger than this get 413. A service-account JSON is ~2.4 KB; the payload limit is 64 KiB. */
@@ -170,14 +170,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
   app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
 
-  const json = (reply: FastifyReply, status: number, text: string) => reply.code(status).type('application/json; charset=utf-8').send(text);
+  const json = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
+  const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
 
   app.route({
     method: 'GET',
     url: `${API_PREFIX}/byok`,
     onRequest: authenticate,
     config: limited,
-    handler: async (req, reply) => json(reply, 200, service.list(req.account, req.query).json),
+    handler: async (req, reply) => json(reply, 200, service.list(req.account, req.query)),
   });
   app.route({
     method: 'POST',
@@ -185,8 +186,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     onRequest: authenticate,
     config: limited,
     handler: async (req, reply) => {
-      const e = await service.create(req.account, req.body);
-      return json(reply, 201, `{"data":${e.json}}`);
+      return json(reply, 201, single(await service.create(req.account, req.body)));
     },
   });
   app.route<{ Params: { id: string } }>({
@@ -194,7 +194,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     url: `${API_PREFIX}/byok/:id`,
     onRequest: authenticate,
     config: limited,
-    handler: async (req, reply) => json(reply, 200, `{"data":${service.get(req.account, req.params.id).json}}`),
+    handler: async (req, reply) => json(reply, 200, single(service.get(req.account, req.params.id))),
   });
   app.route<{ Params: { id: string } }>({
     method: 'PATCH',
@@ -202,8 +202,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     onRequest: authenticate,
     config: limited,
     handler: async (req, reply) => {
-      const e = await service.update(req.account, req.params.id, req.body);
-      return json(reply, 200, `{"data":${e.json}}`);
+      return json(reply, 200, single(await service.update(req.account, req.params.id, req.body)));
     },
   });
   app.route<{ Params: { id: string } }>({

@@ -33,10 +33,6 @@ export interface ServiceDeps {
   warn(msg: string, fields: Record<string, unknown>): void;
 }
 
-/** JSON text of a list page, assembled from the per-credential JSON cached in the read model. */
-export interface ListResult {
-  json: string;
-}
 
 const FILTER_SPEC = { allowed_models: 'allowedModels', allowed_api_key_hashes: 'allowedApiKeyHashes', allowed_user_ids: 'allowedUserIds' } as const;
 const FLAG_SPEC = { is_fallback: 'isFallback', is_required: 'isRequired', is_byok_only: 'isByokOnly' } as const;
@@ -75,7 +71,8 @@ export class ByokService {
     this.d = deps;
   }
 
-  list(namespace: string, query: unknown): ListResult {
+  /** The encoded list page, assembled from the per-credential JSON cached in the read model. */
+  list(namespace: string, query: unknown): Buffer {
     const q = parseListQuery(query);
     let workspaceName: string;
     if (q.workspaceId !== undefined) {
@@ -87,12 +84,7 @@ export class ByokService {
       if (!ws) throw badRequest(MESSAGES.defaultWorkspaceMissing, { field: 'workspace_id' });
       workspaceName = ws.metadata.name ?? '';
     }
-    const all = this.d.state.listCredentials(namespace, workspaceName, q.provider);
-    const page = all.slice(q.offset, q.offset + q.limit);
-    let json = '{"data":[';
-    for (let i = 0; i < page.length; i++) json += (i === 0 ? '' : ',') + (page[i] as CredentialEntry).json;
-    json += `],"total_count":${all.length}}`;
-    return { json };
+    return this.d.state.listPage(namespace, workspaceName, q.provider, q.offset, q.limit);
   }
 
   get(namespace: string, id: string): CredentialEntry {

@@ -15,14 +15,24 @@ export interface CredentialEntry {
   /** JSON.stringify(key), reused by every response that includes it. */
   readonly json: string;
   readonly managedByApi: boolean;
+  /** The encoded `{"data": key}` body, built on first read. */
+  single?: Buffer;
 }
+
+interface View {
+  entries: CredentialEntry[];
+  /** Encoded list pages by `offset:limit`, bounded. */
+  pages: Map<string, Buffer>;
+}
+
+const MAX_PAGES_PER_VIEW = 64;
 
 interface NamespaceCredentials {
   byName: Map<string, CredentialEntry>;
   /** All entries in list order; rebuilt lazily after a change. */
   sorted: CredentialEntry[] | undefined;
   /** Filtered views per (workspace, provider), dropped on any change in the namespace. */
-  views: Map<string, CredentialEntry[]>;
+  views: Map<string, View>;
 }
 
 const nsName = (o: { metadata?: { namespace?: string; name?: string } }) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
@@ -86,16 +96,41 @@ export class ApiState {
    * optionally of one provider, in list order. The returned array is shared: do not mutate.
    */
   listCredentials(namespace: string, workspaceName: string, provider?: string): readonly CredentialEntry[] {
+    return this.view(namespace, workspaceName, provider)?.entries ?? [];
+  }
+
+  /**
+   * The encoded body of one list page, `{"data":[...],"total_count":n}`. Pages are cached until the next change
+   * in the namespace, so a steady list load costs a map lookup, not serialisation.
+   */
+  listPage(namespace: string, workspaceName: string, provider: string | undefined, offset: number, limit: number): Buffer {
+    const view = this.view(namespace, workspaceName, provider);
+    if (!view) return Buffer.from('{"data":[],"total_count":0}');
+    const pageKey = `${offset}:${limit}`;
+    let page = view.pages.get(pageKey);
+    if (!page) {
+      const slice = view.entries.slice(offset, offset + limit);
+      let json = '{"data":[';
+      for (let i = 0; i < slice.length; i++) json += (i === 0 ? '' : ',') + (slice[i] as CredentialEntry).json;
+      page = Buffer.from(`${json}],"total_count":${view.entries.length}}`);
+      if (view.pages.size >= MAX_PAGES_PER_VIEW) view.pages.clear();
+      view.pages.set(pageKey, page);
+    }
+    return page;
+  }
+
+  private view(namespace: string, workspaceName: string, provider: string | undefined): View | undefined {
     const bucket = this.credentials.get(namespace);
-    if (!bucket) return [];
+    if (!bucket) return undefined;
     const viewKey = `${workspaceName}\u0000${provider ?? ''}`;
     let view = bucket.views.get(viewKey);
     if (!view) {
       if (!bucket.sorted) bucket.sorted = [...bucket.byName.values()].sort((a, b) => compareKeys(a.key, b.key));
-      view = bucket.sorted.filter((e) => {
+      const entries = bucket.sorted.filter((e) => {
         const ws = e.obj.spec.workspace;
         return (ws === undefined || ws === workspaceName) && (provider === undefined || e.key.provider === provider);
       });
+      view = { entries, pages: new Map() };
       bucket.views.set(viewKey, view);
     }
     return view;
