@@ -210,8 +210,9 @@ export class LeaderElector {
       const lease = await this.client.request<Lease>('GET', this.path(), { timeoutMs: 3000 });
       if (lease.spec?.holderIdentity !== this.cfg.identity) return;
       const now = microTime();
+      // A merge patch (not apply): clearing a field our own earlier Update-operation set is not possible by omission in SSA.
       await this.client.request('PATCH', this.path(), {
-        query: { fieldManager: FIELD_MANAGER, force: true },
+        query: { fieldManager: FIELD_MANAGER },
         contentType: 'application/merge-patch+json',
         body: { metadata: { resourceVersion: lease.metadata.resourceVersion }, spec: { holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now } },
         timeoutMs: 3000,
