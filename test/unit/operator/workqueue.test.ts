@@ -1,0 +1,151 @@
+import { describe, expect, test } from '@jest/globals';
+import { Registry } from 'prom-client';
+import { WorkQueue } from '../../../src/operator/workqueue.ts';
+import { createOperatorMetrics } from '../../../src/operator/metrics.ts';
+import { effectiveSortOrder } from '../../../src/operator/controllers.ts';
+import { buildConditions, readyFrom, sameStatus } from '../../../src/operator/conditions.ts';
+import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('WorkQueue', () => {
+  test('dedupes keys that are queued', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 2 });
+    const seen: string[] = [];
+    q.add('a');
+    q.add('a');
+    q.add('b');
+    q.start(async (k) => void seen.push(k));
+    await q.waitForIdle();
+    expect(seen.sort()).toEqual(['a', 'b']);
+    await q.shutdown();
+  });
+
+  test('one reconcile per key at a time; a key re-added while in flight runs again afterwards', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 4 });
+    let inFlight = 0;
+    let maxInFlight = 0;
+    let runs = 0;
+    q.start(async () => {
+      runs++;
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      await sleep(30);
+      inFlight--;
+    });
+    q.add('k');
+    await sleep(5);
+    q.add('k');
+    q.add('k');
+    await sleep(5);
+    await q.waitForIdle();
+    expect(maxInFlight).toBe(1);
+    expect(runs).toBe(2);
+    await q.shutdown();
+  });
+
+  test('bounded concurrency', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 3 });
+    let inFlight = 0;
+    let maxInFlight = 0;
+    for (let i = 0; i < 20; i++) q.add(`k${i}`);
+    q.start(async () => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      await sleep(5);
+      inFlight--;
+    });
+    await q.waitForIdle();
+    expect(maxInFlight).toBe(3);
+    await q.shutdown();
+  });
+
+  test('errors back off exponentially per key, capped, and success forgets', async () => {
+    const metrics = createOperatorMetrics(new Registry(), { defaultMetrics: false });
+    const q = new WorkQueue({ name: 't', baseDelayMs: 10, maxDelayMs: 40, metrics });
+    expect([0, 1, 2, 3, 4].map((n) => q.backoffFor(n))).toEqual([10, 20, 40, 40, 40]);
+    const times: number[] = [];
+    q.start(async () => {
+      times.push(Date.now());
+      if (times.length < 4) throw new Error('boom');
+    });
+    q.add('k');
+    while (times.length < 4) await sleep(5);
+    await q.waitForIdle();
+    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    expect(gaps[0]).toBeGreaterThanOrEqual(8);
+    expect(gaps[1]).toBeGreaterThanOrEqual(18);
+    expect(gaps[2]).toBeGreaterThanOrEqual(36);
+    expect(q.numRequeues('k')).toBe(0);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/workqueue_retries_total\{name="t",controller="t"\} 3/);
+    expect(text).toMatch(/controller_runtime_reconcile_total\{controller="t",result="error"\} 3/);
+    expect(text).toMatch(/controller_runtime_reconcile_total\{controller="t",result="success"\} 1/);
+    await q.shutdown();
+  });
+
+  test('addAfter delays; the earliest pending time wins; requeueAfter results reschedule', async () => {
+    const q = new WorkQueue({ name: 't' });
+    const seen: number[] = [];
+    const t0 = Date.now();
+    q.start(async () => {
+      seen.push(Date.now() - t0);
+      return seen.length === 1 ? { requeueAfterMs: 30 } : undefined;
+    });
+    q.addAfter('k', 200);
+    q.addAfter('k', 20);
+    while (seen.length < 2) await sleep(5);
+    expect(seen[0]).toBeGreaterThanOrEqual(15);
+    expect(seen[0]).toBeLessThan(150);
+    expect(seen[1]! - seen[0]!).toBeGreaterThanOrEqual(25);
+    await q.shutdown();
+  });
+
+  test('stop keeps queued keys for the next start', async () => {
+    const q = new WorkQueue({ name: 't' });
+    q.add('x');
+    const seen: string[] = [];
+    q.start(async (k) => void seen.push(k));
+    await q.waitForIdle();
+    await q.stop();
+    q.add('y');
+    await sleep(10);
+    expect(seen).toEqual(['x']);
+    q.start(async (k) => void seen.push(k));
+    await q.waitForIdle();
+    expect(seen).toEqual(['x', 'y']);
+    await q.shutdown();
+  });
+});
+
+describe('status helpers', () => {
+  const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential => ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'BYOKCredential',
+    metadata: { name, namespace: 'n', creationTimestamp: created as unknown as Date },
+    spec: { provider: 'openai', secretRef: { name: 's' }, ...spec },
+  });
+
+  test('effective sortOrder: explicit positions, then the rest after them by age, per provider and section', () => {
+    const all = [
+      cred('b', '2024-01-01T00:00:02Z'),
+      cred('a', '2024-01-01T00:00:01Z'),
+      cred('pinned', '2024-01-01T00:00:03Z', { sortOrder: 4 }),
+      cred('fb', '2024-01-01T00:00:00Z', { isFallback: true }),
+      cred('other', '2024-01-01T00:00:00Z', { provider: 'groq' }),
+    ];
+    const order = Object.fromEntries(all.map((c) => [c.metadata.name, effectiveSortOrder(c, all)]));
+    expect(order).toEqual({ a: 5, b: 6, pinned: 4, fb: 0, other: 0 });
+  });
+
+  test('conditions keep lastTransitionTime while the status is unchanged, so identical inputs give identical status', () => {
+    const desired = [{ type: 'SecretResolved', status: 'True' as const, reason: 'Resolved', message: 'ok' }];
+    const ready = readyFrom(desired, 'fine');
+    const first = buildConditions(undefined, [ready, ...desired], 1, new Date('2024-01-01T00:00:00Z'));
+    const again = buildConditions(first, [ready, ...desired], 1, new Date('2024-06-01T00:00:00Z'));
+    expect(sameStatus({ conditions: first }, { conditions: again })).toBe(true);
+    const failing = [{ type: 'SecretResolved', status: 'False' as const, reason: 'SecretNotFound', message: 'missing' }];
+    const flipped = buildConditions(first, [readyFrom(failing, 'fine'), ...failing], 2, new Date('2024-06-01T00:00:00Z'));
+    expect(flipped[0]).toMatchObject({ type: 'Ready', status: 'False', reason: 'SecretNotFound', observedGeneration: 2, lastTransitionTime: '2024-06-01T00:00:00Z' });
+  });
+});
