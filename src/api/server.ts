@@ -95,6 +95,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     warn: (msg, fields) => deps.logger.warn(fields, msg),
   });
 
+  // Declared up front so every request object has the same shape.
+  app.decorateRequest('account', '');
+  app.decorateRequest('tokenHash', '');
+
   // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
@@ -161,7 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       global: false,
       max: limits.max,
       timeWindow: limits.timeWindowMs,
-      keyGenerator: (req) => req.tokenHash ?? `ip:${req.ip}`,
+      keyGenerator: (req) => (req.tokenHash !== '' ? req.tokenHash : `ip:${req.ip}`),
       errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
     });
   }
