@@ -346,12 +346,16 @@ function targeted(order: readonly string[] | null, only: readonly string[] | nul
   return (order !== null && order.includes(e.id)) || (only !== null && only.includes(e.id));
 }
 
+// Ranks are packed as position * 65536 + catalog index in an Int32, so positions are capped (no real order is that long).
+const MAX_ORDER_RANK = 0x7ffe;
+
 function rankIn(order: readonly string[], e: CatalogEndpoint): number {
-  for (let i = 0; i < order.length; i++) {
+  const len = Math.min(order.length, MAX_ORDER_RANK);
+  for (let i = 0; i < len; i++) {
     const x = order[i];
     if (x === e.id || x === e.provider) return i;
   }
-  return order.length;
+  return len;
 }
 
 /** The guardrail's allowed/ignored-provider verdict per endpoint of the model, cached on the prepared guardrail. */
