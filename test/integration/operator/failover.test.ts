@@ -59,7 +59,7 @@ describe('leader election and failover', () => {
     for (let i = 0; i < 5; i++) await creds.waitReady(`cred-${i}`, 'True');
     await a.op.waitForIdle();
     await sleep(300);
-    const writesBefore = Object.fromEntries([...statusWrites]);
+    const writesBefore = Object.fromEntries(statusWrites);
     // The standby reconciled nothing.
     expect(metricValue(await metricsText(b.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' })).toBe(0);
 
