@@ -15,20 +15,8 @@ import {
   type ProviderSlug,
   type VertexPayload,
 } from '../../../src/domain/index.ts';
+import { SA } from './fixtures.ts';
 
-export const SA = {
-  type: 'service_account',
-  project_id: 'my-project-123',
-  private_key_id: '0123456789abcdef0123456789abcdef01234567',
-  private_key: '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n',
-  client_email: 'router@my-project-123.iam.gserviceaccount.com',
-  client_id: '112233445566778899001',
-  auth_uri: 'https://accounts.google.com/o/oauth2/auth',
-  token_uri: 'https://oauth2.googleapis.com/token',
-  auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
-  client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/router%40my-project-123.iam.gserviceaccount.com',
-  universe_domain: 'googleapis.com',
-};
 
 const DEPLOYMENT_URL = 'https://res1.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21';
 
