@@ -9,6 +9,8 @@ const transform = {
 const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'mjs', 'json'] };
 
 export default {
+  // testTimeout is a global option in Jest (ignored inside projects); integration tests need the room.
+  testTimeout: 60_000,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.mjs'],
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
@@ -18,7 +20,6 @@ export default {
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      testTimeout: 60_000,
     },
   ],
 };
