@@ -83,6 +83,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   let running: Promise<CompileResult | undefined> | undefined;
   let failures = 0;
   let lastResult: CompileResult | undefined;
+  /** Duration of the last run: the next one waits at least this long, so compiling (and writing) takes at most
+   *  about half the time while changes keep arriving, e.g. during a cold start of thousands of credentials. */
+  let lastRunMs = 0;
 
   const schedule = (delay = coalesceMs) => {
     if (!started || timer || running) return;
@@ -97,7 +100,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     if (running) return running;
     running = runOnce().finally(() => {
       running = undefined;
-      if (dirty.size > 0) schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : coalesceMs);
+      if (dirty.size > 0) schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : Math.max(coalesceMs, Math.min(lastRunMs, 2000)));
     });
     return running;
   };
@@ -233,6 +236,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         accounts: [...work],
       };
       lastResult = result;
+      lastRunMs = result.durationMs;
       if (shardWrites.length || bundleWrites.length || indexWritten || stale.length) {
         log.debug({ version: result.version, shardWrites: result.shardWrites, bundleWrites: result.bundleWrites, deleted: result.deleted, accounts: work.size, ms: Math.round(result.durationMs) }, 'routing config written');
       }
