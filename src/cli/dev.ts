@@ -1,0 +1,160 @@
+// `byok-operator dev`: a real control plane, the CRDs, the operator, the API server and sample data in one
+// command. Writes .dev/connection.json for scripts and stays up until Ctrl-C.
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { CustomObjectsApi, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { startApiServer } from '../api/server.ts';
+import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
+import { installCrds } from '../controlplane/install-crds.ts';
+import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
+import { createManagementKey } from '../shared/management-keys.ts';
+import { startOperator } from '../operator/run.ts';
+import { applyObjects } from './apply.ts';
+import { loadManifests } from './manifests.ts';
+
+export interface DevOptions {
+  repoRoot: string;
+  apiPort: number;
+  logger: Logger;
+  /** Start, print, and stop again once everything is ready (used by the smoke test). */
+  exitWhenReady: boolean;
+}
+
+export interface DevConnection {
+  kubeconfig: string;
+  server: string;
+  kubernetesVersion: string;
+  routingNamespace: string;
+  accountNamespace: string;
+  apiBaseUrl: string;
+  managementKey: string;
+  gatewayApiKey: string;
+  gatewayApiKeyHash: string;
+  operatorHttp: string;
+}
+
+const ROUTING_NAMESPACE = 'byok-system';
+const ACCOUNT_NAMESPACE = 'acme';
+
+async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
+  await applyObjects(kc, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }]);
+}
+
+async function waitForReadyCredentials(kc: KubeConfig, namespace: string, timeoutMs: number): Promise<{ name: string; ready: string; label: string }[]> {
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const list = (await api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'byokcredentials' })) as {
+      items: { metadata: { name: string }; status?: { label?: string; conditions?: { type: string; status: string }[] } }[];
+    };
+    const rows = list.items.map((c) => ({
+      name: c.metadata.name,
+      ready: c.status?.conditions?.find((x) => x.type === 'Ready')?.status ?? 'Unknown',
+      label: c.status?.label ?? '',
+    }));
+    if (rows.every((r) => r.ready === 'True') || Date.now() > deadline) return rows;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+export async function runDev(options: DevOptions): Promise<void> {
+  const { logger } = options;
+  const started = Date.now();
+  const stoppers: (() => Promise<void>)[] = [];
+  const devDir = resolve(options.repoRoot, process.env.BYOK_DEV_DIR ?? '.dev');
+  const connectionFile = join(devDir, 'connection.json');
+  let stopping = false;
+  const stopAll = async () => {
+    if (stopping) return;
+    stopping = true;
+    for (const stop of stoppers.reverse()) {
+      try {
+        await stop();
+      } catch (err) {
+        logger.warn({ err }, 'error while stopping');
+      }
+    }
+    rmSync(connectionFile, { force: true });
+  };
+  const onSignal = () => {
+    process.stderr.write('\nstopping...\n');
+    void stopAll().then(() => process.exit(0));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  try {
+    const controlPlane: ControlPlane = await startControlPlane({ log: (line) => logger.info(line) });
+    stoppers.push(() => controlPlane.stop());
+    await installCrds(controlPlane.kubeconfigPath);
+    const kc = new KubeConfig();
+    kc.loadFromFile(controlPlane.kubeconfigPath);
+    await ensureNamespace(kc, ROUTING_NAMESPACE);
+
+    const operator = await startOperator({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, logger: logger.child({ component: 'operator' }), httpPort: 0 });
+    stoppers.push(() => operator.stop());
+    const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
+    stoppers.push(() => api.close());
+
+    const { manifests, parseErrors } = loadManifests(join(options.repoRoot, 'config', 'samples'));
+    if (parseErrors.length > 0) throw new Error(`sample data does not parse: ${parseErrors.join('; ')}`);
+    await applyObjects(kc, manifests.map((m) => m.object as KubernetesObject));
+
+    const gatewayApiKey = `sk-gw-dev-${randomBytes(24).toString('hex')}`;
+    const gatewayApiKeyHash = createHash('sha256').update(gatewayApiKey).digest('hex');
+    await applyObjects(kc, [
+      {
+        apiVersion: API_VERSION,
+        kind: 'GatewayAPIKey',
+        metadata: { name: 'dev-gateway-key', namespace: ACCOUNT_NAMESPACE },
+        spec: { hash: gatewayApiKeyHash, displayName: 'dev gateway key' },
+      } as KubernetesObject,
+    ]);
+    const { key: managementKey } = await createManagementKey(kc, ACCOUNT_NAMESPACE, { name: 'dev-management-key' });
+
+    const credentials = await waitForReadyCredentials(kc, ACCOUNT_NAMESPACE, 30_000);
+    const connection: DevConnection = {
+      kubeconfig: controlPlane.kubeconfigPath,
+      server: controlPlane.server,
+      kubernetesVersion: controlPlane.version,
+      routingNamespace: ROUTING_NAMESPACE,
+      accountNamespace: ACCOUNT_NAMESPACE,
+      apiBaseUrl: api.url,
+      managementKey,
+      gatewayApiKey,
+      gatewayApiKeyHash,
+      operatorHttp: operator.httpAddress,
+    };
+    mkdirSync(devDir, { recursive: true });
+    writeFileSync(connectionFile, `${JSON.stringify(connection, null, 2)}\n`, { mode: 0o600 });
+
+    const kubectl = join(controlPlane.binDir, 'kubectl');
+    process.stdout.write(
+      [
+        '',
+        `byok-operator dev stack is up in ${((Date.now() - started) / 1000).toFixed(1)} s (Kubernetes ${controlPlane.version}).`,
+        '',
+        `  kubeconfig:      ${controlPlane.kubeconfigPath}`,
+        `  API:             ${api.url}`,
+        `  operator:        ${operator.httpAddress}/metrics`,
+        `  connection file: ${connectionFile}`,
+        '',
+        'Sample credentials:',
+        ...credentials.map((c) => `  ${c.name.padEnd(22)} Ready=${c.ready.padEnd(7)} ${c.label}`),
+        '',
+        'Try:',
+        `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byok -n ${ACCOUNT_NAMESPACE}`,
+        `  curl -s -H 'Authorization: Bearer ${managementKey}' ${api.url}/byok`,
+        '',
+        'Press Ctrl-C to stop and clean up.',
+        '',
+      ].join('\n'),
+    );
+    if (options.exitWhenReady) await stopAll();
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

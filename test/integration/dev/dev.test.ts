@@ -1,0 +1,86 @@
+// The README's first command: `dev` brings up a real control plane, the operator, the API server and the sample
+// account, writes .dev/connection.json, and cleans everything up on Ctrl-C.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { DevConnection } from '../../../src/cli/dev.ts';
+
+const repoRoot = join(import.meta.dirname, '..', '..', '..');
+
+async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('npm run dev', () => {
+  let child: ChildProcess;
+  let output = '';
+  let devDir: string;
+  let connection: DevConnection;
+
+  beforeAll(async () => {
+    devDir = mkdtempSync(join(tmpdir(), 'byok-dev-'));
+    child = spawn(process.execPath, [join(repoRoot, 'src/cli/main.ts'), 'dev'], {
+      cwd: repoRoot,
+      env: { ...process.env, BYOK_DEV_DIR: devDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    const file = join(devDir, 'connection.json');
+    connection = await waitFor('connection.json', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), 60_000);
+  }, 90_000);
+
+  afterAll(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  test('prints how to use it and writes the connection details', () => {
+    expect(output).toContain('kubectl');
+    expect(output).toContain('curl -s -H');
+    expect(connection.apiBaseUrl).toMatch(/\/api\/v1$/);
+    expect(connection.routingNamespace).toBe('byok-system');
+    expect(connection.accountNamespace).toBe('acme');
+    expect(connection.gatewayApiKeyHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(existsSync(connection.kubeconfig)).toBe(true);
+  });
+
+  test('the sample credentials are listed by the API with the management key', async () => {
+    const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.managementKey}` } });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { data: { provider: string; label: string }[]; total_count: number };
+    expect(body.data.map((k) => k.provider).sort()).toEqual(['amazon-bedrock', 'openai']);
+    for (const key of body.data) expect(key.label).toContain('...');
+  });
+
+  test('the gateway API key is not a management key', async () => {
+    const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.gatewayApiKey}` } });
+    expect(res.status).toBe(403);
+  });
+
+  test('the operator compiled routing config for the sample account', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(connection.kubeconfig);
+    const maps = await kc.makeApiClient(CoreV1Api).listNamespacedConfigMap({ namespace: connection.routingNamespace });
+    const names = maps.items.map((m) => m.metadata?.name ?? '');
+    expect(names).toContain('byok-routing-index');
+    expect(names.some((n) => /^byok-routing-\d+/.test(n))).toBe(true);
+  });
+
+  test('Ctrl-C stops everything and removes the connection file and the control plane', async () => {
+    const workDir = join(connection.kubeconfig, '..');
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(existsSync(join(devDir, 'connection.json'))).toBe(false);
+    expect(existsSync(workDir)).toBe(false);
+  }, 30_000);
+});
