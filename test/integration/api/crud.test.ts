@@ -6,7 +6,10 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
 import { publicId } from '../../../src/domain/ids.ts';
 import { maskLabel } from '../../../src/domain/label.ts';
-import { crApi, testKubeConfig } from '../../support/kube.ts';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { API_VERSION, credentialObject, err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
@@ -342,6 +345,32 @@ describe('BYOK REST API: operations', () => {
       const k = one(await h.call('GET', `/byok/${gitId}`, { key: a.managementKey }));
       expect(k).toMatchObject({ id: gitId, provider: 'wandb', name: 'From Git', workspace_id: null, sort_order: 5, disabled: false });
       expect(typeof k.label).toBe('string');
+    });
+
+    test('a manifest applied with kubectl shows up too', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'byok-api-'));
+      const file = join(dir, 'cred.yaml');
+      writeFileSync(
+        file,
+        [
+          'apiVersion: v1',
+          'kind: Secret',
+          'metadata: {name: kubectl-groq-key}',
+          'stringData: {key: gsk_kubectl_applied_0000000}',
+          '---',
+          `apiVersion: ${API_VERSION}`,
+          'kind: BYOKCredential',
+          'metadata: {name: kubectl-groq}',
+          'spec: {provider: groq, secretRef: {name: kubectl-groq-key}, workspace: main, isFallback: true}',
+          '',
+        ].join('\n'),
+      );
+      await kubectl('apply', '-n', a.namespace, '-f', file);
+      const id = publicId('BYOKCredential', a.namespace, 'kubectl-groq');
+      await eventually(async () => many(await list('?provider=groq')).some((k) => k.id === id));
+      const k = many(await list('?provider=groq')).find((x) => x.id === id);
+      expect(k).toMatchObject({ workspace_id: a.defaultWorkspaceId, is_fallback: true, name: null });
+      expect((await h.call('PATCH', `/byok/${id}`, { key: a.managementKey, body: { name: 'x' } })).status).toBe(409);
     });
 
     test('writes give 409 saying Git manages them; nothing changes', async () => {
