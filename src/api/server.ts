@@ -271,7 +271,7 @@ const CRD_PATH = (plural: string) => `/apis/${API_VERSION}/${plural}`;
 export async function startApiServer(opts: StartApiServerOptions): Promise<ApiServer> {
   const base = opts.logger ?? defaultLogger();
   // A caller's logger gets our redaction on top of its own.
-  const logger = opts.logger ? base.child({ component: 'api' }, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }) : base;
+  const logger = opts.logger ? base.child({}, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }) : base;
   const state = new ApiState();
   const common = { kubeConfig: opts.kubeConfig, logger, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
   const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({ ...common, name: 'api-byokcredentials', path: CRD_PATH('byokcredentials') });
