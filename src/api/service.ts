@@ -64,8 +64,27 @@ function fromKube(err: unknown): unknown {
   return err;
 }
 
+/** Runs tasks with the same key one after another (FIFO); different keys run concurrently. */
+class KeyedMutex {
+  private readonly tails = new Map<string, Promise<unknown>>();
+
+  run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    const next = prev.then(task, task);
+    const tail = next.catch(() => undefined);
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return next;
+  }
+}
+
 export class ByokService {
   private readonly d: ServiceDeps;
+  // Creates for one provider of one account are serialised on this replica, so each sees the previous one's
+  // sort_order in the read model and "next free position" holds under concurrent POSTs.
+  private readonly createLock = new KeyedMutex();
 
   constructor(deps: ServiceDeps) {
     this.d = deps;
@@ -119,6 +138,10 @@ export class ByokService {
     if (!resolved.ok) throw violationsError(resolved.violations);
     const s = resolved.settings;
 
+    return this.createLock.run(`${namespace}/${body.provider}`, () => this.write(namespace, body, workspace, s));
+  }
+
+  private async write(namespace: string, body: ReturnType<typeof checkCreateBody>, workspace: string | undefined, s: CredentialSettings): Promise<CredentialEntry> {
     const name = `byok-${randomBytes(5).toString('hex')}`;
     const secretName = `${name}-key`;
     const label = maskLabel(body.provider, body.key);

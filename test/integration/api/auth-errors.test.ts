@@ -140,10 +140,11 @@ describe('BYOK REST API: auth, errors, limits', () => {
     });
   });
 
-  test('a list right after a burst of creates sees all of them (read-your-writes)', async () => {
-    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'ai21', key: `ai21-burst-key-${i}-0000000000` } }).then(one).then((k) => k.id)));
-    const listed = many(await h.call('GET', '/byok?provider=ai21&limit=100', { key: a.managementKey })).map((k) => k.id);
-    expect(listed.sort()).toEqual(ids.sort());
+  test('a burst of concurrent creates: distinct sort orders, and a list right after sees all (read-your-writes)', async () => {
+    const created = await Promise.all(Array.from({ length: 10 }, (_, i) => h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'ai21', key: `ai21-burst-key-${i}-0000000000` } }).then(one)));
+    expect(created.map((k) => k.sort_order).sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    const listed = many(await h.call('GET', '/byok?provider=ai21&limit=100', { key: a.managementKey }));
+    expect(listed.map((k) => k.id)).toEqual([...created].sort((x, y) => x.sort_order - y.sort_order).map((k) => k.id));
   });
 
   test('contract: every response of this suite validates against the served OpenAPI document', async () => {
