@@ -64,27 +64,34 @@ function fromKube(err: unknown): unknown {
   return err;
 }
 
-/** Runs tasks with the same key one after another (FIFO); different keys run concurrently. */
-class KeyedMutex {
-  private readonly tails = new Map<string, Promise<unknown>>();
+/**
+ * Sort orders handed out to creates still in flight, per account+provider. Concurrent POSTs on this replica each
+ * get a distinct "next free position" without waiting for one another; once none is in flight the read model
+ * (which then holds them all) is the only source again, so a deleted tail position is reused.
+ */
+class SortOrderReservations {
+  private readonly pending = new Map<string, { inflight: number; last: number }>();
 
-  run<T>(key: string, task: () => Promise<T>): Promise<T> {
-    const prev = this.tails.get(key) ?? Promise.resolve();
-    const next = prev.then(task, task);
-    const tail = next.catch(() => undefined);
-    this.tails.set(key, tail);
-    void tail.then(() => {
-      if (this.tails.get(key) === tail) this.tails.delete(key);
-    });
-    return next;
+  reserve(key: string, nextFromCache: number): number {
+    const p = this.pending.get(key);
+    if (!p) {
+      this.pending.set(key, { inflight: 1, last: nextFromCache });
+      return nextFromCache;
+    }
+    p.inflight++;
+    p.last = Math.max(nextFromCache, p.last + 1);
+    return p.last;
+  }
+
+  release(key: string): void {
+    const p = this.pending.get(key);
+    if (p && --p.inflight === 0) this.pending.delete(key);
   }
 }
 
 export class ByokService {
   private readonly d: ServiceDeps;
-  // Creates for one provider of one account are serialised on this replica, so each sees the previous one's
-  // sort_order in the read model and "next free position" holds under concurrent POSTs.
-  private readonly createLock = new KeyedMutex();
+  private readonly sortOrders = new SortOrderReservations();
 
   constructor(deps: ServiceDeps) {
     this.d = deps;
@@ -138,10 +145,16 @@ export class ByokService {
     if (!resolved.ok) throw violationsError(resolved.violations);
     const s = resolved.settings;
 
-    return this.createLock.run(`${namespace}/${body.provider}`, () => this.write(namespace, body, workspace, s));
+    const reservation = `${namespace}/${body.provider}`;
+    const sortOrder = this.sortOrders.reserve(reservation, this.d.state.nextSortOrder(namespace, body.provider));
+    try {
+      return await this.write(namespace, body, workspace, s, sortOrder);
+    } finally {
+      this.sortOrders.release(reservation);
+    }
   }
 
-  private async write(namespace: string, body: ReturnType<typeof checkCreateBody>, workspace: string | undefined, s: CredentialSettings): Promise<CredentialEntry> {
+  private async write(namespace: string, body: ReturnType<typeof checkCreateBody>, workspace: string | undefined, s: CredentialSettings, sortOrder: number): Promise<CredentialEntry> {
     const name = `byok-${randomBytes(5).toString('hex')}`;
     const secretName = `${name}-key`;
     const label = maskLabel(body.provider, body.key);
@@ -173,7 +186,7 @@ export class ByokService {
       ...(s.allowed_models ? { allowedModels: s.allowed_models } : {}),
       ...(s.allowed_api_key_hashes ? { allowedApiKeyHashes: s.allowed_api_key_hashes } : {}),
       ...(s.allowed_user_ids ? { allowedUserIds: s.allowed_user_ids } : {}),
-      sortOrder: this.d.state.nextSortOrder(namespace, body.provider),
+      sortOrder,
     };
     let created: BYOKCredential;
     try {
