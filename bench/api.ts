@@ -3,7 +3,7 @@
 // process) does not share its event loop; the same child serves a bare fastify route returning fixed JSON,
 // measured in the same run as the baseline. Prints one JSON document.
 //
-//   node bench/api.ts [--duration 10] [--rounds 3] [--seed 1000]
+//   node bench/api.ts [--duration 5] [--rounds 5] [--seed 1000]
 import { fork, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -74,6 +74,8 @@ interface CaseResult {
   ratio_to_bare?: number;
 }
 
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
 /** The median round by one measure (a whole round's sample, so its figures stay consistent). */
 function median(xs: CaseResult[], by: 'rps' | 'p99_ms' = 'rps'): CaseResult {
   const sorted = [...xs].sort((a, b) => a[by] - b[by]);
@@ -105,7 +107,7 @@ async function seed(apiUrl: string, key: string, count: number): Promise<string[
 }
 
 async function main(): Promise<void> {
-  const duration = arg('duration', 10);
+  const duration = arg('duration', 5);
   const seedCount = arg('seed', 1000);
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   const cp = await startControlPlane({ log });
@@ -146,21 +148,31 @@ async function main(): Promise<void> {
     await run({ url: urls.bareUrl, duration: 2 });
     await run({ url: listUrl, headers: auth, duration: 2 });
 
-    // Rounds interleave the cases so background load on a shared machine hits them alike; medians are reported.
-    const rounds = arg('rounds', 3);
+    // Rounds interleave the cases so background load on a shared machine hits them alike. Each API case's ratio
+    // is taken against the mean of the bare runs just before and after it in the same round; the median over
+    // rounds is reported.
+    const rounds = arg('rounds', 5);
     const samples: Record<'bare' | 'list' | 'get' | 'listFixed' | 'getFixed', CaseResult[]> = { bare: [], list: [], get: [], listFixed: [], getFixed: [] };
+    const ratios: { list: number[]; get: number[] } = { list: [], get: [] };
     // The 1-minute load average after each round shows how much other work shared the machine's cores.
     const loadAfterRound: number[] = [];
     for (let round = 1; round <= rounds; round++) {
-      log(`round ${round}/${rounds}: bare route, GET /byok, GET /byok/{id}, then both at a fixed 2,000 req/s`);
-      samples.bare.push(summarise(await run({ url: urls.bareUrl })));
-      samples.list.push(summarise(await run({ url: listUrl, headers: auth })));
-      samples.get.push(summarise(await run({ url: urls.apiUrl, requests: getRequests })));
+      log(`round ${round}/${rounds}: bare, GET /byok, GET /byok/{id}, bare; then both API cases at a fixed 2,000 req/s`);
+      const bareBefore = summarise(await run({ url: urls.bareUrl }));
+      const l = summarise(await run({ url: listUrl, headers: auth }));
+      const g = summarise(await run({ url: urls.apiUrl, requests: getRequests }));
+      const bareAfter = summarise(await run({ url: urls.bareUrl }));
+      const bareMean = (bareBefore.rps + bareAfter.rps) / 2;
+      samples.bare.push(bareBefore, bareAfter);
+      samples.list.push(l);
+      samples.get.push(g);
+      ratios.list.push(round2(l.rps / bareMean));
+      ratios.get.push(round2(g.rps / bareMean));
       samples.listFixed.push(summarise(await run({ url: listUrl, headers: auth, overallRate: 2000 })));
       // One URL: autocannon's rate limiter overshoots (bursts above the rate) when cycling a `requests` array,
       // which would measure the load generator's queueing, not the server. The lookup cost is the same per id.
       samples.getFixed.push(summarise(await run({ url: `${urls.apiUrl}/byok/${ids[ids.length >> 1]}`, headers: auth, overallRate: 2000 })));
-      loadAfterRound.push(Math.round((os.loadavg()[0] ?? 0) * 100) / 100);
+      loadAfterRound.push(round2(os.loadavg()[0] ?? 0));
     }
     const bare = median(samples.bare);
     const list = median(samples.list);
@@ -175,16 +187,13 @@ async function main(): Promise<void> {
         headers: { ...auth, 'content-type': 'application/json' },
         body: JSON.stringify({ provider: 'openai', key: 'sk-bench-post-0123456789abcdef', name: 'bench post' }),
         connections: 8,
+        duration: Math.max(duration, 10),
       }),
     );
 
-    // Ratios per round (same background load), then the median.
-    const ratio = (xs: CaseResult[]) => {
-      const r = xs.map((c, i) => c.rps / (samples.bare[i]?.rps ?? c.rps)).sort((x, y) => x - y);
-      return Math.round((r[Math.floor(r.length / 2)] ?? 0) * 100) / 100;
-    };
-    list.ratio_to_bare = ratio(samples.list);
-    get.ratio_to_bare = ratio(samples.get);
+    const mid = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+    list.ratio_to_bare = mid(ratios.list);
+    get.ratio_to_bare = mid(ratios.get);
     post.ratio_to_bare = Math.round((post.rps / bare.rps) * 1000) / 1000;
     const report = {
       setup: {
@@ -199,6 +208,8 @@ async function main(): Promise<void> {
         loadavg_1m_after_each_round: loadAfterRound,
         note: 'server (API + bare route) in a child process; autocannon in the parent; kube-apiserver and etcd on the same machine',
       },
+      ratios_per_round: ratios,
+      p99_ms_per_round_at_2000: { list: samples.listFixed.map((c) => c.p99_ms), get: samples.getFixed.map((c) => c.p99_ms) },
       rounds: samples,
       cases: { bare, list, get, post },
       fixed_rate_2000: { list: listFixed, get: getFixed },
