@@ -48,6 +48,8 @@ export interface AppDeps {
   gitopsGuard?: boolean;
   /** Per management key; false disables. Default 600 requests per 10 s. */
   rateLimit?: RateLimitOptions | false;
+  /** Readiness for /readyz (informer caches synced and watching). Default: always ready. */
+  ready?: () => boolean;
 }
 
 declare module 'fastify' {
@@ -170,6 +172,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   }
   const limited = limits ? { rateLimit: { max: limits.max, timeWindow: limits.timeWindowMs } } : {};
+
+  // Kubernetes probes, outside the OpenRouter-compatible prefix and without auth.
+  app.get('/healthz', async (_req, reply) => reply.type('application/json; charset=utf-8').send('{"status":"ok"}'));
+  app.get('/readyz', async (_req, reply) =>
+    (deps.ready?.() ?? true) ? reply.type('application/json; charset=utf-8').send('{"status":"ready"}') : sendError(reply, 503, 'Caches are not synced yet'),
+  );
 
   const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
   app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
@@ -305,6 +313,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     backend: kubeBackend(kubeClient(opts.kubeConfig)),
     observe: (o) => credentials.observe(o),
     observeDeleted: (ns, name) => credentials.observeDeleted(ns, name),
+    ready: () => informers.every((i) => i.hasSynced()),
     logger,
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
     ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),

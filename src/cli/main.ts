@@ -38,12 +38,20 @@ common options:
   --api-host <host>           API server bind address (default 0.0.0.0; dev: 127.0.0.1)
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
+  --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
   --log-level <level>         pino level (default info)
 `;
 
 function fail(message: string): never {
   process.stderr.write(`byok-operator: ${message}\n\n${USAGE}`);
   process.exit(2);
+}
+
+function parseRateLimit(value: string): { max: number; timeWindowMs: number } | false {
+  if (value === '0') return false;
+  const m = /^(\d+)\/(\d+)ms$/.exec(value);
+  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) fail(`invalid --rate-limit ${value}: use <requests>/<window>ms, e.g. 600/10000ms, or 0`);
+  return { max: Number(m[1]), timeWindowMs: Number(m[2]) };
 }
 
 function waitForSignal(stop: () => Promise<void>): void {
@@ -68,6 +76,7 @@ async function main(argv: string[]): Promise<void> {
       'api-host': { type: 'string' },
       'no-leader-election': { type: 'boolean', default: false },
       'no-gitops-guard': { type: 'boolean', default: false },
+      'rate-limit': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       'exit-when-ready': { type: 'boolean', default: false },
       namespace: { type: 'string' },
@@ -116,6 +125,7 @@ async function main(argv: string[]): Promise<void> {
           port: port(values['api-port'], 8080),
           logger: logger.child({ component: 'api' }),
           gitopsGuard: !values['no-gitops-guard'],
+          ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
           watchNamespaces,
         });
         logger.info({ url: api.url }, 'API server listening');

@@ -61,6 +61,12 @@ describe('npm run dev', () => {
     for (const key of body.data) expect(key.label).toContain('...');
   });
 
+  test('the API server answers its Kubernetes probes without auth', async () => {
+    const origin = connection.apiBaseUrl.replace(/\/api\/v1$/, '');
+    expect((await fetch(`${origin}/healthz`)).status).toBe(200);
+    expect(await (await fetch(`${origin}/readyz`)).json()).toEqual({ status: 'ready' });
+  });
+
   test('the gateway API key is not a management key', async () => {
     const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.gatewayApiKey}` } });
     expect(res.status).toBe(403);
