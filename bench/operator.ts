@@ -2,7 +2,7 @@
 // apply-to-compiled latency for single changes at steady state, and ConfigMap writes per change.
 // Prints one JSON object. Sizes: BENCH_ACCOUNTS (1000), BENCH_CREDS_PER_ACCOUNT (10), BENCH_CHANGES (50),
 // BENCH_CONCURRENCY (48); or --accounts=N --creds=N --changes=N. Smoke run: --accounts=20 --creds=5 --changes=10.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -167,6 +167,29 @@ function vm(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   }
 }
 
+/** Diagnostics (BENCH_DIAG): apiserver request count and total seconds by verb/resource/subresource, minus `before`. */
+function apiserverRequestSummary(kubeconfigPath: string, before?: Record<string, { n: number; s: number }>): Record<string, { n: number; s: number }> {
+  let raw = '';
+  try {
+    raw = execFileSync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
+  } catch {
+    return {};
+  }
+  const out: Record<string, { n: number; s: number }> = {};
+  for (const line of raw.split('\n')) {
+    const m = /^apiserver_request_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (labels.verb === 'WATCH') continue;
+    const key = `${labels.verb} ${labels.resource}${labels.subresource ? `/${labels.subresource}` : ''}`;
+    const e = (out[key] ??= { n: 0, s: 0 });
+    if (m[1] === 'sum') e.s += Number(m[3]);
+    else e.n += Number(m[3]);
+  }
+  if (before) for (const [k, v] of Object.entries(out)) { v.n -= before[k]?.n ?? 0; v.s = +(v.s - (before[k]?.s ?? 0)).toFixed(2); }
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v.n > 0).sort((a, b) => b[1].s - a[1].s));
+}
+
 async function main(): Promise<void> {
   const out: Record<string, unknown> = { benchmark: 'operator', config: { accounts: ACCOUNTS, credentialsPerAccount: CREDS, credentials: ACCOUNTS * CREDS, changes: CHANGES } };
   const cp = await startControlPlane();
@@ -196,6 +219,7 @@ async function main(): Promise<void> {
     }));
 
     // Cold start.
+    const apiBefore = process.env.BENCH_DIAG ? apiserverRequestSummary(cp.kubeconfigPath) : undefined;
     const here = dirname(fileURLToPath(import.meta.url));
     const t0 = performance.now();
     child = spawn(process.execPath, [join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -223,6 +247,7 @@ async function main(): Promise<void> {
       await sleep(100);
     }
     peak = Math.max(peak, vm(child.pid!, 'VmHWM') || 0);
+    if (process.env.BENCH_DIAG) out.apiserverDuringColdStart = apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
     out.coldStart = {
       seconds: +coldSeconds.toFixed(2),
       allReadySeconds: +allReadySeconds.toFixed(2),

@@ -48,6 +48,33 @@ export interface InformerOptions {
   pageSize?: number;
   /** Called on every watch restart, for metrics. */
   onRestart?: (reason: RestartReason) => void;
+  /**
+   * Applied to every object before it enters the cache (list, watch, observe) and before handlers see it, like
+   * client-go's SetTransform: drop what the consumers never read to keep the cache small (see
+   * stripBulkyMetadata). Must keep apiVersion, kind, namespace, name and resourceVersion; must not mutate its
+   * argument (an observed object belongs to the caller). Default: none.
+   */
+  transform?: (obj: KubernetesObject) => KubernetesObject;
+}
+
+export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * An informer transform that drops metadata.managedFields and kubectl's last-applied-configuration annotation:
+ * the bulkiest parts of most objects (managedFields alone are often larger than spec and status together; the
+ * annotation is a second copy of the whole manifest, for a Secret applied with kubectl including its data),
+ * and nothing the operator reads. Returns a shallow copy; the argument is not modified.
+ */
+export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
+  const meta = obj.metadata;
+  if (!meta || (meta.managedFields === undefined && meta.annotations?.[LAST_APPLIED_ANNOTATION] === undefined)) return obj;
+  const { managedFields: _managedFields, annotations, ...rest } = meta;
+  let kept = annotations;
+  if (annotations?.[LAST_APPLIED_ANNOTATION] !== undefined) {
+    const { [LAST_APPLIED_ANNOTATION]: _lastApplied, ...others } = annotations;
+    kept = Object.keys(others).length > 0 ? others : undefined;
+  }
+  return { ...obj, metadata: { ...rest, ...(kept !== undefined ? { annotations: kept } : {}) } };
 }
 
 interface Stream {
@@ -335,7 +362,8 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
       const kind = page.kind?.replace(/List$/, '');
       for (const item of page.items ?? []) {
         // List items come without apiVersion/kind; restore them so cached objects look like watched ones.
-        items.push({ ...item, apiVersion: item.apiVersion ?? page.apiVersion, kind: item.kind ?? kind });
+        // Transformed as they arrive, so a large list never holds every object's bulky parts at once.
+        items.push(this.transformed({ ...item, apiVersion: item.apiVersion ?? page.apiVersion, kind: item.kind ?? kind }));
       }
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion;
@@ -410,7 +438,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
         this.tombstones.delete(keyOf(ns, name));
         const cached = this.get(ns, name);
         // A newer object (recreated and observed from a write) must not be removed by an older delete.
-        if (cached && !rvNewer(rvOf(cached), rvOf(obj))) this.remove(cached, obj as T);
+        if (cached && !rvNewer(rvOf(cached), rvOf(obj))) this.remove(cached, this.transformed(obj as T));
         break;
       }
     }
@@ -420,7 +448,8 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
 
   // ---- cache mutation ----
 
-  private upsert(obj: T, source: 'watch' | 'list' | 'observe'): void {
+  private upsert(input: T, source: 'watch' | 'list' | 'observe'): void {
+    const obj = this.transformed(input);
     const ns = nsOf(obj);
     const name = nameOf(obj);
     const key = keyOf(ns, name);
@@ -446,6 +475,10 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     this.reindex(key, obj);
     if (old) this.emit('update', obj, old);
     else this.emit('add', obj);
+  }
+
+  private transformed(obj: T): T {
+    return this.opts.transform ? (this.opts.transform(obj) as T) : obj;
   }
 
   private remove(cached: T, finalState?: T): void {

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
 import { publicId, type IdentifiedKind } from '../domain/ids.ts';
-import { SupervisedInformer, type InformerOptions, type RestartReason } from './informer.ts';
+import { SupervisedInformer, stripBulkyMetadata, type InformerOptions, type RestartReason } from './informer.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
 export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
@@ -45,6 +45,8 @@ export interface ResourceInformerOptions {
   resyncSeconds?: number;
   staleSeconds?: number;
   onRestart?: (informer: string, reason: RestartReason) => void;
+  /** Cache transform for every informer (default stripBulkyMetadata: no managedFields, no last-applied annotation). */
+  transform?: InformerOptions['transform'];
 }
 
 const idIndex = (kind: IdentifiedKind) => (o: { metadata?: { namespace?: string; name?: string } }) =>
@@ -60,6 +62,7 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
     ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
     ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
     onRestart: (reason) => opts.onRestart?.(name, reason),
+    transform: opts.transform ?? stripBulkyMetadata,
     ...extra,
   });
   const credentials = new SupervisedInformer<BYOKCredential>(base('byokcredentials', crPath('byokcredentials')));

@@ -2,7 +2,7 @@
 // must not lose a delete, and the staleness watchdog.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
-import { SupervisedInformer, createApplier, crPath, type RestartReason } from '../../../src/kube/index.ts';
+import { SupervisedInformer, createApplier, crPath, stripBulkyMetadata, type RestartReason } from '../../../src/kube/index.ts';
 import type { Guardrail } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -108,6 +108,36 @@ describe('SupervisedInformer', () => {
       expect(gi.list(ns).map((g) => g.metadata?.name)).toEqual(['born']);
     } finally {
       await gi.stop();
+    }
+  });
+
+  test('a transform (stripBulkyMetadata) keeps managedFields out of the cache for listed, watched and observed objects', async () => {
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'tf-listed', labels: { app: 'tf' } }, data: { a: '1' } } });
+    const ti = new SupervisedInformer<V1ConfigMap>({
+      kubeConfig: kc, path: '/api/v1/configmaps', namespaces: [ns], labelSelector: 'app=tf', name: 'transformed', transform: stripBulkyMetadata,
+    });
+    const handed: V1ConfigMap[] = [];
+    ti.on('add', (o) => handed.push(o));
+    ti.on('update', (o) => handed.push(o));
+    try {
+      await ti.start();
+      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'tf-watched', labels: { app: 'tf' } }, data: { a: '2' } } });
+      await until('tf-watched', () => ti.get(ns, 'tf-watched') !== undefined);
+      const written = await createApplier(kc).apply<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'tf-observed', namespace: ns, labels: { app: 'tf' } }, data: { a: '3' } });
+      expect(written.metadata?.managedFields?.length).toBeGreaterThan(0);
+      ti.observe(written);
+      // The caller's object is left alone.
+      expect(written.metadata?.managedFields?.length).toBeGreaterThan(0);
+      for (const name of ['tf-listed', 'tf-watched', 'tf-observed']) {
+        const cached = ti.get(ns, name);
+        expect(cached?.metadata?.resourceVersion).toBeDefined();
+        expect(cached?.metadata?.managedFields).toBeUndefined();
+        expect(cached?.data?.a).toBeDefined();
+      }
+      expect(handed.length).toBeGreaterThanOrEqual(3);
+      for (const o of handed) expect(o.metadata?.managedFields).toBeUndefined();
+    } finally {
+      await ti.stop();
     }
   });
 
