@@ -61,6 +61,23 @@ export class WorkQueue {
     this.wake.shift()?.();
   }
 
+  /**
+   * Adds every key and moves the queued ones into the given order, ahead of other queued keys (which keep
+   * their order). Used to reconcile a full resync in a chosen order even when informer events queued the keys
+   * first, in whatever order they arrived.
+   */
+  addAllInOrder(keys: readonly string[]): void {
+    if (this.shutDown) return;
+    for (const key of keys) this.add(key);
+    const rank = new Map<string, number>();
+    keys.forEach((k, i) => rank.set(k, i));
+    const first = this.queue.filter((k) => rank.has(k)).sort((a, b) => rank.get(a)! - rank.get(b)!);
+    const rest = this.queue.filter((k) => !rank.has(k));
+    this.queue.length = 0;
+    for (const k of first) this.queue.push(k);
+    for (const k of rest) this.queue.push(k);
+  }
+
   addAfter(key: string, delayMs: number): void {
     if (this.shutDown) return;
     if (delayMs <= 0) return this.add(key);

@@ -86,6 +86,17 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   /** Duration of the last run: the next one waits at least this long, so compiling (and writing) takes at most
    *  about half the time while changes keep arriving, e.g. during a cold start of thousands of credentials. */
   let lastRunMs = 0;
+  /** Runs after which changes were already waiting again, in the current stream of changes (e.g. a cold start):
+   *  the wait before the next run doubles from coalesceMs per such run, up to maxBatchDelayMs, so a sustained
+   *  stream is written in fewer, larger batches (every rewrite of a shard costs the apiserver the whole shard).
+   *  The stream ends after maxBatchDelayMs without a run; a single change at steady state waits only coalesceMs. */
+  let busyRuns = 0;
+  let lastRunEnd = -Infinity;
+  const maxBatchDelayMs = opts.maxBatchDelayMs ?? 1000;
+  const batchDelay = () => {
+    if (performance.now() - lastRunEnd > maxBatchDelayMs) busyRuns = 0;
+    return Math.max(coalesceMs, Math.min(maxBatchDelayMs, coalesceMs * 2 ** Math.min(busyRuns, 16)));
+  };
 
   const schedule = (delay = coalesceMs) => {
     if (!started || timer || running) return;
@@ -100,7 +111,10 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     if (running) return running;
     running = runOnce().finally(() => {
       running = undefined;
-      if (dirty.size > 0) schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : Math.max(coalesceMs, Math.min(lastRunMs, 2000)));
+      lastRunEnd = performance.now();
+      if (dirty.size === 0) return;
+      busyRuns++;
+      schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : Math.max(batchDelay(), Math.min(lastRunMs, 2000)));
     });
     return running;
   };
@@ -255,7 +269,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   return {
     markDirty(ns) {
       dirty.add(ns);
-      schedule();
+      schedule(batchDelay());
     },
     markAllDirty() {
       for (const ns of opts.source.accountNamespaces()) dirty.add(ns);

@@ -40,6 +40,8 @@ export interface CompilePipelineOptions {
   keyReloadMs?: number;
   shardOptions?: Omit<ShardOptions, 'previousBuckets' | 'cache'>;
   bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets'>;
+  /** Cap of the wait between back-to-back runs while changes keep arriving (default 1000 ms); see pipeline-impl. */
+  maxBatchDelayMs?: number;
   /** Parallel writes per compile (default 8). */
   writeConcurrency?: number;
 }

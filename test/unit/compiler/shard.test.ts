@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { gunzipSync } from 'node:zlib';
 import { compileAccount } from '../../../src/compiler/compile.ts';
-import { bucketOf, canonicalJson, indexVersion, namespaceHash, bucketOfHash } from '../../../src/compiler/format.ts';
+import { bucketOf, canonicalJson, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/compiler/format.ts';
 import { bucketCount, shardAccounts, shardSerialized, serializeAccount, type ShardObject } from '../../../src/compiler/shard.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { sizedSnapshot } from './fixtures.ts';
@@ -41,6 +41,22 @@ describe('linear-hashing placement', () => {
     expect(bucketCount(1001, 100)).toBe(11);
     expect(bucketCount(990, 100, 11)).toBe(11);
     expect(bucketCount(400, 100, 11)).toBe(4);
+  });
+});
+
+describe('placementOrderKey', () => {
+  it('sorts the accounts of every bucket into one contiguous run, for any bucket count', () => {
+    const namespaces = Array.from({ length: 600 }, (_, i) => `acct-${i}`).sort((a, b) => placementOrderKey(a) - placementOrderKey(b));
+    for (let n = 1; n <= 70; n++) {
+      const runs: number[] = [];
+      for (const ns of namespaces) if (runs.at(-1) !== bucketOf(ns, n)) runs.push(bucketOf(ns, n));
+      expect(new Set(runs).size).toBe(runs.length);
+    }
+  });
+  it('is a 32-bit unsigned bit reversal of the namespace hash', () => {
+    const ns = 'team-a';
+    const rev = parseInt(namespaceHash(ns).toString(2).padStart(32, '0').split('').reverse().join(''), 2);
+    expect(placementOrderKey(ns)).toBe(rev);
   });
 });
 

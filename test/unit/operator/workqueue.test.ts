@@ -21,6 +21,18 @@ describe('WorkQueue', () => {
     await q.shutdown();
   });
 
+  test('addAllInOrder adds new keys and reorders queued ones ahead of the rest', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 1 });
+    const seen: string[] = [];
+    for (const k of ['x', 'c', 'a', 'y']) q.add(k);
+    q.addAllInOrder(['a', 'b', 'c']);
+    expect(q.len()).toBe(5);
+    q.start(async (k) => void seen.push(k));
+    await q.waitForIdle();
+    expect(seen).toEqual(['a', 'b', 'c', 'x', 'y']);
+    await q.shutdown();
+  });
+
   test('one reconcile per key at a time; a key re-added while in flight runs again afterwards', async () => {
     const q = new WorkQueue({ name: 't', concurrency: 4 });
     let inFlight = 0;
