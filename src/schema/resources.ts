@@ -34,7 +34,7 @@ const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z
 const objectName = (description: string) => str(description, { minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
 const usd = (description: string) => num(`${description} In US dollars.`, { minimum: 0 });
 
-const condition: SchemaNode = obj(
+export const condition: SchemaNode = obj(
   'Condition is one aspect of the current state of this resource (metav1.Condition).',
   {
     type: str('Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).', { maxLength: 316, pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$' }),

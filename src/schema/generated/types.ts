@@ -3,6 +3,36 @@ import type { V1ObjectMeta } from '@kubernetes/client-node';
 import type { ProviderSlug } from '../../domain/providers.ts';
 
 /**
+ * Condition is one aspect of the current state of this resource (metav1.Condition).
+ */
+export interface Condition {
+/**
+ * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
+ */
+type: string
+/**
+ * Status of the condition: True, False or Unknown.
+ */
+status: ("True" | "False" | "Unknown")
+/**
+ * The .metadata.generation the condition was set from.
+ */
+observedGeneration?: number
+/**
+ * When the condition last changed from one status to another.
+ */
+lastTransitionTime: string
+/**
+ * Programmatic identifier of the reason for the last transition, in CamelCase.
+ */
+reason: string
+/**
+ * Human-readable details about the transition. Never contains key material.
+ */
+message: string
+}
+
+/**
  * Desired state of the credential.
  */
 export interface BYOKCredentialSpec {
@@ -98,35 +128,8 @@ observedGeneration?: number
  * Current state, as metav1.Conditions. Ready summarises the others.
  * 
  * @maxItems 16
- * 
- * Items: Condition is one aspect of the current state of this resource (metav1.Condition).
  */
-conditions?: {
-/**
- * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
- */
-type: string
-/**
- * Status of the condition: True, False or Unknown.
- */
-status: ("True" | "False" | "Unknown")
-/**
- * The .metadata.generation the condition was set from.
- */
-observedGeneration?: number
-/**
- * When the condition last changed from one status to another.
- */
-lastTransitionTime: string
-/**
- * Programmatic identifier of the reason for the last transition, in CamelCase.
- */
-reason: string
-/**
- * Human-readable details about the transition. Never contains key material.
- */
-message: string
-}[]
+conditions?: Condition[]
 /**
  * Masked snippet of the key (first and last few characters). Never the key itself.
  */
@@ -234,35 +237,8 @@ observedGeneration?: number
  * Current state, as metav1.Conditions. Ready summarises the others.
  * 
  * @maxItems 16
- * 
- * Items: Condition is one aspect of the current state of this resource (metav1.Condition).
  */
-conditions?: {
-/**
- * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
- */
-type: string
-/**
- * Status of the condition: True, False or Unknown.
- */
-status: ("True" | "False" | "Unknown")
-/**
- * The .metadata.generation the condition was set from.
- */
-observedGeneration?: number
-/**
- * When the condition last changed from one status to another.
- */
-lastTransitionTime: string
-/**
- * Programmatic identifier of the reason for the last transition, in CamelCase.
- */
-reason: string
-/**
- * Human-readable details about the transition. Never contains key material.
- */
-message: string
-}[]
+conditions?: Condition[]
 }
 
 /** Workspace groups members, budgets and a default guardrail inside an account. One Workspace per namespace may be the default. */
@@ -346,35 +322,8 @@ observedGeneration?: number
  * Current state, as metav1.Conditions. Ready summarises the others.
  * 
  * @maxItems 16
- * 
- * Items: Condition is one aspect of the current state of this resource (metav1.Condition).
  */
-conditions?: {
-/**
- * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
- */
-type: string
-/**
- * Status of the condition: True, False or Unknown.
- */
-status: ("True" | "False" | "Unknown")
-/**
- * The .metadata.generation the condition was set from.
- */
-observedGeneration?: number
-/**
- * When the condition last changed from one status to another.
- */
-lastTransitionTime: string
-/**
- * Programmatic identifier of the reason for the last transition, in CamelCase.
- */
-reason: string
-/**
- * Human-readable details about the transition. Never contains key material.
- */
-message: string
-}[]
+conditions?: Condition[]
 }
 
 /** Guardrail sets a budget and a data policy for the API keys and members that use it. */
@@ -432,35 +381,8 @@ observedGeneration?: number
  * Current state, as metav1.Conditions. Ready summarises the others.
  * 
  * @maxItems 16
- * 
- * Items: Condition is one aspect of the current state of this resource (metav1.Condition).
  */
-conditions?: {
-/**
- * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
- */
-type: string
-/**
- * Status of the condition: True, False or Unknown.
- */
-status: ("True" | "False" | "Unknown")
-/**
- * The .metadata.generation the condition was set from.
- */
-observedGeneration?: number
-/**
- * When the condition last changed from one status to another.
- */
-lastTransitionTime: string
-/**
- * Programmatic identifier of the reason for the last transition, in CamelCase.
- */
-reason: string
-/**
- * Human-readable details about the transition. Never contains key material.
- */
-message: string
-}[]
+conditions?: Condition[]
 /**
  * Not disabled and not expired at the last reconcile.
  */
@@ -519,35 +441,8 @@ observedGeneration?: number
  * Current state, as metav1.Conditions. Ready summarises the others.
  * 
  * @maxItems 16
- * 
- * Items: Condition is one aspect of the current state of this resource (metav1.Condition).
  */
-conditions?: {
-/**
- * Type of the condition, in CamelCase (Ready, SecretResolved, PayloadValid, FiltersValid, ...).
- */
-type: string
-/**
- * Status of the condition: True, False or Unknown.
- */
-status: ("True" | "False" | "Unknown")
-/**
- * The .metadata.generation the condition was set from.
- */
-observedGeneration?: number
-/**
- * When the condition last changed from one status to another.
- */
-lastTransitionTime: string
-/**
- * Programmatic identifier of the reason for the last transition, in CamelCase.
- */
-reason: string
-/**
- * Human-readable details about the transition. Never contains key material.
- */
-message: string
-}[]
+conditions?: Condition[]
 }
 
 /** Account marks a namespace as one account of the gateway. Exactly one per namespace. */
