@@ -2,6 +2,9 @@
 // apply-to-compiled latency for single changes at steady state, and ConfigMap writes per change.
 // Prints one JSON object. Sizes: BENCH_ACCOUNTS (1000), BENCH_CREDS_PER_ACCOUNT (10), BENCH_CHANGES (50),
 // BENCH_CONCURRENCY (48); or --accounts=N --creds=N --changes=N. Smoke run: --accounts=20 --creds=5 --changes=10.
+// The operator runs in a child process with the image's NODE_OPTIONS (Dockerfile; override: BENCH_NODE_OPTIONS).
+// BENCH_DIAG=<file>: memory/queue samples from the operator (bench/lib/operator-child.ts) and apiserver request
+// totals during the cold start.
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -25,6 +28,13 @@ const CONCURRENCY = arg('concurrency', 'BENCH_CONCURRENCY', 48);
 const COLD_TIMEOUT_S = arg('cold-timeout', 'BENCH_COLD_TIMEOUT_S', 600);
 const ROUTING_NS = 'byok-system';
 const CRED_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
+
+/** NODE_OPTIONS of the operator image (Dockerfile): the benchmark runs its operator with the same heap flags. */
+function imageNodeOptions(): string | undefined {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const m = /^ENV NODE_OPTIONS="([^"]*)"/m.exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
+  return m?.[1];
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const crPath = (ns: string, plural: string) => `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
@@ -222,7 +232,12 @@ async function main(): Promise<void> {
     const apiBefore = process.env.BENCH_DIAG ? apiserverRequestSummary(cp.kubeconfigPath) : undefined;
     const here = dirname(fileURLToPath(import.meta.url));
     const t0 = performance.now();
-    child = spawn(process.execPath, [join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const nodeOptions = process.env.BENCH_NODE_OPTIONS ?? imageNodeOptions();
+    out.operatorNodeOptions = nodeOptions ?? null;
+    child = spawn(process.execPath, [join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, NODE_OPTIONS: nodeOptions ?? '' },
+    });
     let childErr = '';
     child.stderr!.on('data', (d: Buffer) => (childErr = (childErr + d.toString()).slice(-4000)));
     const exited = new Promise<number>((r) => child!.once('exit', (code) => r(code ?? -1)));

@@ -127,6 +127,45 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
+  it('batches a sustained stream of changes into fewer runs, and a later single change is compiled at once', async () => {
+    const { store: fast } = fakeStore();
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // Writes take time, as on a real apiserver, so changes arrive while a run is writing.
+    const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
+    const src = source(40);
+    const p = createCompilePipeline({
+      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
+      coalesceMs: 5, maxBatchDelayMs: 200, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+    });
+    await p.start();
+    const runs: number[] = [];
+    p.onCompiled(() => runs.push(performance.now()));
+    // A change every 5 ms for 1.2 s: without batching, a run right after each ~20 ms run (~50 runs).
+    const began = performance.now();
+    for (let i = 0; performance.now() - began < 1200; i++) {
+      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 2000 + i;
+      p.markDirty(`acct-${i % 40}`);
+      await sleep(5);
+    }
+    await p.flush();
+    expect(runs.length).toBeLessThan(20);
+    const gaps = runs.slice(1).map((t, i) => t - runs[i]!);
+    expect(Math.max(...gaps)).toBeGreaterThanOrEqual(150);
+    // Quiet for longer than maxBatchDelayMs: the next single change waits only coalesceMs again.
+    await sleep(300);
+    src.snaps.get('acct-7')!.credentials[0]!.verdict.sortOrder = 99_999;
+    const sent = performance.now();
+    p.markDirty('acct-7');
+    await new Promise<void>((resolve) => {
+      const off = p.onCompiled(() => {
+        off();
+        resolve();
+      });
+    });
+    expect(performance.now() - sent).toBeLessThan(100);
+    await p.stop();
+  });
+
   it('deletes stale shards after the index when accounts go away, and a restart rewrites nothing', async () => {
     const { store, ops, objects } = fakeStore();
     const src = source(50);
