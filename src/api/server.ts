@@ -6,7 +6,7 @@ import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { kubeClient } from '../kube/client.ts';
-import { createInformer, type SupervisedInformer } from '../kube/informer.ts';
+import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
 import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
 import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../shared/management-keys.ts';
@@ -281,7 +281,8 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   // A caller's logger gets our redaction on top of its own.
   const logger = opts.logger ? base.child({}, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }) : base;
   const state = new ApiState();
-  const common = { kubeConfig: opts.kubeConfig, logger, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
+  // Cached objects drop managedFields and kubectl's last-applied annotation: the API never reads them.
+  const common = { kubeConfig: opts.kubeConfig, logger, transform: stripBulkyMetadata, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
   const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({ ...common, name: 'api-byokcredentials', path: CRD_PATH('byokcredentials') });
   const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
   const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });

@@ -2,6 +2,7 @@
 // include our own observed writes, so a write is visible to the next read on this replica). Every credential's
 // REST form and its JSON text are computed once per resourceVersion, not per request.
 import type { V1Secret } from '@kubernetes/client-node';
+import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { ManagementKeyIndex } from '../shared/management-keys.ts';
@@ -37,14 +38,6 @@ interface NamespaceCredentials {
 
 const nsName = (o: { metadata?: { namespace?: string; name?: string } }) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
 
-export function isLiveApiKey(k: GatewayAPIKey, now: number): boolean {
-  if (k.spec.disabled) return false;
-  if (k.spec.expiresAt) {
-    const t = Date.parse(k.spec.expiresAt);
-    if (!Number.isNaN(t) && t <= now) return false;
-  }
-  return true;
-}
 
 export class ApiState {
   readonly managementKeys = new ManagementKeyIndex();
@@ -220,13 +213,13 @@ export class ApiState {
   /** Hashes of the live gateway API keys of one account (filters may name only these). */
   liveApiKeyHashes(namespace: string, now = Date.now()): Set<string> {
     const out = new Set<string>();
-    for (const k of this.apiKeys.get(namespace)?.values() ?? []) if (isLiveApiKey(k, now)) out.add(k.spec.hash);
+    for (const k of this.apiKeys.get(namespace)?.values() ?? []) if (isApiKeyLive(k.spec, now)) out.add(k.spec.hash);
     return out;
   }
 
   /** Whether a live gateway API key with this hash exists in any account. */
   isLiveApiKeyHash(hash: string, now = Date.now()): boolean {
-    for (const k of this.apiKeysByHash.get(hash)?.values() ?? []) if (isLiveApiKey(k, now)) return true;
+    for (const k of this.apiKeysByHash.get(hash)?.values() ?? []) if (isApiKeyLive(k.spec, now)) return true;
     return false;
   }
 

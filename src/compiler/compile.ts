@@ -1,6 +1,7 @@
 // The pure compiler: one account's cached state -> its routing document (CompiledAccount).
 // Only valid, non-conflicting state is compiled; the output is a function of the input alone
 // (snapshot.now included), with every list in a stable order.
+import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import type {
   BudgetInterval,
@@ -20,12 +21,6 @@ const INTERVALS: readonly BudgetInterval[] = ['daily', 'weekly', 'monthly', 'lif
 export const DEFAULT_RESET_INTERVAL: BudgetInterval = 'monthly';
 
 /** Live = not disabled and not expired at `now` (an unparsable expiry counts as expired: fail closed). */
-export function isLiveApiKey(key: GatewayAPIKey, now: Date): boolean {
-  if (key.spec.disabled === true) return false;
-  if (key.spec.expiresAt === undefined) return true;
-  const expires = Date.parse(key.spec.expiresAt);
-  return !Number.isNaN(expires) && expires > now.getTime();
-}
 
 /** Why a credential is left out of the compiled account, or null when it is compiled. */
 export function credentialExclusion(
@@ -108,7 +103,7 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
     (a, b) => compareStrings(a.spec.hash, b.spec.hash) || compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''),
   );
   for (const key of keysInOrder) {
-    if (!isLiveApiKey(key, snapshot.now) || liveHashes.has(key.spec.hash)) continue;
+    if (!isApiKeyLive(key.spec, snapshot.now.getTime()) || liveHashes.has(key.spec.hash)) continue;
     // A key scoped to a missing workspace has no determinable scope: leave it out (its filters stop resolving).
     if (key.spec.workspace !== undefined && !workspaceNames.has(key.spec.workspace)) continue;
     liveHashes.add(key.spec.hash);

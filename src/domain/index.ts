@@ -1,6 +1,7 @@
 // Public API of the domain core: pure functions and types, no I/O.
 export * from './providers.ts';
 export * from './ids.ts';
+export * from './api-keys.ts';
 export type * from './model.ts';
 export * from './errors.ts';
 export * from './money.ts';

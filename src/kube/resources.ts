@@ -96,11 +96,6 @@ export async function stopAll(informers: ResourceInformers): Promise<void> {
 }
 
 /** "Live" = not disabled and not expired (at `now`). */
-export function isApiKeyLive(key: GatewayAPIKey, now = Date.now()): boolean {
-  if (key.spec?.disabled) return false;
-  const exp = key.spec?.expiresAt ? Date.parse(key.spec.expiresAt) : NaN;
-  return Number.isNaN(exp) || exp > now;
-}
 
 /** The Secret payload a credential points at, decoded; undefined when the Secret or key is absent. */
 export function secretPayload(secret: V1Secret | undefined, key: string): string | undefined {

@@ -5,13 +5,13 @@ import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { publicId, type IdentifiedKind } from '../domain/ids.ts';
-import { validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
+import { isApiKeyLive, validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
 import { creationTime, electAccount, electDefaultWorkspace, olderFirst } from '../compiler/elect.ts';
 import { placementOrderKey } from '../compiler/format.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
 import type { Applier } from '../kube/apply.ts';
 import type { EventRecorder } from '../kube/events.ts';
-import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, isApiKeyLive, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, type ResourceInformers } from '../kube/resources.ts';
 import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { VerdictStore } from './state.ts';
@@ -331,7 +331,7 @@ export class Controllers {
     const now = Date.now();
     for (const h of hashes) {
       for (const k of this.inf.apiKeys.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) {
-        if (!isApiKeyLive(k, now)) continue;
+        if (!isApiKeyLive(k.spec, now)) continue;
         live.add(h);
         const exp = k.spec.expiresAt ? Date.parse(k.spec.expiresAt) : NaN;
         // Re-check when a key this credential depends on expires.
@@ -421,7 +421,7 @@ export class Controllers {
     const k = this.inf.apiKeys.get(ns, name);
     if (!k || k.metadata.deletionTimestamp) return;
     const now = Date.now();
-    const live = isApiKeyLive(k, now);
+    const live = isApiKeyLive(k.spec, now);
     const exp = k.spec.expiresAt ? Date.parse(k.spec.expiresAt) : NaN;
     const liveCond: DesiredCondition = live
       ? { type: 'Live', status: 'True', reason: 'Live', message: Number.isNaN(exp) ? 'the key does not expire' : `the key expires at ${k.spec.expiresAt}` }

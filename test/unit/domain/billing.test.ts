@@ -2,6 +2,7 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import {
+  isApiKeyLive,
   budgetContributionMicros,
   budgetScopes,
   byokCharge,
@@ -161,5 +162,19 @@ describe('catalog', () => {
     expect(() => createCatalog([{ model: 'm', endpoints: [ep('a', 'openai'), ep('a', 'openai')] }])).toThrow(TypeError);
     expect(() => createCatalog([{ model: 'm', endpoints: [ep('a', 'nope' as never)] }])).toThrow(TypeError);
     expect(() => createCatalog([{ model: 'm', endpoints: [] }, { model: 'm', endpoints: [] }])).toThrow(TypeError);
+  });
+});
+
+describe('isApiKeyLive', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  test.each([
+    [{}, true],
+    [{ expiresAt: null }, true],
+    [{ disabled: true }, false],
+    [{ expiresAt: '2026-01-01T00:00:01Z' }, true],
+    [{ expiresAt: '2026-01-01T00:00:00Z' }, false],
+    [{ expiresAt: 'not a date' }, false],
+  ])('%j -> %s', (key, live) => {
+    expect(isApiKeyLive(key, now)).toBe(live);
   });
 });

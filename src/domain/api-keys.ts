@@ -1,0 +1,16 @@
+// Whether a gateway API key is live. One definition for the reconciler, the compiler and the REST API, so a
+// filter never resolves in one place and not in another.
+
+export interface ApiKeyState {
+  disabled?: boolean;
+  /** RFC 3339; absent or null = never expires. */
+  expiresAt?: string | null;
+}
+
+/** Live = not disabled and not expired. An expiry that cannot be parsed counts as expired: fail closed. */
+export function isApiKeyLive(key: ApiKeyState, nowMs: number): boolean {
+  if (key.disabled === true) return false;
+  if (key.expiresAt === undefined || key.expiresAt === null) return true;
+  const expires = Date.parse(key.expiresAt);
+  return !Number.isNaN(expires) && expires > nowMs;
+}
