@@ -12,7 +12,6 @@ import type {
   CompiledGuardrail,
   CompiledWorkspace,
 } from '../domain/model.ts';
-import type { GatewayAPIKey } from '../schema/generated/types.ts';
 import { compareStrings, creationTime, electDefaultWorkspace } from './elect.ts';
 import type { AccountSnapshot, SnapshotCredential } from './snapshot.ts';
 
