@@ -336,6 +336,20 @@ function parseJson(text: string): Parsed {
   }
 }
 
+/** The parsed document of a JSON-only provider, or undefined after recording why there is none. */
+function jsonDocument(text: string, looksJson: boolean, shapeRule: string, errors: PayloadIssue[]): unknown {
+  if (!looksJson) {
+    errors.push({ field: '', message: text === '' ? 'must not be empty' : shapeRule });
+    return undefined;
+  }
+  const parsed = parseJson(text);
+  if (!parsed.ok) {
+    errors.push(parsed.issue);
+    return undefined;
+  }
+  return parsed.value;
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -426,16 +440,8 @@ export function validatePayload(provider: ProviderSlug, raw: string): PayloadRes
 
 function azure(text: string, looksJson: boolean, errors: PayloadIssue[]): AzurePayload | null {
   const shapeRule = 'must be a JSON array of Azure resource configs and/or per-deployment configs';
-  if (!looksJson) {
-    errors.push({ field: '', message: text === '' ? 'must not be empty' : shapeRule });
-    return null;
-  }
-  const parsed = parseJson(text);
-  if (!parsed.ok) {
-    errors.push(parsed.issue);
-    return null;
-  }
-  const v = parsed.value;
+  const v = jsonDocument(text, looksJson, shapeRule, errors);
+  if (v === undefined) return null;
   if (!Array.isArray(v)) {
     errors.push({ field: '', message: shapeRule });
     return null;
@@ -536,16 +542,8 @@ const BUCKET_NAME = /^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$/;
 
 function vertex(text: string, looksJson: boolean, errors: PayloadIssue[]): VertexPayload | null {
   const shapeRule = 'must be a Google service-account key JSON document';
-  if (!looksJson) {
-    errors.push({ field: '', message: text === '' ? 'must not be empty' : shapeRule });
-    return null;
-  }
-  const parsed = parseJson(text);
-  if (!parsed.ok) {
-    errors.push(parsed.issue);
-    return null;
-  }
-  const v = parsed.value;
+  const v = jsonDocument(text, looksJson, shapeRule, errors);
+  if (v === undefined) return null;
   if (!isObject(v)) {
     errors.push({ field: '', message: shapeRule });
     return null;
