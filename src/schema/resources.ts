@@ -77,7 +77,7 @@ export const byokCredential: ResourceDefinition = {
   plural: 'byokcredentials',
   singular: 'byokcredential',
   shortNames: ['byok', 'byokcred'],
-  categories: ['byok'],
+  categories: ['byok-all'],
   description:
     'BYOKCredential registers an upstream-provider credential (bring your own key) for the account that owns this namespace. ' +
     'The key material stays in the referenced Secret; status shows only a masked label.',
@@ -157,7 +157,7 @@ export const workspace: ResourceDefinition = {
   plural: 'workspaces',
   singular: 'workspace',
   shortNames: ['byokws'],
-  categories: ['byok'],
+  categories: ['byok-all'],
   description: 'Workspace groups members, budgets and a default guardrail inside an account. One Workspace per namespace may be the default.',
   spec: obj('Desired state of the workspace.', {
     displayName: str('Human-readable name.', { maxLength: 256 }),
@@ -193,7 +193,7 @@ export const guardrail: ResourceDefinition = {
   plural: 'guardrails',
   singular: 'guardrail',
   shortNames: ['byokgr'],
-  categories: ['byok'],
+  categories: ['byok-all'],
   description: 'Guardrail sets a budget and a data policy for the API keys and members that use it.',
   spec: obj('Desired state of the guardrail.', {
     displayName: str('Human-readable name.', { maxLength: 256 }),
@@ -223,7 +223,7 @@ export const gatewayApiKey: ResourceDefinition = {
   plural: 'gatewayapikeys',
   singular: 'gatewayapikey',
   shortNames: ['gwkey'],
-  categories: ['byok'],
+  categories: ['byok-all'],
   description: 'GatewayAPIKey records the SHA-256 hash of a gateway API key (never the key). Live means not disabled and not expired.',
   spec: obj('Desired state of the API key record.', {
     hash: str('SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable.', {
@@ -254,7 +254,7 @@ export const account: ResourceDefinition = {
   plural: 'accounts',
   singular: 'account',
   shortNames: ['byokacct'],
-  categories: ['byok'],
+  categories: ['byok-all'],
   description: 'Account marks a namespace as one account of the gateway. Exactly one per namespace.',
   spec: obj('Desired state of the account.', {
     displayName: str('Human-readable name.', { maxLength: 256 }),

@@ -86,8 +86,13 @@ describe('other kinds', () => {
     expect(message).toContain(expected);
   });
 
-  test('every kind has a short name', async () => {
+  test('every kind has a short name, and the byok-all category lists every kind', async () => {
     const out = await kubectl('api-resources', '--api-group=byok.gateway.dev', '--no-headers');
     for (const short of ['byok', 'byokws', 'byokgr', 'gwkey', 'byokacct']) expect(out).toContain(short);
+    const ns = await createTestNamespace('category');
+    await crApi('accounts', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'a' }, spec: {} });
+    await crApi('workspaces', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'w' }, spec: {} });
+    const all = await kubectl('get', 'byok-all', '-n', ns, '-o', 'name');
+    expect(all.trim().split('\n').sort()).toEqual(['account.byok.gateway.dev/a', 'workspace.byok.gateway.dev/w']);
   });
 });
