@@ -23,7 +23,6 @@ export interface BYOKKey {
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY_API = 'byok-api';
-export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 /** The label computed by the API at write time, so reads show it before the operator reconciles. */
 export const LABEL_ANNOTATION = 'byok.gateway.dev/label';
 /** resourceVersion of the Secret that LABEL_ANNOTATION was computed from. */

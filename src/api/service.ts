@@ -9,8 +9,8 @@ import { KubeApiError } from '../kube/client.ts';
 import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
 import type { Backend } from './backend.ts';
 import { ApiError, badRequest, MESSAGES } from './errors.ts';
+import { CREDENTIAL_SECRET_LABEL } from '../kube/resources.ts';
 import {
-  CREDENTIAL_SECRET_LABEL,
   LABEL_ANNOTATION,
   LABEL_SECRET_VERSION_ANNOTATION,
   MANAGED_BY_API,

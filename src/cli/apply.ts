@@ -1,6 +1,6 @@
 // Server-Side Apply of arbitrary manifests (the dev command's sample data), with the project's field manager.
 import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import { FIELD_MANAGER } from '../controlplane/install-crds.ts';
+import { FIELD_MANAGER } from '../kube/apply.ts';
 
 export async function applyObjects(kubeConfig: KubeConfig, objects: KubernetesObject[]): Promise<void> {
   const client = KubernetesObjectApi.makeApiClient(kubeConfig);

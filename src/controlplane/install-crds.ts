@@ -1,8 +1,8 @@
 // Applies the generated CRDs and waits until the apiserver serves them (Established).
 import { ApiextensionsV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { FIELD_MANAGER } from '../kube/apply.ts';
 import { buildCrds } from '../schema/crd.ts';
 
-export const FIELD_MANAGER = 'byok-operator';
 
 export async function installCrds(kubeconfigPath: string, timeoutMs = 30_000): Promise<void> {
   const kc = new KubeConfig();

@@ -3,8 +3,9 @@
 // at creation and never stored, so reading the cluster never yields a usable key.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { MANAGEMENT_KEY_LABEL } from '../kube/resources.ts';
 
-export const MANAGEMENT_KEY_LABEL = 'byok.gateway.dev/management-key';
+export { MANAGEMENT_KEY_LABEL };
 export const MANAGEMENT_KEY_SELECTOR = `${MANAGEMENT_KEY_LABEL}=true`;
 /** Data key of the Secret holding the lowercase hex SHA-256 of the key. */
 export const MANAGEMENT_KEY_HASH_FIELD = 'sha256';
