@@ -3,8 +3,10 @@
 # on Node 24 LTS, as a non-root user; the chart runs it with a read-only root filesystem.
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
+# `npm install --no-save` installs the locked versions like `npm ci`, but tolerates a lock file written against
+# a registry mirror without other platforms' optional binaries (see scripts/bootstrap.mjs).
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm install --no-save --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
@@ -13,7 +15,7 @@ FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN npm install --no-save --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /src/dist ./dist
 # V8 heap sizing that does not depend on the node's RAM (see docs/operator.md, "Memory"): a 32 MiB young
 # generation instead of V8's default of up to 128 MiB on large hosts, and an old generation capped at 256 MiB,

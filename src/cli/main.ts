@@ -63,6 +63,7 @@ function waitForSignal(stop: () => Promise<void>): void {
 }
 
 async function main(argv: string[]): Promise<void> {
+  if (argv[0] === '--help' || argv[0] === '-h') argv = ['help'];
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
     args: rest,
