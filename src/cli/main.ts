@@ -10,6 +10,7 @@ import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
+import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
 import { runDev } from './dev.ts';
 import { explain } from './explain.ts';
 import { validatePath } from './validate.ts';
@@ -28,6 +29,8 @@ commands:
                       explain a routing decision from mounted routing config
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
+  bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
+                      rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
 common options:
   --kubeconfig <path>         kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
@@ -161,6 +164,19 @@ async function main(argv: string[]): Promise<void> {
       const { key, secretName } = await createManagementKey(loadKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
       process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
       process.stdout.write(`${key}\n`);
+      return;
+    }
+    case 'bundle-key': {
+      const action = positionals[0];
+      const request: BundleKeyAction =
+        action === 'stage' || action === 'rotate'
+          ? { action }
+          : action === 'activate' && positionals[1]
+            ? { action, keyId: positionals[1] }
+            : fail('usage: bundle-key stage | activate <key-id> | rotate');
+      const keyId = await bundleKeyCommand(loadKubeConfig(values.kubeconfig), routingNamespace, request);
+      process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
+      process.stdout.write(`${keyId}\n`);
       return;
     }
     case 'version':

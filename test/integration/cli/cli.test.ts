@@ -1,0 +1,51 @@
+// The CLI's key commands, run as a user would (a child process with --kubeconfig) against the real apiserver.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, test } from '@jest/globals';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+
+const run = promisify(execFile);
+const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
+const cli = async (...args: string[]) => (await run(process.execPath, [main, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' })).stdout.trim();
+
+describe('byok-operator CLI', () => {
+  let ns: string;
+  const core = () => testKubeConfig().makeApiClient(CoreV1Api);
+  beforeAll(async () => {
+    ns = await createTestNamespace('cli');
+  });
+
+  test('management-key create prints the key once and stores only its SHA-256', async () => {
+    const key = await cli('management-key', 'create', '--namespace', ns, '--name', 'ops-key');
+    expect(key).toMatch(/^sk-byok-mgmt-v1-[0-9a-f]{64}$/);
+    const secret = await core().readNamespacedSecret({ name: 'ops-key', namespace: ns });
+    expect(secret.metadata?.labels?.['byok.gateway.dev/management-key']).toBe('true');
+    const stored = Object.values(secret.data ?? {}).map((v) => Buffer.from(v, 'base64').toString('utf8'));
+    expect(stored).toEqual([createHash('sha256').update(key).digest('hex')]);
+    expect(JSON.stringify(secret)).not.toContain(key);
+  });
+
+  test('bundle-key stage then activate switches the active key and keeps the old one', async () => {
+    const read = async () => {
+      const data = (await core().readNamespacedSecret({ name: 'byok-bundle-key', namespace: ns })).data ?? {};
+      return { active: Buffer.from(data.active ?? '', 'base64').toString('utf8'), ids: Object.keys(data).filter((k) => k !== 'active').sort() };
+    };
+    const staged = await cli('bundle-key', 'stage', '--routing-namespace', ns);
+    const afterStage = await read();
+    expect(afterStage.ids).toContain(staged);
+    expect(afterStage.ids).toHaveLength(2);
+    expect(afterStage.active).not.toBe(staged);
+
+    expect(await cli('bundle-key', 'activate', staged, '--routing-namespace', ns)).toBe(staged);
+    const afterActivate = await read();
+    expect(afterActivate.active).toBe(staged);
+    expect(afterActivate.ids).toEqual(afterStage.ids);
+
+    const rotated = await cli('bundle-key', 'rotate', '--routing-namespace', ns);
+    expect((await read()).active).toBe(rotated);
+    await expect(cli('bundle-key', 'activate', 'no-such-key', '--routing-namespace', ns)).rejects.toThrow(/no-such-key/);
+  });
+});
