@@ -19,7 +19,7 @@ export async function ensureBundleKey(store: RoutingStore, namespace: string, na
     metadata: { name, namespace, labels: { [ROUTING_LABEL]: 'bundle-key' } },
     type: 'Opaque',
     data: { [ACTIVE_KEY_ENTRY]: Buffer.from(kid).toString('base64'), [kid]: newDataKey().toString('base64') },
-  } as never);
+  });
   // Re-read: if another replica won the create race, its key is the one to use.
   const data = await store.readSecret(name);
   if (!data) throw new BundleError('bad-keyring', `bundle key Secret ${name} vanished after create`);

@@ -22,7 +22,7 @@ export interface RoutingStore {
   /** Secret data (base64 values) or undefined when absent. */
   readSecret(name: string): Promise<Record<string, string> | undefined>;
   /** Creates a Secret unless it exists (create, not apply: two replicas racing keep the first key). */
-  createSecret(obj: KubernetesObject & { data: Record<string, string> }): Promise<'created' | 'exists'>;
+  createSecret(obj: KubernetesObject & { type?: string; data: Record<string, string> }): Promise<'created' | 'exists'>;
   /** Replaces a Secret's data with optimistic concurrency (rotation). */
   updateSecretData(name: string, data: Record<string, string>, resourceVersion: string): Promise<void>;
   readSecretWithVersion(name: string): Promise<{ data: Record<string, string>; resourceVersion: string } | undefined>;
