@@ -1,0 +1,56 @@
+// The dependency rules of ARCHITECTURE.md, checked on the import statements of src/: a pure domain core and
+// compiler, an operator and an API server that never import each other, and a CLI nothing imports.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, test } from '@jest/globals';
+
+const src = resolve(import.meta.dirname, '..', '..', '..', 'src');
+
+interface Import {
+  from: string;
+  /** Repo-relative folder under src/ (e.g. "domain") or the package name. */
+  target: string;
+  typeOnly: boolean;
+}
+
+function importsOf(folder: string): Import[] {
+  const out: Import[] = [];
+  const dir = join(src, folder);
+  for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
+    const text = readFileSync(join(dir, file), 'utf8');
+    for (const m of text.matchAll(/^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+      const spec = m[3] ?? m[4] ?? '';
+      const target = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)).split('/')[0] ?? '' : spec;
+      out.push({ from: `${folder}/${file}`, target, typeOnly: Boolean(m[2]) });
+    }
+  }
+  return out;
+}
+
+const runtime = (imports: Import[]) => imports.filter((i) => !i.typeOnly);
+const targets = (imports: Import[]) => [...new Set(imports.map((i) => i.target))].sort();
+
+describe('dependency rules', () => {
+  test('the domain core imports only itself and pure libraries (no I/O, no Kubernetes, no HTTP)', () => {
+    expect(targets(runtime(importsOf('domain'))).filter((t) => !['domain', 'uuid', 'ajv', 'ajv-formats'].includes(t))).toEqual([]);
+  });
+
+  test('the compiler is pure: domain, schema types and node hashing/compression only', () => {
+    expect(targets(runtime(importsOf('compiler'))).filter((t) => !['compiler', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+  });
+
+  test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
+    const heavy = targets(importsOf('sdk')).filter((t) => t.startsWith('@kubernetes') || ['fastify', 'kube', 'operator', 'api', 'node:http', 'node:https'].includes(t));
+    expect(heavy).toEqual([]);
+  });
+
+  test('the operator and the API server never import each other', () => {
+    expect(importsOf('operator').filter((i) => i.target === 'api')).toEqual([]);
+    expect(importsOf('api').filter((i) => i.target === 'operator')).toEqual([]);
+  });
+
+  test('nothing imports the CLI', () => {
+    const folders = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'cli').map((d) => d.name);
+    expect(folders.flatMap(importsOf).filter((i) => i.target === 'cli')).toEqual([]);
+  });
+});
