@@ -5,9 +5,9 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
 import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
+import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
@@ -96,7 +96,7 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
-  const logger = pino({ level: values['log-level'], redact: { paths: ['key', '*.key', 'payload', '*.payload', 'authorization', '*.authorization', 'req.headers.authorization'], censor: '[redacted]' } });
+  const logger = createLogger({ level: values['log-level'] });
   const port = (value: string | undefined, fallback: number) => {
     const n = value === undefined ? fallback : Number(value);
     if (!Number.isInteger(n) || n < 0 || n > 65535) fail(`invalid port ${value}`);
@@ -141,7 +141,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'dev':
-      await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: pino({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
+      await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
     case 'validate': {
       const path = positionals[0] ?? fail('validate needs a file or folder');

@@ -3,8 +3,8 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 export const REDACT_PATHS = [
-  'data', 'stringData', 'payload', 'secret', 'apiKey', 'token', 'password', 'authorization',
-  '*.data', '*.stringData', '*.payload', '*.secret', '*.apiKey', '*.token', '*.password', '*.authorization',
+  'data', 'stringData', 'payload', 'secret', 'apiKey', 'key', 'token', 'password', 'authorization',
+  '*.data', '*.stringData', '*.payload', '*.secret', '*.apiKey', '*.key', '*.token', '*.password', '*.authorization',
   'req.headers.authorization', 'req.headers.cookie', '*.headers.authorization',
 ];
 
