@@ -1,21 +1,17 @@
 // BYOKCredential (CRD, camelCase) → BYOKKey (REST, snake_case). Pure functions, unit-tested.
 import { publicId } from '../domain/ids.ts';
+import type { CredentialSettings } from '../domain/filters.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
 
-export interface BYOKKey {
+/** Spec 2.1's credential on the wire; the routing settings are the domain's, under the same REST names. */
+export interface BYOKKey extends CredentialSettings {
   id: string;
   provider: ProviderSlug;
   workspace_id: string | null;
   label: string;
   name: string | null;
   disabled: boolean;
-  is_fallback: boolean;
-  is_required: boolean;
-  is_byok_only: boolean;
-  allowed_models: string[] | null;
-  allowed_api_key_hashes: string[] | null;
-  allowed_user_ids: string[] | null;
   sort_order: number;
   created_at: string;
   declared_zdr: boolean | null;
