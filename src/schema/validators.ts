@@ -19,13 +19,19 @@ export interface ManifestVerdict {
 }
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false });
-ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
-addFormats(ajv);
 
-const compiled = new Map<string, { resource: ResourceDefinition; validate: ValidateFunction }>(
-  RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile({ ...r.spec, additionalProperties: false }) }]),
-);
+type Compiled = Map<string, { resource: ResourceDefinition; validate: ValidateFunction }>;
+let compiledByKind: Compiled | undefined;
+
+// Compiled on first use: the CLI imports this module for `validate`, and `operator`/`api` should not pay for it.
+function compiled(): Compiled {
+  if (compiledByKind) return compiledByKind;
+  const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false });
+  ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
+  addFormats(ajv);
+  compiledByKind = new Map(RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile({ ...r.spec, additionalProperties: false }) }]));
+  return compiledByKind;
+}
 
 function ajvProblem(error: ErrorObject): ManifestProblem {
   const path = `spec${error.instancePath.replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.')}`;
@@ -63,7 +69,7 @@ export function validateManifest(manifest: unknown): ManifestVerdict | null {
   const { apiVersion, kind, metadata, spec } = manifest as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown }; spec?: unknown };
   if (typeof apiVersion !== 'string' || !apiVersion.startsWith('byok.gateway.dev/')) return null;
   const name = typeof metadata?.name === 'string' ? metadata.name : '<unnamed>';
-  const entry = typeof kind === 'string' ? compiled.get(kind) : undefined;
+  const entry = typeof kind === 'string' ? compiled().get(kind) : undefined;
   if (apiVersion !== API_VERSION || !entry) {
     return { kind: String(kind), name, problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}` }] };
   }
