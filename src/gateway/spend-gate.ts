@@ -1,0 +1,49 @@
+// The contract between the gateway's request path (src/gateway) and spend accounting (src/ledger). The gateway
+// asks before a request whether its budgets admit it, and reports every finished request; the ledger answers
+// from month-to-date and per-window totals it keeps (embedded or Redis). Plain data only, so either side can be
+// tested without the other.
+import type { RequestIdentity } from '../domain/account.ts';
+import type { CompiledAccount } from '../domain/model.ts';
+import type { BudgetCheck } from '../domain/budgets.ts';
+import type { Micros } from '../domain/money.ts';
+
+export interface SpendRequestContext {
+  account: CompiledAccount;
+  /** API key hash, workspace id and requesting member (the key's owner), as the planner saw them. */
+  who: RequestIdentity;
+  at: Date;
+}
+
+export type AdmitDecision =
+  | { allowed: true }
+  /** The first budget whose counted total has reached its limit; the request must not reach an upstream. */
+  | { allowed: false; blockedBy: BudgetCheck };
+
+export interface FinishedRequest extends SpendRequestContext {
+  generationId: string;
+  model: string;
+  /** The endpoint that served the request (catalog endpoint id) and its provider. */
+  endpointId: string;
+  provider: string;
+  /** BYOK credential id that served it, or null for shared capacity. */
+  byokCredentialId: string | null;
+  promptTokens: number;
+  completionTokens: number;
+  /** List cost of this request on the serving endpoint (catalog pricing). */
+  listCostMicros: Micros;
+}
+
+export interface RecordedSpend {
+  /** BYOK fee charged against the account (0 for shared capacity and inside the free allowance). */
+  feeMicros: Micros;
+  /** What the gateway charged for a shared-capacity request (its list cost); 0 for BYOK. */
+  chargedMicros: Micros;
+  /** Part of a BYOK request's list cost covered by the free allowance. */
+  freeListCostMicros: Micros;
+}
+
+export interface SpendGate {
+  admit(ctx: SpendRequestContext): Promise<AdmitDecision>;
+  record(req: FinishedRequest): Promise<RecordedSpend>;
+  close(): Promise<void>;
+}
