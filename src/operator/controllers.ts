@@ -11,7 +11,8 @@ import { placementOrderKey } from '../compiler/format.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
 import type { Applier } from '../kube/apply.ts';
 import type { EventRecorder } from '../kube/events.ts';
-import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, secretPayloadBytes, type ResourceInformers } from '../kube/resources.ts';
+import { bytesIssue } from '../domain/text.ts';
 import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { VerdictStore } from './state.ts';
@@ -314,7 +315,9 @@ export class Controllers {
     } else {
       this.missingSecretAttempts.delete(key);
       conds.push({ type: 'SecretResolved', status: 'True', reason: 'Resolved', message: `Secret "${spec.secretRef.name}" key "${secretKey}"` });
-      const result = validatePayload(spec.provider, raw);
+      // Invalid UTF-8 would be decoded to U+FFFD silently: the key used would differ from the one stored.
+      const badBytes = bytesIssue(secretPayloadBytes(secret, secretKey) ?? new Uint8Array());
+      const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, raw);
       if (result.ok) {
         payloadOk = true;
         label = maskLabel(spec.provider, raw);
