@@ -88,14 +88,14 @@ function structuralCheck(validate: ValidateFunction, body: unknown): void {
 }
 
 export function checkCreateBody(body: unknown): CreateBody {
-  structuralCheck(validators.create, body);
   textCheck(body);
+  structuralCheck(validators.create, body);
   return body as CreateBody;
 }
 
 export function checkUpdateBody(body: unknown): UpdateBody {
-  structuralCheck(validators.update, body);
   textCheck(body);
+  structuralCheck(validators.update, body);
   return body as UpdateBody;
 }
 
@@ -108,8 +108,12 @@ function* strings(value: unknown, path: string): Generator<[string, string]> {
   else if (typeof value === 'object' && value !== null) for (const [k, v] of Object.entries(value)) yield* strings(v, path === '' ? k : `${path}.${k}`);
 }
 
-/** A 400 naming the first free-text field with a control character, separator, noncharacter or lone surrogate. */
+/**
+ * A 400 naming the first free-text field with a control character, separator, noncharacter or lone surrogate.
+ * Runs before the schema check, whose pattern message would quote the pattern rather than say what is wrong.
+ */
 function textCheck(body: unknown): void {
+  if (typeof body !== 'object' || body === null) return;
   for (const [field, value] of strings(body, '')) {
     // Only a JSON key payload may span lines (a pretty-printed service-account document).
     const issue = textIssue(value, { multiline: field === 'key' });
