@@ -9,7 +9,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { createTestNamespace, crApi, customObjects, kubectl, rejection, testKubeConfig } from '../../support/kube.ts';
-import { seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
+import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
 import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { eventTexts, HOSTILE, jsonWithBytes, kubectlCreateRaw, kubectlYamlWorks, readRouting, routedCredentials, type HostileValue } from './helpers.ts';
 
@@ -37,7 +37,7 @@ describe('hostile text at both doors', () => {
     await until('victim routed', async () => (await routedCredentials(kc, routing, victim)).includes('keep'));
     const base = await h.call('POST', '/byok', { key: hostile.managementKey, body: { provider: 'openai', key: CANARY, name: 'base' } });
     expect(base.status).toBe(201);
-    baseId = (base.body?.data as { id: string }).id;
+    baseId = one(base).id;
   });
   afterAll(async () => {
     await h?.close();
