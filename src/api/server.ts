@@ -14,6 +14,7 @@ import { kubeBackend, type Backend } from './backend.ts';
 import { ApiError, errorBody, MESSAGES } from './errors.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { ByokService } from './service.ts';
+import { invalidUtf8Error } from './validate.ts';
 import { ApiState, type CredentialEntry } from './state.ts';
 
 export const API_PREFIX = '/api/v1';
@@ -103,7 +104,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    const utf8 = invalidUtf8Error(typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
+    if (utf8) {
+      done(utf8, undefined);
+      return;
+    }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') {
       done(new ApiError(400, MESSAGES.emptyBody), undefined);

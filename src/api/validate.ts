@@ -6,6 +6,7 @@ import addFormatsModule from 'ajv-formats';
 import { describePayloadIssues, type Violation } from '../domain/errors.ts';
 import { validatePayload } from '../domain/payloads.ts';
 import { isProviderSlug, type ProviderSlug } from '../domain/providers.ts';
+import { bytesIssue, textIssue } from '../domain/text.ts';
 import { ApiError, badRequest } from './errors.ts';
 import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './openapi.ts';
 
@@ -87,13 +88,57 @@ function structuralCheck(validate: ValidateFunction, body: unknown): void {
 }
 
 export function checkCreateBody(body: unknown): CreateBody {
+  textCheck(body);
   structuralCheck(validators.create, body);
   return body as CreateBody;
 }
 
 export function checkUpdateBody(body: unknown): UpdateBody {
+  textCheck(body);
   structuralCheck(validators.update, body);
   return body as UpdateBody;
+}
+
+// ---- text hygiene (the same rules as the Git door; see docs/api.md "Text rules") ----
+
+/** Every string in the body with its wire path (`allowed_models[3]`), depth first. */
+function* strings(value: unknown, path: string): Generator<[string, string]> {
+  if (typeof value === 'string') yield [path, value];
+  else if (Array.isArray(value)) for (let i = 0; i < value.length; i++) yield* strings(value[i], `${path}[${i}]`);
+  else if (typeof value === 'object' && value !== null) for (const [k, v] of Object.entries(value)) yield* strings(v, path === '' ? k : `${path}.${k}`);
+}
+
+/**
+ * A 400 naming the first free-text field with a control character, separator, noncharacter or lone surrogate.
+ * Runs before the schema check, whose pattern message would quote the pattern rather than say what is wrong.
+ */
+function textCheck(body: unknown): void {
+  if (typeof body !== 'object' || body === null) return;
+  for (const [field, value] of strings(body, '')) {
+    // Only a JSON key payload may span lines (a pretty-printed service-account document).
+    const issue = textIssue(value, { multiline: field === 'key' });
+    if (issue) throw badRequest(`${field} ${issue.message}`, { field, code: issue.code });
+  }
+}
+
+/**
+ * The raw request body must be valid UTF-8: decoding would otherwise replace bad bytes with U+FFFD and store a
+ * value other than the one sent. Returns the error (naming the field when the body still parses) or null.
+ */
+export function invalidUtf8Error(bytes: Uint8Array): ApiError | null {
+  if (!bytesIssue(bytes)) return null;
+  let field: string | null = null;
+  try {
+    for (const [path, value] of strings(JSON.parse(Buffer.from(bytes).toString('utf8')) as unknown, '')) {
+      if (value.includes('\ufffd')) {
+        field = path;
+        break;
+      }
+    }
+  } catch {
+    // Not JSON either: the body as a whole is named.
+  }
+  return badRequest(`${field ?? 'The request body'} is not valid UTF-8`, { field, code: 'invalid_utf8' });
 }
 
 /** The provider payload per spec 2.4; a 400 names the offending part of `key` without quoting it. */

@@ -1,6 +1,6 @@
 // Applies the generated CRDs and waits until the apiserver serves them (Established).
-import { ApiextensionsV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { FIELD_MANAGER } from '../kube/apply.ts';
+import { ApiextensionsV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { createApplier } from '../kube/apply.ts';
 import { buildCrds } from '../schema/crd.ts';
 
 
@@ -9,12 +9,10 @@ export async function installCrds(kubeconfigPath: string, timeoutMs = 30_000): P
   kc.loadFromFile(kubeconfigPath);
   const api = kc.makeApiClient(ApiextensionsV1Api);
   const crds = buildCrds();
-  for (const crd of crds) {
-    await api.patchCustomResourceDefinition(
-      { name: crd.metadata!.name!, body: crd as V1CustomResourceDefinition, fieldManager: FIELD_MANAGER, force: true },
-      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-    );
-  }
+  // Our applier, not client-node's patch: the text patterns hold U+2028 and noncharacters, which an apply body
+  // must escape (src/kube/client.ts serializeBody).
+  const applier = createApplier(kc);
+  for (const crd of crds) await applier.apply(crd as KubernetesObject);
   const deadline = Date.now() + timeoutMs;
   for (const crd of crds) {
     for (;;) {

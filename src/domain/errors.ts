@@ -15,6 +15,7 @@ export const VIOLATIONS = {
   malformed_api_key_hash: 'must be exactly 64 lowercase hexadecimal characters (the SHA-256 hash of a gateway API key)',
   unknown_api_key_hash: 'does not match a live API key of this account',
   invalid_entry: 'must be a non-empty string without leading or trailing whitespace',
+  invalid_text: 'must not contain control characters, Unicode line separators, noncharacters, unpaired surrogates or U+FFFD',
   malformed_model_slug: 'must be a model slug of the form <vendor>/<model>',
   invalid_type: 'has the wrong type',
   byok_only_with_fallback: 'is_byok_only=true cannot be combined with is_fallback=true',

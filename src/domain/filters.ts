@@ -1,6 +1,7 @@
 // Credential flags and filters (spec 2.2), shared by the REST API (create/update) and the reconciler (whole spec).
 // This layer speaks the REST wire names (snake_case); `patchFromSpec`/`specFromSettings` map the CRD's camelCase.
 import { violation, type Violation } from './errors.ts';
+import { textIssue } from './text.ts';
 
 export type { Violation, ViolationCode } from './errors.ts';
 export { VIOLATIONS } from './errors.ts';
@@ -65,6 +66,8 @@ export function validateFilterShape(field: FilterField, value: unknown): Violati
     const at = `${field}[${i}]`;
     if (field === 'allowed_api_key_hashes') {
       if (typeof entry !== 'string' || !HASH.test(entry)) out.push(violation(at, 'malformed_api_key_hash'));
+    } else if (typeof entry === 'string' && textIssue(entry) !== null) {
+      out.push(violation(at, 'invalid_text'));
     } else if (typeof entry !== 'string' || entry === '' || entry.trim() !== entry) {
       out.push(violation(at, 'invalid_entry'));
     } else if (field === 'allowed_models' && !MODEL_SLUG.test(entry)) {

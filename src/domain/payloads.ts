@@ -5,6 +5,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { PayloadIssue } from './errors.ts';
 import type { ProviderSlug } from './providers.ts';
+import { textIssue } from './text.ts';
 
 export type { PayloadIssue } from './errors.ts';
 
@@ -354,17 +355,15 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
 function plainKey(text: string, errors: PayloadIssue[]): string | null {
   if (text === '') {
     errors.push({ field: '', message: 'must not be empty' });
     return null;
   }
   // A key travels in an HTTP header, which cannot carry control characters (a pasted line break, two keys pasted).
-  if (CONTROL.test(text)) {
-    errors.push({ field: '', message: 'must be a single line without control characters' });
+  const bad = textIssue(text);
+  if (bad) {
+    errors.push({ field: '', message: `must be a single line without control characters; it ${bad.message}` });
     return null;
   }
   return text;
@@ -380,6 +379,10 @@ export function validatePayload(provider: ProviderSlug, raw: string): PayloadRes
   if (raw.length > MAX_PAYLOAD_LENGTH) {
     return { ok: false, errors: [{ field: '', message: `is too long (at most ${MAX_PAYLOAD_LENGTH} characters)` }] };
   }
+  // Text hygiene first (both doors): a JSON document may span lines, nothing may carry other controls, separators,
+  // noncharacters, lone surrogates or U+FFFD (what invalid UTF-8 decodes to).
+  const bad = textIssue(raw, { multiline: true });
+  if (bad) return { ok: false, errors: [{ field: '', message: bad.message }] };
   const text = raw.trim();
   const shape = payloadShapeFor(provider);
   const looksJson = text.startsWith('{') || text.startsWith('[');

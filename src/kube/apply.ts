@@ -13,6 +13,8 @@ export interface ApplyOptions {
   subresource?: 'status';
   /** Take ownership of fields another manager owns (default true: we only apply fields that are ours). */
   force?: boolean;
+  /** Server-side dry run: the apiserver validates and admits the object but stores nothing. */
+  dryRun?: boolean;
   signal?: AbortSignal;
 }
 
@@ -56,12 +58,12 @@ export function createApplier(kubeConfig: KubeConfig, options: ApplierOptions = 
       const path = objectPath(apiVersion, kind, obj.metadata?.namespace, name, opts.subresource);
       guard(`${kind} ${obj.metadata?.namespace ?? ''}/${name}`);
       const out = await client.request<T>('PATCH', path, {
-        query: { fieldManager, force: opts.force ?? true },
+        query: { fieldManager, force: opts.force ?? true, ...(opts.dryRun ? { dryRun: 'All' } : {}) },
         body: obj,
         contentType: APPLY_CONTENT_TYPE,
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
-      options.onWritten?.(out);
+      if (!opts.dryRun) options.onWritten?.(out);
       return out;
     },
     applyStatus<T extends KubernetesObject>(kind: string, namespace: string, name: string, status: object): Promise<T> {

@@ -6,6 +6,7 @@ import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } fro
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
+import { yamlSafeJson } from '../domain/text.ts';
 
 /** Explicit path, then $KUBECONFIG, then in-cluster service account, then ~/.kube/config. */
 export function loadKubeConfig(path?: string): KubeConfig {
@@ -66,6 +67,15 @@ export interface RequestOpts {
   timeoutMs?: number;
 }
 
+/**
+ * The apiserver decodes apply-patch bodies as YAML, which refuses C1 controls, DEL and U+2028/2029 even inside
+ * quoted strings; JSON.stringify leaves them raw. Any tenant text in such a body (a display name, a compiled
+ * shard) would then make the whole write fail, so these bodies are always escaped.
+ */
+export function serializeBody(body: unknown, contentType: string | undefined): string {
+  return contentType !== undefined && /yaml/i.test(contentType) ? yamlSafeJson(body) : JSON.stringify(body);
+}
+
 // Credentials from exec plugins and projected service-account tokens rotate, so TLS/auth options are
 // refreshed periodically rather than computed once.
 const AUTH_REFRESH_MS = 60_000;
@@ -103,7 +113,7 @@ export class KubeClient {
   private async open(method: string, path: string, opts: RequestOpts): Promise<IncomingMessage> {
     const auth = await this.authOptions();
     const url = this.url(path, opts.query);
-    const payload = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    const payload = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : serializeBody(opts.body, opts.contentType);
     const headers: Record<string, string> = { Accept: 'application/json', ...(auth.headers as Record<string, string> | undefined) };
     if (payload !== undefined) {
       headers['Content-Type'] = opts.contentType ?? 'application/json';

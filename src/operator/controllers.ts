@@ -8,10 +8,12 @@ import { publicId, type IdentifiedKind } from '../domain/ids.ts';
 import { isApiKeyLive, validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
 import { creationTime, electAccount, electDefaultWorkspace, olderFirst } from '../compiler/elect.ts';
 import { placementOrderKey } from '../compiler/format.ts';
-import { isNotFound, type KubeClient } from '../kube/client.ts';
+import { isNotFound, KubeApiError, type KubeClient } from '../kube/client.ts';
+import type { Quarantine } from './compile/pipeline.ts';
 import type { Applier } from '../kube/apply.ts';
 import type { EventRecorder } from '../kube/events.ts';
-import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, secretPayloadBytes, type ResourceInformers } from '../kube/resources.ts';
+import { bytesIssue } from '../domain/text.ts';
 import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { VerdictStore } from './state.ts';
@@ -30,6 +32,12 @@ export interface ControllerContext {
   missingSecretMaxDelayMs?: number;
   concurrency?: { credentials?: number; others?: number };
 }
+
+/** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */
+export const STATUS_WRITE_FAILURES_BEFORE_EVENT = 3;
+const STATUS_WRITE_EVENT_INTERVAL_MS = 10 * 60_000;
+/** Credentials that carry a quarantine Event when the namespace has no Account object. */
+const QUARANTINE_EVENT_FANOUT = 20;
 
 // Timers beyond ~24.8 days overflow; far-away expiries are simply re-checked hourly.
 const MAX_REQUEUE_MS = 3_600_000;
@@ -76,6 +84,8 @@ export class Controllers {
   private readonly ctx: ControllerContext;
   private readonly inf: ResourceInformers;
   private readonly missingSecretAttempts = new Map<string, number>();
+  private readonly quarantines = new Map<string, Quarantine>();
+  private readonly statusWriteFailures = new Map<string, { count: number; eventAt: number }>();
 
   constructor(ctx: ControllerContext) {
     this.ctx = ctx;
@@ -242,12 +252,44 @@ export class Controllers {
 
   private async writeStatus<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
     if (sameStatus(obj.status, status)) return;
+    const key = `${kind}/${keyOf(obj)}`;
     try {
       const written = await this.ctx.applier.applyStatus<T>(kind, nsOf(obj), obj.metadata?.name ?? '', status);
+      this.statusWriteFailures.delete(key);
       informer.observe(written);
     } catch (err) {
       if (isNotFound(err)) return; // deleted meanwhile; the delete event cleans up
+      this.statusWriteFailed(key, obj, err);
       throw err;
+    }
+  }
+
+  /** A status write that keeps failing is visible to the object's owner, not only in the operator's log. */
+  private statusWriteFailed(key: string, obj: KubernetesObject, err: unknown): void {
+    const f = this.statusWriteFailures.get(key) ?? { count: 0, eventAt: -Infinity };
+    f.count++;
+    this.statusWriteFailures.set(key, f);
+    const now = Date.now();
+    if (f.count < STATUS_WRITE_FAILURES_BEFORE_EVENT || now - f.eventAt < STATUS_WRITE_EVENT_INTERVAL_MS) return;
+    f.eventAt = now;
+    // Status code and reason only: the apiserver's message can quote the refused value.
+    const why = err instanceof KubeApiError ? `${err.status} ${err.reason ?? ''}`.trim() : err instanceof Error ? err.name : 'unknown error';
+    this.warn(obj, 'StatusWriteFailed', `the operator could not write this object's status ${f.count} times in a row (${why}); retrying with backoff`);
+  }
+
+  /** Called by the compile pipeline when an account is quarantined (q) or released (undefined). */
+  setQuarantine(ns: string, q: Quarantine | undefined): void {
+    if (q) this.quarantines.set(ns, q);
+    else if (!this.quarantines.delete(ns)) return;
+    const accounts = this.inf.accounts.list(ns);
+    for (const a of accounts) this.queues.accounts.add(keyOf(a));
+    // The Account object is where the owner looks; a namespace without one gets the Event on its credentials.
+    const { winner } = electAccount(accounts);
+    const targets: KubernetesObject[] = winner ? [winner] : this.inf.credentials.list(ns).slice(0, QUARANTINE_EVENT_FANOUT);
+    for (const t of targets) {
+      // An Account gets its Warning from reconcileAccount (Ready=False, reason Quarantined), with the condition.
+      if (q && !winner) this.warn(t, 'Quarantined', q.message);
+      else if (!q) void this.ctx.events.record(t, 'Normal', 'QuarantineLifted', "the account's routing is written again");
     }
   }
 
@@ -314,7 +356,9 @@ export class Controllers {
     } else {
       this.missingSecretAttempts.delete(key);
       conds.push({ type: 'SecretResolved', status: 'True', reason: 'Resolved', message: `Secret "${spec.secretRef.name}" key "${secretKey}"` });
-      const result = validatePayload(spec.provider, raw);
+      // Invalid UTF-8 would be decoded to U+FFFD silently: the key used would differ from the one stored.
+      const badBytes = bytesIssue(secretPayloadBytes(secret, secretKey) ?? new Uint8Array());
+      const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, raw);
       if (result.ok) {
         payloadOk = true;
         label = maskLabel(spec.provider, raw);
@@ -453,11 +497,17 @@ export class Controllers {
     const a = this.inf.accounts.get(ns, name);
     if (!a || a.metadata.deletionTimestamp) return;
     const { winner } = electAccount(this.inf.accounts.list(ns));
-    const ready: DesiredCondition =
-      winner && winner.metadata.name !== name
-        ? { type: 'Ready', status: 'False', reason: 'Conflicting', message: `Account "${winner.metadata.name}" already defines this namespace's account (exactly one per namespace; oldest wins)` }
+    const conflicting = winner && winner.metadata.name !== name;
+    const q = conflicting ? undefined : this.quarantines.get(ns);
+    // Compiled is shown only while quarantined: otherwise the compile pipeline, not this reconcile, knows when
+    // the routing is written (see docs/operator.md "Quarantine").
+    const compiled: DesiredCondition[] = q ? [{ type: 'Compiled', status: 'False', reason: 'Quarantined', message: q.message }] : [];
+    const ready: DesiredCondition = conflicting
+      ? { type: 'Ready', status: 'False', reason: 'Conflicting', message: `Account "${winner.metadata.name}" already defines this namespace's account (exactly one per namespace; oldest wins)` }
+      : q
+        ? readyFrom(compiled, 'the account is valid')
         : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the account is valid' };
-    const status = { ...this.baseStatus('Account', a), conditions: buildConditions(a.status?.conditions as Condition[] | undefined, [ready], a.metadata.generation) };
+    const status = { ...this.baseStatus('Account', a), conditions: buildConditions(a.status?.conditions as Condition[] | undefined, [ready, ...compiled], a.metadata.generation) };
     await this.writeStatus('Account', a, status, this.inf.accounts);
     if (ready.status !== 'True') this.warn(a, ready.reason, ready.message);
   }

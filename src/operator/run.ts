@@ -10,7 +10,7 @@ import { kubeClient } from '../kube/client.ts';
 import { createApplier } from '../kube/apply.ts';
 import { createEventRecorder } from '../kube/events.ts';
 import { createResourceInformers, startAll, stopAll, type ResourceInformers } from '../kube/resources.ts';
-import { createCompilePipeline, type CompilePipeline } from './compile/pipeline.ts';
+import { createCompilePipeline, type CompilePipeline, type CompilePipelineOptions } from './compile/pipeline.ts';
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
@@ -51,7 +51,7 @@ export interface OperatorOptions {
   missingSecretMaxDelayMs?: number;
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
-  compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string };
+  compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
 }
 
 export interface RunningOperator {
@@ -90,6 +90,8 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   });
   const verdicts = new VerdictStore();
   const source = createAccountStateSource(informers, verdicts);
+  // The pipeline reports quarantines to the controllers, which are created after it.
+  let controllersRef: Controllers | undefined;
   const pipeline =
     opts.compile?.enabled === false
       ? undefined
@@ -102,6 +104,8 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           applier,
           ...(opts.compile?.coalesceMs !== undefined ? { coalesceMs: opts.compile.coalesceMs } : {}),
           ...(opts.compile?.bundleKeySecretName ? { bundleKeySecretName: opts.compile.bundleKeySecretName } : {}),
+          ...(opts.compile?.shardOptions ? { shardOptions: opts.compile.shardOptions } : {}),
+          onQuarantine: (ns, q) => controllersRef?.setQuarantine(ns, q),
         });
 
   const controllers = new Controllers({
@@ -118,6 +122,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     ...(opts.missingSecretMaxDelayMs !== undefined ? { missingSecretMaxDelayMs: opts.missingSecretMaxDelayMs } : {}),
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
+  controllersRef = controllers;
 
   const health = await startHealthServer({
     port: opts.httpPort ?? 8080,

@@ -31,6 +31,14 @@ const HASH_PATTERN = '^[0-9a-f]{64}$';
 const MAX_FILTER_ENTRIES = 100;
 const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+/**
+ * Free text (names, ids, filter entries): no C0/C1 controls, DEL, U+2028/2029, U+FFFD (left by invalid UTF-8) or
+ * the BMP noncharacters U+FFFE/U+FFFF. Written so that both Go RE2 (the apiserver) and JS (ajv) read it the same:
+ * \xNN escapes for the ranges, the other characters literally. The same rule as textIssue in src/domain/text.ts.
+ */
+const SAFE_TEXT = '^[^\\x00-\\x1F\\x7F-\\x9F\u2028\u2029\uFFFD\uFFFE\uFFFF]*$';
+const text = (description: string, extra: Partial<SchemaNode> = {}) =>
+  str(`${description} No control characters, Unicode line separators or noncharacters.`, { pattern: SAFE_TEXT, ...extra });
 const objectName = (description: string) => str(description, { minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
 const usd = (description: string) => num(`${description} In US dollars.`, { minimum: 0 });
 
@@ -101,19 +109,19 @@ export const byokCredential: ResourceDefinition = {
         maxLength: 253,
         pattern: DNS_SUBDOMAIN,
       }),
-      displayName: str('Optional human-readable name (the REST field name).', { maxLength: 256 }),
+      displayName: text('Optional human-readable name (the REST field name).', { maxLength: 256 }),
       disabled: bool('A disabled credential is never used for routing.', { default: false }),
       isFallback: bool('Fallback section: tried only after the shared endpoints (rule 2). Cannot be combined with isByokOnly.', { default: false }),
       isRequired: bool('Never use shared capacity for the models this credential applies to (rule 5).', { default: false }),
       isByokOnly: bool('Never use shared capacity on this provider for any model (rule 6). Only valid on non-fallback credentials; takes precedence over isRequired.', { default: false }),
       declaredZdr: bool('The provider agreement declares zero data retention, so the credential passes a ZDR policy (rule 10; not for video generation).'),
-      allowedModels: filter('Model filter: model slugs of the form <vendor>/<model>.', str('A model slug <vendor>/<model>.', { minLength: 1, maxLength: 256 })),
+      allowedModels: filter('Model filter: model slugs of the form <vendor>/<model>.', text('A model slug <vendor>/<model>.', { minLength: 1, maxLength: 256 })),
       allowedApiKeyHashes: filter(
         'API-key filter: SHA-256 hashes (64 lowercase hex) of live GatewayAPIKeys of this account. At least one entry when present.',
         str('SHA-256 of a gateway API key: 64 lowercase hexadecimal characters.', { pattern: HASH_PATTERN, minLength: 64, maxLength: 64 }),
         { minItems: 1 },
       ),
-      allowedUserIds: filter('Member filter: user ids of workspace members.', str('A user id.', { minLength: 1, maxLength: 256 })),
+      allowedUserIds: filter('Member filter: user ids of workspace members.', text('A user id.', { minLength: 1, maxLength: 256 })),
       sortOrder: int('Position within the provider and section; tried in ascending order. Absent means after the existing credentials (status.sortOrder shows the effective value).', {
         minimum: 0,
         maximum: 1_000_000,
@@ -160,7 +168,7 @@ export const workspace: ResourceDefinition = {
   categories: ['byok-all'],
   description: 'Workspace groups members, budgets and a default guardrail inside an account. One Workspace per namespace may be the default.',
   spec: obj('Desired state of the workspace.', {
-    displayName: str('Human-readable name.', { maxLength: 256 }),
+    displayName: text('Human-readable name.', { maxLength: 256 }),
     default: bool("This is the account's default workspace (what GET /byok lists without workspace_id). At most one per namespace.", { default: false }),
     budgets: obj('Workspace budget limits per interval. An absent interval has no limit.', {
       daily: usd('Daily limit.'),
@@ -173,7 +181,7 @@ export const workspace: ResourceDefinition = {
     members: arr(
       'Workspace members.',
       obj('A member of the workspace.', {
-        userId: str('The user id.', { minLength: 1, maxLength: 256 }),
+        userId: text('The user id.', { minLength: 1, maxLength: 256 }),
         guardrail: str("Name of the Guardrail for this member; absent uses the workspace's default guardrail.", { maxLength: 253, pattern: DNS_SUBDOMAIN }),
       }, { required: ['userId'] }),
       { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['userId'], maxItems: 10000 },
@@ -196,7 +204,7 @@ export const guardrail: ResourceDefinition = {
   categories: ['byok-all'],
   description: 'Guardrail sets a budget and a data policy for the API keys and members that use it.',
   spec: obj('Desired state of the guardrail.', {
-    displayName: str('Human-readable name.', { maxLength: 256 }),
+    displayName: text('Human-readable name.', { maxLength: 256 }),
     budget: obj('Spending limit. Absent means no budget (then includeByokInBudgets has no effect).', {
       limitUsd: usd('Budget limit.'),
       resetInterval: budgetInterval,
@@ -232,7 +240,7 @@ export const gatewayApiKey: ResourceDefinition = {
       maxLength: 64,
       'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'hash is immutable' }],
     }),
-    displayName: str('Human-readable name.', { maxLength: 256 }),
+    displayName: text('Human-readable name.', { maxLength: 256 }),
     disabled: bool('A disabled key is not live: credential filters that name it stop resolving.', { default: false }),
     expiresAt: str('When the key stops being live (RFC 3339). Absent means never.', { format: 'date-time' }),
     workspace: str('Name of the Workspace the key belongs to. Absent means the default workspace.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
@@ -257,7 +265,7 @@ export const account: ResourceDefinition = {
   categories: ['byok-all'],
   description: 'Account marks a namespace as one account of the gateway. Exactly one per namespace.',
   spec: obj('Desired state of the account.', {
-    displayName: str('Human-readable name.', { maxLength: 256 }),
+    displayName: text('Human-readable name.', { maxLength: 256 }),
     plan: str('Billing plan: pay-as-you-go (25,000 USD monthly BYOK free allowance) or enterprise (200,000 USD).', { enum: ['pay-as-you-go', 'enterprise'], default: 'pay-as-you-go' }),
     privacy: obj('Account privacy settings, applied before credential endpoints are created (rule 10).', {
       denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),

@@ -11,7 +11,8 @@ import { sealAccount, shardBundles, type BundleAccount, type BundleObject } from
 import { DEFAULT_BUNDLE_KEY_SECRET, type Keyring } from '../../bundle/envelope.ts';
 import { ensureBundleKey } from './bundle-key.ts';
 import { kubeRoutingStore, type RoutingStore, type StoredKind } from './store.ts';
-import type { CompilePipeline, CompilePipelineOptions, CompileResult } from './pipeline.ts';
+import type { CompilePipeline, CompilePipelineOptions, CompileResult, Quarantine } from './pipeline.ts';
+import { KubeApiError } from '../../kube/client.ts';
 
 interface AccountEntry {
   serialized: SerializedAccount;
@@ -28,6 +29,7 @@ interface Metrics {
   cmWrites: Counter;
   secretWrites: Counter;
   errors: Counter;
+  quarantined: Gauge;
 }
 
 function metrics(registry: Registry): Metrics {
@@ -46,8 +48,23 @@ function metrics(registry: Registry): Metrics {
     cmWrites: get('byok_configmap_writes_total', () => new Counter({ name: 'byok_configmap_writes_total', help: 'Routing ConfigMap writes.', labelNames: ['op', 'object'], registers })),
     secretWrites: get('byok_bundle_secret_writes_total', () => new Counter({ name: 'byok_bundle_secret_writes_total', help: 'Credential bundle Secret writes.', labelNames: ['op'], registers })),
     errors: get('byok_compile_errors_total', () => new Counter({ name: 'byok_compile_errors_total', help: 'Compile runs that failed (retried with backoff).', registers })),
+    quarantined: get('byok_quarantined_accounts', () => new Gauge({ name: 'byok_quarantined_accounts', help: 'Accounts whose routing the apiserver refused to store; they keep their last good state while every other account compiles.', registers })),
   };
 }
+
+/** A write the apiserver refuses for its content: retrying the same bytes cannot succeed. */
+function isRefusal(err: unknown): err is KubeApiError {
+  return err instanceof KubeApiError && (err.status === 400 || err.status === 413 || err.status === 422);
+}
+
+/** The apiserver's message without quoted values (field errors can quote the refused value). */
+function refusalMessage(err: KubeApiError): string {
+  const text = (err.body?.message ?? '').replace(/"(?:[^"\\]|\\.)*"/g, '"…"').replace(/\s+/g, ' ');
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
+
+/** Bounds the isolation rounds of one run; each round quarantines at least one account or gives up. */
+const MAX_ISOLATION_ROUNDS = 4;
 
 async function limited<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -68,6 +85,11 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   const concurrency = opts.writeConcurrency ?? 8;
 
   const accounts = new Map<string, AccountEntry>();
+  /** Each account's entry as of the last write that included it: what a quarantined account keeps. */
+  const lastGood = new Map<string, AccountEntry>();
+  /** Quarantined accounts, with the digest of the input that was refused (retried only when it changes). */
+  const quarantined = new Map<string, Quarantine & { refused: string }>();
+  const retrying = new Set<string>();
   const dirty = new Set<string>();
   /** name -> sha256 of what is in the cluster (per kind). */
   const known: Record<StoredKind, Map<string, string | undefined>> = { ConfigMap: new Map(), Secret: new Map() };
@@ -145,9 +167,95 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     const sealed = compiled.credentials.map((c) => ({ id: c.id, payload: payloads.get(c.name) ?? '' }));
     // Digests only (never the payload) decide whether to reseal; sealing is deterministic anyway.
     const fingerprint = sha256Hex(`${ring.active}\n${sealed.map((s) => `${s.id}:${sha256Hex(s.payload)}`).join('\n')}`);
+    // A quarantined account whose input did not change stays held back: the same bytes would be refused again.
+    const q = quarantined.get(ns);
+    if (q?.refused === `${serialized.sha256}:${fingerprint}`) return;
+    // Changed input of a quarantined account: try it again; it is released once a write including it lands.
+    if (q) retrying.add(ns);
     const prev = accounts.get(ns);
     const bundle = prev && prev.bundleFingerprint === fingerprint ? prev.bundle : sealAccount(ring, ns, sealed);
     accounts.set(ns, { serialized, bundle, bundleFingerprint: fingerprint });
+  };
+
+  const entryDigest = (e: AccountEntry) => `${e.serialized.sha256}:${e.bundleFingerprint}`;
+
+  /** Whether the apiserver accepts this account's part on its own (server-side dry run of a one-account layout). */
+  const refusedAlone = async (kind: 'ConfigMap' | 'Secret', entry: AccountEntry): Promise<KubeApiError | undefined> => {
+    const objects =
+      kind === 'ConfigMap'
+        ? shardSerialized([entry.serialized], { ...opts.shardOptions }).shards.map(configMapFor)
+        : shardBundles([entry.bundle], { ...opts.bundleShardOptions }).objects.map(secretFor);
+    for (const o of objects) {
+      try {
+        await store.apply(o, { dryRun: true });
+      } catch (err) {
+        if (isRefusal(err)) return err;
+        throw err;
+      }
+    }
+    return undefined;
+  };
+
+  /**
+   * A shared write was refused for its content: find the account(s) of that object whose part alone is refused
+   * and hold them back (last good state, or nothing), so the object can be written for everyone else.
+   * Returns how many accounts were quarantined (0: the refusal is not one account's doing).
+   */
+  const isolate = async (kind: 'ConfigMap' | 'Secret', objectName: string, members: readonly string[], err: KubeApiError): Promise<number> => {
+    let found = 0;
+    await limited([...members], concurrency, async (ns) => {
+      const entry = accounts.get(ns);
+      if (!entry || quarantined.get(ns)?.refused === entryDigest(entry)) return;
+      const alone = await refusedAlone(kind, entry);
+      if (!alone) return;
+      found++;
+      const candidate = lastGood.get(ns);
+      const good = candidate && entryDigest(candidate) !== entryDigest(entry) ? candidate : undefined;
+      retrying.delete(ns);
+      const what = kind === 'ConfigMap' ? 'routing shard ConfigMap' : 'credential bundle Secret';
+      const q: Quarantine & { refused: string } = {
+        kind,
+        status: alone.status,
+        reason: alone.reason ?? String(alone.status),
+        message: `the apiserver refused this account's part of ${what} ${objectName} (${alone.status} ${alone.reason ?? ''}: ${refusalMessage(alone)}); ${good ? 'the gateway keeps its last good routing' : 'it is left out of routing'} until its resources change`,
+        keptLastGood: good !== undefined,
+        refused: entryDigest(entry),
+      };
+      if (good) accounts.set(ns, good);
+      else accounts.delete(ns);
+      const was = quarantined.get(ns);
+      quarantined.set(ns, q);
+      log.warn({ namespace: ns, kind, object: objectName, status: alone.status, reason: q.reason, keptLastGood: q.keptLastGood }, 'account quarantined: its routing was refused by the apiserver');
+      if (was?.message !== q.message) opts.onQuarantine?.(ns, stripRefused(q));
+    });
+    m.quarantined.set(quarantined.size);
+    if (found === 0) log.warn({ kind, object: objectName, status: err.status, reason: err.reason }, 'a routing write was refused, but no single account is refused alone; retrying with backoff');
+    return found;
+  };
+
+  const stripRefused = (q: Quarantine & { refused: string }): Quarantine => {
+    const { refused: _refused, ...rest } = q;
+    return rest;
+  };
+
+  /** After a successful write: the accounts written become last good; quarantined ones that were written are released. */
+  const settle = (work: ReadonlySet<string>, live: ReadonlySet<string>) => {
+    for (const [ns, q] of quarantined) {
+      const entry = accounts.get(ns);
+      const released = !live.has(ns) || (retrying.has(ns) && entry !== undefined && entryDigest(entry) !== q.refused);
+      if (released) {
+        quarantined.delete(ns);
+        retrying.delete(ns);
+        log.info({ namespace: ns }, 'account released from quarantine');
+        opts.onQuarantine?.(ns, undefined);
+      }
+    }
+    for (const ns of work) {
+      const entry = accounts.get(ns);
+      if (entry && !quarantined.has(ns)) lastGood.set(ns, entry);
+      else if (!live.has(ns)) lastGood.delete(ns);
+    }
+    m.quarantined.set(quarantined.size);
   };
 
   const configMapFor = (s: ShardObject): KubernetesObject => ({
@@ -187,24 +295,43 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         }
       }
 
-      const all = [...accounts.values()];
-      const shardSet = shardSerialized(all.map((a) => a.serialized), { ...opts.shardOptions, previousBuckets: buckets, cache: shardCache });
-      const bundleSet = shardBundles(all.map((a) => a.bundle), { ...opts.bundleShardOptions, previousBuckets: bundleBuckets });
-
-      const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
-      const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
-      await limited([...bundleWrites.map((b) => ({ kind: 'Secret' as const, b })), ...shardWrites.map((s) => ({ kind: 'ConfigMap' as const, s }))], concurrency, async (w) => {
-        if (w.kind === 'Secret') {
-          await store.apply(secretFor(w.b));
-          known.Secret.set(w.b.name, w.b.sha256);
-          m.secretWrites.inc({ op: 'apply' });
-        } else {
-          await store.apply(configMapFor(w.s));
-          known.ConfigMap.set(w.s.name, w.s.sha256);
-          m.cmWrites.inc({ op: 'apply', object: 'shard' });
-        }
-      });
-
+      // Write, and when the apiserver refuses an object for its content, quarantine the account(s) responsible
+      // and lay the shards out again without them: one account can never hold back the others in its shard.
+      let shardSet!: ReturnType<typeof shardSerialized>;
+      let bundleSet!: ReturnType<typeof shardBundles>;
+      let shardWriteCount = 0;
+      let bundleWriteCount = 0;
+      for (let round = 0; ; round++) {
+        const all = [...accounts.values()];
+        shardSet = shardSerialized(all.map((a) => a.serialized), { ...opts.shardOptions, previousBuckets: buckets, cache: shardCache });
+        bundleSet = shardBundles(all.map((a) => a.bundle), { ...opts.bundleShardOptions, previousBuckets: bundleBuckets });
+        const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
+        const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
+        const refused: { kind: 'ConfigMap' | 'Secret'; name: string; accounts: string[]; err: KubeApiError }[] = [];
+        await limited([...bundleWrites.map((b) => ({ kind: 'Secret' as const, b })), ...shardWrites.map((s) => ({ kind: 'ConfigMap' as const, s }))], concurrency, async (w) => {
+          try {
+            if (w.kind === 'Secret') {
+              await store.apply(secretFor(w.b));
+              known.Secret.set(w.b.name, w.b.sha256);
+              m.secretWrites.inc({ op: 'apply' });
+              bundleWriteCount++;
+            } else {
+              await store.apply(configMapFor(w.s));
+              known.ConfigMap.set(w.s.name, w.s.sha256);
+              m.cmWrites.inc({ op: 'apply', object: 'shard' });
+              shardWriteCount++;
+            }
+          } catch (err) {
+            if (!isRefusal(err)) throw err;
+            const o = w.kind === 'Secret' ? w.b : w.s;
+            refused.push({ kind: w.kind, name: o.name, accounts: o.accounts, err });
+          }
+        });
+        if (refused.length === 0) break;
+        let isolated = 0;
+        if (round < MAX_ISOLATION_ROUNDS) for (const r of refused) isolated += await isolate(r.kind, r.name, r.accounts, r.err);
+        if (isolated === 0) throw refused[0]!.err;
+      }
       const indexWritten = known.ConfigMap.get(INDEX_NAME) !== shardSet.index.version;
       if (indexWritten) {
         await store.apply({
@@ -230,6 +357,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         else m.secretWrites.inc({ op: 'delete' });
       });
 
+      settle(work, live);
       buckets = shardSet.index.buckets;
       bundleBuckets = bundleSet.buckets;
       version = shardSet.index.version;
@@ -242,8 +370,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       endTimer();
       const result: CompileResult = {
         version: shardSet.index.version,
-        shardWrites: shardWrites.length,
-        bundleWrites: bundleWrites.length,
+        shardWrites: shardWriteCount,
+        bundleWrites: bundleWriteCount,
         indexWritten,
         deleted: stale.length,
         durationMs: performance.now() - t0,
@@ -251,7 +379,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       };
       lastResult = result;
       lastRunMs = result.durationMs;
-      if (shardWrites.length || bundleWrites.length || indexWritten || stale.length) {
+      if (shardWriteCount || bundleWriteCount || indexWritten || stale.length) {
         log.debug({ version: result.version, shardWrites: result.shardWrites, bundleWrites: result.bundleWrites, deleted: result.deleted, accounts: work.size, ms: Math.round(result.durationMs) }, 'routing config written');
       }
       for (const l of listeners) l(result);
@@ -309,6 +437,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         if (failures > before) break;
       }
       return result;
+    },
+    quarantined() {
+      return new Map([...quarantined].map(([ns, q]) => [ns, stripRefused(q)]));
     },
     current() {
       return { ...(version !== undefined ? { version } : {}), configMaps: [...known.ConfigMap.keys()].sort(), bundles: [...known.Secret.keys()].sort(), accounts: accounts.size };

@@ -44,6 +44,25 @@ export interface CompilePipelineOptions {
   maxBatchDelayMs?: number;
   /** Parallel writes per compile (default 8). */
   writeConcurrency?: number;
+  /**
+   * Called when an account is quarantined (its routing could not be written: the apiserver refused a shard or
+   * bundle write because of this account's part) and again with `undefined` when it is written again.
+   */
+  onQuarantine?: (namespace: string, quarantine: Quarantine | undefined) => void;
+}
+
+/** Why an account's routing is held back. Messages never contain tenant text or key material. */
+export interface Quarantine {
+  /** What was refused: `ConfigMap` (routing shard) or `Secret` (credential bundle). */
+  kind: 'ConfigMap' | 'Secret';
+  /** HTTP status of the refused write (400, 413 or 422). */
+  status: number;
+  /** The apiserver's reason, e.g. `Invalid`, `RequestEntityTooLarge`, `BadRequest`. */
+  reason: string;
+  /** One line for the Account condition and Event. */
+  message: string;
+  /** Whether the routing gateways read still holds the account's last good state (false: it was never written). */
+  keptLastGood: boolean;
 }
 
 export interface CompileResult {
@@ -69,6 +88,8 @@ export interface CompilePipeline {
   stop(): Promise<void>;
   /** Run pending work now and resolve when everything marked dirty before the call is written. */
   flush(): Promise<CompileResult | undefined>;
+  /** Accounts currently quarantined (see CompilePipelineOptions.onQuarantine). */
+  quarantined(): ReadonlyMap<string, Quarantine>;
   /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */
   current(): { version?: string; configMaps: string[]; bundles: string[]; accounts: number };
   /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */

@@ -17,7 +17,8 @@ export interface StoredObject {
 export interface RoutingStore {
   /** Objects labelled byok.gateway.dev/routing in the routing namespace. */
   list(kind: StoredKind): Promise<StoredObject[]>;
-  apply(obj: KubernetesObject): Promise<void>;
+  /** `dryRun`: validated by the apiserver, stored nowhere (used to find which account a refused write stems from). */
+  apply(obj: KubernetesObject, opts?: { dryRun?: boolean }): Promise<void>;
   delete(kind: StoredKind, name: string): Promise<void>;
   /** Secret data (base64 values) or undefined when absent. */
   readSecret(name: string): Promise<Record<string, string> | undefined>;
@@ -58,8 +59,8 @@ export function kubeRoutingStore(kubeConfig: KubeConfig, namespace: string, appl
         return sha === undefined ? { kind, name: item.metadata.name } : { kind, name: item.metadata.name, sha256: sha };
       });
     },
-    async apply(obj) {
-      await writer.apply(obj);
+    async apply(obj, opts) {
+      await writer.apply(obj, opts?.dryRun ? { dryRun: true } : {});
     },
     async delete(kind, name) {
       await writer.delete('v1', kind, namespace, name);

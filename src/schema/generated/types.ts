@@ -58,7 +58,7 @@ key?: string
  */
 workspace?: string
 /**
- * Optional human-readable name (the REST field name).
+ * Optional human-readable name (the REST field name). No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
 /**
@@ -86,7 +86,7 @@ declaredZdr?: boolean
  * 
  * @maxItems 100
  * 
- * Items: A model slug <vendor>/<model>.
+ * Items: A model slug <vendor>/<model>. No control characters, Unicode line separators or noncharacters.
  */
 allowedModels?: string[]
 /**
@@ -103,7 +103,7 @@ allowedApiKeyHashes?: string[]
  * 
  * @maxItems 100
  * 
- * Items: A user id.
+ * Items: A user id. No control characters, Unicode line separators or noncharacters.
  */
 allowedUserIds?: string[]
 /**
@@ -166,7 +166,7 @@ export interface BYOKCredential {
  */
 export interface WorkspaceSpec {
 /**
- * Human-readable name.
+ * Human-readable name. No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
 /**
@@ -211,7 +211,7 @@ defaultGuardrail?: string
  */
 members?: {
 /**
- * The user id.
+ * The user id. No control characters, Unicode line separators or noncharacters.
  */
 userId: string
 /**
@@ -255,7 +255,7 @@ export interface Workspace {
  */
 export interface GuardrailSpec {
 /**
- * Human-readable name.
+ * Human-readable name. No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
 /**
@@ -344,7 +344,7 @@ export interface GatewayAPIKeySpec {
  */
 hash: string
 /**
- * Human-readable name.
+ * Human-readable name. No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
 /**
@@ -403,7 +403,7 @@ export interface GatewayAPIKey {
  */
 export interface AccountSpec {
 /**
- * Human-readable name.
+ * Human-readable name. No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
 /**

@@ -119,6 +119,14 @@ describe('rules', () => {
     ]);
     expect(violations(create({ allowed_models: 'a/b' }))).toEqual(['allowed_models invalid_type']);
   });
+  test('filter entries follow the text rules of both doors (controls, separators, lone surrogates)', () => {
+    expect(violations(create({ allowed_models: ['openai/gpt\u0096', 'openai/x\u2028y'], allowed_user_ids: ['u\u0000', 'u\ud800', 'ok-user'] }))).toEqual([
+      'allowed_models[0] invalid_text',
+      'allowed_models[1] invalid_text',
+      'allowed_user_ids[0] invalid_text',
+      'allowed_user_ids[1] invalid_text',
+    ]);
+  });
   test('every violation carries the stable message for its code', () => {
     const r = create({ allowed_api_key_hashes: [], is_byok_only: true, is_fallback: true, allowed_models: Array(101).fill('a/b') });
     if (r.ok) throw new Error('expected violations');

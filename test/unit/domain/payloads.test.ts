@@ -62,7 +62,13 @@ describe('plain API key', () => {
     expect(errors('anthropic', ' \n\t ')).toEqual([': must not be empty']);
   });
   test('control characters inside (two keys pasted on two lines) are rejected', () => {
-    expect(errors('anthropic', 'sk-1\nsk-2')).toEqual([': must be a single line without control characters']);
+    expect(errors('anthropic', 'sk-1\nsk-2')).toEqual([': must be a single line without control characters; it contains a control character (U+000A) at position 4']);
+  });
+  test('C1 controls, separators and lone surrogates are rejected in any shape, naming the position, never the text', () => {
+    expect(errors('anthropic', 'sk-ab\u0096cd')).toEqual([': contains a control character (U+0096) at position 5']);
+    expect(errors('azure', '[{"api_key":"k\u2028"}]')).toEqual([': contains a Unicode line or paragraph separator (U+2028) at position 14']);
+    expect(errors('openai', 'sk-\ud800x')).toEqual([': contains an unpaired UTF-16 surrogate (U+D800) at position 3']);
+    expect(errors('google-vertex', '{\n  "type": "service_account"\n}\u0000')[0]).toMatch(/control character \(U\+0000\)/);
   });
   test('a JSON document for a plain-key provider is rejected', () => {
     expect(errors('anthropic', '{"api_key":"sk"}')[0]).toMatch(/plain API key/);
