@@ -14,6 +14,7 @@ import type { EventRecorder } from '../kube/events.ts';
 import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, type ResourceInformers } from '../kube/resources.ts';
 import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import type { OperatorMetrics } from './metrics.ts';
+import { ownedStatus } from './spend-status.ts';
 import type { VerdictStore } from './state.ts';
 import { WorkQueue, type ReconcileResult } from './workqueue.ts';
 
@@ -241,7 +242,7 @@ export class Controllers {
   // ---- status writing ----
 
   private async writeStatus<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
-    if (sameStatus(obj.status, status)) return;
+    if (sameStatus(ownedStatus(obj.status), status)) return;
     try {
       const written = await this.ctx.applier.applyStatus<T>(kind, nsOf(obj), obj.metadata?.name ?? '', status);
       informer.observe(written);

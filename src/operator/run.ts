@@ -14,6 +14,7 @@ import { createCompilePipeline, type CompilePipeline } from './compile/pipeline.
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
+import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { createLogger } from './logger.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
@@ -52,6 +53,8 @@ export interface OperatorOptions {
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string };
+  /** Publish spend from the gateways' shared Redis ledger into Account/Workspace/Guardrail status (leader only). */
+  spendStatus?: SpendStatusConfig;
 }
 
 export interface RunningOperator {
@@ -104,6 +107,8 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           ...(opts.compile?.bundleKeySecretName ? { bundleKeySecretName: opts.compile.bundleKeySecretName } : {}),
         });
 
+  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log }) : undefined;
+
   const controllers = new Controllers({
     informers,
     applier,
@@ -136,6 +141,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       metrics.leaderStatus.set(leaderGauge, 1);
       controllers.enqueueAll();
       controllers.start();
+      spendStatus?.start();
       if (pipeline) {
         pipeline.start().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'compile pipeline failed to start'));
       }
@@ -146,6 +152,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       leading = false;
       metrics.leaderStatus.set(leaderGauge, 0);
       await controllers.stop();
+      await spendStatus?.stop();
       await pipeline?.stop();
     });
   };
@@ -155,6 +162,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   } catch (err) {
     await stopAll(informers);
     await health.close();
+    await spendStatus?.close();
     throw err;
   }
   log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced');
@@ -191,6 +199,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       else if (leading) unlead();
       await transition;
       await controllers.shutdown();
+      await spendStatus?.close();
       await stopAll(informers);
       await health.close();
       log.info('stopped');
