@@ -74,7 +74,7 @@ test('spend against limits is visible in status and kubectl get, next to the rec
     const o = (await crApi('workspaces', ns).get('main')) as Obj;
     return o.status?.spend ? o : undefined;
   });
-  const windows = (ws.status?.spend as { windows: { interval: string; countedUsd: number; blocked: boolean; limitUsd?: number }[] }).windows;
+  const windows = (ws.status?.spend as { windows?: { interval: string; countedUsd: number; blocked: boolean; limitUsd?: number }[] } | undefined)?.windows ?? [];
   expect(windows.map((w) => [w.interval, w.countedUsd, w.limitUsd ?? null, w.blocked])).toEqual([
     ['daily', 25_016, 50_000, false],
     ['weekly', 25_016, null, false],
