@@ -9,10 +9,12 @@ import type { CounterIncrement, Ledger } from './ledger.ts';
 export interface EmbeddedLedgerOptions {
   /** Snapshot file; absent = memory only (a restart forgets the month). */
   snapshotPath?: string;
-  /** How often a changed ledger is written to the snapshot; default 5000 ms. */
+  /** How often a changed ledger is written to the snapshot and expired windows are forgotten; default 5000 ms (60 s without a snapshot). */
   snapshotIntervalMs?: number;
   /** Clock for expiry; default Date.now. */
   now?: () => number;
+  /** Told about a failed periodic snapshot write (the ledger keeps running and retries at the next interval). */
+  onSnapshotError?: (err: Error) => void;
 }
 
 interface Counter {
@@ -29,8 +31,10 @@ interface SnapshotFile {
 
 export interface EmbeddedLedger extends Ledger {
   readonly backend: 'embedded';
-  /** Writes the snapshot now (no-op without a snapshot path). */
+  /** Writes the snapshot now if something changed (no-op without a snapshot path). */
   snapshot(): void;
+  /** Counters held in memory (expired ones are swept periodically). */
+  size(): number;
 }
 
 function loadSnapshot(path: string, now: number): Map<string, Counter> {
@@ -83,8 +87,20 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     dirty = false;
   };
 
-  const timer = path ? setInterval(snapshot, opts.snapshotIntervalMs ?? 5000) : undefined;
-  timer?.unref();
+  // Old windows are never read again: forget them, so a long-running gateway does not grow without bound.
+  const sweep = () => {
+    const at = now();
+    for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
+  };
+  const timer = setInterval(() => {
+    sweep();
+    try {
+      snapshot();
+    } catch (err) {
+      opts.onSnapshotError?.(err instanceof Error ? err : new Error(String(err)));
+    }
+  }, path ? (opts.snapshotIntervalMs ?? 5000) : 60_000);
+  timer.unref();
 
   const ensureOpen = () => {
     if (closed) throw new Error('the ledger is closed');
@@ -93,6 +109,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   return {
     backend: 'embedded',
     snapshot,
+    size: () => counters.size,
     async read(keys) {
       ensureOpen();
       const at = now();
@@ -119,9 +136,9 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     },
     async close() {
       if (closed) return;
-      if (timer) clearInterval(timer);
-      snapshot();
+      clearInterval(timer);
       closed = true;
+      snapshot();
     },
   };
 }

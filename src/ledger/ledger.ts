@@ -20,6 +20,8 @@ export interface Ledger {
 
 /** The ledger could not be reached (Redis down, timed out); nothing was read or written. */
 export class LedgerUnavailableError extends Error {
+  /** HTTP frameworks (fastify) answer an unhandled error with its statusCode: a retryable 503, not a 500. */
+  readonly statusCode = 503;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'LedgerUnavailableError';

@@ -1,5 +1,5 @@
 // The embedded ledger keeps the month across a restart through its snapshot file (atomic temp file + rename).
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from '@jest/globals';
@@ -60,4 +60,29 @@ test('a corrupt snapshot is refused with a clear error instead of starting from 
   expect(() => createEmbeddedLedger({ snapshotPath: path })).toThrow(/malformed counter/);
   writeFileSync(path, JSON.stringify({ version: 9 }));
   expect(() => createEmbeddedLedger({ snapshotPath: path })).toThrow(/unknown format/);
+});
+
+test('expired windows are swept from memory; a failing periodic snapshot is reported and the ledger keeps working', async () => {
+  let now = Date.parse('2026-11-23T10:00:00Z');
+  const errors: string[] = [];
+  const blocker = join(dir, 'not-a-dir');
+  mkdirSync(blocker);
+  const ledger = createEmbeddedLedger({ snapshotPath: join(blocker, 'ledger.json'), snapshotIntervalMs: 20, now: () => now, onSnapshotError: (e) => errors.push(e.message) });
+  // The snapshot directory turns into a file after start (a broken volume): writes fail from now on.
+  rmSync(blocker, { recursive: true });
+  writeFileSync(blocker, 'a file where the snapshot directory should be');
+  const gate = createSpendGate(ledger);
+  const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 10, 'daily', false)], keyGuardrail: 'g' });
+  await gate.record(finished(ctx(acc, NOV23), 1 * USD, false));
+  const withAll = ledger.size(); // 2 scopes x 4 windows + the account's month
+  expect(withAll).toBe(9);
+  const deadline = Date.now() + 10_000;
+  while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  expect(errors[0]).toMatch(/ENOTDIR|EEXIST/);
+  // Past the daily and weekly windows' expiry (+7 days), before the month's: only those go.
+  now = Date.parse('2026-12-07T00:00:01Z');
+  while (ledger.size() === withAll && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  expect(ledger.size()).toBe(withAll - 4);
+  expect((await gate.admit(ctx(acc, new Date(now)))).allowed).toBe(true);
+  await expect(gate.close()).rejects.toThrow(/ENOTDIR|EEXIST/);
 });

@@ -33,7 +33,9 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     await redis.kill();
 
     const started = Date.now();
-    await expect(gate.admit(ctx(budgeted, NOV23))).rejects.toThrow(LedgerUnavailableError);
+    const refused = await gate.admit(ctx(budgeted, NOV23)).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(LedgerUnavailableError);
+    expect((refused as LedgerUnavailableError).statusCode).toBe(503);
     expect(Date.now() - started).toBeLessThan(5000); // fails fast, no hanging request
     expect(await gate.admit(ctx(free, NOV23))).toEqual({ allowed: true });
     expect(await metric(registry, 'byok_ledger_unavailable_total', { op: 'admit' })).toBe(1);
