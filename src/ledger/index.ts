@@ -6,3 +6,4 @@ export { DEFAULT_EXPIRY_MARGIN_MS, DEFAULT_KEY_PREFIX, keySpace, type KeySpace }
 export { createSpendGate, type LedgerSpendGate, type SpendGateOptions } from './spend-gate.ts';
 export { microsText, readAccountMonth, readWindows, type AccountMonth, type WindowSpend } from './spend-view.ts';
 export { INTERVALS, windowOf, windowsAt, type BudgetWindow } from './windows.ts';
+export { openLedger, type LedgerConfig } from './open.ts';

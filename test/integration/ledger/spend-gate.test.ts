@@ -1,7 +1,7 @@
 // The spend gate's behaviour on both real backends: the BYOK fee against the free allowance, budgets blocking at
 // their limit (with and without include_byok_in_budgets), and windows turning over at UTC boundaries.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
+import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, openLedger, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from './fixtures.ts';
 
@@ -197,5 +197,18 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`)).toBe(-1);
   } finally {
     await gate.close();
+  }
+});
+
+test('openLedger picks Redis when a URL is given, else the embedded ledger', async () => {
+  const embedded = await openLedger({});
+  const shared = await openLedger({ redisUrl: redis.url, keyPrefix: 'other:' });
+  try {
+    expect([embedded.ledger.backend, shared.ledger.backend]).toEqual(['embedded', 'redis']);
+    expect(shared.keys.prefix).toBe('other:');
+    expect(await shared.ledger.add([{ key: 'other:{a}:probe', by: 3, expiresAt: null }])).toEqual([3]);
+  } finally {
+    await embedded.ledger.close();
+    await shared.ledger.close();
   }
 });
