@@ -176,7 +176,12 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
         await ledger.add(increments);
         return;
       } catch (err) {
-        if (!(err instanceof LedgerUnavailableError) || closed) throw err;
+        if (!(err instanceof LedgerUnavailableError)) throw err;
+        if (closed) {
+          // Not a LedgerUnavailableError: the request's list cost is recorded, so it must not be queued again.
+          metrics.dropped.inc();
+          throw new Error('spend gate closed before the BYOK fee was recorded', { cause: err });
+        }
         metrics.unavailable.inc({ op: 'record' });
         await new Promise((r) => setTimeout(r, delay).unref());
         delay = Math.min(delay * 2, retryMax);
