@@ -43,6 +43,8 @@ common options:
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
   --log-level <level>         pino level (default info)
+  --ledger-redis-url <url>    the gateways' shared spend ledger: publish spend into Account, Workspace and
+                              Guardrail status (operator leader; docs/ledger.md)
 `;
 
 function fail(message: string): never {
@@ -82,6 +84,7 @@ async function main(argv: string[]): Promise<void> {
       'no-gitops-guard': { type: 'boolean', default: false },
       'rate-limit': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
+      'ledger-redis-url': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
       namespace: { type: 'string' },
       name: { type: 'string' },
@@ -119,6 +122,7 @@ async function main(argv: string[]): Promise<void> {
           logger: logger.child({ component: 'operator' }),
           httpPort: port(values['http-port'], 8081),
           leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
+          ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
         });
         stops.push(() => operator.stop());
       }

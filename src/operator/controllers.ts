@@ -16,6 +16,7 @@ import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, secr
 import { bytesIssue } from '../domain/text.ts';
 import { buildConditions, readyFrom, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import type { OperatorMetrics } from './metrics.ts';
+import { ownedStatus } from './spend-status.ts';
 import type { VerdictStore } from './state.ts';
 import { WorkQueue, type ReconcileResult } from './workqueue.ts';
 
@@ -251,7 +252,7 @@ export class Controllers {
   // ---- status writing ----
 
   private async writeStatus<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
-    if (sameStatus(obj.status, status)) return;
+    if (sameStatus(ownedStatus(obj.status), status)) return;
     const key = `${kind}/${keyOf(obj)}`;
     try {
       const written = await this.ctx.applier.applyStatus<T>(kind, nsOf(obj), obj.metadata?.name ?? '', status);

@@ -14,6 +14,7 @@ import { createCompilePipeline, type CompilePipeline, type CompilePipelineOption
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
+import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { createLogger } from './logger.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
@@ -52,6 +53,8 @@ export interface OperatorOptions {
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
+  /** Publish spend from the gateways' shared Redis ledger into Account/Workspace/Guardrail status (leader only). */
+  spendStatus?: SpendStatusConfig;
 }
 
 export interface RunningOperator {
@@ -108,6 +111,8 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           onQuarantine: (ns, q) => controllersRef?.setQuarantine(ns, q),
         });
 
+  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log }) : undefined;
+
   const controllers = new Controllers({
     informers,
     applier,
@@ -141,6 +146,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       metrics.leaderStatus.set(leaderGauge, 1);
       controllers.enqueueAll();
       controllers.start();
+      spendStatus?.start();
       if (pipeline) {
         pipeline.start().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'compile pipeline failed to start'));
       }
@@ -151,6 +157,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       leading = false;
       metrics.leaderStatus.set(leaderGauge, 0);
       await controllers.stop();
+      await spendStatus?.stop();
       await pipeline?.stop();
     });
   };
@@ -160,6 +167,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   } catch (err) {
     await stopAll(informers);
     await health.close();
+    await spendStatus?.close();
     throw err;
   }
   log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced');
@@ -196,6 +204,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       else if (leading) unlead();
       await transition;
       await controllers.shutdown();
+      await spendStatus?.close();
       await stopAll(informers);
       await health.close();
       log.info('stopped');

@@ -160,6 +160,23 @@ export const byokCredential: ResourceDefinition = {
 
 const budgetInterval = str('Reset interval: daily, weekly, monthly, or lifetime (never resets).', { enum: ['daily', 'weekly', 'monthly', 'lifetime'] });
 
+// Spend, written by the operator's leader from the Redis ledger (docs/ledger.md) under its own field manager
+// (byok-operator-spend), so the reconcilers' status writes never drop it.
+const spendWindow = obj(
+  'Spend in the current window of one budget interval. Windows are UTC: a day, the ISO week from Monday, the calendar month, or lifetime.',
+  {
+    interval: budgetInterval,
+    window: str('The current window: d2026-11-23 (a day), w2026-11-23 (the ISO week starting that Monday), m2026-11 (a month) or life.', { maxLength: 16 }),
+    limitUsd: usd('Limit of this interval; absent when the interval has no limit.'),
+    nonByokUsd: usd('Gateway charges of shared-capacity requests in this window.'),
+    byokUsd: usd('What the BYOK requests of this window would have cost at list price.'),
+    countedUsd: usd('What counts against the limit: nonByokUsd, plus byokUsd when BYOK is included.'),
+    blocked: bool('The counted total has reached the limit: new requests are refused until the window turns over.'),
+  },
+  { required: ['interval', 'window', 'nonByokUsd', 'byokUsd', 'countedUsd', 'blocked'] },
+);
+const spendUpdatedAt = str('When the operator last saw these figures change in the ledger.', { format: 'date-time' });
+
 export const workspace: ResourceDefinition = {
   kind: 'Workspace',
   plural: 'workspaces',
@@ -187,10 +204,22 @@ export const workspace: ResourceDefinition = {
       { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['userId'], maxItems: 10000 },
     ),
   }),
-  status: commonStatus('Observed state of the workspace, written only by the operator.'),
+  status: commonStatus('Observed state of the workspace, written only by the operator.', {
+    spend: obj('Spend against the workspace budget in every interval, from the spend ledger (present when the operator reads a shared ledger).', {
+      includeByokInBudgets: bool('Whether BYOK requests count toward every interval of this budget.'),
+      blocked: bool('Some interval has reached its limit: new requests of this workspace are refused.'),
+      windows: arr('One entry per interval (daily, weekly, monthly, lifetime).', spendWindow, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['interval'], maxItems: 4 }),
+      updatedAt: spendUpdatedAt,
+    }),
+  }),
   printerColumns: [
     { name: 'Default', type: 'boolean', jsonPath: '.spec.default', description: 'Default workspace of the account.' },
     { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName', description: 'Human-readable name.' },
+    { name: 'Today USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="daily")].countedUsd', description: 'Counted spend today (UTC).' },
+    { name: 'Daily Limit', type: 'number', jsonPath: '.spec.budgets.daily', description: 'Daily budget limit.' },
+    { name: 'Month USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="monthly")].countedUsd', description: 'Counted spend this calendar month (UTC).' },
+    { name: 'Monthly Limit', type: 'number', jsonPath: '.spec.budgets.monthly', description: 'Monthly budget limit.' },
+    { name: 'Blocked', type: 'boolean', jsonPath: '.status.spend.blocked', description: 'Some budget interval has reached its limit.' },
     ...readyColumns,
     ageColumn,
   ],
@@ -217,10 +246,20 @@ export const guardrail: ResourceDefinition = {
       ignoredProviders: arr('These providers never serve.', str('Provider slug.', { enum: PROVIDER_SLUGS }), { 'x-kubernetes-list-type': 'set', maxItems: 200 }),
     }),
   }),
-  status: commonStatus('Observed state of the guardrail, written only by the operator.'),
+  status: commonStatus('Observed state of the guardrail, written only by the operator.', {
+    spend: obj('Spend in the current window of the budget (monthly when the guardrail has no budget), from the spend ledger (present when the operator reads a shared ledger). Summed over every API key and member the guardrail governs.', {
+      window: spendWindow,
+      includeByokInBudgets: bool('Whether BYOK requests count toward this budget.'),
+      blocked: bool('The budget has reached its limit: new requests under this guardrail are refused.'),
+      updatedAt: spendUpdatedAt,
+    }),
+  }),
   printerColumns: [
+    { name: 'Spent USD', type: 'number', jsonPath: '.status.spend.window.countedUsd', description: 'Counted spend in the current budget window.' },
     { name: 'Limit USD', type: 'number', jsonPath: '.spec.budget.limitUsd', description: 'Budget limit.' },
     { name: 'Interval', type: 'string', jsonPath: '.spec.budget.resetInterval', description: 'Budget reset interval.' },
+    { name: 'BYOK', type: 'boolean', jsonPath: '.status.spend.includeByokInBudgets', description: 'BYOK requests count toward the budget.' },
+    { name: 'Blocked', type: 'boolean', jsonPath: '.status.spend.blocked', description: 'The budget has reached its limit.' },
     ...readyColumns,
     ageColumn,
   ],
@@ -272,9 +311,22 @@ export const account: ResourceDefinition = {
       alwaysZdr: bool('Only zero-data-retention endpoints may serve.', { default: false }),
     }),
   }),
-  status: commonStatus('Observed state of the account, written only by the operator.'),
+  status: commonStatus('Observed state of the account, written only by the operator.', {
+    spend: obj('This calendar month (UTC) of the account, from the spend ledger (present when the operator reads a shared ledger).', {
+      month: str('The calendar month, e.g. 2026-11.', { maxLength: 7 }),
+      byokListCostUsd: usd('Month-to-date list-price cost of BYOK requests (what the free allowance is measured in).'),
+      byokFeesUsd: usd('BYOK fees charged this month: 5% of the BYOK list cost above the free allowance.'),
+      sharedChargesUsd: usd('Charges of shared-capacity (non-BYOK) requests this month.'),
+      freeAllowanceUsd: usd("The plan's monthly free allowance."),
+      freeAllowanceRemainingUsd: usd('Free allowance left this month.'),
+      updatedAt: spendUpdatedAt,
+    }),
+  }),
   printerColumns: [
     { name: 'Plan', type: 'string', jsonPath: '.spec.plan', description: 'Billing plan.' },
+    { name: 'BYOK MTD USD', type: 'number', jsonPath: '.status.spend.byokListCostUsd', description: 'Month-to-date BYOK list cost.' },
+    { name: 'Fees USD', type: 'number', jsonPath: '.status.spend.byokFeesUsd', description: 'BYOK fees this month.' },
+    { name: 'Allowance Left USD', type: 'number', jsonPath: '.status.spend.freeAllowanceRemainingUsd', description: 'Free allowance remaining this month.' },
     ...readyColumns,
     ageColumn,
   ],

@@ -239,6 +239,60 @@ observedGeneration?: number
  * @maxItems 16
  */
 conditions?: Condition[]
+/**
+ * Spend against the workspace budget in every interval, from the spend ledger (present when the operator reads a shared ledger).
+ */
+spend?: {
+/**
+ * Whether BYOK requests count toward every interval of this budget.
+ */
+includeByokInBudgets?: boolean
+/**
+ * Some interval has reached its limit: new requests of this workspace are refused.
+ */
+blocked?: boolean
+/**
+ * One entry per interval (daily, weekly, monthly, lifetime).
+ * 
+ * @maxItems 4
+ * 
+ * Items: Spend in the current window of one budget interval. Windows are UTC: a day, the ISO week from Monday, the calendar month, or lifetime.
+ */
+windows?: {
+/**
+ * Reset interval: daily, weekly, monthly, or lifetime (never resets).
+ */
+interval: ("daily" | "weekly" | "monthly" | "lifetime")
+/**
+ * The current window: d2026-11-23 (a day), w2026-11-23 (the ISO week starting that Monday), m2026-11 (a month) or life.
+ */
+window: string
+/**
+ * Limit of this interval; absent when the interval has no limit. In US dollars.
+ */
+limitUsd?: number
+/**
+ * Gateway charges of shared-capacity requests in this window. In US dollars.
+ */
+nonByokUsd: number
+/**
+ * What the BYOK requests of this window would have cost at list price. In US dollars.
+ */
+byokUsd: number
+/**
+ * What counts against the limit: nonByokUsd, plus byokUsd when BYOK is included. In US dollars.
+ */
+countedUsd: number
+/**
+ * The counted total has reached the limit: new requests are refused until the window turns over.
+ */
+blocked: boolean
+}[]
+/**
+ * When the operator last saw these figures change in the ledger.
+ */
+updatedAt?: string
+}
 }
 
 /** Workspace groups members, budgets and a default guardrail inside an account. One Workspace per namespace may be the default. */
@@ -324,6 +378,56 @@ observedGeneration?: number
  * @maxItems 16
  */
 conditions?: Condition[]
+/**
+ * Spend in the current window of the budget (monthly when the guardrail has no budget), from the spend ledger (present when the operator reads a shared ledger). Summed over every API key and member the guardrail governs.
+ */
+spend?: {
+/**
+ * Spend in the current window of one budget interval. Windows are UTC: a day, the ISO week from Monday, the calendar month, or lifetime.
+ */
+window?: {
+/**
+ * Reset interval: daily, weekly, monthly, or lifetime (never resets).
+ */
+interval: ("daily" | "weekly" | "monthly" | "lifetime")
+/**
+ * The current window: d2026-11-23 (a day), w2026-11-23 (the ISO week starting that Monday), m2026-11 (a month) or life.
+ */
+window: string
+/**
+ * Limit of this interval; absent when the interval has no limit. In US dollars.
+ */
+limitUsd?: number
+/**
+ * Gateway charges of shared-capacity requests in this window. In US dollars.
+ */
+nonByokUsd: number
+/**
+ * What the BYOK requests of this window would have cost at list price. In US dollars.
+ */
+byokUsd: number
+/**
+ * What counts against the limit: nonByokUsd, plus byokUsd when BYOK is included. In US dollars.
+ */
+countedUsd: number
+/**
+ * The counted total has reached the limit: new requests are refused until the window turns over.
+ */
+blocked: boolean
+}
+/**
+ * Whether BYOK requests count toward this budget.
+ */
+includeByokInBudgets?: boolean
+/**
+ * The budget has reached its limit: new requests under this guardrail are refused.
+ */
+blocked?: boolean
+/**
+ * When the operator last saw these figures change in the ledger.
+ */
+updatedAt?: string
+}
 }
 
 /** Guardrail sets a budget and a data policy for the API keys and members that use it. */
@@ -443,6 +547,39 @@ observedGeneration?: number
  * @maxItems 16
  */
 conditions?: Condition[]
+/**
+ * This calendar month (UTC) of the account, from the spend ledger (present when the operator reads a shared ledger).
+ */
+spend?: {
+/**
+ * The calendar month, e.g. 2026-11.
+ */
+month?: string
+/**
+ * Month-to-date list-price cost of BYOK requests (what the free allowance is measured in). In US dollars.
+ */
+byokListCostUsd?: number
+/**
+ * BYOK fees charged this month: 5% of the BYOK list cost above the free allowance. In US dollars.
+ */
+byokFeesUsd?: number
+/**
+ * Charges of shared-capacity (non-BYOK) requests this month. In US dollars.
+ */
+sharedChargesUsd?: number
+/**
+ * The plan's monthly free allowance. In US dollars.
+ */
+freeAllowanceUsd?: number
+/**
+ * Free allowance left this month. In US dollars.
+ */
+freeAllowanceRemainingUsd?: number
+/**
+ * When the operator last saw these figures change in the ledger.
+ */
+updatedAt?: string
+}
 }
 
 /** Account marks a namespace as one account of the gateway. Exactly one per namespace. */

@@ -49,6 +49,13 @@ describe('dependency rules', () => {
     expect(importsOf('api').filter((i) => i.target === 'operator')).toEqual([]);
   });
 
+  test('the spend ledger needs no Kubernetes and no HTTP: domain, the gateway contract, Redis, metrics, files', () => {
+    const allowed = ['ledger', 'domain', 'gateway', 'ioredis', 'prom-client', 'pino', 'node:fs', 'node:path'];
+    expect(targets(importsOf('ledger')).filter((t) => !allowed.includes(t))).toEqual([]);
+    // From the gateway only the SpendGate contract (types), never its request path.
+    expect(importsOf('ledger').filter((i) => i.target === 'gateway' && !i.typeOnly)).toEqual([]);
+  });
+
   test('nothing imports the CLI', () => {
     const folders = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'cli').map((d) => d.name);
     expect(folders.flatMap(importsOf).filter((i) => i.target === 'cli')).toEqual([]);

@@ -1,0 +1,144 @@
+// The embedded ledger: counters in this process (one gateway replica). An optional snapshot file keeps the month
+// across restarts: written atomically (temp file + rename, so a crash mid-write leaves the previous snapshot),
+// every few seconds when something changed and on close.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Micros } from '../domain/money.ts';
+import type { CounterIncrement, Ledger } from './ledger.ts';
+
+export interface EmbeddedLedgerOptions {
+  /** Snapshot file; absent = memory only (a restart forgets the month). */
+  snapshotPath?: string;
+  /** How often a changed ledger is written to the snapshot and expired windows are forgotten; default 5000 ms (60 s without a snapshot). */
+  snapshotIntervalMs?: number;
+  /** Clock for expiry; default Date.now. */
+  now?: () => number;
+  /** Told about a failed periodic snapshot write (the ledger keeps running and retries at the next interval). */
+  onSnapshotError?: (err: Error) => void;
+}
+
+interface Counter {
+  value: Micros;
+  expiresAt: number | null;
+}
+
+interface SnapshotFile {
+  version: 1;
+  writtenAt: string;
+  /** [key, value, expiresAt or null] */
+  counters: [string, Micros, number | null][];
+}
+
+export interface EmbeddedLedger extends Ledger {
+  readonly backend: 'embedded';
+  /** Writes the snapshot now if something changed (no-op without a snapshot path). */
+  snapshot(): void;
+  /** Counters held in memory (expired ones are swept periodically). */
+  size(): number;
+}
+
+function loadSnapshot(path: string, now: number): Map<string, Counter> {
+  const counters = new Map<string, Counter>();
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return counters;
+    throw err;
+  }
+  const parsed = JSON.parse(text) as Partial<SnapshotFile>;
+  if (parsed.version !== 1 || !Array.isArray(parsed.counters)) throw new Error(`ledger snapshot ${path} has an unknown format`);
+  for (const entry of parsed.counters) {
+    const [key, value, expiresAt] = entry;
+    if (typeof key !== 'string' || !Number.isSafeInteger(value) || !(expiresAt === null || Number.isSafeInteger(expiresAt))) {
+      throw new Error(`ledger snapshot ${path} has a malformed counter`);
+    }
+    if (expiresAt === null || expiresAt > now) counters.set(key, { value, expiresAt });
+  }
+  return counters;
+}
+
+export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): EmbeddedLedger {
+  const now = opts.now ?? Date.now;
+  const path = opts.snapshotPath;
+  const counters = path ? loadSnapshot(path, now()) : new Map<string, Counter>();
+  let dirty = false;
+  let closed = false;
+
+  const live = (key: string, at: number): Counter | undefined => {
+    const c = counters.get(key);
+    if (c === undefined) return undefined;
+    if (c.expiresAt !== null && c.expiresAt <= at) {
+      counters.delete(key);
+      return undefined;
+    }
+    return c;
+  };
+
+  const snapshot = () => {
+    if (!path || !dirty) return;
+    const at = now();
+    const body: SnapshotFile = { version: 1, writtenAt: new Date(at).toISOString(), counters: [] };
+    for (const [key, c] of counters) if (c.expiresAt === null || c.expiresAt > at) body.counters.push([key, c.value, c.expiresAt]);
+    mkdirSync(dirname(path), { recursive: true });
+    const tmp = `${path}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(body), { mode: 0o600 });
+    renameSync(tmp, path);
+    dirty = false;
+  };
+
+  // Old windows are never read again: forget them, so a long-running gateway does not grow without bound.
+  const sweep = () => {
+    const at = now();
+    for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
+  };
+  const timer = setInterval(() => {
+    sweep();
+    try {
+      snapshot();
+    } catch (err) {
+      opts.onSnapshotError?.(err instanceof Error ? err : new Error(String(err)));
+    }
+  }, path ? (opts.snapshotIntervalMs ?? 5000) : 60_000);
+  timer.unref();
+
+  const ensureOpen = () => {
+    if (closed) throw new Error('the ledger is closed');
+  };
+
+  return {
+    backend: 'embedded',
+    snapshot,
+    size: () => counters.size,
+    async read(keys) {
+      ensureOpen();
+      const at = now();
+      return keys.map((k) => live(k, at)?.value ?? 0);
+    },
+    async add(increments: readonly CounterIncrement[]) {
+      ensureOpen();
+      for (const inc of increments) {
+        if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
+      }
+      const at = now();
+      // Synchronous: no other request interleaves, so the increments of one call are atomic.
+      const out = increments.map((inc) => {
+        const c = live(inc.key, at);
+        if (c === undefined) {
+          counters.set(inc.key, { value: inc.by, expiresAt: inc.expiresAt });
+          return inc.by;
+        }
+        c.value += inc.by;
+        return c.value;
+      });
+      dirty = true;
+      return out;
+    },
+    async close() {
+      if (closed) return;
+      clearInterval(timer);
+      closed = true;
+      snapshot();
+    },
+  };
+}

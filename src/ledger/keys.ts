@@ -1,0 +1,37 @@
+// Counter keys of the ledger (documented in docs/ledger.md). Every key of one account carries the account id as a
+// Redis Cluster hash tag ({...}), so one request's counters live in one slot and one script can touch them all.
+import type { BudgetWindow } from './windows.ts';
+
+export const DEFAULT_KEY_PREFIX = 'byok:ledger:';
+/** How long a counter outlives its window: covers replica clock skew and replays of records buffered in an outage. */
+export const DEFAULT_EXPIRY_MARGIN_MS = 7 * 86_400_000;
+
+export type BudgetScopeKind = 'guardrail' | 'workspace';
+/** nonbyok: gateway charges of shared-capacity requests; byok: what BYOK requests would have been charged. */
+export type BudgetPart = 'nonbyok' | 'byok';
+/** Per calendar month of an account: BYOK list cost (the allowance meter), BYOK fees, shared-capacity charges. */
+export type AccountMeter = 'byok_list' | 'fee' | 'charged';
+
+const SCOPE_TAG: Record<BudgetScopeKind, string> = { guardrail: 'gr', workspace: 'ws' };
+
+export interface KeySpace {
+  readonly prefix: string;
+  budget(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow, part: BudgetPart): string;
+  account(accountId: string, month: BudgetWindow, meter: AccountMeter): string;
+  /** Expiry of a counter of this window. */
+  expiresAt(window: BudgetWindow): number | null;
+}
+
+export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}): KeySpace {
+  const prefix = opts.prefix ?? DEFAULT_KEY_PREFIX;
+  const margin = opts.expiryMarginMs ?? DEFAULT_EXPIRY_MARGIN_MS;
+  return {
+    prefix,
+    budget: (accountId, scope, scopeId, window, part) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
+    account: (accountId, month, meter) => {
+      if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
+      return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;
+    },
+    expiresAt: (window) => (window.endsAt === null ? null : window.endsAt + margin),
+  };
+}

@@ -1,0 +1,27 @@
+// One entry point for the gateway's wiring: Redis when a URL is given (several replicas), else embedded with an
+// optional snapshot file (one replica).
+import { createEmbeddedLedger } from './embedded.ts';
+import { keySpace, type KeySpace } from './keys.ts';
+import type { Ledger } from './ledger.ts';
+import { createRedisLedger } from './redis.ts';
+
+export interface LedgerConfig {
+  redisUrl?: string;
+  /** Key prefix (Redis); default byok:ledger: */
+  keyPrefix?: string;
+  /** Embedded only: where the month survives a restart. */
+  snapshotPath?: string;
+  onSnapshotError?: (err: Error) => void;
+}
+
+export async function openLedger(config: LedgerConfig): Promise<{ ledger: Ledger; keys: KeySpace }> {
+  const keys = keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {});
+  if (config.redisUrl) return { ledger: await createRedisLedger({ url: config.redisUrl }), keys };
+  return {
+    ledger: createEmbeddedLedger({
+      ...(config.snapshotPath ? { snapshotPath: config.snapshotPath } : {}),
+      ...(config.onSnapshotError ? { onSnapshotError: config.onSnapshotError } : {}),
+    }),
+    keys,
+  };
+}

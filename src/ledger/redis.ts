@@ -1,0 +1,106 @@
+// The Redis ledger (several gateway replicas): one Lua script adds every counter of a request in one round trip
+// (INCRBY per key, atomic as a whole: Redis runs a script without interleaving), and sets each new key's expiry
+// to its window's end plus a margin. Reads are one MGET. Commands fail fast while Redis is unreachable (no offline
+// queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Micros } from '../domain/money.ts';
+import { LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+
+// ARGV holds (amount, expiresAt ms or 0) per key. The expiry is set when the increment created the key (its value
+// equals the amount), which is once per window; later increments leave it alone.
+const ADD_SCRIPT = `
+local out = {}
+for i = 1, #KEYS do
+  local by = tonumber(ARGV[2 * i - 1])
+  local v = redis.call('INCRBY', KEYS[i], by)
+  local at = tonumber(ARGV[2 * i])
+  if at > 0 and v == by then redis.call('PEXPIREAT', KEYS[i], at) end
+  out[i] = v
+end
+return out
+`;
+
+export interface RedisLedgerOptions {
+  /** redis://[:password@]host:port[/db] or rediss:// for TLS. */
+  url: string;
+  /** Per-command timeout in ms (default 1000). */
+  commandTimeoutMs?: number;
+  /** How long createRedisLedger waits for the first connection (default 5000); it returns either way. */
+  connectWaitMs?: number;
+  redisOptions?: RedisOptions;
+}
+
+export interface RedisLedger extends Ledger {
+  readonly backend: 'redis';
+  readonly client: Redis;
+}
+
+type WithAddCommand = Redis & { byokLedgerAdd(numKeys: number, ...args: (string | number)[]): Promise<number[]> };
+
+export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
+  const client = new Redis(opts.url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: opts.commandTimeoutMs ?? 1000,
+    connectTimeout: 2000,
+    // Keep reconnecting (capped backoff): the ledger comes back by itself when Redis does.
+    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+    lazyConnect: false,
+    ...opts.redisOptions,
+  });
+  // ioredis emits 'error' on every failed reconnect; the spend gate reports outages through its own metrics.
+  client.on('error', () => {});
+  client.defineCommand('byokLedgerAdd', { lua: ADD_SCRIPT });
+  const scripted = client as WithAddCommand;
+
+  await new Promise<void>((resolve) => {
+    if (client.status === 'ready') return resolve();
+    const timer = setTimeout(done, opts.connectWaitMs ?? 5000);
+    timer.unref();
+    client.once('ready', done);
+    function done() {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    }
+  });
+
+  const unavailable = (err: unknown): LedgerUnavailableError =>
+    new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+
+  return {
+    backend: 'redis',
+    client,
+    async read(keys) {
+      if (keys.length === 0) return [];
+      let values: (string | null)[];
+      try {
+        values = await client.mget(...keys);
+      } catch (err) {
+        throw unavailable(err);
+      }
+      return values.map((v) => (v === null ? 0 : Number(v)));
+    },
+    async add(increments: readonly CounterIncrement[]): Promise<Micros[]> {
+      if (increments.length === 0) return [];
+      const args: (string | number)[] = [];
+      for (const inc of increments) {
+        if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
+        args.push(inc.key);
+      }
+      for (const inc of increments) args.push(inc.by, inc.expiresAt ?? 0);
+      try {
+        return await scripted.byokLedgerAdd(increments.length, ...args);
+      } catch (err) {
+        throw unavailable(err);
+      }
+    },
+    async close() {
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
+}

@@ -1,0 +1,301 @@
+// The SpendGate (src/gateway/spend-gate.ts) over a Ledger: admit reads the current windows of a request's budgets
+// and asks decideBudget; record charges the BYOK fee against the account's month-to-date BYOK list cost and adds
+// the request to every window of its guardrails and workspace. Outage behaviour (docs/ledger.md):
+// - admit fails closed by default: a request under at least one budget limit is refused with
+//   LedgerUnavailableError (the gateway answers 503) rather than risk spend past a limit; a request under no
+//   budget limit never reads the ledger and is unaffected. `admitWhenUnavailable: 'open'` admits instead.
+// - record never drops silently: a failed write is queued in order and replayed with backoff; its promise settles
+//   when the replay lands (with the fee computed then, from the true month-to-date). The queue is bounded: past
+//   maxPendingRecords the oldest record is dropped, counted in byok_ledger_records_dropped_total, and rejected.
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Logger } from 'pino';
+import { byokCharge } from '../domain/billing.ts';
+import { budgetContributionMicros, budgetScopes, decideBudget } from '../domain/budgets.ts';
+import type { BudgetInterval, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
+import { assertNonNegativeMicros, type Micros } from '../domain/money.ts';
+import type { AdmitDecision, FinishedRequest, RecordedSpend, SpendGate, SpendRequestContext } from '../gateway/spend-gate.ts';
+import { keySpace, type KeySpace } from './keys.ts';
+import { LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+import { microsText, readWindows, spendSnapshot, type ScopeRef } from './spend-view.ts';
+import { INTERVALS, windowOf, windowsAt } from './windows.ts';
+
+export interface SpendGateOptions {
+  keys?: KeySpace;
+  /** What admit does when the ledger cannot be read; default 'closed'. */
+  admitWhenUnavailable?: 'closed' | 'open';
+  /** Records kept for replay during an outage; default 10000. */
+  maxPendingRecords?: number;
+  /** Replay backoff bounds in ms; default 100 to 5000. */
+  retryMinMs?: number;
+  retryMaxMs?: number;
+  registry?: Registry;
+  logger?: Logger;
+}
+
+export interface LedgerSpendGate extends SpendGate {
+  /** Records waiting for the ledger to come back. */
+  pendingRecords(): number;
+  /** Resolves when no record is waiting (or rejects after timeoutMs). */
+  drain(timeoutMs?: number): Promise<void>;
+}
+
+interface Pending {
+  req: FinishedRequest;
+  resolve(spend: RecordedSpend): void;
+  reject(err: Error): void;
+}
+
+interface GateMetrics {
+  unavailable: Counter<'op'>;
+  admittedOpen: Counter;
+  dropped: Counter;
+  pending: Gauge;
+}
+
+function createMetrics(registry: Registry | undefined): GateMetrics {
+  const registers = registry ? [registry] : [];
+  return {
+    unavailable: new Counter({ name: 'byok_ledger_unavailable_total', help: 'Ledger operations that failed because the ledger was unreachable.', labelNames: ['op'], registers }),
+    admittedOpen: new Counter({ name: 'byok_ledger_admitted_unchecked_total', help: 'Requests admitted without a budget check while the ledger was unreachable (fail open).', registers }),
+    dropped: new Counter({ name: 'byok_ledger_records_dropped_total', help: 'Finished requests whose spend was never recorded (replay queue full or gate closed).', registers }),
+    pending: new Gauge({ name: 'byok_ledger_pending_records', help: 'Finished requests waiting for the ledger to come back.', registers }),
+  };
+}
+
+function budgetRefs(guardrails: readonly CompiledGuardrail[], workspace: CompiledWorkspace | null): ScopeRef[] {
+  const refs: ScopeRef[] = [];
+  for (const g of guardrails) if (g.budget !== null) refs.push({ scope: 'guardrail', id: g.id, intervals: [g.budget.resetInterval] });
+  if (workspace !== null && workspace.budgets.length > 0) {
+    refs.push({ scope: 'workspace', id: workspace.id, intervals: [...new Set<BudgetInterval>(workspace.budgets.map((b) => b.interval))] });
+  }
+  return refs;
+}
+
+export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): LedgerSpendGate {
+  const keys = opts.keys ?? keySpace();
+  const failOpen = opts.admitWhenUnavailable === 'open';
+  const maxPending = opts.maxPendingRecords ?? 10_000;
+  const retryMin = opts.retryMinMs ?? 100;
+  const retryMax = opts.retryMaxMs ?? 5000;
+  const metrics = createMetrics(opts.registry);
+  const log = opts.logger?.child({ component: 'ledger' });
+  const queue: Pending[] = [];
+  let retryTimer: NodeJS.Timeout | undefined;
+  let retryDelay = retryMin;
+  let replaying = false;
+  let closed = false;
+  const drainWaiters = new Set<() => void>();
+
+  async function admit(ctx: SpendRequestContext): Promise<AdmitDecision> {
+    const { guardrails, workspace } = budgetScopes(ctx.account, ctx.who);
+    const refs = budgetRefs(guardrails, workspace);
+    if (refs.length === 0) return { allowed: true };
+    let spend: Awaited<ReturnType<typeof readWindows>>;
+    try {
+      spend = await readWindows(ledger, keys, ctx.account.accountId, refs, ctx.at);
+    } catch (err) {
+      if (!(err instanceof LedgerUnavailableError)) throw err;
+      metrics.unavailable.inc({ op: 'admit' });
+      if (failOpen) {
+        metrics.admittedOpen.inc();
+        return { allowed: true };
+      }
+      throw err;
+    }
+    const zero = { nonByokMicros: 0, byokMicros: 0 };
+    const decision = decideBudget({
+      guardrails: guardrails.map((g) => {
+        const interval = g.budget?.resetInterval ?? 'lifetime';
+        return { guardrail: g, spend: spendSnapshot(spend.get(`guardrail/${g.id}`)?.[interval] ?? zero) };
+      }),
+      workspace:
+        workspace === null
+          ? null
+          : {
+              workspace,
+              spend: Object.fromEntries(
+                workspace.budgets.map((b) => [b.interval, spendSnapshot(spend.get(`workspace/${workspace.id}`)?.[b.interval] ?? zero)]),
+              ),
+            },
+    });
+    return decision.blockedBy === null ? { allowed: true } : { allowed: false, blockedBy: decision.blockedBy };
+  }
+
+  // Every window of every budget scope of the request gets both parts, whatever the scope's limits and flag are
+  // today: decideBudget applies include_byok_in_budgets at read time, and a limit added or an interval changed
+  // mid-window sees the spend already made in that window.
+  function budgetIncrements(req: FinishedRequest, nonByok: Micros, byok: Micros): CounterIncrement[] {
+    const { guardrails, workspace } = budgetScopes(req.account, req.who);
+    const scopes: { scope: 'guardrail' | 'workspace'; id: string }[] = guardrails.map((g) => ({ scope: 'guardrail' as const, id: g.id }));
+    if (workspace !== null) scopes.push({ scope: 'workspace', id: workspace.id });
+    const windows = windowsAt(req.at);
+    const out: CounterIncrement[] = [];
+    for (const s of scopes) {
+      for (const interval of INTERVALS) {
+        const w = windows[interval];
+        const expiresAt = keys.expiresAt(w);
+        if (nonByok > 0) out.push({ key: keys.budget(req.account.accountId, s.scope, s.id, w, 'nonbyok'), by: nonByok, expiresAt });
+        if (byok > 0) out.push({ key: keys.budget(req.account.accountId, s.scope, s.id, w, 'byok'), by: byok, expiresAt });
+      }
+    }
+    return out;
+  }
+
+  async function apply(req: FinishedRequest): Promise<RecordedSpend> {
+    const cost = req.listCostMicros;
+    const isByok = req.byokCredentialId !== null;
+    const costText = microsText(cost);
+    // The part that counts against every budget, and the part that counts only where BYOK is included.
+    const always = budgetContributionMicros({ isByok, chargedUsd: costText, wouldHaveChargedUsd: costText, includeByokInBudgets: false });
+    const withFlag = budgetContributionMicros({ isByok, chargedUsd: costText, wouldHaveChargedUsd: costText, includeByokInBudgets: true }) - always;
+    const accountId = req.account.accountId;
+    const month = windowOf('monthly', req.at);
+    const monthExpiry = keys.expiresAt(month);
+    const increments = budgetIncrements(req, always, withFlag);
+    if (!isByok) {
+      increments.push({ key: keys.account(accountId, month, 'charged'), by: cost, expiresAt: monthExpiry });
+      await ledger.add(increments);
+      return { feeMicros: 0, chargedMicros: cost, freeListCostMicros: 0 };
+    }
+    // The month's BYOK list cost is incremented first, atomically with the budget windows; the total it returns
+    // minus this request is exactly the month-to-date before it, even with many replicas writing at once.
+    const totals = await ledger.add([{ key: keys.account(accountId, month, 'byok_list'), by: cost, expiresAt: monthExpiry }, ...increments]);
+    const before = (totals[0] ?? cost) - cost;
+    const charge = byokCharge({ plan: req.account.plan, monthToDateListCostUsd: microsText(before), requestListCostUsd: costText });
+    if (charge.feeMicros > 0) {
+      // A failure here must not replay the list cost above: retry only the fee.
+      await addWithRetry([{ key: keys.account(accountId, month, 'fee'), by: charge.feeMicros, expiresAt: monthExpiry }]);
+    }
+    return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
+  }
+
+  async function addWithRetry(increments: CounterIncrement[]): Promise<void> {
+    let delay = retryMin;
+    for (;;) {
+      try {
+        await ledger.add(increments);
+        return;
+      } catch (err) {
+        if (!(err instanceof LedgerUnavailableError)) throw err;
+        if (closed) {
+          // Not a LedgerUnavailableError: the request's list cost is recorded, so it must not be queued again.
+          metrics.dropped.inc();
+          throw new Error('spend gate closed before the BYOK fee was recorded', { cause: err });
+        }
+        metrics.unavailable.inc({ op: 'record' });
+        await new Promise((r) => setTimeout(r, delay).unref());
+        delay = Math.min(delay * 2, retryMax);
+      }
+    }
+  }
+
+  function settleDrain() {
+    metrics.pending.set(queue.length);
+    if (queue.length === 0) for (const w of drainWaiters) w();
+  }
+
+  function scheduleReplay() {
+    if (retryTimer !== undefined || closed) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      void replay();
+    }, retryDelay);
+    retryTimer.unref();
+    retryDelay = Math.min(retryDelay * 2, retryMax);
+  }
+
+  async function replay(): Promise<void> {
+    if (replaying) return;
+    replaying = true;
+    try {
+      while (queue.length > 0) {
+        const head = queue[0] as Pending;
+        try {
+          const spend = await apply(head.req);
+          queue.shift();
+          head.resolve(spend);
+          retryDelay = retryMin;
+        } catch (err) {
+          if (err instanceof LedgerUnavailableError && !closed) {
+            metrics.unavailable.inc({ op: 'record' });
+            scheduleReplay();
+            return;
+          }
+          queue.shift();
+          metrics.dropped.inc();
+          head.reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      }
+    } finally {
+      replaying = false;
+      settleDrain();
+    }
+  }
+
+  function enqueue(req: FinishedRequest): Promise<RecordedSpend> {
+    return new Promise<RecordedSpend>((resolve, reject) => {
+      queue.push({ req, resolve, reject });
+      while (queue.length > maxPending) {
+        const oldest = queue.shift() as Pending;
+        metrics.dropped.inc();
+        log?.error({ generation_id: oldest.req.generationId }, 'ledger replay queue full: spend of the oldest waiting request dropped');
+        oldest.reject(new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend not recorded'));
+      }
+      metrics.pending.set(queue.length);
+    });
+  }
+
+  async function record(req: FinishedRequest): Promise<RecordedSpend> {
+    assertNonNegativeMicros(req.listCostMicros, 'list cost');
+    if (closed) throw new Error('the spend gate is closed');
+    // Keep order: while anything waits for replay, later records wait behind it (month-to-date stays exact).
+    if (queue.length > 0) return enqueue(req);
+    try {
+      return await apply(req);
+    } catch (err) {
+      if (!(err instanceof LedgerUnavailableError)) throw err;
+      metrics.unavailable.inc({ op: 'record' });
+      log?.warn({ generation_id: req.generationId }, 'ledger unavailable: spend queued for replay');
+      const p = enqueue(req);
+      scheduleReplay();
+      return p;
+    }
+  }
+
+  return {
+    admit,
+    record,
+    pendingRecords: () => queue.length,
+    drain(timeoutMs = 30_000) {
+      if (queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          drainWaiters.delete(done);
+          reject(new Error(`ledger replay queue still holds ${queue.length} records after ${timeoutMs} ms`));
+        }, timeoutMs);
+        const done = () => {
+          clearTimeout(timer);
+          drainWaiters.delete(done);
+          resolve();
+        };
+        drainWaiters.add(done);
+      });
+    },
+    async close() {
+      if (closed) return;
+      // One last replay attempt, then whatever still waits is lost: count it and tell its caller.
+      if (queue.length > 0) {
+        if (retryTimer !== undefined) clearTimeout(retryTimer);
+        retryTimer = undefined;
+        await replay();
+      }
+      closed = true;
+      for (const p of queue.splice(0)) {
+        metrics.dropped.inc();
+        p.reject(new LedgerUnavailableError('spend gate closed before the ledger came back: spend not recorded'));
+      }
+      settleDrain();
+      await ledger.close();
+    },
+  };
+}

@@ -1,0 +1,236 @@
+// Publishes spend from the shared (Redis) ledger into CR status on the leader: Account.status.spend (the month:
+// BYOK list cost, fees, allowance left), Workspace.status.spend (every interval) and Guardrail.status.spend (its
+// budget window). At most every intervalMs, and an object is written only when its figures changed.
+//
+// Field ownership: these writes use their own field manager (SPEND_FIELD_MANAGER) and apply only status.spend.
+// The reconcilers apply the rest of status under FIELD_MANAGER; with Server-Side Apply a manager only ever removes
+// fields it owns, so neither side drops the other's fields. The reconcilers compare their desired status with the
+// stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status.
+import type { Logger } from 'pino';
+import { compileAccount } from '../compiler/index.ts';
+import { decideBudget } from '../domain/budgets.ts';
+import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
+import { microsToUsd } from '../domain/money.ts';
+import { createApplier, type Applier } from '../kube/apply.ts';
+import { keySpace, type KeySpace } from '../ledger/keys.ts';
+import { LedgerUnavailableError, type Ledger } from '../ledger/ledger.ts';
+import { createRedisLedger } from '../ledger/redis.ts';
+import { readAccountMonth, readWindows, spendSnapshot, type WindowSpend } from '../ledger/spend-view.ts';
+import { INTERVALS, windowOf } from '../ledger/windows.ts';
+import type { AccountStateSource } from './compile/pipeline.ts';
+import { sameStatus } from './conditions.ts';
+
+export const SPEND_FIELD_MANAGER = 'byok-operator-spend';
+const SPEND_FIELD = 'spend';
+
+/** The part of a stored status the reconcilers own (everything but status.spend). */
+export function ownedStatus(status: object | undefined): object | undefined {
+  if (status === undefined || !(SPEND_FIELD in status)) return status;
+  const { [SPEND_FIELD]: _spend, ...rest } = status as Record<string, unknown>;
+  return rest;
+}
+
+export interface SpendStatusOptions {
+  source: AccountStateSource;
+  ledger: Ledger;
+  /** Fenced by leadership, with SPEND_FIELD_MANAGER. */
+  applier: Applier;
+  log: Logger;
+  keys?: KeySpace;
+  /** Default 5000 ms. */
+  intervalMs?: number;
+  clock?: () => Date;
+}
+
+export interface SpendStatusWriter {
+  start(): void;
+  stop(): Promise<void>;
+  /** One pass over every account (also what the timer runs). */
+  syncOnce(): Promise<void>;
+}
+
+interface SpendWindowStatus {
+  interval: BudgetInterval;
+  window: string;
+  limitUsd?: number;
+  nonByokUsd: number;
+  byokUsd: number;
+  countedUsd: number;
+  blocked: boolean;
+}
+
+const ZERO: WindowSpend = { nonByokMicros: 0, byokMicros: 0 };
+
+function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limitUsd: number | undefined, includeByok: boolean): SpendWindowStatus {
+  const counted = spend.nonByokMicros + (includeByok ? spend.byokMicros : 0);
+  // decideBudget is the one definition of "blocked" (counted total has reached the limit).
+  const blocked =
+    limitUsd !== undefined &&
+    decideBudget({
+      guardrails: [],
+      workspace: {
+        workspace: { id: '', name: '', displayName: null, isDefault: false, budgets: [{ interval, limitUsd }], includeByokInBudgets: includeByok, defaultGuardrailId: null, members: [] },
+        spend: { [interval]: spendSnapshot(spend) },
+      },
+    }).blockedBy !== null;
+  return {
+    interval,
+    window: windowOf(interval, at).id,
+    ...(limitUsd !== undefined ? { limitUsd } : {}),
+    nonByokUsd: microsToUsd(spend.nonByokMicros),
+    byokUsd: microsToUsd(spend.byokMicros),
+    countedUsd: microsToUsd(counted),
+    blocked,
+  };
+}
+
+function guardrailSpend(g: CompiledGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+  const interval = g.budget?.resetInterval ?? 'monthly';
+  const include = g.budget?.includeByokInBudgets ?? false;
+  const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, g.budget?.limitUsd, include);
+  return { window, includeByokInBudgets: include, blocked: window.blocked };
+}
+
+function workspaceSpend(ws: CompiledWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+  const limits = new Map(ws.budgets.map((b) => [b.interval, b.limitUsd]));
+  const windows = INTERVALS.map((i) => windowStatus(i, at, spend?.[i] ?? ZERO, limits.get(i), ws.includeByokInBudgets));
+  return { includeByokInBudgets: ws.includeByokInBudgets, blocked: windows.some((w) => w.blocked), windows };
+}
+
+const withoutTimestamp = (spend: unknown): unknown => {
+  if (spend === null || typeof spend !== 'object') return spend;
+  const { updatedAt: _updatedAt, ...rest } = spend as Record<string, unknown>;
+  return rest;
+};
+
+export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWriter {
+  const keys = opts.keys ?? keySpace();
+  const clock = opts.clock ?? (() => new Date());
+  const intervalMs = opts.intervalMs ?? 5000;
+  const log = opts.log.child({ component: 'spend-status' });
+  /** kind/ns/name → the spend last written (without updatedAt): skips writes the informer has not caught up with. */
+  const lastWritten = new Map<string, unknown>();
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let ledgerDown = false;
+
+  async function publish(kind: 'Account' | 'Workspace' | 'Guardrail', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
+    const id = `${kind}/${ns}/${name}`;
+    if (sameStatus(withoutTimestamp(stored), spend) || sameStatus(lastWritten.get(id), spend)) return;
+    try {
+      await opts.applier.applyStatus(kind, ns, name, { [SPEND_FIELD]: { ...spend, updatedAt: at.toISOString() } });
+      lastWritten.set(id, spend);
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) return;
+      log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'spend status write failed');
+    }
+  }
+
+  async function syncAccount(ns: string, at: Date): Promise<void> {
+    const snapshot = opts.source.snapshot(ns);
+    const compiled: CompiledAccount = compileAccount(snapshot);
+    const scopes = [
+      ...compiled.guardrails.map((g) => ({ scope: 'guardrail' as const, id: g.id, intervals: [g.budget?.resetInterval ?? 'monthly'] })),
+      ...compiled.workspaces.map((w) => ({ scope: 'workspace' as const, id: w.id, intervals: INTERVALS })),
+    ];
+    const [spend, month] = await Promise.all([
+      readWindows(opts.ledger, keys, compiled.accountId, scopes, at),
+      snapshot.account ? readAccountMonth(opts.ledger, keys, compiled.accountId, compiled.plan, at) : Promise.resolve(null),
+    ]);
+    const writes: Promise<void>[] = [];
+    if (snapshot.account && month) {
+      const a = snapshot.account;
+      writes.push(
+        publish('Account', ns, a.metadata.name ?? '', (a.status as { spend?: unknown } | undefined)?.spend, {
+          month: month.month,
+          byokListCostUsd: microsToUsd(month.byokListCostMicros),
+          byokFeesUsd: microsToUsd(month.feesMicros),
+          sharedChargesUsd: microsToUsd(month.chargedMicros),
+          freeAllowanceUsd: microsToUsd(month.freeAllowanceMicros),
+          freeAllowanceRemainingUsd: microsToUsd(month.freeAllowanceRemainingMicros),
+        }, at),
+      );
+    }
+    const guardrailObjects = new Map(snapshot.guardrails.map((g) => [g.metadata.name ?? '', g]));
+    for (const g of compiled.guardrails) {
+      const obj = guardrailObjects.get(g.name);
+      if (obj) writes.push(publish('Guardrail', ns, g.name, (obj.status as { spend?: unknown } | undefined)?.spend, guardrailSpend(g, at, spend.get(`guardrail/${g.id}`)), at));
+    }
+    const workspaceObjects = new Map(snapshot.workspaces.map((w) => [w.metadata.name ?? '', w]));
+    for (const w of compiled.workspaces) {
+      const obj = workspaceObjects.get(w.name);
+      if (obj) writes.push(publish('Workspace', ns, w.name, (obj.status as { spend?: unknown } | undefined)?.spend, workspaceSpend(w, at, spend.get(`workspace/${w.id}`)), at));
+    }
+    await Promise.all(writes);
+  }
+
+  async function syncOnce(): Promise<void> {
+    const at = clock();
+    for (const ns of opts.source.accountNamespaces()) {
+      try {
+        await syncAccount(ns, at);
+        if (ledgerDown) log.info('ledger reachable again; spend status resumes');
+        ledgerDown = false;
+      } catch (err) {
+        if (err instanceof LedgerUnavailableError) {
+          // Keep the last published figures; say so once per outage.
+          if (!ledgerDown) log.warn({ err: err.message }, 'ledger unreachable: spend status not updated');
+          ledgerDown = true;
+          return;
+        }
+        log.warn({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'spend status of an account failed');
+      }
+    }
+  }
+
+  const tick = () => {
+    running ??= syncOnce().finally(() => {
+      running = undefined;
+    });
+  };
+
+  return {
+    syncOnce,
+    start() {
+      if (timer) return;
+      tick();
+      timer = setInterval(tick, intervalMs);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await running;
+    },
+  };
+}
+
+export interface SpendStatusConfig {
+  /** The gateways' shared ledger, e.g. redis://ledger:6379/0. */
+  redisUrl: string;
+  keyPrefix?: string;
+  intervalMs?: number;
+}
+
+/** The writer over a Redis ledger, with its own fenced applier; run.ts starts it on leading and stops it after. */
+export async function createRedisSpendStatus(
+  config: SpendStatusConfig,
+  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: AccountStateSource; log: Logger },
+): Promise<SpendStatusWriter & { close(): Promise<void> }> {
+  const ledger = await createRedisLedger({ url: config.redisUrl });
+  const writer = createSpendStatusWriter({
+    source: deps.source,
+    ledger,
+    applier: createApplier(deps.kubeConfig, { fieldManager: SPEND_FIELD_MANAGER, canWrite: deps.canWrite }),
+    log: deps.log,
+    keys: keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {}),
+    ...(config.intervalMs !== undefined ? { intervalMs: config.intervalMs } : {}),
+  });
+  return {
+    ...writer,
+    async close() {
+      await writer.stop();
+      await ledger.close();
+    },
+  };
+}

@@ -1,0 +1,71 @@
+// Two gateway processes (separate Node child processes) share one Redis under concurrent load: no increment is
+// lost, and the free allowance is crossed exactly once across both (the month-to-date before each request is exact).
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { byokFeeMicros, FREE_ALLOWANCE_MICROS } from '../../../src/domain/billing.ts';
+import { createRedisLedger, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
+import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { budgetGuardrail, ledgerAccount, WS1 } from './fixtures.ts';
+
+const run = promisify(execFile);
+let redis: RedisServer;
+const dir = mkdtempSync(join(tmpdir(), 'byok-ledger-procs-'));
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const requestCost = (i: number) => (i % 3 === 0 ? { byok: false, listCostMicros: i + 1 } : { byok: true, listCostMicros: 200_000_000 });
+
+test('N requests across two processes on one Redis: every total equals the sum', async () => {
+  const PER_PROCESS = 300;
+  const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 1_000_000, 'daily', true)], keyGuardrail: 'g' });
+  const file = join(dir, 'account.json');
+  writeFileSync(file, JSON.stringify(acc));
+  const worker = join(import.meta.dirname, 'load-worker.ts');
+  const outputs = await Promise.all(
+    ['a', 'b'].map((tag) => run(process.execPath, [worker, redis.url, file, String(PER_PROCESS), '16', tag], { timeout: 90_000 })),
+  );
+  const sums = outputs.map((o) => JSON.parse(o.stdout) as { fee: number; free: number; charged: number; requests: number });
+  expect(sums.map((s) => s.requests)).toEqual([PER_PROCESS, PER_PROCESS]);
+
+  let byokTotal = 0;
+  let sharedTotal = 0;
+  for (let i = 0; i < PER_PROCESS; i++) {
+    const c = requestCost(i);
+    if (c.byok) byokTotal += c.listCostMicros;
+    else sharedTotal += c.listCostMicros;
+  }
+  byokTotal *= 2;
+  sharedTotal *= 2;
+  const keys = keySpace();
+  const ledger = await createRedisLedger({ url: redis.url });
+  try {
+    const at = new Date('2026-11-23T10:00:00Z');
+    const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', at);
+    expect(month.byokListCostMicros).toBe(byokTotal); // 400 BYOK requests of 200 USD = 80,000 USD
+    expect(month.chargedMicros).toBe(sharedTotal);
+    const allowance = FREE_ALLOWANCE_MICROS['pay-as-you-go'];
+    // Exactly the allowance was free across both processes, and the fees are 5% of everything above it (the
+    // allowance is a multiple of the request size, so no request straddles and per-request rounding is exact).
+    expect(sums[0]!.free + sums[1]!.free).toBe(allowance);
+    expect(month.feesMicros).toBe(sums[0]!.fee + sums[1]!.fee);
+    expect(month.feesMicros).toBe(byokFeeMicros(byokTotal - allowance));
+    expect(sums[0]!.charged + sums[1]!.charged).toBe(sharedTotal);
+    const spend = await readWindows(ledger, keys, acc.accountId, [
+      { scope: 'guardrail', id: 'g', intervals: ['daily', 'weekly', 'monthly', 'lifetime'] },
+      { scope: 'workspace', id: WS1, intervals: ['daily', 'lifetime'] },
+    ], at);
+    for (const w of Object.values(spend.get('guardrail/g') ?? {})) expect(w).toEqual({ nonByokMicros: sharedTotal, byokMicros: byokTotal });
+    expect(spend.get(`workspace/${WS1}`)).toEqual({ daily: { nonByokMicros: sharedTotal, byokMicros: byokTotal }, lifetime: { nonByokMicros: sharedTotal, byokMicros: byokTotal } });
+  } finally {
+    await ledger.close();
+  }
+}, 120_000);
