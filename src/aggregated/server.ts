@@ -314,7 +314,8 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
       verb: verbOf(req.method, info, req.query as Record<string, unknown>),
       group: AGG_GROUP,
       version: AGG_VERSION,
-      resource: RESOURCE,
+      // The OpenRouter-shaped path is its own resource, `byok`: the kube-apiserver authorizes it so before proxying.
+      resource: info.kind,
       ...(info.name !== undefined ? { name: info.name } : {}),
     };
     const decision = await auth.authorize(result.user, attrs);
@@ -323,8 +324,8 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
       throw new StatusError(
         403,
         'Forbidden',
-        `${RESOURCE}.${AGG_GROUP}${info.name ? ` "${info.name}"` : ''} is forbidden: User "${result.user.username}" cannot ${attrs.verb} resource "${RESOURCE}" in API group "${AGG_GROUP}"${where}`,
-        { ...(info.name ? { name: info.name } : {}), group: AGG_GROUP, kind: RESOURCE },
+        `${info.kind}.${AGG_GROUP}${info.name ? ` "${info.name}"` : ''} is forbidden: User "${result.user.username}" cannot ${attrs.verb} resource "${info.kind}" in API group "${AGG_GROUP}"${where}`,
+        { ...(info.name ? { name: info.name } : {}), group: AGG_GROUP, kind: info.kind },
       );
     }
   });
