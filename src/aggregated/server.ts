@@ -259,7 +259,6 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
 
   const app = Fastify({
     loggerInstance: log,
-    disableRequestLogging: true,
     bodyLimit: BODY_LIMIT,
     https: { key: opts.tls.keyPem, cert: opts.tls.certPem, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 300 },

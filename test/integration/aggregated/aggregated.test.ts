@@ -58,7 +58,7 @@ async function viaApiserver(method: string, path: string, body?: unknown, conten
 /** A request straight to the extension server (only for its own authentication tests). */
 function direct(path: string, headers: Record<string, string>, clientCert?: { cert: string; key: string }): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpsRequest(`${agg.url}${path}`, { headers, rejectUnauthorized: false, ...(clientCert ?? {}) }, (res) => {
+    const req = httpsRequest(`${agg.url}${path}`, { headers, rejectUnauthorized: false, ...clientCert }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
@@ -468,4 +468,43 @@ describe('secrets', () => {
     expect(everything).not.toContain(CANARY_2);
     expect(everything).not.toContain(CANARY.slice(4, -4));
   });
+});
+
+describe('the Helm chart registers and removes the APIService', () => {
+  // Last in this file: it replaces the loopback registration above with the chart's (whose pods never run here).
+  test('install creates the APIService with a caBundle and the server RBAC; uninstall removes the APIService', async () => {
+    await unregister(testKubeConfig());
+    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
+    const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
+    const ns = b.namespace;
+    const run = (...args: string[]) =>
+      new Promise<string>((resolve, reject) => {
+        const child = spawn(helm, ['--kubeconfig', admin(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+        child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`helm ${args[0]} failed: ${out}`))));
+      });
+    await run('install', 'aggtest', chart, '-n', ns, '--skip-crds', '--set', `watchNamespaces[0]=${ns}`);
+    try {
+      const apiService = JSON.parse(await k('get', 'apiservice', APISERVICE_NAME, '-o', 'json')) as { spec: { caBundle?: string; service: { name: string; namespace: string; port: number } } };
+      expect(Buffer.from(apiService.spec.caBundle ?? '', 'base64').toString()).toContain('BEGIN CERTIFICATE');
+      expect(apiService.spec.service).toEqual({ name: 'aggtest-byok-aggregated-api', namespace: ns, port: 443 });
+      const secret = JSON.parse(await k('get', 'secret', 'aggtest-byok-aggregated-tls', '-n', ns, '-o', 'json')) as { data: Record<string, string> };
+      expect(secret.data['ca.crt']).toBe(apiService.spec.caBundle);
+      const sa = `--as=system:serviceaccount:${ns}:aggtest-byok-api`;
+      const can = async (...args: string[]) => (await kAs(admin(), 'auth', 'can-i', ...args, sa)).stdout.trim();
+      expect(await can('create', 'subjectaccessreviews.authorization.k8s.io')).toBe('yes');
+      expect(await can('create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
+      expect(await can('get', 'configmap/extension-apiserver-authentication', '-n', 'kube-system')).toBe('yes');
+      expect(await can('get', 'configmaps', '-n', 'default')).toBe('no');
+      const roles = await k('get', 'clusterroles', 'byok-keys-viewer', 'byok-keys-editor', '-o', 'jsonpath={range .items[*]}{.metadata.name}={.metadata.labels}{"\\n"}{end}');
+      expect(roles).toMatch(/byok-keys-viewer=.*aggregate-to-view/);
+      expect(roles).toMatch(/byok-keys-editor=.*aggregate-to-edit/);
+    } finally {
+      await run('uninstall', 'aggtest', '-n', ns, '--wait');
+    }
+    const gone = await kAs(admin(), 'get', 'apiservice', APISERVICE_NAME);
+    expect(gone.stderr).toContain('NotFound');
+  }, 60_000);
 });
