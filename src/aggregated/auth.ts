@@ -181,6 +181,10 @@ export class DelegatedAuth {
     return this.o.requestHeader;
   }
 
+  setRequestHeader(config: RequestHeaderConfig): void {
+    this.o.requestHeader = config;
+  }
+
   async authenticate(socket: TLSSocket, headers: IncomingHttpHeaders, distinct: NodeJS.Dict<string[]>): Promise<AuthResult> {
     const rh = this.o.requestHeader;
     if (rh && isFrontProxy(socket.getPeerCertificate(true), rh)) {

@@ -184,6 +184,8 @@ export function updateRequestFrom(desired: unknown, current: CredentialEntry, na
   // Absent immutable fields mean "unchanged"; only a different value is an error (the REST rule).
   if (spec.provider === undefined) delete body.provider;
   if (!('workspaceId' in spec)) delete body.workspace_id;
+  if (body.provider === current.key.provider) delete body.provider;
+  if (typeof body.workspace_id === 'string' ? body.workspace_id.toLowerCase() === current.key.workspace_id : body.workspace_id === null && current.key.workspace_id === null) delete body.workspace_id;
   // declaredZdr null is "not declared"; the REST update takes null as well.
   if (!('declaredZdr' in spec)) body.declared_zdr = null;
   // An unchanged default must not trip the fallback/byok-only rule on the stored side: send only what changes.

@@ -251,6 +251,16 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   const requestHeader = opts.requestHeader ?? (await loadRequestHeaderConfig(client));
   if (!requestHeader) log.warn('no requestheader-client-ca-file in kube-system/extension-apiserver-authentication: only bearer tokens are accepted');
   const auth = new DelegatedAuth({ client, requestHeader });
+  // The front-proxy CA and allowed names can rotate: re-read them, keeping the last good copy on errors.
+  const refresh = opts.requestHeader
+    ? undefined
+    : setInterval(() => {
+        loadRequestHeaderConfig(client).then(
+          (c) => c && auth.setRequestHeader(c),
+          (err: unknown) => log.warn({ code: (err as { status?: number }).status }, 'could not re-read kube-system/extension-apiserver-authentication'),
+        );
+      }, 60_000);
+  refresh?.unref();
   const hub = new WatchHub(opts.state);
   const { service, state } = opts;
   const openapiV2 = JSON.stringify(openApiV2());
@@ -462,7 +472,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     };
     let sub: { replay: HubEvent[]; stop: () => void };
     try {
-      sub = hub.subscribe(fromRv === undefined || fromRv === '' || fromRv === '0' ? hub.currentRv() : fromRv, (ev) => (live ? write(ev) : pending.push(ev)));
+      sub = hub.subscribe(q.sendInitialEvents === 'true' || fromRv === undefined || fromRv === '' || fromRv === '0' ? hub.currentRv() : fromRv, (ev) => (live ? write(ev) : pending.push(ev)));
     } catch (err) {
       if (err instanceof ExpiredError) {
         res.end(`${JSON.stringify({ type: 'ERROR', object: statusBody(410, 'Expired', err.message) })}\n`);
@@ -470,11 +480,17 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
       }
       throw err;
     }
-    if (fromRv === undefined || fromRv === '' || fromRv === '0') {
-      // No version: the current state as synthetic ADDED events, then changes.
+    const initial = q.sendInitialEvents === 'true' || fromRv === undefined || fromRv === '' || fromRv === '0';
+    if (initial) {
+      // No version (or a watch-list request): the current state as synthetic ADDED events, then changes.
       for (const e of state.allCredentials(namespace)) {
         const o = toKubeObject(e);
         if (relevant(o)) res.write(frame('ADDED', o));
+      }
+      if (q.sendInitialEvents === 'true') {
+        // Streaming lists (client-go WatchList) wait for this bookmark to know the initial state is complete.
+        const bookmark = { apiVersion: AGG_GROUP_VERSION, kind: KIND, metadata: { resourceVersion: hub.currentRv(), annotations: { 'k8s.io/initial-events-end': 'true' } } };
+        res.write(`${JSON.stringify({ type: 'BOOKMARK', object: bookmark })}\n`);
       }
     } else for (const ev of sub.replay) write(ev);
     for (const ev of pending.splice(0)) write(ev);
@@ -674,6 +690,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   try {
     address = await app.listen({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
   } catch (err) {
+    if (refresh) clearInterval(refresh);
     hub.close();
     throw err;
   }
@@ -684,6 +701,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     port,
     app,
     close: async () => {
+      if (refresh) clearInterval(refresh);
       hub.close();
       // Open watches would hold close() forever.
       app.server.closeAllConnections?.();
