@@ -65,7 +65,8 @@ export interface ByokKeyObject {
 /** The read model entry as a Kubernetes object. The secret is write-only: `spec.key` is never set here. */
 export function toKubeObject(e: CredentialEntry, resourceVersion?: string): ByokKeyObject {
   const k = e.key;
-  const labels: Record<string, string> = { [PROVIDER_LABEL]: k.provider, [WORKSPACE_LABEL]: e.obj.spec.workspace ?? GLOBAL_WORKSPACE };
+  // A global credential has no workspace label ("(global)" is not a valid label value): select it with !label.
+  const labels: Record<string, string> = { [PROVIDER_LABEL]: k.provider, ...(e.obj.spec.workspace !== undefined ? { [WORKSPACE_LABEL]: e.obj.spec.workspace } : {}) };
   const managedBy = e.obj.metadata.labels?.[MANAGED_BY_LABEL];
   if (managedBy !== undefined) labels[MANAGED_BY_LABEL] = managedBy;
   return {
@@ -409,7 +410,7 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
         uid: { type: 'string', description: 'Unique id of the stored object.' },
         resourceVersion: { type: 'string', description: 'Opaque version for optimistic concurrency and watch.' },
         creationTimestamp: { type: 'string', format: 'date-time', description: 'Creation time.' },
-        labels: { type: 'object', additionalProperties: { type: 'string' }, description: `Synthesized: ${PROVIDER_LABEL}, ${WORKSPACE_LABEL}, app.kubernetes.io/managed-by.` },
+        labels: { type: 'object', additionalProperties: { type: 'string' }, description: `Synthesized: ${PROVIDER_LABEL}, ${WORKSPACE_LABEL} (absent on global credentials), app.kubernetes.io/managed-by.` },
         annotations: { type: 'object', additionalProperties: { type: 'string' }, description: 'Synthesized: the backing BYOKCredential name.' },
       },
     },

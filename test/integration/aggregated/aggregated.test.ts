@@ -224,6 +224,33 @@ describe('kubectl against byokkeys', () => {
     expect(strategic.stderr).toContain('strategic-merge-patch');
   });
 
+  test('kubectl apply (client-side and server-side) on an existing id; -A lists every namespace', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const name = created.metadata.name;
+    const manifest = (extra: string) => `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
+    const apply = async (...args: string[]) => {
+      const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+      const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      child.stdin.end(manifest(args.includes('--server-side') ? '  isRequired: true\n' : '  disabled: true\n'));
+      const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? 1)));
+      seen.push(out);
+      return { code, out };
+    };
+    const clientSide = await apply();
+    expect(clientSide).toMatchObject({ code: 0 });
+    const serverSide = await apply('--server-side', '--field-manager=test');
+    expect(serverSide).toMatchObject({ code: 0 });
+    const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
+    expect(viaRest).toMatchObject({ name: 'applied', disabled: true, is_required: true });
+    const all = await k('get', 'bk', '-A', '-o', 'jsonpath={range .items[*]}{.metadata.namespace}{"\\n"}{end}');
+    const namespaces = new Set(all.trim().split('\n'));
+    expect(namespaces.has(a.namespace)).toBe(true);
+    for (const ns of namespaces) expect([a.namespace, b.namespace]).toContain(ns);
+  });
+
   test('update (PUT) with a stale resourceVersion is a Conflict; with the current one it applies', async () => {
     const created = await kubectlCreate(a.namespace);
     const path = `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`;

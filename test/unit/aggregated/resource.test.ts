@@ -48,6 +48,9 @@ describe('BYOKKey object', () => {
     );
     expect(o.status).toMatchObject({ id: o.metadata.name, label: 'sk-...abcd', createdAt: '2025-01-02T03:04:05.000Z' });
     expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'openai', 'sk-...abcd', 'main', 'prioritized', 0, false, '60m']);
+    const global = toKubeObject(entry(cred('g', '13', { isFallback: true })));
+    expect(global.metadata.labels).not.toHaveProperty(['api.byok.gateway.dev/workspace']);
+    expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(3, 5)).toEqual(['(global)', 'fallback']);
   });
 
   test('create: spec → REST body; sortOrder set apart; names and unknown fields rejected with the field path', () => {
