@@ -248,7 +248,13 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : und
 export async function startAggregatedServer(opts: AggregatedServerOptions): Promise<AggregatedServer> {
   const log = opts.logger.child({ component: 'aggregated-api' }, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } });
   const client = kubeClient(opts.kubeConfig);
-  const requestHeader = opts.requestHeader ?? (await loadRequestHeaderConfig(client));
+  // Without read access to the ConfigMap only bearer tokens work until a later re-read succeeds; start anyway.
+  const requestHeader =
+    opts.requestHeader ??
+    (await loadRequestHeaderConfig(client).catch((err: unknown) => {
+      log.warn({ code: (err as { status?: number }).status }, 'could not read kube-system/extension-apiserver-authentication (needs the extension-apiserver-authentication-reader Role)');
+      return undefined;
+    }));
   if (!requestHeader) log.warn('no requestheader-client-ca-file in kube-system/extension-apiserver-authentication: only bearer tokens are accepted');
   const auth = new DelegatedAuth({ client, requestHeader });
   // The front-proxy CA and allowed names can rotate: re-read them, keeping the last good copy on errors.

@@ -3,6 +3,7 @@
 // except where the test is about the extension server's own front door (forged headers, direct bearer tokens).
 // One file on purpose: an APIService is cluster-wide, so one registration serves all these tests.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -151,6 +152,13 @@ describe('registration and discovery', () => {
     expect(out).toContain('Write-only');
     expect(out).toMatch(/isByokOnly\s+<boolean>/);
   });
+});
+
+test('the kube-apiserver logs no errors about the group (OpenAPI download, discovery, availability)', async () => {
+  const log = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
+  // Any error about the group, except clients hanging up on a watch (kubectl -w being stopped).
+  const errors = log.split('\n').filter((l) => /^E\d{4}/.test(l) && /api\.byok\.gateway\.dev/.test(l) && !/Timeout or abort while handling/.test(l));
+  expect(errors).toEqual([]);
 });
 
 describe('kubectl against byokkeys', () => {
