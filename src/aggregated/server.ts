@@ -370,6 +370,16 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   // ---- byokkeys: the Kubernetes resource ----
 
   const listMeta = (extra: Record<string, unknown> = {}) => ({ resourceVersion: hub.currentRv(), ...extra });
+  // Entries are replaced on every change, so an object computed once per entry stays right; never mutated.
+  const objects = new WeakMap<CredentialEntry, ByokKeyObject>();
+  const objectOf = (e: CredentialEntry): ByokKeyObject => {
+    let o = objects.get(e);
+    if (!o) {
+      o = toKubeObject(e);
+      objects.set(e, o);
+    }
+    return o;
+  };
 
   interface Selection {
     labels: Requirement[];
@@ -405,7 +415,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   const listObjects = (namespace: string | undefined, sel: Selection): ByokKeyObject[] =>
     state
       .allCredentials(namespace)
-      .map((e) => toKubeObject(e))
+      .map(objectOf)
       .filter((o) => selected(o, sel))
       .sort((a, b) => (namespace === undefined ? String(a.metadata.namespace).localeCompare(String(b.metadata.namespace)) : 0));
 
@@ -460,7 +470,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
       } else if (shape === 'partial') object = { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata };
       return `${JSON.stringify({ type, object })}\n`;
     };
-    const objectOf = (ev: HubEvent) => toKubeObject(ev.entry, ev.type === 'DELETED' ? ev.rv : undefined);
+    const eventObject = (ev: HubEvent) => (ev.type === 'DELETED' ? toKubeObject(ev.entry, ev.rv) : objectOf(ev.entry));
     const relevant = (o: ByokKeyObject) => (namespace === undefined || o.metadata.namespace === namespace) && selected(o, sel);
 
     reply.hijack();
@@ -473,7 +483,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     const pending: HubEvent[] = [];
     let live = false;
     const write = (ev: HubEvent) => {
-      const o = objectOf(ev);
+      const o = eventObject(ev);
       if (relevant(o)) res.write(frame(ev.type, o));
     };
     let sub: { replay: HubEvent[]; stop: () => void };
@@ -490,7 +500,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     if (initial) {
       // No version (or a watch-list request): the current state as synthetic ADDED events, then changes.
       for (const e of state.allCredentials(namespace)) {
-        const o = toKubeObject(e);
+        const o = objectOf(e);
         if (relevant(o)) res.write(frame('ADDED', o));
       }
       if (q.sendInitialEvents === 'true') {
