@@ -208,6 +208,7 @@ declare module 'fastify' {
 }
 
 const HEALTH = new Set(['/healthz', '/livez', '/readyz']);
+const MAX_WATCH_BACKLOG = 8 * 1024 * 1024;
 const isResourcePath = (url: string) => url.startsWith(`${AGG_PREFIX}/`) && !url.startsWith(`${AGG_PREFIX}?`);
 
 interface PathInfo {
@@ -483,6 +484,13 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     const pending: HubEvent[] = [];
     let live = false;
     const write = (ev: HubEvent) => {
+      if (res.writableEnded) return;
+      // A client that stops reading is cut off, as the apiserver does; it re-watches from its last version.
+      if (res.writableLength > MAX_WATCH_BACKLOG) {
+        log.info({ namespace }, 'watch client too slow; closing its watch');
+        res.end();
+        return;
+      }
       const o = eventObject(ev);
       if (relevant(o)) res.write(frame(ev.type, o));
     };

@@ -64,7 +64,13 @@ export class ApiState {
   }
 
   private notify(change: CredentialChange): void {
-    for (const l of this.credentialListeners) l(change);
+    for (const l of this.credentialListeners) {
+      try {
+        l(change);
+      } catch {
+        // A watcher's failure must never break the read model the informer is updating.
+      }
+    }
   }
 
   // ---- credentials ----
