@@ -451,7 +451,8 @@ describe('delegated authentication and authorization', () => {
       body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
     });
     const token = tr.status.token;
-    const forbidden = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+    // Forged identity headers next to a real token change nothing: the token's user is the caller.
+    const forbidden = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
     expect(forbidden.status).toBe(403);
     expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
     await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/roles`, {
