@@ -51,6 +51,8 @@ export interface AppDeps {
   rateLimit?: RateLimitOptions | false;
   /** Readiness for /readyz (informer caches synced and watching). Default: always ready. */
   ready?: () => boolean;
+  /** The service to serve; shared with the aggregated API door so both use one write path. Default: a new one. */
+  service?: ByokService;
 }
 
 declare module 'fastify' {
@@ -89,14 +91,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   });
-  const service = new ByokService({
-    state: deps.state,
-    backend: deps.backend,
-    observe: deps.observe,
-    observeDeleted: deps.observeDeleted,
-    gitopsGuard: deps.gitopsGuard ?? true,
-    warn: (msg, fields) => deps.logger.warn(fields, msg),
-  });
+  const service =
+    deps.service ??
+    new ByokService({
+      state: deps.state,
+      backend: deps.backend,
+      observe: deps.observe,
+      observeDeleted: deps.observeDeleted,
+      gitopsGuard: deps.gitopsGuard ?? true,
+      warn: (msg, fields) => deps.logger.warn(fields, msg),
+    });
 
   // Declared up front so every request object has the same shape.
   app.decorateRequest('account', '');
@@ -274,6 +278,9 @@ export interface ApiServer {
   /** For tests and benchmarks. */
   app: FastifyInstance;
   state: ApiState;
+  /** The one write path, for the aggregated API door in the same process. */
+  service: ByokService;
+  ready(): boolean;
 }
 
 export function defaultLogger(): Logger {
@@ -315,12 +322,19 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     throw err;
   }
 
+  const backend = kubeBackend(kubeClient(opts.kubeConfig));
+  const observe = (o: BYOKCredential) => credentials.observe(o);
+  const observeDeleted = (ns: string, name: string) => credentials.observeDeleted(ns, name);
+  const gitopsGuard = opts.gitopsGuard ?? true;
+  const service = new ByokService({ state, backend, observe, observeDeleted, gitopsGuard, warn: (msg, fields) => logger.warn(fields, msg) });
+  const ready = () => informers.every((i) => i.hasSynced());
   const app = await buildApp({
     state,
-    backend: kubeBackend(kubeClient(opts.kubeConfig)),
-    observe: (o) => credentials.observe(o),
-    observeDeleted: (ns, name) => credentials.observeDeleted(ns, name),
-    ready: () => informers.every((i) => i.hasSynced()),
+    backend,
+    observe,
+    observeDeleted,
+    service,
+    ready,
     logger,
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
     ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),
@@ -336,6 +350,8 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     url: `${address}${API_PREFIX}`,
     app,
     state,
+    service,
+    ready,
     close: async () => {
       await app.close();
       await Promise.allSettled(informers.map((i) => i.stop()));

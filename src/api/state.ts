@@ -36,6 +36,14 @@ interface NamespaceCredentials {
   views: Map<string, View>;
 }
 
+/** A change to the credential read model, for watchers (the aggregated API's watch). */
+export interface CredentialChange {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  entry: CredentialEntry;
+  /** The object as delivered: for DELETED its resourceVersion may be the deletion's. */
+  obj: BYOKCredential;
+}
+
 const nsName = (o: { metadata?: { namespace?: string; name?: string } }) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
 
 
@@ -47,6 +55,23 @@ export class ApiState {
   private readonly workspacesById = new Map<string, Workspace>();
   private readonly apiKeys = new Map<string, Map<string, GatewayAPIKey>>();
   private readonly apiKeysByHash = new Map<string, Map<string, GatewayAPIKey>>();
+  private readonly credentialListeners = new Set<(change: CredentialChange) => void>();
+
+  /** Called after every credential change lands in the read model; returns the unsubscribe function. */
+  onCredentialChange(listener: (change: CredentialChange) => void): () => void {
+    this.credentialListeners.add(listener);
+    return () => this.credentialListeners.delete(listener);
+  }
+
+  private notify(change: CredentialChange): void {
+    for (const l of this.credentialListeners) {
+      try {
+        l(change);
+      } catch {
+        // A watcher's failure must never break the read model the informer is updating.
+      }
+    }
+  }
 
   // ---- credentials ----
 
@@ -61,6 +86,7 @@ export class ApiState {
     this.credentialsById.set(key.id, entry);
     bucket.sorted = undefined;
     bucket.views.clear();
+    this.notify({ type: old ? 'MODIFIED' : 'ADDED', entry, obj });
   }
 
   removeCredential(obj: BYOKCredential): void {
@@ -72,6 +98,18 @@ export class ApiState {
     if (this.credentialsById.get(old.key.id) === old) this.credentialsById.delete(old.key.id);
     bucket.sorted = undefined;
     bucket.views.clear();
+    this.notify({ type: 'DELETED', entry: old, obj });
+  }
+
+  /** Every credential of one account (all workspaces), or of every account, in list order. */
+  allCredentials(namespace?: string): CredentialEntry[] {
+    const buckets = namespace === undefined ? [...this.credentials.values()] : [this.credentials.get(namespace)].filter((b) => b !== undefined);
+    const out: CredentialEntry[] = [];
+    for (const b of buckets) {
+      if (!b.sorted) b.sorted = [...b.byName.values()].sort((x, y) => compareKeys(x.key, y.key));
+      out.push(...b.sorted);
+    }
+    return out;
   }
 
   /** The credential with this public id in this account, or undefined (also when it belongs to another account). */

@@ -6,6 +6,9 @@ import { join, resolve } from 'node:path';
 import { CustomObjectsApi, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { startApiServer } from '../api/server.ts';
+import { APISERVICE_NAME, createServingCertificate, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
+import { AGG_GROUP, AGG_VERSION } from '../aggregated/resource.ts';
+import { startAggregatedServer } from '../aggregated/server.ts';
 import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
 import { installCrds } from '../controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
@@ -33,6 +36,8 @@ export interface DevConnection {
   gatewayApiKey: string;
   gatewayApiKeyHash: string;
   operatorHttp: string;
+  /** The aggregated API registered with the local kube-apiserver (kubectl get byokkeys). */
+  aggregatedApi: { group: string; version: string; apiService: string; url: string };
 }
 
 const ROUTING_NAMESPACE = 'byok-system';
@@ -97,6 +102,21 @@ export async function runDev(options: DevOptions): Promise<void> {
     stoppers.push(() => operator.stop());
     const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
     stoppers.push(() => api.close());
+    // The second door: served on loopback and registered through a Service + FQDN EndpointSlice (docs/aggregated-api.md).
+    const serving = await createServingCertificate();
+    const aggregated = await startAggregatedServer({
+      kubeConfig: kc,
+      state: api.state,
+      service: api.service,
+      ready: api.ready,
+      tls: serving,
+      logger: logger.child({ component: 'aggregated-api' }),
+      host: '127.0.0.1',
+      port: 0,
+    });
+    stoppers.push(() => aggregated.close());
+    await registerLoopback({ kubeConfig: kc, port: aggregated.port, caPem: serving.caPem });
+    await waitForAvailable(kc, 60_000);
 
     const { manifests, parseErrors } = loadManifests(join(options.repoRoot, 'config', 'samples'));
     if (parseErrors.length > 0) throw new Error(`sample data does not parse: ${parseErrors.join('; ')}`);
@@ -126,6 +146,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       gatewayApiKey,
       gatewayApiKeyHash,
       operatorHttp: operator.httpAddress,
+      aggregatedApi: { group: AGG_GROUP, version: AGG_VERSION, apiService: APISERVICE_NAME, url: aggregated.url },
     };
     mkdirSync(devDir, { recursive: true });
     writeFileSync(connectionFile, `${JSON.stringify(connection, null, 2)}\n`, { mode: 0o600 });
@@ -146,6 +167,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         '',
         'Try:',
         `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byok -n ${ACCOUNT_NAMESPACE}`,
+        `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byokkeys -n ${ACCOUNT_NAMESPACE}      # the aggregated API (${APISERVICE_NAME})`,
         `  curl -s -H 'Authorization: Bearer ${managementKey}' ${api.url}/byok`,
         '',
         'Press Ctrl-C to stop and clean up.',

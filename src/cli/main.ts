@@ -7,6 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
+import { startAggregatedServer } from '../aggregated/server.ts';
+import { createServingCertificate } from '../aggregated/register.ts';
 import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
@@ -22,7 +24,8 @@ const USAGE = `usage: byok-operator <command> [options]
 commands:
   run                 operator and API server in one process
   operator            the operator only (reconciler, compiler, leader election)
-  api                 the REST API server only (/api/v1/byok)
+  api                 the API server only: REST /api/v1/byok (--api-port) and the aggregated
+                      Kubernetes API api.byok.gateway.dev/v1 over HTTPS (--aggregated-port), one process
   dev                 local control plane + CRDs + operator + API server + sample data
   validate <path>     check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
   explain --config-dir <dir> --catalog <file> --request <json|file> [--json]
@@ -39,6 +42,10 @@ common options:
   --http-port <port>          operator metrics/health port (default 8081)
   --api-port <port>           API server port (default 8080)
   --api-host <host>           API server bind address (default 0.0.0.0; dev: 127.0.0.1)
+  --aggregated-port <port>    HTTPS port of the aggregated API (default 8443; 0 picks one)
+  --aggregated-tls-dir <dir>  tls.crt and tls.key of the aggregated API's serving certificate
+                              (default: a self-signed one, for development only)
+  --no-aggregated             serve only the REST door
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
@@ -81,6 +88,9 @@ async function main(argv: string[]): Promise<void> {
       'api-port': { type: 'string' },
       'api-host': { type: 'string' },
       'no-leader-election': { type: 'boolean', default: false },
+      'aggregated-port': { type: 'string' },
+      'aggregated-tls-dir': { type: 'string' },
+      'no-aggregated': { type: 'boolean', default: false },
       'no-gitops-guard': { type: 'boolean', default: false },
       'rate-limit': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
@@ -138,6 +148,24 @@ async function main(argv: string[]): Promise<void> {
         });
         logger.info({ url: api.url }, 'API server listening');
         stops.push(() => api.close());
+        if (!values['no-aggregated']) {
+          const tlsDir = values['aggregated-tls-dir'];
+          const tls = tlsDir
+            ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
+            : await createServingCertificate();
+          if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
+          const aggregated = await startAggregatedServer({
+            kubeConfig,
+            state: api.state,
+            service: api.service,
+            ready: api.ready,
+            tls,
+            logger: logger.child({ component: 'aggregated-api' }),
+            host: values['api-host'] ?? '0.0.0.0',
+            port: port(values['aggregated-port'], 8443),
+          });
+          stops.unshift(() => aggregated.close());
+        }
       }
       waitForSignal(async () => {
         for (const stop of stops.reverse()) await stop();

@@ -179,6 +179,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const serviceAccountKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const files: Record<string, string> = {
       'ca.crt': ca.certPem,
+      // Lets test workers issue user certificates (kubeconfigFor) from another process.
+      'ca.key': ca.keyPem,
       'front-proxy-ca.crt': frontProxyCa.certPem,
       'apiserver.crt': serving.certPem,
       'apiserver.key': serving.keyPem,

@@ -58,6 +58,18 @@ export async function createCertificateAuthority(commonName: string): Promise<Ce
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
+  return authority(caCert, keys.privateKey, await exportKeyPem(keys.privateKey));
+}
+
+/** A CA from its PEM files (e.g. the test control plane's ca.crt and ca.key), to issue more certificates. */
+export async function loadCertificateAuthority(certPem: string, keyPem: string): Promise<CertificateAuthority> {
+  const caCert = new x509.X509Certificate(certPem);
+  const der = Buffer.from(keyPem.replace(/-----[A-Z ]+-----/g, '').replace(/\s+/g, ''), 'base64');
+  const privateKey = await webcrypto.subtle.importKey('pkcs8', der, algorithm, true, ['sign']);
+  return authority(caCert, privateKey, keyPem);
+}
+
+function authority(caCert: x509.X509Certificate, signingKey: webcrypto.CryptoKey, keyPem: string): CertificateAuthority {
   const issue = async (request: LeafRequest): Promise<PemPair> => {
     const leafKeys = await newKeys();
     const extensions: x509.Extension[] = [
@@ -74,14 +86,14 @@ export async function createCertificateAuthority(commonName: string): Promise<Ce
     const cert = await x509.X509CertificateGenerator.create({
       subject: distinguishedName(request.commonName, request.organizations),
       issuer: caCert.subject,
-      notBefore: new Date(now - 60_000),
-      notAfter: new Date(now + lifetimeMs),
+      notBefore: new Date(Date.now() - 60_000),
+      notAfter: new Date(Date.now() + lifetimeMs),
       signingAlgorithm,
       publicKey: leafKeys.publicKey,
-      signingKey: keys.privateKey,
+      signingKey,
       extensions,
     });
     return { certPem: cert.toString('pem'), keyPem: await exportKeyPem(leafKeys.privateKey) };
   };
-  return { certPem: caCert.toString('pem'), keyPem: await exportKeyPem(keys.privateKey), issue };
+  return { certPem: caCert.toString('pem'), keyPem, issue };
 }

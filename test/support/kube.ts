@@ -1,9 +1,12 @@
 // Helpers for integration tests: clients for the shared test control plane and a namespace per test file.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { loadCertificateAuthority } from '../../src/controlplane/pki.ts';
 import { GROUP, VERSION } from '../../src/schema/resources.ts';
 
 const execFileAsync = promisify(execFile);
@@ -59,4 +62,41 @@ export async function kubectl(...args: string[]): Promise<string> {
   const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
   const { stdout } = await execFileAsync(bin, ['--kubeconfig', testKubeconfigPath(), ...args], { encoding: 'utf8' });
   return stdout;
+}
+
+/**
+ * A kubeconfig for a non-admin user (client certificate CN=user, O=groups), like ControlPlane.kubeconfigFor but
+ * usable from test workers: it issues the certificate from the control plane's CA files in BYOK_TEST_WORKDIR.
+ */
+export async function kubeconfigFor(user: string, groups: string[] = []): Promise<string> {
+  const workDir = process.env.BYOK_TEST_WORKDIR;
+  if (!workDir) throw new Error('BYOK_TEST_WORKDIR is not set: run integration tests through `npm test` or `npm run test:integration`');
+  const ca = await loadCertificateAuthority(readFileSync(join(workDir, 'ca.crt'), 'utf8'), readFileSync(join(workDir, 'ca.key'), 'utf8'));
+  const cert = await ca.issue({ commonName: user, organizations: groups, usage: 'client' });
+  const admin = testKubeConfig();
+  const server = admin.getCurrentCluster()?.server ?? '';
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const file = join(workDir, `kubeconfig-${user.replace(/[^a-z0-9-]/gi, '_')}-${randomBytes(3).toString('hex')}`);
+  const config = {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'byok-local', cluster: { server, 'certificate-authority-data': b64(ca.certPem) } }],
+    users: [{ name: user, user: { 'client-certificate-data': b64(cert.certPem), 'client-key-data': b64(cert.keyPem) } }],
+    contexts: [{ name: 'byok-local', context: { cluster: 'byok-local', user } }],
+    'current-context': 'byok-local',
+  };
+  writeFileSync(file, stringify(config), { mode: 0o600 });
+  return file;
+}
+
+/** kubectl with an explicit kubeconfig; resolves with exit code and both streams instead of throwing. */
+export async function kubectlAs(kubeconfig: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+  try {
+    const { stdout, stderr } = await execFileAsync(bin, ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
 }

@@ -35,14 +35,18 @@ describe('Helm chart', () => {
   test('rendered objects are accepted by the apiserver (server-side dry run)', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rendered.yaml');
     writeFileSync(file, await helmTemplate(ns, 'networkPolicy.enabled=true'));
-    const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
+    // No -n: every namespaced template names its namespace, and the auth-reader RoleBinding lives in kube-system.
+    const out = await kubectl('apply', '--dry-run=server', '-f', file);
     expect(out).toMatch(/deployment\.apps\/rel-byok-operator created \(server dry run\)/);
     expect(out).toMatch(/networkpolicy\.networking\.k8s\.io\/rel-byok created \(server dry run\)/);
+    expect(out).toMatch(/apiservice\.apiregistration\.k8s\.io\/v1\.api\.byok\.gateway\.dev (created|configured|unchanged) \(server dry run\)/);
+    expect(out).toMatch(/rolebinding\.rbac\.authorization\.k8s\.io\/rel-byok-aggregated-api-auth-reader created \(server dry run\)/);
   });
 
   test('RBAC: the operator writes status only, the API writes credentials', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac.yaml');
-    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`));
+    // Without the APIService: a real one is cluster-wide (test/integration/aggregated installs the chart's own).
+    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`, 'aggregatedApi.enabled=false'));
     await kubectl('apply', '-n', ns, '-f', file,);
     const can = async (sa: string, verb: string, target: string, namespace = ns) => {
       const [resource = '', subresource] = target.split('/');

@@ -1,9 +1,10 @@
 // The README's first command: `dev` brings up a real control plane, the operator, the API server and the sample
 // account, writes .dev/connection.json, and cleans everything up on Ctrl-C.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { DevConnection } from '../../../src/cli/dev.ts';
@@ -65,6 +66,18 @@ describe('npm run dev', () => {
     const origin = connection.apiBaseUrl.replace(/\/api\/v1$/, '');
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
     expect(await (await fetch(`${origin}/readyz`)).json()).toEqual({ status: 'ready' });
+  });
+
+  test('the aggregated API is registered: kubectl get byokkeys lists the sample credentials', async () => {
+    expect(connection.aggregatedApi).toMatchObject({ group: 'api.byok.gateway.dev', version: 'v1', apiService: 'v1.api.byok.gateway.dev' });
+    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
+    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    expect((await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}')).stdout).toBe('True');
+    const table = (await run('get', 'byokkeys', '-n', 'acme')).stdout;
+    expect(table).toMatch(/^ID\s+PROVIDER\s+LABEL/);
+    expect(table).toContain('amazon-bedrock');
+    const raw = JSON.parse((await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')).stdout) as { total_count: number };
+    expect(raw.total_count).toBeGreaterThan(0);
   });
 
   test('the gateway API key is not a management key', async () => {

@@ -1,0 +1,100 @@
+// Registration of the aggregated API with a kube-apiserver that has no kube-proxy and no controller-manager (the
+// dev stack and the integration tests): a selector-less Service, an EndpointSlice the harness writes itself, and
+// the APIService. With --enable-aggregator-routing=true the aggregator dials the slice's address directly; IPv4
+// slices reject 127.0.0.0/8, so the slice is addressType FQDN with the address 127.0.0.1 (accepted: FQDN
+// validation checks DNS syntax only). The chart registers the same APIService against a normal Service instead.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { createCertificateAuthority } from '../controlplane/pki.ts';
+import { kubeClient, KubeApiError } from '../kube/client.ts';
+import { AGG_GROUP, AGG_VERSION } from './resource.ts';
+
+export const APISERVICE_NAME = `${AGG_VERSION}.${AGG_GROUP}`;
+export const DEFAULT_SERVICE = { namespace: 'byok-system', name: 'byok-aggregated-api' };
+const PORT_NAME = 'https';
+const SERVICE_PORT = 443;
+const FIELD_MANAGER = 'byok-operator';
+
+export interface ServingCertificate {
+  caPem: string;
+  certPem: string;
+  keyPem: string;
+}
+
+/** A throwaway CA and a serving certificate for <svc>.<ns>.svc: the name the aggregator checks, whatever it dials. */
+export async function createServingCertificate(service = DEFAULT_SERVICE): Promise<ServingCertificate> {
+  const ca = await createCertificateAuthority(`${service.name}-ca`);
+  const dns = [`${service.name}.${service.namespace}.svc`, `${service.name}.${service.namespace}.svc.cluster.local`, 'localhost'];
+  const leaf = await ca.issue({ commonName: dns[0] as string, usage: 'server', dnsNames: dns, ipAddresses: ['127.0.0.1'] });
+  return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem };
+}
+
+export interface LoopbackRegistration {
+  kubeConfig: KubeConfig;
+  /** The local port the aggregated server listens on (127.0.0.1). */
+  port: number;
+  caPem: string;
+  service?: { namespace: string; name: string };
+}
+
+async function apply(kubeConfig: KubeConfig, path: string, obj: object): Promise<void> {
+  await kubeClient(kubeConfig).request('PATCH', path, { body: obj, contentType: 'application/apply-patch+yaml', query: { fieldManager: FIELD_MANAGER, force: true } });
+}
+
+export async function registerLoopback(r: LoopbackRegistration): Promise<void> {
+  const svc = r.service ?? DEFAULT_SERVICE;
+  const ns = encodeURIComponent(svc.namespace);
+  await apply(r.kubeConfig, `/api/v1/namespaces/${svc.namespace}`, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: svc.namespace } });
+  await apply(r.kubeConfig, `/api/v1/namespaces/${ns}/services/${svc.name}`, {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: svc.name, namespace: svc.namespace },
+    spec: { type: 'ClusterIP', ports: [{ name: PORT_NAME, port: SERVICE_PORT, targetPort: r.port, protocol: 'TCP' }] },
+  });
+  await apply(r.kubeConfig, `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices/${svc.name}-loopback`, {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${svc.name}-loopback`, namespace: svc.namespace, labels: { 'kubernetes.io/service-name': svc.name, 'endpointslice.kubernetes.io/managed-by': 'byok-operator' } },
+    addressType: 'FQDN',
+    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+    ports: [{ name: PORT_NAME, port: r.port, protocol: 'TCP' }],
+  });
+  await apply(r.kubeConfig, `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`, {
+    apiVersion: 'apiregistration.k8s.io/v1',
+    kind: 'APIService',
+    metadata: { name: APISERVICE_NAME },
+    spec: {
+      group: AGG_GROUP,
+      version: AGG_VERSION,
+      service: { namespace: svc.namespace, name: svc.name, port: SERVICE_PORT },
+      caBundle: Buffer.from(r.caPem).toString('base64'),
+      groupPriorityMinimum: 1000,
+      versionPriority: 15,
+    },
+  });
+}
+
+export async function unregister(kubeConfig: KubeConfig): Promise<void> {
+  try {
+    await kubeClient(kubeConfig).request('DELETE', `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`);
+  } catch (err) {
+    if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+  }
+}
+
+interface ApiServiceStatus {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+/** Waits until the APIService reports Available=True; the error carries the last condition's message. */
+export async function waitForAvailable(kubeConfig: KubeConfig, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    const s = await kubeClient(kubeConfig).request<ApiServiceStatus>('GET', `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`);
+    const c = s.status?.conditions?.find((x) => x.type === 'Available');
+    if (c?.status === 'True') return;
+    last = `${c?.reason ?? ''}: ${c?.message ?? ''}`;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`APIService ${APISERVICE_NAME} did not become Available (${last})`);
+}

@@ -1,0 +1,547 @@
+// The aggregated API (api.byok.gateway.dev/v1 byokkeys) through the real kube-aggregator: registered with an
+// APIService, reached by kubectl and by clients of the kube-apiserver, never by calling the extension server,
+// except where the test is about the extension server's own front door (forged headers, direct bearer tokens).
+// One file on purpose: an APIService is cluster-wide, so one registration serves all these tests.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { pino } from 'pino';
+import { createServingCertificate, registerLoopback, unregister, waitForAvailable, APISERVICE_NAME } from '../../../src/aggregated/register.ts';
+import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
+import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
+import { kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
+
+const CANARY = 'sk-CANARY-aggregated-7f3a9c1e5b2d4a6f8e0c';
+const CANARY_2 = 'sk-CANARY-rotated-1b2c3d4e5f6a7b8c9d0e';
+const GV = 'api.byok.gateway.dev/v1';
+const P = `/apis/${GV}`;
+
+let a: Account;
+let b: Account;
+let rest: Harness;
+let agg: AggregatedServer;
+const aggLog: string[] = [];
+/** Everything any client saw: checked for the canary at the end. */
+const seen: string[] = [];
+
+const admin = () => testKubeconfigPath();
+async function k(...args: string[]): Promise<string> {
+  const r = await kubectlAs(admin(), ...args);
+  seen.push(r.stdout, r.stderr);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+  return r.stdout;
+}
+async function kAs(kubeconfig: string, ...args: string[]) {
+  const r = await kubectlAs(kubeconfig, ...args);
+  seen.push(r.stdout, r.stderr);
+  return r;
+}
+
+/** A request through the kube-apiserver (and so the aggregator) as the admin; failures come back as Status. */
+async function viaApiserver(method: string, path: string, body?: unknown, contentType?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  try {
+    const out = await kubeClient(testKubeConfig()).request<Record<string, unknown>>(method, path, { ...(body !== undefined ? { body } : {}), ...(contentType ? { contentType } : {}) });
+    seen.push(JSON.stringify(out));
+    return { status: 200, body: out };
+  } catch (err) {
+    if (err instanceof KubeApiError) {
+      seen.push(JSON.stringify(err.body));
+      return { status: err.status, body: (err.body ?? {}) as Record<string, unknown> };
+    }
+    throw err;
+  }
+}
+
+/** A request straight to the extension server (only for its own authentication tests). */
+function direct(path: string, headers: Record<string, string>, clientCert?: { cert: string; key: string }): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(`${agg.url}${path}`, { headers, rejectUnauthorized: false, ...clientCert }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        seen.push(text);
+        resolve({ status: res.statusCode ?? 0, text });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function newKeyYaml(namespace: string, extra = ''): string {
+  return `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  namespace: ${namespace}\n  generateName: openai-\nspec:\n  provider: openai\n  key: ${CANARY}\n  displayName: from kubectl\n${extra}`;
+}
+
+async function kubectlCreate(namespace: string, extra = ''): Promise<Record<string, unknown> & { metadata: { name: string }; spec: Record<string, unknown>; status: Record<string, unknown> }> {
+  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+  const child = spawn(bin, ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let errText = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (errText += d.toString()));
+  child.stdin.end(newKeyYaml(namespace, extra));
+  const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? 1)));
+  seen.push(out, errText);
+  if (code !== 0) throw new Error(`kubectl create failed: ${errText}`);
+  return JSON.parse(out) as Record<string, unknown> & { metadata: { name: string }; spec: Record<string, unknown>; status: Record<string, unknown> };
+}
+
+beforeAll(async () => {
+  [a, b] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b')]);
+  rest = await startHarness([a.namespace, b.namespace]);
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      aggLog.push(chunk.toString('utf8'));
+      cb();
+    },
+  });
+  const serving = await createServingCertificate();
+  agg = await startAggregatedServer({
+    kubeConfig: testKubeConfig(),
+    state: rest.server.state,
+    service: rest.server.service,
+    ready: rest.server.ready,
+    tls: serving,
+    logger: pino({ level: 'trace' }, sink),
+    host: '127.0.0.1',
+    port: 0,
+  });
+  await registerLoopback({ kubeConfig: testKubeConfig(), port: agg.port, caPem: serving.caPem });
+  await waitForAvailable(testKubeConfig(), 60_000);
+}, 120_000);
+
+afterAll(async () => {
+  await unregister(testKubeConfig()).catch(() => undefined);
+  await agg?.close();
+  await rest?.close();
+});
+
+describe('registration and discovery', () => {
+  test('the APIService is Available=True', async () => {
+    const out = await k('get', 'apiservice', APISERVICE_NAME, '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status}');
+    expect(out).toBe('True');
+  });
+
+  test('kubectl api-resources lists byokkeys with its short name, namespaced, kind BYOKKey', async () => {
+    const out = await k('api-resources', '--api-group=api.byok.gateway.dev');
+    expect(out).toMatch(/byokkeys\s+bk\s+api\.byok\.gateway\.dev\/v1\s+true\s+BYOKKey/);
+  });
+
+  test('discovery advertises exactly the implemented verbs and the category', async () => {
+    const list = await viaApiserver('GET', P);
+    const res = (list.body.resources as { name: string; verbs: string[]; categories: string[] }[]).find((r) => r.name === 'byokkeys');
+    expect(res?.verbs.sort()).toEqual(['create', 'delete', 'get', 'list', 'patch', 'update', 'watch']);
+    expect(res?.categories).toEqual(['byok-all']);
+  });
+
+  test('kubectl explain shows the field descriptions, including the write-only key', async () => {
+    // The aggregator downloads the OpenAPI of a new APIService asynchronously after it becomes Available.
+    let r = await kAs(admin(), 'explain', 'byokkeys.spec');
+    for (let i = 0; i < 60 && r.code !== 0; i++) {
+      await new Promise((res) => setTimeout(res, 500));
+      r = await kAs(admin(), 'explain', 'byokkeys.spec');
+    }
+    const out = r.stdout;
+    expect(out).toContain('KIND:       BYOKKey');
+    expect(out).toMatch(/key\s+<string>/);
+    expect(out).toContain('Write-only');
+    expect(out).toMatch(/isByokOnly\s+<boolean>/);
+  });
+});
+
+test('the kube-apiserver logs no errors about the group (OpenAPI download, discovery, availability)', async () => {
+  const log = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
+  // Any error about the group, except clients hanging up on a watch (kubectl -w being stopped).
+  const errors = log.split('\n').filter((l) => /^E\d{4}/.test(l) && /api\.byok\.gateway\.dev/.test(l) && !/Timeout or abort while handling/.test(l));
+  expect(errors).toEqual([]);
+});
+
+describe('kubectl against byokkeys', () => {
+  test('create with a write-only key: the label comes back masked and the key never does', async () => {
+    const created = await kubectlCreate(a.namespace, '  allowedModels: ["openai/gpt-4o"]\n');
+    expect(created.metadata.name).toMatch(/^[0-9a-f-]{36}$/);
+    expect(created.spec.key).toBeUndefined();
+    expect(created.status.label).toMatch(/^sk-\.\.\./);
+    expect(created.spec.allowedModels).toEqual(['openai/gpt-4o']);
+    expect(JSON.stringify(created)).not.toContain(CANARY);
+  });
+
+  test('an aggregated create is visible at once through /api/v1/byok, and a REST create at once through kubectl', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const viaRest = await rest.call('GET', `/byok/${created.metadata.name}`, { key: a.managementKey });
+    expect(viaRest.status).toBe(200);
+    expect(one(viaRest).label).toBe(created.status.label);
+    expect(one(viaRest).name).toBe('from kubectl');
+
+    const r = await rest.call('POST', '/byok', { key: a.managementKey, body: { provider: 'anthropic', key: `${CANARY}-rest`, name: 'via rest', is_fallback: true } });
+    expect(r.status).toBe(201);
+    const id = one(r).id;
+    const got = JSON.parse(await k('get', 'byokkeys', '-n', a.namespace, id, '-o', 'json')) as { spec: Record<string, unknown>; status: Record<string, unknown> };
+    expect(got.spec).toMatchObject({ provider: 'anthropic', displayName: 'via rest', isFallback: true, workspaceId: a.defaultWorkspaceId });
+    expect(got.status.label).toBe(one(r).label);
+  });
+
+  test('get -o yaml carries every spec 2.1 field and no key; the Table has the documented columns', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const yaml = await k('get', 'byokkeys', '-n', a.namespace, created.metadata.name, '-o', 'yaml');
+    for (const f of ['provider:', 'workspaceId:', 'displayName:', 'disabled:', 'isFallback:', 'isRequired:', 'isByokOnly:', 'allowedModels:', 'allowedApiKeyHashes:', 'allowedUserIds:', 'sortOrder:', 'declaredZdr:', 'label:', 'createdAt:', 'id:', 'resourceVersion:', 'uid:', 'creationTimestamp:']) {
+      expect(yaml).toContain(f);
+    }
+    expect(yaml).not.toMatch(/\bkey: /);
+    const table = await k('get', 'bk', '-n', a.namespace);
+    expect(table.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+AGE$/);
+    expect(table).toContain(created.metadata.name);
+  });
+
+  test('label selectors on provider and limit/continue paging', async () => {
+    const out = await k('get', 'bk', '-n', a.namespace, '-l', 'api.byok.gateway.dev/provider=anthropic', '-o', 'jsonpath={.items[*].spec.provider}');
+    expect(out.split(' ').every((p) => p === 'anthropic')).toBe(true);
+    const all = (await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[];
+    const page1 = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys?limit=1`);
+    const meta = page1.body.metadata as { continue?: string; remainingItemCount?: number };
+    expect((page1.body.items as unknown[]).length).toBe(1);
+    expect(meta.remainingItemCount).toBe(all.length - 1);
+    const page2 = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys?limit=100&continue=${encodeURIComponent(meta.continue ?? '')}`);
+    expect((page2.body.items as unknown[]).length).toBe(all.length - 1);
+    // kubectl pages with --chunk-size and still shows everything.
+    const chunked = await k('get', 'bk', '-n', a.namespace, '--chunk-size=1', '-o', 'name');
+    expect(chunked.trim().split('\n')).toHaveLength(all.length);
+  });
+
+  test('patch: merge, JSON patch and key rotation; strategic merge is 415 like for CRDs', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const name = created.metadata.name;
+    const merged = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=merge', '-p', '{"spec":{"isRequired":true}}', '-o', 'json')) as { spec: Record<string, unknown> };
+    expect(merged.spec.isRequired).toBe(true);
+    const jsonPatched = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=json', '-p', '[{"op":"replace","path":"/spec/sortOrder","value":7}]', '-o', 'json')) as {
+      spec: Record<string, unknown>;
+    };
+    expect(jsonPatched.spec.sortOrder).toBe(7);
+    const rotated = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=merge', '-p', JSON.stringify({ spec: { key: CANARY_2 } }), '-o', 'json')) as { status: Record<string, unknown> };
+    expect(rotated.status.label).toBe('sk-...9d0e');
+    const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
+    expect(viaRest).toMatchObject({ is_required: true, sort_order: 7, label: 'sk-...9d0e' });
+
+    const strategic = await kAs(admin(), 'patch', 'byokkey', name, '-n', a.namespace, '-p', '{"spec":{"isRequired":false}}');
+    expect(strategic.code).not.toBe(0);
+    expect(strategic.stderr).toContain('strategic-merge-patch');
+  });
+
+  test('kubectl apply (client-side and server-side) on an existing id; -A lists every namespace', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const name = created.metadata.name;
+    const manifest = (extra: string) => `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
+    const apply = async (...args: string[]) => {
+      const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+      const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      child.stdin.end(manifest(args.includes('--server-side') ? '  isRequired: true\n' : '  disabled: true\n'));
+      const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? 1)));
+      seen.push(out);
+      return { code, out };
+    };
+    const clientSide = await apply();
+    expect(clientSide).toMatchObject({ code: 0 });
+    const serverSide = await apply('--server-side', '--field-manager=test');
+    expect(serverSide).toMatchObject({ code: 0 });
+    const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
+    expect(viaRest).toMatchObject({ name: 'applied', disabled: true, is_required: true });
+    const all = await k('get', 'bk', '-A', '-o', 'jsonpath={range .items[*]}{.metadata.namespace}{"\\n"}{end}');
+    const namespaces = new Set(all.trim().split('\n'));
+    expect(namespaces.has(a.namespace)).toBe(true);
+    for (const ns of namespaces) expect([a.namespace, b.namespace]).toContain(ns);
+  });
+
+  test('update (PUT) with a stale resourceVersion is a Conflict; with the current one it applies', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const path = `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`;
+    const current = (await viaApiserver('GET', path)).body as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    const ok = await viaApiserver('PUT', path, { ...current, spec: { ...current.spec, disabled: true } });
+    expect(ok.status).toBe(200);
+    expect((ok.body.spec as Record<string, unknown>).disabled).toBe(true);
+    const stale = await viaApiserver('PUT', path, { ...current, spec: { ...current.spec, disabled: false } });
+    expect(stale.status).toBe(409);
+    expect(stale.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
+  });
+
+  test('validation errors are Status Invalid with causes naming the BYOKKey field; nothing is stored', async () => {
+    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const bad = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: {},
+      spec: { provider: 'openai', key: CANARY, allowedApiKeyHashes: ['0'.repeat(64)], isFallback: true, isByokOnly: true },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body).toMatchObject({ kind: 'Status', reason: 'Invalid', code: 422 });
+    const causes = (bad.body.details as { causes: { field: string }[] }).causes.map((c) => c.field);
+    expect(causes.some((f) => f.startsWith('spec.'))).toBe(true);
+    const unknown = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: {}, spec: { provider: 'openai', key: CANARY, colour: 'red' } });
+    expect(unknown.status).toBe(422);
+    expect((unknown.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('spec.colour');
+    const payload = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: {}, spec: { provider: 'amazon-bedrock', key: `{"accessKeyId":"${CANARY}"}` } });
+    expect(payload.status).toBe(422);
+    expect((payload.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('spec.key');
+    const named = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: { name: 'mine' }, spec: { provider: 'openai', key: CANARY } });
+    expect(named.status).toBe(422);
+    expect((named.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('metadata.name');
+    const after = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    expect(after).toBe(before);
+  });
+
+  test('unknown ids are NotFound; the GitOps guard is a Conflict', async () => {
+    const missing = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`);
+    expect(missing.body).toMatchObject({ kind: 'Status', reason: 'NotFound', code: 404 });
+    // A Git-managed credential (created as a CR with its Secret, not through an API door).
+    await kubeClient(testKubeConfig()).request('POST', `/api/v1/namespaces/${a.namespace}/secrets`, {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-key' }, stringData: { key: 'sk-git-0123456789' } },
+    });
+    await kubeClient(testKubeConfig()).request('POST', `/apis/byok.gateway.dev/v1alpha1/namespaces/${a.namespace}/byokcredentials`, {
+      body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'from-git' }, spec: { provider: 'mistral', secretRef: { name: 'git-key' } } },
+    });
+    let id = '';
+    for (let i = 0; i < 100 && id === ''; i++) {
+      const out = await k('get', 'bk', '-n', a.namespace, '-l', 'api.byok.gateway.dev/provider=mistral', '-o', 'jsonpath={.items[0].metadata.name}');
+      id = out.trim();
+      if (id === '') await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(id).not.toBe('');
+    const guarded = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/${id}`, { spec: { disabled: true } }, 'application/merge-patch+json');
+    expect(guarded.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
+  });
+
+  test('delete removes the credential from both doors', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const out = await k('delete', 'byokkey', created.metadata.name, '-n', a.namespace);
+    expect(out).toContain('deleted');
+    expect((await rest.call('GET', `/byok/${created.metadata.name}`, { key: a.managementKey })).status).toBe(404);
+    const again = await kAs(admin(), 'get', 'bk', created.metadata.name, '-n', a.namespace);
+    expect(again.stderr).toContain('NotFound');
+  });
+});
+
+describe('watch', () => {
+  test('kubectl get -w sees ADDED, MODIFIED and DELETED with resourceVersions, and never the key', async () => {
+    const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+    const child: ChildProcess = spawn(bin, ['--kubeconfig', admin(), 'get', 'bk', '-n', b.namespace, '--watch-only', '--output-watch-events', '-o', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const created = await kubectlCreate(b.namespace);
+      const name = created.metadata.name;
+      await k('patch', 'bk', name, '-n', b.namespace, '--type=merge', '-p', '{"spec":{"disabled":true}}');
+      await k('delete', 'bk', name, '-n', b.namespace);
+      const deadline = Date.now() + 15_000;
+      while (!/"type":\s*"DELETED"/.test(out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      child.kill('SIGTERM');
+    }
+    seen.push(out);
+    if (!out.includes('"type"')) throw new Error(`no watch events; kubectl printed: ${out.slice(0, 2000)}`);
+    const types = [...out.matchAll(/"type":\s*"(ADDED|MODIFIED|DELETED)"/g)].map((m) => m[1]);
+    expect(types[0]).toBe('ADDED');
+    expect(types).toContain('MODIFIED');
+    expect(types[types.length - 1]).toBe('DELETED');
+    const rvs = [...out.matchAll(/"resourceVersion":\s*"(\d+)"/g)].map((m) => Number(m[1]));
+    expect(rvs.length).toBeGreaterThanOrEqual(3);
+    expect(rvs[rvs.length - 1]).toBeGreaterThan(rvs[0] as number);
+    expect(out).not.toContain(CANARY);
+  }, 40_000);
+
+  test('a watch from a list resourceVersion replays what happened since', async () => {
+    const list = await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`);
+    const rv = (list.body.metadata as { resourceVersion: string }).resourceVersion;
+    const created = await kubectlCreate(b.namespace);
+    const frames = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      void kubeClient(testKubeConfig())
+        .stream(`${P}/namespaces/${b.namespace}/byokkeys`, { watch: true, resourceVersion: rv, timeoutSeconds: 2 }, (ev) => (text += `${JSON.stringify(ev)}\n`), new AbortController().signal)
+        .then(() => resolve(text), reject);
+    });
+    seen.push(frames);
+    expect(frames).toContain('"type":"ADDED"');
+    expect(frames).toContain(created.metadata.name);
+  }, 20_000);
+});
+
+describe('the OpenRouter-shaped surface under the group', () => {
+  test('same bodies and status codes as /api/v1/byok', async () => {
+    const list = await k('get', '--raw', `${P}/namespaces/${a.namespace}/byok`);
+    const parsed = JSON.parse(list) as { data: unknown[]; total_count: number };
+    const direct = (await rest.call('GET', '/byok', { key: a.managementKey })).body as { data: unknown[]; total_count: number };
+    expect(parsed).toEqual(direct);
+
+    const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, { provider: 'openai', key: CANARY, name: 'raw' });
+    expect(created.status).toBe(200); // the client reports 2xx as 200; the REST body is {data}
+    const id = (created.body.data as { id: string }).id;
+    expect(one(await rest.call('GET', `/byok/${id}`, { key: a.managementKey })).name).toBe('raw');
+
+    const bad = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, { provider: 'openai', key: CANARY, is_fallback: true, is_byok_only: true });
+    const badRest = await rest.call('POST', '/byok', { key: a.managementKey, body: { provider: 'openai', key: CANARY, is_fallback: true, is_byok_only: true } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual(badRest.body);
+    const missing = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byok/00000000-0000-4000-8000-000000000000`);
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual((await rest.call('GET', '/byok/00000000-0000-4000-8000-000000000000', { key: a.managementKey })).body);
+    const deleted = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byok/${id}`);
+    expect(deleted.body).toEqual({ deleted: true });
+  });
+});
+
+describe('delegated authentication and authorization', () => {
+  test('a user without RBAC is Forbidden; a RoleBinding grants exactly its namespace and verbs', async () => {
+    const user = `viewer-${a.namespace}`;
+    const kc = await kubeconfigFor(user, ['byok-testers']);
+    const denied = await kAs(kc, 'get', 'bk', '-n', a.namespace);
+    expect(denied.code).not.toBe(0);
+    expect(denied.stderr).toMatch(/forbidden/i);
+    expect(denied.stderr).toContain(`User "${user}" cannot list resource "byokkeys"`);
+
+    const client = kubeClient(testKubeConfig());
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/clusterroles`, {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: `${user}-byok-keys-viewer` },
+        // byok: the OpenRouter-shaped path, which the kube-apiserver authorizes as its own resource before proxying.
+        rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys', 'byok'], verbs: ['get', 'list', 'watch'] }],
+      },
+    });
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${a.namespace}/rolebindings`, {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'viewer' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${user}-byok-keys-viewer` },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+    // Authorization decisions are cached briefly (denials 5 s): wait until the grant shows.
+    let allowed = await kAs(kc, 'get', 'bk', '-n', a.namespace, '-o', 'name');
+    for (let i = 0; i < 40 && allowed.code !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      allowed = await kAs(kc, 'get', 'bk', '-n', a.namespace, '-o', 'name');
+    }
+    expect(allowed.code).toBe(0);
+    expect(allowed.stdout).toContain('byokkey.api.byok.gateway.dev/');
+    const otherNs = await kAs(kc, 'get', 'bk', '-n', b.namespace);
+    expect(otherNs.stderr).toMatch(/forbidden/i);
+    const write = await kAs(kc, 'delete', 'bk', '-n', a.namespace, '--all');
+    expect(write.stderr).toMatch(/forbidden/i);
+    // The OpenRouter-shaped path is authorized as byokkeys too.
+    const rawList = await kAs(kc, 'get', '--raw', `${P}/namespaces/${a.namespace}/byok`);
+    expect({ code: rawList.code, stderr: rawList.stderr }).toEqual({ code: 0, stderr: '' });
+    const rawOther = await kAs(kc, 'get', '--raw', `${P}/namespaces/${b.namespace}/byok`);
+    expect(rawOther.code).not.toBe(0);
+  }, 40_000);
+
+  test('a ServiceAccount token sent directly is checked with a TokenReview', async () => {
+    const client = kubeClient(testKubeConfig());
+    await client.request('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'robot' } } });
+    const tr = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts/robot/token`, {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+    });
+    const token = tr.status.token;
+    // Forged identity headers next to a real token change nothing: the token's user is the caller.
+    const forbidden = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/roles`, {
+      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'keys' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['list'] }] },
+    });
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/rolebindings`, {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'robot-keys' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'keys' },
+        subjects: [{ kind: 'ServiceAccount', name: 'robot', namespace: b.namespace }],
+      },
+    });
+    let ok = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+    for (let i = 0; i < 40 && ok.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      ok = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+    }
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(ok.text)).toMatchObject({ kind: 'BYOKKeyList' });
+    const bogus = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: 'Bearer not-a-real-token' });
+    expect(bogus.status).toBe(401);
+  }, 30_000);
+
+  test('forged X-Remote-* headers without the front-proxy certificate are rejected', async () => {
+    const forged = { 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' };
+    const none = await direct(`${P}/namespaces/${a.namespace}/byokkeys`, forged);
+    expect(none.status).toBe(401);
+    expect(JSON.parse(none.text)).toMatchObject({ kind: 'Status', reason: 'Unauthorized', code: 401 });
+    // A client certificate the kube-apiserver trusts, but not from the request-header CA, is not the front proxy.
+    const cluster = testKubeConfig().getCurrentUser();
+    const cert = Buffer.from(cluster?.certData ?? '', 'base64').toString('utf8');
+    const key = Buffer.from(cluster?.keyData ?? '', 'base64').toString('utf8');
+    const wrongCa = await direct(`${P}/namespaces/${a.namespace}/byokkeys`, forged, { cert, key });
+    expect(wrongCa.status).toBe(401);
+    const discovery = await direct(P, {});
+    expect(discovery.status).toBe(401);
+    expect((await direct('/healthz', {})).status).toBe(200);
+  });
+});
+
+describe('secrets', () => {
+  test('the canary key never appears in any response, log line (ours or the apiserver\'s), watch frame or Event', async () => {
+    const events = await k('get', 'events', '-A', '-o', 'json');
+    const apiserverLog = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
+    const everything = [...seen, ...aggLog, ...rest.logLines, ...rest.exchanges.map((e) => e.text), events, apiserverLog].join('\n');
+    expect(everything.length).toBeGreaterThan(1000);
+    expect(everything).not.toContain(CANARY);
+    expect(everything).not.toContain(CANARY_2);
+    expect(everything).not.toContain(CANARY.slice(4, -4));
+  });
+});
+
+describe('the Helm chart registers and removes the APIService', () => {
+  // Last in this file: it replaces the loopback registration above with the chart's (whose pods never run here).
+  test('install creates the APIService with a caBundle and the server RBAC; uninstall removes the APIService', async () => {
+    await unregister(testKubeConfig());
+    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
+    const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
+    const ns = b.namespace;
+    const run = (...args: string[]) =>
+      new Promise<string>((resolve, reject) => {
+        const child = spawn(helm, ['--kubeconfig', admin(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+        child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`helm ${args[0]} failed: ${out}`))));
+      });
+    await run('install', 'aggtest', chart, '-n', ns, '--skip-crds', '--set', `watchNamespaces[0]=${ns}`);
+    try {
+      const apiService = JSON.parse(await k('get', 'apiservice', APISERVICE_NAME, '-o', 'json')) as { spec: { caBundle?: string; service: { name: string; namespace: string; port: number } } };
+      expect(Buffer.from(apiService.spec.caBundle ?? '', 'base64').toString()).toContain('BEGIN CERTIFICATE');
+      expect(apiService.spec.service).toEqual({ name: 'aggtest-byok-aggregated-api', namespace: ns, port: 443 });
+      const secret = JSON.parse(await k('get', 'secret', 'aggtest-byok-aggregated-tls', '-n', ns, '-o', 'json')) as { data: Record<string, string> };
+      expect(secret.data['ca.crt']).toBe(apiService.spec.caBundle);
+      const sa = `--as=system:serviceaccount:${ns}:aggtest-byok-api`;
+      const can = async (...args: string[]) => (await kAs(admin(), 'auth', 'can-i', ...args, sa)).stdout.trim();
+      expect(await can('create', 'subjectaccessreviews.authorization.k8s.io')).toBe('yes');
+      expect(await can('create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
+      expect(await can('get', 'configmap/extension-apiserver-authentication', '-n', 'kube-system')).toBe('yes');
+      expect(await can('get', 'configmaps', '-n', 'default')).toBe('no');
+      const roles = await k('get', 'clusterroles', 'byok-keys-viewer', 'byok-keys-editor', '-o', 'jsonpath={range .items[*]}{.metadata.name}={.metadata.labels}{"\\n"}{end}');
+      expect(roles).toMatch(/byok-keys-viewer=.*aggregate-to-view/);
+      expect(roles).toMatch(/byok-keys-editor=.*aggregate-to-edit/);
+    } finally {
+      await run('uninstall', 'aggtest', '-n', ns, '--wait');
+    }
+    const gone = await kAs(admin(), 'get', 'apiservice', APISERVICE_NAME);
+    expect(gone.stderr).toContain('NotFound');
+  }, 60_000);
+});

@@ -1,0 +1,50 @@
+// Front-proxy trust: only a client certificate from the request-header CA, for client auth, with an allowed CN.
+import type { DetailedPeerCertificate } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { describe, expect, test } from '@jest/globals';
+import { isFrontProxy, userFromHeaders, type RequestHeaderConfig } from '../../../src/aggregated/auth.ts';
+import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
+
+function peer(certPem: string): DetailedPeerCertificate {
+  const c = new X509Certificate(certPem);
+  return { raw: c.raw, fingerprint256: c.fingerprint256 } as unknown as DetailedPeerCertificate;
+}
+
+describe('front-proxy authentication', () => {
+  test('trusts the request-header CA with an allowed CN only', async () => {
+    const frontProxyCa = await createCertificateAuthority('front-proxy-ca');
+    const otherCa = await createCertificateAuthority('cluster-ca');
+    const config: RequestHeaderConfig = {
+      clientCaPem: frontProxyCa.certPem,
+      allowedNames: ['front-proxy-client'],
+      usernameHeaders: ['x-remote-user'],
+      uidHeaders: ['x-remote-uid'],
+      groupHeaders: ['x-remote-group'],
+      extraHeaderPrefixes: ['x-remote-extra-'],
+    };
+    const good = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
+    const wrongName = await frontProxyCa.issue({ commonName: 'someone-else', usage: 'client' });
+    const serverUsage = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'server' });
+    const wrongCa = await otherCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
+    expect(isFrontProxy(peer(good.certPem), config)).toBe(true);
+    expect(isFrontProxy(peer(wrongName.certPem), config)).toBe(false);
+    expect(isFrontProxy(peer(serverUsage.certPem), config)).toBe(false);
+    expect(isFrontProxy(peer(wrongCa.certPem), config)).toBe(false);
+    expect(isFrontProxy(undefined, config)).toBe(false);
+    expect(isFrontProxy(peer(wrongName.certPem), { ...config, allowedNames: [] })).toBe(true);
+  });
+
+  test('reads user, uid, every group header and unescaped extras', () => {
+    const config: RequestHeaderConfig = {
+      clientCaPem: '',
+      allowedNames: [],
+      usernameHeaders: ['x-remote-user'],
+      uidHeaders: ['x-remote-uid'],
+      groupHeaders: ['x-remote-group'],
+      extraHeaderPrefixes: ['x-remote-extra-'],
+    };
+    const user = userFromHeaders({ 'x-remote-user': ['alice'], 'x-remote-uid': ['u1'], 'x-remote-group': ['a, b', 'c'], 'x-remote-extra-scopes%2fread': ['x'] }, config);
+    expect(user).toEqual({ username: 'alice', uid: 'u1', groups: ['a, b', 'c'], extra: { 'scopes/read': ['x'] } });
+    expect(userFromHeaders({}, config)).toBeUndefined();
+  });
+});

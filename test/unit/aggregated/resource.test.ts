@@ -1,0 +1,166 @@
+// The BYOKKey object ↔ REST body mapping, selectors, Table cells, patches and the watch hub: the pure parts of
+// the aggregated API (the protocol itself is tested through the kube-aggregator in test/integration/aggregated).
+import { describe, expect, test } from '@jest/globals';
+import { ApiState } from '../../../src/api/state.ts';
+import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
+import {
+  createRequestFrom,
+  humanAge,
+  InvalidObject,
+  kubeFieldOf,
+  matches,
+  openApiV3,
+  parseSelector,
+  SelectorError,
+  tableCells,
+  toKubeObject,
+  updateRequestFrom,
+  KIND_DEF,
+} from '../../../src/aggregated/resource.ts';
+import { ExpiredError, WatchHub } from '../../../src/aggregated/watch.ts';
+import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+
+function cred(name: string, rv: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential {
+  return {
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'BYOKCredential',
+    metadata: { namespace: 'acct', name, uid: `uid-${name}`, resourceVersion: rv, creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date, labels: { 'app.kubernetes.io/managed-by': 'byok-api' } },
+    spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
+    status: { label: 'sk-...abcd' },
+  };
+}
+
+function entry(c: BYOKCredential) {
+  const s = new ApiState();
+  s.upsertCredential(c);
+  const e = s.credential('acct', c.metadata.name ?? '');
+  if (!e) throw new Error('no entry');
+  return e;
+}
+
+describe('BYOKKey object', () => {
+  test('carries every spec 2.1 field, standard metadata and synthesized labels; never a key', () => {
+    const o = toKubeObject(entry(cred('a', '12', { workspace: 'main', displayName: 'N', allowedModels: ['a/b'] })));
+    expect(o.metadata).toMatchObject({ namespace: 'acct', uid: 'uid-a', resourceVersion: '12', creationTimestamp: '2025-01-02T03:04:05Z' });
+    expect(o.metadata.labels).toEqual({ 'api.byok.gateway.dev/provider': 'openai', 'api.byok.gateway.dev/workspace': 'main', 'app.kubernetes.io/managed-by': 'byok-api' });
+    expect(Object.keys(o.spec).sort()).toEqual(
+      ['allowedApiKeyHashes', 'allowedModels', 'allowedUserIds', 'declaredZdr', 'disabled', 'displayName', 'isByokOnly', 'isFallback', 'isRequired', 'provider', 'sortOrder', 'workspaceId'].sort(),
+    );
+    expect(o.status).toMatchObject({ id: o.metadata.name, label: 'sk-...abcd', createdAt: '2025-01-02T03:04:05.000Z' });
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'openai', 'sk-...abcd', 'main', 'prioritized', 0, false, '60m']);
+    const global = toKubeObject(entry(cred('g', '13', { isFallback: true })));
+    expect(global.metadata.labels).not.toHaveProperty(['api.byok.gateway.dev/workspace']);
+    expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(3, 5)).toEqual(['(global)', 'fallback']);
+  });
+
+  test('create: spec → REST body; sortOrder set apart; names and unknown fields rejected with the field path', () => {
+    expect(createRequestFrom({ apiVersion: 'api.byok.gateway.dev/v1', kind: 'BYOKKey', metadata: { generateName: 'x-' }, spec: { provider: 'openai', key: 'k', isFallback: true, workspaceId: null, sortOrder: 3 } }, 'acct')).toEqual({
+      body: { provider: 'openai', key: 'k', is_fallback: true, workspace_id: null },
+      sortOrder: 3,
+    });
+    const fields = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        if (err instanceof InvalidObject) return err.causes.map((c) => c.field);
+      }
+      return [];
+    };
+    expect(fields(() => createRequestFrom({ metadata: { name: 'mine' }, spec: { provider: 'openai' } }, 'acct'))).toEqual(['metadata.name']);
+    expect(fields(() => createRequestFrom({ spec: { provider: 'openai', colour: 1 }, extra: true }, 'acct'))).toEqual(['extra', 'spec.colour']);
+    expect(fields(() => createRequestFrom({ kind: 'Secret', spec: {} }, 'acct'))).toEqual(['kind']);
+    expect(fields(() => createRequestFrom({ metadata: { namespace: 'other' }, spec: {} }, 'acct'))).toEqual(['metadata.namespace']);
+  });
+
+  test('update: a full object → only the changed fields; absent filters clear, a present key rotates', () => {
+    const e = entry(cred('b', '5', { allowedModels: ['a/b'], displayName: 'N' }));
+    const o = toKubeObject(e);
+    expect(updateRequestFrom(o, e, 'acct')).toEqual({});
+    expect(updateRequestFrom({ ...o, spec: { ...o.spec, isRequired: true } }, e, 'acct')).toEqual({ is_required: true });
+    const { allowedModels: _drop, ...withoutFilter } = o.spec;
+    expect(updateRequestFrom({ ...o, spec: withoutFilter }, e, 'acct')).toEqual({ allowed_models: null });
+    expect(updateRequestFrom({ ...o, spec: { ...o.spec, key: 'new' } }, e, 'acct')).toEqual({ key: 'new' });
+    expect(updateRequestFrom({ ...o, spec: { ...o.spec, provider: 'anthropic' } }, e, 'acct')).toEqual({ provider: 'anthropic' });
+    expect(() => updateRequestFrom({ ...o, metadata: { ...o.metadata, name: 'other' } }, e, 'acct')).toThrow(InvalidObject);
+  });
+
+  test('REST field names map to BYOKKey paths', () => {
+    expect(kubeFieldOf('allowed_models[3]')).toBe('spec.allowedModels[3]');
+    expect(kubeFieldOf('name')).toBe('spec.displayName');
+    expect(kubeFieldOf('workspace_id')).toBe('spec.workspaceId');
+    expect(kubeFieldOf('other')).toBe('other');
+  });
+
+  test('selectors: equality, inequality, existence; set-based ones are refused', () => {
+    const labels = { 'api.byok.gateway.dev/provider': 'openai' };
+    expect(matches(parseSelector('api.byok.gateway.dev/provider=openai'), labels)).toBe(true);
+    expect(matches(parseSelector('api.byok.gateway.dev/provider==openai,!x'), labels)).toBe(true);
+    expect(matches(parseSelector('api.byok.gateway.dev/provider!=openai'), labels)).toBe(false);
+    expect(matches(parseSelector('api.byok.gateway.dev/workspace'), labels)).toBe(false);
+    expect(() => parseSelector('env in (a,b)')).toThrow(SelectorError);
+  });
+
+  test('ages read like kubectl', () => {
+    const t0 = Date.parse('2025-01-01T00:00:00Z');
+    expect(humanAge('2025-01-01T00:00:00Z', t0 + 30_000)).toBe('30s');
+    expect(humanAge('2025-01-01T00:00:00Z', t0 + 5 * 60_000 + 3000)).toBe('5m3s');
+    expect(humanAge('2025-01-01T00:00:00Z', t0 + 3 * 86_400_000)).toBe('3d');
+  });
+
+  test('the OpenAPI schema documents the write-only key and carries the GVK kubectl explain looks for', () => {
+    const schemas = (openApiV3().components as { schemas: Record<string, { properties: Record<string, { properties?: Record<string, { description?: string }> }>; 'x-kubernetes-group-version-kind': unknown }> }).schemas;
+    const kind = schemas[KIND_DEF];
+    expect(kind?.['x-kubernetes-group-version-kind']).toEqual([{ group: 'api.byok.gateway.dev', version: 'v1', kind: 'BYOKKey' }]);
+    expect(kind?.properties.spec?.properties?.key?.description).toMatch(/Write-only/);
+  });
+});
+
+describe('patches', () => {
+  test('merge patch: null removes, objects merge, the input is untouched', () => {
+    const base = { spec: { a: 1, b: [1], c: { d: 1 } } };
+    expect(mergePatch(base, { spec: { a: null, b: [2], c: { e: 2 } } })).toEqual({ spec: { b: [2], c: { d: 1, e: 2 } } });
+    expect(base.spec.a).toBe(1);
+  });
+
+  test('JSON patch: add, remove, replace, test, move, copy; failures name the path', () => {
+    const base = { spec: { list: ['a'], n: 1 } };
+    expect(
+      jsonPatch(base, [
+        { op: 'add', path: '/spec/list/-', value: 'b' },
+        { op: 'replace', path: '/spec/n', value: 2 },
+        { op: 'test', path: '/spec/n', value: 2 },
+        { op: 'copy', from: '/spec/n', path: '/spec/m' },
+        { op: 'move', from: '/spec/m', path: '/spec/k' },
+        { op: 'remove', path: '/spec/list/0' },
+      ]),
+    ).toEqual({ spec: { list: ['b'], n: 2, k: 2 } });
+    expect(base.spec.list).toEqual(['a']);
+    expect(() => jsonPatch(base, [{ op: 'replace', path: '/spec/missing/x', value: 1 }])).toThrow(PatchError);
+    expect(() => jsonPatch(base, [{ op: 'test', path: '/spec/n', value: 9 }])).toThrow(/test failed/);
+    expect(() => jsonPatch(base, { op: 'add' })).toThrow(PatchError);
+  });
+});
+
+describe('watch hub', () => {
+  test('replays what arrived after a list resourceVersion, including out-of-order arrivals; expired versions are refused', () => {
+    const state = new ApiState();
+    const hub = new WatchHub(state, 3);
+    state.upsertCredential(cred('a', '10'));
+    const listRv = hub.currentRv();
+    expect(listRv).toBe('10');
+    state.upsertCredential(cred('b', '20'));
+    // An own write observed ahead of the watch stream: 15 arrives after 20.
+    state.upsertCredential(cred('c', '15'));
+    const seen: string[] = [];
+    const { replay, stop } = hub.subscribe(listRv, (e) => seen.push(`${e.type}:${e.entry.name}`));
+    expect(replay.map((e) => e.entry.name)).toEqual(['b', 'c']);
+    state.removeCredential(cred('a', '10'));
+    expect(seen).toEqual(['DELETED:a']);
+    // A delete observed with its last known version is given one after everything seen.
+    expect(hub.currentRv()).toBe('21');
+    stop();
+    state.upsertCredential(cred('d', '30'));
+    expect(() => hub.subscribe('10', () => undefined)).toThrow(ExpiredError);
+    hub.close();
+  });
+});
