@@ -65,6 +65,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   const coalesceMs = opts.coalesceMs ?? 20;
   const keySecret = opts.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET;
   const keyReloadMs = opts.keyReloadMs ?? 10_000;
+  const keyPollMs = opts.keyPollMs ?? 4_000;
   const concurrency = opts.writeConcurrency ?? 8;
 
   const accounts = new Map<string, AccountEntry>();
@@ -80,6 +81,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   let version: string | undefined;
   let started = false;
   let timer: NodeJS.Timeout | undefined;
+  let keyPoll: NodeJS.Timeout | undefined;
   let running: Promise<CompileResult | undefined> | undefined;
   let failures = 0;
   let lastResult: CompileResult | undefined;
@@ -128,6 +130,20 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     }
     keyring = next;
     keyReadAt = Date.now();
+  };
+
+  /** A rotation must reseal even when nothing else changes: compile runs only start when something is dirty,
+   *  so the key Secret is also read on its own timer (one GET per keyPollMs; a watch would cost a long-lived
+   *  connection per replica for a Secret that changes a few times a year). */
+  const pollKey = async () => {
+    if (!started || running) return;
+    try {
+      keyReadAt = 0;
+      await refreshKeys();
+      if (dirty.size > 0) schedule();
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'reading the bundle key Secret failed; retrying on the next poll');
+    }
   };
 
   const compileOne = (ns: string, isAccount: boolean, ring: Keyring) => {
@@ -287,6 +303,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       keyReadAt = 0;
       await refreshKeys();
       started = true;
+      keyPoll = setInterval(() => void pollKey(), keyPollMs);
+      keyPoll.unref?.();
       this.markAllDirty();
       // Namespaces that stopped being accounts while no leader ran: their objects are stale by construction.
       if (dirty.size === 0) dirty.add('');
@@ -294,6 +312,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     },
     async stop() {
       started = false;
+      if (keyPoll) clearInterval(keyPoll);
+      keyPoll = undefined;
       if (timer) clearTimeout(timer);
       timer = undefined;
       await running;
