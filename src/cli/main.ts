@@ -67,6 +67,7 @@ function waitForSignal(stop: () => Promise<void>): void {
 
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--help' || argv[0] === '-h') argv = ['help'];
+  if (argv[0] === '--version') argv = ['version'];
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
     args: rest,
