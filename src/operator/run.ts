@@ -14,7 +14,7 @@ import { createCompilePipeline, type CompilePipeline } from './compile/pipeline.
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
-import { createLogger } from './logger.ts';
+import { childLogger, createLogger } from './logger.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
 
@@ -70,7 +70,7 @@ export interface RunningOperator {
 
 export async function startOperator(opts: OperatorOptions): Promise<RunningOperator> {
   const identity = opts.identity ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
-  const log = (opts.logger ?? createLogger()).child({ component: 'operator', identity });
+  const log = childLogger(opts.logger ?? createLogger(), { component: 'operator', identity });
   const metrics = createOperatorMetrics();
   const client = kubeClient(opts.kubeConfig);
   const resyncSeconds = opts.resyncSeconds ?? 300;

@@ -9,6 +9,7 @@ import { canonicalJson, INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, sh
 import { serializeAccount, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardObject } from '../../compiler/shard.ts';
 import { sealAccount, shardBundles, type BundleAccount, type BundleObject } from '../../bundle/bundle.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, type Keyring } from '../../bundle/envelope.ts';
+import { childLogger } from '../logger.ts';
 import { ensureBundleKey } from './bundle-key.ts';
 import { kubeRoutingStore, type RoutingStore, type StoredKind } from './store.ts';
 import type { CompilePipeline, CompilePipelineOptions, CompileResult } from './pipeline.ts';
@@ -59,7 +60,7 @@ async function limited<T>(items: readonly T[], concurrency: number, fn: (item: T
 
 export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipeline {
   const namespace = opts.routingNamespace;
-  const log = opts.logger.child({ component: 'compile' });
+  const log = childLogger(opts.logger, { component: 'compile' });
   const store: RoutingStore = opts.store ?? kubeRoutingStore(opts.kubeConfig, namespace, opts.applier);
   const m = metrics(opts.registry ?? new Registry());
   const coalesceMs = opts.coalesceMs ?? 20;
