@@ -15,7 +15,7 @@ import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
 import { childLogger, createLogger } from './logger.ts';
-import { createOperatorMetrics } from './metrics.ts';
+import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
 
 export interface LeaderElectionOptions {
@@ -88,6 +88,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
     onRestart: (informer, reason) => metrics.informerRestarts.inc({ informer, reason }),
   });
+  registerCredentialReadiness(metrics.registry, () => informers.credentials.list());
   const verdicts = new VerdictStore();
   const source = createAccountStateSource(informers, verdicts);
   const pipeline =

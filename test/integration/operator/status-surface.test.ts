@@ -9,7 +9,7 @@ import { startOperator, type RunningOperator } from '../../../src/operator/run.t
 import { REDACT_PATHS } from '../../../src/operator/logger.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { core, createSecret, resource, until } from './helpers.ts';
+import { core, createSecret, metricsText, metricValue, resource, until } from './helpers.ts';
 
 const kc = testKubeConfig();
 
@@ -100,6 +100,13 @@ describe('operator status surface', () => {
     const fell = await until('a log line for the Ready -> False transition', () =>
       logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.name === 'global-cred' && l.from === 'True' && l.to === 'False'));
     expect(fell).toMatchObject({ level: 40, kind: 'BYOKCredential', namespace: ns, reason: 'SecretNotFound', msg: 'BYOKCredential is no longer Ready' });
+  });
+
+  test('byok_credential_ready counts credentials per Ready status and reason (no per-credential series)', async () => {
+    const text = await metricsText(op);
+    expect(metricValue(text, 'byok_credential_ready', { status: 'True', reason: 'Ready' })).toBe(1);
+    expect(metricValue(text, 'byok_credential_ready', { status: 'False', reason: 'SecretNotFound' })).toBe(1);
+    expect(text).not.toMatch(/byok_credential_ready\{[^}]*name=/);
   });
 
   test('no log line repeats a key (component, identity bound at several levels)', async () => {
