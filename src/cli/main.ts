@@ -13,7 +13,7 @@ import { createManagementKey } from '../shared/management-keys.ts';
 import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
 import { runDev } from './dev.ts';
 import { explain } from './explain.ts';
-import { validatePath } from './validate.ts';
+import { exitCode, formatReport, OUTPUT_FORMATS, validatePath, type OutputFormat } from './validate.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -24,7 +24,8 @@ commands:
   operator            the operator only (reconciler, compiler, leader election)
   api                 the REST API server only (/api/v1/byok)
   dev                 local control plane + CRDs + operator + API server + sample data
-  validate <path>     check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
+  validate <path|->   check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
+                      [-o text|json|junit] [--strict: also fail when nothing was checked]
   explain --config-dir <dir> --catalog <file> --request <json|file> [--json]
                       explain a routing decision from mounted routing config
   management-key create --namespace <ns> [--name <name>]
@@ -90,6 +91,8 @@ async function main(argv: string[]): Promise<void> {
       catalog: { type: 'string' },
       request: { type: 'string' },
       json: { type: 'boolean', default: false },
+      output: { type: 'string', short: 'o' },
+      strict: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -145,11 +148,12 @@ async function main(argv: string[]): Promise<void> {
       await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
     case 'validate': {
-      const path = positionals[0] ?? fail('validate needs a file or folder');
+      const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
+      const format = values.output ?? 'text';
+      if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) fail(`invalid --output ${format}: use ${OUTPUT_FORMATS.join(', ')}`);
       const report = validatePath(path);
-      for (const p of report.problems) process.stdout.write(`${p}\n`);
-      process.stdout.write(`${report.checked} byok.gateway.dev resources checked, ${report.problems.length} problems\n`);
-      process.exitCode = report.problems.length > 0 ? 1 : 0;
+      process.stdout.write(formatReport(report, format as OutputFormat));
+      process.exitCode = exitCode(report, values.strict);
       return;
     }
     case 'explain': {
