@@ -219,6 +219,7 @@ describe('compile pipeline on a real apiserver', () => {
     }
     const elapsed = performance.now() - t0;
     off();
+    process.stderr.write(`[rotation measurements] ${JSON.stringify({ activationToResealedMs: Math.round(elapsed) })}\n`);
     expect([...kids]).toEqual([kid]);
     expect(elapsed).toBeLessThan(10_000);
     expect(compiles).toBeGreaterThanOrEqual(1);
