@@ -2,6 +2,7 @@
 // buildApp wires routes onto injected dependencies (tests, bench); startApiServer adds the informers and the
 // Kubernetes writer and listens.
 import rateLimit from '@fastify/rate-limit';
+import { registerApiMetrics } from './metrics.ts';
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { pino, type Logger } from 'pino';
@@ -101,6 +102,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       gitopsGuard: deps.gitopsGuard ?? true,
       warn: (msg, fields) => deps.logger.warn(fields, msg),
     });
+
+  registerApiMetrics(app);
 
   // Declared up front so every request object has the same shape.
   app.decorateRequest('account', '');

@@ -119,7 +119,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     await waitForAvailable(kc, 60_000);
 
     const { manifests, parseErrors } = loadManifests(join(options.repoRoot, 'config', 'samples'));
-    if (parseErrors.length > 0) throw new Error(`sample data does not parse: ${parseErrors.join('; ')}`);
+    if (parseErrors.length > 0) throw new Error(`sample data does not parse: ${parseErrors.map((e) => `${e.file}:${e.position.line}: ${e.message}`).join('; ')}`);
     await applyObjects(kc, manifests.map((m) => m.object as KubernetesObject));
 
     const gatewayApiKey = `sk-gw-dev-${randomBytes(24).toString('hex')}`;

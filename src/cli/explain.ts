@@ -1,42 +1,123 @@
 // `byok-operator explain`: why a request would try which credentials and shared endpoints, in which order,
-// read from mounted routing config exactly as a gateway pod would.
+// read from mounted routing config exactly as a gateway pod would. A credential the compiler left out entirely
+// (not Ready) never reaches the planner, so explain also lists the account's credentials missing from the
+// config with their Ready condition, read from the cluster (--cluster) or from manifests (--manifests).
 import { readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { kubeClient } from '../kube/client.ts';
+import { GROUP, VERSION } from '../schema/resources.ts';
 import { createCatalog, type CatalogModelInput } from '../domain/index.ts';
+import { validateManifest } from '../schema/validators.ts';
 import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
+import { loadManifests } from './manifests.ts';
+
+/** A BYOKCredential as read from the cluster or a manifest: only what explain needs. */
+export interface CredentialSource {
+  metadata?: { name?: string; namespace?: string };
+  spec?: { provider?: string };
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
 
 export interface ExplainInput {
   configDir: string;
   catalogFile: string;
+  /** Shown in the header: where the catalog came from (e.g. "dev catalog"). */
+  catalogName?: string;
   /** Inline JSON or a path to a JSON file. */
   request: string;
   json: boolean;
+  /** The account's BYOKCredentials, to say why those missing from the config are missing. */
+  credentials?: (namespace: string) => Promise<{ source: string; items: CredentialSource[] }>;
+}
+
+export interface ExplainResult {
+  output: string;
+  /** 0 when the plan has at least one attempt; 1 when no attempt remains or there is no plan. */
+  exitCode: number;
 }
 
 function readJson(valueOrPath: string): unknown {
   return JSON.parse(valueOrPath.trimStart().startsWith('{') ? valueOrPath : readFileSync(valueOrPath, 'utf8'));
 }
 
-export function explain(input: ExplainInput): string {
+interface Missing {
+  name: string;
+  provider: string;
+  why: string;
+}
+
+function whyMissing(c: CredentialSource, fromManifest: boolean): string {
+  const ready = c.status?.conditions?.find((x) => x.type === 'Ready');
+  if (ready) return `Ready=${ready.status} ${ready.reason ?? ''}${ready.message ? `: ${ready.message}` : ''}`.trim();
+  if (fromManifest) {
+    const verdict = validateManifest({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', ...c });
+    if (verdict && verdict.problems.length > 0) return `invalid manifest: ${verdict.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
+    return 'valid manifest, not compiled: not applied yet, or not Ready in the cluster (its Secret, payload or filters); run with --cluster to see its Ready condition';
+  }
+  return 'not reconciled yet (no Ready condition)';
+}
+
+/** Credentials of the account that the compiled config does not contain, with the reason. */
+async function missingCredentials(input: ExplainInput, namespace: string, compiled: ReadonlySet<string>): Promise<{ source: string; missing: Missing[] } | undefined> {
+  if (!input.credentials) return undefined;
+  const { source, items } = await input.credentials(namespace);
+  const fromManifest = source.startsWith('manifests');
+  const missing = items
+    .filter((c) => (c.metadata?.namespace ?? namespace) === namespace && c.metadata?.name && !compiled.has(c.metadata.name))
+    .map((c) => ({ name: c.metadata!.name!, provider: c.spec?.provider ?? '?', why: whyMissing(c, fromManifest) }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  return { source, missing };
+}
+
+export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const config = loadRoutingConfig(input.configDir);
   const catalog = createCatalog(readJson(input.catalogFile) as CatalogModelInput[]);
   const request = { userId: null, baseAddress: 'global', isVideoGeneration: false, ...(readJson(input.request) as object) } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
-  if (input.json) return `${JSON.stringify(outcome, null, 2)}\n`;
-  if (!outcome.ok) return `no plan: ${outcome.reason}\n`;
+  const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
+  const exitCode = outcome.ok && outcome.plan.attempts.length > 0 ? 0 : 1;
+  if (input.json) return { output: `${JSON.stringify({ ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+  if (!outcome.ok) return { output: `no plan: ${outcome.reason}\n`, exitCode };
   const label = (id: string) => {
     const c = outcome.account.credentials.find((x) => x.id === id);
     return c ? `${c.name} (${c.provider}, ${c.label})` : id;
   };
-  const lines = [`account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}`, '', 'attempts, in order:'];
+  const lines = [
+    `account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}${input.catalogName ? ` (${input.catalogName})` : ''}`,
+    '',
+    'attempts, in order:',
+  ];
   outcome.plan.attempts.forEach((a, i) => {
     lines.push(a.kind === 'credential' ? `  ${i + 1}. credential ${label(a.credentialId)} via ${a.endpoint.id} [${a.section}]` : `  ${i + 1}. shared ${a.endpoint.id}`);
   });
-  if (outcome.plan.attempts.length === 0) lines.push('  (none)');
+  if (outcome.plan.attempts.length === 0) lines.push('  (none: the request would fail)');
   lines.push('', 'left out:');
   for (const e of outcome.plan.excluded) {
     const what = e.subject.kind === 'credential' ? `credential ${label(e.subject.credentialId)}` : `shared ${e.subject.endpointId}`;
     lines.push(`  - ${what}: ${e.rule}: ${e.reason}`);
   }
+  if (missing) {
+    lines.push('', `not in the routing config (${missing.source}):`);
+    for (const m of missing.missing) lines.push(`  - credential ${m.name} (${m.provider}): ${m.why}`);
+    if (missing.missing.length === 0) lines.push('  (none)');
+  }
   if (outcome.plan.error) lines.push('', `error: ${outcome.plan.error.code}: ${outcome.plan.error.message}`);
-  return `${lines.join('\n')}\n`;
+  return { output: `${lines.join('\n')}\n`, exitCode };
+}
+
+/** The account's BYOKCredentials from manifests on disk (for --manifests). */
+export function credentialsFromManifests(path: string): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
+  return async () => ({
+    source: `manifests in ${path}`,
+    items: loadManifests(path).manifests.map((m) => m.object as CredentialSource & { kind?: unknown }).filter((o) => o && o.kind === 'BYOKCredential'),
+  });
+}
+
+/** The account's BYOKCredentials with the status the operator wrote (for --cluster). */
+export function credentialsFromCluster(kubeConfig: KubeConfig): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
+  const client = kubeClient(kubeConfig);
+  return async (namespace) => ({
+    source: `cluster, namespace ${namespace}`,
+    items: (await client.request<{ items: CredentialSource[] }>('GET', `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/byokcredentials`)).items,
+  });
 }

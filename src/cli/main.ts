@@ -14,10 +14,12 @@ import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
 import { runDev } from './dev.ts';
-import { explain } from './explain.ts';
-import { validatePath } from './validate.ts';
+import { credentialsFromCluster, credentialsFromManifests, explain } from './explain.ts';
+import { exitCode, formatReport, OUTPUT_FORMATS, validatePath, type OutputFormat } from './validate.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** Shared endpoints for the sample data's models; explain's default catalog. */
+const DEV_CATALOG = 'config/catalog/dev.json';
 
 const USAGE = `usage: byok-operator <command> [options]
 
@@ -27,9 +29,12 @@ commands:
   api                 the API server only: REST /api/v1/byok (--api-port) and the aggregated
                       Kubernetes API api.byok.gateway.dev/v1 over HTTPS (--aggregated-port), one process
   dev                 local control plane + CRDs + operator + API server + sample data
-  validate <path>     check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
-  explain --config-dir <dir> --catalog <file> --request <json|file> [--json]
-                      explain a routing decision from mounted routing config
+  validate <path|->   check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
+                      [-o text|json|junit] [--strict: also fail when nothing was checked]
+  explain --config-dir <dir> --request <json|file> [--catalog <file>] [--json] [--cluster | --manifests <path>]
+                      explain a routing decision from mounted routing config (default catalog:
+                      config/catalog/dev.json); --cluster / --manifests also say why credentials are not
+                      compiled at all; exits 1 when no attempt remains
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
@@ -76,6 +81,7 @@ function waitForSignal(stop: () => Promise<void>): void {
 
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--help' || argv[0] === '-h') argv = ['help'];
+  if (argv[0] === '--version') argv = ['version'];
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
     args: rest,
@@ -101,7 +107,11 @@ async function main(argv: string[]): Promise<void> {
       'config-dir': { type: 'string' },
       catalog: { type: 'string' },
       request: { type: 'string' },
+      cluster: { type: 'boolean', default: false },
+      manifests: { type: 'string' },
       json: { type: 'boolean', default: false },
+      output: { type: 'string', short: 'o' },
+      strict: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -176,18 +186,28 @@ async function main(argv: string[]): Promise<void> {
       await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
     case 'validate': {
-      const path = positionals[0] ?? fail('validate needs a file or folder');
+      const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
+      const format = values.output ?? 'text';
+      if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) fail(`invalid --output ${format}: use ${OUTPUT_FORMATS.join(', ')}`);
       const report = validatePath(path);
-      for (const p of report.problems) process.stdout.write(`${p}\n`);
-      process.stdout.write(`${report.checked} byok.gateway.dev resources checked, ${report.problems.length} problems\n`);
-      process.exitCode = report.problems.length > 0 ? 1 : 0;
+      process.stdout.write(formatReport(report, format as OutputFormat));
+      process.exitCode = exitCode(report, values.strict);
       return;
     }
     case 'explain': {
       const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
-      const catalog = values.catalog ?? fail('explain needs --catalog <file.json> (shared endpoints per model)');
       const request = values.request ?? fail('explain needs --request <json|file.json>');
-      process.stdout.write(explain({ configDir, catalogFile: catalog, request, json: values.json }));
+      const credentials = values.cluster ? credentialsFromCluster(loadKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
+      const result = await explain({
+        configDir,
+        catalogFile: values.catalog ?? resolve(repoRoot, DEV_CATALOG),
+        catalogName: values.catalog ? `catalog ${values.catalog}` : `dev catalog ${DEV_CATALOG}`,
+        request,
+        json: values.json,
+        ...(credentials ? { credentials } : {}),
+      });
+      process.stdout.write(result.output);
+      process.exitCode = result.exitCode;
       return;
     }
     case 'management-key': {

@@ -1,15 +1,41 @@
-// Reads Kubernetes manifests (multi-document YAML or JSON) from files and folders.
+// Reads Kubernetes manifests (multi-document YAML or JSON) from files, folders or stdin, expanding `kind: List`
+// (what `kubectl get -o yaml` prints), and keeps source positions so problems can be reported as file:line.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { isMap, isNode, LineCounter, parseAllDocuments, type Document } from 'yaml';
+
+export type FieldPath = readonly (string | number)[];
+
+export interface Position {
+  line: number;
+  column: number;
+}
 
 export interface LoadedManifest {
   file: string;
+  /** Document number within the file (0-based). */
   index: number;
+  /** Item number when the document is a `kind: List`. */
+  item?: number;
   object: unknown;
+  /** Where the object starts. */
+  position: Position;
+  /** Position of a field (or of its closest existing parent); `['spec', 'x', 0]`. */
+  locate(path: FieldPath): Position;
 }
 
+export interface ParseError {
+  file: string;
+  index: number;
+  position: Position;
+  message: string;
+}
+
+/** The path given for standard input. */
+export const STDIN = '-';
+
 export function manifestFiles(path: string): string[] {
+  if (path === STDIN) return [STDIN];
   if (!statSync(path).isDirectory()) return [path];
   return readdirSync(path, { recursive: true, encoding: 'utf8' })
     .filter((f) => ['.yaml', '.yml', '.json'].includes(extname(f)))
@@ -18,18 +44,66 @@ export function manifestFiles(path: string): string[] {
     .sort();
 }
 
-export function loadManifests(path: string): { manifests: LoadedManifest[]; parseErrors: string[] } {
+/** Parses one source text (a file's or stdin's content). */
+export function parseManifests(file: string, text: string): { manifests: LoadedManifest[]; parseErrors: ParseError[] } {
   const manifests: LoadedManifest[] = [];
-  const parseErrors: string[] = [];
-  for (const file of manifestFiles(path)) {
-    parseAllDocuments(readFileSync(file, 'utf8')).forEach((doc, index) => {
-      if (doc.errors.length > 0) {
-        parseErrors.push(`${file}#${index}: ${doc.errors[0]?.message ?? 'invalid YAML'}`);
-        return;
-      }
-      const object: unknown = doc.toJS();
-      if (object !== null && object !== undefined) manifests.push({ file, index, object });
-    });
-  }
+  const parseErrors: ParseError[] = [];
+  const lines = new LineCounter();
+  const at = (offset: number): Position => {
+    const { line, col } = lines.linePos(offset);
+    return { line, column: col };
+  };
+  parseAllDocuments(text, { lineCounter: lines }).forEach((doc, index) => {
+    if (doc.errors.length > 0) {
+      const err = doc.errors[0]!;
+      parseErrors.push({ file, index, position: at(err.pos[0]), message: err.message.split('\n')[0] ?? 'invalid YAML' });
+      return;
+    }
+    const object: unknown = doc.toJS();
+    if (object === null || object === undefined) return;
+    const locator = (prefix: FieldPath) => (path: FieldPath): Position => locateIn(doc, [...prefix, ...path], at);
+    const list = object as { kind?: unknown; items?: unknown };
+    if (typeof list === 'object' && list.kind === 'List' && Array.isArray(list.items)) {
+      list.items.forEach((item: unknown, i) => {
+        const locate = locator(['items', i]);
+        manifests.push({ file, index, item: i, object: item, position: locate([]), locate });
+      });
+      return;
+    }
+    const locate = locator([]);
+    manifests.push({ file, index, object, position: locate([]), locate });
+  });
   return { manifests, parseErrors };
+}
+
+/** The key or node at `path`, or its closest existing parent. */
+function locateIn(doc: Document, path: FieldPath, at: (offset: number) => Position): Position {
+  // A field named by key is reported at its key (`provider: x` -> the line and column of `provider`).
+  const start = typeof path.at(-1) === 'string' ? path.length - 1 : path.length;
+  for (let n = start; n >= 0; n--) {
+    const node: unknown = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    if (isNode(node) && node.range) {
+      // For a map, point at the key of the next (missing or unknown) field when there is one.
+      const next = path[n];
+      if (n < path.length && isMap(node) && typeof next === 'string') {
+        const pair = node.items.find((p) => isNode(p.key) && (p.key as { value?: unknown }).value === next);
+        if (pair && isNode(pair.key) && pair.key.range) return at(pair.key.range[0]);
+      }
+      return at(node.range[0]);
+    }
+  }
+  return { line: 1, column: 1 };
+}
+
+export function loadManifests(path: string, readStdin: () => string = () => readFileSync(0, 'utf8')): { manifests: LoadedManifest[]; parseErrors: ParseError[]; files: string[] } {
+  const manifests: LoadedManifest[] = [];
+  const parseErrors: ParseError[] = [];
+  const files = manifestFiles(path);
+  for (const file of files) {
+    const text = file === STDIN ? readStdin() : readFileSync(file, 'utf8');
+    const parsed = parseManifests(file === STDIN ? '<stdin>' : file, text);
+    manifests.push(...parsed.manifests);
+    parseErrors.push(...parsed.parseErrors);
+  }
+  return { manifests, parseErrors, files };
 }

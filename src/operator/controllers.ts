@@ -42,6 +42,10 @@ const QUARANTINE_EVENT_FANOUT = 20;
 
 // Timers beyond ~24.8 days overflow; far-away expiries are simply re-checked hourly.
 const MAX_REQUEUE_MS = 3_600_000;
+const readyCondition = (status: object | undefined): Condition | undefined =>
+  ((status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === 'Ready');
+/** status.workspaceScope of a credential without spec.workspace (the `kubectl get byok` Workspace column). */
+const GLOBAL_WORKSPACE_SCOPE = 'GLOBAL';
 
 type Kind = 'BYOKCredential' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey' | 'Account';
 
@@ -263,6 +267,30 @@ export class Controllers {
       this.statusWriteFailed(key, obj, err);
       throw err;
     }
+    this.readyTransition(kind, obj, readyCondition(obj.status), readyCondition(status));
+  }
+
+  /** Ready changes are logged (a fall from True at warn), and becoming Ready gets a Normal Event, like
+   *  cert-manager's: a healthy object then says so in `kubectl describe`, not only by the absence of warnings. */
+  private readyTransition(kind: Kind, obj: KubernetesObject, was: Condition | undefined, now: Condition | undefined): void {
+    if (!now || was?.status === now.status) return;
+    const fields = { kind, namespace: nsOf(obj), name: obj.metadata?.name, from: was?.status ?? 'Unknown', to: now.status, reason: now.reason };
+    if (was?.status === 'True' && now.status !== 'True') this.ctx.log.warn({ ...fields, message: now.message }, `${kind} is no longer Ready`);
+    else this.ctx.log.info(fields, `${kind} Ready is ${now.status}`);
+    if (now.status === 'True' && this.takeNormalEventToken()) void this.ctx.events.record(obj, 'Normal', 'Ready', now.message);
+  }
+
+  /** Normal Events are a courtesy: at most a burst of 50 and 10/s, so a cold start of thousands of objects does
+   *  not add thousands of Event writes (client-go's event broadcaster limits the same way). Warnings are not limited. */
+  private normalEventTokens = 50;
+  private normalEventRefilledAt = performance.now();
+  private takeNormalEventToken(): boolean {
+    const now = performance.now();
+    this.normalEventTokens = Math.min(50, this.normalEventTokens + ((now - this.normalEventRefilledAt) / 1000) * 10);
+    this.normalEventRefilledAt = now;
+    if (this.normalEventTokens < 1) return false;
+    this.normalEventTokens -= 1;
+    return true;
   }
 
   /** A status write that keeps failing is visible to the object's owner, not only in the operator's log. */
@@ -407,6 +435,7 @@ export class Controllers {
       createdAt: creationTime(cred.metadata),
       sortOrder,
       ...(spec.workspace ? { workspaceId: publicId('Workspace', ns, spec.workspace) } : {}),
+      workspaceScope: spec.workspace ?? GLOBAL_WORKSPACE_SCOPE,
       ...(secret?.metadata?.resourceVersion ? { secretResourceVersion: secret.metadata.resourceVersion } : {}),
     };
     const valid = ready.status === 'True' && payloadOk;

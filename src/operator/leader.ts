@@ -9,6 +9,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { KubeApiError, kubeClient, objectPath, type KubeClient } from '../kube/client.ts';
 import { FIELD_MANAGER } from '../kube/apply.ts';
+import { childLogger } from './logger.ts';
 
 export interface LeaderElectionConfig {
   leaseName: string;
@@ -61,7 +62,7 @@ export class LeaderElector {
     this.cfg = cfg;
     this.client = kubeClient(kubeConfig);
     this.cb = cb;
-    this.log = logger?.child({ component: 'leader-election', lease: `${cfg.leaseNamespace}/${cfg.leaseName}`, identity: cfg.identity });
+    this.log = logger && childLogger(logger, { component: 'leader-election', lease: `${cfg.leaseNamespace}/${cfg.leaseName}`, identity: cfg.identity });
   }
 
   isLeader(): boolean {

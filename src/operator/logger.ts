@@ -17,3 +17,20 @@ export function createLogger(opts: { level?: string; name?: string; destination?
   };
   return opts.destination ? pino(options, opts.destination) : pino(options);
 }
+
+/**
+ * A child logger that never repeats a key its parent already binds: pino appends each child's bindings to the
+ * parent's, so `child({ component })` under a logger that has `component` writes the key twice (invalid for
+ * strict JSON readers, and most keep only one of them). Equal values are dropped; a different `component`
+ * becomes `subcomponent` (the parent names the process part, e.g. operator; the child its piece, e.g. compile);
+ * any other key bound with a different value keeps the parent's and the child's goes under `<key>Child`.
+ */
+export function childLogger(parent: Logger, bindings: Record<string, unknown>): Logger {
+  const bound = parent.bindings();
+  const own: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(bindings)) {
+    if (!(key in bound)) own[key] = value;
+    else if (bound[key] !== value) own[key === 'component' ? 'subcomponent' : `${key}Child`] = value;
+  }
+  return Object.keys(own).length === 0 ? parent : parent.child(own);
+}

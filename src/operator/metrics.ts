@@ -41,3 +41,37 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     secretLookups: new Counter({ name: 'byok_secret_direct_reads_total', help: 'Direct GETs of credential Secrets not (yet) in the labelled cache', labelNames: ['result'], registers }),
   };
 }
+
+/** The Ready condition of an object, as the informer cache holds it. */
+interface WithReady {
+  status?: { conditions?: readonly { type: string; status: string; reason?: string }[] };
+}
+
+/**
+ * `byok_credential_ready{status, reason}`: how many BYOKCredentials have each Ready status and reason, counted
+ * from the informer cache at scrape time. Counts, not one series per credential, so cardinality stays at the
+ * handful of reasons however many credentials there are (every replica reports the same numbers: aggregate
+ * with max). `status="Unknown", reason="NotReconciled"` counts credentials without a Ready condition yet.
+ */
+export function registerCredentialReadiness(registry: Registry, credentials: () => Iterable<WithReady>): Gauge<'status' | 'reason'> {
+  return new Gauge({
+    name: 'byok_credential_ready',
+    help: 'BYOKCredentials by Ready condition status and reason (counts from the cache).',
+    labelNames: ['status', 'reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const counts = new Map<string, { status: string; reason: string; n: number }>();
+      for (const c of credentials()) {
+        const ready = c.status?.conditions?.find((x) => x.type === 'Ready');
+        const status = ready?.status ?? 'Unknown';
+        const reason = ready?.reason ?? 'NotReconciled';
+        const key = `${status}\n${reason}`;
+        const entry = counts.get(key) ?? { status, reason, n: 0 };
+        entry.n++;
+        counts.set(key, entry);
+      }
+      for (const { status, reason, n } of counts.values()) this.set({ status, reason }, n);
+    },
+  });
+}

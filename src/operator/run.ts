@@ -15,8 +15,8 @@ import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
-import { createLogger } from './logger.ts';
-import { createOperatorMetrics } from './metrics.ts';
+import { childLogger, createLogger } from './logger.ts';
+import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
 
 export interface LeaderElectionOptions {
@@ -73,7 +73,7 @@ export interface RunningOperator {
 
 export async function startOperator(opts: OperatorOptions): Promise<RunningOperator> {
   const identity = opts.identity ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
-  const log = (opts.logger ?? createLogger()).child({ component: 'operator', identity });
+  const log = childLogger(opts.logger ?? createLogger(), { component: 'operator', identity });
   const metrics = createOperatorMetrics();
   const client = kubeClient(opts.kubeConfig);
   const resyncSeconds = opts.resyncSeconds ?? 300;
@@ -91,6 +91,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
     onRestart: (informer, reason) => metrics.informerRestarts.inc({ informer, reason }),
   });
+  registerCredentialReadiness(metrics.registry, () => informers.credentials.list());
   const verdicts = new VerdictStore();
   const source = createAccountStateSource(informers, verdicts);
   // The pipeline reports quarantines to the controllers, which are created after it.

@@ -104,7 +104,7 @@ export const byokCredential: ResourceDefinition = {
         },
         { required: ['name'] },
       ),
-      workspace: str('Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace). Immutable.', {
+      workspace: str('Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace (docs/api.md, "Workspaces"). Immutable.', {
         minLength: 1,
         maxLength: 253,
         pattern: DNS_SUBDOMAIN,
@@ -143,12 +143,13 @@ export const byokCredential: ResourceDefinition = {
     createdAt: str('ISO 8601 creation time (the REST created_at).', { format: 'date-time' }),
     sortOrder: int('Effective position within the provider.'),
     workspaceId: str('Public id of the workspace, or absent for a global credential.'),
+    workspaceScope: str('spec.workspace, or GLOBAL when absent: the credential is usable in every workspace of the account (what the Workspace column shows).'),
     secretResourceVersion: str('resourceVersion of the Secret the label and bundle were computed from.'),
   }),
   printerColumns: [
     { name: 'Provider', type: 'string', jsonPath: '.spec.provider', description: 'Upstream provider.' },
     { name: 'Label', type: 'string', jsonPath: '.status.label', description: 'Masked key.' },
-    { name: 'Workspace', type: 'string', jsonPath: '.spec.workspace', description: 'Workspace scope (empty = global).' },
+    { name: 'Workspace', type: 'string', jsonPath: '.status.workspaceScope', description: 'Workspace scope: the workspace name, or GLOBAL (usable in every workspace).' },
     { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'Fallback section.' },
     { name: 'Order', type: 'integer', jsonPath: '.status.sortOrder', description: 'Effective sort order.' },
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled', description: 'Disabled credentials are never used.', priority: 1 },
@@ -290,7 +291,9 @@ export const gatewayApiKey: ResourceDefinition = {
   }),
   printerColumns: [
     { name: 'Live', type: 'boolean', jsonPath: '.status.live', description: 'Not disabled and not expired.' },
-    { name: 'Expires', type: 'date', jsonPath: '.spec.expiresAt', description: 'Expiry time.' },
+    // A `date` column prints the time since the value (so a past expiry reads like an age and a future one as
+    // <invalid>); the RFC 3339 text reads right either way and Live says whether it has passed.
+    { name: 'Expires At', type: 'string', jsonPath: '.spec.expiresAt', description: 'Expiry time (RFC 3339); empty means never. Live shows whether it has passed.' },
     ...readyColumns,
     ageColumn,
   ],

@@ -26,7 +26,7 @@ let compiledByKind: Compiled | undefined;
 // Compiled on first use: the CLI imports this module for `validate`, and `operator`/`api` should not pay for it.
 function compiled(): Compiled {
   if (compiledByKind) return compiledByKind;
-  const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false });
+  const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, strict: true, strictRequired: false });
   ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
   addFormats(ajv);
   compiledByKind = new Map(RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile({ ...r.spec, additionalProperties: false }) }]));
@@ -38,8 +38,29 @@ function ajvProblem(error: ErrorObject): ManifestProblem {
   if (error.keyword === 'additionalProperties') {
     return { path, message: `unknown field "${String(error.params.additionalProperty)}"` };
   }
-  if (error.keyword === 'enum') return { path, message: `unsupported value; must be one of the allowed values (${(error.params.allowedValues as string[]).length} choices)` };
+  if (error.keyword === 'enum') return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]) };
   return { path, message: error.message ?? error.keyword };
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** Names the value, suggests the closest allowed one (a typo is the usual cause) and lists them all. */
+function enumMessage(value: unknown, allowed: readonly unknown[]): string {
+  const names = allowed.map(String);
+  let hint = '.';
+  if (typeof value === 'string') {
+    const [best] = names.map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) })).sort((x, y) => x.d - y.d);
+    if (best && best.d <= Math.max(2, Math.floor(value.length / 3))) hint = `; did you mean "${best.n}"?`;
+  }
+  return `unsupported value ${JSON.stringify(value)}${hint} Allowed values: ${names.join(', ')}`;
 }
 
 function celProblems(node: SchemaNode, value: unknown, path: string): ManifestProblem[] {

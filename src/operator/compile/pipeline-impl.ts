@@ -9,6 +9,7 @@ import { canonicalJson, INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, sh
 import { serializeAccount, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardObject } from '../../compiler/shard.ts';
 import { sealAccount, shardBundles, type BundleAccount, type BundleObject } from '../../bundle/bundle.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, type Keyring } from '../../bundle/envelope.ts';
+import { childLogger } from '../logger.ts';
 import { ensureBundleKey } from './bundle-key.ts';
 import { kubeRoutingStore, type RoutingStore, type StoredKind } from './store.ts';
 import type { CompilePipeline, CompilePipelineOptions, CompileResult, Quarantine } from './pipeline.ts';
@@ -76,12 +77,13 @@ async function limited<T>(items: readonly T[], concurrency: number, fn: (item: T
 
 export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipeline {
   const namespace = opts.routingNamespace;
-  const log = opts.logger.child({ component: 'compile' });
+  const log = childLogger(opts.logger, { component: 'compile' });
   const store: RoutingStore = opts.store ?? kubeRoutingStore(opts.kubeConfig, namespace, opts.applier);
   const m = metrics(opts.registry ?? new Registry());
   const coalesceMs = opts.coalesceMs ?? 20;
   const keySecret = opts.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET;
   const keyReloadMs = opts.keyReloadMs ?? 10_000;
+  const keyPollMs = opts.keyPollMs ?? 4_000;
   const concurrency = opts.writeConcurrency ?? 8;
 
   const accounts = new Map<string, AccountEntry>();
@@ -102,6 +104,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   let version: string | undefined;
   let started = false;
   let timer: NodeJS.Timeout | undefined;
+  let keyPoll: NodeJS.Timeout | undefined;
   let running: Promise<CompileResult | undefined> | undefined;
   let failures = 0;
   let lastResult: CompileResult | undefined;
@@ -150,6 +153,20 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     }
     keyring = next;
     keyReadAt = Date.now();
+  };
+
+  /** A rotation must reseal even when nothing else changes: compile runs only start when something is dirty,
+   *  so the key Secret is also read on its own timer (one GET per keyPollMs; a watch would cost a long-lived
+   *  connection per replica for a Secret that changes a few times a year). */
+  const pollKey = async () => {
+    if (!started || running) return;
+    try {
+      keyReadAt = 0;
+      await refreshKeys();
+      if (dirty.size > 0) schedule();
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'reading the bundle key Secret failed; retrying on the next poll');
+    }
   };
 
   const compileOne = (ns: string, isAccount: boolean, ring: Keyring) => {
@@ -415,6 +432,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       keyReadAt = 0;
       await refreshKeys();
       started = true;
+      keyPoll = setInterval(() => void pollKey(), keyPollMs);
+      keyPoll.unref?.();
       this.markAllDirty();
       // Namespaces that stopped being accounts while no leader ran: their objects are stale by construction.
       if (dirty.size === 0) dirty.add('');
@@ -422,6 +441,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     },
     async stop() {
       started = false;
+      if (keyPoll) clearInterval(keyPoll);
+      keyPoll = undefined;
       if (timer) clearTimeout(timer);
       timer = undefined;
       await running;

@@ -38,6 +38,8 @@ export interface CompilePipelineOptions {
   store?: RoutingStore;
   /** Re-read the bundle key Secret at most this often, so a rotation is picked up (default 10 s). */
   keyReloadMs?: number;
+  /** Read the bundle key Secret on this timer too, so an activation reseals with nothing else changing (default 4 s). */
+  keyPollMs?: number;
   shardOptions?: Omit<ShardOptions, 'previousBuckets' | 'cache'>;
   bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets'>;
   /** Cap of the wait between back-to-back runs while changes keep arriving (default 1000 ms); see pipeline-impl. */

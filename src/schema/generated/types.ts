@@ -54,7 +54,7 @@ name: string
 key?: string
 }
 /**
- * Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace). Immutable.
+ * Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace (docs/api.md, "Workspaces"). Immutable.
  */
 workspace?: string
 /**
@@ -146,6 +146,10 @@ sortOrder?: number
  * Public id of the workspace, or absent for a global credential.
  */
 workspaceId?: string
+/**
+ * spec.workspace, or GLOBAL when absent: the credential is usable in every workspace of the account (what the Workspace column shows).
+ */
+workspaceScope?: string
 /**
  * resourceVersion of the Secret the label and bundle were computed from.
  */

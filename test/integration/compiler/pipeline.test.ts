@@ -14,7 +14,8 @@ import { canonicalJson, INDEX_KEY, INDEX_NAME, type RoutingIndex } from '../../.
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { maskLabel } from '../../../src/domain/label.ts';
-import { createCompilePipeline, type CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { addBundleKey, createCompilePipeline, kubeRoutingStore, type CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { parseEnvelope } from '../../../src/bundle/envelope.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
@@ -195,6 +196,34 @@ describe('compile pipeline on a real apiserver', () => {
     const { secrets } = await routingObjects(routingNs);
     for (const s of secrets) for (const v of Object.values(s.data ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(CANARY);
   });
+
+  it('an activated bundle key reseals every bundle within 10 s with nothing else happening', async () => {
+    const bundleKids = async () => {
+      const { secrets } = await routingObjects(routingNs);
+      return new Set(secrets.filter((s) => s.metadata!.labels?.['byok.gateway.dev/routing'] === 'bundle')
+        .flatMap((s) => Object.values(s.data ?? {}).map((v) => parseEnvelope(Buffer.from(v, 'base64').toString('utf8')).kid)));
+    };
+    const before = await bundleKids();
+    expect(before.size).toBe(1);
+    let compiles = 0;
+    const off = pipeline.onCompiled(() => compiles++);
+    // No markDirty, no flush: only the key Secret changes, as after `byok-operator bundle-key rotate`.
+    const t0 = performance.now();
+    const kid = await addBundleKey(kubeRoutingStore(kc, routingNs), 'byok-bundle-key', { activate: true });
+    expect(before.has(kid)).toBe(false);
+    let kids = before;
+    while (performance.now() - t0 < 15_000) {
+      kids = await bundleKids();
+      if (kids.size === 1 && kids.has(kid)) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const elapsed = performance.now() - t0;
+    off();
+    process.stderr.write(`[rotation measurements] ${JSON.stringify({ activationToResealedMs: Math.round(elapsed) })}\n`);
+    expect([...kids]).toEqual([kid]);
+    expect(elapsed).toBeLessThan(10_000);
+    expect(compiles).toBeGreaterThanOrEqual(1);
+  }, 30_000);
 
   it('deletes stale shards after an account goes away', async () => {
     const beforeNames = new Set((await routingObjects(routingNs)).cms.map((c) => c.metadata!.name!));

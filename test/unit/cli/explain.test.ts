@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { explain } from '../../../src/cli/explain.ts';
+import { credentialsFromManifests, explain } from '../../../src/cli/explain.ts';
 import { canonicalJson, INDEX_KEY } from '../../../src/compiler/format.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { account, cred, defaultEndpoints, K1, MODEL } from '../domain/fixtures.ts';
@@ -31,8 +31,9 @@ describe('explain', () => {
   const catalogFile = join(mkdtempSync(join(tmpdir(), 'byok-catalog-')), 'catalog.json');
   writeFileSync(catalogFile, JSON.stringify([{ model: MODEL, endpoints: defaultEndpoints() }]));
 
-  test('lists attempts in order and explains every exclusion', () => {
-    const out = explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1, userId: 'u1' }), json: false });
+  test('lists attempts in order and explains every exclusion', async () => {
+    const { output: out, exitCode } = await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1, userId: 'u1' }), json: false });
+    expect(exitCode).toBe(0);
     const lines = out.split('\n');
     const attempts = lines.slice(lines.indexOf('attempts, in order:') + 1, lines.indexOf('left out:') - 1);
     expect(attempts[0]).toContain('credential openai-main (openai, sk-...main) via openai [prioritized]');
@@ -42,10 +43,37 @@ describe('explain', () => {
     expect(out).toMatch(/shared openai: rule-5-is-required/);
   });
 
-  test('--json gives the machine-readable plan; an unknown key gives no plan', () => {
-    const plan = JSON.parse(explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1 }), json: true })) as { ok: boolean; plan: { attempts: unknown[] } };
+  test('--json gives the machine-readable plan; an unknown key gives no plan and exit 1', async () => {
+    const plan = JSON.parse((await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1 }), json: true })).output) as { ok: boolean; plan: { attempts: unknown[] } };
     expect(plan.ok).toBe(true);
     expect(plan.plan.attempts.length).toBeGreaterThan(2);
-    expect(explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: 'f'.repeat(64) }), json: false })).toBe('no plan: unknown-api-key\n');
+    expect(await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: 'f'.repeat(64) }), json: false })).toEqual({ output: 'no plan: unknown-api-key\n', exitCode: 1 });
+  });
+
+  test('exit 1 when no attempt remains', async () => {
+    // Only endpoints of a provider with no credential and shared capacity excluded by provider.only.
+    const result = await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1, providerOnly: ['groq'] }), json: false });
+    expect(result.output).toContain('(none: the request would fail)');
+    expect(result.exitCode).toBe(1);
+  });
+
+  test('credentials missing from the config are listed with the reason, from manifests', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'byok-explain-manifests-'));
+    const ns = account([]).namespace;
+    writeFileSync(join(dir, 'creds.yaml'), [
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: openai-main, namespace: ${ns}}\nspec: {provider: openai, secretRef: {name: s}}`,
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: typo, namespace: ${ns}}\nspec: {provider: opnai, secretRef: {name: s}}`,
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: pending, namespace: ${ns}}\nspec: {provider: groq, secretRef: {name: s}}`,
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: broken, namespace: ${ns}}\nspec: {provider: groq, secretRef: {name: s}}\nstatus: {conditions: [{type: Ready, status: "False", reason: SecretNotFound, message: "Secret s not found"}]}`,
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: elsewhere, namespace: other}\nspec: {provider: groq, secretRef: {name: s}}`,
+    ].join('\n---\n'));
+    const { output } = await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1 }), json: false, credentials: credentialsFromManifests(dir) });
+    const section = output.slice(output.indexOf('not in the routing config'));
+    expect(section).toContain(`not in the routing config (manifests in ${dir}):`);
+    expect(section).toContain('credential broken (groq): Ready=False SecretNotFound: Secret s not found');
+    expect(section).toMatch(/credential pending \(groq\): valid manifest, not compiled/);
+    expect(section).toMatch(/credential typo \(opnai\): invalid manifest: spec.provider: unsupported value "opnai"; did you mean "openai"\?/);
+    expect(section).not.toContain('openai-main');
+    expect(section).not.toContain('elsewhere');
   });
 });

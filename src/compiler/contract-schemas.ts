@@ -1,0 +1,155 @@
+// JSON Schemas (draft 2020-12) of the gateway contract: the routing index, a decoded shard document and a bundle
+// envelope. Each object schema is built by `obj<T>()` from the TypeScript type the compiler writes and the SDK
+// reads: its properties must name exactly T's fields (a field added to the code without the schema, or the other
+// way round, fails the type-check) and all are required; test/unit/contract validates real compiler output
+// against them, so the value types cannot drift either. Published as
+// docs/contract/*.schema.json by `npm run generate:contract`; test/unit/contract checks they are current.
+import type { BundleEnvelope } from '../bundle/envelope.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
+import { PROVIDER_SLUGS } from '../domain/providers.ts';
+import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './format.ts';
+
+const BASE = 'https://byok.gateway.dev/schemas/v1';
+const SHA256 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
+type Schema = Readonly<Record<string, unknown>>;
+type ObjectSchema = {
+  type: 'object';
+  description?: string;
+  properties: Record<string, Schema>;
+  required: string[];
+  additionalProperties: false;
+};
+
+/** An object schema with exactly the fields of T, all required. */
+function obj<T>(properties: { readonly [K in keyof T]-?: Schema }, description?: string): ObjectSchema {
+  return { type: 'object', ...(description ? { description } : {}), properties, required: Object.keys(properties), additionalProperties: false };
+}
+const nullable = (schema: Schema): Schema => ({ anyOf: [schema, { type: 'null' }] });
+const str: Schema = { type: 'string' };
+const nullableString = nullable(str);
+
+const indexPart = obj<IndexPart>({
+  name: { type: 'string', description: 'ConfigMap name (byok-routing-<n>[-<part>]).' },
+  key: { type: 'string', description: '`<name>.json` (data) or `<name>.gz` (binaryData); the mounted file name.' },
+  sha256: { ...SHA256, description: "sha256 of this part's bytes." },
+  bytes: { type: 'integer', minimum: 0 },
+}, 'One ConfigMap holding (part of) a shard.');
+
+const indexShard = obj<IndexShard>({
+  bucket: { type: 'integer', minimum: 0, description: 'Linear-hashing bucket of the accounts in this shard (bucketOf in src/compiler/format.ts).' },
+  encoding: { type: 'string', enum: ['json', 'gzip'], description: 'json: UTF-8 JSON; gzip: gzip of the same JSON.' },
+  sha256: { ...SHA256, description: 'sha256 of the whole encoded payload (parts concatenated in order).' },
+  bytes: { type: 'integer', minimum: 0, description: 'Encoded size (sum of parts).' },
+  rawBytes: { type: 'integer', minimum: 0, description: 'Size of the decoded JSON.' },
+  accounts: { type: 'integer', minimum: 0 },
+  parts: { type: 'array', items: indexPart, minItems: 1 },
+});
+
+const DRAFT = 'https://json-schema.org/draft/2020-12/schema';
+
+export const routingIndexSchema = {
+  $schema: DRAFT,
+  $id: `${BASE}/routing-index.schema.json`,
+  title: 'byok routing index (ConfigMap byok-routing-index, key byok-routing-index.json)',
+  ...obj<RoutingIndex>({
+    format: { type: 'string', const: INDEX_FORMAT },
+    version: { ...SHA256, description: 'sha256 of the canonical JSON of {format, buckets, shards}: changes iff any shard changes.' },
+    buckets: { type: 'integer', minimum: 1 },
+    shards: { type: 'array', items: indexShard, description: 'Sorted by bucket; empty buckets are omitted.' },
+  }),
+};
+
+const stringList = nullable({ type: 'array', items: str });
+const intervals = ['daily', 'weekly', 'monthly', 'lifetime'];
+
+const credential = obj<CompiledCredential>({
+  id: { type: 'string', description: 'Public id (a UUID in compiled config); also the entry name of its sealed payload in the bundle Secrets.' },
+  name: str,
+  provider: { type: 'string', enum: [...PROVIDER_SLUGS] },
+  workspaceId: { ...nullableString, description: 'null = global to the account (every workspace).' },
+  label: { type: 'string', description: 'Masked key; never key material.' },
+  displayName: nullableString,
+  disabled: { type: 'boolean' },
+  isFallback: { type: 'boolean' },
+  isRequired: { type: 'boolean' },
+  isByokOnly: { type: 'boolean' },
+  declaredZdr: nullable({ type: 'boolean' }),
+  allowedModels: stringList,
+  allowedApiKeyHashes: stringList,
+  allowedUserIds: stringList,
+  sortOrder: { type: 'integer', minimum: 0 },
+  createdAt: str,
+});
+
+const workspace = obj<CompiledWorkspace>({
+  id: str,
+  name: str,
+  displayName: nullableString,
+  isDefault: { type: 'boolean' },
+  budgets: { type: 'array', items: obj<CompiledWorkspace['budgets'][number]>({ limitUsd: { type: 'number', minimum: 0 }, interval: { type: 'string', enum: intervals } }) },
+  includeByokInBudgets: { type: 'boolean' },
+  defaultGuardrailId: nullableString,
+  members: { type: 'array', items: obj<CompiledWorkspace['members'][number]>({ userId: str, guardrailId: nullableString }) },
+});
+
+const guardrail = obj<CompiledGuardrail>({
+  id: str,
+  name: str,
+  budget: nullable(obj<NonNullable<CompiledGuardrail['budget']>>({ limitUsd: { type: 'number', minimum: 0 }, resetInterval: { type: 'string', enum: intervals }, includeByokInBudgets: { type: 'boolean' } })),
+  dataPolicy: obj<CompiledGuardrail['dataPolicy']>({
+    requireZdr: { type: 'boolean' },
+    denyDataCollection: { type: 'boolean' },
+    allowedProviders: stringList,
+    ignoredProviders: { type: 'array', items: str },
+  }),
+});
+
+const apiKey = obj<CompiledApiKey>({
+  hash: { ...SHA256, description: 'SHA-256 of a live gateway API key (never the key).' },
+  workspaceId: nullableString,
+  guardrailId: nullableString,
+  expiresAt: { ...nullableString, description: 'RFC 3339; the gateway re-checks expiry per request.' },
+});
+
+const compiledAccount = obj<CompiledAccount>({
+  namespace: str,
+  accountId: str,
+  plan: { type: 'string', enum: ['pay-as-you-go', 'enterprise'] },
+  privacy: obj<CompiledAccount['privacy']>({ denyDataCollection: { type: 'boolean' }, alwaysZdr: { type: 'boolean' } }),
+  credentials: { type: 'array', items: credential, description: 'Sorted by provider, then section (prioritized first), then sortOrder, then id.' },
+  workspaces: { type: 'array', items: workspace },
+  guardrails: { type: 'array', items: guardrail },
+  apiKeys: { type: 'array', items: apiKey },
+});
+
+export const shardDocumentSchema = {
+  $schema: DRAFT,
+  $id: `${BASE}/shard.schema.json`,
+  title: "byok routing shard (decoded payload of the index's parts)",
+  ...obj<ShardDocument>({
+    bucket: { type: 'integer', minimum: 0 },
+    accounts: { type: 'array', items: compiledAccount, description: 'Sorted by namespace.' },
+  }),
+};
+
+export const bundleEnvelopeSchema = {
+  $schema: DRAFT,
+  $id: `${BASE}/bundle-envelope.schema.json`,
+  title: 'byok credential bundle envelope (one entry of a byok-bundle-<n> Secret; mounted as <bundleDir>/<credential id>)',
+  ...obj<BundleEnvelope>({
+    v: { type: 'integer', const: 1 },
+    alg: { type: 'string', const: 'A256GCM' },
+    kid: { type: 'string', description: 'Id of the data key that sealed this payload (an entry of the byok-bundle-key Secret).' },
+    ns: { type: 'string', description: 'Account namespace (bound into the AAD).' },
+    id: { type: 'string', description: 'Credential public id (bound into the AAD).' },
+    iv: { type: 'string', contentEncoding: 'base64', description: '12-byte nonce, base64.' },
+    tag: { type: 'string', contentEncoding: 'base64', description: '16-byte GCM tag, base64.' },
+    ct: { type: 'string', contentEncoding: 'base64', description: 'Ciphertext, base64.' },
+  }, 'AES-256-GCM with the 32-byte key `kid`; AAD = UTF-8 of "byok-bundle/v1\\n" + ns + "\\n" + id; plaintext = the provider payload (UTF-8).'),
+};
+
+export const CONTRACT_SCHEMAS = {
+  'routing-index.schema.json': routingIndexSchema,
+  'shard.schema.json': shardDocumentSchema,
+  'bundle-envelope.schema.json': bundleEnvelopeSchema,
+} as const;
