@@ -92,9 +92,26 @@ export async function waitForAvailable(kubeConfig: KubeConfig, timeoutMs = 60_00
   while (Date.now() < deadline) {
     const s = await kubeClient(kubeConfig).request<ApiServiceStatus>('GET', `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`);
     const c = s.status?.conditions?.find((x) => x.type === 'Available');
-    if (c?.status === 'True') return;
-    last = `${c?.reason ?? ''}: ${c?.message ?? ''}`;
+    // Available alone is not enough for kubectl: its client-side validation downloads the apiserver's merged
+    // OpenAPI, which answers 503 until the aggregator has fetched ours. Wait for that too.
+    if (c?.status === 'True' && (await openApiServed(kubeConfig))) return;
+    last = c?.status === 'True' ? 'Available, OpenAPI not merged yet' : `${c?.reason ?? ''}: ${c?.message ?? ''}`;
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`APIService ${APISERVICE_NAME} did not become Available (${last})`);
+}
+
+/** Whether the kube-apiserver serves our group's OpenAPI v3 document and its merged v2 document. */
+async function openApiServed(kubeConfig: KubeConfig): Promise<boolean> {
+  const client = kubeClient(kubeConfig);
+  try {
+    const root = await client.request<{ paths?: Record<string, { serverRelativeURL?: string }> }>('GET', '/openapi/v3');
+    const entry = root.paths?.[`apis/${AGG_GROUP}/${AGG_VERSION}`];
+    if (!entry?.serverRelativeURL) return false;
+    await client.request('GET', entry.serverRelativeURL);
+    await client.request('GET', '/openapi/v2');
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -12,6 +12,7 @@ import { BODY_LIMIT, REDACT_PATHS } from '../api/server.ts';
 import type { ByokService } from '../api/service.ts';
 import type { ApiState, CredentialEntry } from '../api/state.ts';
 import { kubeClient } from '../kube/client.ts';
+import { yamlSafeJson } from '../domain/text.ts';
 import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig, type ResourceAttributes, type UserInfo } from './auth.ts';
 import { jsonPatch, mergePatch, PatchError } from './patch.ts';
 import {
@@ -270,8 +271,10 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   refresh?.unref();
   const hub = new WatchHub(opts.state);
   const { service, state } = opts;
-  const openapiV2 = JSON.stringify(openApiV2());
-  const openapiV3 = JSON.stringify(openApiV3());
+  // The kube-apiserver parses downloaded OpenAPI documents with a YAML reader, which refuses the raw U+2028 and
+  // noncharacters of the text-hygiene patterns: one such character makes the cluster's merged OpenAPI answer 503.
+  const openapiV2 = yamlSafeJson(openApiV2());
+  const openapiV3 = yamlSafeJson(openApiV3());
   const openapiV3Hash = createHash('sha512').update(openapiV3).digest('hex').slice(0, 32).toUpperCase();
 
   const app = Fastify({

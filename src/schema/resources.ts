@@ -33,10 +33,14 @@ const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 /**
  * Free text (names, ids, filter entries): no C0/C1 controls, DEL, U+2028/2029, U+FFFD (left by invalid UTF-8) or
- * the BMP noncharacters U+FFFE/U+FFFF. Written so that both Go RE2 (the apiserver) and JS (ajv) read it the same:
- * \xNN escapes for the ranges, the other characters literally. The same rule as textIssue in src/domain/text.ts.
+ * the BMP noncharacters (U+FDD0-FDEF, U+FFFE/U+FFFF). Written so that both Go RE2 (the apiserver) and JS (ajv)
+ * read it the same: \xNN escapes for ASCII bounds, the other bounds literally. The same rule as textIssue in
+ * src/domain/text.ts (which also refuses astral noncharacters). A positive class, not a negated one: the apiserver
+ * re-serialises CRD schemas into its merged OpenAPI (Go JSON leaves U+FFFE/U+FFFF raw) and converts that document
+ * through a YAML reader for protobuf clients such as kubectl's validation; one raw noncharacter there makes
+ * /openapi/v2 answer 503 for the whole cluster. So every literal bound here is a character YAML accepts.
  */
-const SAFE_TEXT = '^[^\\x00-\\x1F\\x7F-\\x9F\u2028\u2029\uFFFD\uFFFE\uFFFF]*$';
+const SAFE_TEXT = '^[\\x20-\\x7E\\xA0-\u2027\u202A-\uFDCF\uFDF0-\uFFFC\u{10000}-\u{10FFFF}]*$';
 const text = (description: string, extra: Partial<SchemaNode> = {}) =>
   str(`${description} No control characters, Unicode line separators or noncharacters.`, { pattern: SAFE_TEXT, ...extra });
 const objectName = (description: string) => str(description, { minLength: 1, maxLength: 253, pattern: DNS_SUBDOMAIN });
