@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
+import { startGateway } from '../gateway/index.ts';
 import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
@@ -29,6 +30,9 @@ commands:
                       explain a routing decision from mounted routing config
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
+  gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> --catalog <file> [--shared-keys-dir <dir>]
+          [--port 8080] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
+                      the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md)
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
@@ -87,6 +91,13 @@ async function main(argv: string[]): Promise<void> {
       name: { type: 'string' },
       'config-dir': { type: 'string' },
       catalog: { type: 'string' },
+      'bundle-dir': { type: 'string' },
+      'key-dir': { type: 'string' },
+      'shared-keys-dir': { type: 'string' },
+      port: { type: 'string' },
+      'attempt-timeout-ms': { type: 'string' },
+      region: { type: 'string' },
+      'upstream-ca': { type: 'string' },
       request: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -143,6 +154,25 @@ async function main(argv: string[]): Promise<void> {
     case 'dev':
       await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
+    case 'gateway': {
+      const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
+      if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
+      const gateway = await startGateway({
+        configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
+        bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
+        keyDir: values['key-dir'] ?? fail('gateway needs --key-dir (the bundle key Secret)'),
+        catalogFile: values.catalog ?? fail('gateway needs --catalog <file.json>'),
+        ...(values['shared-keys-dir'] ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
+        ...(values.region ? { region: values.region } : {}),
+        ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
+        attemptTimeoutMs: timeout,
+        port: port(values.port, 8080),
+        logger: logger.child({ component: 'gateway' }),
+      });
+      logger.info({ url: gateway.url }, 'gateway listening');
+      waitForSignal(() => gateway.close());
+      return;
+    }
     case 'validate': {
       const path = positionals[0] ?? fail('validate needs a file or folder');
       const report = validatePath(path);
