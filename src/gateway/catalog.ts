@@ -117,7 +117,7 @@ const schema = {
   },
 } as const;
 
-const validate = new Ajv({ allErrors: false, verbose: false }).compile(schema);
+const validate = new Ajv({ allErrors: false, verbose: false, allowUnionTypes: true }).compile(schema);
 
 export class CatalogError extends Error {
   constructor(message: string) {

@@ -98,7 +98,7 @@ describe('gateway on the operator\'s compiled config', () => {
     await credential('br-key', 'amazon-bedrock', 'bedrock-api-key-value', { sortOrder: 0 });
     await credential('br-iam', 'amazon-bedrock', JSON.stringify({ accessKeyId: 'AKIAGATEWAYTEST0001', secretAccessKey: 'iam-secret-value-0001', region: 'eu-west-1' }), { sortOrder: 1 });
     await credential('vx', 'google-vertex', JSON.stringify({
-      type: 'service_account', project_id: 'proj-1', private_key_id: 'kid-1', private_key: vertexKey.privateKey, client_email: VERTEX_EMAIL, client_id: '1234567890',
+      type: 'service_account', project_id: 'proj-1', private_key_id: 'a1b2c3d4e5f60718', private_key: vertexKey.privateKey, client_email: VERTEX_EMAIL, client_id: '1234567890',
       auth_uri: 'https://accounts.google.com/o/oauth2/auth', token_uri: `${up.base}/token`, auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
       client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/gateway-test', region: 'us-central1',
     }));
@@ -126,11 +126,11 @@ describe('gateway on the operator\'s compiled config', () => {
 
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
     const sink = new Writable({ write(c: Buffer, _e, cb) { gatewayLogs.push(c.toString('utf8')); cb(); } });
-    await until('a compiled config with all 12 credentials', async () => {
+    await until('a compiled config with all 11 credentials', async () => {
       await projector.sync();
       try {
         const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
-        return loadRoutingConfig(dirs.config).accounts.get(ns)?.credentials.length === 12;
+        return loadRoutingConfig(dirs.config).accounts.get(ns)?.credentials.length === 11;
       } catch {
         return false;
       }

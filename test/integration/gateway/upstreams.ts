@@ -3,7 +3,8 @@
 // @smithy/signature-v4, a Vertex token issued by its own loopback token_uri after verifying the JWT assertion), logs
 // what it received, and answers as told per credential: ok, 429, 500, slowly, or with a broken stream.
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -136,7 +137,12 @@ export async function startUpstreams(): Promise<Upstreams> {
         if (!hit.stream) return answer(200, completion(parsed.model));
         hit.status = 200;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        if (behavior === 'empty-then-close') return res.destroy();
+        if (behavior === 'empty-then-close') {
+          // A 200 head reaches the gateway, then the connection dies before any body byte.
+          res.flushHeaders();
+          setTimeout(() => res.destroy(), 20);
+          return;
+        }
         res.write(chunk(parsed.model, 'hello '));
         if (behavior === 'broken-stream') {
           setTimeout(() => res.destroy(), 20);
