@@ -118,7 +118,8 @@ describe('gateway on the operator\'s compiled config', () => {
         { model: 'mistral/large', endpoints: [ep('mistral', 'mistral', { baseUrl: `${up.base}/mistral/v1` })] },
         { model: 'amazon/nova-pro', endpoints: [ep('amazon-bedrock', 'amazon-bedrock', { baseUrl: `${up.base}/bedrock/{region}/openai/v1`, defaultRegion: 'us-east-1' })] },
         { model: 'google/gemini-2.5-pro', endpoints: [ep('google-vertex', 'google-vertex', { baseUrl: `${up.base}/vertex/v1/projects/{project}/locations/{location}/endpoints/openapi` })] },
-        { model: 'meta/llama-3.3-70b', endpoints: [ep('groq', 'groq', { baseUrl: `${up.base}/groq/v1` })] },
+        { model: 'meta/llama-3.3-70b', endpoints: [ep('groq', 'groq', { baseUrl: `${up.base}/groq/v1` }, { dataCollection: true })] },
+        { model: 'openai/o3', endpoints: [ep('openai/eu', 'openai', { baseUrl: `${up.base}/openai-eu-region/v1`, model: 'o3' }, { region: 'eu', zdr: true })] },
       ],
     }));
     mkdirSync(dirs.shared, { recursive: true });
@@ -309,6 +310,41 @@ describe('gateway on the operator\'s compiled config', () => {
       const g = (await (await fetch(`${gw.url}/api/v1/generation?id=${ok.json!.id}`, { headers: { authorization: `Bearer ${KEY_A}` } })).json()) as { data: { fee_micros: number | null } };
       return g.data.fee_micros === 375;
     });
+  });
+
+  test('rule 8: with provider.order, credentials still come first (in the requested provider order), then shared endpoints', async () => {
+    for (const k of ['api-key:az-resource-key', 'sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`]) up.behavior.set(k, '500');
+    const r = await wire(KEY_A, { model: 'openai/gpt-4.1', provider: { order: ['azure', 'openai'] } });
+    expect(r.hits.map((h) => h.auth)).toEqual(['api-key:az-resource-key', 'sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`, 'sk-shared-openai']);
+    // The shared azure endpoint has no platform key here: recorded as a failed attempt, never sent.
+    expect(r.json!.provider_responses.map((p: { credential: string; endpoint_id: string; error?: string }) => [p.credential === 'shared' ? 'shared' : 'byok', p.endpoint_id, p.error ?? null])).toEqual([
+      ['byok', 'azure', null], ['byok', 'openai', null], ['byok', 'openai', null], ['shared', 'azure', 'no shared key configured for provider azure'], ['shared', 'openai', null],
+    ]);
+  });
+
+  test('rule 9: a provider with only regional endpoints: prioritized credentials route there, shared only when targeted, fallback never', async () => {
+    for (const k of ['sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`]) up.behavior.set(k, '500');
+    let r = await wire(KEY_A, { model: 'openai/o3' });
+    expect(r.hits.map((h) => [h.path, h.auth])).toEqual([
+      ['/openai-eu-region/v1/chat/completions', 'sk-oa-0-aaaaaaaaaaaa'],
+      ['/openai-eu-region/v1/chat/completions', `${CANARY}-oa1`],
+    ]);
+    expect(r.status).toBe(500);
+    r = await wire(KEY_A, { model: 'openai/o3', provider: { order: ['openai/eu'] } });
+    expect(r.hits.map((h) => h.auth)).toEqual(['sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`, 'sk-shared-openai']);
+    expect(r.status).toBe(200);
+  });
+
+  test('rule 10: data policies apply before credentials: no compliant endpoint fails even with a valid credential', async () => {
+    const deny = await wire(KEY_A, { model: 'meta/llama-3.3-70b', provider: { data_collection: 'deny' } });
+    expect(deny.hits).toEqual([]);
+    expect(deny.status).toBe(404);
+    expect(deny.json!.error.metadata.reason).toBe('no_compliant_endpoint');
+    const zdr = await wire(KEY_A, { model: 'openai/gpt-4o', provider: { zdr: true } });
+    expect(zdr.hits).toEqual([]);
+    expect(zdr.json!.error.metadata.excluded).toEqual(expect.arrayContaining([expect.objectContaining({ endpoint_id: 'openai', rule: 'rule-10-zdr' })]));
+    // A ZDR endpoint stays usable.
+    expect((await wire(KEY_A, { model: 'openai/o3', provider: { zdr: true } })).status).toBe(200);
   });
 
   test('rotation reaches the upstream without a restart; a disabled credential is skipped', async () => {
