@@ -3,7 +3,7 @@
 // rule 3), recording `provider_responses` (spec 7). Built only on the SDK and the domain core.
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -185,7 +185,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   };
 
   /** Sends one upstream request; resolves with the response head. The timer is the caller's. */
-  const send = (req: UpstreamRequest, signal: AbortSignal): Promise<IncomingMessage> =>
+  /** Sends one upstream request under the attempt timer; resolves with the response head. */
+  const send = (req: UpstreamRequest, timer: AttemptTimer): Promise<IncomingMessage> =>
     new Promise((resolve, reject) => {
       const isHttps = req.url.protocol === 'https:';
       const fn = isHttps ? httpsRequest : httpRequest;
@@ -193,8 +194,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         method: 'POST',
         agent: isHttps ? httpsAgent : httpAgent,
         headers: { ...req.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(req.body), accept: 'application/json, text/event-stream' },
-        signal,
       });
+      timer.attach(r);
       r.once('response', resolve);
       r.once('error', reject);
       r.end(req.body);
@@ -209,7 +210,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       res.once('aborted', () => reject(new Error('upstream connection closed mid-response')));
     });
 
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, disableRequestLogging: true });
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
 
   const authenticate = (authorization: string | undefined): { hash: string } | SpecError => {
     if (!authorization || !authorization.startsWith('Bearer ') || authorization.length <= 7) {
@@ -308,10 +309,16 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       started,
       upstreamMs: 0,
       responses: [],
-      abort: new AbortController(),
+      clientGone: false,
+      onClientGone: undefined,
       streamed: stream === true,
     };
-    req.raw.once('close', () => ctx.abort.abort());
+    // 'close' also fires after a normal response; only an unfinished one means the client went away.
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished) return;
+      ctx.clientGone = true;
+      ctx.onClientGone?.();
+    });
     const forward: Record<string, unknown> = { ...rest };
     if (stream === true) {
       forward.stream = true;
@@ -332,7 +339,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     started: number;
     upstreamMs: number;
     responses: ProviderResponse[];
-    abort: AbortController;
+    clientGone: boolean;
+    /** Tears down the upstream request in flight when the client disconnects. */
+    onClientGone: (() => void) | undefined;
     streamed: boolean;
   }
 
@@ -381,26 +390,34 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
 
   const failureOf = (err: unknown, ctx: RequestContext): { error: string; outcome: Outcome } => {
     if (err instanceof AttemptTimeout) return { error: err.message, outcome: 'timeout' };
-    if (ctx.abort.signal.aborted) return { error: 'client went away', outcome: 'transport_error' };
+    if (ctx.clientGone) return { error: 'client went away', outcome: 'transport_error' };
     const code = (err as NodeJS.ErrnoException).code;
     return { error: `transport error${code ? ` (${code})` : ''}`, outcome: 'transport_error' };
   };
 
-  const withTimeout = (ctx: RequestContext): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } => {
-    const controller = new AbortController();
+  interface AttemptTimer {
+    attach(r: ClientRequest): void;
+    timedOut(): boolean;
+    clear(): void;
+  }
+
+  /** The per-attempt deadline; plain timers and destroy() (AbortSignals cost a DOMException each on this path). */
+  const withTimeout = (ctx: RequestContext): AttemptTimer => {
+    let request: ClientRequest | undefined;
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort(new AttemptTimeout(attemptTimeoutMs));
+      request?.destroy(new AttemptTimeout(attemptTimeoutMs));
     }, attemptTimeoutMs);
-    const onClientGone = () => controller.abort(new Error('client went away'));
-    ctx.abort.signal.addEventListener('abort', onClientGone, { once: true });
+    ctx.onClientGone = () => request?.destroy(new Error('client went away'));
     return {
-      signal: controller.signal,
+      attach: (r) => {
+        request = r;
+      },
       timedOut: () => timedOut,
       clear: () => {
         clearTimeout(timer);
-        ctx.abort.signal.removeEventListener('abort', onClientGone);
+        ctx.onClientGone = undefined;
       },
     };
   };
@@ -427,7 +444,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       const timer = withTimeout(ctx);
       let res: IncomingMessage | undefined;
       try {
-        res = await send(prepared, timer.signal);
+        res = await send(prepared, timer);
         const raw = await readAll(res);
         timer.clear();
         if (res.statusCode! >= 200 && res.statusCode! < 300) {
@@ -453,7 +470,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         res?.destroy();
         const f = failureOf(timer.timedOut() ? new AttemptTimeout(attemptTimeoutMs) : err, ctx);
         recordAttempt(ctx, a, null, f.error, t0, f.outcome, last);
-        if (ctx.abort.signal.aborted) break;
+        if (ctx.clientGone) break;
       }
     }
     return allFailed(reply, ctx);
@@ -498,7 +515,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       let res: IncomingMessage | undefined;
       let first: Buffer;
       try {
-        res = await send(prepared, timer.signal);
+        res = await send(prepared, timer);
         if (res.statusCode! < 200 || res.statusCode! >= 300) {
           await readAll(res).catch(() => undefined);
           timer.clear();
@@ -514,7 +531,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         const f = failureOf(timedOut ? new AttemptTimeout(attemptTimeoutMs) : err, ctx);
         const status = res?.statusCode ?? null;
         recordAttempt(ctx, a, status, status !== null && !timedOut ? 'stream broke before the first byte' : f.error, t0, status !== null && !timedOut ? 'stream_broken' : f.outcome, last);
-        if (ctx.abort.signal.aborted) break;
+        if (ctx.clientGone) break;
         continue;
       }
       // Committed: from here on the client has bytes and there is no failover.
@@ -562,7 +579,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         if (done) return;
         done = true;
         clearTimeout(idle);
-        const clientGone = ctx.abort.signal.aborted && !out.writableEnded && out.destroyed;
+        const clientGone = ctx.clientGone || out.destroyed;
         recordAttempt(ctx, a, res.statusCode ?? 200, error, t0, error ? 'stream_broken' : 'ok', last);
         complete(ctx, 200, a, error ? null : usage, cat, error);
         if (!clientGone) {
@@ -589,10 +606,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       });
       res.once('error', (err) => end(err instanceof AttemptTimeout ? err.message : 'upstream connection failed mid-stream'));
       res.once('aborted', () => end('upstream connection closed mid-stream'));
-      ctx.abort.signal.addEventListener('abort', () => {
+      ctx.onClientGone = () => {
         res.destroy();
         end('client went away');
-      }, { once: true });
+      };
       res.resume();
     });
   };
