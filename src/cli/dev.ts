@@ -12,6 +12,7 @@ import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { startOperator } from '../operator/run.ts';
 import { applyObjects } from './apply.ts';
+import { startDevGateway } from './dev-gateway.ts';
 import { loadManifests } from './manifests.ts';
 
 export interface DevOptions {
@@ -33,6 +34,8 @@ export interface DevConnection {
   gatewayApiKey: string;
   gatewayApiKeyHash: string;
   operatorHttp: string;
+  /** The reference gateway (OpenAI-compatible), on the projected routing config; see docs/gateway.md. */
+  gatewayBaseUrl: string;
 }
 
 const ROUTING_NAMESPACE = 'byok-system';
@@ -115,6 +118,9 @@ export async function runDev(options: DevOptions): Promise<void> {
     const { key: managementKey } = await createManagementKey(kc, ACCOUNT_NAMESPACE, { name: 'dev-management-key' });
 
     const credentials = await waitForReadyCredentials(kc, ACCOUNT_NAMESPACE, 30_000);
+    // Gateway: loopback upstreams, kubelet-like projection of the compiled objects, the gateway on top.
+    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash });
+    stoppers.push(() => devGateway.stop());
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,
       server: controlPlane.server,
@@ -126,6 +132,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       gatewayApiKey,
       gatewayApiKeyHash,
       operatorHttp: operator.httpAddress,
+      gatewayBaseUrl: devGateway.url,
     };
     mkdirSync(devDir, { recursive: true });
     writeFileSync(connectionFile, `${JSON.stringify(connection, null, 2)}\n`, { mode: 0o600 });
@@ -139,6 +146,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `  kubeconfig:      ${controlPlane.kubeconfigPath}`,
         `  API:             ${api.url}`,
         `  operator:        ${operator.httpAddress}/metrics`,
+        `  gateway:         ${devGateway.url}`,
         `  connection file: ${connectionFile}`,
         '',
         'Sample credentials:',
@@ -147,6 +155,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         'Try:',
         `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byok -n ${ACCOUNT_NAMESPACE}`,
         `  curl -s -H 'Authorization: Bearer ${managementKey}' ${api.url}/byok`,
+        ...devGateway.lines(gatewayApiKey),
         '',
         'Press Ctrl-C to stop and clean up.',
         '',

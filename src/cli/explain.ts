@@ -2,6 +2,7 @@
 // read from mounted routing config exactly as a gateway pod would.
 import { readFileSync } from 'node:fs';
 import { createCatalog, type CatalogModelInput } from '../domain/index.ts';
+import { parseCatalog } from '../gateway/catalog.ts';
 import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
 
 export interface ExplainInput {
@@ -18,7 +19,9 @@ function readJson(valueOrPath: string): unknown {
 
 export function explain(input: ExplainInput): string {
   const config = loadRoutingConfig(input.configDir);
-  const catalog = createCatalog(readJson(input.catalogFile) as CatalogModelInput[]);
+  const rawCatalog = readJson(input.catalogFile);
+  // The domain's bare array of models, or the gateway's catalog file (docs/gateway.md).
+  const catalog = Array.isArray(rawCatalog) ? createCatalog(rawCatalog as CatalogModelInput[]) : parseCatalog(JSON.stringify(rawCatalog)).catalog;
   const request = { userId: null, baseAddress: 'global', isVideoGeneration: false, ...(readJson(input.request) as object) } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
   if (input.json) return `${JSON.stringify(outcome, null, 2)}\n`;
