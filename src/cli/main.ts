@@ -46,6 +46,8 @@ common options:
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
+  --gateway-routing-slots <n>, --gateway-bundle-slots <n>
+                              shard/bundle slots gateway pods mount; the operator warns when the config needs more
   --log-level <level>         pino level (default info)
 `;
 
@@ -98,6 +100,8 @@ async function main(argv: string[]): Promise<void> {
       'attempt-timeout-ms': { type: 'string' },
       region: { type: 'string' },
       'upstream-ca': { type: 'string' },
+      'gateway-routing-slots': { type: 'string' },
+      'gateway-bundle-slots': { type: 'string' },
       request: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -111,6 +115,11 @@ async function main(argv: string[]): Promise<void> {
   const port = (value: string | undefined, fallback: number) => {
     const n = value === undefined ? fallback : Number(value);
     if (!Number.isInteger(n) || n < 0 || n > 65535) fail(`invalid port ${value}`);
+    return n;
+  };
+  const slots = (value: string | undefined) => {
+    const n = value === undefined ? Number.MAX_SAFE_INTEGER : Number(value);
+    if (!Number.isInteger(n) || n < 0) fail(`invalid slot count ${value}`);
     return n;
   };
   const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
@@ -130,6 +139,9 @@ async function main(argv: string[]): Promise<void> {
           logger: logger.child({ component: 'operator' }),
           httpPort: port(values['http-port'], 8081),
           leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
+          ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
+            ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
+            : {}),
         });
         stops.push(() => operator.stop());
       }

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { EventsV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { publicId } from '../../../src/domain/index.ts';
 import { startGateway, type RunningGateway, type SpendGate, type FinishedRequest } from '../../../src/gateway/index.ts';
@@ -81,7 +82,7 @@ describe('gateway on the operator\'s compiled config', () => {
     ns = await createTestNamespace('gw-acct');
     routingNs = await createTestNamespace('gw-routing');
     creds = resource('byokcredentials', ns);
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
+    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 } });
     await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
     await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'a' }, spec: { hash: sha(KEY_A), owner: 'user-1' } });
     await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'b' }, spec: { hash: sha(KEY_B) } });
@@ -354,6 +355,17 @@ describe('gateway on the operator\'s compiled config', () => {
       o.spec!.disabled = true;
     });
     await until('the disabled credential skipped', async () => (await wire(KEY_A, { model: 'openai/gpt-4o' })).hits[0]?.auth === `${CANARY}-oa1`, 30_000, 200);
+  });
+
+  test('the operator warns (log, metric, Event) when the compiled config needs more slots than gateway pods mount', async () => {
+    const metrics = await (await fetch(`${run.op.httpAddress}/metrics`)).text();
+    expect(metrics).toContain('byok_gateway_slots_exceeded{kind="routing"} 1');
+    expect(metrics).toContain('byok_gateway_slots_exceeded{kind="bundles"} 0');
+    expect(run.logs.some((l) => l.includes('needs 1 routing slots but gateway pods mount 0'))).toBe(true);
+    await until('the GatewaySlotsExceeded Event', async () => {
+      const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: routingNs });
+      return events.items.some((e) => e.reason === 'GatewaySlotsExceeded' && e.regarding?.name === 'byok-routing-index');
+    });
   });
 
   test('canary: the key never appears in a response, a log line or a metric', async () => {
