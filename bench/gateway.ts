@@ -108,8 +108,8 @@ async function serveGateway(upstreamUrl: string): Promise<void> {
     catalogFile: join(root, 'catalog.json'),
     host: '127.0.0.1',
     port: 0,
-    // The per-request structured log line stays in the measurement; it goes to /dev/null asynchronously.
-    logger: pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false })),
+    // The per-request structured log line stays in the measurement: one synchronous write, as to stdout in a pod.
+    logger: pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: true })),
   });
   process.send?.({ url: gw.url });
   process.on('message', (m) => {

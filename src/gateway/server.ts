@@ -141,6 +141,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     bundleDir: opts.bundleDir,
     keyDir: opts.keyDir,
     ...(opts.pollMs !== undefined ? { pollMs: opts.pollMs } : {}),
+    // Saves two readlink calls per attempt; a missing envelope or key still forces a fresh look.
+    generationCheckMs: 100,
     onReload: (config) => {
       metrics.configVersion.reset();
       metrics.configVersion.set({ version: config.version.slice(0, 16) }, 1);
