@@ -221,6 +221,21 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     return { hash: createHash('sha256').update(authorization.slice(7).trim()).digest('hex') };
   };
 
+  // Framework-level failures (malformed JSON, oversized or wrongly typed bodies, unknown routes) in the spec 7 body too.
+  app.setErrorHandler((err: { statusCode?: number; message: string; code?: string }, _req, reply) => {
+    const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    const message =
+      err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || /JSON/.test(err.code ?? '')
+        ? 'the request body is not valid JSON'
+        : status === 500
+          ? 'internal gateway error'
+          : err.message;
+    if (status === 500) log?.error({ err: err.message }, 'unhandled gateway error');
+    metrics.requests.inc({ status: String(status) });
+    return reply.code(status).send(specError(status, message));
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
+
   app.get('/healthz', async () => 'ok\n');
   app.get('/readyz', async (_req, reply) => (routing.current() ? 'ok\n' : reply.code(503).send('no routing config loaded yet\n')));
   app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));

@@ -3,7 +3,7 @@
 // Rules are asserted on the wire: which upstream received which key, in which order.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from '@jest/globals';
 import { createHash, generateKeyPairSync } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -14,7 +14,7 @@ import { startGateway, type RunningGateway, type SpendGate, type FinishedRequest
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, setSecret, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { createSecret, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
@@ -163,6 +163,22 @@ describe('gateway on the operator\'s compiled config', () => {
     expect(r.status).toBe(401);
     expect(r.json).toEqual({ error: { code: 401, message: 'invalid gateway API key', metadata: null } });
     expect(r.hits).toEqual([]);
+    const malformed = await fetch(`${gw.url}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: '{"model":' });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toEqual({ error: { code: 400, message: 'the request body is not valid JSON', metadata: null } });
+    expect((await wire(KEY_A, { messages: [] })).json!.error.message).toContain('model is required');
+  });
+
+  test('the catalog is hot-reloaded; a broken file keeps the last good one', async () => {
+    const file = join(root, 'catalog.json');
+    const doc = JSON.parse(readFileSync(file, 'utf8')) as { models: { model: string }[] };
+    writeFileSync(file, '{ broken');
+    await sleep(400);
+    expect((await chat(KEY_A, { model: 'openai/gpt-4o' })).status).toBe(200);
+    writeFileSync(file, JSON.stringify({ ...doc, models: [...doc.models, { ...doc.models[0], model: 'openai/gpt-4o-hot' }] }));
+    await until('the new model', async () => ((await (await fetch(`${gw.url}/api/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === 'openai/gpt-4o-hot'));
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toMatch(/byok_gateway_reloads_total\{what="catalog",result="error"\} [1-9]/);
   });
 
   test('rules 2, 3, 11: prioritized by sortOrder, failover on 429/500, then shared, then fallback; exact keys on the wire', async () => {
