@@ -453,6 +453,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
 
   const executeOnce = async (reply: FastifyReply, plan: RoutePlan, cat: GatewayCatalog, ctx: RequestContext, forward: Record<string, unknown>) => {
     for (let i = 0; i < plan.attempts.length; i++) {
+      if (ctx.clientGone) break;
       const a = plan.attempts[i]!;
       const last = i === plan.attempts.length - 1;
       const prepared = await prepare(ctx, a, cat, forward, last);
@@ -523,6 +524,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
 
   const executeStream = async (reply: FastifyReply, plan: RoutePlan, cat: GatewayCatalog, ctx: RequestContext, forward: Record<string, unknown>) => {
     for (let i = 0; i < plan.attempts.length; i++) {
+      if (ctx.clientGone) break;
       const a = plan.attempts[i]!;
       const last = i === plan.attempts.length - 1;
       const prepared = await prepare(ctx, a, cat, forward, last);
