@@ -198,6 +198,29 @@ async function fixedRate(url: string, rate: number, seconds: number, headers: Re
   return { p50_us: q(0.5), p99_us: q(0.99), sent, failed };
 }
 
+/** Closed loop on one connection: latency without queueing, for a loaded machine where 1k req/s saturates. */
+async function sequential(url: string, count: number, headers: Record<string, string>): Promise<{ p50_us: number; p99_us: number }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const target = new URL(url);
+  const latencies: number[] = [];
+  for (let i = 0; i < count; i++) {
+    latencies.push(
+      await new Promise<number>((resolve, reject) => {
+        const t0 = performance.now();
+        const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(REQUEST), ...headers } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve((performance.now() - t0) * 1000));
+        });
+        r.on('error', reject);
+        r.end(REQUEST);
+      }),
+    );
+  }
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return { p50_us: Math.round(latencies[Math.floor(count / 2)]!), p99_us: Math.round(latencies[Math.floor(count * 0.99)]!) };
+}
+
 async function maxRate(url: string, seconds: number, connections: number, headers: Record<string, string>) {
   const r = await autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: REQUEST, connections, duration: seconds });
   return { rps: Math.round(r.requests.average), p50_ms: r.latency.p50, p99_ms: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts };
@@ -223,6 +246,10 @@ async function main(): Promise<void> {
     const fixedDirect = await fixedRate(direct, 1000, duration, {});
     const fixedBare = await fixedRate(proxied, 1000, duration, {});
     const fixedGateway = await fixedRate(through, 1000, duration, auth);
+    log('sequential, one connection: direct, bare proxy, gateway');
+    const seqDirect = await sequential(direct, 2000, {});
+    const seqBare = await sequential(proxied, 2000, {});
+    const seqGateway = await sequential(through, 2000, auth);
     log(`max rate for ${duration} s with ${connections} connections: direct, then through the gateway`);
     const maxDirect = await maxRate(direct, duration, connections, {});
     const maxGateway = await maxRate(through, duration, connections, auth);
@@ -243,6 +270,13 @@ async function main(): Promise<void> {
         // What a proxy hop alone costs on this machine, and what the gateway's logic adds on top of it.
         bare_proxy_added_latency_us: { p50_us: fixedBare.p50_us - fixedDirect.p50_us, p99_us: fixedBare.p99_us - fixedDirect.p99_us },
         gateway_over_bare_proxy_us: { p50_us: fixedGateway.p50_us - fixedBare.p50_us, p99_us: fixedGateway.p99_us - fixedBare.p99_us },
+      },
+      sequential_one_connection: {
+        direct: seqDirect,
+        bare_proxy: seqBare,
+        gateway: seqGateway,
+        added_latency_us: { p50_us: seqGateway.p50_us - seqDirect.p50_us, p99_us: seqGateway.p99_us - seqDirect.p99_us },
+        gateway_over_bare_proxy_us: { p50_us: seqGateway.p50_us - seqBare.p50_us, p99_us: seqGateway.p99_us - seqBare.p99_us },
       },
       max_rate: {
         connections,
