@@ -296,7 +296,14 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     }
     const identity = { apiKeyHash: who.hash, workspaceId: outcome.workspaceId, userId };
     if (opts.spendGate) {
-      const decision = await opts.spendGate.admit({ account: outcome.account, who: identity, at: now });
+      let decision: Awaited<ReturnType<SpendGate['admit']>>;
+      try {
+        decision = await opts.spendGate.admit({ account: outcome.account, who: identity, at: now });
+      } catch (err) {
+        // Fail closed: a budget that cannot be checked must not be bypassed.
+        log?.error({ err: err instanceof Error ? err.message : String(err) }, 'budget check failed');
+        return finish(reply, 503, specError(503, 'the budget check is unavailable; the request was not sent to any provider, retry later'));
+      }
       if (!decision.allowed) {
         const b = decision.blockedBy;
         return finish(

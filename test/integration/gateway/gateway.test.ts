@@ -35,13 +35,15 @@ describe('gateway on the operator\'s compiled config', () => {
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared') };
   const gatewayLogs: string[] = [];
   const responses: string[] = [];
-  const admitAllowed = { value: true };
+  const admitAllowed = { value: true as boolean | 'throw' };
   const recorded: FinishedRequest[] = [];
   const spendGate: SpendGate = {
-    admit: async () =>
-      admitAllowed.value
+    admit: async () => {
+      if (admitAllowed.value === 'throw') throw new Error('ledger unreachable');
+      return admitAllowed.value
         ? { allowed: true }
-        : { allowed: false, blockedBy: { scope: 'workspace', id: 'ws-1', interval: 'monthly', limitMicros: 1_000_000, countedMicros: 1_000_000, includesByok: true, blocked: true } },
+        : { allowed: false, blockedBy: { scope: 'workspace', id: 'ws-1', interval: 'monthly', limitMicros: 1_000_000, countedMicros: 1_000_000, includesByok: true, blocked: true } };
+    },
     record: async (req) => {
       recorded.push(req);
       return { feeMicros: Math.round(req.byokCredentialId ? req.listCostMicros * 0.05 : 0), chargedMicros: req.byokCredentialId ? 0 : req.listCostMicros, freeListCostMicros: 0 };
@@ -316,6 +318,11 @@ describe('gateway on the operator\'s compiled config', () => {
     expect(refused.status).toBe(402);
     expect(refused.hits).toEqual([]);
     expect(refused.json!.error.message).toContain('monthly budget of workspace ws-1');
+    admitAllowed.value = 'throw';
+    const unavailable = await wire(KEY_A, { model: 'openai/gpt-4o' });
+    admitAllowed.value = true;
+    expect(unavailable.status).toBe(503);
+    expect(unavailable.hits).toEqual([]);
     const before = recorded.length;
     const ok = await wire(KEY_A, { model: 'openai/gpt-4o' });
     await until('the spend record', () => recorded.length > before);
