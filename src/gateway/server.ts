@@ -447,12 +447,13 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   };
 
   const allFailed = (reply: FastifyReply, ctx: RequestContext) => {
+    // The last status an upstream actually answered; attempts that never got one (timeouts, missing keys) do not mask it.
+    const answered = ctx.responses.findLast((r) => r.status !== null);
     const last = ctx.responses[ctx.responses.length - 1];
-    const status = last?.status ?? (last?.error?.startsWith('no response within') ? 504 : 502);
-    const message =
-      last?.status != null
-        ? `every attempt failed; the last upstream (${last.provider}) answered ${last.status}`
-        : `every attempt failed; the last upstream (${last?.provider ?? 'none'}) gave no response: ${last?.error ?? 'unknown'}`;
+    const status = answered?.status ?? (last?.error?.startsWith('no response within') ? 504 : 502);
+    const message = answered
+      ? `every attempt failed; the last upstream status was ${answered.status} (${answered.provider})`
+      : `every attempt failed without an upstream status; the last (${last?.provider ?? 'none'}): ${last?.error ?? 'unknown'}`;
     complete(ctx, status, null, null, null);
     reply.header('x-generation-id', ctx.generationId);
     return finish(reply, status, specError(status, message, { generation_id: ctx.generationId, provider_responses: ctx.responses }));
