@@ -139,6 +139,9 @@ async function serveBareProxy(upstreamUrl: string): Promise<void> {
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send?.({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+  process.on('message', (m) => {
+    if (m === 'stop') void app.close().then(() => process.exit(0));
+  });
 }
 
 // ---- parent ----
@@ -297,7 +300,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } finally {
     gateway.proc.send('stop');
-    bare.proc.kill();
+    bare.proc.send('stop');
     upstream.proc.kill();
   }
 }

@@ -1,7 +1,7 @@
 // The reference gateway: an OpenAI-compatible HTTP front (fastify) that authenticates gateway API keys against the
 // mounted routing config, plans with the SDK and executes the plan's attempts in order with failover (spec 1.1
 // rule 3), recording `provider_responses` (spec 7). Built only on the SDK and the domain core.
-import { createHash, randomUUID } from 'node:crypto';
+import { hash as digestOnce, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -218,7 +218,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if (!authorization || !authorization.startsWith('Bearer ') || authorization.length <= 7) {
       return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
     }
-    return { hash: createHash('sha256').update(authorization.slice(7).trim()).digest('hex') };
+    return { hash: digestOnce('sha256', authorization.slice(7).trim(), 'hex') };
   };
 
   // Framework-level failures (malformed JSON, oversized or wrongly typed bodies, unknown routes) in the spec 7 body too.
