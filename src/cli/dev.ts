@@ -15,6 +15,7 @@ import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { startOperator } from '../operator/run.ts';
 import { applyObjects } from './apply.ts';
+import { startDevGateway } from './dev-gateway.ts';
 import { loadManifests } from './manifests.ts';
 
 export interface DevOptions {
@@ -38,6 +39,8 @@ export interface DevConnection {
   operatorHttp: string;
   /** The aggregated API registered with the local kube-apiserver (kubectl get byokkeys). */
   aggregatedApi: { group: string; version: string; apiService: string; url: string };
+  /** The reference gateway (OpenAI-compatible), on the projected routing config; see docs/gateway.md. */
+  gatewayBaseUrl: string;
 }
 
 const ROUTING_NAMESPACE = 'byok-system';
@@ -135,6 +138,9 @@ export async function runDev(options: DevOptions): Promise<void> {
     const { key: managementKey } = await createManagementKey(kc, ACCOUNT_NAMESPACE, { name: 'dev-management-key' });
 
     const credentials = await waitForReadyCredentials(kc, ACCOUNT_NAMESPACE, 30_000);
+    // Gateway: loopback upstreams, kubelet-like projection of the compiled objects, the gateway on top.
+    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash });
+    stoppers.push(() => devGateway.stop());
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,
       server: controlPlane.server,
@@ -147,6 +153,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       gatewayApiKeyHash,
       operatorHttp: operator.httpAddress,
       aggregatedApi: { group: AGG_GROUP, version: AGG_VERSION, apiService: APISERVICE_NAME, url: aggregated.url },
+      gatewayBaseUrl: devGateway.url,
     };
     mkdirSync(devDir, { recursive: true });
     writeFileSync(connectionFile, `${JSON.stringify(connection, null, 2)}\n`, { mode: 0o600 });
@@ -160,6 +167,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `  kubeconfig:      ${controlPlane.kubeconfigPath}`,
         `  API:             ${api.url}`,
         `  operator:        ${operator.httpAddress}/metrics`,
+        `  gateway:         ${devGateway.url}`,
         `  connection file: ${connectionFile}`,
         '',
         'Sample credentials:',
@@ -169,6 +177,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byok -n ${ACCOUNT_NAMESPACE}`,
         `  ${kubectl} --kubeconfig ${controlPlane.kubeconfigPath} get byokkeys -n ${ACCOUNT_NAMESPACE}      # the aggregated API (${APISERVICE_NAME})`,
         `  curl -s -H 'Authorization: Bearer ${managementKey}' ${api.url}/byok`,
+        ...devGateway.lines(gatewayApiKey),
         '',
         'Press Ctrl-C to stop and clean up.',
         '',

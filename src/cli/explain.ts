@@ -8,6 +8,7 @@ import { kubeClient } from '../kube/client.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
 import { createCatalog, type CatalogModelInput } from '../domain/index.ts';
 import { validateManifest } from '../schema/validators.ts';
+import { parseCatalog } from '../gateway/catalog.ts';
 import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
 import { loadManifests } from './manifests.ts';
 
@@ -71,7 +72,9 @@ async function missingCredentials(input: ExplainInput, namespace: string, compil
 
 export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const config = loadRoutingConfig(input.configDir);
-  const catalog = createCatalog(readJson(input.catalogFile) as CatalogModelInput[]);
+  const rawCatalog = readJson(input.catalogFile);
+  // The domain's bare array of models, or the gateway's catalog file (docs/gateway.md).
+  const catalog = Array.isArray(rawCatalog) ? createCatalog(rawCatalog as CatalogModelInput[]) : parseCatalog(JSON.stringify(rawCatalog)).catalog;
   const request = { userId: null, baseAddress: 'global', isVideoGeneration: false, ...(readJson(input.request) as object) } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
   const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;

@@ -9,6 +9,7 @@ import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { startAggregatedServer } from '../aggregated/server.ts';
 import { createServingCertificate } from '../aggregated/register.ts';
+import { startGateway } from '../gateway/index.ts';
 import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
@@ -37,6 +38,9 @@ commands:
                       compiled at all; exits 1 when no attempt remains
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
+  gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> --catalog <file> [--shared-keys-dir <dir>]
+          [--port 8080] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
+                      the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md)
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
@@ -54,6 +58,8 @@ common options:
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
+  --gateway-routing-slots <n>, --gateway-bundle-slots <n>
+                              shard/bundle slots gateway pods mount; the operator warns when the config needs more
   --log-level <level>         pino level (default info)
   --ledger-redis-url <url>    the gateways' shared spend ledger: publish spend into Account, Workspace and
                               Guardrail status (operator leader; docs/ledger.md)
@@ -106,6 +112,15 @@ async function main(argv: string[]): Promise<void> {
       name: { type: 'string' },
       'config-dir': { type: 'string' },
       catalog: { type: 'string' },
+      'bundle-dir': { type: 'string' },
+      'key-dir': { type: 'string' },
+      'shared-keys-dir': { type: 'string' },
+      port: { type: 'string' },
+      'attempt-timeout-ms': { type: 'string' },
+      region: { type: 'string' },
+      'upstream-ca': { type: 'string' },
+      'gateway-routing-slots': { type: 'string' },
+      'gateway-bundle-slots': { type: 'string' },
       request: { type: 'string' },
       cluster: { type: 'boolean', default: false },
       manifests: { type: 'string' },
@@ -123,6 +138,11 @@ async function main(argv: string[]): Promise<void> {
   const port = (value: string | undefined, fallback: number) => {
     const n = value === undefined ? fallback : Number(value);
     if (!Number.isInteger(n) || n < 0 || n > 65535) fail(`invalid port ${value}`);
+    return n;
+  };
+  const slots = (value: string | undefined) => {
+    const n = value === undefined ? Number.MAX_SAFE_INTEGER : Number(value);
+    if (!Number.isInteger(n) || n < 0) fail(`invalid slot count ${value}`);
     return n;
   };
   const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
@@ -143,6 +163,9 @@ async function main(argv: string[]): Promise<void> {
           httpPort: port(values['http-port'], 8081),
           leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
           ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
+          ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
+            ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
+            : {}),
         });
         stops.push(() => operator.stop());
       }
@@ -185,6 +208,25 @@ async function main(argv: string[]): Promise<void> {
     case 'dev':
       await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
+    case 'gateway': {
+      const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
+      if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
+      const gateway = await startGateway({
+        configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
+        bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
+        keyDir: values['key-dir'] ?? fail('gateway needs --key-dir (the bundle key Secret)'),
+        catalogFile: values.catalog ?? fail('gateway needs --catalog <file.json>'),
+        ...(values['shared-keys-dir'] ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
+        ...(values.region ? { region: values.region } : {}),
+        ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
+        attemptTimeoutMs: timeout,
+        port: port(values.port, 8080),
+        logger: logger.child({ component: 'gateway' }),
+      });
+      logger.info({ url: gateway.url }, 'gateway listening');
+      waitForSignal(() => gateway.close());
+      return;
+    }
     case 'validate': {
       const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
       const format = values.output ?? 'text';

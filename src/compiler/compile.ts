@@ -111,6 +111,8 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
       workspaceId: key.spec.workspace !== undefined ? publicId('Workspace', ns, key.spec.workspace) : defaultWsId,
       guardrailId: guardrailId(key.spec.guardrail),
       expiresAt: key.spec.expiresAt ?? null,
+      // Emitted only when set, so keys without an owner compile to the same bytes as before the field existed.
+      ...(key.spec.owner !== undefined ? { owner: key.spec.owner } : {}),
     });
   }
 

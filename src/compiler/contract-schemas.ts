@@ -20,9 +20,10 @@ type ObjectSchema = {
   additionalProperties: false;
 };
 
-/** An object schema with exactly the fields of T, all required. */
-function obj<T>(properties: { readonly [K in keyof T]-?: Schema }, description?: string): ObjectSchema {
-  return { type: 'object', ...(description ? { description } : {}), properties, required: Object.keys(properties), additionalProperties: false };
+/** An object schema with exactly the fields of T, all required but the `optional` ones (absent when unset). */
+function obj<T>(properties: { readonly [K in keyof T]-?: Schema }, description?: string, optional: readonly (keyof T & string)[] = []): ObjectSchema {
+  const required = Object.keys(properties).filter((k) => !optional.includes(k as keyof T & string));
+  return { type: 'object', ...(description ? { description } : {}), properties, required, additionalProperties: false };
 }
 const nullable = (schema: Schema): Schema => ({ anyOf: [schema, { type: 'null' }] });
 const str: Schema = { type: 'string' };
@@ -109,7 +110,8 @@ const apiKey = obj<CompiledApiKey>({
   workspaceId: nullableString,
   guardrailId: nullableString,
   expiresAt: { ...nullableString, description: 'RFC 3339; the gateway re-checks expiry per request.' },
-});
+  owner: { ...str, description: "User id of the key's owner: the requesting member for allowed_user_ids. Absent when the key names none." },
+}, undefined, ['owner']);
 
 const compiledAccount = obj<CompiledAccount>({
   namespace: str,

@@ -67,6 +67,8 @@ export interface CompiledApiKey {
   guardrailId: string | null;
   /** ISO 8601; the gateway re-checks expiry at request time. */
   expiresAt: string | null;
+  /** User id of the member owning the key (the requesting member for allowed_user_ids); absent = no member. */
+  owner?: string;
 }
 
 export interface CompiledAccount {

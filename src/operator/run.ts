@@ -5,7 +5,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
+import { INDEX_NAME } from '../compiler/format.ts';
 import { kubeClient } from '../kube/client.ts';
 import { createApplier } from '../kube/apply.ts';
 import { createEventRecorder } from '../kube/events.ts';
@@ -55,6 +56,11 @@ export interface OperatorOptions {
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
   /** Publish spend from the gateways' shared Redis ledger into Account/Workspace/Guardrail status (leader only). */
   spendStatus?: SpendStatusConfig;
+  /**
+   * Shard and bundle slots the gateway Deployment mounts (chart: gateway.routingSlots / gateway.bundleSlots). When the
+   * compiled config needs more, the operator warns (log, Event on the index ConfigMap, byok_gateway_slots_exceeded).
+   */
+  gatewaySlots?: { routing: number; bundles: number };
 }
 
 export interface RunningOperator {
@@ -113,6 +119,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
         });
 
   const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log }) : undefined;
+  if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
   const controllers = new Controllers({
     informers,
@@ -242,4 +249,31 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       }
     },
   };
+}
+
+/** Warns once per growth when gateway pods would miss shards or bundles because their Deployment has too few slots. */
+function watchGatewaySlots(
+  pipeline: CompilePipeline,
+  slots: { routing: number; bundles: number },
+  ctx: { log: Logger; metrics: ReturnType<typeof createOperatorMetrics>; events: ReturnType<typeof createEventRecorder>; routingNamespace: string },
+): void {
+  const needed = new Gauge({ name: 'byok_gateway_slots_needed', help: 'Projected-volume slots the compiled config needs in gateway pods, by kind (routing, bundles).', labelNames: ['kind'], registers: [ctx.metrics.registry] });
+  const exceeded = new Gauge({ name: 'byok_gateway_slots_exceeded', help: '1 when the compiled config needs more slots of this kind than gateway pods mount.', labelNames: ['kind'], registers: [ctx.metrics.registry] });
+  const warned = { routing: 0, bundles: 0 };
+  pipeline.onCompiled((result) => {
+    for (const kind of ['routing', 'bundles'] as const) {
+      const need = result.slotsNeeded[kind];
+      needed.set({ kind }, need);
+      exceeded.set({ kind }, need > slots[kind] ? 1 : 0);
+      if (need <= slots[kind]) {
+        warned[kind] = 0;
+        continue;
+      }
+      if (need <= warned[kind]) continue;
+      warned[kind] = need;
+      const note = `the compiled routing config needs ${need} ${kind} slots but gateway pods mount ${slots[kind]}: raise gateway.${kind === 'routing' ? 'routingSlots' : 'bundleSlots'}, or pods miss ${kind === 'routing' ? 'shards' : 'credential bundles'}`;
+      ctx.log.warn({ kind, needed: need, mounted: slots[kind] }, note);
+      void ctx.events.record({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: INDEX_NAME, namespace: ctx.routingNamespace } }, 'Warning', 'GatewaySlotsExceeded', note).catch(() => undefined);
+    }
+  });
 }

@@ -289,6 +289,10 @@ export const gatewayApiKey: ResourceDefinition = {
     expiresAt: str('When the key stops being live (RFC 3339). Absent means never.', { format: 'date-time' }),
     workspace: str('Name of the Workspace the key belongs to. Absent means the default workspace.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
     guardrail: str('Name of the Guardrail that applies to requests made with this key.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
+    owner: str(
+      'User id of the member who owns the key. The gateway uses it as the requesting member for credential member filters (allowedUserIds) and member guardrails. Absent means the key is not tied to a member.',
+      { minLength: 1, maxLength: 256 },
+    ),
   }, { required: ['hash'] }),
   status: commonStatus('Observed state of the API key record, written only by the operator.', {
     live: bool('Not disabled and not expired at the last reconcile.'),

@@ -19,6 +19,8 @@ export interface WatchOptions {
   onError?: (err: Error) => void;
   /** Poll interval for the `..data` target (default 1000 ms). */
   pollMs?: number;
+  /** See DecryptorOptions.generationCheckMs (default 0). */
+  generationCheckMs?: number;
 }
 
 export interface RoutingConfigWatcher {
@@ -46,7 +48,7 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
   let current: RoutingConfig | undefined;
   let loadedStamp: string | undefined;
   let failedStamp: string | undefined;
-  const decryptor = createCredentialDecryptor({ bundleDir: opts.bundleDir, keyDir: opts.keyDir });
+  const decryptor = createCredentialDecryptor({ bundleDir: opts.bundleDir, keyDir: opts.keyDir, ...(opts.generationCheckMs ? { generationCheckMs: opts.generationCheckMs } : {}) });
 
   const reload = (): boolean => {
     const s = stamp(opts.configDir);

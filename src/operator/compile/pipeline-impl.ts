@@ -393,6 +393,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         deleted: stale.length,
         durationMs: performance.now() - t0,
         accounts: [...work],
+        slotsNeeded: { routing: slotsFor(shardSet.shards.map((x) => x.name)), bundles: slotsFor(bundleSet.objects.map((x) => x.name)) },
       };
       lastResult = result;
       lastRunMs = result.durationMs;
@@ -470,4 +471,14 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       return () => listeners.delete(listener);
     },
   };
+}
+
+/** Slots needed for objects numbered `<prefix>-<n>`: the highest n + 1 (numbers are dense from 0). */
+function slotsFor(names: readonly string[]): number {
+  let max = -1;
+  for (const name of names) {
+    const n = Number(/-(\d+)$/.exec(name)?.[1] ?? -1);
+    if (n > max) max = n;
+  }
+  return max + 1;
 }

@@ -77,6 +77,8 @@ export interface CompileResult {
   durationMs: number;
   /** Namespaces compiled in this run. */
   accounts: string[];
+  /** Projected-volume slots a gateway pod needs to see everything: highest byok-routing-<n> / byok-bundle-<n> + 1. */
+  slotsNeeded: { routing: number; bundles: number };
 }
 
 export interface CompilePipeline {

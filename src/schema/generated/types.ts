@@ -471,6 +471,10 @@ workspace?: string
  * Name of the Guardrail that applies to requests made with this key.
  */
 guardrail?: string
+/**
+ * User id of the member who owns the key. The gateway uses it as the requesting member for credential member filters (allowedUserIds) and member guardrails. Absent means the key is not tied to a member.
+ */
+owner?: string
 }
 
 /**

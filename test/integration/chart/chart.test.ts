@@ -43,6 +43,22 @@ describe('Helm chart', () => {
     expect(out).toMatch(/rolebinding\.rbac\.authorization\.k8s\.io\/rel-byok-aggregated-api-auth-reader created \(server dry run\)/);
   });
 
+  test('gateway.enabled: a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
+    await expect(helmTemplate(ns, 'gateway.enabled=true')).rejects.toThrow(/gateway.catalog.configMap/);
+    const rendered = await helmTemplate(ns, 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
+    expect(rendered).toContain('- configMap: { name: byok-routing-index }');
+    expect(rendered).toContain('- configMap: { name: byok-routing-2, optional: true }');
+    expect(rendered).not.toContain('byok-routing-3');
+    expect(rendered).toContain('- secret: { name: byok-bundle-1, optional: true }');
+    expect(rendered).toContain('--gateway-routing-slots=3');
+    expect(rendered).toContain('--shared-keys-dir=/etc/byok/shared-keys');
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'gateway.yaml');
+    writeFileSync(file, rendered);
+    const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
+    expect(out).toMatch(/deployment\.apps\/rel-byok-gateway created \(server dry run\)/);
+    expect(out).toMatch(/service\/rel-byok-gateway created \(server dry run\)/);
+  });
+
   test('RBAC: the operator writes status only, the API writes credentials', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac.yaml');
     // Without the APIService: a real one is cluster-wide (test/integration/aggregated installs the chart's own).

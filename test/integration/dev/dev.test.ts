@@ -62,6 +62,28 @@ describe('npm run dev', () => {
     for (const key of body.data) expect(key.label).toContain('...');
   });
 
+  test('the gateway serves a completion and shows a failover to the fallback credential', async () => {
+    const chat = async (model: string) => {
+      const res = await fetch(`${connection.gatewayBaseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${connection.gatewayApiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hello' }] }),
+      });
+      return { status: res.status, body: (await res.json()) as { provider_responses: { provider: string; credential: string; status: number | null }[] } };
+    };
+    expect(output).toContain(`${connection.gatewayBaseUrl}/chat/completions`);
+    const ok = await chat('openai/gpt-5');
+    expect(ok.status).toBe(200);
+    expect(ok.body.provider_responses).toEqual([expect.objectContaining({ provider: 'openai', status: 200 })]);
+    const failover = await chat('anthropic/claude-sonnet-4');
+    expect(failover.status).toBe(200);
+    expect(failover.body.provider_responses.map((p) => [p.provider, p.credential === 'shared' ? 'shared' : 'byok', p.status])).toEqual([
+      ['anthropic', 'shared', 429],
+      ['amazon-bedrock', 'shared', null],
+      ['amazon-bedrock', 'byok', 200],
+    ]);
+  });
+
   test('the API server answers its Kubernetes probes without auth', async () => {
     const origin = connection.apiBaseUrl.replace(/\/api\/v1$/, '');
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);

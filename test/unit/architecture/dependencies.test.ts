@@ -44,6 +44,12 @@ describe('dependency rules', () => {
     expect(heavy).toEqual([]);
   });
 
+  test('the gateway is built only on the SDK and the domain core (no Kubernetes, operator or API server)', () => {
+    const project = targets(runtime(importsOf('gateway'))).filter((t) => !t.includes(':') && !t.includes('/') && ['api', 'bundle', 'cli', 'compiler', 'controlplane', 'kube', 'operator', 'schema', 'shared'].includes(t));
+    expect(project).toEqual([]);
+    expect(targets(importsOf('gateway')).filter((t) => t.startsWith('@kubernetes'))).toEqual([]);
+  });
+
   test('the operator and the API server never import each other', () => {
     expect(importsOf('operator').filter((i) => i.target === 'api')).toEqual([]);
     expect(importsOf('api').filter((i) => i.target === 'operator')).toEqual([]);

@@ -1,0 +1,176 @@
+// Loopback upstreams for the gateway tests: one HTTPS server (certificate from a test CA) that plays every provider
+// by path, checks authentication exactly (bearer value, Azure api-key header, a SigV4 signature re-computed here with
+// @smithy/signature-v4, a Vertex token issued by its own loopback token_uri after verifying the JWT assertion), logs
+// what it received, and answers as told per credential: ok, 429, 500, slowly, or with a broken stream.
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Sha256 } from '@aws-crypto/sha256-js';
+import { SignatureV4 } from '@smithy/signature-v4';
+import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
+
+export type Behavior = 'ok' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
+
+export interface Hit {
+  /** provider path segment, e.g. openai, azure, bedrock, vertex. */
+  provider: string;
+  path: string;
+  /** The authentication the upstream accepted, as the test names it (bearer value, api-key value, sigv4:<keyId>, vertex:<token>). */
+  auth: string;
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  status: number;
+}
+
+export interface Upstreams {
+  base: string;
+  caPem: string;
+  hits: Hit[];
+  /** What to do for a given accepted auth value (default ok). */
+  behavior: Map<string, Behavior>;
+  /** Every raw header/body the upstream saw (for the canary check: only the auth headers may carry keys). */
+  bodies: string[];
+  iamSecrets: Map<string, string>;
+  vertexKeys: Map<string, KeyObject>;
+  tokenExchanges: number;
+  close(): Promise<void>;
+}
+
+const completion = (model: string) =>
+  JSON.stringify({
+    id: 'chatcmpl-upstream',
+    object: 'chat.completion',
+    created: 1,
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: 'hello from upstream' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
+  });
+
+const chunk = (model: string, content: string) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content } }] })}\n\n`;
+
+export async function startUpstreams(): Promise<Upstreams> {
+  const ca = await createCertificateAuthority('byok-gateway-test-ca');
+  const leaf = await ca.issue({ commonName: '127.0.0.1', usage: 'server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'] });
+  const state = {
+    hits: [] as Hit[],
+    behavior: new Map<string, Behavior>(),
+    bodies: [] as string[],
+    iamSecrets: new Map<string, string>(),
+    vertexKeys: new Map<string, KeyObject>(),
+    tokenExchanges: 0,
+  };
+  const issuedTokens = new Set<string>();
+  let tokenCounter = 0;
+
+  const authOf = async (provider: string, req: IncomingMessage, body: string, url: URL): Promise<string | undefined> => {
+    const h = req.headers;
+    if (provider === 'azure') return typeof h['api-key'] === 'string' ? `api-key:${h['api-key']}` : undefined;
+    if (provider === 'bedrock' && typeof h.authorization === 'string' && h.authorization.startsWith('AWS4-HMAC-SHA256')) {
+      const keyId = /Credential=([^/]+)\//.exec(h.authorization)?.[1];
+      const region = /Credential=[^/]+\/\d{8}\/([^/]+)\/bedrock\//.exec(h.authorization)?.[1];
+      const secret = keyId ? state.iamSecrets.get(keyId) : undefined;
+      const amzDate = h['x-amz-date'];
+      if (!keyId || !region || !secret || typeof amzDate !== 'string') return undefined;
+      const signingDate = new Date(amzDate.replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, '$1-$2-$3T$4:$5:$6Z'));
+      const signer = new SignatureV4({ service: 'bedrock', region, credentials: { accessKeyId: keyId, secretAccessKey: secret }, sha256: Sha256 });
+      const query: Record<string, string> = {};
+      url.searchParams.forEach((v, k) => (query[k] = v));
+      const expected = await signer.sign(
+        { method: 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), 'content-type': 'application/json' }, body },
+        { signingDate },
+      );
+      return expected.headers.authorization === h.authorization ? `sigv4:${keyId}:${region}` : undefined;
+    }
+    const bearer = typeof h.authorization === 'string' && h.authorization.startsWith('Bearer ') ? h.authorization.slice(7) : undefined;
+    if (provider === 'vertex') return bearer && issuedTokens.has(bearer) ? `vertex:${bearer}` : undefined;
+    return bearer;
+  };
+
+  const tokenEndpoint = (body: string, res: ServerResponse) => {
+    const form = new URLSearchParams(body);
+    const assertion = form.get('assertion') ?? '';
+    const [head, claims, sig] = assertion.split('.');
+    const iss = claims ? (JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as { iss?: string }).iss : undefined;
+    const key = iss ? state.vertexKeys.get(iss) : undefined;
+    const ok =
+      form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
+      key !== undefined &&
+      sig !== undefined &&
+      verify('RSA-SHA256', Buffer.from(`${head}.${claims}`), key, Buffer.from(sig, 'base64url'));
+    if (!ok) {
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'invalid_grant' }));
+      return;
+    }
+    state.tokenExchanges++;
+    const token = `ya29.test-${++tokenCounter}`;
+    issuedTokens.add(token);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: token, expires_in: 3600, token_type: 'Bearer' }));
+  };
+
+  const server: Server = createServer({ cert: leaf.certPem, key: leaf.keyPem }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        const url = new URL(req.url ?? '/', `https://${req.headers.host}`);
+        state.bodies.push(body);
+        if (url.pathname === '/token') return tokenEndpoint(body, res);
+        const provider = url.pathname.split('/')[1] ?? '';
+        const auth = await authOf(provider, req, body, url);
+        const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } };
+        const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
+        state.hits.push(hit);
+        const answer = (status: number, text: string) => {
+          hit.status = status;
+          res.writeHead(status, { 'content-type': 'application/json' }).end(text);
+        };
+        if (auth === undefined) return answer(401, JSON.stringify({ error: { message: 'invalid credentials' } }));
+        const behavior = state.behavior.get(auth) ?? 'ok';
+        if (behavior === '429') return answer(429, JSON.stringify({ error: { message: 'rate limited' } }));
+        if (behavior === '500') return answer(500, JSON.stringify({ error: { message: 'internal error' } }));
+        if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));
+        if (res.destroyed) return;
+        if (!hit.stream) return answer(200, completion(parsed.model));
+        hit.status = 200;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        if (behavior === 'empty-then-close') {
+          // A 200 head reaches the gateway, then the connection dies before any body byte.
+          res.flushHeaders();
+          setTimeout(() => res.destroy(), 20);
+          return;
+        }
+        res.write(chunk(parsed.model, 'hello '));
+        if (behavior === 'broken-stream') {
+          setTimeout(() => res.destroy(), 20);
+          return;
+        }
+        res.write(chunk(parsed.model, 'world'));
+        if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`);
+        res.end('data: [DONE]\n\n');
+      })();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    base: `https://127.0.0.1:${port}`,
+    caPem: ca.certPem,
+    ...state,
+    get tokenExchanges() {
+      return state.tokenExchanges;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  } as Upstreams;
+}
+
+export function publicKeyOf(privatePem: string): KeyObject {
+  return createPublicKey(privatePem);
+}
