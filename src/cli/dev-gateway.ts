@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { CATALOG_FORMAT, sharedKeyFileName, startGateway } from '../gateway/index.ts';
+import { CATALOG_FORMAT, createGatewayMetrics, sharedKeyFileName, startGateway } from '../gateway/index.ts';
+import { openGatewaySpendGate } from './gateway-ledger.ts';
 import { startProjector } from '../kube/projector.ts';
 
 export interface DevGateway {
@@ -111,6 +112,10 @@ export async function startDevGateway(opts: {
     if (Date.now() > deadline) throw new Error('the operator did not compile a routing config within 30 s');
     await new Promise((r) => setTimeout(r, 200));
   }
+  const metrics = createGatewayMetrics();
+  const gatewayLog = opts.logger.child({ component: 'gateway' });
+  // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
+  const spendGate = await openGatewaySpendGate({ snapshotPath: join(root, 'ledger.json'), registry: metrics.registry, logger: gatewayLog });
   const gateway = await startGateway({
     configDir: dirs.config,
     bundleDir: dirs.bundles,
@@ -120,7 +125,9 @@ export async function startDevGateway(opts: {
     host: '127.0.0.1',
     port: 0,
     attemptTimeoutMs: 10_000,
-    logger: opts.logger.child({ component: 'gateway' }),
+    logger: gatewayLog,
+    metrics,
+    spendGate,
   });
   const curl = (apiKey: string, model: string) =>
     `curl -s -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' ${gateway.url}/api/v1/chat/completions -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`;
@@ -133,6 +140,7 @@ export async function startDevGateway(opts: {
     ],
     async stop() {
       await gateway.close();
+      await spendGate.close();
       await projector.stop();
       await new Promise<void>((r) => {
         upstream.closeAllConnections();

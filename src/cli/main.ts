@@ -9,7 +9,8 @@ import { loadKubeConfig } from '../kube/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { startAggregatedServer } from '../aggregated/server.ts';
 import { createServingCertificate } from '../aggregated/register.ts';
-import { startGateway } from '../gateway/index.ts';
+import { createGatewayMetrics, startGateway } from '../gateway/index.ts';
+import { openGatewaySpendGate } from './gateway-ledger.ts';
 import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
@@ -61,8 +62,9 @@ common options:
   --gateway-routing-slots <n>, --gateway-bundle-slots <n>
                               shard/bundle slots gateway pods mount; the operator warns when the config needs more
   --log-level <level>         pino level (default info)
-  --ledger-redis-url <url>    the gateways' shared spend ledger: publish spend into Account, Workspace and
-                              Guardrail status (operator leader; docs/ledger.md)
+  --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
+                              leader publishes spend into Account, Workspace and Guardrail status (docs/ledger.md)
+  --ledger-snapshot <file>    gateway without Redis: where the embedded ledger keeps the month across restarts
 `;
 
 function fail(message: string): never {
@@ -107,6 +109,7 @@ async function main(argv: string[]): Promise<void> {
       'rate-limit': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       'ledger-redis-url': { type: 'string' },
+      'ledger-snapshot': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
       namespace: { type: 'string' },
       name: { type: 'string' },
@@ -211,6 +214,14 @@ async function main(argv: string[]): Promise<void> {
     case 'gateway': {
       const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
       if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
+      const gatewayLog = logger.child({ component: 'gateway' });
+      const metrics = createGatewayMetrics();
+      const spendGate = await openGatewaySpendGate({
+        ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
+        ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
+        registry: metrics.registry,
+        logger: gatewayLog,
+      });
       const gateway = await startGateway({
         configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
         bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
@@ -221,10 +232,15 @@ async function main(argv: string[]): Promise<void> {
         ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
         attemptTimeoutMs: timeout,
         port: port(values.port, 8080),
-        logger: logger.child({ component: 'gateway' }),
+        logger: gatewayLog,
+        metrics,
+        spendGate,
       });
       logger.info({ url: gateway.url }, 'gateway listening');
-      waitForSignal(() => gateway.close());
+      waitForSignal(async () => {
+        await gateway.close();
+        await spendGate.close();
+      });
       return;
     }
     case 'validate': {

@@ -1,0 +1,23 @@
+// The gateway's spend accounting as the CLI wires it: the embedded ledger by default (one replica, optional
+// snapshot file), Redis when several replicas share budgets. The gateway only knows the SpendGate contract.
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { openLedger } from '../ledger/open.ts';
+import { createSpendGate, type LedgerSpendGate } from '../ledger/spend-gate.ts';
+
+export interface GatewayLedgerOptions {
+  redisUrl?: string;
+  snapshotPath?: string;
+  registry: Registry;
+  logger: Logger;
+}
+
+export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<LedgerSpendGate> {
+  const { ledger, keys } = await openLedger({
+    ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
+    ...(opts.snapshotPath ? { snapshotPath: opts.snapshotPath } : {}),
+    onSnapshotError: (err) => opts.logger.error({ err: err.message }, 'ledger snapshot could not be written; spend since the last snapshot would be lost on restart'),
+  });
+  opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null }, 'spend ledger open');
+  return createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger });
+}
