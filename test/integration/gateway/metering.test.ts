@@ -1,0 +1,122 @@
+// The gateway and the spend ledger together, as the CLI wires them (openGatewaySpendGate): requests through the
+// real operator → projected config → gateway → loopback upstream are metered into the embedded ledger, a guardrail
+// budget that includes BYOK blocks at its limit before any upstream is called, the BYOK fee inside the free
+// allowance is 0, and a restart from the ledger's snapshot keeps the month (the budget stays blocked).
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
+import { createGatewayMetrics, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
+import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
+import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { startUpstreams, type Upstreams } from './upstreams.ts';
+
+const kc = testKubeConfig();
+const KEY = 'sk-gw-metering-0123456789abcdef0123';
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+
+describe('gateway metered by the embedded spend ledger', () => {
+  let ns = '';
+  let run: CapturedOperator;
+  let up: Upstreams;
+  let projector: Projector;
+  let gw: RunningGateway | undefined;
+  let gate: LedgerSpendGate | undefined;
+  const root = mkdtempSync(join(tmpdir(), 'byok-int-metering-'));
+  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key') };
+  const snapshot = join(root, 'ledger.json');
+  const log = pino({ level: 'silent' });
+
+  const open = async () => {
+    const metrics = createGatewayMetrics({ defaultMetrics: false });
+    gate = await openGatewaySpendGate({ snapshotPath: snapshot, registry: metrics.registry, logger: log });
+    gw = await startGateway({
+      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'),
+      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate: gate, metrics, pollMs: 100, logger: log,
+    });
+  };
+  const close = async () => {
+    await gw?.close();
+    await gate?.close();
+  };
+  const chat = async () => {
+    const before = up.hits.length;
+    const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    return { status: res.status, json: (await res.json()) as Record<string, any>, hits: up.hits.length - before };
+  };
+
+  beforeAll(async () => {
+    up = await startUpstreams();
+    ns = await createTestNamespace('gw-meter');
+    const routingNs = await createTestNamespace('gw-meter-routing');
+    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
+    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
+    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    // 0.02 USD counting BYOK: each request below lists at 0.0075 USD (1000 prompt + 500 completion tokens).
+    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'tight' }, spec: { budget: { limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true } } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(KEY), guardrail: 'tight' } });
+    await createSecret(kc, ns, 'oa-key', 'sk-metering-openai-aaaaaaaa');
+    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
+    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
+    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
+    }));
+    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+    await until('the compiled credential and guardrail', async () => {
+      await projector.sync();
+      try {
+        const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
+        const account = loadRoutingConfig(dirs.config).accounts.get(ns);
+        return account?.credentials.length === 1 && account.apiKeys[0]?.guardrailId !== null;
+      } catch {
+        return false;
+      }
+    }, 30_000, 200);
+    await open();
+  }, 60_000);
+
+  afterAll(async () => {
+    await close();
+    await projector?.stop();
+    await run?.op.stop();
+    await up?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test('BYOK requests inside the free allowance pay no fee and count toward a budget that includes BYOK, which then blocks before any upstream', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await chat();
+      expect(r.status).toBe(200);
+      expect(r.hits).toBe(1);
+      const id = r.json.id as string;
+      await until('the metered generation record', async () => {
+        const g = (await (await fetch(`${gw!.url}/api/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { data?: { fee_micros: number | null; list_cost_micros: number } };
+        return g.data?.fee_micros === 0 && g.data.list_cost_micros === 7500;
+      });
+    }
+    // Counted 3 × 0.0075 = 0.0225 USD >= 0.02: the fourth request is refused and reaches no upstream.
+    const blocked = await chat();
+    expect(blocked.status).toBe(402);
+    expect(blocked.hits).toBe(0);
+    expect(blocked.json.error.message).toMatch(/budget/);
+  });
+
+  test('a restart from the embedded ledger snapshot keeps the month: the budget stays blocked', async () => {
+    await close();
+    await open();
+    const r = await chat();
+    expect(r.status).toBe(402);
+    expect(r.hits).toBe(0);
+  });
+});
