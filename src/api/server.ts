@@ -3,16 +3,19 @@
 // Kubernetes writer and listens.
 import rateLimit from '@fastify/rate-limit';
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { kubeClient } from '../kube/client.ts';
 import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
-import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
 import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../shared/management-keys.ts';
 import { kubeBackend, type Backend } from './backend.ts';
 import { ApiError, errorBody, MESSAGES } from './errors.ts';
 import { buildOpenApiDocument } from './openapi.ts';
+import { startOrphanCollector } from './orphans.ts';
 import { ByokService } from './service.ts';
 import { ApiState, type CredentialEntry } from './state.ts';
 
@@ -50,6 +53,8 @@ export interface AppDeps {
   rateLimit?: RateLimitOptions | false;
   /** Readiness for /readyz (informer caches synced and watching). Default: always ready. */
   ready?: () => boolean;
+  /** Credentials per account when its Account sets no limit. Default 1000. */
+  defaultMaxCredentials?: number;
 }
 
 declare module 'fastify' {
@@ -66,6 +71,34 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 function sendError(reply: FastifyReply, status: number, message: string, metadata: Record<string, unknown> | null = null): FastifyReply {
   return reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
+}
+
+/**
+ * Errors Node's HTTP parser raises before a request exists (over-large headers, broken framing, timeouts):
+ * answered on the raw socket, still with the spec's error body and a fixed message (never the request line).
+ */
+function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, MESSAGES.uriTooLong]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, MESSAGES.requestTimeout]
+        : [400, MESSAGES.badRequestFraming];
+  const body = JSON.stringify(errorBody(status, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** SHA-256 of the bearer token, or undefined without a well-formed Authorization header. */
+function bearerHash(req: FastifyRequest): string | undefined {
+  const header = req.headers.authorization;
+  const m = typeof header === 'string' ? BEARER.exec(header) : null;
+  return m ? sha256Hex(m[1] as string) : undefined;
 }
 
 /** Replaces any secret in a text before it reaches a log line. */
@@ -87,6 +120,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Our own JSON parser (below) and error handler decide every 4xx body.
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    clientErrorHandler,
+    // Router errors: an over-long id is just an unknown credential; a malformed URL a plain 400.
+    frameworkErrors: (err, _req, reply) => {
+      const code = (err as { code?: string }).code;
+      if (code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, 404, MESSAGES.notFound);
+      if (code === 'FST_ERR_BAD_URL') return sendError(reply, 400, 'Malformed URL');
+      return sendError(reply, 500, MESSAGES.internal);
+    },
   });
   const service = new ByokService({
     state: deps.state,
@@ -95,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     observeDeleted: deps.observeDeleted,
     gitopsGuard: deps.gitopsGuard ?? true,
     warn: (msg, fields) => deps.logger.warn(fields, msg),
+    ...(deps.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: deps.defaultMaxCredentials } : {}),
   });
 
   // Declared up front so every request object has the same shape.
@@ -103,8 +145,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (req, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
+    // Clients send Content-Type: application/json on every call: a DELETE (or GET) has no body to parse.
+    if (text === '' && (req.method === 'DELETE' || req.method === 'GET' || req.method === 'HEAD')) {
+      done(null, undefined);
+      return;
+    }
     if (text.trim() === '') {
       done(new ApiError(400, MESSAGES.emptyBody), undefined);
       return;
@@ -146,11 +193,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((_req, reply) => sendError(reply, 404, MESSAGES.routeNotFound));
 
+  // Runs as preParsing, after the rate limiter's onRequest hook: refused and unauthenticated requests are
+  // counted too (per client IP), and no body is parsed for them.
   const authenticate = async (req: FastifyRequest): Promise<void> => {
-    const header = req.headers.authorization;
-    const m = typeof header === 'string' ? BEARER.exec(header) : null;
-    if (!m) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
-    const hash = sha256Hex(m[1] as string);
+    const hash = bearerHash(req);
+    if (hash === undefined) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
     const ns = deps.state.managementKeys.namespaceOf(hash);
     if (ns !== undefined) {
       req.account = ns;
@@ -167,7 +214,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       global: false,
       max: limits.max,
       timeWindow: limits.timeWindowMs,
-      keyGenerator: (req) => (req.tokenHash !== '' ? req.tokenHash : `ip:${req.ip}`),
+      // A management key has its own budget; anything else (no header, wrong key, gateway key) the client IP's.
+      keyGenerator: (req) => {
+        const hash = bearerHash(req);
+        return hash !== undefined && deps.state.managementKeys.namespaceOf(hash) !== undefined ? hash : `ip:${req.ip}`;
+      },
       errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
     });
   }
@@ -188,30 +239,32 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.route({
     method: 'GET',
     url: `${API_PREFIX}/byok`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => json(reply, 200, service.list(req.account, req.query)),
   });
   app.route({
     method: 'POST',
     url: `${API_PREFIX}/byok`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
-      return json(reply, 201, single(await service.create(req.account, req.body)));
+      const idem = req.headers['idempotency-key'];
+      if (Array.isArray(idem)) throw new ApiError(400, 'Idempotency-Key must be sent at most once', { field: 'Idempotency-Key' });
+      return json(reply, 201, single(await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {})));
     },
   });
   app.route<{ Params: { id: string } }>({
     method: 'GET',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => json(reply, 200, single(service.get(req.account, req.params.id))),
   });
   app.route<{ Params: { id: string } }>({
     method: 'PATCH',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
       return json(reply, 200, single(await service.update(req.account, req.params.id, req.body)));
@@ -220,7 +273,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.route<{ Params: { id: string } }>({
     method: 'DELETE',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
       await service.delete(req.account, req.params.id);
@@ -259,6 +312,10 @@ export interface StartApiServerOptions {
   rateLimit?: RateLimitOptions | false;
   /** Serve only these account namespaces (and watch only them); all namespaces when absent. */
   watchNamespaces?: string[];
+  /** Credentials per account when its Account sets no `spec.limits.maxCredentials`. Default 1000. */
+  defaultMaxCredentials?: number;
+  /** Age after which an unreferenced API-managed key Secret is deleted; false turns the collector off. Default 10 min. */
+  orphanGraceMs?: number | false;
 }
 
 export interface ApiServer {
@@ -287,6 +344,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
   const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });
   const mgmtKeys = createInformer<V1Secret>({ ...common, name: 'api-management-keys', path: '/api/v1/secrets', labelSelector: MANAGEMENT_KEY_SELECTOR });
+  const accounts = createInformer<Account>({ ...common, name: 'api-accounts', path: CRD_PATH('accounts') });
 
   credentials.on('add', (o) => state.upsertCredential(o));
   credentials.on('update', (o) => state.upsertCredential(o));
@@ -300,8 +358,11 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   mgmtKeys.on('add', (o) => state.upsertManagementSecret(o));
   mgmtKeys.on('update', (o) => state.upsertManagementSecret(o));
   mgmtKeys.on('delete', (o) => state.removeManagementSecret(o));
+  accounts.on('add', (o) => state.upsertAccount(o));
+  accounts.on('update', (o) => state.upsertAccount(o));
+  accounts.on('delete', (o) => state.removeAccount(o));
 
-  const informers = [credentials, workspaces, apiKeys, mgmtKeys];
+  const informers = [credentials, workspaces, apiKeys, mgmtKeys, accounts];
   try {
     await Promise.all(informers.map((i) => i.start()));
   } catch (err) {
@@ -309,13 +370,16 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     throw err;
   }
 
+  const backend = kubeBackend(kubeClient(opts.kubeConfig));
+  const ready = () => informers.every((i) => i.hasSynced());
   const app = await buildApp({
     state,
-    backend: kubeBackend(kubeClient(opts.kubeConfig)),
+    backend,
     observe: (o) => credentials.observe(o),
     observeDeleted: (ns, name) => credentials.observeDeleted(ns, name),
-    ready: () => informers.every((i) => i.hasSynced()),
+    ready,
     logger,
+    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
     ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),
   });
@@ -326,11 +390,26 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     await Promise.allSettled(informers.map((i) => i.stop()));
     throw err;
   }
+  const collector =
+    opts.orphanGraceMs === false
+      ? undefined
+      : startOrphanCollector({
+          backend,
+          state,
+          ready,
+          ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
+          ...(opts.orphanGraceMs !== undefined ? { graceMs: opts.orphanGraceMs } : {}),
+          onResult: (r) => {
+            if (r.deleted.length > 0) logger.info({ deleted: r.deleted, scanned: r.scanned }, 'removed unreferenced key Secrets');
+          },
+          onError: (err) => logger.warn({ code: (err as { status?: number }).status, err: (err as Error).message }, 'orphan Secret sweep failed'),
+        });
   return {
     url: `${address}${API_PREFIX}`,
     app,
     state,
     close: async () => {
+      collector?.stop();
       await app.close();
       await Promise.allSettled(informers.map((i) => i.stop()));
     },

@@ -32,6 +32,7 @@ function memoryBackend(overrides: Partial<Backend> = {}): Backend & { secrets: M
     deleteSecret: async (_ns, name) => {
       secrets.delete(name);
     },
+    listSecrets: async () => [...secrets.values()],
     createCredential: async (_ns, body) => {
       const c = stamp(body);
       creds.set(body.metadata.name ?? '', c);
