@@ -356,6 +356,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
+/**
+ * The plain-key rule below as one JSON Schema pattern: after trimming whitespace, non-empty, one line without
+ * control characters, not starting with a bracket (a JSON document pasted for a plain-key provider).
+ */
+export const PLAIN_KEY_PATTERN = '^\\s*[^\\s\\x00-\\x1f\\x7f\\[{][^\\x00-\\x1f\\x7f]*\\s*$';
 
 function plainKey(text: string, errors: PayloadIssue[]): string | null {
   if (text === '') {
