@@ -77,9 +77,10 @@ export const unavailable = (): ApiError =>
 
 /** A transport failure or timeout talking to the apiserver (not an answer from it). */
 function isTransportError(err: unknown): boolean {
-  if (!(err instanceof Error) || err instanceof KubeApiError || err instanceof ApiError) return false;
-  const code = (err as { code?: unknown }).code;
-  return (typeof code === 'string' && /^(E[A-Z]+|UND_ERR.*|ABORT_ERR)$/.test(code)) || / timed out after /.test(err.message) || err.name === 'AbortError';
+  // Duck-typed: socket errors may come from another realm (instanceof Error is not reliable there).
+  if (typeof err !== 'object' || err === null || err instanceof KubeApiError || err instanceof ApiError) return false;
+  const { code, message, name } = err as { code?: unknown; message?: unknown; name?: unknown };
+  return (typeof code === 'string' && /^(E[A-Z]+|UND_ERR.*|ABORT_ERR)$/.test(code)) || (typeof message === 'string' && / timed out after /.test(message)) || name === 'AbortError';
 }
 
 /** Whether the apiserver may have applied a write whose answer we did not get (timeout, reset, 5xx). */
