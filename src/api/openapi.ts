@@ -228,8 +228,8 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
             {
               name: 'offset',
               in: 'query',
-              description: 'Records to skip. An empty value or `null` means 0.',
-              schema: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
+              description: 'Records to skip. Omit it for 0 (a query string cannot carry null: `offset=` and `offset=null` are refused).',
+              schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
             },
             { name: 'limit', in: 'query', description: 'Maximum records returned.', schema: { type: 'integer', minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT } },
             { name: 'workspace_id', in: 'query', description: 'Workspace to list; defaults to the account’s default workspace.', schema: { type: 'string', format: 'uuid' } },

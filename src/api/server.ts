@@ -191,7 +191,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return sendError(reply, status, status === 413 ? MESSAGES.tooLarge : status === 415 ? MESSAGES.unsupportedMediaType : 'Bad request');
   });
 
-  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, MESSAGES.routeNotFound));
+  // Methods fastify has no route table for (PROPFIND, LOCK, ...) land here: still 405 on the API's own paths.
+  const knownPaths: [RegExp, string][] = [
+    [new RegExp(`^${API_PREFIX}/byok/?$`), 'GET, HEAD, POST'],
+    [new RegExp(`^${API_PREFIX}/byok/[^/]+/?$`), 'GET, HEAD, PATCH, DELETE'],
+    [new RegExp(`^${API_PREFIX}/openapi\\.json$`), 'GET, HEAD'],
+  ];
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0] ?? '';
+    const allow = knownPaths.find(([re]) => re.test(path))?.[1];
+    if (allow === undefined) return sendError(reply, 404, MESSAGES.routeNotFound);
+    void reply.header('allow', allow);
+    return sendError(reply, 405, `Method not allowed; use ${allow}`);
+  });
 
   // Runs as preParsing, after the rate limiter's onRequest hook: refused and unauthenticated requests are
   // counted too (per client IP), and no body is parsed for them.
@@ -281,21 +293,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  // Known paths with an unsupported method: 405 with Allow, not 404.
-  const others = (allowed: string[]): HTTPMethods[] => (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as HTTPMethods[]).filter((m) => !allowed.includes(m));
+  // Known paths with any other method fastify knows (TRACE, QUERY, PROPFIND, ...): 405 with Allow, not 404. Sent
+  // from onRequest, before fastify looks at a body (QUERY without Content-Type would otherwise be a 400).
+  const others = (allowed: string[]): HTTPMethods[] => (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
   for (const [url, allowed] of [
     [`${API_PREFIX}/byok`, ['GET', 'HEAD', 'POST']],
     [`${API_PREFIX}/byok/:id`, ['GET', 'HEAD', 'PATCH', 'DELETE']],
     [`${API_PREFIX}/openapi.json`, ['GET', 'HEAD']],
   ] as const) {
-    app.route({
-      method: others([...allowed]),
-      url,
-      handler: async (_req, reply) => {
-        void reply.header('allow', allowed.join(', '));
-        return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
-      },
-    });
+    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('allow', allowed.join(', '));
+      return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
+    };
+    app.route({ method: others([...allowed]), url, onRequest: notAllowed, handler: notAllowed });
   }
 
   return app as unknown as FastifyInstance;

@@ -135,12 +135,11 @@ function single(q: Record<string, unknown>, name: string): string | undefined {
   return v;
 }
 
-function integer(q: Record<string, unknown>, name: string, dflt: number, min: number, max: number, nullable: boolean): number {
+function integer(q: Record<string, unknown>, name: string, dflt: number, min: number, max: number): number {
   const raw = single(q, name);
+  // A query string cannot carry JSON null: absent means the default; `offset=`, `limit=null` and the like are
+  // refused, exactly as the OpenAPI document (type integer) says, so generated clients and the server agree.
   if (raw === undefined) return dflt;
-  // `offset` is "integer or null" in the public API: an empty value or the literal null means the default.
-  // `limit` is a plain integer there, so `limit=` and `limit=null` are refused, as the OpenAPI document says.
-  if (nullable && (raw === '' || raw === 'null')) return dflt;
   if (!/^\d+$/.test(raw)) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });
   const n = Number(raw);
   if (n < min || n > max) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });
@@ -149,8 +148,8 @@ function integer(q: Record<string, unknown>, name: string, dflt: number, min: nu
 
 export function parseListQuery(query: unknown): ListQuery {
   const q = (typeof query === 'object' && query !== null ? query : {}) as Record<string, unknown>;
-  const offset = integer(q, 'offset', 0, 0, Number.MAX_SAFE_INTEGER, true);
-  const limit = integer(q, 'limit', LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, false);
+  const offset = integer(q, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
+  const limit = integer(q, 'limit', LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX);
   const workspaceId = single(q, 'workspace_id');
   if (workspaceId !== undefined && !isUuid(workspaceId)) throw badRequest('workspace_id must be a uuid', { field: 'workspace_id' });
   const provider = single(q, 'provider');

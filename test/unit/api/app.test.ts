@@ -128,8 +128,10 @@ describe('buildApp (in-memory backend)', () => {
 describe('list query', () => {
   test('defaults and bounds', () => {
     expect(parseListQuery({})).toEqual({ offset: 0, limit: 50, workspaceId: undefined, provider: undefined });
-    expect(parseListQuery({ offset: 'null', limit: '100', provider: 'openai' })).toMatchObject({ offset: 0, limit: 100, provider: 'openai' });
-    for (const q of [{ limit: '0' }, { limit: '101' }, { offset: '-1' }, { limit: ['1', '2'] }, { provider: 'x' }, { workspace_id: 'main' }]) {
+    expect(parseListQuery({ offset: '7', limit: '100', provider: 'openai' })).toMatchObject({ offset: 7, limit: 100, provider: 'openai' });
+    // Integers only, as the OpenAPI document says: no empty value and no literal null.
+    const refused = [{ limit: '0' }, { limit: '101' }, { offset: '-1' }, { limit: ['1', '2'] }, { provider: 'x' }, { workspace_id: 'main' }, { offset: 'null' }, { offset: '' }, { limit: 'null' }, { limit: '' }];
+    for (const q of refused) {
       expect(() => parseListQuery(q)).toThrow();
     }
   });
