@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { resolveCredentialWrite, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
+import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 import { KubeApiError } from '../kube/client.ts';
 import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
@@ -43,7 +44,6 @@ export interface CreateOptions {
   idempotencyKey?: string;
 }
 
-export const DEFAULT_MAX_CREDENTIALS = 1000;
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
 /** sha256(key + body) of the create an Idempotency-Key was first used for; the key itself is never stored. */
 export const IDEMPOTENCY_ANNOTATION = 'byok.gateway.dev/idempotency-fingerprint';
