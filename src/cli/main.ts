@@ -42,6 +42,8 @@ common options:
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
+  --max-credentials <n>       credentials per account unless its Account sets spec.limits.maxCredentials (default 1000)
+  --orphan-grace-seconds <s>  API: delete unreferenced API-managed key Secrets older than this (default 600; 0 disables)
   --log-level <level>         pino level (default info)
 `;
 
@@ -81,6 +83,8 @@ async function main(argv: string[]): Promise<void> {
       'no-leader-election': { type: 'boolean', default: false },
       'no-gitops-guard': { type: 'boolean', default: false },
       'rate-limit': { type: 'string' },
+      'max-credentials': { type: 'string' },
+      'orphan-grace-seconds': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       'exit-when-ready': { type: 'boolean', default: false },
       namespace: { type: 'string' },
@@ -103,6 +107,14 @@ async function main(argv: string[]): Promise<void> {
     return n;
   };
   const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
+  const count = (flag: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) fail(`invalid --${flag} ${value}: use a whole number`);
+    return n;
+  };
+  const maxCredentials = count('max-credentials', values['max-credentials']);
+  const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
   const routingNamespace = values['routing-namespace'] ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
   switch (command) {
@@ -119,6 +131,7 @@ async function main(argv: string[]): Promise<void> {
           logger: logger.child({ component: 'operator' }),
           httpPort: port(values['http-port'], 8081),
           leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
+          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
         });
         stops.push(() => operator.stop());
       }
@@ -130,6 +143,8 @@ async function main(argv: string[]): Promise<void> {
           logger: logger.child({ component: 'api' }),
           gitopsGuard: !values['no-gitops-guard'],
           ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
+          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
+          ...(orphanGrace !== undefined ? { orphanGraceMs: orphanGrace === 0 ? false : orphanGrace * 1000 } : {}),
           watchNamespaces,
         });
         logger.info({ url: api.url }, 'API server listening');
