@@ -37,18 +37,23 @@ done
 read -r API_URL MANAGEMENT_KEY < <(node -e 'const c=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"));console.log(c.apiBaseUrl, c.managementKey)' "${DEV_DIR}/connection.json")
 
 # The dev API allows 600 requests per 10 s per management key; stay under it so answers are not all 429.
+# One worker: Hypothesis parses lambda sources with `ast` from every worker thread, and CPython 3.11's `ast`
+# is not thread-safe ("AST constructor recursion depth mismatch"); the rate limit bounds throughput anyway.
+# No example database: every run starts from the seed alone, as on a fresh CI machine (a stored example can
+# otherwise replay a draw Hypothesis cannot make, e.g. a `key` past its 65,536-character maxLength).
 "${VENV}/bin/st" --config-file .ci/schemathesis.toml --no-color run "${API_URL}/openapi.json" \
   --checks all \
   --phases examples,coverage,fuzzing,stateful \
-  --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-150}" \
+  --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-100}" \
   --seed "${SCHEMATHESIS_SEED:-20261123}" \
+  --generation-database none \
   --rate-limit 55/s \
-  --workers 2 \
+  --workers 1 \
   --request-timeout 15 \
   -H "Authorization: Bearer ${MANAGEMENT_KEY}" \
   --report junit,ndjson \
   --report-dir "${ARTIFACTS}" \
-  --output-sanitize true 2>&1 | tee "${ARTIFACTS}/summary.txt"
+  --output-sanitize true "$@" 2>&1 | tee "${ARTIFACTS}/summary.txt"
 status=${PIPESTATUS[0]}
 echo "[schemathesis] exit ${status}; reports in ${ARTIFACTS}"
 exit "${status}"

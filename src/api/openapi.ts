@@ -51,8 +51,8 @@ const filterSchema = (crdName: string): JsonSchema => {
   return { ...s, ...(items ? { items } : {}), description: `${String(s.description)}${REST_NOTE.filterNull}` };
 };
 
-/** Providers whose key is a plain API key (no JSON form): their key must satisfy the single-line rule. */
-const PLAIN_KEY_PROVIDERS = PROVIDER_SLUGS.filter((p) => payloadShapeFor(p) === 'plain');
+/** Providers whose key may be a JSON document; every other provider's key must satisfy the single-line rule. */
+const JSON_KEY_PROVIDERS = PROVIDER_SLUGS.filter((p) => payloadShapeFor(p) !== 'plain');
 
 /** The wire names of the three filters and the CRD fields they map to. */
 export const FILTERS = {
@@ -112,9 +112,8 @@ export const createRequestSchema: JsonSchema = {
   additionalProperties: false,
   required: ['provider', 'key'],
   // Plain-key providers: one line without control characters once surrounding whitespace is trimmed, not JSON.
-  if: { properties: { provider: { enum: PLAIN_KEY_PROVIDERS } }, required: ['provider'] },
-  // oxlint-disable-next-line unicorn/no-thenable -- `then` is the JSON Schema keyword, never awaited.
-  then: { properties: { key: { pattern: PLAIN_KEY_PATTERN } } },
+  // Spelled as anyOf rather than if/then: the same meaning, and test generators (schemathesis) handle it.
+  anyOf: [{ properties: { provider: { enum: JSON_KEY_PROVIDERS } } }, { properties: { key: { pattern: PLAIN_KEY_PATTERN } } }],
   properties: {
     provider: providerSchema,
     key: keySchema('The provider secret: a plain API key, or a JSON document for providers that take one (spec 2.4). Stored in a Kubernetes Secret; never returned.'),
@@ -251,7 +250,17 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
             },
           ],
           requestBody: json('CreateBYOKKeyRequest'),
-          responses: { '201': ok('The created credential, label included', 'CreateBYOKKeyResponse'), ...errors(400, 401, 403, 413, 415, 422, 429, 500, 503), ...fallbackError },
+          responses: {
+            '201': {
+              ...ok('The created credential, label included', 'CreateBYOKKeyResponse'),
+              // What a client (or a stateful test) can do next with the new id.
+              links: Object.fromEntries(
+                ['getBYOKKey', 'updateBYOKKey', 'deleteBYOKKey'].map((op) => [op.replace('BYOKKey', 'Created'), { operationId: op, parameters: { id: '$response.body#/data/id' } }]),
+              ),
+            },
+            ...errors(400, 401, 403, 413, 415, 422, 429, 500, 503),
+            ...fallbackError,
+          },
         },
       },
       '/byok/{id}': {
@@ -307,7 +316,7 @@ export function structural(schema: JsonSchema): JsonSchema {
     props[f] = { type: ['array', 'null'], items: { type: 'string' } };
   }
   if (props.key) props.key = { type: 'string' };
-  // The plain-key rule (if/then) is checked by validatePayload, whose 400 names the rule.
-  const { if: _if, then: _then, ...rest } = schema;
+  // The plain-key rule (anyOf) is checked by validatePayload, whose 400 names the rule.
+  const { anyOf: _plainKeyRule, ...rest } = schema;
   return { ...rest, properties: props };
 }
