@@ -36,6 +36,8 @@ export interface ServiceDeps {
   defaultMaxCredentials?: number;
   /** How long an Idempotency-Key replays its create. Default 24 h. */
   idempotencyWindowMs?: number;
+  /** Delay before a rotated-out Secret is deleted. Default 5 s. */
+  rotatedSecretDeleteDelayMs?: number;
 }
 
 /** Options of one create call (added at the end so both doors keep the same signature). */
@@ -48,6 +50,7 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
 /** sha256(key + body) of the create an Idempotency-Key was first used for; the key itself is never stored. */
 export const IDEMPOTENCY_ANNOTATION = 'byok.gateway.dev/idempotency-fingerprint';
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+const ROTATED_SECRET_DELETE_DELAY_MS = 5000;
 /** Seconds a client should wait after a 503 (backend unavailable). */
 export const RETRY_AFTER_SECONDS = 5;
 
@@ -392,9 +395,14 @@ export class ByokService {
     this.d.observe(updated);
     if (newSecret !== undefined) {
       this.adoptSecret(namespace, newSecret, updated);
-      // The old key is no longer referenced; only a Secret the API created is the API's to delete.
+      // The old key is no longer referenced; only a Secret the API created is the API's to delete. A short
+      // delay lets the operator see the repointed credential before the old Secret's delete event, so it
+      // never reconciles the old spec against a missing Secret (a spurious SecretNotFound and routing gap).
+      // A crash in between leaves it to the orphan collector.
       const old = entry.obj.spec.secretRef.name;
-      if (entry.managedByApi && old !== newSecret) void this.dropSecret(namespace, old, 'could not remove the Secret of a rotated key');
+      if (entry.managedByApi && old !== newSecret) {
+        setTimeout(() => void this.dropSecret(namespace, old, 'could not remove the Secret of a rotated key'), this.d.rotatedSecretDeleteDelayMs ?? ROTATED_SECRET_DELETE_DELAY_MS).unref();
+      }
     }
     return this.entryAfterWrite(updated);
   }
