@@ -6,6 +6,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { Backend } from '../../../src/api/backend.ts';
 import { buildApp } from '../../../src/api/server.ts';
+import { ByokService } from '../../../src/api/service.ts';
 import { ApiState } from '../../../src/api/state.ts';
 import { parseListQuery } from '../../../src/api/validate.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
@@ -122,6 +123,21 @@ describe('buildApp (in-memory backend)', () => {
     expect(e.message).toContain('Unknown field: extra');
     expect(e.message).toContain('allowed_models must be array or null');
     expect(r.body).not.toContain(SECRET);
+  });
+});
+
+describe('Idempotency-Key window', () => {
+  test('a replay after the window is 422 IdempotencyKeyExpired; within it, the same credential', async () => {
+    const state = new ApiState();
+    state.upsertWorkspace({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { namespace: 'acct', name: 'main' }, spec: { default: true } });
+    const make = (idempotencyWindowMs: number) =>
+      new ByokService({ state, backend: memoryBackend(), observe: (o) => state.upsertCredential(o), observeDeleted: () => undefined, gitopsGuard: true, warn: () => undefined, idempotencyWindowMs });
+    const body = { provider: 'openai', key: SECRET };
+    const first = await make(60_000).create('acct', body, { idempotencyKey: 'retry-1' });
+    expect((await make(60_000).create('acct', { ...body }, { idempotencyKey: 'retry-1' })).key.id).toBe(first.key.id);
+    await new Promise((r) => setTimeout(r, 1100));
+    await expect(make(1).create('acct', body, { idempotencyKey: 'retry-1' })).rejects.toMatchObject({ status: 422, metadata: { reason: 'IdempotencyKeyExpired' } });
+    await expect(make(60_000).create('acct', { ...body, name: 'other' }, { idempotencyKey: 'retry-1' })).rejects.toMatchObject({ status: 422, metadata: { reason: 'IdempotencyKeyReused' } });
   });
 });
 
