@@ -1,6 +1,7 @@
 // The REST shapes (BYOKKey, requests, errors) and the OpenAPI 3.1 document, derived from the same schema nodes
 // as the CRDs (src/schema/resources.ts), so a field's description, bounds and enumeration are written once.
-import { MAX_PAYLOAD_LENGTH } from '../domain/payloads.ts';
+import { FILTER_ENTRY_PATTERN, MODEL_SLUG_PATTERN } from '../domain/filters.ts';
+import { MAX_PAYLOAD_LENGTH, payloadShapeFor, PLAIN_KEY_PATTERN } from '../domain/payloads.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
 import type { SchemaNode } from '../schema/json-schema.ts';
 import { byokCredential } from '../schema/resources.ts';
@@ -40,10 +41,18 @@ const REST_NOTE = {
 const providerSchema: JsonSchema = { ...toJsonSchema(node(specProps, 'provider')), description: 'Upstream provider slug (BYOKProviderSlug).', enum: [...PROVIDER_SLUGS] };
 const uuid = (description: string, nullable = false): JsonSchema => ({ type: nullable ? ['string', 'null'] : 'string', format: 'uuid', description });
 
+/** Entry patterns the server enforces (src/domain/filters.ts) beyond the CRD's item schema. */
+const ENTRY_PATTERN: Record<string, string> = { allowedModels: MODEL_SLUG_PATTERN, allowedUserIds: FILTER_ENTRY_PATTERN };
+
 const filterSchema = (crdName: string): JsonSchema => {
   const s = toJsonSchema(node(specProps, crdName), { nullable: true });
-  return { ...s, description: `${String(s.description)}${REST_NOTE.filterNull}` };
+  const pattern = ENTRY_PATTERN[crdName];
+  const items = pattern ? { ...(s.items as JsonSchema), pattern } : s.items;
+  return { ...s, ...(items ? { items } : {}), description: `${String(s.description)}${REST_NOTE.filterNull}` };
 };
+
+/** Providers whose key may be a JSON document; every other provider's key must satisfy the single-line rule. */
+const JSON_KEY_PROVIDERS = PROVIDER_SLUGS.filter((p) => payloadShapeFor(p) !== 'plain');
 
 /** The wire names of the three filters and the CRD fields they map to. */
 export const FILTERS = {
@@ -102,6 +111,9 @@ export const createRequestSchema: JsonSchema = {
   title: 'CreateBYOKKeyRequest',
   additionalProperties: false,
   required: ['provider', 'key'],
+  // Plain-key providers: one line without control characters once surrounding whitespace is trimmed, not JSON.
+  // Spelled as anyOf rather than if/then: the same meaning, and test generators (schemathesis) handle it.
+  anyOf: [{ properties: { provider: { enum: JSON_KEY_PROVIDERS } } }, { properties: { key: { pattern: PLAIN_KEY_PATTERN } } }],
   properties: {
     provider: providerSchema,
     key: keySchema('The provider secret: a plain API key, or a JSON document for providers that take one (spec 2.4). Stored in a Kubernetes Secret; never returned.'),
@@ -169,13 +181,15 @@ const deleteResponseSchema: JsonSchema = {
 const ERROR_TEXT: Record<number, string> = {
   400: 'Bad Request: invalid parameters or body (the message names the field)',
   401: 'Unauthorized: management key missing or unknown',
-  403: 'Forbidden: a gateway API key that is not a management key',
+  403: 'Forbidden: a gateway API key that is not a management key; on create, also the account’s credential quota (metadata.reason QuotaExceeded)',
   404: 'Not Found: no credential with this id in the caller’s account',
   409: 'Conflict: the credential is managed by Git (GitOps), or a concurrent write won',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type: the body must be application/json',
-  429: 'Too Many Requests: per-key rate limit exceeded',
+  422: 'Unprocessable: the Idempotency-Key was used for a different body, or longer ago than the replay window',
+  429: 'Too Many Requests: per-key (or, unauthenticated, per-IP) rate limit exceeded',
   500: 'Internal Server Error',
+  503: 'Service Unavailable: the Kubernetes API is unreachable or timed out; retry after Retry-After seconds',
 };
 
 function errors(...codes: number[]): Record<string, JsonSchema> {
@@ -210,18 +224,43 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
           operationId: 'listBYOKKeys',
           summary: 'List credentials of a workspace (default workspace unless workspace_id), global credentials included',
           parameters: [
-            { name: 'offset', in: 'query', description: 'Records to skip.', schema: { type: ['integer', 'null'], minimum: 0, default: 0 } },
+            {
+              name: 'offset',
+              in: 'query',
+              description: 'Records to skip. Omit it for 0 (a query string cannot carry null: `offset=` and `offset=null` are refused).',
+              schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
+            },
             { name: 'limit', in: 'query', description: 'Maximum records returned.', schema: { type: 'integer', minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT } },
             { name: 'workspace_id', in: 'query', description: 'Workspace to list; defaults to the account’s default workspace.', schema: { type: 'string', format: 'uuid' } },
             { name: 'provider', in: 'query', description: 'Only credentials of this provider.', schema: { $ref: '#/components/schemas/BYOKProviderSlug' } },
           ],
-          responses: { '200': ok('A page of credentials', 'ListBYOKKeysResponse'), ...errors(400, 401, 403, 429, 500), ...fallbackError },
+          responses: { '200': ok('A page of credentials', 'ListBYOKKeysResponse'), ...errors(400, 401, 403, 429, 500, 503), ...fallbackError },
         },
         post: {
           operationId: 'createBYOKKey',
           summary: 'Create a credential (writes a Secret and a BYOKCredential)',
+          parameters: [
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description:
+                'Makes a retried create safe: within 24 h, a request with the same key and the same body returns the credential the first one created (201, same id) instead of a duplicate; the same key with another body gets 422.',
+              schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+            },
+          ],
           requestBody: json('CreateBYOKKeyRequest'),
-          responses: { '201': ok('The created credential, label included', 'CreateBYOKKeyResponse'), ...errors(400, 401, 403, 413, 415, 429, 500), ...fallbackError },
+          responses: {
+            '201': {
+              ...ok('The created credential, label included', 'CreateBYOKKeyResponse'),
+              // What a client (or a stateful test) can do next with the new id.
+              links: Object.fromEntries(
+                ['getBYOKKey', 'updateBYOKKey', 'deleteBYOKKey'].map((op) => [op.replace('BYOKKey', 'Created'), { operationId: op, parameters: { id: '$response.body#/data/id' } }]),
+              ),
+            },
+            ...errors(400, 401, 403, 413, 415, 422, 429, 500, 503),
+            ...fallbackError,
+          },
         },
       },
       '/byok/{id}': {
@@ -229,20 +268,20 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
           operationId: 'getBYOKKey',
           summary: 'Read one credential',
           parameters: [idParam],
-          responses: { '200': ok('The credential', 'GetBYOKKeyResponse'), ...errors(400, 401, 403, 404, 429, 500), ...fallbackError },
+          responses: { '200': ok('The credential', 'GetBYOKKeyResponse'), ...errors(400, 401, 403, 404, 429, 500, 503), ...fallbackError },
         },
         patch: {
           operationId: 'updateBYOKKey',
           summary: 'Update a credential; `key` rotates the secret in place',
           parameters: [idParam],
           requestBody: json('UpdateBYOKKeyRequest'),
-          responses: { '200': ok('The updated credential', 'UpdateBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 413, 415, 429, 500), ...fallbackError },
+          responses: { '200': ok('The updated credential', 'UpdateBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 413, 415, 429, 500, 503), ...fallbackError },
         },
         delete: {
           operationId: 'deleteBYOKKey',
           summary: 'Delete a credential and its Secret',
           parameters: [idParam],
-          responses: { '200': ok('Deleted', 'DeleteBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 429, 500), ...fallbackError },
+          responses: { '200': ok('Deleted', 'DeleteBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 429, 500, 503), ...fallbackError },
         },
       },
     },
@@ -277,5 +316,7 @@ export function structural(schema: JsonSchema): JsonSchema {
     props[f] = { type: ['array', 'null'], items: { type: 'string' } };
   }
   if (props.key) props.key = { type: 'string' };
-  return { ...schema, properties: props };
+  // The plain-key rule (anyOf) is checked by validatePayload, whose 400 names the rule.
+  const { anyOf: _plainKeyRule, ...rest } = schema;
+  return { ...rest, properties: props };
 }

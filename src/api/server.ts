@@ -4,16 +4,19 @@
 import rateLimit from '@fastify/rate-limit';
 import { registerApiMetrics } from './metrics.ts';
 import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { kubeClient } from '../kube/client.ts';
 import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
-import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
 import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../shared/management-keys.ts';
 import { kubeBackend, type Backend } from './backend.ts';
 import { ApiError, errorBody, MESSAGES } from './errors.ts';
 import { buildOpenApiDocument } from './openapi.ts';
+import { startOrphanCollector } from './orphans.ts';
 import { ByokService } from './service.ts';
 import { invalidUtf8Error } from './validate.ts';
 import { ApiState, type CredentialEntry } from './state.ts';
@@ -54,6 +57,8 @@ export interface AppDeps {
   ready?: () => boolean;
   /** The service to serve; shared with the aggregated API door so both use one write path. Default: a new one. */
   service?: ByokService;
+  /** Credentials per account when its Account sets no limit. Default 1000. */
+  defaultMaxCredentials?: number;
 }
 
 declare module 'fastify' {
@@ -70,6 +75,34 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 function sendError(reply: FastifyReply, status: number, message: string, metadata: Record<string, unknown> | null = null): FastifyReply {
   return reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
+}
+
+/**
+ * Errors Node's HTTP parser raises before a request exists (over-large headers, broken framing, timeouts):
+ * answered on the raw socket, still with the spec's error body and a fixed message (never the request line).
+ */
+function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, MESSAGES.uriTooLong]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, MESSAGES.requestTimeout]
+        : [400, MESSAGES.badRequestFraming];
+  const body = JSON.stringify(errorBody(status, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** SHA-256 of the bearer token, or undefined without a well-formed Authorization header. */
+function bearerHash(req: FastifyRequest): string | undefined {
+  const header = req.headers.authorization;
+  const m = typeof header === 'string' ? BEARER.exec(header) : null;
+  return m ? sha256Hex(m[1] as string) : undefined;
 }
 
 /** Replaces any secret in a text before it reaches a log line. */
@@ -91,6 +124,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Our own JSON parser (below) and error handler decide every 4xx body.
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    clientErrorHandler,
+    // Router errors: an over-long id is just an unknown credential; a malformed URL a plain 400.
+    frameworkErrors: (err, _req, reply) => {
+      const code = (err as { code?: string }).code;
+      if (code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, 404, MESSAGES.notFound);
+      if (code === 'FST_ERR_BAD_URL') return sendError(reply, 400, 'Malformed URL');
+      return sendError(reply, 500, MESSAGES.internal);
+    },
   });
   const service =
     deps.service ??
@@ -101,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       observeDeleted: deps.observeDeleted,
       gitopsGuard: deps.gitopsGuard ?? true,
       warn: (msg, fields) => deps.logger.warn(fields, msg),
+      ...(deps.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: deps.defaultMaxCredentials } : {}),
     });
 
   registerApiMetrics(app);
@@ -111,13 +153,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (req, body, done) => {
     const utf8 = invalidUtf8Error(typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
     if (utf8) {
       done(utf8, undefined);
       return;
     }
     const text = typeof body === 'string' ? body : body.toString('utf8');
+    // Clients send Content-Type: application/json on every call: a DELETE (or GET) has no body to parse.
+    if (text === '' && (req.method === 'DELETE' || req.method === 'GET' || req.method === 'HEAD')) {
+      done(null, undefined);
+      return;
+    }
     if (text.trim() === '') {
       done(new ApiError(400, MESSAGES.emptyBody), undefined);
       return;
@@ -157,13 +204,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return sendError(reply, status, status === 413 ? MESSAGES.tooLarge : status === 415 ? MESSAGES.unsupportedMediaType : 'Bad request');
   });
 
-  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, MESSAGES.routeNotFound));
+  // Methods fastify has no route table for (PROPFIND, LOCK, ...) land here: still 405 on the API's own paths.
+  const knownPaths: [RegExp, string][] = [
+    [new RegExp(`^${API_PREFIX}/byok/?$`), 'GET, HEAD, POST'],
+    [new RegExp(`^${API_PREFIX}/byok/[^/]+/?$`), 'GET, HEAD, PATCH, DELETE'],
+    [new RegExp(`^${API_PREFIX}/openapi\\.json$`), 'GET, HEAD'],
+  ];
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0] ?? '';
+    const allow = knownPaths.find(([re]) => re.test(path))?.[1];
+    if (allow === undefined) return sendError(reply, 404, MESSAGES.routeNotFound);
+    void reply.header('allow', allow);
+    return sendError(reply, 405, `Method not allowed; use ${allow}`);
+  });
 
+  // Runs as preParsing, after the rate limiter's onRequest hook: refused and unauthenticated requests are
+  // counted too (per client IP), and no body is parsed for them.
   const authenticate = async (req: FastifyRequest): Promise<void> => {
-    const header = req.headers.authorization;
-    const m = typeof header === 'string' ? BEARER.exec(header) : null;
-    if (!m) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
-    const hash = sha256Hex(m[1] as string);
+    const hash = bearerHash(req);
+    if (hash === undefined) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
     const ns = deps.state.managementKeys.namespaceOf(hash);
     if (ns !== undefined) {
       req.account = ns;
@@ -180,7 +239,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       global: false,
       max: limits.max,
       timeWindow: limits.timeWindowMs,
-      keyGenerator: (req) => (req.tokenHash !== '' ? req.tokenHash : `ip:${req.ip}`),
+      // A management key has its own budget; anything else (no header, wrong key, gateway key) the client IP's.
+      keyGenerator: (req) => {
+        const hash = bearerHash(req);
+        return hash !== undefined && deps.state.managementKeys.namespaceOf(hash) !== undefined ? hash : `ip:${req.ip}`;
+      },
       errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
     });
   }
@@ -201,30 +264,32 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.route({
     method: 'GET',
     url: `${API_PREFIX}/byok`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => json(reply, 200, service.list(req.account, req.query)),
   });
   app.route({
     method: 'POST',
     url: `${API_PREFIX}/byok`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
-      return json(reply, 201, single(await service.create(req.account, req.body)));
+      const idem = req.headers['idempotency-key'];
+      if (Array.isArray(idem)) throw new ApiError(400, 'Idempotency-Key must be sent at most once', { field: 'Idempotency-Key' });
+      return json(reply, 201, single(await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {})));
     },
   });
   app.route<{ Params: { id: string } }>({
     method: 'GET',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => json(reply, 200, single(service.get(req.account, req.params.id))),
   });
   app.route<{ Params: { id: string } }>({
     method: 'PATCH',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
       return json(reply, 200, single(await service.update(req.account, req.params.id, req.body)));
@@ -233,7 +298,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.route<{ Params: { id: string } }>({
     method: 'DELETE',
     url: `${API_PREFIX}/byok/:id`,
-    onRequest: authenticate,
+    preParsing: authenticate,
     config: limited,
     handler: async (req, reply) => {
       await service.delete(req.account, req.params.id);
@@ -241,21 +306,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  // Known paths with an unsupported method: 405 with Allow, not 404.
-  const others = (allowed: string[]): HTTPMethods[] => (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as HTTPMethods[]).filter((m) => !allowed.includes(m));
+  // Known paths with any other method fastify knows (TRACE, QUERY, PROPFIND, ...): 405 with Allow, not 404. Sent
+  // from onRequest, before fastify looks at a body (QUERY without Content-Type would otherwise be a 400).
+  const others = (allowed: string[]): HTTPMethods[] => (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
   for (const [url, allowed] of [
     [`${API_PREFIX}/byok`, ['GET', 'HEAD', 'POST']],
     [`${API_PREFIX}/byok/:id`, ['GET', 'HEAD', 'PATCH', 'DELETE']],
     [`${API_PREFIX}/openapi.json`, ['GET', 'HEAD']],
   ] as const) {
-    app.route({
-      method: others([...allowed]),
-      url,
-      handler: async (_req, reply) => {
-        void reply.header('allow', allowed.join(', '));
-        return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
-      },
-    });
+    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('allow', allowed.join(', '));
+      return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
+    };
+    app.route({ method: others([...allowed]), url, onRequest: notAllowed, handler: notAllowed });
   }
 
   return app as unknown as FastifyInstance;
@@ -272,6 +335,10 @@ export interface StartApiServerOptions {
   rateLimit?: RateLimitOptions | false;
   /** Serve only these account namespaces (and watch only them); all namespaces when absent. */
   watchNamespaces?: string[];
+  /** Credentials per account when its Account sets no `spec.limits.maxCredentials`. Default 1000. */
+  defaultMaxCredentials?: number;
+  /** Age after which an unreferenced API-managed key Secret is deleted; false turns the collector off. Default 10 min. */
+  orphanGraceMs?: number | false;
 }
 
 export interface ApiServer {
@@ -303,6 +370,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
   const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });
   const mgmtKeys = createInformer<V1Secret>({ ...common, name: 'api-management-keys', path: '/api/v1/secrets', labelSelector: MANAGEMENT_KEY_SELECTOR });
+  const accounts = createInformer<Account>({ ...common, name: 'api-accounts', path: CRD_PATH('accounts') });
 
   credentials.on('add', (o) => state.upsertCredential(o));
   credentials.on('update', (o) => state.upsertCredential(o));
@@ -316,8 +384,11 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   mgmtKeys.on('add', (o) => state.upsertManagementSecret(o));
   mgmtKeys.on('update', (o) => state.upsertManagementSecret(o));
   mgmtKeys.on('delete', (o) => state.removeManagementSecret(o));
+  accounts.on('add', (o) => state.upsertAccount(o));
+  accounts.on('update', (o) => state.upsertAccount(o));
+  accounts.on('delete', (o) => state.removeAccount(o));
 
-  const informers = [credentials, workspaces, apiKeys, mgmtKeys];
+  const informers = [credentials, workspaces, apiKeys, mgmtKeys, accounts];
   try {
     await Promise.all(informers.map((i) => i.start()));
   } catch (err) {
@@ -329,7 +400,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   const observe = (o: BYOKCredential) => credentials.observe(o);
   const observeDeleted = (ns: string, name: string) => credentials.observeDeleted(ns, name);
   const gitopsGuard = opts.gitopsGuard ?? true;
-  const service = new ByokService({ state, backend, observe, observeDeleted, gitopsGuard, warn: (msg, fields) => logger.warn(fields, msg) });
+  const service = new ByokService({ state, backend, observe, observeDeleted, gitopsGuard, warn: (msg, fields) => logger.warn(fields, msg), ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}) });
   const ready = () => informers.every((i) => i.hasSynced());
   const app = await buildApp({
     state,
@@ -339,6 +410,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     service,
     ready,
     logger,
+    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
     ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),
   });
@@ -349,6 +421,20 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     await Promise.allSettled(informers.map((i) => i.stop()));
     throw err;
   }
+  const collector =
+    opts.orphanGraceMs === false
+      ? undefined
+      : startOrphanCollector({
+          backend,
+          state,
+          ready,
+          ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
+          ...(opts.orphanGraceMs !== undefined ? { graceMs: opts.orphanGraceMs } : {}),
+          onResult: (r) => {
+            if (r.deleted.length > 0) logger.info({ deleted: r.deleted, scanned: r.scanned }, 'removed unreferenced key Secrets');
+          },
+          onError: (err) => logger.warn({ code: (err as { status?: number }).status, err: (err as Error).message }, 'orphan Secret sweep failed'),
+        });
   return {
     url: `${address}${API_PREFIX}`,
     app,
@@ -356,6 +442,7 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
     service,
     ready,
     close: async () => {
+      collector?.stop();
       await app.close();
       await Promise.allSettled(informers.map((i) => i.stop()));
     },

@@ -1,9 +1,10 @@
 // The five operations, independent of HTTP: reads from the read model, writes through the Backend, and every
 // write observed back into the read model before responding (read-your-writes).
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { resolveCredentialWrite, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
+import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 import { KubeApiError } from '../kube/client.ts';
 import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
@@ -31,7 +32,27 @@ export interface ServiceDeps {
   gitopsGuard: boolean;
   /** Non-fatal problems (a best-effort cleanup that failed). Never receives key material. */
   warn(msg: string, fields: Record<string, unknown>): void;
+  /** Credentials per account when the Account sets no `spec.limits.maxCredentials`. Default 1000. */
+  defaultMaxCredentials?: number;
+  /** How long an Idempotency-Key replays its create. Default 24 h. */
+  idempotencyWindowMs?: number;
+  /** Delay before a rotated-out Secret is deleted. Default 5 s. */
+  rotatedSecretDeleteDelayMs?: number;
 }
+
+/** Options of one create call (added at the end so both doors keep the same signature). */
+export interface CreateOptions {
+  /** The client's Idempotency-Key header: a retry with the same key and body returns the same credential. */
+  idempotencyKey?: string;
+}
+
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
+/** sha256(key + body) of the create an Idempotency-Key was first used for; the key itself is never stored. */
+export const IDEMPOTENCY_ANNOTATION = 'byok.gateway.dev/idempotency-fingerprint';
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+const ROTATED_SECRET_DELETE_DELAY_MS = 5000;
+/** Seconds a client should wait after a 503 (backend unavailable). */
+export const RETRY_AFTER_SECONDS = 5;
 
 
 const FILTER_SPEC = { allowed_models: 'allowedModels', allowed_api_key_hashes: 'allowedApiKeyHashes', allowed_user_ids: 'allowedUserIds' } as const;
@@ -54,15 +75,46 @@ function pickPatch(body: Record<string, unknown>): CredentialPatch {
   return out as CredentialPatch;
 }
 
+export const unavailable = (): ApiError =>
+  new ApiError(503, MESSAGES.backendUnavailable, { retry_after_seconds: RETRY_AFTER_SECONDS }, { 'retry-after': String(RETRY_AFTER_SECONDS) });
+
+/** A transport failure or timeout talking to the apiserver (not an answer from it). */
+function isTransportError(err: unknown): boolean {
+  // Duck-typed: socket errors may come from another realm (instanceof Error is not reliable there).
+  if (typeof err !== 'object' || err === null || err instanceof KubeApiError || err instanceof ApiError) return false;
+  const { code, message, name } = err as { code?: unknown; message?: unknown; name?: unknown };
+  return (typeof code === 'string' && /^(E[A-Z]+|UND_ERR.*|ABORT_ERR)$/.test(code)) || (typeof message === 'string' && / timed out after /.test(message)) || name === 'AbortError';
+}
+
+/** Whether the apiserver may have applied a write whose answer we did not get (timeout, reset, 5xx). */
+function outcomeUnknown(err: unknown): boolean {
+  return isTransportError(err) || (err instanceof KubeApiError && err.status >= 500);
+}
+
 /** Maps apiserver failures of our own writes onto the REST error vocabulary. */
 function fromKube(err: unknown): unknown {
+  if (isTransportError(err)) return unavailable();
   if (!(err instanceof KubeApiError)) return err;
   if (err.status === 404) return new ApiError(404, MESSAGES.notFound);
   if (err.status === 409) return new ApiError(409, MESSAGES.conflict);
   // The CRD's own validation (CEL, bounds) is the last line: its message names the spec field.
   if (err.status === 422 || err.status === 400) return badRequest(`Rejected by the Kubernetes API: ${err.body?.message ?? 'invalid object'}`);
+  // etcd down, apiserver overloaded or shutting down: the client should retry.
+  if (err.status === 429 || err.status >= 500) return unavailable();
   return err;
 }
+
+/** JSON with object keys sorted, so two equal bodies hash the same whatever their key order. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
 /**
  * Sort orders handed out to creates still in flight, per account+provider. Concurrent POSTs on this replica each
@@ -87,6 +139,12 @@ class SortOrderReservations {
     const p = this.pending.get(key);
     if (p && --p.inflight === 0) this.pending.delete(key);
   }
+}
+
+interface Idempotency {
+  /** The credential's metadata.name, derived from the account and the key. */
+  name: string;
+  fingerprint: string;
 }
 
 export class ByokService {
@@ -119,9 +177,28 @@ export class ByokService {
     return e;
   }
 
-  async create(namespace: string, raw: unknown): Promise<CredentialEntry> {
+  async create(namespace: string, raw: unknown, opts: CreateOptions = {}): Promise<CredentialEntry> {
     const body = checkCreateBody(raw);
     checkPayload(body.provider, body.key);
+
+    let idem: Idempotency | undefined;
+    if (opts.idempotencyKey !== undefined) {
+      if (!IDEMPOTENCY_KEY.test(opts.idempotencyKey)) throw badRequest(MESSAGES.badIdempotencyKey, { field: 'Idempotency-Key' });
+      // The name is derived from the key, so two replicas racing on one retry meet at the apiserver: one
+      // create wins and the other replays it. The fingerprint is salted with the key, which is not stored.
+      idem = {
+        name: `byok-${sha256(`${namespace}\u0000${opts.idempotencyKey}`).slice(0, 20)}`,
+        fingerprint: sha256(`${opts.idempotencyKey}\u0000${canonicalJson(body)}`),
+      };
+      const seen = this.d.state.credential(namespace, idem.name);
+      if (seen) return this.replay(seen, idem);
+    }
+
+    const limit = this.d.state.credentialLimit(namespace) ?? this.d.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
+    const count = this.d.state.credentialCount(namespace);
+    if (count >= limit) {
+      throw new ApiError(403, MESSAGES.quotaExceeded, { reason: 'QuotaExceeded', limit: 'maxCredentials', max_credentials: limit, credentials: count });
+    }
 
     let workspace: string | undefined;
     if (body.workspace_id === null) {
@@ -148,30 +225,40 @@ export class ByokService {
     const reservation = `${namespace}/${body.provider}`;
     const sortOrder = this.sortOrders.reserve(reservation, this.d.state.nextSortOrder(namespace, body.provider));
     try {
-      return await this.write(namespace, body, workspace, s, sortOrder);
+      return await this.write(namespace, body, workspace, s, sortOrder, idem);
     } finally {
       this.sortOrders.release(reservation);
     }
   }
 
-  private async write(namespace: string, body: ReturnType<typeof checkCreateBody>, workspace: string | undefined, s: CredentialSettings, sortOrder: number): Promise<CredentialEntry> {
-    const name = `byok-${randomBytes(5).toString('hex')}`;
-    const secretName = `${name}-key`;
+  /** A create retried with the same Idempotency-Key: the same credential if the body matches and the window is open. */
+  private replay(entry: CredentialEntry, idem: Idempotency): CredentialEntry {
+    const stored = entry.obj.metadata.annotations?.[IDEMPOTENCY_ANNOTATION];
+    const created = Date.parse(String(entry.obj.metadata.creationTimestamp ?? ''));
+    const window = this.d.idempotencyWindowMs ?? IDEMPOTENCY_WINDOW_MS;
+    if (stored === undefined || stored !== idem.fingerprint) {
+      throw new ApiError(422, MESSAGES.idempotencyMismatch, { field: 'Idempotency-Key', reason: 'IdempotencyKeyReused' });
+    }
+    if (!Number.isNaN(created) && Date.now() - created > window) {
+      throw new ApiError(422, MESSAGES.idempotencyExpired, { field: 'Idempotency-Key', reason: 'IdempotencyKeyExpired', window_seconds: Math.round(window / 1000) });
+    }
+    return entry;
+  }
+
+  private async write(
+    namespace: string,
+    body: ReturnType<typeof checkCreateBody>,
+    workspace: string | undefined,
+    s: CredentialSettings,
+    sortOrder: number,
+    idem: Idempotency | undefined,
+  ): Promise<CredentialEntry> {
+    const name = idem?.name ?? `byok-${randomBytes(5).toString('hex')}`;
+    const secretName = `${name}-key-${randomBytes(3).toString('hex')}`;
     const label = maskLabel(body.provider, body.key);
     const managed = { [MANAGED_BY_LABEL]: MANAGED_BY_API };
 
-    let secret: V1Secret;
-    try {
-      secret = await this.d.backend.createSecret(namespace, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'Opaque',
-        metadata: { name: secretName, namespace, labels: { ...managed, [CREDENTIAL_SECRET_LABEL]: 'true' } },
-        data: { [SECRET_DATA_KEY]: Buffer.from(body.key, 'utf8').toString('base64') },
-      });
-    } catch (err) {
-      throw fromKube(err);
-    }
+    const secret = await this.createKeySecret(namespace, secretName, body.key);
 
     const spec: BYOKCredentialSpec = {
       provider: body.provider,
@@ -197,12 +284,27 @@ export class ByokService {
           name,
           namespace,
           labels: managed,
-          annotations: { [LABEL_ANNOTATION]: label, [LABEL_SECRET_VERSION_ANNOTATION]: secret.metadata?.resourceVersion ?? '' },
+          annotations: {
+            [LABEL_ANNOTATION]: label,
+            [LABEL_SECRET_VERSION_ANNOTATION]: secret.metadata?.resourceVersion ?? '',
+            ...(idem ? { [IDEMPOTENCY_ANNOTATION]: idem.fingerprint } : {}),
+          },
         },
         spec,
       });
     } catch (err) {
-      await this.d.backend.deleteSecret(namespace, secretName).catch((e: unknown) => this.d.warn('could not remove the Secret of a failed create', { namespace, secret: secretName, code: (e as { status?: number }).status }));
+      // When the create may have happened (timeout), the Secret may be referenced: the orphan collector decides later.
+      if (!outcomeUnknown(err)) await this.dropSecret(namespace, secretName, 'could not remove the Secret of a failed create');
+      if (idem && err instanceof KubeApiError && err.status === 409) {
+        // Another request with the same Idempotency-Key (on this or another replica) created it first.
+        const winner = await this.d.backend.getCredential(namespace, idem.name).catch((e: unknown) => {
+          throw fromKube(e);
+        });
+        if (winner) {
+          this.d.observe(winner);
+          return this.replay(this.entryAfterWrite(winner), idem);
+        }
+      }
       throw fromKube(err);
     }
     this.d.observe(created);
@@ -264,11 +366,16 @@ export class ByokService {
     if (body.sort_order !== undefined) spec.sortOrder = body.sort_order;
 
     const annotations: Record<string, string> = {};
+    // A rotation writes the new key into a new Secret and repoints the credential at it with a resourceVersion
+    // precondition: the credential patch is the commit point. A refused patch leaves the old Secret, still the
+    // referenced one, untouched; the new Secret is then removed (or, when the outcome is unknown, left to the
+    // orphan collector). Holds across replicas and both doors: etcd decides, not a lock in one process.
+    let newSecret: string | undefined;
     if (rotate) {
       const key = body.key as string;
-      const secretName = entry.obj.spec.secretRef.name;
-      const dataKey = entry.obj.spec.secretRef.key ?? SECRET_DATA_KEY;
-      const secret = await this.rotateSecret(namespace, secretName, dataKey, key, entry);
+      newSecret = `${entry.name}-key-${randomBytes(3).toString('hex')}`;
+      const secret = await this.createKeySecret(namespace, newSecret, key);
+      spec.secretRef = { name: newSecret, key: SECRET_DATA_KEY };
       annotations[LABEL_ANNOTATION] = maskLabel(current.provider, key);
       annotations[LABEL_SECRET_VERSION_ANNOTATION] = secret.metadata?.resourceVersion ?? '';
     }
@@ -278,34 +385,47 @@ export class ByokService {
       metadata: { resourceVersion: entry.obj.metadata.resourceVersion, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
       ...(Object.keys(spec).length > 0 ? { spec } : {}),
     };
-    const updated = await this.d.backend.patchCredential(namespace, entry.name, patch);
+    let updated: BYOKCredential;
+    try {
+      updated = await this.d.backend.patchCredential(namespace, entry.name, patch);
+    } catch (err) {
+      if (newSecret !== undefined && !outcomeUnknown(err)) await this.dropSecret(namespace, newSecret, 'could not remove the Secret of a refused rotation');
+      throw err;
+    }
     this.d.observe(updated);
+    if (newSecret !== undefined) {
+      this.adoptSecret(namespace, newSecret, updated);
+      // The old key is no longer referenced; only a Secret the API created is the API's to delete. A short
+      // delay lets the operator see the repointed credential before the old Secret's delete event, so it
+      // never reconciles the old spec against a missing Secret (a spurious SecretNotFound and routing gap).
+      // A crash in between leaves it to the orphan collector.
+      const old = entry.obj.spec.secretRef.name;
+      if (entry.managedByApi && old !== newSecret) {
+        setTimeout(() => void this.dropSecret(namespace, old, 'could not remove the Secret of a rotated key'), this.d.rotatedSecretDeleteDelayMs ?? ROTATED_SECRET_DELETE_DELAY_MS).unref();
+      }
+    }
     return this.entryAfterWrite(updated);
   }
 
-  private async rotateSecret(namespace: string, name: string, dataKey: string, key: string, entry: CredentialEntry): Promise<V1Secret> {
-    const data = { [dataKey]: Buffer.from(key, 'utf8').toString('base64') };
-    try {
-      return await this.d.backend.patchSecret(namespace, name, { data });
-    } catch (err) {
-      if (!(err instanceof KubeApiError && err.status === 404)) throw fromKube(err);
-    }
-    // The Secret went missing: recreate it so the credential works again.
+  private async createKeySecret(namespace: string, name: string, key: string): Promise<V1Secret> {
     try {
       return await this.d.backend.createSecret(namespace, {
         apiVersion: 'v1',
         kind: 'Secret',
         type: 'Opaque',
-        metadata: {
-          name,
-          namespace,
-          labels: { [CREDENTIAL_SECRET_LABEL]: 'true', ...(entry.managedByApi ? { [MANAGED_BY_LABEL]: MANAGED_BY_API } : {}) },
-        },
-        data,
+        metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY_API, [CREDENTIAL_SECRET_LABEL]: 'true' } },
+        data: { [SECRET_DATA_KEY]: Buffer.from(key, 'utf8').toString('base64') },
       });
     } catch (err) {
       throw fromKube(err);
     }
+  }
+
+  /** Best-effort delete that never throws; what it misses, the orphan collector removes. */
+  private dropSecret(namespace: string, name: string, problem: string): Promise<void> {
+    return this.d.backend.deleteSecret(namespace, name).catch((err: unknown) => {
+      if (!(err instanceof KubeApiError && err.status === 404)) this.d.warn(problem, { namespace, secret: name, code: (err as { status?: number }).status });
+    });
   }
 
   async delete(namespace: string, id: string): Promise<void> {

@@ -4,7 +4,7 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
-import type { BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { ManagementKeyIndex } from '../shared/management-keys.ts';
 import { compareKeys, credentialId, isManagedByApi, toByokKey, type BYOKKey } from './mapping.ts';
 
@@ -72,6 +72,7 @@ export class ApiState {
       }
     }
   }
+  private readonly accounts = new Map<string, Map<string, Account>>();
 
   // ---- credentials ----
 
@@ -176,6 +177,23 @@ export class ApiState {
     return max + 1;
   }
 
+  /** Credentials of the account, whichever door created them (the quota counts them all). */
+  credentialCount(namespace: string): number {
+    return this.credentials.get(namespace)?.byName.size ?? 0;
+  }
+
+  /** Namespaces that hold credentials. */
+  credentialNamespaces(): string[] {
+    return [...this.credentials.keys()];
+  }
+
+  /** Names of the Secrets that credentials of this namespace reference. */
+  referencedSecrets(namespace: string): Set<string> {
+    const out = new Set<string>();
+    for (const e of this.credentials.get(namespace)?.byName.values() ?? []) out.add(e.obj.spec.secretRef.name);
+    return out;
+  }
+
   private bucket(ns: string): NamespaceCredentials {
     let b = this.credentials.get(ns);
     if (!b) {
@@ -259,6 +277,33 @@ export class ApiState {
   isLiveApiKeyHash(hash: string, now = Date.now()): boolean {
     for (const k of this.apiKeysByHash.get(hash)?.values() ?? []) if (isApiKeyLive(k.spec, now)) return true;
     return false;
+  }
+
+  // ---- accounts ----
+
+  upsertAccount(obj: Account): void {
+    const [ns, name] = nsName(obj);
+    let m = this.accounts.get(ns);
+    if (!m) {
+      m = new Map();
+      this.accounts.set(ns, m);
+    }
+    m.set(name, obj);
+  }
+
+  removeAccount(obj: Account): void {
+    const [ns, name] = nsName(obj);
+    this.accounts.get(ns)?.delete(name);
+  }
+
+  /** The account's `spec.limits.maxCredentials`, from its oldest Account (the one the operator honours). */
+  credentialLimit(namespace: string): number | undefined {
+    let oldest: Account | undefined;
+    for (const a of this.accounts.get(namespace)?.values() ?? []) {
+      const t = String(a.metadata.creationTimestamp ?? '');
+      if (!oldest || t < String(oldest.metadata.creationTimestamp ?? '')) oldest = a;
+    }
+    return oldest?.spec.limits?.maxCredentials;
   }
 
   // ---- management keys ----

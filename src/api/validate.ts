@@ -182,8 +182,9 @@ function single(q: Record<string, unknown>, name: string): string | undefined {
 
 function integer(q: Record<string, unknown>, name: string, dflt: number, min: number, max: number): number {
   const raw = single(q, name);
-  // `offset` is "integer or null" in the public API: an empty value or the literal null means the default.
-  if (raw === undefined || raw === '' || raw === 'null') return dflt;
+  // A query string cannot carry JSON null: absent means the default; `offset=`, `limit=null` and the like are
+  // refused, exactly as the OpenAPI document (type integer) says, so generated clients and the server agree.
+  if (raw === undefined) return dflt;
   if (!/^\d+$/.test(raw)) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });
   const n = Number(raw);
   if (n < min || n > max) throw badRequest(`${name} must be an integer between ${min} and ${max}`, { field: name });

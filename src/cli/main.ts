@@ -61,6 +61,8 @@ common options:
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
   --gateway-routing-slots <n>, --gateway-bundle-slots <n>
                               shard/bundle slots gateway pods mount; the operator warns when the config needs more
+  --max-credentials <n>       credentials per account unless its Account sets spec.limits.maxCredentials (default 1000)
+  --orphan-grace-seconds <s>  API: delete unreferenced API-managed key Secrets older than this (default 600; 0 disables)
   --log-level <level>         pino level (default info)
   --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
                               leader publishes spend into Account, Workspace and Guardrail status (docs/ledger.md)
@@ -107,6 +109,8 @@ async function main(argv: string[]): Promise<void> {
       'no-aggregated': { type: 'boolean', default: false },
       'no-gitops-guard': { type: 'boolean', default: false },
       'rate-limit': { type: 'string' },
+      'max-credentials': { type: 'string' },
+      'orphan-grace-seconds': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       'ledger-redis-url': { type: 'string' },
       'ledger-snapshot': { type: 'string' },
@@ -149,6 +153,14 @@ async function main(argv: string[]): Promise<void> {
     return n;
   };
   const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
+  const count = (flag: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) fail(`invalid --${flag} ${value}: use a whole number`);
+    return n;
+  };
+  const maxCredentials = count('max-credentials', values['max-credentials']);
+  const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
   const routingNamespace = values['routing-namespace'] ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
   switch (command) {
@@ -169,6 +181,7 @@ async function main(argv: string[]): Promise<void> {
           ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
             ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
             : {}),
+          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
         });
         stops.push(() => operator.stop());
       }
@@ -180,6 +193,8 @@ async function main(argv: string[]): Promise<void> {
           logger: logger.child({ component: 'api' }),
           gitopsGuard: !values['no-gitops-guard'],
           ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
+          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
+          ...(orphanGrace !== undefined ? { orphanGraceMs: orphanGrace === 0 ? false : orphanGrace * 1000 } : {}),
           watchNamespaces,
         });
         logger.info({ url: api.url }, 'API server listening');

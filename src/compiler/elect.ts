@@ -22,6 +22,12 @@ export function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** Names of the credentials beyond the account's quota: the `limit` oldest are within, the newer ones are not. */
+export function overQuota<T extends { metadata: V1ObjectMeta }>(credentials: readonly T[], limit: number): Set<string> {
+  if (credentials.length <= limit) return new Set();
+  return new Set([...credentials].sort(olderFirst).slice(Math.max(0, limit)).map((c) => c.metadata.name ?? ''));
+}
+
 /** The namespace's one Account (the oldest); the others conflict. */
 export function electAccount(accounts: readonly Account[]): { winner?: Account; conflicting: Account[] } {
   const sorted = [...accounts].sort(olderFirst);

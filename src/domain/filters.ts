@@ -50,7 +50,11 @@ export const DEFAULT_SETTINGS: Readonly<CredentialSettings> = Object.freeze({
 });
 
 const HASH = /^[0-9a-f]{64}$/;
-const MODEL_SLUG = /^[^\s/]+\/\S+$/;
+/** `<vendor>/<model>`, as a JSON Schema (ECMA-262) pattern too, so the OpenAPI document says the same. */
+export const MODEL_SLUG_PATTERN = '^[^\\s/]+/\\S+$';
+const MODEL_SLUG = new RegExp(MODEL_SLUG_PATTERN);
+/** A filter entry is non-empty without surrounding whitespace. */
+export const FILTER_ENTRY_PATTERN = '^\\S(?:[\\s\\S]*\\S)?$';
 
 /**
  * Shape rules for one filter value, without the live-key lookup (usable offline, e.g. `validate` on manifests).

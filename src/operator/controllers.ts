@@ -6,7 +6,8 @@ import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { publicId, type IdentifiedKind } from '../domain/ids.ts';
 import { isApiKeyLive, validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
-import { creationTime, electAccount, electDefaultWorkspace, olderFirst } from '../compiler/elect.ts';
+import { creationTime, electAccount, electDefaultWorkspace, olderFirst, overQuota } from '../compiler/elect.ts';
+import { DEFAULT_MAX_CREDENTIALS, quotaMessage } from '../domain/quota.ts';
 import { placementOrderKey } from '../compiler/format.ts';
 import { isNotFound, KubeApiError, type KubeClient } from '../kube/client.ts';
 import type { Quarantine } from './compile/pipeline.ts';
@@ -32,6 +33,8 @@ export interface ControllerContext {
   /** Cap of the missing-Secret requeue backoff (default 5000 ms): a Secret created later is seen within this. */
   missingSecretMaxDelayMs?: number;
   concurrency?: { credentials?: number; others?: number };
+  /** Credentials per account when its Account sets no spec.limits.maxCredentials (default 1000). */
+  defaultMaxCredentials?: number;
 }
 
 /** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */
@@ -91,6 +94,8 @@ export class Controllers {
   private readonly missingSecretAttempts = new Map<string, number>();
   private readonly quarantines = new Map<string, Quarantine>();
   private readonly statusWriteFailures = new Map<string, { count: number; eventAt: number }>();
+  /** Credentials (ns/name) last found beyond their account's quota: re-checked when a sibling goes away. */
+  private readonly overQuota = new Set<string>();
 
   constructor(ctx: ControllerContext) {
     this.ctx = ctx;
@@ -134,6 +139,9 @@ export class Controllers {
     });
     credentials.on('delete', (c) => {
       this.ctx.verdicts.delete(nsOf(c), c.metadata.name ?? '');
+      // A freed place in the quota goes to the oldest credential waiting for one.
+      this.overQuota.delete(keyOf(c));
+      for (const k of this.overQuota) if (k.startsWith(`${nsOf(c)}/`)) q.credentials.add(k);
       this.missingSecretAttempts.delete(keyOf(c));
       this.enqueueImplicitSiblings(c);
       dirty(c);
@@ -191,6 +199,8 @@ export class Controllers {
 
     const accountChanged = (a: Account) => {
       for (const other of accounts.list(nsOf(a))) q.accounts.add(keyOf(other));
+      // The credential quota may have changed.
+      for (const c of credentials.list(nsOf(a))) q.credentials.add(keyOf(c));
       q.accounts.add(keyOf(a));
       dirty(a);
     };
@@ -422,6 +432,15 @@ export class Controllers {
         const message = write.violations.map((v) => `${specFieldPath(v.field)}: ${v.message}`).join('; ');
         conds.push({ type: 'FiltersValid', status: 'False', reason: violationReason(first), message });
       }
+    }
+    // Quota (REST and Git together): the oldest win; the newer ones stay uncompiled until a place frees up.
+    const siblings = this.inf.credentials.list(ns);
+    const limit = electAccount(this.inf.accounts.list(ns)).winner?.spec.limits?.maxCredentials ?? this.ctx.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
+    if (overQuota(siblings, limit).has(name)) {
+      this.overQuota.add(key);
+      conds.unshift({ type: 'WithinQuota', status: 'False', reason: 'QuotaExceeded', message: quotaMessage(siblings.length, limit) });
+    } else {
+      this.overQuota.delete(key);
     }
     const ready = readyFrom(conds, 'the credential is valid');
     const conditions = buildConditions(cred.status?.conditions as Condition[] | undefined, [ready, ...conds], gen);

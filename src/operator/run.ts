@@ -51,6 +51,8 @@ export interface OperatorOptions {
   handleSignals?: boolean;
   /** Cap of the missing-Secret requeue backoff in ms (default 5000). */
   missingSecretMaxDelayMs?: number;
+  /** Credentials per account when its Account sets no spec.limits.maxCredentials (default 1000). */
+  defaultMaxCredentials?: number;
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
@@ -133,6 +135,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       if (leading) pipeline?.markDirty(ns);
     },
     ...(opts.missingSecretMaxDelayMs !== undefined ? { missingSecretMaxDelayMs: opts.missingSecretMaxDelayMs } : {}),
+    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
   controllersRef = controllers;

@@ -321,6 +321,12 @@ export const account: ResourceDefinition = {
       denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),
       alwaysZdr: bool('Only zero-data-retention endpoints may serve.', { default: false }),
     }),
+    limits: obj('Per-account limits. An absent limit takes the operator/API default.', {
+      maxCredentials: int(
+        'Most BYOKCredentials this account may hold (REST and Git together). Beyond it the REST API answers 403 and the operator marks the newest credentials Ready=False (reason QuotaExceeded) and does not compile them; the oldest win. Default: the operator/API default (1000).',
+        { minimum: 0, maximum: 100000 },
+      ),
+    }),
   }),
   status: commonStatus('Observed state of the account, written only by the operator.', {
     spend: obj('This calendar month (UTC) of the account, from the spend ledger (present when the operator reads a shared ledger).', {

@@ -535,6 +535,15 @@ denyDataCollection?: boolean
  */
 alwaysZdr?: boolean
 }
+/**
+ * Per-account limits. An absent limit takes the operator/API default.
+ */
+limits?: {
+/**
+ * Most BYOKCredentials this account may hold (REST and Git together). Beyond it the REST API answers 403 and the operator marks the newest credentials Ready=False (reason QuotaExceeded) and does not compile them; the oldest win. Default: the operator/API default (1000).
+ */
+maxCredentials?: number
+}
 }
 
 /**

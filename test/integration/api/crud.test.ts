@@ -69,7 +69,7 @@ describe('BYOK REST API: operations', () => {
       expect(cr?.metadata.name).toMatch(/^byok-[0-9a-f]{10}$/);
       expect(cr?.metadata.labels?.['app.kubernetes.io/managed-by']).toBe('byok-api');
       const secretName = cr?.spec.secretRef.name ?? '';
-      expect(secretName).toBe(`${cr?.metadata.name}-key`);
+      expect(secretName).toMatch(new RegExp(`^${cr?.metadata.name}-key-[0-9a-f]{6}$`));
       const secret = await core().readNamespacedSecret({ namespace: a.namespace, name: secretName });
       expect(secret.metadata?.labels).toMatchObject({ 'byok.gateway.dev/credential-secret': 'true', 'app.kubernetes.io/managed-by': 'byok-api' });
       expect(await secretValue(a.namespace, secretName)).toBe('sk-ant-0123456789abcdef');
@@ -293,7 +293,7 @@ describe('BYOK REST API: operations', () => {
       expect(String(err(r).metadata?.field)).toBe(field);
     });
 
-    test('key rotates the Secret in place and regenerates the label; echoing the masked label changes nothing', async () => {
+    test('key rotates into a new Secret, removes the old one and regenerates the label; echoing the masked label changes nothing', async () => {
       const k = one(await post({ provider: 'deepinfra', key: 'di-old-000000000000000AAAA' }));
       const secretName = (await credentialObject(a.namespace, k.id))?.spec.secretRef.name ?? '';
       expect(k.label).toBe(maskLabel('deepinfra', 'di-old-000000000000000AAAA'));
@@ -307,7 +307,10 @@ describe('BYOK REST API: operations', () => {
       expect(r.status).toBe(200);
       expect(one(r)).toEqual({ ...k, label: maskLabel('deepinfra', 'di-new-111111111111111BBBB') });
       expect(one(r).label).not.toBe(k.label);
-      expect(await secretValue(a.namespace, secretName)).toBe('di-new-111111111111111BBBB');
+      const rotatedName = (await credentialObject(a.namespace, k.id))?.spec.secretRef.name ?? '';
+      expect(rotatedName).not.toBe(secretName);
+      expect(await secretValue(a.namespace, rotatedName)).toBe('di-new-111111111111111BBBB');
+      await eventually(async () => (await core().readNamespacedSecret({ namespace: a.namespace, name: secretName }).then(() => false, (e: { code?: number }) => e.code === 404)));
       expect(one(await h.call('GET', `/byok/${k.id}`, { key: a.managementKey })).label).toBe(one(r).label);
     });
   });

@@ -124,7 +124,10 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(namespaces: string[], opts: { gitopsGuard?: boolean; rateLimit?: RateLimitOptions | false } = {}): Promise<Harness> {
+export async function startHarness(
+  namespaces: string[],
+  opts: { gitopsGuard?: boolean; rateLimit?: RateLimitOptions | false; defaultMaxCredentials?: number } = {},
+): Promise<Harness> {
   const logLines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -140,6 +143,7 @@ export async function startHarness(namespaces: string[], opts: { gitopsGuard?: b
     logger,
     rateLimit: opts.rateLimit ?? { max: 100_000, timeWindowMs: 60_000 },
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
+    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
   });
   const exchanges: Exchange[] = [];
   const base = server.url;

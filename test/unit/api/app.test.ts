@@ -6,6 +6,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { Backend } from '../../../src/api/backend.ts';
 import { buildApp } from '../../../src/api/server.ts';
+import { ByokService } from '../../../src/api/service.ts';
 import { ApiState } from '../../../src/api/state.ts';
 import { parseListQuery } from '../../../src/api/validate.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
@@ -32,6 +33,7 @@ function memoryBackend(overrides: Partial<Backend> = {}): Backend & { secrets: M
     deleteSecret: async (_ns, name) => {
       secrets.delete(name);
     },
+    listSecrets: async () => [...secrets.values()],
     createCredential: async (_ns, body) => {
       const c = stamp(body);
       creds.set(body.metadata.name ?? '', c);
@@ -124,11 +126,28 @@ describe('buildApp (in-memory backend)', () => {
   });
 });
 
+describe('Idempotency-Key window', () => {
+  test('a replay after the window is 422 IdempotencyKeyExpired; within it, the same credential', async () => {
+    const state = new ApiState();
+    state.upsertWorkspace({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { namespace: 'acct', name: 'main' }, spec: { default: true } });
+    const make = (idempotencyWindowMs: number) =>
+      new ByokService({ state, backend: memoryBackend(), observe: (o) => state.upsertCredential(o), observeDeleted: () => undefined, gitopsGuard: true, warn: () => undefined, idempotencyWindowMs });
+    const body = { provider: 'openai', key: SECRET };
+    const first = await make(60_000).create('acct', body, { idempotencyKey: 'retry-1' });
+    expect((await make(60_000).create('acct', { ...body }, { idempotencyKey: 'retry-1' })).key.id).toBe(first.key.id);
+    await new Promise((r) => setTimeout(r, 1100));
+    await expect(make(1).create('acct', body, { idempotencyKey: 'retry-1' })).rejects.toMatchObject({ status: 422, metadata: { reason: 'IdempotencyKeyExpired' } });
+    await expect(make(60_000).create('acct', { ...body, name: 'other' }, { idempotencyKey: 'retry-1' })).rejects.toMatchObject({ status: 422, metadata: { reason: 'IdempotencyKeyReused' } });
+  });
+});
+
 describe('list query', () => {
   test('defaults and bounds', () => {
     expect(parseListQuery({})).toEqual({ offset: 0, limit: 50, workspaceId: undefined, provider: undefined });
-    expect(parseListQuery({ offset: 'null', limit: '100', provider: 'openai' })).toMatchObject({ offset: 0, limit: 100, provider: 'openai' });
-    for (const q of [{ limit: '0' }, { limit: '101' }, { offset: '-1' }, { limit: ['1', '2'] }, { provider: 'x' }, { workspace_id: 'main' }]) {
+    expect(parseListQuery({ offset: '7', limit: '100', provider: 'openai' })).toMatchObject({ offset: 7, limit: 100, provider: 'openai' });
+    // Integers only, as the OpenAPI document says: no empty value and no literal null.
+    const refused = [{ limit: '0' }, { limit: '101' }, { offset: '-1' }, { limit: ['1', '2'] }, { provider: 'x' }, { workspace_id: 'main' }, { offset: 'null' }, { offset: '' }, { limit: 'null' }, { limit: '' }];
+    for (const q of refused) {
       expect(() => parseListQuery(q)).toThrow();
     }
   });
