@@ -1,7 +1,7 @@
 // Credential flags and filters (spec 2.2), shared by the REST API (create/update) and the reconciler (whole spec).
 // This layer speaks the REST wire names (snake_case); `patchFromSpec`/`specFromSettings` map the CRD's camelCase.
 import { violation, type Violation } from './errors.ts';
-import { textIssue } from './text.ts';
+import { textIssue, UNSAFE_TEXT_CLASS } from './text.ts';
 
 export type { Violation, ViolationCode } from './errors.ts';
 export { VIOLATIONS } from './errors.ts';
@@ -51,10 +51,10 @@ export const DEFAULT_SETTINGS: Readonly<CredentialSettings> = Object.freeze({
 
 const HASH = /^[0-9a-f]{64}$/;
 /** `<vendor>/<model>`, as a JSON Schema (ECMA-262) pattern too, so the OpenAPI document says the same. */
-export const MODEL_SLUG_PATTERN = '^[^\\s/]+/\\S+$';
+export const MODEL_SLUG_PATTERN = `^[^\\s/${UNSAFE_TEXT_CLASS}]+/[^\\s${UNSAFE_TEXT_CLASS}]+$`;
 const MODEL_SLUG = new RegExp(MODEL_SLUG_PATTERN);
 /** A filter entry is non-empty without surrounding whitespace. */
-export const FILTER_ENTRY_PATTERN = '^\\S(?:[\\s\\S]*\\S)?$';
+export const FILTER_ENTRY_PATTERN = `^[^\\s${UNSAFE_TEXT_CLASS}](?:[^${UNSAFE_TEXT_CLASS}]*[^\\s${UNSAFE_TEXT_CLASS}])?$`;
 
 /**
  * Shape rules for one filter value, without the live-key lookup (usable offline, e.g. `validate` on manifests).

@@ -5,7 +5,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { PayloadIssue } from './errors.ts';
 import type { ProviderSlug } from './providers.ts';
-import { textIssue } from './text.ts';
+import { textIssue, UNSAFE_TEXT_CLASS } from './text.ts';
 
 export type { PayloadIssue } from './errors.ts';
 
@@ -355,16 +355,14 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Characters `textIssue` refuses inside a key, as a JSON Schema (ECMA-262) class body; see src/domain/text.ts. */
-const UNSAFE_IN_KEY = '\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\ufdd0-\\ufdef\\ufffd-\\uffff';
 /**
  * The plain-key rule below as one JSON Schema pattern: after trimming whitespace, non-empty, one line without
  * control characters, separators or noncharacters, not starting with a bracket (a JSON document pasted for a
- * plain-key provider). Lone surrogates and astral noncharacters are refused too, but no portable pattern says so.
+ * plain-key provider).
  */
 /** What trim() removes around a key that textIssue allows there: \s without VT, FF and U+2028/2029. */
 const TRIMMABLE = '[\\t\\n\\r \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\ufeff]';
-export const PLAIN_KEY_PATTERN = `^${TRIMMABLE}*[^\\s${UNSAFE_IN_KEY}\\[{][^${UNSAFE_IN_KEY}]*${TRIMMABLE}*$`;
+export const PLAIN_KEY_PATTERN = `^${TRIMMABLE}*[^\\s${UNSAFE_TEXT_CLASS}\\[{][^${UNSAFE_TEXT_CLASS}]*${TRIMMABLE}*$`;
 
 function plainKey(text: string, errors: PayloadIssue[]): string | null {
   if (text === '') {

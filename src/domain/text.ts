@@ -38,6 +38,13 @@ function issue(code: TextIssueCode, index: number, cp: number): TextIssue {
   }
 }
 
+/**
+ * The single-line characters `textIssue` refuses, as the body of an ECMA-262 character class (JSON Schema
+ * patterns of the REST OpenAPI document). Lone surrogates and astral noncharacters are refused too, but no portable
+ * pattern says so.
+ */
+export const UNSAFE_TEXT_CLASS = '\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\ufdd0-\\ufdef\\ufffd-\\uffff';
+
 /** The first character that makes `value` unsafe to store, or null when it is clean. */
 export function textIssue(value: string, rules: TextRules = {}): TextIssue | null {
   for (let i = 0; i < value.length; i++) {

@@ -350,4 +350,4 @@ export const account: ResourceDefinition = {
 };
 
 export const RESOURCES: readonly ResourceDefinition[] = [byokCredential, workspace, guardrail, gatewayApiKey, account];
-export { DNS_LABEL, HASH_PATTERN, MAX_FILTER_ENTRIES };
+export { DNS_LABEL, HASH_PATTERN, MAX_FILTER_ENTRIES, SAFE_TEXT };

@@ -40,7 +40,9 @@ describe('chart admission policy: Secret writes by the byok ServiceAccounts', ()
     api = `system:serviceaccount:${releaseNs}:${release}-byok-api`;
     operator = `system:serviceaccount:${releaseNs}:${release}-byok-operator`;
     const rendered = (await run(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm'),
-      ['template', release, chart, '-n', releaseNs, '--kube-version', '1.34.4'], { encoding: 'utf8' })).stdout;
+      // Without the aggregated API: its APIService and user ClusterRoles are cluster-wide and would collide with the
+      // releases other tests install with helm (test/integration/aggregated installs the chart's own).
+      ['template', release, chart, '-n', releaseNs, '--kube-version', '1.34.4', '--set', 'aggregatedApi.enabled=false'], { encoding: 'utf8' })).stdout;
     writeFileSync(join(dir, 'rendered.yaml'), rendered);
     await kubectl('apply', '-n', releaseNs, '-f', join(dir, 'rendered.yaml'));
     victim = `victim-${releaseNs.slice(-8)}`;

@@ -45,7 +45,8 @@ describe('Helm chart', () => {
 
   test('gateway.enabled: a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
     await expect(helmTemplate(ns, 'gateway.enabled=true')).rejects.toThrow(/gateway.catalog.configMap/);
-    const rendered = await helmTemplate(ns, 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
+    // Without the aggregated API's cluster-wide and kube-system objects: this dry run is namespaced.
+    const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
     expect(rendered).toContain('- configMap: { name: byok-routing-index }');
     expect(rendered).toContain('- configMap: { name: byok-routing-2, optional: true }');
     expect(rendered).not.toContain('byok-routing-3');
@@ -57,6 +58,17 @@ describe('Helm chart', () => {
     const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
     expect(out).toMatch(/deployment\.apps\/rel-byok-gateway created \(server dry run\)/);
     expect(out).toMatch(/service\/rel-byok-gateway created \(server dry run\)/);
+  });
+
+  test('ledger: several gateway replicas need the shared Redis ledger; with it, gateways and the operator get its URL', async () => {
+    const gw = ['gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog'];
+    await expect(helmTemplate(ns, ...gw, 'gateway.replicas=2')).rejects.toThrow(/ledger\.redisUrl/);
+    await expect(helmTemplate(ns, ...gw, 'ledger.redisUrl=http://not-redis')).rejects.toThrow(/redisUrl/);
+    const single = await helmTemplate(ns, ...gw);
+    expect(single).not.toContain('--ledger-redis-url');
+    const shared = await helmTemplate(ns, ...gw, 'gateway.replicas=3', 'ledger.redisUrl=redis://redis.byok:6379');
+    // The gateway Deployment and the operator (spend status) both point at it.
+    expect(shared.match(/--ledger-redis-url=redis:\/\/redis\.byok:6379/g)).toHaveLength(2);
   });
 
   test('RBAC: the operator writes status only, the API writes credentials', async () => {

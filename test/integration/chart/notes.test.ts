@@ -23,7 +23,7 @@ describe('chart NOTES', () => {
     await pipeline.stop();
     const { stdout } = await run(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm'),
       // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
-      ['install', `n${ns.slice(-8)}`, chart, '-n', ns, '--dry-run=server', '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
+      ['install', `n${ns.slice(-8)}`, chart, '-n', ns, '--dry-run=server', '--set', 'aggregatedApi.enabled=false', '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
     const notes = stdout.slice(stdout.indexOf('NOTES:'));
     const line = notes.split('\n').find((l) => l.trim().startsWith('kubectl get configmap'));
     expect(line).toBeDefined();
