@@ -310,6 +310,25 @@ async function steadyStream(client: KubeClient, cmEvents: CmEvent[], rate: numbe
   };
 }
 
+/** etcd's database size and object counts as the apiserver reports them (for the 1M-credential projection). */
+function storageSummary(kubeconfigPath: string): { etcdDbMB?: number; objects: Record<string, number> } {
+  let raw = '';
+  try {
+    raw = execFileSync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
+  } catch {
+    return { objects: {} };
+  }
+  let db: number | undefined;
+  const objects: Record<string, number> = {};
+  for (const line of raw.split('\n')) {
+    const size = /^apiserver_storage_size_bytes\{[^}]*\} (\S+)$/.exec(line);
+    if (size) db = Math.max(db ?? 0, Number(size[1]));
+    const count = /^apiserver_storage_objects\{resource="([^"]+)"\} (\S+)$/.exec(line);
+    if (count && /byokcredentials|^secrets$|^configmaps$/.test(count[1]!)) objects[count[1]!] = Number(count[2]);
+  }
+  return { ...(db !== undefined ? { etcdDbMB: +(db / 1048576).toFixed(1) } : {}), objects };
+}
+
 async function main(): Promise<void> {
   const out: Record<string, unknown> = {
     benchmark: 'operator',
@@ -399,6 +418,8 @@ async function main(): Promise<void> {
       target: { ratioToBaseline: 1.5, peakRssMB: rssTarget },
       met: ratio <= 1.5 && peak <= rssTarget,
     };
+
+    out.storageAfterColdStart = storageSummary(cp.kubeconfigPath);
 
     // Right after the cold start: a steady stream of changes (the pipeline's batching must not linger; issue 11).
     out.steadyStream = STEADY_RATE > 0 && STEADY_SECONDS > 0 && Number.isFinite(coldSeconds)
