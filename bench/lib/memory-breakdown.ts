@@ -1,7 +1,7 @@
 // Where the operator's heap goes, per structure, measured inside the operator process (bench/lib/operator-child.ts
 // with BENCH_MEMORY=1; needs --expose-gc). Each structure is measured as the heap growth, after a full GC, of
-// building one more copy of it with the operator's own code from the live caches (cached objects: a structured
-// clone; verdicts, compiled/serialized accounts, sealed bundles, shards: rebuilt with the functions the operator
+// building one more copy of it with the operator's own code from the live caches (cached objects: parsed from
+// JSON and passed through the informers' cache transform, as a watch event is; verdicts, compiled/serialized accounts, sealed bundles, shards: rebuilt with the functions the operator
 // uses). Retained sizes from a heap snapshot would be the exact figure; this is within a few percent and costs
 // seconds instead of a snapshot of the whole heap.
 import { getHeapStatistics } from 'node:v8';
@@ -9,6 +9,8 @@ import { compileAccount } from '../../src/compiler/compile.ts';
 import { serializeAccount, shardSerialized, type EncodedBucket } from '../../src/compiler/shard.ts';
 import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
 import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/bundle/envelope.ts';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { compactForCache } from '../../src/kube/informer.ts';
 import type { ResourceInformers } from '../../src/kube/resources.ts';
 import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/state.ts';
 import type { AccountSnapshot } from '../../src/operator/compile/pipeline.ts';
@@ -34,10 +36,13 @@ function measure<T>(build: () => T): { mb: number; value: T } {
 export function memoryBreakdown(informers: ResourceInformers): Record<string, number | string> {
   if (!gc) return { error: 'run with --expose-gc' };
   const out: Record<string, number | string> = { heapUsedAfterGcMB: mb(heapUsed()) };
-  const credentials = measure(() => structuredClone(informers.credentials.list()));
-  out.cachedCredentialsMB = credentials.mb;
-  out.cachedOtherCrsMB = measure(() => structuredClone([informers.accounts, informers.workspaces, informers.guardrails, informers.apiKeys].map((i) => i.list()))).mb;
-  out.cachedSecretsMB = measure(() => structuredClone(informers.secrets.list())).mb;
+  const cached = (list: KubernetesObject[]) => {
+    const json = list.map((o) => JSON.stringify(o));
+    return measure(() => json.map((j) => compactForCache(JSON.parse(j) as KubernetesObject))).mb;
+  };
+  out.cachedCredentialsMB = cached(informers.credentials.list());
+  out.cachedOtherCrsMB = cached([informers.accounts, informers.workspaces, informers.guardrails, informers.apiKeys].flatMap((i): KubernetesObject[] => i.list()));
+  out.cachedSecretsMB = cached(informers.secrets.list());
   out.cachedObjects = informers.credentials.list().length + informers.secrets.list().length;
 
   // Verdicts as the reconciler stores them (payload included), derived from the statuses it wrote.
