@@ -43,10 +43,10 @@ const OPERATOR_CONCURRENCY = Number(process.env.BENCH_CRED_CONCURRENCY ?? 8);
 const ROUTING_NS = 'byok-system';
 const CRED_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 
-/** NODE_OPTIONS of the operator image (Dockerfile): the benchmark runs its operator with the same heap flags. */
-function imageNodeOptions(): string | undefined {
+/** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
+function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX'): string | undefined {
   const here = dirname(fileURLToPath(import.meta.url));
-  const m = /^ENV NODE_OPTIONS="([^"]*)"/m.exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
+  const m = new RegExp(`^ENV ${name}="?([^"\\n]*)"?$`, 'm').exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
   return m?.[1];
 }
 
@@ -374,11 +374,13 @@ async function main(): Promise<void> {
     // Cold start.
     const apiBefore = process.env.BENCH_DIAG ? apiserverRequestSummary(cp.kubeconfigPath) : undefined;
     const t0 = performance.now();
-    const nodeOptions = process.env.BENCH_NODE_OPTIONS ?? imageNodeOptions();
+    const nodeOptions = process.env.BENCH_NODE_OPTIONS ?? imageEnv('NODE_OPTIONS');
+    const arenas = process.env.BENCH_MALLOC_ARENA_MAX ?? imageEnv('MALLOC_ARENA_MAX');
     out.operatorNodeOptions = nodeOptions ?? null;
+    out.operatorMallocArenaMax = arenas ?? null;
     child = spawn(process.execPath, [...(process.env.BENCH_MEMORY ? ['--expose-gc'] : []), compiled?.script ?? join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NODE_OPTIONS: nodeOptions ?? '' },
+      env: { ...process.env, NODE_OPTIONS: nodeOptions ?? '', ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}) },
     });
     let childErr = '';
     child.stderr!.on('data', (d: Buffer) => (childErr = (childErr + d.toString()).slice(-4000)));
