@@ -18,7 +18,7 @@ COPY package.json package-lock.json ./
 RUN npm install --no-save --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /src/dist ./dist
 # V8 heap sizing that does not depend on the node's RAM (see docs/operator.md, "Scale"): a 16 MiB young
-# generation (8 MiB semi-spaces; 16 cost ~28 MB more peak RSS at 10k credentials for no measurable speed-up, the
+# generation (8 MiB semi-spaces; 16 cost ~20–28 MB more peak RSS at 10k credentials for no measurable speed-up, the
 # operator mostly waits on the apiserver) and an old generation capped at 256 MiB, which keeps V8's heap growth
 # tight. Sized for the chart's default 384Mi limit (up to ~30k credentials, measured); the chart's
 # operator.nodeOptions raises the cap together with the limit. Two malloc arenas instead of 8 per core: less
