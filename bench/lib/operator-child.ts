@@ -1,11 +1,14 @@
 // Runs the full operator in its own process so the benchmark can read its peak RSS (VmHWM) cleanly.
 // argv: <kubeconfig> <routingNamespace>. Prints "ready" once started; stops on SIGTERM.
 // BENCH_DIAG=<file>: every 500 ms append a JSON line (memory, cache sizes, queue/reconcile counters) to <file>.
+// BENCH_MEMORY=1 (with --expose-gc): on SIGUSR2 print "memory <json>", the per-structure heap breakdown
+// (bench/lib/memory-breakdown.ts).
 import { appendFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import pino from 'pino';
 import { loadKubeConfig } from '../../src/kube/client.ts';
 import { startOperator } from '../../src/operator/run.ts';
+import { memoryBreakdown } from './memory-breakdown.ts';
 
 const [kubeconfigPath, routingNamespace] = process.argv.slice(2);
 if (!kubeconfigPath || !routingNamespace) throw new Error('usage: operator-child.ts <kubeconfig> <routingNamespace>');
@@ -63,6 +66,12 @@ if (diag) {
     })();
   }, 500);
   timer.unref();
+}
+
+if (process.env.BENCH_MEMORY) {
+  process.on('SIGUSR2', () => {
+    process.stdout.write(`memory ${JSON.stringify(memoryBreakdown(operator.informers))}\n`);
+  });
 }
 
 process.on('SIGTERM', () => {

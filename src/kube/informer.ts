@@ -77,6 +77,67 @@ export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
   return { ...obj, metadata: { ...rest, ...(kept !== undefined ? { annotations: kept } : {}) } };
 }
 
+/** Shares one copy of strings that repeat across many cached objects. Bounded: when full it starts over (strings
+ *  already shared stay shared; only new ones stop being deduplicated until the table refills). */
+export class StringInterner {
+  private readonly table = new Map<string, string>();
+  private readonly max: number;
+  constructor(max = 50_000) {
+    this.max = max;
+  }
+  intern(value: string): string;
+  intern(value: string | undefined): string | undefined;
+  intern(value: string | undefined): string | undefined {
+    if (value === undefined) return undefined;
+    const hit = this.table.get(value);
+    if (hit !== undefined) return hit;
+    if (this.table.size >= this.max) this.table.clear();
+    this.table.set(value, value);
+    return value;
+  }
+}
+
+interface ConditionLike { type?: string; status?: string; reason?: string; message?: string; lastTransitionTime?: string }
+const cacheStrings = new StringInterner();
+
+/**
+ * stripBulkyMetadata, then one shared copy of the strings that repeat across thousands of cached objects: the
+ * namespace (every object of an account), the creation time (also status.createdAt), and each condition's type,
+ * status, reason, message and transition time (the same few messages on every Ready credential, the same time
+ * on each condition of one write). Parsed JSON gives every object its own copies: at 10k credentials they were
+ * about a fifth of the cached credentials' heap. Values are unchanged, so readers cannot tell; the argument is
+ * not modified.
+ */
+export function compactForCache<T extends KubernetesObject>(obj: T): T {
+  const stripped = stripBulkyMetadata(obj);
+  const meta = stripped.metadata;
+  const out = { ...stripped } as T & { status?: { conditions?: unknown; createdAt?: unknown } };
+  if (meta) {
+    out.metadata = { ...meta };
+    if (meta.namespace !== undefined) out.metadata.namespace = cacheStrings.intern(meta.namespace);
+    if (typeof meta.creationTimestamp === 'string') out.metadata.creationTimestamp = cacheStrings.intern(meta.creationTimestamp) as unknown as Date;
+  }
+  const status = (stripped as { status?: { conditions?: unknown; createdAt?: unknown } }).status;
+  if (status && typeof status === 'object') {
+    const next: Record<string, unknown> = { ...status };
+    if (typeof status.createdAt === 'string') next.createdAt = cacheStrings.intern(status.createdAt);
+    if (Array.isArray(status.conditions)) {
+      next.conditions = (status.conditions as ConditionLike[]).map((c) => (c && typeof c === 'object'
+        ? {
+          ...c,
+          ...(typeof c.type === 'string' ? { type: cacheStrings.intern(c.type) } : {}),
+          ...(typeof c.status === 'string' ? { status: cacheStrings.intern(c.status) } : {}),
+          ...(typeof c.reason === 'string' ? { reason: cacheStrings.intern(c.reason) } : {}),
+          ...(typeof c.message === 'string' ? { message: cacheStrings.intern(c.message) } : {}),
+          ...(typeof c.lastTransitionTime === 'string' ? { lastTransitionTime: cacheStrings.intern(c.lastTransitionTime) } : {}),
+        }
+        : c));
+    }
+    out.status = next;
+  }
+  return out;
+}
+
 interface Stream {
   namespace: string | undefined;
   rv: string | undefined;

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
 import { publicId, type IdentifiedKind } from '../domain/ids.ts';
-import { SupervisedInformer, stripBulkyMetadata, type InformerOptions, type RestartReason } from './informer.ts';
+import { SupervisedInformer, compactForCache, type InformerOptions, type RestartReason } from './informer.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
 export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
@@ -45,7 +45,8 @@ export interface ResourceInformerOptions {
   resyncSeconds?: number;
   staleSeconds?: number;
   onRestart?: (informer: string, reason: RestartReason) => void;
-  /** Cache transform for every informer (default stripBulkyMetadata: no managedFields, no last-applied annotation). */
+  /** Cache transform for every informer (default compactForCache: no managedFields, no last-applied annotation,
+   *  repeated strings shared). */
   transform?: InformerOptions['transform'];
 }
 
@@ -62,7 +63,7 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
     ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
     ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
     onRestart: (reason) => opts.onRestart?.(name, reason),
-    transform: opts.transform ?? stripBulkyMetadata,
+    transform: opts.transform ?? compactForCache,
     ...extra,
   });
   const credentials = new SupervisedInformer<BYOKCredential>(base('byokcredentials', crPath('byokcredentials')));

@@ -114,14 +114,12 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   /** Runs after which changes were already waiting again, in the current stream of changes (e.g. a cold start):
    *  the wait before the next run doubles from coalesceMs per such run, up to maxBatchDelayMs, so a sustained
    *  stream is written in fewer, larger batches (every rewrite of a shard costs the apiserver the whole shard).
-   *  The stream ends after maxBatchDelayMs without a run; a single change at steady state waits only coalesceMs. */
+   *  The stream ends with the first run after which nothing is waiting: the pipeline is idle, and the next change
+   *  waits only coalesceMs whatever came before. (Ending it on a quiet period instead kept a steady trickle of
+   *  one change every 0.7 s at the 640 ms batch delay forever after a cold start.) */
   let busyRuns = 0;
-  let lastRunEnd = -Infinity;
   const maxBatchDelayMs = opts.maxBatchDelayMs ?? 1000;
-  const batchDelay = () => {
-    if (performance.now() - lastRunEnd > maxBatchDelayMs) busyRuns = 0;
-    return Math.max(coalesceMs, Math.min(maxBatchDelayMs, coalesceMs * 2 ** Math.min(busyRuns, 16)));
-  };
+  const batchDelay = () => Math.max(coalesceMs, Math.min(maxBatchDelayMs, coalesceMs * 2 ** Math.min(busyRuns, 16)));
 
   const schedule = (delay = coalesceMs) => {
     if (!started || timer || running) return;
@@ -136,8 +134,10 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     if (running) return running;
     running = runOnce().finally(() => {
       running = undefined;
-      lastRunEnd = performance.now();
-      if (dirty.size === 0) return;
+      if (dirty.size === 0) {
+        busyRuns = 0;
+        return;
+      }
       busyRuns++;
       schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : Math.max(batchDelay(), Math.min(lastRunMs, 2000)));
     });
@@ -415,7 +415,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   return {
     markDirty(ns) {
       dirty.add(ns);
-      schedule(batchDelay());
+      // Only reaches a timer when the pipeline is idle (busyRuns is 0 then): coalesceMs.
+      schedule();
     },
     markAllDirty() {
       for (const ns of opts.source.accountNamespaces()) dirty.add(ns);

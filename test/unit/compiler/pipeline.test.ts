@@ -167,6 +167,53 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
+  it('after a cold-start burst, single changes every 700 ms are each compiled after coalesceMs, not the batch delay', async () => {
+    const { store: fast } = fakeStore();
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
+    const src = source(40);
+    // The operator's defaults: 20 ms coalescing, 1 s batch cap (the trap was 20 ms x 2^5 = 640 ms per change).
+    const p = createCompilePipeline({
+      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
+      coalesceMs: 20, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+    });
+    await p.start();
+    const runs: number[] = [];
+    p.onCompiled(() => runs.push(performance.now()));
+    // Cold-start burst: a change every 5 ms for 2 s drives the batch delay up to its cap.
+    const began = performance.now();
+    for (let i = 0; performance.now() - began < 2000; i++) {
+      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 3000 + i;
+      p.markDirty(`acct-${i % 40}`);
+      await sleep(5);
+    }
+    await p.flush();
+    // The burst was batched (the precondition of the trap): far fewer runs than changes.
+    expect(runs.length).toBeLessThan(20);
+    // Steady state: one change every 700 ms, each finding the pipeline idle.
+    const latencies: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      await sleep(Math.max(0, 700 - (latencies.at(-1) ?? 0)));
+      src.snaps.get(`acct-${(i * 7) % 40}`)!.credentials[1]!.verdict.sortOrder = 50_000 + i;
+      const compiled = new Promise<void>((resolve) => {
+        const off = p.onCompiled(() => {
+          off();
+          resolve();
+        });
+      });
+      const sent = performance.now();
+      p.markDirty(`acct-${(i * 7) % 40}`);
+      await compiled;
+      latencies.push(performance.now() - sent);
+    }
+    // coalesceMs plus one small run; the trap waited >= 640 ms for every change. The bound leaves room for a
+    // loaded machine, and the median must be well under the trap's floor.
+    const sorted = [...latencies].sort((a, b) => a - b);
+    expect(sorted[Math.floor(sorted.length / 2)]!).toBeLessThan(300);
+    expect(sorted.at(-1)!).toBeLessThan(600);
+    await p.stop();
+  });
+
   it('deletes stale shards after the index when accounts go away, and a restart rewrites nothing', async () => {
     const { store, ops, objects } = fakeStore();
     const src = source(50);
