@@ -33,6 +33,8 @@ describe('concurrent key rotation', () => {
   async function round(writers: number, r: number): Promise<void> {
     const initial = `sk-rot-${writers}-${r}-initial-000000000000`;
     const k = one(await h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'openai', key: initial, name: 'initial' } }));
+    // Read-your-writes holds on the replica that took the write; the other learns of it from its watch.
+    await eventually(async () => (await h2.call('GET', `/byok/${k.id}`, { key: a.managementKey })).status === 200);
     const keys = Array.from({ length: writers }, (_, i) => `sk-rot-${writers}-${r}-writer-${String(i).padStart(3, '0')}-xxxxxxxx`);
     const replies = await Promise.all(
       keys.map((key, i) => (i % 2 === 0 ? h : h2).call('PATCH', `/byok/${k.id}`, { key: a.managementKey, body: { key, name: `writer-${i}` } })),
