@@ -3,6 +3,7 @@
 import type { CredentialEntry } from '../api/state.ts';
 import { MANAGED_BY_LABEL } from '../api/mapping.ts';
 import { byokKeySchema, type JsonSchema } from '../api/openapi.ts';
+import { SPEC_FIELD_NAMES } from '../domain/filters.ts';
 
 export const AGG_GROUP = 'api.byok.gateway.dev';
 export const AGG_VERSION = 'v1';
@@ -28,12 +29,8 @@ export const SPEC_FIELDS = {
   workspace_id: 'workspaceId',
   name: 'displayName',
   disabled: 'disabled',
-  is_fallback: 'isFallback',
-  is_required: 'isRequired',
-  is_byok_only: 'isByokOnly',
-  allowed_models: 'allowedModels',
-  allowed_api_key_hashes: 'allowedApiKeyHashes',
-  allowed_user_ids: 'allowedUserIds',
+  // The six routing settings keep the names the domain gives them (spec 2.2 rules, both doors).
+  ...SPEC_FIELD_NAMES,
   sort_order: 'sortOrder',
   declared_zdr: 'declaredZdr',
 } as const;
