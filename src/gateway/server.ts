@@ -24,6 +24,7 @@ import {
 import { BundleError, watchRoutingConfig, type GatewayRequest, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { watchCatalog, type CatalogWatcher, type GatewayCatalog } from './catalog.ts';
 import { GenerationStore, type GenerationRecord, type ProviderResponse } from './generations.ts';
+import { bundleInventory, CredentialHealth, healthOutcome, type GatewayStatusReport } from './health.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import type { SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
@@ -53,6 +54,11 @@ export interface GatewayOptions {
   /** Poll interval of the routing config and catalog (default 1000 ms). */
   pollMs?: number;
   metrics?: GatewayMetrics;
+  /**
+   * Bearer token the operator sends to GET /byok/status (per-credential outcome counters and what this pod has loaded).
+   * Without it the endpoint answers 404: it lists credential ids, so it is never open on the tenant-facing port.
+   */
+  statusToken?: string;
 }
 
 export interface RunningGateway {
@@ -62,6 +68,9 @@ export interface RunningGateway {
   routing: RoutingConfigWatcher;
   catalog: CatalogWatcher;
   generations: GenerationStore;
+  health: CredentialHealth;
+  /** What GET /byok/status answers. */
+  statusReport(): GatewayStatusReport;
   close(): Promise<void>;
 }
 
@@ -135,6 +144,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) });
   const auth: UpstreamAuth = createUpstreamAuth();
   const generations = new GenerationStore(opts.generations ?? {});
+  const health = new CredentialHealth();
+  const inventory = bundleInventory(opts.bundleDir, opts.keyDir);
+  const instance = randomUUID();
 
   const routing = watchRoutingConfig({
     configDir: opts.configDir,
@@ -144,6 +156,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     // Saves two readlink calls per attempt; a missing envelope or key still forces a fresh look.
     generationCheckMs: 100,
     onReload: (config) => {
+      health.retain((id) => config.credential(id) !== undefined);
       metrics.configVersion.reset();
       metrics.configVersion.set({ version: config.version.slice(0, 16) }, 1);
       metrics.reloads.inc({ what: 'routing', result: 'ok' });
@@ -237,6 +250,20 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
 
   app.get('/healthz', async () => 'ok\n');
+  const statusReport = (): GatewayStatusReport => ({
+    format: 'byok-gateway-status/v1',
+    instance,
+    at: Date.now(),
+    routing: { version: routing.current()?.version ?? null },
+    bundle: inventory(),
+    credentials: health.snapshot(),
+  });
+  const statusAuth = opts.statusToken ? `Bearer ${opts.statusToken}` : undefined;
+  app.get('/byok/status', async (req, reply) => {
+    if (!statusAuth) return reply.code(404).send(specError(404, 'no route GET /byok/status'));
+    if (req.headers.authorization !== statusAuth) return reply.code(401).send(specError(401, 'the status endpoint needs the operator\'s status token'));
+    return statusReport();
+  });
   app.get('/readyz', async (_req, reply) => (routing.current() ? 'ok\n' : reply.code(503).send('no routing config loaded yet\n')));
   app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
@@ -389,6 +416,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if (error !== undefined) entry.error = error;
     ctx.responses.push(entry);
     metrics.attempts.inc({ provider: a.provider, kind: kindOf(a), outcome });
+    if (a.kind === 'credential' && !ctx.clientGone) {
+      const h = healthOutcome(status, outcome);
+      if (h) health.record(a.credentialId, h);
+    }
     if (outcome !== 'ok' && !last) metrics.failovers.inc({ provider: a.provider, kind: kindOf(a) });
   };
 
@@ -716,6 +747,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     routing,
     catalog,
     generations,
+    health,
+    statusReport,
     async close() {
       routing.close();
       catalog.close();
