@@ -131,7 +131,7 @@ export function createHealthStatusWriter(deps: {
         const address = ep.addresses[0];
         if (!address) continue;
         const host = slice.addressType === 'IPv6' ? `[${address}]` : address;
-        const pod = ep.targetRef?.name ?? address;
+        const pod = ep.targetRef?.name ?? `${host}:${port}`;
         out.set(pod, { pod, url: `${svc.scheme ?? 'http'}://${host}:${port}` });
       }
     }

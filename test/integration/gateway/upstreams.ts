@@ -10,7 +10,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
 
-export type Behavior = 'ok' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
+export type Behavior = 'ok' | '401' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
 
 export interface Hit {
   /** provider path segment, e.g. openai, azure, bedrock, vertex. */
@@ -130,6 +130,7 @@ export async function startUpstreams(): Promise<Upstreams> {
         };
         if (auth === undefined) return answer(401, JSON.stringify({ error: { message: 'invalid credentials' } }));
         const behavior = state.behavior.get(auth) ?? 'ok';
+        if (behavior === '401') return answer(401, JSON.stringify({ error: { message: 'invalid api key' } }));
         if (behavior === '429') return answer(429, JSON.stringify({ error: { message: 'rate limited' } }));
         if (behavior === '500') return answer(500, JSON.stringify({ error: { message: 'internal error' } }));
         if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));
