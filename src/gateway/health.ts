@@ -27,6 +27,15 @@ export interface GatewayStatusReport {
   routing: { version: string | null };
   bundle: { keyId: string | null; generation: string; credentials: Record<string, string> };
   credentials: Record<string, CredentialCounters>;
+  /** The last probe of each probed credential (not counted in `credentials`: a probe is not use). */
+  probes: Record<string, ProbeResult>;
+}
+
+export interface ProbeResult {
+  at: number;
+  outcome: HealthOutcome;
+  /** Upstream HTTP status; null when none (Vertex token exchange, transport error). */
+  status: number | null;
 }
 
 /** The health class of an attempt outcome; null for outcomes that say nothing about the key (bad request, client gone). */
@@ -40,6 +49,15 @@ export function healthOutcome(status: number | null, outcome: string): HealthOut
 
 export class CredentialHealth {
   private readonly byId = new Map<string, CredentialCounters>();
+  private readonly probes = new Map<string, ProbeResult>();
+
+  recordProbe(credentialId: string, result: ProbeResult): void {
+    this.probes.set(credentialId, result);
+  }
+
+  probeSnapshot(): Record<string, ProbeResult> {
+    return Object.fromEntries(this.probes);
+  }
 
   record(credentialId: string, outcome: HealthOutcome, at = Date.now()): void {
     let c = this.byId.get(credentialId);
@@ -52,6 +70,7 @@ export class CredentialHealth {
   /** Forget credentials no longer in the loaded config (bounded memory as credentials come and go). */
   retain(keep: (credentialId: string) => boolean): void {
     for (const id of this.byId.keys()) if (!keep(id)) this.byId.delete(id);
+    for (const id of this.probes.keys()) if (!keep(id)) this.probes.delete(id);
   }
 
   snapshot(): Record<string, CredentialCounters> {

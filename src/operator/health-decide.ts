@@ -68,8 +68,21 @@ const FAILURE_CLASSES = [
  * attempts (401/403 first, then 429, then errors); otherwise any success means Serving. No attempts at all: Unused,
  * except that a False verdict stands until an attempt says otherwise (an idle revoked key stays flagged).
  */
-export function decideUpstreamHealth(window: OutcomeCounts, previous: { status: ConditionStatus; reason: string; message: string } | undefined, t: HealthThresholds, windowText: string): DesiredCondition {
+export function decideUpstreamHealth(
+  window: OutcomeCounts,
+  previous: { status: ConditionStatus; reason: string; message: string } | undefined,
+  t: HealthThresholds,
+  windowText: string,
+  /** The newest probe result within the window, if any: it decides alone when there was no traffic. */
+  probe?: { outcome: keyof OutcomeCounts; status: number | null },
+): DesiredCondition {
   const total = window.ok + window.unauthorized + window.rateLimited + window.upstreamError;
+  if (total === 0 && probe) {
+    const code = probe.status === null ? '' : ` (HTTP ${probe.status})`;
+    if (probe.outcome === 'ok') return { type: 'UpstreamHealthy', status: 'True', reason: 'Serving', message: `idle; the last probe was accepted${code}` };
+    const c = FAILURE_CLASSES.find((f) => f.key === probe.outcome)!;
+    return { type: 'UpstreamHealthy', status: 'False', reason: c.reason, message: `${c.says}: the probe of this idle credential failed${code}` };
+  }
   const tally = `${window.ok} ok, ${window.unauthorized} refused, ${window.rateLimited} rate limited, ${window.upstreamError} errors in the last ${windowText}`;
   for (const c of FAILURE_CLASSES) {
     const n = window[c.key];

@@ -38,13 +38,22 @@ export interface GatewayStatusConfig {
   staleAfterMs?: number;
   /** Per-pod request timeout (default 3 s). */
   requestTimeoutMs?: number;
+  /**
+   * Probes of idle credentials annotated byok.gateway.dev/probe: "true" (off by default): after idleMs without use
+   * or probe (default 1 h), one gateway pod makes the cheapest authenticated call; at most one probe per provider
+   * per perProviderIntervalMs (default 10 s), pods taken in turn.
+   */
+  probe?: { idleMs?: number; perProviderIntervalMs?: number };
 }
+
+export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
 
 interface PodReport {
   instance: string;
   routing: { version: string | null };
   bundle: { keyId: string | null; credentials: Record<string, string> };
   credentials: Record<string, OutcomeCounts & { lastSuccess?: number; lastFailure?: number }>;
+  probes?: Record<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>;
 }
 
 interface Target {
@@ -105,6 +114,7 @@ export function createHealthStatusWriter(deps: {
   const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
   const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
   const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
+  const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
   const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
 
   /** pod → last report's counters and instance. */
@@ -117,6 +127,49 @@ export function createHealthStatusWriter(deps: {
   const lagging = new Map<string, { since: number; warned: boolean }>();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
+  const startedAt = clock();
+  /** Newest probe result per credential, across pods. */
+  const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
+  const probeAsked = new Map<string, number>();
+  const providerProbed = new Map<string, number>();
+  let probeTurn = 0;
+
+  async function probeIdle(creds: KubernetesObject[], pods: Target[], now: number): Promise<void> {
+    if (!config.probe || pods.length === 0) return;
+    const idleMs = config.probe.idleMs ?? 3_600_000;
+    const spacing = config.probe.perProviderIntervalMs ?? 10_000;
+    const due = new Map<string, { id: string; idleSince: number }>();
+    for (const cred of creds) {
+      if (cred.metadata?.annotations?.[PROBE_ANNOTATION] !== 'true') continue;
+      const id = publicId('BYOKCredential', cred.metadata.namespace ?? '', cred.metadata.name ?? '');
+      const idleSince = Math.max(lastUsed.get(id) ?? startedAt, probes.get(id)?.at ?? 0, probeAsked.get(id) ?? 0);
+      if (now - idleSince < idleMs) continue;
+      const provider = (cred as { spec?: { provider?: string } }).spec?.provider ?? '';
+      if (now - (providerProbed.get(provider) ?? -Infinity) < spacing) continue;
+      // The longest idle credential of each provider goes first.
+      const best = due.get(provider);
+      if (!best || idleSince < best.idleSince) due.set(provider, { id, idleSince });
+    }
+    await Promise.all(
+      [...due].map(async ([provider, { id }]) => {
+        const pod = pods[probeTurn++ % pods.length]!;
+        providerProbed.set(provider, now);
+        probeAsked.set(id, now);
+        try {
+          const res = await fetch(`${pod.url}/byok/probe`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${config.token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ credentialId: id }),
+            signal: AbortSignal.timeout(timeoutMs * 5),
+          });
+          await res.text();
+          probesTotal.inc({ provider, result: res.ok ? 'done' : 'refused' });
+        } catch {
+          probesTotal.inc({ provider, result: 'unreachable' });
+        }
+      }),
+    );
+  }
 
   async function targets(): Promise<Target[]> {
     if (config.urls) return config.urls.map((url) => ({ pod: new URL(url).host, url }));
@@ -205,6 +258,7 @@ export function createHealthStatusWriter(deps: {
         if (used > (lastUsed.get(id) ?? 0)) lastUsed.set(id, used);
       }
       previous.set(pod, { instance: report.instance, counters });
+      for (const [id, p] of Object.entries(report.probes ?? {})) if (p.at > (probes.get(id)?.at ?? 0)) probes.set(id, p);
     }
     for (const pod of previous.keys()) if (!found.some((f) => f.pod === pod)) previous.delete(pod);
 
@@ -228,7 +282,14 @@ export function createHealthStatusWriter(deps: {
         seen.add(id);
         const stored = (cred as { status?: object }).status;
         const prevHealth = conditionOf(stored, 'UpstreamHealthy');
-        const health = decideUpstreamHealth(windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 }, prevHealth, t, windowText(t.windowMs));
+        const probe = probes.get(id);
+        const health = decideUpstreamHealth(
+          windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
+          prevHealth,
+          t,
+          windowText(t.windowMs),
+          probe && now - probe.at < t.windowMs ? probe : undefined,
+        );
         healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: health.reason });
         const desired: DesiredCondition[] = [health];
         const part: Record<string, unknown> = {};
@@ -273,6 +334,8 @@ export function createHealthStatusWriter(deps: {
       }
     }
     for (const id of windows.keys()) if (!seen.has(id)) (windows.delete(id), lastUsed.delete(id));
+    for (const id of probes.keys()) if (!seen.has(id)) (probes.delete(id), probeAsked.delete(id));
+    jobs.push(probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now));
 
     // Accounts: every credential's current version, per pod.
     for (const account of informers.accounts.list()) {

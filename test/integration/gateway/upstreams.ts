@@ -35,6 +35,8 @@ export interface Upstreams {
   iamSecrets: Map<string, string>;
   vertexKeys: Map<string, KeyObject>;
   tokenExchanges: number;
+  /** GET .../models calls (idle-credential probes). */
+  probes: { provider: string; path: string; auth: string }[];
   close(): Promise<void>;
 }
 
@@ -61,6 +63,7 @@ export async function startUpstreams(): Promise<Upstreams> {
     iamSecrets: new Map<string, string>(),
     vertexKeys: new Map<string, KeyObject>(),
     tokenExchanges: 0,
+    probes: [] as { provider: string; path: string; auth: string }[],
   };
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
@@ -121,6 +124,14 @@ export async function startUpstreams(): Promise<Upstreams> {
         if (url.pathname === '/token') return tokenEndpoint(body, res);
         const provider = url.pathname.split('/')[1] ?? '';
         const auth = await authOf(provider, req, body, url);
+        if (req.method === 'GET' && url.pathname.endsWith('/models')) {
+          // The probe's models list: authenticated like a completion, answered as the key's behavior says.
+          state.probes.push({ provider, path: url.pathname, auth: auth ?? '<rejected>' });
+          const behavior = auth ? (state.behavior.get(auth) ?? 'ok') : '401';
+          const status = behavior === '401' ? 401 : behavior === '429' ? 429 : behavior === '500' ? 500 : 200;
+          res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(status === 200 ? { object: 'list', data: [] } : { error: { message: 'refused' } }));
+          return;
+        }
         const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } };
         const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
         state.hits.push(hit);

@@ -54,9 +54,9 @@ describe('credential health and delivery from the gateways', () => {
       const c = cond(o, type);
       return c && c.status === status && (!reason || c.reason === reason) ? o : undefined;
     }, timeoutMs, 200);
-  const credential = async (name: string, provider: string, key: string) => {
+  const credential = async (name: string, provider: string, key: string, annotations?: Record<string, string>) => {
     await createSecret(kc, ns, `${name}-key`, key);
-    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider, secretRef: { name: `${name}-key` }, isRequired: true } });
+    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, ...(annotations ? { annotations } : {}) }, spec: { provider, secretRef: { name: `${name}-key` }, isRequired: true } });
   };
 
   beforeAll(async () => {
@@ -72,6 +72,7 @@ describe('credential health and delivery from the gateways', () => {
         { model: 'openai/gpt-4o', endpoints: [ep('openai')] },
         { model: 'meta/llama-3.3-70b', endpoints: [ep('groq')] },
         { model: 'mistral/large', endpoints: [ep('mistral')] },
+        { model: 'deepseek/chat', endpoints: [ep('deepseek')] },
       ],
     }));
     for (const i of [0, 1]) {
@@ -103,6 +104,7 @@ describe('credential health and delivery from the gateways', () => {
         writeIntervalMs: 1000,
         thresholds: { windowMs: 8000 },
         staleAfterMs: 3000,
+        probe: { idleMs: 1500, perProviderIntervalMs: 500 },
       },
     });
     await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
@@ -111,6 +113,8 @@ describe('credential health and delivery from the gateways', () => {
     await credential('oa', 'openai', `${CANARY}-openai-old`);
     await credential('gq', 'groq', 'gsk-health-groq-key');
     await credential('idle', 'mistral', 'sk-health-mistral-idle');
+    up.behavior.set('sk-health-deepseek-revoked', '401');
+    await credential('probed', 'deepseek', 'sk-health-deepseek-revoked', { 'byok.gateway.dev/probe': 'true' });
   }, 60_000);
 
   afterAll(async () => {
@@ -184,6 +188,17 @@ describe('credential health and delivery from the gateways', () => {
     await until('byok_gateway_pods_stale 1', async () => /byok_gateway_pods_stale 1\b/.test(await metricsText(run.op)), 15_000, 200);
     const a = await resource('accounts', ns).get('account');
     expect(a.status?.delivery).toMatchObject({ loaded: 1, total: 2 });
+  }, 60_000);
+
+  test('an opt-in probe finds a revoked idle key with no user traffic; unannotated credentials are never probed', async () => {
+    const o = await waitCond('probed', 'UpstreamHealthy', 'False', 'Unauthorized');
+    expect(cond(o, 'UpstreamHealthy')!.message).toContain('probe');
+    expect(o.status?.lastUsedTime).toBeUndefined();
+    expect(up.hits.filter((h) => h.auth === 'sk-health-deepseek-revoked')).toEqual([]);
+    expect(up.probes.filter((p) => p.auth === 'sk-health-deepseek-revoked').length).toBeGreaterThan(0);
+    expect(up.probes.every((p) => p.path === '/deepseek/v1/models')).toBe(true);
+    await until('UpstreamUnauthorized Event for the probed credential', async () => (await events('probed')).find((e) => e.reason === 'UpstreamUnauthorized'), 15_000, 200);
+    expect(cond(await creds.get('idle'), 'UpstreamHealthy')?.reason).toBe('Unused');
   }, 60_000);
 
   test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
