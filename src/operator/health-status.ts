@@ -283,13 +283,15 @@ export function createHealthStatusWriter(deps: {
         const stored = (cred as { status?: object }).status;
         const prevHealth = conditionOf(stored, 'UpstreamHealthy');
         const probe = probes.get(id);
-        const health = decideUpstreamHealth(
+        const health: DesiredCondition = decideUpstreamHealth(
           windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
           prevHealth,
           t,
           windowText(t.windowMs),
           probe && now - probe.at < t.windowMs ? probe : undefined,
         );
+        // The message carries the window's tally; between transitions the stored one stays, or every pass would write.
+        if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason) health.message = prevHealth.message;
         healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: health.reason });
         const desired: DesiredCondition[] = [health];
         const part: Record<string, unknown> = {};
