@@ -117,7 +117,6 @@ async function parent(): Promise<void> {
   });
   global.gc?.();
   const mem0 = process.memoryUsage();
-  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   // The first pass writes every credential once (Unused/Delivered); then WARMUP_S of passes let the active
   // credentials reach Serving (one write each, after the 30 s write interval). Both are reported apart from steady.

@@ -38,6 +38,8 @@ export interface GatewayStatusConfig {
   staleAfterMs?: number;
   /** Per-pod request timeout (default 3 s). */
   requestTimeoutMs?: number;
+  /** Status writes in flight at once (default 8). */
+  writeConcurrency?: number;
   /**
    * Probes of idle credentials annotated byok.gateway.dev/probe: "true" (off by default): after idleMs without use
    * or probe (default 1 h), one gateway pod makes the cheapest authenticated call; at most one probe per provider
@@ -109,6 +111,7 @@ export function createHealthStatusWriter(deps: {
   const resolutionMs = config.lastUsedResolutionMs ?? 15 * 60_000;
   const staleAfterMs = config.staleAfterMs ?? 5 * 60_000;
   const timeoutMs = config.requestTimeoutMs ?? 3000;
+  const writeConcurrency = config.writeConcurrency ?? 8;
   const discovery = config.service ? deps.kubeConfig.makeApiClient(DiscoveryV1Api) : undefined;
 
   const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
@@ -212,6 +215,7 @@ export function createHealthStatusWriter(deps: {
     if (last && sameStatus(last.part, part)) return false;
     // Transitions too wait out the interval: the budget is one write per object per interval, whatever happens.
     if (last && now - last.at < writeIntervalMs) return false;
+    await acquire();
     try {
       await deps.applier.applyStatus(kind, ns, name, part);
       written.set(id, { at: now, part });
@@ -221,8 +225,27 @@ export function createHealthStatusWriter(deps: {
       writes.inc({ kind, result: 'error' });
       if ((err as { status?: number }).status !== 404) log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'health status write failed');
       return false;
+    } finally {
+      release();
     }
   }
+
+  // Writes in flight are capped: the first pass after taking the lead writes every object once.
+  let inFlight = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = (): Promise<void> | void => {
+    if (inFlight < writeConcurrency) {
+      inFlight++;
+      return;
+    }
+    return new Promise<void>((r) => waiting.push(r));
+  };
+  // A released slot passes straight to the next waiter, so the cap is never exceeded.
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else inFlight--;
+  };
 
   async function syncOnce(): Promise<void> {
     const now = clock();
@@ -335,8 +358,13 @@ export function createHealthStatusWriter(deps: {
         );
       }
     }
-    for (const id of windows.keys()) if (!seen.has(id)) (windows.delete(id), lastUsed.delete(id));
-    for (const id of probes.keys()) if (!seen.has(id)) (probes.delete(id), probeAsked.delete(id));
+    for (const id of [...windows.keys(), ...probes.keys()]) {
+      if (seen.has(id)) continue;
+      windows.delete(id);
+      lastUsed.delete(id);
+      probes.delete(id);
+      probeAsked.delete(id);
+    }
     jobs.push(probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now));
 
     // Accounts: every credential's current version, per pod.

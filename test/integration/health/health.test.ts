@@ -150,7 +150,7 @@ describe('credential health and delivery from the gateways', () => {
     expect(bad.status?.lastUsedTime).toEqual(expect.any(String));
     await until('UpstreamUnauthorized Event', async () => (await events('oa')).find((e) => e.type === 'Warning' && e.reason === 'UpstreamUnauthorized'), 15_000, 200);
     expect((await events('oa')).find((e) => e.reason === 'UpstreamUnauthorized')!.note).toContain('the provider refused this key: rotate it');
-    const oldVersion = (bad.status?.delivery as { configVersion: string }).configVersion;
+    const oldVersion = (bad.status!.delivery as { configVersion: string }).configVersion;
 
     await setSecret(kc, ns, 'oa-key', 'sk-health-openai-new-accepted');
     const rotated = await until('Delivered at a new version', async () => {
