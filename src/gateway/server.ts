@@ -1,7 +1,7 @@
 // The reference gateway: an OpenAI-compatible HTTP front (fastify) that authenticates gateway API keys against the
 // mounted routing config, plans with the SDK and executes the plan's attempts in order with failover (spec 1.1
 // rule 3), recording `provider_responses` (spec 7). Built only on the SDK and the domain core.
-import { hash as digestOnce, randomUUID } from 'node:crypto';
+import { hash as digestOnce, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -301,16 +301,18 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     credentials: health.snapshot(),
     probes: health.probeSnapshot(),
   });
-  const statusAuth = opts.statusToken ? `Bearer ${opts.statusToken}` : undefined;
+  const statusAuth = opts.statusToken ? digestOnce('sha256', `Bearer ${opts.statusToken}`, 'buffer') : undefined;
+  // Digests of equal length, compared in constant time.
+  const statusAllowed = (authorization: string | undefined) => statusAuth !== undefined && authorization !== undefined && timingSafeEqual(digestOnce('sha256', authorization, 'buffer'), statusAuth);
   app.get('/byok/status', async (req, reply) => {
     if (!statusAuth) return reply.code(404).send(specError(404, 'no route GET /byok/status'));
-    if (req.headers.authorization !== statusAuth) return reply.code(401).send(specError(401, 'the status endpoint needs the operator\'s status token'));
+    if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the status endpoint needs the operator\'s status token'));
     return statusReport();
   });
   // The operator asks one pod to probe an idle credential (spec: the gateway owns upstream auth and egress).
   app.post('/byok/probe', async (req, reply) => {
     if (!statusAuth) return reply.code(404).send(specError(404, 'no route POST /byok/probe'));
-    if (req.headers.authorization !== statusAuth) return reply.code(401).send(specError(401, 'the probe endpoint needs the operator\'s status token'));
+    if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the probe endpoint needs the operator\'s status token'));
     const id = (req.body as { credentialId?: unknown } | null)?.credentialId;
     if (typeof id !== 'string') return reply.code(400).send(specError(400, 'credentialId is required'));
     const result = await probeCredential(id);
