@@ -82,7 +82,8 @@ export async function startUpstreams(): Promise<Upstreams> {
       const query: Record<string, string> = {};
       url.searchParams.forEach((v, k) => (query[k] = v));
       const expected = await signer.sign(
-        { method: 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), 'content-type': 'application/json' }, body },
+        // GET for a probe's models list (signed without content-type), POST for completions.
+        { method: req.method ?? 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), ...(h['content-type'] ? { 'content-type': String(h['content-type']) } : {}) }, body },
         { signingDate },
       );
       return expected.headers.authorization === h.authorization ? `sigv4:${keyId}:${region}` : undefined;

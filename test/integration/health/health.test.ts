@@ -2,7 +2,7 @@
 // instances → loopback upstreams; the operator's leader finds the gateways through EndpointSlices it reads (written
 // here: the harness has no kube-controller-manager) and writes UpstreamHealthy, lastUsedTime and Delivered.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createHash } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 
 const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
@@ -73,6 +73,8 @@ describe('credential health and delivery from the gateways', () => {
         { model: 'meta/llama-3.3-70b', endpoints: [ep('groq')] },
         { model: 'mistral/large', endpoints: [ep('mistral')] },
         { model: 'deepseek/chat', endpoints: [ep('deepseek')] },
+        { model: 'amazon/nova-pro', endpoints: [{ id: 'amazon-bedrock', provider: 'amazon-bedrock', pricing, upstream: { baseUrl: `${up.base}/bedrock/{region}/openai/v1`, defaultRegion: 'us-east-1' } }] },
+        { model: 'google/gemini-2.5-pro', endpoints: [{ id: 'google-vertex', provider: 'google-vertex', pricing, upstream: { baseUrl: `${up.base}/vertex/v1/projects/{project}/locations/{location}/endpoints/openapi` } }] },
       ],
     }));
     for (const i of [0, 1]) {
@@ -115,6 +117,17 @@ describe('credential health and delivery from the gateways', () => {
     await credential('idle', 'mistral', 'sk-health-mistral-idle');
     up.behavior.set('sk-health-deepseek-revoked', '401');
     await credential('probed', 'deepseek', 'sk-health-deepseek-revoked', { 'byok.gateway.dev/probe': 'true' });
+    // Probes of the other auth shapes: a SigV4-signed models list (Bedrock IAM) and a token exchange (Vertex).
+    up.iamSecrets.set('AKIAHEALTHPROBE00001', 'iam-secret-health-probe');
+    await credential('br', 'amazon-bedrock', JSON.stringify({ accessKeyId: 'AKIAHEALTHPROBE00001', secretAccessKey: 'iam-secret-health-probe', region: 'eu-west-1' }), { 'byok.gateway.dev/probe': 'true' });
+    const vertexKey = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const email = 'health-probe@proj-1.iam.gserviceaccount.com';
+    up.vertexKeys.set(email, publicKeyOf(vertexKey.privateKey));
+    await credential('vx', 'google-vertex', JSON.stringify({
+      type: 'service_account', project_id: 'proj-1', private_key_id: 'b1c2d3e4f5a60718', private_key: vertexKey.privateKey, client_email: email, client_id: '1234567890',
+      auth_uri: 'https://accounts.google.com/o/oauth2/auth', token_uri: `${up.base}/token`, auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
+      client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/health-probe', region: 'us-central1',
+    }), { 'byok.gateway.dev/probe': 'true' });
   }, 60_000);
 
   afterAll(async () => {
@@ -195,10 +208,23 @@ describe('credential health and delivery from the gateways', () => {
     expect(cond(o, 'UpstreamHealthy')!.message).toContain('probe');
     expect(o.status?.lastUsedTime).toBeUndefined();
     expect(up.hits.filter((h) => h.auth === 'sk-health-deepseek-revoked')).toEqual([]);
-    expect(up.probes.filter((p) => p.auth === 'sk-health-deepseek-revoked').length).toBeGreaterThan(0);
-    expect(up.probes.every((p) => p.path === '/deepseek/v1/models')).toBe(true);
+    const probes = up.probes.filter((p) => p.auth === 'sk-health-deepseek-revoked');
+    expect(probes.length).toBeGreaterThan(0);
+    expect(probes.every((p) => p.path === '/deepseek/v1/models')).toBe(true);
+    // Only annotated credentials are probed: nothing with the unannotated credentials' keys.
+    expect(up.probes.filter((p) => p.auth.startsWith('sk-health-mistral') || p.auth.startsWith('gsk-health') || p.auth.includes('openai'))).toEqual([]);
     await until('UpstreamUnauthorized Event for the probed credential', async () => (await events('probed')).find((e) => e.reason === 'UpstreamUnauthorized'), 15_000, 200);
     expect(cond(await creds.get('idle'), 'UpstreamHealthy')?.reason).toBe('Unused');
+  }, 60_000);
+
+  test('probes of Bedrock IAM (a SigV4-signed models list) and Vertex (a fresh token exchange) report accepted keys as Serving', async () => {
+    const br = await waitCond('br', 'UpstreamHealthy', 'True', 'Serving');
+    expect(cond(br, 'UpstreamHealthy')!.message).toContain('probe was accepted');
+    expect(up.probes.some((p) => p.path === '/bedrock/eu-west-1/openai/v1/models' && p.auth === 'sigv4:AKIAHEALTHPROBE00001:eu-west-1')).toBe(true);
+    const vx = await waitCond('vx', 'UpstreamHealthy', 'True', 'Serving');
+    expect(cond(vx, 'UpstreamHealthy')!.message).toContain('probe was accepted');
+    expect(up.tokenExchanges).toBeGreaterThan(0);
+    expect(up.hits.filter((h) => h.provider === 'bedrock' || h.provider === 'vertex')).toEqual([]);
   }, 60_000);
 
   test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
