@@ -5,7 +5,7 @@
 // by HKDF. Same key + same (namespace, credential, payload) => the same envelope, so recompiling (or a new
 // leader) does not rewrite every bundle Secret; a different payload gets a different IV (except with
 // negligible HMAC-collision probability), which is what GCM needs.
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
 
 export const ENVELOPE_VERSION = 1;
 export const KEY_BYTES = 32;
@@ -151,4 +151,13 @@ export function newKeyId(now: Date = new Date()): string {
 
 export function newDataKey(): Buffer {
   return randomBytes(KEY_BYTES);
+}
+
+/**
+ * The version of one credential's sealed state: a digest of its envelope text (payload, namespace, id and the key id
+ * that sealed it). The compile pipeline and gateway pods compute it the same way, so the operator can count which pods
+ * hold a credential's current payload (delivery). Sealing is deterministic, so the same input keeps its version.
+ */
+export function envelopeVersion(envelope: string | Uint8Array): string {
+  return createHash('sha256').update(envelope).digest('hex').slice(0, 16);
 }

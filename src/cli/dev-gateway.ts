@@ -59,6 +59,8 @@ export async function startDevGateway(opts: {
   logger: Logger;
   /** Start serving once the compiled config holds this API key (the dev key), so the printed curls work at once. */
   apiKeyHash: string;
+  /** Serve GET /byok/status with this token (the dev operator pulls it into UpstreamHealthy / Delivered). */
+  statusToken?: string;
 }): Promise<DevGateway> {
   const root = join(opts.devDir, 'gateway');
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared-keys') };
@@ -128,6 +130,7 @@ export async function startDevGateway(opts: {
     logger: gatewayLog,
     metrics,
     spendGate,
+    ...(opts.statusToken ? { statusToken: opts.statusToken } : {}),
   });
   const curl = (apiKey: string, model: string) =>
     `curl -s -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' ${gateway.url}/api/v1/chat/completions -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`;

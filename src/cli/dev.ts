@@ -3,7 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { CustomObjectsApi, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { CustomObjectsApi, DiscoveryV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { startApiServer } from '../api/server.ts';
 import { APISERVICE_NAME, createServingCertificate, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
@@ -101,7 +101,15 @@ export async function runDev(options: DevOptions): Promise<void> {
     kc.loadFromFile(controlPlane.kubeconfigPath);
     await ensureNamespace(kc, ROUTING_NAMESPACE);
 
-    const operator = await startOperator({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, logger: logger.child({ component: 'operator' }), httpPort: 0 });
+    // Health and delivery: the operator finds the dev gateway through an FQDN EndpointSlice, as in a cluster.
+    const statusToken = randomBytes(24).toString('hex');
+    const operator = await startOperator({
+      kubeConfig: kc,
+      routingNamespace: ROUTING_NAMESPACE,
+      logger: logger.child({ component: 'operator' }),
+      httpPort: 0,
+      gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'http' }, pollMs: 2000, writeIntervalMs: 5000 },
+    });
     stoppers.push(() => operator.stop());
     const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
     stoppers.push(() => api.close());
@@ -139,8 +147,17 @@ export async function runDev(options: DevOptions): Promise<void> {
 
     const credentials = await waitForReadyCredentials(kc, ACCOUNT_NAMESPACE, 30_000);
     // Gateway: loopback upstreams, kubelet-like projection of the compiled objects, the gateway on top.
-    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash });
+    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash, statusToken });
     stoppers.push(() => devGateway.stop());
+    await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
+      namespace: ROUTING_NAMESPACE,
+      body: {
+        metadata: { name: 'byok-gateway-dev', labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
+        addressType: 'FQDN',
+        ports: [{ name: 'http', port: Number(new URL(devGateway.url).port), protocol: 'TCP' }],
+        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'dev-gateway', namespace: ROUTING_NAMESPACE } }],
+      },
+    });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,
       server: controlPlane.server,

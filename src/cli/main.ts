@@ -13,6 +13,7 @@ import { createGatewayMetrics, startGateway } from '../gateway/index.ts';
 import { openGatewaySpendGate } from './gateway-ledger.ts';
 import { createLogger } from '../operator/logger.ts';
 import { startOperator } from '../operator/run.ts';
+import type { GatewayStatusConfig } from '../operator/health-status.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
 import { runDev } from './dev.ts';
@@ -67,11 +68,34 @@ common options:
   --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
                               leader publishes spend into Account, Workspace and Guardrail status (docs/ledger.md)
   --ledger-snapshot <file>    gateway without Redis: where the embedded ledger keeps the month across restarts
+  --status-token-file <file>  shared token of GET /byok/status: the gateway serves it, the operator leader pulls it
+                              into UpstreamHealthy, lastUsedTime and Delivered (docs/operator.md)
+  --gateway-service <ns>/<name>[:<port>]
+                              operator: find gateway pods through this Service's EndpointSlices (port name or number)
+  --gateway-status-urls <a,b> operator: fixed gateway base URLs instead (dev)
 `;
 
 function fail(message: string): never {
   process.stderr.write(`byok-operator: ${message}\n\n${USAGE}`);
   process.exit(2);
+}
+
+function readToken(file: string): string {
+  const token = readFileSync(file, 'utf8').trim();
+  if (token.length < 16) fail(`the status token in ${file} is shorter than 16 characters`);
+  return token;
+}
+
+/** --gateway-service ns/name[:port] or --gateway-status-urls, with --status-token-file: the health writer's config. */
+function gatewayStatusOption(tokenFile: string | undefined, service: string | undefined, urls: string | undefined): { gatewayStatus?: GatewayStatusConfig } {
+  if (!service && !urls) return {};
+  if (!tokenFile) fail('--gateway-service / --gateway-status-urls need --status-token-file (the token the gateways expect)');
+  const token = readToken(tokenFile);
+  if (urls) return { gatewayStatus: { token, urls: urls.split(',').map((u) => u.trim()).filter(Boolean) } };
+  const m = /^([a-z0-9-]+)\/([a-z0-9-]+)(?::([A-Za-z0-9-]+))?$/.exec(service!);
+  if (!m) fail(`--gateway-service must be <namespace>/<service>[:<port>], got ${service}`);
+  const portRef = m[3] === undefined ? undefined : /^\d+$/.test(m[3]) ? Number(m[3]) : m[3];
+  return { gatewayStatus: { token, service: { namespace: m[1]!, name: m[2]!, ...(portRef !== undefined ? { port: portRef } : {}) } } };
 }
 
 function parseRateLimit(value: string): { max: number; timeWindowMs: number } | false {
@@ -114,6 +138,9 @@ async function main(argv: string[]): Promise<void> {
       'log-level': { type: 'string', default: 'info' },
       'ledger-redis-url': { type: 'string' },
       'ledger-snapshot': { type: 'string' },
+      'status-token-file': { type: 'string' },
+      'gateway-service': { type: 'string' },
+      'gateway-status-urls': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
       namespace: { type: 'string' },
       name: { type: 'string' },
@@ -178,6 +205,7 @@ async function main(argv: string[]): Promise<void> {
           httpPort: port(values['http-port'], 8081),
           leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
           ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
+          ...gatewayStatusOption(values['status-token-file'], values['gateway-service'], values['gateway-status-urls']),
           ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
             ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
             : {}),
@@ -246,6 +274,7 @@ async function main(argv: string[]): Promise<void> {
         ...(values.region ? { region: values.region } : {}),
         ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
         attemptTimeoutMs: timeout,
+        ...(values['status-token-file'] ? { statusToken: readToken(values['status-token-file']) } : {}),
         port: port(values.port, 8080),
         logger: gatewayLog,
         metrics,

@@ -1,7 +1,7 @@
 // The reference gateway: an OpenAI-compatible HTTP front (fastify) that authenticates gateway API keys against the
 // mounted routing config, plans with the SDK and executes the plan's attempts in order with failover (spec 1.1
 // rule 3), recording `provider_responses` (spec 7). Built only on the SDK and the domain core.
-import { hash as digestOnce, randomUUID } from 'node:crypto';
+import { hash as digestOnce, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -24,6 +24,7 @@ import {
 import { BundleError, watchRoutingConfig, type GatewayRequest, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { watchCatalog, type CatalogWatcher, type GatewayCatalog } from './catalog.ts';
 import { GenerationStore, type GenerationRecord, type ProviderResponse } from './generations.ts';
+import { bundleInventory, CredentialHealth, healthOutcome, type GatewayStatusReport, type ProbeResult } from './health.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import type { SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
@@ -53,6 +54,11 @@ export interface GatewayOptions {
   /** Poll interval of the routing config and catalog (default 1000 ms). */
   pollMs?: number;
   metrics?: GatewayMetrics;
+  /**
+   * Bearer token the operator sends to GET /byok/status (per-credential outcome counters and what this pod has loaded).
+   * Without it the endpoint answers 404: it lists credential ids, so it is never open on the tenant-facing port.
+   */
+  statusToken?: string;
 }
 
 export interface RunningGateway {
@@ -62,6 +68,9 @@ export interface RunningGateway {
   routing: RoutingConfigWatcher;
   catalog: CatalogWatcher;
   generations: GenerationStore;
+  health: CredentialHealth;
+  /** What GET /byok/status answers. */
+  statusReport(): GatewayStatusReport;
   close(): Promise<void>;
 }
 
@@ -135,6 +144,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) });
   const auth: UpstreamAuth = createUpstreamAuth();
   const generations = new GenerationStore(opts.generations ?? {});
+  const health = new CredentialHealth();
+  const inventory = bundleInventory(opts.bundleDir, opts.keyDir);
+  const instance = randomUUID();
 
   const routing = watchRoutingConfig({
     configDir: opts.configDir,
@@ -144,6 +156,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     // Saves two readlink calls per attempt; a missing envelope or key still forces a fresh look.
     generationCheckMs: 100,
     onReload: (config) => {
+      health.retain((id) => config.credential(id) !== undefined);
       metrics.configVersion.reset();
       metrics.configVersion.set({ version: config.version.slice(0, 16) }, 1);
       metrics.reloads.inc({ what: 'routing', result: 'ok' });
@@ -203,6 +216,48 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       r.end(req.body);
     });
 
+  /** One cheapest authenticated call with a credential (docs/gateway.md, "Probes"); never echoes provider text. */
+  const probeCredential = async (credentialId: string): Promise<ProbeResult | SpecError> => {
+    const found = routing.current()?.credential(credentialId);
+    if (!found) return specError(404, `credential ${credentialId} is not in the loaded routing config`);
+    const provider = found.credential.provider;
+    const cat = catalog.current();
+    const model = cat.models.find((m) => m.endpoints.some((e) => e.provider === provider && e.region === null)) ?? cat.models.find((m) => m.endpoints.some((e) => e.provider === provider));
+    const endpoint = model?.endpoints.find((e) => e.provider === provider && e.region === null) ?? model?.endpoints.find((e) => e.provider === provider);
+    const spec = model && endpoint ? cat.upstream(model.model, endpoint.id) : undefined;
+    if (!model || !spec) return specError(409, `the catalog has no endpoint of provider ${provider} to probe`);
+    const at = Date.now();
+    let request: Awaited<ReturnType<UpstreamAuth['probe']>>;
+    try {
+      const parsed = validatePayload(provider, routing.decryptCredential(credentialId));
+      if (!parsed.ok) return specError(409, 'the credential payload does not parse for its provider');
+      request = await auth.probe(parsed.payload, spec, model.model);
+    } catch (err) {
+      // A refused Vertex token exchange reports its HTTP status (400 invalid_grant, 401, 403): the key is refused.
+      const status = (err as { status?: unknown; response?: { status?: unknown } }).response?.status ?? (err as { status?: unknown }).status;
+      if (typeof status === 'number' && status >= 400 && status < 500 && status !== 429) return { at, outcome: 'unauthorized', status };
+      if (status === 429) return { at, outcome: 'rateLimited', status };
+      return { at, outcome: 'upstreamError', status: typeof status === 'number' ? status : null };
+    }
+    if (request === null) return { at, outcome: 'ok', status: null };
+    const status = await new Promise<number | null>((resolve) => {
+      const isHttps = request.url.protocol === 'https:';
+      const r = (isHttps ? httpsRequest : httpRequest)(request.url, { method: 'GET', agent: isHttps ? httpsAgent : httpAgent, headers: { ...request.headers, accept: 'application/json' }, timeout: attemptTimeoutMs });
+      r.once('response', (res) => {
+        res.resume();
+        res.once('end', () => resolve(res.statusCode ?? null));
+        res.once('error', () => resolve(res.statusCode ?? null));
+      });
+      r.once('timeout', () => r.destroy(new Error('timeout')));
+      r.once('error', () => resolve(null));
+      r.end();
+    });
+    if (status === null) return { at, outcome: 'upstreamError', status };
+    // A models list the provider does not serve (404, 405) still passed authentication.
+    const outcome = healthOutcome(status, status < 300 ? 'ok' : status >= 500 ? 'upstream_error' : 'rejected') ?? 'ok';
+    return { at, outcome, status };
+  };
+
   const readAll = (res: IncomingMessage): Promise<Buffer> =>
     new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
@@ -237,6 +292,35 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
 
   app.get('/healthz', async () => 'ok\n');
+  const statusReport = (): GatewayStatusReport => ({
+    format: 'byok-gateway-status/v1',
+    instance,
+    at: Date.now(),
+    routing: { version: routing.current()?.version ?? null },
+    bundle: inventory(),
+    credentials: health.snapshot(),
+    probes: health.probeSnapshot(),
+  });
+  const statusAuth = opts.statusToken ? digestOnce('sha256', `Bearer ${opts.statusToken}`, 'buffer') : undefined;
+  // Digests of equal length, compared in constant time.
+  const statusAllowed = (authorization: string | undefined) => statusAuth !== undefined && authorization !== undefined && timingSafeEqual(digestOnce('sha256', authorization, 'buffer'), statusAuth);
+  app.get('/byok/status', async (req, reply) => {
+    if (!statusAuth) return reply.code(404).send(specError(404, 'no route GET /byok/status'));
+    if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the status endpoint needs the operator\'s status token'));
+    return statusReport();
+  });
+  // The operator asks one pod to probe an idle credential (spec: the gateway owns upstream auth and egress).
+  app.post('/byok/probe', async (req, reply) => {
+    if (!statusAuth) return reply.code(404).send(specError(404, 'no route POST /byok/probe'));
+    if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the probe endpoint needs the operator\'s status token'));
+    const id = (req.body as { credentialId?: unknown } | null)?.credentialId;
+    if (typeof id !== 'string') return reply.code(400).send(specError(400, 'credentialId is required'));
+    const result = await probeCredential(id);
+    if ('error' in result) return reply.code(result.error.code).send(result);
+    health.recordProbe(id, result);
+    log?.info({ credential: id, outcome: result.outcome, status: result.status }, 'credential probed');
+    return result;
+  });
   app.get('/readyz', async (_req, reply) => (routing.current() ? 'ok\n' : reply.code(503).send('no routing config loaded yet\n')));
   app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
@@ -389,6 +473,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if (error !== undefined) entry.error = error;
     ctx.responses.push(entry);
     metrics.attempts.inc({ provider: a.provider, kind: kindOf(a), outcome });
+    if (a.kind === 'credential' && !ctx.clientGone) {
+      const h = healthOutcome(status, outcome);
+      if (h) health.record(a.credentialId, h);
+    }
     if (outcome !== 'ok' && !last) metrics.failovers.inc({ provider: a.provider, kind: kindOf(a) });
   };
 
@@ -716,6 +804,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     routing,
     catalog,
     generations,
+    health,
+    statusReport,
     async close() {
       routing.close();
       catalog.close();

@@ -31,12 +31,30 @@ function fill(template: string, values: Record<string, string>): string {
 
 const chatUrl = (base: string) => new URL(`${base}/chat/completions`);
 
+/** The provider's models list next to its chat completions URL (query, e.g. Azure's api-version, kept). */
+const modelsUrl = (chat: URL): URL => {
+  const u = new URL(chat);
+  u.pathname = u.pathname.replace(/\/chat\/completions$/, '/models');
+  return u;
+};
+
+/** The cheapest authenticated call a probe makes: a GET of the models list. */
+export interface ProbeRequest {
+  url: URL;
+  headers: Record<string, string>;
+}
+
 export interface UpstreamAuth {
   /**
    * Builds the request for `payload` (a decrypted BYOK payload or a shared key) against the endpoint `spec`.
    * `body` is the client's request without `model`; the upstream model name is set here.
    */
   prepare(payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>): Promise<UpstreamRequest>;
+  /**
+   * The cheapest authenticated call for an idle-credential probe: the models list (bearer keys, Azure, Bedrock keys;
+   * SigV4-signed for Bedrock IAM), or null for Vertex, where a fresh token exchange is the check (it throws on refusal).
+   */
+  probe(payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string): Promise<ProbeRequest | null>;
 }
 
 interface CachedToken {
@@ -49,10 +67,11 @@ export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamA
   const tokens = new Map<string, CachedToken>();
   const inflight = new Map<string, Promise<CachedToken>>();
 
-  const vertexToken = async (payload: VertexPayload): Promise<string> => {
+  const vertexToken = async (payload: VertexPayload, fresh = false): Promise<string> => {
     const sa = payload.serviceAccount;
     // Keyed by identity and key id, never by key material: a rotated key (new private_key_id) gets a new token.
     const cacheKey = createHash('sha256').update(`${sa.client_email}\n${sa.private_key_id}\n${sa.token_uri}`).digest('hex');
+    if (fresh) tokens.delete(cacheKey);
     const hit = tokens.get(cacheKey);
     if (hit && hit.expiresAt > now()) return hit.token;
     let pending = inflight.get(cacheKey);
@@ -79,7 +98,23 @@ export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamA
     return (await pending).token;
   };
 
-  return {
+  const self: UpstreamAuth = {
+    async probe(payload, spec, modelSlug): Promise<ProbeRequest | null> {
+      if (payload.kind === 'vertex') {
+        await vertexToken(payload, true);
+        return null;
+      }
+      if (payload.kind === 'bedrock-iam') {
+        const url = modelsUrl(chatUrl(fill(spec.baseUrl, { region: payload.region })));
+        const signer = new SignatureV4({ service: 'bedrock', region: payload.region, credentials: { accessKeyId: payload.accessKeyId, secretAccessKey: payload.secretAccessKey }, sha256: Sha256 });
+        const query: Record<string, string> = {};
+        url.searchParams.forEach((v, k) => (query[k] = v));
+        const signed = await signer.sign({ method: 'GET', protocol: url.protocol, hostname: url.hostname, ...(url.port ? { port: Number(url.port) } : {}), path: url.pathname, query, headers: { host: url.host } });
+        return { url, headers: { ...(signed.headers as Record<string, string>) } };
+      }
+      const prepared = await self.prepare(payload, spec, modelSlug, {});
+      return { url: modelsUrl(prepared.url), headers: prepared.headers };
+    },
     async prepare(payload, spec, modelSlug, body): Promise<UpstreamRequest> {
       const json = (model: string) => JSON.stringify({ ...body, model });
       switch (payload.kind) {
@@ -142,6 +177,7 @@ export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamA
       }
     },
   };
+  return self;
 }
 
 /** File name of a provider's shared key in the shared-keys directory: `/` in a slug becomes `__` (Secret keys allow no `/`). */

@@ -15,6 +15,7 @@ import { createCompilePipeline, type CompilePipeline, type CompilePipelineOption
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
+import { createGatewayHealthStatus, type GatewayStatusConfig } from './health-status.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
@@ -58,6 +59,8 @@ export interface OperatorOptions {
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
   /** Publish spend from the gateways' shared Redis ledger into Account/Workspace/Guardrail status (leader only). */
   spendStatus?: SpendStatusConfig;
+  /** Pull gateway pods' status endpoints into UpstreamHealthy, lastUsedTime and Delivered (leader only; docs/operator.md). */
+  gatewayStatus?: GatewayStatusConfig;
   /**
    * Shard and bundle slots the gateway Deployment mounts (chart: gateway.routingSlots / gateway.bundleSlots). When the
    * compiled config needs more, the operator warns (log, Event on the index ConfigMap, byok_gateway_slots_exceeded).
@@ -139,6 +142,9 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
   controllersRef = controllers;
+  const healthStatus = opts.gatewayStatus
+    ? createGatewayHealthStatus(opts.gatewayStatus, { kubeConfig: opts.kubeConfig, canWrite, informers, pipeline, events, registry: metrics.registry, log })
+    : undefined;
 
   const health = await startHealthServer({
     port: opts.httpPort ?? 8080,
@@ -158,6 +164,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       controllers.enqueueAll();
       controllers.start();
       spendStatus?.start();
+      healthStatus?.start();
       if (pipeline) {
         pipeline.start().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'compile pipeline failed to start'));
       }
@@ -169,6 +176,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       metrics.leaderStatus.set(leaderGauge, 0);
       await controllers.stop();
       await spendStatus?.stop();
+      await healthStatus?.stop();
       await pipeline?.stop();
     });
   };

@@ -23,10 +23,20 @@ import { sameStatus } from './conditions.ts';
 export const SPEND_FIELD_MANAGER = 'byok-operator-spend';
 const SPEND_FIELD = 'spend';
 
-/** The part of a stored status the reconcilers own (everything but status.spend). */
+/** Written by the health writer (health-status.ts, its own field manager); kept here to avoid an import cycle. */
+const HEALTH_FIELDS = ['lastUsedTime', 'delivery'];
+const HEALTH_CONDITIONS = ['UpstreamHealthy', 'Delivered'];
+
+/** The part of a stored status the reconcilers own (everything but status.spend and the health writer's fields). */
 export function ownedStatus(status: object | undefined): object | undefined {
-  if (status === undefined || !(SPEND_FIELD in status)) return status;
-  const { [SPEND_FIELD]: _spend, ...rest } = status as Record<string, unknown>;
+  if (status === undefined) return status;
+  const s = status as Record<string, unknown>;
+  const conditions = s.conditions as { type: string }[] | undefined;
+  const foreignCondition = conditions?.some((c) => HEALTH_CONDITIONS.includes(c.type)) ?? false;
+  if (!(SPEND_FIELD in s) && !HEALTH_FIELDS.some((f) => f in s) && !foreignCondition) return status;
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s)) if (k !== SPEND_FIELD && !HEALTH_FIELDS.includes(k)) rest[k] = v;
+  if (foreignCondition) rest.conditions = conditions!.filter((c) => !HEALTH_CONDITIONS.includes(c.type));
   return rest;
 }
 

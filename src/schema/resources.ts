@@ -71,6 +71,20 @@ const commonStatus = (description: string, extra: Record<string, SchemaNode> = {
     ...extra,
   });
 
+// Written by the operator's leader from the gateway pods' status reports (docs/operator.md, "Upstream health and
+// delivery") under its own field manager (byok-operator-health).
+const deliveryStatus = (what: 'credential' | 'account'): SchemaNode =>
+  obj(
+    what === 'credential'
+      ? 'How many gateway pods have loaded this credential\'s current version (its sealed envelope: payload and bundle key). Rewritten when the version or the loaded count changes; once delivered, a change in the pod count alone is shown on Account.status.delivery. The Delivered condition says when every pod has it.'
+      : 'How many gateway pods have loaded the current version of every credential of this account. The Delivered condition says when every pod has.',
+    {
+      loaded: int('Gateway pods that have loaded the current version.', { minimum: 0 }),
+      total: int('Gateway pods reporting (ready endpoints of the gateway Service).', { minimum: 0 }),
+      configVersion: str(what === 'credential' ? 'The current version: a digest of the credential\'s sealed envelope.' : 'The current version: a digest of the versions of every credential of the account.', { maxLength: 64 }),
+    },
+  );
+
 const readyColumns: PrinterColumn[] = [
   { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Whether the resource is valid and compiled into routing config.' },
   { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', description: 'Why Ready has its status.' },
@@ -149,6 +163,8 @@ export const byokCredential: ResourceDefinition = {
     workspaceId: str('Public id of the workspace, or absent for a global credential.'),
     workspaceScope: str('spec.workspace, or GLOBAL when absent: the credential is usable in every workspace of the account (what the Workspace column shows).'),
     secretResourceVersion: str('resourceVersion of the Secret the label and bundle were computed from.'),
+    lastUsedTime: str('Last time a gateway pod used this credential upstream (any outcome), from the gateways\' status reports; rewritten only when it moved by the configured resolution (default 15 min). Absent: not used since the operator started watching.', { format: 'date-time' }),
+    delivery: deliveryStatus('credential'),
   }),
   printerColumns: [
     { name: 'Provider', type: 'string', jsonPath: '.spec.provider', description: 'Upstream provider.' },
@@ -156,6 +172,9 @@ export const byokCredential: ResourceDefinition = {
     { name: 'Workspace', type: 'string', jsonPath: '.status.workspaceScope', description: 'Workspace scope: the workspace name, or GLOBAL (usable in every workspace).' },
     { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'Fallback section.' },
     { name: 'Order', type: 'integer', jsonPath: '.status.sortOrder', description: 'Effective sort order.' },
+    { name: 'Upstream', type: 'string', jsonPath: '.status.conditions[?(@.type=="UpstreamHealthy")].reason', description: 'UpstreamHealthy reason: Serving, Unauthorized, RateLimited, UpstreamErrors or Unused.' },
+    { name: 'Last Used', type: 'date', jsonPath: '.status.lastUsedTime', description: 'Time since a gateway last used the credential.' },
+    { name: 'Delivered', type: 'string', jsonPath: '.status.conditions[?(@.type=="Delivered")].status', description: 'Every gateway pod has loaded the current version.', priority: 1 },
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled', description: 'Disabled credentials are never used.', priority: 1 },
     { name: 'ID', type: 'string', jsonPath: '.status.id', description: 'Public id.', priority: 1 },
     ...readyColumns,
@@ -338,12 +357,14 @@ export const account: ResourceDefinition = {
       freeAllowanceRemainingUsd: usd('Free allowance left this month.'),
       updatedAt: spendUpdatedAt,
     }),
+    delivery: deliveryStatus('account'),
   }),
   printerColumns: [
     { name: 'Plan', type: 'string', jsonPath: '.spec.plan', description: 'Billing plan.' },
     { name: 'BYOK MTD USD', type: 'number', jsonPath: '.status.spend.byokListCostUsd', description: 'Month-to-date BYOK list cost.' },
     { name: 'Fees USD', type: 'number', jsonPath: '.status.spend.byokFeesUsd', description: 'BYOK fees this month.' },
     { name: 'Allowance Left USD', type: 'number', jsonPath: '.status.spend.freeAllowanceRemainingUsd', description: 'Free allowance remaining this month.' },
+    { name: 'Delivered', type: 'string', jsonPath: '.status.conditions[?(@.type=="Delivered")].status', description: 'Every gateway pod has loaded the current version of every credential of the account.', priority: 1 },
     ...readyColumns,
     ageColumn,
   ],

@@ -4,5 +4,5 @@ export { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingC
 export { watchRoutingConfig, type RoutingConfigWatcher, type WatchOptions } from './watch.ts';
 export { createCredentialDecryptor, readKeyring, type CredentialDecryptor, type DecryptorOptions } from './credentials.ts';
 export { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
-export { BundleError } from '../bundle/envelope.ts';
+export { BundleError, envelopeVersion } from '../bundle/envelope.ts';
 export type { RoutingIndex, IndexShard, IndexPart, ShardDocument } from '../compiler/format.ts';

@@ -8,7 +8,7 @@ import { compileAccount } from '../../compiler/compile.ts';
 import { canonicalJson, INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, sha256Hex } from '../../compiler/format.ts';
 import { serializeAccount, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardObject } from '../../compiler/shard.ts';
 import { sealAccount, shardBundles, type BundleAccount, type BundleObject } from '../../bundle/bundle.ts';
-import { DEFAULT_BUNDLE_KEY_SECRET, type Keyring } from '../../bundle/envelope.ts';
+import { DEFAULT_BUNDLE_KEY_SECRET, envelopeVersion, type Keyring } from '../../bundle/envelope.ts';
 import { childLogger } from '../logger.ts';
 import { ensureBundleKey } from './bundle-key.ts';
 import { kubeRoutingStore, type RoutingStore, type StoredKind } from './store.ts';
@@ -193,6 +193,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     const bundle = prev && prev.bundleFingerprint === fingerprint ? prev.bundle : sealAccount(ring, ns, sealed);
     accounts.set(ns, { serialized, bundle, bundleFingerprint: fingerprint });
   };
+
+  /** Envelope versions per sealed bundle (a bundle object is replaced when resealed, so the cache follows it). */
+  const versionCache = new WeakMap<BundleAccount, ReadonlyMap<string, string>>();
 
   const entryDigest = (e: AccountEntry) => `${e.serialized.sha256}:${e.bundleFingerprint}`;
 
@@ -460,6 +463,13 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         if (failures > before) break;
       }
       return result;
+    },
+    credentialVersions(namespace) {
+      const bundle = accounts.get(namespace)?.bundle;
+      if (!bundle) return undefined;
+      let versions = versionCache.get(bundle);
+      if (!versions) versionCache.set(bundle, (versions = new Map(bundle.entries.map((e) => [e.id, envelopeVersion(e.envelope)]))));
+      return versions;
     },
     quarantined() {
       return new Map([...quarantined].map(([ns, q]) => [ns, stripRefused(q)]));

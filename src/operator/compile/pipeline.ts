@@ -92,6 +92,8 @@ export interface CompilePipeline {
   stop(): Promise<void>;
   /** Run pending work now and resolve when everything marked dirty before the call is written. */
   flush(): Promise<CompileResult | undefined>;
+  /** Version (envelopeVersion) of each sealed credential of an account, by credential id; undefined before it compiled. */
+  credentialVersions(namespace: string): ReadonlyMap<string, string> | undefined;
   /** Accounts currently quarantined (see CompilePipelineOptions.onQuarantine). */
   quarantined(): ReadonlyMap<string, Quarantine>;
   /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */

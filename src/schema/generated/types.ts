@@ -154,6 +154,27 @@ workspaceScope?: string
  * resourceVersion of the Secret the label and bundle were computed from.
  */
 secretResourceVersion?: string
+/**
+ * Last time a gateway pod used this credential upstream (any outcome), from the gateways' status reports; rewritten only when it moved by the configured resolution (default 15 min). Absent: not used since the operator started watching.
+ */
+lastUsedTime?: string
+/**
+ * How many gateway pods have loaded this credential's current version (its sealed envelope: payload and bundle key). Rewritten when the version or the loaded count changes; once delivered, a change in the pod count alone is shown on Account.status.delivery. The Delivered condition says when every pod has it.
+ */
+delivery?: {
+/**
+ * Gateway pods that have loaded the current version.
+ */
+loaded?: number
+/**
+ * Gateway pods reporting (ready endpoints of the gateway Service).
+ */
+total?: number
+/**
+ * The current version: a digest of the credential's sealed envelope.
+ */
+configVersion?: string
+}
 }
 
 /** BYOKCredential registers an upstream-provider credential (bring your own key) for the account that owns this namespace. The key material stays in the referenced Secret; status shows only a masked label. */
@@ -596,6 +617,23 @@ freeAllowanceRemainingUsd?: number
  * When the operator last saw these figures change in the ledger.
  */
 updatedAt?: string
+}
+/**
+ * How many gateway pods have loaded the current version of every credential of this account. The Delivered condition says when every pod has.
+ */
+delivery?: {
+/**
+ * Gateway pods that have loaded the current version.
+ */
+loaded?: number
+/**
+ * Gateway pods reporting (ready endpoints of the gateway Service).
+ */
+total?: number
+/**
+ * The current version: a digest of the versions of every credential of the account.
+ */
+configVersion?: string
 }
 }
 

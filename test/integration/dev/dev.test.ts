@@ -102,6 +102,15 @@ describe('npm run dev', () => {
     expect(raw.total_count).toBeGreaterThan(0);
   });
 
+  test('kubectl wait --for=condition=Delivered: the dev gateway has loaded every sample credential; kubectl get byok shows UPSTREAM', async () => {
+    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
+    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    await run('wait', '--for=condition=Delivered', 'byokcredentials', '--all', '-n', 'acme', '--timeout=60s');
+    const delivery = JSON.parse((await run('get', 'byokcredentials', '-n', 'acme', '-o', 'jsonpath={.items[0].status.delivery}')).stdout) as { loaded: number; total: number };
+    expect(delivery).toMatchObject({ loaded: 1, total: 1 });
+    expect((await run('get', 'byokcredentials', '-n', 'acme')).stdout).toMatch(/UPSTREAM\s+LAST USED/);
+  }, 90_000);
+
   test('the gateway API key is not a management key', async () => {
     const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.gatewayApiKey}` } });
     expect(res.status).toBe(403);

@@ -10,7 +10,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
 
-export type Behavior = 'ok' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
+export type Behavior = 'ok' | '401' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
 
 export interface Hit {
   /** provider path segment, e.g. openai, azure, bedrock, vertex. */
@@ -35,6 +35,8 @@ export interface Upstreams {
   iamSecrets: Map<string, string>;
   vertexKeys: Map<string, KeyObject>;
   tokenExchanges: number;
+  /** GET .../models calls (idle-credential probes). */
+  probes: { provider: string; path: string; auth: string }[];
   close(): Promise<void>;
 }
 
@@ -61,6 +63,7 @@ export async function startUpstreams(): Promise<Upstreams> {
     iamSecrets: new Map<string, string>(),
     vertexKeys: new Map<string, KeyObject>(),
     tokenExchanges: 0,
+    probes: [] as { provider: string; path: string; auth: string }[],
   };
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
@@ -79,7 +82,8 @@ export async function startUpstreams(): Promise<Upstreams> {
       const query: Record<string, string> = {};
       url.searchParams.forEach((v, k) => (query[k] = v));
       const expected = await signer.sign(
-        { method: 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), 'content-type': 'application/json' }, body },
+        // GET for a probe's models list (signed without content-type), POST for completions.
+        { method: req.method ?? 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), ...(h['content-type'] ? { 'content-type': String(h['content-type']) } : {}) }, body },
         { signingDate },
       );
       return expected.headers.authorization === h.authorization ? `sigv4:${keyId}:${region}` : undefined;
@@ -121,6 +125,14 @@ export async function startUpstreams(): Promise<Upstreams> {
         if (url.pathname === '/token') return tokenEndpoint(body, res);
         const provider = url.pathname.split('/')[1] ?? '';
         const auth = await authOf(provider, req, body, url);
+        if (req.method === 'GET' && url.pathname.endsWith('/models')) {
+          // The probe's models list: authenticated like a completion, answered as the key's behavior says.
+          state.probes.push({ provider, path: url.pathname, auth: auth ?? '<rejected>' });
+          const behavior = auth ? (state.behavior.get(auth) ?? 'ok') : '401';
+          const status = behavior === '401' ? 401 : behavior === '429' ? 429 : behavior === '500' ? 500 : 200;
+          res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(status === 200 ? { object: 'list', data: [] } : { error: { message: 'refused' } }));
+          return;
+        }
         const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } };
         const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
         state.hits.push(hit);
@@ -130,6 +142,7 @@ export async function startUpstreams(): Promise<Upstreams> {
         };
         if (auth === undefined) return answer(401, JSON.stringify({ error: { message: 'invalid credentials' } }));
         const behavior = state.behavior.get(auth) ?? 'ok';
+        if (behavior === '401') return answer(401, JSON.stringify({ error: { message: 'invalid api key' } }));
         if (behavior === '429') return answer(429, JSON.stringify({ error: { message: 'rate limited' } }));
         if (behavior === '500') return answer(500, JSON.stringify({ error: { message: 'internal error' } }));
         if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));

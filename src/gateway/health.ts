@@ -1,0 +1,108 @@
+// What a gateway pod reports back to the operator (docs/gateway.md, "Status endpoint"): per-credential upstream
+// outcome counters with the last success and failure times, and what it has loaded (routing index version, bundle
+// key id, the version of every credential envelope it holds). Counters and digests only, never key material.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { envelopeVersion, readKeyring, resolveGeneration } from '../sdk/index.ts';
+
+/** How an upstream attempt with a BYOK credential ended, as health sees it. */
+export type HealthOutcome = 'ok' | 'unauthorized' | 'rateLimited' | 'upstreamError';
+
+export interface CredentialCounters {
+  ok: number;
+  unauthorized: number;
+  rateLimited: number;
+  upstreamError: number;
+  /** Epoch ms; absent until one happened. */
+  lastSuccess?: number;
+  lastFailure?: number;
+}
+
+export interface GatewayStatusReport {
+  format: 'byok-gateway-status/v1';
+  /** Random per process start: the operator treats a new value as a counter reset. */
+  instance: string;
+  /** Epoch ms at the gateway when the report was made. */
+  at: number;
+  routing: { version: string | null };
+  bundle: { keyId: string | null; generation: string; credentials: Record<string, string> };
+  credentials: Record<string, CredentialCounters>;
+  /** The last probe of each probed credential (not counted in `credentials`: a probe is not use). */
+  probes: Record<string, ProbeResult>;
+}
+
+export interface ProbeResult {
+  at: number;
+  outcome: HealthOutcome;
+  /** Upstream HTTP status; null when none (Vertex token exchange, transport error). */
+  status: number | null;
+}
+
+/** The health class of an attempt outcome; null for outcomes that say nothing about the key (bad request, client gone). */
+export function healthOutcome(status: number | null, outcome: string): HealthOutcome | null {
+  if (outcome === 'ok') return 'ok';
+  if (status === 401 || status === 403) return 'unauthorized';
+  if (status === 429 || outcome === 'rate_limited') return 'rateLimited';
+  if (outcome === 'upstream_error' || outcome === 'timeout' || outcome === 'transport_error' || outcome === 'stream_broken') return 'upstreamError';
+  return null;
+}
+
+export class CredentialHealth {
+  private readonly byId = new Map<string, CredentialCounters>();
+  private readonly probes = new Map<string, ProbeResult>();
+
+  recordProbe(credentialId: string, result: ProbeResult): void {
+    this.probes.set(credentialId, result);
+  }
+
+  probeSnapshot(): Record<string, ProbeResult> {
+    return Object.fromEntries(this.probes);
+  }
+
+  record(credentialId: string, outcome: HealthOutcome, at = Date.now()): void {
+    let c = this.byId.get(credentialId);
+    if (!c) this.byId.set(credentialId, (c = { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 }));
+    c[outcome]++;
+    if (outcome === 'ok') c.lastSuccess = at;
+    else c.lastFailure = at;
+  }
+
+  /** Forget credentials no longer in the loaded config (bounded memory as credentials come and go). */
+  retain(keep: (credentialId: string) => boolean): void {
+    for (const id of this.byId.keys()) if (!keep(id)) this.byId.delete(id);
+    for (const id of this.probes.keys()) if (!keep(id)) this.probes.delete(id);
+  }
+
+  snapshot(): Record<string, CredentialCounters> {
+    return Object.fromEntries(this.byId);
+  }
+}
+
+/** The versions of the envelopes in the mounted bundle volume, recomputed only when kubelet swaps a new generation. */
+export function bundleInventory(bundleDir: string, keyDir: string): () => GatewayStatusReport['bundle'] {
+  let cached: { gen: string; keyGen: string; value: GatewayStatusReport['bundle'] } | undefined;
+  return () => {
+    const gen = resolveGeneration(bundleDir);
+    const keyGen = resolveGeneration(keyDir);
+    // A plain directory (no kubelet `..data`) has no generation to compare: always re-read.
+    if (cached && cached.gen === gen && cached.keyGen === keyGen && gen !== bundleDir) return cached.value;
+    const credentials: Record<string, string> = {};
+    try {
+      for (const name of readdirSync(gen)) {
+        if (name.startsWith('..')) continue;
+        credentials[name] = envelopeVersion(readFileSync(join(gen, name)));
+      }
+    } catch {
+      // No bundle volume yet: report none.
+    }
+    let keyId: string | null = null;
+    try {
+      keyId = readKeyring(keyDir).active;
+    } catch {
+      keyId = null;
+    }
+    const value = { keyId, generation: gen === bundleDir ? '' : gen.slice(gen.lastIndexOf('/') + 1), credentials };
+    cached = { gen, keyGen, value };
+    return value;
+  };
+}

@@ -1,0 +1,443 @@
+// Upstream health and delivery, reported back by the data plane (docs/operator.md, "Upstream health and delivery").
+// The leader pulls GET /byok/status from every gateway pod (found through the gateway Service's EndpointSlices, or
+// given as URLs), turns the counters into UpstreamHealthy and the loaded envelope versions into Delivered, and writes
+// them with its own field manager (HEALTH_FIELD_MANAGER) on transitions only, at most once per object per
+// writeIntervalMs. Data flows one way: nothing here feeds routing. The reconcilers ignore these fields (ownedStatus).
+import { createHash } from 'node:crypto';
+import { DiscoveryV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { publicId } from '../domain/ids.ts';
+import { createApplier, type Applier } from '../kube/apply.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { ResourceInformers } from '../kube/resources.ts';
+import type { CompilePipeline } from './compile/pipeline.ts';
+import { buildConditions, metaTime, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
+import { counterDelta, decideDelivered, decideUpstreamHealth, DEFAULT_THRESHOLDS, OutcomeWindow, type HealthThresholds, type OutcomeCounts } from './health-decide.ts';
+
+export const HEALTH_FIELD_MANAGER = 'byok-operator-health';
+/** Status fields and condition types this writer owns; the reconcilers leave them out of their comparisons. */
+export const HEALTH_STATUS_FIELDS = ['lastUsedTime', 'delivery'] as const;
+export const HEALTH_CONDITION_TYPES = ['UpstreamHealthy', 'Delivered'] as const;
+
+export interface GatewayStatusConfig {
+  /** Bearer token the gateways expect on GET /byok/status (gateway --status-token-file). */
+  token: string;
+  /** Pods behind this Service, from its EndpointSlices (ready endpoints; FQDN, IPv4 or IPv6 addresses). */
+  service?: { namespace: string; name: string; port?: string | number; scheme?: 'http' | 'https' };
+  /** Fixed base URLs instead (dev, tests), e.g. http://127.0.0.1:8080. */
+  urls?: string[];
+  /** How often pods are polled (default 10 s). */
+  pollMs?: number;
+  /** At most one status write per object per this interval (default 30 s). */
+  writeIntervalMs?: number;
+  thresholds?: Partial<HealthThresholds>;
+  /** lastUsedTime is rewritten only when it moved by at least this much (default 15 min): counts live in metrics. */
+  lastUsedResolutionMs?: number;
+  /** A pod that has not loaded an account's current versions for this long gets a Warning Event (default 5 min). */
+  staleAfterMs?: number;
+  /** Per-pod request timeout (default 3 s). */
+  requestTimeoutMs?: number;
+  /** Status writes in flight at once (default 8). */
+  writeConcurrency?: number;
+  /**
+   * Probes of idle credentials annotated byok.gateway.dev/probe: "true" (off by default): after idleMs without use
+   * or probe (default 1 h), one gateway pod makes the cheapest authenticated call; at most one probe per provider
+   * per perProviderIntervalMs (default 10 s), pods taken in turn.
+   */
+  probe?: { idleMs?: number; perProviderIntervalMs?: number };
+}
+
+export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
+
+interface PodReport {
+  instance: string;
+  routing: { version: string | null };
+  bundle: { keyId: string | null; credentials: Record<string, string> };
+  credentials: Record<string, OutcomeCounts & { lastSuccess?: number; lastFailure?: number }>;
+  probes?: Record<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>;
+}
+
+interface Target {
+  pod: string;
+  url: string;
+}
+
+export interface HealthStatusWriter {
+  start(): void;
+  stop(): Promise<void>;
+  /** One poll + write pass (what the timer runs). */
+  syncOnce(): Promise<void>;
+}
+
+const conditionOf = (status: unknown, type: string): Condition | undefined =>
+  ((status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === type);
+
+/** The part of a stored status this writer owns. */
+function healthPart(status: object | undefined): Record<string, unknown> {
+  const s = (status ?? {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const f of HEALTH_STATUS_FIELDS) if (s[f] !== undefined) out[f] = s[f];
+  const conds = ((s.conditions as Condition[] | undefined) ?? []).filter((c) => (HEALTH_CONDITION_TYPES as readonly string[]).includes(c.type));
+  if (conds.length > 0) out.conditions = conds;
+  return out;
+}
+
+const accountVersion = (versions: ReadonlyMap<string, string>): string =>
+  createHash('sha256')
+    .update([...versions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, v]) => `${id}:${v}`).join('\n'))
+    .digest('hex')
+    .slice(0, 16);
+
+const windowText = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`);
+
+export function createHealthStatusWriter(deps: {
+  config: GatewayStatusConfig;
+  kubeConfig: KubeConfig;
+  informers: ResourceInformers;
+  pipeline: CompilePipeline | undefined;
+  applier: Applier;
+  events: EventRecorder;
+  registry: Registry;
+  log: Logger;
+  clock?: () => number;
+}): HealthStatusWriter {
+  const { config, informers, events } = deps;
+  const log = deps.log.child({ component: 'health-status' });
+  const clock = deps.clock ?? Date.now;
+  const pollMs = config.pollMs ?? 10_000;
+  const writeIntervalMs = config.writeIntervalMs ?? 30_000;
+  const t: HealthThresholds = { ...DEFAULT_THRESHOLDS, ...config.thresholds };
+  const resolutionMs = config.lastUsedResolutionMs ?? 15 * 60_000;
+  const staleAfterMs = config.staleAfterMs ?? 5 * 60_000;
+  const timeoutMs = config.requestTimeoutMs ?? 3000;
+  const writeConcurrency = config.writeConcurrency ?? 8;
+  const discovery = config.service ? deps.kubeConfig.makeApiClient(DiscoveryV1Api) : undefined;
+
+  const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
+  const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
+  const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
+  const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
+  const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
+
+  /** pod → last report's counters and instance. */
+  const previous = new Map<string, { instance: string; counters: Record<string, OutcomeCounts> }>();
+  const windows = new Map<string, OutcomeWindow>();
+  const lastUsed = new Map<string, number>();
+  /** kind/ns/name → when we last wrote and what. */
+  const written = new Map<string, { at: number; part: Record<string, unknown> }>();
+  /** pod\0namespace → since when it lags, and whether it was reported. */
+  const lagging = new Map<string, { since: number; warned: boolean }>();
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  const startedAt = clock();
+  /** Newest probe result per credential, across pods. */
+  const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
+  const probeAsked = new Map<string, number>();
+  const providerProbed = new Map<string, number>();
+  let probeTurn = 0;
+
+  async function probeIdle(creds: KubernetesObject[], pods: Target[], now: number): Promise<void> {
+    if (!config.probe || pods.length === 0) return;
+    const idleMs = config.probe.idleMs ?? 3_600_000;
+    const spacing = config.probe.perProviderIntervalMs ?? 10_000;
+    const due = new Map<string, { id: string; idleSince: number }>();
+    for (const cred of creds) {
+      if (cred.metadata?.annotations?.[PROBE_ANNOTATION] !== 'true') continue;
+      const id = publicId('BYOKCredential', cred.metadata.namespace ?? '', cred.metadata.name ?? '');
+      const idleSince = Math.max(lastUsed.get(id) ?? startedAt, probes.get(id)?.at ?? 0, probeAsked.get(id) ?? 0);
+      if (now - idleSince < idleMs) continue;
+      const provider = (cred as { spec?: { provider?: string } }).spec?.provider ?? '';
+      if (now - (providerProbed.get(provider) ?? -Infinity) < spacing) continue;
+      // The longest idle credential of each provider goes first.
+      const best = due.get(provider);
+      if (!best || idleSince < best.idleSince) due.set(provider, { id, idleSince });
+    }
+    await Promise.all(
+      [...due].map(async ([provider, { id }]) => {
+        const pod = pods[probeTurn++ % pods.length]!;
+        providerProbed.set(provider, now);
+        probeAsked.set(id, now);
+        try {
+          const res = await fetch(`${pod.url}/byok/probe`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${config.token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ credentialId: id }),
+            signal: AbortSignal.timeout(timeoutMs * 5),
+          });
+          await res.text();
+          probesTotal.inc({ provider, result: res.ok ? 'done' : 'refused' });
+        } catch {
+          probesTotal.inc({ provider, result: 'unreachable' });
+        }
+      }),
+    );
+  }
+
+  async function targets(): Promise<Target[]> {
+    if (config.urls) return config.urls.map((url) => ({ pod: new URL(url).host, url }));
+    const svc = config.service!;
+    const slices = await discovery!.listNamespacedEndpointSlice({ namespace: svc.namespace, labelSelector: `kubernetes.io/service-name=${svc.name}` });
+    const out = new Map<string, Target>();
+    for (const slice of slices.items) {
+      const port = (slice.ports ?? []).find((p) => (typeof svc.port === 'string' ? p.name === svc.port : svc.port === undefined || p.port === svc.port))?.port;
+      if (port === undefined) continue;
+      for (const ep of slice.endpoints ?? []) {
+        if (ep.conditions?.ready === false) continue;
+        const address = ep.addresses[0];
+        if (!address) continue;
+        const host = slice.addressType === 'IPv6' ? `[${address}]` : address;
+        const pod = ep.targetRef?.name ?? `${host}:${port}`;
+        out.set(pod, { pod, url: `${svc.scheme ?? 'http'}://${host}:${port}` });
+      }
+    }
+    return [...out.values()];
+  }
+
+  async function fetchReport(target: Target): Promise<PodReport | undefined> {
+    try {
+      const res = await fetch(`${target.url}/byok/status`, { headers: { authorization: `Bearer ${config.token}` }, signal: AbortSignal.timeout(timeoutMs) });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      const body = (await res.json()) as PodReport & { format?: string };
+      if (body.format !== 'byok-gateway-status/v1') throw new Error('unknown status format');
+      return body;
+    } catch (err) {
+      log.debug({ pod: target.pod, err: err instanceof Error ? err.message : String(err) }, 'gateway status unavailable');
+      return undefined;
+    }
+  }
+
+  async function write(kind: 'BYOKCredential' | 'Account', obj: KubernetesObject, part: Record<string, unknown>, now: number): Promise<boolean> {
+    const ns = obj.metadata?.namespace ?? '';
+    const name = obj.metadata?.name ?? '';
+    const id = `${kind}/${ns}/${name}`;
+    const last = written.get(id);
+    if (last && sameStatus(last.part, part)) return false;
+    // Transitions too wait out the interval: the budget is one write per object per interval, whatever happens.
+    if (last && now - last.at < writeIntervalMs) return false;
+    await acquire();
+    try {
+      await deps.applier.applyStatus(kind, ns, name, part);
+      written.set(id, { at: now, part });
+      writes.inc({ kind, result: 'ok' });
+      return true;
+    } catch (err) {
+      writes.inc({ kind, result: 'error' });
+      if ((err as { status?: number }).status !== 404) log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'health status write failed');
+      return false;
+    } finally {
+      release();
+    }
+  }
+
+  // Writes in flight are capped: the first pass after taking the lead writes every object once.
+  let inFlight = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = (): Promise<void> | void => {
+    if (inFlight < writeConcurrency) {
+      inFlight++;
+      return;
+    }
+    return new Promise<void>((r) => waiting.push(r));
+  };
+  // A released slot passes straight to the next waiter, so the cap is never exceeded.
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else inFlight--;
+  };
+
+  async function syncOnce(): Promise<void> {
+    const now = clock();
+    let found: Target[];
+    try {
+      found = await targets();
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
+      return;
+    }
+    const reports = new Map<string, PodReport>();
+    await Promise.all(
+      found.map(async (target) => {
+        const r = await fetchReport(target);
+        if (r) reports.set(target.pod, r);
+      }),
+    );
+    podsGauge.set({ result: 'ok' }, reports.size);
+    podsGauge.set({ result: 'failed' }, found.length - reports.size);
+
+    // Counters → windows.
+    for (const [pod, report] of reports) {
+      const prev = previous.get(pod);
+      const before = prev && prev.instance === report.instance ? prev.counters : undefined;
+      const counters: Record<string, OutcomeCounts> = {};
+      for (const [id, c] of Object.entries(report.credentials)) {
+        counters[id] = { ok: c.ok, unauthorized: c.unauthorized, rateLimited: c.rateLimited, upstreamError: c.upstreamError };
+        const delta = counterDelta(counters[id], before?.[id]);
+        let w = windows.get(id);
+        if (!w) windows.set(id, (w = new OutcomeWindow()));
+        w.add(now, delta);
+        const used = Math.max(c.lastSuccess ?? 0, c.lastFailure ?? 0);
+        if (used > (lastUsed.get(id) ?? 0)) lastUsed.set(id, used);
+      }
+      previous.set(pod, { instance: report.instance, counters });
+      for (const [id, p] of Object.entries(report.probes ?? {})) if (p.at > (probes.get(id)?.at ?? 0)) probes.set(id, p);
+    }
+    for (const pod of previous.keys()) if (!found.some((f) => f.pod === pod)) previous.delete(pod);
+
+    const total = found.length;
+    healthyGauge.reset();
+    const seen = new Set<string>();
+    const staleNow = new Set<string>();
+    const credentialsByNs = new Map<string, KubernetesObject[]>();
+    for (const cred of informers.credentials.list()) {
+      const ns = cred.metadata?.namespace ?? '';
+      let list = credentialsByNs.get(ns);
+      if (!list) credentialsByNs.set(ns, (list = []));
+      list.push(cred);
+    }
+    const jobs: Promise<unknown>[] = [];
+    for (const [ns, creds] of credentialsByNs) {
+      const versions = deps.pipeline?.credentialVersions(ns);
+      for (const cred of creds) {
+        const name = cred.metadata?.name ?? '';
+        const id = publicId('BYOKCredential', ns, name);
+        seen.add(id);
+        const stored = (cred as { status?: object }).status;
+        const prevHealth = conditionOf(stored, 'UpstreamHealthy');
+        const probe = probes.get(id);
+        const health: DesiredCondition = decideUpstreamHealth(
+          windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
+          prevHealth,
+          t,
+          windowText(t.windowMs),
+          probe && now - probe.at < t.windowMs ? probe : undefined,
+        );
+        // The message carries the window's tally; between transitions the stored one stays, or every pass would write.
+        if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason) health.message = prevHealth.message;
+        healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: health.reason });
+        const desired: DesiredCondition[] = [health];
+        const part: Record<string, unknown> = {};
+        const storedPart = healthPart(stored);
+        // lastUsedTime: only when it moved by the resolution (or was never written).
+        const used = lastUsed.get(id);
+        const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
+        if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
+        else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
+        const version = versions?.get(id);
+        const storedDelivered = conditionOf(stored, 'Delivered');
+        if (version !== undefined) {
+          const loaded = [...reports.values()].filter((r) => r.bundle.credentials[id] === version).length;
+          const delivered = decideDelivered(loaded, total, version);
+          const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
+          // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
+          const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
+          part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
+          desired.push(keep ? { type: 'Delivered', status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
+        } else if (storedDelivered) {
+          desired.push(storedDelivered);
+          if (storedPart.delivery !== undefined) part.delivery = storedPart.delivery;
+        }
+        part.conditions = buildConditions(stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [], desired, cred.metadata?.generation, new Date(now));
+        if (sameStatus(storedPart, part)) {
+          written.set(`BYOKCredential/${ns}/${name}`, { at: written.get(`BYOKCredential/${ns}/${name}`)?.at ?? 0, part });
+          continue;
+        }
+        const transition = prevHealth?.status !== health.status || prevHealth?.reason !== health.reason;
+        jobs.push(
+          write('BYOKCredential', cred, part, now).then((done) => {
+            if (!done || !transition) return;
+            if (health.status === 'False') {
+              const reason = health.reason === 'Unauthorized' ? 'UpstreamUnauthorized' : health.reason === 'RateLimited' ? 'UpstreamRateLimited' : 'UpstreamErrors';
+              const note = health.reason === 'Unauthorized' ? `the provider refused this key: rotate it (${health.message})` : health.message;
+              return events.record(cred, 'Warning', reason, note).catch(() => undefined);
+            }
+            if (health.status === 'True' && prevHealth?.status === 'False') return events.record(cred, 'Normal', 'UpstreamRecovered', `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
+            return undefined;
+          }),
+        );
+      }
+    }
+    for (const id of [...windows.keys(), ...probes.keys()]) {
+      if (seen.has(id)) continue;
+      windows.delete(id);
+      lastUsed.delete(id);
+      probes.delete(id);
+      probeAsked.delete(id);
+    }
+    jobs.push(probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now));
+
+    // Accounts: every credential's current version, per pod.
+    for (const account of informers.accounts.list()) {
+      const ns = account.metadata?.namespace ?? '';
+      const versions = deps.pipeline?.credentialVersions(ns);
+      if (!versions) continue;
+      const version = accountVersion(versions);
+      let loaded = 0;
+      for (const target of found) {
+        const r = reports.get(target.pod);
+        const current = r !== undefined && [...versions].every(([id, v]) => r.bundle.credentials[id] === v);
+        const key = `${target.pod}\u0000${ns}`;
+        if (current) {
+          loaded++;
+          lagging.delete(key);
+          continue;
+        }
+        let lag = lagging.get(key);
+        if (!lag) lagging.set(key, (lag = { since: now, warned: false }));
+        if (now - lag.since >= staleAfterMs) {
+          staleNow.add(target.pod);
+          if (!lag.warned) {
+            lag.warned = true;
+            const note = r
+              ? `gateway pod ${target.pod} has not loaded this account's current credentials (version ${version}) for ${Math.round((now - lag.since) / 1000)} s: check its projected volumes (a missing bundle slot or a Secret it cannot read)`
+              : `gateway pod ${target.pod} has not answered the status endpoint for ${Math.round((now - lag.since) / 1000)} s`;
+            log.warn({ pod: target.pod, namespace: ns }, note);
+            jobs.push(events.record(account, 'Warning', 'GatewayPodStale', note).catch(() => undefined));
+          }
+        }
+      }
+      const stored = (account as { status?: object }).status;
+      const part = {
+        delivery: { loaded, total, configVersion: version },
+        conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [decideDelivered(loaded, total, version)], account.metadata?.generation, new Date(now)),
+      };
+      if (sameStatus(healthPart(stored), part)) continue;
+      jobs.push(write('Account', account, part, now));
+    }
+    for (const key of lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) lagging.delete(key);
+    staleGauge.set(staleNow.size);
+    await Promise.all(jobs);
+  }
+
+  const tick = () => {
+    running ??= syncOnce()
+      .catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'))
+      .finally(() => {
+        running = undefined;
+      });
+  };
+
+  return {
+    syncOnce,
+    start() {
+      if (timer) return;
+      tick();
+      timer = setInterval(tick, pollMs);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await running;
+    },
+  };
+}
+
+/** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */
+export function createGatewayHealthStatus(
+  config: GatewayStatusConfig,
+  deps: { kubeConfig: KubeConfig; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; events: EventRecorder; registry: Registry; log: Logger },
+): HealthStatusWriter {
+  return createHealthStatusWriter({ ...deps, config, applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }) });
+}

@@ -1,0 +1,239 @@
+// The data plane reports back, end to end: real apiserver → operator → two kubelet-style projectors → two gateway
+// instances → loopback upstreams; the operator's leader finds the gateways through EndpointSlices it reads (written
+// here: the harness has no kube-controller-manager) and writes UpstreamHealthy, lastUsedTime and Delivered.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
+import { publicId } from '../../../src/domain/index.ts';
+import { startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
+import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+
+const kc = testKubeConfig();
+const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
+const API_KEY = 'sk-health-test-key-0123456789abcdef';
+const TOKEN = 'status-token-health-test';
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+
+describe('credential health and delivery from the gateways', () => {
+  let ns = '';
+  let routingNs = '';
+  let run: CapturedOperator;
+  let up: Upstreams;
+  const projectors: Projector[] = [];
+  const gateways: RunningGateway[] = [];
+  const root = mkdtempSync(join(tmpdir(), 'byok-int-health-'));
+  let creds: ReturnType<typeof resource>;
+  const credId = (name: string) => publicId('BYOKCredential', ns, name);
+
+  const chat = async (gw: RunningGateway, model: string) => {
+    const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.text();
+    return res.status;
+  };
+  const traffic = async (model: string, n: number) => {
+    for (let i = 0; i < n; i++) await chat(gateways[i % 2]!, model);
+  };
+  const events = async (name: string) => {
+    const list = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: `regarding.name=${name}` });
+    return list.items.map((e) => ({ type: e.type, reason: e.reason, note: e.note ?? '' }));
+  };
+  const waitCond = (name: string, type: string, status: string, reason?: string, timeoutMs = 30_000) =>
+    until(`${name} ${type}=${status}${reason ? ` (${reason})` : ''}`, async () => {
+      const o = await creds.get(name);
+      const c = cond(o, type);
+      return c && c.status === status && (!reason || c.reason === reason) ? o : undefined;
+    }, timeoutMs, 200);
+  const credential = async (name: string, provider: string, key: string, annotations?: Record<string, string>) => {
+    await createSecret(kc, ns, `${name}-key`, key);
+    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, ...(annotations ? { annotations } : {}) }, spec: { provider, secretRef: { name: `${name}-key` }, isRequired: true } });
+  };
+
+  beforeAll(async () => {
+    up = await startUpstreams();
+    ns = await createTestNamespace('health-acct');
+    routingNs = await createTestNamespace('health-routing');
+    creds = resource('byokcredentials', ns);
+    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
+    const ep = (provider: string) => ({ id: provider, provider, pricing, upstream: { baseUrl: `${up.base}/${provider}/v1` } });
+    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [
+        { model: 'openai/gpt-4o', endpoints: [ep('openai')] },
+        { model: 'meta/llama-3.3-70b', endpoints: [ep('groq')] },
+        { model: 'mistral/large', endpoints: [ep('mistral')] },
+        { model: 'deepseek/chat', endpoints: [ep('deepseek')] },
+        { model: 'amazon/nova-pro', endpoints: [{ id: 'amazon-bedrock', provider: 'amazon-bedrock', pricing, upstream: { baseUrl: `${up.base}/bedrock/{region}/openai/v1`, defaultRegion: 'us-east-1' } }] },
+        { model: 'google/gemini-2.5-pro', endpoints: [{ id: 'google-vertex', provider: 'google-vertex', pricing, upstream: { baseUrl: `${up.base}/vertex/v1/projects/{project}/locations/{location}/endpoints/openapi` } }] },
+      ],
+    }));
+    for (const i of [0, 1]) {
+      const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
+      projectors.push(startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...dirs, pollMs: 100 }));
+      gateways.push(await startGateway({ ...dirs, catalogFile: join(root, 'catalog.json'), attemptTimeoutMs: 2000, host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, pollMs: 100, statusToken: TOKEN }));
+    }
+    // The gateway Service's EndpointSlices, as kube-controller-manager would write them (FQDN: 127.0.0.0/8 is refused in IPv4 slices).
+    const discovery = kc.makeApiClient(DiscoveryV1Api);
+    for (const [i, gw] of gateways.entries()) {
+      await discovery.createNamespacedEndpointSlice({
+        namespace: routingNs,
+        body: {
+          metadata: { name: `byok-gateway-${i}`, labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
+          addressType: 'FQDN',
+          ports: [{ name: 'http', port: Number(new URL(gw.url).port), protocol: 'TCP' }],
+          endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: `gateway-${i}`, namespace: routingNs } }],
+        },
+      });
+    }
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [ns],
+      compile: { coalesceMs: 10 },
+      gatewayStatus: {
+        token: TOKEN,
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'http' },
+        pollMs: 500,
+        writeIntervalMs: 1000,
+        thresholds: { windowMs: 8000 },
+        staleAfterMs: 3000,
+        probe: { idleMs: 1500, perProviderIntervalMs: 500 },
+      },
+    });
+    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
+    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
+    await credential('oa', 'openai', `${CANARY}-openai-old`);
+    await credential('gq', 'groq', 'gsk-health-groq-key');
+    await credential('idle', 'mistral', 'sk-health-mistral-idle');
+    up.behavior.set('sk-health-deepseek-revoked', '401');
+    await credential('probed', 'deepseek', 'sk-health-deepseek-revoked', { 'byok.gateway.dev/probe': 'true' });
+    // Probes of the other auth shapes: a SigV4-signed models list (Bedrock IAM) and a token exchange (Vertex).
+    up.iamSecrets.set('AKIAHEALTHPROBE00001', 'iam-secret-health-probe');
+    await credential('br', 'amazon-bedrock', JSON.stringify({ accessKeyId: 'AKIAHEALTHPROBE00001', secretAccessKey: 'iam-secret-health-probe', region: 'eu-west-1' }), { 'byok.gateway.dev/probe': 'true' });
+    const vertexKey = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const email = 'health-probe@proj-1.iam.gserviceaccount.com';
+    up.vertexKeys.set(email, publicKeyOf(vertexKey.privateKey));
+    await credential('vx', 'google-vertex', JSON.stringify({
+      type: 'service_account', project_id: 'proj-1', private_key_id: 'b1c2d3e4f5a60718', private_key: vertexKey.privateKey, client_email: email, client_id: '1234567890',
+      auth_uri: 'https://accounts.google.com/o/oauth2/auth', token_uri: `${up.base}/token`, auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
+      client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/health-probe', region: 'us-central1',
+    }), { 'byok.gateway.dev/probe': 'true' });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const gw of gateways) await gw.close();
+    for (const p of projectors) await p.stop();
+    await run?.op.stop();
+    await up?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test('every credential reaches Delivered=True with 2/2 pods; an unused credential stays Unknown (Unused)', async () => {
+    for (const name of ['oa', 'gq', 'idle']) {
+      const o = await waitCond(name, 'Delivered', 'True');
+      expect(o.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
+    }
+    const idle = await waitCond('idle', 'UpstreamHealthy', 'Unknown', 'Unused');
+    expect(idle.status?.lastUsedTime).toBeUndefined();
+    const account = await until('Account Delivered=True', async () => {
+      const a = await resource('accounts', ns).get('account');
+      return cond(a, 'Delivered')?.status === 'True' ? a : undefined;
+    }, 30_000, 200);
+    expect(account.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
+  }, 60_000);
+
+  test('401s → UpstreamHealthy=False (Unauthorized) with a Warning; a rotated accepted key → True with UpstreamRecovered and Delivered 2/2 at the new version', async () => {
+    await traffic('openai/gpt-4o', 2);
+    await waitCond('oa', 'UpstreamHealthy', 'True', 'Serving');
+    up.behavior.set(`${CANARY}-openai-old`, '401');
+    const started = Date.now();
+    await traffic('openai/gpt-4o', 6);
+    const bad = await waitCond('oa', 'UpstreamHealthy', 'False', 'Unauthorized');
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(bad.status?.lastUsedTime).toEqual(expect.any(String));
+    await until('UpstreamUnauthorized Event', async () => (await events('oa')).find((e) => e.type === 'Warning' && e.reason === 'UpstreamUnauthorized'), 15_000, 200);
+    expect((await events('oa')).find((e) => e.reason === 'UpstreamUnauthorized')!.note).toContain('the provider refused this key: rotate it');
+    const oldVersion = (bad.status!.delivery as { configVersion: string }).configVersion;
+
+    await setSecret(kc, ns, 'oa-key', 'sk-health-openai-new-accepted');
+    const rotated = await until('Delivered at a new version', async () => {
+      const o = await creds.get('oa');
+      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+      return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== oldVersion ? o : undefined;
+    }, 30_000, 200);
+    expect(rotated.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
+    await traffic('openai/gpt-4o', 6);
+    await waitCond('oa', 'UpstreamHealthy', 'True', 'Serving');
+    await until('UpstreamRecovered Event', async () => (await events('oa')).find((e) => e.type === 'Normal' && e.reason === 'UpstreamRecovered'), 15_000, 200);
+  }, 90_000);
+
+  test('429s → RateLimited; the metric counts credentials by reason', async () => {
+    up.behavior.set('gsk-health-groq-key', '429');
+    await traffic('meta/llama-3.3-70b', 6);
+    await waitCond('gq', 'UpstreamHealthy', 'False', 'RateLimited');
+    const text = await metricsText(run.op);
+    expect(text).toContain(`byok_credential_upstream_healthy{namespace="${ns}",provider="groq",reason="RateLimited"} 1`);
+    expect(text).toContain(`byok_credential_upstream_healthy{namespace="${ns}",provider="mistral",reason="Unused"} 1`);
+  }, 60_000);
+
+  test('a gateway whose projected directories are frozen stays on the old version: 1/2 and a Warning on the Account', async () => {
+    await projectors[1]!.stop();
+    const before = (await creds.get('idle')).status?.delivery as { configVersion: string };
+    await setSecret(kc, ns, 'idle-key', 'sk-health-mistral-rotated');
+    const stuck = await until('idle delivery 1/2 at a new version', async () => {
+      const o = await creds.get('idle');
+      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+      return d && d.configVersion !== before.configVersion && d.loaded === 1 && d.total === 2 ? o : undefined;
+    }, 30_000, 200);
+    expect(cond(stuck, 'Delivered')).toMatchObject({ status: 'False', reason: 'Pending' });
+    const warning = await until('GatewayPodStale on the Account', async () => (await events('account')).find((e) => e.type === 'Warning' && e.reason === 'GatewayPodStale'), 30_000, 200);
+    expect(warning.note).toContain('gateway-1');
+    await until('byok_gateway_pods_stale 1', async () => /byok_gateway_pods_stale 1\b/.test(await metricsText(run.op)), 15_000, 200);
+    const a = await resource('accounts', ns).get('account');
+    expect(a.status?.delivery).toMatchObject({ loaded: 1, total: 2 });
+  }, 60_000);
+
+  test('an opt-in probe finds a revoked idle key with no user traffic; unannotated credentials are never probed', async () => {
+    const o = await waitCond('probed', 'UpstreamHealthy', 'False', 'Unauthorized');
+    expect(cond(o, 'UpstreamHealthy')!.message).toContain('probe');
+    expect(o.status?.lastUsedTime).toBeUndefined();
+    expect(up.hits.filter((h) => h.auth === 'sk-health-deepseek-revoked')).toEqual([]);
+    const probes = up.probes.filter((p) => p.auth === 'sk-health-deepseek-revoked');
+    expect(probes.length).toBeGreaterThan(0);
+    expect(probes.every((p) => p.path === '/deepseek/v1/models')).toBe(true);
+    // Only annotated credentials are probed: nothing with the unannotated credentials' keys.
+    expect(up.probes.filter((p) => p.auth.startsWith('sk-health-mistral') || p.auth.startsWith('gsk-health') || p.auth.includes('openai'))).toEqual([]);
+    await until('UpstreamUnauthorized Event for the probed credential', async () => (await events('probed')).find((e) => e.reason === 'UpstreamUnauthorized'), 15_000, 200);
+    expect(cond(await creds.get('idle'), 'UpstreamHealthy')?.reason).toBe('Unused');
+  }, 60_000);
+
+  test('probes of Bedrock IAM (a SigV4-signed models list) and Vertex (a fresh token exchange) report accepted keys as Serving', async () => {
+    const br = await waitCond('br', 'UpstreamHealthy', 'True', 'Serving');
+    expect(cond(br, 'UpstreamHealthy')!.message).toContain('probe was accepted');
+    expect(up.probes.some((p) => p.path === '/bedrock/eu-west-1/openai/v1/models' && p.auth === 'sigv4:AKIAHEALTHPROBE00001:eu-west-1')).toBe(true);
+    const vx = await waitCond('vx', 'UpstreamHealthy', 'True', 'Serving');
+    expect(cond(vx, 'UpstreamHealthy')!.message).toContain('probe was accepted');
+    expect(up.tokenExchanges).toBeGreaterThan(0);
+    expect(up.hits.filter((h) => h.provider === 'bedrock' || h.provider === 'vertex')).toEqual([]);
+  }, 60_000);
+
+  test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
+    expect((await fetch(`${gateways[0]!.url}/byok/status`)).status).toBe(401);
+    const report = await (await fetch(`${gateways[0]!.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    expect(report).toContain(credId('oa'));
+    const everything = [report, JSON.stringify(await creds.get('oa')), JSON.stringify(await events('oa')), JSON.stringify(await events('account')), ...run.logs];
+    for (const text of everything) expect(text).not.toContain('CANARY');
+    const o: Obj = await creds.get('oa');
+    expect(cond(o, 'Ready')?.status).toBe('True');
+  });
+});
