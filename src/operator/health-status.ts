@@ -3,6 +3,7 @@
 // given as URLs), turns the counters into UpstreamHealthy and the loaded envelope versions into Delivered, and writes
 // them with its own field manager (HEALTH_FIELD_MANAGER) on transitions only, at most once per object per
 // writeIntervalMs. Data flows one way: nothing here feeds routing. The reconcilers ignore these fields (ownedStatus).
+import { periodicPass } from './periodic.ts';
 import { createHash } from 'node:crypto';
 import { DiscoveryV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -128,8 +129,6 @@ export function createHealthStatusWriter(deps: {
   const written = new Map<string, { at: number; part: Record<string, unknown> }>();
   /** pod\0namespace → since when it lags, and whether it was reported. */
   const lagging = new Map<string, { since: number; warned: boolean }>();
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
   const startedAt = clock();
   /** Newest probe result per credential, across pods. */
   const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
@@ -410,27 +409,9 @@ export function createHealthStatusWriter(deps: {
     await Promise.all(jobs);
   }
 
-  const tick = () => {
-    running ??= syncOnce()
-      .catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'))
-      .finally(() => {
-        running = undefined;
-      });
-  };
-
   return {
     syncOnce,
-    start() {
-      if (timer) return;
-      tick();
-      timer = setInterval(tick, pollMs);
-      timer.unref();
-    },
-    async stop() {
-      if (timer) clearInterval(timer);
-      timer = undefined;
-      await running;
-    },
+    ...periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed')),
   };
 }
 

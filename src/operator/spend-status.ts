@@ -6,6 +6,7 @@
 // The reconcilers apply the rest of status under FIELD_MANAGER; with Server-Side Apply a manager only ever removes
 // fields it owns, so neither side drops the other's fields. The reconcilers compare their desired status with the
 // stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status.
+import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
 import { decideBudget } from '../domain/budgets.ts';
@@ -120,8 +121,6 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   const log = opts.log.child({ component: 'spend-status' });
   /** kind/ns/name → the spend last written (without updatedAt): skips writes the informer has not caught up with. */
   const lastWritten = new Map<string, unknown>();
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
   let ledgerDown = false;
 
   async function publish(kind: 'Account' | 'Workspace' | 'Guardrail', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
@@ -193,25 +192,9 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     }
   }
 
-  const tick = () => {
-    running ??= syncOnce().finally(() => {
-      running = undefined;
-    });
-  };
-
   return {
     syncOnce,
-    start() {
-      if (timer) return;
-      tick();
-      timer = setInterval(tick, intervalMs);
-      timer.unref();
-    },
-    async stop() {
-      if (timer) clearInterval(timer);
-      timer = undefined;
-      await running;
-    },
+    ...periodicPass(syncOnce, intervalMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'spend status pass failed')),
   };
 }
 
