@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Debian tools the integration tests run for real (never fakes): redis-server for the spend ledger, lua5.4 for
+# the Argo CD health checks. Installs what is missing with apt-get (as root, or through sudo); on other systems
+# it names what to install. `npm test`, `npm run test:integration` and .ci/run call it; a no-op when present.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v lua5.4 >/dev/null 2>&1 || need+=(lua5.4)
+[[ ${#need[@]} -eq 0 ]] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "[test-tools] the integration tests need: ${need[*]} (install them with your package manager)" >&2
+  exit 1
+fi
+sudo=()
+[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+echo "[test-tools] installing ${need[*]} (Debian packages the integration tests run)" >&2
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
