@@ -2,7 +2,7 @@
 // write observed back into the read model before responding (read-your-writes).
 import { createHash, randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
-import { resolveCredentialWrite, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
+import { resolveCredentialWrite, SPEC_FIELD_NAMES, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
 import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
@@ -55,8 +55,8 @@ const ROTATED_SECRET_DELETE_DELAY_MS = 5000;
 export const RETRY_AFTER_SECONDS = 5;
 
 
-const FILTER_SPEC = { allowed_models: 'allowedModels', allowed_api_key_hashes: 'allowedApiKeyHashes', allowed_user_ids: 'allowedUserIds' } as const;
-const FLAG_SPEC = { is_fallback: 'isFallback', is_required: 'isRequired', is_byok_only: 'isByokOnly' } as const;
+/** The six routing settings: REST wire name → CRD spec field (the domain's one mapping). */
+const SETTINGS = Object.entries(SPEC_FIELD_NAMES) as [keyof CredentialSettings, string][];
 
 function settingsOf(k: BYOKKey): CredentialSettings {
   return {
@@ -71,7 +71,7 @@ function settingsOf(k: BYOKKey): CredentialSettings {
 
 function pickPatch(body: Record<string, unknown>): CredentialPatch {
   const out: Record<string, unknown> = {};
-  for (const f of [...Object.keys(FLAG_SPEC), ...Object.keys(FILTER_SPEC)]) if (body[f] !== undefined) out[f] = body[f];
+  for (const [f] of SETTINGS) if (body[f] !== undefined) out[f] = body[f];
   return out as CredentialPatch;
 }
 
@@ -357,9 +357,8 @@ export class ByokService {
     const s = resolved.settings;
 
     const spec: Record<string, unknown> = {};
-    for (const [wire, camel] of Object.entries(FLAG_SPEC)) if (body[wire as keyof typeof FLAG_SPEC] !== undefined) spec[camel] = s[wire as keyof typeof FLAG_SPEC];
-    // null in a merge patch removes the field: absent means no restriction.
-    for (const [wire, camel] of Object.entries(FILTER_SPEC)) if (body[wire as keyof typeof FILTER_SPEC] !== undefined) spec[camel] = s[wire as keyof typeof FILTER_SPEC];
+    // A filter set to null in a merge patch removes the field: absent means no restriction.
+    for (const [wire, camel] of SETTINGS) if (body[wire] !== undefined) spec[camel] = s[wire];
     if (body.name !== undefined) spec.displayName = body.name;
     if (body.disabled !== undefined) spec.disabled = body.disabled;
     if (body.declared_zdr !== undefined) spec.declaredZdr = body.declared_zdr;
