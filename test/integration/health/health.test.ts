@@ -1,14 +1,16 @@
 // The data plane reports back, end to end: real apiserver → operator → two kubelet-style projectors → two gateway
-// instances → loopback upstreams; the operator's leader finds the gateways through EndpointSlices it reads (written
-// here: the harness has no kube-controller-manager) and writes UpstreamHealthy, lastUsedTime and Delivered.
+// processes (`node src/cli/main.ts gateway`, each on its own projected directories, embedded ledger) → loopback
+// upstreams; the operator's leader finds the gateways through EndpointSlices it reads (written here: the harness has
+// no kube-controller-manager) and writes UpstreamHealthy, lastUsedTime and Delivered. The canary is also looked for
+// in both processes' stdout and stderr.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/index.ts';
-import { startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -20,6 +22,55 @@ const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
 const API_KEY = 'sk-health-test-key-0123456789abcdef';
 const TOKEN = 'status-token-health-test';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
+
+interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  /** Everything the process wrote to stdout and stderr. */
+  output: string[];
+}
+
+/** One gateway as a pod runs it: the real CLI in its own Node process; its URL comes from the "gateway listening" log line. */
+function spawnGateway(args: string[], running: Set<ChildProcess>): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [MAIN, 'gateway', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  const output: string[] = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not log "gateway listening" within 30 s:\n${output.join('')}`)), 30_000);
+    let pending = '';
+    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      output.push(text);
+      pending += text;
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const line of lines) {
+        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string }; } catch { return undefined; } })();
+        if (entry?.msg === 'gateway listening' && entry.url) {
+          clearTimeout(timer);
+          resolve({ child, url: entry.url, output });
+        }
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${output.join('')}`));
+    });
+  });
+}
+
+/** SIGTERM (the CLI closes the gateway and its ledger), SIGKILL after 5 s. */
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
 
 describe('credential health and delivery from the gateways', () => {
   let ns = '';
@@ -27,12 +78,16 @@ describe('credential health and delivery from the gateways', () => {
   let run: CapturedOperator;
   let up: Upstreams;
   const projectors: Projector[] = [];
-  const gateways: RunningGateway[] = [];
+  const gateways: GatewayProcess[] = [];
+  const running = new Set<ChildProcess>();
+  // Last line of defence if Jest dies without running afterAll: no gateway outlives the test process.
+  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-health-'));
   let creds: ReturnType<typeof resource>;
   const credId = (name: string) => publicId('BYOKCredential', ns, name);
 
-  const chat = async (gw: RunningGateway, model: string) => {
+  const chat = async (gw: GatewayProcess, model: string) => {
     const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
@@ -44,6 +99,7 @@ describe('credential health and delivery from the gateways', () => {
   const traffic = async (model: string, n: number) => {
     for (let i = 0; i < n; i++) await chat(gateways[i % 2]!, model);
   };
+  const gatewayMetrics = async (gw: GatewayProcess) => (await fetch(`${gw.url}/metrics`)).text();
   const events = async (name: string) => {
     const list = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: `regarding.name=${name}` });
     return list.items.map((e) => ({ type: e.type, reason: e.reason, note: e.note ?? '' }));
@@ -77,10 +133,17 @@ describe('credential health and delivery from the gateways', () => {
         { model: 'google/gemini-2.5-pro', endpoints: [{ id: 'google-vertex', provider: 'google-vertex', pricing, upstream: { baseUrl: `${up.base}/vertex/v1/projects/{project}/locations/{location}/endpoints/openapi` } }] },
       ],
     }));
+    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+    writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
     for (const i of [0, 1]) {
       const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
       projectors.push(startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...dirs, pollMs: 100 }));
-      gateways.push(await startGateway({ ...dirs, catalogFile: join(root, 'catalog.json'), attemptTimeoutMs: 2000, host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, pollMs: 100, statusToken: TOKEN }));
+      gateways.push(await spawnGateway([
+        '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
+        '--catalog', join(root, 'catalog.json'), '--port', '0', '--attempt-timeout-ms', '2000',
+        '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
+        '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
+      ], running));
     }
     // The gateway Service's EndpointSlices, as kube-controller-manager would write them (FQDN: 127.0.0.0/8 is refused in IPv4 slices).
     const discovery = kc.makeApiClient(DiscoveryV1Api);
@@ -131,7 +194,8 @@ describe('credential health and delivery from the gateways', () => {
   }, 60_000);
 
   afterAll(async () => {
-    for (const gw of gateways) await gw.close();
+    await Promise.all([...running].map(stopProcess));
+    process.removeListener('exit', killAll);
     for (const p of projectors) await p.stop();
     await run?.op.stop();
     await up?.close();
@@ -150,6 +214,11 @@ describe('credential health and delivery from the gateways', () => {
       return cond(a, 'Delivered')?.status === 'True' ? a : undefined;
     }, 30_000, 200);
     expect(account.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
+    // Delivered counts the bundles a pod holds; traffic also needs its routing index, which the CLI polls every second.
+    for (const gw of gateways) {
+      await until(`${gw.url}/readyz`, async () => (await fetch(`${gw.url}/readyz`)).status === 200, 15_000, 100);
+      expect(await gatewayMetrics(gw)).toMatch(/byok_gateway_routing_config_info\{version="[0-9a-f]+"\} 1/);
+    }
   }, 60_000);
 
   test('401s → UpstreamHealthy=False (Unauthorized) with a Warning; a rotated accepted key → True with UpstreamRecovered and Delivered 2/2 at the new version', async () => {
@@ -184,6 +253,8 @@ describe('credential health and delivery from the gateways', () => {
     const text = await metricsText(run.op);
     expect(text).toContain(`byok_credential_upstream_healthy{namespace="${ns}",provider="groq",reason="RateLimited"} 1`);
     expect(text).toContain(`byok_credential_upstream_healthy{namespace="${ns}",provider="mistral",reason="Unused"} 1`);
+    // Both processes carried the 429s (traffic alternates between them): each counts them on its own /metrics.
+    for (const gw of gateways) expect(await gatewayMetrics(gw)).toMatch(/byok_gateway_attempts_total\{provider="groq",kind="byok",outcome="rate_limited"\} [1-9]/);
   }, 60_000);
 
   test('a gateway whose projected directories are frozen stays on the old version: 1/2 and a Warning on the Account', async () => {
@@ -231,7 +302,10 @@ describe('credential health and delivery from the gateways', () => {
     expect((await fetch(`${gateways[0]!.url}/byok/status`)).status).toBe(401);
     const report = await (await fetch(`${gateways[0]!.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
     expect(report).toContain(credId('oa'));
-    const everything = [report, JSON.stringify(await creds.get('oa')), JSON.stringify(await events('oa')), JSON.stringify(await events('account')), ...run.logs];
+    const processOutput = gateways.map((gw) => gw.output.join(''));
+    // The scan reads real logs: each process logged its config loads and its listening address.
+    for (const text of processOutput) expect(text).toContain('routing config loaded');
+    const everything = [report, JSON.stringify(await creds.get('oa')), JSON.stringify(await events('oa')), JSON.stringify(await events('account')), ...run.logs, ...processOutput];
     for (const text of everything) expect(text).not.toContain('CANARY');
     const o: Obj = await creds.get('oa');
     expect(cond(o, 'Ready')?.status).toBe('True');
