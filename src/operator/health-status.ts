@@ -326,7 +326,7 @@ export function createHealthStatusWriter(deps: {
         const version = versions?.get(id);
         const storedDelivered = conditionOf(stored, 'Delivered');
         if (version !== undefined) {
-          const loaded = [...reports.values()].filter((r) => r.bundle.credentials[id] === version).length;
+          const loaded = [...reports.values()].filter((r) => servesVersion(r, id, version)).length;
           const delivered = decideDelivered(loaded, total, version);
           const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
           // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
@@ -375,7 +375,7 @@ export function createHealthStatusWriter(deps: {
       let loaded = 0;
       for (const target of found) {
         const r = reports.get(target.pod);
-        const current = r !== undefined && [...versions].every(([id, v]) => r.bundle.credentials[id] === v);
+        const current = r !== undefined && [...versions].every(([id, v]) => servesVersion(r, id, v));
         const key = `${target.pod}\u0000${ns}`;
         if (current) {
           loaded++;
@@ -413,6 +413,14 @@ export function createHealthStatusWriter(deps: {
     syncOnce,
     ...periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed')),
   };
+}
+
+/**
+ * A pod has a credential's current version live only when it has loaded a routing config at all (a pod that answers
+ * 503 "no routing config yet" must not count toward Delivered) and its bundles hold that version.
+ */
+function servesVersion(r: PodReport, id: string, version: string): boolean {
+  return r.routing.version !== null && r.bundle.credentials[id] === version;
 }
 
 /** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */

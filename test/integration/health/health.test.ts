@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
@@ -214,7 +214,7 @@ describe('credential health and delivery from the gateways', () => {
       return cond(a, 'Delivered')?.status === 'True' ? a : undefined;
     }, 30_000, 200);
     expect(account.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
-    // Delivered counts the bundles a pod holds; traffic also needs its routing index, which the CLI polls every second.
+    // Delivered counts only pods that have loaded a routing config (the last test shows one that has not).
     for (const gw of gateways) {
       await until(`${gw.url}/readyz`, async () => (await fetch(`${gw.url}/readyz`)).status === 200, 15_000, 100);
       expect(await gatewayMetrics(gw)).toMatch(/byok_gateway_routing_config_info\{version="[0-9a-f]+"\} 1/);
@@ -296,6 +296,39 @@ describe('credential health and delivery from the gateways', () => {
     expect(cond(vx, 'UpstreamHealthy')!.message).toContain('probe was accepted');
     expect(up.tokenExchanges).toBeGreaterThan(0);
     expect(up.hits.filter((h) => h.provider === 'bedrock' || h.provider === 'vertex')).toEqual([]);
+  }, 60_000);
+
+  test('a pod that holds the bundles but has loaded no routing config is counted in the total, never as delivered', async () => {
+    // Gateway 0's bundle and key volumes, but an empty routing volume: it would answer 503 to every request.
+    const emptyRouting = join(root, 'routing-empty');
+    mkdirSync(emptyRouting, { recursive: true });
+    const cold = await spawnGateway([
+      '--config-dir', emptyRouting, '--bundle-dir', join(root, 'bundles-0'), '--key-dir', join(root, 'key-0'),
+      '--catalog', join(root, 'catalog.json'), '--port', '0', '--upstream-ca', join(root, 'upstream-ca.pem'),
+      '--status-token-file', join(root, 'status-token'), '--log-level', 'info',
+    ], running);
+    expect((await fetch(`${cold.url}/readyz`)).status).toBe(503);
+    const report = (await (await fetch(`${cold.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null }; bundle: { credentials: Record<string, string> } };
+    expect(report.routing.version).toBeNull();
+    expect(report.bundle.credentials[credId('gq')]).toBeDefined();
+    await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
+      namespace: routingNs,
+      body: {
+        metadata: { name: 'byok-gateway-cold', labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
+        addressType: 'FQDN',
+        ports: [{ name: 'http', port: Number(new URL(cold.url).port), protocol: 'TCP' }],
+        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'gateway-cold', namespace: routingNs } }],
+      },
+    });
+    // gq did not change since gateway 1 was frozen: gateways 0 and 1 serve it, the cold pod does not.
+    const o = await until('gq delivery 2/3', async () => {
+      const c = await creds.get('gq');
+      const d = c.status?.delivery as { loaded?: number; total?: number } | undefined;
+      return d?.total === 3 ? c : undefined;
+    }, 30_000, 200);
+    expect(o.status?.delivery).toMatchObject({ loaded: 2, total: 3 });
+    expect(cond(o, 'Delivered')?.status).toBe('False');
+    await stopProcess(cold.child);
   }, 60_000);
 
   test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
