@@ -127,26 +127,42 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
-  it('batches a sustained stream of changes into fewer runs, and a later single change is compiled at once', async () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** A pipeline over 40 accounts whose writes take 10 ms each, as on a real apiserver (changes arrive mid-run). */
+  async function slowPipeline(coalesceMs: number) {
     const { store: fast } = fakeStore();
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    // Writes take time, as on a real apiserver, so changes arrive while a run is writing.
     const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
     const src = source(40);
     const p = createCompilePipeline({
       kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 5, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+      coalesceMs, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
     const runs: number[] = [];
     p.onCompiled(() => runs.push(performance.now()));
-    // A change every 5 ms for 1.2 s: without batching, a run right after each ~20 ms run (~50 runs).
+    return { p, src, runs };
+  }
+  /** A change every 5 ms for `ms`, round-robin over the 40 accounts. */
+  async function stream(p: ReturnType<typeof createCompilePipeline>, src: ReturnType<typeof source>, ms: number, base: number) {
     const began = performance.now();
-    for (let i = 0; performance.now() - began < 1200; i++) {
-      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 2000 + i;
+    for (let i = 0; performance.now() - began < ms; i++) {
+      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = base + i;
       p.markDirty(`acct-${i % 40}`);
       await sleep(5);
     }
+  }
+  const nextCompile = (p: ReturnType<typeof createCompilePipeline>) =>
+    new Promise<void>((resolve) => {
+      const off = p.onCompiled(() => {
+        off();
+        resolve();
+      });
+    });
+
+  it('batches a sustained stream of changes into fewer runs, and a later single change is compiled at once', async () => {
+    const { p, src, runs } = await slowPipeline(5);
+    // A change every 5 ms for 1.2 s: without batching, a run right after each ~20 ms run (~50 runs).
+    await stream(p, src, 1200, 2000);
     await p.flush();
     expect(runs.length).toBeLessThan(20);
     const gaps = runs.slice(1).map((t, i) => t - runs[i]!);
@@ -155,38 +171,19 @@ describe('compile pipeline', () => {
     // 1 s batch delay (the bound leaves room for a loaded CI machine, where one run alone can take 200 ms).
     await sleep(1100);
     src.snaps.get('acct-7')!.credentials[0]!.verdict.sortOrder = 99_999;
+    const compiled = nextCompile(p);
     const sent = performance.now();
     p.markDirty('acct-7');
-    await new Promise<void>((resolve) => {
-      const off = p.onCompiled(() => {
-        off();
-        resolve();
-      });
-    });
+    await compiled;
     expect(performance.now() - sent).toBeLessThan(600);
     await p.stop();
   });
 
   it('after a cold-start burst, single changes every 700 ms are each compiled after coalesceMs, not the batch delay', async () => {
-    const { store: fast } = fakeStore();
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
-    const src = source(40);
     // The operator's defaults: 20 ms coalescing, 1 s batch cap (the trap was 20 ms x 2^5 = 640 ms per change).
-    const p = createCompilePipeline({
-      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 20, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
-    });
-    await p.start();
-    const runs: number[] = [];
-    p.onCompiled(() => runs.push(performance.now()));
+    const { p, src, runs } = await slowPipeline(20);
     // Cold-start burst: a change every 5 ms for 2 s drives the batch delay up to its cap.
-    const began = performance.now();
-    for (let i = 0; performance.now() - began < 2000; i++) {
-      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 3000 + i;
-      p.markDirty(`acct-${i % 40}`);
-      await sleep(5);
-    }
+    await stream(p, src, 2000, 3000);
     await p.flush();
     // The burst was batched (the precondition of the trap): far fewer runs than changes.
     expect(runs.length).toBeLessThan(20);
@@ -195,12 +192,7 @@ describe('compile pipeline', () => {
     for (let i = 0; i < 6; i++) {
       await sleep(Math.max(0, 700 - (latencies.at(-1) ?? 0)));
       src.snaps.get(`acct-${(i * 7) % 40}`)!.credentials[1]!.verdict.sortOrder = 50_000 + i;
-      const compiled = new Promise<void>((resolve) => {
-        const off = p.onCompiled(() => {
-          off();
-          resolve();
-        });
-      });
+      const compiled = nextCompile(p);
       const sent = performance.now();
       p.markDirty(`acct-${(i * 7) % 40}`);
       await compiled;
