@@ -6,6 +6,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { createCertificateAuthority } from '../controlplane/pki.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
+import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { AGG_GROUP, AGG_VERSION } from './resource.ts';
 
 export const APISERVICE_NAME = `${AGG_VERSION}.${AGG_GROUP}`;
@@ -50,14 +51,11 @@ export async function registerLoopback(r: LoopbackRegistration): Promise<void> {
     metadata: { name: svc.name, namespace: svc.namespace },
     spec: { type: 'ClusterIP', ports: [{ name: PORT_NAME, port: SERVICE_PORT, targetPort: r.port, protocol: 'TCP' }] },
   });
-  await apply(r.kubeConfig, `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices/${svc.name}-loopback`, {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${svc.name}-loopback`, namespace: svc.namespace, labels: { 'kubernetes.io/service-name': svc.name, 'endpointslice.kubernetes.io/managed-by': 'byok-operator' } },
-    addressType: 'FQDN',
-    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
-    ports: [{ name: PORT_NAME, port: r.port, protocol: 'TCP' }],
-  });
+  await apply(
+    r.kubeConfig,
+    `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices/${svc.name}-loopback`,
+    loopbackEndpointSlice({ namespace: svc.namespace, name: `${svc.name}-loopback`, service: svc.name, portName: PORT_NAME, port: r.port }),
+  );
   await apply(r.kubeConfig, `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`, {
     apiVersion: 'apiregistration.k8s.io/v1',
     kind: 'APIService',

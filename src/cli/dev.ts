@@ -14,6 +14,7 @@ import { installCrds } from '../controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
 import { startOperator } from '../operator/run.ts';
+import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { applyObjects } from './apply.ts';
 import { startDevGateway } from './dev-gateway.ts';
 import { loadManifests } from './manifests.ts';
@@ -151,12 +152,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     stoppers.push(() => devGateway.stop());
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: ROUTING_NAMESPACE,
-      body: {
-        metadata: { name: 'byok-gateway-dev', labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
-        addressType: 'FQDN',
-        ports: [{ name: 'http', port: Number(new URL(devGateway.url).port), protocol: 'TCP' }],
-        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'dev-gateway', namespace: ROUTING_NAMESPACE } }],
-      },
+      body: loopbackEndpointSlice({ namespace: ROUTING_NAMESPACE, name: 'byok-gateway-dev', service: 'byok-gateway', portName: 'http', port: Number(new URL(devGateway.url).port), pod: 'dev-gateway' }),
     });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/index.ts';
+import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -150,12 +151,7 @@ describe('credential health and delivery from the gateways', () => {
     for (const [i, gw] of gateways.entries()) {
       await discovery.createNamespacedEndpointSlice({
         namespace: routingNs,
-        body: {
-          metadata: { name: `byok-gateway-${i}`, labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
-          addressType: 'FQDN',
-          ports: [{ name: 'http', port: Number(new URL(gw.url).port), protocol: 'TCP' }],
-          endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: `gateway-${i}`, namespace: routingNs } }],
-        },
+        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'http', port: Number(new URL(gw.url).port), pod: `gateway-${i}` }),
       });
     }
     run = await startTestOperator(kc, {
@@ -313,12 +309,7 @@ describe('credential health and delivery from the gateways', () => {
     expect(report.bundle.credentials[credId('gq')]).toBeDefined();
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: routingNs,
-      body: {
-        metadata: { name: 'byok-gateway-cold', labels: { 'kubernetes.io/service-name': 'byok-gateway' } },
-        addressType: 'FQDN',
-        ports: [{ name: 'http', port: Number(new URL(cold.url).port), protocol: 'TCP' }],
-        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'gateway-cold', namespace: routingNs } }],
-      },
+      body: loopbackEndpointSlice({ namespace: routingNs, name: 'byok-gateway-cold', service: 'byok-gateway', portName: 'http', port: Number(new URL(cold.url).port), pod: 'gateway-cold' }),
     });
     // gq did not change since gateway 1 was frozen: gateways 0 and 1 serve it, the cold pod does not.
     const o = await until('gq delivery 2/3', async () => {
