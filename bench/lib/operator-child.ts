@@ -6,7 +6,7 @@
 import { appendFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import pino from 'pino';
-import { loadKubeConfig } from '../../src/kube/client.ts';
+import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { startOperator } from '../../src/operator/run.ts';
 import { memoryBreakdown } from './memory-breakdown.ts';
 

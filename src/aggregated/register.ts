@@ -3,7 +3,7 @@
 // the APIService. With --enable-aggregator-routing=true the aggregator dials the slice's address directly; IPv4
 // slices reject 127.0.0.0/8, so the slice is addressType FQDN with the address 127.0.0.1 (accepted: FQDN
 // validation checks DNS syntax only). The chart registers the same APIService against a normal Service instead.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { createCertificateAuthority } from '../controlplane/pki.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
@@ -30,14 +30,14 @@ export async function createServingCertificate(service = DEFAULT_SERVICE): Promi
 }
 
 export interface LoopbackRegistration {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** The local port the aggregated server listens on (127.0.0.1). */
   port: number;
   caPem: string;
   service?: { namespace: string; name: string };
 }
 
-async function apply(kubeConfig: KubeConfig, path: string, obj: object): Promise<void> {
+async function apply(kubeConfig: KubeAccess, path: string, obj: object): Promise<void> {
   await kubeClient(kubeConfig).request('PATCH', path, { body: obj, contentType: 'application/apply-patch+yaml', query: { fieldManager: FIELD_MANAGER, force: true } });
 }
 
@@ -71,7 +71,7 @@ export async function registerLoopback(r: LoopbackRegistration): Promise<void> {
   });
 }
 
-export async function unregister(kubeConfig: KubeConfig): Promise<void> {
+export async function unregister(kubeConfig: KubeAccess): Promise<void> {
   try {
     await kubeClient(kubeConfig).request('DELETE', `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`);
   } catch (err) {
@@ -84,7 +84,7 @@ interface ApiServiceStatus {
 }
 
 /** Waits until the APIService reports Available=True; the error carries the last condition's message. */
-export async function waitForAvailable(kubeConfig: KubeConfig, timeoutMs = 60_000): Promise<void> {
+export async function waitForAvailable(kubeConfig: KubeAccess, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
@@ -100,7 +100,7 @@ export async function waitForAvailable(kubeConfig: KubeConfig, timeoutMs = 60_00
 }
 
 /** Whether the kube-apiserver serves our group's OpenAPI v3 document and its merged v2 document. */
-async function openApiServed(kubeConfig: KubeConfig): Promise<boolean> {
+async function openApiServed(kubeConfig: KubeAccess): Promise<boolean> {
   const client = kubeClient(kubeConfig);
   try {
     const root = await client.request<{ paths?: Record<string, { serverRelativeURL?: string }> }>('GET', '/openapi/v3');

@@ -2,7 +2,7 @@
 // door to the same ByokService and read model as /api/v1/byok; identities come from the apiserver (front-proxy
 // headers or TokenReview) and every resource request is authorized with a SubjectAccessReview.
 import { createHash } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
@@ -182,7 +182,7 @@ const DISCOVERY_V2_TYPE = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGro
 
 export interface AggregatedServerOptions {
   /** The server's own identity: reads the authentication ConfigMap, posts TokenReviews and SubjectAccessReviews. */
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   state: ApiState;
   service: ByokService;
   ready: () => boolean;

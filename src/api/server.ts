@@ -3,7 +3,8 @@
 // Kubernetes writer and listens.
 import rateLimit from '@fastify/rate-limit';
 import { registerApiMetrics } from './metrics.ts';
-import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
@@ -325,7 +326,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 }
 
 export interface StartApiServerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   host?: string;
   /** 0 (default) picks a free port. */
   port?: number;

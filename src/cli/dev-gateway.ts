@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import { CATALOG_FORMAT, createGatewayMetrics, sharedKeyFileName, startGateway } from '../gateway/index.ts';
 import { openGatewaySpendGate } from './gateway-ledger.ts';
@@ -53,7 +53,7 @@ function startLoopbackUpstream(): Promise<Server> {
 }
 
 export async function startDevGateway(opts: {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   routingNamespace: string;
   devDir: string;
   logger: Logger;

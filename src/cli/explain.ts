@@ -3,7 +3,7 @@
 // (not Ready) never reaches the planner, so explain also lists the account's credentials missing from the
 // config with their Ready condition, read from the cluster (--cluster) or from manifests (--manifests).
 import { readFileSync } from 'node:fs';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { kubeClient } from '../kube/client.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
 import { createCatalog, type CatalogModelInput } from '../domain/index.ts';
@@ -117,7 +117,7 @@ export function credentialsFromManifests(path: string): (namespace: string) => P
 }
 
 /** The account's BYOKCredentials with the status the operator wrote (for --cluster). */
-export function credentialsFromCluster(kubeConfig: KubeConfig): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
+export function credentialsFromCluster(kubeConfig: KubeAccess): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
   const client = kubeClient(kubeConfig);
   return async (namespace) => ({
     source: `cluster, namespace ${namespace}`,

@@ -5,20 +5,13 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { loadKubeConfig } from '../kube/client.ts';
-import { startApiServer } from '../api/server.ts';
-import { startAggregatedServer } from '../aggregated/server.ts';
-import { createServingCertificate } from '../aggregated/register.ts';
-import { createGatewayMetrics, startGateway } from '../gateway/index.ts';
-import { openGatewaySpendGate } from './gateway-ledger.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
-import { startOperator } from '../operator/run.ts';
 import type { GatewayStatusConfig } from '../operator/health-status.ts';
-import { createManagementKey } from '../shared/management-keys.ts';
-import { bundleKeyCommand, type BundleKeyAction } from './bundle-key.ts';
-import { runDev } from './dev.ts';
-import { credentialsFromCluster, credentialsFromManifests, explain } from './explain.ts';
-import { exitCode, formatReport, OUTPUT_FORMATS, validatePath, type OutputFormat } from './validate.ts';
+import type { BundleKeyAction } from './bundle-key.ts';
+import type { OutputFormat } from './validate.ts';
+// Each subcommand imports its own module graph when it runs: the operator process then never loads the
+// gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Shared endpoints for the sample data's models; explain's default catalog. */
@@ -197,6 +190,7 @@ async function main(argv: string[]): Promise<void> {
       const kubeConfig = loadKubeConfig(values.kubeconfig);
       const stops: (() => Promise<void>)[] = [];
       if (command !== 'api') {
+        const { startOperator } = await import('../operator/run.ts');
         const operator = await startOperator({
           kubeConfig,
           routingNamespace,
@@ -214,6 +208,7 @@ async function main(argv: string[]): Promise<void> {
         stops.push(() => operator.stop());
       }
       if (command !== 'operator') {
+        const { startApiServer } = await import('../api/server.ts');
         const api = await startApiServer({
           kubeConfig,
           host: values['api-host'] ?? '0.0.0.0',
@@ -228,6 +223,8 @@ async function main(argv: string[]): Promise<void> {
         logger.info({ url: api.url }, 'API server listening');
         stops.push(() => api.close());
         if (!values['no-aggregated']) {
+          const { createServingCertificate } = await import('../aggregated/register.ts');
+          const { startAggregatedServer } = await import('../aggregated/server.ts');
           const tlsDir = values['aggregated-tls-dir'];
           const tls = tlsDir
             ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
@@ -251,10 +248,14 @@ async function main(argv: string[]): Promise<void> {
       });
       return;
     }
-    case 'dev':
+    case 'dev': {
+      const { runDev } = await import('./dev.ts');
       await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
       return;
+    }
     case 'gateway': {
+      const { createGatewayMetrics, startGateway } = await import('../gateway/index.ts');
+      const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
       const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
       if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
       const gatewayLog = logger.child({ component: 'gateway' });
@@ -288,6 +289,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'validate': {
+      const { exitCode, formatReport, OUTPUT_FORMATS, validatePath } = await import('./validate.ts');
       const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
       const format = values.output ?? 'text';
       if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) fail(`invalid --output ${format}: use ${OUTPUT_FORMATS.join(', ')}`);
@@ -297,6 +299,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'explain': {
+      const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
       const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
       const request = values.request ?? fail('explain needs --request <json|file.json>');
       const credentials = values.cluster ? credentialsFromCluster(loadKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
@@ -315,6 +318,7 @@ async function main(argv: string[]): Promise<void> {
     case 'management-key': {
       if (positionals[0] !== 'create') fail('usage: management-key create --namespace <ns> [--name <name>]');
       const namespace = values.namespace ?? fail('management-key create needs --namespace');
+      const { createManagementKey } = await import('../shared/management-keys.ts');
       const { key, secretName } = await createManagementKey(loadKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
       process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
       process.stdout.write(`${key}\n`);
@@ -328,6 +332,7 @@ async function main(argv: string[]): Promise<void> {
           : action === 'activate' && positionals[1]
             ? { action, keyId: positionals[1] }
             : fail('usage: bundle-key stage | activate <key-id> | rotate');
+      const { bundleKeyCommand } = await import('./bundle-key.ts');
       const keyId = await bundleKeyCommand(loadKubeConfig(values.kubeconfig), routingNamespace, request);
       process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
       process.stdout.write(`${keyId}\n`);

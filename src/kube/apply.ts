@@ -1,7 +1,8 @@
 // Server-Side Apply with one fixed field manager. Everything the operator writes goes through here, so field
 // ownership is visible in managedFields and the operator can never clobber spec it does not own: it only ever
 // applies status (status subresource) or the metadata/data of objects it creates itself.
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import { kubeClient, objectPath, type KubeClient } from './client.ts';
 import { API_VERSION } from '../schema/resources.ts';
 
@@ -43,7 +44,7 @@ export interface ApplierOptions {
   onWritten?: (obj: KubernetesObject) => void;
 }
 
-export function createApplier(kubeConfig: KubeConfig, options: ApplierOptions = {}): Applier {
+export function createApplier(kubeConfig: KubeAccess, options: ApplierOptions = {}): Applier {
   const client: KubeClient = kubeClient(kubeConfig);
   const fieldManager = options.fieldManager ?? FIELD_MANAGER;
   const guard = (what: string) => {

@@ -1,28 +1,11 @@
-// The Kubernetes edge shared by the operator and the REST API server: kubeconfig loading and a small raw
-// HTTP client. We talk to the apiserver directly (node:https with the kubeconfig's TLS and auth) instead of
+// The Kubernetes edge shared by the operator and the REST API server: a small raw HTTP client over a
+// kubeconfig (./kubeconfig.ts). We talk to the apiserver directly (node:https with the kubeconfig's TLS and auth) instead of
 // through client-node's generated clients for list/watch/apply, because the informer needs full control over
 // timeouts, aborts and streaming, and the generated clients hide the status code on watch failures.
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { existsSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import { yamlSafeJson } from '../domain/text.ts';
-
-/** Explicit path, then $KUBECONFIG, then in-cluster service account, then ~/.kube/config. */
-export function loadKubeConfig(path?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) {
-    kc.loadFromFile(path);
-  } else if (process.env.KUBECONFIG) {
-    kc.loadFromDefault();
-  } else if (process.env.KUBERNETES_SERVICE_HOST && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')) {
-    kc.loadFromCluster();
-  } else {
-    kc.loadFromDefault();
-  }
-  if (!kc.getCurrentCluster()) throw new Error('no Kubernetes cluster configured (kubeconfig has no current cluster)');
-  return kc;
-}
 
 /** metav1.Status as the apiserver returns it on failures. */
 export interface KubeStatus {
@@ -81,12 +64,12 @@ export function serializeBody(body: unknown, contentType: string | undefined): s
 const AUTH_REFRESH_MS = 60_000;
 
 export class KubeClient {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   private readonly base: URL;
   private readonly agent: HttpsAgent | HttpAgent;
   private auth: { opts: RequestOptions; at: number } | undefined;
 
-  constructor(kubeConfig: KubeConfig) {
+  constructor(kubeConfig: KubeAccess) {
     this.kubeConfig = kubeConfig;
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('no current cluster in kubeconfig');
@@ -229,9 +212,9 @@ export function objectPath(apiVersion: string, kind: string, namespace: string |
   return `${namespacedPath(info.collectionPath, info.namespaced ? namespace : undefined)}/${encodeURIComponent(name)}${subresource ? `/${subresource}` : ''}`;
 }
 
-const clients = new WeakMap<KubeConfig, KubeClient>();
+const clients = new WeakMap<KubeAccess, KubeClient>();
 /** One shared client (and connection pool) per KubeConfig object. */
-export function kubeClient(kc: KubeConfig): KubeClient {
+export function kubeClient(kc: KubeAccess): KubeClient {
   let c = clients.get(kc);
   if (!c) {
     c = new KubeClient(kc);

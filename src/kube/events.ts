@@ -1,7 +1,8 @@
 // Kubernetes Events (events.k8s.io/v1) whose text always passes through a redaction function first, so a
 // message built from a validation error can never carry key material into the Event API. Identical events for
 // the same object are suppressed for a while instead of piling up.
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import { randomBytes } from 'node:crypto';
 import { kubeClient } from './client.ts';
@@ -14,7 +15,7 @@ export interface EventRecorder {
 }
 
 export interface EventRecorderOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** reportingController, e.g. 'byok.gateway.dev/operator'. */
   controller: string;
   /** reportingInstance, e.g. the pod name. */

@@ -6,7 +6,8 @@
 //    objects that vanished while we were not watching;
 //  - a staleness watchdog restarts a watch that delivered no event and no bookmark for `staleSeconds`;
 //  - a periodic full relist (default 5 min) diffs as well, as a last line of defence.
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import { KubeApiError, kubeClient, namespacedPath, type KubeClient, type KubeStatus, type Query } from './client.ts';
 
@@ -27,7 +28,7 @@ export interface InformerHandlers<T> {
 export type RestartReason = 'error' | 'gone' | 'stale' | 'resync' | 'closed';
 
 export interface InformerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Collection path, cluster-wide form: '/apis/byok.gateway.dev/v1alpha1/byokcredentials', '/api/v1/secrets'. */
   path: string;
   /** Watch each of these namespaces; cluster-wide when absent or empty. */

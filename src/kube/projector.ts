@@ -3,13 +3,13 @@
 // projected volumes (routing ConfigMaps, bundle Secrets, the bundle key Secret). Each volume is swapped on its own,
 // as kubelet does, so readers meet the same cross-volume orderings as in a cluster.
 import { createHash } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import { ROUTING_LABEL } from '../compiler/format.ts';
 import { kubeletWrite } from '../shared/kubelet-writer.ts';
 import { kubeClient } from './client.ts';
 
 export interface ProjectorOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   routingNamespace: string;
   configDir: string;
   bundleDir: string;

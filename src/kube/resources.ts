@@ -1,6 +1,7 @@
 // Typed informers for our five kinds and the credential Secrets, with the indexes both the operator and the
 // REST API server look things up by. Index values are always namespace-qualified ("ns/value").
-import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
+import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
@@ -39,7 +40,7 @@ export interface ResourceInformers {
 }
 
 export interface ResourceInformerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespaces?: string[];
   logger?: Logger;
   resyncSeconds?: number;

@@ -5,7 +5,9 @@
 // writeIntervalMs. Data flows one way: nothing here feeds routing. The reconcilers ignore these fields (ownedStatus).
 import { periodicPass } from './periodic.ts';
 import { createHash } from 'node:crypto';
-import { DiscoveryV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1EndpointSliceList } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { kubeClient } from '../kube/client.ts';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { publicId } from '../domain/ids.ts';
@@ -94,7 +96,7 @@ const windowText = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `
 
 export function createHealthStatusWriter(deps: {
   config: GatewayStatusConfig;
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   informers: ResourceInformers;
   pipeline: CompilePipeline | undefined;
   applier: Applier;
@@ -113,7 +115,6 @@ export function createHealthStatusWriter(deps: {
   const staleAfterMs = config.staleAfterMs ?? 5 * 60_000;
   const timeoutMs = config.requestTimeoutMs ?? 3000;
   const writeConcurrency = config.writeConcurrency ?? 8;
-  const discovery = config.service ? deps.kubeConfig.makeApiClient(DiscoveryV1Api) : undefined;
 
   const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
   const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
@@ -176,7 +177,9 @@ export function createHealthStatusWriter(deps: {
   async function targets(): Promise<Target[]> {
     if (config.urls) return config.urls.map((url) => ({ pod: new URL(url).host, url }));
     const svc = config.service!;
-    const slices = await discovery!.listNamespacedEndpointSlice({ namespace: svc.namespace, labelSelector: `kubernetes.io/service-name=${svc.name}` });
+    const slices = await kubeClient(deps.kubeConfig).request<V1EndpointSliceList>('GET', `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(svc.namespace)}/endpointslices`, {
+      query: { labelSelector: `kubernetes.io/service-name=${svc.name}` },
+    });
     const out = new Map<string, Target>();
     for (const slice of slices.items) {
       const port = (slice.ports ?? []).find((p) => (typeof svc.port === 'string' ? p.name === svc.port : svc.port === undefined || p.port === svc.port))?.port;
@@ -426,7 +429,7 @@ function servesVersion(r: PodReport, id: string, version: string): boolean {
 /** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */
 export function createGatewayHealthStatus(
   config: GatewayStatusConfig,
-  deps: { kubeConfig: KubeConfig; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; events: EventRecorder; registry: Registry; log: Logger },
+  deps: { kubeConfig: KubeAccess; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; events: EventRecorder; registry: Registry; log: Logger },
 ): HealthStatusWriter {
   return createHealthStatusWriter({ ...deps, config, applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }) });
 }

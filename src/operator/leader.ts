@@ -5,7 +5,7 @@
 //    (renewDeadline < leaseDuration, so it stops writing before anyone else may take over);
 //  - on graceful shutdown the leader releases the lease (empty holder), so a successor takes over at once.
 // Updates carry the resourceVersion we read, so two candidates can never both win the same round.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import { KubeApiError, kubeClient, objectPath, type KubeClient } from '../kube/client.ts';
 import { FIELD_MANAGER } from '../kube/apply.ts';
@@ -58,7 +58,7 @@ export class LeaderElector {
   private wakeSleep: (() => void) | undefined;
   private lastSeenLeader = '';
 
-  constructor(kubeConfig: KubeConfig, cfg: LeaderElectionConfig, cb: LeaderCallbacks, logger?: Logger) {
+  constructor(kubeConfig: KubeAccess, cfg: LeaderElectionConfig, cb: LeaderCallbacks, logger?: Logger) {
     this.cfg = cfg;
     this.client = kubeClient(kubeConfig);
     this.cb = cb;

@@ -3,7 +3,7 @@
 // (warm caches, fast failover, readiness); reconcile workers, writes and compiles run only on the leader.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import { INDEX_NAME } from '../compiler/format.ts';
@@ -32,7 +32,7 @@ export interface LeaderElectionOptions {
 }
 
 export interface OperatorOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Namespace of the compiled routing ConfigMaps, bundle Secrets and (by default) the leader Lease. */
   routingNamespace: string;
   /** Watch only these namespaces (cluster-wide when absent). */

@@ -2,7 +2,9 @@
 // `byok.gateway.dev/management-key=true`, that holds only the SHA-256 of the key: the key itself is shown once
 // at creation and never stored, so reading the cluster never yields a usable key.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
+import { kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { MANAGEMENT_KEY_LABEL } from '../kube/resources.ts';
 
 export { MANAGEMENT_KEY_LABEL };
@@ -63,14 +65,13 @@ export interface CreateManagementKeyOptions {
  * prints it once. The Secret stores only its SHA-256.
  */
 export async function createManagementKey(
-  kubeConfig: KubeConfig,
+  kubeConfig: KubeAccess,
   namespace: string,
   opts: CreateManagementKeyOptions = {},
 ): Promise<{ key: string; secretName: string }> {
   const key = generateManagementKey();
   const name = opts.name ?? `byok-management-key-${randomBytes(4).toString('hex')}`;
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  await core.createNamespacedSecret({ namespace, body: managementKeySecret(namespace, name, sha256Hex(key), opts.description) });
+  await kubeClient(kubeConfig).request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`, { body: managementKeySecret(namespace, name, sha256Hex(key), opts.description) });
   return { key, secretName: name };
 }
 

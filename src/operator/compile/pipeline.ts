@@ -2,7 +2,7 @@
 // The reconcilers call markDirty(namespace) whenever anything an account's routing depends on changes
 // (any of the five kinds, a referenced Secret, a verdict); the pipeline coalesces, compiles from
 // source.snapshot(), and writes only the changed shard ConfigMaps / bundle Secrets, then the index.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../compiler/snapshot.ts';
@@ -21,7 +21,7 @@ export interface AccountStateSource {
 }
 
 export interface CompilePipelineOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Namespace that holds byok-routing-* ConfigMaps, byok-bundle-* Secrets and the bundle key Secret. */
   routingNamespace: string;
   source: AccountStateSource;

@@ -1,6 +1,7 @@
 // The pipeline's only contact with the apiserver: list / apply / delete its own ConfigMaps and Secrets in the
 // routing namespace, through the shared Kubernetes edge (src/kube). An interface so unit tests can count writes.
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import { createApplier, type Applier } from '../../kube/apply.ts';
 import { isConflict, isNotFound, kubeClient } from '../../kube/client.ts';
 import { ROUTING_LABEL, SHA_ANNOTATION } from '../../compiler/format.ts';
@@ -38,7 +39,7 @@ interface SecretResponse {
   data?: Record<string, string>;
 }
 
-export function kubeRoutingStore(kubeConfig: KubeConfig, namespace: string, applier?: Applier): RoutingStore {
+export function kubeRoutingStore(kubeConfig: KubeAccess, namespace: string, applier?: Applier): RoutingStore {
   const client = kubeClient(kubeConfig);
   const writer = applier ?? createApplier(kubeConfig);
   const collection = (kind: StoredKind) => `/api/v1/namespaces/${encodeURIComponent(namespace)}/${kind === 'ConfigMap' ? 'configmaps' : 'secrets'}`;

@@ -27,6 +27,24 @@ function importsOf(folder: string): Import[] {
   return out;
 }
 
+/** Every module (src-relative file or package name) a file loads at run time, transitively. */
+function runtimeGraph(entry: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(join(src, file), 'utf8');
+    for (const m of text.matchAll(/^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+      if (m[2]) continue;
+      const spec = m[3] ?? m[4] ?? '';
+      if (spec.startsWith('.')) visit(relative(src, resolve(dirname(join(src, file)), spec)));
+      else seen.add(spec);
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
 const runtime = (imports: Import[]) => imports.filter((i) => !i.typeOnly);
 const targets = (imports: Import[]) => [...new Set(imports.map((i) => i.target))].sort();
 
@@ -60,6 +78,16 @@ describe('dependency rules', () => {
     expect(targets(importsOf('ledger')).filter((t) => !allowed.includes(t))).toEqual([]);
     // From the gateway only the SpendGate contract (types), never its request path.
     expect(importsOf('ledger').filter((i) => i.target === 'gateway' && !i.typeOnly)).toEqual([]);
+  });
+
+  test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS; issue 11)', () => {
+    // Static runtime imports only: the CLI's subcommands are dynamic imports, so `main.ts operator` loads the
+    // operator's graph and nothing of `dev`.
+    for (const entry of ['cli/main.ts', 'operator/run.ts', 'api/server.ts', 'aggregated/server.ts', 'gateway/index.ts']) {
+      const loaded = runtimeGraph(entry);
+      expect(loaded.size).toBeGreaterThan(entry === 'cli/main.ts' ? 2 : 10);
+      expect([...loaded].filter((m) => m.startsWith('@kubernetes/'))).toEqual([]);
+    }
   });
 
   test('nothing imports the CLI', () => {
