@@ -80,6 +80,8 @@ export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
 
 /** Shares one copy of strings that repeat across many cached objects. Bounded: when full it starts over (strings
  *  already shared stay shared; only new ones stop being deduplicated until the table refills). */
+type IndexEntry = string | Set<string>;
+
 export class StringInterner {
   private readonly table = new Map<string, string>();
   private readonly max: number;
@@ -98,14 +100,42 @@ export class StringInterner {
   }
 }
 
+/** The spec fields many credentials share: the provider, the workspace, the Secret key name, gateway key hashes. */
+interface SpecLike { provider?: unknown; workspace?: unknown; secretRef?: { key?: unknown }; allowedApiKeyHashes?: unknown[] }
 interface ConditionLike { type?: string; status?: string; reason?: string; message?: string; lastTransitionTime?: string }
 const cacheStrings = new StringInterner();
+const cacheValues = new Map<string, unknown>();
+
+/**
+ * One frozen copy of a small JSON value that many cached objects carry whole: a Secret's labels, a status's
+ * conditions (the same four conditions, with the same message and, for a burst of writes, the same transition
+ * time, on thousands of Ready credentials). Frozen because it is shared: a reader that tried to modify it would
+ * throw instead of changing other objects. Bounded like StringInterner.
+ */
+function sharedValue<V extends object>(value: V): V {
+  const key = JSON.stringify(value);
+  const hit = cacheValues.get(key);
+  if (hit !== undefined) return hit as V;
+  if (cacheValues.size >= 20_000) cacheValues.clear();
+  const frozen = deepFreeze(structuredClone(value));
+  cacheValues.set(key, frozen);
+  return frozen;
+}
+
+function deepFreeze<V>(value: V): V {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
 
 /**
  * stripBulkyMetadata, then one shared copy of the strings that repeat across thousands of cached objects: the
- * namespace (every object of an account), the creation time (also status.createdAt), and each condition's type,
- * status, reason, message and transition time (the same few messages on every Ready credential, the same time
- * on each condition of one write). Parsed JSON gives every object its own copies: at 10k credentials they were
+ * apiVersion and kind, the spec's provider, workspace, Secret key name and gateway key hashes, a
+ * Secret's type, the namespace (every object of an account), the creation time (also status.createdAt), and,
+ * as one frozen shared value, label sets and status conditions (the same few messages on every Ready credential,
+ * the same time on each condition of one write). Parsed JSON gives every object its own copies: at 10k credentials they were
  * about a fifth of the cached credentials' heap. Values are unchanged, so readers cannot tell; the argument is
  * not modified.
  */
@@ -113,27 +143,30 @@ export function compactForCache<T extends KubernetesObject>(obj: T): T {
   const stripped = stripBulkyMetadata(obj);
   const meta = stripped.metadata;
   const out = { ...stripped } as T & { status?: { conditions?: unknown; createdAt?: unknown } };
+  if (typeof out.apiVersion === 'string') out.apiVersion = cacheStrings.intern(out.apiVersion);
+  if (typeof out.kind === 'string') out.kind = cacheStrings.intern(out.kind);
   if (meta) {
     out.metadata = { ...meta };
     if (meta.namespace !== undefined) out.metadata.namespace = cacheStrings.intern(meta.namespace);
     if (typeof meta.creationTimestamp === 'string') out.metadata.creationTimestamp = cacheStrings.intern(meta.creationTimestamp) as unknown as Date;
+    if (meta.labels) out.metadata.labels = sharedValue(meta.labels);
   }
+  const spec = (stripped as { spec?: SpecLike }).spec;
+  if (spec && typeof spec === 'object' && !Array.isArray(spec)) {
+    const next: SpecLike = { ...spec };
+    if (typeof spec.provider === 'string') next.provider = cacheStrings.intern(spec.provider);
+    if (typeof spec.workspace === 'string') next.workspace = cacheStrings.intern(spec.workspace);
+    if (spec.secretRef && typeof spec.secretRef === 'object' && typeof spec.secretRef.key === 'string') next.secretRef = { ...spec.secretRef, key: cacheStrings.intern(spec.secretRef.key) };
+    if (Array.isArray(spec.allowedApiKeyHashes)) next.allowedApiKeyHashes = spec.allowedApiKeyHashes.map((h) => (typeof h === 'string' ? cacheStrings.intern(h) : h));
+    (out as { spec?: SpecLike }).spec = next;
+  }
+  const type = (stripped as { type?: unknown }).type;
+  if (typeof type === 'string') (out as { type?: string }).type = cacheStrings.intern(type);
   const status = (stripped as { status?: { conditions?: unknown; createdAt?: unknown } }).status;
   if (status && typeof status === 'object') {
     const next: Record<string, unknown> = { ...status };
     if (typeof status.createdAt === 'string') next.createdAt = cacheStrings.intern(status.createdAt);
-    if (Array.isArray(status.conditions)) {
-      next.conditions = (status.conditions as ConditionLike[]).map((c) => (c && typeof c === 'object'
-        ? {
-          ...c,
-          ...(typeof c.type === 'string' ? { type: cacheStrings.intern(c.type) } : {}),
-          ...(typeof c.status === 'string' ? { status: cacheStrings.intern(c.status) } : {}),
-          ...(typeof c.reason === 'string' ? { reason: cacheStrings.intern(c.reason) } : {}),
-          ...(typeof c.message === 'string' ? { message: cacheStrings.intern(c.message) } : {}),
-          ...(typeof c.lastTransitionTime === 'string' ? { lastTransitionTime: cacheStrings.intern(c.lastTransitionTime) } : {}),
-        }
-        : c));
-    }
+    if (Array.isArray(status.conditions)) next.conditions = sharedValue(status.conditions as ConditionLike[]);
     out.status = next;
   }
   return out;
@@ -194,8 +227,9 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
   private readonly client: KubeClient;
   private readonly log: Logger | undefined;
   private readonly objects = new Map<string, Map<string, T>>();
-  private readonly indexes = new Map<string, { fn: IndexFn<T>; values: Map<string, Set<string>> }>();
-  private readonly indexed = new Map<string, Map<string, string[]>>();
+  /** index → value → the key (`ns/name`) of the one object with it, or a Set when several share it. At 100k
+   *  credentials most values (ids, Secret refs) belong to one object, and a Set each cost ~150 bytes. */
+  private readonly indexes = new Map<string, { fn: IndexFn<T>; values: Map<string, IndexEntry> }>();
   private readonly tombstones = new Map<string, { rv: string; at: number }>();
   private readonly handlers: { add: ((o: T) => void)[]; update: ((o: T, old: T) => void)[]; delete: ((o: T) => void)[] } = { add: [], update: [], delete: [] };
   private readonly streams: Stream[];
@@ -225,9 +259,9 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
   }
 
   addIndex(name: string, fn: IndexFn<T>): void {
-    const entry = { fn, values: new Map<string, Set<string>>() };
+    const entry = { fn, values: new Map<string, IndexEntry>() };
     this.indexes.set(name, entry);
-    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(name, entry, obj);
+    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(entry, keyOf(nsOf(obj), nameOf(obj)), obj);
   }
 
   // ---- read API ----
@@ -247,7 +281,8 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const entry = this.indexes.get(index);
     if (!entry) throw new Error(`informer ${this.name}: no index ${index}`);
     const out: T[] = [];
-    for (const key of entry.values.get(value) ?? []) {
+    const keys = entry.values.get(value);
+    for (const key of typeof keys === 'string' ? [keys] : (keys ?? [])) {
       const i = key.indexOf('/');
       const obj = this.get(key.slice(0, i), key.slice(i + 1));
       if (obj) out.push(obj);
@@ -534,7 +569,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
       this.objects.set(ns, byName);
     }
     byName.set(name, obj);
-    this.reindex(key, obj);
+    this.reindex(key, obj, old);
     if (old) this.emit('update', obj, old);
     else this.emit('add', obj);
   }
@@ -549,46 +584,37 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const byName = this.objects.get(ns);
     if (!byName?.delete(name)) return;
     if (byName.size === 0) this.objects.delete(ns);
-    this.unindex(keyOf(ns, name));
+    this.unindex(keyOf(ns, name), cached);
     this.emit('delete', finalState ?? cached);
   }
 
-  private indexOne(name: string, entry: { fn: IndexFn<T>; values: Map<string, Set<string>> }, obj: T): void {
-    const key = keyOf(nsOf(obj), nameOf(obj));
-    const values = [...new Set(entry.fn(obj))];
-    let perObj = this.indexed.get(key);
-    if (!perObj) {
-      perObj = new Map();
-      this.indexed.set(key, perObj);
-    }
-    perObj.set(name, values);
-    for (const v of values) {
-      let set = entry.values.get(v);
-      if (!set) {
-        set = new Set();
-        entry.values.set(v, set);
-      }
-      set.add(key);
+  private indexOne(entry: { fn: IndexFn<T>; values: Map<string, IndexEntry> }, key: string, obj: T): void {
+    for (const v of entry.fn(obj)) {
+      const have = entry.values.get(v);
+      if (have === undefined) entry.values.set(v, key);
+      else if (typeof have !== 'string') have.add(key);
+      else if (have !== key) entry.values.set(v, new Set([have, key]));
     }
   }
 
-  private reindex(key: string, obj: T): void {
-    this.unindex(key);
-    for (const [name, entry] of this.indexes) this.indexOne(name, entry, obj);
+  /** Index functions are pure, so the old object's values are recomputed instead of kept per object. */
+  private reindex(key: string, obj: T, old: T | undefined): void {
+    if (old) this.unindex(key, old);
+    for (const entry of this.indexes.values()) this.indexOne(entry, key, obj);
   }
 
-  private unindex(key: string): void {
-    const perObj = this.indexed.get(key);
-    if (!perObj) return;
-    for (const [name, values] of perObj) {
-      const entry = this.indexes.get(name);
-      for (const v of values) {
-        const set = entry?.values.get(v);
-        set?.delete(key);
-        if (set && set.size === 0) entry?.values.delete(v);
+  private unindex(key: string, old: T): void {
+    for (const entry of this.indexes.values()) {
+      for (const v of entry.fn(old)) {
+        const have = entry.values.get(v);
+        if (have === key) entry.values.delete(v);
+        else if (have !== undefined && typeof have !== 'string') {
+          have.delete(key);
+          if (have.size === 1) entry.values.set(v, have.values().next().value!);
+          else if (have.size === 0) entry.values.delete(v);
+        }
       }
     }
-    this.indexed.delete(key);
   }
 
   private emit(event: 'add' | 'delete', obj: T): void;

@@ -70,6 +70,20 @@ describe('compactForCache (the operator informers\' default transform)', () => {
     }
   });
 
+  test('equal condition lists and label sets become one frozen object shared by every cached copy', () => {
+    const [a, b] = ['a', 'b'].map((name) => compactForCache(credential(name)));
+    expect(a!.status!.conditions).toBe(b!.status!.conditions);
+    expect(Object.isFrozen(a!.status!.conditions) && Object.isFrozen(a!.status!.conditions![0])).toBe(true);
+    // Shared, so a reader that tried to change it would throw instead of changing another object.
+    expect(() => a!.status!.conditions![0]!.message = 'changed').toThrow(TypeError);
+    const other = credential('c');
+    other.status!.conditions![0]!.lastTransitionTime = '2026-01-03T00:00:00Z';
+    expect(compactForCache(other).status!.conditions).not.toBe(a!.status!.conditions);
+    const secret = (n: string) => compactForCache({ apiVersion: 'v1', kind: 'Secret', metadata: { name: n, namespace: 'acct-one', labels: { 'byok.gateway.dev/credential-secret': 'true' } }, type: 'Opaque' } as V1Secret);
+    expect(secret('x').metadata!.labels).toBe(secret('y').metadata!.labels);
+    expect(secret('x').metadata!.labels).toEqual({ 'byok.gateway.dev/credential-secret': 'true' });
+  });
+
   test('the interner is bounded and stays correct after it starts over', () => {
     const interner = new StringInterner(2);
     expect(interner.intern('x')).toBe('x');
