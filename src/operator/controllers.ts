@@ -100,10 +100,16 @@ export class Controllers {
   constructor(ctx: ControllerContext) {
     this.ctx = ctx;
     this.inf = ctx.informers;
-    const mk = (name: string, concurrency: number) =>
+    const credentialConcurrency = ctx.concurrency?.credentials ?? 8;
+    // Routing depends on credential verdicts only; Account, Workspace, Guardrail and key statuses are for people.
+    // While credentials are backed up (a cold start, a mass rotation) those statuses wait, so the apiserver's
+    // writes go to what the gateways need first (issue 11: at 10 credentials per account they were +30 % writes).
+    const credentialBacklog = () => this.queues.credentials.len() > 2 * credentialConcurrency;
+    const mk = (name: string, concurrency: number, yieldToCredentials = true) =>
       new WorkQueue({
         name,
         concurrency,
+        ...(yieldToCredentials ? { yieldWhile: credentialBacklog } : {}),
         metrics: ctx.metrics,
         baseDelayMs: 5,
         maxDelayMs: 60_000,
@@ -111,7 +117,7 @@ export class Controllers {
       });
     const others = ctx.concurrency?.others ?? 2;
     this.queues = {
-      credentials: mk('byokcredential', ctx.concurrency?.credentials ?? 8),
+      credentials: mk('byokcredential', credentialConcurrency, false),
       workspaces: mk('workspace', others),
       guardrails: mk('guardrail', others),
       apiKeys: mk('gatewayapikey', others),
@@ -290,13 +296,14 @@ export class Controllers {
     if (now.status === 'True' && this.takeNormalEventToken()) void this.ctx.events.record(obj, 'Normal', 'Ready', now.message);
   }
 
-  /** Normal Events are a courtesy: at most a burst of 50 and 10/s, so a cold start of thousands of objects does
-   *  not add thousands of Event writes (client-go's event broadcaster limits the same way). Warnings are not limited. */
-  private normalEventTokens = 50;
+  /** Normal Events are a courtesy: at most a burst of 25 and 2/s, so a cold start of thousands of objects does
+   *  not add thousands of Event writes (client-go's event broadcaster limits the same way; at 10/s they were
+   *  ~7 % of a 10k cold start's apiserver time). Warnings are not limited. */
+  private normalEventTokens = 25;
   private normalEventRefilledAt = performance.now();
   private takeNormalEventToken(): boolean {
     const now = performance.now();
-    this.normalEventTokens = Math.min(50, this.normalEventTokens + ((now - this.normalEventRefilledAt) / 1000) * 10);
+    this.normalEventTokens = Math.min(25, this.normalEventTokens + ((now - this.normalEventRefilledAt) / 1000) * 2);
     this.normalEventRefilledAt = now;
     if (this.normalEventTokens < 1) return false;
     this.normalEventTokens -= 1;

@@ -17,7 +17,14 @@ export interface WorkQueueOptions {
   metrics?: OperatorMetrics;
   /** Called for errors a reconcile threw (after metrics). */
   onError?: (key: string, err: unknown) => void;
+  /**
+   * While this returns true, queued keys wait (checked every 100 ms). Lets work that routing does not depend on
+   * (Account, Workspace, key statuses) stand aside while the credential queue has a backlog.
+   */
+  yieldWhile?: () => boolean;
 }
+
+const YIELD_POLL_MS = 100;
 
 export class WorkQueue {
   readonly name: string;
@@ -155,6 +162,10 @@ export class WorkQueue {
 
   private async next(): Promise<string | undefined> {
     while (this.running) {
+      if (this.queue.length > 0 && this.opts.yieldWhile?.()) {
+        await new Promise<void>((r) => setTimeout(r, YIELD_POLL_MS).unref());
+        continue;
+      }
       const key = this.queue.shift();
       if (key !== undefined) return key;
       await new Promise<void>((r) => this.wake.push(r));

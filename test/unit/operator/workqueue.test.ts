@@ -113,6 +113,26 @@ describe('WorkQueue', () => {
     await q.shutdown();
   });
 
+  test('yieldWhile holds queued keys back while it is true (statuses stand aside for a credential backlog)', async () => {
+    const credentials = new WorkQueue({ name: 'credentials', concurrency: 1 });
+    const others = new WorkQueue({ name: 'others', concurrency: 2, yieldWhile: () => credentials.len() > 2 });
+    const order: string[] = [];
+    for (let i = 0; i < 6; i++) credentials.add(`cred-${i}`);
+    others.add('account');
+    others.start(async (k) => void order.push(k));
+    await sleep(150);
+    expect(order).toEqual([]);
+    credentials.start(async (k) => {
+      await sleep(20);
+      order.push(k);
+    });
+    await credentials.waitForIdle();
+    await others.waitForIdle();
+    // The account ran only once the credential backlog was down to 2 queued keys.
+    expect(order.indexOf('account')).toBeGreaterThanOrEqual(3);
+    await Promise.all([credentials.shutdown(), others.shutdown()]);
+  });
+
   test('stop keeps queued keys for the next start', async () => {
     const q = new WorkQueue({ name: 't' });
     q.add('x');
