@@ -5,7 +5,6 @@ import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { publicId, type IdentifiedKind } from '../domain/ids.ts';
 import { SupervisedInformer, compactForCache, type InformerOptions, type RestartReason } from './informer.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
@@ -16,17 +15,14 @@ export const DEFAULT_SECRET_KEY = 'key';
 export const crPath = (plural: string) => `/apis/${GROUP}/${VERSION}/${plural}`;
 export const SECRETS_PATH = '/api/v1/secrets';
 
+// Only the indexes a lookup uses: at 100k credentials each costs a string and a map entry per object.
 export const INDEX = {
-  /** Public UUID → object (every kind). */
-  id: 'id',
   /** BYOKCredential: "ns/secretName". */
   secret: 'secret',
   /** BYOKCredential: "ns/hash" for each allowedApiKeyHashes entry. GatewayAPIKey: "ns/hash". */
   apiKeyHash: 'apiKeyHash',
   /** BYOKCredential, GatewayAPIKey: "ns/workspaceName". */
   workspace: 'workspace',
-  /** Workspace: "ns" for each Workspace with spec.default. */
-  defaultWorkspace: 'defaultWorkspace',
 } as const;
 
 export interface ResourceInformers {
@@ -51,9 +47,6 @@ export interface ResourceInformerOptions {
   transform?: InformerOptions['transform'];
 }
 
-const idIndex = (kind: IdentifiedKind) => (o: { metadata?: { namespace?: string; name?: string } }) =>
-  o.metadata?.namespace && o.metadata.name ? [publicId(kind, o.metadata.namespace, o.metadata.name)] : [];
-
 export function createResourceInformers(opts: ResourceInformerOptions): ResourceInformers {
   const base = (name: string, path: string, extra: Partial<InformerOptions> = {}): InformerOptions => ({
     kubeConfig: opts.kubeConfig,
@@ -75,17 +68,11 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
   const secrets = new SupervisedInformer<V1Secret>(base('credential-secrets', SECRETS_PATH, { labelSelector: `${CREDENTIAL_SECRET_LABEL}=true` }));
 
   const ns = (o: { metadata?: { namespace?: string } }) => o.metadata?.namespace ?? '';
-  credentials.addIndex(INDEX.id, idIndex('BYOKCredential'));
   credentials.addIndex(INDEX.secret, (c) => [`${ns(c)}/${c.spec?.secretRef?.name ?? ''}`]);
   credentials.addIndex(INDEX.apiKeyHash, (c) => (c.spec?.allowedApiKeyHashes ?? []).map((h) => `${ns(c)}/${h}`));
   credentials.addIndex(INDEX.workspace, (c) => (c.spec?.workspace ? [`${ns(c)}/${c.spec.workspace}`] : []));
-  workspaces.addIndex(INDEX.id, idIndex('Workspace'));
-  workspaces.addIndex(INDEX.defaultWorkspace, (w) => (w.spec?.default ? [ns(w)] : []));
-  guardrails.addIndex(INDEX.id, idIndex('Guardrail'));
-  apiKeys.addIndex(INDEX.id, idIndex('GatewayAPIKey'));
   apiKeys.addIndex(INDEX.apiKeyHash, (k) => (k.spec?.hash ? [`${ns(k)}/${k.spec.hash}`] : []));
   apiKeys.addIndex(INDEX.workspace, (k) => (k.spec?.workspace ? [`${ns(k)}/${k.spec.workspace}`] : []));
-  accounts.addIndex(INDEX.id, idIndex('Account'));
   return { credentials, workspaces, guardrails, apiKeys, accounts, secrets };
 }
 

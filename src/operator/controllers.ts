@@ -97,6 +97,13 @@ export class Controllers {
   /** Credentials (ns/name) last found beyond their account's quota: re-checked when a sibling goes away. */
   private readonly overQuota = new Set<string>();
 
+  private readonly backlogThreshold: number;
+
+  /** More credentials queued than two rounds of workers: a cold start or a mass change is under way. */
+  credentialBacklog(): boolean {
+    return this.queues.credentials.len() > this.backlogThreshold;
+  }
+
   constructor(ctx: ControllerContext) {
     this.ctx = ctx;
     this.inf = ctx.informers;
@@ -104,7 +111,8 @@ export class Controllers {
     // Routing depends on credential verdicts only; Account, Workspace, Guardrail and key statuses are for people.
     // While credentials are backed up (a cold start, a mass rotation) those statuses wait, so the apiserver's
     // writes go to what the gateways need first (issue 11: at 10 credentials per account they were +30 % writes).
-    const credentialBacklog = () => this.queues.credentials.len() > 2 * credentialConcurrency;
+    const credentialBacklog = () => this.credentialBacklog();
+    this.backlogThreshold = 2 * credentialConcurrency;
     const mk = (name: string, concurrency: number, yieldToCredentials = true) =>
       new WorkQueue({
         name,
@@ -115,7 +123,9 @@ export class Controllers {
         maxDelayMs: 60_000,
         onError: (key, err) => ctx.log.warn({ controller: name, object: key, err: err instanceof Error ? err.message : String(err) }, 'reconcile failed; will retry with backoff'),
       });
-    const others = ctx.concurrency?.others ?? 2;
+    // One worker per status-only kind: after a cold start their deferred writes drain without crowding the
+    // apiserver for the credential changes that follow (issue 11).
+    const others = ctx.concurrency?.others ?? 1;
     this.queues = {
       credentials: mk('byokcredential', credentialConcurrency, false),
       workspaces: mk('workspace', others),

@@ -121,6 +121,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           ...(opts.compile?.bundleKeySecretName ? { bundleKeySecretName: opts.compile.bundleKeySecretName } : {}),
           ...(opts.compile?.shardOptions ? { shardOptions: opts.compile.shardOptions } : {}),
           onQuarantine: (ns, q) => controllersRef?.setQuarantine(ns, q),
+          backlog: () => controllersRef?.credentialBacklog() ?? false,
         });
 
   const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log }) : undefined;

@@ -44,6 +44,13 @@ export interface CompilePipelineOptions {
   bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets'>;
   /** Cap of the wait between back-to-back runs while changes keep arriving (default 1000 ms); see pipeline-impl. */
   maxBatchDelayMs?: number;
+  /**
+   * True while the reconcilers are backed up (a cold start, a mass rotation): back-to-back runs then wait
+   * backlogDelayMs, so each shard and bundle Secret is rewritten a few times instead of every second.
+   */
+  backlog?: () => boolean;
+  /** The wait between back-to-back runs while backlog() holds (default 5000 ms). */
+  backlogDelayMs?: number;
   /** Parallel writes per compile (default 8). */
   writeConcurrency?: number;
   /**
