@@ -44,8 +44,14 @@ export interface OperatorOptions {
   httpPort?: number;
   httpHost?: string;
   logger?: Logger;
-  /** Informer relist and full re-reconcile period; default 300. */
+  /** Full re-reconcile period, from the cache (no apiserver reads); default 300. */
   resyncSeconds?: number;
+  /**
+   * Informer relist period, the last line of defence behind watch + 410 handling; default 1800. A relist of
+   * 100k credentials and their Secrets is ~400 pages and ~50 s of apiserver time, so it is not done every
+   * resync (client-go does not relist periodically at all).
+   */
+  relistSeconds?: number;
   /** Watch staleness watchdog; default 150. */
   staleSeconds?: number;
   /** Install SIGTERM/SIGINT handlers that stop gracefully (and release the lease). Default false. */
@@ -98,7 +104,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     kubeConfig: opts.kubeConfig,
     ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
     logger: log,
-    resyncSeconds,
+    resyncSeconds: opts.relistSeconds ?? 1800,
     ...(opts.staleSeconds !== undefined ? { staleSeconds: opts.staleSeconds } : {}),
     onRestart: (informer, reason) => metrics.informerRestarts.inc({ informer, reason }),
   });
@@ -211,8 +217,9 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   if (elector) elector.start();
   else lead();
 
-  // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap).
-  const resync = resyncSeconds > 0 ? setInterval(() => leading && controllers.enqueueAll(), resyncSeconds * 1000) : undefined;
+  // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
+  // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
+  const resync = resyncSeconds > 0 ? setInterval(() => leading && !controllers.credentialBacklog() && controllers.enqueueAll(), resyncSeconds * 1000) : undefined;
   resync?.unref();
 
   let stopping: Promise<void> | undefined;
