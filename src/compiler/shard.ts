@@ -144,11 +144,22 @@ export function shardSerialized(accounts: readonly SerializedAccount[], opts: Sh
   return { index: { ...body, version: indexVersion(body) }, shards };
 }
 
+/** The bytes with a backing store of their own, exactly their length: zlib's sync output is a view of its 64 KB
+ *  output chunk, which a long-lived small result would otherwise keep whole. */
+export function ownBuffer(b: Buffer): Buffer {
+  if (b.byteOffset === 0 && b.buffer.byteLength === b.length) return b;
+  const out = Buffer.allocUnsafeSlow(b.length);
+  b.copy(out);
+  return out;
+}
+
 function encodeBucket(bucket: number, list: readonly SerializedAccount[], gzipAbove: number): EncodedBucket {
   // Account JSON is already canonical; keys "accounts" < "bucket" keep the wrapper canonical too.
   const json = `{"accounts":[${list.map((a) => a.json).join(',')}],"bucket":${bucket}}`;
   const raw = Buffer.from(json, 'utf8');
   const encoding: ShardEncoding = raw.length > gzipAbove ? 'gzip' : 'json';
-  const payload = encoding === 'gzip' ? gzipSync(raw, { level: 6 }) : raw;
+  // Encoded buckets are cached between runs; gzipSync returns a view of its 64 KB output chunk, so a small
+  // shard would keep the whole chunk alive. Copy it to its own exact-size buffer.
+  const payload = encoding === 'gzip' ? ownBuffer(gzipSync(raw, { level: 6 })) : raw;
   return { encoding, payload, sha256: sha256Hex(payload), rawBytes: raw.length, accounts: list.map((a) => a.namespace) };
 }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { gunzipSync } from 'node:zlib';
+import { deflateRawSync, gunzipSync } from 'node:zlib';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { bucketOf, canonicalJson, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/compiler/format.ts';
-import { bucketCount, shardAccounts, shardSerialized, serializeAccount, type ShardObject } from '../../../src/compiler/shard.ts';
+import { bucketCount, ownBuffer, shardAccounts, shardSerialized, serializeAccount, type ShardObject } from '../../../src/compiler/shard.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { sizedSnapshot } from './fixtures.ts';
 
@@ -136,5 +136,15 @@ describe('shardAccounts', () => {
     }
     for (const s of set.shards) expect(s.data.toString('latin1')).not.toContain(canary);
     expect(JSON.stringify(set.index)).not.toContain(canary);
+  });
+
+  it('cached gzip payloads and kept deflated text own exactly their bytes (zlib returns views of 64 KB chunks)', () => {
+    const viewed = deflateRawSync('x'.repeat(4000));
+    expect(viewed.buffer.byteLength).toBeGreaterThan(viewed.length * 100);
+    const owned = ownBuffer(viewed);
+    expect(owned.buffer.byteLength).toBe(owned.length);
+    expect(owned.equals(viewed)).toBe(true);
+    const set = shardAccounts(Array.from({ length: 3 }, (_, i) => compileAccount(sizedSnapshot(`acct-${i}`, 200))), { gzipAboveBytes: 1 });
+    for (const shard of set.shards) expect(shard.data.buffer.byteLength).toBeLessThanOrEqual(shard.data.length + 8192);
   });
 });
