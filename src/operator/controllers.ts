@@ -236,7 +236,7 @@ export class Controllers {
   }
 
   /** Enqueue every cached object (on becoming leader, and periodically). */
-  enqueueAll(): void {
+  enqueueAll(opts: { background?: boolean } = {}): void {
     // Credentials in shard placement order (an account's credentials together, the accounts of one routing
     // shard together): on a cold start the compile pipeline then finds a few shards changed per run instead of
     // every shard, which saves hundreds of ConfigMap and bundle Secret writes at 10k credentials.
@@ -248,11 +248,15 @@ export class Controllers {
     };
     const creds = this.inf.credentials.list().map((c) => ({ key: keyOf(c), ns: nsOf(c), rank: rank(nsOf(c)) }));
     creds.sort((a, b) => a.rank - b.rank || (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    this.queues.credentials.addAllInOrder(creds.map((c) => c.key));
-    for (const w of this.inf.workspaces.list()) this.queues.workspaces.add(keyOf(w));
-    for (const g of this.inf.guardrails.list()) this.queues.guardrails.add(keyOf(g));
-    for (const k of this.inf.apiKeys.list()) this.queues.apiKeys.add(keyOf(k));
-    for (const a of this.inf.accounts.list()) this.queues.accounts.add(keyOf(a));
+    const q = this.queues;
+    // The periodic resync re-checks in the background, behind any real change; becoming leader queues for real.
+    const put = (queue: WorkQueue, keys: string[]) => (opts.background ? queue.addBackground(keys) : keys.forEach((k) => queue.add(k)));
+    if (opts.background) q.credentials.addBackground(creds.map((c) => c.key));
+    else q.credentials.addAllInOrder(creds.map((c) => c.key));
+    put(q.workspaces, this.inf.workspaces.list().map(keyOf));
+    put(q.guardrails, this.inf.guardrails.list().map(keyOf));
+    put(q.apiKeys, this.inf.apiKeys.list().map(keyOf));
+    put(q.accounts, this.inf.accounts.list().map(keyOf));
   }
 
   start(): void {

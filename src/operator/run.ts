@@ -219,7 +219,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
 
   // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
   // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
-  const resync = resyncSeconds > 0 ? setInterval(() => leading && !controllers.credentialBacklog() && controllers.enqueueAll(), resyncSeconds * 1000) : undefined;
+  const resync = resyncSeconds > 0 ? setInterval(() => leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true }), resyncSeconds * 1000) : undefined;
   resync?.unref();
 
   let stopping: Promise<void> | undefined;

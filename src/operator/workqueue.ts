@@ -35,6 +35,10 @@ export class WorkQueue {
   private readonly queuedAt = new Map<string, number>();
   private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly failures = new Map<string, number>();
+  /** Periodic re-checks (addBackground): taken only when `queue` is empty; `background` is read from bgHead. */
+  private background: string[] = [];
+  private bgHead = 0;
+  private readonly backgroundKeys = new Set<string>();
   private wake: (() => void)[] = [];
   private idleWaiters: (() => void)[] = [];
   private workers: Promise<void>[] = [];
@@ -60,6 +64,7 @@ export class WorkQueue {
     if (this.shutDown) return;
     this.opts.metrics?.queueAdds.inc(this.labels);
     if (this.dirty.has(key)) return;
+    this.backgroundKeys.delete(key); // a real change goes ahead; its background entry is skipped
     this.dirty.add(key);
     this.queuedAt.set(key, performance.now());
     if (this.processing.has(key)) return;
@@ -83,6 +88,31 @@ export class WorkQueue {
     this.queue.length = 0;
     for (const k of first) this.queue.push(k);
     for (const k of rest) this.queue.push(k);
+  }
+
+  /**
+   * Keys for a periodic re-check: taken only when no other key is queued, so a full resync of 100k credentials
+   * never stands in front of a real change (at 100k one did: a change waited 5 s behind it). They do not count
+   * in len().
+   */
+  addBackground(keys: readonly string[]): void {
+    if (this.shutDown) return;
+    for (const key of keys) {
+      if (this.dirty.has(key) || this.backgroundKeys.has(key)) continue;
+      this.backgroundKeys.add(key);
+      this.background.push(key);
+    }
+    for (const w of this.wake.splice(0)) w();
+  }
+
+  private takeBackground(): string | undefined {
+    while (this.bgHead < this.background.length) {
+      const key = this.background[this.bgHead++]!;
+      if (this.backgroundKeys.delete(key)) return key;
+    }
+    this.background = [];
+    this.bgHead = 0;
+    return undefined;
   }
 
   addAfter(key: string, delayMs: number): void {
@@ -128,7 +158,7 @@ export class WorkQueue {
 
   /** Nothing queued and nothing processing (delayed adds do not count). */
   isIdle(): boolean {
-    return this.queue.length === 0 && this.processing.size === 0;
+    return this.queue.length === 0 && this.processing.size === 0 && this.backgroundKeys.size === 0;
   }
 
   waitForIdle(): Promise<void> {
@@ -166,7 +196,7 @@ export class WorkQueue {
         await new Promise<void>((r) => setTimeout(r, YIELD_POLL_MS).unref());
         continue;
       }
-      const key = this.queue.shift();
+      const key = this.queue.shift() ?? this.takeBackground();
       if (key !== undefined) return key;
       await new Promise<void>((r) => this.wake.push(r));
     }

@@ -133,6 +133,29 @@ describe('WorkQueue', () => {
     await Promise.all([credentials.shutdown(), others.shutdown()]);
   });
 
+  test('background keys (periodic resync) never stand in front of a real change', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 1 });
+    const seen: string[] = [];
+    q.addBackground(Array.from({ length: 1000 }, (_, i) => `bg-${i}`));
+    expect(q.len()).toBe(0);
+    q.start(async (k) => {
+      seen.push(k);
+      if (k === 'bg-2') q.add('change');
+      await sleep(0);
+    });
+    await q.waitForIdle();
+    // The change ran right after the background key in flight, not after the other 997.
+    expect(seen.indexOf('change')).toBe(3);
+    expect(seen.length).toBe(1001);
+    // A key that is queued for real is not queued again in the background, nor twice.
+    q.add('x');
+    q.addBackground(['x', 'y', 'y']);
+    seen.length = 0;
+    await q.waitForIdle();
+    expect(seen).toEqual(['x', 'y']);
+    await q.shutdown();
+  });
+
   test('stop keeps queued keys for the next start', async () => {
     const q = new WorkQueue({ name: 't' });
     q.add('x');
