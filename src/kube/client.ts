@@ -1,7 +1,8 @@
 // The Kubernetes edge shared by the operator and the REST API server: a small raw HTTP client over a
-// kubeconfig (./kubeconfig.ts). We talk to the apiserver directly (node:https with the kubeconfig's TLS and auth) instead of
-// through client-node's generated clients for list/watch/apply, because the informer needs full control over
-// timeouts, aborts and streaming, and the generated clients hide the status code on watch failures.
+// kubeconfig (./kubeconfig.ts). We talk to the apiserver directly (node:https with the kubeconfig's TLS and
+// auth) instead of through client-node's generated clients for list/watch/apply, because the informer needs
+// full control over timeouts, aborts and streaming, and the generated clients hide the status code on watch
+// failures.
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { KubeAccess } from './kubeconfig.ts';
@@ -118,9 +119,9 @@ export class KubeClient {
   /** One JSON request; non-2xx responses throw KubeApiError carrying the apiserver's Status. */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T> {
     const res = await this.open(method, path, { timeoutMs: 30_000, ...opts });
-    // Decoded chunk by chunk: each socket Buffer dies young. Collecting a list page's Buffers (a few MB at 500
-    // objects) kept them alive across scavenges, so they were promoted and their backing stores stayed in RSS
-    // until the next full GC; at 100k credentials that was ~240 MB of ArrayBuffers after the initial lists.
+    // Decoded chunk by chunk, so a list page (a few MB at 500 objects) is not also held as Buffers and then
+    // copied once more by Buffer.concat. (The ~240 MB of ArrayBuffers first blamed on this at 100k turned out to
+    // be zlib output views; see compiler/shard.ts ownBuffer.)
     res.setEncoding('utf8');
     let text = '';
     for await (const chunk of res) text += chunk as string;

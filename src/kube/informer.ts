@@ -78,10 +78,11 @@ export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
   return { ...obj, metadata: { ...rest, ...(kept !== undefined ? { annotations: kept } : {}) } };
 }
 
-/** Shares one copy of strings that repeat across many cached objects. Bounded: when full it starts over (strings
- *  already shared stay shared; only new ones stop being deduplicated until the table refills). */
+/** An index value's objects: the key of the only one, or a Set once several share the value. */
 type IndexEntry = string | Set<string>;
 
+/** Shares one copy of strings that repeat across many cached objects. Bounded: when full it starts over (strings
+ *  already shared stay shared; only new ones stop being deduplicated until the table refills). */
 export class StringInterner {
   private readonly table = new Map<string, string>();
   private readonly max: number;

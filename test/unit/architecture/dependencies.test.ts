@@ -6,6 +6,9 @@ import { describe, expect, test } from '@jest/globals';
 
 const src = resolve(import.meta.dirname, '..', '..', '..', 'src');
 
+/** An import or re-export statement: group 2 marks `type`, group 3 or 4 is the specifier. */
+const IMPORT_RE = /^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm;
+
 interface Import {
   from: string;
   /** Repo-relative folder under src/ (e.g. "domain") or the package name. */
@@ -18,7 +21,7 @@ function importsOf(folder: string): Import[] {
   const dir = join(src, folder);
   for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
     const text = readFileSync(join(dir, file), 'utf8');
-    for (const m of text.matchAll(/^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+    for (const m of text.matchAll(IMPORT_RE)) {
       const spec = m[3] ?? m[4] ?? '';
       const target = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)).split('/')[0] ?? '' : spec;
       out.push({ from: `${folder}/${file}`, target, typeOnly: Boolean(m[2]) });
@@ -34,7 +37,7 @@ function runtimeGraph(entry: string): Set<string> {
     if (seen.has(file)) return;
     seen.add(file);
     const text = readFileSync(join(src, file), 'utf8');
-    for (const m of text.matchAll(/^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm)) {
+    for (const m of text.matchAll(IMPORT_RE)) {
       if (m[2]) continue;
       const spec = m[3] ?? m[4] ?? '';
       if (spec.startsWith('.')) visit(relative(src, resolve(dirname(join(src, file)), spec)));
