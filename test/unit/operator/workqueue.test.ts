@@ -156,6 +156,27 @@ describe('WorkQueue', () => {
     await q.shutdown();
   });
 
+  test('reconciles that resolve at once still let timers and I/O run (a resync of no-op reconciles)', async () => {
+    const q = new WorkQueue({ name: 't', concurrency: 2 });
+    const total = 5000;
+    let done = 0;
+    q.addBackground(Array.from({ length: total }, (_, i) => `k${i}`));
+    let doneWhenTimerFired = -1;
+    setTimeout(() => (doneWhenTimerFired = done), 1);
+    // Each reconcile takes ~20 µs of CPU and never awaits anything real: 5,000 of them are ~100 ms of microtasks.
+    q.start(async () => {
+      const until = performance.now() + 0.02;
+      while (performance.now() < until);
+      done++;
+    });
+    await q.waitForIdle();
+    expect(done).toBe(total);
+    // Without a yield the timer could only fire after the last reconcile.
+    expect(doneWhenTimerFired).toBeGreaterThan(0);
+    expect(doneWhenTimerFired).toBeLessThan(total / 2);
+    await q.shutdown();
+  });
+
   test('stop keeps queued keys for the next start', async () => {
     const q = new WorkQueue({ name: 't' });
     q.add('x');
