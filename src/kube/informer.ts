@@ -292,7 +292,12 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
   }
 
   namespaces(): string[] {
-    return [...this.objects.keys()].filter((ns) => (this.objects.get(ns)?.size ?? 0) > 0);
+    return [...this.objects.keys()].filter((ns) => this.hasNamespace(ns));
+  }
+
+  /** Whether any cached object is in this namespace. */
+  hasNamespace(namespace: string): boolean {
+    return (this.objects.get(namespace)?.size ?? 0) > 0;
   }
 
   hasSynced(): boolean {

@@ -61,6 +61,9 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
       }
       return [...all].sort();
     },
+    isAccountNamespace(namespace: string): boolean {
+      return [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys].some((inf) => inf.hasNamespace(namespace));
+    },
     snapshot(namespace: string): AccountSnapshot {
       const { winner } = electAccount(informers.accounts.list(namespace));
       const credentials = informers.credentials.list(namespace).map((resource) => {

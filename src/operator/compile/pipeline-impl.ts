@@ -8,7 +8,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { compileAccount } from '../../compiler/compile.ts';
 import { canonicalJson, INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, sha256Hex } from '../../compiler/format.ts';
 import { ownBuffer, serializeAccount, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardObject } from '../../compiler/shard.ts';
-import { sealAccount, shardBundles, type BundleAccount, type BundleObject } from '../../bundle/bundle.ts';
+import { sealAccount, shardBundles, type BundleAccount, type BundleObject, type BundlePart } from '../../bundle/bundle.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, envelopeVersion, type Keyring } from '../../bundle/envelope.ts';
 import { childLogger } from '../logger.ts';
 import { ensureBundleKey } from './bundle-key.ts';
@@ -85,6 +85,9 @@ function refusalMessage(err: KubeApiError): string {
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
+/** How often a run held back for a reconcile backlog checks whether the backlog has cleared. */
+const BACKLOG_POLL_MS = 250;
+
 /** Bounds the isolation rounds of one run; each round quarantines at least one account or gives up. */
 const MAX_ISOLATION_ROUNDS = 4;
 
@@ -117,6 +120,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   /** name -> sha256 of what is in the cluster (per kind). */
   const known: Record<StoredKind, Map<string, string | undefined>> = { ConfigMap: new Map(), Secret: new Map() };
   const shardCache = new Map<string, EncodedBucket>();
+  const bundleCache = new Map<string, BundlePart[]>();
   const listeners = new Set<(r: CompileResult) => void>();
   let keyring: Keyring | undefined;
   let keyReadAt = 0;
@@ -160,12 +164,34 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         return;
       }
       busyRuns++;
-      // At 100k credentials a cold start wrote bundle Secrets 2,342 times (a quarter of its apiserver time) at
-      // one run every 1-2 s; while the reconcilers are backed up nothing waits on a run that soon.
-      const backlogMs = opts.backlog?.() ? (opts.backlogDelayMs ?? 5000) : 0;
-      schedule(failures > 0 ? Math.min(10_000, 100 * 2 ** failures) : Math.max(batchDelay(), Math.min(lastRunMs, 2000), backlogMs));
+      if (failures > 0) schedule(Math.min(10_000, 100 * 2 ** failures));
+      else if (opts.backlog?.()) holdForBacklog();
+      else schedule(Math.max(batchDelay(), Math.min(lastRunMs, 2000)));
     });
     return running;
+  };
+
+  /**
+   * While the reconcilers are backed up (a cold start, a mass rotation), the next run waits for the backlog to
+   * clear, or backlogDelayMs at most. Every run rewrites each bundle Secret one of its accounts touched, whole
+   * (SSA of ~900 keys): at 100k credentials, runs 5 s apart still wrote bundles 1,401 times, +21 % apiserver
+   * time over the floor. Once the backlog clears, the run starts within BACKLOG_POLL_MS.
+   */
+  const holdForBacklog = () => {
+    if (!started || timer || running) return;
+    const until = performance.now() + (opts.backlogDelayMs ?? 30_000);
+    const check = () => {
+      timer = undefined;
+      if (!started || running) return;
+      if (opts.backlog?.() && performance.now() < until) {
+        timer = setTimeout(check, BACKLOG_POLL_MS);
+        timer.unref?.();
+        return;
+      }
+      void drive();
+    };
+    timer = setTimeout(check, BACKLOG_POLL_MS);
+    timer.unref?.();
   };
 
   const refreshKeys = async () => {
@@ -216,6 +242,14 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     const prev = accounts.get(ns);
     const bundle = prev && prev.bundleFingerprint === fingerprint ? prev.bundle : sealAccount(ring, ns, sealed);
     accounts.set(ns, { serialized: keptSerialized(serialized), bundle, bundleFingerprint: fingerprint });
+  };
+
+  /** Whether a namespace is an account: asked of the source per namespace when it can, else from one listing. */
+  const liveCheck = (): ((ns: string) => boolean) => {
+    const source = opts.source;
+    if (source.isAccountNamespace) return (ns) => source.isAccountNamespace!(ns);
+    const all = new Set(source.accountNamespaces());
+    return (ns) => all.has(ns);
   };
 
   /** Envelope versions per sealed bundle (a bundle object is replaced when resealed, so the cache follows it). */
@@ -283,10 +317,10 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   };
 
   /** After a successful write: the accounts written become last good; quarantined ones that were written are released. */
-  const settle = (work: ReadonlySet<string>, live: ReadonlySet<string>) => {
+  const settle = (work: ReadonlySet<string>, live: (ns: string) => boolean) => {
     for (const [ns, q] of quarantined) {
       const entry = accounts.get(ns);
-      const released = !live.has(ns) || (retrying.has(ns) && entry !== undefined && entryDigest(entry) !== q.refused);
+      const released = !live(ns) || (retrying.has(ns) && entry !== undefined && entryDigest(entry) !== q.refused);
       if (released) {
         quarantined.delete(ns);
         retrying.delete(ns);
@@ -297,7 +331,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     for (const ns of work) {
       const entry = accounts.get(ns);
       if (entry && !quarantined.has(ns)) lastGood.set(ns, entry);
-      else if (!live.has(ns)) lastGood.delete(ns);
+      else if (!live(ns)) lastGood.delete(ns);
     }
     m.quarantined.set(quarantined.size);
   };
@@ -326,13 +360,13 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     try {
       await refreshKeys();
       const ring = keyring!;
-      const live = new Set(opts.source.accountNamespaces());
+      const live = liveCheck();
       // A key rotation (refreshKeys) may have re-marked everything.
       const work = new Set([...taken, ...dirty]);
       dirty.clear();
       for (const ns of work) {
         try {
-          compileOne(ns, live.has(ns), ring);
+          compileOne(ns, live(ns), ring);
         } catch (err) {
           // One broken account must not block the others: it keeps its last compiled state.
           log.error({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'account failed to compile; keeping its previous state');
@@ -348,7 +382,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       for (let round = 0; ; round++) {
         const all = [...accounts.values()];
         shardSet = shardSerialized(all.map((a) => a.serialized), { ...opts.shardOptions, previousBuckets: buckets, cache: shardCache });
-        bundleSet = shardBundles(all.map((a) => a.bundle), { ...opts.bundleShardOptions, previousBuckets: bundleBuckets });
+        bundleSet = shardBundles(all.map((a) => a.bundle), { ...opts.bundleShardOptions, previousBuckets: bundleBuckets, cache: bundleCache });
         const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
         const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
         const refused: { kind: 'ConfigMap' | 'Secret'; name: string; accounts: string[]; err: KubeApiError }[] = [];

@@ -16,6 +16,8 @@ export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../
 export interface AccountStateSource {
   /** Every namespace that currently is an account (has an Account, or any BYOK resource); read from caches. */
   accountNamespaces(): string[];
+  /** Whether one namespace is an account, without listing them all (a compile run checks only its dirty ones). */
+  isAccountNamespace?(namespace: string): boolean;
   /** Current cached state of one account namespace. Must not do I/O; must be cheap (called per dirty account). */
   snapshot(namespace: string): AccountSnapshot;
 }
@@ -41,15 +43,15 @@ export interface CompilePipelineOptions {
   /** Read the bundle key Secret on this timer too, so an activation reseals with nothing else changing (default 4 s). */
   keyPollMs?: number;
   shardOptions?: Omit<ShardOptions, 'previousBuckets' | 'cache'>;
-  bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets'>;
+  bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets' | 'cache'>;
   /** Cap of the wait between back-to-back runs while changes keep arriving (default 1000 ms); see pipeline-impl. */
   maxBatchDelayMs?: number;
   /**
-   * True while the reconcilers are backed up (a cold start, a mass rotation): back-to-back runs then wait
-   * backlogDelayMs, so each shard and bundle Secret is rewritten a few times instead of every second.
+   * True while the reconcilers are backed up (a cold start, a mass rotation): the next run then waits until it
+   * turns false (or backlogDelayMs), so each shard and bundle Secret is rewritten a few times, not every second.
    */
   backlog?: () => boolean;
-  /** The wait between back-to-back runs while backlog() holds (default 5000 ms). */
+  /** The longest wait between runs while backlog() holds (default 30000 ms). */
   backlogDelayMs?: number;
   /** Parallel writes per compile (default 8). */
   writeConcurrency?: number;

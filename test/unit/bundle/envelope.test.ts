@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
+import { sealAccount, shardBundles, type BundlePart } from '../../../src/bundle/bundle.ts';
 import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/bundle/envelope.ts';
 
 const ring = (active: string, ...ids: string[]): Keyring => ({ active, keys: new Map(ids.map((id) => [id, randomBytes(32)])) });
@@ -79,5 +79,31 @@ describe('bundle sharding', () => {
     const ids = objects.flatMap((o) => Object.keys(o.entries()));
     expect(ids).toHaveLength(3000 + 39 * 20);
     expect(shardBundles(accounts).objects.map((o) => o.sha256)).toEqual(objects.map((o) => o.sha256));
+  });
+
+  it('reuses the split of an oversized bucket while its content is unchanged, and drops it when it changes', () => {
+    const k = ring('k1', 'k1');
+    const seal = (a: number, tag: string) =>
+      sealAccount(k, `ns-${a}`, Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: `${tag}-${a}-${i}-${'p'.repeat(300)}` })));
+    const accounts = Array.from({ length: 40 }, (_, a) => seal(a, 'v1'));
+    const cache = new Map<string, BundlePart[]>();
+    const first = shardBundles(accounts, { cache });
+    expect(cache.size).toBeGreaterThan(0);
+    const parts = [...cache.values()];
+    // Same layout as without a cache, entry for entry.
+    const uncached = shardBundles(accounts);
+    expect(first.objects.map((o) => [o.name, o.sha256])).toEqual(uncached.objects.map((o) => [o.name, o.sha256]));
+    expect(first.objects.map((o) => o.entries())).toEqual(uncached.objects.map((o) => o.entries()));
+    // Unchanged content: the very same split is served.
+    shardBundles(accounts, { cache });
+    expect([...cache.values()]).toEqual(parts);
+    expect([...cache.values()].every((p, i) => p === parts[i])).toBe(true);
+    // The oversized account changes: its bucket is split again and the old split is evicted.
+    accounts[0] = seal(0, 'v2');
+    const changed = shardBundles(accounts, { cache });
+    expect(cache.size).toBe(parts.length);
+    expect([...cache.values()].some((p) => parts.includes(p))).toBe(false);
+    expect(changed.objects.map((o) => o.sha256)).toEqual(shardBundles(accounts).objects.map((o) => o.sha256));
+    expect(changed.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256)).not.toEqual(first.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256));
   });
 });

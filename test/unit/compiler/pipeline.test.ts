@@ -206,6 +206,48 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
+  it('while the reconcilers are backed up, runs wait for the backlog to clear (at most backlogDelayMs), then start at once', async () => {
+    const { store } = fakeStore();
+    const src = source(40);
+    let backlog = true;
+    const p = createCompilePipeline({
+      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
+      coalesceMs: 5, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 1500,
+      shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+    });
+    await p.start();
+    const runs: number[] = [];
+    p.onCompiled(() => runs.push(performance.now()));
+    // A change arrives during the first run after start, so the pipeline is busy when it finishes: held back.
+    const began = performance.now();
+    const changeAll = (v: number) => {
+      for (let i = 0; i < 40; i++) {
+        src.snaps.get(`acct-${i}`)!.credentials[0]!.verdict.sortOrder = v + i;
+        p.markDirty(`acct-${i}`);
+      }
+    };
+    changeAll(10_000);
+    await nextCompile(p);
+    changeAll(20_000);
+    await sleep(600);
+    // Still backed up: nothing ran for 600 ms although changes were waiting.
+    expect(runs.length).toBe(1);
+    // The cap: a run happens by backlogDelayMs even while the backlog persists.
+    await nextCompile(p);
+    expect(performance.now() - runs[0]!).toBeGreaterThanOrEqual(1400);
+    changeAll(30_000);
+    await sleep(100);
+    const before = runs.length;
+    // The backlog clears: the held run starts within the poll interval, not after the cap.
+    const cleared = performance.now();
+    backlog = false;
+    await nextCompile(p);
+    expect(runs.length).toBe(before + 1);
+    expect(performance.now() - cleared).toBeLessThan(1000);
+    expect(performance.now() - began).toBeGreaterThan(1500);
+    await p.stop();
+  });
+
   it('deletes stale shards after the index when accounts go away, and a restart rewrites nothing', async () => {
     const { store, ops, objects } = fakeStore();
     const src = source(50);
