@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
-import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, type RoutingIndex } from '../src/compiler/format.ts';
+import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, type RoutingIndex } from '../src/compiler/format.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { createApplier } from '../src/kube/apply.ts';
@@ -122,7 +122,7 @@ interface Cred {
   status?: { observedGeneration?: number; conditions?: { type: string; status: string; observedGeneration?: number }[] };
 }
 interface ConfigMap {
-  metadata: { name: string; resourceVersion: string };
+  metadata: { name: string; resourceVersion: string; annotations?: Record<string, string> };
   data?: Record<string, string>;
   binaryData?: Record<string, string>;
 }
@@ -185,7 +185,8 @@ function compiledCredentials(cms: Map<string, ConfigMap>): number | undefined {
     const chunks: Buffer[] = [];
     for (const part of shard.parts) {
       const cm = cms.get(part.name);
-      if (!cm) return undefined;
+      // Mid-run the shards are newer than the index (it is written last): not compiled yet, as a gateway sees it.
+      if (!cm || cm.metadata.annotations?.[SHA_ANNOTATION] !== part.sha256) return undefined;
       chunks.push(cm.data?.[part.key] !== undefined ? Buffer.from(cm.data[part.key]!, 'utf8') : Buffer.from(cm.binaryData?.[part.key] ?? '', 'base64'));
     }
     const payload = Buffer.concat(chunks);
@@ -507,6 +508,7 @@ async function main(): Promise<void> {
     await Promise.race([exited, sleep(5000)]);
   } catch (err) {
     out.error = err instanceof Error ? err.message : String(err);
+    if (err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
     out.met = false;
   } finally {
     for (const w of watches) w.stop();

@@ -3,7 +3,7 @@
 // BENCH_DIAG=<file>: every 500 ms append a JSON line (memory, cache sizes, queue/reconcile counters) to <file>.
 // BENCH_MEMORY=1 (with --expose-gc): on SIGUSR2 print "memory <json>", the per-structure heap breakdown
 // (bench/lib/memory-breakdown.ts).
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import pino from 'pino';
 import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
@@ -58,6 +58,8 @@ if (diag) {
         t: +((performance.now() - t0) / 1000).toFixed(1),
         rss: mb(mu.rss), heapUsed: mb(mu.heapUsed), heapTotal: mb(mu.heapTotal), external: mb(mu.external), arrayBuffers: mb(mu.arrayBuffers),
         heapLimit: mb(hs.heap_size_limit),
+        // V8's own malloc (zones, GC worklists) and the RSS split: file-backed pages (the node binary) vs anonymous.
+        v8Malloced: mb(hs.malloced_memory), v8PeakMalloced: mb(hs.peak_malloced_memory), ...procRss(),
         creds: inf.credentials.list().length, secrets: inf.secrets.list().length,
         reconciles, depth, workSumS: workSum !== undefined ? +workSum.toFixed(1) : undefined, secretReads, cmWrites,
         cpuUserS: +(process.cpuUsage().user / 1e6).toFixed(1),
@@ -77,3 +79,14 @@ if (process.env.BENCH_MEMORY) {
 process.on('SIGTERM', () => {
   void operator.stop().finally(() => process.exit(0));
 });
+
+/** RssAnon / RssFile from /proc/self/status, in MB (Linux only; empty elsewhere). */
+function procRss(): { rssAnon?: number; rssFile?: number } {
+  try {
+    const status = readFileSync('/proc/self/status', 'utf8');
+    const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
+    return { rssAnon: +(kb('RssAnon') / 1024).toFixed(1), rssFile: +(kb('RssFile') / 1024).toFixed(1) };
+  } catch {
+    return {};
+  }
+}
