@@ -9,7 +9,8 @@
 // BENCH_MEMORY=1: the operator's heap broken down per structure after the run (bench/lib/memory-breakdown.ts).
 // The operator runs in a child process as in the image: compiled to JavaScript (tsc, like `npm run build`; Node's
 // TypeScript stripping alone costs ~30 MB of RSS the image does not pay; BENCH_FROM_SOURCE=1 runs the .ts files)
-// and with the image's NODE_OPTIONS (Dockerfile; override: BENCH_NODE_OPTIONS).
+// and with the image's NODE_OPTIONS and allocator (Dockerfile: jemalloc through LD_PRELOAD, needs the
+// libjemalloc2 package here too; overrides: BENCH_NODE_OPTIONS, BENCH_LD_PRELOAD, BENCH_MALLOC_CONF).
 // BENCH_DIAG=<file>: memory/queue samples from the operator (bench/lib/operator-child.ts) and apiserver request
 // totals during the cold start.
 import { execFileSync, spawn } from 'node:child_process';
@@ -45,10 +46,24 @@ const ROUTING_NS = 'byok-system';
 const CRED_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 
 /** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
-function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX'): string | undefined {
+function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX' | 'LD_PRELOAD' | 'MALLOC_CONF'): string | undefined {
   const here = dirname(fileURLToPath(import.meta.url));
   const m = new RegExp(`^ENV ${name}="?([^"\\n]*)"?$`, 'm').exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
   return m?.[1];
+}
+
+/** 'jemalloc' when the operator process mapped it, else glibc's malloc (and why). */
+async function loadedAllocator(pid: number, preload: string | undefined): Promise<string> {
+  if (!preload) return 'glibc malloc';
+  for (let i = 0; i < 50; i++) {
+    try {
+      if (readFileSync(`/proc/${pid}/maps`, 'utf8').includes('jemalloc')) return 'jemalloc';
+    } catch {
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return `glibc malloc (${preload} not loaded: install libjemalloc2)`;
 }
 
 /** The operator child (and the src it imports) compiled to JavaScript the way the image's build does. */
@@ -382,12 +397,23 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const nodeOptions = process.env.BENCH_NODE_OPTIONS ?? imageEnv('NODE_OPTIONS');
     const arenas = process.env.BENCH_MALLOC_ARENA_MAX ?? imageEnv('MALLOC_ARENA_MAX');
+    // The image's allocator (jemalloc through LD_PRELOAD); BENCH_LD_PRELOAD= (empty) measures glibc's malloc.
+    const preload = process.env.BENCH_LD_PRELOAD ?? imageEnv('LD_PRELOAD');
+    const mallocConf = process.env.BENCH_MALLOC_CONF ?? imageEnv('MALLOC_CONF');
     out.operatorNodeOptions = nodeOptions ?? null;
     out.operatorMallocArenaMax = arenas ?? null;
     child = spawn(process.execPath, [...(process.env.BENCH_MEMORY ? ['--expose-gc'] : []), compiled?.script ?? join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NODE_OPTIONS: nodeOptions ?? '', ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}) },
+      env: {
+        ...process.env,
+        NODE_OPTIONS: nodeOptions ?? '',
+        ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}),
+        ...(preload ? { LD_PRELOAD: preload } : {}),
+        ...(mallocConf ? { MALLOC_CONF: mallocConf } : {}),
+      },
     });
+    // Which allocator the operator really got: a missing libjemalloc2 is skipped by the loader with a warning.
+    out.operatorAllocator = await loadedAllocator(child.pid!, preload);
     let childErr = '';
     child.stderr!.on('data', (d: Buffer) => (childErr = (childErr + d.toString()).slice(-4000)));
     let childOut = '';

@@ -486,7 +486,7 @@ export class Controllers {
       ...(valid && raw !== undefined ? { payload: raw } : {}),
       generation: gen,
       secretResourceVersion: secret?.metadata?.resourceVersion,
-    });
+    }, key);
     await this.writeStatus('BYOKCredential', cred, status, this.inf.credentials);
     if (changed) this.ctx.markDirty(ns);
     if (ready.status !== 'True') this.warn(cred, ready.reason, ready.message, raw !== undefined ? [raw] : []);

@@ -20,9 +20,11 @@ export class VerdictStore {
     return this.map.get(`${namespace}/${name}`);
   }
 
-  /** Stores a verdict; true when it differs from the previous one in anything the compiler uses. */
-  set(namespace: string, name: string, v: StoredVerdict): boolean {
-    const key = `${namespace}/${name}`;
+  /**
+   * Stores a verdict; true when it differs from the previous one in anything the compiler uses. `key` is the
+   * work-queue key (`namespace/name`) when the caller has it: kept as is, so the map does not hold a copy.
+   */
+  set(namespace: string, name: string, v: StoredVerdict, key = `${namespace}/${name}`): boolean {
     const prev = this.map.get(key);
     this.map.set(key, v);
     return !prev || prev.valid !== v.valid || prev.label !== v.label || prev.sortOrder !== v.sortOrder || prev.payload !== v.payload || prev.generation !== v.generation;

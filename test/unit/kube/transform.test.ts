@@ -84,6 +84,16 @@ describe('compactForCache (the operator informers\' default transform)', () => {
     expect(secret('x').metadata!.labels).toEqual({ 'byok.gateway.dev/credential-secret': 'true' });
   });
 
+  test('a Secret keeps everything but its uid; a credential keeps its uid', () => {
+    const input = { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata: { name: 'openai-key', namespace: 'acct-one', uid: 'u-1', resourceVersion: '9' }, data: { key: 'c2stMQ==' } } as V1Secret;
+    const out = compactForCache(input);
+    expect(out).toEqual({ ...input, metadata: { name: 'openai-key', namespace: 'acct-one', resourceVersion: '9' } });
+    expect(input.metadata!.uid).toBe('u-1');
+    const cred = credential('a');
+    cred.metadata!.uid = 'u-2';
+    expect(compactForCache(cred).metadata!.uid).toBe('u-2');
+  });
+
   test('the interner is bounded and stays correct after it starts over', () => {
     const interner = new StringInterner(2);
     expect(interner.intern('x')).toBe('x');
