@@ -13,7 +13,8 @@
 // libjemalloc2 package here too; overrides: BENCH_NODE_OPTIONS, BENCH_LD_PRELOAD, BENCH_MALLOC_CONF).
 // BENCH_DIAG=<file>: memory/queue samples from the operator (bench/lib/operator-child.ts) and apiserver request
 // totals during the cold start.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -46,6 +47,8 @@ const ROUTING_NS = 'byok-system';
 const CRED_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 
 /** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
+const execFileAsync = promisify(execFile);
+
 function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX' | 'LD_PRELOAD' | 'MALLOC_CONF'): string | undefined {
   const here = dirname(fileURLToPath(import.meta.url));
   const m = new RegExp(`^ENV ${name}="?([^"\\n]*)"?$`, 'm').exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
@@ -223,13 +226,23 @@ function vm(pid: number, field: 'VmHWM' | 'VmRSS'): number {
 }
 
 /** Diagnostics (BENCH_DIAG): apiserver request count and total seconds by verb/resource/subresource, minus `before`. */
-function apiserverRequestSummary(kubeconfigPath: string, before?: Record<string, { n: number; s: number }>): Record<string, { n: number; s: number }> {
-  let raw = '';
+/**
+ * The apiserver's /metrics. Asynchronous: while a synchronous child ran (seconds at 100k) this process read
+ * nothing from the operator's stdout and stderr pipes, and an operator that logged more than a pipe holds
+ * stopped in write() until it returned.
+ */
+async function apiserverMetrics(kubeconfigPath: string): Promise<string | undefined> {
   try {
-    raw = execFileSync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
+    const { stdout } = await execFileAsync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
+    return stdout;
   } catch {
-    return {};
+    return undefined;
   }
+}
+
+async function apiserverRequestSummary(kubeconfigPath: string, before?: Record<string, { n: number; s: number }>): Promise<Record<string, { n: number; s: number }>> {
+  const raw = await apiserverMetrics(kubeconfigPath);
+  if (raw === undefined) return {};
   const out: Record<string, { n: number; s: number }> = {};
   for (const line of raw.split('\n')) {
     const m = /^apiserver_request_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$/.exec(line);
@@ -332,13 +345,9 @@ async function steadyStream(client: KubeClient, cmEvents: CmEvent[], rate: numbe
 }
 
 /** etcd's database size and object counts as the apiserver reports them (for the 1M-credential projection). */
-function storageSummary(kubeconfigPath: string): { etcdDbMB?: number; objects: Record<string, number> } {
-  let raw = '';
-  try {
-    raw = execFileSync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
-  } catch {
-    return { objects: {} };
-  }
+async function storageSummary(kubeconfigPath: string): Promise<{ etcdDbMB?: number; objects: Record<string, number> }> {
+  const raw = await apiserverMetrics(kubeconfigPath);
+  if (raw === undefined) return { objects: {} };
   let db: number | undefined;
   const objects: Record<string, number> = {};
   for (const line of raw.split('\n')) {
@@ -393,7 +402,7 @@ async function main(): Promise<void> {
     out.baseline = floor;
 
     // Cold start.
-    const apiBefore = process.env.BENCH_DIAG ? apiserverRequestSummary(cp.kubeconfigPath) : undefined;
+    const apiBefore = process.env.BENCH_DIAG ? await apiserverRequestSummary(cp.kubeconfigPath) : undefined;
     const t0 = performance.now();
     const nodeOptions = process.env.BENCH_NODE_OPTIONS ?? imageEnv('NODE_OPTIONS');
     const arenas = process.env.BENCH_MALLOC_ARENA_MAX ?? imageEnv('MALLOC_ARENA_MAX');
@@ -415,9 +424,17 @@ async function main(): Promise<void> {
     // Which allocator the operator really got: a missing libjemalloc2 is skipped by the loader with a warning.
     out.operatorAllocator = await loadedAllocator(child.pid!, preload);
     let childErr = '';
-    child.stderr!.on('data', (d: Buffer) => (childErr = (childErr + d.toString()).slice(-4000)));
+    let childErrBytes = 0;
+    child.stderr!.on('data', (d: Buffer) => {
+      childErrBytes += d.length;
+      childErr = (childErr + d.toString()).slice(-4000);
+    });
     let childOut = '';
-    child.stdout!.on('data', (d: Buffer) => (childOut += d.toString()));
+    let childOutBytes = 0;
+    child.stdout!.on('data', (d: Buffer) => {
+      childOutBytes += d.length;
+      childOut += d.toString();
+    });
     const exited = new Promise<number>((r) => child!.once('exit', (code) => r(code ?? -1)));
     const total = ACCOUNTS * CREDS;
     let peak = 0;
@@ -440,7 +457,7 @@ async function main(): Promise<void> {
       await sleep(100);
     }
     peak = Math.max(peak, vm(child.pid!, 'VmHWM') || 0);
-    if (process.env.BENCH_DIAG) out.apiserverDuringColdStart = apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
+    if (process.env.BENCH_DIAG) out.apiserverDuringColdStart = await apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
     const ratio = coldSeconds / floor.seconds;
     const rssTarget = total <= 10_000 ? 200 : 512;
     out.coldStart = {
@@ -453,7 +470,7 @@ async function main(): Promise<void> {
       met: ratio <= 1.5 && peak <= rssTarget,
     };
 
-    out.storageAfterColdStart = storageSummary(cp.kubeconfigPath);
+    out.storageAfterColdStart = await storageSummary(cp.kubeconfigPath);
 
     // Right after the cold start: a steady stream of changes (the pipeline's batching must not linger; issue 11).
     out.steadyStream = STEADY_RATE > 0 && STEADY_SECONDS > 0 && Number.isFinite(coldSeconds)
@@ -519,6 +536,7 @@ async function main(): Promise<void> {
     const index = cms.get(INDEX_NAME)?.data?.[INDEX_KEY];
     out.routing = index ? { shards: (JSON.parse(index) as RoutingIndex).shards.length, buckets: (JSON.parse(index) as RoutingIndex).buckets } : null;
     out.operatorRssMBAtEnd = +vm(child.pid!, 'VmRSS').toFixed(1);
+    out.operatorOutputBytes = { stdout: childOutBytes, stderr: childErrBytes };
     out.operatorPeakRssMBOverall = +vm(child.pid!, 'VmHWM').toFixed(1);
     if (process.env.BENCH_MEMORY) {
       const from = childOut.length;

@@ -5,6 +5,7 @@
 // (bench/lib/memory-breakdown.ts).
 import { appendFileSync, readFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pino from 'pino';
 import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { startOperator } from '../../src/operator/run.ts';
@@ -33,10 +34,20 @@ if (diag) {
   appendFileSync(diag, `${JSON.stringify({ sampleCredential: c0, sampleSecret: s0 })}\n`);
   let sampled = false;
   let snapshotTaken = false;
+  // The sampler must not weigh on what it measures: no list() of 100k objects every 500 ms (that alone was
+  // ~2.5 MB/s of garbage at 100k credentials).
+  const first = () => operator.informers.credentials.get(c0?.metadata?.namespace ?? '', c0?.metadata?.name ?? '');
+  // Compile runs that took long or wrote much, with what they did (which run a slow change waited for).
+  operator.pipeline?.onCompiled((r) => {
+    if (r.durationMs < 500 && r.shardWrites + r.bundleWrites < 20) return;
+    appendFileSync(diag, `${JSON.stringify({ compile: { t: +((performance.now() - t0) / 1000).toFixed(1), ms: Math.round(r.durationMs), accounts: r.accounts.length, shardWrites: r.shardWrites, bundleWrites: r.bundleWrites, deleted: r.deleted } })}\n`);
+  });
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
   const timer = setInterval(() => {
-    if (!sampled && operator.informers.credentials.list()[0]?.status) {
+    if (!sampled && first()?.status) {
       sampled = true;
-      appendFileSync(diag, `${JSON.stringify({ sampleCredentialAfter: operator.informers.credentials.list()[0] })}\n`);
+      appendFileSync(diag, `${JSON.stringify({ sampleCredentialAfter: first() })}\n`);
     }
     void (async () => {
       const mu = process.memoryUsage();
@@ -60,11 +71,14 @@ if (diag) {
         heapLimit: mb(hs.heap_size_limit),
         // V8's own malloc (zones, GC worklists) and the RSS split: file-backed pages (the node binary) vs anonymous.
         v8Malloced: mb(hs.malloced_memory), v8PeakMalloced: mb(hs.peak_malloced_memory), ...procRss(),
-        creds: inf.credentials.list().length, secrets: inf.secrets.list().length,
+        creds: inf.credentials.size(), secrets: inf.secrets.size(),
+        // Event-loop delay since the previous sample (ms): how long a timer or an I/O callback had to wait.
+        loopLagMaxMs: +(lag.max / 1e6).toFixed(1), loopLagP99Ms: +(lag.percentile(99) / 1e6).toFixed(1),
         reconciles, depth, workSumS: workSum !== undefined ? +workSum.toFixed(1) : undefined, secretReads, cmWrites,
         cpuUserS: +(process.cpuUsage().user / 1e6).toFixed(1),
         spaces,
       })}\n`);
+      lag.reset();
     })();
   }, 500);
   timer.unref();

@@ -282,6 +282,13 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     return this.objects.get(namespace)?.get(name);
   }
 
+  /** How many objects are cached, without building the list. */
+  size(): number {
+    let n = 0;
+    for (const byName of this.objects.values()) n += byName.size;
+    return n;
+  }
+
   list(namespace?: string): T[] {
     if (namespace !== undefined) return [...(this.objects.get(namespace)?.values() ?? [])];
     const out: T[] = [];
