@@ -30,6 +30,11 @@ export interface Applier {
   readonly fieldManager: string;
   /** Applies a (partial) object: apiVersion, kind, metadata.name/namespace and the fields we own. */
   apply<T extends KubernetesObject>(obj: T, opts?: ApplyOptions): Promise<T>;
+  /**
+   * Applies like apply() without reading the object back: for large objects nothing caches (routing shards,
+   * credential bundles), where parsing the echoed object cost more than the write (a bundle is ~900 keys).
+   */
+  write(obj: KubernetesObject, opts?: ApplyOptions): Promise<void>;
   /** Applies status of one of our custom resources; `status` is the complete set of status fields we own. */
   applyStatus<T extends KubernetesObject>(kind: string, namespace: string, name: string, status: object): Promise<T>;
   /** Deletes an object (404 counts as success). */
@@ -50,22 +55,29 @@ export function createApplier(kubeConfig: KubeAccess, options: ApplierOptions = 
   const guard = (what: string) => {
     if (options.canWrite && !options.canWrite()) throw new NotAllowedToWriteError(what);
   };
+  const send = <T>(obj: KubernetesObject, opts: ApplyOptions, discardBody: boolean): Promise<T> => {
+    const { apiVersion, kind } = obj;
+    const name = obj.metadata?.name;
+    if (!apiVersion || !kind || !name) throw new Error('apply needs apiVersion, kind and metadata.name');
+    const path = objectPath(apiVersion, kind, obj.metadata?.namespace, name, opts.subresource);
+    guard(`${kind} ${obj.metadata?.namespace ?? ''}/${name}`);
+    return client.request<T>('PATCH', path, {
+      query: { fieldManager, force: opts.force ?? true, ...(opts.dryRun ? { dryRun: 'All' } : {}) },
+      body: obj,
+      contentType: APPLY_CONTENT_TYPE,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      discardBody,
+    });
+  };
   const applier: Applier = {
     fieldManager,
     async apply<T extends KubernetesObject>(obj: T, opts: ApplyOptions = {}): Promise<T> {
-      const { apiVersion, kind } = obj;
-      const name = obj.metadata?.name;
-      if (!apiVersion || !kind || !name) throw new Error('apply needs apiVersion, kind and metadata.name');
-      const path = objectPath(apiVersion, kind, obj.metadata?.namespace, name, opts.subresource);
-      guard(`${kind} ${obj.metadata?.namespace ?? ''}/${name}`);
-      const out = await client.request<T>('PATCH', path, {
-        query: { fieldManager, force: opts.force ?? true, ...(opts.dryRun ? { dryRun: 'All' } : {}) },
-        body: obj,
-        contentType: APPLY_CONTENT_TYPE,
-        ...(opts.signal ? { signal: opts.signal } : {}),
-      });
+      const out = await send<T>(obj, opts, false);
       if (!opts.dryRun) options.onWritten?.(out);
       return out;
+    },
+    async write(obj: KubernetesObject, opts: ApplyOptions = {}): Promise<void> {
+      await send(obj, opts, true);
     },
     applyStatus<T extends KubernetesObject>(kind: string, namespace: string, name: string, status: object): Promise<T> {
       return applier.apply<T>({ apiVersion: API_VERSION, kind, metadata: { name, namespace }, status } as unknown as T, { subresource: 'status' });

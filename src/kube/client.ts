@@ -49,6 +49,8 @@ export interface RequestOpts {
   contentType?: string;
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** A successful response's body is read and dropped, not parsed (the result is undefined). Errors still are. */
+  discardBody?: boolean;
 }
 
 /**
@@ -119,6 +121,11 @@ export class KubeClient {
   /** One JSON request; non-2xx responses throw KubeApiError carrying the apiserver's Status. */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T> {
     const res = await this.open(method, path, { timeoutMs: 30_000, ...opts });
+    const ok = (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300;
+    if (ok && opts.discardBody) {
+      for await (const _chunk of res);
+      return undefined as T;
+    }
     // Decoded chunk by chunk, so a list page (a few MB at 500 objects) is not also held as Buffers and then
     // copied once more by Buffer.concat. (The ~240 MB of ArrayBuffers first blamed on this at 100k turned out to
     // be zlib output views; see compiler/shard.ts ownBuffer.)

@@ -61,7 +61,7 @@ export function kubeRoutingStore(kubeConfig: KubeAccess, namespace: string, appl
       });
     },
     async apply(obj, opts) {
-      await writer.apply(obj, opts?.dryRun ? { dryRun: true } : {});
+      await writer.write(obj, opts?.dryRun ? { dryRun: true } : {});
     },
     async delete(kind, name) {
       await writer.delete('v1', kind, namespace, name);

@@ -28,6 +28,23 @@ describe('YAML-safe apply bodies', () => {
     expect(JSON.parse(back.data?.k ?? '{}')).toEqual({ name: TRICKY });
   });
 
+  test('write() applies the same YAML-safe body without reading the object back, and still reports refusals', async () => {
+    const applier = createApplier(kc, { fieldManager: 'integrity-test' });
+    const written = await applier.write({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'tricky-write', namespace: ns }, data: { v: TRICKY } } as V1ConfigMap);
+    expect(written).toBeUndefined();
+    const back = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ namespace: ns, name: 'tricky-write' });
+    expect(back.data?.v).toBe(TRICKY);
+    // The same SSA semantics: a field no longer applied by this manager is removed.
+    await applier.write({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'tricky-write', namespace: ns }, binaryData: { b: 'AAE=' } } as V1ConfigMap);
+    const after = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ namespace: ns, name: 'tricky-write' });
+    expect(after.data).toBeUndefined();
+    expect(after.binaryData).toEqual({ b: 'AAE=' });
+    const refused = await applier.write({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'Not_A_Name', namespace: ns }, data: {} } as V1ConfigMap).then(() => undefined, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(KubeApiError);
+    expect((refused as KubeApiError).status).toBe(422);
+    expect((refused as KubeApiError).body?.reason).toBe('Invalid');
+  });
+
   test('the unescaped body is what the apiserver refuses (the defect this guards against)', async () => {
     const raw = JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'tricky-raw', namespace: ns }, data: { v: TRICKY } });
     const err = await kubeClient(kc)

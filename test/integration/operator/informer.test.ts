@@ -55,6 +55,10 @@ describe('SupervisedInformer', () => {
     await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'after', labels: { app: 't' } }, data: { a: '2' } } });
     await until('add:after', () => events.includes('add:after'));
     expect(informer.byIndex('a', '2').map((o) => o.metadata?.name)).toEqual(['after']);
+    expect(informer.size()).toBe(informer.list().length);
+    expect(informer.size()).toBeGreaterThanOrEqual(2);
+    expect(informer.hasNamespace(ns)).toBe(true);
+    expect(informer.hasNamespace(`${ns}-none`)).toBe(false);
     await core.patchNamespacedConfigMap({ namespace: ns, name: 'after', body: [{ op: 'replace', path: '/data/a', value: '3' }] });
     await until('update:after', () => events.includes('update:after'));
     expect(informer.byIndex('a', '2')).toEqual([]);
@@ -63,6 +67,7 @@ describe('SupervisedInformer', () => {
     await until('delete:after', () => events.includes('delete:after'));
     expect(informer.get(ns, 'after')).toBeUndefined();
     expect(informer.list(ns).map((o) => o.metadata?.name)).toEqual(['before']);
+    expect(informer.size()).toBe(informer.list().length);
   });
 
   test('observe() gives read-your-writes and the later watch event is not a second update', async () => {
