@@ -25,6 +25,7 @@ import { installCrds } from '../src/controlplane/install-crds.ts';
 import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, type RoutingIndex } from '../src/compiler/format.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
+import { procStatusMB } from './lib/proc.ts';
 import { createApplier } from '../src/kube/apply.ts';
 import { publicId } from '../src/domain/ids.ts';
 import { API_VERSION, GROUP, VERSION } from '../src/schema/resources.ts';
@@ -46,9 +47,9 @@ const OPERATOR_CONCURRENCY = Number(process.env.BENCH_CRED_CONCURRENCY ?? 8);
 const ROUTING_NS = 'byok-system';
 const CRED_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 
-/** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
 const execFileAsync = promisify(execFile);
 
+/** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
 function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX' | 'LD_PRELOAD' | 'MALLOC_CONF'): string | undefined {
   const here = dirname(fileURLToPath(import.meta.url));
   const m = new RegExp(`^ENV ${name}="?([^"\\n]*)"?$`, 'm').exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
@@ -216,16 +217,6 @@ function compiledCredentials(cms: Map<string, ConfigMap>): number | undefined {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 
-function vm(pid: number, field: 'VmHWM' | 'VmRSS'): number {
-  try {
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : NaN;
-  } catch {
-    return NaN;
-  }
-}
-
-/** Diagnostics (BENCH_DIAG): apiserver request count and total seconds by verb/resource/subresource, minus `before`. */
 /**
  * The apiserver's /metrics. Asynchronous: while a synchronous child ran (seconds at 100k) this process read
  * nothing from the operator's stdout and stderr pipes, and an operator that logged more than a pipe holds
@@ -240,6 +231,7 @@ async function apiserverMetrics(kubeconfigPath: string): Promise<string | undefi
   }
 }
 
+/** Diagnostics (BENCH_DIAG): apiserver request count and total seconds by verb/resource/subresource, minus `before`. */
 async function apiserverRequestSummary(kubeconfigPath: string, before?: Record<string, { n: number; s: number }>): Promise<Record<string, { n: number; s: number }>> {
   const raw = await apiserverMetrics(kubeconfigPath);
   if (raw === undefined) return {};
@@ -442,7 +434,7 @@ async function main(): Promise<void> {
     let allReadySeconds = NaN;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`operator exited (${child.exitCode}): ${childErr}`);
-      peak = Math.max(peak, vm(child.pid!, 'VmHWM') || 0);
+      peak = Math.max(peak, procStatusMB(child.pid!, 'VmHWM') || 0);
       let readyCount = 0;
       for (const v of ready.values()) if (v) readyCount++;
       if (readyCount === total && Number.isNaN(allReadySeconds)) allReadySeconds = (performance.now() - t0) / 1000;
@@ -456,7 +448,7 @@ async function main(): Promise<void> {
       }
       await sleep(100);
     }
-    peak = Math.max(peak, vm(child.pid!, 'VmHWM') || 0);
+    peak = Math.max(peak, procStatusMB(child.pid!, 'VmHWM') || 0);
     if (process.env.BENCH_DIAG) out.apiserverDuringColdStart = await apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
     const ratio = coldSeconds / floor.seconds;
     const rssTarget = total <= 10_000 ? 200 : 512;
@@ -535,9 +527,9 @@ async function main(): Promise<void> {
     };
     const index = cms.get(INDEX_NAME)?.data?.[INDEX_KEY];
     out.routing = index ? { shards: (JSON.parse(index) as RoutingIndex).shards.length, buckets: (JSON.parse(index) as RoutingIndex).buckets } : null;
-    out.operatorRssMBAtEnd = +vm(child.pid!, 'VmRSS').toFixed(1);
+    out.operatorRssMBAtEnd = +procStatusMB(child.pid!, 'VmRSS').toFixed(1);
     out.operatorOutputBytes = { stdout: childOutBytes, stderr: childErrBytes };
-    out.operatorPeakRssMBOverall = +vm(child.pid!, 'VmHWM').toFixed(1);
+    out.operatorPeakRssMBOverall = +procStatusMB(child.pid!, 'VmHWM').toFixed(1);
     if (process.env.BENCH_MEMORY) {
       const from = childOut.length;
       child.kill('SIGUSR2');

@@ -3,13 +3,14 @@
 // BENCH_DIAG=<file>: every 500 ms append a JSON line (memory, cache sizes, queue/reconcile counters) to <file>.
 // BENCH_MEMORY=1 (with --expose-gc): on SIGUSR2 print "memory <json>", the per-structure heap breakdown
 // (bench/lib/memory-breakdown.ts).
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pino from 'pino';
 import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { startOperator } from '../../src/operator/run.ts';
 import { memoryBreakdown } from './memory-breakdown.ts';
+import { procStatusMB } from './proc.ts';
 
 const [kubeconfigPath, routingNamespace] = process.argv.slice(2);
 if (!kubeconfigPath || !routingNamespace) throw new Error('usage: operator-child.ts <kubeconfig> <routingNamespace>');
@@ -70,7 +71,8 @@ if (diag) {
         rss: mb(mu.rss), heapUsed: mb(mu.heapUsed), heapTotal: mb(mu.heapTotal), external: mb(mu.external), arrayBuffers: mb(mu.arrayBuffers),
         heapLimit: mb(hs.heap_size_limit),
         // V8's own malloc (zones, GC worklists) and the RSS split: file-backed pages (the node binary) vs anonymous.
-        v8Malloced: mb(hs.malloced_memory), v8PeakMalloced: mb(hs.peak_malloced_memory), ...procRss(),
+        v8Malloced: mb(hs.malloced_memory), v8PeakMalloced: mb(hs.peak_malloced_memory),
+        rssAnon: +procStatusMB('self', 'RssAnon').toFixed(1), rssFile: +procStatusMB('self', 'RssFile').toFixed(1),
         creds: inf.credentials.size(), secrets: inf.secrets.size(),
         // Event-loop delay since the previous sample (ms): how long a timer or an I/O callback had to wait.
         loopLagMaxMs: +(lag.max / 1e6).toFixed(1), loopLagP99Ms: +(lag.percentile(99) / 1e6).toFixed(1),
@@ -94,13 +96,3 @@ process.on('SIGTERM', () => {
   void operator.stop().finally(() => process.exit(0));
 });
 
-/** RssAnon / RssFile from /proc/self/status, in MB (Linux only; empty elsewhere). */
-function procRss(): { rssAnon?: number; rssFile?: number } {
-  try {
-    const status = readFileSync('/proc/self/status', 'utf8');
-    const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
-    return { rssAnon: +(kb('RssAnon') / 1024).toFixed(1), rssFile: +(kb('RssFile') / 1024).toFixed(1) };
-  } catch {
-    return {};
-  }
-}

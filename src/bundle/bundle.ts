@@ -78,7 +78,7 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
         name: bundleName(bucket),
         bucket,
         part: 0,
-        entries: () => Object.fromEntries(list.flatMap((a) => a.entries.map((e) => [e.id, e.envelope]))),
+        entries: () => entriesOf(list.flatMap((a) => a.entries)),
         sha256: digest,
         bytes: bucketBytes,
         accounts: accountNames,
@@ -95,7 +95,7 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
     }
     used.add(key);
     parts.forEach((p, part) => {
-      objects.push({ name: bundleName(part === 0 ? bucket : overflow++), bucket, part, entries: () => Object.fromEntries(p.items.map((e) => [e.id, e.envelope])), sha256: p.sha256, bytes: p.bytes, accounts: accountNames });
+      objects.push({ name: bundleName(part === 0 ? bucket : overflow++), bucket, part, entries: () => entriesOf(p.items), sha256: p.sha256, bytes: p.bytes, accounts: accountNames });
     });
   }
   if (opts.cache) for (const key of opts.cache.keys()) if (!used.has(key)) opts.cache.delete(key);
@@ -107,7 +107,7 @@ function splitBucket(list: readonly BundleAccount[], maxPart: number): BundlePar
   let items: { id: string; envelope: string }[] = [];
   let size = 0;
   const emit = () => {
-    parts.push({ items, sha256: sha256Hex(canonicalJson(Object.fromEntries(items.map((e) => [e.id, e.envelope])))), bytes: size });
+    parts.push({ items, sha256: sha256Hex(canonicalJson(entriesOf(items))), bytes: size });
     items = [];
     size = 0;
   };
@@ -121,4 +121,9 @@ function splitBucket(list: readonly BundleAccount[], maxPart: number): BundlePar
   }
   emit();
   return parts;
+}
+
+/** A bundle Secret's data: credentialId -> envelope JSON. */
+function entriesOf(items: readonly { id: string; envelope: string }[]): Record<string, string> {
+  return Object.fromEntries(items.map((e) => [e.id, e.envelope]));
 }

@@ -121,7 +121,8 @@ export class KubeClient {
   /** One JSON request; non-2xx responses throw KubeApiError carrying the apiserver's Status. */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T> {
     const res = await this.open(method, path, { timeoutMs: 30_000, ...opts });
-    const ok = (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300;
+    const status = res.statusCode ?? 0;
+    const ok = status >= 200 && status < 300;
     if (ok && opts.discardBody) {
       for await (const _chunk of res);
       return undefined as T;
@@ -132,8 +133,7 @@ export class KubeClient {
     res.setEncoding('utf8');
     let text = '';
     for await (const chunk of res) text += chunk as string;
-    const status = res.statusCode ?? 0;
-    if (status < 200 || status >= 300) {
+    if (!ok) {
       let body: KubeStatus | undefined;
       try {
         body = JSON.parse(text) as KubeStatus;

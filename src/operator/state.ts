@@ -55,16 +55,18 @@ export function verdictFromStatus(cred: BYOKCredential, secret: V1Secret | undef
 }
 
 export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource {
+  // A namespace is an account while it holds any of these.
+  const accountKinds = [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys];
   return {
     accountNamespaces(): string[] {
       const all = new Set<string>();
-      for (const inf of [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys]) {
+      for (const inf of accountKinds) {
         for (const ns of inf.namespaces()) all.add(ns);
       }
       return [...all].sort();
     },
     isAccountNamespace(namespace: string): boolean {
-      return [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys].some((inf) => inf.hasNamespace(namespace));
+      return accountKinds.some((inf) => inf.hasNamespace(namespace));
     },
     snapshot(namespace: string): AccountSnapshot {
       const { winner } = electAccount(informers.accounts.list(namespace));
