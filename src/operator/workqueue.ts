@@ -4,6 +4,7 @@
 //  - failures back off per key exponentially (base * 2^n, capped); forget() resets the key;
 //  - addAfter() delays an add (the earliest pending time wins);
 //  - `concurrency` workers; start()/stop() may be called repeatedly (workers only run while leading).
+import { yieldToEventLoop } from './event-loop.ts';
 import type { OperatorMetrics } from './metrics.ts';
 
 export type ReconcileResult = void | { requeue?: boolean; requeueAfterMs?: number };
@@ -25,26 +26,6 @@ export interface WorkQueueOptions {
 }
 
 const YIELD_POLL_MS = 100;
-/**
- * Longest a worker runs reconciles back to back before it lets timers and I/O run. A reconcile that changes
- * nothing resolves in microtasks only, so without this a full resync of 100k credentials ran as one 5.5 s
- * task: no watch event, compile timer or HTTP request was served in between (issue 11: one change took 5.1 s).
- */
-const MAX_TASK_MS = 10;
-
-/** Shared by every queue: the event loop is one, whichever queue is holding it. */
-let taskStartedAt = performance.now();
-
-/** Resolves on the next macrotask when the current one has run for MAX_TASK_MS, at once otherwise. */
-function yieldToEventLoop(): Promise<void> | undefined {
-  if (performance.now() - taskStartedAt < MAX_TASK_MS) return undefined;
-  return new Promise<void>((resolve) =>
-    setImmediate(() => {
-      taskStartedAt = performance.now();
-      resolve();
-    }),
-  );
-}
 
 export class WorkQueue {
   readonly name: string;

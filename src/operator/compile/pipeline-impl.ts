@@ -10,6 +10,7 @@ import { canonicalJson, INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, sh
 import { ownBuffer, serializeAccount, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardObject } from '../../compiler/shard.ts';
 import { sealAccount, shardBundles, type BundleAccount, type BundleObject, type BundlePart } from '../../bundle/bundle.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, envelopeVersion, type Keyring } from '../../bundle/envelope.ts';
+import { yieldToEventLoop } from '../event-loop.ts';
 import { childLogger } from '../logger.ts';
 import { ensureBundleKey } from './bundle-key.ts';
 import { kubeRoutingStore, type RoutingStore, type StoredKind } from './store.ts';
@@ -365,6 +366,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       const work = new Set([...taken, ...dirty]);
       dirty.clear();
       for (const ns of work) {
+        // Hundreds of accounts (the run after a cold start) are seconds of CPU: watches and timers run between them.
+        const turn = yieldToEventLoop();
+        if (turn) await turn;
         try {
           compileOne(ns, live(ns), ring);
         } catch (err) {

@@ -248,6 +248,32 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
+  it('a run over many accounts lets timers and I/O run between accounts (the run after a cold start)', async () => {
+    const { store } = fakeStore();
+    const src = source(300);
+    const p = make(src, store);
+    await p.start();
+    for (let i = 0; i < 300; i++) {
+      src.snaps.get(`acct-${i}`)!.credentials[0]!.verdict.sortOrder = 70_000 + i;
+      p.markDirty(`acct-${i}`);
+    }
+    // The fake store answers in microtasks, so without a yield the whole run (300 compiles, reseals and writes)
+    // is one task and the timer below only fires after it.
+    let finished = false;
+    const run = p.flush().then((r) => {
+      finished = true;
+      return r;
+    });
+    const began = performance.now();
+    const firedDuringRun = await new Promise<boolean>((resolve) => setTimeout(() => resolve(!finished), 1));
+    const result = await run;
+    expect(result?.accounts.length).toBe(300);
+    // Only meaningful when the run was long enough to yield at all (10 ms slices).
+    expect(performance.now() - began).toBeGreaterThan(20);
+    expect(firedDuringRun).toBe(true);
+    await p.stop();
+  });
+
   it('deletes stale shards after the index when accounts go away, and a restart rewrites nothing', async () => {
     const { store, ops, objects } = fakeStore();
     const src = source(50);
