@@ -11,6 +11,7 @@ import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
 import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/bundle/envelope.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { compactForCache } from '../../src/kube/informer.ts';
+import { DEFAULT_SECRET_KEY } from '../../src/kube/resources.ts';
 import type { ResourceInformers } from '../../src/kube/resources.ts';
 import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/state.ts';
 import type { AccountSnapshot } from '../../src/operator/compile/pipeline.ts';
@@ -45,12 +46,22 @@ export function memoryBreakdown(informers: ResourceInformers): Record<string, nu
   out.cachedSecretsMB = cached(informers.secrets.list());
   out.cachedObjects = informers.credentials.list().length + informers.secrets.list().length;
 
-  // Verdicts as the reconciler stores them (payload included), derived from the statuses it wrote.
+  // Verdicts as the reconciler stores them (the payload by reference to its Secret), derived from the statuses it wrote.
   const verdicts = new VerdictStore();
   out.verdictsMB = measure(() => {
     for (const c of informers.credentials.list()) {
-      const v = verdictFromStatus(c, informers.secrets.get(c.metadata.namespace ?? '', c.spec.secretRef.name));
-      verdicts.set(c.metadata.namespace ?? '', c.metadata.name ?? '', { ...v, generation: c.metadata.generation, secretResourceVersion: c.status?.secretResourceVersion });
+      const secret = informers.secrets.get(c.metadata.namespace ?? '', c.spec.secretRef.name);
+      const v = verdictFromStatus(c, secret);
+      const withPayload = v.payload !== undefined && secret !== undefined;
+      verdicts.set(c.metadata.namespace ?? '', c.metadata.name ?? '', {
+        valid: v.valid,
+        sortOrder: v.sortOrder,
+        label: v.label,
+        payloadSecret: withPayload ? secret : undefined,
+        payloadKey: withPayload ? c.spec.secretRef.key ?? DEFAULT_SECRET_KEY : undefined,
+        generation: c.metadata.generation,
+        secretResourceVersion: c.status?.secretResourceVersion,
+      });
     }
     return verdicts;
   }).mb;

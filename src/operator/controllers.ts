@@ -479,11 +479,15 @@ export class Controllers {
       ...(secret?.metadata?.resourceVersion ? { secretResourceVersion: secret.metadata.resourceVersion } : {}),
     };
     const valid = ready.status === 'True' && payloadOk;
+    const withPayload = valid && raw !== undefined && secret !== undefined;
+    // Every field present, in one order: one object layout for 100k verdicts (optional spreads gave each its own
+    // out-of-object property array).
     const changed = this.ctx.verdicts.set(ns, name, {
       valid,
       sortOrder,
-      ...(label !== undefined ? { label } : {}),
-      ...(valid && raw !== undefined ? { payload: raw } : {}),
+      label,
+      payloadSecret: withPayload ? secret : undefined,
+      payloadKey: withPayload ? secretKey : undefined,
       generation: gen,
       secretResourceVersion: secret?.metadata?.resourceVersion,
     }, key);

@@ -8,9 +8,27 @@ import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
 import { DEFAULT_SECRET_KEY, secretPayload, type ResourceInformers } from '../kube/resources.ts';
 
-export interface StoredVerdict extends CredentialVerdict {
+export interface StoredVerdict {
+  valid: boolean;
+  sortOrder: number;
+  label?: string;
+  /**
+   * Where the validated payload is, when valid: the Secret object the reconciler read, and its key. Kept by
+   * reference (cached objects are never modified) and decoded when an account compiles, so the payload is not
+   * held twice: in the Secret cache and again here (a GCP service account is ~2.3 KB; issue 11).
+   */
+  payloadSecret?: V1Secret;
+  payloadKey?: string;
   generation: number | undefined;
   secretResourceVersion: string | undefined;
+}
+
+const payloadOf = (v: StoredVerdict): string | undefined => (v.payloadSecret && v.payloadKey !== undefined ? secretPayload(v.payloadSecret, v.payloadKey) : undefined);
+
+/** Whether two verdicts carry the same payload: the same Secret object and key, or the same decoded text. */
+function samePayload(a: StoredVerdict, b: StoredVerdict): boolean {
+  if (a.payloadSecret === b.payloadSecret && a.payloadKey === b.payloadKey) return true;
+  return payloadOf(a) === payloadOf(b);
 }
 
 export class VerdictStore {
@@ -27,7 +45,7 @@ export class VerdictStore {
   set(namespace: string, name: string, v: StoredVerdict, key = `${namespace}/${name}`): boolean {
     const prev = this.map.get(key);
     this.map.set(key, v);
-    return !prev || prev.valid !== v.valid || prev.label !== v.label || prev.sortOrder !== v.sortOrder || prev.payload !== v.payload || prev.generation !== v.generation;
+    return !prev || prev.valid !== v.valid || prev.label !== v.label || prev.sortOrder !== v.sortOrder || !samePayload(prev, v) || prev.generation !== v.generation;
   }
 
   delete(namespace: string, name: string): boolean {
@@ -73,7 +91,7 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
       const credentials = informers.credentials.list(namespace).map((resource) => {
         const stored = verdicts.get(namespace, resource.metadata.name ?? '');
         const verdict: CredentialVerdict = stored
-          ? { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}), ...(stored.payload !== undefined ? { payload: stored.payload } : {}) }
+          ? { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}), ...(stored.payloadSecret ? { payload: payloadOf(stored) } : {}) }
           : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
         return { resource, verdict };
       });

@@ -228,11 +228,16 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     const snap = opts.source.snapshot(ns);
     const compiled = compileAccount(snap);
     const serialized = serializeAccount(compiled);
-    const payloads = new Map<string, string>();
+    const inputs = new Map<string, { payload: string; statusId: string | undefined }>();
     for (const c of snap.credentials) {
-      if (c.verdict.payload !== undefined) payloads.set(c.resource.metadata.name ?? '', c.verdict.payload);
+      if (c.verdict.payload !== undefined) inputs.set(c.resource.metadata.name ?? '', { payload: c.verdict.payload, statusId: c.resource.status?.id });
     }
-    const sealed = compiled.credentials.map((c) => ({ id: c.id, payload: payloads.get(c.name) ?? '' }));
+    // The id string the cached status already holds, when it is the same id: the sealed entry keeps it for the
+    // life of the process, and a copy per credential is 5.6 MB at 100k.
+    const sealed = compiled.credentials.map((c) => {
+      const input = inputs.get(c.name);
+      return { id: input?.statusId === c.id ? input.statusId : c.id, payload: input?.payload ?? '' };
+    });
     // Digests only (never the payload) decide whether to reseal; sealing is deterministic anyway.
     const fingerprint = sha256Hex(`${ring.active}\n${sealed.map((s) => `${s.id}:${sha256Hex(s.payload)}`).join('\n')}`);
     // A quarantined account whose input did not change stays held back: the same bytes would be refused again.

@@ -66,6 +66,32 @@ describe('bundle envelopes', () => {
   });
 });
 
+describe('sealed accounts', () => {
+  it('keep each envelope compactly and give back exactly the JSON of the sealed envelope', () => {
+    const k = ring('k-2026.1_x', 'k-2026.1_x');
+    // Payloads of many lengths (ciphertext lengths), unicode, and characters JSON escapes in the namespace and id.
+    const creds = [
+      { id: ID, payload: 'sk-CANARY-abc' },
+      { id: 'id-"quoted"\\', payload: 'x'.repeat(1000) },
+      { id: 'id-é-☃', payload: '{"type":"service_account","private_key":"-----BEGIN…"}' },
+      { id: 'id-empty', payload: '' },
+    ];
+    const account = sealAccount(k, 'ns-\u2028-"q"', creds);
+    for (const entry of account.entries) {
+      const input = creds.find((c) => c.id === entry.id)!;
+      const expected = JSON.stringify(sealPayload(k, 'ns-\u2028-"q"', input.id, input.payload));
+      expect(entry.envelope).toBe(expected);
+      expect(entry.length).toBe(expected.length);
+      expect(openEnvelope(k.keys, parseEnvelope(entry.envelope), { namespace: 'ns-\u2028-"q"', credentialId: input.id })).toBe(input.payload);
+      // What stays in memory is not the envelope text, and never the plaintext.
+      expect(Object.values(entry).some((v) => v === expected)).toBe(false);
+      expect(JSON.stringify(Object.values(entry))).not.toContain('CANARY');
+    }
+    expect(account.entries.map((e) => e.id)).toEqual(creds.map((c) => c.id).sort());
+    expect(account.bytes).toBe(account.entries.reduce((s, e) => s + e.length + e.id.length, 0));
+  });
+});
+
 describe('bundle sharding', () => {
   it('places accounts by namespace, splits oversized buckets, stays under the Secret limit', () => {
     const k = ring('k1', 'k1');
