@@ -156,8 +156,13 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     timer.unref?.();
   };
 
+  /** Set by holdForBacklog for the run it starts: the run that ends a hold. */
+  let endsHold = false;
+
   const drive = (): Promise<CompileResult | undefined> => {
     if (running) return running;
+    const afterHold = endsHold;
+    endsHold = false;
     running = runOnce().finally(() => {
       running = undefined;
       if (dirty.size === 0) {
@@ -167,7 +172,13 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       busyRuns++;
       if (failures > 0) schedule(Math.min(10_000, 100 * 2 ** failures));
       else if (opts.backlog?.()) holdForBacklog();
-      else schedule(Math.max(batchDelay(), Math.min(lastRunMs, 2000)));
+      else if (afterHold) {
+        // The backlog is gone and the held run batched it: what arrived during that run (seconds, at 100k) is
+        // ordinary traffic again. Waiting the batch delay or the run's length here held the first changes after
+        // a 100k cold start for 0.6-1.3 s (issue 11).
+        busyRuns = 0;
+        schedule();
+      } else schedule(Math.max(batchDelay(), Math.min(lastRunMs, 2000)));
     });
     return running;
   };
@@ -189,6 +200,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         timer.unref?.();
         return;
       }
+      endsHold = !opts.backlog?.();
       void drive();
     };
     timer = setTimeout(check, BACKLOG_POLL_MS);

@@ -248,6 +248,53 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
+  it('a change that arrives during the run ending a backlog hold is compiled after coalesceMs, not the batch delay', async () => {
+    const { store: fast } = fakeStore();
+    let backlog = false;
+    let onApply: (() => void) | undefined;
+    const store: RoutingStore = {
+      ...fast,
+      apply: async (obj) => {
+        onApply?.();
+        await sleep(40);
+        await fast.apply(obj);
+      },
+    };
+    const src = source(40);
+    const p = createCompilePipeline({
+      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
+      coalesceMs: 20, maxBatchDelayMs: 2000, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 5000,
+      shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+    });
+    await p.start();
+    // A sustained stream (a cold start): the batch delay climbs to its cap; then the reconcilers back up.
+    await stream(p, src, 1500, 80_000);
+    backlog = true;
+    // Changes keep coming while backed up: the run in progress ends with work waiting, and the next one is held.
+    await stream(p, src, 600, 90_000);
+    // The backlog clears; while the held run writes, one more change arrives (the first change of normal traffic).
+    let changedAt = 0;
+    onApply = () => {
+      onApply = undefined;
+      changedAt = performance.now();
+      src.snaps.get('acct-7')!.credentials[1]!.verdict.sortOrder = 99_999;
+      p.markDirty('acct-7');
+    };
+    const compiledAt = new Promise<number>((resolve) => {
+      const off = p.onCompiled((r) => {
+        if (changedAt > 0 && r.accounts.includes('acct-7') && performance.now() > changedAt && !r.accounts.includes('acct-8')) {
+          off();
+          resolve(performance.now());
+        }
+      });
+    });
+    backlog = false;
+    const latency = (await compiledAt) - changedAt;
+    // The held run's remaining writes plus one small run (~0.3 s); before, the next run waited the 2 s batch cap on top.
+    expect(latency).toBeLessThan(1000);
+    await p.stop();
+  });
+
   it('a run over many accounts lets timers and I/O run between accounts (the run after a cold start)', async () => {
     const { store } = fakeStore();
     const src = source(300);
