@@ -95,54 +95,73 @@ export function sealAccount(keyring: Keyring, namespace: string, credentials: re
   return { namespace, hash: namespaceHash(namespace), entries, bytes: entries.reduce((s, e) => s + e.length + e.id.length, 0), digest };
 }
 
-export function shardBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+/** Where each account's envelopes go: buckets in slot order, with the bucket's content digest and size. */
+export interface BundleLayout {
+  buckets: number;
+  maxPart: number;
+  members: { bucket: number; list: BundleAccount[]; bytes: number; digest: string; splitKey: string | undefined }[];
+}
+
+/** The first half of shardBundles: placement only. `splitKey` is set for buckets too large for one Secret. */
+export function layoutBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): BundleLayout {
   const target = opts.targetBytes ?? 256 * 1024;
   const maxPart = opts.maxPartBytes ?? 384 * 1024;
   const n = bucketCount(accounts.reduce((s, a) => s + a.bytes, 0), target, opts.previousBuckets);
-  const members = new Map<number, BundleAccount[]>();
+  const byBucket = new Map<number, BundleAccount[]>();
   for (const a of accounts) {
     if (a.entries.length === 0) continue;
     const b = bucketOfHash(a.hash, n);
-    let list = members.get(b);
-    if (!list) members.set(b, (list = []));
+    let list = byBucket.get(b);
+    if (!list) byBucket.set(b, (list = []));
     list.push(a);
   }
-  const objects: BundleObject[] = [];
-  const used = new Set<string>();
-  let overflow = n;
-  for (const bucket of [...members.keys()].sort((a, b) => a - b)) {
-    const list = members.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
-    const accountNames = list.map((a) => a.namespace);
-    const bucketBytes = list.reduce((s, a) => s + a.bytes, 0);
+  const members = [...byBucket.keys()].sort((a, b) => a - b).map((bucket) => {
+    const list = byBucket.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+    const bytes = list.reduce((s, a) => s + a.bytes, 0);
     // The object's digest comes from the accounts' digests: no per-entry work per compile.
     const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
-    if (bucketBytes <= maxPart) {
-      objects.push({
-        name: bundleName(bucket),
-        bucket,
-        part: 0,
-        entries: () => entriesOf(list.flatMap((a) => a.entries)),
-        sha256: digest,
-        bytes: bucketBytes,
-        accounts: accountNames,
-      });
+    return { bucket, list, bytes, digest, splitKey: bytes > maxPart ? `${maxPart}:${digest}` : undefined };
+  });
+  return { buckets: n, maxPart, members };
+}
+
+/** Splits one oversized bucket of a layout into Secret-sized parts (what bundlesFromLayout does on a cache miss). */
+export function splitLayoutBucket(member: BundleLayout['members'][number], layout: BundleLayout): BundlePart[] {
+  return splitBucket(member.list, layout.maxPart);
+}
+
+export function shardBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+  return bundlesFromLayout(layoutBundles(accounts, opts), opts);
+}
+
+/**
+ * The second half: the objects. Linear hashing leaves unsplit buckets at twice the target, so oversized buckets
+ * are common: they are split once per content, not on every compile (at 10,000 accounts the split was 30 ms of
+ * each run). A caller that must not hold the event loop long splits the missing ones into the cache first.
+ */
+export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+  const objects: BundleObject[] = [];
+  const used = new Set<string>();
+  let overflow = layout.buckets;
+  for (const member of layout.members) {
+    const { bucket, list, bytes, digest, splitKey } = member;
+    const accountNames = list.map((a) => a.namespace);
+    if (splitKey === undefined) {
+      objects.push({ name: bundleName(bucket), bucket, part: 0, entries: () => entriesOf(list.flatMap((a) => a.entries)), sha256: digest, bytes, accounts: accountNames });
       continue;
     }
-    // Linear hashing leaves unsplit buckets at twice the target, so oversized buckets are common: split them
-    // once per content, not on every compile (at 10,000 accounts the split was 30 ms of each run).
-    const key = `${maxPart}:${digest}`;
-    let parts = opts.cache?.get(key);
+    let parts = opts.cache?.get(splitKey);
     if (!parts) {
-      parts = splitBucket(list, maxPart);
-      opts.cache?.set(key, parts);
+      parts = splitLayoutBucket(member, layout);
+      opts.cache?.set(splitKey, parts);
     }
-    used.add(key);
+    used.add(splitKey);
     parts.forEach((p, part) => {
       objects.push({ name: bundleName(part === 0 ? bucket : overflow++), bucket, part, entries: () => entriesOf(p.items), sha256: p.sha256, bytes: p.bytes, accounts: accountNames });
     });
   }
   if (opts.cache) for (const key of opts.cache.keys()) if (!used.has(key)) opts.cache.delete(key);
-  return { buckets: n, objects };
+  return { buckets: layout.buckets, objects };
 }
 
 function splitBucket(list: readonly BundleAccount[], maxPart: number): BundlePart[] {

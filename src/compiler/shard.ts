@@ -88,32 +88,58 @@ export function bucketCount(totalBytes: number, targetBytes: number, previous?: 
   return totalBytes < (previous - 1) * targetBytes * 0.5 ? need : previous;
 }
 
-export function shardSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardSet {
+/** Where each account goes: buckets in slot order, each with its accounts (sorted) and a content fingerprint. */
+export interface ShardLayout {
+  buckets: number;
+  members: { bucket: number; list: SerializedAccount[]; fingerprint: string }[];
+}
+
+/** The first half of shardSerialized: placement only, no encoding. */
+export function layoutSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardLayout {
   const targetBytes = opts.targetBytes ?? DEFAULTS.targetBytes;
-  const maxPartBytes = opts.maxPartBytes ?? DEFAULTS.maxPartBytes;
   const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
   const total = accounts.reduce((sum, a) => sum + a.bytes, 0);
   const n = bucketCount(total, targetBytes, opts.previousBuckets);
-
-  const members = new Map<number, SerializedAccount[]>();
+  const byBucket = new Map<number, SerializedAccount[]>();
   for (const account of accounts) {
     const b = bucketOfHash(account.hash, n);
-    let list = members.get(b);
-    if (!list) members.set(b, (list = []));
+    let list = byBucket.get(b);
+    if (!list) byBucket.set(b, (list = []));
     list.push(account);
   }
+  const members = [...byBucket.keys()].sort((a, b) => a - b).map((bucket) => {
+    const list = byBucket.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+    return { bucket, list, fingerprint: `${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}` };
+  });
+  return { buckets: n, members };
+}
 
+/** Encodes one bucket of a layout (what shardFromLayout does for a bucket its cache does not have). */
+export function encodeLayoutBucket(member: ShardLayout['members'][number], opts: ShardOptions = {}): EncodedBucket {
+  return encodeBucket(member.bucket, member.list, opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes);
+}
+
+export function shardSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardSet {
+  return shardFromLayout(layoutSerialized(accounts, opts), opts);
+}
+
+/**
+ * The second half: encodes the buckets the cache does not have and builds the objects and the index. A caller
+ * that must not hold the event loop for long (the compile pipeline, re-encoding ~60 buckets after a 100k cold
+ * start) encodes the missing buckets into the cache first, one at a time.
+ */
+export function shardFromLayout(layout: ShardLayout, opts: ShardOptions = {}): ShardSet {
+  const maxPartBytes = opts.maxPartBytes ?? DEFAULTS.maxPartBytes;
   const cache = opts.cache;
   const used = new Set<string>();
   const shards: ShardObject[] = [];
   const indexShards: IndexShard[] = [];
-  let overflowSlot = n;
-  for (const bucket of [...members.keys()].sort((a, b) => a - b)) {
-    const list = members.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
-    const fingerprint = `${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`;
+  let overflowSlot = layout.buckets;
+  for (const member of layout.members) {
+    const { bucket, list, fingerprint } = member;
     let encoded = cache?.get(fingerprint);
     if (!encoded) {
-      encoded = encodeBucket(bucket, list, gzipAbove);
+      encoded = encodeLayoutBucket(member, opts);
       cache?.set(fingerprint, encoded);
     }
     used.add(fingerprint);
@@ -140,7 +166,7 @@ export function shardSerialized(accounts: readonly SerializedAccount[], opts: Sh
   }
   if (cache) for (const key of cache.keys()) if (!used.has(key)) cache.delete(key);
 
-  const body = { format: INDEX_FORMAT, buckets: n, shards: indexShards } as const;
+  const body = { format: INDEX_FORMAT, buckets: layout.buckets, shards: indexShards } as const;
   return { index: { ...body, version: indexVersion(body) }, shards };
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { sealAccount, shardBundles, type BundlePart } from '../../../src/bundle/bundle.ts';
+import { bundlesFromLayout, layoutBundles, sealAccount, shardBundles, splitLayoutBucket, type BundlePart } from '../../../src/bundle/bundle.ts';
 import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/bundle/envelope.ts';
 
 const ring = (active: string, ...ids: string[]): Keyring => ({ active, keys: new Map(ids.map((id) => [id, randomBytes(32)])) });
@@ -105,6 +105,27 @@ describe('bundle sharding', () => {
     const ids = objects.flatMap((o) => Object.keys(o.entries()));
     expect(ids).toHaveLength(3000 + 39 * 20);
     expect(shardBundles(accounts).objects.map((o) => o.sha256)).toEqual(objects.map((o) => o.sha256));
+  });
+
+  it('laid out and split one bucket at a time (as the pipeline does), gives the same objects', () => {
+    const k = ring('k1', 'k1');
+    const accounts = Array.from({ length: 30 }, (_, a) =>
+      sealAccount(k, `ns-${a}`, Array.from({ length: a % 3 === 0 ? 400 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: `p-${a}-${i}-${'x'.repeat(200)}` }))));
+    const opts = { targetBytes: 64 * 1024, maxPartBytes: 96 * 1024 };
+    const whole = shardBundles(accounts, opts);
+    const cache = new Map<string, BundlePart[]>();
+    const layout = layoutBundles(accounts, { ...opts, cache });
+    let split = 0;
+    for (const member of layout.members) {
+      if (member.splitKey === undefined) continue;
+      cache.set(member.splitKey, splitLayoutBucket(member, layout));
+      split++;
+    }
+    expect(split).toBeGreaterThan(0);
+    const stepwise = bundlesFromLayout(layout, { ...opts, cache });
+    expect(stepwise.buckets).toBe(whole.buckets);
+    expect(stepwise.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()])).toEqual(whole.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()]));
+    expect(cache.size).toBe(split);
   });
 
   it('reuses the split of an oversized bucket while its content is unchanged, and drops it when it changes', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { deflateRawSync, gunzipSync } from 'node:zlib';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { bucketOf, canonicalJson, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/compiler/format.ts';
-import { bucketCount, ownBuffer, shardAccounts, shardSerialized, serializeAccount, type ShardObject } from '../../../src/compiler/shard.ts';
+import { bucketCount, encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { sizedSnapshot } from './fixtures.ts';
 
@@ -125,6 +125,20 @@ describe('shardAccounts', () => {
     expect(second.shards.map((s) => s.data)).toEqual(first.shards.map((s) => s.data));
     expect(cache.size).toBe(first.index.shards.length);
     for (let i = 0; i < first.shards.length; i++) expect(second.shards[i]!.data.buffer).toBe(first.shards[i]!.data.buffer);
+  });
+
+  it('laid out and encoded one bucket at a time (as the pipeline does), gives the same shards and index', () => {
+    const list = accounts(60, 10).map(serializeAccount);
+    const opts = { targetBytes: 16 * 1024, maxPartBytes: 24 * 1024 };
+    const whole = shardSerialized(list, opts);
+    const cache = new Map<string, EncodedBucket>();
+    const layout = layoutSerialized(list, { ...opts, cache });
+    for (const member of layout.members) cache.set(member.fingerprint, encodeLayoutBucket(member, opts));
+    const stepwise = shardFromLayout(layout, { ...opts, cache });
+    expect(stepwise.index).toEqual(whole.index);
+    expect(stepwise.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')])).toEqual(whole.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')]));
+    // Every shard came from the pre-encoded cache.
+    expect(stepwise.shards.every((x) => [...cache.values()].some((e) => e.payload.buffer === x.data.buffer))).toBe(true);
   });
 
   it('no payload (canary) ever appears in shard data', () => {
