@@ -91,6 +91,8 @@ export function bucketCount(totalBytes: number, targetBytes: number, previous?: 
 /** Where each account goes: buckets in slot order, each with its accounts (sorted) and a content fingerprint. */
 export interface ShardLayout {
   buckets: number;
+  /** The gzip threshold the fingerprints were taken with: encoding a bucket uses the same one. */
+  gzipAbove: number;
   members: { bucket: number; list: SerializedAccount[]; fingerprint: string }[];
 }
 
@@ -111,12 +113,12 @@ export function layoutSerialized(accounts: readonly SerializedAccount[], opts: S
     const list = byBucket.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
     return { bucket, list, fingerprint: `${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}` };
   });
-  return { buckets: n, members };
+  return { buckets: n, gzipAbove, members };
 }
 
 /** Encodes one bucket of a layout (what shardFromLayout does for a bucket its cache does not have). */
-export function encodeLayoutBucket(member: ShardLayout['members'][number], opts: ShardOptions = {}): EncodedBucket {
-  return encodeBucket(member.bucket, member.list, opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes);
+export function encodeLayoutBucket(member: ShardLayout['members'][number], layout: ShardLayout): EncodedBucket {
+  return encodeBucket(member.bucket, member.list, layout.gzipAbove);
 }
 
 export function shardSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardSet {
@@ -139,7 +141,7 @@ export function shardFromLayout(layout: ShardLayout, opts: ShardOptions = {}): S
     const { bucket, list, fingerprint } = member;
     let encoded = cache?.get(fingerprint);
     if (!encoded) {
-      encoded = encodeLayoutBucket(member, opts);
+      encoded = encodeLayoutBucket(member, layout);
       cache?.set(fingerprint, encoded);
     }
     used.add(fingerprint);

@@ -156,13 +156,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     timer.unref?.();
   };
 
-  /** Set by holdForBacklog for the run it starts: the run that ends a hold. */
-  let endsHold = false;
-
-  const drive = (): Promise<CompileResult | undefined> => {
+  /** `endsHold`: the run holdForBacklog starts once the backlog has cleared. */
+  const drive = (endsHold = false): Promise<CompileResult | undefined> => {
     if (running) return running;
-    const afterHold = endsHold;
-    endsHold = false;
     running = runOnce().finally(() => {
       running = undefined;
       if (dirty.size === 0) {
@@ -172,7 +168,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       busyRuns++;
       if (failures > 0) schedule(Math.min(10_000, 100 * 2 ** failures));
       else if (opts.backlog?.()) holdForBacklog();
-      else if (afterHold) {
+      else if (endsHold) {
         // The backlog is gone and the held run batched it: what arrived during that run (seconds, at 100k) is
         // ordinary traffic again. Waiting the batch delay or the run's length here held the first changes after
         // a 100k cold start for 0.6-1.3 s (issue 11).
@@ -200,8 +196,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         timer.unref?.();
         return;
       }
-      endsHold = !opts.backlog?.();
-      void drive();
+      void drive(!opts.backlog?.());
     };
     timer = setTimeout(check, BACKLOG_POLL_MS);
     timer.unref?.();
@@ -412,7 +407,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
           if (shardCache.has(member.fingerprint)) continue;
           const turn = yieldToEventLoop();
           if (turn) await turn;
-          shardCache.set(member.fingerprint, encodeLayoutBucket(member, shardOpts));
+          shardCache.set(member.fingerprint, encodeLayoutBucket(member, shardLayout));
         }
         for (const member of bundleLayout.members) {
           if (member.splitKey === undefined || bundleCache.has(member.splitKey)) continue;

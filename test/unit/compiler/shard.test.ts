@@ -133,7 +133,7 @@ describe('shardAccounts', () => {
     const whole = shardSerialized(list, opts);
     const cache = new Map<string, EncodedBucket>();
     const layout = layoutSerialized(list, { ...opts, cache });
-    for (const member of layout.members) cache.set(member.fingerprint, encodeLayoutBucket(member, opts));
+    for (const member of layout.members) cache.set(member.fingerprint, encodeLayoutBucket(member, layout));
     const stepwise = shardFromLayout(layout, { ...opts, cache });
     expect(stepwise.index).toEqual(whole.index);
     expect(stepwise.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')])).toEqual(whole.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')]));
