@@ -2,7 +2,8 @@
 // with the same linear-hashing placement as the routing ConfigMaps. Mounted, each entry is a file named by
 // the credential id, so the SDK opens `<bundleDir>/<credentialId>` without an index.
 import { bucketCount } from '../compiler/shard.ts';
-import { bucketOfHash, bundleName, canonicalJson, namespaceHash, sha256Hex } from '../compiler/format.ts';
+import { BucketedAccounts } from '../compiler/buckets.ts';
+import { bundleName, canonicalJson, namespaceHash, sha256Hex } from '../compiler/format.ts';
 import { ENVELOPE_VERSION, sealPayload, type BundleEnvelope, type Keyring } from './envelope.ts';
 
 /**
@@ -99,34 +100,56 @@ export function sealAccount(keyring: Keyring, namespace: string, credentials: re
 export interface BundleLayout {
   buckets: number;
   maxPart: number;
-  members: { bucket: number; list: BundleAccount[]; bytes: number; digest: string; splitKey: string | undefined }[];
+  members: BundleMember[];
+}
+
+export interface BundleMember {
+  bucket: number;
+  /** Sorted by namespace. */
+  list: BundleAccount[];
+  /** The namespaces of `list`. */
+  accounts: string[];
+  bytes: number;
+  digest: string;
+  /** Set for buckets too large for one Secret: the key of their split parts in the cache. */
+  splitKey: string | undefined;
+}
+
+/** Accounts kept placed between compile runs: `layout` equals layoutBundles of the accounts set, and re-derives
+ *  only the buckets whose accounts changed since the previous layout. */
+export interface IncrementalBundleLayout {
+  set(namespace: string, account: BundleAccount | undefined): void;
+  layout(previousBuckets?: number): BundleLayout;
+}
+
+export function incrementalBundleLayout(opts: Omit<BundleShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalBundleLayout {
+  const target = opts.targetBytes ?? 256 * 1024;
+  const maxPart = opts.maxPartBytes ?? 384 * 1024;
+  const placed = new BucketedAccounts<BundleAccount, BundleMember>((bucket, list) => {
+    const bytes = list.reduce((s, a) => s + a.bytes, 0);
+    // The object's digest comes from the accounts' digests: no per-entry work per compile.
+    const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
+    return { bucket, list, accounts: list.map((a) => a.namespace), bytes, digest, splitKey: bytes > maxPart ? `${maxPart}:${digest}` : undefined };
+  });
+  return {
+    // An account without credentials has no entries to place (and no bytes to count).
+    set: (namespace, account) => placed.set(namespace, account && account.entries.length > 0 ? account : undefined),
+    layout(previousBuckets) {
+      const n = bucketCount(placed.totalBytes, target, previousBuckets);
+      return { buckets: n, maxPart, members: placed.layout(n) };
+    },
+  };
 }
 
 /** The first half of shardBundles: placement only. `splitKey` is set for buckets too large for one Secret. */
 export function layoutBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): BundleLayout {
-  const target = opts.targetBytes ?? 256 * 1024;
-  const maxPart = opts.maxPartBytes ?? 384 * 1024;
-  const n = bucketCount(accounts.reduce((s, a) => s + a.bytes, 0), target, opts.previousBuckets);
-  const byBucket = new Map<number, BundleAccount[]>();
-  for (const a of accounts) {
-    if (a.entries.length === 0) continue;
-    const b = bucketOfHash(a.hash, n);
-    let list = byBucket.get(b);
-    if (!list) byBucket.set(b, (list = []));
-    list.push(a);
-  }
-  const members = [...byBucket.keys()].sort((a, b) => a - b).map((bucket) => {
-    const list = byBucket.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
-    const bytes = list.reduce((s, a) => s + a.bytes, 0);
-    // The object's digest comes from the accounts' digests: no per-entry work per compile.
-    const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
-    return { bucket, list, bytes, digest, splitKey: bytes > maxPart ? `${maxPart}:${digest}` : undefined };
-  });
-  return { buckets: n, maxPart, members };
+  const placement = incrementalBundleLayout(opts);
+  for (const account of accounts) placement.set(account.namespace, account);
+  return placement.layout(opts.previousBuckets);
 }
 
 /** Splits one oversized bucket of a layout into Secret-sized parts (what bundlesFromLayout does on a cache miss). */
-export function splitLayoutBucket(member: BundleLayout['members'][number], layout: BundleLayout): BundlePart[] {
+export function splitLayoutBucket(member: BundleMember, layout: BundleLayout): BundlePart[] {
   return splitBucket(member.list, layout.maxPart);
 }
 
@@ -144,8 +167,7 @@ export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions
   const used = new Set<string>();
   let overflow = layout.buckets;
   for (const member of layout.members) {
-    const { bucket, list, bytes, digest, splitKey } = member;
-    const accountNames = list.map((a) => a.namespace);
+    const { bucket, list, bytes, digest, splitKey, accounts: accountNames } = member;
     if (splitKey === undefined) {
       objects.push({ name: bundleName(bucket), bucket, part: 0, entries: () => entriesOf(list.flatMap((a) => a.entries)), sha256: digest, bytes, accounts: accountNames });
       continue;

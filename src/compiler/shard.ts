@@ -3,8 +3,8 @@
 // whose accounts changed.
 import { gzipSync } from 'node:zlib';
 import type { CompiledAccount } from '../domain/model.ts';
+import { BucketedAccounts } from './buckets.ts';
 import {
-  bucketOfHash,
   canonicalJson,
   INDEX_FORMAT,
   indexVersion,
@@ -93,31 +93,49 @@ export interface ShardLayout {
   buckets: number;
   /** The gzip threshold the fingerprints were taken with: encoding a bucket uses the same one. */
   gzipAbove: number;
-  members: { bucket: number; list: SerializedAccount[]; fingerprint: string }[];
+  members: ShardMember[];
+}
+
+export interface ShardMember {
+  bucket: number;
+  list: SerializedAccount[];
+  /** sha256 over the bucket number, the gzip threshold and the accounts' digests: the encoded-bucket cache key. */
+  fingerprint: string;
+}
+
+/** Accounts kept placed between compile runs: `layout` equals layoutSerialized of the accounts set, and re-derives
+ *  only the buckets whose accounts changed since the previous layout. */
+export interface IncrementalShardLayout {
+  set(namespace: string, account: SerializedAccount | undefined): void;
+  layout(previousBuckets?: number): ShardLayout;
+}
+
+export function incrementalShardLayout(opts: Omit<ShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalShardLayout {
+  const targetBytes = opts.targetBytes ?? DEFAULTS.targetBytes;
+  const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
+  const placed = new BucketedAccounts<SerializedAccount, ShardMember>((bucket, list) => ({
+    bucket,
+    list,
+    fingerprint: sha256Hex(`${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`),
+  }));
+  return {
+    set: (namespace, account) => placed.set(namespace, account),
+    layout(previousBuckets) {
+      const n = bucketCount(placed.totalBytes, targetBytes, previousBuckets);
+      return { buckets: n, gzipAbove, members: placed.layout(n) };
+    },
+  };
 }
 
 /** The first half of shardSerialized: placement only, no encoding. */
 export function layoutSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardLayout {
-  const targetBytes = opts.targetBytes ?? DEFAULTS.targetBytes;
-  const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
-  const total = accounts.reduce((sum, a) => sum + a.bytes, 0);
-  const n = bucketCount(total, targetBytes, opts.previousBuckets);
-  const byBucket = new Map<number, SerializedAccount[]>();
-  for (const account of accounts) {
-    const b = bucketOfHash(account.hash, n);
-    let list = byBucket.get(b);
-    if (!list) byBucket.set(b, (list = []));
-    list.push(account);
-  }
-  const members = [...byBucket.keys()].sort((a, b) => a - b).map((bucket) => {
-    const list = byBucket.get(bucket)!.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
-    return { bucket, list, fingerprint: `${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}` };
-  });
-  return { buckets: n, gzipAbove, members };
+  const placement = incrementalShardLayout(opts);
+  for (const account of accounts) placement.set(account.namespace, account);
+  return placement.layout(opts.previousBuckets);
 }
 
 /** Encodes one bucket of a layout (what shardFromLayout does for a bucket its cache does not have). */
-export function encodeLayoutBucket(member: ShardLayout['members'][number], layout: ShardLayout): EncodedBucket {
+export function encodeLayoutBucket(member: ShardMember, layout: ShardLayout): EncodedBucket {
   return encodeBucket(member.bucket, member.list, layout.gzipAbove);
 }
 
