@@ -61,7 +61,7 @@ export interface BundleObject {
   entries(): Record<string, string>;
   sha256: string;
   bytes: number;
-  accounts: string[];
+  accounts: readonly string[];
 }
 
 export interface BundleShardOptions {
@@ -105,10 +105,10 @@ export interface BundleLayout {
 
 export interface BundleMember {
   bucket: number;
-  /** Sorted by namespace. */
-  list: BundleAccount[];
+  /** Sorted by namespace; shared with later layouts while the bucket is unchanged, so never modified. */
+  list: readonly BundleAccount[];
   /** The namespaces of `list`. */
-  accounts: string[];
+  accounts: readonly string[];
   bytes: number;
   digest: string;
   /** Set for buckets too large for one Secret: the key of their split parts in the cache. */

@@ -98,7 +98,8 @@ export interface ShardLayout {
 
 export interface ShardMember {
   bucket: number;
-  list: SerializedAccount[];
+  /** Sorted by namespace; shared with later layouts while the bucket is unchanged, so never modified. */
+  list: readonly SerializedAccount[];
   /** sha256 over the bucket number, the gzip threshold and the accounts' digests: the encoded-bucket cache key. */
   fingerprint: string;
 }

@@ -430,7 +430,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         bundleSet = bundlesFromLayout(bundleLayout, bundleOpts);
         const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
         const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
-        const refused: { kind: 'ConfigMap' | 'Secret'; name: string; accounts: string[]; err: KubeApiError }[] = [];
+        const refused: { kind: 'ConfigMap' | 'Secret'; name: string; accounts: readonly string[]; err: KubeApiError }[] = [];
         await limited([...bundleWrites.map((b) => ({ kind: 'Secret' as const, b })), ...shardWrites.map((s) => ({ kind: 'ConfigMap' as const, s }))], concurrency, async (w) => {
           try {
             if (w.kind === 'Secret') {
