@@ -408,8 +408,6 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       let shardWriteCount = 0;
       let bundleWriteCount = 0;
       for (let round = 0; ; round++) {
-        const shardOpts = { ...opts.shardOptions, previousBuckets: buckets, cache: shardCache };
-        const bundleOpts = { ...opts.bundleShardOptions, previousBuckets: bundleBuckets, cache: bundleCache };
         const shardLayout = shardPlacement.layout(buckets);
         const bundleLayout = bundlePlacement.layout(bundleBuckets);
         // Buckets whose content changed are encoded (gzip) or split one at a time, between other work: after a
@@ -426,8 +424,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
           if (turn) await turn;
           bundleCache.set(member.splitKey, splitLayoutBucket(member, bundleLayout));
         }
-        shardSet = shardFromLayout(shardLayout, shardOpts);
-        bundleSet = bundlesFromLayout(bundleLayout, bundleOpts);
+        // The bucket counts went into the layouts; what is left is the part size (shards) and the caches.
+        shardSet = shardFromLayout(shardLayout, { ...opts.shardOptions, cache: shardCache });
+        bundleSet = bundlesFromLayout(bundleLayout, { cache: bundleCache });
         const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
         const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
         const refused: { kind: 'ConfigMap' | 'Secret'; name: string; accounts: readonly string[]; err: KubeApiError }[] = [];
