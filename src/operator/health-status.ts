@@ -35,8 +35,13 @@ export interface GatewayStatusConfig {
   /** At most one status write per object per this interval (default 30 s). */
   writeIntervalMs?: number;
   thresholds?: Partial<HealthThresholds>;
-  /** lastUsedTime is rewritten only when it moved by at least this much (default 15 min): counts live in metrics. */
+  /** lastUsedTime is rewritten only when it moved by at least this much (default 1 min): counts live in metrics. */
   lastUsedResolutionMs?: number;
+  /**
+   * While a credential's new version is not on every pod, pods are polled this often instead of pollMs (default
+   * 1 s), so Delivered turns True soon after the last pod loads it.
+   */
+  pendingPollMs?: number;
   /** A pod that has not loaded an account's current versions for this long gets a Warning Event (default 5 min). */
   staleAfterMs?: number;
   /** Per-pod request timeout (default 3 s). */
@@ -111,7 +116,8 @@ export function createHealthStatusWriter(deps: {
   const pollMs = config.pollMs ?? 10_000;
   const writeIntervalMs = config.writeIntervalMs ?? 30_000;
   const t: HealthThresholds = { ...DEFAULT_THRESHOLDS, ...config.thresholds };
-  const resolutionMs = config.lastUsedResolutionMs ?? 15 * 60_000;
+  const resolutionMs = config.lastUsedResolutionMs ?? 60_000;
+  const pendingPollMs = config.pendingPollMs ?? 1000;
   const staleAfterMs = config.staleAfterMs ?? 5 * 60_000;
   const timeoutMs = config.requestTimeoutMs ?? 3000;
   const writeConcurrency = config.writeConcurrency ?? 8;
@@ -131,6 +137,8 @@ export function createHealthStatusWriter(deps: {
   /** pod\0namespace → since when it lags, and whether it was reported. */
   const lagging = new Map<string, { since: number; warned: boolean }>();
   const startedAt = clock();
+  /** The key version each credential's health window counts: a new version starts a new window. */
+  const healthVersion = new Map<string, string>();
   /** Newest probe result per credential, across pods. */
   const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
   const probeAsked = new Map<string, number>();
@@ -215,8 +223,9 @@ export function createHealthStatusWriter(deps: {
     const id = `${kind}/${ns}/${name}`;
     const last = written.get(id);
     if (last && sameStatus(last.part, part)) return false;
-    // Transitions too wait out the interval: the budget is one write per object per interval, whatever happens.
-    if (last && now - last.at < writeIntervalMs) return false;
+    // Other transitions wait out the interval (one write per object per interval). A new version or a Delivered
+    // transition does not: `kubectl wait --for=condition=Delivered` after a rotation must never see the old True.
+    if (last && now - last.at < writeIntervalMs && deliveryOf(last.part) === deliveryOf(part)) return false;
     await acquire();
     try {
       await deps.applier.applyStatus(kind, ns, name, part);
@@ -299,6 +308,7 @@ export function createHealthStatusWriter(deps: {
       list.push(cred);
     }
     const jobs: Promise<unknown>[] = [];
+    let pending = false;
     for (const [ns, creds] of credentialsByNs) {
       const versions = deps.pipeline?.credentialVersions(ns);
       for (const cred of creds) {
@@ -306,7 +316,15 @@ export function createHealthStatusWriter(deps: {
         const id = publicId('BYOKCredential', ns, name);
         seen.add(id);
         const stored = (cred as { status?: object }).status;
-        const prevHealth = conditionOf(stored, 'UpstreamHealthy');
+        const version = versions?.get(id);
+        // A rotated key starts with a clean slate: the old key's 401s and 429s say nothing about the new one.
+        const rotated = version !== undefined && healthVersion.has(id) && healthVersion.get(id) !== version;
+        if (version !== undefined) healthVersion.set(id, version);
+        if (rotated) {
+          windows.delete(id);
+          probes.delete(id);
+        }
+        const prevHealth = rotated ? undefined : conditionOf(stored, 'UpstreamHealthy');
         const probe = probes.get(id);
         const health: DesiredCondition = decideUpstreamHealth(
           windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
@@ -326,7 +344,6 @@ export function createHealthStatusWriter(deps: {
         const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
         if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
         else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
-        const version = versions?.get(id);
         const storedDelivered = conditionOf(stored, 'Delivered');
         if (version !== undefined) {
           const loaded = [...reports.values()].filter((r) => servesVersion(r, id, version)).length;
@@ -336,6 +353,7 @@ export function createHealthStatusWriter(deps: {
           const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
           part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
           desired.push(keep ? { type: 'Delivered', status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
+          if (delivered.status === 'False') pending = true;
         } else if (storedDelivered) {
           desired.push(storedDelivered);
           if (storedPart.delivery !== undefined) part.delivery = storedPart.delivery;
@@ -360,9 +378,10 @@ export function createHealthStatusWriter(deps: {
         );
       }
     }
-    for (const id of [...windows.keys(), ...probes.keys()]) {
+    for (const id of [...windows.keys(), ...probes.keys(), ...healthVersion.keys()]) {
       if (seen.has(id)) continue;
       windows.delete(id);
+      healthVersion.delete(id);
       lastUsed.delete(id);
       probes.delete(id);
       probeAsked.delete(id);
@@ -410,12 +429,31 @@ export function createHealthStatusWriter(deps: {
     for (const key of lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) lagging.delete(key);
     staleGauge.set(staleNow.size);
     await Promise.all(jobs);
+    if (pending) loop.soon(pendingPollMs);
   }
 
+  const loop = periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'));
+  // A compile that changed something may carry new credential versions: record them (Delivered False, Pending, in
+  // the same write as the new version) now rather than at the next poll.
+  let unsubscribe: (() => void) | undefined;
   return {
     syncOnce,
-    ...periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed')),
+    start() {
+      loop.start();
+      unsubscribe ??= deps.pipeline?.onCompiled(() => loop.soon());
+    },
+    async stop() {
+      unsubscribe?.();
+      unsubscribe = undefined;
+      await loop.stop();
+    },
   };
+}
+
+/** The delivery record and Delivered status of a status part: what must reach the object without delay. */
+function deliveryOf(part: Record<string, unknown>): string {
+  const d = part.delivery as { configVersion?: string } | undefined;
+  return `${d?.configVersion ?? ''}/${conditionOf(part, 'Delivered')?.status ?? ''}`;
 }
 
 /**

@@ -163,7 +163,7 @@ export const byokCredential: ResourceDefinition = {
     workspaceId: str('Public id of the workspace, or absent for a global credential.'),
     workspaceScope: str('spec.workspace, or GLOBAL when absent: the credential is usable in every workspace of the account (what the Workspace column shows).'),
     secretResourceVersion: str('resourceVersion of the Secret the label and bundle were computed from.'),
-    lastUsedTime: str('Last time a gateway pod used this credential upstream (any outcome), from the gateways\' status reports; rewritten only when it moved by the configured resolution (default 15 min). Absent: not used since the operator started watching.', { format: 'date-time' }),
+    lastUsedTime: str('Last time a gateway pod used this credential upstream (any outcome), from the gateways\' status reports; rewritten only when it moved by the configured resolution (default 1 min). Absent: not used since the operator started watching.', { format: 'date-time' }),
     delivery: deliveryStatus('credential'),
   }),
   printerColumns: [

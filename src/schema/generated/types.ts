@@ -155,7 +155,7 @@ workspaceScope?: string
  */
 secretResourceVersion?: string
 /**
- * Last time a gateway pod used this credential upstream (any outcome), from the gateways' status reports; rewritten only when it moved by the configured resolution (default 15 min). Absent: not used since the operator started watching.
+ * Last time a gateway pod used this credential upstream (any outcome), from the gateways' status reports; rewritten only when it moved by the configured resolution (default 1 min). Absent: not used since the operator started watching.
  */
 lastUsedTime?: string
 /**

@@ -14,7 +14,7 @@ import { publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 
@@ -241,6 +241,50 @@ describe('credential health and delivery from the gateways', () => {
     await waitCond('oa', 'UpstreamHealthy', 'True', 'Serving');
     await until('UpstreamRecovered Event', async () => (await events('oa')).find((e) => e.type === 'Normal' && e.reason === 'UpstreamRecovered'), 15_000, 200);
   }, 90_000);
+
+  // Issue 28 §1: the runbook's primary command. The status write that records a new version says Pending in the
+  // same write, and it follows the compile instead of the next poll, so `kubectl wait` never returns on the old True.
+  test('rotation runbook: patch the Secret, kubectl wait --for=condition=Delivered, then every pod serves the new key', async () => {
+    const before = await waitCond('oa', 'Delivered', 'True');
+    const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
+    const rotatedAt = Date.now();
+    await setSecret(kc, ns, 'oa-key', 'sk-health-openai-runbook-rotated');
+    const waited = await kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', 'byokcredential/oa', '--timeout=60s');
+    expect(waited.stderr).toBe('');
+    expect(waited).toMatchObject({ code: 0 });
+    const after = await creds.get('oa');
+    const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
+    expect(delivery.configVersion).not.toBe(oldVersion);
+    expect(delivery).toMatchObject({ loaded: 2, total: 2 });
+    expect(cond(after, 'Delivered')!.message).toContain(delivery.configVersion);
+    // What `condition met` promises: both pods now send the new key upstream.
+    for (const gw of gateways) {
+      const seen = up.hits.length;
+      expect(await chat(gw, 'openai/gpt-4o')).toBe(200);
+      expect(up.hits.slice(seen).map((h) => h.auth)).toEqual(['sk-health-openai-runbook-rotated']);
+    }
+    process.stderr.write(`[health] rotation → kubectl wait condition met in ${Date.now() - rotatedAt} ms\n`);
+  }, 90_000);
+
+  test('a new version reaches status as Delivered=False (Pending) within a second of the Secret change', async () => {
+    const before = await waitCond('oa', 'Delivered', 'True');
+    const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
+    const rotatedAt = Date.now();
+    await setSecret(kc, ns, 'oa-key', 'sk-health-openai-runbook-second');
+    const moved = await until('a new configVersion in status', async () => {
+      const o = await creds.get('oa');
+      return (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion !== oldVersion ? o : undefined;
+    }, 10_000, 20);
+    const ms = Date.now() - rotatedAt;
+    process.stderr.write(`[health] Secret change → new configVersion in status in ${ms} ms\n`);
+    // The write interval (1 s here, 30 s by default) does not hold back a version change.
+    expect(ms).toBeLessThan(1000);
+    const d = cond(moved, 'Delivered')!;
+    // Either still pending (named version), or already on every pod: never the old version's True.
+    if (d.status === 'False') expect(d).toMatchObject({ reason: 'Pending' });
+    expect(d.message).toContain((moved.status!.delivery as { configVersion: string }).configVersion);
+    await waitCond('oa', 'Delivered', 'True');
+  }, 60_000);
 
   test('429s → RateLimited; the metric counts credentials by reason', async () => {
     up.behavior.set('gsk-health-groq-key', '429');
