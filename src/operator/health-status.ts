@@ -139,6 +139,8 @@ export function createHealthStatusWriter(deps: {
   const startedAt = clock();
   /** The key version each credential's health window counts: a new version starts a new window. */
   const healthVersion = new Map<string, string>();
+  /** Credentials rotated away from a False verdict: their first True after it is still an UpstreamRecovered. */
+  const rotatedFromFalse = new Set<string>();
   /** Newest probe result per credential, across pods. */
   const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
   const probeAsked = new Map<string, number>();
@@ -324,7 +326,10 @@ export function createHealthStatusWriter(deps: {
           windows.delete(id);
           probes.delete(id);
         }
-        const prevHealth = rotated ? undefined : conditionOf(stored, 'UpstreamHealthy');
+        const storedHealth = conditionOf(stored, 'UpstreamHealthy');
+        // The verdict to build on; transitions and their Events still compare with what is stored.
+        const prevHealth = rotated ? undefined : storedHealth;
+        if (rotated && storedHealth?.status === 'False') rotatedFromFalse.add(id);
         const probe = probes.get(id);
         const health: DesiredCondition = decideUpstreamHealth(
           windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
@@ -363,16 +368,18 @@ export function createHealthStatusWriter(deps: {
           written.set(`BYOKCredential/${ns}/${name}`, { at: written.get(`BYOKCredential/${ns}/${name}`)?.at ?? 0, part });
           continue;
         }
-        const transition = prevHealth?.status !== health.status || prevHealth?.reason !== health.reason;
+        const transition = storedHealth?.status !== health.status || storedHealth?.reason !== health.reason;
         jobs.push(
           write('BYOKCredential', cred, part, now).then((done) => {
             if (!done || !transition) return;
+            const recovered = storedHealth?.status === 'False' || rotatedFromFalse.has(id);
+            if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
             if (health.status === 'False') {
               const reason = health.reason === 'Unauthorized' ? 'UpstreamUnauthorized' : health.reason === 'RateLimited' ? 'UpstreamRateLimited' : 'UpstreamErrors';
               const note = health.reason === 'Unauthorized' ? `the provider refused this key: rotate it (${health.message})` : health.message;
               return events.record(cred, 'Warning', reason, note).catch(() => undefined);
             }
-            if (health.status === 'True' && prevHealth?.status === 'False') return events.record(cred, 'Normal', 'UpstreamRecovered', `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
+            if (health.status === 'True' && recovered) return events.record(cred, 'Normal', 'UpstreamRecovered', `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
             return undefined;
           }),
         );
@@ -382,6 +389,7 @@ export function createHealthStatusWriter(deps: {
       if (seen.has(id)) continue;
       windows.delete(id);
       healthVersion.delete(id);
+      rotatedFromFalse.delete(id);
       lastUsed.delete(id);
       probes.delete(id);
       probeAsked.delete(id);

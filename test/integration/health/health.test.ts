@@ -237,6 +237,8 @@ describe('credential health and delivery from the gateways', () => {
       return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== oldVersion ? o : undefined;
     }, 30_000, 200);
     expect(rotated.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
+    // Issue 28 §2: the old key's 401s do not count against the new one; it is untried until traffic says otherwise.
+    expect(cond(rotated, 'UpstreamHealthy')).toMatchObject({ status: 'Unknown', reason: 'Unused' });
     await traffic('openai/gpt-4o', 6);
     await waitCond('oa', 'UpstreamHealthy', 'True', 'Serving');
     await until('UpstreamRecovered Event', async () => (await events('oa')).find((e) => e.type === 'Normal' && e.reason === 'UpstreamRecovered'), 15_000, 200);
