@@ -26,7 +26,8 @@ commands:
                       Kubernetes API api.byok.gateway.dev/v1 over HTTPS (--aggregated-port), one process
   dev                 local control plane + CRDs + operator + API server + sample data
   validate <path|->   check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
-                      [-o text|json|junit] [--strict: also fail when nothing was checked]
+                      [-o text|json|junit|sarif|github] [--strict: also fail on warnings, e.g. nothing checked
+                      or a referenced Secret not among the files]; exit 0 clean, 1 problems, 2 usage
   explain --config-dir <dir> --request <json|file> [--catalog <file>] [--json] [--cluster | --manifests <path>]
                       explain a routing decision from mounted routing config (default catalog:
                       config/catalog/dev.json); --cluster / --manifests also say why credentials are not

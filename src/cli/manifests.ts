@@ -56,7 +56,16 @@ export function parseManifests(file: string, text: string): { manifests: LoadedM
   parseAllDocuments(text, { lineCounter: lines }).forEach((doc, index) => {
     if (doc.errors.length > 0) {
       const err = doc.errors[0]!;
-      parseErrors.push({ file, index, position: at(err.pos[0]), message: err.message.split('\n')[0] ?? 'invalid YAML' });
+      // yaml's first line ends in its own " at line L, column C:" (the position is reported separately).
+      const message = (err.message.split('\n')[0] ?? 'invalid YAML').replace(/ at line \d+, column \d+:?$/, '');
+      const quote = err.code === 'MISSING_CHAR' ? /^Missing closing (["'])quote/.exec(message)?.[1] : undefined;
+      const opened = quote === undefined ? -1 : openingQuote(text, err.pos[0], quote);
+      parseErrors.push(
+        opened < 0
+          ? { file, index, position: at(err.pos[0]), message }
+          : // An unterminated quote is noticed where the text ends; the mistake is where the quote opens.
+            { file, index, position: at(opened), message: `unterminated ${quote === '"' ? 'double' : 'single'}-quoted value: the ${quote} opened here is never closed` },
+      );
       return;
     }
     const object: unknown = doc.toJS();
@@ -74,6 +83,17 @@ export function parseManifests(file: string, text: string): { manifests: LoadedM
     manifests.push({ file, index, object, position: locate([]), locate });
   });
   return { manifests, parseErrors };
+}
+
+/** Offset of the quote that opens the unterminated scalar yaml gave up on at `end`, or -1. */
+function openingQuote(text: string, end: number, quote: string): number {
+  for (let i = Math.min(end, text.length) - 1; i >= 0; i--) {
+    if (text[i] !== quote) continue;
+    const before = i === 0 ? '\n' : text[i - 1]!;
+    // A scalar opens after white space or a flow indicator; an escaped \" or a doubled '' is content.
+    if (/[\s[{,:-]/.test(before) && !(quote === "'" && text[i + 1] === "'")) return i;
+  }
+  return -1;
 }
 
 /** The key or node at `path`, or its closest existing parent. */

@@ -84,19 +84,4 @@ export async function stopAll(informers: ResourceInformers): Promise<void> {
   await Promise.all(Object.values(informers).map((i: SupervisedInformer<never>) => i.stop()));
 }
 
-/** "Live" = not disabled and not expired (at `now`). */
-
-/** The Secret payload a credential points at, decoded; undefined when the Secret or key is absent. */
-/** The raw bytes of one Secret value (data is base64; stringData, rarely cached, is already text). */
-export function secretPayloadBytes(secret: V1Secret | undefined, key: string): Uint8Array | undefined {
-  const b64 = secret?.data?.[key];
-  if (b64 !== undefined) return Buffer.from(b64, 'base64');
-  const text = secret?.stringData?.[key];
-  return text === undefined ? undefined : Buffer.from(text, 'utf8');
-}
-
-export function secretPayload(secret: V1Secret | undefined, key: string): string | undefined {
-  const b64 = secret?.data?.[key];
-  if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
-  return secret?.stringData?.[key];
-}
+export { secretPayload, secretPayloadBytes } from './secret-payload.ts';

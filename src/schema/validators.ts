@@ -10,6 +10,8 @@ import { API_VERSION, RESOURCES, type ResourceDefinition } from './resources.ts'
 export interface ManifestProblem {
   path: string;
   message: string;
+  /** Which check refused it: the structural schema or a CEL rule (CEL messages are the more specific). */
+  source: 'schema' | 'cel';
 }
 
 export interface ManifestVerdict {
@@ -29,17 +31,35 @@ function compiled(): Compiled {
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, strict: true, strictRequired: false });
   ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
   addFormats(ajv);
-  compiledByKind = new Map(RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile({ ...r.spec, additionalProperties: false }) }]));
+  compiledByKind = new Map(RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile(closed(r.spec)) }]));
   return compiledByKind;
+}
+
+/**
+ * The schema with every object that lists its properties closed (`additionalProperties: false`) at any depth: an
+ * unknown field anywhere (`budgets: { montly: 100 }`) is one the apiserver would prune or, with kubectl's strict
+ * field validation, refuse. Objects that keep unknown fields or declare their own additionalProperties stay open.
+ */
+function closed(node: SchemaNode): SchemaNode {
+  const out: SchemaNode = { ...node };
+  if (node.properties) {
+    out.properties = Object.fromEntries(Object.entries(node.properties).map(([k, v]) => [k, closed(v)]));
+    if (node.additionalProperties === undefined && !node['x-kubernetes-preserve-unknown-fields']) out.additionalProperties = false;
+  }
+  if (node.items) out.items = closed(node.items);
+  return out;
 }
 
 function ajvProblem(error: ErrorObject): ManifestProblem {
   const path = `spec${error.instancePath.replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.')}`;
   if (error.keyword === 'additionalProperties') {
-    return { path, message: `unknown field "${String(error.params.additionalProperty)}"` };
+    const field = String(error.params.additionalProperty);
+    const known = Object.keys((error.parentSchema as SchemaNode | undefined)?.properties ?? {});
+    const hint = closest(field, known);
+    return { path, message: `unknown field "${field}"${hint ? `; did you mean "${hint}"?` : ''}`, source: 'schema' };
   }
-  if (error.keyword === 'enum') return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]) };
-  return { path, message: error.message ?? error.keyword };
+  if (error.keyword === 'enum') return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]), source: 'schema' };
+  return { path, message: error.message ?? error.keyword, source: 'schema' };
 }
 
 function editDistance(a: string, b: string): number {
@@ -52,15 +72,17 @@ function editDistance(a: string, b: string): number {
   return prev[b.length]!;
 }
 
+/** The name closest to a typo, when it is close enough to be the likely intent. */
+function closest(value: string, names: readonly string[]): string | undefined {
+  const [best] = names.map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) })).sort((x, y) => x.d - y.d);
+  return best && best.d <= Math.max(2, Math.floor(value.length / 3)) ? best.n : undefined;
+}
+
 /** Names the value, suggests the closest allowed one (a typo is the usual cause) and lists them all. */
 function enumMessage(value: unknown, allowed: readonly unknown[]): string {
   const names = allowed.map(String);
-  let hint = '.';
-  if (typeof value === 'string') {
-    const [best] = names.map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) })).sort((x, y) => x.d - y.d);
-    if (best && best.d <= Math.max(2, Math.floor(value.length / 3))) hint = `; did you mean "${best.n}"?`;
-  }
-  return `unsupported value ${JSON.stringify(value)}${hint} Allowed values: ${names.join(', ')}`;
+  const hint = typeof value === 'string' ? closest(value, names) : undefined;
+  return `unsupported value ${JSON.stringify(value)}${hint ? `; did you mean "${hint}"?` : '.'} Allowed values: ${names.join(', ')}`;
 }
 
 function celProblems(node: SchemaNode, value: unknown, path: string): ManifestProblem[] {
@@ -73,7 +95,7 @@ function celProblems(node: SchemaNode, value: unknown, path: string): ManifestPr
     } catch {
       ok = false;
     }
-    if (!ok) problems.push({ path, message: rule.message });
+    if (!ok) problems.push({ path, message: rule.message, source: 'cel' });
   }
   if (node.properties && value && typeof value === 'object' && !Array.isArray(value)) {
     for (const [key, child] of Object.entries(node.properties)) {
@@ -92,9 +114,9 @@ export function validateManifest(manifest: unknown): ManifestVerdict | null {
   const name = typeof metadata?.name === 'string' ? metadata.name : '<unnamed>';
   const entry = typeof kind === 'string' ? compiled().get(kind) : undefined;
   if (apiVersion !== API_VERSION || !entry) {
-    return { kind: String(kind), name, problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}` }] };
+    return { kind: String(kind), name, problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}`, source: 'schema' }] };
   }
-  if (spec === undefined) return { kind: entry.resource.kind, name, problems: [{ path: 'spec', message: 'Required value' }] };
+  if (spec === undefined) return { kind: entry.resource.kind, name, problems: [{ path: 'spec', message: 'Required value', source: 'schema' }] };
   // JSON round-trip rather than structuredClone: the copy must belong to this realm for the CEL evaluator.
   const copy: unknown = JSON.parse(JSON.stringify(spec));
   const problems = entry.validate(copy) ? celProblems(entry.resource.spec, copy, 'spec') : (entry.validate.errors ?? []).map(ajvProblem);
