@@ -33,6 +33,8 @@ export interface GatewayCatalog {
   /** model → endpoint id → upstream. */
   upstream(model: string, endpointId: string): UpstreamSpec | undefined;
   endpoint(model: string, endpointId: string): CatalogEndpoint | undefined;
+  /** The model's context length in tokens, when the catalog gives one. */
+  contextLength(model: string): number | null;
   models: readonly { model: string; name: string | null; contextLength: number | null; endpoints: readonly CatalogEndpoint[] }[];
   /** sha-ish stamp of the source, for logs. */
   loadedAt: Date;
@@ -175,6 +177,7 @@ export function parseCatalog(text: string): GatewayCatalog {
     upstreams.set(m.model, byId);
     inputs.push({ model: m.model, endpoints });
   }
+  const contexts = new Map(raw.flatMap((m) => (m.contextLength !== undefined ? [[m.model, m.contextLength] as const] : [])));
   let catalog: ModelCatalog;
   try {
     catalog = createCatalog(inputs);
@@ -185,6 +188,7 @@ export function parseCatalog(text: string): GatewayCatalog {
     catalog,
     upstream: (model, endpointId) => upstreams.get(model)?.get(endpointId),
     endpoint: (model, endpointId) => catalog.models.get(model)?.endpoints.find((e) => e.id === endpointId),
+    contextLength: (model) => contexts.get(model) ?? null,
     models: raw.map((m) => ({ model: m.model, name: m.name ?? null, contextLength: m.contextLength ?? null, endpoints: catalog.models.get(m.model)!.endpoints })),
     loadedAt: new Date(),
   };

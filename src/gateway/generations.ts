@@ -27,6 +27,8 @@ export interface GenerationRecord {
   provider_responses: ProviderResponse[];
   tokens_prompt: number | null;
   tokens_completion: number | null;
+  /** Why the token counts are an estimate (missing, invalid, out_of_bounds usage from the upstream); null: as reported. */
+  usage_estimated: 'missing' | 'invalid' | 'out_of_bounds' | null;
   list_cost_micros: Micros | null;
   /** From the SpendGate's record(); null without a SpendGate or until it answered. */
   fee_micros: Micros | null;

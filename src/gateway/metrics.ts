@@ -9,6 +9,7 @@ export interface GatewayMetrics {
   overhead: Histogram<'stream'>;
   configVersion: Gauge<'version'>;
   reloads: Counter<'what' | 'result'>;
+  usageEstimated: Counter<'reason'>;
 }
 
 export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): GatewayMetrics {
@@ -32,6 +33,12 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       registers: [registry],
     }),
     configVersion: new Gauge({ name: 'byok_gateway_routing_config_info', help: 'The loaded routing config version (value 1).', labelNames: ['version'], registers: [registry] }),
+    usageEstimated: new Counter({
+      name: 'byok_gateway_usage_estimated_total',
+      help: 'Served requests metered with an estimate because the upstream usage was missing, invalid or out of bounds (reason).',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
     reloads: new Counter({ name: 'byok_gateway_reloads_total', help: 'Routing config and catalog reloads by result.', labelNames: ['what', 'result'], registers: [registry] }),
   };
 }

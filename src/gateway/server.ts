@@ -28,6 +28,8 @@ import { bundleInventory, CredentialHealth, healthOutcome, type GatewayStatusRep
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import type { SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
+import { UpstreamBody } from './upstream-body.ts';
+import { meteredUsage, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
 
 export interface GatewayOptions {
   /** Mounted routing ConfigMaps (index + shards), bundle Secrets and the bundle key Secret. */
@@ -90,18 +92,6 @@ class AttemptTimeout extends Error {
 type Outcome = 'ok' | 'rate_limited' | 'upstream_error' | 'rejected' | 'timeout' | 'transport_error' | 'credential_error' | 'stream_broken';
 
 const outcomeOfStatus = (status: number): Outcome => (status < 300 ? 'ok' : status === 429 ? 'rate_limited' : status >= 500 ? 'upstream_error' : 'rejected');
-
-interface Usage {
-  promptTokens: number;
-  completionTokens: number;
-}
-
-function usageOf(value: unknown): Usage | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const u = value as { prompt_tokens?: unknown; completion_tokens?: unknown };
-  if (typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return null;
-  return { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens };
-}
 
 /** OpenRouter `provider` preferences → the planner's request fields; an error message on a wrong type. */
 function providerPreferences(value: unknown): { ok: true; prefs: Partial<GatewayRequest> } | { ok: false; message: string } {
@@ -408,6 +398,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       }));
     }
     const ctx: RequestContext = {
+      bounds: usageBounds(cat.contextLength(model), rest),
+      requestBytes: Number(req.headers['content-length'] ?? 0) || JSON.stringify(body).length,
       generationId: `gen-${randomUUID()}`,
       model,
       hash: who.hash,
@@ -438,6 +430,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   });
 
   interface RequestContext {
+    /** Ceilings on the usage an upstream may report for this request (its model's context, its max_tokens). */
+    bounds: UsageBounds;
+    /** Size of the client's request body: the prompt estimate when usage is missing or unusable. */
+    requestBytes: number;
     generationId: string;
     model: string;
     hash: string;
@@ -538,7 +534,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     // The last status an upstream actually answered; attempts that never got one (timeouts, missing keys) do not mask it.
     const answered = ctx.responses.findLast((r) => r.status !== null);
     const last = ctx.responses[ctx.responses.length - 1];
-    const status = answered?.status ?? (last?.error?.startsWith('no response within') ? 504 : 502);
+    // An upstream's 4xx/5xx is passed on; its 1xx, 3xx or unusable 2xx is not an answer for the client: 502 (the
+    // upstream's code stays in provider_responses).
+    const status = answered?.status != null && answered.status >= 400 && answered.status <= 599 ? answered.status : last?.error?.startsWith('no response within') ? 504 : 502;
     const message = answered
       ? `every attempt failed; the last upstream status was ${answered.status} (${answered.provider})`
       : `every attempt failed without an upstream status; the last (${last?.provider ?? 'none'}): ${last?.error ?? 'unknown'}`;
@@ -570,8 +568,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
             continue;
           }
           recordAttempt(ctx, a, res.statusCode!, undefined, t0, 'ok', last);
-          const usage = usageOf(parsed.usage);
-          complete(ctx, 200, a, usage, cat);
+          complete(ctx, 200, a, meteredUsage(parsed.usage, ctx.bounds, ctx.requestBytes, raw.length), cat);
           parsed.id = ctx.generationId;
           parsed.provider = a.provider;
           parsed.provider_responses = ctx.responses;
@@ -590,34 +587,6 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     return allFailed(reply, ctx);
   };
 
-  /** Resolves with the first data chunk, or rejects when the stream ends or fails before it. */
-  const firstChunk = (res: IncomingMessage): Promise<Buffer> =>
-    new Promise((resolve, reject) => {
-      const onData = (c: Buffer) => {
-        cleanup();
-        res.pause();
-        resolve(c);
-      };
-      const onEnd = () => {
-        cleanup();
-        reject(new Error('upstream stream ended before any data'));
-      };
-      const onError = (err: Error) => {
-        cleanup();
-        reject(err);
-      };
-      const cleanup = () => {
-        res.off('data', onData);
-        res.off('end', onEnd);
-        res.off('error', onError);
-        res.off('aborted', onEnd);
-      };
-      res.on('data', onData);
-      res.once('end', onEnd);
-      res.once('error', onError);
-      res.once('aborted', onEnd);
-    });
-
   const executeStream = async (reply: FastifyReply, plan: RoutePlan, cat: GatewayCatalog, ctx: RequestContext, forward: Record<string, unknown>) => {
     for (let i = 0; i < plan.attempts.length; i++) {
       if (ctx.clientGone) break;
@@ -628,7 +597,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       const t0 = performance.now();
       const timer = withTimeout(ctx);
       let res: IncomingMessage | undefined;
-      let first: Buffer;
+      let body: UpstreamBody;
       try {
         res = await send(prepared, timer);
         if (res.statusCode! < 200 || res.statusCode! >= 300) {
@@ -637,7 +606,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
           recordAttempt(ctx, a, res.statusCode!, undefined, t0, outcomeOfStatus(res.statusCode!), last);
           continue;
         }
-        first = await firstChunk(res);
+        body = new UpstreamBody(res);
+        await body.first();
         timer.clear();
       } catch (err) {
         timer.clear();
@@ -650,17 +620,20 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         continue;
       }
       // Committed: from here on the client has bytes and there is no failover.
-      return pipeStream(reply, a, res, first, t0, cat, ctx, last);
+      return pipeStream(reply, a, res, body, t0, cat, ctx, last);
     }
     return allFailed(reply, ctx);
   };
 
-  const pipeStream = (reply: FastifyReply, a: Attempt, res: IncomingMessage, first: Buffer, t0: number, cat: GatewayCatalog, ctx: RequestContext, last: boolean) => {
+  const pipeStream = (reply: FastifyReply, a: Attempt, res: IncomingMessage, body: UpstreamBody, t0: number, cat: GatewayCatalog, ctx: RequestContext, last: boolean) => {
     reply.hijack();
     const out: ServerResponse = reply.raw;
     out.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-generation-id': ctx.generationId });
-    let usage: Usage | null = null;
+    let reported: unknown;
     let pending = '';
+    /** Whether what the client has so far ends on an SSE event boundary (a blank line). */
+    let atBoundary = true;
+    let lastByte = 0x0a;
     const scan = (chunk: Buffer) => {
       const text = pending + chunk.toString('utf8');
       const cut = text.lastIndexOf('\n\n');
@@ -675,8 +648,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         for (const line of event.split('\n')) {
           if (!line.startsWith('data:')) continue;
           try {
-            const u = usageOf((JSON.parse(line.slice(5)) as { usage?: unknown }).usage);
-            if (u) usage = u;
+            const u = (JSON.parse(line.slice(5)) as { usage?: unknown }).usage;
+            if (u !== undefined && u !== null) reported = u;
           } catch {
             // Not JSON (e.g. [DONE]): nothing to read.
           }
@@ -695,44 +668,68 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         done = true;
         clearTimeout(idle);
         const clientGone = ctx.clientGone || out.destroyed;
+        // A trailing event without its blank line is still read for usage; so is an upstream that answered
+        // `stream: true` with a plain JSON completion (the whole body is that one object).
+        if (pending.length > 0) {
+          const tail = pending;
+          scan(Buffer.from('\n\n'));
+          if (reported === undefined && tail.trimStart().startsWith('{')) {
+            try {
+              reported = (JSON.parse(tail) as { usage?: unknown }).usage;
+            } catch {
+              // A cut body: estimated below.
+            }
+          }
+        }
         recordAttempt(ctx, a, res.statusCode ?? 200, error, t0, error ? 'stream_broken' : 'ok', last);
-        complete(ctx, 200, a, error ? null : usage, cat, error);
+        // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
+        // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
+        complete(ctx, 200, a, meteredUsage(reported, ctx.bounds, ctx.requestBytes, body.bytes), cat, error);
         if (!clientGone) {
-          if (error) out.write(`data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`);
-          out.end(`: provider_responses ${JSON.stringify({ generation_id: ctx.generationId, provider_responses: ctx.responses })}\n\n`);
+          if (error) out.write(`${atBoundary ? '' : '\n\n'}data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`);
+          atBoundary ||= error !== undefined;
+          // The closing comment is an event of its own, even after a body that did not end on an event boundary.
+          out.end(`${atBoundary ? '' : '\n\n'}: provider_responses ${JSON.stringify({ generation_id: ctx.generationId, provider_responses: ctx.responses })}\n\n`);
         }
         metrics.requests.inc({ status: '200' });
         resolve();
       };
-      scan(first);
-      out.write(first);
-      armIdle();
-      res.on('data', (c: Buffer) => {
-        armIdle();
-        scan(c);
-        if (!out.write(c)) {
-          res.pause();
-          out.once('drain', () => res.resume());
-        }
-      });
-      res.once('end', () => {
-        if (pending.length > 0) scan(Buffer.from('\n\n'));
-        end(res.complete ? undefined : 'upstream connection closed mid-stream');
-      });
-      res.once('error', (err) => end(err instanceof AttemptTimeout ? err.message : 'upstream connection failed mid-stream'));
-      res.once('aborted', () => end('upstream connection closed mid-stream'));
       ctx.onClientGone = () => {
-        res.destroy();
         end('client went away');
+        body.destroy();
       };
-      res.resume();
+      armIdle();
+      body.pipe({
+        chunk: (c) => {
+          armIdle();
+          scan(c);
+          if (c.length > 0) {
+            atBoundary = c[c.length - 1] === 0x0a && (c.length >= 2 ? c[c.length - 2] : lastByte) === 0x0a;
+            lastByte = c[c.length - 1]!;
+          }
+          if (out.write(c)) return true;
+          out.once('drain', () => body.resume());
+          return false;
+        },
+        end,
+      });
     });
   };
 
   /** Stores the generation, logs the request line, and reports spend (asynchronously, off the response path). */
-  const complete = (ctx: RequestContext, status: number, served: Attempt | null, usage: Usage | null, cat: GatewayCatalog | null, streamError?: string) => {
+  const complete = (ctx: RequestContext, status: number, served: Attempt | null, usage: MeteredUsage | null, cat: GatewayCatalog | null, streamError?: string) => {
     const endpoint = served && cat ? cat.endpoint(ctx.model, served.endpoint.id) : undefined;
-    const listCost = endpoint && usage ? listCostMicros(endpoint.pricing, usage) : null;
+    let listCost: number | null = null;
+    try {
+      listCost = endpoint && usage ? listCostMicros(endpoint.pricing, usage) : null;
+    } catch (err) {
+      // Bounded usage cannot overflow the pricing math; if a catalog price still does, the answer stands, unmetered.
+      log?.error({ generation_id: ctx.generationId, err: err instanceof Error ? err.message : String(err) }, 'list cost failed');
+    }
+    if (usage?.estimated) {
+      metrics.usageEstimated.inc({ reason: usage.estimated });
+      log?.warn({ generation_id: ctx.generationId, reason: usage.estimated, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, 'upstream usage unusable: metered an estimate');
+    }
     const record: GenerationRecord = {
       id: ctx.generationId,
       model: ctx.model,
@@ -745,6 +742,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       provider_responses: ctx.responses,
       tokens_prompt: usage?.promptTokens ?? null,
       tokens_completion: usage?.completionTokens ?? null,
+      usage_estimated: usage?.estimated ?? null,
       list_cost_micros: listCost,
       fee_micros: null,
       charged_micros: null,

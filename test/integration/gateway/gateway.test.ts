@@ -311,6 +311,89 @@ describe('gateway on the operator\'s compiled config', () => {
     expect(r.text).toMatch(/^: provider_responses /m);
   });
 
+  // Issue 25 §1: however the upstream chunks its body, the stream ends promptly with the provider_responses comment,
+  // and every stream that delivered bytes is metered (the upstream's usage, or an estimate when it never came).
+  test.each([
+    ['sse-one-write', null],
+    ['sse-byte-per-write', null],
+    ['plain-json-stream', null],
+    ['cut-mid-event', 'missing'],
+  ] as const)('stream whose upstream answers %s: ends promptly, provider_responses last, metered', async (behavior, estimated) => {
+    up.behavior.set('sk-oa-0-aaaaaaaaaaaa', behavior);
+    const started = Date.now();
+    const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.text();
+    expect(Date.now() - started).toBeLessThan(ATTEMPT_TIMEOUT_MS);
+    expect(res.status).toBe(200);
+    expect(text).toMatch(/\n: provider_responses \{[^\n]*\}\n\n$/);
+    if (behavior === 'cut-mid-event') expect(text).toContain('the upstream stream broke after data was sent');
+    const id = res.headers.get('x-generation-id')!;
+    const record = gw.generations.get(id, sha(KEY_A))!;
+    expect(record).toMatchObject({ streamed: true, byok_credential_id: credId('oa-0'), usage_estimated: estimated });
+    if (estimated === null) expect(record).toMatchObject({ tokens_prompt: 1000, tokens_completion: 500, list_cost_micros: 7500 });
+    else expect(record.tokens_completion).toBeGreaterThan(0);
+    const spend = await until('the spend record', async () => recorded.find((x) => x.generationId === id), 5000, 20);
+    expect(spend.listCostMicros).toBe(record.list_cost_micros);
+    expect(spend.listCostMicros).toBeGreaterThan(0);
+  });
+
+  test('a client that abandons a stream is still billed for what was delivered', async () => {
+    up.behavior.set('sk-oa-0-aaaaaaaaaaaa', 'slow-stream');
+    const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const id = res.headers.get('x-generation-id')!;
+    const reader = res.body!.getReader();
+    await reader.read();
+    await reader.cancel();
+    const spend = await until('a spend record for the abandoned stream', async () => recorded.find((x) => x.generationId === id), 10_000, 50);
+    expect(spend.listCostMicros).toBeGreaterThan(0);
+    const record = gw.generations.get(id, sha(KEY_A))!;
+    expect(record).toMatchObject({ usage_estimated: 'missing', byok_credential_id: credId('oa-0') });
+    expect(record.provider_responses.at(-1)!.error).toBe('client went away');
+  }, 30_000);
+
+  // Issue 25 §2: usage is tenant input. The client always gets its completion; the ledger never gets a bad number.
+  test.each([
+    ['usage-fractional', 'invalid'],
+    ['usage-negative', 'invalid'],
+    ['usage-huge', 'out_of_bounds'],
+    ['usage-missing', 'missing'],
+  ] as const)('upstream usage %s: 200 with the completion, metered as an estimate (%s), safe integers only', async (behavior, reason) => {
+    up.behavior.set('sk-oa-0-aaaaaaaaaaaa', behavior);
+    const r = await chat(KEY_A, { model: 'openai/gpt-4o', max_tokens: 64 });
+    expect(r.status).toBe(200);
+    expect(r.json!.choices[0].message.content).toBe('hello from upstream');
+    expect(r.json!.error).toBeUndefined();
+    const id = r.headers.get('x-generation-id')!;
+    const record = gw.generations.get(id, sha(KEY_A))!;
+    expect(record.usage_estimated).toBe(reason);
+    // The completion estimate is bounded by the request's max_tokens.
+    expect(record.tokens_completion).toBeLessThanOrEqual(64);
+    const spend = await until('the spend record', async () => recorded.find((x) => x.generationId === id), 5000, 20);
+    for (const n of [spend.promptTokens, spend.completionTokens, spend.listCostMicros]) {
+      expect(Number.isSafeInteger(n)).toBe(true);
+      expect(n).toBeGreaterThanOrEqual(0);
+    }
+    expect(await (await fetch(`${gw.url}/metrics`)).text()).toMatch(new RegExp(`byok_gateway_usage_estimated_total\\{reason="${reason}"\\} [1-9]`));
+  });
+
+  test('an upstream 3xx or unusable 2xx is never passed on: 502 with the upstream codes in provider_responses', async () => {
+    for (const key of ['sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`, 'sk-shared-openai']) up.behavior.set(key, '307');
+    up.behavior.set('sk-oa-fb-ffffffffffff', '200-not-json');
+    const r = await wire(KEY_A, { model: 'openai/gpt-4o' });
+    expect(r.status).toBe(502);
+    expect(r.json!.error.code).toBe(502);
+    expect(r.json!.error.metadata.provider_responses.map((p: { status: number }) => p.status)).toEqual([307, 307, 307, 200]);
+  });
+
   test('spend gate: a refused request reaches no upstream (402 naming the budget); finished requests are recorded with list cost', async () => {
     admitAllowed.value = false;
     const refused = await wire(KEY_A, { model: 'openai/gpt-4o' });

@@ -10,7 +10,15 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
 
-export type Behavior = 'ok' | '401' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close';
+export type Behavior =
+  | 'ok' | '401' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close'
+  // Stream chunking (issue 25): the whole SSE body in one write, one byte per write, plain JSON for stream: true,
+  // and a body cut in the middle of an event.
+  | 'sse-one-write' | 'sse-byte-per-write' | 'plain-json-stream' | 'cut-mid-event' | 'slow-stream'
+  // Usage an upstream may report (it is tenant input): fractional, negative, past 2^53, missing.
+  | 'usage-fractional' | 'usage-negative' | 'usage-huge' | 'usage-missing'
+  // A 3xx with no Location, and a 2xx whose body is not JSON: neither is an answer for the client.
+  | '307' | '200-not-json';
 
 export interface Hit {
   /** provider path segment, e.g. openai, azure, bedrock, vertex. */
@@ -40,14 +48,21 @@ export interface Upstreams {
   close(): Promise<void>;
 }
 
-const completion = (model: string) =>
+const USAGE_OF: Partial<Record<Behavior, unknown>> = {
+  'usage-fractional': { prompt_tokens: 0.5, completion_tokens: 500, total_tokens: 500.5 },
+  'usage-negative': { prompt_tokens: -1000, completion_tokens: 500, total_tokens: -500 },
+  'usage-huge': { prompt_tokens: 4e15, completion_tokens: 4e15, total_tokens: 8e15 },
+  'usage-missing': undefined,
+};
+
+const completion = (model: string, behavior: Behavior = 'ok') =>
   JSON.stringify({
     id: 'chatcmpl-upstream',
     object: 'chat.completion',
     created: 1,
     model,
     choices: [{ index: 0, message: { role: 'assistant', content: 'hello from upstream' }, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
+    usage: behavior in USAGE_OF ? USAGE_OF[behavior] : { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
   });
 
 const chunk = (model: string, content: string) =>
@@ -145,11 +160,38 @@ export async function startUpstreams(): Promise<Upstreams> {
         if (behavior === '401') return answer(401, JSON.stringify({ error: { message: 'invalid api key' } }));
         if (behavior === '429') return answer(429, JSON.stringify({ error: { message: 'rate limited' } }));
         if (behavior === '500') return answer(500, JSON.stringify({ error: { message: 'internal error' } }));
+        if (behavior === '307') return answer(307, '');
+        if (behavior === '200-not-json') return answer(200, '<html>not json</html>');
         if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));
         if (res.destroyed) return;
-        if (!hit.stream) return answer(200, completion(parsed.model));
+        if (!hit.stream || behavior === 'plain-json-stream') return answer(200, completion(parsed.model, behavior));
         hit.status = 200;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const usageEvent = `data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`;
+        const whole = `${chunk(parsed.model, 'hello ')}${chunk(parsed.model, 'world')}${hit.includeUsage ? usageEvent : ''}data: [DONE]\n\n`;
+        if (behavior === 'sse-one-write') return void res.end(whole);
+        if (behavior === 'sse-byte-per-write') {
+          const bytes = Buffer.from(whole);
+          for (let i = 0; i < bytes.length; i++) {
+            res.write(bytes.subarray(i, i + 1));
+            // Yield so each byte leaves in its own write (and usually its own read at the gateway).
+            if (i % 8 === 7) await new Promise((r) => setImmediate(r));
+          }
+          return void res.end();
+        }
+        if (behavior === 'slow-stream') {
+          // One chunk every 100 ms for 5 s, no usage until the end: a client that leaves early gets only part.
+          for (let i = 0; i < 50 && !res.destroyed; i++) {
+            res.write(chunk(parsed.model, `part ${i} `));
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          return void res.end('data: [DONE]\n\n');
+        }
+        if (behavior === 'cut-mid-event') {
+          res.write(`${chunk(parsed.model, 'hello ')}data: {"id":"chatcmpl-upstream","choi`);
+          setTimeout(() => res.destroy(), 20);
+          return;
+        }
         if (behavior === 'empty-then-close') {
           // A 200 head reaches the gateway, then the connection dies before any body byte.
           res.flushHeaders();
