@@ -27,7 +27,7 @@ import { GenerationStore, type GenerationRecord, type ProviderResponse } from '.
 import { bundleInventory, CredentialHealth, healthOutcome, type GatewayStatusReport, type ProbeResult } from './health.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import type { SpendGate } from './spend-gate.ts';
-import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
+import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type AuthOwner, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { meteredUsage, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
 
@@ -132,7 +132,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   if (opts.upstreamCaPem) setDefaultCACertificates([...getCACertificates('default'), opts.upstreamCaPem]);
   const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 1024 });
   const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) });
-  const auth: UpstreamAuth = createUpstreamAuth();
+  const auth: UpstreamAuth = createUpstreamAuth({ agent: httpsAgent });
   const generations = new GenerationStore(opts.generations ?? {});
   const health = new CredentialHealth();
   const inventory = bundleInventory(opts.bundleDir, opts.keyDir);
@@ -221,7 +221,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     try {
       const parsed = validatePayload(provider, routing.decryptCredential(credentialId));
       if (!parsed.ok) return specError(409, 'the credential payload does not parse for its provider');
-      request = await auth.probe(parsed.payload, spec, model.model);
+      request = await auth.probe({ kind: 'credential', account: found.account.namespace, credentialId }, parsed.payload, spec, model.model);
     } catch (err) {
       // A refused Vertex token exchange reports its HTTP status (400 invalid_grant, 401, 403): the key is refused.
       const status = (err as { status?: unknown; response?: { status?: unknown } }).response?.status ?? (err as { status?: unknown }).status;
@@ -482,7 +482,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     try {
       const spec = cat.upstream(ctx.model, a.endpoint.id);
       if (!spec) throw new UpstreamSetupError(`endpoint ${a.endpoint.id} is no longer in the catalog`);
-      return await auth.prepare(payloadFor(a), spec, ctx.model, forward);
+      const owner: AuthOwner = a.kind === 'credential' ? { kind: 'credential', account: ctx.account.namespace, credentialId: a.credentialId } : { kind: 'shared', provider: a.provider };
+      return await auth.prepare(owner, payloadFor(a), spec, ctx.model, forward);
     } catch (err) {
       const message =
         err instanceof BundleError

@@ -1,10 +1,12 @@
 // Turns one attempt into an upstream HTTP request: the URL (catalog base URL, regional and per-payload variants) and
 // the authentication of every payload shape of spec 2.4. The payload lives only in this call's locals; the only thing
-// kept is a Vertex access token (until its expiry), keyed by a hash of the service account's identity.
-import { createHash } from 'node:crypto';
+// kept is a Vertex access token (until its expiry), keyed by who proved possession of the key that obtained it: the
+// owner (account and credential, or the platform's shared key) and a digest of the whole payload, private key
+// included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them (issue 24).
+import { createHash, sign } from 'node:crypto';
+import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { JWT } from 'google-auth-library';
 import { azureDeploymentFor, type ProviderPayload, type VertexPayload } from '../domain/index.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
@@ -16,14 +18,99 @@ export interface UpstreamRequest {
 
 /** Why an attempt could not even be sent (a configuration problem of this credential or endpoint). */
 export class UpstreamSetupError extends Error {
-  constructor(message: string) {
+  /** The HTTP status of a refused token exchange (400 invalid_grant, 401, 403, 429, 5xx), when there was one. */
+  readonly status: number | undefined;
+  constructor(message: string, status?: number) {
     super(message);
     this.name = 'UpstreamSetupError';
+    this.status = status;
   }
 }
 
-const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
+/** Whose credential an upstream call authenticates with: a tenant's BYOK credential, or the platform's shared key. */
+export type AuthOwner = { kind: 'credential'; account: string; credentialId: string } | { kind: 'shared'; provider: string };
+
 const VERTEX_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
+/** A token answer is a few hundred bytes; anything past this is not one. */
+const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
+const TOKEN_EXCHANGE_TIMEOUT_MS = 10_000;
+
+const ownerKey = (owner: AuthOwner) => (owner.kind === 'credential' ? `credential\n${owner.account}\n${owner.credentialId}` : `shared\n${owner.provider}`);
+
+/** sha256 over the owner and the whole payload (the private key included): possession, not identity, keys a token. */
+function tokenCacheKey(owner: AuthOwner, payload: VertexPayload): string {
+  return createHash('sha256').update(ownerKey(owner)).update('\n').update(JSON.stringify(payload)).digest('hex');
+}
+
+const b64url = (v: string | Buffer) => Buffer.from(v).toString('base64url');
+
+/**
+ * The OAuth 2.0 JWT-bearer exchange (RFC 7523) of a service-account key at the document's own token_uri, done here
+ * rather than by a library so that it never follows a redirect (a 3xx is a refusal), reads a bounded answer, goes
+ * through the gateway's agent (the egress policy's checks) and reports failures without upstream text.
+ */
+function exchangeServiceAccountKey(payload: VertexPayload, agent: HttpsAgent | undefined, now: number): Promise<{ token: string; expiresAt: number }> {
+  const sa = payload.serviceAccount;
+  let url: URL;
+  try {
+    url = new URL(sa.token_uri);
+  } catch {
+    return Promise.reject(new UpstreamSetupError('the token_uri is not a URL'));
+  }
+  if (url.protocol !== 'https:') return Promise.reject(new UpstreamSetupError('the token_uri must be https'));
+  const iat = Math.floor(now / 1000);
+  const header = b64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: sa.private_key_id }));
+  const claims = b64url(JSON.stringify({ iss: sa.client_email, scope: VERTEX_SCOPE, aud: sa.token_uri, iat, exp: iat + 3600 }));
+  let signature: string;
+  try {
+    signature = b64url(sign('RSA-SHA256', Buffer.from(`${header}.${claims}`), sa.private_key));
+  } catch {
+    return Promise.reject(new UpstreamSetupError('the service account private key cannot sign'));
+  }
+  const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: `${header}.${claims}.${signature}` }).toString();
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, {
+      method: 'POST',
+      ...(agent ? { agent } : {}),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
+      timeout: TOKEN_EXCHANGE_TIMEOUT_MS,
+    });
+    req.once('timeout', () => req.destroy(new UpstreamSetupError('token exchange timed out')));
+    req.once('error', (err) => reject(err instanceof UpstreamSetupError ? err : new UpstreamSetupError('token exchange failed: upstream unreachable')));
+    req.once('response', (res) => {
+      const status = res.statusCode ?? 0;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_TOKEN_RESPONSE_BYTES) {
+          res.destroy();
+          reject(new UpstreamSetupError('token exchange failed: the answer is too large', status));
+          return;
+        }
+        chunks.push(c);
+      });
+      res.once('error', () => reject(new UpstreamSetupError('token exchange failed: upstream unreachable')));
+      res.once('end', () => {
+        // A redirect is never followed (it could lead to plain http or into the pod's network): it is a refusal.
+        if (status < 200 || status >= 300) return reject(new UpstreamSetupError(`token exchange refused (HTTP ${status})`, status));
+        let answer: { access_token?: unknown; expires_in?: unknown };
+        try {
+          answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof answer;
+        } catch {
+          return reject(new UpstreamSetupError('token exchange failed: the answer is not JSON', status));
+        }
+        if (typeof answer?.access_token !== 'string' || answer.access_token === '' || /[\s\0]/.test(answer.access_token)) {
+          return reject(new UpstreamSetupError('the token endpoint returned no access token', status));
+        }
+        const ttl = typeof answer.expires_in === 'number' && Number.isFinite(answer.expires_in) && answer.expires_in > 0 ? Math.min(answer.expires_in, 86_400) : 3600;
+        // Refresh a minute early so a token never expires in flight.
+        resolve({ token: answer.access_token, expiresAt: now + ttl * 1000 - 60_000 });
+      });
+    });
+    req.end(body);
+  });
+}
 
 function fill(template: string, values: Record<string, string>): string {
   return template.replace(/\{([a-z_]+)\}/g, (whole, name: string) => values[name] ?? whole);
@@ -49,12 +136,12 @@ export interface UpstreamAuth {
    * Builds the request for `payload` (a decrypted BYOK payload or a shared key) against the endpoint `spec`.
    * `body` is the client's request without `model`; the upstream model name is set here.
    */
-  prepare(payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>): Promise<UpstreamRequest>;
+  prepare(owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>): Promise<UpstreamRequest>;
   /**
    * The cheapest authenticated call for an idle-credential probe: the models list (bearer keys, Azure, Bedrock keys;
    * SigV4-signed for Bedrock IAM), or null for Vertex, where a fresh token exchange is the check (it throws on refusal).
    */
-  probe(payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string): Promise<ProbeRequest | null>;
+  probe(owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string): Promise<ProbeRequest | null>;
 }
 
 interface CachedToken {
@@ -62,46 +149,35 @@ interface CachedToken {
   expiresAt: number;
 }
 
-export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamAuth {
+export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgent } = {}): UpstreamAuth {
   const now = opts.now ?? Date.now;
   const tokens = new Map<string, CachedToken>();
   const inflight = new Map<string, Promise<CachedToken>>();
 
-  const vertexToken = async (payload: VertexPayload, fresh = false): Promise<string> => {
-    const sa = payload.serviceAccount;
-    // Keyed by identity and key id, never by key material: a rotated key (new private_key_id) gets a new token.
-    const cacheKey = createHash('sha256').update(`${sa.client_email}\n${sa.private_key_id}\n${sa.token_uri}`).digest('hex');
+  const vertexToken = async (owner: AuthOwner, payload: VertexPayload, fresh = false): Promise<string> => {
+    const cacheKey = tokenCacheKey(owner, payload);
     if (fresh) tokens.delete(cacheKey);
     const hit = tokens.get(cacheKey);
     if (hit && hit.expiresAt > now()) return hit.token;
     let pending = inflight.get(cacheKey);
     if (!pending) {
-      pending = (async () => {
-        const jwt = new JWT({ email: sa.client_email, key: sa.private_key, keyId: sa.private_key_id, scopes: [VERTEX_SCOPE] });
-        // google-auth-library signs and exchanges the assertion; the exchange goes to the document's own token_uri.
-        jwt.transporter.interceptors.request.add({
-          resolved: async (config) => {
-            if (String(config.url) === GOOGLE_TOKEN_URL) config.url = new URL(sa.token_uri);
-            return config;
-          },
-        });
-        const credentials = await jwt.authorize();
-        if (!credentials.access_token) throw new UpstreamSetupError('the token endpoint returned no access token');
-        // Refresh a minute early so a token never expires in flight.
-        const expiresAt = (credentials.expiry_date ?? now() + 3_600_000) - 60_000;
-        const entry = { token: credentials.access_token, expiresAt };
-        tokens.set(cacheKey, entry);
-        return entry;
-      })().finally(() => inflight.delete(cacheKey));
+      pending = exchangeServiceAccountKey(payload, opts.agent, now())
+        .then((entry) => {
+          // Expired entries of rotated keys go as new ones come: the map holds live tokens only.
+          for (const [k, t] of tokens) if (t.expiresAt <= now()) tokens.delete(k);
+          tokens.set(cacheKey, entry);
+          return entry;
+        })
+        .finally(() => inflight.delete(cacheKey));
       inflight.set(cacheKey, pending);
     }
     return (await pending).token;
   };
 
   const self: UpstreamAuth = {
-    async probe(payload, spec, modelSlug): Promise<ProbeRequest | null> {
+    async probe(owner, payload, spec, modelSlug): Promise<ProbeRequest | null> {
       if (payload.kind === 'vertex') {
-        await vertexToken(payload, true);
+        await vertexToken(owner, payload, true);
         return null;
       }
       if (payload.kind === 'bedrock-iam') {
@@ -112,10 +188,10 @@ export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamA
         const signed = await signer.sign({ method: 'GET', protocol: url.protocol, hostname: url.hostname, ...(url.port ? { port: Number(url.port) } : {}), path: url.pathname, query, headers: { host: url.host } });
         return { url, headers: { ...(signed.headers as Record<string, string>) } };
       }
-      const prepared = await self.prepare(payload, spec, modelSlug, {});
+      const prepared = await self.prepare(owner, payload, spec, modelSlug, {});
       return { url: modelsUrl(prepared.url), headers: prepared.headers };
     },
-    async prepare(payload, spec, modelSlug, body): Promise<UpstreamRequest> {
+    async prepare(owner, payload, spec, modelSlug, body): Promise<UpstreamRequest> {
       const json = (model: string) => JSON.stringify({ ...body, model });
       switch (payload.kind) {
         case 'api-key':
@@ -171,7 +247,7 @@ export function createUpstreamAuth(opts: { now?: () => number } = {}): UpstreamA
             location_prefix: location === 'global' ? '' : `${location}-`,
             region: location,
           });
-          const token = await vertexToken(payload);
+          const token = await vertexToken(owner, payload);
           return { url: chatUrl(base), headers: { authorization: `Bearer ${token}` }, body: json(spec.model) };
         }
       }

@@ -43,6 +43,8 @@ export interface Upstreams {
   iamSecrets: Map<string, string>;
   vertexKeys: Map<string, KeyObject>;
   tokenExchanges: number;
+  /** Where /token-redirect points (default: this server's own /token). */
+  tokenRedirectTo: string | undefined;
   /** GET .../models calls (idle-credential probes). */
   probes: { provider: string; path: string; auth: string }[];
   close(): Promise<void>;
@@ -78,6 +80,7 @@ export async function startUpstreams(): Promise<Upstreams> {
     iamSecrets: new Map<string, string>(),
     vertexKeys: new Map<string, KeyObject>(),
     tokenExchanges: 0,
+    tokenRedirectTo: undefined as string | undefined,
     probes: [] as { provider: string; path: string; auth: string }[],
   };
   const issuedTokens = new Set<string>();
@@ -138,6 +141,8 @@ export async function startUpstreams(): Promise<Upstreams> {
         const url = new URL(req.url ?? '/', `https://${req.headers.host}`);
         state.bodies.push(body);
         if (url.pathname === '/token') return tokenEndpoint(body, res);
+        // A token endpoint that redirects (issue 24 §3): the gateway must treat it as a refusal, never follow it.
+        if (url.pathname === '/token-redirect') return void res.writeHead(307, { location: state.tokenRedirectTo ?? `https://${req.headers.host}/token` }).end();
         const provider = url.pathname.split('/')[1] ?? '';
         const auth = await authOf(provider, req, body, url);
         if (req.method === 'GET' && url.pathname.endsWith('/models')) {
@@ -217,6 +222,12 @@ export async function startUpstreams(): Promise<Upstreams> {
     ...state,
     get tokenExchanges() {
       return state.tokenExchanges;
+    },
+    get tokenRedirectTo() {
+      return state.tokenRedirectTo;
+    },
+    set tokenRedirectTo(to: string | undefined) {
+      state.tokenRedirectTo = to;
     },
     close: () =>
       new Promise<void>((r) => {
