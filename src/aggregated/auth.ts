@@ -109,12 +109,13 @@ export function userFromHeaders(distinct: NodeJS.Dict<string[]>, config: Request
   if (!username) return undefined;
   const uid = config.uidHeaders.map((h) => headerValues(distinct, h)[0]).find((v) => v !== undefined && v !== '');
   const groups = config.groupHeaders.flatMap((h) => headerValues(distinct, h));
-  const extra: Record<string, string[]> = {};
+  // Keys come from header names: a null-prototype object, so `X-Remote-Extra-__proto__` is just a key.
+  const extra: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
   for (const [name, values] of Object.entries(distinct)) {
     const prefix = config.extraHeaderPrefixes.find((p) => name.startsWith(p));
     if (!prefix || !values) continue;
     const key = decodeURIComponent(name.slice(prefix.length)).toLowerCase();
-    extra[key] = [...(extra[key] ?? []), ...values];
+    extra[key] = [...(Object.hasOwn(extra, key) ? extra[key]! : []), ...values];
   }
   return { username, ...(uid !== undefined ? { uid } : {}), groups, extra };
 }

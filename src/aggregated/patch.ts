@@ -1,22 +1,35 @@
 // JSON merge patch (RFC 7386) and JSON patch (RFC 6902) on plain JSON values. Pure; the inputs are not mutated.
+// Patch paths and keys are tenant input: a token or key that names a prototype (`__proto__`, `constructor`,
+// `prototype`) is refused, and containers are only ever walked through their own properties (issue 24).
+import { PROTOTYPE_KEYS } from '../domain/json.ts';
 
 export class PatchError extends Error {}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+const refusePrototypeKey = (key: string) => {
+  if (PROTOTYPE_KEYS.has(key)) throw new PatchError(`the key ${JSON.stringify(key)} cannot be patched: no field here has that name`);
+};
+
+/** An object's own property, never one it inherits. */
+const own = (o: Record<string, unknown>, key: string): unknown => (Object.hasOwn(o, key) ? o[key] : undefined);
+
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return patch;
   const out: Record<string, unknown> = isObject(target) ? { ...target } : {};
   for (const [k, v] of Object.entries(patch)) {
+    refusePrototypeKey(k);
     if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
+    else out[k] = mergePatch(own(out, k), v);
   }
   return out;
 }
 
 function pointer(path: unknown): string[] {
   if (typeof path !== 'string' || (path !== '' && !path.startsWith('/'))) throw new PatchError(`invalid JSON pointer ${JSON.stringify(path)}`);
-  return path === '' ? [] : path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const tokens = path === '' ? [] : path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  tokens.forEach(refusePrototypeKey);
+  return tokens;
 }
 
 /** Parent container and last token of a pointer, in a deep copy the patch may mutate. */
@@ -24,7 +37,7 @@ function locate(doc: unknown, tokens: string[]): { parent: Record<string, unknow
   let cur = doc;
   for (const t of tokens.slice(0, -1)) {
     if (Array.isArray(cur)) cur = cur[Number(t)];
-    else if (isObject(cur)) cur = cur[t];
+    else if (isObject(cur)) cur = own(cur, t);
     else cur = undefined;
     if (cur === undefined) throw new PatchError(`path ${tokens.join('/')} does not exist`);
   }
@@ -35,7 +48,7 @@ function locate(doc: unknown, tokens: string[]): { parent: Record<string, unknow
 function read(doc: unknown, tokens: string[]): unknown {
   let cur = doc;
   for (const t of tokens) {
-    cur = Array.isArray(cur) ? cur[Number(t)] : isObject(cur) ? cur[t] : undefined;
+    cur = Array.isArray(cur) ? cur[Number(t)] : isObject(cur) ? own(cur, t) : undefined;
     if (cur === undefined) throw new PatchError(`path /${tokens.join('/')} does not exist`);
   }
   return cur;
@@ -62,7 +75,7 @@ function remove(doc: unknown, tokens: string[]): unknown {
   const { parent, last } = locate(doc, tokens);
   if (Array.isArray(parent)) parent.splice(arrayIndex(parent, last, false), 1);
   else {
-    if (!(last in parent)) throw new PatchError(`path /${tokens.join('/')} does not exist`);
+    if (!Object.hasOwn(parent, last)) throw new PatchError(`path /${tokens.join('/')} does not exist`);
     delete parent[last];
   }
   return doc;

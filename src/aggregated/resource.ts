@@ -122,7 +122,7 @@ function checkEnvelope(body: unknown): { metadata: ObjectMeta; spec: Record<stri
   for (const k of Object.keys(body)) if (!['apiVersion', 'kind', 'metadata', 'spec', 'status'].includes(k)) causes.push({ field: k, message: 'unknown field' });
   if (body.metadata !== undefined && !isRecord(body.metadata)) causes.push({ field: 'metadata', message: 'must be an object' });
   if (!isRecord(body.spec)) causes.push({ field: 'spec', message: 'is required and must be an object' });
-  else for (const k of Object.keys(body.spec)) if (REST_OF_SPEC[k] === undefined) causes.push({ field: `spec.${k}`, message: 'unknown field' });
+  else for (const k of Object.keys(body.spec)) if (!Object.hasOwn(REST_OF_SPEC, k)) causes.push({ field: `spec.${k}`, message: 'unknown field' });
   if (causes.length > 0) throw new InvalidObject(causes);
   return { metadata: (body.metadata ?? {}) as ObjectMeta, spec: body.spec as Record<string, unknown> };
 }
@@ -130,7 +130,7 @@ function checkEnvelope(body: unknown): { metadata: ObjectMeta; spec: Record<stri
 function specToRest(spec: Record<string, unknown>, skip: readonly string[] = []): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [kube, v] of Object.entries(spec)) {
-    const rest = REST_OF_SPEC[kube];
+    const rest = Object.hasOwn(REST_OF_SPEC, kube) ? REST_OF_SPEC[kube] : undefined;
     if (rest === undefined || skip.includes(kube) || v === undefined) continue;
     out[rest] = v;
   }
@@ -190,7 +190,7 @@ export function updateRequestFrom(desired: unknown, current: CredentialEntry, na
   const k = current.key;
   const unchanged = (rest: keyof typeof k, v: unknown) => JSON.stringify(k[rest] ?? null) === JSON.stringify(v ?? null);
   for (const f of ['name', 'disabled', 'is_fallback', 'is_required', 'is_byok_only', 'allowed_models', 'allowed_api_key_hashes', 'allowed_user_ids', 'sort_order', 'declared_zdr'] as const) {
-    if (f in body && unchanged(f, body[f])) delete body[f];
+    if (Object.hasOwn(body, f) && unchanged(f, body[f])) delete body[f];
   }
   return body;
 }
@@ -232,7 +232,8 @@ export function parseSelector(text: string | undefined): Requirement[] {
 
 export function matches(reqs: readonly Requirement[], values: Record<string, string | undefined>): boolean {
   return reqs.every((r) => {
-    const v = values[r.key];
+    // Keys are tenant input (`-l constructor`): only the object's own labels count, never what a plain object inherits.
+    const v = Object.hasOwn(values, r.key) ? values[r.key] : undefined;
     switch (r.op) {
       case '=':
         return v === r.value;

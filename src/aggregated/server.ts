@@ -13,6 +13,7 @@ import type { ByokService } from '../api/service.ts';
 import type { ApiState, CredentialEntry } from '../api/state.ts';
 import { kubeClient } from '../kube/client.ts';
 import { yamlSafeJson } from '../domain/text.ts';
+import { exceedsDepth, MAX_JSON_DEPTH, parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig, type ResourceAttributes, type UserInfo } from './auth.ts';
 import { jsonPatch, mergePatch, PatchError } from './patch.ts';
 import {
@@ -218,12 +219,30 @@ interface PathInfo {
   name: string | undefined;
 }
 
+/** A namespace is a DNS-1123 label; an object name here is a DNS-1123 subdomain (our ids are UUIDs). */
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const OBJECT_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/i;
+
+/**
+ * The resource a path under the group names, or undefined when it names none. Strict on purpose: every segment must
+ * be present (no `namespaces//byokkeys`), decode cleanly and be a valid namespace or name, so the request the router
+ * serves is exactly the one that was authorized (issue 24). Anything else under the group is refused before a
+ * handler runs.
+ */
 function parsePath(pathname: string): PathInfo | undefined {
-  const rest = pathname.slice(AGG_PREFIX.length).split('/').filter((s) => s !== '').map(decodeURIComponent);
+  if (!pathname.startsWith(`${AGG_PREFIX}/`)) return undefined;
+  let rest: string[];
+  try {
+    rest = pathname.slice(AGG_PREFIX.length + 1).replace(/\/$/, '').split('/').map(decodeURIComponent);
+  } catch {
+    return undefined;
+  }
   if (rest[0] === RESOURCE && rest.length === 1) return { namespace: undefined, kind: 'byokkeys', name: undefined };
   if (rest[0] !== 'namespaces' || rest.length < 3 || rest.length > 4) return undefined;
   if (rest[2] !== RESOURCE && rest[2] !== 'byok') return undefined;
-  return { namespace: rest[1], kind: rest[2] as 'byokkeys' | 'byok', name: rest[3] };
+  const [, namespace, kind, name] = rest as [string, string, 'byokkeys' | 'byok', string | undefined];
+  if (!NAMESPACE.test(namespace) || (name !== undefined && !OBJECT_NAME.test(name))) return undefined;
+  return { namespace, kind, name };
 }
 
 function verbOf(method: string, info: PathInfo, query: Record<string, unknown>): string {
@@ -327,7 +346,8 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     req.kubeUser = result.user;
     if (!isResourcePath(path)) return; // discovery and OpenAPI: any authenticated user, like system:discovery
     const info = parsePath(path);
-    if (!info) return;
+    // Deny by default: a path under the group that names no resource is never handed to a handler.
+    if (!info) throw new StatusError(404, 'NotFound', `the server could not find the requested resource (${req.method} ${path.slice(0, 200)})`);
     const attrs: ResourceAttributes = {
       ...(info.namespace !== undefined ? { namespace: info.namespace } : {}),
       verb: verbOf(req.method, info, req.query as Record<string, unknown>),
@@ -536,9 +556,10 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     const body = req.body;
     if (!Buffer.isBuffer(body) || body.length === 0) throw new StatusError(400, 'BadRequest', MESSAGES.emptyBody);
     try {
-      return JSON.parse(body.toString('utf8')) as unknown;
-    } catch {
-      throw new StatusError(400, 'BadRequest', MESSAGES.malformedJson);
+      return parseUntrustedJson(body);
+    } catch (err) {
+      if (!(err instanceof UntrustedJsonError)) throw err;
+      throw new StatusError(400, 'BadRequest', err.problem.code === 'malformed' ? MESSAGES.malformedJson : err.message);
     }
   };
   const contentType = (req: FastifyRequest) => (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
@@ -547,7 +568,13 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     if (ct !== 'application/json') throw new StatusError(415, 'UnsupportedMediaType', `the body of a ${req.method} must be application/json, not ${ct.slice(0, 100) || 'empty'}`);
   };
   const rejectDryRun = (q: Record<string, unknown>) => {
-    if (q.dryRun !== undefined) throw new StatusError(400, 'BadRequest', 'dryRun is not supported by this API: the write path has no dry-run mode');
+    if (q.dryRun !== undefined) throw new StatusError(400, 'BadRequest', 'dryRun is not supported for create, update or patch by this API (delete supports it): nothing was written');
+  };
+  /** DeleteOptions.dryRun, from the query or the body: only "All" exists (as in Kubernetes); anything else is a 400. */
+  const dryRunOf = (query: unknown, body: unknown): boolean => {
+    const values = [query, body].flatMap((v) => (v === undefined || v === null ? [] : Array.isArray(v) ? v : [v]));
+    if (values.some((v) => v !== 'All')) throw new StatusError(400, 'BadRequest', 'dryRun must be "All" (or absent): nothing was deleted');
+    return values.length > 0;
   };
 
   const find = (namespace: string, name: string): CredentialEntry => {
@@ -644,8 +671,10 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
         case 'application/apply-patch+yaml': {
           // Server-side apply without field ownership: the applied fields are merged onto the stored object.
           let applied: unknown;
+          const text = Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '';
+          if (exceedsDepth(text, MAX_JSON_DEPTH)) throw new StatusError(400, 'BadRequest', `the apply body nests deeper than ${MAX_JSON_DEPTH} levels`);
           try {
-            applied = parseYaml(Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '');
+            applied = parseYaml(text);
           } catch {
             throw new StatusError(400, 'BadRequest', 'the apply body is not valid YAML');
           }
@@ -670,9 +699,10 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   });
 
   app.delete<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, async (req, reply) => {
-    rejectDryRun(req.query as Record<string, unknown>);
     const current = find(req.params.ns, req.params.name);
-    const body = Buffer.isBuffer(req.body) && req.body.length > 0 ? (readJson(req) as { preconditions?: { uid?: unknown; resourceVersion?: unknown } }) : undefined;
+    const body = Buffer.isBuffer(req.body) && req.body.length > 0 ? (readJson(req) as { preconditions?: { uid?: unknown; resourceVersion?: unknown }; dryRun?: unknown } | null) : undefined;
+    // kubectl sends DeleteOptions in the body (`dryRun: ["All"]` for --dry-run=server); the query form is accepted too.
+    const dryRun = dryRunOf((req.query as Record<string, unknown>).dryRun, body?.dryRun);
     const pre = body?.preconditions;
     if ((typeof pre?.uid === 'string' && pre.uid !== (current.obj.metadata.uid ?? current.key.id)) || (typeof pre?.resourceVersion === 'string' && pre.resourceVersion !== current.obj.metadata.resourceVersion)) {
       throw new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${RESOURCE}.${AGG_GROUP} "${current.key.id}": the precondition does not match the stored object`, {
@@ -681,10 +711,13 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
         kind: RESOURCE,
       });
     }
-    try {
-      await service.delete(req.params.ns, current.key.id);
-    } catch (err) {
-      return invalid(err, current.key.id);
+    // A dry run answers what the delete would answer, after the same checks, and writes nothing.
+    if (!dryRun) {
+      try {
+        await service.delete(req.params.ns, current.key.id);
+      } catch (err) {
+        return invalid(err, current.key.id);
+      }
     }
     return reply.type('application/json').send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: current.key.id, group: AGG_GROUP, kind: RESOURCE, uid: current.obj.metadata.uid } });
   });
@@ -696,9 +729,10 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     const body = req.body;
     if (!Buffer.isBuffer(body) || body.toString('utf8').trim() === '') throw new ApiError(400, MESSAGES.emptyBody);
     try {
-      return JSON.parse(body.toString('utf8')) as unknown;
-    } catch {
-      throw new ApiError(400, MESSAGES.malformedJson);
+      return parseUntrustedJson(body);
+    } catch (err) {
+      if (!(err instanceof UntrustedJsonError)) throw err;
+      throw new ApiError(400, err.problem.code === 'malformed' ? MESSAGES.malformedJson : err.message);
     }
   };
   const restReply = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);

@@ -20,6 +20,7 @@ import { buildOpenApiDocument } from './openapi.ts';
 import { startOrphanCollector } from './orphans.ts';
 import { ByokService } from './service.ts';
 import { invalidUtf8Error } from './validate.ts';
+import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 import { ApiState, type CredentialEntry } from './state.ts';
 
 export const API_PREFIX = '/api/v1';
@@ -171,9 +172,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return;
     }
     try {
-      done(null, JSON.parse(text) as unknown);
-    } catch {
-      done(new ApiError(400, MESSAGES.malformedJson), undefined);
+      done(null, parseUntrustedJson(text));
+    } catch (err) {
+      if (!(err instanceof UntrustedJsonError)) throw err;
+      done(new ApiError(400, err.problem.code === 'malformed' ? MESSAGES.malformedJson : err.message), undefined);
     }
   });
 

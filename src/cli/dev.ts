@@ -13,6 +13,7 @@ import { startControlPlane, type ControlPlane } from '../controlplane/control-pl
 import { installCrds } from '../controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { createManagementKey } from '../shared/management-keys.ts';
+import { hardenPrototypes } from './harden.ts';
 import { startOperator } from '../operator/run.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { applyObjects } from './apply.ts';
@@ -197,6 +198,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       ].join('\n'),
     );
     if (options.exitWhenReady) await stopAll();
+    else hardenPrototypes();
   } catch (err) {
     await stopAll();
     throw err;

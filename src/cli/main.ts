@@ -10,6 +10,7 @@ import { createLogger } from '../operator/logger.ts';
 import type { GatewayStatusConfig } from '../operator/health-status.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';
+import { hardenPrototypes } from './harden.ts';
 // Each subcommand imports its own module graph when it runs: the operator process then never loads the
 // gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
@@ -100,6 +101,7 @@ function parseRateLimit(value: string): { max: number; timeWindowMs: number } | 
 }
 
 function waitForSignal(stop: () => Promise<void>): void {
+  hardenPrototypes();
   const handler = () => {
     void stop().then(() => process.exit(0), () => process.exit(1));
   };

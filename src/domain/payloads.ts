@@ -295,7 +295,7 @@ function issueFor(e: ErrorObject, prefix: string, regionRule: string): PayloadIs
     case 'pattern':
     case 'format': {
       const name = lastSegment(path);
-      const rule = name === 'region' ? regionRule : FIELD_RULES[name];
+      const rule = name === 'region' ? regionRule : Object.hasOwn(FIELD_RULES, name) ? FIELD_RULES[name] : undefined;
       return { field: path, message: rule ?? 'has an invalid format' };
     }
     default:

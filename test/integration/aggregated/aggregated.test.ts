@@ -495,6 +495,123 @@ describe('delegated authentication and authorization', () => {
   });
 });
 
+// Issue 24: what a tenant controls is untrusted at this door too (patch paths, body keys, label keys, path segments,
+// DeleteOptions). Each case answers 4xx, changes nothing, and leaves every other tenant's next create working.
+describe('hostile tenant', () => {
+  const inherited = () => {
+    const fresh = {} as Record<string, unknown>;
+    return ['x', 'disabled', 'polluted'].filter((k) => fresh[k] !== undefined);
+  };
+
+  test('prototype keys in every patch type, create body and label selector pollute nothing; the other tenant\'s create succeeds', async () => {
+    const victim = await kubectlCreate(a.namespace);
+    const path = `${P}/namespaces/${a.namespace}/byokkeys/${victim.metadata.name}`;
+    const before = JSON.stringify((await viaApiserver('GET', path)).body.spec);
+    const attempts: [string, unknown, string][] = [
+      ['application/json-patch+json', [{ op: 'add', path: '/__proto__/x', value: 'y' }], 'PATCH'],
+      ['application/json-patch+json', [{ op: 'add', path: '/constructor/prototype/polluted', value: true }], 'PATCH'],
+      ['application/json-patch+json', [{ op: 'add', path: '/spec/__proto__/disabled', value: true }], 'PATCH'],
+      ['application/json-patch+json', [{ op: 'copy', from: '/__proto__', path: '/spec/displayName' }], 'PATCH'],
+      ['application/merge-patch+json', JSON.parse('{"__proto__":{"x":"y"}}'), 'PATCH'],
+      ['application/merge-patch+json', { spec: { constructor: { prototype: { polluted: true } } } }, 'PATCH'],
+      ['application/apply-patch+yaml', JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","spec":{"__proto__":{"disabled":true}}}`), 'PATCH'],
+    ];
+    for (const [contentType, body, method] of attempts) {
+      const r = await viaApiserver(method, path, body, contentType);
+      expect([contentType, [400, 422].includes(r.status)]).toEqual([contentType, true]);
+      expect(inherited()).toEqual([]);
+    }
+    const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","metadata":{"generateName":"p-"},"spec":{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}}`));
+    expect(created.status).toBe(400);
+    // The REST door under the group and /api/v1/byok refuse the same body.
+    const restProto = await rest.call('POST', '/byok', { key: a.managementKey, rawBody: '{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}' });
+    expect(restProto.status).toBe(400);
+    expect(inherited()).toEqual([]);
+    expect(JSON.stringify((await viaApiserver('GET', path)).body.spec)).toBe(before);
+    // Label keys are looked up as own labels only.
+    for (const key of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+      expect((await k('get', 'bk', '-n', a.namespace, '-l', key, '-o', 'name')).trim()).toBe('');
+      expect((await k('get', 'bk', '-n', a.namespace, '-l', `!${key}`, '-o', 'name'))).toContain(victim.metadata.name);
+    }
+    // The other tenant's next create, at both doors, is unaffected and not disabled.
+    const other = await kubectlCreate(b.namespace);
+    expect(other.spec.disabled).toBe(false);
+    const restCreate = await rest.call('POST', '/byok', { key: b.managementKey, body: { provider: 'anthropic', key: 'sk-ant-after-proto-0123456789' } });
+    expect(restCreate.status).toBe(201);
+  }, 60_000);
+
+  test('JSON nested past the documented depth is a 400 at both doors, before any work', async () => {
+    const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    const agg = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"spec":{"provider":"openai","key":"k","allowedModels":${'['.repeat(200)}${']'.repeat(200)}}}`));
+    expect(agg.status).toBe(400);
+    expect(String(agg.body.message)).toContain('nests deeper than 128 levels');
+    const restDeep = await rest.call('POST', '/byok', { key: a.managementKey, rawBody: `{"provider":"openai","key":"k","allowed_models":${deep}}` });
+    expect(restDeep.status).toBe(400);
+    expect(JSON.stringify(restDeep.body)).toContain('nests deeper than 128 levels');
+  });
+
+  test('every route, reached with an identity that has no RBAC, and every malformed path under the group: never a 2xx, nothing written', async () => {
+    const nobody = new (await import('@kubernetes/client-node')).KubeConfig();
+    nobody.loadFromFile(await kubeconfigFor(`nobody-${a.namespace}`));
+    const client = kubeClient(nobody);
+    const victim = await kubectlCreate(a.namespace);
+    const countBefore = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const ns = a.namespace;
+    const id = victim.metadata.name;
+    const routes: [string, string][] = [
+      ['GET', `${P}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byokkeys`], ['POST', `${P}/namespaces/${ns}/byokkeys`],
+      ['GET', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PUT', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PATCH', `${P}/namespaces/${ns}/byokkeys/${id}`],
+      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
+      ['GET', `${P}/namespaces/${ns}/byok/${id}`], ['PATCH', `${P}/namespaces/${ns}/byok/${id}`], ['DELETE', `${P}/namespaces/${ns}/byok/${id}`],
+    ];
+    // The table covers what the server registers.
+    for (const [method, url] of routes) expect([method, url, agg.app.hasRoute({ method: method as 'GET', url: url.replace(ns, ':ns').replace(id, ':name') })]).toEqual([method, url, true]);
+    const malformed = [
+      `${P}/namespaces//byokkeys`, `${P}/namespaces//byokkeys?watch=true`, `${P}/namespaces//byok`, `${P}/namespaces/${ns}%2F..%2F${b.namespace}/byokkeys`,
+      `${P}/namespaces/%2e%2e/byokkeys`, `${P}/namespaces/${ns}/byokkeys/%2F`, `${P}/namespaces/UPPER/byokkeys`,
+    ];
+    const body = { apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'n-' }, spec: { provider: 'openai', key: 'sk-nobody-0123456789' } };
+    const contentTypeOf = (m: string) => (m === 'PATCH' ? 'application/merge-patch+json' : 'application/json');
+    for (const [method, url] of [...routes, ...malformed.flatMap((u) => [['GET', u], ['POST', u], ['DELETE', u]] as [string, string][])]) {
+      let status = 200;
+      try {
+        await client.request(method, url, method === 'GET' || method === 'DELETE' ? {} : { body, contentType: contentTypeOf(method) });
+      } catch (err) {
+        status = err instanceof KubeApiError ? err.status : 0;
+      }
+      expect([method, url, status >= 400 && status < 500]).toEqual([method, url, true]);
+    }
+    // Malformed paths as the admin, too: refused before any handler (404), never a list or a write.
+    // (Not %2e%2e: URL parsing on the client turns it into `..` and the request becomes the cluster-wide list.)
+    for (const url of malformed.filter((u) => !u.includes('%2e%2e'))) {
+      const status = (await viaApiserver('GET', url)).status;
+      expect([url, [400, 403, 404].includes(status)]).toEqual([url, true]);
+    }
+    expect(((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(countBefore);
+  }, 90_000);
+
+  test('delete --dry-run=server validates and answers without deleting anything (body or query form)', async () => {
+    const created = await kubectlCreate(a.namespace);
+    const out = await k('delete', 'byokkey', created.metadata.name, '-n', a.namespace, '--dry-run=server');
+    expect(out).toContain('(server dry run)');
+    const still = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`);
+    expect(still.status).toBe(200);
+    expect((await rest.call('GET', `/byok/${created.metadata.name}`, { key: a.managementKey })).status).toBe(200);
+    const query = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}?dryRun=All`);
+    expect(query.status).toBe(200);
+    const bogus = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['Nope'] });
+    expect(bogus.status).toBe(400);
+    expect((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`)).status).toBe(200);
+    // A dry run of a missing object is the same NotFound the real delete gives.
+    expect((await kAs(admin(), 'delete', 'byokkey', 'no-such-id', '-n', a.namespace, '--dry-run=server')).stderr).toContain('NotFound');
+    // Create, update and patch refuse a dry run with 400 rather than write.
+    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const createDry = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys?dryRun=All`, { apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'd-' }, spec: { provider: 'openai', key: 'sk-dry-0123456789' } });
+    expect(createDry.status).toBe(400);
+    expect(((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(before);
+  }, 60_000);
+});
+
 describe('secrets', () => {
   test('the canary key never appears in any response, log line (ours or the apiserver\'s), watch frame or Event', async () => {
     const events = await k('get', 'events', '-A', '-o', 'json');
