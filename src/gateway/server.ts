@@ -30,6 +30,7 @@ import type { SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type AuthOwner, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { meteredUsage, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
+import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 
 export interface GatewayOptions {
   /** Mounted routing ConfigMaps (index + shards), bundle Secrets and the bundle key Secret. */
@@ -260,17 +261,29 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
 
   const authenticate = (authorization: string | undefined): { hash: string } | SpecError => {
-    if (!authorization || !authorization.startsWith('Bearer ') || authorization.length <= 7) {
-      return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
-    }
-    return { hash: digestOnce('sha256', authorization.slice(7).trim(), 'hex') };
+    // The scheme is case-insensitive (RFC 9110 §11.1), as at the REST door.
+    const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
+    if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
+    return { hash: digestOnce('sha256', key, 'hex') };
   };
+
+  // Request bodies are untrusted JSON, read as at the API doors: strict UTF-8 (a 400 naming the byte, not a U+FFFD
+  // sent upstream), at most MAX_JSON_DEPTH levels (checked before parsing), no __proto__ key.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    try {
+      done(null, parseUntrustedJson(body as Buffer));
+    } catch (err) {
+      if (!(err instanceof UntrustedJsonError)) return done(err as Error, undefined);
+      done(Object.assign(new Error(err.message), { statusCode: 400, code: `BYOK_${err.problem.code.toUpperCase()}` }), undefined);
+    }
+  });
 
   // Framework-level failures (malformed JSON, oversized or wrongly typed bodies, unknown routes) in the spec 7 body too.
   app.setErrorHandler((err: { statusCode?: number; message: string; code?: string }, _req, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     const message =
-      err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || /JSON/.test(err.code ?? '')
+      err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'BYOK_MALFORMED' || /JSON/.test(err.code ?? '')
         ? 'the request body is not valid JSON'
         : status === 500
           ? 'internal gateway error'
@@ -500,8 +513,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const failureOf = (err: unknown, ctx: RequestContext): { error: string; outcome: Outcome } => {
     if (err instanceof AttemptTimeout) return { error: err.message, outcome: 'timeout' };
     if (ctx.clientGone) return { error: 'client went away', outcome: 'transport_error' };
-    const code = (err as NodeJS.ErrnoException).code;
-    return { error: `transport error${code ? ` (${code})` : ''}`, outcome: 'transport_error' };
+    // One string for the tenant whatever happened (ECONNREFUSED, EPROTO, a private CA...): provider_responses must not
+    // map the pod's network. The detail goes to the gateway's own log.
+    log?.warn({ generation_id: ctx.generationId, code: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.name : 'unknown') }, 'upstream transport failure');
+    return { error: 'upstream unreachable', outcome: 'transport_error' };
   };
 
   interface AttemptTimer {

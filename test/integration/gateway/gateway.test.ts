@@ -385,6 +385,40 @@ describe('gateway on the operator\'s compiled config', () => {
     expect(await (await fetch(`${gw.url}/metrics`)).text()).toMatch(new RegExp(`byok_gateway_usage_estimated_total\\{reason="${reason}"\\} [1-9]`));
   });
 
+  test('hygiene at the tenant door: a lower-case bearer scheme, invalid UTF-8 and over-deep JSON', async () => {
+    const post = (body: Buffer | string, auth = `Bearer ${KEY_A}`) =>
+      fetch(`${gw.url}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body });
+    const ok = await post(JSON.stringify({ model: 'openai/gpt-4o', messages: [] }), `bearer ${KEY_A}`);
+    expect(ok.status).toBe(200);
+    expect((await post(JSON.stringify({ model: 'openai/gpt-4o', messages: [] }), `BEARER ${KEY_A}`)).status).toBe(200);
+    const before = up.hits.length;
+    const utf8 = await post(Buffer.concat([Buffer.from('{"model":"openai/gpt-4o","messages":[{"role":"user","content":"ab'), Buffer.from([0xff]), Buffer.from('"}]}')]));
+    expect(utf8.status).toBe(400);
+    expect(await utf8.json()).toEqual({ error: { code: 400, message: 'the request body is not valid UTF-8 (byte 65)', metadata: null } });
+    const deep = await post(`{"model":"openai/gpt-4o","messages":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
+    expect(deep.status).toBe(400);
+    expect(((await deep.json()) as { error: { message: string } }).error.message).toBe('the request body nests deeper than 128 levels');
+    const proto = await post('{"model":"openai/gpt-4o","messages":[],"__proto__":{"x":1}}');
+    expect(proto.status).toBe(400);
+    expect(up.hits.length).toBe(before);
+  });
+
+  test('transport failures reach the tenant as one generic string; the detail stays in the gateway log', async () => {
+    // A closed port in the catalog: ECONNREFUSED must not show through provider_responses.
+    const file = join(root, 'catalog.json');
+    const doc = JSON.parse(readFileSync(file, 'utf8')) as { models: { model: string; endpoints: unknown[] }[] };
+    writeFileSync(file, JSON.stringify({ ...doc, models: [...doc.models, { model: 'closed/port', endpoints: [{ id: 'groq', provider: 'groq', pricing: { kind: 'per-request', usdPerRequest: '0.01' }, upstream: { baseUrl: 'https://127.0.0.1:9/v1' } }] }] }));
+    await until('the new model', async () => ((await (await fetch(`${gw.url}/api/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === 'closed/port'));
+    const r = await chat(KEY_A, { model: 'closed/port' });
+    expect(r.status).toBe(502);
+    const errors = r.json!.error.metadata.provider_responses.map((p: { error?: string }) => p.error);
+    expect(errors.length).toBeGreaterThan(0);
+    for (const e of errors) expect(e).toBe('upstream unreachable');
+    expect(r.text).not.toMatch(/ECONN|EPROTO|CERT|VERIFY/);
+    expect(gatewayLogs.join('')).toMatch(/"code":"ECONNREFUSED".*upstream transport failure/);
+    writeFileSync(file, JSON.stringify(doc));
+  });
+
   test('an upstream 3xx or unusable 2xx is never passed on: 502 with the upstream codes in provider_responses', async () => {
     for (const key of ['sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`, 'sk-shared-openai']) up.behavior.set(key, '307');
     up.behavior.set('sk-oa-fb-ffffffffffff', '200-not-json');
