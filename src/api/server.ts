@@ -21,6 +21,7 @@ import { startOrphanCollector } from './orphans.ts';
 import { ByokService } from './service.ts';
 import { invalidUtf8Error } from './validate.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
+import type { EgressAllowList } from '../domain/egress.ts';
 import { ApiState, type CredentialEntry } from './state.ts';
 
 export const API_PREFIX = '/api/v1';
@@ -342,6 +343,8 @@ export interface StartApiServerOptions {
   defaultMaxCredentials?: number;
   /** Age after which an unreferenced API-managed key Secret is deleted; false turns the collector off. Default 10 min. */
   orphanGraceMs?: number | false;
+  /** What tenant URLs in payloads may point at beyond the egress policy (`--egress-allow`). */
+  egress?: EgressAllowList;
 }
 
 export interface ApiServer {
@@ -403,7 +406,16 @@ export async function startApiServer(opts: StartApiServerOptions): Promise<ApiSe
   const observe = (o: BYOKCredential) => credentials.observe(o);
   const observeDeleted = (ns: string, name: string) => credentials.observeDeleted(ns, name);
   const gitopsGuard = opts.gitopsGuard ?? true;
-  const service = new ByokService({ state, backend, observe, observeDeleted, gitopsGuard, warn: (msg, fields) => logger.warn(fields, msg), ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}) });
+  const service = new ByokService({
+    state,
+    backend,
+    observe,
+    observeDeleted,
+    gitopsGuard,
+    warn: (msg, fields) => logger.warn(fields, msg),
+    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
+    ...(opts.egress ? { egress: opts.egress } : {}),
+  });
   const ready = () => informers.every((i) => i.hasSynced());
   const app = await buildApp({
     state,

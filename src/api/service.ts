@@ -1,5 +1,6 @@
 // The five operations, independent of HTTP: reads from the read model, writes through the Backend, and every
 // write observed back into the read model before responding (read-your-writes).
+import type { EgressAllowList } from '../domain/egress.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { resolveCredentialWrite, SPEC_FIELD_NAMES, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
@@ -38,6 +39,8 @@ export interface ServiceDeps {
   idempotencyWindowMs?: number;
   /** Delay before a rotated-out Secret is deleted. Default 5 s. */
   rotatedSecretDeleteDelayMs?: number;
+  /** What tenant URLs in payloads may point at beyond the egress policy (docs/gateway.md, "Egress policy"). */
+  egress?: EgressAllowList;
 }
 
 /** Options of one create call (added at the end so both doors keep the same signature). */
@@ -179,7 +182,7 @@ export class ByokService {
 
   async create(namespace: string, raw: unknown, opts: CreateOptions = {}): Promise<CredentialEntry> {
     const body = checkCreateBody(raw);
-    checkPayload(body.provider, body.key);
+    checkPayload(body.provider, body.key, this.d.egress);
 
     let idem: Idempotency | undefined;
     if (opts.idempotencyKey !== undefined) {
@@ -345,7 +348,7 @@ export class ByokService {
     }
     // Echoing the masked label back (a client that round-trips what it read) must never become the secret.
     const rotate = body.key !== undefined && body.key !== current.label && body.key.trim() !== current.label;
-    if (rotate) checkPayload(current.provider, body.key as string);
+    if (rotate) checkPayload(current.provider, body.key as string, this.d.egress);
 
     const resolved = resolveCredentialWrite({
       mode: 'update',

@@ -1,6 +1,7 @@
 // Request validation: structural checks (types, enums, unknown fields) with ajv, then the domain rules.
 // Messages name the field and are built from the schema and fixed text, never from the submitted values
 // (ajv runs with verbose off), so a secret sent in the wrong place is never echoed.
+import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { describePayloadIssues, type Violation } from '../domain/errors.ts';
@@ -142,8 +143,8 @@ export function invalidUtf8Error(bytes: Uint8Array): ApiError | null {
 }
 
 /** The provider payload per spec 2.4; a 400 names the offending part of `key` without quoting it. */
-export function checkPayload(provider: ProviderSlug, key: string): void {
-  const result = validatePayload(provider, key);
+export function checkPayload(provider: ProviderSlug, key: string, egress: EgressAllowList = NO_EGRESS_EXCEPTIONS): void {
+  const result = validatePayload(provider, key, { egress });
   if (!result.ok) {
     throw badRequest(describePayloadIssues(result.errors), { field: 'key', errors: result.errors.map((i) => ({ field: i.field, message: i.message })) });
   }

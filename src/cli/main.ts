@@ -11,6 +11,7 @@ import type { GatewayStatusConfig } from '../operator/health-status.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';
 import { hardenPrototypes } from './harden.ts';
+import { parseEgressAllowList, type EgressAllowList } from '../domain/egress.ts';
 // Each subcommand imports its own module graph when it runs: the operator process then never loads the
 // gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
@@ -58,6 +59,9 @@ common options:
   --gateway-routing-slots <n>, --gateway-bundle-slots <n>
                               shard/bundle slots gateway pods mount; the operator warns when the config needs more
   --max-credentials <n>       credentials per account unless its Account sets spec.limits.maxCredentials (default 1000)
+  --egress-allow <cidr|ip|host>  (repeatable, or comma-separated) let tenant URLs (Azure endpoint_url, Vertex
+                              token_uri) reach these despite the egress policy; give the same list to the
+                              operator, the API and the gateway (docs/gateway.md, "Egress policy")
   --orphan-grace-seconds <s>  API: delete unreferenced API-managed key Secrets older than this (default 600; 0 disables)
   --log-level <level>         pino level (default info)
   --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
@@ -135,6 +139,7 @@ async function main(argv: string[]): Promise<void> {
       'ledger-redis-url': { type: 'string' },
       'ledger-snapshot': { type: 'string' },
       'status-token-file': { type: 'string' },
+      'egress-allow': { type: 'string', multiple: true },
       'gateway-service': { type: 'string' },
       'gateway-status-urls': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
@@ -186,6 +191,12 @@ async function main(argv: string[]): Promise<void> {
   const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
   const routingNamespace = values['routing-namespace'] ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
+  let egress: EgressAllowList | undefined;
+  try {
+    egress = values['egress-allow'] ? parseEgressAllowList(values['egress-allow']) : undefined;
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
   switch (command) {
     case 'run':
     case 'operator':
@@ -207,6 +218,7 @@ async function main(argv: string[]): Promise<void> {
             ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
             : {}),
           ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
+          ...(egress ? { egress } : {}),
         });
         stops.push(() => operator.stop());
       }
@@ -221,6 +233,7 @@ async function main(argv: string[]): Promise<void> {
           ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
           ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
           ...(orphanGrace !== undefined ? { orphanGraceMs: orphanGrace === 0 ? false : orphanGrace * 1000 } : {}),
+          ...(egress ? { egress } : {}),
           watchNamespaces,
         });
         logger.info({ url: api.url }, 'API server listening');
@@ -283,6 +296,7 @@ async function main(argv: string[]): Promise<void> {
         logger: gatewayLog,
         metrics,
         spendGate,
+        ...(egress ? { egress } : {}),
       });
       logger.info({ url: gateway.url }, 'gateway listening');
       waitForSignal(async () => {

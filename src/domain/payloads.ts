@@ -1,6 +1,7 @@
 // Provider key payloads (spec 2.4): which shape each provider takes, ajv validation, and the parsed forms the
 // gateway uses. Secrets never reach an error: ajv runs with verbose off, and every message is written here from the
 // keyword and the schema, never from the data.
+import { NO_EGRESS_EXCEPTIONS, urlEgressProblem, type EgressAllowList } from './egress.ts';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { PayloadIssue } from './errors.ts';
@@ -382,7 +383,13 @@ function plainKey(text: string, errors: PayloadIssue[]): string | null {
  * Validates the secret given for a provider (the REST `key` field or the Secret's value) and returns its parsed
  * form. Surrounding whitespace is ignored. Errors name the field and the rule, never the value.
  */
-export function validatePayload(provider: ProviderSlug, raw: string): PayloadResult {
+export interface PayloadOptions {
+  /** Addresses and hosts an operator allows tenant URLs to use in spite of the egress policy (docs/gateway.md). */
+  egress?: EgressAllowList;
+}
+
+export function validatePayload(provider: ProviderSlug, raw: string, opts: PayloadOptions = {}): PayloadResult {
+  const egress = opts.egress ?? NO_EGRESS_EXCEPTIONS;
   const errors: PayloadIssue[] = [];
   if (typeof raw !== 'string') return { ok: false, errors: [{ field: '', message: 'must be a string' }] };
   if (raw.length > MAX_PAYLOAD_LENGTH) {
@@ -441,16 +448,16 @@ export function validatePayload(provider: ProviderSlug, raw: string): PayloadRes
       break;
     }
     case 'azure':
-      payload = azure(text, looksJson, errors);
+      payload = azure(text, looksJson, errors, egress);
       break;
     case 'vertex':
-      payload = vertex(text, looksJson, errors);
+      payload = vertex(text, looksJson, errors, egress);
       break;
   }
   return payload !== null && errors.length === 0 ? { ok: true, payload } : { ok: false, errors };
 }
 
-function azure(text: string, looksJson: boolean, errors: PayloadIssue[]): AzurePayload | null {
+function azure(text: string, looksJson: boolean, errors: PayloadIssue[], egress: EgressAllowList): AzurePayload | null {
   const shapeRule = 'must be a JSON array of Azure resource configs and/or per-deployment configs';
   const v = jsonDocument(text, looksJson, shapeRule, errors);
   if (v === undefined) return null;
@@ -487,7 +494,7 @@ function azure(text: string, looksJson: boolean, errors: PayloadIssue[]): AzureP
     const url = entry['endpoint_url'];
     let urlOk = true;
     if (typeof url === 'string' && url !== '') {
-      const problem = endpointUrlProblem(url);
+      const problem = endpointUrlProblem(url) ?? urlEgressProblem(url, egress);
       if (problem !== null) {
         urlOk = false;
         // Replace the generic https message with the specific one.
@@ -552,7 +559,7 @@ export function azureDeploymentFor(
 
 const BUCKET_NAME = /^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$/;
 
-function vertex(text: string, looksJson: boolean, errors: PayloadIssue[]): VertexPayload | null {
+function vertex(text: string, looksJson: boolean, errors: PayloadIssue[], egress: EgressAllowList): VertexPayload | null {
   const shapeRule = 'must be a Google service-account key JSON document';
   const v = jsonDocument(text, looksJson, shapeRule, errors);
   if (v === undefined) return null;
@@ -561,6 +568,9 @@ function vertex(text: string, looksJson: boolean, errors: PayloadIssue[]): Verte
     return null;
   }
   const schemaOk = run(validators.vertex, v, '', VERTEX_REGION_RULE, errors);
+  // The gateway POSTs the signed assertion to token_uri: a tenant URL like an Azure endpoint_url.
+  const tokenUriProblem = schemaOk && typeof v['token_uri'] === 'string' ? urlEgressProblem(v['token_uri'], egress) : null;
+  if (tokenUriProblem !== null) errors.push({ field: 'token_uri', message: tokenUriProblem });
   let bucket: string | null = null;
   if (typeof v['bucket'] === 'string' && v['bucket'] !== '') {
     const b = bucketName(v['bucket']);

@@ -29,6 +29,8 @@ import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import type { SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type AuthOwner, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
 import { UpstreamBody } from './upstream-body.ts';
+import { tenantHttpsAgent } from './egress.ts';
+import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
 import { meteredUsage, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 
@@ -62,6 +64,11 @@ export interface GatewayOptions {
    * Without it the endpoint answers 404: it lists credential ids, so it is never open on the tenant-facing port.
    */
   statusToken?: string;
+  /**
+   * What tenant URLs (an Azure endpoint_url, a Vertex token_uri) may reach beyond the egress policy; default none
+   * (docs/gateway.md, "Egress policy").
+   */
+  egress?: EgressAllowList;
 }
 
 export interface RunningGateway {
@@ -132,8 +139,12 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const baseAddress: BaseAddress = opts.region ? { region: opts.region } : 'global';
   if (opts.upstreamCaPem) setDefaultCACertificates([...getCACertificates('default'), opts.upstreamCaPem]);
   const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 1024 });
-  const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) });
-  const auth: UpstreamAuth = createUpstreamAuth({ agent: httpsAgent });
+  const tlsOptions = { keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) };
+  const httpsAgent = new HttpsAgent(tlsOptions);
+  const egress = opts.egress ?? NO_EGRESS_EXCEPTIONS;
+  // Tenant URLs resolve through the egress policy at connect time; catalog URLs are the operator's and trusted.
+  const tenantAgent = tenantHttpsAgent(egress, tlsOptions);
+  const auth: UpstreamAuth = createUpstreamAuth({ agent: tenantAgent });
   const generations = new GenerationStore(opts.generations ?? {});
   const health = new CredentialHealth();
   const inventory = bundleInventory(opts.bundleDir, opts.keyDir);
@@ -174,7 +185,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const payloadFor = (attempt: Attempt): ProviderPayload => {
     if (attempt.kind === 'credential') {
       const text = routing.decryptCredential(attempt.credentialId);
-      const parsed = validatePayload(attempt.provider, text);
+      // Validated again with this gateway's egress policy: a payload stored under an older policy gets no exception.
+      const parsed = validatePayload(attempt.provider, text, { egress });
       if (!parsed.ok) throw new UpstreamSetupError('the credential payload does not parse for its provider');
       return parsed.payload;
     }
@@ -198,7 +210,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       const fn = isHttps ? httpsRequest : httpRequest;
       const r = fn(req.url, {
         method: 'POST',
-        agent: isHttps ? httpsAgent : httpAgent,
+        agent: isHttps ? (req.tenantUrl ? tenantAgent : httpsAgent) : httpAgent,
         headers: { ...req.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(req.body), accept: 'application/json, text/event-stream' },
       });
       timer.attach(r);
@@ -220,7 +232,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     const at = Date.now();
     let request: Awaited<ReturnType<UpstreamAuth['probe']>>;
     try {
-      const parsed = validatePayload(provider, routing.decryptCredential(credentialId));
+      const parsed = validatePayload(provider, routing.decryptCredential(credentialId), { egress });
       if (!parsed.ok) return specError(409, 'the credential payload does not parse for its provider');
       request = await auth.probe({ kind: 'credential', account: found.account.namespace, credentialId }, parsed.payload, spec, model.model);
     } catch (err) {
@@ -233,7 +245,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if (request === null) return { at, outcome: 'ok', status: null };
     const status = await new Promise<number | null>((resolve) => {
       const isHttps = request.url.protocol === 'https:';
-      const r = (isHttps ? httpsRequest : httpRequest)(request.url, { method: 'GET', agent: isHttps ? httpsAgent : httpAgent, headers: { ...request.headers, accept: 'application/json' }, timeout: attemptTimeoutMs });
+      const r = (isHttps ? httpsRequest : httpRequest)(request.url, { method: 'GET', agent: isHttps ? (request.tenantUrl ? tenantAgent : httpsAgent) : httpAgent, headers: { ...request.headers, accept: 'application/json' }, timeout: attemptTimeoutMs });
       r.once('response', (res) => {
         res.resume();
         res.once('end', () => resolve(res.statusCode ?? null));
@@ -826,6 +838,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       await app.close();
       httpAgent.destroy();
       httpsAgent.destroy();
+      tenantAgent.destroy();
     },
   };
 }

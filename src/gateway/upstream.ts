@@ -14,6 +14,8 @@ export interface UpstreamRequest {
   url: URL;
   headers: Record<string, string>;
   body: string;
+  /** The URL came from the tenant's payload (an Azure endpoint_url): it goes through the egress-checked agent. */
+  tenantUrl?: true;
 }
 
 /** Why an attempt could not even be sent (a configuration problem of this credential or endpoint). */
@@ -129,6 +131,7 @@ const modelsUrl = (chat: URL): URL => {
 export interface ProbeRequest {
   url: URL;
   headers: Record<string, string>;
+  tenantUrl?: true;
 }
 
 export interface UpstreamAuth {
@@ -189,7 +192,7 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
         return { url, headers: { ...(signed.headers as Record<string, string>) } };
       }
       const prepared = await self.prepare(owner, payload, spec, modelSlug, {});
-      return { url: modelsUrl(prepared.url), headers: prepared.headers };
+      return { url: modelsUrl(prepared.url), headers: prepared.headers, ...(prepared.tenantUrl ? { tenantUrl: true as const } : {}) };
     },
     async prepare(owner, payload, spec, modelSlug, body): Promise<UpstreamRequest> {
       const json = (model: string) => JSON.stringify({ ...body, model });
@@ -205,7 +208,7 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
           const entry = azureDeploymentFor(payload, modelSlug);
           if (entry === null) throw new UpstreamSetupError(`no Azure deployment or resource config serves ${modelSlug}`);
           if (entry.type === 'deployment') {
-            return { url: new URL(entry.endpoint_url), headers: { 'api-key': entry.api_key }, body: json(entry.model_id) };
+            return { url: new URL(entry.endpoint_url), headers: { 'api-key': entry.api_key }, body: json(entry.model_id), tenantUrl: true };
           }
           const template = entry.resource_type === 'ai_foundry' ? spec.azureFoundryUrl : spec.azureOpenAiUrl;
           return { url: chatUrl(fill(template, { resource_name: entry.resource_name })), headers: { 'api-key': entry.api_key }, body: json(spec.model) };

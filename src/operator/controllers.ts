@@ -5,7 +5,7 @@ import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { publicId, type IdentifiedKind } from '../domain/ids.ts';
-import { isApiKeyLive, validatePayload, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
+import { isApiKeyLive, validatePayload, type EgressAllowList, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
 import { creationTime, electAccount, electDefaultWorkspace, olderFirst, overQuota } from '../compiler/elect.ts';
 import { DEFAULT_MAX_CREDENTIALS, quotaMessage } from '../domain/quota.ts';
 import { placementOrderKey } from '../compiler/format.ts';
@@ -35,6 +35,8 @@ export interface ControllerContext {
   concurrency?: { credentials?: number; others?: number };
   /** Credentials per account when its Account sets no spec.limits.maxCredentials (default 1000). */
   defaultMaxCredentials?: number;
+  /** What tenant URLs in payloads may point at beyond the egress policy (`--egress-allow`). */
+  egress?: EgressAllowList;
 }
 
 /** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */
@@ -418,7 +420,7 @@ export class Controllers {
       conds.push({ type: 'SecretResolved', status: 'True', reason: 'Resolved', message: `Secret "${spec.secretRef.name}" key "${secretKey}"` });
       // Invalid UTF-8 would be decoded to U+FFFD silently: the key used would differ from the one stored.
       const badBytes = bytesIssue(secretPayloadBytes(secret, secretKey) ?? new Uint8Array());
-      const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, raw);
+      const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, raw, this.ctx.egress ? { egress: this.ctx.egress } : {});
       if (result.ok) {
         payloadOk = true;
         label = maskLabel(spec.provider, raw);

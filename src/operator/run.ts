@@ -1,6 +1,7 @@
 // Entry point of the operator runtime: informers → work queues → reconcilers → status, plus the compile
 // pipeline, leader election, metrics/health endpoints and graceful shutdown. Informers run on every replica
 // (warm caches, fast failover, readiness); reconcile workers, writes and compiles run only on the leader.
+import type { EgressAllowList } from '../domain/egress.ts';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
@@ -60,6 +61,8 @@ export interface OperatorOptions {
   missingSecretMaxDelayMs?: number;
   /** Credentials per account when its Account sets no spec.limits.maxCredentials (default 1000). */
   defaultMaxCredentials?: number;
+  /** What tenant URLs in payloads may point at beyond the egress policy (`--egress-allow`). */
+  egress?: EgressAllowList;
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
   compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
@@ -146,6 +149,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     },
     ...(opts.missingSecretMaxDelayMs !== undefined ? { missingSecretMaxDelayMs: opts.missingSecretMaxDelayMs } : {}),
     ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
+    ...(opts.egress ? { egress: opts.egress } : {}),
     ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
   controllersRef = controllers;

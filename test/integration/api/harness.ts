@@ -1,6 +1,7 @@
 // Test harness for the REST API: seeds accounts (namespaces) in the shared test apiserver, runs one API server
 // per test file scoped to its namespaces, records every HTTP exchange for the contract test and the canary
 // checks, and captures every log line.
+import type { EgressAllowList } from '../../../src/domain/egress.ts';
 import { Writable } from 'node:stream';
 import { expect } from '@jest/globals';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -126,7 +127,7 @@ export interface Harness {
 
 export async function startHarness(
   namespaces: string[],
-  opts: { gitopsGuard?: boolean; rateLimit?: RateLimitOptions | false; defaultMaxCredentials?: number } = {},
+  opts: { gitopsGuard?: boolean; rateLimit?: RateLimitOptions | false; defaultMaxCredentials?: number; egress?: EgressAllowList } = {},
 ): Promise<Harness> {
   const logLines: string[] = [];
   const sink = new Writable({
@@ -144,6 +145,7 @@ export async function startHarness(
     rateLimit: opts.rateLimit ?? { max: 100_000, timeWindowMs: 60_000 },
     ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
     ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
+    ...(opts.egress ? { egress: opts.egress } : {}),
   });
   const exchanges: Exchange[] = [];
   const base = server.url;

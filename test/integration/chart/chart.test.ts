@@ -43,6 +43,22 @@ describe('Helm chart', () => {
     expect(out).toMatch(/rolebinding\.rbac\.authorization\.k8s\.io\/rel-byok-aggregated-api-auth-reader created \(server dry run\)/);
   });
 
+  test('the gateway NetworkPolicy allows HTTPS to public addresses and DNS only; egress.allow reaches all three processes', async () => {
+    const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'networkPolicy.enabled=true', 'egress.allow={10.20.0.0/16,proxy.example.com}');
+    const policy = rendered.split('\n---\n').find((d) => d.includes('name: rel-byok-gateway') && d.includes('kind: NetworkPolicy'))!;
+    expect(policy).toContain('except: [10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16]');
+    expect(policy).toContain('- { port: 443, protocol: TCP }');
+    expect(policy).toContain('- { port: 53, protocol: UDP }');
+    // Operator, API and gateway get the same allow-list.
+    expect(rendered.match(/--egress-allow=10\.20\.0\.0\/16/g)).toHaveLength(3);
+    expect(rendered.match(/--egress-allow=proxy\.example\.com/g)).toHaveLength(3);
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'gateway-netpol.yaml');
+    writeFileSync(file, rendered);
+    const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
+    expect(out).toMatch(/networkpolicy\.networking\.k8s\.io\/rel-byok-gateway created \(server dry run\)/);
+    await expect(helmTemplate(ns, 'egress.allow={not a host}')).rejects.toThrow(/egress/);
+  });
+
   test('gateway.enabled: a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
     await expect(helmTemplate(ns, 'gateway.enabled=true')).rejects.toThrow(/gateway.catalog.configMap/);
     // Without the aggregated API's cluster-wide and kube-system objects: this dry run is namespaced.

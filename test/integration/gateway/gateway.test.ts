@@ -1,6 +1,7 @@
 // The gateway end to end: credentials written to the real apiserver → operator → compiled ConfigMaps/Secrets →
 // kubelet-style projected directories → gateway → loopback HTTPS upstreams that check authentication exactly.
 // Rules are asserted on the wire: which upstream received which key, in which order.
+import { parseEgressAllowList } from '../../../src/domain/egress.ts';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from '@jest/globals';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,6 +24,9 @@ const KEY_A = 'sk-gw-test-owner-a-0123456789abcdef';
 const KEY_B = 'sk-gw-test-plain-b-0123456789abcdef';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const ATTEMPT_TIMEOUT_MS = 1500;
+// The loopback upstreams serve tenant URLs (an Azure endpoint_url, a Vertex token_uri): allowed explicitly, as an
+// operator would (egress.test.ts proves the default refuses them).
+const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
 
 describe('gateway on the operator\'s compiled config', () => {
   let ns = '';
@@ -84,7 +88,7 @@ describe('gateway on the operator\'s compiled config', () => {
     ns = await createTestNamespace('gw-acct');
     routingNs = await createTestNamespace('gw-routing');
     creds = resource('byokcredentials', ns);
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 } });
+    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });
     await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
     await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'a' }, spec: { hash: sha(KEY_A), owner: 'user-1' } });
     await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'b' }, spec: { hash: sha(KEY_B) } });
@@ -141,7 +145,7 @@ describe('gateway on the operator\'s compiled config', () => {
     }, 30_000, 200);
     gw = await startGateway({
       configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
-      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate, pollMs: 100,
+      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate, pollMs: 100, egress: LOOPBACK_ALLOWED,
       logger: pino({ level: 'info' }, sink),
     });
   }, 60_000);

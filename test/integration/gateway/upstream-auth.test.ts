@@ -6,7 +6,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Agent } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { validatePayload, type ProviderPayload } from '../../../src/domain/index.ts';
+import { parseEgressAllowList, validatePayload, type ProviderPayload } from '../../../src/domain/index.ts';
 import { parseCatalog, type UpstreamSpec } from '../../../src/gateway/catalog.ts';
 import { createUpstreamAuth, UpstreamSetupError, type AuthOwner } from '../../../src/gateway/upstream.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
@@ -28,7 +28,7 @@ describe('upstream auth caches and token exchanges', () => {
       type: 'service_account', project_id: project, private_key_id: 'b0b0b0b0b0b0b0b0', private_key: privateKey, client_email: EMAIL, client_id: '42',
       auth_uri: 'https://accounts.google.com/o/oauth2/auth', token_uri: `${up.base}${tokenPath}`, auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
       client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/victim', region: 'us-central1',
-    }));
+    }), { egress: parseEgressAllowList(['127.0.0.1/32']) });
     if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
     return parsed.payload as ProviderPayload;
   };

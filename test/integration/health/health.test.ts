@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
-import { publicId } from '../../../src/domain/index.ts';
+import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
@@ -143,7 +143,7 @@ describe('credential health and delivery from the gateways', () => {
         '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
         '--catalog', join(root, 'catalog.json'), '--port', '0', '--attempt-timeout-ms', '2000',
         '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
-        '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
+        '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
       ], running));
     }
     // The gateway Service's EndpointSlices, as kube-controller-manager would write them (FQDN: 127.0.0.0/8 is refused in IPv4 slices).
@@ -158,6 +158,7 @@ describe('credential health and delivery from the gateways', () => {
       routingNamespace: routingNs,
       watchNamespaces: [ns],
       compile: { coalesceMs: 10 },
+      egress: parseEgressAllowList(['127.0.0.1']),
       gatewayStatus: {
         token: TOKEN,
         service: { namespace: routingNs, name: 'byok-gateway', port: 'http' },
