@@ -23,6 +23,8 @@ export interface BudgetCheck {
   scope: 'guardrail' | 'workspace';
   /** Guardrail or workspace public id. */
   id: string;
+  /** Its name (metadata.name), what a 402 shows. */
+  name: string;
   interval: BudgetInterval;
   limitMicros: Micros;
   /** What counts against the limit: non-BYOK spend, plus BYOK would-have-charged when includesByok. */
@@ -66,6 +68,7 @@ export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
     checks.push({
       scope: 'guardrail',
       id: guardrail.id,
+      name: guardrail.name,
       interval: b.resetInterval,
       limitMicros: limit,
       countedMicros: total,
@@ -82,6 +85,7 @@ export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
       checks.push({
         scope: 'workspace',
         id: workspace.id,
+        name: workspace.name,
         interval: b.interval,
         limitMicros: limit,
         countedMicros: total,

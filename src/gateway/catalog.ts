@@ -35,6 +35,8 @@ export interface GatewayCatalog {
   endpoint(model: string, endpointId: string): CatalogEndpoint | undefined;
   /** The model's context length in tokens, when the catalog gives one. */
   contextLength(model: string): number | null;
+  /** The model's output cap in tokens (what admission reserves when a request sets no max_tokens), when given. */
+  maxOutputTokens(model: string): number | null;
   models: readonly { model: string; name: string | null; contextLength: number | null; endpoints: readonly CatalogEndpoint[] }[];
   /** sha-ish stamp of the source, for logs. */
   loadedAt: Date;
@@ -82,6 +84,7 @@ const schema = {
           model: { type: 'string', pattern: '^[^/\\s]+/[^\\s]+$' },
           name: { type: 'string' },
           contextLength: { type: 'integer', minimum: 1 },
+          maxOutputTokens: { type: 'integer', minimum: 1 },
           endpoints: {
             type: 'array',
             minItems: 1,
@@ -141,6 +144,7 @@ interface RawModel {
   model: string;
   name?: string;
   contextLength?: number;
+  maxOutputTokens?: number;
   endpoints: RawEndpoint[];
 }
 
@@ -178,6 +182,7 @@ export function parseCatalog(text: string): GatewayCatalog {
     inputs.push({ model: m.model, endpoints });
   }
   const contexts = new Map(raw.flatMap((m) => (m.contextLength !== undefined ? [[m.model, m.contextLength] as const] : [])));
+  const outputs = new Map(raw.flatMap((m) => (m.maxOutputTokens !== undefined ? [[m.model, m.maxOutputTokens] as const] : [])));
   let catalog: ModelCatalog;
   try {
     catalog = createCatalog(inputs);
@@ -189,6 +194,7 @@ export function parseCatalog(text: string): GatewayCatalog {
     upstream: (model, endpointId) => upstreams.get(model)?.get(endpointId),
     endpoint: (model, endpointId) => catalog.models.get(model)?.endpoints.find((e) => e.id === endpointId),
     contextLength: (model) => contexts.get(model) ?? null,
+    maxOutputTokens: (model) => outputs.get(model) ?? null,
     models: raw.map((m) => ({ model: m.model, name: m.name ?? null, contextLength: m.contextLength ?? null, endpoints: catalog.models.get(m.model)!.endpoints })),
     loadedAt: new Date(),
   };

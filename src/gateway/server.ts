@@ -26,12 +26,12 @@ import { watchCatalog, type CatalogWatcher, type GatewayCatalog } from './catalo
 import { GenerationStore, type GenerationRecord, type ProviderResponse } from './generations.ts';
 import { bundleInventory, CredentialHealth, healthOutcome, type GatewayStatusReport, type ProbeResult } from './health.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
-import type { SpendGate } from './spend-gate.ts';
+import type { Reservation, SpendGate } from './spend-gate.ts';
 import { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError, type AuthOwner, type UpstreamAuth, type UpstreamRequest } from './upstream.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { tenantHttpsAgent } from './egress.ts';
 import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
-import { meteredUsage, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
+import { meteredUsage, reservedTokens, usageBounds, type MeteredUsage, type UsageBounds } from './usage.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 
 export interface GatewayOptions {
@@ -394,26 +394,6 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       return finish(reply, 401, specError(401, outcome.reason === 'api-key-expired' ? 'the gateway API key has expired' : 'invalid gateway API key'));
     }
     const identity = { apiKeyHash: who.hash, workspaceId: outcome.workspaceId, userId };
-    if (opts.spendGate) {
-      let decision: Awaited<ReturnType<SpendGate['admit']>>;
-      try {
-        decision = await opts.spendGate.admit({ account: outcome.account, who: identity, at: now });
-      } catch (err) {
-        // Fail closed: a budget that cannot be checked must not be bypassed.
-        log?.error({ err: err instanceof Error ? err.message : String(err) }, 'budget check failed');
-        return finish(reply, 503, specError(503, 'the budget check is unavailable; the request was not sent to any provider, retry later'));
-      }
-      if (!decision.allowed) {
-        const b = decision.blockedBy;
-        return finish(
-          reply,
-          402,
-          specError(402, `budget exhausted: ${describeBudget(b)} has reached its limit; the request was not sent to any provider`, {
-            budget: { scope: b.scope, id: b.id, interval: b.interval, limit_micros: b.limitMicros, counted_micros: b.countedMicros, includes_byok: b.includesByok },
-          }),
-        );
-      }
-    }
     const plan = outcome.plan;
     if (plan.attempts.length === 0) {
       const code = plan.error?.code ?? 'no_available_endpoint';
@@ -422,10 +402,60 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
         excluded: plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
       }));
     }
+    const bounds = usageBounds(cat.contextLength(model), rest);
+    const requestBytes = Number(req.headers['content-length'] ?? 0) || JSON.stringify(body).length;
+    const generationId = `gen-${randomUUID()}`;
+    let reservation: Reservation | null = null;
+    if (opts.spendGate) {
+      // Reserve at admission, settle at completion (docs/ledger.md, "Reservations"): the most this request can cost.
+      const maxTokens = reservedTokens(bounds, requestBytes, rest, cat.maxOutputTokens(model));
+      const costMicros = plan.attempts.reduce((max, a) => {
+        const e = cat.endpoint(model, a.endpoint.id);
+        return e ? Math.max(max, listCostMicros(e.pricing, maxTokens)) : max;
+      }, 0);
+      let decision: Awaited<ReturnType<SpendGate['admit']>>;
+      try {
+        decision = await opts.spendGate.admit({
+          account: outcome.account,
+          who: identity,
+          at: now,
+          maximum: { id: generationId, costMicros, byokOnly: plan.attempts.every((a) => a.kind === 'credential') },
+        });
+      } catch (err) {
+        // Fail closed: a budget that cannot be checked must not be bypassed.
+        log?.error({ err: err instanceof Error ? err.message : String(err) }, 'budget check failed');
+        reply.header('retry-after', '5');
+        return finish(reply, 503, specError(503, 'the budget check is unavailable; the request was not sent to any provider, retry later'));
+      }
+      if (!decision.allowed) {
+        const b = decision.blockedBy;
+        const remaining = Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros);
+        return finish(
+          reply,
+          402,
+          specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros)}; the request was not sent to any provider`, {
+            budget: {
+              scope: b.scope,
+              id: b.id,
+              name: b.name,
+              interval: b.interval,
+              limit_micros: b.limitMicros,
+              counted_micros: b.countedMicros,
+              held_micros: decision.heldMicros,
+              remaining_micros: remaining,
+              request_max_micros: decision.requestMicros,
+              includes_byok: b.includesByok,
+            },
+          }),
+        );
+      }
+      reservation = decision.reservation;
+    }
     const ctx: RequestContext = {
-      bounds: usageBounds(cat.contextLength(model), rest),
-      requestBytes: Number(req.headers['content-length'] ?? 0) || JSON.stringify(body).length,
-      generationId: `gen-${randomUUID()}`,
+      bounds,
+      requestBytes,
+      reservation,
+      generationId,
       model,
       hash: who.hash,
       account: outcome.account,
@@ -455,6 +485,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   });
 
   interface RequestContext {
+    /** What admission held against the request's budgets; settled by the spend record, or given back. */
+    reservation: Reservation | null;
     /** Ceilings on the usage an upstream may report for this request (its model's context, its max_tokens). */
     bounds: UsageBounds;
     /** Size of the client's request body: the prompt estimate when usage is missing or unusable. */
@@ -795,9 +827,11 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       },
       'chat completion',
     );
+    if (opts.spendGate && !(served && usage && listCost !== null)) void opts.spendGate.release(ctx.reservation);
     if (opts.spendGate && served && usage && listCost !== null) {
       opts.spendGate
         .record({
+          reservation: ctx.reservation,
           account: ctx.account,
           who: ctx.identity,
           at: ctx.at,
@@ -847,7 +881,10 @@ function perToken(usdPerMillion: string | number): string {
   return String(Number(usdPerMillion) / 1_000_000);
 }
 
-function describeBudget(b: BudgetCheck): string {
-  const name = b.scope === 'guardrail' ? `guardrail ${b.id}` : `workspace ${b.id}`;
-  return `the ${b.interval} budget of ${name} (${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD${b.includesByok ? ', BYOK included' : ''})`;
+function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros: number): string {
+  const what = `the ${b.interval} budget of ${b.scope} "${b.name}"`;
+  const left = Math.max(0, b.limitMicros - b.countedMicros - heldMicros);
+  const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${heldMicros > 0 ? `, ${microsToUsd(heldMicros)} USD held by requests in flight` : ''}`;
+  if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted})`;
+  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens or wait for the ${b.interval} window to reset`;
 }

@@ -14,13 +14,38 @@ export interface SpendRequestContext {
   at: Date;
 }
 
+export interface AdmitRequest extends SpendRequestContext {
+  /**
+   * Reserve at admission, settle at completion: the most this request can cost (its prompt estimate and max output
+   * at the priciest endpoint of its plan). Absent: checked against the current totals only, nothing is held.
+   */
+  maximum?: {
+    /** Unique per request (the generation id). */
+    id: string;
+    costMicros: Micros;
+    /** Every attempt of the plan is a BYOK credential: budgets that exclude BYOK are only checked, not held. */
+    byokOnly: boolean;
+  };
+}
+
+/** What a request holds against its budgets until record() settles it or release() gives it back. */
+export interface Reservation {
+  id: string;
+  holdKeys: readonly string[];
+}
+
 export type AdmitDecision =
-  | { allowed: true }
-  /** The first budget whose counted total has reached its limit; the request must not reach an upstream. */
-  | { allowed: false; blockedBy: BudgetCheck };
+  | { allowed: true; reservation: Reservation | null }
+  /**
+   * The first budget the request does not fit (its counted total has reached the limit, or with what is held by
+   * requests in flight it has no room for this request's maximum cost); the request must not reach an upstream.
+   */
+  | { allowed: false; blockedBy: BudgetCheck; heldMicros: Micros; requestMicros: Micros };
 
 export interface FinishedRequest extends SpendRequestContext {
   generationId: string;
+  /** The reservation admit() made, released once the real cost is recorded. */
+  reservation?: Reservation | null;
   model: string;
   /** The endpoint that served the request (catalog endpoint id) and its provider. */
   endpointId: string;
@@ -43,7 +68,9 @@ export interface RecordedSpend {
 }
 
 export interface SpendGate {
-  admit(ctx: SpendRequestContext): Promise<AdmitDecision>;
+  admit(req: AdmitRequest): Promise<AdmitDecision>;
   record(req: FinishedRequest): Promise<RecordedSpend>;
+  /** Gives a reservation back when nothing was served (every attempt failed). Never throws. */
+  release(reservation: Reservation | null): Promise<void>;
   close(): Promise<void>;
 }

@@ -66,3 +66,16 @@ export function meteredUsage(reported: unknown, bounds: UsageBounds, requestByte
   if ('usage' in read) return read.usage;
   return { ...estimateUsage(requestBytes, responseBytes, bounds), estimated: read.problem };
 }
+
+/** Output reserved for a request that sets no max_tokens on a model whose catalog entry gives no maxOutputTokens. */
+export const DEFAULT_RESERVED_OUTPUT_TOKENS = 4096;
+
+/**
+ * The most tokens a request can be billed for, as admission reserves it: the prompt estimate, and max_tokens (or the
+ * model's maxOutputTokens from the catalog, or DEFAULT_RESERVED_OUTPUT_TOKENS), within the usage bounds.
+ */
+export function reservedTokens(bounds: UsageBounds, requestBytes: number, request: { max_tokens?: unknown; max_completion_tokens?: unknown }, catalogMaxOutput: number | null): Usage {
+  const asked = positiveInt(request.max_completion_tokens) ?? positiveInt(request.max_tokens);
+  const output = asked ?? positiveInt(catalogMaxOutput) ?? DEFAULT_RESERVED_OUTPUT_TOKENS;
+  return { promptTokens: Math.min(Math.ceil(requestBytes / BYTES_PER_TOKEN), bounds.maxPromptTokens), completionTokens: Math.min(output, bounds.maxCompletionTokens) };
+}

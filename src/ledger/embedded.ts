@@ -4,7 +4,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
-import type { CounterIncrement, Ledger } from './ledger.ts';
+import type { CounterIncrement, Ledger, ReserveRequest, ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
   /** Snapshot file; absent = memory only (a restart forgets the month). */
@@ -64,6 +64,19 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   const counters = path ? loadSnapshot(path, now()) : new Map<string, Counter>();
   let dirty = false;
   let closed = false;
+  /** holdKey -> reservation id -> held amount and expiry. In memory only: a restart has no requests in flight. */
+  const holds = new Map<string, Map<string, { amount: Micros; expiresAt: number }>>();
+  const heldOn = (holdKey: string, at: number): Micros => {
+    const set = holds.get(holdKey);
+    if (!set) return 0;
+    let sum = 0;
+    for (const [id, h] of set) {
+      if (h.expiresAt <= at) set.delete(id);
+      else sum += h.amount;
+    }
+    if (set.size === 0) holds.delete(holdKey);
+    return sum;
+  };
 
   const live = (key: string, at: number): Counter | undefined => {
     const c = counters.get(key);
@@ -133,6 +146,32 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       });
       dirty = true;
       return out;
+    },
+    async reserve(req: ReserveRequest): Promise<ReserveResult> {
+      ensureOpen();
+      const at = now();
+      // Synchronous from the first read to the last hold: no other request interleaves.
+      for (let i = 0; i < req.checks.length; i++) {
+        const c = req.checks[i]!;
+        const counted = c.countedKeys.reduce((sum, k) => sum + (live(k, at)?.value ?? 0), 0);
+        const held = heldOn(c.holdKey, at);
+        const fits = c.amount > 0 ? counted + held + c.amount <= c.limitMicros : counted + held < c.limitMicros;
+        if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
+      }
+      for (const c of req.checks) {
+        if (c.amount <= 0) continue;
+        let set = holds.get(c.holdKey);
+        if (!set) holds.set(c.holdKey, (set = new Map()));
+        set.set(req.id, { amount: c.amount, expiresAt: at + req.ttlMs });
+      }
+      return { ok: true };
+    },
+    async release(id, holdKeys) {
+      for (const k of holdKeys) {
+        const set = holds.get(k);
+        set?.delete(id);
+        if (set?.size === 0) holds.delete(k);
+      }
     },
     async close() {
       if (closed) return;

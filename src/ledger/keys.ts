@@ -18,6 +18,8 @@ export interface KeySpace {
   readonly prefix: string;
   budget(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow, part: BudgetPart): string;
   account(accountId: string, month: BudgetWindow, meter: AccountMeter): string;
+  /** The set of in-flight reservations held against one budget window. */
+  hold(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Expiry of a counter of this window. */
   expiresAt(window: BudgetWindow): number | null;
 }
@@ -28,6 +30,7 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
   return {
     prefix,
     budget: (accountId, scope, scopeId, window, part) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
+    hold: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
     account: (accountId, month, meter) => {
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
       return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;

@@ -9,12 +9,42 @@ export interface CounterIncrement {
   expiresAt: number | null;
 }
 
+/**
+ * One budget a reservation must fit: the counters that count against it (summed), the hold set of in-flight
+ * reservations on it, its limit, and what this request holds on it (0: the request cannot count here, e.g. a
+ * BYOK-only request under a budget that excludes BYOK; it is still refused once the budget is reached).
+ */
+export interface HoldCheck {
+  countedKeys: readonly string[];
+  holdKey: string;
+  limitMicros: Micros;
+  amount: Micros;
+}
+
+export interface ReserveRequest {
+  /** Unique per request (the generation id): the hold's member in every hold set. */
+  id: string;
+  checks: readonly HoldCheck[];
+  /** How long the holds last unless released (a gateway that crashed mid-request never settles them), in ms. */
+  ttlMs: number;
+}
+
+export type ReserveResult = { ok: true } | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
+
 export interface Ledger {
   readonly backend: 'embedded' | 'redis';
   /** Current totals in order; 0 for a counter never written or already expired. */
   read(keys: readonly string[]): Promise<Micros[]>;
   /** Adds every increment atomically (all or none, one round trip) and returns the new totals in order. */
   add(increments: readonly CounterIncrement[]): Promise<Micros[]>;
+  /**
+   * Check-and-reserve, atomically (one script in Redis, one synchronous step embedded): every check must fit
+   * (counted + live holds + amount <= limit, or < limit for a 0 amount), else nothing is held and the first
+   * failing check is reported; when all fit, each non-zero amount is held under `id` until released or expired.
+   */
+  reserve(req: ReserveRequest): Promise<ReserveResult>;
+  /** Drops the holds of a reservation (settled or abandoned); unknown ones are ignored. */
+  release(id: string, holdKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -20,6 +20,59 @@ end
 return out
 `;
 
+// Check-and-reserve. KEYS: per check its hold set, then its counted keys. ARGV: now, expiresAt, id, number of checks,
+// then per check: limit, amount, number of counted keys. A hold is a sorted-set member "<id>|<amount>" scored by its
+// expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves.
+const RESERVE_SCRIPT = `
+local now = tonumber(ARGV[1])
+local expires = tonumber(ARGV[2])
+local id = ARGV[3]
+local n = tonumber(ARGV[4])
+local k = 1
+local a = 5
+local plan = {}
+for i = 1, n do
+  local hold = KEYS[k]
+  k = k + 1
+  local limit = tonumber(ARGV[a])
+  local amount = tonumber(ARGV[a + 1])
+  local nkeys = tonumber(ARGV[a + 2])
+  a = a + 3
+  local counted = 0
+  for j = 1, nkeys do
+    counted = counted + (tonumber(redis.call('GET', KEYS[k]) or '0') or 0)
+    k = k + 1
+  end
+  redis.call('ZREMRANGEBYSCORE', hold, '-inf', now)
+  local held = 0
+  for _, m in ipairs(redis.call('ZRANGE', hold, 0, -1)) do
+    held = held + (tonumber(string.match(m, '|(%d+)$')) or 0)
+  end
+  local fits
+  if amount > 0 then fits = counted + held + amount <= limit else fits = counted + held < limit end
+  if not fits then return {0, i - 1, counted, held} end
+  plan[i] = {hold, amount}
+end
+for i = 1, n do
+  if plan[i][2] > 0 then
+    redis.call('ZADD', plan[i][1], expires, id .. '|' .. plan[i][2])
+    local ttl = redis.call('PTTL', plan[i][1])
+    if ttl < 0 or ttl < expires - now then redis.call('PEXPIREAT', plan[i][1], expires) end
+  end
+end
+return {1}
+`;
+
+// Drops one reservation's members from its hold sets. KEYS: the hold sets; ARGV[1]: the reservation id.
+const RELEASE_SCRIPT = `
+for i = 1, #KEYS do
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    if string.sub(m, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then redis.call('ZREM', KEYS[i], m) end
+  end
+end
+return 1
+`;
+
 export interface RedisLedgerOptions {
   /** redis://[:password@]host:port[/db] or rediss:// for TLS. */
   url: string;
@@ -35,7 +88,11 @@ export interface RedisLedger extends Ledger {
   readonly client: Redis;
 }
 
-type WithAddCommand = Redis & { byokLedgerAdd(numKeys: number, ...args: (string | number)[]): Promise<number[]> };
+type WithAddCommand = Redis & {
+  byokLedgerAdd(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+  byokLedgerReserve(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+  byokLedgerRelease(numKeys: number, ...args: (string | number)[]): Promise<number>;
+};
 
 export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
   const client = new Redis(opts.url, {
@@ -51,6 +108,8 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   // ioredis emits 'error' on every failed reconnect; the spend gate reports outages through its own metrics.
   client.on('error', () => {});
   client.defineCommand('byokLedgerAdd', { lua: ADD_SCRIPT });
+  client.defineCommand('byokLedgerReserve', { lua: RESERVE_SCRIPT });
+  client.defineCommand('byokLedgerRelease', { lua: RELEASE_SCRIPT });
   const scripted = client as WithAddCommand;
 
   await new Promise<void>((resolve) => {
@@ -91,6 +150,30 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       for (const inc of increments) args.push(inc.by, inc.expiresAt ?? 0);
       try {
         return await scripted.byokLedgerAdd(increments.length, ...args);
+      } catch (err) {
+        throw unavailable(err);
+      }
+    },
+    async reserve(req) {
+      const keys: string[] = [];
+      const now = Date.now();
+      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length];
+      for (const c of req.checks) {
+        keys.push(c.holdKey, ...c.countedKeys);
+        args.push(c.limitMicros, c.amount, c.countedKeys.length);
+      }
+      let out: number[];
+      try {
+        out = await scripted.byokLedgerReserve(keys.length, ...keys, ...args);
+      } catch (err) {
+        throw unavailable(err);
+      }
+      return out[0] === 1 ? { ok: true } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
+    },
+    async release(id, holdKeys) {
+      if (holdKeys.length === 0) return;
+      try {
+        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, id);
       } catch (err) {
         throw unavailable(err);
       }

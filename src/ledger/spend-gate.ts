@@ -10,12 +10,12 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { byokCharge } from '../domain/billing.ts';
-import { budgetContributionMicros, budgetScopes, decideBudget } from '../domain/budgets.ts';
+import { budgetContributionMicros, budgetScopes, decideBudget, type BudgetCheck } from '../domain/budgets.ts';
 import type { BudgetInterval, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
-import { assertNonNegativeMicros, type Micros } from '../domain/money.ts';
-import type { AdmitDecision, FinishedRequest, RecordedSpend, SpendGate, SpendRequestContext } from '../gateway/spend-gate.ts';
+import { assertNonNegativeMicros, usdToMicros, type Micros } from '../domain/money.ts';
+import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../gateway/spend-gate.ts';
 import { keySpace, type KeySpace } from './keys.ts';
-import { LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+import { LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
 import { microsText, readWindows, spendSnapshot, type ScopeRef } from './spend-view.ts';
 import { INTERVALS, windowOf, windowsAt } from './windows.ts';
 
@@ -25,6 +25,8 @@ export interface SpendGateOptions {
   admitWhenUnavailable?: 'closed' | 'open';
   /** Records kept for replay during an outage; default 10000. */
   maxPendingRecords?: number;
+  /** How long a reservation holds budget room when nothing settles it (a gateway that crashed); default 15 min. */
+  reservationTtlMs?: number;
   /** Replay backoff bounds in ms; default 100 to 5000. */
   retryMinMs?: number;
   retryMaxMs?: number;
@@ -86,10 +88,57 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
   let closed = false;
   const drainWaiters = new Set<() => void>();
 
-  async function admit(ctx: SpendRequestContext): Promise<AdmitDecision> {
+  const reservationTtlMs = opts.reservationTtlMs ?? 15 * 60_000;
+
+  /** Every budget with a limit, as the ledger checks it: counted keys, hold set, limit, and this request's hold. */
+  function holdChecks(req: AdmitRequest, maximum: NonNullable<AdmitRequest['maximum']>): { checks: HoldCheck[]; meta: Omit<BudgetCheck, 'countedMicros' | 'blocked'>[] } {
+    const { guardrails, workspace } = budgetScopes(req.account, req.who);
+    const checks: HoldCheck[] = [];
+    const meta: Omit<BudgetCheck, 'countedMicros' | 'blocked'>[] = [];
+    const add = (scope: 'guardrail' | 'workspace', id: string, name: string, interval: BudgetInterval, limitUsd: number, includesByok: boolean) => {
+      const w = windowOf(interval, req.at);
+      const limitMicros = usdToMicros(limitUsd);
+      const counted = [keys.budget(req.account.accountId, scope, id, w, 'nonbyok'), ...(includesByok ? [keys.budget(req.account.accountId, scope, id, w, 'byok')] : [])];
+      // A BYOK-only request cannot count where BYOK is excluded: checked (a reached budget still blocks), not held.
+      const amount = maximum.byokOnly && !includesByok ? 0 : maximum.costMicros;
+      checks.push({ countedKeys: counted, holdKey: keys.hold(req.account.accountId, scope, id, w), limitMicros, amount });
+      meta.push({ scope, id, name, interval, limitMicros, includesByok });
+    };
+    for (const g of guardrails) if (g.budget !== null) add('guardrail', g.id, g.name, g.budget.resetInterval, g.budget.limitUsd, g.budget.includeByokInBudgets);
+    if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace.id, workspace.name, b.interval, b.limitUsd, workspace.includeByokInBudgets);
+    return { checks, meta };
+  }
+
+  async function reserve(req: AdmitRequest, maximum: NonNullable<AdmitRequest['maximum']>): Promise<AdmitDecision> {
+    const { checks, meta } = holdChecks(req, maximum);
+    if (checks.length === 0) return { allowed: true, reservation: null };
+    let result: Awaited<ReturnType<Ledger['reserve']>>;
+    try {
+      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs });
+    } catch (err) {
+      if (!(err instanceof LedgerUnavailableError)) throw err;
+      metrics.unavailable.inc({ op: 'admit' });
+      if (failOpen) {
+        metrics.admittedOpen.inc();
+        return { allowed: true, reservation: null };
+      }
+      throw err;
+    }
+    if (result.ok) return { allowed: true, reservation: { id: maximum.id, holdKeys: checks.filter((c) => c.amount > 0).map((c) => c.holdKey) } };
+    const m = meta[result.index]!;
+    return {
+      allowed: false,
+      blockedBy: { ...m, countedMicros: result.countedMicros, blocked: result.countedMicros >= m.limitMicros },
+      heldMicros: result.heldMicros,
+      requestMicros: checks[result.index]!.amount,
+    };
+  }
+
+  async function admit(ctx: AdmitRequest): Promise<AdmitDecision> {
+    if (ctx.maximum) return reserve(ctx, ctx.maximum);
     const { guardrails, workspace } = budgetScopes(ctx.account, ctx.who);
     const refs = budgetRefs(guardrails, workspace);
-    if (refs.length === 0) return { allowed: true };
+    if (refs.length === 0) return { allowed: true, reservation: null };
     let spend: Awaited<ReturnType<typeof readWindows>>;
     try {
       spend = await readWindows(ledger, keys, ctx.account.accountId, refs, ctx.at);
@@ -98,7 +147,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
       metrics.unavailable.inc({ op: 'admit' });
       if (failOpen) {
         metrics.admittedOpen.inc();
-        return { allowed: true };
+        return { allowed: true, reservation: null };
       }
       throw err;
     }
@@ -118,7 +167,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
               ),
             },
     });
-    return decision.blockedBy === null ? { allowed: true } : { allowed: false, blockedBy: decision.blockedBy };
+    return decision.blockedBy === null ? { allowed: true, reservation: null } : { allowed: false, blockedBy: decision.blockedBy, heldMicros: 0, requestMicros: 0 };
   }
 
   // Every window of every budget scope of the request gets both parts, whatever the scope's limits and flag are
@@ -262,9 +311,27 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     }
   }
 
+  /** Best effort: a hold that cannot be dropped now lapses at its expiry. */
+  async function release(reservation: Reservation | null | undefined): Promise<void> {
+    if (!reservation || reservation.holdKeys.length === 0) return;
+    try {
+      await ledger.release(reservation.id, reservation.holdKeys);
+    } catch (err) {
+      log?.warn({ generation_id: reservation.id, err: err instanceof Error ? err.message : String(err) }, 'reservation release failed: it lapses at its expiry');
+    }
+  }
+
   return {
     admit,
-    record,
+    release,
+    record: async (req: FinishedRequest) => {
+      try {
+        return await record(req);
+      } finally {
+        // Settled: the real cost is in the counters now (or queued for replay, and counted there once it lands).
+        await release(req.reservation);
+      }
+    },
     pendingRecords: () => queue.length,
     drain(timeoutMs = 30_000) {
       if (queue.length === 0) return Promise.resolve();

@@ -45,13 +45,14 @@ describe('gateway on the operator\'s compiled config', () => {
     admit: async () => {
       if (admitAllowed.value === 'throw') throw new Error('ledger unreachable');
       return admitAllowed.value
-        ? { allowed: true }
-        : { allowed: false, blockedBy: { scope: 'workspace', id: 'ws-1', interval: 'monthly', limitMicros: 1_000_000, countedMicros: 1_000_000, includesByok: true, blocked: true } };
+        ? { allowed: true, reservation: null }
+        : { allowed: false, heldMicros: 0, requestMicros: 0, blockedBy: { scope: 'workspace', id: 'ws-1', name: 'team-budget', interval: 'monthly', limitMicros: 1_000_000, countedMicros: 1_000_000, includesByok: true, blocked: true } };
     },
     record: async (req) => {
       recorded.push(req);
       return { feeMicros: Math.round(req.byokCredentialId ? req.listCostMicros * 0.05 : 0), chargedMicros: req.byokCredentialId ? 0 : req.listCostMicros, freeListCostMicros: 0 };
     },
+    release: async () => undefined,
     close: async () => undefined,
   };
   const credId = (name: string) => publicId('BYOKCredential', ns, name);
@@ -438,7 +439,7 @@ describe('gateway on the operator\'s compiled config', () => {
     admitAllowed.value = true;
     expect(refused.status).toBe(402);
     expect(refused.hits).toEqual([]);
-    expect(refused.json!.error.message).toContain('monthly budget of workspace ws-1');
+    expect(refused.json!.error.message).toContain('the monthly budget of workspace "team-budget" has reached its limit');
     admitAllowed.value = 'throw';
     const unavailable = await wire(KEY_A, { model: 'openai/gpt-4o' });
     admitAllowed.value = true;

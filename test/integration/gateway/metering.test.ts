@@ -45,12 +45,14 @@ describe('gateway metered by the embedded spend ledger', () => {
     await gw?.close();
     await gate?.close();
   };
-  const chat = async () => {
+  // max_tokens 500: admission reserves the prompt estimate plus 500 output tokens (about 0.005 USD) against the
+  // 0.02 USD budget; without it, the default reservation (4,096 output tokens, 0.041 USD) would not fit at all.
+  const chat = async (maxTokens = 500) => {
     const before = up.hits.length;
     const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+      body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: maxTokens, messages: [{ role: 'user', content: 'hi' }] }),
     });
     return { status: res.status, json: (await res.json()) as Record<string, any>, hits: up.hits.length - before };
   };
@@ -95,21 +97,31 @@ describe('gateway metered by the embedded spend ledger', () => {
   });
 
   test('BYOK requests inside the free allowance pay no fee and count toward a budget that includes BYOK, which then blocks before any upstream', async () => {
-    for (let i = 0; i < 3; i++) {
-      const r = await chat();
-      expect(r.status).toBe(200);
+    // A request whose maximum cost cannot fit is refused before any upstream, naming the guardrail and what is left.
+    const tooBig = await chat(4000);
+    expect(tooBig.status).toBe(402);
+    expect(tooBig.hits).toBe(0);
+    expect(tooBig.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.04\d+ USD and the monthly budget of guardrail "tight" has 0\.02 USD left/);
+    expect(tooBig.json.error.metadata.budget).toMatchObject({ name: 'tight', interval: 'monthly', remaining_micros: 20_000, limit_micros: 20_000 });
+    const served = async (maxTokens?: number) => {
+      const r = await chat(maxTokens);
+      expect([r.status, r.status === 200 ? '' : JSON.stringify(r.json)]).toEqual([200, '']);
       expect(r.hits).toBe(1);
       const id = r.json.id as string;
       await until('the metered generation record', async () => {
         const g = (await (await fetch(`${gw!.url}/api/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { data?: { fee_micros: number | null; list_cost_micros: number } };
         return g.data?.fee_micros === 0 && g.data.list_cost_micros === 7500;
       });
-    }
-    // Counted 3 × 0.0075 = 0.0225 USD >= 0.02: the fourth request is refused and reaches no upstream.
-    const blocked = await chat();
-    expect(blocked.status).toBe(402);
-    expect(blocked.hits).toBe(0);
-    expect(blocked.json.error.message).toMatch(/budget/);
+    };
+    await served();
+    await served();
+    // Counted 0.015 of 0.02: a request reserving about 0.005 USD no longer fits (before reservations it was admitted
+    // and overshot the limit by its own cost); a smaller max_tokens does.
+    const noRoom = await chat();
+    expect(noRoom.status).toBe(402);
+    expect(noRoom.hits).toBe(0);
+    expect(noRoom.json.error.metadata.budget).toMatchObject({ counted_micros: 15_000, remaining_micros: 5000, held_micros: 0 });
+    expect(noRoom.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.00505\d* USD and the monthly budget of guardrail "tight" has 0\.005 USD left/);
   });
 
   test('a restart from the embedded ledger snapshot keeps the month: the budget stays blocked', async () => {

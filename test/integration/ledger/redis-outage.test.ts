@@ -37,7 +37,7 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     expect(refused).toBeInstanceOf(LedgerUnavailableError);
     expect((refused as LedgerUnavailableError).statusCode).toBe(503);
     expect(Date.now() - started).toBeLessThan(5000); // fails fast, no hanging request
-    expect(await gate.admit(ctx(free, NOV23))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(free, NOV23))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_unavailable_total', { op: 'admit' })).toBe(1);
 
     // Two BYOK records during the outage: queued, their promises pending.
@@ -59,7 +59,7 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     expect(await readAccountMonth(ledger, keys, free.accountId, 'pay-as-you-go', NOV23)).toMatchObject({ byokListCostMicros: 4 * USD });
     const spend = await readWindows(ledger, keys, budgeted.accountId, [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }], NOV23);
     expect(spend.get('guardrail/g')?.daily?.nonByokMicros).toBe(7 * USD);
-    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(0);
   } finally {
     await gate.close();
@@ -75,7 +75,7 @@ test('fail open when configured: budgeted requests pass unchecked and are counte
     await gate.record(finished(ctx(budgeted, NOV23), 5 * USD, false));
     expect((await gate.admit(ctx(budgeted, NOV23))).allowed).toBe(false);
     await redis.kill();
-    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_admitted_unchecked_total')).toBe(1);
   } finally {
     await redis.start();

@@ -62,24 +62,26 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-10', 10, 'daily', false)], keyGuardrail: 'g-10' });
     const c = ctx(acc, NOV23);
     await gate.record(finished(c, 100 * USD, true)); // BYOK: not counted
-    expect(await gate.admit(c)).toEqual({ allowed: true });
+    expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     await gate.record(finished(c, 6 * USD, false));
-    expect(await gate.admit(c)).toEqual({ allowed: true });
+    expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     // Admitted at 6 of 10, this request overshoots the limit by its own cost; none is admitted after.
     await gate.record(finished(c, 6 * USD, false));
     expect(await gate.admit(c)).toEqual({
       allowed: false,
-      blockedBy: { scope: 'guardrail', id: 'g-10', interval: 'daily', limitMicros: 10 * USD, countedMicros: 12 * USD, includesByok: false, blocked: true },
+      blockedBy: { scope: 'guardrail', id: 'g-10', name: 'g-10', interval: 'daily', limitMicros: 10 * USD, countedMicros: 12 * USD, includesByok: false, blocked: true },
+      heldMicros: 0,
+      requestMicros: 0,
     });
     // Another key of the same workspace without that guardrail is not blocked.
-    expect(await gate.admit(ctx(acc, NOV23, K2))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(acc, NOV23, K2))).toEqual({ allowed: true, reservation: null });
   });
 
   test('a guardrail budget with include_byok_in_budgets counts what BYOK requests would have cost and blocks exactly at the limit', async () => {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-byok', 10, 'monthly', true)], keyGuardrail: 'g-byok' });
     const c = ctx(acc, NOV23);
     await gate.record(finished(c, 9_999_999, true));
-    expect(await gate.admit(c)).toEqual({ allowed: true });
+    expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     await gate.record(finished(c, 1, false));
     const blocked = await gate.admit(c);
     expect(blocked.allowed).toBe(false);
@@ -98,7 +100,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     const acc = ledgerAccount({ guardrails: [{ ...budgetGuardrail('g-nolimit', 1, 'daily', true), budget: null }], keyGuardrail: 'g-nolimit' });
     const c = ctx(acc, NOV23);
     for (let i = 0; i < 5; i++) await gate.record(finished(c, 1_000 * USD, i % 2 === 0));
-    expect(await gate.admit(c)).toEqual({ allowed: true });
+    expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     // The spend was recorded in its windows all the same.
     const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'guardrail', id: 'g-nolimit', intervals: ['daily', 'lifetime'] }], NOV23);
     expect(spend.get('guardrail/g-nolimit')).toEqual({
@@ -113,8 +115,8 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       const c = ctx(acc, NOV23);
       await gate.record(finished(c, 60 * USD, true));
       const d = await gate.admit(c);
-      if (include) expect(d).toEqual({ allowed: false, blockedBy: { scope: 'workspace', id: WS1, interval, limitMicros: 60 * USD, countedMicros: 60 * USD, includesByok: true, blocked: true } });
-      else expect(d).toEqual({ allowed: true });
+      if (include) expect(d).toEqual({ allowed: false, heldMicros: 0, requestMicros: 0, blockedBy: { scope: 'workspace', id: WS1, name: WS1, interval, limitMicros: 60 * USD, countedMicros: 60 * USD, includesByok: true, blocked: true } });
+      else expect(d).toEqual({ allowed: true, reservation: null });
     }
   });
 
@@ -135,7 +137,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     const d = await gate.admit(ctx(acc, new Date('2026-11-25T00:00:00Z')));
     expect(!d.allowed && [d.blockedBy.interval, d.blockedBy.countedMicros, d.blockedBy.includesByok]).toEqual(['weekly', 60 * USD, true]);
     // Next ISO week (Monday 00:00 UTC): the weekly window is fresh, daily too; monthly and lifetime still hold 60.
-    expect(await gate.admit(ctx(acc, new Date('2026-11-30T00:00:00Z')))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(acc, new Date('2026-11-30T00:00:00Z')))).toEqual({ allowed: true, reservation: null });
   });
 
   test('windows turn over exactly at UTC boundaries (injected clock)', async () => {
@@ -148,7 +150,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, interval, false)], keyGuardrail: 'g' });
       await gate.record(finished(ctx(acc, new Date(last)), 5 * USD, false));
       expect((await gate.admit(ctx(acc, new Date(last)))).allowed).toBe(false);
-      expect(await gate.admit(ctx(acc, new Date(first)))).toEqual({ allowed: true });
+      expect(await gate.admit(ctx(acc, new Date(first)))).toEqual({ allowed: true, reservation: null });
     }
     // Lifetime never turns over.
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, 'lifetime', false)], keyGuardrail: 'g' });
@@ -158,7 +160,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
 
   test('a request under no budget limit is admitted without reading the ledger', async () => {
     const acc = ledgerAccount();
-    expect(await gate.admit(ctx(acc, NOV23))).toEqual({ allowed: true });
+    expect(await gate.admit(ctx(acc, NOV23))).toEqual({ allowed: true, reservation: null });
   });
 
   test('a negative or fractional list cost is refused and records nothing', async () => {

@@ -46,7 +46,7 @@ test('spend against limits is visible in status and kubectl get, next to the rec
   const now = new Date();
   const who = { apiKeyHash: HASH, workspaceId: account.workspaces[0]?.id ?? '', userId: 'u1' };
   const c = { account, who, at: now };
-  expect(await gate.admit(c)).toEqual({ allowed: true });
+  expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
   await gate.record(finished(c, 6 * USD, false)); // shared capacity: counts everywhere
   await gate.record(finished(c, 25_010 * USD, true)); // BYOK: 10 USD above the allowance, fee 0.5 USD
   const blocked = await gate.admit(c);
