@@ -3,6 +3,9 @@
 // (what one request adds) and throughput with 64 requests in flight. The account has an API-key guardrail with a
 // budget, a member guardrail and a workspace budget on every interval, so admit reads and record writes the most
 // keys a request can have; every second request is BYOK (two round trips on Redis: list cost, then fee).
+// With and without reservations (admit reserves the request's maximum cost, record settles it: issue 25 §4), and the
+// concurrency scenario: N requests at once over two gates (two replicas' worth of connections) against a workspace
+// budget that fits 50, with and without reservations: admitted count and overshoot.
 // Prints one JSON object. Run: node bench/ledger.ts [seconds-per-measurement]
 import { performance } from 'node:perf_hooks';
 import type { CompiledAccount } from '../src/domain/index.ts';
@@ -40,15 +43,16 @@ const account: CompiledAccount = {
 };
 const who = { apiKeyHash: hash, workspaceId: 'ws', userId: 'u1' };
 
-async function measure(ledger: Ledger) {
+async function measure(ledger: Ledger, reserve: boolean) {
   const gate = createSpendGate(ledger);
   let i = 0;
   const one = async () => {
     const at = new Date();
     const n = i++;
-    const decision = await gate.admit({ account, who, at });
+    const generationId = `g${reserve ? 'r' : ''}${n}`;
+    const decision = await gate.admit({ account, who, at, ...(reserve ? { maximum: { id: generationId, costMicros: 5000, byokOnly: false } } : {}) });
     if (!decision.allowed) throw new Error('bench budget blocked');
-    const req: FinishedRequest = { account, who, at, generationId: `g${n}`, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: n % 2 ? 'c' : null, promptTokens: 1, completionTokens: 1, listCostMicros: 1234 };
+    const req: FinishedRequest = { account, who, at, generationId, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: n % 2 ? 'c' : null, promptTokens: 1, completionTokens: 1, listCostMicros: 1234, reservation: decision.reservation };
     await gate.record(req);
   };
   for (let w = 0; w < 500; w++) await one(); // warm-up
@@ -80,17 +84,58 @@ async function measure(ledger: Ledger) {
   };
 }
 
+/** N requests at once over the gates against a limit that fits 50: each is admitted, takes 20 ms upstream, is recorded. */
+async function concurrency(makeLedgers: () => Promise<Ledger[]>, n: number, reserve: boolean) {
+  const COST = 100_000;
+  const gates = (await makeLedgers()).map((l) => createSpendGate(l));
+  const acct: CompiledAccount = { ...account, accountId: `burst-${n}-${reserve}-${Math.random()}`, guardrails: [], apiKeys: [{ hash, workspaceId: 'ws', guardrailId: null, expiresAt: null }], workspaces: [{ ...account.workspaces[0]!, members: [], budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false }] };
+  const w = { apiKeyHash: hash, workspaceId: 'ws', userId: null };
+  let seq = 0;
+  const results = await Promise.all(
+    Array.from({ length: n }, async (_, k) => {
+      const gate = gates[k % gates.length]!;
+      const at = new Date();
+      const id = `burst-${++seq}`;
+      const d = await gate.admit({ account: acct, who: w, at, ...(reserve ? { maximum: { id, costMicros: COST, byokOnly: false } } : {}) });
+      if (!d.allowed) return false;
+      await new Promise((r) => setTimeout(r, 20));
+      await gate.record({ account: acct, who: w, at, generationId: id, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: null, promptTokens: 1, completionTokens: 1, listCostMicros: COST, reservation: d.reservation });
+      return true;
+    }),
+  );
+  for (const g of gates) await g.close();
+  const admitted = results.filter(Boolean).length;
+  return { concurrency: n, fit: 50, admitted, overshootPercent: Math.round(((admitted - 50) / 50) * 1000) / 10 };
+}
+
 const redis = await startRedis();
 try {
-  const embedded = await measure(createEmbeddedLedger());
-  const viaRedis = await measure(await createRedisLedger({ url: redis.url }));
+  const embedded = await measure(createEmbeddedLedger(), false);
+  const embeddedReserve = await measure(createEmbeddedLedger(), true);
+  const viaRedis = await measure(await createRedisLedger({ url: redis.url }), false);
+  const viaRedisReserve = await measure(await createRedisLedger({ url: redis.url }), true);
+  const scenarios: Record<string, unknown[]> = { embedded: [], redis: [] };
+  for (const n of [10, 50, 200, 1000]) {
+    for (const reserve of [false, true]) {
+      // Embedded is one replica by design: one gate; Redis: two gates (two replicas' connections).
+      scenarios.embedded!.push({ reservations: reserve, ...(await concurrency(async () => [createEmbeddedLedger()], n, reserve)) });
+      scenarios.redis!.push({ reservations: reserve, ...(await concurrency(async () => Promise.all([0, 1].map(() => createRedisLedger({ url: redis.url }))), n, reserve)) });
+    }
+  }
   process.stdout.write(
     `${JSON.stringify({
-      what: 'admit + record per request (2 guardrails with budgets, workspace budget on 4 intervals, half BYOK)',
+      what: 'admit + record per request (2 guardrails with budgets, workspace budget on 4 intervals, half BYOK), without and with reservations; and N concurrent requests over two gates against a limit that fits 50',
       secondsPerMeasurement: seconds,
       embedded,
+      embeddedWithReservations: embeddedReserve,
       redis: viaRedis,
+      redisWithReservations: viaRedisReserve,
       addedByRedisMs: { p50: Number((viaRedis.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)), p99: Number((viaRedis.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)) },
+      addedByReservationsMs: {
+        embedded: { p50: Number((embeddedReserve.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)), p99: Number((embeddedReserve.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)) },
+        redis: { p50: Number((viaRedisReserve.sequential.p50Ms - viaRedis.sequential.p50Ms).toFixed(4)), p99: Number((viaRedisReserve.sequential.p99Ms - viaRedis.sequential.p99Ms).toFixed(4)) },
+      },
+      concurrency: scenarios,
     })}\n`,
   );
 } finally {

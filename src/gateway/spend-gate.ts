@@ -31,6 +31,8 @@ export interface AdmitRequest extends SpendRequestContext {
 /** What a request holds against its budgets until record() settles it or release() gives it back. */
 export interface Reservation {
   id: string;
+  /** What it holds on each of its hold sets. */
+  amountMicros: Micros;
   holdKeys: readonly string[];
 }
 

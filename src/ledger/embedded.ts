@@ -166,7 +166,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       }
       return { ok: true };
     },
-    async release(id, holdKeys) {
+    async release(id, _amount, holdKeys) {
       for (const k of holdKeys) {
         const set = holds.get(k);
         set?.delete(id);

@@ -43,8 +43,8 @@ export interface Ledger {
    * failing check is reported; when all fit, each non-zero amount is held under `id` until released or expired.
    */
   reserve(req: ReserveRequest): Promise<ReserveResult>;
-  /** Drops the holds of a reservation (settled or abandoned); unknown ones are ignored. */
-  release(id: string, holdKeys: readonly string[]): Promise<void>;
+  /** Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored. */
+  release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -63,13 +63,9 @@ end
 return {1}
 `;
 
-// Drops one reservation's members from its hold sets. KEYS: the hold sets; ARGV[1]: the reservation id.
+// Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS), in one round trip.
 const RELEASE_SCRIPT = `
-for i = 1, #KEYS do
-  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
-    if string.sub(m, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then redis.call('ZREM', KEYS[i], m) end
-  end
-end
+for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
 `;
 
@@ -170,10 +166,10 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       return out[0] === 1 ? { ok: true } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
     },
-    async release(id, holdKeys) {
+    async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;
       try {
-        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, id);
+        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, `${id}|${amount}`);
       } catch (err) {
         throw unavailable(err);
       }

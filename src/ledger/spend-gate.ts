@@ -124,7 +124,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
       }
       throw err;
     }
-    if (result.ok) return { allowed: true, reservation: { id: maximum.id, holdKeys: checks.filter((c) => c.amount > 0).map((c) => c.holdKey) } };
+    if (result.ok) return { allowed: true, reservation: { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: checks.filter((c) => c.amount > 0).map((c) => c.holdKey) } };
     const m = meta[result.index]!;
     return {
       allowed: false,
@@ -315,7 +315,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
   async function release(reservation: Reservation | null | undefined): Promise<void> {
     if (!reservation || reservation.holdKeys.length === 0) return;
     try {
-      await ledger.release(reservation.id, reservation.holdKeys);
+      await ledger.release(reservation.id, reservation.amountMicros, reservation.holdKeys);
     } catch (err) {
       log?.warn({ generation_id: reservation.id, err: err instanceof Error ? err.message : String(err) }, 'reservation release failed: it lapses at its expiry');
     }
