@@ -10,7 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import type { CompiledAccount } from '../src/domain/index.ts';
 import type { FinishedRequest } from '../src/gateway/spend-gate.ts';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, type Ledger } from '../src/ledger/index.ts';
+import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, type Ledger } from '../src/ledger/index.ts';
 import { startRedis } from '../test/support/redis.ts';
 
 const seconds = Number(process.argv[2] ?? '2');
@@ -43,7 +43,11 @@ const account: CompiledAccount = {
 };
 const who = { apiKeyHash: hash, workspaceId: 'ws', userId: 'u1' };
 
+/** What the operator's spend pass does for each account on a running Redis: validate it (nothing to restore here). */
+const validate = (ledger: Ledger, accountId: string) => ledger.restore(keySpace().validated(accountId), []);
+
 async function measure(ledger: Ledger, reserve: boolean) {
+  await validate(ledger, account.accountId);
   const gate = createSpendGate(ledger);
   let i = 0;
   const one = async () => {
@@ -87,9 +91,11 @@ async function measure(ledger: Ledger, reserve: boolean) {
 /** N requests at once over the gates against a limit that fits 50: each is admitted, takes 20 ms upstream, is recorded. */
 async function concurrency(makeLedgers: () => Promise<Ledger[]>, n: number, reserve: boolean) {
   const COST = 100_000;
-  const gates = (await makeLedgers()).map((l) => createSpendGate(l));
+  const ledgers = await makeLedgers();
+  const gates = ledgers.map((l) => createSpendGate(l));
   const acct: CompiledAccount = { ...account, accountId: `burst-${n}-${reserve}-${Math.random()}`, guardrails: [], apiKeys: [{ hash, workspaceId: 'ws', guardrailId: null, expiresAt: null }], workspaces: [{ ...account.workspaces[0]!, members: [], budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false }] };
   const w = { apiKeyHash: hash, workspaceId: 'ws', userId: null };
+  await validate(ledgers[0]!, acct.accountId);
   let seq = 0;
   const results = await Promise.all(
     Array.from({ length: n }, async (_, k) => {

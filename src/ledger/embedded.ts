@@ -166,6 +166,9 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       }
       return { ok: true };
     },
+    async restore() {
+      return { restoredMicros: 0, alreadyValid: true };
+    },
     async release(id, _amount, holdKeys) {
       for (const k of holdKeys) {
         const set = holds.get(k);

@@ -1,7 +1,7 @@
 // Spend ledger: counters (embedded or Redis), UTC budget windows, and the SpendGate the gateway calls.
 export { createEmbeddedLedger, type EmbeddedLedger, type EmbeddedLedgerOptions } from './embedded.ts';
 export { createRedisLedger, type RedisLedger, type RedisLedgerOptions } from './redis.ts';
-export { LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+export { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type Ledger, type RestoreEntry } from './ledger.ts';
 export { DEFAULT_EXPIRY_MARGIN_MS, DEFAULT_KEY_PREFIX, keySpace, type KeySpace } from './keys.ts';
 export { createSpendGate, type LedgerSpendGate, type SpendGateOptions } from './spend-gate.ts';
 export { microsText, readAccountMonth, readWindows, type AccountMonth, type WindowSpend } from './spend-view.ts';

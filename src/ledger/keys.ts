@@ -18,6 +18,11 @@ export interface KeySpace {
   readonly prefix: string;
   budget(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow, part: BudgetPart): string;
   account(accountId: string, month: BudgetWindow, meter: AccountMeter): string;
+  /**
+   * Which Redis process (run_id) an account's counters were last checked against its durable copy in: admission
+   * requires it to name the running one, so a restart (data lost or not) fails closed until the rebuild (ledger.md).
+   */
+  validated(accountId: string): string;
   /** The set of in-flight reservations held against one budget window. */
   hold(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Expiry of a counter of this window. */
@@ -30,6 +35,7 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
   return {
     prefix,
     budget: (accountId, scope, scopeId, window, part) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
+    validated: (accountId) => `${prefix}{${accountId}}:validated`,
     hold: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
     account: (accountId, month, meter) => {
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');

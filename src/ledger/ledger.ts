@@ -24,6 +24,11 @@ export interface HoldCheck {
 export interface ReserveRequest {
   /** Unique per request (the generation id): the hold's member in every hold set. */
   id: string;
+  /**
+   * Redis only: the account's `validated` key. The reservation is refused with LedgerResetError unless it names the
+   * running Redis process (a restarted Redis may have lost spend; the operator's rebuild validates it again).
+   */
+  validatedKey?: string;
   checks: readonly HoldCheck[];
   /** How long the holds last unless released (a gateway that crashed mid-request never settles them), in ms. */
   ttlMs: number;
@@ -43,9 +48,34 @@ export interface Ledger {
    * failing check is reported; when all fit, each non-zero amount is held under `id` until released or expired.
    */
   reserve(req: ReserveRequest): Promise<ReserveResult>;
+  /**
+   * The operator's rebuild after a restart: raises every listed counter to at least its floor (the spend mirrored in
+   * status), atomically, and marks the account validated for the running process. Returns the micros added, which
+   * are spend the restart had lost (0: nothing was lost). Embedded: a no-op (its snapshot is its durable copy).
+   */
+  restore(validatedKey: string, entries: readonly RestoreEntry[]): Promise<{ restoredMicros: Micros; alreadyValid: boolean }>;
   /** Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored. */
   release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The ledger restarted (or was never checked) since the account's counters were last checked against the durable copy
+ * in etcd: they may be missing spend, so budgets fail closed until the operator's rebuild (docs/ledger.md, "Resets").
+ */
+export class LedgerResetError extends Error {
+  readonly statusCode = 503;
+  constructor(message: string) {
+    super(message);
+    this.name = 'LedgerResetError';
+  }
+}
+
+/** Counters restored from the durable copy: key, the floor it must have, its expiry (ms since epoch) or null. */
+export interface RestoreEntry {
+  key: string;
+  floorMicros: Micros;
+  expiresAt: number | null;
 }
 
 /** The ledger could not be reached (Redis down, timed out); nothing was read or written. */

@@ -4,7 +4,7 @@
 // queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
-import { LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
 
 // ARGV holds (amount, expiresAt ms or 0) per key. The expiry is set when the increment created the key (its value
 // equals the amount), which is once per window; later increments leave it alone.
@@ -20,15 +20,42 @@ end
 return out
 `;
 
-// Check-and-reserve. KEYS: per check its hold set, then its counted keys. ARGV: now, expiresAt, id, number of checks,
+// The running Redis process, read inside scripts: counters restored from an RDB snapshot (or an empty restart) live in
+// a process whose run_id no account was validated for.
+const RUN_ID = `local runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')`;
+
+// Rebuild after a restart. KEYS[1]: the account's validated key, then the counters. ARGV: per counter its floor and
+// expiry (0 = none). Raises each counter to its floor, then validates the account for this process.
+const RESTORE_SCRIPT = `
+${RUN_ID}
+if redis.call('GET', KEYS[1]) == runid then return {0, 1} end
+local added = 0
+for i = 2, #KEYS do
+  local floor = tonumber(ARGV[2 * i - 3])
+  local at = tonumber(ARGV[2 * i - 2])
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+  if cur < floor then
+    redis.call('INCRBY', KEYS[i], floor - cur)
+    if at > 0 then redis.call('PEXPIREAT', KEYS[i], at) end
+    added = added + floor - cur
+  end
+end
+redis.call('SET', KEYS[1], runid)
+return {added, 0}
+`;
+
+// Check-and-reserve. KEYS: the account's validated key (or '' when not checked), then per check its hold set and
+// its counted keys. ARGV: now, expiresAt, id, number of checks,
 // then per check: limit, amount, number of counted keys. A hold is a sorted-set member "<id>|<amount>" scored by its
 // expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves.
 const RESERVE_SCRIPT = `
+${RUN_ID}
+if KEYS[1] ~= '' and redis.call('GET', KEYS[1]) ~= runid then return {-1} end
 local now = tonumber(ARGV[1])
 local expires = tonumber(ARGV[2])
 local id = ARGV[3]
 local n = tonumber(ARGV[4])
-local k = 1
+local k = 2
 local a = 5
 local plan = {}
 for i = 1, n do
@@ -88,6 +115,7 @@ type WithAddCommand = Redis & {
   byokLedgerAdd(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
   byokLedgerReserve(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
   byokLedgerRelease(numKeys: number, ...args: (string | number)[]): Promise<number>;
+  byokLedgerRestore(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
 };
 
 export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
@@ -106,6 +134,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   client.defineCommand('byokLedgerAdd', { lua: ADD_SCRIPT });
   client.defineCommand('byokLedgerReserve', { lua: RESERVE_SCRIPT });
   client.defineCommand('byokLedgerRelease', { lua: RELEASE_SCRIPT });
+  client.defineCommand('byokLedgerRestore', { lua: RESTORE_SCRIPT });
   const scripted = client as WithAddCommand;
 
   await new Promise<void>((resolve) => {
@@ -154,6 +183,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       const keys: string[] = [];
       const now = Date.now();
       const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length];
+      keys.push(req.validatedKey ?? '');
       for (const c of req.checks) {
         keys.push(c.holdKey, ...c.countedKeys);
         args.push(c.limitMicros, c.amount, c.countedKeys.length);
@@ -164,7 +194,19 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       } catch (err) {
         throw unavailable(err);
       }
+      if (out[0] === -1) throw new LedgerResetError('the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it');
       return out[0] === 1 ? { ok: true } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
+    },
+    async restore(validatedKey, entries) {
+      const args: (string | number)[] = [];
+      for (const e of entries) args.push(e.floorMicros, e.expiresAt ?? 0);
+      let out: number[];
+      try {
+        out = await scripted.byokLedgerRestore(entries.length + 1, validatedKey, ...entries.map((e) => e.key), ...args);
+      } catch (err) {
+        throw unavailable(err);
+      }
+      return { restoredMicros: out[0] ?? 0, alreadyValid: out[1] === 1 };
     },
     async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;

@@ -15,7 +15,7 @@ import type { BudgetInterval, CompiledGuardrail, CompiledWorkspace } from '../do
 import { assertNonNegativeMicros, usdToMicros, type Micros } from '../domain/money.ts';
 import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../gateway/spend-gate.ts';
 import { keySpace, type KeySpace } from './keys.ts';
-import { LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
+import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
 import { microsText, readWindows, spendSnapshot, type ScopeRef } from './spend-view.ts';
 import { INTERVALS, windowOf, windowsAt } from './windows.ts';
 
@@ -52,6 +52,7 @@ interface GateMetrics {
   admittedOpen: Counter;
   dropped: Counter;
   pending: Gauge;
+  resetRefusals: Counter;
 }
 
 function createMetrics(registry: Registry | undefined): GateMetrics {
@@ -61,6 +62,7 @@ function createMetrics(registry: Registry | undefined): GateMetrics {
     admittedOpen: new Counter({ name: 'byok_ledger_admitted_unchecked_total', help: 'Requests admitted without a budget check while the ledger was unreachable (fail open).', registers }),
     dropped: new Counter({ name: 'byok_ledger_records_dropped_total', help: 'Finished requests whose spend was never recorded (replay queue full or gate closed).', registers }),
     pending: new Gauge({ name: 'byok_ledger_pending_records', help: 'Finished requests waiting for the ledger to come back.', registers }),
+    resetRefusals: new Counter({ name: 'byok_ledger_reset_refusals_total', help: 'Budgeted requests refused (503) because the ledger restarted and the operator has not rebuilt it from status yet.', registers }),
   };
 }
 
@@ -114,8 +116,13 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     if (checks.length === 0) return { allowed: true, reservation: null };
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
-      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs });
+      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs, ...(ledger.backend === 'redis' ? { validatedKey: keys.validated(req.account.accountId) } : {}) });
     } catch (err) {
+      // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
+      if (err instanceof LedgerResetError) {
+        metrics.resetRefusals.inc();
+        throw err;
+      }
       if (!(err instanceof LedgerUnavailableError)) throw err;
       metrics.unavailable.inc({ op: 'admit' });
       if (failOpen) {

@@ -11,10 +11,10 @@ import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
 import { decideBudget } from '../domain/budgets.ts';
 import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
-import { microsToUsd } from '../domain/money.ts';
+import { microsToUsd, usdToMicros } from '../domain/money.ts';
 import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';
-import { LedgerUnavailableError, type Ledger } from '../ledger/ledger.ts';
+import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
 import { readAccountMonth, readWindows, spendSnapshot, type WindowSpend } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
@@ -51,6 +51,8 @@ export interface SpendStatusOptions {
   /** Default 5000 ms. */
   intervalMs?: number;
   clock?: () => Date;
+  /** Told when a rebuild restored lost spend into an account's counters (micros added). */
+  onReset?: (namespace: string, restoredMicros: number) => void;
 }
 
 export interface SpendStatusWriter {
@@ -135,9 +137,49 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     }
   }
 
+  /**
+   * The rebuild after a ledger restart (docs/ledger.md, "Resets"): every current-window counter is raised to at least
+   * what status.spend last mirrored, then the account is validated for the running Redis process, which reopens its
+   * budgets. A no-op script call when it is already validated; spend lost is what arrived after the last mirror.
+   */
+  async function restore(snapshot: ReturnType<AccountStateSource['snapshot']>, compiled: CompiledAccount, at: Date): Promise<void> {
+    const entries: RestoreEntry[] = [];
+    const add = (key: string, usd: unknown, window: ReturnType<typeof windowOf>) => {
+      if (typeof usd === 'number' && Number.isFinite(usd) && usd > 0) entries.push({ key, floorMicros: usdToMicros(usd), expiresAt: keys.expiresAt(window) });
+    };
+    const mirrored = (w: unknown, scope: 'guardrail' | 'workspace', id: string) => {
+      const s = w as Partial<SpendWindowStatus> | undefined;
+      if (!s?.interval || !INTERVALS.includes(s.interval)) return;
+      const window = windowOf(s.interval, at);
+      if (s.window !== window.id) return; // an earlier window: not read for admission any more
+      add(keys.budget(compiled.accountId, scope, id, window, 'nonbyok'), s.nonByokUsd, window);
+      add(keys.budget(compiled.accountId, scope, id, window, 'byok'), s.byokUsd, window);
+    };
+    const byName = <T extends { metadata: { name?: string }; status?: unknown }>(list: T[]) => new Map(list.map((o) => [o.metadata.name ?? '', o]));
+    const guardrailObjects = byName(snapshot.guardrails);
+    for (const g of compiled.guardrails) mirrored((guardrailObjects.get(g.name)?.status as { spend?: { window?: unknown } } | undefined)?.spend?.window, 'guardrail', g.id);
+    const workspaceObjects = byName(snapshot.workspaces);
+    for (const w of compiled.workspaces) for (const win of (workspaceObjects.get(w.name)?.status as { spend?: { windows?: unknown[] } } | undefined)?.spend?.windows ?? []) mirrored(win, 'workspace', w.id);
+    const month = windowOf('monthly', at);
+    const acct = (snapshot.account?.status as { spend?: { month?: string; byokListCostUsd?: unknown; byokFeesUsd?: unknown; sharedChargesUsd?: unknown } } | undefined)?.spend;
+    if (acct && `m${acct.month}` === month.id) {
+      add(keys.account(compiled.accountId, month, 'byok_list'), acct.byokListCostUsd, month);
+      add(keys.account(compiled.accountId, month, 'fee'), acct.byokFeesUsd, month);
+      add(keys.account(compiled.accountId, month, 'charged'), acct.sharedChargesUsd, month);
+    }
+    const result = await opts.ledger.restore(keys.validated(compiled.accountId), entries);
+    if (result.alreadyValid) return;
+    if (result.restoredMicros > 0) {
+      log.warn({ namespace: snapshot.namespace, restored_usd: microsToUsd(result.restoredMicros) }, 'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost');
+      opts.onReset?.(snapshot.namespace, result.restoredMicros);
+    } else log.info({ namespace: snapshot.namespace }, 'ledger validated for this Redis process (nothing to restore)');
+  }
+
   async function syncAccount(ns: string, at: Date): Promise<void> {
     const snapshot = opts.source.snapshot(ns);
     const compiled: CompiledAccount = compileAccount(snapshot);
+    // First, so a restarted ledger's lower figures are never published over the durable copy.
+    await restore(snapshot, compiled, at);
     const scopes = [
       ...compiled.guardrails.map((g) => ({ scope: 'guardrail' as const, id: g.id, intervals: [g.budget?.resetInterval ?? 'monthly'] })),
       ...compiled.workspaces.map((w) => ({ scope: 'workspace' as const, id: w.id, intervals: INTERVALS })),
