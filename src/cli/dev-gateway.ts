@@ -61,6 +61,8 @@ export async function startDevGateway(opts: {
   apiKeyHash: string;
   /** Serve GET /byok/status with this token (the dev operator pulls it into UpstreamHealthy / Delivered). */
   statusToken?: string;
+  /** The shared ledger (dev's redis-server); absent: the embedded ledger with a snapshot beside the config. */
+  redisUrl?: string;
 }): Promise<DevGateway> {
   const root = join(opts.devDir, 'gateway');
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared-keys') };
@@ -117,7 +119,7 @@ export async function startDevGateway(opts: {
   const metrics = createGatewayMetrics();
   const gatewayLog = opts.logger.child({ component: 'gateway' });
   // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
-  const spendGate = await openGatewaySpendGate({ snapshotPath: join(root, 'ledger.json'), registry: metrics.registry, logger: gatewayLog });
+  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
   const gateway = await startGateway({
     configDir: dirs.config,
     bundleDir: dirs.bundles,

@@ -1,5 +1,6 @@
 // `byok-operator dev`: a real control plane, the CRDs, the operator, the API server and sample data in one
 // command. Writes .dev/connection.json for scripts and stays up until Ctrl-C.
+import { publicId } from '../domain/ids.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -18,6 +19,7 @@ import { startOperator } from '../operator/run.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { applyObjects } from './apply.ts';
 import { startDevGateway } from './dev-gateway.ts';
+import { devRedisDir, startDevRedis } from './dev-redis.ts';
 import { loadManifests } from './manifests.ts';
 
 export interface DevOptions {
@@ -26,6 +28,8 @@ export interface DevOptions {
   logger: Logger;
   /** Start, print, and stop again once everything is ready (used by the smoke test). */
   exitWhenReady: boolean;
+  /** Keep the gateway's embedded ledger instead of a loopback redis-server. */
+  embeddedLedger?: boolean;
 }
 
 export interface DevConnection {
@@ -43,6 +47,8 @@ export interface DevConnection {
   aggregatedApi: { group: string; version: string; apiService: string; url: string };
   /** The reference gateway (OpenAI-compatible), on the projected routing config; see docs/gateway.md. */
   gatewayBaseUrl: string;
+  /** Where spend is metered: the dev redis-server (AOF) or the gateway's embedded ledger. */
+  ledger: { backend: 'redis'; url: string } | { backend: 'embedded' };
 }
 
 const ROUTING_NAMESPACE = 'byok-system';
@@ -103,6 +109,10 @@ export async function runDev(options: DevOptions): Promise<void> {
     kc.loadFromFile(controlPlane.kubeconfigPath);
     await ensureNamespace(kc, ROUTING_NAMESPACE);
 
+    // The shared ledger, as in the chart: a redis-server with AOF; the operator mirrors its spend into status.
+    const redis = options.embeddedLedger ? undefined : await startDevRedis(devRedisDir(devDir));
+    if (redis) stoppers.push(() => redis.stop());
+    else if (!options.embeddedLedger) logger.warn('redis-server is not installed: the dev gateway keeps the embedded ledger and no spend reaches status');
     // Health and delivery: the operator finds the dev gateway through an FQDN EndpointSlice, as in a cluster.
     const statusToken = randomBytes(24).toString('hex');
     const operator = await startOperator({
@@ -110,6 +120,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       routingNamespace: ROUTING_NAMESPACE,
       logger: logger.child({ component: 'operator' }),
       httpPort: 0,
+      ...(redis ? { spendStatus: { redisUrl: redis.url, intervalMs: 2000 } } : {}),
       gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'http' }, pollMs: 2000, writeIntervalMs: 5000 },
     });
     stoppers.push(() => operator.stop());
@@ -148,8 +159,10 @@ export async function runDev(options: DevOptions): Promise<void> {
     const { key: managementKey } = await createManagementKey(kc, ACCOUNT_NAMESPACE, { name: 'dev-management-key' });
 
     const credentials = await waitForReadyCredentials(kc, ACCOUNT_NAMESPACE, 30_000);
+    // Budgets on a Redis ledger open once the operator's spend pass validated the account (docs/ledger.md, "Resets").
+    await redis?.validated(publicId('Account', ACCOUNT_NAMESPACE, 'acme'), 30_000);
     // Gateway: loopback upstreams, kubelet-like projection of the compiled objects, the gateway on top.
-    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash, statusToken });
+    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash, statusToken, ...(redis ? { redisUrl: redis.url } : {}) });
     stoppers.push(() => devGateway.stop());
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: ROUTING_NAMESPACE,
@@ -167,6 +180,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       gatewayApiKeyHash,
       operatorHttp: operator.httpAddress,
       aggregatedApi: { group: AGG_GROUP, version: AGG_VERSION, apiService: APISERVICE_NAME, url: aggregated.url },
+      ledger: redis ? { backend: 'redis', url: redis.url } : { backend: 'embedded' },
       gatewayBaseUrl: devGateway.url,
     };
     mkdirSync(devDir, { recursive: true });

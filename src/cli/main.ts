@@ -26,7 +26,8 @@ commands:
   operator            the operator only (reconciler, compiler, leader election)
   api                 the API server only: REST /api/v1/byok (--api-port) and the aggregated
                       Kubernetes API api.byok.gateway.dev/v1 over HTTPS (--aggregated-port), one process
-  dev                 local control plane + CRDs + operator + API server + sample data
+  dev                 local control plane + CRDs + operator + API server + sample data; the ledger on a loopback
+                      redis-server with AOF when installed (--embedded-ledger keeps the gateway's own)
   validate <path|->   check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
                       [-o text|json|junit|sarif|github] [--strict: also fail on warnings, e.g. nothing checked
                       or a referenced Secret not among the files]; exit 0 clean, 1 problems, 2 usage
@@ -143,6 +144,7 @@ async function main(argv: string[]): Promise<void> {
       'gateway-service': { type: 'string' },
       'gateway-status-urls': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
+      'embedded-ledger': { type: 'boolean', default: false },
       namespace: { type: 'string' },
       name: { type: 'string' },
       'config-dir': { type: 'string' },
@@ -266,7 +268,13 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'dev': {
       const { runDev } = await import('./dev.ts');
-      await runDev({ repoRoot, apiPort: port(values['api-port'], 0), logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }), exitWhenReady: values['exit-when-ready'] });
+      await runDev({
+        repoRoot,
+        apiPort: port(values['api-port'], 0),
+        logger: createLogger({ level: values['log-level'] === 'info' ? 'warn' : values['log-level'] }),
+        exitWhenReady: values['exit-when-ready'],
+        embeddedLedger: values['embedded-ledger'],
+      });
       return;
     }
     case 'gateway': {

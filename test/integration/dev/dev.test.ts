@@ -11,10 +11,10 @@ import type { DevConnection } from '../../../src/cli/dev.ts';
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..');
 
-async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs: number): Promise<T> {
+async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = fn();
+    const value = await fn();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -82,7 +82,16 @@ describe('npm run dev', () => {
       ['amazon-bedrock', 'shared', null],
       ['amazon-bedrock', 'byok', 200],
     ]);
-  });
+    // The dev ledger is a loopback redis-server with AOF (issue 25 §5): the operator mirrors what the gateway metered
+    // into the Account's status (the MTD column of kubectl get byokacct).
+    expect(connection.ledger).toMatchObject({ backend: 'redis', url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+\/0$/) });
+    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
+    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    await waitFor('BYOK spend in Account.status.spend', async () => {
+      const out = (await run('get', 'accounts.byok.gateway.dev', '-n', 'acme', '-o', 'jsonpath={.items[0].status.spend.byokListCostUsd}')).stdout;
+      return Number(out) > 0 ? out : undefined;
+    }, 30_000);
+  }, 60_000);
 
   test('the API server answers its Kubernetes probes without auth', async () => {
     const origin = connection.apiBaseUrl.replace(/\/api\/v1$/, '');
