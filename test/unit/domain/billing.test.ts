@@ -96,7 +96,7 @@ describe('budgets (rule 12)', () => {
     const d = decideBudget({ guardrails: [{ guardrail: g, spend }], workspace: null });
     expect(d.allowed).toBe(true);
     expect(d.checks).toEqual([
-      { scope: 'guardrail', id: 'g', interval: 'monthly', limitMicros: 100_000_000, countedMicros: 60_000_000, includesByok: false, blocked: false },
+      { scope: 'guardrail', id: 'g', name: 'g', interval: 'monthly', limitMicros: 100_000_000, countedMicros: 60_000_000, includesByok: false, blocked: false },
     ]);
   });
   test('with include_byok_in_budgets the would-have-charged amount counts and the combined total blocks', () => {
