@@ -1,7 +1,7 @@
 // The gateway's spend accounting as the CLI wires it: the embedded ledger by default (one replica, optional
 // snapshot file), Redis when several replicas share budgets. The gateway only knows the SpendGate contract.
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { openLedger } from '../ledger/open.ts';
 import { createSpendGate, type LedgerSpendGate } from '../ledger/spend-gate.ts';
 
@@ -13,10 +13,15 @@ export interface GatewayLedgerOptions {
 }
 
 export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<LedgerSpendGate> {
+  const quarantined = new Counter({ name: 'byok_ledger_snapshot_quarantined_total', help: 'Embedded ledger snapshot entries left out at load because they were malformed.', registers: [opts.registry] });
   const { ledger, keys } = await openLedger({
     ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
     ...(opts.snapshotPath ? { snapshotPath: opts.snapshotPath } : {}),
     onSnapshotError: (err) => opts.logger.error({ err: err.message }, 'ledger snapshot could not be written; spend since the last snapshot would be lost on restart'),
+    onQuarantine: (key, reason) => {
+      quarantined.inc();
+      opts.logger.error({ key, reason }, 'ledger snapshot entry quarantined (kept in <snapshot>.quarantine.json); the rest loaded');
+    },
   });
   opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null }, 'spend ledger open');
   return createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger });

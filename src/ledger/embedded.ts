@@ -15,6 +15,11 @@ export interface EmbeddedLedgerOptions {
   now?: () => number;
   /** Told about a failed periodic snapshot write (the ledger keeps running and retries at the next interval). */
   onSnapshotError?: (err: Error) => void;
+  /**
+   * Told about each snapshot entry that cannot be loaded (not a key, not a safe integer, negative): it is left out
+   * and kept in `<snapshot>.quarantine.json`, and the rest loads. One bad counter never keeps a gateway down.
+   */
+  onQuarantine?: (key: string, reason: string) => void;
 }
 
 interface Counter {
@@ -37,7 +42,7 @@ export interface EmbeddedLedger extends Ledger {
   size(): number;
 }
 
-function loadSnapshot(path: string, now: number): Map<string, Counter> {
+function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, reason: string) => void): Map<string, Counter> {
   const counters = new Map<string, Counter>();
   let text: string;
   try {
@@ -48,20 +53,33 @@ function loadSnapshot(path: string, now: number): Map<string, Counter> {
   }
   const parsed = JSON.parse(text) as Partial<SnapshotFile>;
   if (parsed.version !== 1 || !Array.isArray(parsed.counters)) throw new Error(`ledger snapshot ${path} has an unknown format`);
-  for (const entry of parsed.counters) {
-    const [key, value, expiresAt] = entry;
-    if (typeof key !== 'string' || !Number.isSafeInteger(value) || !(expiresAt === null || Number.isSafeInteger(expiresAt))) {
-      throw new Error(`ledger snapshot ${path} has a malformed counter`);
+  const quarantined: unknown[] = [];
+  for (const entry of parsed.counters as unknown[]) {
+    const [key, value, expiresAt] = Array.isArray(entry) ? (entry as [unknown, unknown, unknown]) : [undefined, undefined, undefined];
+    const reason =
+      typeof key !== 'string'
+        ? 'the key is not a string'
+        : !Number.isSafeInteger(value) || (value as number) < 0
+          ? 'the value is not a non-negative safe integer'
+          : !(expiresAt === null || Number.isSafeInteger(expiresAt))
+            ? 'the expiry is not an integer or null'
+            : null;
+    if (reason !== null) {
+      quarantined.push(entry);
+      onQuarantine?.(typeof key === 'string' ? key : '(not a string)', reason);
+      continue;
     }
-    if (expiresAt === null || expiresAt > now) counters.set(key, { value, expiresAt });
+    if (expiresAt === null || (expiresAt as number) > now) counters.set(key as string, { value: value as number, expiresAt: expiresAt as number | null });
   }
+  // Kept for whoever investigates; never loaded again.
+  if (quarantined.length > 0) writeFileSync(`${path}.quarantine.json`, JSON.stringify({ quarantinedAt: new Date(now).toISOString(), counters: quarantined }), { mode: 0o600 });
   return counters;
 }
 
 export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): EmbeddedLedger {
   const now = opts.now ?? Date.now;
   const path = opts.snapshotPath;
-  const counters = path ? loadSnapshot(path, now()) : new Map<string, Counter>();
+  const counters = path ? loadSnapshot(path, now(), opts.onQuarantine) : new Map<string, Counter>();
   let dirty = false;
   let closed = false;
   /** holdKey -> reservation id -> held amount and expiry. In memory only: a restart has no requests in flight. */
@@ -134,6 +152,11 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
       }
       const at = now();
+      // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
+      // snapshot could no longer be loaded) refuses the whole call before anything changes.
+      for (const inc of increments) {
+        if ((live(inc.key, at)?.value ?? 0) + inc.by > Number.MAX_SAFE_INTEGER) throw new RangeError(`ledger counter ${inc.key} would pass 2^53 micros: increment refused`);
+      }
       // Synchronous: no other request interleaves, so the increments of one call are atomic.
       const out = increments.map((inc) => {
         const c = live(inc.key, at);

@@ -12,6 +12,7 @@ export interface LedgerConfig {
   /** Embedded only: where the month survives a restart. */
   snapshotPath?: string;
   onSnapshotError?: (err: Error) => void;
+  onQuarantine?: (key: string, reason: string) => void;
 }
 
 export async function openLedger(config: LedgerConfig): Promise<{ ledger: Ledger; keys: KeySpace }> {
@@ -21,6 +22,7 @@ export async function openLedger(config: LedgerConfig): Promise<{ ledger: Ledger
     ledger: createEmbeddedLedger({
       ...(config.snapshotPath ? { snapshotPath: config.snapshotPath } : {}),
       ...(config.onSnapshotError ? { onSnapshotError: config.onSnapshotError } : {}),
+      ...(config.onQuarantine ? { onQuarantine: config.onQuarantine } : {}),
     }),
     keys,
   };

@@ -11,6 +11,10 @@ import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type L
 const ADD_SCRIPT = `
 local out = {}
 for i = 1, #KEYS do
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+  if cur + tonumber(ARGV[2 * i - 1]) > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. KEYS[i]) end
+end
+for i = 1, #KEYS do
   local by = tonumber(ARGV[2 * i - 1])
   local v = redis.call('INCRBY', KEYS[i], by)
   local at = tonumber(ARGV[2 * i])
@@ -176,6 +180,8 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       try {
         return await scripted.byokLedgerAdd(increments.length, ...args);
       } catch (err) {
+        // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number.
+        if (err instanceof Error && err.message.includes('BYOK_OVERFLOW')) throw new RangeError('a ledger counter would pass 2^53 micros: increment refused');
         throw unavailable(err);
       }
     },

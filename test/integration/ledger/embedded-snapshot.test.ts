@@ -54,10 +54,19 @@ test('the snapshot is written periodically while running, and expired windows ar
   await later.close();
 });
 
-test('a corrupt snapshot is refused with a clear error instead of starting from zero silently', () => {
+test('a bad counter in a snapshot is quarantined and reported; the rest loads (issue 25 §2); an unknown format is refused', async () => {
   const path = join(dir, 'corrupt.json');
-  writeFileSync(path, JSON.stringify({ version: 1, counters: [['k', 'ten', null]] }));
-  expect(() => createEmbeddedLedger({ snapshotPath: path })).toThrow(/malformed counter/);
+  const good = ['byok:ledger:{a}:acct:m2026-11:byok_list', 1_500_000, null];
+  writeFileSync(path, JSON.stringify({ version: 1, counters: [good, ['k-text', 'ten', null], ['k-huge', 8e15 * 2, null], ['k-negative', -5, null], ['k-frac', 0.5, null]] }));
+  const reported: [string, string][] = [];
+  const ledger = createEmbeddedLedger({ snapshotPath: path, onQuarantine: (key, reason) => reported.push([key, reason]) });
+  expect(await ledger.read([good[0] as string, 'k-text', 'k-huge'])).toEqual([1_500_000, 0, 0]);
+  expect(reported.map(([k]) => k)).toEqual(['k-text', 'k-huge', 'k-negative', 'k-frac']);
+  expect(JSON.parse(readFileSync(`${path}.quarantine.json`, 'utf8')).counters).toHaveLength(4);
+  // No counter can pass 2^53 either: an increment that would is refused whole, nothing changes.
+  await expect(ledger.add([{ key: 'a', by: 1, expiresAt: null }, { key: good[0] as string, by: Number.MAX_SAFE_INTEGER, expiresAt: null }])).rejects.toThrow(/2\^53/);
+  expect(await ledger.read(['a', good[0] as string])).toEqual([0, 1_500_000]);
+  await ledger.close();
   writeFileSync(path, JSON.stringify({ version: 9 }));
   expect(() => createEmbeddedLedger({ snapshotPath: path })).toThrow(/unknown format/);
 });

@@ -157,3 +157,14 @@ test('a Redis restart fails budgets closed until the rebuild from the mirrored s
     await gate.close();
   }
 }, 30_000);
+
+test('Redis: an increment that would carry a counter past 2^53 micros is refused whole; nothing changes', async () => {
+  const ledger = await createRedisLedger({ url: redis.url });
+  try {
+    await ledger.add([{ key: 'byok:ledger:{ovf}:k1', by: Number.MAX_SAFE_INTEGER - 10, expiresAt: null }]);
+    await expect(ledger.add([{ key: 'byok:ledger:{ovf}:k2', by: 5, expiresAt: null }, { key: 'byok:ledger:{ovf}:k1', by: 11, expiresAt: null }])).rejects.toThrow(RangeError);
+    expect(await ledger.read(['byok:ledger:{ovf}:k1', 'byok:ledger:{ovf}:k2'])).toEqual([Number.MAX_SAFE_INTEGER - 10, 0]);
+  } finally {
+    await ledger.close();
+  }
+});
