@@ -14,6 +14,8 @@ import { startProjector } from '../kube/projector.ts';
 
 export interface DevGateway {
   url: string;
+  /** The ops listener: health, metrics, the operator's status endpoint. */
+  opsUrl: string;
   /** Lines for the dev banner: two curls (a completion, a failover). */
   lines(gatewayApiKey: string): string[];
   stop(): Promise<void>;
@@ -128,6 +130,7 @@ export async function startDevGateway(opts: {
     sharedKeysDir: dirs.shared,
     host: '127.0.0.1',
     port: 0,
+    opsPort: 0,
     attemptTimeoutMs: 10_000,
     logger: gatewayLog,
     metrics,
@@ -138,6 +141,7 @@ export async function startDevGateway(opts: {
     `curl -s -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' ${gateway.url}/api/v1/chat/completions -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`;
   return {
     url: `${gateway.url}/api/v1`,
+    opsUrl: gateway.opsUrl,
     lines: (apiKey) => [
       `  ${curl(apiKey, 'openai/gpt-5')}`,
       '  # failover: shared Anthropic is rate-limited (429), no shared Bedrock key, then the fallback Bedrock credential (SigV4) serves:',

@@ -121,7 +121,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       logger: logger.child({ component: 'operator' }),
       httpPort: 0,
       ...(redis ? { spendStatus: { redisUrl: redis.url, intervalMs: 2000 } } : {}),
-      gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'http' }, pollMs: 2000, writeIntervalMs: 5000 },
+      gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'ops' }, pollMs: 2000, writeIntervalMs: 5000 },
     });
     stoppers.push(() => operator.stop());
     const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
@@ -166,7 +166,8 @@ export async function runDev(options: DevOptions): Promise<void> {
     stoppers.push(() => devGateway.stop());
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: ROUTING_NAMESPACE,
-      body: loopbackEndpointSlice({ namespace: ROUTING_NAMESPACE, name: 'byok-gateway-dev', service: 'byok-gateway', portName: 'http', port: Number(new URL(devGateway.url).port), pod: 'dev-gateway' }),
+      // The status endpoint is on the gateway's ops port, never on the tenant-facing one.
+      body: loopbackEndpointSlice({ namespace: ROUTING_NAMESPACE, name: 'byok-gateway-dev', service: 'byok-gateway', portName: 'ops', port: Number(new URL(devGateway.opsUrl).port), pod: 'dev-gateway' }),
     });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,

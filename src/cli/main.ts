@@ -38,7 +38,8 @@ commands:
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
   gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> --catalog <file> [--shared-keys-dir <dir>]
-          [--port 8080] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
+          [--port 8080] [--ops-port 8081] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
+                      (health, readiness, metrics and the operator's status endpoint are on --ops-port only)
                       the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md)
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
@@ -144,6 +145,7 @@ async function main(argv: string[]): Promise<void> {
       'gateway-service': { type: 'string' },
       'gateway-status-urls': { type: 'string' },
       'exit-when-ready': { type: 'boolean', default: false },
+      'ops-port': { type: 'string' },
       'embedded-ledger': { type: 'boolean', default: false },
       namespace: { type: 'string' },
       name: { type: 'string' },
@@ -301,12 +303,13 @@ async function main(argv: string[]): Promise<void> {
         attemptTimeoutMs: timeout,
         ...(values['status-token-file'] ? { statusToken: readToken(values['status-token-file']) } : {}),
         port: port(values.port, 8080),
+        opsPort: port(values['ops-port'], 8081),
         logger: gatewayLog,
         metrics,
         spendGate,
         ...(egress ? { egress } : {}),
       });
-      logger.info({ url: gateway.url }, 'gateway listening');
+      logger.info({ url: gateway.url, opsUrl: gateway.opsUrl }, 'gateway listening');
       waitForSignal(async () => {
         await gateway.close();
         await spendGate.close();

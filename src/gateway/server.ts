@@ -51,6 +51,11 @@ export interface GatewayOptions {
   host?: string;
   /** 0 = any free port. Default 8080. */
   port?: number;
+  /**
+   * Port of the ops routes (/healthz, /readyz, /metrics, /byok/status, /byok/probe), on their own listener so none of
+   * them is reachable on the tenant-facing port (0 = any free port). Absent: served on `port` (library use, tests).
+   */
+  opsPort?: number;
   /** PEM of extra CAs trusted for upstream TLS (process-wide: also used by the Vertex token exchange). */
   upstreamCaPem?: string;
   /** Serve a region-specific address (rule 9): only endpoints pinned to this region. */
@@ -73,6 +78,8 @@ export interface GatewayOptions {
 
 export interface RunningGateway {
   url: string;
+  /** Where the ops routes are: their own listener (opsPort), or `url`. */
+  opsUrl: string;
   app: FastifyInstance;
   metrics: GatewayMetrics;
   routing: RoutingConfigWatcher;
@@ -306,7 +313,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
 
-  app.get('/healthz', async () => 'ok\n');
+  // Ops routes: on a listener of their own when opsPort is set (the chart and the CLI set it), never beside tenants.
+  const ops: FastifyInstance = opts.opsPort !== undefined ? Fastify({ logger: false }) : app;
+  ops.get('/healthz', async () => 'ok\n');
   const statusReport = (): GatewayStatusReport => ({
     format: 'byok-gateway-status/v1',
     instance,
@@ -319,13 +328,13 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const statusAuth = opts.statusToken ? digestOnce('sha256', `Bearer ${opts.statusToken}`, 'buffer') : undefined;
   // Digests of equal length, compared in constant time.
   const statusAllowed = (authorization: string | undefined) => statusAuth !== undefined && authorization !== undefined && timingSafeEqual(digestOnce('sha256', authorization, 'buffer'), statusAuth);
-  app.get('/byok/status', async (req, reply) => {
+  ops.get('/byok/status', async (req, reply) => {
     if (!statusAuth) return reply.code(404).send(specError(404, 'no route GET /byok/status'));
     if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the status endpoint needs the operator\'s status token'));
     return statusReport();
   });
   // The operator asks one pod to probe an idle credential (spec: the gateway owns upstream auth and egress).
-  app.post('/byok/probe', async (req, reply) => {
+  ops.post('/byok/probe', async (req, reply) => {
     if (!statusAuth) return reply.code(404).send(specError(404, 'no route POST /byok/probe'));
     if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, 'the probe endpoint needs the operator\'s status token'));
     const id = (req.body as { credentialId?: unknown } | null)?.credentialId;
@@ -336,8 +345,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     log?.info({ credential: id, outcome: result.outcome, status: result.status }, 'credential probed');
     return result;
   });
-  app.get('/readyz', async (_req, reply) => (routing.current() ? 'ok\n' : reply.code(503).send('no routing config loaded yet\n')));
-  app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  ops.get('/readyz', async (_req, reply) => (routing.current() ? 'ok\n' : reply.code(503).send('no routing config loaded yet\n')));
+  ops.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   app.get('/api/v1/models', async () => ({
     data: catalog.current().models.map((m) => ({
@@ -854,11 +863,16 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     }
   };
 
+  const urlOf = (a: AddressInfo) => {
+    const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+    return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${a.port}`;
+  };
   await app.listen({ host: opts.host ?? '0.0.0.0', port: opts.port ?? 8080 });
-  const address = app.server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = urlOf(app.server.address() as AddressInfo);
+  if (ops !== app) await ops.listen({ host: opts.host ?? '0.0.0.0', port: opts.opsPort ?? 8081 });
   return {
-    url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`,
+    url,
+    opsUrl: ops === app ? url : urlOf(ops.server.address() as AddressInfo),
     app,
     metrics,
     routing,
@@ -870,6 +884,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       routing.close();
       catalog.close();
       await app.close();
+      if (ops !== app) await ops.close();
       httpAgent.destroy();
       httpsAgent.destroy();
       tenantAgent.destroy();

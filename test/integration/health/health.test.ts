@@ -28,6 +28,8 @@ const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts'
 interface GatewayProcess {
   child: ChildProcess;
   url: string;
+  /** The ops listener (health, metrics, the status endpoint). */
+  opsUrl: string;
   /** Everything the process wrote to stdout and stderr. */
   output: string[];
 }
@@ -49,10 +51,10 @@ function spawnGateway(args: string[], running: Set<ChildProcess>): Promise<Gatew
       const lines = pending.split('\n');
       pending = lines.pop()!;
       for (const line of lines) {
-        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string }; } catch { return undefined; } })();
-        if (entry?.msg === 'gateway listening' && entry.url) {
+        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string; opsUrl?: string }; } catch { return undefined; } })();
+        if (entry?.msg === 'gateway listening' && entry.url && entry.opsUrl) {
           clearTimeout(timer);
-          resolve({ child, url: entry.url, output });
+          resolve({ child, url: entry.url, opsUrl: entry.opsUrl, output });
         }
       }
     });
@@ -100,7 +102,7 @@ describe('credential health and delivery from the gateways', () => {
   const traffic = async (model: string, n: number) => {
     for (let i = 0; i < n; i++) await chat(gateways[i % 2]!, model);
   };
-  const gatewayMetrics = async (gw: GatewayProcess) => (await fetch(`${gw.url}/metrics`)).text();
+  const gatewayMetrics = async (gw: GatewayProcess) => (await fetch(`${gw.opsUrl}/metrics`)).text();
   const events = async (name: string) => {
     const list = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: `regarding.name=${name}` });
     return list.items.map((e) => ({ type: e.type, reason: e.reason, note: e.note ?? '' }));
@@ -141,7 +143,7 @@ describe('credential health and delivery from the gateways', () => {
       projectors.push(startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...dirs, pollMs: 100 }));
       gateways.push(await spawnGateway([
         '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
-        '--catalog', join(root, 'catalog.json'), '--port', '0', '--attempt-timeout-ms', '2000',
+        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
         '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
         '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
       ], running));
@@ -151,7 +153,7 @@ describe('credential health and delivery from the gateways', () => {
     for (const [i, gw] of gateways.entries()) {
       await discovery.createNamespacedEndpointSlice({
         namespace: routingNs,
-        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'http', port: Number(new URL(gw.url).port), pod: `gateway-${i}` }),
+        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
       });
     }
     run = await startTestOperator(kc, {
@@ -161,7 +163,7 @@ describe('credential health and delivery from the gateways', () => {
       egress: parseEgressAllowList(['127.0.0.1']),
       gatewayStatus: {
         token: TOKEN,
-        service: { namespace: routingNs, name: 'byok-gateway', port: 'http' },
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
         pollMs: 500,
         writeIntervalMs: 1000,
         thresholds: { windowMs: 8000 },
@@ -213,7 +215,7 @@ describe('credential health and delivery from the gateways', () => {
     expect(account.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
     // Delivered counts only pods that have loaded a routing config (the last test shows one that has not).
     for (const gw of gateways) {
-      await until(`${gw.url}/readyz`, async () => (await fetch(`${gw.url}/readyz`)).status === 200, 15_000, 100);
+      await until(`${gw.opsUrl}/readyz`, async () => (await fetch(`${gw.opsUrl}/readyz`)).status === 200, 15_000, 100);
       expect(await gatewayMetrics(gw)).toMatch(/byok_gateway_routing_config_info\{version="[0-9a-f]+"\} 1/);
     }
   }, 60_000);
@@ -347,16 +349,16 @@ describe('credential health and delivery from the gateways', () => {
     mkdirSync(emptyRouting, { recursive: true });
     const cold = await spawnGateway([
       '--config-dir', emptyRouting, '--bundle-dir', join(root, 'bundles-0'), '--key-dir', join(root, 'key-0'),
-      '--catalog', join(root, 'catalog.json'), '--port', '0', '--upstream-ca', join(root, 'upstream-ca.pem'),
+      '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--upstream-ca', join(root, 'upstream-ca.pem'),
       '--status-token-file', join(root, 'status-token'), '--log-level', 'info',
     ], running);
-    expect((await fetch(`${cold.url}/readyz`)).status).toBe(503);
-    const report = (await (await fetch(`${cold.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null }; bundle: { credentials: Record<string, string> } };
+    expect((await fetch(`${cold.opsUrl}/readyz`)).status).toBe(503);
+    const report = (await (await fetch(`${cold.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null }; bundle: { credentials: Record<string, string> } };
     expect(report.routing.version).toBeNull();
     expect(report.bundle.credentials[credId('gq')]).toBeDefined();
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: routingNs,
-      body: loopbackEndpointSlice({ namespace: routingNs, name: 'byok-gateway-cold', service: 'byok-gateway', portName: 'http', port: Number(new URL(cold.url).port), pod: 'gateway-cold' }),
+      body: loopbackEndpointSlice({ namespace: routingNs, name: 'byok-gateway-cold', service: 'byok-gateway', portName: 'ops', port: Number(new URL(cold.opsUrl).port), pod: 'gateway-cold' }),
     });
     // gq did not change since gateway 1 was frozen: gateways 0 and 1 serve it, the cold pod does not.
     const o = await until('gq delivery 2/3', async () => {
@@ -370,8 +372,11 @@ describe('credential health and delivery from the gateways', () => {
   }, 60_000);
 
   test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
-    expect((await fetch(`${gateways[0]!.url}/byok/status`)).status).toBe(401);
-    const report = await (await fetch(`${gateways[0]!.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    expect((await fetch(`${gateways[0]!.opsUrl}/byok/status`)).status).toBe(401);
+    // Never on the tenant-facing port (issue 24 §5): neither the status endpoint nor metrics.
+    expect((await fetch(`${gateways[0]!.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(404);
+    expect((await fetch(`${gateways[0]!.url}/metrics`)).status).toBe(404);
+    const report = await (await fetch(`${gateways[0]!.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
     expect(report).toContain(credId('oa'));
     const processOutput = gateways.map((gw) => gw.output.join(''));
     // The scan reads real logs: each process logged its config loads and its listening address.
