@@ -540,6 +540,47 @@ describe('hostile tenant', () => {
     expect(restCreate.status).toBe(201);
   }, 60_000);
 
+  // A bounded stateful fuzz of this door (issue 24 §6; schemathesis covers the REST door in .ci/schemathesis.sh):
+  // random creates, merge and JSON patches, selectors and paths, built from the names a hostile tenant reaches for.
+  // Rule: no 5xx, every error a Status, nothing reaches a prototype.
+  test('fuzz: random bodies, patches, selectors and paths never give a 5xx or pollute a prototype', async () => {
+    const fc = (await import('fast-check')).default;
+    const victim = await kubectlCreate(a.namespace);
+    const base = `${P}/namespaces/${a.namespace}/byokkeys`;
+    const key = fc.oneof(fc.constantFrom('__proto__', 'constructor', 'prototype', 'spec', 'metadata', 'provider', 'key', 'disabled', 'sortOrder', 'allowedModels', 'toString', 'x'), fc.string({ maxLength: 8 }));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.integer(), fc.double({ noNaN: true }), fc.string({ maxLength: 12 }), fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(key, tie('v'), { maxKeys: 3 })),
+    })).v;
+    const pointer = fc.array(key, { minLength: 1, maxLength: 3 }).map((ks) => `/${ks.map((k) => k.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`);
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('create' as const), body: fc.dictionary(key, value, { maxKeys: 4 }) }),
+      fc.record({ kind: fc.constant('merge' as const), body: fc.dictionary(key, value, { maxKeys: 4 }) }),
+      fc.record({ kind: fc.constant('json' as const), body: fc.array(fc.record({ op: fc.constantFrom('add', 'remove', 'replace', 'test', 'copy', 'move'), path: pointer, from: pointer, value }), { maxLength: 3 }) }),
+      fc.record({ kind: fc.constant('select' as const), body: fc.array(key, { minLength: 1, maxLength: 2 }).map((ks) => ks.join(',')) }),
+      fc.record({ kind: fc.constant('path' as const), body: fc.string({ maxLength: 12 }) }),
+    );
+    let requests = 0;
+    await fc.assert(
+      fc.asyncProperty(op, async (o) => {
+        requests++;
+        let r: { status: number; body: Record<string, unknown> };
+        if (o.kind === 'create') r = await viaApiserver('POST', base, { apiVersion: GV, kind: 'BYOKKey', ...o.body });
+        else if (o.kind === 'merge') r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/merge-patch+json');
+        else if (o.kind === 'json') r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/json-patch+json');
+        else if (o.kind === 'select') r = await viaApiserver('GET', `${base}?labelSelector=${encodeURIComponent(o.body)}`);
+        else r = await viaApiserver('GET', `${base}/${encodeURIComponent(o.body) || 'x'}`);
+        expect(r.status).toBeLessThan(500);
+        if (r.status >= 400) expect(r.body.kind).toBe('Status');
+        expect(Object.keys(Object.prototype)).toEqual([]);
+        expect(({} as Record<string, unknown>).disabled).toBeUndefined();
+      }),
+      { numRuns: 150, seed: 24 },
+    );
+    process.stderr.write(`[aggregated fuzz] ${requests} requests, 0 5xx\n`);
+    // The victim's key still works at the other tenant's door afterwards.
+    expect((await kubectlCreate(b.namespace)).spec.disabled).toBe(false);
+  }, 120_000);
+
   test('JSON nested past the documented depth is a 400 at both doors, before any work', async () => {
     const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
     const agg = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"spec":{"provider":"openai","key":"k","allowedModels":${'['.repeat(200)}${']'.repeat(200)}}}`));
