@@ -111,6 +111,15 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     return { checks, meta };
   }
 
+  /** The outage rule at admission: closed (rethrow) by default, open when configured; anything else is rethrown. */
+  function unreachableAtAdmission(err: unknown): AdmitDecision {
+    if (!(err instanceof LedgerUnavailableError)) throw err;
+    metrics.unavailable.inc({ op: 'admit' });
+    if (!failOpen) throw err;
+    metrics.admittedOpen.inc();
+    return { allowed: true, reservation: null };
+  }
+
   async function reserve(req: AdmitRequest, maximum: NonNullable<AdmitRequest['maximum']>): Promise<AdmitDecision> {
     const { checks, meta } = holdChecks(req, maximum);
     if (checks.length === 0) return { allowed: true, reservation: null };
@@ -123,13 +132,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
         metrics.resetRefusals.inc();
         throw err;
       }
-      if (!(err instanceof LedgerUnavailableError)) throw err;
-      metrics.unavailable.inc({ op: 'admit' });
-      if (failOpen) {
-        metrics.admittedOpen.inc();
-        return { allowed: true, reservation: null };
-      }
-      throw err;
+      return unreachableAtAdmission(err);
     }
     if (result.ok) return { allowed: true, reservation: { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: checks.filter((c) => c.amount > 0).map((c) => c.holdKey) } };
     const m = meta[result.index]!;
@@ -150,13 +153,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     try {
       spend = await readWindows(ledger, keys, ctx.account.accountId, refs, ctx.at);
     } catch (err) {
-      if (!(err instanceof LedgerUnavailableError)) throw err;
-      metrics.unavailable.inc({ op: 'admit' });
-      if (failOpen) {
-        metrics.admittedOpen.inc();
-        return { allowed: true, reservation: null };
-      }
-      throw err;
+      return unreachableAtAdmission(err);
     }
     const zero = { nonByokMicros: 0, byokMicros: 0 };
     const decision = decideBudget({
