@@ -12,6 +12,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { parseAllDocuments, stringify } from 'yaml';
 import { registerApiMetrics } from '../../../src/api/metrics.ts';
+import { createEmbeddedLedger, createSpendGate } from '../../../src/ledger/index.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from '../../../src/operator/metrics.ts';
 import { testKubeConfig } from '../../support/kube.ts';
@@ -139,6 +140,27 @@ const alertTests = {
       }],
     },
     {
+      name: 'budgets closed after a ledger restart for more than a pass',
+      interval: '1m',
+      input_series: [{ series: `byok_ledger_reset_refusals_total{namespace="${NS}",pod="gw"}`, values: '0x3 2+3x10 32x10' }],
+      alert_rule_test: [
+        { eval_time: '3m', alertname: 'ByokLedgerResetPending', exp_alerts: [] },
+        {
+          eval_time: '8m',
+          alertname: 'ByokLedgerResetPending',
+          exp_alerts: [{
+            exp_labels: { severity: 'critical' },
+            exp_annotations: {
+              summary: 'Budgets are closed after a ledger restart',
+              description: "Gateways refuse budgeted requests (503) because the ledger's Redis restarted and the operator's leader has not rebuilt its counters from status.spend: check the operator's leader and its --ledger-redis-url.",
+            },
+          }],
+        },
+        // Rebuilt: no new refusals; quiet again once the 5-minute window has passed.
+        { eval_time: '22m', alertname: 'ByokLedgerResetPending', exp_alerts: [] },
+      ],
+    },
+    {
       name: 'routing shards near the gateway slot count (80% of 32 = 25)',
       interval: '1m',
       input_series: [
@@ -183,7 +205,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
 
   test('promtool check rules accepts the rendered rules', async () => {
     const { stdout } = await run(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(stdout).toMatch(/SUCCESS: 5 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 6 rules found/);
   });
 
   test('promtool test rules: each alert fires when it should and stays quiet otherwise', async () => {
@@ -204,6 +226,8 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     const app = Fastify();
     registerApiMetrics(app, { registry });
     await app.close();
+    // The gateway's spend gate (ledger metrics).
+    await createSpendGate(createEmbeddedLedger(), { registry }).close();
     const registered = new Set(registry.getMetricsAsArray().map((m) => m.name));
     const queried = [...groups.flatMap((g) => g.rules.map((r) => r.expr)), ...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr))].flatMap(metricsIn);
     expect(queried.length).toBeGreaterThan(15);
