@@ -190,7 +190,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       return { ok: true };
     },
     async restore() {
-      return { restoredMicros: 0, alreadyValid: true };
+      return { raisedCounters: 0, largestMicros: 0, alreadyValid: true };
     },
     async release(id, _amount, holdKeys) {
       for (const k of holdKeys) {

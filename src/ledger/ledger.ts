@@ -50,10 +50,11 @@ export interface Ledger {
   reserve(req: ReserveRequest): Promise<ReserveResult>;
   /**
    * The operator's rebuild after a restart: raises every listed counter to at least its floor (the spend mirrored in
-   * status), atomically, and marks the account validated for the running process. Returns the micros added, which
-   * are spend the restart had lost (0: nothing was lost). Embedded: a no-op (its snapshot is its durable copy).
+   * status), atomically, and marks the account validated for the running process. Returns how many counters were
+   * raised and the largest raise (spend the restart had lost; 0: nothing was lost). Embedded: a no-op (its snapshot
+   * is its durable copy).
    */
-  restore(validatedKey: string, entries: readonly RestoreEntry[]): Promise<{ restoredMicros: Micros; alreadyValid: boolean }>;
+  restore(validatedKey: string, entries: readonly RestoreEntry[]): Promise<{ raisedCounters: number; largestMicros: Micros; alreadyValid: boolean }>;
   /** Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored. */
   release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;

@@ -32,8 +32,9 @@ const RUN_ID = `local runid = string.match(redis.call('INFO', 'server'), 'run_id
 // expiry (0 = none). Raises each counter to its floor, then validates the account for this process.
 const RESTORE_SCRIPT = `
 ${RUN_ID}
-if redis.call('GET', KEYS[1]) == runid then return {0, 1} end
-local added = 0
+if redis.call('GET', KEYS[1]) == runid then return {0, 0, 1} end
+local raised = 0
+local largest = 0
 for i = 2, #KEYS do
   local floor = tonumber(ARGV[2 * i - 3])
   local at = tonumber(ARGV[2 * i - 2])
@@ -41,11 +42,12 @@ for i = 2, #KEYS do
   if cur < floor then
     redis.call('INCRBY', KEYS[i], floor - cur)
     if at > 0 then redis.call('PEXPIREAT', KEYS[i], at) end
-    added = added + floor - cur
+    raised = raised + 1
+    if floor - cur > largest then largest = floor - cur end
   end
 end
 redis.call('SET', KEYS[1], runid)
-return {added, 0}
+return {raised, largest, 0}
 `;
 
 // Check-and-reserve. KEYS: the account's validated key (or '' when not checked), then per check its hold set and
@@ -212,7 +214,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       } catch (err) {
         throw unavailable(err);
       }
-      return { restoredMicros: out[0] ?? 0, alreadyValid: out[1] === 1 };
+      return { raisedCounters: out[0] ?? 0, largestMicros: out[1] ?? 0, alreadyValid: out[2] === 1 };
     },
     async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;

@@ -1,6 +1,7 @@
 // Entry point of the operator runtime: informers → work queues → reconcilers → status, plus the compile
 // pipeline, leader election, metrics/health endpoints and graceful shutdown. Informers run on every replica
 // (warm caches, fast failover, readiness); reconcile workers, writes and compiles run only on the leader.
+import { microsToUsd } from '../domain/money.ts';
 import type { EgressAllowList } from '../domain/egress.ts';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -133,7 +134,14 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           backlog: () => controllersRef?.credentialBacklog() ?? false,
         });
 
-  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log }) : undefined;
+  // A ledger reset that lost spend is reported on the Account, where `kubectl describe` shows it.
+  const onReset = (namespace: string, raisedCounters: number, largestMicros: number) => {
+    const account = informers.accounts.list().find((a) => a.metadata?.namespace === namespace);
+    if (!account) return;
+    const note = `the spend ledger restarted and lost spend: ${raisedCounters} counters were rebuilt from status.spend (the largest by ${microsToUsd(largestMicros)} USD); budgets were closed until then, and spend metered after the last mirror is lost`;
+    void events.record(account, 'Warning', 'LedgerReset', note).catch(() => undefined);
+  };
+  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset }) : undefined;
   if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
   const controllers = new Controllers({

@@ -51,8 +51,8 @@ export interface SpendStatusOptions {
   /** Default 5000 ms. */
   intervalMs?: number;
   clock?: () => Date;
-  /** Told when a rebuild restored lost spend into an account's counters (micros added). */
-  onReset?: (namespace: string, restoredMicros: number) => void;
+  /** Told when a rebuild restored lost spend into an account's counters (how many, and the largest raise in micros). */
+  onReset?: (namespace: string, raisedCounters: number, largestMicros: number) => void;
 }
 
 export interface SpendStatusWriter {
@@ -169,9 +169,9 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     }
     const result = await opts.ledger.restore(keys.validated(compiled.accountId), entries);
     if (result.alreadyValid) return;
-    if (result.restoredMicros > 0) {
-      log.warn({ namespace: snapshot.namespace, restored_usd: microsToUsd(result.restoredMicros) }, 'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost');
-      opts.onReset?.(snapshot.namespace, result.restoredMicros);
+    if (result.raisedCounters > 0) {
+      log.warn({ namespace: snapshot.namespace, counters: result.raisedCounters, largest_usd: microsToUsd(result.largestMicros) }, 'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost');
+      opts.onReset?.(snapshot.namespace, result.raisedCounters, result.largestMicros);
     } else log.info({ namespace: snapshot.namespace }, 'ledger validated for this Redis process (nothing to restore)');
   }
 
@@ -250,7 +250,7 @@ export interface SpendStatusConfig {
 /** The writer over a Redis ledger, with its own fenced applier; run.ts starts it on leading and stops it after. */
 export async function createRedisSpendStatus(
   config: SpendStatusConfig,
-  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: AccountStateSource; log: Logger },
+  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: AccountStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
   const ledger = await createRedisLedger({ url: config.redisUrl });
   const writer = createSpendStatusWriter({
@@ -258,6 +258,7 @@ export async function createRedisSpendStatus(
     ledger,
     applier: createApplier(deps.kubeConfig, { fieldManager: SPEND_FIELD_MANAGER, canWrite: deps.canWrite }),
     log: deps.log,
+    ...(deps.onReset ? { onReset: deps.onReset } : {}),
     keys: keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {}),
     ...(config.intervalMs !== undefined ? { intervalMs: config.intervalMs } : {}),
   });

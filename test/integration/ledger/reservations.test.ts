@@ -137,7 +137,7 @@ test('a Redis restart fails budgets closed until the rebuild from the mirrored s
     expect(refused).toBeInstanceOf(LedgerResetError);
     // The rebuild (what the operator's next spend pass runs) restores the mirror and validates the account again.
     const rebuilt = await ledger.restore(keys.validated(acc.accountId), mirror);
-    expect(rebuilt).toEqual({ restoredMicros: 20 * COST, alreadyValid: false });
+    expect(rebuilt).toEqual({ raisedCounters: 1, largestMicros: 20 * COST, alreadyValid: false });
     expect((await ledger.restore(keys.validated(acc.accountId), mirror)).alreadyValid).toBe(true);
     const windows = await readWindows(ledger, keys, acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], at);
     const counted = windows.get(`workspace/${WS1}`)?.daily?.nonByokMicros ?? 0;

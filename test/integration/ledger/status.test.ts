@@ -117,3 +117,37 @@ test('a reconcile after a spec change keeps the spend, and unchanged spend is no
   const later = (await crApi('guardrails', ns).get('capped')) as Obj;
   expect(later.metadata.resourceVersion).toBe(settled.metadata.resourceVersion);
 });
+
+// Issue 25 §3, end to end: the operator's spend pass is what rebuilds a restarted Redis from status.spend. A kill -9
+// and an empty restart never lower the published spend, the counters come back from the mirror, the Account gets a
+// LedgerReset Warning, and budgeted admission fails closed until then.
+test('a Redis restart: budgets closed, counters rebuilt from status.spend by the operator, a Warning on the Account, status never lowered', async () => {
+  const { EventsV1Api } = await import('@kubernetes/client-node');
+  const { keySpace, LedgerResetError, LedgerUnavailableError, readAccountMonth } = await import('../../../src/ledger/index.ts');
+  const account = compileAccount(createAccountStateSource(run.op.informers, new VerdictStore()).snapshot(ns));
+  const before = ((await crApi('accounts', ns).get('acme')) as Obj).status?.spend as { byokListCostUsd: number };
+  expect(before.byokListCostUsd).toBe(25_010);
+  await redis.kill();
+  await redis.start();
+  const at = new Date();
+  const c = { account, who: { apiKeyHash: HASH, workspaceId: account.workspaces[0]?.id ?? '', userId: 'u1' }, at };
+  // Right after the restart: unreachable, not validated yet, or (once rebuilt) blocked by the capped guardrail; never
+  // admitted on the empty ledger.
+  const early = await gate.admit({ ...c, maximum: { id: 'gen-after-reset', costMicros: 1, byokOnly: false } }).catch((e: unknown) => e);
+  if (!(early instanceof LedgerResetError) && !(early instanceof LedgerUnavailableError)) expect(early).toMatchObject({ allowed: false });
+  const warning = await until('LedgerReset Warning on the Account', async () => {
+    const list = await testKubeConfig().makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: 'regarding.name=acme' });
+    return list.items.find((e) => e.reason === 'LedgerReset' && e.type === 'Warning');
+  }, 20_000, 200);
+  expect(warning.note).toMatch(/^the spend ledger restarted and lost spend: \d+ counters were rebuilt from status\.spend \(the largest by 25016 USD\)/);
+  const ledger = await createRedisLedger({ url: redis.url });
+  try {
+    const month = await readAccountMonth(ledger, keySpace(), account.accountId, 'pay-as-you-go', at);
+    expect(month.byokListCostMicros).toBe(25_010 * USD);
+  } finally {
+    await ledger.close();
+  }
+  // The published spend was never lowered by the empty Redis.
+  const after = ((await crApi('accounts', ns).get('acme')) as Obj).status?.spend as { byokListCostUsd: number };
+  expect(after.byokListCostUsd).toBe(25_010);
+}, 60_000);
