@@ -69,3 +69,28 @@ test('N requests across two processes on one Redis: every total equals the sum',
     await ledger.close();
   }
 }, 120_000);
+
+// Issue 25 §4's figure, across processes: 200 concurrent requests over two replicas against a limit that fits 50
+// admit at most 50, and the spend recorded equals the sum of the served requests.
+test('reservations across two processes: 200 at once against a limit that fits 50 admit 50; the recorded spend is their sum', async () => {
+  const ks = keySpace;
+  const COST = 100_000;
+  const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false } });
+  const file = join(dir, 'account-reserve.json');
+  writeFileSync(file, JSON.stringify(acc));
+  const ledger = await createRedisLedger({ url: redis.url });
+  try {
+    await ledger.restore(ks().validated(acc.accountId), []); // what the operator's spend pass does
+    const worker = join(import.meta.dirname, 'reserve-worker.ts');
+    const env = { ...process.env, BURST_AT: String(Date.now() + 1500) };
+    const outputs = await Promise.all(['a', 'b'].map((tag) => run(process.execPath, [worker, redis.url, file, '100', String(COST), tag], { timeout: 60_000, env })));
+    const admitted = outputs.map((o) => (JSON.parse(o.stdout) as { admitted: number }).admitted);
+    process.stderr.write(`[two processes] reservations: ${admitted.join(' + ')} of 200 admitted where 50 fit\n`);
+    expect(admitted[0]! + admitted[1]!).toBe(50);
+    const at = new Date();
+    const spend = await readWindows(ledger, ks(), acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], at);
+    expect(spend.get(`workspace/${WS1}`)?.daily?.nonByokMicros).toBe(50 * COST);
+  } finally {
+    await ledger.close();
+  }
+}, 120_000);
