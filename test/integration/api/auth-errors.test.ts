@@ -45,6 +45,8 @@ describe('BYOK REST API: auth, errors, limits', () => {
       const r = await h.call('GET', '/byok', { key: a.managementKey });
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ data: [], total_count: 0 });
+      // The scheme is case-insensitive (RFC 9110), as at the gateway.
+      for (const scheme of ['bearer', 'BEARER']) expect((await h.call('GET', '/byok', { headers: { authorization: `${scheme} ${a.managementKey}` } })).status).toBe(200);
     });
 
     test('a management key revoked by deleting its Secret stops working', async () => {
