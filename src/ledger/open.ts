@@ -3,7 +3,6 @@
 import { createEmbeddedLedger } from './embedded.ts';
 import { keySpace, type KeySpace } from './keys.ts';
 import type { Ledger } from './ledger.ts';
-import { createRedisLedger } from './redis.ts';
 
 export interface LedgerConfig {
   redisUrl?: string;
@@ -17,7 +16,11 @@ export interface LedgerConfig {
 
 export async function openLedger(config: LedgerConfig): Promise<{ ledger: Ledger; keys: KeySpace }> {
   const keys = keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {});
-  if (config.redisUrl) return { ledger: await createRedisLedger({ url: config.redisUrl }), keys };
+  if (config.redisUrl) {
+    // Loaded only when used: a gateway on the embedded ledger never loads the Redis client.
+    const { createRedisLedger } = await import('./redis.ts');
+    return { ledger: await createRedisLedger({ url: config.redisUrl }), keys };
+  }
   return {
     ledger: createEmbeddedLedger({
       ...(config.snapshotPath ? { snapshotPath: config.snapshotPath } : {}),
