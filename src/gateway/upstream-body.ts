@@ -2,7 +2,10 @@
 // arrives in a single read (a short stream, or an upstream that answers `stream: true` with plain JSON) emits 'end'
 // right after its only 'data'; listeners attached later, even a microtask later, never hear it, and the client's
 // response would never end (issue 25). Here the end is recorded whenever it happens and replayed to the sink.
-import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+
+/** An upstream response: its head (status) and its body as a byte stream. */
+export type UpstreamResponse = Readable & { statusCode?: number | undefined; complete?: boolean };
 
 export interface BodySink {
   /** A chunk for the client; false asks for a pause until resume() (back-pressure). */
@@ -19,9 +22,9 @@ export class UpstreamBody {
   private sink: BodySink | undefined;
   private waiter: { resolve(): void; reject(err: Error): void } | undefined;
 
-  private readonly res: IncomingMessage;
+  private readonly res: UpstreamResponse;
 
-  constructor(res: IncomingMessage) {
+  constructor(res: UpstreamResponse) {
     this.res = res;
     res.on('data', (c: Buffer) => {
       this.bytes += c.length;
@@ -33,7 +36,7 @@ export class UpstreamBody {
       res.pause();
       this.settleWaiter();
     });
-    res.once('end', () => this.finish(res.complete ? undefined : 'upstream connection closed mid-stream'));
+    res.once('end', () => this.finish(res.complete !== false ? undefined : 'upstream connection closed mid-stream'));
     res.once('error', (err) => this.finish(err.name === 'AttemptTimeout' ? err.message : 'upstream connection failed mid-stream', err));
     res.once('aborted', () => this.finish('upstream connection closed mid-stream'));
   }
@@ -59,9 +62,9 @@ export class UpstreamBody {
     if (!this.ended) this.res.resume();
   }
 
-  /** Stops reading (the client went away): whatever was received stays counted in `bytes`. */
-  destroy(): void {
-    this.res.destroy();
+  /** Stops reading (the client went away, or the idle deadline passed): what was received stays counted in `bytes`. */
+  destroy(err?: Error): void {
+    this.res.destroy(err);
   }
 
   private finish(error: string | undefined, cause?: Error): void {

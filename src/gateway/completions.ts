@@ -1,0 +1,306 @@
+// POST /api/v1/chat/completions: one CompletionRequest per call, holding the request's state as fields, with its
+// phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
+import { hash as digestOnce, randomUUID } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import { BundleError, type GatewayRequest } from '../sdk/index.ts';
+import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
+import type { GatewayCatalog } from './catalog.ts';
+import { healthOutcome } from './health.ts';
+import type { MeteredRequest } from './metering.ts';
+import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
+import type { Reservation, SpendGate } from './spend-gate.ts';
+import { StreamRelay } from './stream-relay.ts';
+import { UpstreamSetupError, type AuthOwner } from './upstream.ts';
+import { meteredUsage, reservedTokens, usageBounds, type UsageBounds } from './usage.ts';
+
+const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
+
+/** The gateway API key's digest from `Authorization: Bearer <key>` (the scheme is case-insensitive, RFC 9110 §11.1). */
+export function apiKeyHash(authorization: string | undefined): { hash: string } | SpecError {
+  const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
+  if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
+  return { hash: digestOnce('sha256', key, 'hex') };
+}
+
+/** OpenRouter `provider` preferences → the planner's request fields; an error message on a wrong type. */
+export function providerPreferences(value: unknown): { ok: true; prefs: Partial<GatewayRequest> } | { ok: false; message: string } {
+  if (value === undefined || value === null) return { ok: true, prefs: {} };
+  if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, message: 'provider must be an object' };
+  const p = value as Record<string, unknown>;
+  const prefs: Partial<GatewayRequest> = {};
+  const list = (name: 'order' | 'only') => {
+    const v = p[name];
+    if (v === undefined || v === null) return null;
+    if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && x.length > 0)) return false;
+    return v as string[];
+  };
+  const order = list('order');
+  const only = list('only');
+  if (order === false) return { ok: false, message: 'provider.order must be an array of provider slugs or endpoint ids' };
+  if (only === false) return { ok: false, message: 'provider.only must be an array of provider slugs or endpoint ids' };
+  if (order) prefs.providerOrder = order;
+  if (only) prefs.providerOnly = only;
+  if (p.zdr !== undefined && p.zdr !== null) {
+    if (typeof p.zdr !== 'boolean') return { ok: false, message: 'provider.zdr must be a boolean' };
+    prefs.requireZdr = p.zdr;
+  }
+  if (p.data_collection !== undefined && p.data_collection !== null) {
+    if (p.data_collection !== 'allow' && p.data_collection !== 'deny') return { ok: false, message: "provider.data_collection must be 'allow' or 'deny'" };
+    prefs.denyDataCollection = p.data_collection === 'deny';
+  }
+  return { ok: true, prefs };
+}
+
+/** Why a budget refused a request, with what it counted, held and has left. */
+export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros: number): string {
+  const what = `the ${b.interval} budget of ${b.scope} "${b.name}"`;
+  const left = Math.max(0, b.limitMicros - b.countedMicros - heldMicros);
+  const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${heldMicros > 0 ? `, ${microsToUsd(heldMicros)} USD held by requests in flight` : ''}`;
+  if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted})`;
+  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens or wait for the ${b.interval} window to reset`;
+}
+
+const kindOf = (a: Attempt) => (a.kind === 'credential' ? 'byok' : 'shared');
+
+/** The route handler. */
+export function chatCompletions(rt: GatewayRuntime): (req: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
+  return (req, reply) => new CompletionRequest(rt, req, reply).handle();
+}
+
+/** One chat completion request, from its body to its answer. */
+export class CompletionRequest implements MeteredRequest {
+  readonly started = performance.now();
+  readonly at = new Date();
+  readonly generationId = `gen-${randomUUID()}`;
+  apiKeyHash = '';
+  model = '';
+  streamed = false;
+  account!: CompiledAccount;
+  identity!: RequestIdentity;
+  reservation: Reservation | null = null;
+  private plan!: RoutePlan;
+  private catalog!: GatewayCatalog;
+  private bounds!: UsageBounds;
+  private requestBytes = 0;
+  /** The body sent upstream: the client's without `model` and `provider`. */
+  private forward: Record<string, unknown> = {};
+  private prefs: Partial<GatewayRequest> = {};
+  private readonly client = new ClientLink();
+  private readonly journal: AttemptJournal;
+  private readonly rt: GatewayRuntime;
+  private readonly req: FastifyRequest;
+  private readonly reply: FastifyReply;
+
+  constructor(rt: GatewayRuntime, req: FastifyRequest, reply: FastifyReply) {
+    this.rt = rt;
+    this.req = req;
+    this.reply = reply;
+    this.journal = new AttemptJournal((a, outcome, status, last) => this.observe(a, outcome, status, last));
+  }
+
+  get responses() {
+    return this.journal.responses;
+  }
+
+  get upstreamMs() {
+    return this.journal.upstreamMs;
+  }
+
+  async handle(): Promise<unknown> {
+    const refused = this.authenticate() ?? this.read() ?? this.route() ?? (await this.admit());
+    if (refused) return this.answer(refused.error.code, refused);
+    // 'close' also fires after a normal response; only an unfinished one means the client went away.
+    this.reply.raw.once('close', () => {
+      if (!this.reply.raw.writableFinished) this.client.leave();
+    });
+    return this.streamed ? this.attemptStreaming() : this.attemptBuffered();
+  }
+
+  /** The body: a JSON object with a model; `stream` a boolean; `provider` preferences well-typed. */
+  private read(): SpecError | undefined {
+    const body = this.req.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return specError(400, 'the request body must be a JSON object');
+    const { model, provider, stream, ...rest } = body as Record<string, unknown>;
+    if (typeof model !== 'string' || model === '') return specError(400, 'model is required (a model slug such as openai/gpt-4o)');
+    if (stream !== undefined && typeof stream !== 'boolean') return specError(400, 'stream must be a boolean');
+    const prefs = providerPreferences(provider);
+    if (!prefs.ok) return specError(400, prefs.message);
+    this.model = model;
+    this.prefs = prefs.prefs;
+    this.streamed = stream === true;
+    this.forward = rest;
+    this.requestBytes = Number(this.req.headers['content-length'] ?? 0) || JSON.stringify(body).length;
+    if (this.streamed) {
+      // Usage arrives only in the final chunk, and only when asked for: needed for list cost and fees.
+      const asked = rest.stream_options;
+      this.forward = { ...rest, stream: true, stream_options: { ...(typeof asked === 'object' && asked !== null ? asked : {}), include_usage: true } };
+    }
+    return undefined;
+  }
+
+  private authenticate(): SpecError | undefined {
+    const who = apiKeyHash(this.req.headers.authorization);
+    if ('error' in who) return who;
+    this.apiKeyHash = who.hash;
+    return undefined;
+  }
+
+  /** The key's account and workspace, and the plan of attempts (spec 1.1). */
+  private route(): SpecError | undefined {
+    const config = this.rt.routing.current();
+    if (!config) return specError(503, 'the gateway has not loaded a routing config yet');
+    this.catalog = this.rt.catalog.current();
+    const userId = config.apiKey(this.apiKeyHash)?.key.owner ?? null;
+    const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
+    if (!outcome.ok) {
+      if (outcome.reason === 'no-workspace') return specError(403, 'the API key has no workspace and the account has no default workspace');
+      return specError(401, outcome.reason === 'api-key-expired' ? 'the gateway API key has expired' : 'invalid gateway API key');
+    }
+    this.account = outcome.account;
+    this.identity = { apiKeyHash: this.apiKeyHash, workspaceId: outcome.workspaceId, userId };
+    this.plan = outcome.plan;
+    if (this.plan.attempts.length === 0) {
+      const code = this.plan.error?.code ?? 'no_available_endpoint';
+      const status = PLAN_ERROR_STATUS[code] ?? 404;
+      return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}`, {
+        reason: code,
+        excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
+      });
+    }
+    this.bounds = usageBounds(this.catalog.contextLength(this.model), this.forward);
+    return undefined;
+  }
+
+  /** Reserve at admission, settle at completion (docs/ledger.md, "Reservations"): the most this request can cost. */
+  private async admit(): Promise<SpecError | undefined> {
+    const gate = this.rt.spendGate;
+    if (!gate) return undefined;
+    const maxTokens = reservedTokens(this.bounds, this.requestBytes, this.forward, this.catalog.maxOutputTokens(this.model));
+    let costMicros = 0;
+    for (const a of this.plan.attempts) {
+      const e = this.catalog.endpoint(this.model, a.endpoint.id);
+      if (e) costMicros = Math.max(costMicros, listCostMicros(e.pricing, maxTokens));
+    }
+    let decision: Awaited<ReturnType<SpendGate['admit']>>;
+    try {
+      decision = await gate.admit({
+        account: this.account,
+        who: this.identity,
+        at: this.at,
+        maximum: { id: this.generationId, costMicros, byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
+      });
+    } catch (err) {
+      // Fail closed: a budget that cannot be checked must not be bypassed.
+      this.rt.log?.error({ err: err instanceof Error ? err.message : String(err) }, 'budget check failed');
+      this.reply.header('retry-after', '5');
+      return specError(503, 'the budget check is unavailable; the request was not sent to any provider, retry later');
+    }
+    if (decision.allowed) {
+      this.reservation = decision.reservation;
+      return undefined;
+    }
+    const b = decision.blockedBy;
+    return specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros)}; the request was not sent to any provider`, {
+      budget: {
+        scope: b.scope,
+        id: b.id,
+        name: b.name,
+        interval: b.interval,
+        limit_micros: b.limitMicros,
+        counted_micros: b.countedMicros,
+        held_micros: decision.heldMicros,
+        remaining_micros: Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros),
+        request_max_micros: decision.requestMicros,
+        includes_byok: b.includesByok,
+      },
+    });
+  }
+
+  private async attemptBuffered(): Promise<unknown> {
+    const result = await runAttempts(this.plan.attempts, bufferedSink, this.loopDeps(), this.journal, this.client);
+    if (!result.committed) return this.allFailed();
+    const { attempt, value } = result;
+    this.journal.record(attempt, result.status, undefined, result.t0, 'ok', result.last);
+    this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, usage: meteredUsage(value.body.usage, this.bounds, this.requestBytes, value.bytes) });
+    value.body.id = this.generationId;
+    value.body.provider = attempt.provider;
+    value.body.provider_responses = this.journal.responses;
+    this.reply.header('x-generation-id', this.generationId);
+    return this.answer(200, value.body);
+  }
+
+  private async attemptStreaming(): Promise<unknown> {
+    const result = await runAttempts(this.plan.attempts, streamingSink, this.loopDeps(), this.journal, this.client);
+    if (!result.committed) return this.allFailed();
+    // Committed: from here on the client has bytes and there is no failover.
+    const { attempt, value: body, t0, last } = result;
+    this.reply.hijack();
+    const relay = new StreamRelay(this.reply.raw, body, {
+      idleTimeoutMs: this.rt.attemptTimeoutMs,
+      headers: { 'x-generation-id': this.generationId },
+      brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
+      closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
+      ended: (error, reported) => {
+        this.journal.record(attempt, result.status, error, t0, error ? 'stream_broken' : 'ok', last);
+        // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
+        // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
+        this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, usage: meteredUsage(reported, this.bounds, this.requestBytes, body.bytes) }, error);
+        this.rt.metrics.requests.inc({ status: '200' });
+      },
+    });
+    this.client.onGone = () => relay.leave();
+    await relay.run();
+    return undefined;
+  }
+
+  private loopDeps(): AttemptLoopDeps {
+    const rt = this.rt;
+    return {
+      timeoutMs: rt.attemptTimeoutMs,
+      prepare: (a) => this.prepare(a),
+      setupFailure,
+      send: (request, timer) => rt.transport.send(request, timer),
+      transportFailure: (err) =>
+        // One string for the tenant whatever happened (ECONNREFUSED, EPROTO, a private CA...): provider_responses
+        // must not map the pod's network. The detail goes to the gateway's own log.
+        rt.log?.warn({ generation_id: this.generationId, code: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.name : 'unknown') }, 'upstream transport failure'),
+    };
+  }
+
+  private prepare(a: Attempt) {
+    const spec = this.catalog.upstream(this.model, a.endpoint.id);
+    if (!spec) throw new UpstreamSetupError(`endpoint ${a.endpoint.id} is no longer in the catalog`);
+    const owner: AuthOwner = a.kind === 'credential' ? { kind: 'credential', account: this.account.namespace, credentialId: a.credentialId } : { kind: 'shared', provider: a.provider };
+    return this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, this.forward);
+  }
+
+  private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {
+    const { metrics, health } = this.rt;
+    metrics.attempts.inc({ provider: a.provider, kind: kindOf(a), outcome });
+    if (a.kind === 'credential' && !this.client.gone) {
+      const h = healthOutcome(status, outcome);
+      if (h) health.record(a.credentialId, h);
+    }
+    if (outcome !== 'ok' && !last) metrics.failovers.inc({ provider: a.provider, kind: kindOf(a) });
+  }
+
+  private allFailed(): unknown {
+    const { status, message } = failureAnswer(this.journal.responses);
+    this.rt.metering.complete(this, status, null);
+    this.reply.header('x-generation-id', this.generationId);
+    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }));
+  }
+
+  private answer(status: number, payload: unknown): FastifyReply {
+    this.rt.metrics.requests.inc({ status: String(status) });
+    return this.reply.code(status).send(payload);
+  }
+}
+
+function setupFailure(err: unknown): string {
+  if (err instanceof BundleError) return `credential unavailable (${err.code})`;
+  if (err instanceof UpstreamSetupError) return err.message;
+  // The Vertex token exchange reports its own status; anything else is summarised, never echoed.
+  return `authentication setup failed (${err instanceof Error ? err.name : 'error'})`;
+}

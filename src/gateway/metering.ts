@@ -1,0 +1,135 @@
+// What happens when a request is over, answered or not: usage → list cost → the generation record, the request's
+// log line and metrics, and the spend report to the ledger (settling the admission's reservation, or giving it back).
+// The ledger write is off the response path: its result only amends the generation record.
+import type { Logger } from 'pino';
+import { listCostMicros, type Attempt, type CompiledAccount, type RequestIdentity } from '../domain/index.ts';
+import type { GatewayCatalog } from './catalog.ts';
+import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
+import type { GatewayMetrics } from './metrics.ts';
+import type { Reservation, SpendGate } from './spend-gate.ts';
+import type { MeteredUsage } from './usage.ts';
+
+/** The request as metering needs it. */
+export interface MeteredRequest {
+  generationId: string;
+  model: string;
+  /** sha256 of the gateway API key (hex). */
+  apiKeyHash: string;
+  account: CompiledAccount;
+  identity: RequestIdentity;
+  at: Date;
+  /** performance.now() when the request arrived. */
+  started: number;
+  streamed: boolean;
+  reservation: Reservation | null;
+  responses: readonly ProviderResponse[];
+  /** Time spent waiting on upstreams. */
+  upstreamMs: number;
+}
+
+export interface Served {
+  attempt: Attempt;
+  usage: MeteredUsage;
+  catalog: GatewayCatalog;
+}
+
+export class Metering {
+  private readonly generations: GenerationStore;
+  private readonly metrics: GatewayMetrics;
+  private readonly spendGate: SpendGate | undefined;
+  private readonly log: Logger | undefined;
+
+  constructor(deps: { generations: GenerationStore; metrics: GatewayMetrics; spendGate?: SpendGate | undefined; log?: Logger | undefined }) {
+    this.generations = deps.generations;
+    this.metrics = deps.metrics;
+    this.spendGate = deps.spendGate;
+    this.log = deps.log;
+  }
+
+  /** Records a finished request; `served` is absent when no attempt answered. */
+  complete(req: MeteredRequest, status: number, served: Served | null, streamError?: string): void {
+    const usage = served?.usage ?? null;
+    const endpoint = served ? served.catalog.endpoint(req.model, served.attempt.endpoint.id) : undefined;
+    let listCost: number | null = null;
+    try {
+      listCost = endpoint && usage ? listCostMicros(endpoint.pricing, usage) : null;
+    } catch (err) {
+      // Bounded usage cannot overflow the pricing math; if a catalog price still does, the answer stands, unmetered.
+      this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'list cost failed');
+    }
+    if (usage?.estimated) {
+      this.metrics.usageEstimated.inc({ reason: usage.estimated });
+      this.log?.warn({ generation_id: req.generationId, reason: usage.estimated, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, 'upstream usage unusable: metered an estimate');
+    }
+    const attempt = served?.attempt ?? null;
+    const record: GenerationRecord = {
+      id: req.generationId,
+      model: req.model,
+      created_at: req.at.toISOString(),
+      streamed: req.streamed,
+      provider: attempt?.provider ?? null,
+      endpoint_id: attempt?.endpoint.id ?? null,
+      byok_credential_id: attempt?.kind === 'credential' ? attempt.credentialId : null,
+      is_byok: attempt?.kind === 'credential',
+      provider_responses: req.responses as ProviderResponse[],
+      tokens_prompt: usage?.promptTokens ?? null,
+      tokens_completion: usage?.completionTokens ?? null,
+      usage_estimated: usage?.estimated ?? null,
+      list_cost_micros: listCost,
+      fee_micros: null,
+      charged_micros: null,
+      status,
+    };
+    this.generations.put(req.apiKeyHash, record);
+    const total = performance.now() - req.started;
+    const overheadMs = Math.max(0, total - req.upstreamMs);
+    this.metrics.overhead.observe({ stream: req.streamed ? 'true' : 'false' }, overheadMs / 1000);
+    this.log?.info(
+      {
+        generation_id: req.generationId,
+        account: req.account.namespace,
+        api_key_hash: req.apiKeyHash.slice(0, 12),
+        model: req.model,
+        status,
+        stream: req.streamed,
+        ...(streamError ? { stream_error: streamError } : {}),
+        provider_responses: req.responses,
+        duration_ms: Math.round(total * 10) / 10,
+        overhead_ms: Math.round(overheadMs * 100) / 100,
+      },
+      'chat completion',
+    );
+    this.report(req, record, attempt, usage, listCost);
+  }
+
+  private report(req: MeteredRequest, record: GenerationRecord, attempt: Attempt | null, usage: MeteredUsage | null, listCost: number | null): void {
+    const gate = this.spendGate;
+    if (!gate) return;
+    if (!attempt || !usage || listCost === null) {
+      void gate.release(req.reservation);
+      return;
+    }
+    gate
+      .record({
+        reservation: req.reservation,
+        account: req.account,
+        who: req.identity,
+        at: req.at,
+        generationId: req.generationId,
+        model: req.model,
+        endpointId: attempt.endpoint.id,
+        provider: attempt.provider,
+        byokCredentialId: attempt.kind === 'credential' ? attempt.credentialId : null,
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        listCostMicros: listCost,
+      })
+      .then(
+        (spend) => {
+          record.fee_micros = spend.feeMicros;
+          record.charged_micros = spend.chargedMicros;
+        },
+        (err: unknown) => this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'spend record failed'),
+      );
+  }
+}

@@ -1,0 +1,136 @@
+// Relays a committed upstream SSE stream to the client: bytes as they come (with back-pressure and an idle deadline),
+// the usage the upstream reports on the way, and a closing event that always comes. A stream that breaks after
+// bytes were sent cannot fail over: the client gets a spec 7 error event, then the closing comment.
+import type { ServerResponse } from 'node:http';
+import { AttemptTimeout } from './attempts.ts';
+import type { UpstreamBody } from './upstream-body.ts';
+
+/** Finds `usage` in SSE `data:` events as they pass, without holding more than one unfinished event. */
+export class SseUsageScanner {
+  /** The last usage object an event carried (unvalidated: metering checks it). */
+  reported: unknown;
+  private pending = '';
+
+  scan(chunk: Buffer | string): void {
+    const text = this.pending + (typeof chunk === 'string' ? chunk : chunk.toString('utf8'));
+    const cut = text.lastIndexOf('\n\n');
+    if (cut < 0) {
+      this.pending = text;
+      return;
+    }
+    this.pending = text.slice(cut + 2);
+    if (!text.includes('"usage"')) return;
+    for (const event of text.slice(0, cut).split('\n\n')) {
+      if (!event.includes('"usage"')) continue;
+      for (const line of event.split('\n')) {
+        if (!line.startsWith('data:')) continue;
+        const usage = usageOf(line.slice(5));
+        if (usage !== undefined && usage !== null) this.reported = usage;
+      }
+    }
+  }
+
+  /**
+   * The stream is over: a trailing event without its blank line is still read; so is an upstream that answered
+   * `stream: true` with a plain JSON completion (the whole body is that one object).
+   */
+  finish(): unknown {
+    if (this.pending.length > 0) {
+      const tail = this.pending;
+      this.scan('\n\n');
+      if (this.reported === undefined && tail.trimStart().startsWith('{')) this.reported = usageOf(tail);
+    }
+    return this.reported;
+  }
+}
+
+function usageOf(json: string): unknown {
+  try {
+    return (JSON.parse(json) as { usage?: unknown } | null)?.usage;
+  } catch {
+    // Not JSON (e.g. [DONE], or a cut body): nothing to read.
+    return undefined;
+  }
+}
+
+export interface RelayOptions {
+  idleTimeoutMs: number;
+  /** Headers of the client's 200 (the generation id among them). */
+  headers: Record<string, string>;
+  /** The closing comment's text (provider_responses), asked for when the stream ends. */
+  closing(): string;
+  /** The spec 7 error event of a stream that broke after bytes were sent. */
+  brokenEvent(error: string): string;
+  /** Called once when the stream is over: why it broke (undefined when it completed) and the usage it reported. */
+  ended(error: string | undefined, reportedUsage: unknown): void;
+}
+
+/** The relay of one committed stream; `leave()` is for the client going away. */
+export class StreamRelay {
+  private readonly usage = new SseUsageScanner();
+  /** Whether what the client has so far ends on an SSE event boundary (a blank line). */
+  private atBoundary = true;
+  private lastByte = 0x0a;
+  private idle: NodeJS.Timeout | undefined;
+  private done = false;
+  private clientGone = false;
+  private resolveDone: (() => void) | undefined;
+  private readonly out: ServerResponse;
+  private readonly body: UpstreamBody;
+  private readonly opts: RelayOptions;
+
+  constructor(out: ServerResponse, body: UpstreamBody, opts: RelayOptions) {
+    this.out = out;
+    this.body = body;
+    this.opts = opts;
+  }
+
+  /** Resolves when the stream is over (completed, broken or abandoned). */
+  run(): Promise<void> {
+    this.out.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', ...this.opts.headers });
+    return new Promise<void>((resolve) => {
+      this.resolveDone = resolve;
+      this.armIdle();
+      this.body.pipe({ chunk: (c) => this.chunk(c), end: (error) => this.end(error) });
+    });
+  }
+
+  leave(): void {
+    this.clientGone = true;
+    this.end('client went away');
+    this.body.destroy();
+  }
+
+  private armIdle(): void {
+    clearTimeout(this.idle);
+    const ms = this.opts.idleTimeoutMs;
+    this.idle = setTimeout(() => this.body.destroy(new AttemptTimeout(ms)), ms);
+  }
+
+  private chunk(c: Buffer): boolean {
+    this.armIdle();
+    this.usage.scan(c);
+    if (c.length > 0) {
+      this.atBoundary = c[c.length - 1] === 0x0a && (c.length >= 2 ? c[c.length - 2] : this.lastByte) === 0x0a;
+      this.lastByte = c[c.length - 1]!;
+    }
+    if (this.out.write(c)) return true;
+    this.out.once('drain', () => this.body.resume());
+    return false;
+  }
+
+  private end(error: string | undefined): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.idle);
+    const clientGone = this.clientGone || this.out.destroyed;
+    this.opts.ended(error, this.usage.finish());
+    if (!clientGone) {
+      if (error) this.out.write(`${this.atBoundary ? '' : '\n\n'}${this.opts.brokenEvent(error)}`);
+      // The closing comment is an event of its own, even after a body that did not end on an event boundary.
+      const separator = this.atBoundary || error !== undefined ? '' : '\n\n';
+      this.out.end(`${separator}${this.opts.closing()}`);
+    }
+    this.resolveDone?.();
+  }
+}
