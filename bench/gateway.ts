@@ -11,23 +11,16 @@
 //
 //   node bench/gateway.ts [--duration 5] [--connections 32]
 import { fork, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { Agent, createServer, request, type IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { pino } from 'pino';
-import { sealAccount, shardBundles } from '../src/bundle/bundle.ts';
-import { compileAccount } from '../src/compiler/compile.ts';
-import { canonicalJson, INDEX_KEY } from '../src/compiler/format.ts';
-import { shardAccounts } from '../src/compiler/shard.ts';
 import { startGateway } from '../src/gateway/index.ts';
-import { API_VERSION } from '../src/schema/resources.ts';
-import { kubeletWrite } from '../src/shared/kubelet-writer.ts';
+import { BENCH_API_KEY, writeGatewayFixture } from './lib/gateway-fixture.ts';
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -43,7 +36,7 @@ const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? Number(process.argv[i + 1]) : dflt;
 };
-const API_KEY = 'sk-gw-bench-0123456789abcdef0123456789abcdef';
+const API_KEY = BENCH_API_KEY;
 const COMPLETION = JSON.stringify({
   id: 'chatcmpl-bench',
   object: 'chat.completion',
@@ -69,43 +62,12 @@ async function serveUpstream(): Promise<void> {
 }
 
 async function serveGateway(upstreamUrl: string): Promise<void> {
-  const root = mkdtempSync(join(os.tmpdir(), 'byok-bench-gateway-'));
-  const ns = 'bench';
-  const now = new Date();
-  const meta = (name: string) => ({ name, namespace: ns, creationTimestamp: now.toISOString(), uid: name, generation: 1 });
-  const account = compileAccount({
-    namespace: ns,
-    workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true } }],
-    guardrails: [],
-    apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('k'), spec: { hash: createHash('sha256').update(API_KEY).digest('hex') } }],
-    credentials: [
-      {
-        resource: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: meta('openai'), spec: { provider: 'openai', secretRef: { name: 'openai-key' } } },
-        verdict: { valid: true, label: 'sk-...bench', sortOrder: 0, payload: 'sk-bench-upstream-key-0123456789' },
-      },
-    ],
-    now,
-  } as unknown as Parameters<typeof compileAccount>[0]);
-  const set = shardAccounts([account]);
-  const files: Record<string, Buffer | string> = { [INDEX_KEY]: canonicalJson(set.index) };
-  for (const s of set.shards) files[s.key] = s.data;
-  kubeletWrite(join(root, 'routing'), files);
-  const keyring = { active: 'k1', keys: new Map([['k1', randomBytes(32)]]) };
-  const sealed = sealAccount(keyring, ns, account.credentials.map((c) => ({ id: c.id, payload: 'sk-bench-upstream-key-0123456789' })));
-  const bundles: Record<string, string> = {};
-  for (const o of shardBundles([sealed]).objects) Object.assign(bundles, o.entries());
-  kubeletWrite(join(root, 'bundles'), bundles);
-  kubeletWrite(join(root, 'key'), { active: keyring.active, ...Object.fromEntries(keyring.keys) });
-  const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-  writeFileSync(
-    join(root, 'catalog.json'),
-    JSON.stringify({ format: 'byok-gateway-catalog/v1', models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${upstreamUrl}/v1`, model: 'gpt-4o' } }] }] }),
-  );
+  const { root, configDir, bundleDir, keyDir, catalogFile } = writeGatewayFixture(upstreamUrl);
   const gw = await startGateway({
-    configDir: join(root, 'routing'),
-    bundleDir: join(root, 'bundles'),
-    keyDir: join(root, 'key'),
-    catalogFile: join(root, 'catalog.json'),
+    configDir,
+    bundleDir,
+    keyDir,
+    catalogFile,
     host: '127.0.0.1',
     port: 0,
     // The per-request structured log line stays in the measurement: one synchronous write, as to stdout in a pod.

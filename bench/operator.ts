@@ -29,6 +29,7 @@ import { procStatusMB } from './lib/proc.ts';
 import { createApplier } from '../src/kube/apply.ts';
 import { publicId } from '../src/domain/ids.ts';
 import { API_VERSION, GROUP, VERSION } from '../src/schema/resources.ts';
+import { dockerfileEnv, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const arg = (name: string, env: string, dflt: number): number => {
   const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -51,9 +52,7 @@ const execFileAsync = promisify(execFile);
 
 /** The operator image's runtime tuning (Dockerfile ENV lines): the benchmark runs its operator with the same. */
 function imageEnv(name: 'NODE_OPTIONS' | 'MALLOC_ARENA_MAX' | 'LD_PRELOAD' | 'MALLOC_CONF'): string | undefined {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const m = new RegExp(`^ENV ${name}="?([^"\\n]*)"?$`, 'm').exec(readFileSync(join(here, '..', 'Dockerfile'), 'utf8'));
-  return m?.[1];
+  return name === 'NODE_OPTIONS' ? OPERATOR_NODE_OPTIONS : dockerfileEnv(name);
 }
 
 /** 'jemalloc' when the operator process mapped it, else glibc's malloc (and why). */

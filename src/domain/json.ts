@@ -47,6 +47,11 @@ export function invalidUtf8Offset(bytes: Uint8Array): number {
 
 /** The deepest nesting in JSON text, stopping as soon as it passes `limit` (strings are skipped, escapes honoured). */
 export function exceedsDepth(text: string, limit: number): boolean {
+  // Fewer openers than the limit cannot nest past it: counted with indexOf (fast), most bodies stop here.
+  let openers = 0;
+  for (let i = text.indexOf('{'); i >= 0 && openers <= limit; i = text.indexOf('{', i + 1)) openers++;
+  for (let i = text.indexOf('['); i >= 0 && openers <= limit; i = text.indexOf('[', i + 1)) openers++;
+  if (openers <= limit) return false;
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);

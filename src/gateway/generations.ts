@@ -38,6 +38,10 @@ export interface GenerationRecord {
 
 export class GenerationStore {
   private readonly records = new Map<string, { apiKeyHash: string; at: number; record: GenerationRecord }>();
+  /** Ids in arrival order, a ring: evicting the oldest is O(1) (a Map walked from its front skips its deleted slots). */
+  private readonly order: ({ id: string; at: number } | undefined)[];
+  private oldest = 0;
+  private held = 0;
   private readonly maxRecords: number;
   private readonly ttlMs: number;
   private readonly now: () => number;
@@ -46,16 +50,20 @@ export class GenerationStore {
     this.maxRecords = opts.maxRecords ?? 10_000;
     this.ttlMs = opts.ttlMs ?? 60 * 60 * 1000;
     this.now = opts.now ?? Date.now;
+    this.order = new Array<{ id: string; at: number } | undefined>(this.maxRecords);
   }
 
   put(apiKeyHash: string, record: GenerationRecord): void {
     const at = this.now();
-    this.records.set(record.id, { apiKeyHash, at, record });
-    // Map iteration is insertion order: the oldest records are first.
-    for (const [id, entry] of this.records) {
-      if (this.records.size <= this.maxRecords && at - entry.at <= this.ttlMs) break;
-      this.records.delete(id);
+    while (this.held > 0 && (this.held >= this.maxRecords || at - this.order[this.oldest]!.at > this.ttlMs)) {
+      this.records.delete(this.order[this.oldest]!.id);
+      this.order[this.oldest] = undefined;
+      this.oldest = (this.oldest + 1) % this.maxRecords;
+      this.held--;
     }
+    this.order[(this.oldest + this.held) % this.maxRecords] = { id: record.id, at };
+    this.held++;
+    this.records.set(record.id, { apiKeyHash, at, record });
   }
 
   /** The record when it exists, is fresh and was made with this API key; undefined otherwise (no existence leak). */

@@ -19,9 +19,18 @@ export class AttemptPayloads {
 
   /** A BYOK credential's payload, validated with this gateway's egress policy (an older policy gets no exception). */
   credential(provider: ProviderSlug, credentialId: string): ProviderPayload {
-    const parsed = validatePayload(provider, this.routing.decryptCredential(credentialId), { egress: this.egress });
+    const parsed = this.routing.openCredential(credentialId, this.readers.get(provider) ?? this.reader(provider));
     if (!parsed.ok) throw new UpstreamSetupError('the credential payload does not parse for its provider');
     return parsed.payload;
+  }
+
+  /** One reader per provider: the SDK keeps each reader's result with the envelope it read. */
+  private readonly readers = new Map<ProviderSlug, (plaintext: string) => ReturnType<typeof validatePayload>>();
+
+  private reader(provider: ProviderSlug) {
+    const read = (plaintext: string) => validatePayload(provider, plaintext, { egress: this.egress });
+    this.readers.set(provider, read);
+    return read;
   }
 
   shared(provider: ProviderSlug): ProviderPayload {

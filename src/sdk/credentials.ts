@@ -1,6 +1,9 @@
 // Decrypts a credential's payload on use from the mounted bundle Secrets, with keys from the mounted key Secret.
-// Nothing decrypted is cached; the keyring is cached per key-volume generation, and parsed envelopes (still
-// encrypted) per bundle-volume generation, which saves two file-system calls per request on the gateway's hot path.
+// The keyring is cached per key-volume generation, and parsed envelopes per bundle-volume generation, which saves
+// two file-system calls per request on the gateway's hot path. `open` also keeps what a reader made of the plaintext
+// (the gateway's parsed payload) beside its envelope, so an envelope is decrypted once per generation, not once per
+// request: the keyring that opens every envelope is in this process's memory either way (docs/gateway.md,
+// "Performance"). A new generation or a re-sealed envelope is a new object and opens afresh.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../bundle/envelope.ts';
@@ -20,6 +23,11 @@ export function readKeyring(keyDir: string): Keyring {
 
 export interface CredentialDecryptor {
   decrypt(config: RoutingConfig, credentialId: string): string;
+  /**
+   * `read(plaintext)` of a credential, kept with its envelope while that envelope's generation is mounted (per reader:
+   * pass the same function each time). Uncached where envelopes are (a plain directory, rewritten in place).
+   */
+  open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T;
 }
 
 export interface DecryptorOptions {
@@ -64,25 +72,44 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
     }
     return envelope;
   };
+  const locate = (config: RoutingConfig, credentialId: string) => {
+    const found = config.credential(credentialId);
+    if (!found || !CREDENTIAL_ID.test(credentialId)) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
+    const envelope = envelopeOf(credentialId, false) ?? (checkMs > 0 ? envelopeOf(credentialId, true) : undefined);
+    if (!envelope) throw new BundleError('not-found', `no bundle entry for credential ${credentialId} yet`);
+    return { envelope, expected: { namespace: found.account.namespace, credentialId } };
+  };
+  /** The envelope that opened (a fresh one when the cached generation predated a re-seal), and its plaintext. */
+  const openLocated = ({ envelope, expected }: ReturnType<typeof locate>): { envelope: BundleEnvelope; plaintext: string } => {
+    let ring = keys(false);
+    // A rotated key can reach this pod after envelopes sealed with it: re-read the key volume once.
+    if (!ring.keys.has(envelope.kid)) ring = keys(true);
+    try {
+      return { envelope, plaintext: openEnvelope(ring.keys, envelope, expected) };
+    } catch (err) {
+      // A cached generation may predate a re-seal: look again once before failing.
+      if (checkMs <= 0) throw err;
+      const fresh = envelopeOf(expected.credentialId, true);
+      if (!fresh || fresh === envelope) throw err;
+      return { envelope: fresh, plaintext: openEnvelope(keys(true).keys, fresh, expected) };
+    }
+  };
+  /** What readers made of an envelope's plaintext, under the routing config that bound it to its namespace. */
+  const readings = new WeakMap<BundleEnvelope, { config: RoutingConfig; byReader: Map<(plaintext: string) => unknown, unknown> }>();
   return {
-    decrypt(config, credentialId) {
-      const found = config.credential(credentialId);
-      if (!found || !CREDENTIAL_ID.test(credentialId)) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
-      const envelope = envelopeOf(credentialId, false) ?? (checkMs > 0 ? envelopeOf(credentialId, true) : undefined);
-      if (!envelope) throw new BundleError('not-found', `no bundle entry for credential ${credentialId} yet`);
-      const expected = { namespace: found.account.namespace, credentialId };
-      let ring = keys(false);
-      // A rotated key can reach this pod after envelopes sealed with it: re-read the key volume once.
-      if (!ring.keys.has(envelope.kid)) ring = keys(true);
-      try {
-        return openEnvelope(ring.keys, envelope, expected);
-      } catch (err) {
-        // A cached generation may predate a re-seal: look again once before failing.
-        if (checkMs <= 0) throw err;
-        const fresh = envelopeOf(credentialId, true);
-        if (!fresh || fresh === envelope) throw err;
-        return openEnvelope(keys(true).keys, fresh, expected);
+    decrypt: (config, credentialId) => openLocated(locate(config, credentialId)).plaintext,
+    open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T {
+      const located = locate(config, credentialId);
+      const kept = readings.get(located.envelope);
+      if (kept?.config === config && kept.byReader.has(read)) return kept.byReader.get(read) as T;
+      const { envelope, plaintext } = openLocated(located);
+      const value = read(plaintext);
+      if (envelopes?.byId.get(credentialId) === envelope) {
+        let k = readings.get(envelope);
+        if (k?.config !== config) readings.set(envelope, (k = { config, byReader: new Map() }));
+        k.byReader.set(read, value);
       }
+      return value;
     },
   };
 }

@@ -29,6 +29,8 @@ export interface RoutingConfigWatcher {
   /** Load now; true when a new config was swapped in. */
   reload(): boolean;
   decryptCredential(credentialId: string): string;
+  /** `read(plaintext)` of a credential, decrypted once per mounted envelope (see CredentialDecryptor.open). */
+  openCredential<T>(credentialId: string, read: (plaintext: string) => T): T;
   planFor(request: GatewayRequest, catalog: ModelCatalog, now?: Date): PlanOutcome;
   close(): void;
 }
@@ -97,6 +99,10 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
     decryptCredential(credentialId) {
       if (!current) throw new Error('routing config not loaded');
       return decryptor.decrypt(current, credentialId);
+    },
+    openCredential(credentialId, read) {
+      if (!current) throw new Error('routing config not loaded');
+      return decryptor.open(current, credentialId, read);
     },
     planFor(request, catalog, now) {
       if (!current) return { ok: false, reason: 'unknown-api-key' };

@@ -57,6 +57,14 @@ describe('generation store', () => {
     expect(s.size).toBe(2);
     now = 1500;
     expect(s.get('g3', 'a')).toBeUndefined();
+    // A put evicts what has aged out, oldest first, as well as what overflows.
+    s.put('a', rec('g4'));
+    expect(s.size).toBe(1);
+    for (let i = 5; i < 105; i++) s.put('a', rec(`g${i}`));
+    expect(s.size).toBe(2);
+    expect(s.get('g104', 'a')?.id).toBe('g104');
+    expect(s.get('g103', 'a')?.id).toBe('g103');
+    expect(s.get('g102', 'a')).toBeUndefined();
   });
 });
 

@@ -1,0 +1,486 @@
+// The gateway on its real path, beside the floors the same runtime sets (issue 26 §2). Every system under test runs
+// alone on one core (taskset), with the load generator (oha) and a loopback upstream on the other cores. Each round
+// starts every system fresh and runs: a warm-up, an open loop at 500/s, the same at 1,000/s, a closed loop at the
+// maximum rate, and a streaming open loop (SSE, 20 chunks). Figures are medians over the rounds; "added" latency is
+// the system's percentile minus direct's in the same round. CPU per request comes from /proc/<pid>/stat, RSS from
+// /proc/<pid>/status after the load, and the upstream counts what it served, which must equal the OKs.
+//
+// Systems: direct (no proxy), a bare node:http pipe, a bare fastify proxy, and the gateway as users start it: the
+// built CLI (`node dist/cli/main.js gateway`) with the flags the image ships for the gateway, with the embedded
+// ledger and with Redis; then the gateway with Node's defaults and with the operator's flags, for comparison.
+//
+//   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--oha <path>]
+//
+// Prints one JSON document on stdout; progress on stderr.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { Agent, createServer, request, type IncomingMessage } from 'node:http';
+import os from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Fastify from 'fastify';
+import { freePort } from '../src/controlplane/control-plane.ts';
+import { openLedger } from '../src/ledger/open.ts';
+import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
+import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const self = fileURLToPath(import.meta.url);
+const CHUNKS = 20;
+const COMPLETION = JSON.stringify({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion',
+  created: 1,
+  model: 'gpt-4o',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
+});
+const SSE_EVENTS = [
+  ...Array.from({ length: CHUNKS - 1 }, (_, i) => `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `tok${i} ` } }] })}\n\n`),
+  `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 12, completion_tokens: CHUNKS - 1, total_tokens: 31 } })}\n\ndata: [DONE]\n\n`,
+];
+const REQUEST = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }] });
+const STREAM_REQUEST = JSON.stringify({ model: BENCH_MODEL, stream: true, messages: [{ role: 'user', content: 'Say hello.' }] });
+
+// ---- child roles ----
+
+/** The loopback upstream: a chat completion, or an SSE stream of CHUNKS events (one write each); counts what it served. */
+function serveUpstream(port: number): void {
+  let served = 0;
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      res.end(JSON.stringify({ served }));
+      return;
+    }
+    const body: Buffer[] = [];
+    req.on('data', (c: Buffer) => body.push(c));
+    req.on('end', () => {
+      served++;
+      if (!Buffer.concat(body).includes('"stream":true')) {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(COMPLETION) });
+        res.end(COMPLETION);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let i = 0;
+      const next = () => {
+        res.write(SSE_EVENTS[i++]);
+        if (i < SSE_EVENTS.length) setImmediate(next);
+        else res.end();
+      };
+      next();
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(port, '127.0.0.1');
+}
+
+/** The floor of any Node proxy: node:http in, node:http out, bodies piped, nothing parsed. */
+function servePipe(upstream: string, port: number): void {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+  const target = new URL(upstream);
+  const server = createServer((req, res) => {
+    const out = request({ host: target.hostname, port: target.port, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', ...(req.headers['content-length'] ? { 'content-length': req.headers['content-length'] } : {}) } }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    out.once('error', () => res.destroy());
+    req.pipe(out);
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(port, '127.0.0.1');
+}
+
+/** A bare fastify proxy (bench/gateway.ts's floor): JSON parsed, forwarded with node:http, answered as JSON; streams piped. */
+async function serveFastify(upstream: string, port: number): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+  const target = new URL(`${upstream}/v1/chat/completions`);
+  const app = Fastify({ logger: false });
+  app.post('/api/v1/chat/completions', async (req, reply) => {
+    const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, resolve);
+      r.once('error', reject);
+      r.end(body);
+    });
+    if ((req.body as { stream?: boolean }).stream) return reply.type('text/event-stream').send(res);
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  });
+  await app.listen({ host: '127.0.0.1', port });
+}
+
+// ---- the run ----
+
+interface System {
+  name: string;
+  /** Where requests go, and the headers they carry. */
+  path: string;
+  auth: boolean;
+  start?(ctx: RoundContext): Promise<{ proc: ChildProcess; port: number }>;
+  note: string;
+}
+
+interface RoundContext {
+  upstream: string;
+  fixture: GatewayFixture;
+  redisUrl: string | null;
+}
+
+interface Pinning {
+  pinned: boolean;
+  sut: string;
+  others: string;
+  note: string;
+}
+
+function pinning(): Pinning {
+  const cpus = os.availableParallelism();
+  const taskset = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0;
+  if (cpus >= 2 && taskset) return { pinned: true, sut: '0', others: cpus === 2 ? '1' : `1-${cpus - 1}`, note: `system under test alone on cpu 0; generator, upstream (and Redis) on cpus ${cpus === 2 ? '1' : `1-${cpus - 1}`}` };
+  return { pinned: false, sut: '', others: '', note: cpus < 2 ? 'NOT PINNED: fewer than 2 cpus; the generator shares the core with the system under test' : 'NOT PINNED: taskset not found (util-linux); figures are noisier' };
+}
+
+function launch(pin: Pinning, cpus: 'sut' | 'others', cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const set = cpus === 'sut' ? pin.sut : pin.others;
+  const [file, argv] = pin.pinned ? ['taskset', ['-c', set, cmd, ...args]] : [cmd, args];
+  return spawn(file, argv, { stdio: ['ignore', 'ignore', 'inherit'], env, cwd: repoRoot });
+}
+
+async function waitHttp(url: string, deadline = Date.now() + 30_000): Promise<void> {
+  for (;;) {
+    const ok = await new Promise<boolean>((done) => {
+      const r = request(url, { method: 'GET', timeout: 1000 }, (res) => {
+        res.resume();
+        res.once('end', () => done((res.statusCode ?? 500) < 500 || res.statusCode === 404));
+      });
+      r.once('error', () => done(false));
+      r.once('timeout', () => r.destroy());
+      r.end();
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${url} did not come up`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function upstreamServed(upstream: string): Promise<number> {
+  const text = await new Promise<string>((done, fail) => {
+    const r = request(`${upstream}/count`, { method: 'GET' }, (res) => {
+      let t = '';
+      res.on('data', (c: Buffer) => (t += c.toString()));
+      res.once('end', () => done(t));
+    });
+    r.once('error', fail);
+    r.end();
+  });
+  return (JSON.parse(text) as { served: number }).served;
+}
+
+const TICKS = 100;
+/** CPU seconds (user + system) a process has used. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+}
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Math.round(Number(m[1]) / 1024) : NaN;
+}
+
+interface OhaReport {
+  latencyPercentiles: Record<string, number | null>;
+  firstBytePercentiles?: Record<string, number | null>;
+  summary: { requestsPerSec: number; total: number };
+  statusCodeDistribution: Record<string, number>;
+  errorDistribution: Record<string, number>;
+}
+
+interface Phase {
+  ok: number;
+  non2xx: number;
+  errors: number;
+  rps: number;
+  p50_us: number;
+  p99_us: number;
+  p999_us: number;
+  ttfb_p50_us: number;
+  ttfb_p99_us: number;
+  cpu_us_per_request: number | null;
+}
+
+function oha(bin: string, pin: Pinning, url: string, opts: { seconds: number; rate?: number; connections: number; body: string; auth: boolean }): OhaReport {
+  const args = ['--no-tui', '--output-format', 'json', '-z', `${opts.seconds}s`, '-w', '-c', String(opts.connections), '-m', 'POST', '-T', 'application/json', '-d', opts.body];
+  if (opts.rate) args.push('-q', String(opts.rate), '--latency-correction');
+  if (opts.auth) args.push('-H', `authorization: Bearer ${BENCH_API_KEY}`);
+  args.push(url);
+  const [file, argv] = pin.pinned ? ['taskset', ['-c', pin.others, bin, ...args]] : [bin, args];
+  const out = spawnSync(file, argv, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, TOKIO_WORKER_THREADS: '1' } });
+  if (out.status !== 0) throw new Error(`oha failed: ${out.stderr}`);
+  return JSON.parse(out.stdout) as OhaReport;
+}
+
+const us = (s: number | null | undefined) => (typeof s === 'number' ? Math.round(s * 1e6) : NaN);
+
+function phase(report: OhaReport, cpu: number | null): Phase {
+  const codes = report.statusCodeDistribution;
+  const ok = codes['200'] ?? 0;
+  const all = Object.values(codes).reduce((a, b) => a + b, 0);
+  const errors = Object.values(report.errorDistribution).reduce((a, b) => a + b, 0);
+  return {
+    ok,
+    non2xx: all - ok,
+    errors,
+    rps: Math.round(ok / report.summary.total),
+    p50_us: us(report.latencyPercentiles.p50),
+    p99_us: us(report.latencyPercentiles.p99),
+    p999_us: us(report.latencyPercentiles['p99.9']),
+    ttfb_p50_us: us(report.firstBytePercentiles?.p50),
+    ttfb_p99_us: us(report.firstBytePercentiles?.p99),
+    cpu_us_per_request: cpu === null || ok === 0 ? null : Math.round((cpu / ok) * 1e6),
+  };
+}
+
+interface RoundResult {
+  open_500: Phase;
+  open_1000: Phase;
+  max: Phase;
+  stream_200: Phase;
+  rss_mb_after: number | null;
+  upstream_served: number;
+  ok_total: number;
+}
+
+async function runSystem(system: System, ctx: RoundContext, pin: Pinning, bin: string, seconds: number): Promise<RoundResult> {
+  let proc: ChildProcess | undefined;
+  let base = ctx.upstream;
+  if (system.start) {
+    const started = await system.start(ctx);
+    proc = started.proc;
+    base = `http://127.0.0.1:${started.port}`;
+  }
+  const url = `${base}${system.path}`;
+  const pid = proc?.pid;
+  const measure = (opts: { rate?: number; connections: number; body: string; seconds: number }) => {
+    const before = pid ? cpuSeconds(pid) : null;
+    const report = oha(bin, pin, url, { ...opts, auth: system.auth });
+    return phase(report, pid && before !== null ? cpuSeconds(pid) - before : null);
+  };
+  try {
+    const served0 = await upstreamServed(ctx.upstream);
+    // Warm-up: JIT, pools, the ledger's first writes.
+    const warm = [measure({ rate: 500, connections: 64, body: REQUEST, seconds: 2 }), measure({ rate: 200, connections: 64, body: STREAM_REQUEST, seconds: 1 })];
+    const open500 = measure({ rate: 500, connections: 64, body: REQUEST, seconds });
+    const open1000 = measure({ rate: 1000, connections: 64, body: REQUEST, seconds });
+    const max = measure({ connections: 32, body: REQUEST, seconds });
+    const stream = measure({ rate: 200, connections: 64, body: STREAM_REQUEST, seconds });
+    const rss = pid ? rssMb(pid) : null;
+    const served = (await upstreamServed(ctx.upstream)) - served0;
+    const okTotal = [...warm, open500, open1000, max, stream].reduce((a, p) => a + p.ok, 0);
+    return { open_500: open500, open_1000: open1000, max, stream_200: stream, rss_mb_after: rss, upstream_served: served, ok_total: okTotal };
+  } finally {
+    if (proc) {
+      proc.kill('SIGTERM');
+      await new Promise((r) => proc.once('exit', r));
+    }
+  }
+}
+
+function median(values: number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  return v.length % 2 ? v[(v.length - 1) / 2]! : Math.round((v[v.length / 2 - 1]! + v[v.length / 2]!) / 2);
+}
+
+function ensureOha(explicit: string | undefined): string {
+  const candidates = [explicit, process.env.OHA, join(os.homedir(), '.cache', 'byok-operator', 'oha', 'bin', 'oha')].filter((c): c is string => !!c);
+  for (const c of candidates) if (existsSync(c)) return c;
+  if (spawnSync('oha', ['--version'], { stdio: 'ignore' }).status === 0) return 'oha';
+  const installed = spawnSync('bash', [join(repoRoot, 'scripts', 'install-oha.sh')], { stdio: ['ignore', 2, 2] });
+  if (installed.status === 0 && existsSync(candidates[candidates.length - 1]!)) return candidates[candidates.length - 1]!;
+  throw new Error('oha is not installed and scripts/install-oha.sh could not build it (it needs cargo)');
+}
+
+function ensureBuilt(): string {
+  const entry = join(repoRoot, 'dist', 'cli', 'main.js');
+  const newest = (dir: string): number => {
+    let t = 0;
+    for (const e of spawnSync('find', [dir, '-name', '*.ts', '-newer', entry], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean)) t = Math.max(t, statSync(e).mtimeMs);
+    return t;
+  };
+  if (!existsSync(entry) || newest(join(repoRoot, 'src')) > 0) {
+    process.stderr.write('[bench] building dist/ (npm run build)\n');
+    const b = spawnSync('npm', ['run', 'build'], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
+    if (b.status !== 0) throw new Error('npm run build failed');
+  }
+  return entry;
+}
+
+async function startRedis(pin: Pinning): Promise<{ url: string; stop(): void } | null> {
+  if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) return null;
+  const port = await freePort();
+  const proc = launch(pin, 'others', 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec', '--dir', os.tmpdir(), '--appendfilename', `bench-${port}.aof`]);
+  const url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url, stop: () => proc.kill('SIGKILL') };
+}
+
+async function main(): Promise<void> {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i >= 0 ? process.argv[i + 1] : undefined;
+  };
+  const rounds = Number(arg('rounds') ?? 3);
+  const seconds = Number(arg('seconds') ?? 5);
+  const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+  const pin = pinning();
+  // The parent (the streaming bookkeeping, this script) stays off the measured core too.
+  if (pin.pinned) spawnSync('taskset', ['-p', '-c', pin.others, String(process.pid)], { stdio: 'ignore' });
+  const bin = ensureOha(arg('oha'));
+  const cli = ensureBuilt();
+  const redis = await startRedis(pin);
+
+  const jemalloc = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find((p) => existsSync(p));
+  const imageEnv = (nodeOptions: string | null): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...IMAGE_ENV, NODE_ENV: 'production' };
+    delete env.NODE_OPTIONS;
+    if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
+    if (jemalloc) env.LD_PRELOAD = jemalloc;
+    else delete env.LD_PRELOAD;
+    return env;
+  };
+  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis', note: string): System => ({
+    name,
+    path: '/api/v1/chat/completions',
+    auth: true,
+    note,
+    async start(ctx) {
+      const port = await freePort();
+      const opsPort = await freePort();
+      if (ledger === 'redis') {
+        if (!ctx.redisUrl) throw new Error('redis-server is not installed');
+        // In a cluster the operator's spend pass validates an account's counters; here the bench does it.
+        const { ledger: l, keys } = await openLedger({ redisUrl: ctx.redisUrl });
+        await l.restore(keys.validated(ctx.fixture.accountId), []);
+        await l.close();
+      }
+      const args = [cli, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
+      if (ledger === 'redis') args.push('--ledger-redis-url', ctx.redisUrl!);
+      const proc = launch(pin, 'sut', process.execPath, args, imageEnv(nodeOptions));
+      await waitHttp(`http://127.0.0.1:${opsPort}/readyz`);
+      return { proc, port };
+    },
+  });
+  const nodeChild = (role: string, nodeOptions: string | null) => async (ctx: RoundContext) => {
+    const port = await freePort();
+    const proc = launch(pin, 'sut', process.execPath, [self, role, ctx.upstream, String(port)], imageEnv(nodeOptions));
+    await waitHttp(`http://127.0.0.1:${port}/`);
+    return { proc, port };
+  };
+  const all: System[] = [
+    { name: 'direct', path: '/v1/chat/completions', auth: false, note: 'the upstream itself: the baseline every "added" figure subtracts' },
+    { name: 'node-http-pipe', path: '/v1/chat/completions', auth: false, start: nodeChild('--pipe', GATEWAY_NODE_OPTIONS), note: 'node:http server piping to node:http client, nothing parsed' },
+    { name: 'fastify-proxy', path: '/api/v1/chat/completions', auth: false, start: nodeChild('--fastify', GATEWAY_NODE_OPTIONS), note: 'bare fastify route: JSON parsed, forwarded with node:http, answered as JSON' },
+    gateway('gateway', GATEWAY_NODE_OPTIONS, 'embedded', `the CLI (dist/cli/main.js gateway) with the image's gateway flags (${GATEWAY_NODE_OPTIONS || 'none'}) and the embedded ledger`),
+    gateway('gateway-redis', GATEWAY_NODE_OPTIONS, 'redis', 'the same with the Redis ledger (redis-server with AOF on the other cores)'),
+    gateway('gateway-node-defaults', null, 'embedded', "the gateway with Node's default heap flags"),
+    gateway('gateway-operator-flags', OPERATOR_NODE_OPTIONS, 'embedded', `the gateway with the operator's flags (${OPERATOR_NODE_OPTIONS}), what the image gave every process before`),
+  ];
+  // --gateway-flags "a|b": more gateway variants with these NODE_OPTIONS, for the flags table in docs/gateway.md.
+  for (const flags of (arg('gateway-flags') ?? '').split('|').filter(Boolean)) all.push(gateway(`gateway[${flags}]`, flags, 'embedded', `the gateway with NODE_OPTIONS=${flags}`));
+  const wanted = arg('systems')?.split(',');
+  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway['));
+  if (!redis) log('redis-server not found: gateway-redis is skipped');
+
+  const upstreamPort = await freePort();
+  const upstreamProc = launch(pin, 'others', process.execPath, [self, '--upstream', String(upstreamPort)]);
+  const upstream = `http://127.0.0.1:${upstreamPort}`;
+  await waitHttp(`${upstream}/count`);
+  const fixture = writeGatewayFixture(upstream);
+  const results = new Map<string, RoundResult[]>();
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      for (const system of systems) {
+        if (system.name === 'gateway-redis' && !redis) continue;
+        log(`round ${round}/${rounds}: ${system.name}`);
+        const r = await runSystem(system, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, seconds);
+        results.set(system.name, [...(results.get(system.name) ?? []), r]);
+      }
+    }
+  } finally {
+    upstreamProc.kill('SIGKILL');
+    redis?.stop();
+    rmSync(fixture.root, { recursive: true, force: true });
+  }
+
+  const directRounds = results.get('direct')!;
+  const summary: Record<string, unknown> = {};
+  for (const system of systems) {
+    const rs = results.get(system.name);
+    if (!rs) continue;
+    const m = (f: (r: RoundResult, i: number) => number | null) => median(rs.map((r, i) => f(r, i) ?? NaN));
+    const added = (key: 'open_500' | 'open_1000' | 'stream_200', p: 'p50_us' | 'p99_us' | 'p999_us' | 'ttfb_p50_us' | 'ttfb_p99_us') => m((r, i) => r[key][p] - directRounds[i]![key][p]);
+    summary[system.name] = {
+      note: system.note,
+      added_us_at_500: system.name === 'direct' ? null : { p50: added('open_500', 'p50_us'), p99: added('open_500', 'p99_us'), p999: added('open_500', 'p999_us') },
+      added_us_at_1000: system.name === 'direct' ? null : { p50: added('open_1000', 'p50_us'), p99: added('open_1000', 'p99_us'), p999: added('open_1000', 'p999_us') },
+      latency_us_at_1000: { p50: m((r) => r.open_1000.p50_us), p99: m((r) => r.open_1000.p99_us), p999: m((r) => r.open_1000.p999_us) },
+      max_rps: m((r) => r.max.rps),
+      cpu_us_per_request_at_500: m((r) => r.open_500.cpu_us_per_request),
+      cpu_us_per_request_at_1000: m((r) => r.open_1000.cpu_us_per_request),
+      rss_mb_after: m((r) => r.rss_mb_after),
+      stream: {
+        chunks: CHUNKS,
+        added_ttfb_us: system.name === 'direct' ? null : { p50: added('stream_200', 'ttfb_p50_us'), p99: added('stream_200', 'ttfb_p99_us') },
+        added_total_us: system.name === 'direct' ? null : { p50: added('stream_200', 'p50_us'), p99: added('stream_200', 'p99_us') },
+        cpu_us_per_stream: m((r) => r.stream_200.cpu_us_per_request),
+        // What each relayed chunk costs beyond a buffered request's work (CPU), from the same round's figures.
+        cpu_us_per_chunk: m((r) => (r.stream_200.cpu_us_per_request !== null && r.open_500.cpu_us_per_request !== null ? Math.round(((r.stream_200.cpu_us_per_request - r.open_500.cpu_us_per_request) / CHUNKS) * 10) / 10 : null)),
+      },
+      errors: rs.reduce((a, r) => a + r.open_500.errors + r.open_1000.errors + r.max.errors + r.stream_200.errors, 0),
+      non2xx: rs.reduce((a, r) => a + r.open_500.non2xx + r.open_1000.non2xx + r.max.non2xx + r.stream_200.non2xx, 0),
+      // Every OK the client saw was served by the upstream, once (warm-ups included on both sides).
+      upstream_served_equals_ok: rs.every((r) => r.upstream_served === r.ok_total),
+      rounds: rs,
+    };
+  }
+  const get = (name: string) => summary[name] as { added_us_at_1000: { p50: number; p99: number }; max_rps: number; cpu_us_per_request_at_500: number; rss_mb_after: number; stream: { added_ttfb_us: { p50: number } } } | undefined;
+  const gw = get('gateway');
+  const fastify = get('fastify-proxy');
+  const redisGw = summary['gateway-redis'] as { latency_us_at_1000: { p99: number } } | undefined;
+  const gwLatency = (summary.gateway as { latency_us_at_1000: { p99: number } } | undefined)?.latency_us_at_1000;
+  const result = {
+    bench: 'peers',
+    date: new Date().toISOString(),
+    machine: { cpus: os.availableParallelism(), model: os.cpus()[0]?.model ?? 'unknown', node: process.version, load1: Math.round(os.loadavg()[0]! * 100) / 100, jemalloc: jemalloc ?? null },
+    pinning: pin,
+    rounds,
+    seconds_per_phase: seconds,
+    flags: { gateway: GATEWAY_NODE_OPTIONS, operator: OPERATOR_NODE_OPTIONS },
+    systems: summary,
+    targets: gw
+      ? {
+          added_p50_at_1000_le_250us: { value: gw.added_us_at_1000.p50, met: gw.added_us_at_1000.p50 <= 250 },
+          added_p99_at_1000_le_1500us: { value: gw.added_us_at_1000.p99, met: gw.added_us_at_1000.p99 <= 1500 },
+          max_rps_ge_0_6x_fastify: fastify ? { value: Math.round((gw.max_rps / fastify.max_rps) * 100) / 100, met: gw.max_rps / fastify.max_rps >= 0.6 } : null,
+          cpu_us_per_request_at_500_le_350: { value: gw.cpu_us_per_request_at_500, met: gw.cpu_us_per_request_at_500 <= 350 },
+          rss_mb_after_le_120: { value: gw.rss_mb_after, met: gw.rss_mb_after <= 120 },
+          stream_added_ttfb_p50_le_300us: { value: gw.stream.added_ttfb_us.p50, met: gw.stream.added_ttfb_us.p50 <= 300 },
+          redis_p99_over_embedded_le_500us: redisGw && gwLatency ? { value: redisGw.latency_us_at_1000.p99 - gwLatency.p99, met: redisGw.latency_us_at_1000.p99 - gwLatency.p99 <= 500 } : null,
+        }
+      : null,
+  };
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+}
+
+const role = process.argv[2];
+if (role === '--upstream') serveUpstream(Number(process.argv[3]));
+else if (role === '--pipe') servePipe(process.argv[3]!, Number(process.argv[4]));
+else if (role === '--fastify') await serveFastify(process.argv[3]!, Number(process.argv[4]));
+else await main();
