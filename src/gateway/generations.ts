@@ -50,7 +50,7 @@ export class GenerationStore {
     this.maxRecords = opts.maxRecords ?? 10_000;
     this.ttlMs = opts.ttlMs ?? 60 * 60 * 1000;
     this.now = opts.now ?? Date.now;
-    this.order = new Array<{ id: string; at: number } | undefined>(this.maxRecords);
+    this.order = Array.from({ length: this.maxRecords }, () => undefined);
   }
 
   put(apiKeyHash: string, record: GenerationRecord): void {

@@ -3,7 +3,7 @@
 // URLs from a tenant's payload (an Azure endpoint_url) go through the node:https agent that applies the egress policy
 // to every resolved address at connect time (docs/gateway.md, "Egress policy"). Neither follows redirects.
 import { EventEmitter } from 'node:events';
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { getCACertificates } from 'node:tls';
 import type { EgressAllowList } from '../domain/egress.ts';
