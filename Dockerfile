@@ -19,6 +19,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --no-save --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /src/dist ./dist
+# The one catalog (config/catalog/catalog.json): the default of `gateway` and `explain` when --catalog is not given.
+COPY config/catalog ./config/catalog
 # V8 heap sizing that does not depend on the node's RAM (see docs/operator.md, "Scale"): a 16 MiB young
 # generation (8 MiB semi-spaces; 16 cost ~20–28 MB more peak RSS at 10k credentials for no measurable speed-up, the
 # operator mostly waits on the apiserver) and an old generation capped at 256 MiB, which keeps V8's heap growth

@@ -21,9 +21,8 @@ export interface CredentialSource {
 
 export interface ExplainInput {
   configDir: string;
+  /** The catalog planned with; printed as the first line (`catalog: <path>`) and in --json as `catalog`. */
   catalogFile: string;
-  /** Shown in the header: where the catalog came from (e.g. "dev catalog"). */
-  catalogName?: string;
   /** Inline JSON or a path to a JSON file. */
   request: string;
   json: boolean;
@@ -79,14 +78,16 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const outcome = planFor(config, request, catalog);
   const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
   const exitCode = outcome.ok && outcome.plan.attempts.length > 0 ? 0 : 1;
-  if (input.json) return { output: `${JSON.stringify({ ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
-  if (!outcome.ok) return { output: `no plan: ${outcome.reason}\n`, exitCode };
+  if (input.json) return { output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+  const catalogLine = `catalog: ${input.catalogFile}`;
+  if (!outcome.ok) return { output: `${catalogLine}\nno plan: ${outcome.reason}\n`, exitCode };
   const label = (id: string) => {
     const c = outcome.account.credentials.find((x) => x.id === id);
     return c ? `${c.name} (${c.provider}, ${c.label})` : id;
   };
   const lines = [
-    `account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}${input.catalogName ? ` (${input.catalogName})` : ''}`,
+    catalogLine,
+    `account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}`,
     '',
     'attempts, in order:',
   ];
