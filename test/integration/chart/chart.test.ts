@@ -63,10 +63,14 @@ describe('Helm chart', () => {
 
   test('gateway.enabled: the one catalog by default; a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
     // Without a catalog ConfigMap of one's own, the gateway serves the chart's copy of the one catalog.
-    const own = (await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true')).split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; data?: Record<string, string> } | null);
+    const ownText = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true');
+    const own = ownText.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; data?: Record<string, string> } | null);
     const catalogMap = own.find((d) => d?.kind === 'ConfigMap' && d.metadata?.name === 'rel-byok-gateway-catalog');
     expect(catalogMap?.data?.['catalog.json']).toBe(readFileSync(join(repo, 'config', 'catalog', 'catalog.json'), 'utf8'));
     expect(JSON.stringify(own.find((d) => d?.kind === 'Deployment' && d.metadata?.name === 'rel-byok-gateway'))).toContain('{"name":"catalog","configMap":{"name":"rel-byok-gateway-catalog"}}');
+    const ownFile = join(mkdtempSync(join(tmpdir(), 'chart-')), 'gateway-own-catalog.yaml');
+    writeFileSync(ownFile, ownText);
+    expect(await kubectl('apply', '--dry-run=server', '-n', ns, '-f', ownFile)).toMatch(/configmap\/rel-byok-gateway-catalog created \(server dry run\)/);
     // Without the aggregated API's cluster-wide and kube-system objects: this dry run is namespaced.
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
     expect(rendered).not.toContain('rel-byok-gateway-catalog');
