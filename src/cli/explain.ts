@@ -74,7 +74,10 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const rawCatalog = readJson(input.catalogFile);
   // The domain's bare array of models, or the gateway's catalog file (docs/gateway.md).
   const catalog = Array.isArray(rawCatalog) ? createCatalog(rawCatalog as CatalogModelInput[]) : parseCatalog(JSON.stringify(rawCatalog)).catalog;
-  const request = { userId: null, baseAddress: 'global', isVideoGeneration: false, ...(readJson(input.request) as object) } as GatewayRequest;
+  const given = readJson(input.request) as Partial<GatewayRequest>;
+  // The requesting member is the key's owner unless the request names one: what the gateway does (docs/gateway.md).
+  const owner = typeof given.apiKeyHash === 'string' ? (config.apiKey(given.apiKeyHash)?.key.owner ?? null) : null;
+  const request = { userId: owner, baseAddress: 'global', isVideoGeneration: false, ...given } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
   const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
   const exitCode = outcome.ok && outcome.plan.attempts.length > 0 ? 0 : 1;

@@ -1,7 +1,7 @@
 // One catalog truth (issue 28 §3): `byok-operator explain` with its default catalog and a real gateway serving what
 // `npm run dev` serves (the same file, upstream URLs moved to loopback) plan the same attempts, in the same order,
-// for every request of a table (models, provider.order / only / data_collection, byok-only, is_required, fallback,
-// regional endpoints, a request with no attempt left). Every upstream answers 503, so the gateway tries, and reports
+// for every request of a table (models, provider.order / only / data_collection / zdr, byok-only, is_required,
+// fallback, regional endpoints, a member filter, a request with no attempt left). Every upstream answers 503, so the gateway tries, and reports
 // in provider_responses (error body and GET /api/v1/generation), every attempt of its plan.
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -38,6 +38,8 @@ const CREDENTIALS: Record<string, [Omit<BYOKCredentialSpec, 'secretRef'>, string
   'anthropic-req': [{ provider: 'anthropic', isRequired: true, allowedModels: ['anthropic/claude-sonnet-4.5'] }, 'sk-ant-required-0000000000'],
   'bedrock-fb': [{ provider: 'amazon-bedrock', isFallback: true }, 'bedrock-api-key-fallback-0000'],
   'groq-only': [{ provider: 'groq', isByokOnly: true }, 'gsk_byok_only_00000000000000'],
+  // Usable only by member user-1, who owns the API key: explain takes the key's owner as the member, like the gateway.
+  'mistral-member': [{ provider: 'mistral', allowedUserIds: ['user-1'] }, 'mistral-member-key-0000000000'],
 };
 const credId = (name: string) => publicId('BYOKCredential', NS, name);
 const nameOf = new Map(Object.keys(CREDENTIALS).map((n) => [credId(n), n]));
@@ -58,6 +60,7 @@ const CASES: Case[] = [
   { what: 'byok-only groq: its credential first whatever the order, no shared groq (rules 6 and 8)', model: 'meta-llama/llama-3.3-70b-instruct', provider: { order: ['together', 'groq', 'fireworks'] } },
   { what: 'data_collection deny drops together (rule 10)', model: 'meta-llama/llama-3.3-70b-instruct', provider: { data_collection: 'deny' } },
   { what: 'zdr drops every endpoint without zero data retention (rule 10)', model: 'anthropic/claude-sonnet-4', provider: { zdr: true } },
+  { what: 'a member filter matches the API key\'s owner (rule 11)', model: 'mistralai/mistral-large' },
   { what: 'nothing left: both sides plan no attempt', model: 'mistralai/mistral-large', provider: { only: ['groq'] } },
 ];
 
@@ -99,7 +102,7 @@ describe('explain and the gateway agree on the attempt order over the one catalo
       namespace: NS,
       workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true } }],
       guardrails: [],
-      apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('key'), spec: { hash: HASH } }],
+      apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('key'), spec: { hash: HASH, owner: 'user-1' } }],
       credentials: Object.entries(CREDENTIALS).map(([name, [spec, payload]], i) => ({
         resource: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: meta(name), spec: { ...spec, secretRef: { name: `${name}-key` } } },
         verdict: { valid: true, label: `${payload.slice(0, 3)}...${payload.slice(-4)}`, sortOrder: spec.sortOrder ?? i, payload },
@@ -181,6 +184,7 @@ describe('explain and the gateway agree on the attempt order over the one catalo
     expect(all[4]?.some((a) => a === 'anthropic anthropic shared')).toBe(false);
     expect(all[6]?.[0]).toBe('groq groq groq-only');
     expect(all[6]?.some((a) => a === 'groq groq shared')).toBe(false);
+    expect(all[9]).toEqual(['mistral mistral mistral-member', 'mistral mistral shared']);
     expect(new Set(all.map((p) => p.join('|'))).size).toBe(CASES.length);
     // The upstream saw the attempts that reached it (credentials and shared keys alike).
     expect(hits.length).toBeGreaterThan(CASES.length);
