@@ -20,6 +20,8 @@ COPY package.json package-lock.json ./
 RUN npm install --no-save --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /src/dist ./dist
 COPY scripts/image-entrypoint.sh ./entrypoint.sh
+# The one catalog (config/catalog/catalog.json): the default of `gateway` and `explain` when --catalog is not given.
+COPY config/catalog ./config/catalog
 # V8 heap sizing per process (docs/gateway.md, "Runtime flags"), chosen by the entrypoint from the subcommand unless
 # NODE_OPTIONS is set. The operator and the API (`run`, `operator`, `api`): a 16 MiB young generation (8 MiB
 # semi-spaces; 16 cost ~20–28 MB more peak RSS at 10k credentials for no measurable speed-up, the operator mostly
@@ -27,7 +29,10 @@ COPY scripts/image-entrypoint.sh ./entrypoint.sh
 # chart's default 384Mi limit (up to ~30k credentials, measured, docs/operator.md "Scale"); the chart's
 # operator.nodeOptions raises the cap together with the limit. The gateway allocates per request and holds little:
 # a larger young generation makes scavenges rarer (its p99 at 1k req/s was 23.8 ms with the operator's flags), and the
-# old-generation cap keeps its RSS bounded. bench/peers.ts and bench/operator.ts read these lines.
+# old-generation cap keeps its RSS bounded. Native memory comes from jemalloc, which hands freed pages back to the
+# kernel after a second: under glibc's malloc, a 100k-credential operator held ~40 MB of freed native memory
+# (malloc_trim released it) that never left the process. MALLOC_ARENA_MAX=2 only matters where jemalloc is absent
+# (two glibc arenas instead of 8 per core). bench/peers.ts and bench/operator.ts run with these same lines.
 ENV BYOK_OPERATOR_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=256"
 ENV BYOK_GATEWAY_NODE_OPTIONS="--max-semi-space-size=16 --max-old-space-size=128"
 ENV LD_PRELOAD="libjemalloc.so.2"

@@ -1,8 +1,10 @@
-// Writes every artifact generated from src/schema/resources.ts. A unit test fails when these are stale.
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+// Writes every artifact generated from src/schema/resources.ts, and the chart's copy of the one catalog. Unit tests
+// fail when these are stale.
+import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generatedFiles } from '../src/schema/generated-files.ts';
+import { CATALOG_PATH, CHART_CATALOG_PATH } from '../src/cli/catalog.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const files = await generatedFiles();
@@ -17,3 +19,7 @@ for (const [relative, content] of files) {
   writeFileSync(join(root, relative), content);
   console.log(`wrote ${relative}`);
 }
+// Helm reads only files inside the chart: it ships a byte copy of config/catalog/catalog.json (test/unit/cli/catalog.test.ts).
+mkdirSync(dirname(join(root, CHART_CATALOG_PATH)), { recursive: true });
+copyFileSync(join(root, CATALOG_PATH), join(root, CHART_CATALOG_PATH));
+console.log(`wrote ${CHART_CATALOG_PATH}`);

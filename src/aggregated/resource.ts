@@ -2,7 +2,7 @@
 // mapping to and from the REST bodies ByokService takes. Pure functions: no I/O.
 import type { CredentialEntry } from '../api/state.ts';
 import { MANAGED_BY_LABEL } from '../api/mapping.ts';
-import { byokKeySchema, type JsonSchema } from '../api/openapi.ts';
+import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../api/openapi.ts';
 import { SPEC_FIELD_NAMES } from '../domain/filters.ts';
 
 export const AGG_GROUP = 'api.byok.gateway.dev';
@@ -35,6 +35,16 @@ export const SPEC_FIELDS = {
   declared_zdr: 'declaredZdr',
 } as const;
 export const STATUS_FIELDS = { id: 'id', label: 'label', created_at: 'createdAt' } as const;
+/** The REST `status` extension (health and readiness) → the BYOKKey status fields (Kubernetes camelCase). */
+export const HEALTH_FIELDS = {
+  ready: 'ready',
+  reason: 'reason',
+  message: 'message',
+  upstream: 'upstream',
+  last_used_at: 'lastUsedTime',
+  delivered: 'delivered',
+  delivered_version: 'deliveredVersion',
+} as const;
 
 type RestField = keyof typeof SPEC_FIELDS;
 const REST_OF_SPEC: Record<string, RestField> = Object.fromEntries(Object.entries(SPEC_FIELDS).map(([rest, kube]) => [kube, rest as RestField]));
@@ -93,7 +103,12 @@ export function toKubeObject(e: CredentialEntry, resourceVersion?: string): Byok
       sortOrder: k.sort_order,
       declaredZdr: k.declared_zdr,
     },
-    status: { id: k.id, label: k.label, createdAt: k.created_at },
+    status: {
+      id: k.id,
+      label: k.label,
+      createdAt: k.created_at,
+      ...Object.fromEntries(Object.entries(HEALTH_FIELDS).map(([rest, kube]) => [kube, k.status[rest as keyof typeof HEALTH_FIELDS]])),
+    },
   };
 }
 
@@ -263,8 +278,18 @@ export const TABLE_COLUMNS = [
   { name: 'Section', type: 'string', format: '', description: 'prioritized or fallback (routing rule 1).', priority: 0 },
   { name: 'Order', type: 'integer', format: '', description: 'sort_order within the provider.', priority: 0 },
   { name: 'Disabled', type: 'boolean', format: '', description: 'Whether the credential is disabled.', priority: 0 },
+  { name: 'Ready', type: 'string', format: '', description: 'The Ready condition: True, False, or Unknown while the operator has not reconciled the current generation (status.ready).', priority: 0 },
+  { name: 'Reason', type: 'string', format: '', description: 'Why Ready has its status, e.g. PayloadInvalid, KeyNotFound, Reconciling (status.reason).', priority: 0 },
+  { name: 'Upstream', type: 'string', format: '', description: 'UpstreamHealthy reason from the gateways: Serving, Unauthorized, RateLimited, UpstreamErrors, Unused (status.upstream).', priority: 0 },
   { name: 'Age', type: 'string', format: '', description: 'Time since creation.', priority: 0 },
+  { name: 'Last Used', type: 'string', format: '', description: 'Time since a gateway last used the credential upstream (status.lastUsedTime).', priority: 1 },
+  { name: 'Delivered', type: 'string', format: '', description: 'Every gateway pod has loaded the current version (status.delivered).', priority: 1 },
+  { name: 'Version', type: 'string', format: '', description: 'The credential\'s current sealed version, the one delivered to gateway pods (status.deliveredVersion).', priority: 1 },
 ];
+
+/** A tri-state as kubectl shows conditions. */
+const tri = (v: unknown): string => (v === true ? 'True' : v === false ? 'False' : 'Unknown');
+const text = (v: unknown): string => (typeof v === 'string' && v !== '' ? v : '<none>');
 
 /** Like kubectl's short durations: 45s, 12m, 5h, 3d, 2y. */
 export function humanAge(fromIso: string, now = Date.now()): string {
@@ -292,7 +317,13 @@ export function tableCells(o: ByokKeyObject, now = Date.now()): unknown[] {
     s.isFallback === true ? 'fallback' : 'prioritized',
     s.sortOrder,
     s.disabled,
+    tri(st.ready),
+    text(st.reason),
+    text(st.upstream),
     humanAge(String(o.metadata.creationTimestamp ?? ''), now),
+    typeof st.lastUsedTime === 'string' ? humanAge(st.lastUsedTime, now) : '<none>',
+    tri(st.delivered),
+    text(st.deliveredVersion),
   ];
 }
 
@@ -338,6 +369,16 @@ function prop(rest: string, v2: boolean, description?: string): JsonSchema {
   return downlevel(description ? { ...s, description } : s, v2);
 }
 
+const healthProps = (byokKeyStatusSchema.properties ?? {}) as Record<string, JsonSchema>;
+
+function statusProp(rest: string, v2: boolean): JsonSchema {
+  const s = healthProps[rest];
+  if (!s) throw new Error(`REST status schema has no ${rest}`);
+  // Descriptions name REST fields (delivered_version): point at the camelCase names a kubectl user sees.
+  const description = String(s.description ?? '').replace(/\b(delivered_version)\b/g, 'deliveredVersion');
+  return downlevel({ ...s, description }, v2);
+}
+
 const META_DEF = 'io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta';
 const LIST_META_DEF = 'io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta';
 export const KIND_DEF = 'dev.gateway.byok.api.v1.BYOKKey';
@@ -381,6 +422,7 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
             id: prop('id', v2),
             label: prop('label', v2),
             createdAt: prop('created_at', v2),
+            ...Object.fromEntries(Object.entries(HEALTH_FIELDS).map(([rest, kube]) => [kube, statusProp(rest, v2)])),
           },
         },
       },

@@ -2,7 +2,7 @@
 import { publicId } from '../domain/ids.ts';
 import type { CredentialSettings } from '../domain/filters.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
-import type { BYOKCredential } from '../schema/generated/types.ts';
+import type { BYOKCredential, Condition } from '../schema/generated/types.ts';
 
 /** Spec 2.1's credential on the wire; the routing settings are the domain's, under the same REST names. */
 export interface BYOKKey extends CredentialSettings {
@@ -15,6 +15,28 @@ export interface BYOKKey extends CredentialSettings {
   sort_order: number;
   created_at: string;
   declared_zdr: boolean | null;
+  /** Extension beyond the public API (read-only): what the operator and the gateways report about this credential. */
+  status: BYOKKeyStatus;
+}
+
+/**
+ * Health and readiness of a credential, from the BYOKCredential's status (docs/api.md, "status"). Every field is
+ * always present; null means "not known (yet)". Messages are the operator's, which never quote key material.
+ */
+export interface BYOKKeyStatus {
+  /** Ready condition for the current generation: true, false, or null (not reconciled yet, or Unknown). */
+  ready: boolean | null;
+  /** Ready's reason (PayloadInvalid, KeyNotFound, ...); `Reconciling` while the operator has not seen this generation. */
+  reason: string | null;
+  message: string | null;
+  /** UpstreamHealthy's reason: Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive; null before any report. */
+  upstream: string | null;
+  /** Last time a gateway used the credential upstream (status.lastUsedTime), ISO 8601. */
+  last_used_at: string | null;
+  /** Delivered condition for the current generation: every gateway pod has loaded delivered_version. */
+  delivered: boolean | null;
+  /** status.delivery.configVersion: the credential's current sealed version the operator delivers to gateway pods. */
+  delivered_version: string | null;
 }
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
@@ -69,6 +91,54 @@ function isoTime(v: unknown): string {
 
 const list = (v: string[] | undefined): string[] | null => (v === undefined ? null : [...v]);
 
+/** Reason shown while the operator has not reconciled the credential's current generation. */
+export const RECONCILING = 'Reconciling';
+
+function conditionOf(obj: BYOKCredential, type: string): Condition | undefined {
+  return obj.status?.conditions?.find((c) => c.type === type);
+}
+
+/** A condition written for an older generation describes a spec that no longer exists (what kubectl wait ignores too). */
+function isCurrent(obj: BYOKCredential, c: Condition): boolean {
+  const gen = obj.metadata.generation;
+  return c.observedGeneration === undefined || gen === undefined || c.observedGeneration >= gen;
+}
+
+const bool = (s: string): boolean | null => (s === 'True' ? true : s === 'False' ? false : null);
+
+function isoOrNull(v: unknown): string | null {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? null : v.toISOString();
+  if (typeof v !== 'string' || v === '') return null;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? null : d.toISOString();
+}
+
+/** The credential's health and readiness, from the status the operator writes (pure; docs/api.md "status"). */
+export function credentialStatus(obj: BYOKCredential): BYOKKeyStatus {
+  const ready = conditionOf(obj, 'Ready');
+  const upstream = conditionOf(obj, 'UpstreamHealthy');
+  const delivered = conditionOf(obj, 'Delivered');
+  let head: Pick<BYOKKeyStatus, 'ready' | 'reason' | 'message'>;
+  if (!ready) {
+    head = { ready: null, reason: RECONCILING, message: 'not reconciled by the operator yet' };
+  } else if (!isCurrent(obj, ready)) {
+    head = {
+      ready: null,
+      reason: RECONCILING,
+      message: `the operator has not reconciled generation ${obj.metadata.generation} yet (generation ${ready.observedGeneration} was Ready=${ready.status} ${ready.reason})`,
+    };
+  } else {
+    head = { ready: bool(ready.status), reason: ready.reason || null, message: ready.message || null };
+  }
+  return {
+    ...head,
+    upstream: upstream?.reason || null,
+    last_used_at: isoOrNull(obj.status?.lastUsedTime),
+    delivered: delivered && isCurrent(obj, delivered) ? bool(delivered.status) : null,
+    delivered_version: obj.status?.delivery?.configVersion || null,
+  };
+}
+
 export function toByokKey(obj: BYOKCredential): BYOKKey {
   const ns = obj.metadata.namespace ?? '';
   const spec = obj.spec;
@@ -88,6 +158,7 @@ export function toByokKey(obj: BYOKCredential): BYOKKey {
     sort_order: effectiveSortOrder(obj),
     created_at: isoTime(obj.metadata.creationTimestamp ?? obj.status?.createdAt),
     declared_zdr: spec.declaredZdr ?? null,
+    status: credentialStatus(obj),
   };
 }
 

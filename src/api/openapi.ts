@@ -61,7 +61,35 @@ export const FILTERS = {
   allowed_user_ids: 'allowedUserIds',
 } as const;
 
-/** BYOKKey (spec 2.1 plus declared_zdr): every property is present in every response. */
+const nullableString = (description: string): JsonSchema => ({ type: ['string', 'null'], description });
+
+/**
+ * The read-only `status` extension of BYOKKey (not in the public OpenRouter API, whose clients ignore unknown
+ * response fields). Sent in a request body it is an unknown field (400), like `id` and `label`.
+ */
+export const byokKeyStatusSchema: JsonSchema = {
+  type: 'object',
+  title: 'BYOKKeyStatus',
+  readOnly: true,
+  description:
+    'Extension, read-only: health and readiness from the BYOKCredential status the operator writes. Every field is present; null means not known yet. Never contains key material.',
+  additionalProperties: false,
+  properties: {
+    ready: {
+      type: ['boolean', 'null'],
+      description: 'The Ready condition for the current generation: true when the credential is valid and compiled into routing, false when not (see reason), null while the operator has not reconciled the current generation.',
+    },
+    reason: nullableString("Ready's reason, e.g. Ready, SecretNotFound, KeyNotFound, PayloadInvalid, UnknownApiKeyHash, WorkspaceNotFound; Reconciling while the operator has not reconciled the current generation."),
+    message: nullableString("Ready's message: what is wrong, naming fields and positions, never values."),
+    upstream: nullableString("The UpstreamHealthy condition's reason, from the gateway pods' attempts: Serving, Unauthorized, RateLimited, UpstreamErrors, Unused or Inconclusive; null before any report."),
+    last_used_at: { ...toJsonSchema(node(statusProps, 'lastUsedTime'), { nullable: true }), format: 'date-time' },
+    delivered: { type: ['boolean', 'null'], description: 'The Delivered condition: true when every gateway pod has loaded delivered_version, false while some have not; null before any report.' },
+    delivered_version: nullableString('status.delivery.configVersion: digest of the credential\'s current sealed version, the one the operator delivers to the gateway pods.'),
+  },
+  required: ['ready', 'reason', 'message', 'upstream', 'last_used_at', 'delivered', 'delivered_version'],
+};
+
+/** BYOKKey (spec 2.1 plus declared_zdr and the read-only status extension): every property is present in every response. */
 export const byokKeySchema: JsonSchema = {
   type: 'object',
   title: 'BYOKKey',
@@ -83,10 +111,11 @@ export const byokKeySchema: JsonSchema = {
     sort_order: toJsonSchema(node(specProps, 'sortOrder'), { description: 'Position within the provider; credentials are tried in ascending order.' }),
     created_at: toJsonSchema(node(statusProps, 'createdAt'), { description: 'ISO 8601 timestamp of creation.' }),
     declared_zdr: toJsonSchema(node(specProps, 'declaredZdr'), { nullable: true }),
+    status: byokKeyStatusSchema,
   },
   required: [
     'id', 'provider', 'workspace_id', 'label', 'name', 'disabled', 'is_fallback', 'is_required', 'is_byok_only',
-    'allowed_models', 'allowed_api_key_hashes', 'allowed_user_ids', 'sort_order', 'created_at', 'declared_zdr',
+    'allowed_models', 'allowed_api_key_hashes', 'allowed_user_ids', 'sort_order', 'created_at', 'declared_zdr', 'status',
   ],
 };
 

@@ -1,6 +1,6 @@
 // The gateway part of `byok-operator dev`: loopback upstreams for a few providers, the kubelet-like projector that
-// writes the compiled routing objects into directories (the layout pods see), a dev catalog pointing at the loopback
-// upstreams, shared keys, and the gateway itself. The shared Anthropic key is rate-limited on purpose, so one curl
+// writes the compiled routing objects into directories (the layout pods see), the one catalog with its upstreams moved
+// to loopback, shared keys, and the gateway itself. The shared Anthropic key is rate-limited on purpose, so one curl
 // shows a failover from shared capacity to the account's fallback Bedrock credential.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
-import { CATALOG_FORMAT, createGatewayMetrics, sharedKeyFileName, startGateway } from '../gateway/index.ts';
+import { createGatewayMetrics, sharedKeyFileName, startGateway } from '../gateway/index.ts';
+import { defaultCatalogFile, deriveCatalog } from './catalog.ts';
 import { openGatewaySpendGate } from './gateway-ledger.ts';
 import { startProjector } from '../kube/projector.ts';
 
@@ -16,6 +17,10 @@ export interface DevGateway {
   url: string;
   /** The ops listener: health, metrics, the operator's status endpoint. */
   opsUrl: string;
+  /** The one catalog the dev gateway's is derived from (what `explain` reads by default). */
+  catalogSource: string;
+  /** The dev gateway's catalog: catalogSource with the upstream URLs on loopback. */
+  catalogFile: string;
   /** Lines for the dev banner: two curls (a completion, a failover). */
   lines(gatewayApiKey: string): string[];
   stop(): Promise<void>;
@@ -65,36 +70,20 @@ export async function startDevGateway(opts: {
   statusToken?: string;
   /** The shared ledger (dev's redis-server); absent: the embedded ledger with a snapshot beside the config. */
   redisUrl?: string;
+  /** Default: config/catalog/catalog.json. */
+  catalogSource?: string;
 }): Promise<DevGateway> {
   const root = join(opts.devDir, 'gateway');
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared-keys') };
   mkdirSync(dirs.shared, { recursive: true });
   const upstream = await startLoopbackUpstream();
   const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  const pricing = (prompt: string, completion: string) => ({ kind: 'per-token', promptUsdPerMillionTokens: prompt, completionUsdPerMillionTokens: completion });
-  const openai = (model: string) => ({ id: 'openai', provider: 'openai', pricing: pricing('1.25', '10'), upstream: { baseUrl: `${base}/openai/v1`, model } });
-  writeFileSync(
-    join(root, 'catalog.json'),
-    `${JSON.stringify(
-      {
-        format: CATALOG_FORMAT,
-        models: [
-          { model: 'openai/gpt-5', name: 'GPT-5', endpoints: [openai('gpt-5')] },
-          { model: 'openai/gpt-5-mini', name: 'GPT-5 mini', endpoints: [openai('gpt-5-mini')] },
-          {
-            model: 'anthropic/claude-sonnet-4',
-            name: 'Claude Sonnet 4',
-            endpoints: [
-              { id: 'anthropic', provider: 'anthropic', pricing: pricing('3', '15'), upstream: { baseUrl: `${base}/anthropic/v1`, model: 'claude-sonnet-4-0' } },
-              { id: 'amazon-bedrock', provider: 'amazon-bedrock', pricing: pricing('3', '15'), upstream: { baseUrl: `${base}/bedrock/{region}/openai/v1`, model: 'anthropic.claude-sonnet-4' } },
-            ],
-          },
-        ],
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  // The one catalog (src/cli/catalog.ts), with its upstream URLs moved to the loopback upstream and kept in step with
+  // the source while dev runs: `explain` over config/catalog/catalog.json plans what this gateway plans.
+  const catalogFile = join(root, 'catalog.json');
+  const catalog = deriveCatalog(opts.catalogSource ?? defaultCatalogFile(), catalogFile, base, {
+    onError: (err) => opts.logger.warn({ err: err.message }, 'dev catalog not rewritten; the gateway keeps the last good one'),
+  });
   writeFileSync(join(dirs.shared, sharedKeyFileName('openai')), 'sk-dev-shared-openai\n', { mode: 0o600 });
   writeFileSync(join(dirs.shared, sharedKeyFileName('anthropic')), 'sk-dev-shared-anthropic-ratelimited\n', { mode: 0o600 });
 
@@ -126,7 +115,7 @@ export async function startDevGateway(opts: {
     configDir: dirs.config,
     bundleDir: dirs.bundles,
     keyDir: dirs.key,
-    catalogFile: join(root, 'catalog.json'),
+    catalogFile,
     sharedKeysDir: dirs.shared,
     host: '127.0.0.1',
     port: 0,
@@ -142,12 +131,15 @@ export async function startDevGateway(opts: {
   return {
     url: `${gateway.url}/api/v1`,
     opsUrl: gateway.opsUrl,
+    catalogSource: opts.catalogSource ?? defaultCatalogFile(),
+    catalogFile,
     lines: (apiKey) => [
       `  ${curl(apiKey, 'openai/gpt-5')}`,
       '  # failover: shared Anthropic is rate-limited (429), no shared Bedrock key, then the fallback Bedrock credential (SigV4) serves:',
       `  ${curl(apiKey, 'anthropic/claude-sonnet-4')}`,
     ],
     async stop() {
+      catalog.stop();
       await gateway.close();
       await spendGate.close();
       await projector.stop();

@@ -21,9 +21,8 @@ export interface CredentialSource {
 
 export interface ExplainInput {
   configDir: string;
+  /** The catalog planned with; printed as the first line (`catalog: <path>`) and in --json as `catalog`. */
   catalogFile: string;
-  /** Shown in the header: where the catalog came from (e.g. "dev catalog"). */
-  catalogName?: string;
   /** Inline JSON or a path to a JSON file. */
   request: string;
   json: boolean;
@@ -75,18 +74,23 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const rawCatalog = readJson(input.catalogFile);
   // The domain's bare array of models, or the gateway's catalog file (docs/gateway.md).
   const catalog = Array.isArray(rawCatalog) ? createCatalog(rawCatalog as CatalogModelInput[]) : parseCatalog(JSON.stringify(rawCatalog)).catalog;
-  const request = { userId: null, baseAddress: 'global', isVideoGeneration: false, ...(readJson(input.request) as object) } as GatewayRequest;
+  const given = readJson(input.request) as Partial<GatewayRequest>;
+  // The requesting member is the key's owner unless the request names one: what the gateway does (docs/gateway.md).
+  const owner = typeof given.apiKeyHash === 'string' ? (config.apiKey(given.apiKeyHash)?.key.owner ?? null) : null;
+  const request = { userId: owner, baseAddress: 'global', isVideoGeneration: false, ...given } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
   const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
   const exitCode = outcome.ok && outcome.plan.attempts.length > 0 ? 0 : 1;
-  if (input.json) return { output: `${JSON.stringify({ ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
-  if (!outcome.ok) return { output: `no plan: ${outcome.reason}\n`, exitCode };
+  if (input.json) return { output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+  const catalogLine = `catalog: ${input.catalogFile}`;
+  if (!outcome.ok) return { output: `${catalogLine}\nno plan: ${outcome.reason}\n`, exitCode };
   const label = (id: string) => {
     const c = outcome.account.credentials.find((x) => x.id === id);
     return c ? `${c.name} (${c.provider}, ${c.label})` : id;
   };
   const lines = [
-    `account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}${input.catalogName ? ` (${input.catalogName})` : ''}`,
+    catalogLine,
+    `account ${outcome.account.namespace}, workspace ${outcome.workspaceId}, model ${request.model}`,
     '',
     'attempts, in order:',
   ];

@@ -16,8 +16,8 @@ import { parseEgressAllowList, type EgressAllowList } from '../domain/egress.ts'
 // gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-/** Shared endpoints for the sample data's models; explain's default catalog. */
-const DEV_CATALOG = 'config/catalog/dev.json';
+/** The one catalog (src/cli/catalog.ts): the default of explain, the gateway and the dev stack. */
+const DEFAULT_CATALOG = 'config/catalog/catalog.json';
 
 const USAGE = `usage: byok-operator <command> [options]
 
@@ -33,14 +33,16 @@ commands:
                       or a referenced Secret not among the files]; exit 0 clean, 1 problems, 2 usage
   explain --config-dir <dir> --request <json|file> [--catalog <file>] [--json] [--cluster | --manifests <path>]
                       explain a routing decision from mounted routing config (default catalog:
-                      config/catalog/dev.json); --cluster / --manifests also say why credentials are not
+                      config/catalog/catalog.json, the one the gateway and the dev stack use; the first
+                      line names it); --cluster / --manifests also say why credentials are not
                       compiled at all; exits 1 when no attempt remains
   management-key create --namespace <ns> [--name <name>]
                       create a management key for an account and print it once
-  gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> --catalog <file> [--shared-keys-dir <dir>]
+  gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> [--catalog <file>] [--shared-keys-dir <dir>]
           [--port 8080] [--ops-port 8081] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
                       (health, readiness, metrics and the operator's status endpoint are on --ops-port only)
-                      the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md)
+                      the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md);
+                      default catalog: config/catalog/catalog.json
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
@@ -286,6 +288,7 @@ async function main(argv: string[]): Promise<void> {
       if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
       // No path redaction on the request path: see createLogger.
       const gatewayLog = createLogger({ level: values['log-level'], redact: false }).child({ component: 'gateway' });
+      const catalogFile = resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG));
       const metrics = createGatewayMetrics();
       const spendGate = await openGatewaySpendGate({
         ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
@@ -297,7 +300,7 @@ async function main(argv: string[]): Promise<void> {
         configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
         bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
         keyDir: values['key-dir'] ?? fail('gateway needs --key-dir (the bundle key Secret)'),
-        catalogFile: values.catalog ?? fail('gateway needs --catalog <file.json>'),
+        catalogFile,
         ...(values['shared-keys-dir'] ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
         ...(values.region ? { region: values.region } : {}),
         ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
@@ -310,7 +313,7 @@ async function main(argv: string[]): Promise<void> {
         spendGate,
         ...(egress ? { egress } : {}),
       });
-      logger.info({ url: gateway.url, opsUrl: gateway.opsUrl }, 'gateway listening');
+      logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
       waitForSignal(async () => {
         await gateway.close();
         await spendGate.close();
@@ -334,8 +337,7 @@ async function main(argv: string[]): Promise<void> {
       const credentials = values.cluster ? credentialsFromCluster(loadKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
       const result = await explain({
         configDir,
-        catalogFile: values.catalog ?? resolve(repoRoot, DEV_CATALOG),
-        catalogName: values.catalog ? `catalog ${values.catalog}` : `dev catalog ${DEV_CATALOG}`,
+        catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
         request,
         json: values.json,
         ...(credentials ? { credentials } : {}),

@@ -12,7 +12,10 @@ import { pino } from 'pino';
 import { createServingCertificate, registerLoopback, unregister, waitForAvailable, APISERVICE_NAME } from '../../../src/aggregated/register.ts';
 import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
 import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
-import { kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { publicId } from '../../../src/domain/ids.ts';
+import { createTestNamespace, crApi, kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
 import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
 
 const CANARY = 'sk-CANARY-aggregated-7f3a9c1e5b2d4a6f8e0c';
@@ -22,6 +25,8 @@ const P = `/apis/${GV}`;
 
 let a: Account;
 let b: Account;
+/** The account of the health tests: the only one an operator reconciles in this file. */
+let c: Account;
 let rest: Harness;
 let agg: AggregatedServer;
 const aggLog: string[] = [];
@@ -92,8 +97,8 @@ async function kubectlCreate(namespace: string, extra = ''): Promise<Record<stri
 }
 
 beforeAll(async () => {
-  [a, b] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b')]);
-  rest = await startHarness([a.namespace, b.namespace]);
+  [a, b, c] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b'), seedAccount('agg-c')]);
+  rest = await startHarness([a.namespace, b.namespace, c.namespace]);
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
       aggLog.push(chunk.toString('utf8'));
@@ -194,7 +199,11 @@ describe('kubectl against byokkeys', () => {
     }
     expect(yaml).not.toMatch(/\bkey: /);
     const table = await k('get', 'bk', '-n', a.namespace);
-    expect(table.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+AGE$/);
+    expect(table.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE$/);
+    const wide = await k('get', 'bk', '-n', a.namespace, '-o', 'wide');
+    expect(wide.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE\s+LAST USED\s+DELIVERED\s+VERSION$/);
+    // No operator reconciles this account: the row says so rather than looking healthy.
+    expect(table).toMatch(new RegExp(`^${created.metadata.name}\\s.*\\sUnknown\\s+Reconciling\\s+<none>\\s`, 'm'));
     expect(table).toContain(created.metadata.name);
   });
 
@@ -256,7 +265,7 @@ describe('kubectl against byokkeys', () => {
     const all = await k('get', 'bk', '-A', '-o', 'jsonpath={range .items[*]}{.metadata.namespace}{"\\n"}{end}');
     const namespaces = new Set(all.trim().split('\n'));
     expect(namespaces.has(a.namespace)).toBe(true);
-    for (const ns of namespaces) expect([a.namespace, b.namespace]).toContain(ns);
+    for (const ns of namespaces) expect([a.namespace, b.namespace, c.namespace]).toContain(ns);
   });
 
   test('update (PUT) with a stale resourceVersion is a Conflict; with the current one it applies', async () => {
@@ -324,6 +333,55 @@ describe('kubectl against byokkeys', () => {
     expect((await rest.call('GET', `/byok/${created.metadata.name}`, { key: a.managementKey })).status).toBe(404);
     const again = await kAs(admin(), 'get', 'bk', created.metadata.name, '-n', a.namespace);
     expect(again.stderr).toContain('NotFound');
+  });
+});
+
+describe('health and readiness in byokkeys (an operator reconciles account c)', () => {
+  let op: CapturedOperator | undefined;
+  const ids = { good: '', bad: '' };
+  beforeAll(async () => {
+    const routing = await createTestNamespace('agg-c-routing');
+    op = await startTestOperator(testKubeConfig(), { routingNamespace: routing, watchNamespaces: [c.namespace] });
+    ids.good = (await kubectlCreate(c.namespace)).metadata.name;
+    // A Git-managed credential whose Secret holds an invalid payload (two lines for a plain-key provider), the canary in it.
+    const core = testKubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'bad-key' }, stringData: { key: `${CANARY}\nsecond-line` } } });
+    await crApi('byokcredentials', c.namespace).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'bad' }, spec: { provider: 'openai', secretRef: { name: 'bad-key' } } });
+    ids.bad = publicId('BYOKCredential', c.namespace, 'bad');
+  }, 60_000);
+  afterAll(async () => {
+    if (op) seen.push(...op.logs);
+    await op?.op.stop();
+  });
+
+  test('kubectl get shows READY False PayloadInvalid for the broken key and True Ready for the good one; status carries the same', async () => {
+    const row = (table: string, id: string) => table.split('\n').find((l) => l.startsWith(`${id} `)) ?? '';
+    const deadline = Date.now() + 30_000;
+    let table = '';
+    for (;;) {
+      table = await k('get', 'bk', '-n', c.namespace);
+      if (!row(table, ids.good).includes('Reconciling') && !row(table, ids.bad).includes('Reconciling') && row(table, ids.bad) !== '') break;
+      if (Date.now() > deadline) throw new Error(`not reconciled in time:\n${table}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(row(table, ids.bad)).toMatch(/\sFalse\s+PayloadInvalid\s+<none>\s+\S+$/);
+    expect(row(table, ids.good)).toMatch(/\sTrue\s+Ready\s+<none>\s+\S+$/);
+    const obj = JSON.parse(await k('get', 'bk', '-n', c.namespace, ids.bad, '-o', 'json')) as { status: Record<string, unknown> };
+    expect(obj.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', upstream: null, lastUsedTime: null, label: '' });
+    expect(String(obj.status.message)).toContain('PayloadValid');
+    expect(await k('get', 'bk', '-n', c.namespace, ids.good, '-o', 'jsonpath={.status.ready} {.status.reason}')).toBe('true Ready');
+    // The REST door tells the same story, under the same ids.
+    const restBad = one(await rest.call('GET', `/byok/${ids.bad}`, { key: c.managementKey }));
+    expect(restBad.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', message: obj.status.message });
+    // Wide output adds the delivery columns.
+    expect(row(await k('get', 'bk', '-n', c.namespace, '-o', 'wide'), ids.bad)).toMatch(/\sFalse\s+PayloadInvalid\s+<none>\s+\S+\s+<none>\s+\S+\s+\S+$/);
+  }, 60_000);
+
+  test('status sent in a write is ignored, as for any Kubernetes object', async () => {
+    const patched = await viaApiserver('PATCH', `${P}/namespaces/${c.namespace}/byokkeys/${ids.good}`, { status: { ready: false, reason: 'Forged' } }, 'application/merge-patch+json');
+    expect(patched.status).toBe(200);
+    expect((patched.body.status as Record<string, unknown>).reason).not.toBe('Forged');
+    expect(await k('get', 'bk', '-n', c.namespace, ids.good, '-o', 'jsonpath={.status.reason}')).not.toBe('Forged');
   });
 });
 

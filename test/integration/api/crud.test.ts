@@ -9,7 +9,8 @@ import { maskLabel } from '../../../src/domain/label.ts';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { API_VERSION, credentialObject, err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
@@ -42,8 +43,10 @@ describe('BYOK REST API: operations', () => {
       expect(r.status).toBe(201);
       const k = one(r);
       expect(Object.keys(k).sort()).toEqual(
-        ['allowed_api_key_hashes', 'allowed_models', 'allowed_user_ids', 'created_at', 'declared_zdr', 'disabled', 'id', 'is_byok_only', 'is_fallback', 'is_required', 'label', 'name', 'provider', 'sort_order', 'workspace_id'].sort(),
+        ['allowed_api_key_hashes', 'allowed_models', 'allowed_user_ids', 'created_at', 'declared_zdr', 'disabled', 'id', 'is_byok_only', 'is_fallback', 'is_required', 'label', 'name', 'provider', 'sort_order', 'status', 'workspace_id'].sort(),
       );
+      // No operator runs in this suite: the status extension says so instead of pretending the key is fine.
+      expect(k.status).toEqual({ ready: null, reason: 'Reconciling', message: 'not reconciled by the operator yet', upstream: null, last_used_at: null, delivered: null, delivered_version: null });
       expect(k).toMatchObject({
         provider: 'openai',
         workspace_id: a.defaultWorkspaceId,
@@ -134,6 +137,7 @@ describe('BYOK REST API: operations', () => {
       ['a model that is not vendor/model', { provider: 'openai', key: KEY, allowed_models: ['gpt-5'] }, 'allowed_models[0]'],
       ['is_byok_only with is_fallback', { provider: 'openai', key: KEY, is_byok_only: true, is_fallback: true }, 'is_byok_only'],
       ['an invalid provider payload', { provider: 'amazon-bedrock', key: '{"accessKeyId":"AKIA0000"}' }, 'key'],
+      ['the read-only status', { provider: 'openai', key: KEY, status: { ready: true } }, 'status'],
     ])('400 for %s, naming the field', async (_what, body, field) => {
       const r = await post(body);
       expect(r.status).toBe(400);
@@ -281,6 +285,7 @@ describe('BYOK REST API: operations', () => {
 
     test.each([
       ['an unknown field', { label: 'x' }, 'label'],
+      ['the read-only status', { status: { ready: true, reason: 'Ready' } }, 'status'],
       ['a negative sort_order', { sort_order: -1 }, 'sort_order'],
       ['a wrong type', { is_required: 1 }, 'is_required'],
       ['an empty hash list', { allowed_api_key_hashes: [] }, 'allowed_api_key_hashes'],
@@ -398,6 +403,71 @@ describe('BYOK REST API: operations', () => {
       } finally {
         await open.close();
       }
+    });
+  });
+
+  describe('health and readiness (the status extension), with the operator running', () => {
+    const BAD = 'sk-CANARY-crud-status-two\nlines-0000000000';
+    let c: Account;
+    let hc: Harness;
+    let op: CapturedOperator | undefined;
+    const ids = { good: '', bad: '', nokey: '' };
+    beforeAll(async () => {
+      c = await seedAccount('api-crud-health');
+      const routing = await createTestNamespace('api-crud-health-routing');
+      hc = await startHarness([c.namespace]);
+      op = await startTestOperator(testKubeConfig(), { routingNamespace: routing, watchNamespaces: [c.namespace] });
+      ids.good = one(await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY } })).id;
+      // What the REST door refuses can still arrive through Git: a Secret whose payload is invalid, one without the key.
+      await core().createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'bad-key' }, stringData: { key: BAD } } });
+      await core().createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'other-key' }, stringData: { other: 'sk-other-0000000000000000' } } });
+      const creds = crApi('byokcredentials', c.namespace);
+      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'bad' }, spec: { provider: 'openai', secretRef: { name: 'bad-key' } } });
+      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'nokey' }, spec: { provider: 'groq', secretRef: { name: 'other-key' } } });
+      ids.bad = publicId('BYOKCredential', c.namespace, 'bad');
+      ids.nokey = publicId('BYOKCredential', c.namespace, 'nokey');
+    }, 60_000);
+    afterAll(async () => {
+      await op?.op.stop();
+      await hc?.close();
+    });
+
+    const byId = async () => {
+      const listed = many(await hc.call('GET', '/byok', { key: c.managementKey }));
+      return new Map(listed.map((k) => [k.id, k]));
+    };
+
+    test('list and get show ready true for a good key, false with PayloadInvalid / KeyNotFound for broken ones', async () => {
+      await until('every credential reconciled', async () => {
+        const m = await byId();
+        return [ids.good, ids.bad, ids.nokey].every((id) => m.get(id)?.status.reason !== 'Reconciling') ? m : undefined;
+      }, 30_000);
+      const m = await byId();
+      expect(m.get(ids.good)?.status).toMatchObject({ ready: true, reason: 'Ready', upstream: null, last_used_at: null });
+      expect(m.get(ids.bad)?.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', message: expect.stringContaining('PayloadValid') });
+      expect(m.get(ids.bad)?.label).toBe('');
+      expect(m.get(ids.nokey)?.status).toMatchObject({ ready: false, reason: 'KeyNotFound' });
+      // The single read agrees with the list.
+      expect(one(await hc.call('GET', `/byok/${ids.bad}`, { key: c.managementKey })).status).toEqual(m.get(ids.bad)?.status);
+    });
+
+    test('a PATCH cannot set status (400, nothing changes); an accepted PATCH is Reconciling until the operator catches up', async () => {
+      const before = one(await hc.call('GET', `/byok/${ids.good}`, { key: c.managementKey }));
+      const refused = await hc.call('PATCH', `/byok/${ids.good}`, { key: c.managementKey, body: { status: { ready: false, reason: 'Forged' } } });
+      expect(refused.status).toBe(400);
+      expect(err(refused).metadata?.field).toBe('status');
+      expect(one(await hc.call('GET', `/byok/${ids.good}`, { key: c.managementKey })).status).toEqual(before.status);
+      const renamed = await hc.call('PATCH', `/byok/${ids.good}`, { key: c.managementKey, body: { name: 'renamed' } });
+      expect(renamed.status).toBe(200);
+      // The response describes the new generation, which the operator has not judged yet, unless it already has.
+      expect(['Reconciling', 'Ready']).toContain(one(renamed).status.reason);
+      await until('Ready again for the new generation', async () => (await byId()).get(ids.good)?.status.ready === true, 30_000);
+    });
+
+    test('no response carries the broken key; the contract holds', async () => {
+      const all = hc.exchanges.map((e) => e.text).join('\n');
+      expect(all).not.toContain('CANARY-crud-status');
+      await expectContract(hc);
     });
   });
 

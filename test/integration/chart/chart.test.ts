@@ -1,16 +1,18 @@
 // The Helm chart renders objects the real apiserver accepts, and its RBAC is least-privilege: the operator
 // may write status but never spec; only the API may create credentials.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
+import { parse } from 'yaml';
 import { createTestNamespace, kubectl } from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const bin = (name: string) => join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', name);
-const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
+const repo = join(import.meta.dirname, '..', '..', '..');
+const chart = join(repo, 'charts', 'byok-operator');
 
 async function helmTemplate(namespace: string, ...sets: string[]): Promise<string> {
   const args = ['template', 'rel', chart, '-n', namespace, '--kube-version', '1.34.4', ...sets.flatMap((s) => ['--set', s])];
@@ -59,10 +61,20 @@ describe('Helm chart', () => {
     await expect(helmTemplate(ns, 'egress.allow={not a host}')).rejects.toThrow(/egress/);
   });
 
-  test('gateway.enabled: a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
-    await expect(helmTemplate(ns, 'gateway.enabled=true')).rejects.toThrow(/gateway.catalog.configMap/);
+  test('gateway.enabled: the one catalog by default; a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
+    // Without a catalog ConfigMap of one's own, the gateway serves the chart's copy of the one catalog.
+    const ownText = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true');
+    const own = ownText.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; data?: Record<string, string> } | null);
+    const catalogMap = own.find((d) => d?.kind === 'ConfigMap' && d.metadata?.name === 'rel-byok-gateway-catalog');
+    expect(catalogMap?.data?.['catalog.json']).toBe(readFileSync(join(repo, 'config', 'catalog', 'catalog.json'), 'utf8'));
+    expect(JSON.stringify(own.find((d) => d?.kind === 'Deployment' && d.metadata?.name === 'rel-byok-gateway'))).toContain('{"name":"catalog","configMap":{"name":"rel-byok-gateway-catalog"}}');
+    const ownFile = join(mkdtempSync(join(tmpdir(), 'chart-')), 'gateway-own-catalog.yaml');
+    writeFileSync(ownFile, ownText);
+    expect(await kubectl('apply', '--dry-run=server', '-n', ns, '-f', ownFile)).toMatch(/configmap\/rel-byok-gateway-catalog created \(server dry run\)/);
     // Without the aggregated API's cluster-wide and kube-system objects: this dry run is namespaced.
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
+    expect(rendered).not.toContain('rel-byok-gateway-catalog');
+    expect(rendered).toContain('configMap: { name: gw-catalog }');
     expect(rendered).toContain('- configMap: { name: byok-routing-index }');
     expect(rendered).toContain('- configMap: { name: byok-routing-2, optional: true }');
     expect(rendered).not.toContain('byok-routing-3');

@@ -1,4 +1,4 @@
-// `byok-operator explain --cluster` on config the real operator compiled: the dev catalog by default, the plan,
+// `byok-operator explain --cluster` on config the real operator compiled: the one catalog by default, the plan,
 // the credentials left out of the config with their Ready condition from the cluster, and exit 1 when no
 // attempt remains.
 import { execFile } from 'node:child_process';
@@ -55,11 +55,12 @@ describe('explain against the cluster', () => {
     await op?.op.stop();
   });
 
-  test('plans with the dev catalog and says why a credential is not compiled', async () => {
+  test('plans with the one catalog and says why a credential is not compiled', async () => {
     const { code, stdout } = await explain({ model: 'openai/gpt-5', apiKeyHash: KEY_HASH });
     expect(code).toBe(0);
     expect(stdout).toContain(`account ${ns}, `);
-    expect(stdout).toContain('(dev catalog config/catalog/dev.json)');
+    // The one catalog, named on the first line (the same file the gateway and the dev stack use by default).
+    expect(stdout.split('\n')[0]).toBe(`catalog: ${join(import.meta.dirname, '..', '..', '..', 'config', 'catalog', 'catalog.json')}`);
     expect(stdout).toMatch(/1\. credential good \(openai, [^)]+\) via openai \[prioritized\]/);
     expect(stdout).toMatch(/shared azure/);
     expect(stdout).toContain(`not in the routing config (cluster, namespace ${ns}):`);

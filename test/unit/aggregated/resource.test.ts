@@ -47,10 +47,39 @@ describe('BYOKKey object', () => {
       ['allowedApiKeyHashes', 'allowedModels', 'allowedUserIds', 'declaredZdr', 'disabled', 'displayName', 'isByokOnly', 'isFallback', 'isRequired', 'provider', 'sortOrder', 'workspaceId'].sort(),
     );
     expect(o.status).toMatchObject({ id: o.metadata.name, label: 'sk-...abcd', createdAt: '2025-01-02T03:04:05.000Z' });
-    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'openai', 'sk-...abcd', 'main', 'prioritized', 0, false, '60m']);
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'openai', 'sk-...abcd', 'main', 'prioritized', 0, false, 'Unknown', 'Reconciling', '<none>', '60m', '<none>', 'Unknown', '<none>']);
     const global = toKubeObject(entry(cred('g', '13', { isFallback: true })));
     expect(global.metadata.labels).not.toHaveProperty(['api.byok.gateway.dev/workspace']);
     expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(3, 5)).toEqual(['(global)', 'fallback']);
+  });
+
+  test('status carries health and readiness; the Table shows READY, REASON, UPSTREAM and, wide, the delivery', () => {
+    const c = (type: string, status: string, reason: string) => ({ type, status, reason, message: `${type} says ${reason}`, observedGeneration: 1, lastTransitionTime: '2025-01-02T03:04:05Z' });
+    const broken = cred('p', '20');
+    broken.metadata.generation = 1;
+    broken.status = {
+      label: '',
+      conditions: [c('Ready', 'False', 'PayloadInvalid'), c('UpstreamHealthy', 'True', 'Serving'), c('Delivered', 'False', 'Pending')] as never,
+      lastUsedTime: '2025-01-02T04:00:05Z',
+      delivery: { loaded: 1, total: 2, configVersion: 'feedc0de00112233' },
+    };
+    const o = toKubeObject(entry(broken));
+    expect(o.status).toEqual({
+      id: o.metadata.name,
+      label: '',
+      createdAt: '2025-01-02T03:04:05.000Z',
+      ready: false,
+      reason: 'PayloadInvalid',
+      message: 'Ready says PayloadInvalid',
+      upstream: 'Serving',
+      lastUsedTime: '2025-01-02T04:00:05.000Z',
+      delivered: false,
+      deliveredVersion: 'feedc0de00112233',
+    });
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z')).slice(7)).toEqual(['False', 'PayloadInvalid', 'Serving', '60m', '4m', 'False', 'feedc0de00112233']);
+    const props = ((openApiV3() as { components: { schemas: Record<string, { properties: { status: { properties: Record<string, { description?: string }> } } }> } }).components.schemas[KIND_DEF]?.properties.status.properties) ?? {};
+    expect(Object.keys(props)).toEqual(['id', 'label', 'createdAt', 'ready', 'reason', 'message', 'upstream', 'lastUsedTime', 'delivered', 'deliveredVersion']);
+    expect(props.delivered?.description).toContain('deliveredVersion');
   });
 
   test('create: spec → REST body; sortOrder set apart; names and unknown fields rejected with the field path', () => {

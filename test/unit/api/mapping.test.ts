@@ -1,5 +1,5 @@
 import { describe, expect, test } from '@jest/globals';
-import { compareKeys, effectiveSortOrder, pickLabel, toByokKey, LABEL_ANNOTATION, LABEL_SECRET_VERSION_ANNOTATION } from '../../../src/api/mapping.ts';
+import { compareKeys, credentialStatus, effectiveSortOrder, pickLabel, toByokKey, LABEL_ANNOTATION, LABEL_SECRET_VERSION_ANNOTATION } from '../../../src/api/mapping.ts';
 import { ApiState } from '../../../src/api/state.ts';
 import { publicId } from '../../../src/domain/ids.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
@@ -32,7 +32,35 @@ describe('CR → BYOKKey', () => {
       sort_order: 0,
       created_at: '2025-01-02T03:04:05.000Z',
       declared_zdr: null,
+      status: { ready: null, reason: 'Reconciling', message: 'not reconciled by the operator yet', upstream: null, last_used_at: null, delivered: null, delivered_version: null },
     });
+  });
+
+  test('status: Ready, UpstreamHealthy and Delivered of the current generation; a stale verdict is Reconciling', () => {
+    const c = (type: string, status: 'True' | 'False' | 'Unknown', reason: string, message = '', observedGeneration = 1) => ({ type, status, reason, message, observedGeneration, lastTransitionTime: '2025-01-02T03:04:05Z' });
+    const broken = cred('h', {}, {
+      status: {
+        conditions: [c('Ready', 'False', 'PayloadInvalid', 'PayloadValid: key must be a single line'), c('UpstreamHealthy', 'False', 'Unauthorized', 'refused'), c('Delivered', 'True', 'Delivered')],
+        lastUsedTime: '2025-01-03T00:00:00Z',
+        delivery: { loaded: 2, total: 2, configVersion: '0123456789abcdef' },
+      },
+    });
+    expect(credentialStatus(broken)).toEqual({
+      ready: false,
+      reason: 'PayloadInvalid',
+      message: 'PayloadValid: key must be a single line',
+      upstream: 'Unauthorized',
+      last_used_at: '2025-01-03T00:00:00.000Z',
+      delivered: true,
+      delivered_version: '0123456789abcdef',
+    });
+    expect(toByokKey(broken).status.ready).toBe(false);
+    expect(credentialStatus(cred('r', {}, { status: { conditions: [c('Ready', 'True', 'Ready', 'compiled')] } }))).toMatchObject({ ready: true, reason: 'Ready', upstream: null, delivered: null });
+    expect(credentialStatus(cred('u', {}, { status: { conditions: [c('Ready', 'Unknown', 'Pending')] } }))).toMatchObject({ ready: null, reason: 'Pending' });
+    // The spec moved on (generation 2) since the operator wrote its verdict: neither Ready nor Delivered is current.
+    const stale = cred('s', {}, { meta: { generation: 2 }, status: { conditions: [c('Ready', 'True', 'Ready'), c('Delivered', 'True', 'Delivered')] } });
+    expect(credentialStatus(stale)).toMatchObject({ ready: null, reason: 'Reconciling', delivered: null });
+    expect(credentialStatus(stale).message).toContain('generation 2');
   });
 
   test('workspace name → the workspace public id; spec fields map to their wire names', () => {

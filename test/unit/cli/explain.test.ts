@@ -35,6 +35,7 @@ describe('explain', () => {
     const { output: out, exitCode } = await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1, userId: 'u1' }), json: false });
     expect(exitCode).toBe(0);
     const lines = out.split('\n');
+    expect(lines[0]).toBe(`catalog: ${catalogFile}`);
     const attempts = lines.slice(lines.indexOf('attempts, in order:') + 1, lines.indexOf('left out:') - 1);
     expect(attempts[0]).toContain('credential openai-main (openai, sk-...main) via openai [prioritized]');
     expect(attempts.at(-1)).toContain('credential mistral-late (mistral, sk-...abcd) via mistral [fallback]');
@@ -44,10 +45,11 @@ describe('explain', () => {
   });
 
   test('--json gives the machine-readable plan; an unknown key gives no plan and exit 1', async () => {
-    const plan = JSON.parse((await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1 }), json: true })).output) as { ok: boolean; plan: { attempts: unknown[] } };
+    const plan = JSON.parse((await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: K1 }), json: true })).output) as { catalog: string; ok: boolean; plan: { attempts: unknown[] } };
     expect(plan.ok).toBe(true);
+    expect(plan.catalog).toBe(catalogFile);
     expect(plan.plan.attempts.length).toBeGreaterThan(2);
-    expect(await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: 'f'.repeat(64) }), json: false })).toEqual({ output: 'no plan: unknown-api-key\n', exitCode: 1 });
+    expect(await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: 'f'.repeat(64) }), json: false })).toEqual({ output: `catalog: ${catalogFile}\nno plan: unknown-api-key\n`, exitCode: 1 });
   });
 
   test('exit 1 when no attempt remains', async () => {

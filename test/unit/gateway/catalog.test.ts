@@ -10,8 +10,8 @@ const endpoint = { id: 'openai', provider: 'openai', pricing: { kind: 'per-token
 const doc = (models: unknown) => JSON.stringify({ format: 'byok-gateway-catalog/v1', models });
 
 describe('gateway catalog', () => {
-  test('the sample catalog under config/ parses', () => {
-    const c = parseCatalog(readFileSync(join(repo, 'config', 'gateway-catalog.json'), 'utf8'));
+  test('the one catalog under config/ parses', () => {
+    const c = parseCatalog(readFileSync(join(repo, 'config', 'catalog', 'catalog.json'), 'utf8'));
     expect(c.models.length).toBeGreaterThan(3);
   });
 
