@@ -286,8 +286,8 @@ async function main(argv: string[]): Promise<void> {
       const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
       const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
       if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
-      // No path redaction on the request path: see createLogger.
-      const gatewayLog = createLogger({ level: values['log-level'], redact: false }).child({ component: 'gateway' });
+      // No path redaction and synchronous stdout on the request path: see createLogger.
+      const gatewayLog = createLogger({ level: values['log-level'], redact: false, syncStdout: true }).child({ component: 'gateway' });
       const catalogFile = resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG));
       const metrics = createGatewayMetrics();
       const spendGate = await openGatewaySpendGate({

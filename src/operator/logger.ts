@@ -13,14 +13,18 @@ export const REDACT_PATHS = [
  * timings, never a payload or a header (test/integration/gateway canaries check), and path redaction cost ~25 µs of
  * every request's CPU there (docs/gateway.md, "Performance").
  */
-export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream; redact?: boolean } = {}): Logger {
+export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream; redact?: boolean; syncStdout?: boolean } = {}): Logger {
   const options = {
     name: opts.name ?? 'byok-operator',
     level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
     ...(opts.redact === false ? {} : { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }),
     base: { pid: process.pid },
   };
-  return opts.destination ? pino(options, opts.destination) : pino(options);
+  if (opts.destination) return pino(options, opts.destination);
+  // Synchronous writes to stdout: the default hands every line to libuv's thread pool, a thread switch per line that
+  // cost the gateway ~100 µs of CPU per request on one core (docs/gateway.md, "Performance"). A stalled log reader
+  // then blocks the process, as it does any program that logs to a full pipe.
+  return opts.syncStdout ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
 }
 
 /**
