@@ -9,7 +9,7 @@
 // built CLI (`node dist/cli/main.js gateway`) with the flags the image ships for the gateway, with the embedded
 // ledger and with Redis; then the gateway with Node's defaults and with the operator's flags, for comparison.
 //
-//   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--oha <path>]
+//   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--gateway-flags "<a>|<b>"] [--oha <path>]
 //
 // Prints one JSON document on stdout; progress on stderr.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
