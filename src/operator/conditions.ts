@@ -1,5 +1,7 @@
 // metav1.Condition bookkeeping: lastTransitionTime only moves when a condition's status changes, so a
 // reconcile with unchanged inputs produces a byte-identical status and Server-Side Apply is a no-op.
+import { ConditionReason, ConditionType } from '../schema/conditions.ts';
+
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
 export interface Condition {
@@ -11,12 +13,16 @@ export interface Condition {
   message: string;
 }
 
-export interface DesiredCondition {
-  type: string;
+/** A condition as a reconcile decides it; the operator's own reconcilers use the catalog's types and reasons. */
+export interface DesiredCondition<T extends string = string, R extends string = string> {
+  type: T;
   status: ConditionStatus;
-  reason: string;
+  reason: R;
   message: string;
 }
+
+/** A condition whose type and reason come from the catalog (src/schema/conditions.ts). */
+export type CatalogCondition<T extends ConditionType = ConditionType> = DesiredCondition<T, ConditionReason>;
 
 /** metav1.Time: RFC 3339 with second precision. */
 export function metaTime(d = new Date()): string {
@@ -34,10 +40,10 @@ export function buildConditions(existing: readonly Condition[] | undefined, desi
 }
 
 /** Ready summarises the others: True when all are True, else False with the first failing reason. */
-export function readyFrom(conditions: readonly DesiredCondition[], readyMessage: string): DesiredCondition {
+export function readyFrom<R extends string>(conditions: readonly DesiredCondition<string, R>[], readyMessage: string): DesiredCondition<typeof ConditionType.Ready, R | typeof ConditionReason.Ready> {
   const failing = conditions.find((c) => c.status !== 'True');
-  if (!failing) return { type: 'Ready', status: 'True', reason: 'Ready', message: readyMessage };
-  return { type: 'Ready', status: 'False', reason: failing.reason, message: `${failing.type}: ${failing.message}` };
+  if (!failing) return { type: ConditionType.Ready, status: 'True', reason: ConditionReason.Ready, message: readyMessage };
+  return { type: ConditionType.Ready, status: 'False', reason: failing.reason, message: `${failing.type}: ${failing.message}` };
 }
 
 /** Stable JSON (sorted keys) for "did the status change" comparisons. */

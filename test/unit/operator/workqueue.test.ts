@@ -2,7 +2,7 @@ import { describe, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
 import { WorkQueue } from '../../../src/operator/workqueue.ts';
 import { createOperatorMetrics } from '../../../src/operator/metrics.ts';
-import { effectiveSortOrder } from '../../../src/operator/controllers.ts';
+import { effectiveSortOrder } from '../../../src/operator/reconcile/sort-order.ts';
 import { buildConditions, readyFrom, sameStatus } from '../../../src/operator/conditions.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 

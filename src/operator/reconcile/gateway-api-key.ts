@@ -1,0 +1,80 @@
+// GatewayAPIKey: gather (its workspace and guardrail, the clock) → evaluate (Live and Ready) → write. Expiry is
+// not an apiserver event, so the reconcile requeues itself at expiresAt and re-enqueues the credentials that
+// depend on the key when `live` flips.
+import type { GatewayAPIKey } from '../../schema/generated/types.ts';
+import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
+import { isApiKeyLive } from '../../domain/index.ts';
+import { INDEX, type ResourceInformers } from '../../kube/resources.ts';
+import { buildConditions, type CatalogCondition, type Condition } from '../conditions.ts';
+import type { ReconcileResult } from '../workqueue.ts';
+import { missingGuardrails } from './guardrail.ts';
+import { baseStatus, keyOf, MAX_REQUEUE_MS, splitKey } from './objects.ts';
+import type { StatusWriter } from './status-writer.ts';
+
+export interface ApiKeyFacts {
+  namespace: string;
+  spec: GatewayAPIKey['spec'];
+  now: number;
+  /** Whether spec.workspace names an existing Workspace (true when it names none). */
+  workspaceExists: boolean;
+  missingGuardrails: readonly string[];
+}
+
+export interface ApiKeyEvaluation {
+  live: boolean;
+  ready: CatalogCondition<'Ready'>;
+  liveCondition: CatalogCondition<'Live'>;
+  /** When a live key with an expiry should be looked at again (ms from now). */
+  requeueAfterMs: number | undefined;
+}
+
+export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
+  const { spec, now, namespace } = f;
+  const live = isApiKeyLive(spec, now);
+  const exp = spec.expiresAt ? Date.parse(spec.expiresAt) : NaN;
+  const liveCondition: CatalogCondition<'Live'> = live
+    ? { type: T.Live, status: 'True', reason: R.Live, message: Number.isNaN(exp) ? 'the key does not expire' : `the key expires at ${spec.expiresAt}` }
+    : spec.disabled
+      ? { type: T.Live, status: 'False', reason: R.Disabled, message: 'the key is disabled' }
+      : { type: T.Live, status: 'False', reason: R.Expired, message: `the key expired at ${spec.expiresAt}` };
+  let ready: CatalogCondition<'Ready'> = { type: T.Ready, status: 'True', reason: R.Ready, message: 'the API key record is valid' };
+  if (spec.workspace && !f.workspaceExists) {
+    ready = { type: T.Ready, status: 'False', reason: R.WorkspaceNotFound, message: `Workspace "${spec.workspace}" not found in namespace ${namespace}` };
+  } else if (f.missingGuardrails.length > 0) {
+    ready = { type: T.Ready, status: 'False', reason: R.GuardrailNotFound, message: `Guardrail "${f.missingGuardrails[0]}" not found in namespace ${namespace}` };
+  }
+  const requeueAfterMs = live && !Number.isNaN(exp) ? Math.max(1, Math.min(exp - now + 50, MAX_REQUEUE_MS)) : undefined;
+  return { live, ready, liveCondition, requeueAfterMs };
+}
+
+export interface ApiKeyReconcileDeps {
+  informers: ResourceInformers;
+  writer: StatusWriter;
+  markDirty: (namespace: string) => void;
+  enqueueCredential: (key: string) => void;
+}
+
+export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): Promise<ReconcileResult> {
+  const [ns, name] = splitKey(key);
+  const inf = deps.informers;
+  const k = inf.apiKeys.get(ns, name);
+  if (!k || k.metadata.deletionTimestamp) return;
+  const verdict = evaluateApiKey({
+    namespace: ns,
+    spec: k.spec,
+    now: Date.now(),
+    workspaceExists: !k.spec.workspace || inf.workspaces.get(ns, k.spec.workspace) !== undefined,
+    missingGuardrails: missingGuardrails(inf.guardrails, ns, [k.spec.guardrail]),
+  });
+  const { live, ready } = verdict;
+  const status = { ...baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, verdict.liveCondition], k.metadata.generation) };
+  const wasLive = k.status?.live;
+  await deps.writer.write('GatewayAPIKey', k, status, inf.apiKeys);
+  if (wasLive !== undefined && wasLive !== live) {
+    // Expiry is not an apiserver event: tell the dependants ourselves.
+    for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) deps.enqueueCredential(keyOf(c));
+    deps.markDirty(ns);
+  }
+  if (ready.status !== 'True') deps.writer.warn(k, ready.reason, ready.message);
+  return verdict.requeueAfterMs !== undefined ? { requeueAfterMs: verdict.requeueAfterMs } : undefined;
+}
