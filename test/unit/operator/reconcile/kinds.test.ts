@@ -1,0 +1,88 @@
+// The decisions of the status-only kinds (Workspace, GatewayAPIKey, Account, Guardrail), without a cluster.
+import { describe, expect, test } from '@jest/globals';
+import { evaluateWorkspace } from '../../../../src/operator/reconcile/workspace.ts';
+import { evaluateApiKey, type ApiKeyFacts } from '../../../../src/operator/reconcile/gateway-api-key.ts';
+import { evaluateAccount } from '../../../../src/operator/reconcile/account.ts';
+import { evaluateGuardrail, missingGuardrails } from '../../../../src/operator/reconcile/guardrail.ts';
+import { MAX_REQUEUE_MS, splitKey } from '../../../../src/operator/reconcile/objects.ts';
+
+describe('Workspace', () => {
+  const base = { name: 'w', isDefault: false, missingGuardrails: [], defaultWinner: undefined };
+  test('Ready, with a message saying whether it is the default', () => {
+    expect(evaluateWorkspace(base)).toEqual({ type: 'Ready', status: 'True', reason: 'Ready', message: 'the workspace is valid' });
+    expect(evaluateWorkspace({ ...base, isDefault: true, defaultWinner: 'w' })).toMatchObject({ status: 'True', message: 'the default workspace' });
+  });
+  test('missing guardrails: GuardrailNotFound listing them', () => {
+    expect(evaluateWorkspace({ ...base, missingGuardrails: ['a', 'b'] })).toEqual({ type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: 'Guardrail(s) not found: a, b' });
+  });
+  test('an older default elsewhere: Conflicting, which wins over missing guardrails', () => {
+    const c = evaluateWorkspace({ ...base, isDefault: true, defaultWinner: 'older', missingGuardrails: ['a'] });
+    expect(c).toEqual({ type: 'Ready', status: 'False', reason: 'Conflicting', message: 'Workspace "older" is already the default workspace of this namespace (oldest wins)' });
+    expect(evaluateWorkspace({ ...base, isDefault: false, defaultWinner: 'older' }).status).toBe('True');
+  });
+});
+
+describe('GatewayAPIKey', () => {
+  const now = Date.parse('2025-01-01T00:00:00Z');
+  const facts = (spec: Partial<ApiKeyFacts['spec']> = {}, over: Partial<ApiKeyFacts> = {}): ApiKeyFacts => ({
+    namespace: 'team',
+    spec: { hash: 'a'.repeat(64), ...spec } as ApiKeyFacts['spec'],
+    now,
+    workspaceExists: true,
+    missingGuardrails: [],
+    ...over,
+  });
+  test('a key without expiry is Live and needs no requeue', () => {
+    expect(evaluateApiKey(facts())).toEqual({
+      live: true,
+      ready: { type: 'Ready', status: 'True', reason: 'Ready', message: 'the API key record is valid' },
+      liveCondition: { type: 'Live', status: 'True', reason: 'Live', message: 'the key does not expire' },
+      requeueAfterMs: undefined,
+    });
+  });
+  test('an expiring key requeues just after expiry, capped at an hour', () => {
+    expect(evaluateApiKey(facts({ expiresAt: '2025-01-01T00:00:10Z' })).requeueAfterMs).toBe(10_050);
+    expect(evaluateApiKey(facts({ expiresAt: '2026-01-01T00:00:00Z' })).requeueAfterMs).toBe(MAX_REQUEUE_MS);
+  });
+  test('disabled and expired keys are not Live', () => {
+    expect(evaluateApiKey(facts({ disabled: true })).liveCondition).toEqual({ type: 'Live', status: 'False', reason: 'Disabled', message: 'the key is disabled' });
+    const expired = evaluateApiKey(facts({ expiresAt: '2024-12-31T00:00:00Z' }));
+    expect(expired).toMatchObject({ live: false, requeueAfterMs: undefined, liveCondition: { reason: 'Expired', message: 'the key expired at 2024-12-31T00:00:00Z' } });
+  });
+  test('a missing workspace wins over a missing guardrail', () => {
+    expect(evaluateApiKey(facts({ workspace: 'gone' }, { workspaceExists: false, missingGuardrails: ['g'] })).ready).toEqual({ type: 'Ready', status: 'False', reason: 'WorkspaceNotFound', message: 'Workspace "gone" not found in namespace team' });
+    expect(evaluateApiKey(facts({ guardrail: 'g' }, { missingGuardrails: ['g'] })).ready).toEqual({ type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: 'Guardrail "g" not found in namespace team' });
+  });
+});
+
+describe('Account', () => {
+  test('the elected account is Ready without a Compiled condition', () => {
+    expect(evaluateAccount({ name: 'a', winner: 'a', quarantine: undefined })).toEqual({ ready: { type: 'Ready', status: 'True', reason: 'Ready', message: 'the account is valid' }, compiled: [] });
+  });
+  test('a younger second account is Conflicting, and a quarantine is not its business', () => {
+    expect(evaluateAccount({ name: 'b', winner: 'a', quarantine: { message: 'refused' } })).toEqual({
+      ready: { type: 'Ready', status: 'False', reason: 'Conflicting', message: 'Account "a" already defines this namespace\'s account (exactly one per namespace; oldest wins)' },
+      compiled: [],
+    });
+  });
+  test('quarantined: Compiled=False Quarantined, and Ready carries it', () => {
+    expect(evaluateAccount({ name: 'a', winner: 'a', quarantine: { message: 'the apiserver refused' } })).toEqual({
+      ready: { type: 'Ready', status: 'False', reason: 'Quarantined', message: 'Compiled: the apiserver refused' },
+      compiled: [{ type: 'Compiled', status: 'False', reason: 'Quarantined', message: 'the apiserver refused' }],
+    });
+  });
+});
+
+describe('Guardrail and shared helpers', () => {
+  test('a guardrail is Ready', () => {
+    expect(evaluateGuardrail()).toEqual({ type: 'Ready', status: 'True', reason: 'Ready', message: 'the guardrail is valid' });
+  });
+  test('missing guardrails: named ones that do not exist, deduplicated and sorted', () => {
+    const have = new Set(['team/ok']);
+    const cache = { get: (ns: string, name: string) => (have.has(`${ns}/${name}`) ? ({} as never) : undefined) };
+    expect(missingGuardrails(cache, 'team', ['z', undefined, 'ok', 'a', 'z', ''])).toEqual(['a', 'z']);
+  });
+  test('keys split at the first slash', () => {
+    expect(splitKey('team/name')).toEqual(['team', 'name']);
+  });
+});
