@@ -13,7 +13,7 @@ import {
   workspaceFound,
   type CredentialFacts,
 } from '../../../../src/operator/reconcile/credential-checks.ts';
-import { describePayloadIssues, maskLabel, patchFromSpec, resolveCredentialWrite, specFieldPath, validatePayload } from '../../../../src/domain/index.ts';
+import { describePayloadIssues, maskLabel, parseEgressAllowList, patchFromSpec, resolveCredentialWrite, specFieldPath, validatePayload } from '../../../../src/domain/index.ts';
 import { bytesIssue } from '../../../../src/domain/text.ts';
 import { overQuota } from '../../../../src/compiler/elect.ts';
 import { quotaMessage } from '../../../../src/domain/quota.ts';
@@ -76,6 +76,12 @@ describe('credential checks, one by one', () => {
     expect(bad?.message).not.toContain('secret');
     const vertex = payloadValid(facts({ secret: { value: text('{}') } }, { provider: 'google-vertex' }));
     expect(vertex).toMatchObject({ reason: 'PayloadInvalid' });
+  });
+
+  test('payload valid: tenant URLs are held to the egress policy, widened only by --egress-allow', () => {
+    const azure = text(JSON.stringify([{ api_key: 'k', model_slug: 'openai/gpt-4o', endpoint_url: 'https://[::1]:8443/openai/deployments/d/chat/completions?api-version=2024-10-21', model_id: 'd' }]));
+    expect(payloadValid(facts({ secret: { value: azure } }, { provider: 'azure' }))).toMatchObject({ reason: 'PayloadInvalid', message: expect.stringContaining('endpoint_url') });
+    expect(payloadValid(facts({ secret: { value: azure }, egress: parseEgressAllowList(['::1']) }, { provider: 'azure' }))).toBeUndefined();
   });
 
   test('workspace found: only when spec.workspace names one that does not exist', () => {
