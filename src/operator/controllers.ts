@@ -93,7 +93,7 @@ export class Controllers {
       applier: ctx.applier,
       metrics: ctx.metrics,
       verdicts: ctx.verdicts,
-      markDirty: ctx.markDirty,
+      markDirty: (ns) => ctx.markDirty(ns),
       writer: this.writer,
       ...(ctx.missingSecretMaxDelayMs !== undefined ? { missingSecretMaxDelayMs: ctx.missingSecretMaxDelayMs } : {}),
       ...(ctx.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: ctx.defaultMaxCredentials } : {}),
@@ -225,7 +225,8 @@ export class Controllers {
   }
 
   start(): void {
-    const { informers, markDirty } = this.ctx;
+    const { informers } = this.ctx;
+    const markDirty = (ns: string) => this.ctx.markDirty(ns);
     const writer = this.writer;
     this.queues.credentials.start((k) => this.credential.reconcile(k));
     this.queues.workspaces.start((k) => reconcileWorkspace({ informers, writer }, k));
