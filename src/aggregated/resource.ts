@@ -1,8 +1,8 @@
 // The BYOKKey Kubernetes object of the aggregated API (group api.byok.gateway.dev/v1, resource byokkeys) and its
 // mapping to and from the REST bodies ByokService takes. Pure functions: no I/O.
-import type { CredentialEntry } from '../api/state.ts';
-import { MANAGED_BY_LABEL } from '../api/mapping.ts';
-import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../api/openapi.ts';
+import type { CredentialEntry } from '../service/state.ts';
+import { MANAGED_BY_LABEL } from '../service/mapping.ts';
+import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../service/key-schema.ts';
 import { SPEC_FIELD_NAMES } from '../domain/filters.ts';
 
 export const AGG_GROUP = 'api.byok.gateway.dev';

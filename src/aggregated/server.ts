@@ -7,10 +7,10 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { parse as parseYaml } from 'yaml';
-import { ApiError, errorBody, MESSAGES } from '../api/errors.ts';
-import { BODY_LIMIT, REDACT_PATHS } from '../api/server.ts';
-import type { ByokService } from '../api/service.ts';
-import type { ApiState, CredentialEntry } from '../api/state.ts';
+import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
+import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
+import type { ByokService } from '../service/service.ts';
+import type { ApiState, CredentialEntry } from '../service/state.ts';
 import { kubeClient } from '../kube/client.ts';
 import { yamlSafeJson } from '../domain/text.ts';
 import { exceedsDepth, MAX_JSON_DEPTH, parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';

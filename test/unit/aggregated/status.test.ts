@@ -1,6 +1,6 @@
 // ByokService errors → Kubernetes Status: field errors become 422 Invalid with causes on BYOKKey paths.
 import { describe, expect, test } from '@jest/globals';
-import { ApiError, badRequest } from '../../../src/api/errors.ts';
+import { ApiError, badRequest } from '../../../src/service/errors.ts';
 import { statusFromApiError } from '../../../src/aggregated/server.ts';
 
 describe('Status mapping', () => {
