@@ -15,7 +15,7 @@ export const KIND = 'BYOKKey';
 export const SHORT_NAMES = ['bk'];
 export const CATEGORIES = ['byok-all'];
 /** Only what is implemented: the namespace controller and the garbage collector act on advertised verbs. */
-export const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+export const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 /** Labels synthesized on every object so list/watch can select by provider and workspace. */
 export const PROVIDER_LABEL = `${AGG_GROUP}/provider`;
