@@ -68,7 +68,7 @@ interface Selection {
 }
 
 /** Where the next page starts: just after this object in list order (namespace, then the REST list order). */
-interface Cursor extends KeyOrder {
+export interface Cursor extends KeyOrder {
   namespace: string;
 }
 
@@ -83,10 +83,10 @@ const cursorOf = (e: CredentialEntry): Cursor => ({
 
 const compareCursor = (a: Cursor, b: Cursor): number => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : compareKeys(a, b));
 
-const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify([1, c.namespace, c.provider, c.is_fallback, c.sort_order, c.created_at, c.id])).toString('base64url');
+export const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify([1, c.namespace, c.provider, c.is_fallback, c.sort_order, c.created_at, c.id])).toString('base64url');
 
 /** The cursor in a continue token, or a 400: the token is client input, so every field is checked. */
-function decodeCursor(token: string): Cursor {
+export function decodeCursor(token: string): Cursor {
   try {
     if (token.length > MAX_CONTINUE_LENGTH) throw new Error('too long');
     const t: unknown = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
