@@ -821,7 +821,7 @@ describe('hostile tenant', () => {
     const routes: [string, string][] = [
       ['GET', `${P}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byokkeys`], ['POST', `${P}/namespaces/${ns}/byokkeys`],
       ['GET', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PUT', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PATCH', `${P}/namespaces/${ns}/byokkeys/${id}`],
-      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
+      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['DELETE', `${P}/namespaces/${ns}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
       ['GET', `${P}/namespaces/${ns}/byok/${id}`], ['PATCH', `${P}/namespaces/${ns}/byok/${id}`], ['DELETE', `${P}/namespaces/${ns}/byok/${id}`],
     ];
     // The table covers what the server registers.
