@@ -20,8 +20,6 @@ import { str } from './request.ts';
 import { AGG_GROUP, AGG_PREFIX, AGG_VERSION, RESOURCE } from './resource.ts';
 import { REASONS, statusBody, StatusError, statusFromApiError } from './status.ts';
 
-export { StatusError, statusBody, statusFromApiError } from './status.ts';
-
 export interface AggregatedServerOptions {
   /** The server's own identity: reads the authentication ConfigMap, posts TokenReviews and SubjectAccessReviews. */
   kubeConfig: KubeAccess;
