@@ -18,7 +18,7 @@ import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
 import { kubeClient } from '../src/kube/client.ts';
 import { API_VERSION } from '../src/schema/resources.ts';
-import { createManagementKey } from '../src/shared/management-keys.ts';
+import { createManagementKey } from '../src/service/management-keys.ts';
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -15,7 +15,7 @@ import { startApiServer } from '../src/api/server.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
 import { GROUP, VERSION } from '../src/schema/resources.ts';
-import { createManagementKey } from '../src/shared/management-keys.ts';
+import { createManagementKey } from '../src/service/management-keys.ts';
 
 interface AutocannonResult {
   requests: { average: number; total: number };

@@ -1,8 +1,8 @@
 // The BYOKKey Kubernetes object of the aggregated API (group api.byok.gateway.dev/v1, resource byokkeys) and its
 // mapping to and from the REST bodies ByokService takes. Pure functions: no I/O.
-import type { CredentialEntry } from '../api/state.ts';
-import { MANAGED_BY_LABEL } from '../api/mapping.ts';
-import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../api/openapi.ts';
+import type { CredentialEntry } from '../service/state.ts';
+import { MANAGED_BY_LABEL } from '../service/mapping.ts';
+import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../service/key-schema.ts';
 import { SPEC_FIELD_NAMES } from '../domain/filters.ts';
 
 export const AGG_GROUP = 'api.byok.gateway.dev';
@@ -15,7 +15,7 @@ export const KIND = 'BYOKKey';
 export const SHORT_NAMES = ['bk'];
 export const CATEGORIES = ['byok-all'];
 /** Only what is implemented: the namespace controller and the garbage collector act on advertised verbs. */
-export const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+export const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 /** Labels synthesized on every object so list/watch can select by provider and workspace. */
 export const PROVIDER_LABEL = `${AGG_GROUP}/provider`;

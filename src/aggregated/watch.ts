@@ -1,7 +1,7 @@
 // Watch events for byokkeys, driven by the read model's change notifications. resourceVersions are the backing
 // BYOKCredentials' (etcd revisions), so a client can resume from the last object it saw. A bounded buffer of
 // recent events serves `?watch=true&resourceVersion=<rv>`; older versions get 410 Expired, as from the apiserver.
-import type { ApiState, CredentialChange, CredentialEntry } from '../api/state.ts';
+import type { ApiState, CredentialChange, CredentialEntry } from '../service/state.ts';
 
 export interface HubEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';

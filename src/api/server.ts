@@ -13,33 +13,19 @@ import { kubeClient } from '../kube/client.ts';
 import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
-import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../shared/management-keys.ts';
-import { kubeBackend, type Backend } from './backend.ts';
-import { ApiError, errorBody, MESSAGES } from './errors.ts';
+import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../service/management-keys.ts';
+import { kubeBackend, type Backend } from '../service/backend.ts';
+import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
+import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import { startOrphanCollector } from './orphans.ts';
-import { ByokService } from './service.ts';
-import { invalidUtf8Error } from './validate.ts';
+import { startOrphanCollector } from '../service/orphans.ts';
+import { ByokService } from '../service/service.ts';
+import { invalidUtf8Error } from '../service/validate.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 import type { EgressAllowList } from '../domain/egress.ts';
-import { ApiState, type CredentialEntry } from './state.ts';
+import { ApiState, type CredentialEntry } from '../service/state.ts';
 
 export const API_PREFIX = '/api/v1';
-/** Bodies larger than this get 413. A service-account JSON is ~2.4 KB; the payload limit is 64 KiB. */
-export const BODY_LIMIT = 128 * 1024;
-
-/** Paths pino must never print: the bearer token and any secret in a body. */
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'headers.authorization',
-  'authorization',
-  'req.body',
-  'body',
-  'key',
-  '*.key',
-  'payload',
-];
 
 export interface RateLimitOptions {
   max: number;

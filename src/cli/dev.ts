@@ -13,7 +13,7 @@ import { startAggregatedServer } from '../aggregated/server.ts';
 import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
 import { installCrds } from '../controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
-import { createManagementKey } from '../shared/management-keys.ts';
+import { createManagementKey } from '../service/management-keys.ts';
 import { hardenPrototypes } from './harden.ts';
 import { startOperator } from '../operator/run.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';

@@ -349,7 +349,7 @@ async function main(argv: string[]): Promise<void> {
     case 'management-key': {
       if (positionals[0] !== 'create') fail('usage: management-key create --namespace <ns> [--name <name>]');
       const namespace = values.namespace ?? fail('management-key create needs --namespace');
-      const { createManagementKey } = await import('../shared/management-keys.ts');
+      const { createManagementKey } = await import('../service/management-keys.ts');
       const { key, secretName } = await createManagementKey(loadKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
       process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
       process.stdout.write(`${key}\n`);

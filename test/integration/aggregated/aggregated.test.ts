@@ -27,6 +27,8 @@ let a: Account;
 let b: Account;
 /** The account of the health tests: the only one an operator reconciles in this file. */
 let c: Account;
+/** The account the collection-delete tests empty: nothing else keeps state in it. */
+let d: Account;
 let rest: Harness;
 let agg: AggregatedServer;
 const aggLog: string[] = [];
@@ -97,8 +99,8 @@ async function kubectlCreate(namespace: string, extra = ''): Promise<Record<stri
 }
 
 beforeAll(async () => {
-  [a, b, c] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b'), seedAccount('agg-c')]);
-  rest = await startHarness([a.namespace, b.namespace, c.namespace]);
+  [a, b, c, d] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b'), seedAccount('agg-c'), seedAccount('agg-d')]);
+  rest = await startHarness([a.namespace, b.namespace, c.namespace, d.namespace]);
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
       aggLog.push(chunk.toString('utf8'));
@@ -140,7 +142,7 @@ describe('registration and discovery', () => {
   test('discovery advertises exactly the implemented verbs and the category', async () => {
     const list = await viaApiserver('GET', P);
     const res = (list.body.resources as { name: string; verbs: string[]; categories: string[] }[]).find((r) => r.name === 'byokkeys');
-    expect(res?.verbs.sort()).toEqual(['create', 'delete', 'get', 'list', 'patch', 'update', 'watch']);
+    expect(res?.verbs.sort()).toEqual(['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch']);
     expect(res?.categories).toEqual(['byok-all']);
   });
 
@@ -241,7 +243,7 @@ describe('kubectl against byokkeys', () => {
     expect(strategic.stderr).toContain('strategic-merge-patch');
   });
 
-  test('kubectl apply (client-side and server-side) on an existing id; -A lists every namespace', async () => {
+  test('kubectl apply (client-side) on an existing id; server-side apply is a 415 naming the CRD door; -A lists every namespace', async () => {
     const created = await kubectlCreate(a.namespace);
     const name = created.metadata.name;
     const manifest = (extra: string) => `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
@@ -258,14 +260,25 @@ describe('kubectl against byokkeys', () => {
     };
     const clientSide = await apply();
     expect(clientSide).toMatchObject({ code: 0 });
+    // No field ownership is recorded on byokkeys, so server-side apply is refused (docs/aggregated-api.md) and
+    // changes nothing; GitOps belongs on the BYOKCredential door.
     const serverSide = await apply('--server-side', '--field-manager=test');
-    expect(serverSide).toMatchObject({ code: 0 });
+    expect(serverSide.code).not.toBe(0);
+    expect(serverSide.out).toContain('Server-side apply not available on the server');
+    expect(serverSide.out).toContain('server-side apply is not supported for byokkeys.api.byok.gateway.dev');
+    expect(serverSide.out).toContain('BYOKCredential');
     const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
-    expect(viaRest).toMatchObject({ name: 'applied', disabled: true, is_required: true });
+    expect(viaRest).toMatchObject({ name: 'applied', disabled: true, is_required: false });
+    // The same answer for a name that does not exist (apply would create it) and for the raw request.
+    const raw = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/${name}?fieldManager=test`, { apiVersion: GV, kind: 'BYOKKey', spec: { isRequired: true } }, 'application/apply-patch+yaml');
+    expect(raw.status).toBe(415);
+    expect(raw.body).toMatchObject({ kind: 'Status', reason: 'UnsupportedMediaType', code: 415 });
+    const missing = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`, { apiVersion: GV, kind: 'BYOKKey', spec: { provider: 'openai' } }, 'application/apply-patch+yaml');
+    expect(missing.status).toBe(415);
     const all = await k('get', 'bk', '-A', '-o', 'jsonpath={range .items[*]}{.metadata.namespace}{"\\n"}{end}');
     const namespaces = new Set(all.trim().split('\n'));
     expect(namespaces.has(a.namespace)).toBe(true);
-    for (const ns of namespaces) expect([a.namespace, b.namespace, c.namespace]).toContain(ns);
+    for (const ns of namespaces) expect([a.namespace, b.namespace, c.namespace, d.namespace]).toContain(ns);
   });
 
   test('update (PUT) with a stale resourceVersion is a Conflict; with the current one it applies', async () => {
@@ -334,6 +347,152 @@ describe('kubectl against byokkeys', () => {
     const again = await kAs(admin(), 'get', 'bk', created.metadata.name, '-n', a.namespace);
     expect(again.stderr).toContain('NotFound');
   });
+});
+
+describe('paging and collection deletes (account d)', () => {
+  const list = async (query = '') => (await viaApiserver('GET', `${P}/namespaces/${d.namespace}/byokkeys${query}`)).body as { metadata: { continue?: string; remainingItemCount?: number }; items: { metadata: { name: string } }[] };
+  const names = async () => (await list()).items.map((o) => o.metadata.name);
+
+  test('continue is a cursor: kubectl --chunk-size=2 lists everything once, and a delete between pages skips nothing', async () => {
+    for (let i = 0; i < 5; i++) await kubectlCreate(d.namespace);
+    const all = await names();
+    expect(all).toHaveLength(5);
+    const chunked = await k('get', 'byokkeys', '-n', d.namespace, '--chunk-size=2', '-o', 'name');
+    expect(chunked.trim().split('\n').map((l) => l.replace(/^.*\//, ''))).toEqual(all);
+
+    const page1 = await list('?limit=2');
+    expect(page1.items.map((o) => o.metadata.name)).toEqual(all.slice(0, 2));
+    expect(page1.metadata.remainingItemCount).toBe(3);
+    // An object of the first page goes away before the second page is read: the next page still starts at the
+    // third object (an offset would have skipped it).
+    await k('delete', 'byokkey', all[0] as string, '-n', d.namespace);
+    const page2 = await list(`?limit=2&continue=${encodeURIComponent(page1.metadata.continue ?? '')}`);
+    expect(page2.items.map((o) => o.metadata.name)).toEqual(all.slice(2, 4));
+    const page3 = await list(`?limit=2&continue=${encodeURIComponent(page2.metadata.continue ?? '')}`);
+    expect(page3.items.map((o) => o.metadata.name)).toEqual(all.slice(4));
+    expect(page3.metadata.continue).toBeUndefined();
+    for (const bad of ['x', Buffer.from('[1,"ns","openai",false,"NaN","t","id"]').toString('base64url'), Buffer.from('{"o":1}').toString('base64url'), 'A'.repeat(2000)]) {
+      const r = await viaApiserver('GET', `${P}/namespaces/${d.namespace}/byokkeys?limit=1&continue=${bad}`);
+      expect([bad.slice(0, 20), r.status, r.body.message]).toEqual([bad.slice(0, 20), 400, 'continue: invalid continue token']);
+    }
+  }, 60_000);
+
+  test('deletecollection needs its own RBAC verb; dry run, preconditions and a Git-managed key refuse it as a whole; it deletes one namespace only', async () => {
+    const collection = `${P}/namespaces/${d.namespace}/byokkeys`;
+    const before = await names();
+    expect(before.length).toBeGreaterThan(1);
+    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length;
+
+    // A user who may list and delete each key, but not deletecollection.
+    const user = `cleaner-${d.namespace}`;
+    const kc = await kubeconfigFor(user);
+    const client = kubeClient(testKubeConfig());
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/roles`, {
+      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'cleaner' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['get', 'list'] }] },
+    });
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/rolebindings`, {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'cleaner' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cleaner' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+    const userConfig = new (await import('@kubernetes/client-node')).KubeConfig();
+    userConfig.loadFromFile(kc);
+    const asUser = async () => {
+      try {
+        await kubeClient(userConfig).request('DELETE', collection, {});
+        return { status: 200, message: '' };
+      } catch (err) {
+        if (!(err instanceof KubeApiError)) throw err;
+        return { status: err.status, message: String((err.body as { message?: unknown } | undefined)?.message ?? '') };
+      }
+    };
+    const denied = await asUser();
+    expect(denied.status).toBe(403);
+    expect(denied.message).toContain(`User "${user}" cannot deletecollection resource "byokkeys"`);
+    expect(await names()).toEqual(before);
+
+    // Dry run (query or DeleteOptions body): the answer lists what would go, and nothing goes.
+    const dry = await viaApiserver('DELETE', `${collection}?dryRun=All`);
+    expect(dry.status).toBe(200);
+    expect((dry.body.items as { metadata: { name: string } }[]).map((o) => o.metadata.name)).toEqual(before);
+    const dryBody = await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['All'] });
+    expect(dryBody.status).toBe(200);
+    expect((await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['Nope'] })).status).toBe(400);
+    expect(await names()).toEqual(before);
+
+    // A precondition that matches one object at most: the others conflict, so nothing is deleted.
+    const stale = await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: '1' } });
+    expect(stale.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
+    expect(await names()).toEqual(before);
+
+    // A Git-managed key in the namespace: the whole request is a Conflict that names the way out, and nothing goes.
+    await client.request('POST', `/api/v1/namespaces/${d.namespace}/secrets`, { body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-key' }, stringData: { key: 'sk-git-0123456789' } } });
+    await client.request('POST', `/apis/byok.gateway.dev/v1alpha1/namespaces/${d.namespace}/byokcredentials`, {
+      body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'from-git' }, spec: { provider: 'mistral', secretRef: { name: 'git-key' } } },
+    });
+    let withGit = await names();
+    for (let i = 0; i < 100 && withGit.length === before.length; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      withGit = await names();
+    }
+    expect(withGit).toHaveLength(before.length + 1);
+    const guarded = await viaApiserver('DELETE', collection);
+    expect(guarded.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
+    expect(String(guarded.body.message)).toContain('1 of the');
+    expect(String(guarded.body.message)).toContain('-l app.kubernetes.io/managed-by=byok-api');
+    expect(await names()).toEqual(withGit);
+
+    // Granted deletecollection, the user deletes the API-managed keys the selector names; the Git one stays.
+    await client.request('PATCH', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/roles/cleaner`, {
+      body: { rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['get', 'list', 'deletecollection'] }] },
+      contentType: 'application/merge-patch+json',
+    });
+    let deleted: { metadata: { name: string } }[] = [];
+    for (let i = 0; i < 40 && deleted.length === 0; i++) {
+      try {
+        const out = await kubeClient(userConfig).request<{ kind: string; items: { metadata: { name: string } }[] }>('DELETE', `${collection}?labelSelector=${encodeURIComponent('app.kubernetes.io/managed-by=byok-api')}`, {});
+        expect(out.kind).toBe('BYOKKeyList');
+        deleted = out.items;
+      } catch (err) {
+        // Authorization decisions are cached briefly: wait until the grant shows.
+        if (!(err instanceof KubeApiError && err.status === 403)) throw err;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+    expect(deleted.map((o) => o.metadata.name).sort()).toEqual([...before].sort());
+    const left = await names();
+    expect(left).toHaveLength(1);
+    expect(left).toEqual(withGit.filter((n) => !before.includes(n)));
+    for (const id of before) expect((await rest.call('GET', `/byok/${id}`, { key: d.managementKey })).status).toBe(404);
+    // The other account is untouched.
+    expect(((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(otherBefore);
+    await client.request('DELETE', `/apis/byok.gateway.dev/v1alpha1/namespaces/${d.namespace}/byokcredentials/from-git`);
+  }, 90_000);
+
+  test('kubectl delete byokkeys --all -n <ns> deletes that namespace\'s keys only, and needs delete rights there', async () => {
+    for (let i = 0; i < 3; i++) await kubectlCreate(d.namespace);
+    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length;
+    // kubectl lists and then deletes each object (its --all never sends deletecollection): the cleaner user, who may
+    // list and deletecollection but not delete, is refused, and nothing goes.
+    const refused = await kAs(await kubeconfigFor(`cleaner-${d.namespace}`), 'delete', 'byokkeys', '--all', '-n', d.namespace);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/forbidden/i);
+    const present = await names();
+    expect(present.length).toBeGreaterThanOrEqual(3);
+    const out = await k('delete', 'byokkeys', '--all', '-n', d.namespace);
+    for (const id of present) expect(out).toContain(id);
+    let left = await names();
+    for (let i = 0; i < 50 && left.length > 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = await names();
+    }
+    expect(left).toEqual([]);
+    expect(((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(otherBefore);
+  }, 60_000);
 });
 
 describe('health and readiness in byokkeys (an operator reconciles account c)', () => {
@@ -576,7 +735,9 @@ describe('hostile tenant', () => {
     ];
     for (const [contentType, body, method] of attempts) {
       const r = await viaApiserver(method, path, body, contentType);
-      expect([contentType, [400, 422].includes(r.status)]).toEqual([contentType, true]);
+      // Server-side apply is refused (415) before its body is read.
+      const refusedWith = contentType === 'application/apply-patch+yaml' ? [415] : [400, 422];
+      expect([contentType, refusedWith.includes(r.status)]).toEqual([contentType, true]);
       expect(inherited()).toEqual([]);
     }
     const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","metadata":{"generateName":"p-"},"spec":{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}}`));
@@ -660,7 +821,7 @@ describe('hostile tenant', () => {
     const routes: [string, string][] = [
       ['GET', `${P}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byokkeys`], ['POST', `${P}/namespaces/${ns}/byokkeys`],
       ['GET', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PUT', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PATCH', `${P}/namespaces/${ns}/byokkeys/${id}`],
-      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
+      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['DELETE', `${P}/namespaces/${ns}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
       ['GET', `${P}/namespaces/${ns}/byok/${id}`], ['PATCH', `${P}/namespaces/${ns}/byok/${id}`], ['DELETE', `${P}/namespaces/${ns}/byok/${id}`],
     ];
     // The table covers what the server registers.

@@ -50,7 +50,7 @@ describe('BYOK REST API: auth, errors, limits', () => {
     });
 
     test('a management key revoked by deleting its Secret stops working', async () => {
-      const { createManagementKey } = await import('../../../src/shared/management-keys.ts');
+      const { createManagementKey } = await import('../../../src/service/management-keys.ts');
       const { key, secretName } = await createManagementKey(testKubeConfig(), a.namespace);
       await eventually(async () => (await h.call('GET', '/byok', { key })).status === 200);
       await testKubeConfig().makeApiClient(CoreV1Api).deleteNamespacedSecret({ namespace: a.namespace, name: secretName });

@@ -8,7 +8,7 @@ import { startApiServer, type ApiServer } from '../../../src/api/server.ts';
 import { startControlPlane, type ControlPlane } from '../../../src/controlplane/control-plane.ts';
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { createManagementKey } from '../../../src/shared/management-keys.ts';
+import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 describe('REST API during a kube-apiserver outage', () => {
   let cp: ControlPlane;

@@ -1,7 +1,7 @@
 // ByokService errors → Kubernetes Status: field errors become 422 Invalid with causes on BYOKKey paths.
 import { describe, expect, test } from '@jest/globals';
-import { ApiError, badRequest } from '../../../src/api/errors.ts';
-import { statusFromApiError } from '../../../src/aggregated/server.ts';
+import { ApiError, badRequest } from '../../../src/service/errors.ts';
+import { statusFromApiError } from '../../../src/aggregated/status.ts';
 
 describe('Status mapping', () => {
   test('a domain violation names the camelCase field', () => {

@@ -1,5 +1,6 @@
 // The dependency rules of ARCHITECTURE.md, checked on the import statements of src/: a pure domain core and
-// compiler, an operator and an API server that never import each other, and a CLI nothing imports.
+// compiler, an operator and the API doors that never import each other, two API doors (REST and aggregated) over
+// one service that never import each other, and a CLI nothing imports.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
@@ -61,19 +62,30 @@ describe('dependency rules', () => {
   });
 
   test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
-    const heavy = targets(importsOf('sdk')).filter((t) => t.startsWith('@kubernetes') || ['fastify', 'kube', 'operator', 'api', 'node:http', 'node:https'].includes(t));
+    const heavy = targets(importsOf('sdk')).filter((t) => t.startsWith('@kubernetes') || ['fastify', 'kube', 'operator', 'api', 'aggregated', 'service', 'node:http', 'node:https'].includes(t));
     expect(heavy).toEqual([]);
   });
 
   test('the gateway is built only on the SDK and the domain core (no Kubernetes, operator or API server)', () => {
-    const project = targets(runtime(importsOf('gateway'))).filter((t) => !t.includes(':') && !t.includes('/') && ['api', 'bundle', 'cli', 'compiler', 'controlplane', 'kube', 'operator', 'schema', 'shared'].includes(t));
+    const project = targets(runtime(importsOf('gateway'))).filter((t) => !t.includes(':') && !t.includes('/') && ['aggregated', 'api', 'bundle', 'cli', 'compiler', 'controlplane', 'kube', 'operator', 'schema', 'service', 'shared'].includes(t));
     expect(project).toEqual([]);
     expect(targets(importsOf('gateway')).filter((t) => t.startsWith('@kubernetes'))).toEqual([]);
   });
 
-  test('the operator and the API server never import each other', () => {
-    expect(importsOf('operator').filter((i) => i.target === 'api')).toEqual([]);
-    expect(importsOf('api').filter((i) => i.target === 'operator')).toEqual([]);
+  test('the operator and the API server (both doors and the service behind them) never import each other', () => {
+    const apiSide = ['api', 'aggregated', 'service'];
+    expect(importsOf('operator').filter((i) => apiSide.includes(i.target))).toEqual([]);
+    for (const folder of apiSide) expect(importsOf(folder).filter((i) => i.target === 'operator')).toEqual([]);
+  });
+
+  test('the two doors never import each other: REST (api/) and aggregated (aggregated/) share only service/', () => {
+    expect(importsOf('api').filter((i) => i.target === 'aggregated')).toEqual([]);
+    expect(importsOf('aggregated').filter((i) => i.target === 'api')).toEqual([]);
+  });
+
+  test('the service sits below both doors: it imports neither of them, nor an HTTP framework', () => {
+    expect(importsOf('service').filter((i) => ['api', 'aggregated', 'cli'].includes(i.target))).toEqual([]);
+    expect(targets(importsOf('service')).filter((t) => t.includes('fastify') || t === 'node:http' || t === 'node:https')).toEqual([]);
   });
 
   test('the spend ledger needs no Kubernetes and no HTTP: domain, the gateway contract, Redis, metrics, files', () => {

@@ -9,7 +9,7 @@ import { validatePayload } from '../domain/payloads.ts';
 import { isProviderSlug, type ProviderSlug } from '../domain/providers.ts';
 import { bytesIssue, textIssue } from '../domain/text.ts';
 import { ApiError, badRequest } from './errors.ts';
-import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './openapi.ts';
+import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './key-schema.ts';
 
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020, formats: string[]) => Ajv2020;
 

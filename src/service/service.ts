@@ -430,9 +430,18 @@ export class ByokService {
     });
   }
 
-  async delete(namespace: string, id: string): Promise<void> {
+  /**
+   * The checks delete makes before it writes (the credential exists in this account, and this API may delete it),
+   * without writing: lets a collection delete refuse as a whole before removing anything.
+   */
+  deletable(namespace: string, id: string): CredentialEntry {
     const entry = this.get(namespace, id);
     this.guard(entry);
+    return entry;
+  }
+
+  async delete(namespace: string, id: string): Promise<void> {
+    const entry = this.deletable(namespace, id);
     try {
       await this.d.backend.deleteCredential(namespace, entry.name);
     } catch (err) {

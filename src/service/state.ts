@@ -5,7 +5,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
-import { ManagementKeyIndex } from '../shared/management-keys.ts';
+import { ManagementKeyIndex } from './management-keys.ts';
 import { compareKeys, credentialId, isManagedByApi, toByokKey, type BYOKKey } from './mapping.ts';
 
 export interface CredentialEntry {

@@ -162,8 +162,17 @@ export function toByokKey(obj: BYOKCredential): BYOKKey {
   };
 }
 
+/** The fields the list order is decided on (and all a list cursor has to carry). */
+export interface KeyOrder {
+  provider: string;
+  is_fallback: boolean;
+  sort_order: number;
+  created_at: string;
+  id: string;
+}
+
 /** List order: provider, then section (prioritized before fallback), then sort_order, then creation, then id. */
-export function compareKeys(a: BYOKKey, b: BYOKKey): number {
+export function compareKeys(a: KeyOrder, b: KeyOrder): number {
   if (a.provider !== b.provider) return a.provider < b.provider ? -1 : 1;
   if (a.is_fallback !== b.is_fallback) return a.is_fallback ? 1 : -1;
   if (a.sort_order !== b.sort_order) return a.sort_order - b.sort_order;

@@ -1,0 +1,55 @@
+// The aggregated door's registry pieces that need no server: continue tokens (client input, decoded as untrusted)
+// and the discovery documents built from the served resources.
+import { describe, expect, test } from '@jest/globals';
+import { discoveryDocuments } from '../../../src/aggregated/discovery.ts';
+import { byokKeysResource, decodeCursor, encodeCursor, type Cursor } from '../../../src/aggregated/registry/byokkeys.ts';
+import { StatusError } from '../../../src/aggregated/status.ts';
+
+const cursor: Cursor = { namespace: 'acme', provider: 'openai', is_fallback: false, sort_order: 3, created_at: '2026-11-23T10:29:16.000Z', id: 'b223a9a1-1a72-5eaf-91dd-120ddffc74f7' };
+const token = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+
+describe('continue tokens', () => {
+  test('a token round-trips the cursor and carries nothing else', () => {
+    const t = encodeCursor(cursor);
+    expect(t).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(decodeCursor(t)).toEqual(cursor);
+  });
+
+  test('anything that is not exactly one of ours is 400 BadRequest, prototype keys and offsets included', () => {
+    const bad = [
+      '',
+      'x',
+      '%%%',
+      'A'.repeat(2000),
+      token({ o: 2 }),
+      token([2, 'acme', 'openai', false, 3, 't', 'id']),
+      token([1, 'acme', 'openai', false, '3', 't', 'id']),
+      token([1, 'acme', 'openai', false, 1.5, 't', 'id']),
+      token([1, 'acme', 'openai', 'no', 3, 't', 'id']),
+      token([1, 'acme', 'openai', false, 3, 't']),
+      token([1, null, 'openai', false, 3, 't', 'id']),
+      Buffer.from('{"__proto__":{"o":1}}').toString('base64url'),
+    ];
+    for (const t of bad) {
+      let caught: unknown;
+      try {
+        decodeCursor(t);
+      } catch (err) {
+        caught = err;
+      }
+      expect([t.slice(0, 30), caught instanceof StatusError ? [caught.code, caught.message] : caught]).toEqual([t.slice(0, 30), [400, 'continue: invalid continue token']]);
+    }
+    expect(({} as Record<string, unknown>).o).toBeUndefined();
+  });
+});
+
+describe('discovery', () => {
+  test('byokkeys is advertised with deletecollection, namespaced, in both discovery formats', () => {
+    const { resourceList, aggregatedDiscovery } = discoveryDocuments([byokKeysResource]);
+    expect(resourceList.resources).toEqual([
+      { name: 'byokkeys', singularName: 'byokkey', namespaced: true, kind: 'BYOKKey', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['bk'], categories: ['byok-all'] },
+    ]);
+    const v2 = aggregatedDiscovery.items[0]?.versions[0]?.resources[0];
+    expect(v2).toMatchObject({ resource: 'byokkeys', scope: 'Namespaced', verbs: resourceList.resources[0]?.verbs });
+  });
+});
