@@ -8,7 +8,7 @@ import { publicId, type IdentifiedKind } from '../domain/ids.ts';
 import { isApiKeyLive, validatePayload, type EgressAllowList, maskLabel, resolveCredentialWrite, patchFromSpec, specFieldPath, describePayloadIssues, type Violation } from '../domain/index.ts';
 import { creationTime, electAccount, electDefaultWorkspace, olderFirst, overQuota } from '../compiler/elect.ts';
 import { DEFAULT_MAX_CREDENTIALS, quotaMessage } from '../domain/quota.ts';
-import { placementOrderKey } from '../compiler/format.ts';
+import { placementOrderKey } from '../contract/routing.ts';
 import { isNotFound, KubeApiError, type KubeClient } from '../kube/client.ts';
 import type { Quarantine } from './compile/pipeline.ts';
 import type { Applier } from '../kube/apply.ts';

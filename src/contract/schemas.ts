@@ -4,10 +4,10 @@
 // way round, fails the type-check) and all are required; test/unit/contract validates real compiler output
 // against them, so the value types cannot drift either. Published as
 // docs/contract/*.schema.json by `npm run generate:contract`; test/unit/contract checks they are current.
-import type { BundleEnvelope } from '../bundle/envelope.ts';
+import type { BundleEnvelope } from './envelope.ts';
 import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
-import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './format.ts';
+import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './routing.ts';
 
 const BASE = 'https://byok.gateway.dev/schemas/v1';
 const SHA256 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
@@ -37,7 +37,7 @@ const indexPart = obj<IndexPart>({
 }, 'One ConfigMap holding (part of) a shard.');
 
 const indexShard = obj<IndexShard>({
-  bucket: { type: 'integer', minimum: 0, description: 'Linear-hashing bucket of the accounts in this shard (bucketOf in src/compiler/format.ts).' },
+  bucket: { type: 'integer', minimum: 0, description: 'Linear-hashing bucket of the accounts in this shard (bucketOf in src/contract/routing.ts).' },
   encoding: { type: 'string', enum: ['json', 'gzip'], description: 'json: UTF-8 JSON; gzip: gzip of the same JSON.' },
   sha256: { ...SHA256, description: 'sha256 of the whole encoded payload (parts concatenated in order).' },
   bytes: { type: 'integer', minimum: 0, description: 'Encoded size (sum of parts).' },
