@@ -1,5 +1,5 @@
 // The gateway SDK: what gateway pods import. Depends only on the domain core, node built-ins and the
-// node-only wire-format modules (src/contract/routing.ts, src/contract/envelope.ts); no Kubernetes client, no HTTP.
+// node-only wire formats of src/contract/ (routing.ts, envelope.ts, canonical-json.ts); no Kubernetes client, no HTTP.
 export { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig, type RoutingConfigErrorCode } from './load.ts';
 export { watchRoutingConfig, type RoutingConfigWatcher, type WatchOptions } from './watch.ts';
 export { createCredentialDecryptor, readKeyring, type CredentialDecryptor, type DecryptorOptions } from './credentials.ts';
