@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { getHeapStatistics } from 'node:v8';
 import { bundlesFromLayout, incrementalBundleLayout, layoutBundles, sealAccount, type BundleAccount, type BundleLayout, type BundlePart } from '../src/bundle/bundle.ts';
-import { namespaceHash, sha256Hex } from '../src/compiler/format.ts';
+import { namespaceHash, sha256Hex } from '../src/contract/routing.ts';
 import { incrementalShardLayout, layoutSerialized, shardFromLayout, type EncodedBucket, type SerializedAccount, type ShardLayout } from '../src/compiler/shard.ts';
 
 // Allocation is read off the heap size, so no scavenge may run during a measurement: re-run with a young

@@ -9,7 +9,7 @@
 // Prints one JSON object. Run: node bench/ledger.ts [seconds-per-measurement]
 import { performance } from 'node:perf_hooks';
 import type { CompiledAccount } from '../src/domain/index.ts';
-import type { FinishedRequest } from '../src/gateway/spend-gate.ts';
+import type { FinishedRequest } from '../src/contract/spend-gate.ts';
 import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, type Ledger } from '../src/ledger/index.ts';
 import { startRedis } from '../test/support/redis.ts';
 

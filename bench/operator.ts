@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
-import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, type RoutingIndex } from '../src/compiler/format.ts';
+import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, type RoutingIndex } from '../src/contract/routing.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { procStatusMB } from './lib/proc.ts';

@@ -1,11 +1,11 @@
 // The gateway contract other languages build against, generated from the code: JSON Schemas of the routing
-// index, shard document and bundle envelope (src/compiler/contract-schemas.ts), and test vectors computed by the
+// index, shard document and bundle envelope (src/contract/schemas.ts), and test vectors computed by the
 // real planner and sealer from the planner's own scenario table. `npm run generate:contract` writes them to
 // docs/contract/; test/unit/contract/contract.test.ts fails when they differ from what the code produces.
 import { createHash } from 'node:crypto';
-import { sealPayload } from '../src/bundle/envelope.ts';
-import { CONTRACT_SCHEMAS } from '../src/compiler/contract-schemas.ts';
-import { canonicalJson } from '../src/compiler/format.ts';
+import { sealPayload } from '../src/contract/envelope.ts';
+import { CONTRACT_SCHEMAS } from '../src/contract/schemas.ts';
+import { canonicalJson } from '../src/contract/canonical-json.ts';
 import { shardAccounts } from '../src/compiler/shard.ts';
 import { createCatalog, planRoute } from '../src/domain/index.ts';
 import { MODEL, OTHER_MODEL, account, defaultEndpoints, req } from '../test/unit/domain/fixtures.ts';

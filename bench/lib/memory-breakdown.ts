@@ -8,7 +8,7 @@ import { getHeapStatistics } from 'node:v8';
 import { compileAccount } from '../../src/compiler/compile.ts';
 import { serializeAccount, shardSerialized, type EncodedBucket } from '../../src/compiler/shard.ts';
 import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
-import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/bundle/envelope.ts';
+import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/contract/envelope.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { compactForCache } from '../../src/kube/informer.ts';
 import { DEFAULT_SECRET_KEY } from '../../src/kube/resources.ts';

@@ -3,8 +3,9 @@
 // the credential id, so the SDK opens `<bundleDir>/<credentialId>` without an index.
 import { bucketCount } from '../compiler/shard.ts';
 import { BucketedAccounts } from '../compiler/buckets.ts';
-import { bundleName, canonicalJson, namespaceHash, sha256Hex } from '../compiler/format.ts';
-import { ENVELOPE_VERSION, sealPayload, type BundleEnvelope, type Keyring } from './envelope.ts';
+import { canonicalJson } from '../contract/canonical-json.ts';
+import { bundleName, namespaceHash, sha256Hex } from '../contract/routing.ts';
+import { ENVELOPE_VERSION, sealPayload, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
 
 /**
  * One sealed credential, held for the life of the operator (100k of them at 100k credentials). The envelope

@@ -1,2 +1,1 @@
-export * from './envelope.ts';
 export * from './bundle.ts';

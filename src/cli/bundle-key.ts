@@ -2,7 +2,7 @@
 // bundles. Stage first, let kubelet deliver the new key to gateway pods (about a minute), then activate; the
 // leader reseals every bundle within seconds. See docs/compiler.md ("The key Secret and rotation").
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { DEFAULT_BUNDLE_KEY_SECRET } from '../bundle/envelope.ts';
+import { DEFAULT_BUNDLE_KEY_SECRET } from '../contract/envelope.ts';
 import { activateBundleKey, addBundleKey, ensureBundleKey } from '../operator/compile/bundle-key.ts';
 import { kubeRoutingStore } from '../operator/compile/store.ts';
 

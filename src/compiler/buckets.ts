@@ -1,7 +1,7 @@
 // Accounts grouped by bucket and kept between compile runs, so a run re-derives only the buckets whose accounts
 // changed. Laying out every account on every run cost ~36 ms and ~5.6 MB of garbage per change at 10,000
 // accounts, for one account's change (issue 11).
-import { bucketOfHash } from './format.ts';
+import { bucketOfHash } from '../contract/routing.ts';
 
 export interface Placeable {
   readonly namespace: string;

@@ -14,4 +14,4 @@ export {
   type SerializedAccount,
   type EncodedBucket,
 } from './shard.ts';
-export * from './format.ts';
+export * from '../contract/routing.ts';

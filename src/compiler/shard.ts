@@ -4,8 +4,8 @@
 import { gzipSync } from 'node:zlib';
 import type { CompiledAccount } from '../domain/model.ts';
 import { BucketedAccounts } from './buckets.ts';
+import { canonicalJson } from '../contract/canonical-json.ts';
 import {
-  canonicalJson,
   INDEX_FORMAT,
   indexVersion,
   namespaceHash,
@@ -16,7 +16,7 @@ import {
   type IndexShard,
   type RoutingIndex,
   type ShardEncoding,
-} from './format.ts';
+} from '../contract/routing.ts';
 
 export interface ShardOptions {
   /** Average decoded bytes per bucket the bucket count aims for (default 128 KiB). */

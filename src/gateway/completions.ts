@@ -9,7 +9,7 @@ import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
 import type { MeteredRequest } from './metering.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
-import type { Reservation, SpendGate } from './spend-gate.ts';
+import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner } from './upstream.ts';
 import { meteredUsage, reservedTokens, usageBounds, type UsageBounds } from './usage.ts';

@@ -1,42 +1,13 @@
 // What a gateway pod reports back to the operator (docs/gateway.md, "Status endpoint"): per-credential upstream
 // outcome counters with the last success and failure times, and what it has loaded (routing index version, bundle
 // key id, the version of every credential envelope it holds). Counters and digests only, never key material.
+// The report's format is src/contract/gateway-status.ts; this file keeps the counting.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CredentialCounters, GatewayStatusReport, HealthOutcome, ProbeResult } from '../contract/gateway-status.ts';
 import { envelopeVersion, readKeyring, resolveGeneration } from '../sdk/index.ts';
 
-/** How an upstream attempt with a BYOK credential ended, as health sees it. */
-export type HealthOutcome = 'ok' | 'unauthorized' | 'rateLimited' | 'upstreamError';
-
-export interface CredentialCounters {
-  ok: number;
-  unauthorized: number;
-  rateLimited: number;
-  upstreamError: number;
-  /** Epoch ms; absent until one happened. */
-  lastSuccess?: number;
-  lastFailure?: number;
-}
-
-export interface GatewayStatusReport {
-  format: 'byok-gateway-status/v1';
-  /** Random per process start: the operator treats a new value as a counter reset. */
-  instance: string;
-  /** Epoch ms at the gateway when the report was made. */
-  at: number;
-  routing: { version: string | null };
-  bundle: { keyId: string | null; generation: string; credentials: Record<string, string> };
-  credentials: Record<string, CredentialCounters>;
-  /** The last probe of each probed credential (not counted in `credentials`: a probe is not use). */
-  probes: Record<string, ProbeResult>;
-}
-
-export interface ProbeResult {
-  at: number;
-  outcome: HealthOutcome;
-  /** Upstream HTTP status; null when none (Vertex token exchange, transport error). */
-  status: number | null;
-}
+export type { CredentialCounters, GatewayStatusReport, HealthOutcome, ProbeResult };
 
 /** The health class of an attempt outcome; null for outcomes that say nothing about the key (bad request, client gone). */
 export function healthOutcome(status: number | null, outcome: string): HealthOutcome | null {

@@ -6,7 +6,7 @@ import { listCostMicros, type Attempt, type CompiledAccount, type RequestIdentit
 import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import type { Reservation, SpendGate } from './spend-gate.ts';
+import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import type { MeteredUsage } from './usage.ts';
 
 /** The request as metering needs it. */

@@ -9,7 +9,7 @@ import type { CredentialHealth } from './health.ts';
 import type { Metering } from './metering.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { AttemptPayloads } from './payloads.ts';
-import type { SpendGate } from './spend-gate.ts';
+import type { SpendGate } from '../contract/spend-gate.ts';
 import type { UpstreamTransport } from './transport.ts';
 import type { UpstreamAuth } from './upstream.ts';
 

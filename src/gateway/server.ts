@@ -20,7 +20,7 @@ import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { AttemptPayloads } from './payloads.ts';
 import { specError, type GatewayRuntime } from './runtime.ts';
-import type { SpendGate } from './spend-gate.ts';
+import type { SpendGate } from '../contract/spend-gate.ts';
 import { UpstreamTransport } from './transport.ts';
 import { createUpstreamAuth } from './upstream.ts';
 

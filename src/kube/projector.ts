@@ -4,7 +4,7 @@
 // as kubelet does, so readers meet the same cross-volume orderings as in a cluster.
 import { createHash } from 'node:crypto';
 import type { KubeAccess } from './kubeconfig.ts';
-import { ROUTING_LABEL } from '../compiler/format.ts';
+import { ROUTING_LABEL } from '../contract/routing.ts';
 import { kubeletWrite } from '../shared/kubelet-writer.ts';
 import { kubeClient } from './client.ts';
 

@@ -1,4 +1,4 @@
-// The SpendGate (src/gateway/spend-gate.ts) over a Ledger: admit reads the current windows of a request's budgets
+// The SpendGate (src/contract/spend-gate.ts) over a Ledger: admit reads the current windows of a request's budgets
 // and asks decideBudget; record charges the BYOK fee against the account's month-to-date BYOK list cost and adds
 // the request to every window of its guardrails and workspace. Outage behaviour (docs/ledger.md):
 // - admit fails closed by default: a request under at least one budget limit is refused with
@@ -13,7 +13,7 @@ import { byokCharge } from '../domain/billing.ts';
 import { budgetContributionMicros, budgetScopes, decideBudget, type BudgetCheck } from '../domain/budgets.ts';
 import type { BudgetInterval, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
 import { assertNonNegativeMicros, usdToMicros, type Micros } from '../domain/money.ts';
-import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../gateway/spend-gate.ts';
+import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { keySpace, type KeySpace } from './keys.ts';
 import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
 import { microsText, readWindows, spendSnapshot, type ScopeRef } from './spend-view.ts';

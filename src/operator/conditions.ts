@@ -1,6 +1,7 @@
 // metav1.Condition bookkeeping: lastTransitionTime only moves when a condition's status changes, so a
 // reconcile with unchanged inputs produces a byte-identical status and Server-Side Apply is a no-op.
 import { ConditionReason, ConditionType } from '../schema/conditions.ts';
+import { canonicalJson } from '../contract/canonical-json.ts';
 
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
@@ -46,16 +47,7 @@ export function readyFrom<R extends string>(conditions: readonly DesiredConditio
   return { type: ConditionType.Ready, status: 'False', reason: failing.reason, message: `${failing.type}: ${failing.message}` };
 }
 
-/** Stable JSON (sorted keys) for "did the status change" comparisons. */
-export function canonical(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    }
-    return v;
-  });
-}
-
+/** Equal statuses whatever their key order (canonical JSON). */
 export function sameStatus(a: unknown, b: unknown): boolean {
-  return canonical(a ?? {}) === canonical(b ?? {});
+  return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
 }

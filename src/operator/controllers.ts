@@ -6,7 +6,7 @@ import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import type { EgressAllowList } from '../domain/index.ts';
-import { placementOrderKey } from '../compiler/format.ts';
+import { placementOrderKey } from '../contract/routing.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { Quarantine } from './compile/pipeline.ts';
 import type { Applier } from '../kube/apply.ts';

@@ -15,13 +15,15 @@ import { createApplier, type Applier } from '../kube/apply.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { ResourceInformers } from '../kube/resources.ts';
 import type { CompilePipeline } from './compile/pipeline.ts';
+import { GATEWAY_STATUS_PATH, parseGatewayStatusReport, type GatewayStatusReport } from '../contract/gateway-status.ts';
 import { buildConditions, metaTime, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
+import { STATUS_OWNERS } from './status/ownership.ts';
 import { counterDelta, decideDelivered, decideUpstreamHealth, DEFAULT_THRESHOLDS, OutcomeWindow, type HealthThresholds, type OutcomeCounts } from './health-decide.ts';
 
-export const HEALTH_FIELD_MANAGER = 'byok-operator-health';
-/** Status fields and condition types this writer owns; the reconcilers leave them out of their comparisons. */
-export const HEALTH_STATUS_FIELDS = ['lastUsedTime', 'delivery'] as const;
-export const HEALTH_CONDITION_TYPES = ['UpstreamHealthy', 'Delivered'] as const;
+export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
+/** Status fields and condition types this writer owns (status/ownership.ts); the reconcilers leave them out of their comparisons. */
+export const HEALTH_STATUS_FIELDS = STATUS_OWNERS.health.fields;
+export const HEALTH_CONDITION_TYPES = STATUS_OWNERS.health.conditions;
 
 export interface GatewayStatusConfig {
   /** Bearer token the gateways expect on GET /byok/status (gateway --status-token-file). */
@@ -58,13 +60,8 @@ export interface GatewayStatusConfig {
 
 export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
 
-interface PodReport {
-  instance: string;
-  routing: { version: string | null };
-  bundle: { keyId: string | null; credentials: Record<string, string> };
-  credentials: Record<string, OutcomeCounts & { lastSuccess?: number; lastFailure?: number }>;
-  probes?: Record<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>;
-}
+/** What a pod answers on GET /byok/status, parsed (src/contract/gateway-status.ts). */
+type PodReport = GatewayStatusReport;
 
 interface Target {
   pod: string;
@@ -208,11 +205,9 @@ export function createHealthStatusWriter(deps: {
 
   async function fetchReport(target: Target): Promise<PodReport | undefined> {
     try {
-      const res = await fetch(`${target.url}/byok/status`, { headers: { authorization: `Bearer ${config.token}` }, signal: AbortSignal.timeout(timeoutMs) });
+      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}`, { headers: { authorization: `Bearer ${config.token}` }, signal: AbortSignal.timeout(timeoutMs) });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      const body = (await res.json()) as PodReport & { format?: string };
-      if (body.format !== 'byok-gateway-status/v1') throw new Error('unknown status format');
-      return body;
+      return parseGatewayStatusReport(await res.json());
     } catch (err) {
       log.debug({ pod: target.pod, err: err instanceof Error ? err.message : String(err) }, 'gateway status unavailable');
       return undefined;

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
-import { INDEX_NAME } from '../compiler/format.ts';
+import { INDEX_NAME } from '../contract/routing.ts';
 import { kubeClient } from '../kube/client.ts';
 import { createApplier } from '../kube/apply.ts';
 import { createEventRecorder } from '../kube/events.ts';

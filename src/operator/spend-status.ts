@@ -5,7 +5,8 @@
 // Field ownership: these writes use their own field manager (SPEND_FIELD_MANAGER) and apply only status.spend.
 // The reconcilers apply the rest of status under FIELD_MANAGER; with Server-Side Apply a manager only ever removes
 // fields it owns, so neither side drops the other's fields. The reconcilers compare their desired status with the
-// stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status.
+// stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status. Who owns which
+// field: status/ownership.ts.
 import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
@@ -20,26 +21,12 @@ import { readAccountMonth, readWindows, spendSnapshot, type WindowSpend } from '
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
 import type { AccountStateSource } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
+import { STATUS_OWNERS } from './status/ownership.ts';
 
-export const SPEND_FIELD_MANAGER = 'byok-operator-spend';
-const SPEND_FIELD = 'spend';
-
-/** Written by the health writer (health-status.ts, its own field manager); kept here to avoid an import cycle. */
-const HEALTH_FIELDS = ['lastUsedTime', 'delivery'];
-const HEALTH_CONDITIONS = ['UpstreamHealthy', 'Delivered'];
-
-/** The part of a stored status the reconcilers own (everything but status.spend and the health writer's fields). */
-export function ownedStatus(status: object | undefined): object | undefined {
-  if (status === undefined) return status;
-  const s = status as Record<string, unknown>;
-  const conditions = s.conditions as { type: string }[] | undefined;
-  const foreignCondition = conditions?.some((c) => HEALTH_CONDITIONS.includes(c.type)) ?? false;
-  if (!(SPEND_FIELD in s) && !HEALTH_FIELDS.some((f) => f in s) && !foreignCondition) return status;
-  const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(s)) if (k !== SPEND_FIELD && !HEALTH_FIELDS.includes(k)) rest[k] = v;
-  if (foreignCondition) rest.conditions = conditions!.filter((c) => !HEALTH_CONDITIONS.includes(c.type));
-  return rest;
-}
+export const SPEND_FIELD_MANAGER = STATUS_OWNERS.spend.fieldManager;
+const [SPEND_FIELD] = STATUS_OWNERS.spend.fields;
+/** The reconcilers' part of a status: status/ownership.ts (re-exported for callers that still import it from here). */
+export { ownedStatus } from './status/ownership.ts';
 
 export interface SpendStatusOptions {
   source: AccountStateSource;

@@ -6,7 +6,7 @@
 // "Performance"). A new generation or a re-sealed envelope is a new object and opens afresh.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../bundle/envelope.ts';
+import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
 import { resolveGeneration, type RoutingConfig } from './load.ts';
 
 const CREDENTIAL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

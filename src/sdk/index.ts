@@ -1,8 +1,8 @@
 // The gateway SDK: what gateway pods import. Depends only on the domain core, node built-ins and the
-// node-only wire-format modules (src/compiler/format.ts, src/bundle/envelope.ts); no Kubernetes client, no HTTP.
+// node-only wire formats of src/contract/ (routing.ts, envelope.ts, canonical-json.ts); no Kubernetes client, no HTTP.
 export { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig, type RoutingConfigErrorCode } from './load.ts';
 export { watchRoutingConfig, type RoutingConfigWatcher, type WatchOptions } from './watch.ts';
 export { createCredentialDecryptor, readKeyring, type CredentialDecryptor, type DecryptorOptions } from './credentials.ts';
 export { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
-export { BundleError, envelopeVersion } from '../bundle/envelope.ts';
-export type { RoutingIndex, IndexShard, IndexPart, ShardDocument } from '../compiler/format.ts';
+export { BundleError, envelopeVersion } from '../contract/envelope.ts';
+export type { RoutingIndex, IndexShard, IndexPart, ShardDocument } from '../contract/routing.ts';

@@ -5,7 +5,7 @@
 import { statSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import type { ModelCatalog } from '../domain/index.ts';
-import { INDEX_KEY } from '../compiler/format.ts';
+import { INDEX_KEY } from '../contract/routing.ts';
 import { createCredentialDecryptor } from './credentials.ts';
 import { loadRoutingConfig, resolveGeneration, type RoutingConfig } from './load.ts';
 import { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';

@@ -2,6 +2,7 @@
 // write observed back into the read model before responding (read-your-writes).
 import type { EgressAllowList } from '../domain/egress.ts';
 import { createHash, randomBytes } from 'node:crypto';
+import { canonicalJson } from '../contract/canonical-json.ts';
 import type { V1Secret } from '@kubernetes/client-node';
 import { resolveCredentialWrite, SPEC_FIELD_NAMES, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
@@ -105,16 +106,6 @@ function fromKube(err: unknown): unknown {
   // etcd down, apiserver overloaded or shutting down: the client should retry.
   if (err.status === 429 || err.status >= 500) return unavailable();
   return err;
-}
-
-/** JSON with object keys sorted, so two equal bodies hash the same whatever their key order. */
-function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v);
 }
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');

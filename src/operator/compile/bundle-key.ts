@@ -1,7 +1,7 @@
 // The bundle data-key Secret: `active` = key id, `<keyId>` = 32 random bytes. Gateway pods mount it.
 // Rotation adds a key and (optionally later) makes it active; old keys stay so existing envelopes still open.
-import { ACTIVE_KEY_ENTRY, BundleError, isKeyId, keyringFromEntries, newDataKey, newKeyId, type Keyring } from '../../bundle/envelope.ts';
-import { ROUTING_LABEL } from '../../compiler/format.ts';
+import { ACTIVE_KEY_ENTRY, BundleError, isKeyId, keyringFromEntries, newDataKey, newKeyId, type Keyring } from '../../contract/envelope.ts';
+import { ROUTING_LABEL } from '../../contract/routing.ts';
 import type { RoutingStore } from './store.ts';
 
 function decode(data: Record<string, string>): Map<string, Buffer> {

@@ -4,7 +4,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import { createApplier, type Applier } from '../../kube/apply.ts';
 import { isConflict, isNotFound, kubeClient } from '../../kube/client.ts';
-import { ROUTING_LABEL, SHA_ANNOTATION } from '../../compiler/format.ts';
+import { ROUTING_LABEL, SHA_ANNOTATION } from '../../contract/routing.ts';
 
 export type StoredKind = 'ConfigMap' | 'Secret';
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, test } from '@jest/globals';
 import pino from 'pino';
-import { INDEX_NAME } from '../../../src/compiler/format.ts';
+import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 

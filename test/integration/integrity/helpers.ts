@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, EventsV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { INDEX_KEY, INDEX_NAME, type RoutingIndex, type ShardDocument } from '../../../src/compiler/format.ts';
+import { INDEX_KEY, INDEX_NAME, type RoutingIndex, type ShardDocument } from '../../../src/contract/routing.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { kubectl } from '../../support/kube.ts';
 

@@ -1,7 +1,7 @@
 // Requests and accounts for the ledger tests (the compiled account shape the gateway hands the spend gate).
 import { randomUUID } from 'node:crypto';
 import type { CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../../../src/domain/index.ts';
-import type { FinishedRequest, SpendRequestContext } from '../../../src/gateway/spend-gate.ts';
+import type { FinishedRequest, SpendRequestContext } from '../../../src/contract/spend-gate.ts';
 import { account, guardrail, K1, K2, workspace, WS1 } from '../../unit/domain/fixtures.ts';
 
 export const USD = 1_000_000;

@@ -2,7 +2,7 @@
 // `concurrency` in flight, then prints what the gate answered (sums) as JSON on stdout.
 import { readFileSync } from 'node:fs';
 import type { CompiledAccount } from '../../../src/domain/index.ts';
-import type { FinishedRequest } from '../../../src/gateway/spend-gate.ts';
+import type { FinishedRequest } from '../../../src/contract/spend-gate.ts';
 import { createRedisLedger, createSpendGate } from '../../../src/ledger/index.ts';
 
 const [url, accountFile, countText, concurrencyText, tag] = process.argv.slice(2);

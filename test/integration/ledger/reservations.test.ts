@@ -2,7 +2,7 @@
 // (two gateway replicas' worth: separate Redis connections) over one real redis-server, and the embedded ledger.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, LedgerResetError, readWindows, windowOf, type LedgerSpendGate } from '../../../src/ledger/index.ts';
-import type { AdmitRequest } from '../../../src/gateway/spend-gate.ts';
+import type { AdmitRequest } from '../../../src/contract/spend-gate.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { ctx, finished, ledgerAccount, USD, WS1 } from './fixtures.ts';
 

@@ -1,6 +1,7 @@
 // The dependency rules of ARCHITECTURE.md, checked on the import statements of src/: a pure domain core and
-// compiler, an operator and the API doors that never import each other, two API doors (REST and aggregated) over
-// one service that never import each other, and a CLI nothing imports.
+// compiler, the formats between processes only in contract/, process rooms that never import each other, two API
+// doors (REST and aggregated) over one service that never import each other, no import cycle between rooms, and a
+// CLI nothing imports.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
@@ -14,7 +15,31 @@ interface Import {
   from: string;
   /** Repo-relative folder under src/ (e.g. "domain") or the package name. */
   target: string;
+  /** The specifier as written. */
+  spec: string;
+  /** The src-relative file a relative specifier names, or the package name. */
+  file: string;
   typeOnly: boolean;
+}
+
+/** The rooms of the long-running processes and doors: none may import another's. */
+const PROCESSES = ['operator', 'gateway', 'api', 'aggregated'];
+
+/**
+ * Process-room imports that predate the rule, each with the change that removes it (`from -> file`). The rule
+ * test fails on any crossing not listed here and on any entry whose import is gone.
+ */
+const PENDING: Record<string, string> = {};
+
+/** Room-to-room imports that close a cycle today, each with the change that removes it (`from -> file`). */
+const PENDING_CYCLE_EDGES: Record<string, string> = {
+  'kube/projector.ts -> shared/kubelet-writer.ts': 'h-moves: shared/kubelet-writer.ts moves into kube/',
+};
+
+function sourceFiles(folder = ''): string[] {
+  return readdirSync(join(src, folder), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => (folder ? `${folder}/${f}` : f));
 }
 
 function importsOf(folder: string): Import[] {
@@ -24,11 +49,77 @@ function importsOf(folder: string): Import[] {
     const text = readFileSync(join(dir, file), 'utf8');
     for (const m of text.matchAll(IMPORT_RE)) {
       const spec = m[3] ?? m[4] ?? '';
-      const target = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)).split('/')[0] ?? '' : spec;
-      out.push({ from: `${folder}/${file}`, target, typeOnly: Boolean(m[2]) });
+      const resolved = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)) : spec;
+      const target = spec.startsWith('.') ? resolved.split('/')[0] ?? '' : spec;
+      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly: Boolean(m[2]) });
     }
   }
   return out;
+}
+
+/** Room -> rooms it imports (type imports included: they are dependencies too), each edge with its imports. */
+function roomGraph(): Map<string, Map<string, string[]>> {
+  const rooms = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  const graph = new Map<string, Map<string, string[]>>(rooms.map((r) => [r, new Map()]));
+  for (const room of rooms) {
+    for (const i of importsOf(room)) {
+      if (!rooms.includes(i.target) || i.target === room) continue;
+      const edge = `${i.from} -> ${i.file}`;
+      if (edge in PENDING_CYCLE_EDGES) continue;
+      const via = graph.get(room)!;
+      via.set(i.target, [...(via.get(i.target) ?? []), edge]);
+    }
+  }
+  return graph;
+}
+
+/** Every cycle of the room graph (one per strongly connected component), as `a -> b -> a` with the imports of each step. */
+function roomCycles(graph: Map<string, Map<string, string[]>>): string[] {
+  // Tarjan's strongly connected components.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const components: string[][] = [];
+  const connect = (room: string) => {
+    index.set(room, index.size);
+    low.set(room, index.get(room)!);
+    stack.push(room);
+    for (const next of graph.get(room)!.keys()) {
+      if (!index.has(next)) {
+        connect(next);
+        low.set(room, Math.min(low.get(room)!, low.get(next)!));
+      } else if (stack.includes(next)) low.set(room, Math.min(low.get(room)!, index.get(next)!));
+    }
+    if (low.get(room) === index.get(room)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        component.push(member);
+      } while (member !== room);
+      if (component.length > 1) components.push(component);
+    }
+  };
+  for (const room of [...graph.keys()].sort()) if (!index.has(room)) connect(room);
+  // One concrete cycle per component: a shortest path back to its first room, by breadth-first search.
+  return components.map((component) => {
+    const start = [...component].sort()[0]!;
+    const back = new Map<string, string>();
+    const queue = [start];
+    search: while (queue.length > 0) {
+      const room = queue.shift()!;
+      for (const next of graph.get(room)!.keys()) {
+        if (!component.includes(next) || back.has(next)) continue;
+        back.set(next, room);
+        if (next === start) break search;
+        queue.push(next);
+      }
+    }
+    const path = [start];
+    for (let room = back.get(start)!; room !== start; room = back.get(room)!) path.unshift(room);
+    path.unshift(start);
+    return path.map((room, k) => (k === 0 ? room : `${room} (${graph.get(path[k - 1]!)!.get(room)![0]})`)).join(' -> ');
+  });
 }
 
 /** Every module (src-relative file or package name) a file loads at run time, transitively. */
@@ -58,7 +149,7 @@ describe('dependency rules', () => {
   });
 
   test('the compiler is pure: domain, schema types and node hashing/compression only', () => {
-    expect(targets(runtime(importsOf('compiler'))).filter((t) => !['compiler', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+    expect(targets(runtime(importsOf('compiler'))).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
   });
 
   test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
@@ -88,11 +179,41 @@ describe('dependency rules', () => {
     expect(targets(importsOf('service')).filter((t) => t.includes('fastify') || t === 'node:http' || t === 'node:https')).toEqual([]);
   });
 
-  test('the spend ledger needs no Kubernetes and no HTTP: domain, the gateway contract, Redis, metrics, files', () => {
-    const allowed = ['ledger', 'domain', 'gateway', 'ioredis', 'prom-client', 'pino', 'node:fs', 'node:path'];
+  test('the spend ledger needs no Kubernetes and no HTTP: domain, the spend-gate port of contract/, Redis, metrics, files', () => {
+    const allowed = ['ledger', 'domain', 'contract', 'ioredis', 'prom-client', 'pino', 'node:fs', 'node:path'];
     expect(targets(importsOf('ledger')).filter((t) => !allowed.includes(t))).toEqual([]);
-    // From the gateway only the SpendGate contract (types), never its request path.
-    expect(importsOf('ledger').filter((i) => i.target === 'gateway' && !i.typeOnly)).toEqual([]);
+  });
+
+  test('the ledger takes the SpendGate port from contract/, never from the gateway', () => {
+    expect(importsOf('ledger').filter((i) => i.target === 'gateway')).toEqual([]);
+    expect(importsOf('ledger').filter((i) => i.target === 'contract').map((i) => i.spec)).toContain('../contract/spend-gate.ts');
+  });
+
+  test('contract/ (the formats between processes) imports only the domain and Node built-ins', () => {
+    expect(targets(importsOf('contract')).filter((t) => !['contract', 'domain'].includes(t) && !t.startsWith('node:'))).toEqual([]);
+  });
+
+  test('the formats between processes are declared only in contract/', () => {
+    const formats = ['RoutingIndex', 'IndexShard', 'IndexPart', 'ShardDocument', 'BundleEnvelope', 'GatewayStatusReport', 'CredentialCounters', 'ProbeResult', 'SpendGate', 'AdmitRequest', 'AdmitDecision', 'FinishedRequest', 'RecordedSpend', 'Reservation'];
+    const names = formats.join('|');
+    const declaration = new RegExp(`^\\s*(?:export\\s+)?(?:(?:interface|class)\\s+(${names})\\b|type\\s+(${names})\\b[^,;\\n]*=)`, 'gm');
+    const elsewhere: string[] = [];
+    for (const file of sourceFiles()) {
+      if (file.startsWith('contract/')) continue;
+      for (const m of readFileSync(join(src, file), 'utf8').matchAll(declaration)) elsewhere.push(`${file}: ${m[1] ?? m[2]}`);
+    }
+    expect(elsewhere).toEqual([]);
+  });
+
+  test('the processes (operator, gateway, api, aggregated) never import another process\'s room', () => {
+    const crossing = PROCESSES.flatMap((p) => importsOf(p).filter((i) => i.target !== p && PROCESSES.includes(i.target)).map((i) => `${i.from} -> ${i.file}`));
+    expect([...new Set(crossing)].filter((edge) => !(edge in PENDING)).sort()).toEqual([]);
+    // An entry is removed once its import is gone, so the list only shrinks.
+    expect(Object.keys(PENDING).filter((edge) => !crossing.includes(edge))).toEqual([]);
+  });
+
+  test('no import cycle between rooms', () => {
+    expect(roomCycles(roomGraph())).toEqual([]);
   });
 
   test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS; issue 11)', () => {

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/compiler/format.ts';
+import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';

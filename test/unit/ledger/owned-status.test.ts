@@ -1,5 +1,5 @@
 import { describe, expect, test } from '@jest/globals';
-import { ownedStatus } from '../../../src/operator/spend-status.ts';
+import { ownedStatus } from '../../../src/operator/status/ownership.ts';
 
 describe('ownedStatus', () => {
   test('is the stored status without the spend field the spend writer owns', () => {

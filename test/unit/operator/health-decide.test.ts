@@ -1,6 +1,6 @@
 import { describe, expect, test } from '@jest/globals';
 import { counterDelta, decideDelivered, decideUpstreamHealth, DEFAULT_THRESHOLDS, OutcomeWindow } from '../../../src/operator/health-decide.ts';
-import { ownedStatus } from '../../../src/operator/spend-status.ts';
+import { ownedStatus } from '../../../src/operator/status/ownership.ts';
 
 const counts = (ok: number, unauthorized = 0, rateLimited = 0, upstreamError = 0) => ({ ok, unauthorized, rateLimited, upstreamError });
 const t = DEFAULT_THRESHOLDS;

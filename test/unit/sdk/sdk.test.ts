@@ -4,9 +4,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
-import type { Keyring } from '../../../src/bundle/envelope.ts';
+import type { Keyring } from '../../../src/contract/envelope.ts';
 import { compileAccount } from '../../../src/compiler/compile.ts';
-import { canonicalJson, INDEX_KEY } from '../../../src/compiler/format.ts';
+import { canonicalJson } from '../../../src/contract/canonical-json.ts';
+import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
@@ -172,8 +173,8 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
 const HEAVY = ['@kubernetes/', 'fastify', '@fastify/', 'prom-client', 'pino', 'yaml'];
 
 describe('SDK dependency rule', () => {
-  it('imports only the domain core, node built-ins and the node-only wire-format modules', () => {
-    const allowed = (p: string) => p.startsWith('src/domain/') || p.startsWith('src/sdk/') || p === 'src/compiler/format.ts' || p === 'src/bundle/envelope.ts';
+  it('imports only the domain core, node built-ins and the node-only wire formats of src/contract/', () => {
+    const allowed = (p: string) => p.startsWith('src/domain/') || p.startsWith('src/sdk/') || p.startsWith('src/contract/');
     const seen = new Set<string>();
     const visit = (file: string) => {
       const rel = relative(process.cwd(), file);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { bundlesFromLayout, layoutBundles, sealAccount, shardBundles, splitLayoutBucket, type BundlePart } from '../../../src/bundle/bundle.ts';
-import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/bundle/envelope.ts';
+import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/contract/envelope.ts';
 
 const ring = (active: string, ...ids: string[]): Keyring => ({ active, keys: new Map(ids.map((id) => [id, randomBytes(32)])) });
 const ID = '0b8f3c1e-5d2a-5f4e-9c7b-1a2b3c4d5e6f';

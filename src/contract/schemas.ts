@@ -1,13 +1,14 @@
-// JSON Schemas (draft 2020-12) of the gateway contract: the routing index, a decoded shard document and a bundle
-// envelope. Each object schema is built by `obj<T>()` from the TypeScript type the compiler writes and the SDK
+// JSON Schemas (draft 2020-12) of the gateway contract: the routing index, a decoded shard document, a bundle
+// envelope and the gateway status report. Each object schema is built by `obj<T>()` from the TypeScript type the compiler writes and the SDK
 // reads: its properties must name exactly T's fields (a field added to the code without the schema, or the other
 // way round, fails the type-check) and all are required; test/unit/contract validates real compiler output
 // against them, so the value types cannot drift either. Published as
 // docs/contract/*.schema.json by `npm run generate:contract`; test/unit/contract checks they are current.
-import type { BundleEnvelope } from '../bundle/envelope.ts';
+import type { BundleEnvelope } from './envelope.ts';
 import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
-import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './format.ts';
+import { GATEWAY_STATUS_FORMAT, HEALTH_OUTCOMES, type CredentialCounters, type GatewayStatusReport, type ProbeResult } from './gateway-status.ts';
+import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './routing.ts';
 
 const BASE = 'https://byok.gateway.dev/schemas/v1';
 const SHA256 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
@@ -37,7 +38,7 @@ const indexPart = obj<IndexPart>({
 }, 'One ConfigMap holding (part of) a shard.');
 
 const indexShard = obj<IndexShard>({
-  bucket: { type: 'integer', minimum: 0, description: 'Linear-hashing bucket of the accounts in this shard (bucketOf in src/compiler/format.ts).' },
+  bucket: { type: 'integer', minimum: 0, description: 'Linear-hashing bucket of the accounts in this shard (bucketOf in src/contract/routing.ts).' },
   encoding: { type: 'string', enum: ['json', 'gzip'], description: 'json: UTF-8 JSON; gzip: gzip of the same JSON.' },
   sha256: { ...SHA256, description: 'sha256 of the whole encoded payload (parts concatenated in order).' },
   bytes: { type: 'integer', minimum: 0, description: 'Encoded size (sum of parts).' },
@@ -150,8 +151,49 @@ export const bundleEnvelopeSchema = {
   }, 'AES-256-GCM with the 32-byte key `kid`; AAD = UTF-8 of "byok-bundle/v1\\n" + ns + "\\n" + id; plaintext = the provider payload (UTF-8).'),
 };
 
+const count: Schema = { type: 'integer', minimum: 0 };
+const epochMs: Schema = { type: 'number', minimum: 0, description: 'Epoch milliseconds.' };
+const outcome: Schema = { type: 'string', enum: [...HEALTH_OUTCOMES] };
+/** A map keyed by credential id. */
+const byCredential = (value: Schema, description: string): Schema => ({ type: 'object', description, additionalProperties: value });
+
+const counters = obj<CredentialCounters>({
+  ok: count,
+  unauthorized: { ...count, description: 'Upstream 401/403.' },
+  rateLimited: { ...count, description: 'Upstream 429.' },
+  upstreamError: { ...count, description: '5xx, invalid JSON in a 2xx, timeout, transport error, stream broken before the first byte.' },
+  lastSuccess: epochMs,
+  lastFailure: epochMs,
+}, 'Monotonic for the life of the process (`instance`).', ['lastSuccess', 'lastFailure']);
+
+const probe = obj<ProbeResult>({
+  at: epochMs,
+  outcome,
+  status: { ...nullable({ type: 'integer' }), description: 'Upstream HTTP status; null when none (token exchange, transport error).' },
+});
+
+export const gatewayStatusSchema = {
+  $schema: DRAFT,
+  $id: `${BASE}/gateway-status.schema.json`,
+  title: "byok gateway status report (GET /byok/status on a gateway pod's ops port; read by the operator's leader)",
+  ...obj<GatewayStatusReport>({
+    format: { type: 'string', const: GATEWAY_STATUS_FORMAT },
+    instance: { type: 'string', minLength: 1, description: 'Random per process start: a new value means the counters restarted.' },
+    at: epochMs,
+    routing: obj<GatewayStatusReport['routing']>({ version: { ...nullableString, description: 'Version of the loaded routing index; null before the first load.' } }),
+    bundle: obj<GatewayStatusReport['bundle']>({
+      keyId: { ...nullableString, description: 'Active bundle key id; null when no key is mounted.' },
+      generation: { type: 'string', description: "Kubelet generation directory of the bundle volume ('' for a plain directory)." },
+      credentials: byCredential({ type: 'string' }, 'Credential id -> envelope version (first 16 hex of the sha256 of the envelope file).'),
+    }),
+    credentials: byCredential(counters, 'Credential id -> attempt outcome counters.'),
+    probes: byCredential(probe, 'Credential id -> its last probe (not counted in credentials).'),
+  }),
+};
+
 export const CONTRACT_SCHEMAS = {
   'routing-index.schema.json': routingIndexSchema,
   'shard.schema.json': shardDocumentSchema,
   'bundle-envelope.schema.json': bundleEnvelopeSchema,
+  'gateway-status.schema.json': gatewayStatusSchema,
 } as const;

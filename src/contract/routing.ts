@@ -1,7 +1,8 @@
 // Wire format of the compiled routing config: ConfigMap names and keys, the index and shard documents,
-// canonical JSON and the namespace -> bucket function. Node built-ins only: the gateway SDK imports this.
+// and the namespace -> bucket function. Node built-ins and the domain only: the gateway SDK imports this.
 import { createHash } from 'node:crypto';
 import type { CompiledAccount } from '../domain/model.ts';
+import { canonicalJson } from './canonical-json.ts';
 
 export const INDEX_NAME = 'byok-routing-index';
 export const INDEX_KEY = 'byok-routing-index.json';
@@ -58,24 +59,6 @@ export interface ShardDocument {
 
 export function sha256Hex(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-/** JSON with object keys sorted recursively: same value => same bytes, whatever the construction order. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) {
-      const v = (value as Record<string, unknown>)[key];
-      if (v !== undefined) out[key] = sortKeys(v);
-    }
-    return out;
-  }
-  return value;
 }
 
 /** 32-bit hash of a namespace; the placement depends on nothing else, so an account never moves unless N changes. */
