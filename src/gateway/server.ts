@@ -163,7 +163,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
           ? 'internal gateway error'
           : err.message;
     if (status === 500) log?.error({ err: err.message }, 'unhandled gateway error');
-    metrics.requests.inc({ status: String(status) });
+    metrics.answered(status);
     return reply.code(status).send(specError(status, message));
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
