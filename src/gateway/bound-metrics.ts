@@ -1,8 +1,8 @@
 // Counters and histograms for the request path whose series are bound once: `bind(labels)` returns a slot of plain
 // numbers, and recording into it is a bucket search and a few additions. prom-client's own `labels()` children
-// re-validate and re-hash their labels on every call (about 10x the cost); these keep its registry, exposition and
-// names, and only replace where the numbers live (`get()`, which the registry reads at scrape time).
-import { Counter, Histogram, type IncreaseDataWithExemplar, type LabelValues, type ObserveDataWithExemplar, type MetricObjectWithValues, type MetricType, type MetricValue, type MetricValueWithName, type Registry } from 'prom-client';
+// re-validate and re-hash their labels on every call; these are registered in a prom-client Registry like its own
+// metrics and expose the same text (the registry reads `get()` at scrape time), only the numbers live here.
+import type { MetricObjectWithValues, MetricType, MetricValue, MetricValueWithName, Registry } from 'prom-client';
 
 export interface CounterSlot {
   inc(value?: number): void;
@@ -12,8 +12,51 @@ export interface HistogramSlot {
   observe(value: number): void;
 }
 
-/** The series key of a label set: built once per bind, never per record. */
-const keyOf = (names: readonly string[], labels: Record<string, string | number | undefined>) => names.map((n) => String(labels[n] ?? '')).join('\u0000');
+type LabelSet<T extends string> = Partial<Record<T, string | number>>;
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/** What the two kinds share: name, help, label names, and the series by label values. */
+abstract class BoundMetric<T extends string, S extends { labels: Record<string, string | number> }> {
+  readonly name: string;
+  readonly help: string;
+  readonly aggregator = 'sum';
+  abstract readonly type: 'counter' | 'histogram';
+  protected readonly series = new Map<string, S>();
+  private readonly labelNames: readonly T[];
+
+  constructor(config: { name: string; help: string; labelNames: readonly T[]; registers: readonly Registry[] }) {
+    if (!METRIC_NAME.test(config.name)) throw new TypeError(`invalid metric name ${config.name}`);
+    for (const l of config.labelNames) if (!LABEL_NAME.test(l) || l === 'le') throw new TypeError(`invalid label name ${l}`);
+    this.name = config.name;
+    this.help = config.help;
+    this.labelNames = config.labelNames;
+    // The registry's contract is name, help, type, aggregator, get() and reset(); its types only list its own classes.
+    for (const r of config.registers) r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  protected slot(labels: LabelSet<T>, make: (labels: Record<string, string | number>) => S): S {
+    for (const k of Object.keys(labels)) if (!this.labelNames.includes(k as T)) throw new TypeError(`label ${k} is not a label of ${this.name}`);
+    // The series key: built once per bind, never per record.
+    const key = this.labelNames.map((n) => String(labels[n] ?? '')).join('\u0000');
+    let s = this.series.get(key);
+    if (!s) {
+      s = make(clean(this.labelNames, labels));
+      this.series.set(key, s);
+    }
+    return s;
+  }
+
+  reset(): void {
+    this.series.clear();
+  }
+
+  protected exposition<V extends MetricValue<string>>(values: V[]): MetricObjectWithValues<V> {
+    // `type` is prom-client's MetricType, a string at runtime.
+    return { name: this.name, help: this.help, type: this.type as unknown as MetricType, aggregator: this.aggregator, values, collect: () => undefined };
+  }
+}
 
 class CounterSeries implements CounterSlot {
   value = 0;
@@ -29,42 +72,22 @@ class CounterSeries implements CounterSlot {
   }
 }
 
-/** A counter recorded through bound slots (the plain `inc(labels)` still works, by way of a lookup). */
-export class BoundCounter<T extends string> extends Counter<T> {
-  private readonly names: readonly T[];
-  private readonly meta: { name: string; help: string };
-  private readonly series = new Map<string, CounterSeries>();
+export class BoundCounter<T extends string> extends BoundMetric<T, CounterSeries> {
+  readonly type = 'counter';
 
-  constructor(config: { name: string; help: string; labelNames: readonly T[]; registers: Registry[] }) {
-    super({ name: config.name, help: config.help, labelNames: config.labelNames, registers: config.registers });
-    this.names = config.labelNames;
-    this.meta = { name: config.name, help: config.help };
+  bind(labels: LabelSet<T>): CounterSlot {
+    return this.slot(labels, (l) => new CounterSeries(l));
   }
 
-  bind(labels: LabelValues<T>): CounterSlot {
-    const key = keyOf(this.names, labels);
-    let s = this.series.get(key);
-    if (!s) {
-      s = new CounterSeries(clean(labels));
-      this.series.set(key, s);
-    }
-    return s;
+  /** The unbound way (a lookup per call): for paths that are not per request. */
+  inc(labels: LabelSet<T> = {}, value = 1): void {
+    this.bind(labels).inc(value);
   }
 
-  override inc(labels?: LabelValues<T> | number | IncreaseDataWithExemplar<T>, value?: number): void {
-    if (typeof labels === 'number' || labels === undefined) this.bind({}).inc(labels ?? 1);
-    else if (withExemplar(labels)) throw new TypeError('exemplars are not recorded');
-    else this.bind(labels).inc(value ?? 1);
-  }
-
-  override reset(): void {
-    this.series.clear();
-  }
-
-  override async get(): Promise<MetricObjectWithValues<MetricValue<T>>> {
+  async get(): Promise<MetricObjectWithValues<MetricValue<T>>> {
     const values: MetricValue<T>[] = [];
-    for (const s of this.series.values()) values.push({ labels: s.labels as LabelValues<T>, value: s.value });
-    return exposition(this.meta, 'counter', values);
+    for (const s of this.series.values()) values.push({ labels: s.labels as LabelSet<T>, value: s.value });
+    return this.exposition(values);
   }
 }
 
@@ -92,71 +115,48 @@ class HistogramSeries implements HistogramSlot {
   }
 }
 
-/** A histogram recorded through bound slots (the plain `observe(labels, v)` still works, by way of a lookup). */
-export class BoundHistogram<T extends string> extends Histogram<T> {
-  private readonly names: readonly T[];
-  private readonly meta: { name: string; help: string };
+export class BoundHistogram<T extends string> extends BoundMetric<T, HistogramSeries> {
+  readonly type = 'histogram';
   private readonly bounds: Float64Array;
-  private readonly series = new Map<string, HistogramSeries>();
 
-  constructor(config: { name: string; help: string; labelNames: readonly T[]; buckets: readonly number[]; registers: Registry[] }) {
-    super({ name: config.name, help: config.help, labelNames: config.labelNames, buckets: [...config.buckets], registers: config.registers });
-    this.names = config.labelNames;
-    this.meta = { name: config.name, help: config.help };
-    this.bounds = Float64Array.from(config.buckets);
+  constructor(config: { name: string; help: string; labelNames: readonly T[]; buckets: readonly number[]; registers: readonly Registry[] }) {
+    super(config);
+    this.bounds = Float64Array.from([...config.buckets].sort((a, b) => a - b));
   }
 
-  bind(labels: LabelValues<T>): HistogramSlot {
-    const key = keyOf(this.names, labels);
-    let s = this.series.get(key);
-    if (!s) {
-      s = new HistogramSeries(clean(labels), this.bounds);
-      this.series.set(key, s);
-    }
-    return s;
+  bind(labels: LabelSet<T>): HistogramSlot {
+    return this.slot(labels, (l) => new HistogramSeries(l, this.bounds));
   }
 
-  override observe(labels: LabelValues<T> | number | ObserveDataWithExemplar<T>, value?: number): void {
-    if (typeof labels === 'number') this.bind({}).observe(labels);
-    else if (withExemplar(labels)) throw new TypeError('exemplars are not recorded');
-    else this.bind(labels).observe(value ?? 0);
+  /** The unbound way (a lookup per call): for paths that are not per request. */
+  observe(labels: LabelSet<T>, value: number): void {
+    this.bind(labels).observe(value);
   }
 
-  override reset(): void {
-    this.series.clear();
-  }
-
-  override async get(): Promise<MetricObjectWithValues<MetricValueWithName<T>>> {
+  async get(): Promise<MetricObjectWithValues<MetricValueWithName<T>>> {
     const values: MetricValueWithName<T>[] = [];
-    const { name } = this.meta;
-    const bucket = `${name}_bucket`;
+    const bucket = `${this.name}_bucket`;
     for (const s of this.series.values()) {
-      const labels = s.labels as LabelValues<T>;
+      const labels = s.labels as LabelSet<T>;
       let cumulative = 0;
       for (let i = 0; i < this.bounds.length; i++) {
         cumulative += s.counts[i]!;
-        values.push({ labels: { ...labels, le: this.bounds[i]! } as LabelValues<T>, value: cumulative, metricName: bucket });
+        values.push({ labels: { le: this.bounds[i]!, ...labels } as LabelSet<T>, value: cumulative, metricName: bucket });
       }
-      values.push({ labels: { ...labels, le: '+Inf' } as LabelValues<T>, value: s.count, metricName: bucket });
-      values.push({ labels, value: s.sum, metricName: `${name}_sum` });
-      values.push({ labels, value: s.count, metricName: `${name}_count` });
+      values.push({ labels: { le: '+Inf', ...labels } as LabelSet<T>, value: s.count, metricName: bucket });
+      values.push({ labels, value: s.sum, metricName: `${this.name}_sum` });
+      values.push({ labels, value: s.count, metricName: `${this.name}_count` });
     }
-    return exposition(this.meta, 'histogram', values);
+    return this.exposition(values);
   }
 }
 
-function withExemplar<T extends string>(x: LabelValues<T> | IncreaseDataWithExemplar<T> | ObserveDataWithExemplar<T>): x is IncreaseDataWithExemplar<T> | ObserveDataWithExemplar<T> {
-  return 'exemplarLabels' in x;
-}
-
-/** What the registry reads at scrape time (prom-client's MetricObjectWithValues; `type` is its string at runtime). */
-function exposition<V extends MetricValue<string>>(meta: { name: string; help: string }, type: 'counter' | 'histogram', values: V[]): MetricObjectWithValues<V> {
-  return { name: meta.name, help: meta.help, type: type as unknown as MetricType, aggregator: 'sum', values, collect: () => undefined };
-}
-
-/** Labels without empty values: an empty label is no label in Prometheus, so it is left out of the exposition. */
-function clean(labels: Record<string, string | number | undefined>): Record<string, string | number> {
+/** Labels in declaration order, without empty values: an empty label is no label in Prometheus. */
+function clean(names: readonly string[], labels: Record<string, string | number | undefined>): Record<string, string | number> {
   const out: Record<string, string | number> = {};
-  for (const [k, v] of Object.entries(labels)) if (v !== undefined && v !== '') out[k] = v;
+  for (const k of names) {
+    const v = labels[k];
+    if (v !== undefined && v !== '') out[k] = v;
+  }
   return out;
 }
