@@ -105,6 +105,7 @@ class HistogramSeries implements HistogramSlot {
   }
 
   observe(value: number): void {
+    // A metric never throws on the request path: a non-finite value is not recorded.
     if (!Number.isFinite(value)) return;
     const b = this.bounds;
     let i = 0;
