@@ -79,6 +79,7 @@ export class CompletionRequest implements MeteredRequest {
   account!: CompiledAccount;
   identity!: RequestIdentity;
   reservation: Reservation | null = null;
+  firstByteAt: number | undefined;
   private plan!: RoutePlan;
   private catalog!: GatewayCatalog;
   private bounds!: UsageBounds;
@@ -201,6 +202,7 @@ export class CompletionRequest implements MeteredRequest {
       return undefined;
     }
     const b = decision.blockedBy;
+    this.rt.metrics.budgetRefused(b.scope, b.interval);
     return specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros)}; the request was not sent to any provider`, {
       budget: {
         scope: b.scope,
@@ -235,6 +237,7 @@ export class CompletionRequest implements MeteredRequest {
     if (!result.committed) return this.allFailed();
     // Committed: from here on the client has bytes and there is no failover.
     const { attempt, value: body, t0, last } = result;
+    this.firstByteAt = performance.now();
     this.reply.hijack();
     const relay = new StreamRelay(this.reply.raw, body, {
       idleTimeoutMs: this.rt.attemptTimeoutMs,
@@ -246,7 +249,7 @@ export class CompletionRequest implements MeteredRequest {
         // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
         // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
         this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, usage: meteredUsage(reported, this.bounds, this.requestBytes, body.bytes) }, error);
-        this.rt.metrics.requests.inc({ status: '200' });
+        this.rt.metrics.answered(200);
       },
     });
     this.client.onGone = () => relay.leave();
@@ -277,12 +280,11 @@ export class CompletionRequest implements MeteredRequest {
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {
     const { metrics, health } = this.rt;
-    metrics.attempts.inc({ provider: a.provider, kind: kindOf(a), outcome });
+    metrics.attempt(a.provider, kindOf(a), outcome, outcome !== 'ok' && !last);
     if (a.kind === 'credential' && !this.client.gone) {
       const h = healthOutcome(status, outcome);
       if (h) health.record(a.credentialId, h);
     }
-    if (outcome !== 'ok' && !last) metrics.failovers.inc({ provider: a.provider, kind: kindOf(a) });
   }
 
   private allFailed(): unknown {
@@ -293,7 +295,7 @@ export class CompletionRequest implements MeteredRequest {
   }
 
   private answer(status: number, payload: unknown): FastifyReply {
-    this.rt.metrics.requests.inc({ status: String(status) });
+    this.rt.metrics.answered(status);
     return this.reply.code(status).send(payload);
   }
 }

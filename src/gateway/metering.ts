@@ -7,6 +7,7 @@ import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
+import { CLIENT_WENT_AWAY } from './stream-relay.ts';
 import type { MeteredUsage } from './usage.ts';
 
 /** The request as metering needs it. */
@@ -25,6 +26,8 @@ export interface MeteredRequest {
   responses: readonly ProviderResponse[];
   /** Time spent waiting on upstreams. */
   upstreamMs: number;
+  /** performance.now() when a stream's first byte was committed to the client. */
+  firstByteAt?: number | undefined;
 }
 
 export interface Served {
@@ -81,9 +84,11 @@ export class Metering {
       status,
     };
     this.generations.put(req.apiKeyHash, record);
-    const total = performance.now() - req.started;
+    const now = performance.now();
+    const total = now - req.started;
     const overheadMs = Math.max(0, total - req.upstreamMs);
-    this.metrics.overhead.observe({ stream: req.streamed ? 'true' : 'false' }, overheadMs / 1000);
+    this.metrics.overheadOf(req.streamed, overheadMs / 1000);
+    this.observe(req, status, attempt, usage, listCost, now, streamError);
     this.log?.info(
       {
         generation_id: req.generationId,
@@ -100,6 +105,23 @@ export class Metering {
       'chat completion',
     );
     this.report(req, record, attempt, usage, listCost);
+  }
+
+  /** The GenAI series of the request: duration, time to first token, tokens, list cost (docs/gateway.md, "Metrics"). */
+  private observe(req: MeteredRequest, status: number, attempt: Attempt | null, usage: MeteredUsage | null, listCost: number | null, now: number, streamError: string | undefined): void {
+    // The model passed the planner (it is a catalog slug); the provider is the serving attempt's, else the last tried.
+    const provider = attempt?.provider ?? req.responses[req.responses.length - 1]?.provider ?? '';
+    const series = this.metrics.series(provider, req.model);
+    const errorType = streamError !== undefined ? (streamError === CLIENT_WENT_AWAY ? 'client_closed' : 'stream_broken') : status >= 400 ? status : '';
+    series.duration((now - req.started) / 1000, errorType);
+    if (!attempt || !usage) return;
+    series.tokens(usage.promptTokens, usage.completionTokens);
+    const kind = attempt.kind === 'credential' ? 'byok' : 'shared';
+    if (listCost !== null) series.cost(kind, 'list', listCost);
+    if (req.firstByteAt !== undefined && streamError === undefined) {
+      series.firstToken((req.firstByteAt - req.started) / 1000);
+      if (usage.completionTokens > 1 && !usage.estimated) series.perOutputToken((now - req.firstByteAt) / 1000 / (usage.completionTokens - 1));
+    }
   }
 
   private report(req: MeteredRequest, record: GenerationRecord, attempt: Attempt | null, usage: MeteredUsage | null, listCost: number | null): void {
@@ -128,6 +150,10 @@ export class Metering {
         (spend) => {
           record.fee_micros = spend.feeMicros;
           record.charged_micros = spend.chargedMicros;
+          const series = this.metrics.series(attempt.provider, req.model);
+          const kind = attempt.kind === 'credential' ? 'byok' : 'shared';
+          series.cost(kind, 'fee', spend.feeMicros);
+          series.cost(kind, 'charged', spend.chargedMicros);
         },
         (err: unknown) => this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'spend record failed'),
       );

@@ -17,6 +17,7 @@ import { GenerationStore } from './generations.ts';
 import { bundleInventory, CredentialHealth, type GatewayStatusReport } from './health.ts';
 import { Metering } from './metering.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
+import { listModels } from './models.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { AttemptPayloads } from './payloads.ts';
 import { specError, type GatewayRuntime } from './runtime.ts';
@@ -163,13 +164,14 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
           ? 'internal gateway error'
           : err.message;
     if (status === 500) log?.error({ err: err.message }, 'unhandled gateway error');
-    metrics.requests.inc({ status: String(status) });
+    metrics.answered(status);
     return reply.code(status).send(specError(status, message));
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
 
   app.post('/api/v1/chat/completions', chatCompletions(rt));
-  app.get('/api/v1/models', async () => ({ data: catalog.current().models.map(modelEntry) }));
+  app.get('/api/v1/models', listModels(rt, { keyRequired: false }));
+  app.get('/v1/models', listModels(rt, { keyRequired: true }));
   app.get('/api/v1/generation', async (req, reply) => {
     const who = apiKeyHash(req.headers.authorization);
     if ('error' in who) return reply.code(401).send(who);
@@ -219,30 +221,4 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       transport.close();
     },
   };
-}
-
-type CatalogModel = ReturnType<CatalogWatcher['current']>['models'][number];
-
-/** A catalog model as GET /api/v1/models lists it (prices per token, as decimal strings). */
-function modelEntry(m: CatalogModel) {
-  return {
-    id: m.model,
-    name: m.name ?? m.model,
-    context_length: m.contextLength,
-    endpoints: m.endpoints.map((e) => ({
-      id: e.id,
-      provider: e.provider,
-      region: e.region,
-      zdr: e.zdr,
-      data_collection: e.dataCollection,
-      pricing:
-        e.pricing.kind === 'per-token'
-          ? { prompt: perToken(e.pricing.promptUsdPerMillionTokens), completion: perToken(e.pricing.completionUsdPerMillionTokens), request: '0' }
-          : { prompt: '0', completion: '0', request: String(e.pricing.usdPerRequest) },
-    })),
-  };
-}
-
-function perToken(usdPerMillion: string | number): string {
-  return String(Number(usdPerMillion) / 1_000_000);
 }

@@ -53,6 +53,9 @@ function usageOf(json: string): unknown {
   }
 }
 
+/** The error a stream ends with when the client went away (metering tells it from upstream faults). */
+export const CLIENT_WENT_AWAY = 'client went away';
+
 export interface RelayOptions {
   idleTimeoutMs: number;
   /** Headers of the client's 200 (the generation id among them). */
@@ -97,7 +100,7 @@ export class StreamRelay {
 
   leave(): void {
     this.clientGone = true;
-    this.end('client went away');
+    this.end(CLIENT_WENT_AWAY);
     this.body.destroy();
   }
 

@@ -20,6 +20,7 @@ import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
 import { createGatewayHealthStatus, type GatewayStatusConfig } from './health-status.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
+import { registerAccountDelivery } from './delivery-metrics.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
 import { VerdictStore, createAccountStateSource } from './state.ts';
 
@@ -113,6 +114,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     onRestart: (informer, reason) => metrics.informerRestarts.inc({ informer, reason }),
   });
   registerCredentialReadiness(metrics.registry, () => informers.credentials.list());
+  registerAccountDelivery(metrics.registry, () => informers.accounts.list());
   const verdicts = new VerdictStore();
   const source = createAccountStateSource(informers, verdicts);
   // The pipeline reports quarantines to the controllers, which are created after it.

@@ -1,6 +1,6 @@
 // The chart's PrometheusRule, rendered by helm, checked and unit-tested with promtool (built from the Prometheus
-// Go module by hack/promtool/build.sh), and every metric the rules and the Grafana dashboard query is one the
-// operator or the API server actually registers.
+// Go module by hack/promtool/build.sh), every metric the rules and the Grafana dashboard query is one the operator,
+// the API server or the gateway actually registers, and the gateway is scraped on its ops port.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +14,9 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { registerApiMetrics } from '../../../src/api/metrics.ts';
 import { createEmbeddedLedger, createSpendGate } from '../../../src/ledger/index.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { createGatewayMetrics } from '../../../src/gateway/metrics.ts';
+import { registerAccountDelivery } from '../../../src/operator/delivery-metrics.ts';
+import { createHealthStatusWriter } from '../../../src/operator/health-status.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from '../../../src/operator/metrics.ts';
 import { testKubeConfig } from '../../support/kube.ts';
 
@@ -161,6 +164,225 @@ const alertTests = {
       ],
     },
     {
+      name: 'upstream keys refused for 15 minutes, per tenant namespace and provider; a short rate-limit burst stays quiet',
+      interval: '1m',
+      input_series: [
+        // Two operator replicas report the same counts; the tenant namespace arrives as exported_namespace.
+        { series: `byok_credential_upstream_healthy{namespace="${NS}",pod="op-a",exported_namespace="tenant-a",provider="openai",reason="Unauthorized"}`, values: '0x5 2x30' },
+        { series: `byok_credential_upstream_healthy{namespace="${NS}",pod="op-b",exported_namespace="tenant-a",provider="openai",reason="Unauthorized"}`, values: '0x5 2x30' },
+        { series: `byok_credential_upstream_healthy{namespace="${NS}",pod="op-a",exported_namespace="tenant-a",provider="openai",reason="Serving"}`, values: '5x35' },
+        { series: `byok_credential_upstream_healthy{namespace="${NS}",pod="op-a",exported_namespace="tenant-b",provider="groq",reason="RateLimited"}`, values: '0x5 1x5 0x25' },
+        { series: `byok_credential_upstream_healthy{namespace="other",pod="op-c",exported_namespace="tenant-c",provider="mistral",reason="Unauthorized"}`, values: '4x35' },
+      ],
+      alert_rule_test: [
+        { eval_time: '12m', alertname: 'ByokUpstreamKeysUnhealthy', exp_alerts: [] },
+        {
+          eval_time: '25m',
+          alertname: 'ByokUpstreamKeysUnhealthy',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning', exported_namespace: 'tenant-a', provider: 'openai', reason: 'Unauthorized' },
+            exp_annotations: {
+              summary: '2 openai credentials in tenant-a are UpstreamHealthy=False (Unauthorized)',
+              description: 'The provider keeps refusing (Unauthorized: a revoked or wrong key, rotate it), rate limiting or failing these BYOK keys. List them with: kubectl get byok -n tenant-a',
+            },
+          }],
+        },
+      ],
+    },
+    {
+      name: 'gateway pods serving outdated credentials past 5 minutes',
+      interval: '1m',
+      input_series: [{ series: `byok_gateway_pods_stale{namespace="${NS}",pod="op-a"}`, values: '0x5 1x10 0x10' }],
+      alert_rule_test: [
+        { eval_time: '8m', alertname: 'ByokGatewayPodsStale', exp_alerts: [] },
+        {
+          eval_time: '12m',
+          alertname: 'ByokGatewayPodsStale',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning' },
+            exp_annotations: {
+              summary: '1 gateway pods serve outdated credentials',
+              description: "Gateway pods have not loaded the current credential versions of some accounts past the stale threshold. The operator's GatewayPodStale Events on the Accounts name the pods: check their projected volumes (bundle slots, Secrets they cannot read).",
+            },
+          }],
+        },
+        { eval_time: '25m', alertname: 'ByokGatewayPodsStale', exp_alerts: [] },
+      ],
+    },
+    {
+      name: 'gateway pods not answering the status endpoint for 10 minutes',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_pods_reporting{namespace="${NS}",pod="op-a",result="failed"}`, values: '0x5 1x15' },
+        { series: `byok_gateway_pods_reporting{namespace="${NS}",pod="op-a",result="ok"}`, values: '3x20' },
+      ],
+      alert_rule_test: [
+        { eval_time: '10m', alertname: 'ByokGatewayPodsNotReporting', exp_alerts: [] },
+        {
+          eval_time: '17m',
+          alertname: 'ByokGatewayPodsNotReporting',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning' },
+            exp_annotations: {
+              summary: '1 gateway pods do not answer the status endpoint',
+              description: "The operator's leader cannot read GET /byok/status of these pods (network policy, status token, or a pod that is not serving): their upstream health and delivery are not reported.",
+            },
+          }],
+        },
+      ],
+    },
+    {
+      name: 'a gateway pod left on an old routing config while the other moved on',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_routing_config_info{namespace="${NS}",pod="gw-a",version="aaaa"}`, values: '1 1 1 stale' },
+        { series: `byok_gateway_routing_config_info{namespace="${NS}",pod="gw-a",version="bbbb"}`, values: '_ _ _ 1x27' },
+        { series: `byok_gateway_routing_config_info{namespace="${NS}",pod="gw-b",version="aaaa"}`, values: '1x19 stale' },
+        { series: `byok_gateway_routing_config_info{namespace="${NS}",pod="gw-b",version="bbbb"}`, values: '_x20 1x9' },
+      ],
+      alert_rule_test: [
+        // A rollout the pods follow within minutes does not fire.
+        { eval_time: '10m', alertname: 'ByokGatewayRoutingVersionSkew', exp_alerts: [] },
+        {
+          eval_time: '15m',
+          alertname: 'ByokGatewayRoutingVersionSkew',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning' },
+            exp_annotations: {
+              summary: 'Gateway pods serve 2 different routing config versions',
+              description: "Some gateway pods have not loaded the current routing config for 10 minutes (kubelet has not projected it, or the pod rejects it: see byok_gateway_reloads_total and the pod's log).",
+            },
+          }],
+        },
+        { eval_time: '25m', alertname: 'ByokGatewayRoutingVersionSkew', exp_alerts: [] },
+      ],
+    },
+    {
+      name: 'gateway pods rejecting new routing files',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_reloads_total{namespace="${NS}",pod="gw-a",what="routing",result="error"}`, values: '0x5 1+1x10 11x40' },
+        { series: `byok_gateway_reloads_total{namespace="${NS}",pod="gw-a",what="catalog",result="ok"}`, values: '0+1x55' },
+      ],
+      alert_rule_test: [
+        { eval_time: '4m', alertname: 'ByokGatewayReloadsFailing', exp_alerts: [] },
+        {
+          eval_time: '13m',
+          alertname: 'ByokGatewayReloadsFailing',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning', what: 'routing' },
+            exp_annotations: {
+              summary: 'Gateway pods reject new routing files',
+              description: "Gateways keep their last good routing and log 'rejected; keeping the last good one': they serve stale routing or prices until the mounted files load.",
+            },
+          }],
+        },
+        { eval_time: '45m', alertname: 'ByokGatewayReloadsFailing', exp_alerts: [] },
+      ],
+    },
+    {
+      name: 'an account undelivered for more than 15 minutes',
+      interval: '1m',
+      input_series: [{ series: `byok_account_delivery_lag_seconds{namespace="${NS}",pod="op-a"}`, values: '0x5 0+60x30' }],
+      alert_rule_test: [
+        { eval_time: '20m', alertname: 'ByokDeliveryLagging', exp_alerts: [] },
+        {
+          eval_time: '30m',
+          alertname: 'ByokDeliveryLagging',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning' },
+            exp_annotations: {
+              summary: "An account's current credentials have not reached every gateway pod for 24m 0s",
+              description: "Accounts stay Delivered=False (kubectl get accounts -A): a gateway pod does not load the new credential versions. See ByokGatewayPodsStale and the Accounts' GatewayPodStale Events.",
+            },
+          }],
+        },
+      ],
+    },
+    {
+      name: 'the spend ledger unreachable for 5 minutes',
+      interval: '1m',
+      input_series: [{ series: `byok_ledger_unavailable_total{namespace="${NS}",pod="gw-a",op="admit"}`, values: '0x5 1+2x10 21x20' }],
+      alert_rule_test: [
+        { eval_time: '4m', alertname: 'ByokLedgerUnavailable', exp_alerts: [] },
+        {
+          eval_time: '13m',
+          alertname: 'ByokLedgerUnavailable',
+          exp_alerts: [{
+            exp_labels: { severity: 'critical' },
+            exp_annotations: {
+              summary: 'Gateways cannot reach the spend ledger',
+              description: "Budgeted requests are refused (503) while the ledger is unreachable and finished requests' spend waits in gateway memory (byok_ledger_pending_records) until it is back: check the ledger's Redis (ledger.redisUrl).",
+            },
+          }],
+        },
+        { eval_time: '25m', alertname: 'ByokLedgerUnavailable', exp_alerts: [] },
+      ],
+    },
+    {
+      name: 'spend dropped by a gateway',
+      interval: '1m',
+      input_series: [{ series: `byok_ledger_records_dropped_total{namespace="${NS}",pod="gw-a"}`, values: '0x5 3x20' }],
+      alert_rule_test: [
+        { eval_time: '3m', alertname: 'ByokLedgerSpendDropped', exp_alerts: [] },
+        {
+          eval_time: '8m',
+          alertname: 'ByokLedgerSpendDropped',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning' },
+            exp_annotations: {
+              summary: 'Gateways dropped the spend of finished requests',
+              description: "A gateway's replay queue overflowed during a ledger outage (or the gateway stopped with records pending): budgets and fees miss that spend.",
+            },
+          }],
+        },
+        { eval_time: '25m', alertname: 'ByokLedgerSpendDropped', exp_alerts: [] },
+      ],
+    },
+    {
+      name: 'a third of the requests refused by a workspace budget',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_budget_refusals_total{namespace="${NS}",pod="gw-a",scope="workspace",interval="daily"}`, values: '0x5 0+10x20' },
+        { series: `byok_gateway_requests_total{namespace="${NS}",pod="gw-a",status="402"}`, values: '0x5 0+10x20' },
+        { series: `byok_gateway_requests_total{namespace="${NS}",pod="gw-a",status="200"}`, values: '0+20x25' },
+      ],
+      alert_rule_test: [
+        { eval_time: '8m', alertname: 'ByokBudgetRefusalSpike', exp_alerts: [] },
+        {
+          eval_time: '20m',
+          alertname: 'ByokBudgetRefusalSpike',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning', scope: 'workspace' },
+            exp_annotations: {
+              summary: '100 requests refused by workspace budgets in 10 minutes',
+              description: 'More than 25% of gateway requests are refused with 402 by budgets: a limit set too low, or a client looping on a refused request. byok_gateway_budget_refusals_total has the scope and window.',
+            },
+          }],
+        },
+      ],
+    },
+    {
+      name: 'budget refusals that are few, or a small share of the traffic, stay quiet',
+      interval: '1m',
+      input_series: [
+        // Every request refused, but only 5 in 10 minutes.
+        { series: `byok_gateway_budget_refusals_total{namespace="${NS}",pod="gw-a",scope="guardrail",interval="monthly"}`, values: '0+0.5x30' },
+        { series: `byok_gateway_requests_total{namespace="${NS}",pod="gw-a",status="402"}`, values: '0+0.5x30' },
+      ],
+      alert_rule_test: [{ eval_time: '25m', alertname: 'ByokBudgetRefusalSpike', exp_alerts: [] }],
+    },
+    {
+      name: 'many budget refusals in heavy traffic stay quiet',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_budget_refusals_total{namespace="${NS}",pod="gw-a",scope="workspace",interval="daily"}`, values: '0+10x30' },
+        { series: `byok_gateway_requests_total{namespace="${NS}",pod="gw-a",status="402"}`, values: '0+10x30' },
+        { series: `byok_gateway_requests_total{namespace="${NS}",pod="gw-a",status="200"}`, values: '0+200x30' },
+      ],
+      alert_rule_test: [{ eval_time: '25m', alertname: 'ByokBudgetRefusalSpike', exp_alerts: [] }],
+    },
+    {
       name: 'routing shards near the gateway slot count (80% of 32 = 25)',
       interval: '1m',
       input_series: [
@@ -205,7 +427,14 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
 
   test('promtool check rules accepts the rendered rules', async () => {
     const { stdout } = await run(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(stdout).toMatch(/SUCCESS: 6 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 15 rules found/);
+  });
+
+  test('every dashboard query is valid PromQL (checked by promtool as recording rules)', async () => {
+    const rules = dashboard.panels.flatMap((p, i) => p.targets.map((t, j) => ({ record: `byok:dashboard:panel${i}_${j}`, expr: t.expr.replaceAll('$namespace', NS) })));
+    writeFileSync(join(dir, 'dashboard-rules.yaml'), stringify({ groups: [{ name: 'dashboard', rules }] }));
+    const { stdout } = await run(promtool, ['check', 'rules', join(dir, 'dashboard-rules.yaml')], { encoding: 'utf8' });
+    expect(stdout).toContain(`SUCCESS: ${rules.length} rules found`);
   });
 
   test('promtool test rules: each alert fires when it should and stays quiet otherwise', async () => {
@@ -228,11 +457,39 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     await app.close();
     // The gateway's spend gate (ledger metrics).
     await createSpendGate(createEmbeddedLedger(), { registry }).close();
-    const registered = new Set(registry.getMetricsAsArray().map((m) => m.name));
+    // The operator's health writer and delivery gauges (built, never started).
+    createHealthStatusWriter({
+      config: { token: 'unused-status-token' }, kubeConfig: testKubeConfig(), informers: {} as never, pipeline: undefined,
+      applier: {} as never, events: {} as never, registry, log: pino({ level: 'silent' }),
+    });
+    registerAccountDelivery(registry, () => []);
+    // The gateway's own registry.
+    const gateway = createGatewayMetrics({ defaultMetrics: false }).registry;
+    const registered = new Set([...registry.getMetricsAsArray(), ...gateway.getMetricsAsArray()].map((m) => m.name));
     const queried = [...groups.flatMap((g) => g.rules.map((r) => r.expr)), ...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr))].flatMap(metricsIn);
     expect(queried.length).toBeGreaterThan(15);
     expect([...new Set(queried)].filter((m) => !registered.has(m))).toEqual([]);
     expect(dashboard.panels.length).toBeGreaterThanOrEqual(10);
     expect(readFileSync(join(chart, 'dashboards', 'byok-operator.json'), 'utf8')).toContain('"uid": "byok-operator"');
+  });
+
+  test('with serviceMonitor.enabled and gateway.enabled, a ServiceMonitor scrapes the gateway Service on its ops port', async () => {
+    type Doc = { kind?: string; metadata?: { name?: string; labels?: Record<string, string> }; spec?: Record<string, any> } | null;
+    const render = async (...sets: string[]) => {
+      const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
+      const out = await run(helm, ['template', 'rel', chart, '-n', NS, '--kube-version', '1.34.4', ...sets.flatMap((x) => ['--set', x])], { encoding: 'utf8', maxBuffer: 64 << 20 });
+      return parseAllDocuments(out.stdout).map((d) => d.toJS() as Doc);
+    };
+    const docs = await render('serviceMonitor.enabled=true', 'gateway.enabled=true', 'networkPolicy.enabled=true', 'networkPolicy.gatewayMetricsFrom[0].namespaceSelector.matchLabels.team=monitoring');
+    const monitor = docs.find((d) => d?.kind === 'ServiceMonitor' && d.metadata?.name === 'rel-byok-gateway')!;
+    const service = docs.find((d) => d?.kind === 'Service' && d.metadata?.name === 'rel-byok-gateway')!;
+    expect(monitor.spec!.endpoints).toEqual([{ port: 'ops', path: '/metrics', interval: '30s' }]);
+    for (const [k, v] of Object.entries(monitor.spec!.selector.matchLabels as Record<string, string>)) expect(service.metadata!.labels![k]).toBe(v);
+    expect((service.spec!.ports as { name: string }[]).map((p) => p.name)).toContain('ops');
+    // Prometheus may reach the ops port through the gateway's NetworkPolicy; tenants still reach only the http port.
+    const policy = docs.find((d) => d?.kind === 'NetworkPolicy' && d.metadata?.name === 'rel-byok-gateway')!;
+    const opsRule = (policy.spec!.ingress as { from?: unknown[]; ports: { port: number }[] }[]).find((r) => r.ports.some((p) => p.port === 8081))!;
+    expect(opsRule.from).toContainEqual({ namespaceSelector: { matchLabels: { team: 'monitoring' } } });
+    expect((await render('serviceMonitor.enabled=true')).some((d) => d?.kind === 'ServiceMonitor' && d.metadata?.name === 'rel-byok-gateway')).toBe(false);
   });
 });

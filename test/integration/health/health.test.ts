@@ -317,6 +317,11 @@ describe('credential health and delivery from the gateways', () => {
     await until('byok_gateway_pods_stale 1', async () => /byok_gateway_pods_stale 1\b/.test(await metricsText(run.op)), 15_000, 200);
     const a = await resource('accounts', ns).get('account');
     expect(a.status?.delivery).toMatchObject({ loaded: 1, total: 2 });
+    // The operator's delivery metrics, from the Account's Delivered condition in its cache: one waits, and for how long.
+    await until('byok_account_delivery Pending with a lag', async () => {
+      const t = await metricsText(run.op);
+      return /byok_account_delivery\{status="False",reason="Pending"\} [1-9]/.test(t) && Number(/^byok_account_delivery_lag_seconds (\S+)/m.exec(t)?.[1]) > 0;
+    }, 15_000, 200);
   }, 60_000);
 
   test('an opt-in probe finds a revoked idle key with no user traffic; unannotated credentials are never probed', async () => {
