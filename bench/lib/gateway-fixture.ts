@@ -11,7 +11,7 @@ import { compileAccount } from '../../src/compiler/compile.ts';
 import { canonicalJson, INDEX_KEY } from '../../src/compiler/format.ts';
 import { shardAccounts } from '../../src/compiler/shard.ts';
 import { API_VERSION } from '../../src/schema/resources.ts';
-import { kubeletWrite } from '../../src/shared/kubelet-writer.ts';
+import { kubeletWrite } from '../../src/kube/kubelet-writer.ts';
 
 export const BENCH_API_KEY = 'sk-gw-bench-0123456789abcdef0123456789abcdef';
 export const BENCH_MODEL = 'openai/gpt-4o';

@@ -1,2 +1,2 @@
-// Test alias of the kubelet-style atomic writer (promoted to src/shared for the dev projector).
-export { kubeletWrite } from '../../../src/shared/kubelet-writer.ts';
+// Test alias of the kubelet-style atomic writer (src/kube, used by the dev projector).
+export { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
