@@ -16,7 +16,7 @@ import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';
 import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
-import { readAccountMonth, readWindows, spendSnapshot, type WindowSpend } from '../ledger/spend-view.ts';
+import { readAccountMonth, readWindows, type WindowSpend } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
 import type { AccountStateSource } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
@@ -82,8 +82,8 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, li
     decideBudget({
       guardrails: [],
       workspace: {
-        workspace: { id: '', name: '', displayName: null, isDefault: false, budgets: [{ interval, limitUsd }], includeByokInBudgets: includeByok, defaultGuardrailId: null, members: [] },
-        spend: { [interval]: spendSnapshot(spend) },
+        workspace: { id: '', name: '', budgets: [{ interval, limitMicros: usdToMicros(limitUsd) }], includeByokInBudgets: includeByok },
+        spend: { [interval]: spend },
       },
     }).blockedBy !== null;
   return {
