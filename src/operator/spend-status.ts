@@ -18,7 +18,7 @@ import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledge
 import { createRedisLedger } from '../ledger/redis.ts';
 import { readAccountMonth, readWindows, type WindowSpend } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
-import type { AccountStateSource } from './compile/pipeline.ts';
+import type { AccountSnapshot } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
 
 export const SPEND_FIELD_MANAGER = 'byok-operator-spend';
@@ -41,8 +41,17 @@ export function ownedStatus(status: object | undefined): object | undefined {
   return rest;
 }
 
+/** An account's state without its credentials: what the spend writer reads (no key material, nothing to decode). */
+export type AccountBudgetView = Omit<AccountSnapshot, 'credentials'>;
+
+/** Where the spend writer reads accounts: from the operator's caches (createAccountStateSource), never by I/O. */
+export interface SpendStateSource {
+  accountNamespaces(): string[];
+  budgetView(namespace: string): AccountBudgetView;
+}
+
 export interface SpendStatusOptions {
-  source: AccountStateSource;
+  source: SpendStateSource;
   ledger: Ledger;
   /** Fenced by leadership, with SPEND_FIELD_MANAGER. */
   applier: Applier;
@@ -123,7 +132,20 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   const log = opts.log.child({ component: 'spend-status' });
   /** kind/ns/name → the spend last written (without updatedAt): skips writes the informer has not caught up with. */
   const lastWritten = new Map<string, unknown>();
+  /** namespace → the budgets compiled from the cached objects they came from (cached objects are never modified). */
+  const compiledViews = new Map<string, { inputs: readonly unknown[]; compiled: CompiledAccount }>();
   let ledgerDown = false;
+
+  /** The account's guardrails, workspaces and plan, compiled again only when one of their objects changed. */
+  function compiledBudgets(view: AccountBudgetView): CompiledAccount {
+    const inputs = [view.account, ...view.workspaces, ...view.guardrails];
+    const hit = compiledViews.get(view.namespace);
+    if (hit && hit.inputs.length === inputs.length && hit.inputs.every((o, i) => o === inputs[i])) return hit.compiled;
+    // No credentials and no API keys: the pipeline compiles those (and decodes payloads); spend needs neither.
+    const compiled = compileAccount({ ...view, apiKeys: [], credentials: [] });
+    compiledViews.set(view.namespace, { inputs, compiled });
+    return compiled;
+  }
 
   async function publish(kind: 'Account' | 'Workspace' | 'Guardrail', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
     const id = `${kind}/${ns}/${name}`;
@@ -142,7 +164,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
    * what status.spend last mirrored, then the account is validated for the running Redis process, which reopens its
    * budgets. A no-op script call when it is already validated; spend lost is what arrived after the last mirror.
    */
-  async function restore(snapshot: ReturnType<AccountStateSource['snapshot']>, compiled: CompiledAccount, at: Date): Promise<void> {
+  async function restore(snapshot: AccountBudgetView, compiled: CompiledAccount, at: Date): Promise<void> {
     const entries: RestoreEntry[] = [];
     const add = (key: string, usd: unknown, window: ReturnType<typeof windowOf>) => {
       if (typeof usd === 'number' && Number.isFinite(usd) && usd > 0) entries.push({ key, floorMicros: usdToMicros(usd), expiresAt: keys.expiresAt(window) });
@@ -176,8 +198,8 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   }
 
   async function syncAccount(ns: string, at: Date): Promise<void> {
-    const snapshot = opts.source.snapshot(ns);
-    const compiled: CompiledAccount = compileAccount(snapshot);
+    const snapshot = opts.source.budgetView(ns);
+    const compiled = compiledBudgets(snapshot);
     // First, so a restarted ledger's lower figures are never published over the durable copy.
     await restore(snapshot, compiled, at);
     const scopes = [
@@ -217,7 +239,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
 
   async function syncOnce(): Promise<void> {
     const at = clock();
-    for (const ns of opts.source.accountNamespaces()) {
+    const namespaces = opts.source.accountNamespaces();
+    const current = new Set(namespaces);
+    for (const ns of compiledViews.keys()) if (!current.has(ns)) compiledViews.delete(ns);
+    for (const ns of namespaces) {
       try {
         await syncAccount(ns, at);
         if (ledgerDown) log.info('ledger reachable again; spend status resumes');
@@ -250,7 +275,7 @@ export interface SpendStatusConfig {
 /** The writer over a Redis ledger, with its own fenced applier; run.ts starts it on leading and stops it after. */
 export async function createRedisSpendStatus(
   config: SpendStatusConfig,
-  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: AccountStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
+  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: SpendStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
   const ledger = await createRedisLedger({ url: config.redisUrl });
   const writer = createSpendStatusWriter({
