@@ -2,7 +2,7 @@
 // node-only wire-format modules (src/compiler/format.ts, src/bundle/envelope.ts); no Kubernetes client, no HTTP.
 export { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig, type RoutingConfigErrorCode } from './load.ts';
 export { watchRoutingConfig, type RoutingConfigWatcher, type WatchOptions } from './watch.ts';
-export { createCredentialDecryptor, readKeyring, type CredentialDecryptor, type DecryptorOptions } from './credentials.ts';
+export { createCredentialDecryptor, CredentialPayloadError, readKeyring, type CredentialDecryptor, type CredentialPayloadOptions, type DecryptorOptions } from './credentials.ts';
 export { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
 export { BundleError, envelopeVersion } from '../bundle/envelope.ts';
 export type { RoutingIndex, IndexShard, IndexPart, ShardDocument } from '../compiler/format.ts';

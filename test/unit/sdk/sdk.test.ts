@@ -10,7 +10,7 @@ import { canonicalJson, INDEX_KEY } from '../../../src/compiler/format.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
-import { BundleError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
+import { BundleError, CredentialPayloadError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { hashOf, sizedSnapshot } from '../compiler/fixtures.ts';
 import { kubeletWrite } from './kubelet.ts';
 
@@ -116,6 +116,22 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       const cred = v0.accounts[2]!.credentials[5]!;
       expect(w.decryptCredential(cred.id)).toBe(payloadOf('acct-2', Number(cred.name.slice(5))));
       expect(() => w.decryptCredential('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
+      // The parsed payload: decrypted and parsed once per mounted envelope, the same object on every call.
+      const parsed = w.credentialPayload(cred.id);
+      expect(JSON.stringify(parsed)).toContain(payloadOf('acct-2', Number(cred.name.slice(5))));
+      expect(w.credentialPayload(cred.id)).toBe(parsed);
+      // Not a payload of the provider asked for: a typed error that names the credential, never the payload.
+      const wrong = (() => {
+        try {
+          w.credentialPayload(cred.id, { provider: 'google-vertex' });
+        } catch (err) {
+          return err as Error;
+        }
+        throw new Error('parsed');
+      })();
+      expect(wrong).toBeInstanceOf(CredentialPayloadError);
+      expect(wrong.message).not.toContain('payload-');
+      expect(() => w.credentialPayload('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
 
       // The planner gets the account found by the API key hash.
       const catalog = createCatalog([{ model: 'openai/gpt-1', endpoints: [{ id: 'openai', provider: 'openai', region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: 0.01 } }] }]);
