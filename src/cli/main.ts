@@ -241,6 +241,12 @@ function egressOption(values: string[] | undefined): EgressAllowList | undefined
   }
 }
 
+/** The dev PKI is loaded only here, never on the production path (--aggregated-tls-dir). */
+async function devServingCertificate(): Promise<{ certPem: string; keyPem: string }> {
+  const [{ createServingCertificate }, { DEFAULT_SERVICE }] = await Promise.all([import('../controlplane/pki.ts'), import('../aggregated/register.ts')]);
+  return createServingCertificate(DEFAULT_SERVICE);
+}
+
 const routingNamespaceOf = (value: string | undefined): string => value ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
 async function main(argv: string[]): Promise<void> {
@@ -300,12 +306,11 @@ async function main(argv: string[]): Promise<void> {
         logger.info({ url: api.url }, 'API server listening');
         stops.push(() => api.close());
         if (!values['no-aggregated']) {
-          const { createServingCertificate } = await import('../aggregated/register.ts');
           const { startAggregatedServer } = await import('../aggregated/server.ts');
           const tlsDir = values['aggregated-tls-dir'];
           const tls = tlsDir
             ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
-            : await createServingCertificate();
+            : await devServingCertificate();
           if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
           const aggregated = await startAggregatedServer({
             kubeConfig,

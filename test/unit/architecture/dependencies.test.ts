@@ -93,6 +93,11 @@ describe('dependency rules', () => {
     }
   });
 
+  test('the aggregated API carries no PKI: its dev certificate comes from the dev path (controlplane/pki.ts)', () => {
+    expect(runtime(importsOf('aggregated')).filter((i) => i.target === 'controlplane' || i.target.startsWith('@peculiar/'))).toEqual([]);
+    expect([...runtimeGraph('aggregated/server.ts')].filter((m) => m.startsWith('controlplane/') || m.startsWith('@peculiar/'))).toEqual([]);
+  });
+
   test('nothing imports the CLI', () => {
     const folders = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'cli').map((d) => d.name);
     expect(folders.flatMap(importsOf).filter((i) => i.target === 'cli')).toEqual([]);
