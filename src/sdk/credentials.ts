@@ -3,7 +3,7 @@
 // two file-system calls per request on the gateway's hot path. `open` also keeps what a reader made of the plaintext
 // (the gateway's parsed payload) beside its envelope, so an envelope is decrypted once per generation, not once per
 // request: the keyring that opens every envelope is in this process's memory either way (docs/gateway.md,
-// "Performance"). A new generation or a re-sealed envelope is a new object and opens afresh.
+// "Speed"). A new generation or a re-sealed envelope is a new object and opens afresh.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../bundle/envelope.ts';
