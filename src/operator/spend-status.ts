@@ -9,9 +9,10 @@
 import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
+import { prepareAccount, type PreparedGuardrail, type PreparedWorkspace } from '../domain/account.ts';
 import { decideBudget } from '../domain/budgets.ts';
-import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
-import { microsToUsd, usdToMicros } from '../domain/money.ts';
+import type { BudgetInterval, CompiledAccount } from '../domain/model.ts';
+import { microsToUsd, usdToMicros, type Micros } from '../domain/money.ts';
 import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';
 import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
@@ -83,22 +84,28 @@ interface SpendWindowStatus {
 
 const ZERO: WindowSpend = { nonByokMicros: 0, byokMicros: 0 };
 
-function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limitUsd: number | undefined, includeByok: boolean): SpendWindowStatus {
+/** A budget limit as configured (what status shows) and in micros (what decides), converted once per compile. */
+interface Limit {
+  usd: number;
+  micros: Micros;
+}
+
+function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limit: Limit | undefined, includeByok: boolean): SpendWindowStatus {
   const counted = spend.nonByokMicros + (includeByok ? spend.byokMicros : 0);
   // decideBudget is the one definition of "blocked" (counted total has reached the limit).
   const blocked =
-    limitUsd !== undefined &&
+    limit !== undefined &&
     decideBudget({
       guardrails: [],
       workspace: {
-        workspace: { id: '', name: '', budgets: [{ interval, limitMicros: usdToMicros(limitUsd) }], includeByokInBudgets: includeByok },
+        workspace: { id: '', name: '', budgets: [{ interval, limitMicros: limit.micros }], includeByokInBudgets: includeByok },
         spend: { [interval]: spend },
       },
     }).blockedBy !== null;
   return {
     interval,
     window: windowOf(interval, at).id,
-    ...(limitUsd !== undefined ? { limitUsd } : {}),
+    ...(limit !== undefined ? { limitUsd: limit.usd } : {}),
     nonByokUsd: microsToUsd(spend.nonByokMicros),
     byokUsd: microsToUsd(spend.byokMicros),
     countedUsd: microsToUsd(counted),
@@ -106,15 +113,16 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, li
   };
 }
 
-function guardrailSpend(g: CompiledGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
   const interval = g.budget?.resetInterval ?? 'monthly';
   const include = g.budget?.includeByokInBudgets ?? false;
-  const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, g.budget?.limitUsd, include);
+  const limit = g.budget !== null && g.source.budget !== null ? { usd: g.source.budget.limitUsd, micros: g.budget.limitMicros } : undefined;
+  const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, limit, include);
   return { window, includeByokInBudgets: include, blocked: window.blocked };
 }
 
-function workspaceSpend(ws: CompiledWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
-  const limits = new Map(ws.budgets.map((b) => [b.interval, b.limitUsd]));
+function workspaceSpend(ws: PreparedWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+  const limits = new Map(ws.budgets.map((b, i) => [b.interval, { usd: ws.source.budgets[i]!.limitUsd, micros: b.limitMicros }]));
   const windows = INTERVALS.map((i) => windowStatus(i, at, spend?.[i] ?? ZERO, limits.get(i), ws.includeByokInBudgets));
   return { includeByokInBudgets: ws.includeByokInBudgets, blocked: windows.some((w) => w.blocked), windows };
 }
@@ -224,13 +232,15 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
         }, at),
       );
     }
+    // Limits in micros, converted once per compiled account (prepareAccount caches per object).
+    const prepared = prepareAccount(compiled);
     const guardrailObjects = new Map(snapshot.guardrails.map((g) => [g.metadata.name ?? '', g]));
-    for (const g of compiled.guardrails) {
+    for (const g of prepared.guardrails.values()) {
       const obj = guardrailObjects.get(g.name);
       if (obj) writes.push(publish('Guardrail', ns, g.name, (obj.status as { spend?: unknown } | undefined)?.spend, guardrailSpend(g, at, spend.get(`guardrail/${g.id}`)), at));
     }
     const workspaceObjects = new Map(snapshot.workspaces.map((w) => [w.metadata.name ?? '', w]));
-    for (const w of compiled.workspaces) {
+    for (const w of prepared.workspaces.values()) {
       const obj = workspaceObjects.get(w.name);
       if (obj) writes.push(publish('Workspace', ns, w.name, (obj.status as { spend?: unknown } | undefined)?.spend, workspaceSpend(w, at, spend.get(`workspace/${w.id}`)), at));
     }
