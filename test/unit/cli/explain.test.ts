@@ -8,7 +8,7 @@ import { credentialsFromManifests, explain } from '../../../src/cli/explain.ts';
 import { canonicalJson, INDEX_KEY } from '../../../src/compiler/format.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { account, cred, defaultEndpoints, K1, MODEL } from '../domain/fixtures.ts';
-import { kubeletWrite } from '../sdk/kubelet.ts';
+import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 function mountedConfig(): string {
   const accounts = [

@@ -12,7 +12,7 @@ import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { BundleError, CredentialPayloadError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { hashOf, sizedSnapshot } from '../compiler/fixtures.ts';
-import { kubeletWrite } from './kubelet.ts';
+import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
