@@ -95,4 +95,11 @@ describe('money on integer micros (properties)', () => {
       { numRuns: 500 },
     );
   });
+
+  test('a limit beyond the exact range is refused by the budget check that reads it, as before, not at load', () => {
+    const g = guardrail('g', {}, { limitUsd: 1e12, resetInterval: 'daily', includeByokInBudgets: false });
+    const prepared = prepareGuardrail(g);
+    expect(() => usdToMicros(1e12)).toThrow(RangeError);
+    expect(() => decideBudget({ guardrails: [{ guardrail: prepared, spend: { nonByokMicros: 0, byokMicros: 0 } }], workspace: null })).toThrow(RangeError);
+  });
 });
