@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { createServingCertificate, registerLoopback, waitForAvailable } from '../src/aggregated/register.ts';
+import { DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../src/aggregated/register.ts';
+import { createServingCertificate } from '../src/controlplane/pki.ts';
 import { startAggregatedServer } from '../src/aggregated/server.ts';
 import { startApiServer } from '../src/api/server.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
     const { key } = await createManagementKey(kc, ns, { name: 'bench' });
     const logger = pino({ level: 'warn' });
     const api = await startApiServer({ kubeConfig: kc, logger, watchNamespaces: [ns], rateLimit: false });
-    const serving = await createServingCertificate();
+    const serving = await createServingCertificate(DEFAULT_SERVICE);
     const agg = await startAggregatedServer({ kubeConfig: kc, state: api.state, service: api.service, ready: api.ready, tls: serving, logger, host: '127.0.0.1', port: 0 });
     await registerLoopback({ kubeConfig: kc, port: agg.port, caPem: serving.caPem });
     await waitForAvailable(kc, 60_000);

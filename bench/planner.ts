@@ -6,7 +6,7 @@ import {
   createCatalog,
   planRoute,
   prepareAccount,
-  type CatalogEndpoint,
+  type CatalogEndpointInput,
   type CompiledAccount,
   type CompiledCredential,
   type ProviderSlug,
@@ -97,7 +97,7 @@ const account: CompiledAccount = {
 };
 
 // 20 endpoints: the 10 providers' standard endpoints, a few second variants, and region-pinned ones.
-const endpoints: CatalogEndpoint[] = [];
+const endpoints: CatalogEndpointInput[] = [];
 PROVIDERS.forEach((provider, i) => {
   endpoints.push({
     id: provider,

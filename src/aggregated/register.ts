@@ -3,8 +3,9 @@
 // the APIService. With --enable-aggregator-routing=true the aggregator dials the slice's address directly; IPv4
 // slices reject 127.0.0.0/8, so the slice is addressType FQDN with the address 127.0.0.1 (accepted: FQDN
 // validation checks DNS syntax only). The chart registers the same APIService against a normal Service instead.
+// Its serving certificate comes from the dev PKI (createServingCertificate in src/controlplane/pki.ts), which the
+// production path (--aggregated-tls-dir) never loads.
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { createCertificateAuthority } from '../controlplane/pki.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { AGG_GROUP, AGG_VERSION } from './resource.ts';
@@ -14,20 +15,6 @@ export const DEFAULT_SERVICE = { namespace: 'byok-system', name: 'byok-aggregate
 const PORT_NAME = 'https';
 const SERVICE_PORT = 443;
 const FIELD_MANAGER = 'byok-operator';
-
-export interface ServingCertificate {
-  caPem: string;
-  certPem: string;
-  keyPem: string;
-}
-
-/** A throwaway CA and a serving certificate for <svc>.<ns>.svc: the name the aggregator checks, whatever it dials. */
-export async function createServingCertificate(service = DEFAULT_SERVICE): Promise<ServingCertificate> {
-  const ca = await createCertificateAuthority(`${service.name}-ca`);
-  const dns = [`${service.name}.${service.namespace}.svc`, `${service.name}.${service.namespace}.svc.cluster.local`, 'localhost'];
-  const leaf = await ca.issue({ commonName: dns[0] as string, usage: 'server', dnsNames: dns, ipAddresses: ['127.0.0.1'] });
-  return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem };
-}
 
 export interface LoopbackRegistration {
   kubeConfig: KubeAccess;

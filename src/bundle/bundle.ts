@@ -160,8 +160,7 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
 
 /**
  * The second half: the objects. Linear hashing leaves unsplit buckets at twice the target, so oversized buckets
- * are common: they are split once per content, not on every compile (at 10,000 accounts the split was 30 ms of
- * each run). A caller that must not hold the event loop long splits the missing ones into the cache first.
+ * are common: they are split once per content, not on every compile (docs/operator.md has what that saved). A caller that must not hold the event loop long splits the missing ones into the cache first.
  */
 export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
   const objects: BundleObject[] = [];

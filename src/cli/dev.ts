@@ -7,7 +7,8 @@ import { join, resolve } from 'node:path';
 import { CustomObjectsApi, DiscoveryV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { startApiServer } from '../api/server.ts';
-import { APISERVICE_NAME, createServingCertificate, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
+import { APISERVICE_NAME, DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
+import { createServingCertificate } from '../controlplane/pki.ts';
 import { AGG_GROUP, AGG_VERSION } from '../aggregated/resource.ts';
 import { startAggregatedServer } from '../aggregated/server.ts';
 import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
@@ -127,7 +128,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
     stoppers.push(() => api.close());
     // The second door: served on loopback and registered through a Service + FQDN EndpointSlice (docs/aggregated-api.md).
-    const serving = await createServingCertificate();
+    const serving = await createServingCertificate(DEFAULT_SERVICE);
     const aggregated = await startAggregatedServer({
       kubeConfig: kc,
       state: api.state,

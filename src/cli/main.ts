@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
 import type { GatewayStatusConfig } from '../operator/health-status.ts';
@@ -46,7 +46,7 @@ commands:
   bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
-common options:
+options (each command accepts only the ones it uses; an option of another command is an error):
   --kubeconfig <path>         kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
   --routing-namespace <ns>    where compiled routing ConfigMaps go (default: $POD_NAMESPACE or byok-system)
   --namespaces <a,b>          only watch these namespaces (default: all)
@@ -117,96 +117,157 @@ function waitForSignal(stop: () => Promise<void>): void {
   process.once('SIGINT', handler);
 }
 
+// One options type per command: each command parses only its own flags, so a flag another command takes is an
+// error here rather than silently ignored, and each command's values are typed by what it accepts.
+const COMMON_OPTIONS = {
+  'log-level': { type: 'string', default: 'info' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const satisfies ParseArgsOptionsConfig;
+
+/** run, operator and api: one process family, one set of flags (a chart passes the same args to each). */
+const SERVE_OPTIONS = {
+  ...COMMON_OPTIONS,
+  kubeconfig: { type: 'string' },
+  'routing-namespace': { type: 'string' },
+  namespaces: { type: 'string' },
+  'http-port': { type: 'string' },
+  'api-port': { type: 'string' },
+  'api-host': { type: 'string' },
+  'no-leader-election': { type: 'boolean', default: false },
+  'aggregated-port': { type: 'string' },
+  'aggregated-tls-dir': { type: 'string' },
+  'no-aggregated': { type: 'boolean', default: false },
+  'no-gitops-guard': { type: 'boolean', default: false },
+  'rate-limit': { type: 'string' },
+  'max-credentials': { type: 'string' },
+  'orphan-grace-seconds': { type: 'string' },
+  'ledger-redis-url': { type: 'string' },
+  'status-token-file': { type: 'string' },
+  'egress-allow': { type: 'string', multiple: true },
+  'gateway-service': { type: 'string' },
+  'gateway-status-urls': { type: 'string' },
+  'gateway-routing-slots': { type: 'string' },
+  'gateway-bundle-slots': { type: 'string' },
+} as const satisfies ParseArgsOptionsConfig;
+
+const DEV_OPTIONS = {
+  ...COMMON_OPTIONS,
+  'api-port': { type: 'string' },
+  'exit-when-ready': { type: 'boolean', default: false },
+  'embedded-ledger': { type: 'boolean', default: false },
+} as const satisfies ParseArgsOptionsConfig;
+
+const GATEWAY_OPTIONS = {
+  ...COMMON_OPTIONS,
+  'config-dir': { type: 'string' },
+  'bundle-dir': { type: 'string' },
+  'key-dir': { type: 'string' },
+  catalog: { type: 'string' },
+  'shared-keys-dir': { type: 'string' },
+  port: { type: 'string' },
+  'ops-port': { type: 'string' },
+  'attempt-timeout-ms': { type: 'string' },
+  region: { type: 'string' },
+  'upstream-ca': { type: 'string' },
+  'ledger-redis-url': { type: 'string' },
+  'ledger-snapshot': { type: 'string' },
+  'status-token-file': { type: 'string' },
+  'egress-allow': { type: 'string', multiple: true },
+} as const satisfies ParseArgsOptionsConfig;
+
+const VALIDATE_OPTIONS = {
+  ...COMMON_OPTIONS,
+  output: { type: 'string', short: 'o' },
+  strict: { type: 'boolean', default: false },
+} as const satisfies ParseArgsOptionsConfig;
+
+const EXPLAIN_OPTIONS = {
+  ...COMMON_OPTIONS,
+  kubeconfig: { type: 'string' },
+  'config-dir': { type: 'string' },
+  catalog: { type: 'string' },
+  request: { type: 'string' },
+  cluster: { type: 'boolean', default: false },
+  manifests: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies ParseArgsOptionsConfig;
+
+const MANAGEMENT_KEY_OPTIONS = {
+  ...COMMON_OPTIONS,
+  kubeconfig: { type: 'string' },
+  namespace: { type: 'string' },
+  name: { type: 'string' },
+} as const satisfies ParseArgsOptionsConfig;
+
+const BUNDLE_KEY_OPTIONS = {
+  ...COMMON_OPTIONS,
+  kubeconfig: { type: 'string' },
+  'routing-namespace': { type: 'string' },
+} as const satisfies ParseArgsOptionsConfig;
+
+function parseOptions<const O extends ParseArgsOptionsConfig>(args: string[], options: O, positionals: boolean) {
+  const parsed = parseArgs({ args, options, allowPositionals: positionals, strict: true });
+  if ((parsed.values as { help?: boolean }).help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  return parsed;
+}
+
+function port(value: string | undefined, fallback: number): number {
+  const n = value === undefined ? fallback : Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) fail(`invalid port ${value}`);
+  return n;
+}
+
+function slots(value: string | undefined): number {
+  const n = value === undefined ? Number.MAX_SAFE_INTEGER : Number(value);
+  if (!Number.isInteger(n) || n < 0) fail(`invalid slot count ${value}`);
+  return n;
+}
+
+function count(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) fail(`invalid --${flag} ${value}: use a whole number`);
+  return n;
+}
+
+function egressOption(values: string[] | undefined): EgressAllowList | undefined {
+  try {
+    return values ? parseEgressAllowList(values) : undefined;
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** The dev PKI is loaded only here, never on the production path (--aggregated-tls-dir). */
+async function devServingCertificate(): Promise<{ certPem: string; keyPem: string }> {
+  const [{ createServingCertificate }, { DEFAULT_SERVICE }] = await Promise.all([import('../controlplane/pki.ts'), import('../aggregated/register.ts')]);
+  return createServingCertificate(DEFAULT_SERVICE);
+}
+
+const routingNamespaceOf = (value: string | undefined): string => value ?? process.env.POD_NAMESPACE ?? 'byok-system';
+
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--help' || argv[0] === '-h') argv = ['help'];
   if (argv[0] === '--version') argv = ['version'];
   const [command, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-      kubeconfig: { type: 'string' },
-      'routing-namespace': { type: 'string' },
-      namespaces: { type: 'string' },
-      'http-port': { type: 'string' },
-      'api-port': { type: 'string' },
-      'api-host': { type: 'string' },
-      'no-leader-election': { type: 'boolean', default: false },
-      'aggregated-port': { type: 'string' },
-      'aggregated-tls-dir': { type: 'string' },
-      'no-aggregated': { type: 'boolean', default: false },
-      'no-gitops-guard': { type: 'boolean', default: false },
-      'rate-limit': { type: 'string' },
-      'max-credentials': { type: 'string' },
-      'orphan-grace-seconds': { type: 'string' },
-      'log-level': { type: 'string', default: 'info' },
-      'ledger-redis-url': { type: 'string' },
-      'ledger-snapshot': { type: 'string' },
-      'status-token-file': { type: 'string' },
-      'egress-allow': { type: 'string', multiple: true },
-      'gateway-service': { type: 'string' },
-      'gateway-status-urls': { type: 'string' },
-      'exit-when-ready': { type: 'boolean', default: false },
-      'ops-port': { type: 'string' },
-      'embedded-ledger': { type: 'boolean', default: false },
-      namespace: { type: 'string' },
-      name: { type: 'string' },
-      'config-dir': { type: 'string' },
-      catalog: { type: 'string' },
-      'bundle-dir': { type: 'string' },
-      'key-dir': { type: 'string' },
-      'shared-keys-dir': { type: 'string' },
-      port: { type: 'string' },
-      'attempt-timeout-ms': { type: 'string' },
-      region: { type: 'string' },
-      'upstream-ca': { type: 'string' },
-      'gateway-routing-slots': { type: 'string' },
-      'gateway-bundle-slots': { type: 'string' },
-      request: { type: 'string' },
-      cluster: { type: 'boolean', default: false },
-      manifests: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      output: { type: 'string', short: 'o' },
-      strict: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  if (!command || values.help || command === 'help') {
+  if (!command || command === 'help') {
     process.stdout.write(USAGE);
     return;
-  }
-  const logger = createLogger({ level: values['log-level'] });
-  const port = (value: string | undefined, fallback: number) => {
-    const n = value === undefined ? fallback : Number(value);
-    if (!Number.isInteger(n) || n < 0 || n > 65535) fail(`invalid port ${value}`);
-    return n;
-  };
-  const slots = (value: string | undefined) => {
-    const n = value === undefined ? Number.MAX_SAFE_INTEGER : Number(value);
-    if (!Number.isInteger(n) || n < 0) fail(`invalid slot count ${value}`);
-    return n;
-  };
-  const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
-  const count = (flag: string, value: string | undefined): number | undefined => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) fail(`invalid --${flag} ${value}: use a whole number`);
-    return n;
-  };
-  const maxCredentials = count('max-credentials', values['max-credentials']);
-  const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
-  const routingNamespace = values['routing-namespace'] ?? process.env.POD_NAMESPACE ?? 'byok-system';
-
-  let egress: EgressAllowList | undefined;
-  try {
-    egress = values['egress-allow'] ? parseEgressAllowList(values['egress-allow']) : undefined;
-  } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
   }
   switch (command) {
     case 'run':
     case 'operator':
     case 'api': {
+      const { values } = parseOptions(rest, SERVE_OPTIONS, false);
+      const logger = createLogger({ level: values['log-level'] });
+      const routingNamespace = routingNamespaceOf(values['routing-namespace']);
+      const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
+      const maxCredentials = count('max-credentials', values['max-credentials']);
+      const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
+      const egress = egressOption(values['egress-allow']);
       const kubeConfig = loadKubeConfig(values.kubeconfig);
       const stops: (() => Promise<void>)[] = [];
       if (command !== 'api') {
@@ -245,12 +306,11 @@ async function main(argv: string[]): Promise<void> {
         logger.info({ url: api.url }, 'API server listening');
         stops.push(() => api.close());
         if (!values['no-aggregated']) {
-          const { createServingCertificate } = await import('../aggregated/register.ts');
           const { startAggregatedServer } = await import('../aggregated/server.ts');
           const tlsDir = values['aggregated-tls-dir'];
           const tls = tlsDir
             ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
-            : await createServingCertificate();
+            : await devServingCertificate();
           if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
           const aggregated = await startAggregatedServer({
             kubeConfig,
@@ -271,6 +331,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'dev': {
+      const { values } = parseOptions(rest, DEV_OPTIONS, false);
       const { runDev } = await import('./dev.ts');
       await runDev({
         repoRoot,
@@ -282,6 +343,9 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'gateway': {
+      const { values } = parseOptions(rest, GATEWAY_OPTIONS, false);
+      const logger = createLogger({ level: values['log-level'] });
+      const egress = egressOption(values['egress-allow']);
       const { createGatewayMetrics, startGateway } = await import('../gateway/index.ts');
       const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
       const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
@@ -321,6 +385,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'validate': {
+      const { values, positionals } = parseOptions(rest, VALIDATE_OPTIONS, true);
       const { exitCode, formatReport, OUTPUT_FORMATS, validatePath } = await import('./validate.ts');
       const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
       const format = values.output ?? 'text';
@@ -331,6 +396,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'explain': {
+      const { values } = parseOptions(rest, EXPLAIN_OPTIONS, false);
       const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
       const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
       const request = values.request ?? fail('explain needs --request <json|file.json>');
@@ -347,6 +413,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'management-key': {
+      const { values, positionals } = parseOptions(rest, MANAGEMENT_KEY_OPTIONS, true);
       if (positionals[0] !== 'create') fail('usage: management-key create --namespace <ns> [--name <name>]');
       const namespace = values.namespace ?? fail('management-key create needs --namespace');
       const { createManagementKey } = await import('../service/management-keys.ts');
@@ -356,6 +423,8 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'bundle-key': {
+      const { values, positionals } = parseOptions(rest, BUNDLE_KEY_OPTIONS, true);
+      const routingNamespace = routingNamespaceOf(values['routing-namespace']);
       const action = positionals[0];
       const request: BundleKeyAction =
         action === 'stage' || action === 'rotate'

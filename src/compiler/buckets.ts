@@ -1,6 +1,5 @@
 // Accounts grouped by bucket and kept between compile runs, so a run re-derives only the buckets whose accounts
-// changed. Laying out every account on every run cost ~36 ms and ~5.6 MB of garbage per change at 10,000
-// accounts, for one account's change (issue 11).
+// changed, instead of laying out every account for one account's change (figures in docs/compiler.md; issue 11).
 import { bucketOfHash } from '../contract/routing.ts';
 
 export interface Placeable {

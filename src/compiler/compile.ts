@@ -19,8 +19,6 @@ const INTERVALS: readonly BudgetInterval[] = ['daily', 'weekly', 'monthly', 'lif
 /** Guardrail budgets without a resetInterval reset monthly (the CRD has no default; documented in docs/compiler.md). */
 export const DEFAULT_RESET_INTERVAL: BudgetInterval = 'monthly';
 
-/** Live = not disabled and not expired at `now` (an unparsable expiry counts as expired: fail closed). */
-
 /** Why a credential is left out of the compiled account, or null when it is compiled. */
 export function credentialExclusion(
   entry: SnapshotCredential,

@@ -97,3 +97,20 @@ function authority(caCert: x509.X509Certificate, signingKey: webcrypto.CryptoKey
   };
   return { certPem: caCert.toString('pem'), keyPem, issue };
 }
+
+export interface ServingCertificate {
+  caPem: string;
+  certPem: string;
+  keyPem: string;
+}
+
+/**
+ * Development only (the dev stack, tests, and `api` without --aggregated-tls-dir): a throwaway CA and a serving
+ * certificate for the aggregated API's <svc>.<ns>.svc, the name the aggregator checks whatever address it dials.
+ */
+export async function createServingCertificate(service: { namespace: string; name: string }): Promise<ServingCertificate> {
+  const ca = await createCertificateAuthority(`${service.name}-ca`);
+  const dns = [`${service.name}.${service.namespace}.svc`, `${service.name}.${service.namespace}.svc.cluster.local`, 'localhost'];
+  const leaf = await ca.issue({ commonName: dns[0] as string, usage: 'server', dnsNames: dns, ipAddresses: ['127.0.0.1'] });
+  return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem };
+}

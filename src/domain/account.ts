@@ -1,7 +1,8 @@
 // Per-account indexes for the planner and budget checks, built once per compiled account (prepareAccount), and the
 // resolution of which guardrails govern a request.
 import { PROVIDER_INDEX } from './catalog.ts';
-import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './model.ts';
+import type { BudgetInterval, CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './model.ts';
+import { assertNonNegativeMicros, usdToMicros, type Micros } from './money.ts';
 import type { ProviderSlug } from './providers.ts';
 
 export interface PreparedCredential {
@@ -37,7 +38,23 @@ export interface PreparedProviderGroup {
   readonly fallback: readonly PreparedCredential[];
 }
 
-export interface PreparedGuardrail {
+/** A guardrail as budget checks read it: its limit in micros (converted once, when the account is prepared). */
+export interface BudgetedGuardrail {
+  readonly id: string;
+  readonly name: string;
+  /** null = no budget limit. */
+  readonly budget: { readonly limitMicros: Micros; readonly resetInterval: BudgetInterval; readonly includeByokInBudgets: boolean } | null;
+}
+
+/** A workspace as budget checks read it: one limit in micros per interval that has one. */
+export interface BudgetedWorkspace {
+  readonly id: string;
+  readonly name: string;
+  readonly budgets: readonly { readonly interval: BudgetInterval; readonly limitMicros: Micros }[];
+  readonly includeByokInBudgets: boolean;
+}
+
+export interface PreparedGuardrail extends BudgetedGuardrail {
   readonly source: CompiledGuardrail;
   readonly allowed: ReadonlySet<string> | null;
   readonly ignored: ReadonlySet<string>;
@@ -46,7 +63,7 @@ export interface PreparedGuardrail {
   blocked: Uint8Array;
 }
 
-export interface PreparedWorkspace {
+export interface PreparedWorkspace extends BudgetedWorkspace {
   readonly source: CompiledWorkspace;
   /** userId -> the member's own guardrail id (null = none, the workspace default applies). */
   readonly members: ReadonlyMap<string, string | null>;
@@ -114,24 +131,52 @@ export function prepareAccount(account: CompiledAccount | PreparedAccount): Prep
     credentials,
     groups,
     apiKeys: new Map(account.apiKeys.map((k) => [k.hash, k])),
-    workspaces: new Map(
-      account.workspaces.map((w) => [w.id, { source: w, members: new Map(w.members.map((m) => [m.userId, m.guardrailId])) }]),
-    ),
-    guardrails: new Map(
-      account.guardrails.map((g) => [
-        g.id,
-        {
-          source: g,
-          allowed: g.dataPolicy.allowedProviders === null ? null : new Set(g.dataPolicy.allowedProviders),
-          ignored: new Set(g.dataPolicy.ignoredProviders),
-          blockedFor: undefined,
-          blocked: new Uint8Array(0),
-        },
-      ]),
-    ),
+    workspaces: new Map(account.workspaces.map((w) => [w.id, prepareWorkspace(w)])),
+    guardrails: new Map(account.guardrails.map((g) => [g.id, prepareGuardrail(g)])),
   };
   cache.set(account, prepared);
   return prepared;
+}
+
+/**
+ * A budget limit in micros. One beyond the exact range (over ~9 billion USD) becomes NaN rather than throwing here:
+ * the budget checks that read it refuse it (assertNonNegativeMicros), and planning the account's other requests
+ * is unaffected.
+ */
+function limitMicros(limitUsd: number): Micros {
+  try {
+    const m = usdToMicros(limitUsd);
+    assertNonNegativeMicros(m, 'budget limit');
+    return m;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** A compiled guardrail indexed for planning and budget checks (its limit in micros). */
+export function prepareGuardrail(g: CompiledGuardrail): PreparedGuardrail {
+  return {
+    source: g,
+    id: g.id,
+    name: g.name,
+    budget: g.budget === null ? null : { limitMicros: limitMicros(g.budget.limitUsd), resetInterval: g.budget.resetInterval, includeByokInBudgets: g.budget.includeByokInBudgets },
+    allowed: g.dataPolicy.allowedProviders === null ? null : new Set(g.dataPolicy.allowedProviders),
+    ignored: new Set(g.dataPolicy.ignoredProviders),
+    blockedFor: undefined,
+    blocked: new Uint8Array(0),
+  };
+}
+
+/** A compiled workspace indexed for guardrail resolution and budget checks (its limits in micros). */
+export function prepareWorkspace(w: CompiledWorkspace): PreparedWorkspace {
+  return {
+    source: w,
+    id: w.id,
+    name: w.name,
+    budgets: w.budgets.map((b) => ({ interval: b.interval, limitMicros: limitMicros(b.limitUsd) })),
+    includeByokInBudgets: w.includeByokInBudgets,
+    members: new Map(w.members.map((m) => [m.userId, m.guardrailId])),
+  };
 }
 
 export function isPrepared(account: CompiledAccount | PreparedAccount): account is PreparedAccount {

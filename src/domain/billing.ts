@@ -17,7 +17,7 @@ export function byokFeeMicros(listCostMicros: Micros): Micros {
   return mulDivRound(listCostMicros, BYOK_FEE_PERCENT, 100);
 }
 
-/** 5% of a list cost given in USD; returns USD (computed through micros, so 5% of 0.01 is exactly 0.0005). */
+/** 5% of a list cost given in USD, for display; returns USD (computed through micros, so 5% of 0.01 is exactly 0.0005). */
 export function byokFee(listCostUsd: UsdInput): number {
   return microsToUsd(byokFeeMicros(usdToMicros(listCostUsd)));
 }
@@ -25,9 +25,9 @@ export function byokFee(listCostUsd: UsdInput): number {
 export interface ByokChargeInput {
   plan: PlanName;
   /** List-price cost of this account's BYOK requests earlier in the calendar month (before this request). */
-  monthToDateListCostUsd: UsdInput;
+  monthToDateListCostMicros: Micros;
   /** List-price cost of this request on the same model and provider. */
-  requestListCostUsd: UsdInput;
+  requestListCostMicros: Micros;
 }
 
 export interface ByokCharge {
@@ -43,8 +43,8 @@ export interface ByokCharge {
 
 /** Fee for one BYOK request: a request straddling the allowance pays 5% of the part above it. */
 export function byokCharge(input: ByokChargeInput): ByokCharge {
-  const before = usdToMicros(input.monthToDateListCostUsd);
-  const cost = usdToMicros(input.requestListCostUsd);
+  const before = input.monthToDateListCostMicros;
+  const cost = input.requestListCostMicros;
   assertNonNegativeMicros(before, 'month-to-date list cost');
   assertNonNegativeMicros(cost, 'request list cost');
   const allowance = FREE_ALLOWANCE_MICROS[input.plan];

@@ -1,22 +1,23 @@
 // Budget decisions (spec 1.1 rule 12): BYOK spend is left out of guardrail and workspace budgets unless the budget's
 // include_byok_in_budgets flag is set, in which case what the gateway would have charged counts too.
-import { applicableGuardrails, prepareAccount, type PreparedAccount, type RequestIdentity } from './account.ts';
-import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from './model.ts';
-import { assertNonNegativeMicros, usdToMicros, type Micros, type UsdInput } from './money.ts';
+// Amounts are integer micros throughout; limits come converted from the loaded account (see prepareAccount).
+import { applicableGuardrails, prepareAccount, type BudgetedGuardrail, type BudgetedWorkspace, type PreparedAccount, type PreparedGuardrail, type PreparedWorkspace, type RequestIdentity } from './account.ts';
+import type { BudgetInterval, CompiledAccount } from './model.ts';
+import { assertNonNegativeMicros, type Micros } from './money.ts';
 
 /** Spend recorded in the current window of one budget. */
 export interface SpendSnapshot {
   /** Gateway charges of non-BYOK requests (always count). */
-  nonByokUsd: UsdInput;
+  nonByokMicros: Micros;
   /** What the gateway would have charged for the BYOK requests (their list cost); counts only with the flag. */
-  byokWouldHaveChargedUsd: UsdInput;
+  byokMicros: Micros;
 }
 
 export interface BudgetDecisionInput {
   /** The request's guardrails (see applicableGuardrails), each with the spend of its current reset window. */
-  guardrails: readonly { guardrail: CompiledGuardrail; spend: SpendSnapshot }[];
+  guardrails: readonly { guardrail: BudgetedGuardrail; spend: SpendSnapshot }[];
   /** The request's workspace with the spend of each interval's current window; a missing interval counts as 0. */
-  workspace: { workspace: CompiledWorkspace; spend: Partial<Record<BudgetInterval, SpendSnapshot>> } | null;
+  workspace: { workspace: BudgetedWorkspace; spend: Partial<Record<BudgetInterval, SpendSnapshot>> } | null;
 }
 
 export interface BudgetCheck {
@@ -42,16 +43,15 @@ export interface BudgetDecision {
   blockedBy: BudgetCheck | null;
 }
 
-function micros(usd: UsdInput, what: string): Micros {
-  const m = usdToMicros(usd);
+function micros(m: Micros, what: string): Micros {
   assertNonNegativeMicros(m, what);
   return m;
 }
 
 function counted(spend: SpendSnapshot | undefined, includeByok: boolean): Micros {
   if (spend === undefined) return 0;
-  const base = micros(spend.nonByokUsd, 'non-BYOK spend');
-  return includeByok ? base + micros(spend.byokWouldHaveChargedUsd, 'BYOK would-have-charged spend') : base;
+  const base = micros(spend.nonByokMicros, 'non-BYOK spend');
+  return includeByok ? base + micros(spend.byokMicros, 'BYOK would-have-charged spend') : base;
 }
 
 /**
@@ -63,7 +63,7 @@ export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
   for (const { guardrail, spend } of input.guardrails) {
     const b = guardrail.budget;
     if (b === null) continue;
-    const limit = micros(b.limitUsd, 'budget limit');
+    const limit = micros(b.limitMicros, 'budget limit');
     const total = counted(spend, b.includeByokInBudgets);
     checks.push({
       scope: 'guardrail',
@@ -80,7 +80,7 @@ export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
     const { workspace, spend } = input.workspace;
     // One flag for every interval of the workspace budget.
     for (const b of workspace.budgets) {
-      const limit = micros(b.limitUsd, 'budget limit');
+      const limit = micros(b.limitMicros, 'budget limit');
       const total = counted(spend[b.interval], workspace.includeByokInBudgets);
       checks.push({
         scope: 'workspace',
@@ -106,24 +106,24 @@ export function decideBudget(input: BudgetDecisionInput): BudgetDecision {
 export function budgetContributionMicros(input: {
   isByok: boolean;
   /** The gateway charge of a non-BYOK request. */
-  chargedUsd: UsdInput;
+  chargedMicros: Micros;
   /** List cost of the same model and provider, i.e. what the gateway would have charged. */
-  wouldHaveChargedUsd: UsdInput;
+  wouldHaveChargedMicros: Micros;
   includeByokInBudgets: boolean;
 }): Micros {
-  if (!input.isByok) return micros(input.chargedUsd, 'charge');
-  return input.includeByokInBudgets ? micros(input.wouldHaveChargedUsd, 'would-have-charged amount') : 0;
+  if (!input.isByok) return micros(input.chargedMicros, 'charge');
+  return input.includeByokInBudgets ? micros(input.wouldHaveChargedMicros, 'would-have-charged amount') : 0;
 }
 
 /** The budgets a request is subject to: its guardrails (see applicableGuardrails) and its workspace. */
 export function budgetScopes(
   account: CompiledAccount | PreparedAccount,
   who: RequestIdentity,
-): { guardrails: CompiledGuardrail[]; workspace: CompiledWorkspace | null } {
+): { guardrails: PreparedGuardrail[]; workspace: PreparedWorkspace | null } {
   const acc = prepareAccount(account);
   const g = applicableGuardrails(acc, who);
-  const guardrails: CompiledGuardrail[] = [];
-  if (g.apiKey !== null) guardrails.push(g.apiKey.source);
-  if (g.member !== null) guardrails.push(g.member.source);
-  return { guardrails, workspace: acc.workspaces.get(who.workspaceId)?.source ?? null };
+  const guardrails: PreparedGuardrail[] = [];
+  if (g.apiKey !== null) guardrails.push(g.apiKey);
+  if (g.member !== null) guardrails.push(g.member);
+  return { guardrails, workspace: acc.workspaces.get(who.workspaceId) ?? null };
 }

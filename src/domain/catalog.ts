@@ -1,13 +1,19 @@
 // The gateway's catalog of shared endpoints per model, and the routing request (spec 1.1). The catalog is indexed
 // once by `createCatalog` so the planner does no per-request setup work.
-import { mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
+import { assertNonNegativeMicros, mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
 import { PROVIDER_SLUGS, isProviderSlug, type ProviderSlug } from './providers.ts';
 
 export type EndpointPricing =
   | { kind: 'per-token'; promptUsdPerMillionTokens: UsdInput; completionUsdPerMillionTokens: UsdInput }
   | { kind: 'per-request'; usdPerRequest: UsdInput };
 
-export interface CatalogEndpoint {
+/** An endpoint's price in exact micros: converted once from its EndpointPricing when the catalog is built. */
+export type EndpointPrice =
+  | { readonly kind: 'per-token'; readonly promptMicrosPerMillionTokens: Micros; readonly completionMicrosPerMillionTokens: Micros }
+  | { readonly kind: 'per-request'; readonly microsPerRequest: Micros };
+
+/** A catalog endpoint as configured (prices in USD). */
+export interface CatalogEndpointInput {
   /**
    * Endpoint slug, unique within the model, and the name `provider.order` / `provider.only` target it by. A standard
    * endpoint usually uses the provider slug (`openai`), a region-pinned one the slug with a region suffix (`openai/eu`).
@@ -23,10 +29,15 @@ export interface CatalogEndpoint {
   readonly pricing: EndpointPricing;
 }
 
+/** A catalog endpoint as built by createCatalog: the configured one plus its price in micros. */
+export interface CatalogEndpoint extends CatalogEndpointInput {
+  readonly price: EndpointPrice;
+}
+
 export interface CatalogModelInput {
   model: string;
   /** In the gateway's default order (for example by price); shared endpoints keep it unless provider.order says otherwise. */
-  endpoints: readonly CatalogEndpoint[];
+  endpoints: readonly CatalogEndpointInput[];
 }
 
 /** Per-model index built by createCatalog. Internal to the planner; treat as opaque. */
@@ -54,22 +65,27 @@ export interface ModelCatalog {
 
 export const PROVIDER_INDEX: ReadonlyMap<string, number> = new Map(PROVIDER_SLUGS.map((s, i) => [s, i]));
 
-/** Builds an indexed catalog. Throws TypeError on an unknown provider, a duplicate endpoint id or a repeated model. */
+/**
+ * Builds an indexed catalog, converting every price to micros. Throws TypeError on an unknown provider, a duplicate
+ * endpoint id or a repeated model, and RangeError on a price that is not a non-negative decimal USD amount.
+ */
 export function createCatalog(models: Iterable<CatalogModelInput>): ModelCatalog {
   const out = new Map<string, CatalogModel>();
   for (const input of models) {
     if (out.has(input.model)) throw new TypeError(`catalog lists model ${input.model} twice`);
     // A fixed property order gives every endpoint one hidden class, which keeps the planner's loads monomorphic.
-    const endpoints: CatalogEndpoint[] = input.endpoints.map((e) =>
-      Object.freeze({
+    const endpoints: CatalogEndpoint[] = input.endpoints.map((e) => {
+      const endpoint = {
         id: e.id,
         provider: e.provider,
         region: e.region,
         zdr: e.zdr,
         dataCollection: e.dataCollection,
         pricing: Object.freeze({ ...e.pricing }),
-      }),
-    );
+      };
+      // Derived at load, not part of any format: not enumerable, so plans and explanations serialize as before.
+      return Object.freeze(Object.defineProperty(endpoint, 'price', { value: priceMicros(e.pricing), enumerable: false }) as CatalogEndpoint);
+    });
     const ids = new Set<string>();
     const providerIdx = new Int32Array(endpoints.length);
     const lists: number[][] = [];
@@ -113,12 +129,27 @@ export interface TokenUsage {
   completionTokens: number;
 }
 
+/** An endpoint's configured USD pricing in micros; RangeError on an amount that is not a non-negative decimal. */
+export function priceMicros(pricing: EndpointPricing): EndpointPrice {
+  const micros = (usd: UsdInput): Micros => {
+    const m = usdToMicros(usd);
+    assertNonNegativeMicros(m, 'catalog price');
+    return m;
+  };
+  if (pricing.kind === 'per-request') return Object.freeze({ kind: 'per-request', microsPerRequest: micros(pricing.usdPerRequest) });
+  return Object.freeze({
+    kind: 'per-token',
+    promptMicrosPerMillionTokens: micros(pricing.promptUsdPerMillionTokens),
+    completionMicrosPerMillionTokens: micros(pricing.completionUsdPerMillionTokens),
+  });
+}
+
 /** List cost of one request on an endpoint, in micros (the base of the BYOK fee and of budget amounts). */
-export function listCostMicros(pricing: EndpointPricing, usage: TokenUsage): Micros {
-  if (pricing.kind === 'per-request') return usdToMicros(pricing.usdPerRequest);
+export function listCostMicros(price: EndpointPrice, usage: TokenUsage): Micros {
+  if (price.kind === 'per-request') return price.microsPerRequest;
   // USD per million tokens is micro-USD per token.
-  const prompt = mulDivRound(usdToMicros(pricing.promptUsdPerMillionTokens), usage.promptTokens, 1_000_000);
-  const completion = mulDivRound(usdToMicros(pricing.completionUsdPerMillionTokens), usage.completionTokens, 1_000_000);
+  const prompt = mulDivRound(price.promptMicrosPerMillionTokens, usage.promptTokens, 1_000_000);
+  const completion = mulDivRound(price.completionMicrosPerMillionTokens, usage.completionTokens, 1_000_000);
   return prompt + completion;
 }
 

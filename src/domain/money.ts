@@ -15,21 +15,10 @@ const DECIMAL = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
  * USD to micros, rounding half away from zero at the micro-dollar. Numbers go through their shortest decimal
  * form, so 0.0000025 becomes 3 micros, not 2 (0.0000025 * 1e6 is 2.4999999999999996 in binary).
  * Throws RangeError on NaN, infinities, non-decimal strings and results beyond Number.MAX_SAFE_INTEGER.
+ * Configured amounts (catalog prices, budget limits) are converted once, where they are loaded; requests only
+ * ever see micros.
  */
 export function usdToMicros(usd: UsdInput): Micros {
-  // Prices and limits are a few values converted on every request: remembered (bounded, results only).
-  const known = converted.get(usd);
-  if (known !== undefined) return known;
-  const micros = convert(usd);
-  if (converted.size >= MAX_REMEMBERED) converted.clear();
-  converted.set(usd, micros);
-  return micros;
-}
-
-const MAX_REMEMBERED = 4096;
-const converted = new Map<UsdInput, Micros>();
-
-function convert(usd: UsdInput): Micros {
   const text = typeof usd === 'number' ? numberText(usd) : usd.trim();
   const m = DECIMAL.exec(text);
   if (!m || (m[2] === '' && (m[3] ?? '') === '')) throw new RangeError('not a decimal USD amount');

@@ -356,13 +356,13 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** What trim() removes around a key that textIssue allows there: \s without VT, FF and U+2028/2029. */
+const TRIMMABLE = '[\\t\\n\\r \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\ufeff]';
 /**
  * The plain-key rule below as one JSON Schema pattern: after trimming whitespace, non-empty, one line without
  * control characters, separators or noncharacters, not starting with a bracket (a JSON document pasted for a
  * plain-key provider).
  */
-/** What trim() removes around a key that textIssue allows there: \s without VT, FF and U+2028/2029. */
-const TRIMMABLE = '[\\t\\n\\r \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\ufeff]';
 export const PLAIN_KEY_PATTERN = `^${TRIMMABLE}*[^\\s${UNSAFE_TEXT_CLASS}\\[{][^${UNSAFE_TEXT_CLASS}]*${TRIMMABLE}*$`;
 
 function plainKey(text: string, errors: PayloadIssue[]): string | null {

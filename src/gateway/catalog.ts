@@ -4,7 +4,7 @@
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { createCatalog, isProviderSlug, type CatalogEndpoint, type CatalogModelInput, type ModelCatalog } from '../domain/index.ts';
+import { createCatalog, isProviderSlug, type CatalogEndpoint, type CatalogEndpointInput, type CatalogModelInput, type ModelCatalog } from '../domain/index.ts';
 
 export const CATALOG_FORMAT = 'byok-gateway-catalog/v1';
 
@@ -164,7 +164,7 @@ export function parseCatalog(text: string): GatewayCatalog {
   const inputs: CatalogModelInput[] = [];
   for (const m of raw) {
     const byId = new Map<string, UpstreamSpec>();
-    const endpoints: CatalogEndpoint[] = [];
+    const endpoints: CatalogEndpointInput[] = [];
     for (const e of m.endpoints) {
       if (!isProviderSlug(e.provider)) throw new CatalogError(`catalog endpoint ${e.id} of ${m.model} has an unknown provider`);
       endpoints.push({ id: e.id, provider: e.provider, region: e.region ?? null, zdr: e.zdr ?? false, dataCollection: e.dataCollection ?? false, pricing: e.pricing });

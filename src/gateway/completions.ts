@@ -181,7 +181,7 @@ export class CompletionRequest implements MeteredRequest {
     let costMicros = 0;
     for (const a of this.plan.attempts) {
       const e = this.catalog.endpoint(this.model, a.endpoint.id);
-      if (e) costMicros = Math.max(costMicros, listCostMicros(e.pricing, maxTokens));
+      if (e) costMicros = Math.max(costMicros, listCostMicros(e.price, maxTokens));
     }
     let decision: Awaited<ReturnType<SpendGate['admit']>>;
     try {

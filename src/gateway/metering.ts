@@ -55,7 +55,7 @@ export class Metering {
     const endpoint = served ? served.catalog.endpoint(req.model, served.attempt.endpoint.id) : undefined;
     let listCost: number | null = null;
     try {
-      listCost = endpoint && usage ? listCostMicros(endpoint.pricing, usage) : null;
+      listCost = endpoint && usage ? listCostMicros(endpoint.price, usage) : null;
     } catch (err) {
       // Bounded usage cannot overflow the pricing math; if a catalog price still does, the answer stands, unmetered.
       this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'list cost failed');

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { validatePayload, type Attempt, type EgressAllowList, type ProviderPayload, type ProviderSlug } from '../domain/index.ts';
-import type { RoutingConfigWatcher } from '../sdk/index.ts';
+import { CredentialPayloadError, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { sharedKeyFileName, UpstreamSetupError } from './upstream.ts';
 
 export class AttemptPayloads {
@@ -19,18 +19,12 @@ export class AttemptPayloads {
 
   /** A BYOK credential's payload, validated with this gateway's egress policy (an older policy gets no exception). */
   credential(provider: ProviderSlug, credentialId: string): ProviderPayload {
-    const parsed = this.routing.openCredential(credentialId, this.readers.get(provider) ?? this.reader(provider));
-    if (!parsed.ok) throw new UpstreamSetupError('the credential payload does not parse for its provider');
-    return parsed.payload;
-  }
-
-  /** One reader per provider: the SDK keeps each reader's result with the envelope it read. */
-  private readonly readers = new Map<ProviderSlug, (plaintext: string) => ReturnType<typeof validatePayload>>();
-
-  private reader(provider: ProviderSlug) {
-    const read = (plaintext: string) => validatePayload(provider, plaintext, { egress: this.egress });
-    this.readers.set(provider, read);
-    return read;
+    try {
+      return this.routing.credentialPayload(credentialId, { provider, egress: this.egress });
+    } catch (err) {
+      if (err instanceof CredentialPayloadError) throw new UpstreamSetupError('the credential payload does not parse for its provider');
+      throw err;
+    }
   }
 
   shared(provider: ProviderSlug): ProviderPayload {

@@ -127,9 +127,8 @@ export class KubeClient {
       for await (const _chunk of res);
       return undefined as T;
     }
-    // Decoded chunk by chunk, so a list page (a few MB at 500 objects) is not also held as Buffers and then
-    // copied once more by Buffer.concat. (The ~240 MB of ArrayBuffers first blamed on this at 100k turned out to
-    // be zlib output views; see compiler/shard.ts ownBuffer.)
+    // Decoded chunk by chunk, so a list page is not also held as Buffers and then copied once more by
+    // Buffer.concat.
     res.setEncoding('utf8');
     let text = '';
     for await (const chunk of res) text += chunk as string;

@@ -137,14 +137,14 @@ function deepFreeze<V>(value: V): V {
  * Secret's type and name, the namespace (every object of an account), the creation time (also status.createdAt),
  * status.workspaceScope, and,
  * as one frozen shared value, label sets and status conditions (the same few messages on every Ready credential,
- * the same time on each condition of one write). Parsed JSON gives every object its own copies: at 10k credentials they were
- * about a fifth of the cached credentials' heap. Values are unchanged, so readers cannot tell, except that a
+ * the same time on each condition of one write). Parsed JSON gives every object its own copies, a large share of
+ * the cached credentials' heap (docs/operator.md has the figures). Values are unchanged, so readers cannot tell, except that a
  * Secret's uid is dropped; the argument is not modified.
  *
  * The copy is made by a JSON round trip, then only existing properties are reassigned: JSON.parse lays every
  * object out with its properties in the object itself. Objects built key by key (rest destructuring, a property
- * added after creation) carry a separate property array instead: ~40 bytes each, 3 per cached credential and
- * its Secret, ~19 MB at 100k credentials (issue 11).
+ * added after creation) carry a separate property array instead, three per cached credential and its Secret
+ * (issue 11).
  */
 export function compactForCache<T extends KubernetesObject>(obj: T): T {
   const stripped = stripBulkyMetadata(obj);

@@ -84,4 +84,4 @@ export async function stopAll(informers: ResourceInformers): Promise<void> {
   await Promise.all(Object.values(informers).map((i: SupervisedInformer<never>) => i.stop()));
 }
 
-export { secretPayload, secretPayloadBytes } from './secret-payload.ts';
+export { secretPayload, secretPayloadBytes, secretPayloadValue } from './secret-payload.ts';

@@ -16,3 +16,17 @@ export function secretPayload(secret: V1Secret | undefined, key: string): string
   if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
   return secret?.stringData?.[key];
 }
+
+/**
+ * The payload as text and as the bytes it was decoded from, with one base64 decode: for a reader that checks the
+ * bytes (invalid UTF-8 would be decoded to U+FFFD silently) and then uses the text.
+ */
+export function secretPayloadValue(secret: V1Secret | undefined, key: string): { text: string; bytes: Uint8Array } | undefined {
+  const b64 = secret?.data?.[key];
+  if (b64 !== undefined) {
+    const bytes = Buffer.from(b64, 'base64');
+    return { text: bytes.toString('utf8'), bytes };
+  }
+  const text = secret?.stringData?.[key];
+  return text === undefined ? undefined : { text, bytes: Buffer.from(text, 'utf8') };
+}

@@ -11,12 +11,13 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { byokCharge } from '../domain/billing.ts';
 import { budgetContributionMicros, budgetScopes, decideBudget, type BudgetCheck } from '../domain/budgets.ts';
-import type { BudgetInterval, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
-import { assertNonNegativeMicros, usdToMicros, type Micros } from '../domain/money.ts';
+import type { BudgetedGuardrail, BudgetedWorkspace } from '../domain/account.ts';
+import type { BudgetInterval } from '../domain/model.ts';
+import { assertNonNegativeMicros, type Micros } from '../domain/money.ts';
 import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { keySpace, type KeySpace } from './keys.ts';
 import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
-import { microsText, readWindows, spendSnapshot, type ScopeRef } from './spend-view.ts';
+import { readWindows, type ScopeRef } from './spend-view.ts';
 import { INTERVALS, windowOf, windowsAt } from './windows.ts';
 
 export interface SpendGateOptions {
@@ -66,7 +67,7 @@ function createMetrics(registry: Registry | undefined): GateMetrics {
   };
 }
 
-function budgetRefs(guardrails: readonly CompiledGuardrail[], workspace: CompiledWorkspace | null): ScopeRef[] {
+function budgetRefs(guardrails: readonly BudgetedGuardrail[], workspace: BudgetedWorkspace | null): ScopeRef[] {
   const refs: ScopeRef[] = [];
   for (const g of guardrails) if (g.budget !== null) refs.push({ scope: 'guardrail', id: g.id, intervals: [g.budget.resetInterval] });
   if (workspace !== null && workspace.budgets.length > 0) {
@@ -97,17 +98,17 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     const { guardrails, workspace } = budgetScopes(req.account, req.who);
     const checks: HoldCheck[] = [];
     const meta: Omit<BudgetCheck, 'countedMicros' | 'blocked'>[] = [];
-    const add = (scope: 'guardrail' | 'workspace', id: string, name: string, interval: BudgetInterval, limitUsd: number, includesByok: boolean) => {
+    const add = (scope: 'guardrail' | 'workspace', id: string, name: string, interval: BudgetInterval, limitMicros: Micros, includesByok: boolean) => {
+      assertNonNegativeMicros(limitMicros, 'budget limit');
       const w = windowOf(interval, req.at);
-      const limitMicros = usdToMicros(limitUsd);
       const counted = [keys.budget(req.account.accountId, scope, id, w, 'nonbyok'), ...(includesByok ? [keys.budget(req.account.accountId, scope, id, w, 'byok')] : [])];
       // A BYOK-only request cannot count where BYOK is excluded: checked (a reached budget still blocks), not held.
       const amount = maximum.byokOnly && !includesByok ? 0 : maximum.costMicros;
       checks.push({ countedKeys: counted, holdKey: keys.hold(req.account.accountId, scope, id, w), limitMicros, amount });
       meta.push({ scope, id, name, interval, limitMicros, includesByok });
     };
-    for (const g of guardrails) if (g.budget !== null) add('guardrail', g.id, g.name, g.budget.resetInterval, g.budget.limitUsd, g.budget.includeByokInBudgets);
-    if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace.id, workspace.name, b.interval, b.limitUsd, workspace.includeByokInBudgets);
+    for (const g of guardrails) if (g.budget !== null) add('guardrail', g.id, g.name, g.budget.resetInterval, g.budget.limitMicros, g.budget.includeByokInBudgets);
+    if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace.id, workspace.name, b.interval, b.limitMicros, workspace.includeByokInBudgets);
     return { checks, meta };
   }
 
@@ -159,7 +160,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     const decision = decideBudget({
       guardrails: guardrails.map((g) => {
         const interval = g.budget?.resetInterval ?? 'lifetime';
-        return { guardrail: g, spend: spendSnapshot(spend.get(`guardrail/${g.id}`)?.[interval] ?? zero) };
+        return { guardrail: g, spend: spend.get(`guardrail/${g.id}`)?.[interval] ?? zero };
       }),
       workspace:
         workspace === null
@@ -167,7 +168,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
           : {
               workspace,
               spend: Object.fromEntries(
-                workspace.budgets.map((b) => [b.interval, spendSnapshot(spend.get(`workspace/${workspace.id}`)?.[b.interval] ?? zero)]),
+                workspace.budgets.map((b) => [b.interval, spend.get(`workspace/${workspace.id}`)?.[b.interval] ?? zero]),
               ),
             },
     });
@@ -197,10 +198,9 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
   async function apply(req: FinishedRequest): Promise<RecordedSpend> {
     const cost = req.listCostMicros;
     const isByok = req.byokCredentialId !== null;
-    const costText = microsText(cost);
     // The part that counts against every budget, and the part that counts only where BYOK is included.
-    const always = budgetContributionMicros({ isByok, chargedUsd: costText, wouldHaveChargedUsd: costText, includeByokInBudgets: false });
-    const withFlag = budgetContributionMicros({ isByok, chargedUsd: costText, wouldHaveChargedUsd: costText, includeByokInBudgets: true }) - always;
+    const always = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: false });
+    const withFlag = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: true }) - always;
     const accountId = req.account.accountId;
     const month = windowOf('monthly', req.at);
     const monthExpiry = keys.expiresAt(month);
@@ -214,7 +214,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     // minus this request is exactly the month-to-date before it, even with many replicas writing at once.
     const totals = await ledger.add([{ key: keys.account(accountId, month, 'byok_list'), by: cost, expiresAt: monthExpiry }, ...increments]);
     const before = (totals[0] ?? cost) - cost;
-    const charge = byokCharge({ plan: req.account.plan, monthToDateListCostUsd: microsText(before), requestListCostUsd: costText });
+    const charge = byokCharge({ plan: req.account.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
     if (charge.feeMicros > 0) {
       // A failure here must not replay the list cost above: retry only the fee.
       await addWithRetry([{ key: keys.account(accountId, month, 'fee'), by: charge.feeMicros, expiresAt: monthExpiry }]);

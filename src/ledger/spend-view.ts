@@ -8,10 +8,8 @@ import type { BudgetScopeKind, KeySpace } from './keys.ts';
 import type { Ledger } from './ledger.ts';
 import { windowOf } from './windows.ts';
 
-export interface WindowSpend {
-  nonByokMicros: Micros;
-  byokMicros: Micros;
-}
+/** Spend of one budget window: the domain's SpendSnapshot, as the ledger's counters hold it. */
+export type WindowSpend = SpendSnapshot;
 
 export interface AccountMonth {
   /** Calendar month (UTC), e.g. 2026-11. */
@@ -23,15 +21,11 @@ export interface AccountMonth {
   freeAllowanceRemainingMicros: Micros;
 }
 
-/** Exact decimal text of an amount of micros (what the domain's USD inputs take without binary rounding). */
+/** Exact decimal text of an amount of micros (usdToMicros reads it back unchanged). */
 export function microsText(micros: Micros): string {
   const sign = micros < 0 ? '-' : '';
   const abs = Math.abs(micros);
   return `${sign}${Math.trunc(abs / MICROS_PER_USD)}.${String(abs % MICROS_PER_USD).padStart(6, '0')}`;
-}
-
-export function spendSnapshot(w: WindowSpend): SpendSnapshot {
-  return { nonByokUsd: microsText(w.nonByokMicros), byokWouldHaveChargedUsd: microsText(w.byokMicros) };
 }
 
 export interface ScopeRef {

@@ -10,8 +10,8 @@ export const REDACT_PATHS = [
 
 /**
  * `redact: false` is for the gateway only: its request path logs fixed fields built from ids, hashes, statuses and
- * timings, never a payload or a header (test/integration/gateway canaries check), and path redaction cost ~25 µs of
- * every request's CPU there (docs/gateway.md, "Performance").
+ * timings, never a payload or a header (test/integration/gateway canaries check), and path redaction was a
+ * measurable part of every request's CPU there (docs/gateway.md, "Speed").
  */
 export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream; redact?: boolean; syncStdout?: boolean } = {}): Logger {
   const options = {
@@ -21,9 +21,9 @@ export function createLogger(opts: { level?: string; name?: string; destination?
     base: { pid: process.pid },
   };
   if (opts.destination) return pino(options, opts.destination);
-  // Synchronous writes to stdout: the default hands every line to libuv's thread pool, a thread switch per line that
-  // cost the gateway ~100 µs of CPU per request on one core (docs/gateway.md, "Performance"). A stalled log reader
-  // then blocks the process, as it does any program that logs to a full pipe.
+  // Synchronous writes to stdout: the default hands every line to libuv's thread pool, a thread switch per line
+  // (its cost: docs/gateway.md, "Speed"). A stalled log reader then blocks the process, as it does any program that
+  // logs to a full pipe.
   return opts.syncStdout ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
 }
 

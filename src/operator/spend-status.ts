@@ -10,16 +10,17 @@
 import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
+import { prepareAccount, type PreparedGuardrail, type PreparedWorkspace } from '../domain/account.ts';
 import { decideBudget } from '../domain/budgets.ts';
-import type { BudgetInterval, CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
-import { microsToUsd, usdToMicros } from '../domain/money.ts';
+import type { BudgetInterval, CompiledAccount } from '../domain/model.ts';
+import { microsToUsd, usdToMicros, type Micros } from '../domain/money.ts';
 import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';
 import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
-import { readAccountMonth, readWindows, spendSnapshot, type WindowSpend } from '../ledger/spend-view.ts';
+import { readAccountMonth, readWindows, type WindowSpend } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
-import type { AccountStateSource } from './compile/pipeline.ts';
+import type { AccountSnapshot } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
 import { STATUS_OWNERS } from './status/ownership.ts';
 
@@ -28,8 +29,17 @@ const [SPEND_FIELD] = STATUS_OWNERS.spend.fields;
 /** The reconcilers' part of a status: status/ownership.ts (re-exported for callers that still import it from here). */
 export { ownedStatus } from './status/ownership.ts';
 
+/** An account's state without its credentials: what the spend writer reads (no key material, nothing to decode). */
+export type AccountBudgetView = Omit<AccountSnapshot, 'credentials'>;
+
+/** Where the spend writer reads accounts: from the operator's caches (createAccountStateSource), never by I/O. */
+export interface SpendStateSource {
+  accountNamespaces(): string[];
+  budgetView(namespace: string): AccountBudgetView;
+}
+
 export interface SpendStatusOptions {
-  source: AccountStateSource;
+  source: SpendStateSource;
   ledger: Ledger;
   /** Fenced by leadership, with SPEND_FIELD_MANAGER. */
   applier: Applier;
@@ -61,22 +71,28 @@ interface SpendWindowStatus {
 
 const ZERO: WindowSpend = { nonByokMicros: 0, byokMicros: 0 };
 
-function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limitUsd: number | undefined, includeByok: boolean): SpendWindowStatus {
+/** A budget limit as configured (what status shows) and in micros (what decides), converted once per compile. */
+interface Limit {
+  usd: number;
+  micros: Micros;
+}
+
+function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limit: Limit | undefined, includeByok: boolean): SpendWindowStatus {
   const counted = spend.nonByokMicros + (includeByok ? spend.byokMicros : 0);
   // decideBudget is the one definition of "blocked" (counted total has reached the limit).
   const blocked =
-    limitUsd !== undefined &&
+    limit !== undefined &&
     decideBudget({
       guardrails: [],
       workspace: {
-        workspace: { id: '', name: '', displayName: null, isDefault: false, budgets: [{ interval, limitUsd }], includeByokInBudgets: includeByok, defaultGuardrailId: null, members: [] },
-        spend: { [interval]: spendSnapshot(spend) },
+        workspace: { id: '', name: '', budgets: [{ interval, limitMicros: limit.micros }], includeByokInBudgets: includeByok },
+        spend: { [interval]: spend },
       },
     }).blockedBy !== null;
   return {
     interval,
     window: windowOf(interval, at).id,
-    ...(limitUsd !== undefined ? { limitUsd } : {}),
+    ...(limit !== undefined ? { limitUsd: limit.usd } : {}),
     nonByokUsd: microsToUsd(spend.nonByokMicros),
     byokUsd: microsToUsd(spend.byokMicros),
     countedUsd: microsToUsd(counted),
@@ -84,15 +100,16 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, li
   };
 }
 
-function guardrailSpend(g: CompiledGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
   const interval = g.budget?.resetInterval ?? 'monthly';
   const include = g.budget?.includeByokInBudgets ?? false;
-  const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, g.budget?.limitUsd, include);
+  const limit = g.budget !== null && g.source.budget !== null ? { usd: g.source.budget.limitUsd, micros: g.budget.limitMicros } : undefined;
+  const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, limit, include);
   return { window, includeByokInBudgets: include, blocked: window.blocked };
 }
 
-function workspaceSpend(ws: CompiledWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
-  const limits = new Map(ws.budgets.map((b) => [b.interval, b.limitUsd]));
+function workspaceSpend(ws: PreparedWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+  const limits = new Map(ws.budgets.map((b, i) => [b.interval, { usd: ws.source.budgets[i]!.limitUsd, micros: b.limitMicros }]));
   const windows = INTERVALS.map((i) => windowStatus(i, at, spend?.[i] ?? ZERO, limits.get(i), ws.includeByokInBudgets));
   return { includeByokInBudgets: ws.includeByokInBudgets, blocked: windows.some((w) => w.blocked), windows };
 }
@@ -110,7 +127,20 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   const log = opts.log.child({ component: 'spend-status' });
   /** kind/ns/name → the spend last written (without updatedAt): skips writes the informer has not caught up with. */
   const lastWritten = new Map<string, unknown>();
+  /** namespace → the budgets compiled from the cached objects they came from (cached objects are never modified). */
+  const compiledViews = new Map<string, { inputs: readonly unknown[]; compiled: CompiledAccount }>();
   let ledgerDown = false;
+
+  /** The account's guardrails, workspaces and plan, compiled again only when one of their objects changed. */
+  function compiledBudgets(view: AccountBudgetView): CompiledAccount {
+    const inputs = [view.account, ...view.workspaces, ...view.guardrails];
+    const hit = compiledViews.get(view.namespace);
+    if (hit && hit.inputs.length === inputs.length && hit.inputs.every((o, i) => o === inputs[i])) return hit.compiled;
+    // No credentials and no API keys: the pipeline compiles those (and decodes payloads); spend needs neither.
+    const compiled = compileAccount({ ...view, apiKeys: [], credentials: [] });
+    compiledViews.set(view.namespace, { inputs, compiled });
+    return compiled;
+  }
 
   async function publish(kind: 'Account' | 'Workspace' | 'Guardrail', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
     const id = `${kind}/${ns}/${name}`;
@@ -129,7 +159,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
    * what status.spend last mirrored, then the account is validated for the running Redis process, which reopens its
    * budgets. A no-op script call when it is already validated; spend lost is what arrived after the last mirror.
    */
-  async function restore(snapshot: ReturnType<AccountStateSource['snapshot']>, compiled: CompiledAccount, at: Date): Promise<void> {
+  async function restore(snapshot: AccountBudgetView, compiled: CompiledAccount, at: Date): Promise<void> {
     const entries: RestoreEntry[] = [];
     const add = (key: string, usd: unknown, window: ReturnType<typeof windowOf>) => {
       if (typeof usd === 'number' && Number.isFinite(usd) && usd > 0) entries.push({ key, floorMicros: usdToMicros(usd), expiresAt: keys.expiresAt(window) });
@@ -163,8 +193,8 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   }
 
   async function syncAccount(ns: string, at: Date): Promise<void> {
-    const snapshot = opts.source.snapshot(ns);
-    const compiled: CompiledAccount = compileAccount(snapshot);
+    const snapshot = opts.source.budgetView(ns);
+    const compiled = compiledBudgets(snapshot);
     // First, so a restarted ledger's lower figures are never published over the durable copy.
     await restore(snapshot, compiled, at);
     const scopes = [
@@ -189,13 +219,15 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
         }, at),
       );
     }
+    // Limits in micros, converted once per compiled account (prepareAccount caches per object).
+    const prepared = prepareAccount(compiled);
     const guardrailObjects = new Map(snapshot.guardrails.map((g) => [g.metadata.name ?? '', g]));
-    for (const g of compiled.guardrails) {
+    for (const g of prepared.guardrails.values()) {
       const obj = guardrailObjects.get(g.name);
       if (obj) writes.push(publish('Guardrail', ns, g.name, (obj.status as { spend?: unknown } | undefined)?.spend, guardrailSpend(g, at, spend.get(`guardrail/${g.id}`)), at));
     }
     const workspaceObjects = new Map(snapshot.workspaces.map((w) => [w.metadata.name ?? '', w]));
-    for (const w of compiled.workspaces) {
+    for (const w of prepared.workspaces.values()) {
       const obj = workspaceObjects.get(w.name);
       if (obj) writes.push(publish('Workspace', ns, w.name, (obj.status as { spend?: unknown } | undefined)?.spend, workspaceSpend(w, at, spend.get(`workspace/${w.id}`)), at));
     }
@@ -204,7 +236,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
 
   async function syncOnce(): Promise<void> {
     const at = clock();
-    for (const ns of opts.source.accountNamespaces()) {
+    const namespaces = opts.source.accountNamespaces();
+    const current = new Set(namespaces);
+    for (const ns of compiledViews.keys()) if (!current.has(ns)) compiledViews.delete(ns);
+    for (const ns of namespaces) {
       try {
         await syncAccount(ns, at);
         if (ledgerDown) log.info('ledger reachable again; spend status resumes');
@@ -237,7 +272,7 @@ export interface SpendStatusConfig {
 /** The writer over a Redis ledger, with its own fenced applier; run.ts starts it on leading and stops it after. */
 export async function createRedisSpendStatus(
   config: SpendStatusConfig,
-  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: AccountStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
+  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: SpendStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
   const ledger = await createRedisLedger({ url: config.redisUrl });
   const writer = createSpendStatusWriter({

@@ -4,6 +4,7 @@
 // Secret resourceVersion still in our cache): routing does not flap while the new leader catches up.
 import type { V1Secret } from '@kubernetes/client-node';
 import type { AccountStateSource, AccountSnapshot, CredentialVerdict } from './compile/pipeline.ts';
+import type { AccountBudgetView, SpendStateSource } from './spend-status.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
 import { DEFAULT_SECRET_KEY, secretPayload, type ResourceInformers } from '../kube/resources.ts';
@@ -72,7 +73,22 @@ export function verdictFromStatus(cred: BYOKCredential, secret: V1Secret | undef
   return { valid: true, sortOrder, label: status?.label ?? '', payload };
 }
 
-export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource {
+/**
+ * A verdict whose payload is decoded from its Secret on first read, once: a snapshot is often built for parts of an
+ * account that need no key material (a compile whose fingerprint shows nothing to reseal reads it all the same,
+ * but the spend writer reads none).
+ */
+function lazyVerdict(stored: StoredVerdict): CredentialVerdict {
+  const verdict: CredentialVerdict = { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}) };
+  if (!stored.payloadSecret) return verdict;
+  let decoded: { text: string | undefined } | undefined;
+  return Object.defineProperty(verdict, 'payload', {
+    enumerable: true,
+    get: () => (decoded ??= { text: payloadOf(stored) }).text,
+  });
+}
+
+export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource & SpendStateSource {
   // A namespace is an account while it holds any of these.
   const accountKinds = [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys];
   return {
@@ -87,23 +103,25 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
       return accountKinds.some((inf) => inf.hasNamespace(namespace));
     },
     snapshot(namespace: string): AccountSnapshot {
-      const { winner } = electAccount(informers.accounts.list(namespace));
       const credentials = informers.credentials.list(namespace).map((resource) => {
         const stored = verdicts.get(namespace, resource.metadata.name ?? '');
-        const verdict: CredentialVerdict = stored
-          ? { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}), ...(stored.payloadSecret ? { payload: payloadOf(stored) } : {}) }
-          : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
+        const verdict = stored ? lazyVerdict(stored) : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
         return { resource, verdict };
       });
-      return {
-        namespace,
-        ...(winner ? { account: winner } : {}),
-        workspaces: informers.workspaces.list(namespace),
-        guardrails: informers.guardrails.list(namespace),
-        apiKeys: informers.apiKeys.list(namespace),
-        credentials,
-        now: clock(),
-      };
+      return { ...budgetView(namespace), credentials };
     },
+    budgetView,
   };
+
+  function budgetView(namespace: string): AccountBudgetView {
+    const { winner } = electAccount(informers.accounts.list(namespace));
+    return {
+      namespace,
+      ...(winner ? { account: winner } : {}),
+      workspaces: informers.workspaces.list(namespace),
+      guardrails: informers.guardrails.list(namespace),
+      apiKeys: informers.apiKeys.list(namespace),
+      now: clock(),
+    };
+  }
 }

@@ -3,11 +3,15 @@
 // two file-system calls per request on the gateway's hot path. `open` also keeps what a reader made of the plaintext
 // (the gateway's parsed payload) beside its envelope, so an envelope is decrypted once per generation, not once per
 // request: the keyring that opens every envelope is in this process's memory either way (docs/gateway.md,
-// "Performance"). A new generation or a re-sealed envelope is a new object and opens afresh.
+// "Speed"). A new generation or a re-sealed envelope is a new object and opens afresh.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
+import { validatePayload, type EgressAllowList, type PayloadResult, type ProviderPayload, type ProviderSlug } from '../domain/index.ts';
 import { resolveGeneration, type RoutingConfig } from './load.ts';
+
+/** The parsers' key for "no egress exceptions". */
+const NO_EGRESS = Object.freeze({});
 
 const CREDENTIAL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -21,8 +25,28 @@ export function readKeyring(keyDir: string): Keyring {
   return keyringFromEntries(entries);
 }
 
+/** A credential's plaintext does not parse for its provider. The message names the credential, never the payload. */
+export class CredentialPayloadError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CredentialPayloadError';
+  }
+}
+
+export interface CredentialPayloadOptions {
+  /** Egress exceptions the payload's URLs are checked against (default none). */
+  egress?: EgressAllowList;
+  /** Provider to parse for; default the credential's provider in the routing config. */
+  provider?: ProviderSlug;
+}
+
 export interface CredentialDecryptor {
   decrypt(config: RoutingConfig, credentialId: string): string;
+  /**
+   * The credential's parsed and validated payload, decrypted and parsed once per mounted envelope (see `open`).
+   * Throws CredentialPayloadError when it does not parse, BundleError when it cannot be found or opened.
+   */
+  payload(config: RoutingConfig, credentialId: string, options?: CredentialPayloadOptions): ProviderPayload;
   /**
    * `read(plaintext)` of a credential, kept with its envelope while that envelope's generation is mounted (per reader:
    * pass the same function each time). Uncached where envelopes are (a plain directory, rewritten in place).
@@ -96,20 +120,38 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
   };
   /** What readers made of an envelope's plaintext, under the routing config that bound it to its namespace. */
   const readings = new WeakMap<BundleEnvelope, { config: RoutingConfig; byReader: Map<(plaintext: string) => unknown, unknown> }>();
+  /** One reader per egress policy and provider, so `open` keeps one parsed payload per envelope for each. */
+  const parsers = new WeakMap<EgressAllowList | typeof NO_EGRESS, Map<ProviderSlug, (plaintext: string) => PayloadResult>>();
+  const parserFor = (provider: ProviderSlug, egress: EgressAllowList | undefined) => {
+    const policy = egress ?? NO_EGRESS;
+    let byProvider = parsers.get(policy);
+    if (!byProvider) parsers.set(policy, (byProvider = new Map()));
+    let parse = byProvider.get(provider);
+    if (!parse) byProvider.set(provider, (parse = (plaintext: string) => validatePayload(provider, plaintext, egress ? { egress } : {})));
+    return parse;
+  };
+  function open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T {
+    const located = locate(config, credentialId);
+    const kept = readings.get(located.envelope);
+    if (kept?.config === config && kept.byReader.has(read)) return kept.byReader.get(read) as T;
+    const { envelope, plaintext } = openLocated(located);
+    const value = read(plaintext);
+    if (envelopes?.byId.get(credentialId) === envelope) {
+      let k = readings.get(envelope);
+      if (k?.config !== config) readings.set(envelope, (k = { config, byReader: new Map() }));
+      k.byReader.set(read, value);
+    }
+    return value;
+  }
   return {
     decrypt: (config, credentialId) => openLocated(locate(config, credentialId)).plaintext,
-    open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T {
-      const located = locate(config, credentialId);
-      const kept = readings.get(located.envelope);
-      if (kept?.config === config && kept.byReader.has(read)) return kept.byReader.get(read) as T;
-      const { envelope, plaintext } = openLocated(located);
-      const value = read(plaintext);
-      if (envelopes?.byId.get(credentialId) === envelope) {
-        let k = readings.get(envelope);
-        if (k?.config !== config) readings.set(envelope, (k = { config, byReader: new Map() }));
-        k.byReader.set(read, value);
-      }
-      return value;
+    open,
+    payload(config, credentialId, options = {}) {
+      const provider = options.provider ?? config.credential(credentialId)?.credential.provider;
+      if (provider === undefined) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
+      const parsed = open(config, credentialId, parserFor(provider, options.egress));
+      if (!parsed.ok) throw new CredentialPayloadError(`the payload of credential ${credentialId} does not parse for provider ${provider}`);
+      return parsed.payload;
     },
   };
 }

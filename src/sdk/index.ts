@@ -2,7 +2,7 @@
 // node-only wire formats of src/contract/ (routing.ts, envelope.ts, canonical-json.ts); no Kubernetes client, no HTTP.
 export { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig, type RoutingConfigErrorCode } from './load.ts';
 export { watchRoutingConfig, type RoutingConfigWatcher, type WatchOptions } from './watch.ts';
-export { createCredentialDecryptor, readKeyring, type CredentialDecryptor, type DecryptorOptions } from './credentials.ts';
+export { createCredentialDecryptor, CredentialPayloadError, readKeyring, type CredentialDecryptor, type CredentialPayloadOptions, type DecryptorOptions } from './credentials.ts';
 export { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
 export { BundleError, envelopeVersion } from '../contract/envelope.ts';
 export type { RoutingIndex, IndexShard, IndexPart, ShardDocument } from '../contract/routing.ts';

@@ -6,7 +6,8 @@ import { statSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import type { ModelCatalog } from '../domain/index.ts';
 import { INDEX_KEY } from '../contract/routing.ts';
-import { createCredentialDecryptor } from './credentials.ts';
+import type { ProviderPayload } from '../domain/index.ts';
+import { createCredentialDecryptor, type CredentialPayloadOptions } from './credentials.ts';
 import { loadRoutingConfig, resolveGeneration, type RoutingConfig } from './load.ts';
 import { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
 
@@ -31,6 +32,8 @@ export interface RoutingConfigWatcher {
   decryptCredential(credentialId: string): string;
   /** `read(plaintext)` of a credential, decrypted once per mounted envelope (see CredentialDecryptor.open). */
   openCredential<T>(credentialId: string, read: (plaintext: string) => T): T;
+  /** The credential's parsed payload, decrypted and parsed once per mounted envelope (see CredentialDecryptor.payload). */
+  credentialPayload(credentialId: string, options?: CredentialPayloadOptions): ProviderPayload;
   planFor(request: GatewayRequest, catalog: ModelCatalog, now?: Date): PlanOutcome;
   close(): void;
 }
@@ -103,6 +106,10 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
     openCredential(credentialId, read) {
       if (!current) throw new Error('routing config not loaded');
       return decryptor.open(current, credentialId, read);
+    },
+    credentialPayload(credentialId, options) {
+      if (!current) throw new Error('routing config not loaded');
+      return decryptor.payload(current, credentialId, options);
     },
     planFor(request, catalog, now) {
       if (!current) return { ok: false, reason: 'unknown-api-key' };

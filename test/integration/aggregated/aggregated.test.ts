@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { pino } from 'pino';
-import { createServingCertificate, registerLoopback, unregister, waitForAvailable, APISERVICE_NAME } from '../../../src/aggregated/register.ts';
+import { DEFAULT_SERVICE, registerLoopback, unregister, waitForAvailable, APISERVICE_NAME } from '../../../src/aggregated/register.ts';
+import { createServingCertificate } from '../../../src/controlplane/pki.ts';
 import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
 import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -107,7 +108,7 @@ beforeAll(async () => {
       cb();
     },
   });
-  const serving = await createServingCertificate();
+  const serving = await createServingCertificate(DEFAULT_SERVICE);
   agg = await startAggregatedServer({
     kubeConfig: testKubeConfig(),
     state: rest.server.state,

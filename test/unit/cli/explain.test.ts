@@ -9,7 +9,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { account, cred, defaultEndpoints, K1, MODEL } from '../domain/fixtures.ts';
-import { kubeletWrite } from '../sdk/kubelet.ts';
+import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 function mountedConfig(): string {
   const accounts = [

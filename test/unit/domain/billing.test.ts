@@ -12,6 +12,9 @@ import {
   decideBudget,
   listCostMicros,
   microsToUsd,
+  prepareGuardrail,
+  prepareWorkspace,
+  priceMicros,
   usdToMicros,
 } from '../../../src/domain/index.ts';
 import { K1, K2, WS1, account, ep, guardrail, workspace } from './fixtures.ts';
@@ -33,10 +36,10 @@ describe('money', () => {
     expect(() => usdToMicros('1e40')).toThrow(RangeError);
   });
   test('list cost per token and per request', () => {
-    expect(listCostMicros({ kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: 10 }, { promptTokens: 1000, completionTokens: 500 })).toBe(
+    expect(listCostMicros(priceMicros({ kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: 10 }), { promptTokens: 1000, completionTokens: 500 })).toBe(
       2_500 + 5_000,
     );
-    expect(listCostMicros({ kind: 'per-request', usdPerRequest: '0.04' }, { promptTokens: 0, completionTokens: 0 })).toBe(40_000);
+    expect(listCostMicros(priceMicros({ kind: 'per-request', usdPerRequest: '0.04' }), { promptTokens: 0, completionTokens: 0 })).toBe(40_000);
   });
 });
 
@@ -65,10 +68,10 @@ describe('BYOK fee', () => {
 
 describe('free monthly allowance', () => {
   test('below the allowance no fee is charged', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostUsd: 100, requestListCostUsd: 10 })).toMatchObject({ feeMicros: 0, billableListCostMicros: 0 });
+    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 100_000_000, requestListCostMicros: 10_000_000 })).toMatchObject({ feeMicros: 0, billableListCostMicros: 0 });
   });
   test('a request straddling the allowance pays only for the part above it', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostUsd: '24999.99', requestListCostUsd: '0.05' })).toEqual({
+    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: usdToMicros('24999.99'), requestListCostMicros: usdToMicros('0.05') })).toEqual({
       freeListCostMicros: 10_000,
       billableListCostMicros: 40_000,
       feeMicros: 2_000,
@@ -77,23 +80,23 @@ describe('free monthly allowance', () => {
     });
   });
   test('above the allowance the whole request is billable; enterprise allows 200,000 USD', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostUsd: 30_000, requestListCostUsd: 2 }).feeUsd).toBe(0.1);
-    expect(byokCharge({ plan: 'enterprise', monthToDateListCostUsd: 30_000, requestListCostUsd: 2 }).feeUsd).toBe(0);
-    expect(byokCharge({ plan: 'enterprise', monthToDateListCostUsd: 199_999, requestListCostUsd: 3 })).toMatchObject({
+    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 }).feeUsd).toBe(0.1);
+    expect(byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 }).feeUsd).toBe(0);
+    expect(byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 199_999_000_000, requestListCostMicros: 3_000_000 })).toMatchObject({
       billableListCostMicros: 2_000_000,
       feeMicros: 100_000,
     });
   });
   test('negative amounts are rejected', () => {
-    expect(() => byokCharge({ plan: 'enterprise', monthToDateListCostUsd: 0, requestListCostUsd: -1 })).toThrow(RangeError);
+    expect(() => byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 0, requestListCostMicros: -1_000_000 })).toThrow(RangeError);
   });
 });
 
 describe('budgets (rule 12)', () => {
-  const spend = { nonByokUsd: 60, byokWouldHaveChargedUsd: 50 };
+  const spend = { nonByokMicros: 60_000_000, byokMicros: 50_000_000 };
   test('BYOK spend is excluded by default', () => {
     const g = guardrail('g', {}, { limitUsd: 100, resetInterval: 'monthly', includeByokInBudgets: false });
-    const d = decideBudget({ guardrails: [{ guardrail: g, spend }], workspace: null });
+    const d = decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null });
     expect(d.allowed).toBe(true);
     expect(d.checks).toEqual([
       { scope: 'guardrail', id: 'g', name: 'g', interval: 'monthly', limitMicros: 100_000_000, countedMicros: 60_000_000, includesByok: false, blocked: false },
@@ -101,19 +104,19 @@ describe('budgets (rule 12)', () => {
   });
   test('with include_byok_in_budgets the would-have-charged amount counts and the combined total blocks', () => {
     const g = guardrail('g', {}, { limitUsd: 100, resetInterval: 'weekly', includeByokInBudgets: true });
-    const d = decideBudget({ guardrails: [{ guardrail: g, spend }], workspace: null });
+    const d = decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null });
     expect(d.allowed).toBe(false);
     expect(d.blockedBy).toMatchObject({ countedMicros: 110_000_000, blocked: true });
   });
   test('blocked when the total reaches the limit exactly', () => {
     const g = guardrail('g', {}, { limitUsd: 110, resetInterval: 'daily', includeByokInBudgets: true });
-    expect(decideBudget({ guardrails: [{ guardrail: g, spend }], workspace: null }).allowed).toBe(false);
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null }).allowed).toBe(false);
     const g2 = guardrail('g', {}, { limitUsd: '110.000001', resetInterval: 'daily', includeByokInBudgets: true } as never);
-    expect(decideBudget({ guardrails: [{ guardrail: g2, spend }], workspace: null }).allowed).toBe(true);
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g2), spend }], workspace: null }).allowed).toBe(true);
   });
   test('the flag has no effect without a budget limit', () => {
     const g = guardrail('g', { requireZdr: true });
-    expect(decideBudget({ guardrails: [{ guardrail: g, spend }], workspace: null })).toEqual({ allowed: true, checks: [], blockedBy: null });
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null })).toEqual({ allowed: true, checks: [], blockedBy: null });
   });
   test('a workspace budget has one flag for the daily, weekly, monthly and lifetime intervals', () => {
     const budgets = [
@@ -123,10 +126,10 @@ describe('budgets (rule 12)', () => {
       { limitUsd: 10_000, interval: 'lifetime' as const },
     ];
     const perInterval = { daily: spend, weekly: spend, monthly: spend, lifetime: spend };
-    const off = decideBudget({ guardrails: [], workspace: { workspace: workspace(WS1, { budgets }), spend: perInterval } });
+    const off = decideBudget({ guardrails: [], workspace: { workspace: prepareWorkspace(workspace(WS1, { budgets })), spend: perInterval } });
     expect(off.allowed).toBe(true);
     expect(off.checks.map((c) => c.countedMicros)).toEqual([60e6, 60e6, 60e6, 60e6]);
-    const on = decideBudget({ guardrails: [], workspace: { workspace: workspace(WS1, { budgets, includeByokInBudgets: true }), spend: perInterval } });
+    const on = decideBudget({ guardrails: [], workspace: { workspace: prepareWorkspace(workspace(WS1, { budgets, includeByokInBudgets: true })), spend: perInterval } });
     expect(on.checks.map((c) => [c.interval, c.countedMicros, c.blocked])).toEqual([
       ['daily', 110e6, true],
       ['weekly', 110e6, false],
@@ -136,9 +139,9 @@ describe('budgets (rule 12)', () => {
     expect(on.blockedBy?.interval).toBe('daily');
   });
   test('what a finished request adds to a budget', () => {
-    expect(budgetContributionMicros({ isByok: false, chargedUsd: 1.2, wouldHaveChargedUsd: 0, includeByokInBudgets: false })).toBe(1_200_000);
-    expect(budgetContributionMicros({ isByok: true, chargedUsd: 0.06, wouldHaveChargedUsd: 1.2, includeByokInBudgets: false })).toBe(0);
-    expect(budgetContributionMicros({ isByok: true, chargedUsd: 0.06, wouldHaveChargedUsd: 1.2, includeByokInBudgets: true })).toBe(1_200_000);
+    expect(budgetContributionMicros({ isByok: false, chargedMicros: 1_200_000, wouldHaveChargedMicros: 0, includeByokInBudgets: false })).toBe(1_200_000);
+    expect(budgetContributionMicros({ isByok: true, chargedMicros: 60_000, wouldHaveChargedMicros: 1_200_000, includeByokInBudgets: false })).toBe(0);
+    expect(budgetContributionMicros({ isByok: true, chargedMicros: 60_000, wouldHaveChargedMicros: 1_200_000, includeByokInBudgets: true })).toBe(1_200_000);
   });
   test('budget scopes: the API key guardrail and the workspace default guardrail (member without own guardrail)', () => {
     const acc = account([], {

@@ -1,6 +1,7 @@
 // Small builders for domain tests: accounts, catalogs, requests, and a compact rendering of plans.
 import type {
   CatalogEndpoint,
+  CatalogEndpointInput,
   CompiledAccount,
   CompiledCredential,
   CompiledGuardrail,
@@ -9,6 +10,7 @@ import type {
   RoutePlan,
   RouteRequest,
 } from '../../../src/domain/index.ts';
+import { priceMicros } from '../../../src/domain/index.ts';
 
 export const MODEL = 'acme/chat';
 export const OTHER_MODEL = 'acme/other';
@@ -83,8 +85,8 @@ export function account(credentials: CompiledCredential[], over: Partial<Compile
   };
 }
 
-export function ep(id: string, provider: ProviderSlug, over: Partial<CatalogEndpoint> = {}): CatalogEndpoint {
-  return {
+export function ep(id: string, provider: ProviderSlug, over: Partial<CatalogEndpointInput> = {}): CatalogEndpoint {
+  const input: CatalogEndpointInput = {
     id,
     provider,
     region: null,
@@ -93,6 +95,8 @@ export function ep(id: string, provider: ProviderSlug, over: Partial<CatalogEndp
     pricing: { kind: 'per-token', promptUsdPerMillionTokens: 1, completionUsdPerMillionTokens: 2 },
     ...over,
   };
+  // As createCatalog builds it: the price in micros is derived, not enumerable (vectors serialize the input).
+  return Object.defineProperty(input, 'price', { value: priceMicros(input.pricing), enumerable: false }) as CatalogEndpoint;
 }
 
 /** The default catalog for MODEL, in the gateway's default order. */

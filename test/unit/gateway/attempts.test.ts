@@ -18,7 +18,7 @@ import {
 import { SseUsageScanner } from '../../../src/gateway/stream-relay.ts';
 import { UpstreamSetupError, type UpstreamRequest } from '../../../src/gateway/upstream.ts';
 
-const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' } });
+const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' }, price: { kind: 'per-token', promptMicrosPerMillionTokens: 1_000_000, completionMicrosPerMillionTokens: 2_000_000 } });
 const byok = (provider: ProviderSlug, credentialId: string): Attempt => ({ kind: 'credential', credentialId, provider, endpoint: endpoint(provider), section: 'prioritized' });
 const shared = (provider: ProviderSlug): Attempt => ({ kind: 'shared', provider, endpoint: endpoint(provider) });
 

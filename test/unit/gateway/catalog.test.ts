@@ -41,6 +41,13 @@ describe('gateway catalog', () => {
     expect(bad(doc([{ model: 'x/y', endpoints: [endpoint, endpoint] }]))).toContain('twice');
     expect(bad(doc([{ model: 'x/y', endpoints: [{ ...endpoint, upstream: { baseUrl: 'ftp://x' } }] }]))).toContain('/upstream/baseUrl');
   });
+  test('prices are converted to micros once, at load: a price that is not a non-negative decimal refuses the catalog', () => {
+    const bad = (pricing: unknown) => () => parseCatalog(doc([{ model: 'x/y', endpoints: [{ ...endpoint, pricing }] }]));
+    expect(bad({ kind: 'per-request', usdPerRequest: '1,5' })).toThrow(new CatalogError('not a decimal USD amount'));
+    expect(bad({ kind: 'per-token', promptUsdPerMillionTokens: '-1', completionUsdPerMillionTokens: 1 })).toThrow(new CatalogError('catalog price must be a non-negative amount'));
+    const ok = parseCatalog(doc([{ model: 'x/y', endpoints: [{ ...endpoint, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: 10 } }] }]));
+    expect(ok.endpoint('x/y', endpoint.id)?.price).toEqual({ kind: 'per-token', promptMicrosPerMillionTokens: 2_500_000, completionMicrosPerMillionTokens: 10_000_000 });
+  });
 });
 
 describe('generation store', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
-import { VerdictStore, type StoredVerdict } from '../../../src/operator/state.ts';
+import type { ResourceInformers } from '../../../src/kube/resources.ts';
+import { createAccountStateSource, VerdictStore, type StoredVerdict } from '../../../src/operator/state.ts';
 
 const secret = (payload: string, rv: string): V1Secret => ({ metadata: { name: 's', namespace: 'ns', resourceVersion: rv }, data: { key: Buffer.from(payload).toString('base64') } });
 const verdict = (s: V1Secret | undefined, extra: Partial<StoredVerdict> = {}): StoredVerdict => ({
@@ -33,5 +34,37 @@ describe('verdict store', () => {
     expect(store.set('ns', 'c', verdict(first, { sortOrder: 3 }))).toBe(true);
     expect(store.get('ns', 'c')?.payloadSecret).toBe(first);
     expect(store.size()).toBe(1);
+  });
+});
+
+describe('account state source', () => {
+  // The four calls the source makes on an informer, over a list.
+  const cache = <T extends { metadata?: { namespace?: string; name?: string } }>(objects: T[]) => ({
+    namespaces: () => [...new Set(objects.map((o) => o.metadata?.namespace ?? ''))],
+    hasNamespace: (ns: string) => objects.some((o) => o.metadata?.namespace === ns),
+    list: (ns: string) => objects.filter((o) => o.metadata?.namespace === ns),
+    get: (ns: string, name: string) => objects.find((o) => o.metadata?.namespace === ns && o.metadata?.name === name),
+  });
+  const cred = { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { namespace: 'ns', name: 'c', generation: 1 }, spec: { provider: 'openai', secretRef: { name: 's', key: 'key' } } };
+
+  it('decodes a payload once, on first read; the budget view carries no credentials', () => {
+    const s = secret('sk-lazy', '1');
+    let reads = 0;
+    const data = s.data!;
+    // Counts reads of the Secret's base64 value, i.e. decodes.
+    s.data = Object.defineProperty({}, 'key', { enumerable: true, get: () => (reads++, data.key) });
+    const store = new VerdictStore();
+    store.set('ns', 'c', verdict(s));
+    const informers = { accounts: cache([]), credentials: cache([cred]), workspaces: cache([]), guardrails: cache([]), apiKeys: cache([]), secrets: cache([s]) };
+    const source = createAccountStateSource(informers as unknown as ResourceInformers, store);
+    const snap = source.snapshot('ns');
+    expect(reads).toBe(0);
+    expect(snap.credentials[0]?.verdict.payload).toBe('sk-lazy');
+    expect(snap.credentials[0]?.verdict.payload).toBe('sk-lazy');
+    expect(reads).toBe(1);
+    const view = source.budgetView('ns');
+    expect(view).not.toHaveProperty('credentials');
+    expect(view).toMatchObject({ namespace: 'ns', workspaces: [], guardrails: [], apiKeys: [] });
+    expect(reads).toBe(1);
   });
 });

@@ -11,9 +11,9 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
-import { BundleError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
+import { BundleError, CredentialPayloadError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { hashOf, sizedSnapshot } from '../compiler/fixtures.ts';
-import { kubeletWrite } from './kubelet.ts';
+import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -117,6 +117,22 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       const cred = v0.accounts[2]!.credentials[5]!;
       expect(w.decryptCredential(cred.id)).toBe(payloadOf('acct-2', Number(cred.name.slice(5))));
       expect(() => w.decryptCredential('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
+      // The parsed payload: decrypted and parsed once per mounted envelope, the same object on every call.
+      const parsed = w.credentialPayload(cred.id);
+      expect(JSON.stringify(parsed)).toContain(payloadOf('acct-2', Number(cred.name.slice(5))));
+      expect(w.credentialPayload(cred.id)).toBe(parsed);
+      // Not a payload of the provider asked for: a typed error that names the credential, never the payload.
+      const wrong = (() => {
+        try {
+          w.credentialPayload(cred.id, { provider: 'google-vertex' });
+        } catch (err) {
+          return err as Error;
+        }
+        throw new Error('parsed');
+      })();
+      expect(wrong).toBeInstanceOf(CredentialPayloadError);
+      expect(wrong.message).not.toContain('payload-');
+      expect(() => w.credentialPayload('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
 
       // The planner gets the account found by the API key hash.
       const catalog = createCatalog([{ model: 'openai/gpt-1', endpoints: [{ id: 'openai', provider: 'openai', region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: 0.01 } }] }]);

@@ -7,7 +7,7 @@ import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
-import { sizedSnapshot } from './fixtures.ts';
+import { sizedSnapshot } from '../compiler/fixtures.ts';
 
 interface Op { op: 'apply' | 'delete'; kind: string; name: string }
 
