@@ -136,7 +136,8 @@ interface Pinning {
 }
 
 function pinning(): Pinning {
-  const cpus = os.availableParallelism();
+  // The machine's cpus, not this process's affinity (availableParallelism shrinks once the parent pins itself).
+  const cpus = os.cpus().length;
   const taskset = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0;
   if (cpus >= 2 && taskset) return { pinned: true, sut: '0', others: cpus === 2 ? '1' : `1-${cpus - 1}`, note: `system under test alone on cpu 0; generator, upstream (and Redis) on cpus ${cpus === 2 ? '1' : `1-${cpus - 1}`}` };
   return { pinned: false, sut: '', others: '', note: cpus < 2 ? 'NOT PINNED: fewer than 2 cpus; the generator shares the core with the system under test' : 'NOT PINNED: taskset not found (util-linux); figures are noisier' };
@@ -458,7 +459,7 @@ async function main(): Promise<void> {
   const result = {
     bench: 'peers',
     date: new Date().toISOString(),
-    machine: { cpus: os.availableParallelism(), model: os.cpus()[0]?.model ?? 'unknown', node: process.version, load1: Math.round(os.loadavg()[0]! * 100) / 100, jemalloc: jemalloc ?? null },
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', node: process.version, load1: Math.round(os.loadavg()[0]! * 100) / 100, jemalloc: jemalloc ?? null },
     pinning: pin,
     rounds,
     seconds_per_phase: seconds,
@@ -480,6 +481,8 @@ async function main(): Promise<void> {
 }
 
 const role = process.argv[2];
+// Child roles exit cleanly on SIGTERM, so --cpu-prof and --heap-prof runs of the floors write their profiles.
+if (role?.startsWith('--')) process.once('SIGTERM', () => process.exit(0));
 if (role === '--upstream') serveUpstream(Number(process.argv[3]));
 else if (role === '--pipe') servePipe(process.argv[3]!, Number(process.argv[4]));
 else if (role === '--fastify') await serveFastify(process.argv[3]!, Number(process.argv[4]));

@@ -169,7 +169,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
 
-  app.post('/api/v1/chat/completions', chatCompletions(rt));
+  const completions = chatCompletions(rt);
+  app.post('/api/v1/chat/completions', completions);
+  // The OpenAI SDKs' own path: a client whose base URL ends in /v1 lists models and chats on the same prefix.
+  app.post('/v1/chat/completions', completions);
   app.get('/api/v1/models', listModels(rt, { keyRequired: false }));
   app.get('/v1/models', listModels(rt, { keyRequired: true }));
   app.get('/api/v1/generation', async (req, reply) => {

@@ -162,4 +162,20 @@ describe('gateway metrics and models list', () => {
     expect(text).toMatch(/^nodejs_heap_size_used_bytes /m);
     expect(text).not.toMatch(/^byok_gateway_(process|nodejs)_/m);
   });
+  test('POST /v1/chat/completions: the OpenAI SDK path serves like OpenRouter\'s, key required (last: it adds spend)', async () => {
+    const chat = async (path: string, key?: string) => {
+      const res = await fetch(`${gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      return { status: res.status, json: (await res.json()) as { provider?: string; provider_responses?: unknown[] } };
+    };
+    const sdkPath = await chat('/v1/chat/completions', KEY);
+    expect(sdkPath.status).toBe(200);
+    expect(sdkPath.json.provider).toBe('openai');
+    const routerPath = await chat('/api/v1/chat/completions', KEY);
+    expect({ status: routerPath.status, provider: routerPath.json.provider }).toEqual({ status: 200, provider: 'openai' });
+    expect((await chat('/v1/chat/completions')).status).toBe(401);
+  });
 });
