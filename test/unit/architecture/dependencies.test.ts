@@ -11,6 +11,8 @@ const src = resolve(import.meta.dirname, '..', '..', '..', 'src');
 
 /** An import or re-export statement: group 2 marks `type`, group 3 or 4 is the specifier. */
 const IMPORT_RE = /^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm;
+/** A dynamic import with a literal specifier (the CLI loads its subcommands so): a dependency all the same. */
+const DYNAMIC_IMPORT_RE = /\bimport\(\s*'([^']+)'\s*\)/g;
 
 interface Import {
   from: string;
@@ -81,12 +83,13 @@ function importsOf(folder: string): Import[] {
   const dir = join(src, folder);
   for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
     const text = readFileSync(join(dir, file), 'utf8');
-    for (const m of text.matchAll(IMPORT_RE)) {
-      const spec = m[3] ?? m[4] ?? '';
+    const add = (spec: string, typeOnly: boolean) => {
       const resolved = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)) : spec;
       const target = spec.startsWith('.') ? resolved.split('/')[0] ?? '' : spec;
-      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly: Boolean(m[2]) });
-    }
+      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly });
+    };
+    for (const m of text.matchAll(IMPORT_RE)) add(m[3] ?? m[4] ?? '', Boolean(m[2]));
+    for (const m of text.matchAll(DYNAMIC_IMPORT_RE)) add(m[1]!, false);
   }
   return out;
 }
@@ -184,7 +187,7 @@ describe('dependency rules', () => {
     expect(Object.keys(FLOORS).filter((r) => !rooms.includes(r)).sort()).toEqual([]);
   });
 
-  test('every import points into its own room or to a lower floor (type-only imports included)', () => {
+  test('every import points into its own room or to a lower floor (type-only and dynamic imports included)', () => {
     const crossing = Object.keys(FLOORS).flatMap((room) =>
       importsOf(room)
         .filter((i) => i.target in FLOORS && i.target !== room && FLOORS[i.target]! >= FLOORS[room]!)
