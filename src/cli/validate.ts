@@ -9,6 +9,7 @@ import { validatePayload } from '../domain/payloads.ts';
 import { isProviderSlug } from '../domain/providers.ts';
 import { bytesIssue } from '../domain/text.ts';
 import { secretPayloadBytes } from '../kube/secret-payload.ts';
+import { ConditionReason } from '../schema/conditions.ts';
 import { validateManifest } from '../schema/validators.ts';
 import { loadManifests, type FieldPath, type LoadedManifest, type Position } from './manifests.ts';
 
@@ -103,19 +104,19 @@ function secretFindings(manifest: LoadedManifest, object: string, findSecret: Re
   const found = findSecret(ref.name, namespaceOf(manifest.object));
   if (!found) {
     const at = manifest.locate(['spec', 'secretRef', 'name']);
-    return [{ severity: 'warning', file: manifest.file, ...at, object, path: 'spec.secretRef.name', message: `Secret "${ref.name}" is not among the checked files: its payload was not checked (the operator would report SecretNotFound if it does not exist)` }];
+    return [{ severity: 'warning', file: manifest.file, ...at, object, path: 'spec.secretRef.name', message: `Secret "${ref.name}" is not among the checked files: its payload was not checked (the operator would report ${ConditionReason.SecretNotFound} if it does not exist)` }];
   }
   const secretObject = `Secret/${ref.name}`;
   const bytes = secretPayloadBytes(found.secret, key);
   const where = (field: 'data' | 'stringData') => found.manifest.locate([field, key]);
   const field = found.secret.data?.[key] !== undefined ? 'data' : 'stringData';
   if (bytes === undefined) {
-    return [{ severity: 'error', file: found.manifest.file, ...found.manifest.locate([found.secret.data ? 'data' : found.secret.stringData ? 'stringData' : 'metadata']), object: secretObject, path: `data.${key}`, message: `KeyNotFound: the Secret has no key "${key}" (referenced by ${object})` }];
+    return [{ severity: 'error', file: found.manifest.file, ...found.manifest.locate([found.secret.data ? 'data' : found.secret.stringData ? 'stringData' : 'metadata']), object: secretObject, path: `data.${key}`, message: `${ConditionReason.KeyNotFound}: the Secret has no key "${key}" (referenced by ${object})` }];
   }
   const badBytes = bytesIssue(bytes);
   const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, Buffer.from(bytes).toString('utf8'));
   if (result.ok) return [];
-  return [{ severity: 'error', file: found.manifest.file, ...where(field), object: secretObject, path: `${field}.${key}`, message: `PayloadInvalid for ${spec.provider} (referenced by ${object}): ${describePayloadIssues(result.errors)}` }];
+  return [{ severity: 'error', file: found.manifest.file, ...where(field), object: secretObject, path: `${field}.${key}`, message: `${ConditionReason.PayloadInvalid} for ${spec.provider} (referenced by ${object}): ${describePayloadIssues(result.errors)}` }];
 }
 
 /**

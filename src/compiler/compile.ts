@@ -3,6 +3,7 @@
 // (snapshot.now included), with every list in a stable order.
 import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
+import { ExclusionReason } from '../schema/conditions.ts';
 import type {
   BudgetInterval,
   BudgetLimit,
@@ -24,14 +25,14 @@ export function credentialExclusion(
   entry: SnapshotCredential,
   workspaceNames: ReadonlySet<string>,
   liveHashes: ReadonlySet<string>,
-): string | null {
+): ExclusionReason | null {
   const { resource, verdict } = entry;
-  if (!verdict.valid) return 'NotValid';
-  if (verdict.payload === undefined) return 'NoPayload';
+  if (!verdict.valid) return ExclusionReason.NotValid;
+  if (verdict.payload === undefined) return ExclusionReason.NoPayload;
   const spec = resource.spec;
-  if (spec.isFallback === true && spec.isByokOnly === true) return 'FallbackAndByokOnly';
-  if (spec.workspace !== undefined && !workspaceNames.has(spec.workspace)) return 'WorkspaceNotFound';
-  for (const hash of spec.allowedApiKeyHashes ?? []) if (!liveHashes.has(hash)) return 'ApiKeyHashNotLive';
+  if (spec.isFallback === true && spec.isByokOnly === true) return ExclusionReason.FallbackAndByokOnly;
+  if (spec.workspace !== undefined && !workspaceNames.has(spec.workspace)) return ExclusionReason.WorkspaceNotFound;
+  for (const hash of spec.allowedApiKeyHashes ?? []) if (!liveHashes.has(hash)) return ExclusionReason.ApiKeyHashNotLive;
   return null;
 }
 

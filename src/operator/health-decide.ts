@@ -1,5 +1,6 @@
 // The pure part of credential health (docs/operator.md, "Upstream health and delivery"): turning counter deltas
 // from gateway pods into a sliding window, and the window into the UpstreamHealthy condition. No I/O.
+import { ConditionReason, ConditionType } from '../schema/conditions.ts';
 import type { ConditionStatus, DesiredCondition } from './conditions.ts';
 
 export interface OutcomeCounts {
@@ -58,9 +59,9 @@ export class OutcomeWindow {
 }
 
 const FAILURE_CLASSES = [
-  { key: 'unauthorized', reason: 'Unauthorized', says: 'the provider refused this key (401/403): rotate it' },
-  { key: 'rateLimited', reason: 'RateLimited', says: 'the provider is rate limiting this key (429)' },
-  { key: 'upstreamError', reason: 'UpstreamErrors', says: 'the provider is failing (5xx, timeouts or connection errors)' },
+  { key: 'unauthorized', reason: ConditionReason.Unauthorized, says: 'the provider refused this key (401/403): rotate it' },
+  { key: 'rateLimited', reason: ConditionReason.RateLimited, says: 'the provider is rate limiting this key (429)' },
+  { key: 'upstreamError', reason: ConditionReason.UpstreamErrors, says: 'the provider is failing (5xx, timeouts or connection errors)' },
 ] as const;
 
 /**
@@ -79,25 +80,25 @@ export function decideUpstreamHealth(
   const total = window.ok + window.unauthorized + window.rateLimited + window.upstreamError;
   if (total === 0 && probe) {
     const code = probe.status === null ? '' : ` (HTTP ${probe.status})`;
-    if (probe.outcome === 'ok') return { type: 'UpstreamHealthy', status: 'True', reason: 'Serving', message: `idle; the last probe was accepted${code}` };
+    if (probe.outcome === 'ok') return { type: ConditionType.UpstreamHealthy, status: 'True', reason: ConditionReason.Serving, message: `idle; the last probe was accepted${code}` };
     const c = FAILURE_CLASSES.find((f) => f.key === probe.outcome)!;
-    return { type: 'UpstreamHealthy', status: 'False', reason: c.reason, message: `${c.says}: the probe of this idle credential failed${code}` };
+    return { type: ConditionType.UpstreamHealthy, status: 'False', reason: c.reason, message: `${c.says}: the probe of this idle credential failed${code}` };
   }
   const tally = `${window.ok} ok, ${window.unauthorized} refused, ${window.rateLimited} rate limited, ${window.upstreamError} errors in the last ${windowText}`;
   for (const c of FAILURE_CLASSES) {
     const n = window[c.key];
-    if (n >= t.minFailures && n >= t.failureRatio * total) return { type: 'UpstreamHealthy', status: 'False', reason: c.reason, message: `${c.says}: ${tally}` };
+    if (n >= t.minFailures && n >= t.failureRatio * total) return { type: ConditionType.UpstreamHealthy, status: 'False', reason: c.reason, message: `${c.says}: ${tally}` };
   }
-  if (window.ok > 0) return { type: 'UpstreamHealthy', status: 'True', reason: 'Serving', message: tally };
-  if (previous && previous.status === 'False') return { type: 'UpstreamHealthy', status: 'False', reason: previous.reason, message: previous.message };
-  if (total === 0) return { type: 'UpstreamHealthy', status: 'Unknown', reason: 'Unused', message: `no attempts with this credential in the last ${windowText}` };
-  if (previous) return { type: 'UpstreamHealthy', status: previous.status, reason: previous.reason, message: previous.message };
-  return { type: 'UpstreamHealthy', status: 'Unknown', reason: 'Inconclusive', message: `too few attempts to judge: ${tally}` };
+  if (window.ok > 0) return { type: ConditionType.UpstreamHealthy, status: 'True', reason: ConditionReason.Serving, message: tally };
+  if (previous && previous.status === 'False') return { type: ConditionType.UpstreamHealthy, status: 'False', reason: previous.reason, message: previous.message };
+  if (total === 0) return { type: ConditionType.UpstreamHealthy, status: 'Unknown', reason: ConditionReason.Unused, message: `no attempts with this credential in the last ${windowText}` };
+  if (previous) return { type: ConditionType.UpstreamHealthy, status: previous.status, reason: previous.reason, message: previous.message };
+  return { type: ConditionType.UpstreamHealthy, status: 'Unknown', reason: ConditionReason.Inconclusive, message: `too few attempts to judge: ${tally}` };
 }
 
 /** Delivered from pod counts. */
 export function decideDelivered(loaded: number, total: number, version: string): DesiredCondition {
-  if (total === 0) return { type: 'Delivered', status: 'Unknown', reason: 'NoGateways', message: 'no gateway pod is reporting' };
-  if (loaded === total) return { type: 'Delivered', status: 'True', reason: 'Delivered', message: `all ${total} gateway pods have loaded version ${version}` };
-  return { type: 'Delivered', status: 'False', reason: 'Pending', message: `${loaded} of ${total} gateway pods have loaded version ${version}` };
+  if (total === 0) return { type: ConditionType.Delivered, status: 'Unknown', reason: ConditionReason.NoGateways, message: 'no gateway pod is reporting' };
+  if (loaded === total) return { type: ConditionType.Delivered, status: 'True', reason: ConditionReason.Delivered, message: `all ${total} gateway pods have loaded version ${version}` };
+  return { type: ConditionType.Delivered, status: 'False', reason: ConditionReason.Pending, message: `${loaded} of ${total} gateway pods have loaded version ${version}` };
 }

@@ -1,6 +1,7 @@
 // Prometheus metrics with controller-runtime's (and client-go workqueue's) names, so existing dashboards and
 // alerts for Go operators work unchanged. One Registry per operator instance (tests run several in a process).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ConditionType, PendingReason } from '../schema/conditions.ts';
 
 export interface OperatorMetrics {
   registry: Registry;
@@ -63,9 +64,9 @@ export function registerCredentialReadiness(registry: Registry, credentials: () 
       this.reset();
       const counts = new Map<string, { status: string; reason: string; n: number }>();
       for (const c of credentials()) {
-        const ready = c.status?.conditions?.find((x) => x.type === 'Ready');
+        const ready = c.status?.conditions?.find((x) => x.type === ConditionType.Ready);
         const status = ready?.status ?? 'Unknown';
-        const reason = ready?.reason ?? 'NotReconciled';
+        const reason = ready?.reason ?? PendingReason.NotReconciled;
         const key = `${status}\n${reason}`;
         const entry = counts.get(key) ?? { status, reason, n: 0 };
         entry.n++;

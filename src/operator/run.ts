@@ -9,6 +9,7 @@ import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import { INDEX_NAME } from '../contract/routing.ts';
+import { EventReason } from '../schema/conditions.ts';
 import { kubeClient } from '../kube/client.ts';
 import { createApplier } from '../kube/apply.ts';
 import { createEventRecorder } from '../kube/events.ts';
@@ -141,7 +142,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     const account = informers.accounts.list().find((a) => a.metadata?.namespace === namespace);
     if (!account) return;
     const note = `the spend ledger restarted and lost spend: ${raisedCounters} counters were rebuilt from status.spend (the largest by ${microsToUsd(largestMicros)} USD); budgets were closed until then, and spend metered after the last mirror is lost`;
-    void events.record(account, 'Warning', 'LedgerReset', note).catch(() => undefined);
+    void events.record(account, 'Warning', EventReason.LedgerReset, note).catch(() => undefined);
   };
   const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset }) : undefined;
   if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
@@ -306,7 +307,7 @@ function watchGatewaySlots(
       warned[kind] = need;
       const note = `the compiled routing config needs ${need} ${kind} slots but gateway pods mount ${slots[kind]}: raise gateway.${kind === 'routing' ? 'routingSlots' : 'bundleSlots'}, or pods miss ${kind === 'routing' ? 'shards' : 'credential bundles'}`;
       ctx.log.warn({ kind, needed: need, mounted: slots[kind] }, note);
-      void ctx.events.record({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: INDEX_NAME, namespace: ctx.routingNamespace } }, 'Warning', 'GatewaySlotsExceeded', note).catch(() => undefined);
+      void ctx.events.record({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: INDEX_NAME, namespace: ctx.routingNamespace } }, 'Warning', EventReason.GatewaySlotsExceeded, note).catch(() => undefined);
     }
   });
 }

@@ -2,6 +2,7 @@
 import { publicId } from '../domain/ids.ts';
 import type { CredentialSettings } from '../domain/filters.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
+import { ConditionType, PendingReason } from '../schema/conditions.ts';
 import type { BYOKCredential, Condition } from '../schema/generated/types.ts';
 
 /** Spec 2.1's credential on the wire; the routing settings are the domain's, under the same REST names. */
@@ -92,7 +93,7 @@ function isoTime(v: unknown): string {
 const list = (v: string[] | undefined): string[] | null => (v === undefined ? null : [...v]);
 
 /** Reason shown while the operator has not reconciled the credential's current generation. */
-export const RECONCILING = 'Reconciling';
+export const RECONCILING = PendingReason.Reconciling;
 
 function conditionOf(obj: BYOKCredential, type: string): Condition | undefined {
   return obj.status?.conditions?.find((c) => c.type === type);
@@ -115,9 +116,9 @@ function isoOrNull(v: unknown): string | null {
 
 /** The credential's health and readiness, from the status the operator writes (pure; docs/api.md "status"). */
 export function credentialStatus(obj: BYOKCredential): BYOKKeyStatus {
-  const ready = conditionOf(obj, 'Ready');
-  const upstream = conditionOf(obj, 'UpstreamHealthy');
-  const delivered = conditionOf(obj, 'Delivered');
+  const ready = conditionOf(obj, ConditionType.Ready);
+  const upstream = conditionOf(obj, ConditionType.UpstreamHealthy);
+  const delivered = conditionOf(obj, ConditionType.Delivered);
   let head: Pick<BYOKKeyStatus, 'ready' | 'reason' | 'message'>;
   if (!ready) {
     head = { ready: null, reason: RECONCILING, message: 'not reconciled by the operator yet' };

@@ -9,6 +9,7 @@ import { maskLabel } from '../domain/label.ts';
 import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 import { KubeApiError } from '../kube/client.ts';
+import { ApiErrorReason } from '../schema/conditions.ts';
 import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
 import type { Backend } from './backend.ts';
 import { ApiError, badRequest, MESSAGES } from './errors.ts';
@@ -191,7 +192,7 @@ export class ByokService {
     const limit = this.d.state.credentialLimit(namespace) ?? this.d.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
     const count = this.d.state.credentialCount(namespace);
     if (count >= limit) {
-      throw new ApiError(403, MESSAGES.quotaExceeded, { reason: 'QuotaExceeded', limit: 'maxCredentials', max_credentials: limit, credentials: count });
+      throw new ApiError(403, MESSAGES.quotaExceeded, { reason: ApiErrorReason.QuotaExceeded, limit: 'maxCredentials', max_credentials: limit, credentials: count });
     }
 
     let workspace: string | undefined;
@@ -231,10 +232,10 @@ export class ByokService {
     const created = Date.parse(String(entry.obj.metadata.creationTimestamp ?? ''));
     const window = this.d.idempotencyWindowMs ?? IDEMPOTENCY_WINDOW_MS;
     if (stored === undefined || stored !== idem.fingerprint) {
-      throw new ApiError(422, MESSAGES.idempotencyMismatch, { field: 'Idempotency-Key', reason: 'IdempotencyKeyReused' });
+      throw new ApiError(422, MESSAGES.idempotencyMismatch, { field: 'Idempotency-Key', reason: ApiErrorReason.IdempotencyKeyReused });
     }
     if (!Number.isNaN(created) && Date.now() - created > window) {
-      throw new ApiError(422, MESSAGES.idempotencyExpired, { field: 'Idempotency-Key', reason: 'IdempotencyKeyExpired', window_seconds: Math.round(window / 1000) });
+      throw new ApiError(422, MESSAGES.idempotencyExpired, { field: 'Idempotency-Key', reason: ApiErrorReason.IdempotencyKeyExpired, window_seconds: Math.round(window / 1000) });
     }
     return entry;
   }

@@ -8,7 +8,7 @@ import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
 import { creationTime, electAccount } from '../../compiler/elect.ts';
 import { isNotFound, type KubeClient } from '../../kube/client.ts';
 import type { Applier } from '../../kube/apply.ts';
-import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayload, secretPayloadBytes, type ResourceInformers } from '../../kube/resources.ts';
+import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayloadValue, type ResourceInformers } from '../../kube/resources.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import type { VerdictStore } from '../state.ts';
@@ -85,7 +85,7 @@ export class CredentialReconciler {
     const inf = this.deps.informers;
     const secretKey = spec.secretRef.key ?? DEFAULT_SECRET_KEY;
     const secret = await this.resolveSecret(ns, spec.secretRef.name);
-    const text = secret ? secretPayload(secret, secretKey) : undefined;
+    const value = secret ? secretPayloadValue(secret, secretKey) : undefined;
 
     const live = new Set<string>();
     let apiKeyExpiryMs: number | undefined;
@@ -106,7 +106,7 @@ export class CredentialReconciler {
       name,
       spec,
       secretKey,
-      secret: secret ? { value: text !== undefined ? { text, bytes: secretPayloadBytes(secret, secretKey) ?? new Uint8Array() } : undefined } : undefined,
+      secret: secret ? { value } : undefined,
       liveApiKeyHashes: live,
       workspaceExists: !spec.workspace || inf.workspaces.get(ns, spec.workspace) !== undefined,
       quota: { credentials: siblings, limit },

@@ -1,7 +1,8 @@
-// The dependency rules of ARCHITECTURE.md, checked on the import statements of src/: a pure domain core and
-// compiler, the formats between processes only in contract/, process rooms that never import each other, two API
-// doors (REST and aggregated) over one service that never import each other, no import cycle between rooms, and a
-// CLI nothing imports.
+// The dependency rules of docs/ARCHITECTURE.md, checked on the import statements of src/: every room on a floor
+// and every import pointing into its own room or to a lower floor (the diagram), a pure domain core and compiler,
+// the formats between processes only in contract/, process rooms that never import each other, two API doors
+// (REST and aggregated) over one service that never import each other, no import cycle between rooms, and a CLI
+// nothing imports.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
@@ -10,6 +11,8 @@ const src = resolve(import.meta.dirname, '..', '..', '..', 'src');
 
 /** An import or re-export statement: group 2 marks `type`, group 3 or 4 is the specifier. */
 const IMPORT_RE = /^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm;
+/** A dynamic import with a literal specifier (the CLI loads its subcommands so): a dependency all the same. */
+const DYNAMIC_IMPORT_RE = /\bimport\(\s*'([^']+)'\s*\)/g;
 
 interface Import {
   from: string;
@@ -21,6 +24,41 @@ interface Import {
   file: string;
   typeOnly: boolean;
 }
+
+/**
+ * The floors of docs/ARCHITECTURE.md's diagram, top to bottom. An import (type-only ones included: they are
+ * dependencies too) may point into its own room or to a lower floor; rooms on one floor never import each other.
+ */
+const FLOORS: Record<string, number> = {
+  // Wiring: the `byok` command. Nothing imports it.
+  cli: 6,
+  // The doors and the processes, and the dev/test control plane (etcd + kube-apiserver) the CLI starts.
+  api: 5,
+  aggregated: 5,
+  operator: 5,
+  gateway: 5,
+  controlplane: 5,
+  // What the processes share.
+  service: 4,
+  ledger: 4,
+  sdk: 4,
+  bundle: 4,
+  // Half a floor lower, because rooms above build on them: the service on the Kubernetes client, bundle/ on the
+  // compiler's bucket placement (bundle Secrets are placed like the routing ConfigMaps).
+  kube: 3,
+  compiler: 3,
+  // Resource schemas and the formats between processes.
+  schema: 2,
+  contract: 2,
+  // Pure rules.
+  domain: 1,
+};
+
+/**
+ * Imports that break the floors on purpose, each with its reason (`from -> file`). The floor test fails on any
+ * violation not listed here and on any entry whose import is gone.
+ */
+const FLOOR_EXCEPTIONS: Record<string, string> = {};
 
 /** The rooms of the long-running processes and doors: none may import another's. */
 const PROCESSES = ['operator', 'gateway', 'api', 'aggregated'];
@@ -45,12 +83,13 @@ function importsOf(folder: string): Import[] {
   const dir = join(src, folder);
   for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
     const text = readFileSync(join(dir, file), 'utf8');
-    for (const m of text.matchAll(IMPORT_RE)) {
-      const spec = m[3] ?? m[4] ?? '';
+    const add = (spec: string, typeOnly: boolean) => {
       const resolved = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)) : spec;
       const target = spec.startsWith('.') ? resolved.split('/')[0] ?? '' : spec;
-      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly: Boolean(m[2]) });
-    }
+      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly });
+    };
+    for (const m of text.matchAll(IMPORT_RE)) add(m[3] ?? m[4] ?? '', Boolean(m[2]));
+    for (const m of text.matchAll(DYNAMIC_IMPORT_RE)) add(m[1]!, false);
   }
   return out;
 }
@@ -142,12 +181,36 @@ const runtime = (imports: Import[]) => imports.filter((i) => !i.typeOnly);
 const targets = (imports: Import[]) => [...new Set(imports.map((i) => i.target))].sort();
 
 describe('dependency rules', () => {
+  test('every room of src/ has a floor in the diagram', () => {
+    const rooms = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    expect(rooms.filter((r) => !(r in FLOORS)).sort()).toEqual([]);
+    expect(Object.keys(FLOORS).filter((r) => !rooms.includes(r)).sort()).toEqual([]);
+  });
+
+  test('every import points into its own room or to a lower floor (type-only and dynamic imports included)', () => {
+    const crossing = Object.keys(FLOORS).flatMap((room) =>
+      importsOf(room)
+        .filter((i) => i.target in FLOORS && i.target !== room && FLOORS[i.target]! >= FLOORS[room]!)
+        .map((i) => `${i.from} -> ${i.file}`),
+    );
+    const unexplained = crossing.filter((edge) => !(edge in FLOOR_EXCEPTIONS));
+    const floorOf = (edge: string) => edge.split(' -> ').map((f) => `${f.split('/')[0]} (floor ${FLOORS[f.split('/')[0]!]})`).join(' -> ');
+    expect(unexplained.map((edge) => `${edge}   [${floorOf(edge)}]`).sort()).toEqual([]);
+    // An exception is removed once its import is gone, so the list only shrinks.
+    expect(Object.keys(FLOOR_EXCEPTIONS).filter((edge) => !crossing.includes(edge))).toEqual([]);
+  });
+
   test('the domain core imports only itself and pure libraries (no I/O, no Kubernetes, no HTTP)', () => {
     expect(targets(runtime(importsOf('domain'))).filter((t) => !['domain', 'uuid', 'ajv', 'ajv-formats'].includes(t))).toEqual([]);
   });
 
-  test('the compiler is pure: domain, schema types and node hashing/compression only', () => {
-    expect(targets(runtime(importsOf('compiler'))).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+  test('the compiler is pure: domain, schema types, the condition catalog and node hashing/compression only', () => {
+    const loaded = runtime(importsOf('compiler')).filter((i) => i.file !== 'schema/conditions.ts');
+    expect(targets(loaded).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+  });
+
+  test('the condition catalog is constants only: it imports nothing (the compiler and every door load it)', () => {
+    expect([...readFileSync(join(src, 'schema', 'conditions.ts'), 'utf8').matchAll(IMPORT_RE)].map((m) => m[0])).toEqual([]);
   });
 
   test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
