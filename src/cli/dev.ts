@@ -34,6 +34,8 @@ export interface DevOptions {
 
 export interface DevConnection {
   kubeconfig: string;
+  /** kubectl and helm as the bootstrap built them (docs' shell snippets put this on PATH). */
+  binDir: string;
   server: string;
   kubernetesVersion: string;
   routingNamespace: string;
@@ -171,6 +173,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,
+      binDir: controlPlane.binDir,
       server: controlPlane.server,
       kubernetesVersion: controlPlane.version,
       routingNamespace: ROUTING_NAMESPACE,
