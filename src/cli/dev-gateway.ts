@@ -54,7 +54,7 @@ const HANG_MS = 5 * 60_000;
  * Answers every chat completion with a fixed reply naming the upstream (as SSE when `stream` is true), unless the key
  * carries a fault marker (DEV_UPSTREAM_FAULTS).
  */
-function startLoopbackUpstream(): Promise<Server> {
+export function startLoopbackUpstream(): Promise<Server> {
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));

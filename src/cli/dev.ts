@@ -197,7 +197,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `byok-operator dev stack is up in ${((Date.now() - started) / 1000).toFixed(1)} s (Kubernetes ${controlPlane.version}).`,
         '',
         `  kubeconfig:      ${controlPlane.kubeconfigPath}`,
-        `  API:             ${api.url}`,
+        `  REST API:        ${api.url}   (apiBaseUrl; the port is picked at start, --api-port fixes it)`,
         `  operator:        ${operator.httpAddress}/metrics`,
         `  gateway:         ${devGateway.url}`,
         `  catalog:         ${devGateway.catalogSource} (served as ${devGateway.catalogFile}, upstreams on loopback)`,

@@ -113,7 +113,7 @@ describe('docs snippets against the dev stack', () => {
     if (child.exitCode === null) {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGINT');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
       if (child.exitCode === null) child.kill('SIGKILL');
     }
     // Files a snippet wrote into the repository root (e.g. validate.xml).
@@ -128,31 +128,7 @@ describe('docs snippets against the dev stack', () => {
     expect(UNRUNNABLE.filter((x) => !unmarked.some((u) => u.file === x.file && u.firstLine.startsWith(x.firstLine)))).toEqual([]);
   });
 
-  test('the problem the APIService docs solve: a plain helm install --dry-run=server stops at the dev stack\'s APIService', async () => {
-    const helm = run('helm', ['install', 'byok', join(repoRoot, 'charts', 'byok-operator'), '-n', 'byok-system', '--dry-run=server', '--hide-secret', '--kubeconfig', connection.kubeconfig], { env, encoding: 'utf8', maxBuffer: 64 << 20 });
-    await expect(helm).rejects.toThrow(/APIService "v1\.api\.byok\.gateway\.dev".*exists and cannot be imported/);
-  }, 60_000);
-
-  test('marked shell snippets run as printed and exit 0', async () => {
-    const snippets = all.filter((b): b is Block & { marker: { kind: 'run'; expect?: string } } => b.marker?.kind === 'run');
-    const failures: string[] = [];
-    for (const s of snippets) {
-      const script = s.text.replaceAll('.dev/connection.json', join(devDir, 'connection.json'));
-      const started = Date.now();
-      try {
-        const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
-        if (s.marker.expect !== undefined && !stdout.includes(s.marker.expect)) failures.push(`${s.file}:${s.line}: output lacks "${s.marker.expect}":\n${stdout}`);
-      } catch (err) {
-        const e = err as { code?: number; stdout?: string; stderr?: string };
-        failures.push(`${s.file}:${s.line}: exit ${e.code ?? '?'}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`);
-      }
-      process.stderr.write(`docs snippet ${s.file}:${s.line} ran in ${Date.now() - started} ms\n`);
-    }
-    process.stderr.write(`docs snippets: ${snippets.length} run, ${failures.length} failed (${DOCS.length} files)\n`);
-    expect(failures).toEqual([]);
-    expect(snippets.length).toBeGreaterThanOrEqual(6);
-  }, 120_000);
-
+  // Before any snippet changes the sample account: the samples show the stack as `npm run dev` leaves it.
   test('marked kubectl samples have today\'s columns (and, where marked, today\'s values)', async () => {
     const samples = all.filter((b) => b.marker?.kind === 'columns');
     const problems: string[] = [];
@@ -195,4 +171,29 @@ describe('docs snippets against the dev stack', () => {
     expect(problems).toEqual([]);
     expect(checked).toBeGreaterThanOrEqual(2);
   }, 60_000);
+
+  test('the problem the APIService docs solve: a plain helm install --dry-run=server stops at the dev stack\'s APIService', async () => {
+    const helm = run('helm', ['install', 'byok', join(repoRoot, 'charts', 'byok-operator'), '-n', 'byok-system', '--dry-run=server', '--hide-secret', '--kubeconfig', connection.kubeconfig], { env, encoding: 'utf8', maxBuffer: 64 << 20 });
+    await expect(helm).rejects.toThrow(/APIService "v1\.api\.byok\.gateway\.dev".*exists and cannot be imported/);
+  }, 60_000);
+
+  test('marked shell snippets run as printed and exit 0', async () => {
+    const snippets = all.filter((b): b is Block & { marker: { kind: 'run'; expect?: string } } => b.marker?.kind === 'run');
+    const failures: string[] = [];
+    for (const s of snippets) {
+      const script = s.text.replaceAll('.dev/connection.json', join(devDir, 'connection.json'));
+      const started = Date.now();
+      try {
+        const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
+        if (s.marker.expect !== undefined && !stdout.includes(s.marker.expect)) failures.push(`${s.file}:${s.line}: output lacks "${s.marker.expect}":\n${stdout}`);
+      } catch (err) {
+        const e = err as { code?: number; stdout?: string; stderr?: string };
+        failures.push(`${s.file}:${s.line}: exit ${e.code ?? '?'}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`);
+      }
+      process.stderr.write(`docs snippet ${s.file}:${s.line} ran in ${Date.now() - started} ms\n`);
+    }
+    process.stderr.write(`docs snippets: ${snippets.length} run, ${failures.length} failed (${DOCS.length} files)\n`);
+    expect(failures).toEqual([]);
+    expect(snippets.length).toBeGreaterThanOrEqual(6);
+  }, 120_000);
 });
