@@ -116,8 +116,10 @@ describe('docs snippets against the dev stack', () => {
       await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
       if (child.exitCode === null) child.kill('SIGKILL');
     }
-    // Files a snippet wrote into the repository root (e.g. validate.xml).
-    for (const name of readdirSync(repoRoot)) if (!rootBefore.has(name)) rmSync(join(repoRoot, name), { recursive: true, force: true });
+    // Files the snippets redirect output into (validate.xml, byok.yaml), when they were not there before. Only those:
+    // other test files may be writing into the repository root at the same time.
+    const written = all.filter((b) => b.marker?.kind === 'run').flatMap((b) => [...b.text.matchAll(/(?:^|\s)>\s*([\w.-]+)(?=\s|$)/gm)].map((m) => m[1]!));
+    for (const name of written) if (!rootBefore.has(name)) rmSync(join(repoRoot, name), { force: true });
   }, 30_000);
 
   test('every shell and console block is marked, or listed with the reason it cannot run here', () => {
