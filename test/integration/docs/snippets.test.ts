@@ -55,8 +55,9 @@ function blocks(file: string): Block[] {
     const end = lines.findIndex((l, j) => j > i && l.startsWith('```'));
     const prev = i > 0 ? lines[i - 1]!.trim() : '';
     const m = /^<!-- snippet: (run|columns)(.*?)-->$/.exec(prev);
+    const expected = m ? /expect="([^"]*)"/.exec(m[2]!)?.[1] : undefined;
     const marker: Block['marker'] = !m ? undefined
-      : m[1] === 'run' ? { kind: 'run', ...(/expect="([^"]*)"/.exec(m[2]!) ? { expect: /expect="([^"]*)"/.exec(m[2]!)![1]! } : {}) }
+      : m[1] === 'run' ? { kind: 'run', ...(expected !== undefined ? { expect: expected } : {}) }
       : { kind: 'columns', rows: /\brows\b/.test(m[2]!) };
     out.push({ file, line: i + 1, info: open[1]!, text: lines.slice(i + 1, end).join('\n'), marker });
     i = end;
