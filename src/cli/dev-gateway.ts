@@ -1,7 +1,8 @@
 // The gateway part of `byok-operator dev`: loopback upstreams for a few providers, the kubelet-like projector that
 // writes the compiled routing objects into directories (the layout pods see), the one catalog with its upstreams moved
 // to loopback, shared keys, and the gateway itself. The shared Anthropic key is rate-limited on purpose, so one curl
-// shows a failover from shared capacity to the account's fallback Bedrock credential.
+// shows a failover from shared capacity to the account's fallback Bedrock credential; other words in a key inject the
+// other faults (DEV_UPSTREAM_FAULTS).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,34 +27,93 @@ export interface DevGateway {
   stop(): Promise<void>;
 }
 
-/** Answers every chat completion with a fixed reply naming the upstream; 429 for keys containing "ratelimited". */
-function startLoopbackUpstream(): Promise<Server> {
+/**
+ * Fault injection of the dev upstream: a key (BYOK payload or shared key) containing one of these markers makes the
+ * loopback upstream misbehave, so every UpstreamHealthy state can be tried in dev (docs/gateway.md, "Dev upstream
+ * faults"). Matched in the Authorization / api-key header, so Bedrock access key ids (SigV4) work too.
+ */
+export const DEV_UPSTREAM_FAULTS = [
+  { marker: 'unauthorized', answer: '401 (a revoked key)', health: 'Unauthorized' },
+  { marker: 'ratelimited', answer: '429', health: 'RateLimited' },
+  { marker: 'servererror', answer: '500', health: 'UpstreamErrors' },
+  { marker: 'timeout', answer: 'nothing: the attempt times out (10 s in dev)', health: 'UpstreamErrors' },
+  { marker: 'cutstream', answer: '200, then the stream (or body) stops mid-event and the connection closes', health: 'UpstreamErrors' },
+] as const;
+export type DevUpstreamFault = (typeof DEV_UPSTREAM_FAULTS)[number]['marker'];
+
+/** The fault a request's credentials ask for; the first marker in table order wins. */
+export function devUpstreamFault(auth: string): DevUpstreamFault | undefined {
+  const lower = auth.toLowerCase();
+  return DEV_UPSTREAM_FAULTS.find((f) => lower.includes(f.marker))?.marker;
+}
+
+/** How long a "timeout" request is held when the gateway never gives up on it: far past any attempt timeout. */
+const HANG_MS = 5 * 60_000;
+
+/**
+ * Answers every chat completion with a fixed reply naming the upstream (as SSE when `stream` is true), unless the key
+ * carries a fault marker (DEV_UPSTREAM_FAULTS).
+ */
+export function startLoopbackUpstream(): Promise<Server> {
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const auth = `${req.headers.authorization ?? ''}${req.headers['api-key'] ?? ''}`;
       const upstream = (req.url ?? '/').split('/')[1] ?? 'upstream';
-      if (auth.includes('ratelimited')) {
-        res.writeHead(429, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `${upstream}: rate limit reached (dev loopback)` } }));
+      const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const fault = devUpstreamFault(auth);
+      if (fault === 'unauthorized') return json(401, { error: { message: `${upstream}: invalid API key (dev loopback)` } });
+      if (fault === 'ratelimited') return json(429, { error: { message: `${upstream}: rate limit reached (dev loopback)` } });
+      if (fault === 'servererror') return json(500, { error: { message: `${upstream}: internal error (dev loopback)` } });
+      if (fault === 'timeout') {
+        // Never answer; the gateway's attempt timeout ends it (the socket closes), or the cap does.
+        const cap = setTimeout(() => res.destroy(), HANG_MS);
+        res.on('close', () => clearTimeout(cap));
         return;
       }
-      let model = 'unknown';
+      let request: { model?: string; stream?: boolean } = {};
       try {
-        model = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { model?: string }).model ?? model;
+        request = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof request;
       } catch {
         // Not JSON: answer anyway; this is a dev stand-in.
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({
-          id: 'chatcmpl-dev',
-          object: 'chat.completion',
-          created: Math.floor(Date.now() / 1000),
-          model,
-          choices: [{ index: 0, message: { role: 'assistant', content: `Hello from the ${upstream} loopback upstream.` }, finish_reason: 'stop' }],
-          usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
-        }),
-      );
+      const model = request.model ?? 'unknown';
+      const content = `Hello from the ${upstream} loopback upstream.`;
+      const usage = { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 };
+      const created = Math.floor(Date.now() / 1000);
+      if (request.stream === true) {
+        const event = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`;
+        const chunk = (delta: Record<string, unknown>, finish: string | null) => event({ id: 'chatcmpl-dev', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.write(chunk({ role: 'assistant', content: 'Hello ' }, null));
+        if (fault === 'cutstream') {
+          // Half an event, then the connection drops.
+          res.write('data: {"id":"chatcmpl-dev","object":"chat.completion.chunk","choi');
+          setTimeout(() => res.destroy(), 20);
+          return;
+        }
+        res.write(chunk({ content: content.slice('Hello '.length) }, null));
+        res.write(chunk({}, 'stop'));
+        res.end(`${event({ id: 'chatcmpl-dev', object: 'chat.completion.chunk', created, model, choices: [], usage })}data: [DONE]\n\n`);
+        return;
+      }
+      const body = JSON.stringify({
+        id: 'chatcmpl-dev',
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+        usage,
+      });
+      if (fault === 'cutstream') {
+        // The headers promise a whole body; half of it arrives, then the connection drops.
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
+        res.write(body.slice(0, Math.floor(body.length / 2)));
+        setTimeout(() => res.destroy(), 20);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
     });
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
@@ -137,6 +197,9 @@ export async function startDevGateway(opts: {
       `  ${curl(apiKey, 'openai/gpt-5')}`,
       '  # failover: shared Anthropic is rate-limited (429), no shared Bedrock key, then the fallback Bedrock credential (SigV4) serves:',
       `  ${curl(apiKey, 'anthropic/claude-sonnet-4')}`,
+      '',
+      'Upstream faults (a key containing the word; docs/gateway.md, "Dev upstream faults"):',
+      ...DEV_UPSTREAM_FAULTS.map((f) => `  ${f.marker.padEnd(13)} ${f.answer} -> UPSTREAM ${f.health}`),
     ],
     async stop() {
       catalog.stop();

@@ -35,6 +35,8 @@ export interface DevOptions {
 
 export interface DevConnection {
   kubeconfig: string;
+  /** kubectl and helm as the bootstrap built them (docs' shell snippets put this on PATH). */
+  binDir: string;
   server: string;
   kubernetesVersion: string;
   routingNamespace: string;
@@ -172,6 +174,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,
+      binDir: controlPlane.binDir,
       server: controlPlane.server,
       kubernetesVersion: controlPlane.version,
       routingNamespace: ROUTING_NAMESPACE,
@@ -195,7 +198,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `byok-operator dev stack is up in ${((Date.now() - started) / 1000).toFixed(1)} s (Kubernetes ${controlPlane.version}).`,
         '',
         `  kubeconfig:      ${controlPlane.kubeconfigPath}`,
-        `  API:             ${api.url}`,
+        `  REST API:        ${api.url}   (apiBaseUrl; the port is picked at start, --api-port fixes it)`,
         `  operator:        ${operator.httpAddress}/metrics`,
         `  gateway:         ${devGateway.url}`,
         `  catalog:         ${devGateway.catalogSource} (served as ${devGateway.catalogFile}, upstreams on loopback)`,

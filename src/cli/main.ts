@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
 import type { GatewayStatusConfig } from '../operator/health-status.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
@@ -47,7 +47,9 @@ commands:
                       rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
 
 options (each command accepts only the ones it uses; an option of another command is an error):
-  --kubeconfig <path>         kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)
+  --kubeconfig <path>         kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config; management-key,
+                              bundle-key and explain --cluster then fall back to a running dev stack's, from
+                              .dev/connection.json, and print which one they used)
   --routing-namespace <ns>    where compiled routing ConfigMaps go (default: $POD_NAMESPACE or byok-system)
   --namespaces <a,b>          only watch these namespaces (default: all)
   --http-port <port>          operator metrics/health port (default 8081)
@@ -81,6 +83,17 @@ options (each command accepts only the ones it uses; an option of another comman
 function fail(message: string): never {
   process.stderr.write(`byok-operator: ${message}\n\n${USAGE}`);
   process.exit(2);
+}
+
+/**
+ * The kubeconfig of a user-facing command: kubectl's order, then a running `npm run dev` stack's (no ~/.kube needed).
+ * Says on stderr which one it used.
+ */
+async function userKubeConfig(explicit: string | undefined): Promise<Kubeconfig> {
+  const { chooseKubeconfig } = await import('./kubeconfig-choice.ts');
+  const choice = chooseKubeconfig({ explicit, env: process.env, devConnectionFile: resolve(repoRoot, process.env.BYOK_DEV_DIR ?? '.dev', 'connection.json') });
+  process.stderr.write(`kubeconfig: ${choice.path ?? ''}${choice.path ? ' ' : ''}(${choice.source})\n`);
+  return Kubeconfig.load(choice.path);
 }
 
 function readToken(file: string): string {
@@ -400,7 +413,7 @@ async function main(argv: string[]): Promise<void> {
       const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
       const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
       const request = values.request ?? fail('explain needs --request <json|file.json>');
-      const credentials = values.cluster ? credentialsFromCluster(loadKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
+      const credentials = values.cluster ? credentialsFromCluster(await userKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
       const result = await explain({
         configDir,
         catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
@@ -417,7 +430,7 @@ async function main(argv: string[]): Promise<void> {
       if (positionals[0] !== 'create') fail('usage: management-key create --namespace <ns> [--name <name>]');
       const namespace = values.namespace ?? fail('management-key create needs --namespace');
       const { createManagementKey } = await import('../service/management-keys.ts');
-      const { key, secretName } = await createManagementKey(loadKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
+      const { key, secretName } = await createManagementKey(await userKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
       process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
       process.stdout.write(`${key}\n`);
       return;
@@ -433,7 +446,7 @@ async function main(argv: string[]): Promise<void> {
             ? { action, keyId: positionals[1] }
             : fail('usage: bundle-key stage | activate <key-id> | rotate');
       const { bundleKeyCommand } = await import('./bundle-key.ts');
-      const keyId = await bundleKeyCommand(loadKubeConfig(values.kubeconfig), routingNamespace, request);
+      const keyId = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
       process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
       process.stdout.write(`${keyId}\n`);
       return;

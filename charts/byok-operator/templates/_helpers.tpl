@@ -23,3 +23,36 @@ capabilities:
 - --namespaces={{ join "," .Values.watchNamespaces }}
 {{- end }}
 {{- end -}}
+{{- /* Health and delivery reporting (gateway.statusToken): on whenever the gateway is, with a generated token unless
+       gateway.statusToken.secret names a Secret of one's own. */ -}}
+{{- define "byok.statusTokenEnabled" -}}
+{{- if and .Values.gateway.enabled .Values.gateway.statusToken.enabled }}true{{ end -}}
+{{- end -}}
+{{- define "byok.statusTokenSecret" -}}
+{{- .Values.gateway.statusToken.secret | default (printf "%s-gateway-status-token" (include "byok.fullname" .)) -}}
+{{- end -}}
+{{- /* The generated token, base64: the one in the release's Secret when it exists (stable across upgrades), else a
+       new random one. Memoized in .Values so every template of one render sees the same token. lookup answers
+       nothing under `helm template` and client-side --dry-run: each such render makes a new token, so GitOps tools
+       that render with `helm template` should name a Secret of their own (docs/operator.md). */ -}}
+{{- define "byok.generatedStatusToken" -}}
+{{- $st := .Values.gateway.statusToken }}
+{{- if not (hasKey $st "generatedToken") }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "byok.statusTokenSecret" .) }}
+{{- $token := "" }}
+{{- if and $existing $existing.data (hasKey $existing.data $st.key) }}
+{{- $token = index $existing.data $st.key }}
+{{- else }}
+{{- $token = randAlphaNum 48 | b64enc }}
+{{- end }}
+{{- $_ := set $st "generatedToken" $token }}
+{{- end }}
+{{- $st.generatedToken -}}
+{{- end -}}
+{{- /* Pod annotation that rolls the operator and the gateways together when the generated token changes: both read it
+       once at start. */ -}}
+{{- define "byok.statusTokenChecksum" -}}
+{{- if and (include "byok.statusTokenEnabled" .) (not .Values.gateway.statusToken.secret) }}
+checksum/status-token: {{ include "byok.generatedStatusToken" . | sha256sum | trunc 16 }}
+{{- end }}
+{{- end -}}

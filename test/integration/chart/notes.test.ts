@@ -1,34 +1,76 @@
 // The chart's NOTES commands find what the operator actually writes: the routing objects written by the real
-// compile pipeline are listed by the command NOTES prints (helm install --dry-run=server renders NOTES).
+// compile pipeline are listed by the command NOTES prints (helm install --dry-run=server renders NOTES). The
+// management-key step runs as printed with a namespace admin's own kubeconfig (no ServiceAccount of the chart).
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, test } from '@jest/globals';
+import { beforeAll, describe, expect, test } from '@jest/globals';
 import pino from 'pino';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
-import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createTestNamespace, kubeconfigFor, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
+const bin = process.env.BYOK_CONTROL_PLANE_BIN ?? '';
+
+async function installNotes(ns: string, ...sets: string[]): Promise<string> {
+  const { stdout } = await run(join(bin, 'helm'),
+    // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
+    ['install', `n${ns.slice(-8)}`, chart, '-n', ns, '--dry-run=server', ...sets.flatMap((s) => ['--set', s]), '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  return stdout.slice(stdout.indexOf('NOTES:'));
+}
 
 describe('chart NOTES', () => {
+  let ns: string;
+  let notes: string;
+  beforeAll(async () => {
+    ns = await createTestNamespace('notes');
+    notes = await installNotes(ns, 'aggregatedApi.enabled=false');
+  });
+
   test('the configmap command lists the compiled routing objects', async () => {
-    const ns = await createTestNamespace('notes');
     const pipeline = createCompilePipeline({
       kubeConfig: testKubeConfig(), routingNamespace: ns, logger: pino({ level: 'silent' }),
       source: { accountNamespaces: () => [], snapshot: () => { throw new Error('no accounts'); } },
     });
     await pipeline.start();
     await pipeline.stop();
-    const { stdout } = await run(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm'),
-      // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
-      ['install', `n${ns.slice(-8)}`, chart, '-n', ns, '--dry-run=server', '--set', 'aggregatedApi.enabled=false', '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
-    const notes = stdout.slice(stdout.indexOf('NOTES:'));
     const line = notes.split('\n').find((l) => l.trim().startsWith('kubectl get configmap'));
     expect(line).toBeDefined();
     const args = line!.replace(/#.*$/, '').trim().split(/\s+/).slice(1);
     const listed = await kubectl(...args, '-o', 'name');
     expect(listed.trim().split('\n')).toContain(`configmap/${INDEX_NAME}`);
+  });
+
+  test('the management-key step works as printed for a user who may create Secrets there, with no RBAC of the chart', async () => {
+    const account = await createTestNamespace('notes-acct');
+    // Creating Secrets in the account namespace is all it needs (in a cluster, the namespace's admin role has it; the
+    // test apiserver has no controller-manager to aggregate that role, so a Role of its own grants just this).
+    await kubectl('create', 'role', 'secret-creator', '-n', account, '--verb=create', '--resource=secrets');
+    await kubectl('create', 'rolebinding', 'alice-secrets', '-n', account, '--role=secret-creator', '--user=alice');
+    const lines = notes.split('\n');
+    const first = lines.findIndex((l) => l.trim().startsWith('NS='));
+    const last = lines.findIndex((l) => l.trim() === 'echo "$KEY"');
+    expect(first).toBeGreaterThan(0);
+    expect(last).toBeGreaterThan(first);
+    const script = lines.slice(first, last + 1).join('\n').replace('<account-namespace>', account);
+    const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}`, KUBECONFIG: await kubeconfigFor('alice') },
+    });
+    const key = stdout.trim().split('\n').at(-1)!;
+    expect(key).toMatch(/^sk-byok-mgmt-v1-[0-9a-f]{64}$/);
+    // What the REST API's management-key index reads: the label and the key's SHA-256 (never the key).
+    const secrets = JSON.parse(await kubectl('get', 'secrets', '-n', account, '-l', 'byok.gateway.dev/management-key=true', '-o', 'json')) as { items: { data: Record<string, string> }[] };
+    expect(secrets.items).toHaveLength(1);
+    expect(Buffer.from(secrets.items[0]!.data.sha256 ?? '', 'base64').toString()).toBe(createHash('sha256').update(key).digest('hex'));
+    expect(JSON.stringify(secrets)).not.toContain(key);
+  });
+
+  test('with the gateway, NOTES say health and delivery are on and name the generated token Secret', async () => {
+    const withGateway = await installNotes(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true');
+    expect(withGateway).toContain(`with the status token in Secret n${ns.slice(-8)}-byok-gateway-status-token`);
   });
 });

@@ -383,6 +383,7 @@ const alertTests = {
       alert_rule_test: [{ eval_time: '25m', alertname: 'ByokBudgetRefusalSpike', exp_alerts: [] }],
     },
     {
+      // Rendered with gateway.routingSlots=32: the slots the gateway mounts are the alert's slots (one value).
       name: 'routing shards near the gateway slot count (80% of 32 = 25)',
       interval: '1m',
       input_series: [
@@ -399,7 +400,7 @@ const alertTests = {
             exp_labels: { severity: 'warning' },
             exp_annotations: {
               summary: 'Routing shards use 26 of 32 gateway slots',
-              description: 'Gateway pods mount 32 shard slots; shards beyond them are not visible to the gateway. Raise the slots (and monitoring.prometheusRule.gatewayShardSlots).',
+              description: 'Gateway pods mount 32 shard slots; shards beyond them are not visible to the gateway. Raise gateway.routingSlots.',
             },
           }],
         },
@@ -417,7 +418,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     promtool = await promtoolPath();
     const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
     const rendered = (await run(helm, ['template', 'rel', chart, '-n', NS, '--kube-version', '1.34.4',
-      '--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'], { encoding: 'utf8', maxBuffer: 64 << 20 })).stdout;
+      '--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true', '--set', 'gateway.routingSlots=32'], { encoding: 'utf8', maxBuffer: 64 << 20 })).stdout;
     const docs = parseAllDocuments(rendered).map((d) => d.toJS() as { kind?: string; spec?: { groups: RuleGroup[] }; data?: Record<string, string> } | null);
     groups = docs.find((d) => d?.kind === 'PrometheusRule')!.spec!.groups;
     dashboard = JSON.parse(docs.find((d) => d?.kind === 'ConfigMap' && d.data?.['byok-operator.json'])!.data!['byok-operator.json']!) as typeof dashboard;

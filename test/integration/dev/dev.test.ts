@@ -93,6 +93,36 @@ describe('npm run dev', () => {
     }, 30_000);
   }, 60_000);
 
+  test('the dev upstream streams SSE and injects faults by key (docs/gateway.md, "Dev upstream faults")', async () => {
+    const chat = (model: string, stream = false) =>
+      fetch(`${connection.gatewayBaseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${connection.gatewayApiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'Hello' }] }),
+      });
+    const streamed = await chat('openai/gpt-5', true);
+    expect(streamed.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = await streamed.text();
+    expect(text).toContain('loopback upstream.');
+    expect(text).toContain('data: [DONE]');
+    // The banner lists the fault markers.
+    expect(output).toContain('Upstream faults');
+    expect(output).toMatch(/cutstream\s+200, then the stream/);
+    // A Mistral key that makes the upstream answer 500: mistralai/mistral-large has no other endpoint.
+    const created = await fetch(`${connection.apiBaseUrl}/byok`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${connection.managementKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ provider: 'mistral', key: 'sk-dev-servererror-0001' }),
+    });
+    expect(created.status).toBe(201);
+    const first = await waitFor('the gateway to try the new Mistral credential', async () => {
+      // Every attempt failed: the answer is an error whose metadata lists them.
+      const body = (await (await chat('mistralai/mistral-large')).json()) as { error?: { metadata?: { provider_responses?: { provider: string; credential: string; status: number | null }[] } } };
+      return body.error?.metadata?.provider_responses?.find((p) => p.provider === 'mistral' && p.credential !== 'shared');
+    }, 30_000);
+    expect(first.status).toBe(500);
+  }, 60_000);
+
   test('the API server answers its Kubernetes probes without auth', async () => {
     const origin = connection.apiBaseUrl.replace(/\/api\/v1$/, '');
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);

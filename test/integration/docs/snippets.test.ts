@@ -1,0 +1,202 @@
+// The docs, as written, against the dev stack: every shell snippet in README.md and docs/*.md marked
+// `<!-- snippet: run -->` runs with bash (-euo pipefail) against a real `npm run dev` stack and must exit 0 (and print
+// `expect="..."` when the marker declares it); every console sample marked `<!-- snippet: columns -->` has the
+// column headers the real `kubectl get` prints today (`columns rows` also compares each sample row's values, except
+// those that change with time or traffic). Unmarked shell and console blocks must be listed below with the reason they
+// cannot run here, so a new snippet is either tested or knowingly left out.
+//
+// How snippets run: cwd is the repository root, PATH has Node 24, node_modules/.bin and the Go-built kubectl and helm;
+// HOME is an empty directory (no ~/.kube) and KUBECONFIG is unset, so a snippet reaches the cluster only the way a
+// reader would, through `.dev/connection.json`. The dev stack writes that file into a directory of its own
+// (BYOK_DEV_DIR, as test/integration/dev/dev.test.ts does), so `.dev/` in a snippet is read as that directory.
+//
+// Not run here (listed in UNRUNNABLE):
+// - README.md `npm run dev` / `npm test`: the first is the stack this test starts, the second the whole suite.
+// - README.md `hack/kind-up.sh`: needs Docker and kind.
+// - README.md `helm upgrade --install` into a real cluster: needs nodes that run the image.
+// - docs/gateway.md `byok-operator gateway` synopsis: a usage line with [optional] arguments, not a command.
+// - docs/aggregated-api.md session transcript: recorded before issue 28 (it says so), kept as history.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import type { DevConnection } from '../../../src/cli/dev.ts';
+
+const run = promisify(execFile);
+const repoRoot = join(import.meta.dirname, '..', '..', '..');
+const DOCS = ['README.md', ...readdirSync(join(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
+
+/** Unmarked shell/console blocks that cannot run here: file and the block's first line. */
+const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = [
+  { file: 'README.md', firstLine: 'npm run dev     # local control plane', why: 'the stack this test starts; npm test is the whole suite' },
+  { file: 'README.md', firstLine: 'hack/kind-up.sh', why: 'Docker and kind' },
+  { file: 'README.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
+  { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
+  { file: 'docs/aggregated-api.md', firstLine: '$ kubectl get apiservice v1.api.byok.gateway.dev', why: 'a transcript recorded before issue 28' },
+];
+
+interface Block {
+  file: string;
+  line: number;
+  info: string;
+  text: string;
+  marker: { kind: 'run'; expect?: string } | { kind: 'columns'; rows: boolean } | undefined;
+}
+
+function blocks(file: string): Block[] {
+  const lines = readFileSync(join(repoRoot, file), 'utf8').split('\n');
+  const out: Block[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\S*)/.exec(lines[i]!);
+    if (!open) continue;
+    const end = lines.findIndex((l, j) => j > i && l.startsWith('```'));
+    const prev = i > 0 ? lines[i - 1]!.trim() : '';
+    const m = /^<!-- snippet: (run|columns)(.*?)-->$/.exec(prev);
+    const expected = m ? /expect="([^"]*)"/.exec(m[2]!)?.[1] : undefined;
+    const marker: Block['marker'] = !m ? undefined
+      : m[1] === 'run' ? { kind: 'run', ...(expected !== undefined ? { expect: expected } : {}) }
+      : { kind: 'columns', rows: /\brows\b/.test(m[2]!) };
+    out.push({ file, line: i + 1, info: open[1]!, text: lines.slice(i + 1, end).join('\n'), marker });
+    i = end;
+  }
+  return out;
+}
+
+const columnsOf = (line: string) => line.trim().split(/\s{2,}/);
+/** Values that move with time or with traffic through the gateway. */
+const VOLATILE = new Set(['AGE', 'LAST USED', 'UPSTREAM', 'DELIVERED']);
+
+async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('docs snippets against the dev stack', () => {
+  const all = DOCS.flatMap(blocks);
+  let child: ChildProcess;
+  let output = '';
+  let devDir: string;
+  let home: string;
+  let connection: DevConnection;
+  let env: NodeJS.ProcessEnv;
+  const rootBefore = new Set(readdirSync(repoRoot));
+
+  beforeAll(async () => {
+    devDir = mkdtempSync(join(tmpdir(), 'byok-docs-dev-'));
+    home = mkdtempSync(join(tmpdir(), 'byok-docs-home-'));
+    child = spawn(process.execPath, [join(repoRoot, 'src/cli/main.ts'), 'dev'], {
+      cwd: repoRoot,
+      env: { ...process.env, BYOK_DEV_DIR: devDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    const file = join(devDir, 'connection.json');
+    connection = await waitFor('the dev stack', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), 60_000);
+    const { KUBECONFIG: _ignored, ...rest } = process.env;
+    env = {
+      ...rest,
+      HOME: home,
+      BYOK_DEV_DIR: devDir,
+      PATH: [connection.binDir, dirname(process.execPath), join(repoRoot, 'node_modules', '.bin'), process.env.PATH ?? ''].join(':'),
+    };
+  }, 90_000);
+
+  afterAll(async () => {
+    if (child.exitCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGINT');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    // Files the snippets redirect output into (validate.xml, byok.yaml), when they were not there before. Only those:
+    // other test files may be writing into the repository root at the same time.
+    const written = all.filter((b) => b.marker?.kind === 'run').flatMap((b) => [...b.text.matchAll(/(?:^|\s)>\s*([\w.-]+)(?=\s|$)/gm)].map((m) => m[1]!));
+    for (const name of written) if (!rootBefore.has(name)) rmSync(join(repoRoot, name), { force: true });
+  }, 30_000);
+
+  test('every shell and console block is marked, or listed with the reason it cannot run here', () => {
+    const unmarked = all.filter((b) => SHELL_INFO.has(b.info) && !b.marker).map((b) => ({ file: b.file, firstLine: b.text.split('\n')[0]! }));
+    const listed = (u: { file: string; firstLine: string }) => UNRUNNABLE.some((x) => x.file === u.file && u.firstLine.startsWith(x.firstLine));
+    expect(unmarked.filter((u) => !listed(u))).toEqual([]);
+    // And the list holds no stale entries.
+    expect(UNRUNNABLE.filter((x) => !unmarked.some((u) => u.file === x.file && u.firstLine.startsWith(x.firstLine)))).toEqual([]);
+  });
+
+  // Before any snippet changes the sample account: the samples show the stack as `npm run dev` leaves it.
+  test('marked kubectl samples have today\'s columns (and, where marked, today\'s values)', async () => {
+    const samples = all.filter((b) => b.marker?.kind === 'columns');
+    const problems: string[] = [];
+    let checked = 0;
+    for (const s of samples) {
+      const lines = s.text.split('\n');
+      for (let i = 0; i < lines.length; i++) {
+        const cmd = /^\$ (kubectl get [^#]*?)\s*(#.*)?$/.exec(lines[i]!);
+        const header = lines[i + 1];
+        if (!cmd || !header || !/^[A-Z][A-Z ]+$/.test(header.trim())) continue;
+        const args = cmd[1]!.split(/\s+/).slice(1);
+        const { stdout } = await run('kubectl', ['--kubeconfig', connection.kubeconfig, ...args], { env, encoding: 'utf8' });
+        const actual = stdout.trimEnd().split('\n');
+        checked++;
+        if (columnsOf(header).join(' | ') !== columnsOf(actual[0]!).join(' | ')) {
+          problems.push(`${s.file}:${s.line + 1 + i}: ${cmd[1]} prints\n  ${actual[0]}\nbut the sample shows\n  ${header}`);
+          continue;
+        }
+        if (s.marker?.kind !== 'columns' || !s.marker.rows) continue;
+        const names = columnsOf(header);
+        // Sample rows: up to the next command. Cells are cut at the header's column starts (values may be empty).
+        const starts = names.map((n) => header.indexOf(n));
+        const cells = (row: string) => starts.map((at, k) => row.slice(at, starts[k + 1] ?? row.length).trim());
+        for (const row of lines.slice(i + 2)) {
+          if (row.startsWith('$')) break;
+          const want = cells(row);
+          const actualStarts = columnsOf(actual[0]!).map((n) => actual[0]!.indexOf(n));
+          const got = actual.slice(1).map((r) => actualStarts.map((at, k) => r.slice(at, actualStarts[k + 1] ?? r.length).trim())).find((r) => r[0] === want[0]);
+          if (!got) {
+            problems.push(`${s.file}: ${cmd[1]} lists no ${want[0]}`);
+            continue;
+          }
+          names.forEach((n, k) => {
+            if (!VOLATILE.has(n) && want[k] !== got[k]) problems.push(`${s.file}: ${want[0]} ${n} is ${got[k]}, the sample shows ${want[k]}`);
+          });
+        }
+      }
+    }
+    process.stderr.write(`docs kubectl samples: ${checked} checked\n`);
+    expect(problems).toEqual([]);
+    expect(checked).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+
+  test('the problem the APIService docs solve: a plain helm install --dry-run=server stops at the dev stack\'s APIService', async () => {
+    const helm = run('helm', ['install', 'byok', join(repoRoot, 'charts', 'byok-operator'), '-n', 'byok-system', '--dry-run=server', '--hide-secret', '--kubeconfig', connection.kubeconfig], { env, encoding: 'utf8', maxBuffer: 64 << 20 });
+    await expect(helm).rejects.toThrow(/APIService "v1\.api\.byok\.gateway\.dev".*exists and cannot be imported/);
+  }, 60_000);
+
+  test('marked shell snippets run as printed and exit 0', async () => {
+    const snippets = all.filter((b): b is Block & { marker: { kind: 'run'; expect?: string } } => b.marker?.kind === 'run');
+    const failures: string[] = [];
+    for (const s of snippets) {
+      const script = s.text.replaceAll('.dev/connection.json', join(devDir, 'connection.json'));
+      const started = Date.now();
+      try {
+        const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
+        if (s.marker.expect !== undefined && !stdout.includes(s.marker.expect)) failures.push(`${s.file}:${s.line}: output lacks "${s.marker.expect}":\n${stdout}`);
+      } catch (err) {
+        const e = err as { code?: number; stdout?: string; stderr?: string };
+        failures.push(`${s.file}:${s.line}: exit ${e.code ?? '?'}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`);
+      }
+      process.stderr.write(`docs snippet ${s.file}:${s.line} ran in ${Date.now() - started} ms\n`);
+    }
+    process.stderr.write(`docs snippets: ${snippets.length} run, ${failures.length} failed (${DOCS.length} files)\n`);
+    expect(failures).toEqual([]);
+    expect(snippets.length).toBeGreaterThanOrEqual(6);
+  }, 120_000);
+});
