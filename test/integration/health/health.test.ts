@@ -17,6 +17,8 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+import { credentialObject, one, startHarness } from '../api/harness.ts';
+import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
@@ -132,6 +134,7 @@ describe('credential health and delivery from the gateways', () => {
         { model: 'meta/llama-3.3-70b', endpoints: [ep('groq')] },
         { model: 'mistral/large', endpoints: [ep('mistral')] },
         { model: 'deepseek/chat', endpoints: [ep('deepseek')] },
+        { model: 'cohere/command-r', endpoints: [ep('cohere')] },
         { model: 'amazon/nova-pro', endpoints: [{ id: 'amazon-bedrock', provider: 'amazon-bedrock', pricing, upstream: { baseUrl: `${up.base}/bedrock/{region}/openai/v1`, defaultRegion: 'us-east-1' } }] },
         { model: 'google/gemini-2.5-pro', endpoints: [{ id: 'google-vertex', provider: 'google-vertex', pricing, upstream: { baseUrl: `${up.base}/vertex/v1/projects/{project}/locations/{location}/endpoints/openapi` } }] },
       ],
@@ -247,35 +250,104 @@ describe('credential health and delivery from the gateways', () => {
     await until('UpstreamRecovered Event', async () => (await events('oa')).find((e) => e.type === 'Normal' && e.reason === 'UpstreamRecovered'), 15_000, 200);
   }, 90_000);
 
-  // Issue 28 §1: the runbook's primary command. The status write that records a new version says Pending in the
-  // same write, and it follows the compile instead of the next poll, so `kubectl wait` never returns on the old True.
-  test('rotation runbook: patch the Secret, kubectl wait --for=condition=Delivered, then every pod serves the new key', async () => {
+  /** After `kubectl wait` said Delivered: every pod sends exactly this key upstream for the model. */
+  const everyPodSends = async (model: string, provider: string, key: string) => {
+    for (const gw of gateways) {
+      const seen = up.hits.length;
+      const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const text = await res.text();
+      expect({ status: res.status, body: res.status === 200 ? '' : text }).toEqual({ status: 200, body: '' });
+      expect(up.hits.slice(seen).filter((h) => h.provider === provider).map((h) => h.auth)).toEqual([key]);
+    }
+  };
+  const waitDelivered = (name: string) => kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', `byokcredential/${name}`, '--timeout=60s');
+
+  // Issue 28 §1, the runbook's primary form: a rotation that changes the credential's spec (a new Secret, then
+  // spec.secretRef pointed at it, as kustomize's secretGenerator and immutable Secrets do, and as both API doors do
+  // on a key change). The generation moves with the patch and Delivered carries observedGeneration, so kubectl wait
+  // cannot answer from the old status, however fast it runs after the patch.
+  test('rotation runbook: a new Secret, kubectl patch secretRef, kubectl wait --for=condition=Delivered, then every pod serves the new key', async () => {
     const before = await waitCond('oa', 'Delivered', 'True');
     const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
     const rotatedAt = Date.now();
-    await setSecret(kc, ns, 'oa-key', 'sk-health-openai-runbook-rotated');
-    const waited = await kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', 'byokcredential/oa', '--timeout=60s');
+    await createSecret(kc, ns, 'oa-key-r1', 'sk-health-openai-runbook-rotated');
+    const patched = await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'byokcredential/oa', '--type=merge', '-p', JSON.stringify({ spec: { secretRef: { name: 'oa-key-r1' } } }));
+    expect(patched).toMatchObject({ code: 0 });
+    const waited = await waitDelivered('oa');
     expect(waited.stderr).toBe('');
     expect(waited).toMatchObject({ code: 0 });
     const after = await creds.get('oa');
     const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
     expect(delivery.configVersion).not.toBe(oldVersion);
     expect(delivery).toMatchObject({ loaded: 2, total: 2 });
-    expect(cond(after, 'Delivered')!.message).toContain(delivery.configVersion);
+    const delivered = cond(after, 'Delivered')!;
+    expect(delivered.message).toContain(delivery.configVersion);
+    expect(delivered.observedGeneration).toBe(after.metadata!.generation);
     // What `condition met` promises: both pods now send the new key upstream.
-    for (const gw of gateways) {
-      const seen = up.hits.length;
-      expect(await chat(gw, 'openai/gpt-4o')).toBe(200);
-      expect(up.hits.slice(seen).map((h) => h.auth)).toEqual(['sk-health-openai-runbook-rotated']);
+    await everyPodSends('openai/gpt-4o', 'openai', 'sk-health-openai-runbook-rotated');
+    process.stderr.write(`[health] secretRef rotation → kubectl wait condition met in ${Date.now() - rotatedAt} ms\n`);
+  }, 90_000);
+
+  // An in-place patch of the Secret moves no generation, so a bare `kubectl wait` may still read the old True
+  // within the operator's reaction time. The form docs/operator.md gives for it, run here as written (with -n).
+  test('in-place Secret rotation: the documented exact form (compare configVersion, then kubectl wait) waits for every pod', async () => {
+    await waitCond('oa', 'Delivered', 'True');
+    const script = [
+      'set -euo pipefail',
+      'old=$(kubectl -n "$NS" get byok/oa -o jsonpath="{.status.delivery.configVersion}")',
+      `kubectl -n "$NS" patch secret oa-key-r1 --type=merge -p '{"stringData":{"key":"sk-health-openai-in-place-rotated"}}' >/dev/null`,
+      'until [ "$(kubectl -n "$NS" get byok/oa -o jsonpath="{.status.delivery.configVersion}")" != "$old" ]; do sleep 0.2; done',
+      'kubectl -n "$NS" wait --for=condition=Delivered byok/oa --timeout=60s',
+    ].join('\n');
+    const bin = process.env.BYOK_CONTROL_PLANE_BIN ?? '';
+    const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn('bash', ['-c', script], { env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}`, KUBECONFIG: testKubeconfigPath(), NS: ns }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+      child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 70_000);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        resolve({ code, out });
+      });
+    });
+    expect(result).toMatchObject({ code: 0 });
+    expect(result.out).toContain('condition met');
+    await everyPodSends('openai/gpt-4o', 'openai', 'sk-health-openai-in-place-rotated');
+  }, 90_000);
+
+  // The same promise through the REST door: PATCH /byok/{id} with a new key writes a new Secret and repoints the
+  // credential (a new generation), so `kubectl wait byok/<name>` right after the 200 waits for the pods.
+  test('REST rotation: PATCH key, then kubectl wait byok/<name> --for=condition=Delivered, then every pod serves the new key', async () => {
+    const rest = await startHarness([ns]);
+    try {
+      const { key: managementKey } = await createManagementKey(kc, ns, { description: 'health runbook' });
+      const created = await rest.call('POST', '/byok', { key: managementKey, body: { provider: 'cohere', key: 'co-health-rest-first-0123456789' } });
+      expect(created.status).toBe(201);
+      const id = one(created).id;
+      const name = (await credentialObject(ns, id))!.metadata.name!;
+      await waitCond(name, 'Delivered', 'True');
+      await everyPodSends('cohere/command-r', 'cohere', 'co-health-rest-first-0123456789');
+      const rotated = await rest.call('PATCH', `/byok/${id}`, { key: managementKey, body: { key: 'co-health-rest-rotated-0123456789' } });
+      expect(rotated.status).toBe(200);
+      const waited = await waitDelivered(name);
+      expect(waited).toMatchObject({ code: 0 });
+      await everyPodSends('cohere/command-r', 'cohere', 'co-health-rest-rotated-0123456789');
+      expect((await rest.call('DELETE', `/byok/${id}`, { key: managementKey })).status).toBeLessThan(300);
+    } finally {
+      await rest.close();
     }
-    process.stderr.write(`[health] rotation → kubectl wait condition met in ${Date.now() - rotatedAt} ms\n`);
   }, 90_000);
 
   test('a new version reaches status as Delivered=False (Pending) within a second of the Secret change', async () => {
     const before = await waitCond('oa', 'Delivered', 'True');
     const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
     const rotatedAt = Date.now();
-    await setSecret(kc, ns, 'oa-key', 'sk-health-openai-runbook-second');
+    await setSecret(kc, ns, 'oa-key-r1', 'sk-health-openai-runbook-second');
     const moved = await until('a new configVersion in status', async () => {
       const o = await creds.get('oa');
       return (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion !== oldVersion ? o : undefined;
