@@ -1,6 +1,7 @@
 // The account cache: every account's serialized routing and sealed bundle as of its last compile, kept placed in
 // shard and bundle buckets so a run lays out only the buckets whose accounts changed (issue 11), and what a
 // gateway pod must hold of each credential for it to count as delivered (issue 28 §1).
+import { createHash } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { compileAccount } from '../../compiler/compile.ts';
 import { sha256Hex } from '../../compiler/format.ts';
@@ -49,6 +50,9 @@ function keptSerialized(s: SerializedAccount): SerializedAccount {
   };
 }
 
+/** 16 hex digits of a sha256, as a string of its own (a slice of the full hex would keep all 64 alive, per credential). */
+const shortDigest = (text: string): string => createHash('sha256').update(text).digest().toString('hex', 0, 8);
+
 /**
  * Marks for the credentials of a changed account: an entry whose digest is unchanged keeps its mark (and its
  * `since`), a new or changed one gets `since`. Only asked when the account's serialized routing changed.
@@ -62,7 +66,7 @@ export function routingMarks(
   const marks = new Map<string, RoutingMark>();
   for (let i = 0; i < credentials.length; i++) {
     const id = ids[i]!;
-    const digest = sha256Hex(JSON.stringify(credentials[i])).slice(0, 16);
+    const digest = shortDigest(JSON.stringify(credentials[i]));
     const prev = previous?.get(id);
     marks.set(id, prev?.digest === digest ? prev : { digest, since });
   }
@@ -71,7 +75,7 @@ export function routingMarks(
 
 /** The delivery version of one credential: moves with its envelope (payload, key) and with its routing entry. */
 export const deliveryVersion = (envelope: string, mark: RoutingMark | undefined): string =>
-  mark ? sha256Hex(`${envelope}\n${mark.digest}`).slice(0, 16) : envelope;
+  mark ? shortDigest(`${envelope}\n${mark.digest}`) : envelope;
 
 export class AccountCache {
   private readonly entries = new Map<string, AccountEntry>();
