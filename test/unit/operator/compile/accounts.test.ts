@@ -35,12 +35,13 @@ describe('routing marks', () => {
     expect(next.get('c')!.since).toBe(9);
   });
 
-  test.each([
+  const changes: [string, Partial<CompiledCredential>][] = [
     ['allowedModels', { allowedModels: ['openai/gpt-4o'] }],
     ['disabled', { disabled: true }],
     ['isFallback', { isFallback: true }],
     ['sortOrder', { sortOrder: 2 }],
-  ] as const)('%s moves the delivery version; the same entry and envelope keep it', (_field, change) => {
+  ];
+  test.each(changes)('%s moves the delivery version; the same entry and envelope keep it', (_field, change) => {
     const before = routingMarks([cred('a')], ['a'], undefined, 1).get('a')!;
     const after = routingMarks([cred('a', change)], ['a'], undefined, 1).get('a')!;
     const again = routingMarks([cred('a')], ['a'], undefined, 5).get('a')!;
