@@ -104,7 +104,9 @@ async function parent(): Promise<void> {
   } as unknown as Applier;
   const recorder: EventRecorder = { record: async () => void events++ } as unknown as EventRecorder;
   const informers = { credentials: { list: () => creds }, accounts: { list: () => accounts } } as unknown as ResourceInformers;
-  const pipeline = { credentialVersions: (n: string) => versions.get(n) } as unknown as CompilePipeline;
+  // Routing entries as old as the pods' index (since 0): delivery follows the envelope versions the pods report.
+  const delivery = new Map([...versions].map(([n, m]) => [n, new Map([...m].map(([id, v]) => [id, { version: v, envelope: v, since: 0 }]))]));
+  const pipeline = { credentialVersions: (n: string) => versions.get(n), credentialDelivery: (n: string) => delivery.get(n), routingRun: () => 0 } as unknown as CompilePipeline;
   const writer = createHealthStatusWriter({
     config: { token: TOKEN, urls: ports.map((p) => `http://127.0.0.1:${p}`), pollMs: POLL_MS },
     kubeConfig: undefined as never,

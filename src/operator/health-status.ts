@@ -3,27 +3,29 @@
 // given as URLs), turns the counters into UpstreamHealthy and the loaded envelope versions into Delivered, and writes
 // them with its own field manager (HEALTH_FIELD_MANAGER) on transitions only, at most once per object per
 // writeIntervalMs. Data flows one way: nothing here feeds routing. The reconcilers ignore these fields (ownedStatus).
+// Assembled from health-collector.ts (finds and polls the pods), health-decide.ts (the verdicts, pure) and
+// health-writer.ts (the status writes); what is here turns reports into each object's status part.
 import { periodicPass } from './periodic.ts';
 import { createHash } from 'node:crypto';
-import type { KubernetesObject, V1EndpointSliceList } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { kubeClient } from '../kube/client.ts';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { publicId } from '../domain/ids.ts';
 import { createApplier, type Applier } from '../kube/apply.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { ResourceInformers } from '../kube/resources.ts';
-import type { CompilePipeline } from './compile/pipeline.ts';
-import { GATEWAY_STATUS_PATH, parseGatewayStatusReport, type GatewayStatusReport } from '../contract/gateway-status.ts';
+import type { CompilePipeline, CredentialDelivery } from './compile/pipeline.ts';
+import type { GatewayStatusReport } from '../contract/gateway-status.ts';
 import { buildConditions, metaTime, sameStatus, type Condition, type DesiredCondition } from './conditions.ts';
 import { STATUS_OWNERS } from './status/ownership.ts';
 import { counterDelta, decideDelivered, decideUpstreamHealth, DEFAULT_THRESHOLDS, OutcomeWindow, type HealthThresholds, type OutcomeCounts } from './health-decide.ts';
+import { GatewayCollector, type Target } from './health-collector.ts';
+import { conditionOf, healthPart, HealthStatusWrites } from './health-writer.ts';
 
 export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
-/** Status fields and condition types this writer owns (status/ownership.ts); the reconcilers leave them out of their comparisons. */
-export const HEALTH_STATUS_FIELDS = STATUS_OWNERS.health.fields;
-export const HEALTH_CONDITION_TYPES = STATUS_OWNERS.health.conditions;
+export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './health-writer.ts';
+export { PROBE_ANNOTATION } from './health-collector.ts';
 
 export interface GatewayStatusConfig {
   /** Bearer token the gateways expect on GET /byok/status (gateway --status-token-file). */
@@ -58,15 +60,8 @@ export interface GatewayStatusConfig {
   probe?: { idleMs?: number; perProviderIntervalMs?: number };
 }
 
-export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
-
 /** What a pod answers on GET /byok/status, parsed (src/contract/gateway-status.ts). */
 type PodReport = GatewayStatusReport;
-
-interface Target {
-  pod: string;
-  url: string;
-}
 
 export interface HealthStatusWriter {
   start(): void;
@@ -75,22 +70,9 @@ export interface HealthStatusWriter {
   syncOnce(): Promise<void>;
 }
 
-const conditionOf = (status: unknown, type: string): Condition | undefined =>
-  ((status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === type);
-
-/** The part of a stored status this writer owns. */
-function healthPart(status: object | undefined): Record<string, unknown> {
-  const s = (status ?? {}) as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const f of HEALTH_STATUS_FIELDS) if (s[f] !== undefined) out[f] = s[f];
-  const conds = ((s.conditions as Condition[] | undefined) ?? []).filter((c) => (HEALTH_CONDITION_TYPES as readonly string[]).includes(c.type));
-  if (conds.length > 0) out.conditions = conds;
-  return out;
-}
-
-const accountVersion = (versions: ReadonlyMap<string, string>): string =>
+const accountVersion = (versions: ReadonlyMap<string, CredentialDelivery>): string =>
   createHash('sha256')
-    .update([...versions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, v]) => `${id}:${v}`).join('\n'))
+    .update([...versions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, v]) => `${id}:${v.version}`).join('\n'))
     .digest('hex')
     .slice(0, 16);
 
@@ -116,21 +98,19 @@ export function createHealthStatusWriter(deps: {
   const resolutionMs = config.lastUsedResolutionMs ?? 60_000;
   const pendingPollMs = config.pendingPollMs ?? 1000;
   const staleAfterMs = config.staleAfterMs ?? 5 * 60_000;
-  const timeoutMs = config.requestTimeoutMs ?? 3000;
-  const writeConcurrency = config.writeConcurrency ?? 8;
 
   const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
   const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
   const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
   const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
   const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
+  const collector = new GatewayCollector({ config, kubeConfig: deps.kubeConfig, log, probesTotal });
+  const statusWrites = new HealthStatusWrites({ applier: deps.applier, log, writes, writeIntervalMs, concurrency: config.writeConcurrency ?? 8 });
 
   /** pod → last report's counters and instance. */
   const previous = new Map<string, { instance: string; counters: Record<string, OutcomeCounts> }>();
   const windows = new Map<string, OutcomeWindow>();
   const lastUsed = new Map<string, number>();
-  /** kind/ns/name → when we last wrote and what. */
-  const written = new Map<string, { at: number; part: Record<string, unknown> }>();
   /** pod\0namespace → since when it lags, and whether it was reported. */
   const lagging = new Map<string, { since: number; warned: boolean }>();
   const startedAt = clock();
@@ -140,137 +120,18 @@ export function createHealthStatusWriter(deps: {
   const rotatedFromFalse = new Set<string>();
   /** Newest probe result per credential, across pods. */
   const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
-  const probeAsked = new Map<string, number>();
-  const providerProbed = new Map<string, number>();
-  let probeTurn = 0;
-
-  async function probeIdle(creds: KubernetesObject[], pods: Target[], now: number): Promise<void> {
-    if (!config.probe || pods.length === 0) return;
-    const idleMs = config.probe.idleMs ?? 3_600_000;
-    const spacing = config.probe.perProviderIntervalMs ?? 10_000;
-    const due = new Map<string, { id: string; idleSince: number }>();
-    for (const cred of creds) {
-      if (cred.metadata?.annotations?.[PROBE_ANNOTATION] !== 'true') continue;
-      const id = publicId('BYOKCredential', cred.metadata.namespace ?? '', cred.metadata.name ?? '');
-      const idleSince = Math.max(lastUsed.get(id) ?? startedAt, probes.get(id)?.at ?? 0, probeAsked.get(id) ?? 0);
-      if (now - idleSince < idleMs) continue;
-      const provider = (cred as { spec?: { provider?: string } }).spec?.provider ?? '';
-      if (now - (providerProbed.get(provider) ?? -Infinity) < spacing) continue;
-      // The longest idle credential of each provider goes first.
-      const best = due.get(provider);
-      if (!best || idleSince < best.idleSince) due.set(provider, { id, idleSince });
-    }
-    await Promise.all(
-      [...due].map(async ([provider, { id }]) => {
-        const pod = pods[probeTurn++ % pods.length]!;
-        providerProbed.set(provider, now);
-        probeAsked.set(id, now);
-        try {
-          const res = await fetch(`${pod.url}/byok/probe`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${config.token}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ credentialId: id }),
-            signal: AbortSignal.timeout(timeoutMs * 5),
-          });
-          await res.text();
-          probesTotal.inc({ provider, result: res.ok ? 'done' : 'refused' });
-        } catch {
-          probesTotal.inc({ provider, result: 'unreachable' });
-        }
-      }),
-    );
-  }
-
-  async function targets(): Promise<Target[]> {
-    if (config.urls) return config.urls.map((url) => ({ pod: new URL(url).host, url }));
-    const svc = config.service!;
-    const slices = await kubeClient(deps.kubeConfig).request<V1EndpointSliceList>('GET', `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(svc.namespace)}/endpointslices`, {
-      query: { labelSelector: `kubernetes.io/service-name=${svc.name}` },
-    });
-    const out = new Map<string, Target>();
-    for (const slice of slices.items) {
-      const port = (slice.ports ?? []).find((p) => (typeof svc.port === 'string' ? p.name === svc.port : svc.port === undefined || p.port === svc.port))?.port;
-      if (port === undefined) continue;
-      for (const ep of slice.endpoints ?? []) {
-        if (ep.conditions?.ready === false) continue;
-        const address = ep.addresses[0];
-        if (!address) continue;
-        const host = slice.addressType === 'IPv6' ? `[${address}]` : address;
-        const pod = ep.targetRef?.name ?? `${host}:${port}`;
-        out.set(pod, { pod, url: `${svc.scheme ?? 'http'}://${host}:${port}` });
-      }
-    }
-    return [...out.values()];
-  }
-
-  async function fetchReport(target: Target): Promise<PodReport | undefined> {
-    try {
-      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}`, { headers: { authorization: `Bearer ${config.token}` }, signal: AbortSignal.timeout(timeoutMs) });
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      return parseGatewayStatusReport(await res.json());
-    } catch (err) {
-      log.debug({ pod: target.pod, err: err instanceof Error ? err.message : String(err) }, 'gateway status unavailable');
-      return undefined;
-    }
-  }
-
-  async function write(kind: 'BYOKCredential' | 'Account', obj: KubernetesObject, part: Record<string, unknown>, now: number): Promise<boolean> {
-    const ns = obj.metadata?.namespace ?? '';
-    const name = obj.metadata?.name ?? '';
-    const id = `${kind}/${ns}/${name}`;
-    const last = written.get(id);
-    if (last && sameStatus(last.part, part)) return false;
-    // Other transitions wait out the interval (one write per object per interval). A new version or a Delivered
-    // transition does not: `kubectl wait --for=condition=Delivered` after a rotation must never see the old True.
-    if (last && now - last.at < writeIntervalMs && deliveryOf(last.part) === deliveryOf(part)) return false;
-    await acquire();
-    try {
-      await deps.applier.applyStatus(kind, ns, name, part);
-      written.set(id, { at: now, part });
-      writes.inc({ kind, result: 'ok' });
-      return true;
-    } catch (err) {
-      writes.inc({ kind, result: 'error' });
-      if ((err as { status?: number }).status !== 404) log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'health status write failed');
-      return false;
-    } finally {
-      release();
-    }
-  }
-
-  // Writes in flight are capped: the first pass after taking the lead writes every object once.
-  let inFlight = 0;
-  const waiting: (() => void)[] = [];
-  const acquire = (): Promise<void> | void => {
-    if (inFlight < writeConcurrency) {
-      inFlight++;
-      return;
-    }
-    return new Promise<void>((r) => waiting.push(r));
-  };
-  // A released slot passes straight to the next waiter, so the cap is never exceeded.
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else inFlight--;
-  };
+  const idleSince = (id: string) => Math.max(lastUsed.get(id) ?? startedAt, probes.get(id)?.at ?? 0);
 
   async function syncOnce(): Promise<void> {
     const now = clock();
     let found: Target[];
     try {
-      found = await targets();
+      found = await collector.targets();
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
       return;
     }
-    const reports = new Map<string, PodReport>();
-    await Promise.all(
-      found.map(async (target) => {
-        const r = await fetchReport(target);
-        if (r) reports.set(target.pod, r);
-      }),
-    );
+    const reports = await collector.reports(found);
     podsGauge.set({ result: 'ok' }, reports.size);
     podsGauge.set({ result: 'failed' }, found.length - reports.size);
 
@@ -294,6 +155,11 @@ export function createHealthStatusWriter(deps: {
     for (const pod of previous.keys()) if (!found.some((f) => f.pod === pod)) previous.delete(pod);
 
     const total = found.length;
+    // Each pod's routing index, as the compile run from which it is current: a routing entry changed in run n is
+    // on the pods whose index is from run n or later.
+    const routingRuns = new Map<PodReport, number>();
+    for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (deps.pipeline?.routingRun(r.routing.version) ?? 0));
+    const serves = (r: PodReport, id: string, d: CredentialDelivery) => servesVersion(r, id, d.envelope) && routingRuns.get(r)! >= d.since;
     healthyGauge.reset();
     const seen = new Set<string>();
     const staleNow = new Set<string>();
@@ -307,16 +173,19 @@ export function createHealthStatusWriter(deps: {
     const jobs: Promise<unknown>[] = [];
     let pending = false;
     for (const [ns, creds] of credentialsByNs) {
-      const versions = deps.pipeline?.credentialVersions(ns);
+      const versions = deps.pipeline?.credentialDelivery(ns);
       for (const cred of creds) {
         const name = cred.metadata?.name ?? '';
         const id = publicId('BYOKCredential', ns, name);
         seen.add(id);
         const stored = (cred as { status?: object }).status;
-        const version = versions?.get(id);
+        const delivery = versions?.get(id);
+        // The delivery version moves with the key and with the routing entry (a spec change); health follows the key.
+        const version = delivery?.version;
+        const keyVersion = delivery?.envelope;
         // A rotated key starts with a clean slate: the old key's 401s and 429s say nothing about the new one.
-        const rotated = version !== undefined && healthVersion.has(id) && healthVersion.get(id) !== version;
-        if (version !== undefined) healthVersion.set(id, version);
+        const rotated = keyVersion !== undefined && healthVersion.has(id) && healthVersion.get(id) !== keyVersion;
+        if (keyVersion !== undefined) healthVersion.set(id, keyVersion);
         if (rotated) {
           windows.delete(id);
           probes.delete(id);
@@ -345,8 +214,8 @@ export function createHealthStatusWriter(deps: {
         if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
         else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
         const storedDelivered = conditionOf(stored, 'Delivered');
-        if (version !== undefined) {
-          const loaded = [...reports.values()].filter((r) => servesVersion(r, id, version)).length;
+        if (delivery !== undefined && version !== undefined) {
+          const loaded = [...reports.values()].filter((r) => serves(r, id, delivery)).length;
           const delivered = decideDelivered(loaded, total, version);
           const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
           // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
@@ -360,12 +229,12 @@ export function createHealthStatusWriter(deps: {
         }
         part.conditions = buildConditions(stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [], desired, cred.metadata?.generation, new Date(now));
         if (sameStatus(storedPart, part)) {
-          written.set(`BYOKCredential/${ns}/${name}`, { at: written.get(`BYOKCredential/${ns}/${name}`)?.at ?? 0, part });
+          statusWrites.unchanged('BYOKCredential', ns, name, part);
           continue;
         }
         const transition = storedHealth?.status !== health.status || storedHealth?.reason !== health.reason;
         jobs.push(
-          write('BYOKCredential', cred, part, now).then((done) => {
+          statusWrites.write('BYOKCredential', cred, part, now).then((done) => {
             if (!done || !transition) return;
             const recovered = storedHealth?.status === 'False' || rotatedFromFalse.has(id);
             if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
@@ -387,20 +256,20 @@ export function createHealthStatusWriter(deps: {
       rotatedFromFalse.delete(id);
       lastUsed.delete(id);
       probes.delete(id);
-      probeAsked.delete(id);
+      collector.forget(id);
     }
-    jobs.push(probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now));
+    jobs.push(collector.probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now, idleSince));
 
     // Accounts: every credential's current version, per pod.
     for (const account of informers.accounts.list()) {
       const ns = account.metadata?.namespace ?? '';
-      const versions = deps.pipeline?.credentialVersions(ns);
+      const versions = deps.pipeline?.credentialDelivery(ns);
       if (!versions) continue;
       const version = accountVersion(versions);
       let loaded = 0;
       for (const target of found) {
         const r = reports.get(target.pod);
-        const current = r !== undefined && [...versions].every(([id, v]) => servesVersion(r, id, v));
+        const current = r !== undefined && [...versions].every(([id, d]) => serves(r, id, d));
         const key = `${target.pod}\u0000${ns}`;
         if (current) {
           loaded++;
@@ -427,7 +296,7 @@ export function createHealthStatusWriter(deps: {
         conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [decideDelivered(loaded, total, version)], account.metadata?.generation, new Date(now)),
       };
       if (sameStatus(healthPart(stored), part)) continue;
-      jobs.push(write('Account', account, part, now));
+      jobs.push(statusWrites.write('Account', account, part, now));
     }
     for (const key of lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) lagging.delete(key);
     staleGauge.set(staleNow.size);
@@ -453,18 +322,13 @@ export function createHealthStatusWriter(deps: {
   };
 }
 
-/** The delivery record and Delivered status of a status part: what must reach the object without delay. */
-function deliveryOf(part: Record<string, unknown>): string {
-  const d = part.delivery as { configVersion?: string } | undefined;
-  return `${d?.configVersion ?? ''}/${conditionOf(part, 'Delivered')?.status ?? ''}`;
-}
-
 /**
- * A pod has a credential's current version live only when it has loaded a routing config at all (a pod that answers
- * 503 "no routing config yet" must not count toward Delivered) and its bundles hold that version.
+ * A pod has a credential's current envelope live only when it has loaded a routing config at all (a pod that answers
+ * 503 "no routing config yet" must not count toward Delivered) and its bundles hold that envelope version. The
+ * routing entry is checked apart (CredentialDelivery.since).
  */
-function servesVersion(r: PodReport, id: string, version: string): boolean {
-  return r.routing.version !== null && r.bundle.credentials[id] === version;
+function servesVersion(r: PodReport, id: string, envelope: string): boolean {
+  return r.routing.version !== null && r.bundle.credentials[id] === envelope;
 }
 
 /** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */

@@ -1,116 +1,219 @@
-// Contract between the reconcilers (src/operator/**) and the compile pipeline (this folder).
-// The reconcilers call markDirty(namespace) whenever anything an account's routing depends on changes
-// (any of the five kinds, a referenced Secret, a verdict); the pipeline coalesces, compiles from
-// source.snapshot(), and writes only the changed shard ConfigMaps / bundle Secrets, then the index.
-import type { KubeAccess } from '../../kube/kubeconfig.ts';
-import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
-import type { AccountSnapshot } from '../../compiler/snapshot.ts';
-import type { ShardOptions } from '../../compiler/shard.ts';
-import type { BundleShardOptions } from '../../bundle/bundle.ts';
-import type { Applier } from '../../kube/apply.ts';
-import type { RoutingStore } from './store.ts';
+// The compile pipeline: dirty accounts -> compileAccount -> shards + sealed bundles -> only the changed objects.
+// Assembled here from its parts: scheduler.ts (when a run starts), keyring.ts (the bundle key), accounts.ts (the
+// account cache and its placement), quarantine.ts (accounts whose routing the apiserver refuses) and writer.ts
+// (diff, apply, delete). The contract types are in types.ts and re-exported from here for the reconcilers.
+import { Registry } from 'prom-client';
+import { DEFAULT_BUNDLE_KEY_SECRET } from '../../contract/envelope.ts';
+import type { KubeApiError } from '../../kube/client.ts';
+import { yieldToEventLoop } from '../event-loop.ts';
+import { childLogger } from '../logger.ts';
+import { AccountCache, entryDigest, type AccountEntry } from './accounts.ts';
+import { BundleKeyring } from './keyring.ts';
+import { compileMetrics } from './metrics.ts';
+import { QuarantineBook } from './quarantine.ts';
+import { CompileScheduler } from './scheduler.ts';
+import { kubeRoutingStore, type RoutingStore } from './store.ts';
+import type { CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
+import { limited, RoutingWriter, slotsFor, type RefusedWrite } from './writer.ts';
 
-export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../../compiler/snapshot.ts';
-
-export interface AccountStateSource {
-  /** Every namespace that currently is an account (has an Account, or any BYOK resource); read from caches. */
-  accountNamespaces(): string[];
-  /** Whether one namespace is an account, without listing them all (a compile run checks only its dirty ones). */
-  isAccountNamespace?(namespace: string): boolean;
-  /** Current cached state of one account namespace. Must not do I/O; must be cheap (called per dirty account). */
-  snapshot(namespace: string): AccountSnapshot;
-}
-
-export interface CompilePipelineOptions {
-  kubeConfig: KubeAccess;
-  /** Namespace that holds byok-routing-* ConfigMaps, byok-bundle-* Secrets and the bundle key Secret. */
-  routingNamespace: string;
-  source: AccountStateSource;
-  logger: Logger;
-  /** Metrics go here (default: a private Registry). */
-  registry?: Registry;
-  /** Dirty accounts are collected for this long before a compile (default 20 ms). */
-  coalesceMs?: number;
-  /** Secret holding the bundle data keys (default 'byok-bundle-key'); created when absent. */
-  bundleKeySecretName?: string;
-  /** Writer to use (e.g. one fenced by leader election); default createApplier(kubeConfig). */
-  applier?: Applier;
-  /** Replaces the apiserver store entirely (unit tests). */
-  store?: RoutingStore;
-  /** Re-read the bundle key Secret at most this often, so a rotation is picked up (default 10 s). */
-  keyReloadMs?: number;
-  /** Read the bundle key Secret on this timer too, so an activation reseals with nothing else changing (default 4 s). */
-  keyPollMs?: number;
-  shardOptions?: Omit<ShardOptions, 'previousBuckets' | 'cache'>;
-  bundleShardOptions?: Omit<BundleShardOptions, 'previousBuckets' | 'cache'>;
-  /** Cap of the wait between back-to-back runs while changes keep arriving (default 1000 ms); see pipeline-impl. */
-  maxBatchDelayMs?: number;
-  /**
-   * True while the reconcilers are backed up (a cold start, a mass rotation): the next run then waits until it
-   * turns false (or backlogDelayMs), so each shard and bundle Secret is rewritten a few times, not every second.
-   */
-  backlog?: () => boolean;
-  /** The longest wait between runs while backlog() holds (default 30000 ms). */
-  backlogDelayMs?: number;
-  /** Parallel writes per compile (default 8). */
-  writeConcurrency?: number;
-  /**
-   * Called when an account is quarantined (its routing could not be written: the apiserver refused a shard or
-   * bundle write because of this account's part) and again with `undefined` when it is written again.
-   */
-  onQuarantine?: (namespace: string, quarantine: Quarantine | undefined) => void;
-}
-
-/** Why an account's routing is held back. Messages never contain tenant text or key material. */
-export interface Quarantine {
-  /** What was refused: `ConfigMap` (routing shard) or `Secret` (credential bundle). */
-  kind: 'ConfigMap' | 'Secret';
-  /** HTTP status of the refused write (400, 413 or 422). */
-  status: number;
-  /** The apiserver's reason, e.g. `Invalid`, `RequestEntityTooLarge`, `BadRequest`. */
-  reason: string;
-  /** One line for the Account condition and Event. */
-  message: string;
-  /** Whether the routing gateways read still holds the account's last good state (false: it was never written). */
-  keptLastGood: boolean;
-}
-
-export interface CompileResult {
-  /** Index version (sha256 of the index body) now live in the cluster. */
-  version: string;
-  shardWrites: number;
-  bundleWrites: number;
-  indexWritten: boolean;
-  deleted: number;
-  durationMs: number;
-  /** Namespaces compiled in this run. */
-  accounts: string[];
-  /** Projected-volume slots a gateway pod needs to see everything: highest byok-routing-<n> / byok-bundle-<n> + 1. */
-  slotsNeeded: { routing: number; bundles: number };
-}
-
-export interface CompilePipeline {
-  /** Queue an account (or a namespace that stopped being one) for recompilation. Cheap, never throws. */
-  markDirty(namespace: string): void;
-  /** Mark every account namespace dirty (e.g. after cache sync or becoming leader). */
-  markAllDirty(): void;
-  /** Load what is already in the cluster (to avoid rewrites) and the bundle key; then compile all accounts. Call when leader. */
-  start(): Promise<void>;
-  /** Stop scheduling; waits for an in-flight compile to finish. */
-  stop(): Promise<void>;
-  /** Run pending work now and resolve when everything marked dirty before the call is written. */
-  flush(): Promise<CompileResult | undefined>;
-  /** Version (envelopeVersion) of each sealed credential of an account, by credential id; undefined before it compiled. */
-  credentialVersions(namespace: string): ReadonlyMap<string, string> | undefined;
-  /** Accounts currently quarantined (see CompilePipelineOptions.onQuarantine). */
-  quarantined(): ReadonlyMap<string, Quarantine>;
-  /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */
-  current(): { version?: string; configMaps: string[]; bundles: string[]; accounts: number };
-  /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */
-  onCompiled(listener: (result: CompileResult) => void): () => void;
-}
-
-export { createCompilePipeline } from './pipeline-impl.ts';
+export type { AccountSnapshot, AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult, CredentialDelivery, CredentialVerdict, Quarantine, SnapshotCredential } from './types.ts';
 export { kubeRoutingStore, type RoutingStore } from './store.ts';
 export { ensureBundleKey, addBundleKey, activateBundleKey } from './bundle-key.ts';
+
+/** Index versions remembered with the run that last wrote or kept them (see routingRun); about 17 min of busy runs. */
+const ROUTING_RUNS_KEPT = 1024;
+
+export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipeline {
+  const namespace = opts.routingNamespace;
+  const log = childLogger(opts.logger, { component: 'compile' });
+  const store: RoutingStore = opts.store ?? kubeRoutingStore(opts.kubeConfig, namespace, opts.applier);
+  const m = compileMetrics(opts.registry ?? new Registry());
+  const keySecret = opts.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET;
+  const concurrency = opts.writeConcurrency ?? 8;
+
+  const dirty = new Set<string>();
+  const accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions);
+  const quarantine = new QuarantineBook<AccountEntry>(entryDigest, log, opts.onQuarantine);
+  const writer = new RoutingWriter({ store, namespace, keySecret, concurrency, metrics: m, shardOptions: opts.shardOptions, bundleShardOptions: opts.bundleShardOptions });
+  const keys = new BundleKeyring({
+    store,
+    namespace,
+    secretName: keySecret,
+    reloadMs: opts.keyReloadMs ?? 10_000,
+    pollMs: opts.keyPollMs ?? 4_000,
+    log,
+    onRotated: () => {
+      for (const ns of accounts.namespaces()) dirty.add(ns);
+    },
+  });
+  const scheduler: CompileScheduler<CompileResult | undefined> = new CompileScheduler({
+    run: runOnce,
+    pending: () => dirty.size > 0,
+    ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
+    ...(opts.maxBatchDelayMs !== undefined ? { maxBatchDelayMs: opts.maxBatchDelayMs } : {}),
+    ...(opts.backlog ? { backlog: opts.backlog } : {}),
+    ...(opts.backlogDelayMs !== undefined ? { backlogDelayMs: opts.backlogDelayMs } : {}),
+  });
+  const listeners = new Set<(r: CompileResult) => void>();
+  let lastResult: CompileResult | undefined;
+  /** Runs started; a routing entry that changes in run n is carried by every index from run n on. */
+  let runs = 0;
+  /** index version -> the last run that ended with it live (insertion order = age, for the bound). */
+  const routingRuns = new Map<string, number>();
+
+  /** Whether a namespace is an account: asked of the source per namespace when it can, else from one listing. */
+  const liveCheck = (): ((ns: string) => boolean) => {
+    const source = opts.source;
+    if (source.isAccountNamespace) return (ns) => source.isAccountNamespace!(ns);
+    const all = new Set(source.accountNamespaces());
+    return (ns) => all.has(ns);
+  };
+
+  /**
+   * A shared write was refused for its content: find the account(s) of that object whose part alone is refused
+   * and hold them back (last good state, or nothing), so the object can be written for everyone else.
+   * Returns how many accounts were quarantined (0: the refusal is not one account's doing).
+   */
+  const isolate = async ({ kind, name: objectName, accounts: members, err }: RefusedWrite): Promise<number> => {
+    let found = 0;
+    await limited([...members], concurrency, async (ns) => {
+      const entry = accounts.get(ns);
+      if (!entry || quarantine.refused(ns, entry)) return;
+      const alone: KubeApiError | undefined = await writer.refusedAlone(kind, entry);
+      if (!alone) return;
+      found++;
+      quarantine.hold(ns, entry, kind, objectName, alone, (good) => accounts.set(ns, good));
+    });
+    m.quarantined.set(quarantine.size);
+    if (found === 0) log.warn({ kind, object: objectName, status: err.status, reason: err.reason }, 'a routing write was refused, but no single account is refused alone; retrying with backoff');
+    return found;
+  };
+
+  async function runOnce(): Promise<CompileResult | undefined> {
+    if (dirty.size === 0) return undefined;
+    const taken = [...dirty];
+    dirty.clear();
+    const endTimer = m.duration.startTimer();
+    const t0 = performance.now();
+    const run = ++runs;
+    try {
+      await keys.refresh();
+      const ring = keys.current;
+      const live = liveCheck();
+      // A key rotation (refresh) may have re-marked everything.
+      const work = new Set([...taken, ...dirty]);
+      dirty.clear();
+      // Entries compiled before the first successful run are what the cluster already held, as far as this process
+      // knows: pods on an index it never saw count for them as before (envelope only).
+      const since = lastResult === undefined ? 0 : run;
+      for (const ns of work) {
+        // Hundreds of accounts (the run after a cold start) are seconds of CPU: watches and timers run between them.
+        const turn = yieldToEventLoop();
+        if (turn) await turn;
+        try {
+          accounts.compile(ns, live(ns), ring, opts.source, quarantine, since);
+        } catch (err) {
+          // One broken account must not block the others: it keeps its last compiled state.
+          log.error({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'account failed to compile; keeping its previous state');
+        }
+      }
+
+      const out = await writer.write(
+        (buckets, bundleBuckets) => ({ shards: accounts.shardPlacement.layout(buckets), bundles: accounts.bundlePlacement.layout(bundleBuckets) }),
+        isolate,
+      );
+      const { shardSet, bundleSet } = out;
+      quarantine.settle(work, live, (ns) => accounts.get(ns));
+      m.quarantined.set(quarantine.size);
+      routingRuns.delete(shardSet.index.version);
+      routingRuns.set(shardSet.index.version, run);
+      if (routingRuns.size > ROUTING_RUNS_KEPT) routingRuns.delete(routingRuns.keys().next().value!);
+      m.bytes.set({ kind: 'configmap' }, shardSet.shards.reduce((s, x) => s + x.bytes, 0));
+      m.bytes.set({ kind: 'bundle' }, bundleSet.objects.reduce((s, x) => s + x.bytes, 0));
+      m.shards.set({ kind: 'configmap' }, shardSet.shards.length);
+      m.shards.set({ kind: 'bundle' }, bundleSet.objects.length);
+      m.accounts.set(accounts.size);
+      endTimer();
+      const result: CompileResult = {
+        version: shardSet.index.version,
+        shardWrites: out.shardWrites,
+        bundleWrites: out.bundleWrites,
+        indexWritten: out.indexWritten,
+        deleted: out.deleted,
+        durationMs: performance.now() - t0,
+        accounts: [...work],
+        slotsNeeded: { routing: slotsFor(shardSet.shards.map((x) => x.name)), bundles: slotsFor(bundleSet.objects.map((x) => x.name)) },
+      };
+      lastResult = result;
+      scheduler.succeeded(result.durationMs);
+      if (out.shardWrites || out.bundleWrites || out.indexWritten || out.deleted) {
+        log.debug({ version: result.version, shardWrites: result.shardWrites, bundleWrites: result.bundleWrites, deleted: result.deleted, accounts: work.size, ms: Math.round(result.durationMs) }, 'routing config written');
+      }
+      for (const l of listeners) l(result);
+      return result;
+    } catch (err) {
+      // Whatever did not land is retried: the writer only records confirmed writes.
+      for (const ns of taken) dirty.add(ns);
+      scheduler.failed();
+      m.errors.inc();
+      log.warn({ err: err instanceof Error ? err.message : String(err), failures: scheduler.failures }, 'compile failed; retrying with backoff');
+      return undefined;
+    }
+  }
+
+  return {
+    markDirty(ns) {
+      dirty.add(ns);
+      // Only reaches a timer when the pipeline is idle (the scheduler's batch delay is coalesceMs then).
+      scheduler.schedule();
+    },
+    markAllDirty() {
+      for (const ns of opts.source.accountNamespaces()) dirty.add(ns);
+      for (const ns of accounts.namespaces()) dirty.add(ns);
+      scheduler.schedule();
+    },
+    async start() {
+      if (scheduler.started) return;
+      await writer.load();
+      await keys.refresh(true);
+      scheduler.start();
+      keys.startPolling(
+        () => scheduler.started && !scheduler.running,
+        () => {
+          if (dirty.size > 0) scheduler.schedule();
+        },
+      );
+      this.markAllDirty();
+      // Namespaces that stopped being accounts while no leader ran: their objects are stale by construction.
+      if (dirty.size === 0) dirty.add('');
+      await scheduler.drive();
+    },
+    async stop() {
+      keys.stopPolling();
+      await scheduler.stop();
+    },
+    flush() {
+      return scheduler.flush(() => lastResult);
+    },
+    credentialVersions(ns) {
+      return accounts.credentialVersions(ns);
+    },
+    credentialDelivery(ns) {
+      return accounts.credentialDelivery(ns);
+    },
+    routingRun(indexVersion) {
+      return routingRuns.get(indexVersion) ?? 0;
+    },
+    quarantined() {
+      return quarantine.snapshot();
+    },
+    current() {
+      const version = writer.version;
+      return { ...(version !== undefined ? { version } : {}), ...writer.objects(), accounts: accounts.size };
+    },
+    onCompiled(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}

@@ -9,7 +9,8 @@ import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, DiscoveryV1Api, EventsV1Api } from '@kubernetes/client-node';
+import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
@@ -104,6 +105,8 @@ describe('credential health and delivery from the gateways', () => {
   const traffic = async (model: string, n: number) => {
     for (let i = 0; i < n; i++) await chat(gateways[i % 2]!, model);
   };
+  const statusReport = async (gw: GatewayProcess) =>
+    (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null }; bundle: { credentials: Record<string, string> } };
   const gatewayMetrics = async (gw: GatewayProcess) => (await fetch(`${gw.opsUrl}/metrics`)).text();
   const events = async (name: string) => {
     const list = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: `regarding.name=${name}` });
@@ -361,6 +364,60 @@ describe('credential health and delivery from the gateways', () => {
     if (d.status === 'False') expect(d).toMatchObject({ reason: 'Pending' });
     expect(d.message).toContain((moved.status!.delivery as { configVersion: string }).configVersion);
     await waitCond('oa', 'Delivered', 'True');
+  }, 60_000);
+
+  // Issue 28 §1: a spec change that alters the credential's compiled routing entry (here allowedModels) moves the
+  // delivery version like a rotation does, so `kubectl wait` after `kubectl patch` waits until the pods load it.
+  test('spec change runbook: kubectl patch allowedModels, kubectl wait --for=condition=Delivered, then every pod has loaded the new routing', async () => {
+    const before = await waitCond('oa', 'Delivered', 'True');
+    const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
+    const oldEnvelopes = await Promise.all(gateways.map(async (gw) => (await statusReport(gw)).bundle.credentials[credId('oa')]));
+    const patchedAt = Date.now();
+    const patched = await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'byokcredential/oa', '--type=merge', '-p', JSON.stringify({ spec: { allowedModels: ['openai/gpt-4o'] } }));
+    expect(patched).toMatchObject({ code: 0 });
+    const waited = await kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', 'byokcredential/oa', '--timeout=60s');
+    expect(waited.stderr).toBe('');
+    expect(waited).toMatchObject({ code: 0 });
+    const after = await creds.get('oa');
+    const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
+    // The key did not change, the routing entry did: the version moved all the same.
+    expect(delivery.configVersion).not.toBe(oldVersion);
+    expect(delivery).toMatchObject({ loaded: 2, total: 2 });
+    expect(cond(after, 'Delivered')!.message).toContain(delivery.configVersion);
+    // What `condition met` promises: both pods serve the routing index that carries the patched entry (nothing else
+    // changed since), with the same envelope as before.
+    const index = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ name: INDEX_NAME, namespace: routingNs });
+    const indexVersion = index.metadata?.annotations?.[SHA_ANNOTATION];
+    expect(indexVersion).toEqual(expect.any(String));
+    for (const [i, gw] of gateways.entries()) {
+      const report = await statusReport(gw);
+      expect(report.routing.version).toBe(indexVersion);
+      expect(report.bundle.credentials[credId('oa')]).toBe(oldEnvelopes[i]);
+    }
+    expect(await chat(gateways[0]!, 'openai/gpt-4o')).toBe(200);
+    process.stderr.write(`[health] allowedModels patch → kubectl wait condition met in ${Date.now() - patchedAt} ms\n`);
+  }, 90_000);
+
+  test('after a spec change, a pod that has not loaded the new routing is not counted: 1/2 Pending, then 2/2 once it has', async () => {
+    const before = await waitCond('oa', 'Delivered', 'True');
+    const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
+    // Gateway 1's projected directories stop following the apiserver: it keeps the envelope, not the new routing.
+    await projectors[1]!.stop();
+    await creds.update('oa', (o) => {
+      (o as { spec: Record<string, unknown> }).spec.allowedModels = ['openai/gpt-4o', 'openai/gpt-4o-mini'];
+    });
+    const stuck = await until('oa delivery 1/2 at a new version', async () => {
+      const o = await creds.get('oa');
+      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+      return d && d.configVersion !== oldVersion && d.loaded === 1 && d.total === 2 ? o : undefined;
+    }, 30_000, 200);
+    const pending = cond(stuck, 'Delivered')!;
+    expect(pending).toMatchObject({ status: 'False', reason: 'Pending' });
+    expect(pending.message).toContain((stuck.status!.delivery as { configVersion: string }).configVersion);
+    // The gateway catches up: Delivered follows.
+    projectors[1] = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: join(root, 'routing-1'), bundleDir: join(root, 'bundles-1'), keyDir: join(root, 'key-1'), pollMs: 100 });
+    const done = await waitCond('oa', 'Delivered', 'True');
+    expect(done.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
   }, 60_000);
 
   test('429s → RateLimited; the metric counts credentials by reason', async () => {

@@ -1,0 +1,48 @@
+// Issue 27 §4: the compile pipeline and the health writer are parts assembled by one module each, with no import
+// cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts).
+import { describe, expect, test } from '@jest/globals';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+const root = resolve(import.meta.dirname, '../../../..');
+const operator = join(root, 'src/operator');
+const files = [
+  ...readdirSync(join(operator, 'compile')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'compile', f)),
+  ...readdirSync(operator).filter((f) => /^health-.*\.ts$/.test(f)).map((f) => join(operator, f)),
+];
+
+/** Relative imports and re-exports (type-only ones too: they are a cycle for a reader all the same). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.[^']+)'/gms)) out.push(resolve(dirname(file), m[1]!));
+  return out.filter((f) => files.includes(f));
+}
+
+describe('compile pipeline and health writer parts', () => {
+  test('no import cycle', () => {
+    const graph = new Map(files.map((f) => [f, importsOf(f)]));
+    const state = new Map<string, 'open' | 'done'>();
+    const cycles: string[] = [];
+    const visit = (f: string, path: string[]) => {
+      if (state.get(f) === 'done') return;
+      if (state.get(f) === 'open') {
+        cycles.push([...path.slice(path.indexOf(f)), f].map((p) => relative(root, p)).join(' → '));
+        return;
+      }
+      state.set(f, 'open');
+      for (const g of graph.get(f) ?? []) visit(g, [...path, f]);
+      state.set(f, 'done');
+    };
+    for (const f of files) visit(f, []);
+    expect(cycles).toEqual([]);
+  });
+
+  test('the parts exist and pipeline.ts assembles them', () => {
+    const names = files.map((f) => relative(operator, f));
+    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts', 'compile/pipeline.ts', 'health-collector.ts', 'health-writer.ts', 'health-decide.ts']) expect(names).toContain(part);
+    expect(names).not.toContain('compile/pipeline-impl.ts');
+    const assembled = importsOf(join(operator, 'compile/pipeline.ts')).map((f) => relative(operator, f));
+    expect(assembled).toEqual(expect.arrayContaining(['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts']));
+  });
+});
