@@ -35,6 +35,9 @@ COPY config/catalog ./config/catalog
 # (malloc_trim released it) that never left the process. MALLOC_ARENA_MAX=2 only matters where jemalloc is absent
 # (two glibc arenas instead of 8 per core). bench/peers.ts and bench/operator.ts run with these same lines.
 ENV BYOK_OPERATOR_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=256"
+# The API (`api`) caches the BYOK objects and management-key Secrets (not the credential Secrets) and serves requests:
+# its own line, today the operator's values (not tuned separately yet: docs/gateway.md, "Runtime flags").
+ENV BYOK_API_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=256"
 ENV BYOK_GATEWAY_NODE_OPTIONS="--max-semi-space-size=16 --max-old-space-size=128 --v8-pool-size=1"
 ENV LD_PRELOAD="libjemalloc.so.2"
 ENV MALLOC_CONF="background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:2"
