@@ -1,43 +1,26 @@
 // The README's first command: `dev` brings up a real control plane, the operator, the API server and the sample
 // account, writes .dev/connection.json, and cleans everything up on Ctrl-C.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { DevConnection } from '../../../src/cli/dev.ts';
+import { startDevStack, waitFor } from '../../support/dev-stack.ts';
 
-const repoRoot = join(import.meta.dirname, '..', '..', '..');
 
-async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('npm run dev', () => {
   let child: ChildProcess;
-  let output = '';
+  let output: () => string;
   let devDir: string;
   let connection: DevConnection;
 
   beforeAll(async () => {
-    devDir = mkdtempSync(join(tmpdir(), 'byok-dev-'));
-    child = spawn(process.execPath, [join(repoRoot, 'src/cli/main.ts'), 'dev'], {
-      cwd: repoRoot,
-      env: { ...process.env, BYOK_DEV_DIR: devDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
-    const file = join(devDir, 'connection.json');
-    connection = await waitFor('connection.json', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), 60_000);
+    const stack = await startDevStack('byok-dev-');
+    ({ child, devDir, connection } = stack);
+    output = stack.output;
   }, 90_000);
 
   afterAll(() => {
@@ -45,8 +28,8 @@ describe('npm run dev', () => {
   });
 
   test('prints how to use it and writes the connection details', () => {
-    expect(output).toContain('kubectl');
-    expect(output).toContain('curl -s -H');
+    expect(output()).toContain('kubectl');
+    expect(output()).toContain('curl -s -H');
     expect(connection.apiBaseUrl).toMatch(/\/api\/v1$/);
     expect(connection.routingNamespace).toBe('byok-system');
     expect(connection.accountNamespace).toBe('acme');
@@ -71,7 +54,7 @@ describe('npm run dev', () => {
       });
       return { status: res.status, body: (await res.json()) as { provider_responses: { provider: string; credential: string; status: number | null }[] } };
     };
-    expect(output).toContain(`${connection.gatewayBaseUrl}/chat/completions`);
+    expect(output()).toContain(`${connection.gatewayBaseUrl}/chat/completions`);
     const ok = await chat('openai/gpt-5');
     expect(ok.status).toBe(200);
     expect(ok.body.provider_responses).toEqual([expect.objectContaining({ provider: 'openai', status: 200 })]);
@@ -106,8 +89,8 @@ describe('npm run dev', () => {
     expect(text).toContain('loopback upstream.');
     expect(text).toContain('data: [DONE]');
     // The banner lists the fault markers.
-    expect(output).toContain('Upstream faults');
-    expect(output).toMatch(/cutstream\s+200, then the stream/);
+    expect(output()).toContain('Upstream faults');
+    expect(output()).toMatch(/cutstream\s+200, then the stream/);
     // A Mistral key that makes the upstream answer 500: mistralai/mistral-large has no other endpoint.
     const created = await fetch(`${connection.apiBaseUrl}/byok`, {
       method: 'POST',

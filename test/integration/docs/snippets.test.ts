@@ -16,16 +16,16 @@
 // - README.md `helm upgrade --install` into a real cluster: needs nodes that run the image.
 // - docs/gateway.md `byok-operator gateway` synopsis: a usage line with [optional] arguments, not a command.
 // - docs/aggregated-api.md session transcript: recorded before issue 28 (it says so), kept as history.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { DevConnection } from '../../../src/cli/dev.ts';
+import { repoRoot, startDevStack } from '../../support/dev-stack.ts';
 
 const run = promisify(execFile);
-const repoRoot = join(import.meta.dirname, '..', '..', '..');
 const DOCS = ['README.md', ...readdirSync(join(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
 
@@ -69,20 +69,10 @@ const columnsOf = (line: string) => line.trim().split(/\s{2,}/);
 /** Values that move with time or with traffic through the gateway. */
 const VOLATILE = new Set(['AGE', 'LAST USED', 'UPSTREAM', 'DELIVERED']);
 
-async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('docs snippets against the dev stack', () => {
   const all = DOCS.flatMap(blocks);
   let child: ChildProcess;
-  let output = '';
   let devDir: string;
   let home: string;
   let connection: DevConnection;
@@ -90,17 +80,8 @@ describe('docs snippets against the dev stack', () => {
   const rootBefore = new Set(readdirSync(repoRoot));
 
   beforeAll(async () => {
-    devDir = mkdtempSync(join(tmpdir(), 'byok-docs-dev-'));
     home = mkdtempSync(join(tmpdir(), 'byok-docs-home-'));
-    child = spawn(process.execPath, [join(repoRoot, 'src/cli/main.ts'), 'dev'], {
-      cwd: repoRoot,
-      env: { ...process.env, BYOK_DEV_DIR: devDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
-    const file = join(devDir, 'connection.json');
-    connection = await waitFor('the dev stack', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), 60_000);
+    ({ child, devDir, connection } = await startDevStack('byok-docs-dev-'));
     const { KUBECONFIG: _ignored, ...rest } = process.env;
     env = {
       ...rest,

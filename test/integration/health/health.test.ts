@@ -268,6 +268,19 @@ describe('credential health and delivery from the gateways', () => {
     }
   };
   const waitDelivered = (name: string) => kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', `byokcredential/${name}`, '--timeout=60s');
+  /** `kubectl wait` answered; the credential is now at a new version, on both pods, named in the condition. */
+  const expectNewVersionDelivered = async (name: string, waited: Awaited<ReturnType<typeof waitDelivered>>, oldVersion: string) => {
+    expect(waited.stderr).toBe('');
+    expect(waited).toMatchObject({ code: 0 });
+    const after = await creds.get(name);
+    const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
+    expect(delivery.configVersion).not.toBe(oldVersion);
+    expect(delivery).toMatchObject({ loaded: 2, total: 2 });
+    const delivered = cond(after, 'Delivered')!;
+    expect(delivered.message).toContain(delivery.configVersion);
+    expect(delivered.observedGeneration).toBe(after.metadata!.generation);
+    return after;
+  };
 
   // Issue 28 §1, the runbook's primary form: a rotation that changes the credential's spec (a new Secret, then
   // spec.secretRef pointed at it, as kustomize's secretGenerator and immutable Secrets do, and as both API doors do
@@ -280,16 +293,7 @@ describe('credential health and delivery from the gateways', () => {
     await createSecret(kc, ns, 'oa-key-r1', 'sk-health-openai-runbook-rotated');
     const patched = await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'byokcredential/oa', '--type=merge', '-p', JSON.stringify({ spec: { secretRef: { name: 'oa-key-r1' } } }));
     expect(patched).toMatchObject({ code: 0 });
-    const waited = await waitDelivered('oa');
-    expect(waited.stderr).toBe('');
-    expect(waited).toMatchObject({ code: 0 });
-    const after = await creds.get('oa');
-    const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
-    expect(delivery.configVersion).not.toBe(oldVersion);
-    expect(delivery).toMatchObject({ loaded: 2, total: 2 });
-    const delivered = cond(after, 'Delivered')!;
-    expect(delivered.message).toContain(delivery.configVersion);
-    expect(delivered.observedGeneration).toBe(after.metadata!.generation);
+    await expectNewVersionDelivered('oa', await waitDelivered('oa'), oldVersion);
     // What `condition met` promises: both pods now send the new key upstream.
     await everyPodSends('openai/gpt-4o', 'openai', 'sk-health-openai-runbook-rotated');
     process.stderr.write(`[health] secretRef rotation → kubectl wait condition met in ${Date.now() - rotatedAt} ms\n`);
@@ -375,15 +379,8 @@ describe('credential health and delivery from the gateways', () => {
     const patchedAt = Date.now();
     const patched = await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'byokcredential/oa', '--type=merge', '-p', JSON.stringify({ spec: { allowedModels: ['openai/gpt-4o'] } }));
     expect(patched).toMatchObject({ code: 0 });
-    const waited = await kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', 'byokcredential/oa', '--timeout=60s');
-    expect(waited.stderr).toBe('');
-    expect(waited).toMatchObject({ code: 0 });
-    const after = await creds.get('oa');
-    const delivery = after.status!.delivery as { configVersion: string; loaded: number; total: number };
     // The key did not change, the routing entry did: the version moved all the same.
-    expect(delivery.configVersion).not.toBe(oldVersion);
-    expect(delivery).toMatchObject({ loaded: 2, total: 2 });
-    expect(cond(after, 'Delivered')!.message).toContain(delivery.configVersion);
+    await expectNewVersionDelivered('oa', await waitDelivered('oa'), oldVersion);
     // What `condition met` promises: both pods serve the routing index that carries the patched entry (nothing else
     // changed since), with the same envelope as before.
     const index = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ name: INDEX_NAME, namespace: routingNs });
