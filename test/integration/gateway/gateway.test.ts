@@ -16,6 +16,7 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createSecret, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { untilCompiled } from './compiled.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
@@ -135,15 +136,7 @@ describe('gateway on the operator\'s compiled config', () => {
 
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
     const sink = new Writable({ write(c: Buffer, _e, cb) { gatewayLogs.push(c.toString('utf8')); cb(); } });
-    await until('a compiled config with all 11 credentials', async () => {
-      await projector.sync();
-      try {
-        const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
-        return loadRoutingConfig(dirs.config).accounts.get(ns)?.credentials.length === 11;
-      } catch {
-        return false;
-      }
-    }, 30_000, 200);
+    await untilCompiled(projector, dirs.config, ns, 11);
     gw = await startGateway({
       configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
       attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate, pollMs: 100, egress: LOOPBACK_ALLOWED,

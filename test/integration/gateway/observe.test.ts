@@ -12,6 +12,7 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { untilCompiled } from './compiled.ts';
 import { startUpstreams, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
@@ -76,15 +77,7 @@ describe('gateway metrics and models list', () => {
       models: [model('openai/gpt-4o', 'openai'), model('openai/gpt-4o-mini', 'openai'), model('anthropic/claude-sonnet-4', 'anthropic'), model('mistralai/mistral-large', 'mistral')],
     }));
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-    await until('the compiled credential', async () => {
-      await projector.sync();
-      try {
-        const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
-        return loadRoutingConfig(dirs.config).accounts.get(ns)?.credentials.length === 1;
-      } catch {
-        return false;
-      }
-    }, 30_000, 200);
+    await untilCompiled(projector, dirs.config, ns, 1);
     gw = await startGateway({
       configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
       host: '127.0.0.1', port: 0, opsPort: 0, upstreamCaPem: up.caPem, spendGate, pollMs: 100, logger: pino({ level: 'silent' }),
