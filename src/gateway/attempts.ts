@@ -45,7 +45,11 @@ export class ClientLink {
   }
 }
 
-/** The per-attempt deadline: a plain timer and destroy() (an AbortSignal costs a DOMException per request here). */
+/**
+ * The per-attempt deadline: a plain timer and destroy() (an AbortSignal costs a DOMException per request here).
+ * clear() lets go of the request: a closure that still reached the upstream request, its response and its parsed body
+ * kept all of them alive past the attempt, through scavenges into the old generation (~4 KB per request, issue 26).
+ */
 export function startTimer(ms: number, client: ClientLink): AttemptTimer {
   let request: Cancellable | undefined;
   let timedOut = false;
@@ -62,6 +66,7 @@ export function startTimer(ms: number, client: ClientLink): AttemptTimer {
     clear: () => {
       clearTimeout(timer);
       client.onGone = undefined;
+      request = undefined;
     },
   };
 }

@@ -1,13 +1,13 @@
-// The gateway's upstream HTTP client: keep-alive pools per kind of URL. Catalog URLs are the operator's and trusted:
-// undici's pool (about 40 µs of CPU less per request than node:http's client, docs/gateway.md "Performance").
-// URLs from a tenant's payload (an Azure endpoint_url) go through the node:https agent that applies the egress policy
-// to every resolved address at connect time (docs/gateway.md, "Egress policy"). Neither follows redirects.
-import { EventEmitter } from 'node:events';
+// The gateway's upstream HTTP client: node:http keep-alive agents per kind of URL. Catalog URLs are the operator's and
+// trusted: plain keep-alive agents. URLs from a tenant's payload (an Azure endpoint_url) go through the node:https agent
+// that applies the egress policy to every resolved address at connect time (docs/gateway.md, "Egress policy"). Neither
+// follows redirects. Not undici's pool: it used a little less CPU on the request itself, but about 4 KB of every
+// request it served survived scavenges into the old generation (issue 26), ~100 µs per request of GC thread time at
+// 500 req/s against ~7 µs here (bench/gateway-gc.ts; docs/gateway.md, "Allocation and GC").
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { getCACertificates } from 'node:tls';
 import type { EgressAllowList } from '../domain/egress.ts';
-import { Agent as UndiciAgent } from 'undici';
 import type { AttemptTimer } from './attempts.ts';
 import { tenantHttpsAgent } from './egress.ts';
 import type { UpstreamResponse } from './upstream-body.ts';
@@ -18,10 +18,8 @@ export class UpstreamTransport {
   readonly tenantAgent: HttpsAgent;
   private readonly httpAgent: HttpAgent;
   private readonly httpsAgent: HttpsAgent;
-  private readonly pool: UndiciAgent;
 
   constructor(opts: { egress: EgressAllowList; upstreamCaPem?: string | undefined }) {
-    this.pool = new UndiciAgent({ connections: 1024, keepAliveTimeout: 60_000, ...(opts.upstreamCaPem ? { connect: { ca: [...getCACertificates('default'), opts.upstreamCaPem] } } : {}) });
     const tls = { keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) };
     this.httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 1024 });
     this.httpsAgent = new HttpsAgent(tls);
@@ -30,7 +28,6 @@ export class UpstreamTransport {
 
   /** POSTs one upstream request; resolves with the response head. The deadline is the timer's. */
   send(req: UpstreamRequest, timer: AttemptTimer): Promise<UpstreamResponse> {
-    if (!req.tenantUrl) return this.sendPooled(req, timer);
     return new Promise((resolve, reject) => {
       const agent = this.agentFor(req);
       const r = (req.url.protocol === 'https:' ? httpsRequest : httpRequest)(req.url, {
@@ -43,21 +40,6 @@ export class UpstreamTransport {
       r.once('error', reject);
       r.end(req.body);
     });
-  }
-
-  private async sendPooled(req: UpstreamRequest, timer: AttemptTimer): Promise<UpstreamResponse> {
-    // The timer aborts through an emitter: undici accepts one, and it costs no AbortController per request.
-    const signal = new EventEmitter();
-    timer.attach({ destroy: () => signal.emit('abort') });
-    const { statusCode, body } = await this.pool.request({
-      origin: req.url.origin,
-      path: `${req.url.pathname}${req.url.search}`,
-      method: 'POST',
-      headers: { ...req.headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: req.body,
-      signal,
-    });
-    return Object.assign(body, { statusCode });
   }
 
   /** A GET whose body is discarded (the probe's models list): its status, or null when none came in time. */
@@ -83,7 +65,6 @@ export class UpstreamTransport {
   }
 
   close(): void {
-    void this.pool.destroy();
     this.httpAgent.destroy();
     this.httpsAgent.destroy();
     this.tenantAgent.destroy();
