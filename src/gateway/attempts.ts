@@ -194,14 +194,17 @@ export function failureAnswer(responses: readonly ProviderResponse[]): { status:
   return { status, message };
 }
 
-/** Reads a whole body. */
+/**
+ * Reads a whole body. `on`, not `once`: each of these fires at most once that matters (the promise settles once),
+ * `once` costs a wrapper per listener, and an 'error' listener that stays means a late error is never unhandled.
+ */
 export function readAll(res: UpstreamResponse): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     res.on('data', (c: Buffer) => chunks.push(c));
-    res.once('end', () => (res.complete === false ? reject(new Error('upstream connection closed mid-response')) : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))));
-    res.once('error', reject);
-    res.once('aborted', () => reject(new Error('upstream connection closed mid-response')));
+    res.on('end', () => (res.complete === false ? reject(new Error('upstream connection closed mid-response')) : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))));
+    res.on('error', reject);
+    res.on('aborted', () => reject(new Error('upstream connection closed mid-response')));
   });
 }
 
