@@ -160,7 +160,10 @@ export class CompletionRequest implements MeteredRequest {
     const config = this.rt.routing.current();
     if (!config) return specError(503, 'the gateway has not loaded a routing config yet');
     this.catalog = this.rt.catalog.current();
-    const userId = config.apiKey(this.apiKeyHash)?.key.owner ?? null;
+    const known = config.apiKey(this.apiKeyHash);
+    // The config's copy of the digest: this request's own then dies young instead of living on in its generation record.
+    if (known) this.apiKeyHash = known.key.hash;
+    const userId = known?.key.owner ?? null;
     const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
     if (!outcome.ok) {
       if (outcome.reason === 'no-workspace') return specError(403, 'the API key has no workspace and the account has no default workspace');
