@@ -63,6 +63,14 @@ export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros
 
 const kindOf = (a: Attempt) => (a.kind === 'credential' ? 'byok' : 'shared');
 
+// Generation ids keep randomUUID()'s v4 shape and its uniqueness across replicas (the ledger keys reservations by
+// them): the first 80 bits, version and variant included, are random per process, the last 48 count its requests.
+// About 500 bytes less garbage per request than a fresh randomUUID(). Reading a generation needs the API key that
+// made it, so a guessable neighbour reveals nothing.
+const GENERATION_ID_PREFIX = `gen-${randomUUID().slice(0, 24)}`;
+let generationCount = 0;
+export const nextGenerationId = (): string => `${GENERATION_ID_PREFIX}${(generationCount++).toString(16).padStart(12, '0')}`;
+
 /** The route handler. */
 export function chatCompletions(rt: GatewayRuntime): (req: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
   return (req, reply) => new CompletionRequest(rt, req, reply).handle();
@@ -72,7 +80,7 @@ export function chatCompletions(rt: GatewayRuntime): (req: FastifyRequest, reply
 export class CompletionRequest implements MeteredRequest {
   readonly started = performance.now();
   readonly at = new Date();
-  readonly generationId = `gen-${randomUUID()}`;
+  readonly generationId = nextGenerationId();
   apiKeyHash = '';
   model = '';
   streamed = false;
@@ -112,7 +120,7 @@ export class CompletionRequest implements MeteredRequest {
     const refused = this.authenticate() ?? this.read() ?? this.route() ?? (await this.admit());
     if (refused) return this.answer(refused.error.code, refused);
     // 'close' also fires after a normal response; only an unfinished one means the client went away.
-    this.reply.raw.once('close', () => {
+    this.reply.raw.on('close', () => {
       if (!this.reply.raw.writableFinished) this.client.leave();
     });
     return this.streamed ? this.attemptStreaming() : this.attemptBuffered();
@@ -152,7 +160,10 @@ export class CompletionRequest implements MeteredRequest {
     const config = this.rt.routing.current();
     if (!config) return specError(503, 'the gateway has not loaded a routing config yet');
     this.catalog = this.rt.catalog.current();
-    const userId = config.apiKey(this.apiKeyHash)?.key.owner ?? null;
+    const known = config.apiKey(this.apiKeyHash);
+    // The config's copy of the digest: this request's own then dies young instead of living on in its generation record.
+    if (known) this.apiKeyHash = known.key.hash;
+    const userId = known?.key.owner ?? null;
     const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
     if (!outcome.ok) {
       if (outcome.reason === 'no-workspace') return specError(403, 'the API key has no workspace and the account has no default workspace');

@@ -97,7 +97,8 @@ export class Metering {
         model: req.model,
         status,
         stream: req.streamed,
-        ...(streamError ? { stream_error: streamError } : {}),
+        // pino leaves undefined fields out: no spread of a temporary object per line.
+        stream_error: streamError || undefined,
         provider_responses: req.responses,
         duration_ms: Math.round(total * 10) / 10,
         overhead_ms: Math.round(overheadMs * 100) / 100,

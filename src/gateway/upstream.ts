@@ -118,7 +118,18 @@ function fill(template: string, values: Record<string, string>): string {
   return template.replace(/\{([a-z_]+)\}/g, (whole, name: string) => values[name] ?? whole);
 }
 
-const chatUrl = (base: string) => new URL(`${base}/chat/completions`);
+/** Chat URLs by base URL: a URL per request was ~350 bytes of garbage. Bounded: tenants' Azure resources vary it. */
+const chatUrls = new Map<string, URL>();
+const chatUrl = (base: string): URL => {
+  let url = chatUrls.get(base);
+  if (!url) {
+    if (chatUrls.size >= 1024) chatUrls.clear();
+    url = new URL(`${base}/chat/completions`);
+    chatUrls.set(base, url);
+  }
+  // Shared: callers that change a URL copy it first (modelsUrl does).
+  return url;
+};
 
 /** The provider's models list next to its chat completions URL (query, e.g. Azure's api-version, kept). */
 const modelsUrl = (chat: URL): URL => {
