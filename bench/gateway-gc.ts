@@ -144,7 +144,8 @@ async function measure(name: string, child: ChildProcess, port: number, load: Lo
       major_pause: per1000(sum((l) => (l.kind !== 's' ? l.pause : 0), natural)),
       background: per1000(sum((l) => l.background, natural)),
     },
-    gcs: { scavenges: scavenges.length - (forced.kind === 's' ? 1 : 0), mark_compacts: natural.filter((l) => l.kind !== 's').length },
+    // The longest pause shows when a shared machine stalled one GC (then the pause sums above are not comparable).
+    gcs: { scavenges: scavenges.length - (forced.kind === 's' ? 1 : 0), mark_compacts: natural.filter((l) => l.kind !== 's').length, longest_pause_ms: natural.reduce((m, l) => Math.max(m, l.pause), 0) },
   };
 }
 
