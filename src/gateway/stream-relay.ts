@@ -91,6 +91,10 @@ export class StreamRelay {
   /** Resolves when the stream is over (completed, broken or abandoned). */
   run(): Promise<void> {
     this.out.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', ...this.opts.headers });
+    // 'close' also follows a normal end; only an unfinished response means the client went away.
+    this.out.on('close', () => {
+      if (!this.out.writableFinished) this.leave();
+    });
     return new Promise<void>((resolve) => {
       this.resolveDone = resolve;
       this.armIdle();
@@ -105,9 +109,14 @@ export class StreamRelay {
   }
 
   private armIdle(): void {
-    clearTimeout(this.idle);
-    const ms = this.opts.idleTimeoutMs;
-    this.idle = setTimeout(() => this.body.destroy(new AttemptTimeout(ms)), ms);
+    // One timer per stream, re-armed per chunk: a new timer and closure per chunk was most of a stream's garbage.
+    if (this.idle) this.idle.refresh();
+    else this.idle = setTimeout(idleOut, this.opts.idleTimeoutMs, this);
+  }
+
+  /** No byte for idleTimeoutMs. */
+  idledOut(): void {
+    this.body.destroy(new AttemptTimeout(this.opts.idleTimeoutMs));
   }
 
   private chunk(c: Buffer): boolean {
@@ -136,4 +145,8 @@ export class StreamRelay {
     }
     this.resolveDone?.();
   }
+}
+
+function idleOut(relay: StreamRelay): void {
+  relay.idledOut();
 }

@@ -98,8 +98,10 @@ function headerList(req: UpstreamRequest): string[] {
   const list: string[] = [];
   let host = false;
   for (const name in req.headers) {
-    if (FIXED_HEADERS.has(name)) continue;
-    if (name === 'host') host = true;
+    // Names are compared as HTTP does (a signer may spell Host so).
+    const lower = name.toLowerCase();
+    if (FIXED_HEADERS.has(lower)) continue;
+    if (lower === 'host') host = true;
     list.push(name, req.headers[name]!);
   }
   if (!host) list.push('host', req.url.host);

@@ -70,7 +70,10 @@ export class UpstreamBody {
   private finish(error: string | undefined, cause?: Error): void {
     if (this.ended) return;
     this.ended = { error, cause };
-    if (this.sink) this.sink.end(error);
+    const sink = this.sink;
+    // Nothing comes after the end: the response lets go of the sink, which reaches the client's side (issue 26).
+    this.sink = undefined;
+    if (sink) sink.end(error);
     else this.settleWaiter();
   }
 
