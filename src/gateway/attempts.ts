@@ -33,10 +33,9 @@ export interface AttemptTimer {
   clear(): void;
 }
 
-/** The client side of one request: whether it went away, and what to tear down when it does. */
+/** The client side of one request: whether it went away, and the attempt to tear down when it does. */
 export class ClientLink {
   gone = false;
-  onGone: (() => void) | undefined;
   /** The upstream request of the attempt in flight (set by its deadline), destroyed when the client leaves. */
   attempt: Cancellable | undefined;
 
@@ -44,7 +43,6 @@ export class ClientLink {
   leave(): void {
     this.gone = true;
     this.attempt?.destroy(new Error('client went away'));
-    this.onGone?.();
   }
 }
 
