@@ -27,18 +27,19 @@ COPY config/catalog ./config/catalog
 # semi-spaces; 16 cost ~20–28 MB more peak RSS at 10k credentials for no measurable speed-up, the operator mostly
 # waits on the apiserver) and an old generation capped at 256 MiB, which keeps V8's heap growth tight; sized for the
 # chart's default 384Mi limit (up to ~30k credentials, measured, docs/operator.md "Scale"); the chart's
-# operator.nodeOptions raises the cap together with the limit. The gateway allocates per request and holds little:
-# a 32 MiB young generation, a 128 MiB old-generation cap that bounds its RSS, and one V8 worker thread: with V8's
-# default four, their wake-ups preempted the event loop on a one-core pod and its p99 at 1k req/s was ~30 ms instead
-# of ~7 (docs/gateway.md, "Runtime flags", has the table). Native memory comes from jemalloc, which hands freed pages back to the
-# kernel after a second: under glibc's malloc, a 100k-credential operator held ~40 MB of freed native memory
+# operator.nodeOptions raises the cap together with the limit. The gateway allocates per request and, since issue 26,
+# keeps almost none of it past a scavenge: an 8 MiB semi-space (16 MiB young generation), a 128 MiB old-generation cap
+# that bounds its RSS, and one V8 worker thread (with V8's default four, their wake-ups preempted the event loop on a
+# one-core pod). Measured beside 16 and 32 MiB semi-spaces, Node's defaults and the operator's flags (docs/gateway.md,
+# "Runtime flags", has the table): the lowest p99 of the capped settings, at 120 MB of RSS. Native memory comes from
+# jemalloc, which hands freed pages back to the kernel after a second: under glibc's malloc, a 100k-credential operator held ~40 MB of freed native memory
 # (malloc_trim released it) that never left the process. MALLOC_ARENA_MAX=2 only matters where jemalloc is absent
 # (two glibc arenas instead of 8 per core). bench/peers.ts and bench/operator.ts run with these same lines.
 ENV BYOK_OPERATOR_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=256"
 # The API (`api`) caches the BYOK objects and management-key Secrets (not the credential Secrets) and serves requests:
 # its own line, today the operator's values (not tuned separately yet: docs/gateway.md, "Runtime flags").
 ENV BYOK_API_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=256"
-ENV BYOK_GATEWAY_NODE_OPTIONS="--max-semi-space-size=16 --max-old-space-size=128 --v8-pool-size=1"
+ENV BYOK_GATEWAY_NODE_OPTIONS="--max-semi-space-size=8 --max-old-space-size=128 --v8-pool-size=1"
 ENV LD_PRELOAD="libjemalloc.so.2"
 ENV MALLOC_CONF="background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:2"
 ENV MALLOC_ARENA_MAX=2

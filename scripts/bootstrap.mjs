@@ -43,8 +43,9 @@ function ensureNode() {
     log(`system Node ${process.version} is older than ${MIN_NODE.join('.')}; fetching ${pkg}@${NODE_PACKAGE_VERSION} into tools/node`);
     mkdirSync(prefix, { recursive: true });
     writeFileSync(join(prefix, 'package.json'), '{"private":true}\n');
+    // Installs report on stderr: the wrapped command's stdout (a benchmark's JSON) stays its own.
     const status = run('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund',
-      '--loglevel=error', `${pkg}@${NODE_PACKAGE_VERSION}`]);
+      '--loglevel=error', `${pkg}@${NODE_PACKAGE_VERSION}`], { stdio: ['ignore', 2, 2] });
     if (status !== 0 || !existsSync(nodeBin)) fail(`could not install ${pkg}@${NODE_PACKAGE_VERSION} from the npm registry`);
   }
   return binDir;
@@ -59,7 +60,7 @@ function ensureDependencies(env) {
   // `npm install --no-save` rather than `npm ci`: it installs the locked versions too, but tolerates a
   // registry mirror that lacks other platforms' optional binaries (e.g. @swc/core-darwin-arm64).
   log('installing npm dependencies from package-lock.json');
-  if (run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error'], { env }) !== 0) fail('npm install failed');
+  if (run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error'], { env, stdio: ['ignore', 2, 2] }) !== 0) fail('npm install failed');
   writeFileSync(stamp, `${wanted}\n`);
 }
 
