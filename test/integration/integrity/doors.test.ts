@@ -38,6 +38,9 @@ describe('hostile text at both doors', () => {
     const base = await h.call('POST', '/byok', { key: hostile.managementKey, body: { provider: 'openai', key: CANARY, name: 'base' } });
     expect(base.status).toBe(201);
     baseId = one(base).id;
+    // The REST answer carries the operator's status (issue 28 §2): let it settle, so "nothing changes" compares the
+    // stored state and not the operator's first reconcile landing between two reads.
+    await until('the base credential reconciled', async () => (one(await h.call('GET', `/byok/${baseId}`, { key: hostile.managementKey })) as { status?: { ready?: boolean | null } }).status?.ready === true);
   });
   afterAll(async () => {
     await h?.close();
