@@ -3,26 +3,9 @@
 import { describe, expect, test } from '@jest/globals';
 import { deliveryVersion, routingMarks } from '../../../../src/operator/compile/accounts.ts';
 import type { CompiledCredential } from '../../../../src/domain/model.ts';
+import { cred as domainCred } from '../../domain/fixtures.ts';
 
-const cred = (id: string, over: Partial<CompiledCredential> = {}): CompiledCredential => ({
-  id,
-  name: id,
-  provider: 'openai',
-  workspaceId: null,
-  label: 'sk-...abcd',
-  displayName: null,
-  disabled: false,
-  isFallback: false,
-  isRequired: false,
-  isByokOnly: false,
-  declaredZdr: null,
-  allowedModels: null,
-  allowedApiKeyHashes: null,
-  allowedUserIds: null,
-  sortOrder: 0,
-  createdAt: '2026-01-01T00:00:00Z',
-  ...over,
-});
+const cred = (id: string, over: Partial<CompiledCredential> = {}): CompiledCredential => domainCred(id, 'openai', over);
 
 describe('routing marks', () => {
   test('an unchanged entry keeps its mark (and its run); a changed or new one gets the current run', () => {
