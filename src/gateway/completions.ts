@@ -7,7 +7,7 @@ import { BundleError, type GatewayRequest } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
-import type { MeteredRequest } from './metering.ts';
+import { attemptKind, type MeteredRequest } from './metering.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
@@ -60,8 +60,6 @@ export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros
   if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted})`;
   return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens or wait for the ${b.interval} window to reset`;
 }
-
-const kindOf = (a: Attempt) => (a.kind === 'credential' ? 'byok' : 'shared');
 
 // Generation ids keep randomUUID()'s v4 shape and its uniqueness across replicas (the ledger keys reservations by
 // them): the first 80 bits, version and variant included, are random per process, the last 48 count its requests.
@@ -293,7 +291,7 @@ export class CompletionRequest implements MeteredRequest {
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {
     const { metrics, health } = this.rt;
-    metrics.attempt(a.provider, kindOf(a), outcome, outcome !== 'ok' && !last);
+    metrics.attempt(a.provider, attemptKind(a), outcome, outcome !== 'ok' && !last);
     if (a.kind === 'credential' && !this.client.gone) {
       const h = healthOutcome(status, outcome);
       if (h) health.record(a.credentialId, h);

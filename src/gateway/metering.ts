@@ -10,6 +10,9 @@ import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { CLIENT_WENT_AWAY } from './stream-relay.ts';
 import type { MeteredUsage } from './usage.ts';
 
+/** The metric label of an attempt: the account's own credential, or the platform's shared capacity. */
+export const attemptKind = (a: Attempt): 'byok' | 'shared' => (a.kind === 'credential' ? 'byok' : 'shared');
+
 /** The request as metering needs it. */
 export interface MeteredRequest {
   generationId: string;
@@ -117,8 +120,7 @@ export class Metering {
     series.duration((now - req.started) / 1000, errorType);
     if (!attempt || !usage) return;
     series.tokens(usage.promptTokens, usage.completionTokens);
-    const kind = attempt.kind === 'credential' ? 'byok' : 'shared';
-    if (listCost !== null) series.cost(kind, 'list', listCost);
+    if (listCost !== null) series.cost(attemptKind(attempt), 'list', listCost);
     if (req.firstByteAt !== undefined && streamError === undefined) {
       series.firstToken((req.firstByteAt - req.started) / 1000);
       if (usage.completionTokens > 1 && !usage.estimated) series.perOutputToken((now - req.firstByteAt) / 1000 / (usage.completionTokens - 1));
@@ -152,7 +154,7 @@ export class Metering {
           record.fee_micros = spend.feeMicros;
           record.charged_micros = spend.chargedMicros;
           const series = this.metrics.series(attempt.provider, req.model);
-          const kind = attempt.kind === 'credential' ? 'byok' : 'shared';
+          const kind = attemptKind(attempt);
           series.cost(kind, 'fee', spend.feeMicros);
           series.cost(kind, 'charged', spend.chargedMicros);
         },
