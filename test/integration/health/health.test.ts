@@ -330,9 +330,11 @@ describe('credential health and delivery from the gateways', () => {
   // The same promise through the REST door: PATCH /byok/{id} with a new key writes a new Secret and repoints the
   // credential (a new generation), so `kubectl wait byok/<name>` right after the 200 waits for the pods.
   test('REST rotation: PATCH key, then kubectl wait byok/<name> --for=condition=Delivered, then every pod serves the new key', async () => {
+    // The key exists before the API starts: its informer's first sync then knows it (a key created after the
+    // start reaches the index one watch event later, and a request in that window gets 401).
+    const { key: managementKey } = await createManagementKey(kc, ns, { description: 'health runbook' });
     const rest = await startHarness([ns]);
     try {
-      const { key: managementKey } = await createManagementKey(kc, ns, { description: 'health runbook' });
       const created = await rest.call('POST', '/byok', { key: managementKey, body: { provider: 'cohere', key: 'co-health-rest-first-0123456789' } });
       expect(created.status).toBe(201);
       const id = one(created).id;
