@@ -359,7 +359,7 @@ async function main(argv: string[]): Promise<void> {
       const { values } = parseOptions(rest, GATEWAY_OPTIONS, false);
       const logger = createLogger({ level: values['log-level'] });
       const egress = egressOption(values['egress-allow']);
-      const { createGatewayMetrics, startGateway } = await import('../gateway/index.ts');
+      const { createGatewayMetrics, directAccessLog, startGateway } = await import('../gateway/index.ts');
       const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
       const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
       if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
@@ -386,6 +386,8 @@ async function main(argv: string[]): Promise<void> {
         port: port(values.port, 8080),
         opsPort: port(values['ops-port'], 8081),
         logger: gatewayLog,
+        // createLogger's line shape: the per-request line is written without pino's serialisation (access-log.ts).
+        accessLog: directAccessLog(gatewayLog),
         metrics,
         spendGate,
         ...(egress ? { egress } : {}),

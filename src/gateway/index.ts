@@ -4,4 +4,5 @@ export { parseCatalog, loadCatalog, watchCatalog, CatalogError, CATALOG_FORMAT, 
 export { createUpstreamAuth, sharedKeyFileName, UpstreamSetupError } from './upstream.ts';
 export { GenerationStore, type GenerationRecord, type ProviderResponse } from './generations.ts';
 export { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
+export { directAccessLog, pinoAccessLog, type AccessLog, type AccessLine } from './access-log.ts';
 export type { SpendGate, AdmitDecision, FinishedRequest, RecordedSpend, SpendRequestContext } from '../contract/spend-gate.ts';

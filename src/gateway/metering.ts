@@ -2,6 +2,7 @@
 // log line and metrics, and the spend report to the ledger (settling the admission's reservation, or giving it back).
 // The ledger write is off the response path: its result only amends the generation record.
 import type { Logger } from 'pino';
+import { pinoAccessLog, type AccessLog } from './access-log.ts';
 import { listCostMicros, type Attempt, type CompiledAccount, type RequestIdentity } from '../domain/index.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
@@ -44,12 +45,14 @@ export class Metering {
   private readonly metrics: GatewayMetrics;
   private readonly spendGate: SpendGate | undefined;
   private readonly log: Logger | undefined;
+  private readonly accessLog: AccessLog;
 
-  constructor(deps: { generations: GenerationStore; metrics: GatewayMetrics; spendGate?: SpendGate | undefined; log?: Logger | undefined }) {
+  constructor(deps: { generations: GenerationStore; metrics: GatewayMetrics; spendGate?: SpendGate | undefined; log?: Logger | undefined; accessLog?: AccessLog | undefined }) {
     this.generations = deps.generations;
     this.metrics = deps.metrics;
     this.spendGate = deps.spendGate;
     this.log = deps.log;
+    this.accessLog = deps.accessLog ?? pinoAccessLog(deps.log);
   }
 
   /** Records a finished request; `served` is absent when no attempt answered. */
@@ -92,22 +95,18 @@ export class Metering {
     const overheadMs = Math.max(0, total - req.upstreamMs);
     this.metrics.overheadOf(req.streamed, overheadMs / 1000);
     this.observe(req, status, attempt, usage, listCost, now, streamError);
-    this.log?.info(
-      {
-        generation_id: req.generationId,
-        account: req.account.namespace,
-        api_key_hash: req.apiKeyHash.slice(0, 12),
-        model: req.model,
-        status,
-        stream: req.streamed,
-        // pino leaves undefined fields out: no spread of a temporary object per line.
-        stream_error: streamError || undefined,
-        provider_responses: req.responses,
-        duration_ms: Math.round(total * 10) / 10,
-        overhead_ms: Math.round(overheadMs * 100) / 100,
-      },
-      'chat completion',
-    );
+    this.accessLog.write({
+      generationId: req.generationId,
+      account: req.account.namespace,
+      apiKeyHash: req.apiKeyHash,
+      model: req.model,
+      status,
+      stream: req.streamed,
+      streamError,
+      providerResponses: req.responses,
+      durationMs: total,
+      overheadMs,
+    });
     this.report(req, record, attempt, usage, listCost);
   }
 

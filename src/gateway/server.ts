@@ -15,6 +15,7 @@ import { watchCatalog, type CatalogWatcher } from './catalog.ts';
 import { apiKeyHash, chatCompletions } from './completions.ts';
 import { GenerationStore } from './generations.ts';
 import { bundleInventory, CredentialHealth, type GatewayStatusReport } from './health.ts';
+import type { AccessLog } from './access-log.ts';
 import { Metering } from './metering.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import { listModels } from './models.ts';
@@ -55,6 +56,8 @@ export interface GatewayOptions {
   /** Poll interval of the routing config and catalog (default 1000 ms). */
   pollMs?: number;
   metrics?: GatewayMetrics;
+  /** The per-request line; default: through `logger.info` (access-log.ts has the direct writer the CLI uses). */
+  accessLog?: AccessLog;
   /**
    * Bearer token the operator sends to GET /byok/status (per-credential outcome counters and what this pod has loaded).
    * Without it the endpoint answers 404: it lists credential ids, so it is never open on the tenant-facing port.
@@ -132,7 +135,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     catalog,
     generations,
     health,
-    metering: new Metering({ generations, metrics, spendGate: opts.spendGate, log }),
+    metering: new Metering({ generations, metrics, spendGate: opts.spendGate, log, accessLog: opts.accessLog }),
     spendGate: opts.spendGate,
     // Tenant URLs (a Vertex token_uri) go through the egress-checked agent.
     auth: createUpstreamAuth({ agent: transport.tenantAgent }),
