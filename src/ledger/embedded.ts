@@ -4,7 +4,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
-import type { CounterIncrement, Ledger, ReserveRequest, ReserveResult } from './ledger.ts';
+import type { CounterIncrement, HoldRelease, Ledger, ReserveRequest, ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
   /** Snapshot file; absent = memory only (a restart forgets the month). */
@@ -96,6 +96,14 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     return sum;
   };
 
+  const dropHolds = (id: string, holdKeys: readonly string[]) => {
+    for (const k of holdKeys) {
+      const set = holds.get(k);
+      set?.delete(id);
+      if (set?.size === 0) holds.delete(k);
+    }
+  };
+
   const live = (key: string, at: number): Counter | undefined => {
     const c = counters.get(key);
     if (c === undefined) return undefined;
@@ -146,7 +154,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       const at = now();
       return keys.map((k) => live(k, at)?.value ?? 0);
     },
-    async add(increments: readonly CounterIncrement[]) {
+    async add(increments: readonly CounterIncrement[], settle?: HoldRelease) {
       ensureOpen();
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
@@ -167,6 +175,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         c.value += inc.by;
         return c.value;
       });
+      if (settle) dropHolds(settle.id, settle.holdKeys);
       dirty = true;
       return out;
     },
@@ -193,11 +202,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       return { raisedCounters: 0, largestMicros: 0, alreadyValid: true };
     },
     async release(id, _amount, holdKeys) {
-      for (const k of holdKeys) {
-        const set = holds.get(k);
-        set?.delete(id);
-        if (set?.size === 0) holds.delete(k);
-      }
+      dropHolds(id, holdKeys);
     },
     async close() {
       if (closed) return;

@@ -34,14 +34,26 @@ export interface ReserveRequest {
   ttlMs: number;
 }
 
+/** A reservation dropped in the same atomic step as the increments that settle its request. */
+export interface HoldRelease {
+  /** The reservation's id (the request's generation id) and the amount it held. */
+  id: string;
+  amount: Micros;
+  holdKeys: readonly string[];
+}
+
 export type ReserveResult = { ok: true } | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
 
 export interface Ledger {
   readonly backend: 'embedded' | 'redis';
   /** Current totals in order; 0 for a counter never written or already expired. */
   read(keys: readonly string[]): Promise<Micros[]>;
-  /** Adds every increment atomically (all or none, one round trip) and returns the new totals in order. */
-  add(increments: readonly CounterIncrement[]): Promise<Micros[]>;
+  /**
+   * Adds every increment atomically (all or none, one round trip) and returns the new totals in order. With `settle`,
+   * the request's reservation is dropped in the same step: its real cost and its hold are never both counted, nor
+   * neither, and settling costs no round trip of its own.
+   */
+  add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]>;
   /**
    * Check-and-reserve, atomically (one script in Redis, one synchronous step embedded): every check must fit
    * (counted + live holds + amount <= limit, or < limit for a 0 amount), else nothing is held and the first

@@ -4,23 +4,27 @@
 // queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
-import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type Ledger } from './ledger.ts';
+import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
 
-// ARGV holds (amount, expiresAt ms or 0) per key. The expiry is set when the increment created the key (its value
-// equals the amount), which is once per window; later increments leave it alone.
+// KEYS: the n counters, then the hold sets of the reservation this add settles (if any). ARGV: n, then
+// (amount, expiresAt ms or 0) per counter, then the reservation's hold member "<id>|<amount>" when there are hold
+// sets. The expiry is set when the increment created the key (its value equals the amount), which is once per
+// window; later increments leave it alone. The holds go in the same script: spend and hold are never both counted.
 const ADD_SCRIPT = `
+local n = tonumber(ARGV[1])
 local out = {}
-for i = 1, #KEYS do
+for i = 1, n do
   local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
-  if cur + tonumber(ARGV[2 * i - 1]) > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. KEYS[i]) end
+  if cur + tonumber(ARGV[2 * i]) > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. KEYS[i]) end
 end
-for i = 1, #KEYS do
-  local by = tonumber(ARGV[2 * i - 1])
+for i = 1, n do
+  local by = tonumber(ARGV[2 * i])
   local v = redis.call('INCRBY', KEYS[i], by)
-  local at = tonumber(ARGV[2 * i])
+  local at = tonumber(ARGV[2 * i + 1])
   if at > 0 and v == by then redis.call('PEXPIREAT', KEYS[i], at) end
   out[i] = v
 end
+for i = n + 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2 * n + 2]) end
 return out
 `;
 
@@ -102,6 +106,9 @@ for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
 `;
 
+/** A reservation's member in its hold sets (RESERVE_SCRIPT writes it as id .. '|' .. amount). */
+const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
+
 export interface RedisLedgerOptions {
   /** redis://[:password@]host:port[/db] or rediss:// for TLS. */
   url: string;
@@ -171,16 +178,19 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       return values.map((v) => (v === null ? 0 : Number(v)));
     },
-    async add(increments: readonly CounterIncrement[]): Promise<Micros[]> {
-      if (increments.length === 0) return [];
+    async add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]> {
+      const holdKeys = settle?.holdKeys ?? [];
+      if (increments.length === 0 && holdKeys.length === 0) return [];
       const args: (string | number)[] = [];
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
         args.push(inc.key);
       }
+      args.push(...holdKeys, increments.length);
       for (const inc of increments) args.push(inc.by, inc.expiresAt ?? 0);
+      if (settle && holdKeys.length > 0) args.push(holdMember(settle.id, settle.amount));
       try {
-        return await scripted.byokLedgerAdd(increments.length, ...args);
+        return await scripted.byokLedgerAdd(increments.length + holdKeys.length, ...args);
       } catch (err) {
         // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number.
         if (err instanceof Error && err.message.includes('BYOK_OVERFLOW')) throw new RangeError('a ledger counter would pass 2^53 micros: increment refused');
@@ -219,7 +229,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
     async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;
       try {
-        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, `${id}|${amount}`);
+        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, holdMember(id, amount));
       } catch (err) {
         throw unavailable(err);
       }

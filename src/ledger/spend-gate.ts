@@ -205,14 +205,16 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     const month = windowOf('monthly', req.at);
     const monthExpiry = keys.expiresAt(month);
     const increments = budgetIncrements(req, always, withFlag);
+    // The request's reservation is dropped by the same write that counts its real cost.
+    const settle = req.reservation && req.reservation.holdKeys.length > 0 ? { id: req.reservation.id, amount: req.reservation.amountMicros, holdKeys: req.reservation.holdKeys } : undefined;
     if (!isByok) {
       increments.push({ key: keys.account(accountId, month, 'charged'), by: cost, expiresAt: monthExpiry });
-      await ledger.add(increments);
+      await ledger.add(increments, settle);
       return { feeMicros: 0, chargedMicros: cost, freeListCostMicros: 0 };
     }
     // The month's BYOK list cost is incremented first, atomically with the budget windows; the total it returns
     // minus this request is exactly the month-to-date before it, even with many replicas writing at once.
-    const totals = await ledger.add([{ key: keys.account(accountId, month, 'byok_list'), by: cost, expiresAt: monthExpiry }, ...increments]);
+    const totals = await ledger.add([{ key: keys.account(accountId, month, 'byok_list'), by: cost, expiresAt: monthExpiry }, ...increments], settle);
     const before = (totals[0] ?? cost) - cost;
     const charge = byokCharge({ plan: req.account.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
     if (charge.feeMicros > 0) {
@@ -330,10 +332,12 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     release,
     record: async (req: FinishedRequest) => {
       try {
+        // Settles the reservation in the same write as the real cost (or in the replay that lands it).
         return await record(req);
-      } finally {
-        // Settled: the real cost is in the counters now (or queued for replay, and counted there once it lands).
+      } catch (err) {
+        // Not recorded: the hold is dropped on its own (best effort; it lapses at its expiry otherwise).
         await release(req.reservation);
+        throw err;
       }
     },
     pendingRecords: () => queue.length,

@@ -104,6 +104,58 @@ describe('concurrency does not multiply a limit', () => {
   });
 });
 
+// Issue 26: the write that counts a request's real cost also drops its hold, in one script: one round trip per
+// settled request instead of two, and no moment where the hold and the spend are both counted (a spurious 402).
+test('settling: the spend and the dropped hold land in one Redis script, and a failed record still frees the hold', async () => {
+  const ledger = await createRedisLedger({ url: redis.url });
+  const gate = createSpendGate(ledger);
+  const keys = keySpace();
+  const scripts = async () => {
+    const stats = await ledger.client.info('commandstats');
+    return [...stats.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  };
+  try {
+    const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 0.15 }], includeByokInBudgets: false } });
+    const c = ctx(acc, new Date());
+    await ledger.restore(keys.validated(acc.accountId), []);
+    const hold = keys.hold(acc.accountId, 'workspace', WS1, windowOf('daily', c.at));
+    const d = await gate.admit({ ...c, maximum: { id: 'gen-settle', costMicros: COST, byokOnly: false } });
+    expect(d.allowed).toBe(true);
+    expect(await ledger.client.zcard(hold)).toBe(1);
+    const before = await scripts();
+    await gate.record({ ...finished(c, COST, false), generationId: 'gen-settle', reservation: d.allowed ? d.reservation : null });
+    expect((await scripts()) - before).toBe(1);
+    expect(await ledger.client.zcard(hold)).toBe(0);
+    // The room is exactly the limit minus the real cost: 0.05 USD left, so the next 0.1 USD request is refused.
+    expect(await gate.admit({ ...c, maximum: { id: 'gen-next', costMicros: COST, byokOnly: false } })).toMatchObject({ allowed: false, heldMicros: 0 });
+    // A record the ledger refuses (a negative cost) is not counted, and its hold does not outlive it.
+    const e = await gate.admit({ ...c, maximum: { id: 'gen-refused', costMicros: 10_000, byokOnly: false } });
+    expect(e.allowed).toBe(true);
+    await expect(gate.record({ ...finished(c, -1, false), generationId: 'gen-refused', reservation: e.allowed ? e.reservation : null })).rejects.toThrow();
+    expect(await ledger.client.zcard(hold)).toBe(0);
+  } finally {
+    await gate.close();
+  }
+});
+
+test('settling on the embedded ledger: the hold is gone when record resolves', async () => {
+  const ledger = createEmbeddedLedger();
+  const gate = createSpendGate(ledger);
+  try {
+    const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 0.15 }], includeByokInBudgets: false } });
+    const c = ctx(acc, new Date());
+    const d = await gate.admit({ ...c, maximum: { id: 'gen-e1', costMicros: COST, byokOnly: false } });
+    expect(d.allowed).toBe(true);
+    // Held: a second 0.1 USD request does not fit beside it.
+    expect(await gate.admit({ ...c, maximum: { id: 'gen-e2', costMicros: COST, byokOnly: false } })).toMatchObject({ allowed: false, heldMicros: COST });
+    await gate.record({ ...finished(c, 20_000, false), generationId: 'gen-e1', reservation: d.allowed ? d.reservation : null });
+    // Settled at its real cost (0.02 USD): 0.13 USD left, nothing held.
+    expect((await gate.admit({ ...c, maximum: { id: 'gen-e3', costMicros: 130_000, byokOnly: false } })).allowed).toBe(true);
+  } finally {
+    await gate.close();
+  }
+});
+
 // Issue 25 §3: a Redis that restarts (here kill -9 and an empty restart, the worst case; an RDB restore is the same
 // with less lost) never reopens a budget: admission fails closed until the rebuild raises the counters to what
 // status.spend mirrored, and the spend lost is exactly what arrived after the last mirror.
