@@ -12,13 +12,14 @@ import type { Logger } from 'pino';
 import { byokCharge } from '../domain/billing.ts';
 import { budgetContributionMicros, budgetScopes, decideBudget, type BudgetCheck } from '../domain/budgets.ts';
 import type { BudgetedGuardrail, BudgetedWorkspace } from '../domain/account.ts';
+import type { CompiledAccount } from '../domain/index.ts';
 import type { BudgetInterval } from '../domain/model.ts';
 import { assertNonNegativeMicros, type Micros } from '../domain/money.ts';
 import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { keySpace, type KeySpace } from './keys.ts';
 import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldCheck, type Ledger } from './ledger.ts';
 import { readWindows, type ScopeRef } from './spend-view.ts';
-import { INTERVALS, windowOf, windowsAt } from './windows.ts';
+import { INTERVALS, windowsAt, type DayWindows } from './windows.ts';
 
 export interface SpendGateOptions {
   keys?: KeySpace;
@@ -40,6 +41,27 @@ export interface LedgerSpendGate extends SpendGate {
   pendingRecords(): number;
   /** Resolves when no record is waiting (or rejects after timeoutMs). */
   drain(timeoutMs?: number): Promise<void>;
+}
+
+/** One budget window's ledger keys for one scope. */
+interface WindowKeys {
+  nonbyok: string;
+  byok: string;
+  /** [nonbyok, byok]: what a budget that includes BYOK counts. */
+  both: readonly string[];
+  hold: string;
+  expiresAt: number | null;
+}
+
+type ScopeKeys = { windows: DayWindows; accountId: string } & Record<BudgetInterval, WindowKeys>;
+
+interface AccountKeys {
+  windows: DayWindows;
+  validated: string;
+  byokList: string;
+  fee: string;
+  charged: string;
+  expiresAt: number | null;
 }
 
 interface Pending {
@@ -93,22 +115,58 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
 
   const reservationTtlMs = opts.reservationTtlMs ?? 15 * 60_000;
 
+  // The ledger keys of a budget scope (a guardrail or workspace of a loaded routing config) in today's windows, built
+  // once per scope and day instead of per request: the same string objects every time, so the counters' lookups hash
+  // nothing new (bench/ledger.ts). Keyed by the scope object: a config reload brings new objects and new keys.
+  const scopeKeyCache = new WeakMap<object, ScopeKeys>();
+  const accountKeyCache = new WeakMap<object, AccountKeys>();
+
+  function scopeKeys(accountId: string, scope: 'guardrail' | 'workspace', owner: { id: string }, windows: DayWindows): ScopeKeys {
+    const hit = scopeKeyCache.get(owner);
+    if (hit?.windows === windows && hit.accountId === accountId) return hit;
+    const keysOf = (interval: BudgetInterval): WindowKeys => {
+      const w = windows[interval];
+      const nonbyok = keys.budget(accountId, scope, owner.id, w, 'nonbyok');
+      const byok = keys.budget(accountId, scope, owner.id, w, 'byok');
+      return { nonbyok, byok, both: [nonbyok, byok], hold: keys.hold(accountId, scope, owner.id, w), expiresAt: keys.expiresAt(w) };
+    };
+    const built: ScopeKeys = { windows, accountId, daily: keysOf('daily'), weekly: keysOf('weekly'), monthly: keysOf('monthly'), lifetime: keysOf('lifetime') };
+    scopeKeyCache.set(owner, built);
+    return built;
+  }
+
+  function accountKeys(account: CompiledAccount, windows: DayWindows): AccountKeys {
+    const hit = accountKeyCache.get(account);
+    if (hit?.windows === windows) return hit;
+    const month = windows.monthly;
+    const built: AccountKeys = {
+      windows,
+      validated: keys.validated(account.accountId),
+      byokList: keys.account(account.accountId, month, 'byok_list'),
+      fee: keys.account(account.accountId, month, 'fee'),
+      charged: keys.account(account.accountId, month, 'charged'),
+      expiresAt: keys.expiresAt(month),
+    };
+    accountKeyCache.set(account, built);
+    return built;
+  }
+
   /** Every budget with a limit, as the ledger checks it: counted keys, hold set, limit, and this request's hold. */
   function holdChecks(req: AdmitRequest, maximum: NonNullable<AdmitRequest['maximum']>): { checks: HoldCheck[]; meta: Omit<BudgetCheck, 'countedMicros' | 'blocked'>[] } {
     const { guardrails, workspace } = budgetScopes(req.account, req.who);
     const checks: HoldCheck[] = [];
     const meta: Omit<BudgetCheck, 'countedMicros' | 'blocked'>[] = [];
-    const add = (scope: 'guardrail' | 'workspace', id: string, name: string, interval: BudgetInterval, limitMicros: Micros, includesByok: boolean) => {
+    const windows = windowsAt(req.at);
+    const add = (scope: 'guardrail' | 'workspace', owner: { id: string; name: string }, interval: BudgetInterval, limitMicros: Micros, includesByok: boolean) => {
       assertNonNegativeMicros(limitMicros, 'budget limit');
-      const w = windowOf(interval, req.at);
-      const counted = [keys.budget(req.account.accountId, scope, id, w, 'nonbyok'), ...(includesByok ? [keys.budget(req.account.accountId, scope, id, w, 'byok')] : [])];
+      const k = scopeKeys(req.account.accountId, scope, owner, windows)[interval];
       // A BYOK-only request cannot count where BYOK is excluded: checked (a reached budget still blocks), not held.
       const amount = maximum.byokOnly && !includesByok ? 0 : maximum.costMicros;
-      checks.push({ countedKeys: counted, holdKey: keys.hold(req.account.accountId, scope, id, w), limitMicros, amount });
-      meta.push({ scope, id, name, interval, limitMicros, includesByok });
+      checks.push({ countedKeys: includesByok ? k.both : [k.nonbyok], holdKey: k.hold, limitMicros, amount });
+      meta.push({ scope, id: owner.id, name: owner.name, interval, limitMicros, includesByok });
     };
-    for (const g of guardrails) if (g.budget !== null) add('guardrail', g.id, g.name, g.budget.resetInterval, g.budget.limitMicros, g.budget.includeByokInBudgets);
-    if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace.id, workspace.name, b.interval, b.limitMicros, workspace.includeByokInBudgets);
+    for (const g of guardrails) if (g.budget !== null) add('guardrail', g, g.budget.resetInterval, g.budget.limitMicros, g.budget.includeByokInBudgets);
+    if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace, b.interval, b.limitMicros, workspace.includeByokInBudgets);
     return { checks, meta };
   }
 
@@ -126,7 +184,7 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     if (checks.length === 0) return { allowed: true, reservation: null };
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
-      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs, ...(ledger.backend === 'redis' ? { validatedKey: keys.validated(req.account.accountId) } : {}) });
+      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs, ...(ledger.backend === 'redis' ? { validatedKey: accountKeys(req.account, windowsAt(req.at)).validated } : {}) });
     } catch (err) {
       // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
       if (err instanceof LedgerResetError) {
@@ -178,20 +236,18 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
   // Every window of every budget scope of the request gets both parts, whatever the scope's limits and flag are
   // today: decideBudget applies include_byok_in_budgets at read time, and a limit added or an interval changed
   // mid-window sees the spend already made in that window.
-  function budgetIncrements(req: FinishedRequest, nonByok: Micros, byok: Micros): CounterIncrement[] {
+  function budgetIncrements(req: FinishedRequest, windows: DayWindows, nonByok: Micros, byok: Micros): CounterIncrement[] {
     const { guardrails, workspace } = budgetScopes(req.account, req.who);
-    const scopes: { scope: 'guardrail' | 'workspace'; id: string }[] = guardrails.map((g) => ({ scope: 'guardrail' as const, id: g.id }));
-    if (workspace !== null) scopes.push({ scope: 'workspace', id: workspace.id });
-    const windows = windowsAt(req.at);
     const out: CounterIncrement[] = [];
-    for (const s of scopes) {
+    const add = (k: ScopeKeys) => {
       for (const interval of INTERVALS) {
-        const w = windows[interval];
-        const expiresAt = keys.expiresAt(w);
-        if (nonByok > 0) out.push({ key: keys.budget(req.account.accountId, s.scope, s.id, w, 'nonbyok'), by: nonByok, expiresAt });
-        if (byok > 0) out.push({ key: keys.budget(req.account.accountId, s.scope, s.id, w, 'byok'), by: byok, expiresAt });
+        const w = k[interval];
+        if (nonByok > 0) out.push({ key: w.nonbyok, by: nonByok, expiresAt: w.expiresAt });
+        if (byok > 0) out.push({ key: w.byok, by: byok, expiresAt: w.expiresAt });
       }
-    }
+    };
+    for (const g of guardrails) add(scopeKeys(req.account.accountId, 'guardrail', g, windows));
+    if (workspace !== null) add(scopeKeys(req.account.accountId, 'workspace', workspace, windows));
     return out;
   }
 
@@ -201,25 +257,24 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     // The part that counts against every budget, and the part that counts only where BYOK is included.
     const always = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: false });
     const withFlag = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: true }) - always;
-    const accountId = req.account.accountId;
-    const month = windowOf('monthly', req.at);
-    const monthExpiry = keys.expiresAt(month);
-    const increments = budgetIncrements(req, always, withFlag);
+    const windows = windowsAt(req.at);
+    const acct = accountKeys(req.account, windows);
+    const increments = budgetIncrements(req, windows, always, withFlag);
     // The request's reservation is dropped by the same write that counts its real cost.
     const settle = req.reservation && req.reservation.holdKeys.length > 0 ? { id: req.reservation.id, amount: req.reservation.amountMicros, holdKeys: req.reservation.holdKeys } : undefined;
     if (!isByok) {
-      increments.push({ key: keys.account(accountId, month, 'charged'), by: cost, expiresAt: monthExpiry });
+      increments.push({ key: acct.charged, by: cost, expiresAt: acct.expiresAt });
       await ledger.add(increments, settle);
       return { feeMicros: 0, chargedMicros: cost, freeListCostMicros: 0 };
     }
     // The month's BYOK list cost is incremented first, atomically with the budget windows; the total it returns
     // minus this request is exactly the month-to-date before it, even with many replicas writing at once.
-    const totals = await ledger.add([{ key: keys.account(accountId, month, 'byok_list'), by: cost, expiresAt: monthExpiry }, ...increments], settle);
+    const totals = await ledger.add([{ key: acct.byokList, by: cost, expiresAt: acct.expiresAt }, ...increments], settle);
     const before = (totals[0] ?? cost) - cost;
     const charge = byokCharge({ plan: req.account.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
     if (charge.feeMicros > 0) {
       // A failure here must not replay the list cost above: retry only the fee.
-      await addWithRetry([{ key: keys.account(accountId, month, 'fee'), by: charge.feeMicros, expiresAt: monthExpiry }]);
+      await addWithRetry([{ key: acct.fee, by: charge.feeMicros, expiresAt: acct.expiresAt }]);
     }
     return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
   }

@@ -22,36 +22,37 @@ const ymd = (ms: number) => {
   return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
 };
 
-/** The window of `interval` that contains `at`. */
-export function windowOf(interval: BudgetInterval, at: Date): BudgetWindow {
-  const t = at.getTime();
-  if (!Number.isFinite(t)) throw new RangeError('window time must be a valid date');
-  const dayStart = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate());
-  switch (interval) {
-    case 'daily':
-      return { interval, id: `d${ymd(dayStart)}`, startsAt: dayStart, endsAt: dayStart + DAY_MS };
-    case 'weekly': {
-      // getUTCDay: Sunday 0 ... Saturday 6; ISO weeks start on Monday.
-      const sinceMonday = (at.getUTCDay() + 6) % 7;
-      const monday = dayStart - sinceMonday * DAY_MS;
-      return { interval, id: `w${ymd(monday)}`, startsAt: monday, endsAt: monday + 7 * DAY_MS };
-    }
-    case 'monthly': {
-      const start = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1);
-      const end = Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
-      return { interval, id: `m${ymd(start).slice(0, 7)}`, startsAt: start, endsAt: end };
-    }
-    case 'lifetime':
-      return { interval, id: 'life', startsAt: 0, endsAt: null };
-  }
+export type DayWindows = Readonly<Record<BudgetInterval, Readonly<BudgetWindow>>>;
+
+function computeWindows(at: Date, dayStart: number): DayWindows {
+  // getUTCDay: Sunday 0 ... Saturday 6; ISO weeks start on Monday.
+  const monday = dayStart - ((at.getUTCDay() + 6) % 7) * DAY_MS;
+  const monthStart = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1);
+  return Object.freeze({
+    daily: Object.freeze({ interval: 'daily', id: `d${ymd(dayStart)}`, startsAt: dayStart, endsAt: dayStart + DAY_MS }),
+    weekly: Object.freeze({ interval: 'weekly', id: `w${ymd(monday)}`, startsAt: monday, endsAt: monday + 7 * DAY_MS }),
+    monthly: Object.freeze({ interval: 'monthly', id: `m${ymd(monthStart).slice(0, 7)}`, startsAt: monthStart, endsAt: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1) }),
+    lifetime: Object.freeze({ interval: 'lifetime', id: 'life', startsAt: 0, endsAt: null }),
+  } as const);
 }
 
-/** The current window of every interval. */
-export function windowsAt(at: Date): Record<BudgetInterval, BudgetWindow> {
-  return {
-    daily: windowOf('daily', at),
-    weekly: windowOf('weekly', at),
-    monthly: windowOf('monthly', at),
-    lifetime: windowOf('lifetime', at),
-  };
+// Every request asks for the windows of "now": the day's answer is kept (frozen, so callers share it safely) and
+// reused until the day ends. Same objects all day: callers may key caches by them (spend-gate.ts does).
+let today: { from: number; to: number; windows: DayWindows } | undefined;
+
+/** The current window of every interval: one frozen record per UTC day. */
+export function windowsAt(at: Date): DayWindows {
+  const t = at.getTime();
+  if (!Number.isFinite(t)) throw new RangeError('window time must be a valid date');
+  if (today !== undefined && t >= today.from && t < today.to) return today.windows;
+  const dayStart = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate());
+  const windows = computeWindows(at, dayStart);
+  // Only the newest day is kept: a request for another day (a replay, a test) recomputes without evicting it.
+  if (today === undefined || dayStart >= today.from) today = { from: dayStart, to: dayStart + DAY_MS, windows };
+  return windows;
+}
+
+/** The window of `interval` that contains `at`. */
+export function windowOf(interval: BudgetInterval, at: Date): Readonly<BudgetWindow> {
+  return windowsAt(at)[interval];
 }

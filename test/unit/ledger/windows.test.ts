@@ -74,3 +74,20 @@ describe('microsText', () => {
     expect(microsText(-1_500_000)).toBe('-1.500000');
   });
 });
+
+describe('windowsAt keeps one frozen record per UTC day', () => {
+  test('the same objects all day, new ones at midnight UTC, and another day asked for in between does not evict today', () => {
+    const morning = windowsAt(at('2031-03-10T00:00:00.000Z'));
+    expect(windowsAt(at('2031-03-10T23:59:59.999Z'))).toBe(morning);
+    expect(windowOf('weekly', at('2031-03-10T12:00:00Z'))).toBe(morning.weekly);
+    // A replayed record from yesterday gets yesterday's windows, computed, and today's stay cached.
+    expect(windowsAt(at('2031-03-09T23:00:00Z')).daily.id).toBe('d2031-03-09');
+    expect(windowsAt(at('2031-03-10T08:00:00Z'))).toBe(morning);
+    const next = windowsAt(at('2031-03-11T00:00:00.000Z'));
+    expect(next).not.toBe(morning);
+    expect([next.daily.id, next.weekly.id, next.monthly.id]).toEqual(['d2031-03-11', 'w2031-03-10', 'm2031-03']);
+    // Shared objects cannot be changed by a caller.
+    expect(Object.isFrozen(next) && Object.isFrozen(next.daily)).toBe(true);
+    expect(() => windowsAt(new Date(Number.NaN))).toThrow(RangeError);
+  });
+});
