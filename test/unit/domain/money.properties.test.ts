@@ -103,3 +103,27 @@ describe('money on integer micros (properties)', () => {
     expect(() => decideBudget({ guardrails: [{ guardrail: prepared, spend: { nonByokMicros: 0, byokMicros: 0 } }], workspace: null })).toThrow(RangeError);
   });
 });
+
+describe('mulDivRound', () => {
+  /** The BigInt definition, for every input. */
+  const exact = (m: number, num: number, den: number): number => {
+    const n = BigInt(m) * BigInt(num);
+    const d = BigInt(den);
+    const r = n % d;
+    return Number(n / d + (r * 2n >= d ? 1n : r * 2n <= -d ? -1n : 0n));
+  };
+  test('the double fast path equals the BigInt result, at and around the safe-integer edge and on halves', () => {
+    const edge = fc.integer({ min: Number.MAX_SAFE_INTEGER - 1_000, max: Number.MAX_SAFE_INTEGER });
+    const signed = fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
+    fc.assert(
+      fc.property(fc.oneof(micros, edge, signed), fc.integer({ min: -2_000_000, max: 2_000_000 }), fc.integer({ min: 1, max: 1_000_000_000 }), (m, num, den) => {
+        expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
+      }),
+      { numRuns: 20_000 },
+    );
+    // Exact halves round up (away from zero for negatives, as the BigInt path does).
+    for (const [m, num, den] of [[1, 1, 2], [3, 1, 2], [-1, 1, 2], [-3, 1, 2], [5, 5, 100], [15, 5, 100], [Number.MAX_SAFE_INTEGER, 1, 2]] as const) {
+      expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
+    }
+  });
+});
