@@ -14,7 +14,9 @@
 //
 // --stream asks for streamed answers (the upstream then sends server-sent events).
 //
-//   node bench/gateway-gc.ts [--requests 3000] [--rate 500] [--connections 64] [--stream] [--no-fastify]
+// --ledger embedded|redis runs the gateway with a spend ledger as the CLI wires it (default: none, as the figures in
+// docs/gateway.md were measured; redis starts a redis-server on loopback).
+//   node bench/gateway-gc.ts [--requests 3000] [--rate 500] [--connections 64] [--stream] [--no-fastify] [--ledger embedded|redis]
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { openSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -22,7 +24,11 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { startGateway } from '../src/gateway/index.ts';
+import { Registry } from 'prom-client';
+import { openGatewaySpendGate } from '../src/cli/gateway-ledger.ts';
+import { directAccessLog, startGateway } from '../src/gateway/index.ts';
+import { openLedger } from '../src/ledger/open.ts';
+import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { createLogger } from '../src/operator/logger.ts';
 import { freePort } from '../src/controlplane/control-plane.ts';
 import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
@@ -150,19 +156,30 @@ async function measure(name: string, child: ChildProcess, port: number, load: Lo
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { requests: { type: 'string', default: '3000' }, rate: { type: 'string', default: '500' }, connections: { type: 'string', default: '64' }, stream: { type: 'boolean', default: false }, 'no-fastify': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { requests: { type: 'string', default: '3000' }, rate: { type: 'string', default: '500' }, connections: { type: 'string', default: '64' }, stream: { type: 'boolean', default: false }, 'no-fastify': { type: 'boolean', default: false }, ledger: { type: 'string', default: 'none' } } });
+  if (!['none', 'embedded', 'redis'].includes(values.ledger)) throw new Error(`--ledger ${values.ledger}: use none, embedded or redis`);
   const load: Load = { requests: Number(values.requests), rate: Number(values.rate), connections: Number(values.connections), stream: values.stream };
   const upstreamPort = await freePort();
   const upstream = spawn(process.execPath, [peers, '--upstream', String(upstreamPort)], { stdio: 'ignore' });
   const children: ChildProcess[] = [upstream];
   let fixture: GatewayFixture | undefined;
+  let redis: RedisServer | undefined;
   try {
     await waitForPort(upstreamPort);
     const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
     fixture = writeGatewayFixture(upstreamUrl);
+    let ledgerArg = values.ledger;
+    if (values.ledger === 'redis') {
+      redis = await startRedis();
+      // What the operator's spend pass does for every account: validate it for the running Redis process.
+      const { ledger, keys } = await openLedger({ redisUrl: redis.url });
+      await ledger.restore(keys.validated(fixture.accountId), []);
+      await ledger.close();
+      ledgerArg = redis.url;
+    }
     const execArgv = [...HEAP_FLAGS, '--expose-gc', '--import', probe];
     const gwPort = await freePort();
-    const gw = fork(self, ['--gateway', JSON.stringify(fixture), String(gwPort)], { execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+    const gw = fork(self, ['--gateway', JSON.stringify(fixture), String(gwPort), ledgerArg], { execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
     children.push(gw);
     const gateway = await measure('gateway', gw, gwPort, load);
     let fastify: Awaited<ReturnType<typeof measure>> | null = null;
@@ -176,6 +193,7 @@ async function main(): Promise<void> {
       bench: 'gateway-gc',
       node: process.version,
       heap_flags: HEAP_FLAGS.join(' '),
+      ledger: values.ledger,
       load: { ...load, tool: 'oha --latency-correction' },
       gateway,
       fastify,
@@ -190,15 +208,17 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill();
+    await redis?.stop();
     if (fixture) rmSync(fixture.root, { recursive: true, force: true });
   }
 }
 
 /** The measured gateway: logs at info, synchronously, to /dev/null (the line is built and written as in production). */
-async function serveGateway(fixture: GatewayFixture, port: number): Promise<void> {
+async function serveGateway(fixture: GatewayFixture, port: number, ledger: string): Promise<void> {
   const logger = createLogger({ level: 'info', redact: false, destination: pino.destination({ dest: openSync('/dev/null', 'w'), sync: true }) });
-  await startGateway({ configDir: fixture.configDir, bundleDir: fixture.bundleDir, keyDir: fixture.keyDir, catalogFile: fixture.catalogFile, host: '127.0.0.1', port, logger });
+  const spendGate = ledger === 'none' ? undefined : await openGatewaySpendGate({ ...(ledger === 'embedded' ? {} : { redisUrl: ledger }), registry: new Registry(), logger });
+  await startGateway({ configDir: fixture.configDir, bundleDir: fixture.bundleDir, keyDir: fixture.keyDir, catalogFile: fixture.catalogFile, host: '127.0.0.1', port, logger, accessLog: directAccessLog(logger), ...(spendGate ? { spendGate } : {}) });
 }
 
-if (process.argv[2] === '--gateway') await serveGateway(JSON.parse(process.argv[3]!) as GatewayFixture, Number(process.argv[4]));
+if (process.argv[2] === '--gateway') await serveGateway(JSON.parse(process.argv[3]!) as GatewayFixture, Number(process.argv[4]), process.argv[5] ?? 'none');
 else await main();
