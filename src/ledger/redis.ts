@@ -6,17 +6,23 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
 import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
 
-// KEYS: the n counters, then the hold sets of the reservation this add settles (if any). ARGV: n, then
-// (amount, expiresAt ms or 0) per counter, then the reservation's hold member "<id>|<amount>" when there are hold
-// sets. The expiry is set when the increment created the key (its value equals the amount), which is once per
-// window; later increments leave it alone. The holds go in the same script: spend and hold are never both counted.
+// KEYS: n counters, then the hold sets of the reservations this add settles. ARGV: n, then (amount, expiresAt ms or 0)
+// per counter, then per hold set the member to drop ("<id>|<amount>"). A counter may appear more than once (several
+// requests of one account in one batch): each INCRBY returns the running total, so every request still learns the
+// total after its own increment. The overflow check runs on running totals too, before anything is written. The
+// expiry is set when the increment created the key (its value equals the amount), once per window. The holds go in
+// the same script: a request's spend and its hold are never both counted.
 const ADD_SCRIPT = `
 local n = tonumber(ARGV[1])
-local out = {}
+local running = {}
 for i = 1, n do
-  local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
-  if cur + tonumber(ARGV[2 * i]) > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. KEYS[i]) end
+  local k = KEYS[i]
+  local cur = running[k] or tonumber(redis.call('GET', k) or '0') or 0
+  cur = cur + tonumber(ARGV[2 * i])
+  if cur > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. k) end
+  running[k] = cur
 end
+local out = {}
 for i = 1, n do
   local by = tonumber(ARGV[2 * i])
   local v = redis.call('INCRBY', KEYS[i], by)
@@ -24,7 +30,7 @@ for i = 1, n do
   if at > 0 and v == by then redis.call('PEXPIREAT', KEYS[i], at) end
   out[i] = v
 end
-for i = n + 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2 * n + 2]) end
+for i = n + 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[n + 1 + i]) end
 return out
 `;
 
@@ -109,6 +115,76 @@ return 1
 /** A reservation's member in its hold sets (RESERVE_SCRIPT writes it as id .. '|' .. amount). */
 const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
 
+/** How long an add waits for others of the same account before its script runs (see AddBatcher). */
+export const DEFAULT_BATCH_WINDOW_MS = 5;
+/** Adds per script call at most: a busy account's batch is sent at once when it reaches this size. */
+const MAX_BATCH = 64;
+
+interface PendingAdd {
+  increments: readonly CounterIncrement[];
+  settle: HoldRelease | undefined;
+  resolve(totals: Micros[]): void;
+  reject(err: Error): void;
+}
+
+/**
+ * Adds of one account that arrive within a window go to Redis as one script call. Records are off the response path
+ * (the reservation's hold stands for the request until then), so a few milliseconds cost nothing, and one call per
+ * batch instead of per request saves the client's per-command cost (ioredis: ~45 µs of CPU, ~12 KB allocated and
+ * ~1.9 KB kept past a scavenge per call, docs/ledger.md) and Redis's. Batches never mix accounts: every key of an
+ * account shares its hash tag, so a batch stays in one Redis Cluster slot. Order within a batch is arrival order.
+ */
+class AddBatcher {
+  private readonly open = new Map<string, { calls: PendingAdd[]; timer: NodeJS.Timeout }>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly run: (calls: readonly PendingAdd[]) => Promise<void>;
+  private readonly windowMs: number;
+
+  constructor(run: (calls: readonly PendingAdd[]) => Promise<void>, windowMs: number) {
+    this.run = run;
+    this.windowMs = windowMs;
+  }
+
+  add(call: PendingAdd): void {
+    const tag = hashTagOf(call.increments[0]?.key ?? call.settle?.holdKeys[0] ?? '');
+    if (this.windowMs <= 0 || tag === null) return this.send([call]);
+    const batch = this.open.get(tag);
+    if (batch) {
+      batch.calls.push(call);
+      if (batch.calls.length >= MAX_BATCH) this.flush(tag);
+      return;
+    }
+    this.open.set(tag, { calls: [call], timer: setTimeout(() => this.flush(tag), this.windowMs) });
+  }
+
+  /** Sends every open batch and waits for every script call under way. */
+  async flushAll(): Promise<void> {
+    for (const tag of [...this.open.keys()]) this.flush(tag);
+    await Promise.all(this.inFlight);
+  }
+
+  private flush(tag: string): void {
+    const batch = this.open.get(tag);
+    if (!batch) return;
+    this.open.delete(tag);
+    clearTimeout(batch.timer);
+    this.send(batch.calls);
+  }
+
+  private send(calls: PendingAdd[]): void {
+    const p = this.run(calls).finally(() => this.inFlight.delete(p));
+    this.inFlight.add(p);
+  }
+}
+
+/** The `{...}` hash tag of a key (Redis Cluster's rule: the first `{` and the next `}`, non-empty), or null. */
+function hashTagOf(key: string): string | null {
+  const open = key.indexOf('{');
+  if (open < 0) return null;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : null;
+}
+
 export interface RedisLedgerOptions {
   /** redis://[:password@]host:port[/db] or rediss:// for TLS. */
   url: string;
@@ -117,6 +193,8 @@ export interface RedisLedgerOptions {
   /** How long createRedisLedger waits for the first connection (default 5000); it returns either way. */
   connectWaitMs?: number;
   redisOptions?: RedisOptions;
+  /** How long an add waits for other adds of its account (default DEFAULT_BATCH_WINDOW_MS; 0: every add alone). */
+  batchWindowMs?: number;
 }
 
 export interface RedisLedger extends Ledger {
@@ -165,6 +243,48 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   const unavailable = (err: unknown): LedgerUnavailableError =>
     new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 
+  /** One script call for a batch of adds (all of one account: one hash tag, one cluster slot). */
+  const runAdds = async (calls: readonly PendingAdd[]): Promise<void> => {
+    const keys: string[] = [];
+    const holds: string[] = [];
+    const amounts: (string | number)[] = [];
+    const members: string[] = [];
+    for (const c of calls) {
+      for (const inc of c.increments) {
+        keys.push(inc.key);
+        amounts.push(inc.by, inc.expiresAt ?? 0);
+      }
+      if (c.settle) {
+        const member = holdMember(c.settle.id, c.settle.amount);
+        for (const h of c.settle.holdKeys) {
+          holds.push(h);
+          members.push(member);
+        }
+      }
+    }
+    let out: number[];
+    try {
+      out = await scripted.byokLedgerAdd(keys.length + holds.length, ...keys, ...holds, keys.length, ...amounts, ...members);
+    } catch (err) {
+      // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number. In a batch,
+      // each add is tried alone, so only the one that overflows is refused.
+      if (err instanceof Error && err.message.includes('BYOK_OVERFLOW')) {
+        if (calls.length === 1) return calls[0]!.reject(new RangeError('a ledger counter would pass 2^53 micros: increment refused'));
+        for (const c of calls) await runAdds([c]);
+        return;
+      }
+      const e = unavailable(err);
+      for (const c of calls) c.reject(e);
+      return;
+    }
+    let at = 0;
+    for (const c of calls) {
+      c.resolve(out.slice(at, at + c.increments.length));
+      at += c.increments.length;
+    }
+  };
+  const batcher = new AddBatcher(runAdds, opts.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS);
+
   return {
     backend: 'redis',
     client,
@@ -178,24 +298,12 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       return values.map((v) => (v === null ? 0 : Number(v)));
     },
-    async add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]> {
-      const holdKeys = settle?.holdKeys ?? [];
-      if (increments.length === 0 && holdKeys.length === 0) return [];
-      const args: (string | number)[] = [];
+    add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]> {
       for (const inc of increments) {
-        if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
-        args.push(inc.key);
+        if (!Number.isSafeInteger(inc.by)) return Promise.reject(new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`));
       }
-      args.push(...holdKeys, increments.length);
-      for (const inc of increments) args.push(inc.by, inc.expiresAt ?? 0);
-      if (settle && holdKeys.length > 0) args.push(holdMember(settle.id, settle.amount));
-      try {
-        return await scripted.byokLedgerAdd(increments.length + holdKeys.length, ...args);
-      } catch (err) {
-        // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number.
-        if (err instanceof Error && err.message.includes('BYOK_OVERFLOW')) throw new RangeError('a ledger counter would pass 2^53 micros: increment refused');
-        throw unavailable(err);
-      }
+      if (increments.length === 0 && (settle?.holdKeys.length ?? 0) === 0) return Promise.resolve([]);
+      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, resolve, reject }));
     },
     async reserve(req) {
       const keys: string[] = [];
@@ -235,6 +343,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
     },
     async close() {
+      await batcher.flushAll();
       try {
         await client.quit();
       } catch {

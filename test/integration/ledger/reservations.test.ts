@@ -138,6 +138,45 @@ test('settling: the spend and the dropped hold land in one Redis script, and a f
   }
 });
 
+test('Redis adds of one account within the batch window share one script call; accounts never share one; an overflow refuses only its own add', async () => {
+  const ledger = await createRedisLedger({ url: redis.url });
+  const calls = async () => {
+    const stats = await ledger.client.info('commandstats');
+    return [...stats.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  };
+  try {
+    const a = (k: string) => `byok:ledger:{batch-a}:${k}`;
+    const b = (k: string) => `byok:ledger:{batch-b}:${k}`;
+    let before = await calls();
+    // 20 requests of account A (the same counter) and one of account B, all within one window.
+    const adds = Array.from({ length: 20 }, () => ledger.add([{ key: a('month'), by: 7, expiresAt: null }, { key: a('day'), by: 1, expiresAt: null }]));
+    const other = ledger.add([{ key: b('month'), by: 5, expiresAt: null }]);
+    const totals = await Promise.all(adds);
+    expect(await other).toEqual([5]);
+    expect((await calls()) - before).toBe(2);
+    // Each add learns the total after its own increment, in arrival order: month-to-date stays exact per request.
+    expect(totals).toEqual(Array.from({ length: 20 }, (_, i) => [7 * (i + 1), i + 1]));
+    // One add of a batch would overflow: it alone is refused, and the others of its batch land.
+    await ledger.add([{ key: a('big'), by: Number.MAX_SAFE_INTEGER - 10, expiresAt: null }]);
+    before = await calls();
+    const mixed = await Promise.allSettled([
+      ledger.add([{ key: a('month'), by: 1, expiresAt: null }]),
+      ledger.add([{ key: a('month'), by: 1, expiresAt: null }, { key: a('big'), by: 11, expiresAt: null }]),
+      ledger.add([{ key: a('month'), by: 1, expiresAt: null }]),
+    ]);
+    expect(mixed.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((mixed[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
+    expect(await ledger.read([a('month'), a('big')])).toEqual([142, Number.MAX_SAFE_INTEGER - 10]);
+    expect((await calls()) - before).toBe(4); // the batch, then each of its three adds alone
+    // close() sends what is still waiting for its window.
+    const last = ledger.add([{ key: b('month'), by: 1, expiresAt: null }]);
+    await ledger.close();
+    expect(await last).toEqual([6]);
+  } finally {
+    await ledger.close();
+  }
+});
+
 test('settling on the embedded ledger: the hold is gone when record resolves', async () => {
   const ledger = createEmbeddedLedger();
   const gate = createSpendGate(ledger);
