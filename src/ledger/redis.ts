@@ -159,7 +159,8 @@ class AddBatcher {
 
   /** Sends every open batch and waits for every script call under way. */
   async flushAll(): Promise<void> {
-    for (const tag of [...this.open.keys()]) this.flush(tag);
+    // Deleting the entry being visited is safe in a Map walk.
+    for (const tag of this.open.keys()) this.flush(tag);
     await Promise.all(this.inFlight);
   }
 
