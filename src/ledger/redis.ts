@@ -173,7 +173,12 @@ class AddBatcher {
   }
 
   private send(calls: PendingAdd[]): void {
-    const p = this.run(calls).finally(() => this.inFlight.delete(p));
+    // run() settles every call itself; anything it throws still reaches the callers, never an unhandled rejection.
+    const p = this.run(calls)
+      .catch((err: unknown) => {
+        for (const c of calls) c.reject(err instanceof Error ? err : new Error(String(err)));
+      })
+      .finally(() => this.inFlight.delete(p));
     this.inFlight.add(p);
   }
 }
