@@ -118,9 +118,9 @@ describe('compile pipeline on a real apiserver', () => {
   beforeAll(async () => {
     routingNs = await createTestNamespace('cmp-routing');
     big = await createTestNamespace('cmp-big');
-    // Accounts land in buckets by a hash of their (random) namespace name: with three small accounts, all three shared
-    // the big one's bucket about once in 125 runs (one shard, and the layout under test never split). With six, about
-    // once in 15,000.
+    // Accounts land in buckets by a hash of their (random) namespace name: with three small accounts, all three could
+    // share the big one's bucket (a chance of 1/buckets^3 per run; one shard, and the layout under test never split).
+    // CI hit it once; with six the chance is 1/buckets^6.
     for (let i = 0; i < 6; i++) small.push(await createTestNamespace('cmp-small'));
     await seedAccount(big, 200);
     for (const ns of small) await seedAccount(ns, 4);
