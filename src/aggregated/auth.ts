@@ -150,6 +150,12 @@ class TtlCache<V> {
 export interface AuthOptions {
   client: KubeClient;
   requestHeader: RequestHeaderConfig | undefined;
+  /**
+   * Accept a bearer token sent straight to this server (checked with a TokenReview). Off by default: the server is
+   * reached through the kube-apiserver, which authenticates and authorizes first; a client that calls the Service
+   * directly opts in with --aggregated-accept-tokens (docs/aggregated-api.md, "Direct clients").
+   */
+  acceptBearerTokens?: boolean;
   /** TTLs like the apiserver's webhook defaults, shorter. */
   tokenTtlMs?: number;
   allowTtlMs?: number;
@@ -194,6 +200,7 @@ export class DelegatedAuth {
     }
     const m = typeof headers.authorization === 'string' ? BEARER.exec(headers.authorization) : null;
     if (m) {
+      if (this.o.acceptBearerTokens !== true) return { ok: false, reason: 'a bearer token sent directly is refused (this server is reached through the kube-apiserver; --aggregated-accept-tokens allows direct tokens)' };
       const user = await this.reviewToken(m[1] as string);
       if (user) return { ok: true, user, via: 'token' };
       return { ok: false, reason: 'the bearer token was not accepted by the TokenReview' };

@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { yamlSafeJson } from '../domain/text.ts';
+import { access } from './access.ts';
 import { AGG_GROUP, AGG_GROUP_VERSION, AGG_PREFIX, AGG_VERSION, openApiV2, openApiV3 } from './resource.ts';
 
 /** One resource as discovery advertises it. Advertise only implemented verbs: the namespace controller and the garbage collector act on them. */
@@ -69,19 +70,20 @@ export function registerDiscovery(app: FastifyInstance, resources: readonly Disc
   // noncharacters of the text-hygiene patterns: one such character makes the cluster's merged OpenAPI answer 503.
   const openapiV2 = yamlSafeJson(openApiV2());
   const openapiV3 = yamlSafeJson(openApiV3());
+  const seen = access({ kind: 'discovery' });
   const openapiV3Hash = createHash('sha512').update(openapiV3).digest('hex').slice(0, 32).toUpperCase();
 
-  app.get('/apis', async (req, reply) => {
+  app.get('/apis', seen, async (req, reply) => {
     const accept = req.headers.accept ?? '';
     if (/as=APIGroupDiscoveryList/.test(accept) && /v=v2(?![a-z0-9])/.test(accept)) return reply.type(DISCOVERY_V2_TYPE).send(aggregatedDiscovery);
     return reply.type('application/json').send(apiGroupList);
   });
-  app.get(`/apis/${AGG_GROUP}`, async (_req, reply) => reply.type('application/json').send(apiGroup));
-  app.get(AGG_PREFIX, async (_req, reply) => reply.type('application/json').send(resourceList));
+  app.get(`/apis/${AGG_GROUP}`, seen, async (_req, reply) => reply.type('application/json').send(apiGroup));
+  app.get(AGG_PREFIX, seen, async (_req, reply) => reply.type('application/json').send(resourceList));
 
-  app.get('/openapi/v2', async (_req, reply) => reply.type('application/json').send(openapiV2));
-  app.get('/openapi/v3', async (_req, reply) =>
+  app.get('/openapi/v2', seen, async (_req, reply) => reply.type('application/json').send(openapiV2));
+  app.get('/openapi/v3', seen, async (_req, reply) =>
     reply.type('application/json').send({ paths: { [`apis/${AGG_GROUP}/${AGG_VERSION}`]: { serverRelativeURL: `/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}?hash=${openapiV3Hash}` } } }),
   );
-  app.get(`/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}`, async (_req, reply) => reply.type('application/json').send(openapiV3));
+  app.get(`/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}`, seen, async (_req, reply) => reply.type('application/json').send(openapiV3));
 }

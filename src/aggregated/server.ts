@@ -5,19 +5,18 @@
 // storage lives in registry/<resource>.ts, so a second resource is a new file there, not an edit here.
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
 import type { ByokService } from '../service/service.ts';
 import type { ApiState } from '../service/state.ts';
 import { kubeClient } from '../kube/client.ts';
-import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig, type ResourceAttributes, type UserInfo } from './auth.ts';
+import { access, installAccessControl } from './access.ts';
+import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig } from './auth.ts';
 import { registerDiscovery } from './discovery.ts';
 import { registerByokRest, BYOK_REST_RESOURCE } from './registry/byok.ts';
 import { byokKeysResource, registerByokKeys } from './registry/byokkeys.ts';
 import { str } from './request.ts';
-import { AGG_GROUP, AGG_PREFIX, AGG_VERSION, RESOURCE } from './resource.ts';
 import { REASONS, statusBody, StatusError, statusFromApiError } from './status.ts';
 
 export interface AggregatedServerOptions {
@@ -31,6 +30,8 @@ export interface AggregatedServerOptions {
   host?: string;
   /** 0 picks a free port. */
   port?: number;
+  /** Accept bearer tokens sent straight to this server (TokenReview); off by default. */
+  acceptBearerTokens?: boolean;
   /** Overrides the ConfigMap (tests); undefined loads it from kube-system/extension-apiserver-authentication. */
   requestHeader?: RequestHeaderConfig;
 }
@@ -40,67 +41,6 @@ export interface AggregatedServer {
   port: number;
   app: FastifyInstance;
   close(): Promise<void>;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    kubeUser: UserInfo | undefined;
-  }
-}
-
-const HEALTH = new Set(['/healthz', '/livez', '/readyz']);
-const isResourcePath = (url: string) => url.startsWith(`${AGG_PREFIX}/`) && !url.startsWith(`${AGG_PREFIX}?`);
-
-interface PathInfo {
-  namespace: string | undefined;
-  kind: typeof RESOURCE | typeof BYOK_REST_RESOURCE;
-  name: string | undefined;
-}
-
-/** A namespace is a DNS-1123 label; an object name here is a DNS-1123 subdomain (our ids are UUIDs). */
-const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const OBJECT_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/i;
-
-/**
- * The resource a path under the group names, or undefined when it names none. Strict on purpose: every segment must
- * be present (no `namespaces//byokkeys`), decode cleanly and be a valid namespace or name, so the request the router
- * serves is exactly the one that was authorized (issue 24). Anything else under the group is refused before a
- * handler runs.
- */
-function parsePath(pathname: string): PathInfo | undefined {
-  if (!pathname.startsWith(`${AGG_PREFIX}/`)) return undefined;
-  let rest: string[];
-  try {
-    rest = pathname.slice(AGG_PREFIX.length + 1).replace(/\/$/, '').split('/').map(decodeURIComponent);
-  } catch {
-    return undefined;
-  }
-  if (rest[0] === RESOURCE && rest.length === 1) return { namespace: undefined, kind: RESOURCE, name: undefined };
-  if (rest[0] !== 'namespaces' || rest.length < 3 || rest.length > 4) return undefined;
-  if (rest[2] !== RESOURCE && rest[2] !== BYOK_REST_RESOURCE) return undefined;
-  const [, namespace, kind, name] = rest as [string, string, PathInfo['kind'], string | undefined];
-  if (!NAMESPACE.test(namespace) || (name !== undefined && !OBJECT_NAME.test(name))) return undefined;
-  return { namespace, kind, name };
-}
-
-function verbOf(method: string, info: PathInfo, query: Record<string, unknown>): string {
-  switch (method) {
-    case 'GET':
-    case 'HEAD':
-      if (info.name !== undefined) return 'get';
-      return query.watch === 'true' || query.watch === '1' ? 'watch' : 'list';
-    case 'POST':
-      return 'create';
-    case 'PUT':
-      return 'update';
-    case 'PATCH':
-      return 'patch';
-    case 'DELETE':
-      // On the collection path: `deletecollection`, a verb of its own in RBAC, as for built-in resources.
-      return info.name !== undefined ? 'delete' : 'deletecollection';
-    default:
-      return method.toLowerCase();
-  }
 }
 
 export async function startAggregatedServer(opts: AggregatedServerOptions): Promise<AggregatedServer> {
@@ -114,7 +54,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
       return undefined;
     }));
   if (!requestHeader) log.warn('no requestheader-client-ca-file in kube-system/extension-apiserver-authentication: only bearer tokens are accepted');
-  const auth = new DelegatedAuth({ client, requestHeader });
+  const auth = new DelegatedAuth({ client, requestHeader, acceptBearerTokens: opts.acceptBearerTokens === true });
   // The front-proxy CA and allowed names can rotate: re-read them, keeping the last good copy on errors.
   const refresh = opts.requestHeader
     ? undefined
@@ -133,7 +73,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     https: { key: opts.tls.keyPem, cert: opts.tls.certPem, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 300 },
   }) as unknown as FastifyInstance;
-  app.decorateRequest('kubeUser', undefined);
+  installAccessControl(app, { auth, log });
 
   // Every body is read raw: the handlers decide by content type (merge patch, JSON patch, apply YAML, ...).
   app.removeAllContentTypeParsers();
@@ -144,7 +84,8 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
 
   app.setErrorHandler((err: unknown, req, reply) => {
-    const rest = parsePath(req.url.split('?')[0] ?? '')?.kind === BYOK_REST_RESOURCE;
+    const declared = req.is404 ? undefined : req.routeOptions.config.access;
+    const rest = declared?.kind === 'resource' && declared.resource === BYOK_REST_RESOURCE;
     if (err instanceof StatusError) return rest ? sendRestError(reply, err.code, err.message) : sendStatus(reply, err);
     if (err instanceof ApiError) {
       if (rest) {
@@ -165,46 +106,12 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     return sendStatus(reply, new StatusError(404, 'NotFound', `the server could not find the requested resource (${req.method} ${(req.url.split('?')[0] ?? '').slice(0, 200)})`));
   });
 
-  app.addHook('onRequest', async (req) => {
-    const path = req.url.split('?')[0] ?? '';
-    if (HEALTH.has(path)) return;
-    const distinct = req.raw.headersDistinct;
-    const result = await auth.authenticate(req.raw.socket as TLSSocket, req.headers, distinct);
-    if (!result.ok) {
-      log.info({ method: req.method, path: path.slice(0, 200), reason: result.reason }, 'unauthenticated request');
-      throw new StatusError(401, 'Unauthorized', 'Unauthorized');
-    }
-    req.kubeUser = result.user;
-    if (!isResourcePath(path)) return; // discovery and OpenAPI: any authenticated user, like system:discovery
-    const info = parsePath(path);
-    // Deny by default: a path under the group that names no resource is never handed to a handler.
-    if (!info) throw new StatusError(404, 'NotFound', `the server could not find the requested resource (${req.method} ${path.slice(0, 200)})`);
-    const attrs: ResourceAttributes = {
-      ...(info.namespace !== undefined ? { namespace: info.namespace } : {}),
-      verb: verbOf(req.method, info, req.query as Record<string, unknown>),
-      group: AGG_GROUP,
-      version: AGG_VERSION,
-      // The OpenRouter-shaped path is its own resource, `byok`: the kube-apiserver authorizes it so before proxying.
-      resource: info.kind,
-      ...(info.name !== undefined ? { name: info.name } : {}),
-    };
-    const decision = await auth.authorize(result.user, attrs);
-    if (!decision.allowed) {
-      const where = info.namespace !== undefined ? ` in the namespace "${info.namespace}"` : ' at the cluster scope';
-      throw new StatusError(
-        403,
-        'Forbidden',
-        `${info.kind}.${AGG_GROUP}${info.name ? ` "${info.name}"` : ''} is forbidden: User "${result.user.username}" cannot ${attrs.verb} resource "${info.kind}" in API group "${AGG_GROUP}"${where}`,
-        { ...(info.name ? { name: info.name } : {}), group: AGG_GROUP, kind: info.kind },
-      );
-    }
-  });
-
   // ---- health ----
   const ok = (reply: FastifyReply) => reply.type('text/plain; charset=utf-8').send('ok');
-  app.get('/healthz', async (_req, reply) => ok(reply));
-  app.get('/livez', async (_req, reply) => ok(reply));
-  app.get('/readyz', async (_req, reply) => (opts.ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced')));
+  const open = access({ kind: 'public' });
+  app.get('/healthz', open, async (_req, reply) => ok(reply));
+  app.get('/livez', open, async (_req, reply) => ok(reply));
+  app.get('/readyz', open, async (_req, reply) => (opts.ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced')));
 
   // ---- discovery, OpenAPI and the resources ----
   registerDiscovery(app, [byokKeysResource]);

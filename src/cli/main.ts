@@ -59,6 +59,8 @@ options (each command accepts only the ones it uses; an option of another comman
   --aggregated-tls-dir <dir>  tls.crt and tls.key of the aggregated API's serving certificate
                               (default: a self-signed one, for development only)
   --no-aggregated             serve only the REST door
+  --aggregated-accept-tokens  let clients send bearer tokens straight to the aggregated port (TokenReview); off by
+                              default: it is reached through the kube-apiserver (docs/aggregated-api.md)
   --no-leader-election        run without a Lease (single replica only)
   --no-gitops-guard           let the API write credentials that Git manages
   --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
@@ -150,6 +152,7 @@ const SERVE_OPTIONS = {
   'aggregated-port': { type: 'string' },
   'aggregated-tls-dir': { type: 'string' },
   'no-aggregated': { type: 'boolean', default: false },
+  'aggregated-accept-tokens': { type: 'boolean', default: false },
   'no-gitops-guard': { type: 'boolean', default: false },
   'rate-limit': { type: 'string' },
   'max-credentials': { type: 'string' },
@@ -334,6 +337,7 @@ async function main(argv: string[]): Promise<void> {
             logger: logger.child({ component: 'aggregated-api' }),
             host: values['api-host'] ?? '0.0.0.0',
             port: port(values['aggregated-port'], 8443),
+            acceptBearerTokens: values['aggregated-accept-tokens'],
           });
           stops.unshift(() => aggregated.close());
         }

@@ -56,3 +56,33 @@ capabilities:
 checksum/status-token: {{ include "byok.generatedStatusToken" . | sha256sum | trunc 16 }}
 {{- end }}
 {{- end -}}
+{{/*
+The kube-apiserver's addresses as a JSON list of CIDRs: networkPolicy.kubeApiServerCidrs, else the `kubernetes`
+EndpointSlice's addresses as looked up at install (empty under helm template, where lookup sees no cluster).
+*/}}
+{{- define "byok.kubeApiServerCidrs" -}}
+{{- $cidrs := list -}}
+{{- if .Values.networkPolicy.kubeApiServerCidrs -}}
+{{- $cidrs = .Values.networkPolicy.kubeApiServerCidrs -}}
+{{- else -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+{{- range ($slice.endpoints | default list) -}}
+{{- range .addresses -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $cidrs -}}
+{{- end -}}
+{{/*
+An egress rule to the spend ledger's Redis port (from ledger.redisUrl; 6379 when it names none), to any address:
+the URL's host may be a Service, a managed Redis or an IP. Nothing when there is no Redis.
+*/}}
+{{- define "byok.redisEgress" -}}
+{{- with .Values.ledger.redisUrl }}
+{{- $port := regexFind ":[0-9]+" (regexReplaceAll "^[a-z]+://([^@/]*@)?" . "") | trimPrefix ":" | default "6379" }}
+# The spend ledger's Redis (ledger.redisUrl).
+- ports:
+    - { port: {{ $port }}, protocol: TCP }
+{{- end }}
+{{- end -}}

@@ -6,6 +6,7 @@ import { ApiError, MESSAGES } from '../../service/errors.ts';
 import type { ByokService } from '../../service/service.ts';
 import type { CredentialEntry } from '../../service/state.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../../domain/json.ts';
+import { resourceAccess } from '../access.ts';
 import { contentType } from '../request.ts';
 import { AGG_PREFIX } from '../resource.ts';
 
@@ -26,12 +27,13 @@ export function registerByokRest(app: FastifyInstance, service: ByokService): vo
   };
   const restReply = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
   const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
+  const declared = resourceAccess(BYOK_REST_RESOURCE);
   const REST = `${AGG_PREFIX}/namespaces/:ns/${BYOK_REST_RESOURCE}`;
-  app.get<{ Params: { ns: string } }>(REST, async (req, reply) => restReply(reply, 200, service.list(req.params.ns, req.query)));
-  app.post<{ Params: { ns: string } }>(REST, async (req, reply) => restReply(reply, 201, single(await service.create(req.params.ns, restJson(req)))));
-  app.get<{ Params: { ns: string; name: string } }>(`${REST}/:name`, async (req, reply) => restReply(reply, 200, single(service.get(req.params.ns, req.params.name))));
-  app.patch<{ Params: { ns: string; name: string } }>(`${REST}/:name`, async (req, reply) => restReply(reply, 200, single(await service.update(req.params.ns, req.params.name, restJson(req)))));
-  app.delete<{ Params: { ns: string; name: string } }>(`${REST}/:name`, async (req, reply) => {
+  app.get<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 200, service.list(req.params.ns, req.query)));
+  app.post<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 201, single(await service.create(req.params.ns, restJson(req)))));
+  app.get<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => restReply(reply, 200, single(service.get(req.params.ns, req.params.name))));
+  app.patch<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => restReply(reply, 200, single(await service.update(req.params.ns, req.params.name, restJson(req)))));
+  app.delete<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => {
     await service.delete(req.params.ns, req.params.name);
     return restReply(reply, 200, '{"deleted":true}');
   });

@@ -8,6 +8,7 @@ import { ApiError } from '../../service/errors.ts';
 import { compareKeys, MANAGED_BY_API, MANAGED_BY_LABEL, type KeyOrder } from '../../service/mapping.ts';
 import type { ByokService } from '../../service/service.ts';
 import type { ApiState, CredentialEntry } from '../../service/state.ts';
+import { isWatch, resourceAccess } from '../access.ts';
 import type { DiscoveredResource } from '../discovery.ts';
 import { jsonPatch, mergePatch, PatchError } from '../patch.ts';
 import { contentType, dryRunOf, readJson, requireJson, responseShape, str } from '../request.ts';
@@ -104,6 +105,7 @@ export function decodeCursor(token: string): Cursor {
 export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { close(): void } {
   const { service, state, log } = deps;
   const hub = new WatchHub(state);
+  const declared = resourceAccess(RESOURCE);
 
   const listMeta = (extra: Record<string, unknown> = {}) => ({ resourceVersion: hub.currentRv(), ...extra });
   // Entries are replaced on every change, so an object computed once per entry stays right; never mutated.
@@ -153,7 +155,7 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
   const handleList = async (req: FastifyRequest, reply: FastifyReply, namespace: string | undefined) => {
     const q = req.query as Record<string, unknown>;
     const sel = selection(q);
-    if (q.watch === 'true' || q.watch === '1') return handleWatch(req, reply, namespace, sel);
+    if (isWatch(q)) return handleWatch(req, reply, namespace, sel);
     let entries = listEntries(namespace, sel);
     const limitRaw = str(q.limit);
     const limit = limitRaw !== undefined && /^\d+$/.test(limitRaw) ? Number(limitRaw) : 0;
@@ -317,10 +319,10 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
     }
   };
 
-  app.get(`${AGG_PREFIX}/${RESOURCE}`, async (req, reply) => handleList(req, reply, undefined));
-  app.get<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, async (req, reply) => handleList(req, reply, req.params.ns));
+  app.get(`${AGG_PREFIX}/${RESOURCE}`, declared, async (req, reply) => handleList(req, reply, undefined));
+  app.get<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, declared, async (req, reply) => handleList(req, reply, req.params.ns));
 
-  app.post<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, async (req, reply) => {
+  app.post<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, declared, async (req, reply) => {
     const q = req.query as Record<string, unknown>;
     rejectDryRun(q);
     requireJson(req);
@@ -340,9 +342,9 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
     return sendObject(req, reply, 201, toKubeObject(created));
   });
 
-  app.get<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, async (req, reply) => sendObject(req, reply, 200, toKubeObject(find(req.params.ns, req.params.name))));
+  app.get<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, declared, async (req, reply) => sendObject(req, reply, 200, toKubeObject(find(req.params.ns, req.params.name))));
 
-  app.put<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, async (req, reply) => {
+  app.put<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, declared, async (req, reply) => {
     rejectDryRun(req.query as Record<string, unknown>);
     requireJson(req);
     const desired = readJson(req);
@@ -352,7 +354,7 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
     return sendObject(req, reply, 200, toKubeObject(updated));
   });
 
-  app.patch<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, async (req, reply) => {
+  app.patch<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, declared, async (req, reply) => {
     rejectDryRun(req.query as Record<string, unknown>);
     const ct = contentType(req);
     // Before the lookup: apply would create a missing object, so it gets the same answer whether or not one exists.
@@ -385,7 +387,7 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
     return sendObject(req, reply, 200, toKubeObject(updated));
   });
 
-  app.delete<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, async (req, reply) => {
+  app.delete<{ Params: { ns: string; name: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}/:name`, declared, async (req, reply) => {
     const current = find(req.params.ns, req.params.name);
     const options = deleteOptionsOf(req);
     // The query form of dryRun is accepted too.
@@ -405,7 +407,7 @@ export function registerByokKeys(app: FastifyInstance, deps: ByokKeysDeps): { cl
   // deletecollection: what the namespace controller and client-go's DeleteCollection call. The selected objects
   // all pass the single delete's checks (preconditions, this API may delete them) before the first is removed, so
   // a refused request removes nothing; a dry run stops after the checks. The answer is the list of deleted objects.
-  app.delete<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, async (req, reply) => {
+  app.delete<{ Params: { ns: string } }>(`${AGG_PREFIX}/namespaces/:ns/${RESOURCE}`, declared, async (req, reply) => {
     const namespace = req.params.ns;
     const q = req.query as Record<string, unknown>;
     const sel = selection(q);
