@@ -20,6 +20,44 @@ describe('egress policy', () => {
     expect(problem).toContain(why);
   });
 
+  // Issue 32 §3: IPv6 forms that carry an IPv4 address are judged by it; names keep their verdict whatever the dots.
+  test.each([
+    ['[::127.0.0.1]', 'loopback (IPv4-compatible)'], ['[::ffff:0:127.0.0.1]', 'loopback (IPv4-translated)'], ['[2002:7f00:1::]', 'loopback (6to4)'],
+    ['[2002:a9fe:a9fe::1]', 'link-local (cloud metadata) (6to4)'], ['[2001:0:4136:e378:8000:63bf:80ff:fffe]', 'loopback (Teredo)'], ['[2001:0:a00:1::1]', 'private (Teredo)'],
+    ['[64:ff9b:1::7f00:1]', 'NAT64 local-use'], ['[64:ff9b:1:7f00:1::]', 'NAT64 local-use'], ['[fec0::1]', 'site-local'], ['[100::1]', 'discard-only'],
+    ['[2001:db8::1]', 'documentation'], ['[3fff::1]', 'documentation'], ['192.0.2.1', 'documentation'], ['198.51.100.7', 'documentation'], ['203.0.113.7', 'documentation'],
+    ['[4000::1]', 'outside global unicast'], ['[::1:0:0:1]', 'outside global unicast'],
+    ['localhost..', 'loopback'], ['LOCALHOST...', 'loopback'], ['metadata.google.internal..', 'metadata'], ['kubernetes..', 'single-label'], ['127.0.0.1..', 'loopback'],
+    ['0x7f.1..', 'loopback'], ['%6c%6fcalhost', 'loopback'], ['\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54', 'loopback'], ['\uff11\uff12\uff17\u30020.0.1', 'loopback'],
+  ])('%s is refused (%s)', (host, why) => {
+    expect(urlEgressProblem(url(host))).toContain(why);
+  });
+
+  test('a URL the policy cannot read is refused, not waved through (an IPv6 zone id makes it unparseable)', () => {
+    expect(urlEgressProblem(url('[fe80::1%25eth0]'))).toMatch(/egress policy can read/);
+  });
+
+  test.each(['[::ffff:8.8.8.8]', '[2002:808:808::1]', '[64:ff9b::808:808]', '[2001:0:808:808:0:0:f7f7:f7f7]', 'example.com..'])('%s passes (a public IPv4 inside)', (host) => {
+    expect(urlEgressProblem(url(host))).toBeNull();
+  });
+
+  test.each([
+    ['203.0.113.7/', /prefix length/], ['fd00::1/', /prefix length/], ['1.2.3.4/08', /prefix length/], ['10.0.0.0/+8', /prefix length/], ['10.0.0.0/8.0', /prefix length/],
+    ['10.0.0.0/ 8', /prefix length/], ['10.0.0.0/0x8', /prefix length/], ['10.0.0.0/-0', /prefix length/], ['10.0.0.0/8/8', /prefix length/], ['fd00::/129', /prefix length/],
+    ['10.1.2.3/8', /beyond its \/8 prefix: write the network address, 10\.0\.0\.0\/8/], ['fd00::1/8', /fd00:0:0:0:0:0:0:0\/8/], ['fe80::1%eth0', /zone id/],
+    ['010.0.0.1', /dotted decimal/], ['10.1', /dotted decimal/], ['0x0a000001', /dotted decimal/], ['/8', /neither/], ['[10.0.0.1]', /neither/], ['..', /not a host name/],
+  ])('the allow-list refuses %s', (entry, message) => {
+    expect(() => parseEgressAllowList([entry])).toThrow(message);
+  });
+
+  test('an allow-listed IPv4 range does not cover the IPv6 forms that embed it (list those too)', () => {
+    const allow = parseEgressAllowList(['10.0.0.0/8', 'localhost.']);
+    expect(urlEgressProblem(url('10.1.2.3'), allow)).toBeNull();
+    expect(urlEgressProblem(url('[::ffff:10.1.2.3]'), allow)).toContain('private (IPv4-mapped)');
+    expect(urlEgressProblem(url('[::ffff:10.1.2.3]'), parseEgressAllowList(['::ffff:10.0.0.0/104']))).toBeNull();
+    expect(urlEgressProblem(url('localhost..'), allow)).toBeNull();
+  });
+
   test.each(['example.openai.azure.com', 'oauth2.googleapis.com', '8.8.8.8', '172.32.0.1', '[2001:4860:4860::8888]', '11.0.0.1'])('%s passes', (host) => {
     expect(urlEgressProblem(url(host))).toBeNull();
   });
