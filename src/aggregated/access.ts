@@ -37,6 +37,13 @@ export const isWatch = (query: unknown): boolean => {
   return w === 'true' || w === '1';
 };
 
+/** The path with every `%2F` read as `/`, as the kube-apiserver reads it; the query is left as it is. */
+export function escapedSlashesAsSeparators(url: string): string {
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  return path.includes('%') ? `${path.replace(/%2f/gi, '/')}${q === -1 ? '' : url.slice(q)}` : url;
+}
+
 /** A namespace is a DNS-1123 label; an object name here is a DNS-1123 subdomain (our ids are UUIDs). */
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const OBJECT_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/i;

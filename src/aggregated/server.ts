@@ -11,7 +11,7 @@ import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
 import type { ByokService } from '../service/service.ts';
 import type { ApiState } from '../service/state.ts';
 import { kubeClient } from '../kube/client.ts';
-import { access, installAccessControl } from './access.ts';
+import { access, escapedSlashesAsSeparators, installAccessControl } from './access.ts';
 import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig } from './auth.ts';
 import { registerDiscovery } from './discovery.ts';
 import { registerByokRest, BYOK_REST_RESOURCE } from './registry/byok.ts';
@@ -72,6 +72,9 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     bodyLimit: BODY_LIMIT,
     https: { key: opts.tls.keyPem, cert: opts.tls.certPem, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 300 },
+    // The kube-apiserver reads an escaped slash as a separator (Go decodes the whole path once); the router here would
+    // keep it inside a segment. Read it as the apiserver does, so both doors route one spelling the same way.
+    rewriteUrl: (req) => escapedSlashesAsSeparators(req.url ?? '/'),
   }) as unknown as FastifyInstance;
   installAccessControl(app, { auth, log });
 

@@ -15,7 +15,7 @@ import { startAggregatedServer, type AggregatedServer } from '../../../src/aggre
 import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/ids.ts';
-import { createTestNamespace, crApi, kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createTestNamespace, crApi, customObjects, kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
 import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
 
@@ -65,9 +65,9 @@ async function viaApiserver(method: string, path: string, body?: unknown, conten
 }
 
 /** A request straight to the extension server (only for its own authentication tests). */
-function direct(path: string, headers: Record<string, string>, clientCert?: { cert: string; key: string }): Promise<{ status: number; text: string }> {
+function direct(path: string, headers: Record<string, string>, clientCert?: { cert: string; key: string }, base = agg.url): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpsRequest(`${agg.url}${path}`, { headers, rejectUnauthorized: false, ...clientCert }, (res) => {
+    const req = httpsRequest(`${base}${path}`, { headers, rejectUnauthorized: false, ...clientCert }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
@@ -662,38 +662,57 @@ describe('delegated authentication and authorization', () => {
     expect(rawOther.code).not.toBe(0);
   }, 40_000);
 
-  test('a ServiceAccount token sent directly is checked with a TokenReview', async () => {
+  test('a ServiceAccount token sent directly is refused by default, and checked with a TokenReview where accepted', async () => {
     const client = kubeClient(testKubeConfig());
     await client.request('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'robot' } } });
     const tr = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts/robot/token`, {
       body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
     });
     const token = tr.status.token;
-    // Forged identity headers next to a real token change nothing: the token's user is the caller.
-    const forbidden = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
-    expect(forbidden.status).toBe(403);
-    expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/roles`, {
-      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'keys' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['list'] }] },
+    // The default server is reached through the kube-apiserver only: a real token sent to its port is a 401.
+    const refused = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+    expect(refused.status).toBe(401);
+    expect(JSON.parse(refused.text)).toMatchObject({ kind: 'Status', reason: 'Unauthorized' });
+    // --aggregated-accept-tokens: the token is reviewed, and the review's user is authorized per request.
+    const accepting = await startAggregatedServer({
+      kubeConfig: testKubeConfig(), state: rest.server.state, service: rest.server.service, ready: rest.server.ready,
+      tls: await createServingCertificate(DEFAULT_SERVICE), logger: pino({ level: 'silent' }), host: '127.0.0.1', port: 0, acceptBearerTokens: true,
     });
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/rolebindings`, {
-      body: {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: { name: 'robot-keys' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'keys' },
-        subjects: [{ kind: 'ServiceAccount', name: 'robot', namespace: b.namespace }],
-      },
-    });
-    let ok = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
-    for (let i = 0; i < 40 && ok.status !== 200; i++) {
-      await new Promise((r) => setTimeout(r, 250));
-      ok = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+    const viaToken = (path: string, headers: Record<string, string>) => direct(path, headers, undefined, accepting.url);
+    try {
+      // Forged identity headers next to a real token change nothing: the token's user is the caller.
+      const forbidden = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
+      expect(forbidden.status).toBe(403);
+      expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
+      await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/roles`, {
+        body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'keys' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['list'] }] },
+      });
+      await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/rolebindings`, {
+        body: {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'RoleBinding',
+          metadata: { name: 'robot-keys' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'keys' },
+          subjects: [{ kind: 'ServiceAccount', name: 'robot', namespace: b.namespace }],
+        },
+      });
+      let ok = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+      for (let i = 0; i < 40 && ok.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        ok = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
+      }
+      expect(ok.status).toBe(200);
+      expect(JSON.parse(ok.text)).toMatchObject({ kind: 'BYOKKeyList' });
+      // The grant is list in b: an escaped prefix is the same route and the same review (issue 32), not a way around it.
+      for (const path of [`/apis/api.byok.gateway.dev/v%31/namespaces/${a.namespace}/byokkeys`, `/%61pis/api.byok.gateway.dev/v1/byokkeys`, `/apis/api%2ebyok.gateway.dev/v1/namespaces/${a.namespace}/byok`]) {
+        const r = await viaToken(path, { authorization: `Bearer ${token}` });
+        expect([path, r.status]).toEqual([path, 403]);
+      }
+      const bogus = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: 'Bearer not-a-real-token' });
+      expect(bogus.status).toBe(401);
+    } finally {
+      await accepting.close();
     }
-    expect(ok.status).toBe(200);
-    expect(JSON.parse(ok.text)).toMatchObject({ kind: 'BYOKKeyList' });
-    const bogus = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: 'Bearer not-a-real-token' });
-    expect(bogus.status).toBe(401);
   }, 30_000);
 
   test('forged X-Remote-* headers without the front-proxy certificate are rejected', async () => {
@@ -871,6 +890,156 @@ describe('hostile tenant', () => {
     expect(createDry.status).toBe(400);
     expect(((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(before);
   }, 60_000);
+});
+
+// Issue 32: the door authorized one parse of the URL and routed another. This generates the next such hole instead of
+// replaying the last one: every registered route, its path respelled (path-mutations.ts) and its query varied, sent
+// with the same identity straight to the aggregated port (as the front proxy sends it) and through the kube-apiserver.
+// An identity without RBAC never gets a 2xx; an identity that may read one namespace gets the same allow/deny at both
+// doors and never sees the other namespace; and nothing is written anywhere.
+describe('path differential: the route that is served is the route that was authorized', () => {
+  type Target = { base: string; cert: string; key: string; ca?: string; headers: Record<string, string> };
+  const workDir = () => process.env.BYOK_TEST_WORKDIR ?? '';
+  /** A raw request: the path is sent byte for byte (no URL parsing on this side, which would resolve dot segments). */
+  function raw(t: Target, method: string, path: string, body?: { contentType: string; text: string }): Promise<{ status: number; text: string }> {
+    const url = new URL(t.base);
+    return new Promise((resolve, reject) => {
+      const req = httpsRequest(
+        {
+          host: url.hostname, port: url.port, method, path,
+          headers: { ...t.headers, ...(body ? { 'content-type': body.contentType, 'content-length': String(Buffer.byteLength(body.text)) } : {}) },
+          cert: t.cert, key: t.key, ...(t.ca ? { ca: t.ca } : { rejectUnauthorized: false }),
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => {
+            seen.push(text);
+            resolve({ status: res.statusCode ?? 0, text });
+          });
+        },
+      );
+      // Go answers a path it cannot parse with a bare 400 and a body, even to HEAD, which Node's parser refuses: a denial.
+      req.on('error', (err: NodeJS.ErrnoException) => (err.code?.startsWith('HPE_') ? resolve({ status: 0, text: '' }) : reject(err)));
+      req.end(body?.text);
+    });
+  }
+  async function viaApiserverAs(user: string): Promise<Target> {
+    const kc = new (await import('@kubernetes/client-node')).KubeConfig();
+    kc.loadFromFile(await kubeconfigFor(user));
+    const b64 = (v: string | undefined) => Buffer.from(v ?? '', 'base64').toString('utf8');
+    return { base: kc.getCurrentCluster()?.server ?? '', ca: b64(kc.getCurrentCluster()?.caData), cert: b64(kc.getCurrentUser()?.certData), key: b64(kc.getCurrentUser()?.keyData), headers: {} };
+  }
+  /** Straight to the aggregated port, as the kube-aggregator sends it: the front-proxy certificate and X-Remote-*. */
+  const directAs = (user: string): Target => ({
+    base: agg.url,
+    cert: readFileSync(join(workDir(), 'front-proxy-client.crt'), 'utf8'),
+    key: readFileSync(join(workDir(), 'front-proxy-client.key'), 'utf8'),
+    headers: { 'x-remote-user': user, 'x-remote-group': 'system:authenticated' },
+  });
+
+  const G = 'api.byok.gateway.dev';
+  type Route = { methods: string[]; segments: (ns: string, id: string) => string[]; resource: 'byokkeys' | 'byok' };
+  const ROUTES: Route[] = [
+    { resource: 'byokkeys', methods: ['GET', 'HEAD'], segments: () => ['apis', G, 'v1', 'byokkeys'] },
+    { resource: 'byokkeys', methods: ['GET', 'HEAD', 'POST', 'DELETE'], segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys'] },
+    { resource: 'byokkeys', methods: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE'], segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys', id] },
+    { resource: 'byok', methods: ['GET', 'HEAD', 'POST'], segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byok'] },
+    { resource: 'byok', methods: ['GET', 'HEAD', 'PATCH', 'DELETE'], segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byok', id] },
+  ];
+  const bodyFor = (route: Route, method: string, ns: string, id: string): { contentType: string; text: string } | undefined => {
+    if (method === 'POST') {
+      return route.resource === 'byok'
+        ? { contentType: 'application/json', text: JSON.stringify({ provider: 'openai', key: 'sk-diff-0123456789abcdef' }) }
+        : { contentType: 'application/json', text: JSON.stringify({ apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'diff-' }, spec: { provider: 'openai', key: 'sk-diff-0123456789abcdef' } }) };
+    }
+    if (method === 'PATCH') return route.resource === 'byok' ? { contentType: 'application/json', text: '{"disabled":true}' } : { contentType: 'application/merge-patch+json', text: '{"spec":{"disabled":true}}' };
+    if (method === 'PUT') return { contentType: 'application/json', text: JSON.stringify({ apiVersion: GV, kind: 'BYOKKey', metadata: { name: id, namespace: ns }, spec: { provider: 'openai', displayName: 'overwritten', disabled: true } }) };
+    return undefined;
+  };
+  /** Every object of the two accounts, with its resourceVersion: a write anywhere changes this. */
+  const stored = async () => {
+    const out: string[] = [];
+    for (const ns of [a.namespace, b.namespace]) {
+      const creds = (await customObjects().listNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'byokcredentials' })) as { items: unknown[] };
+      const secrets = await testKubeConfig().makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: ns });
+      for (const o of [...(creds.items as { metadata: { name: string; resourceVersion: string } }[]), ...secrets.items.map((x) => ({ metadata: { name: x.metadata?.name ?? '', resourceVersion: x.metadata?.resourceVersion ?? '' } }))]) out.push(`${ns}/${o.metadata.name}@${o.metadata.resourceVersion}`);
+    }
+    return out.sort();
+  };
+
+  test('generated respellings of every route: no 2xx without RBAC, the same verdict at both doors, nothing written', async () => {
+    const fc = (await import('fast-check')).default;
+    const { mutationsArb, queryArb, respellAll } = await import('./path-mutations.ts');
+    const victimA = await kubectlCreate(a.namespace);
+    const victimB = await kubectlCreate(b.namespace);
+    const suffix = Math.random().toString(36).slice(2, 8);
+    const nobody = `nobody-diff-${suffix}`;
+    const reader = `reader-diff-${suffix}`;
+    const client = kubeClient(testKubeConfig());
+    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${a.namespace}/rolebindings`, {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: `reader-${suffix}` },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `reader-${suffix}` },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: reader }],
+      },
+    });
+    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `reader-${suffix}` }, rules: [{ apiGroups: [G], resources: ['byokkeys', 'byok'], verbs: ['get', 'list', 'watch'] }] },
+    });
+    const doors = {
+      nobody: { direct: directAs(nobody), apiserver: await viaApiserverAs(nobody) },
+      reader: { direct: directAs(reader), apiserver: await viaApiserverAs(reader) },
+    };
+    // The grant is visible at both doors before the run (RBAC is read from an informer; our review cache is cold).
+    const own = `/apis/${G}/v1/namespaces/${a.namespace}/byokkeys`;
+    for (let i = 0; i < 40 && (await raw(doors.reader.apiserver, 'GET', own)).status !== 200; i++) await new Promise((r) => setTimeout(r, 250));
+    expect((await raw(doors.reader.direct, 'GET', own)).status).toBe(200);
+    const before = await stored();
+
+    const caseArb = fc.record({
+      who: fc.constantFrom('nobody' as const, 'reader' as const),
+      route: fc.nat(ROUTES.length - 1),
+      method: fc.nat(4),
+      inOwn: fc.boolean(),
+      mutations: mutationsArb,
+      query: queryArb,
+    });
+    const verdicts = { cases: 0, allowed: 0, byStatus: new Map<string, number>() };
+    // Watches stay open: a HEAD or a short read is enough to see the verdict, so a 2xx watch is read with a deadline.
+    await fc.assert(
+      fc.asyncProperty(caseArb, async (c) => {
+        const route = ROUTES[c.route]!;
+        const method = route.methods[c.method % route.methods.length]!;
+        const [ns, id] = c.inOwn ? [a.namespace, victimA.metadata.name] : [b.namespace, victimB.metadata.name];
+        const path = `${respellAll(route.segments(ns, id), c.mutations)}${c.query.includes('watch') && method !== 'HEAD' ? c.query.replace('watch', 'timeoutSeconds=1&watch') : c.query}`;
+        const body = bodyFor(route, method, ns, id);
+        const [d, viaApi] = await Promise.all([raw(doors[c.who].direct, method, path, body), raw(doors[c.who].apiserver, method, path, body)]);
+        verdicts.cases++;
+        const key = `${c.who} ${d.status}/${viaApi.status}`;
+        verdicts.byStatus.set(key, (verdicts.byStatus.get(key) ?? 0) + 1);
+        const ok = (st: number) => st >= 200 && st < 300;
+        if (ok(d.status)) verdicts.allowed++;
+        const where = `${c.who} ${method} ${path}`;
+        // Never a 5xx at the door itself; the apiserver may say 503 only for a path it could not proxy at all.
+        expect([where, d.status < 500]).toEqual([where, true]);
+        if (c.who === 'nobody') expect([where, ok(d.status), ok(viaApi.status)]).toEqual([where, false, false]);
+        else {
+          expect([where, ok(d.status)]).toEqual([where, ok(viaApi.status)]);
+          if (ok(d.status)) {
+            expect([where, method === 'GET' || method === 'HEAD']).toEqual([where, true]);
+            expect([where, d.text.includes(victimB.metadata.name) || viaApi.text.includes(victimB.metadata.name)]).toEqual([where, false]);
+          }
+        }
+      }),
+      { numRuns: Number(process.env.BYOK_PATH_DIFFERENTIAL_RUNS ?? 2500), seed: 32 },
+    );
+    expect(await stored()).toEqual(before);
+    process.stderr.write(`[path differential] ${verdicts.cases} cases (seed 32), ${verdicts.allowed} allowed (all the reader's own reads); verdicts direct/apiserver: ${JSON.stringify(Object.fromEntries([...verdicts.byStatus].sort((x, y) => y[1] - x[1])))}\n`);
+    // The generator reached both verdicts for the reader: a check that only ever saw denials would prove nothing.
+    expect(verdicts.allowed).toBeGreaterThan(50);
+  }, 600_000);
 });
 
 describe('secrets', () => {

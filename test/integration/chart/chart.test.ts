@@ -45,6 +45,31 @@ describe('Helm chart', () => {
     expect(out).toMatch(/rolebinding\.rbac\.authorization\.k8s\.io\/rel-byok-aggregated-api-auth-reader created \(server dry run\)/);
   });
 
+  // Issue 32: the aggregated port is reached through the kube-apiserver only. On by default; without a known apiserver
+  // address (helm template sees no cluster) it admits no one rather than everyone.
+  test('the NetworkPolicy is on by default and admits only the kube-apiserver to the aggregated port; Redis egress follows ledger.redisUrl', async () => {
+    const policies = (rendered: string) =>
+      Object.fromEntries(
+        rendered
+          .split('\n---\n')
+          .map((d) => parse(d) as { kind?: string; metadata?: { name: string }; spec?: Record<string, unknown> } | null)
+          .filter((d) => d?.kind === 'NetworkPolicy')
+          .map((d) => [d!.metadata!.name, d!.spec!]),
+      ) as Record<string, { ingress?: { from?: unknown[]; ports?: { port: number }[] }[]; egress?: { to?: unknown[]; ports?: { port: number }[] }[] }>;
+    const byDefault = policies(await helmTemplate(ns));
+    expect(byDefault['rel-byok-aggregated-api']?.ingress).toEqual([]);
+    // The REST and metrics ports never admit the aggregated port's peers by accident: the main policy lists only them.
+    expect(byDefault['rel-byok']?.ingress?.flatMap((r) => r.ports?.map((p) => p.port))).toEqual([8080, 8081]);
+    const pinned = policies(await helmTemplate(ns, 'networkPolicy.kubeApiServerCidrs={192.0.2.10/32,2001:db8::1/128}', 'ledger.redisUrl=rediss://:pw@redis.example:6380/0'));
+    expect(pinned['rel-byok-aggregated-api']?.ingress).toEqual([{ from: [{ ipBlock: { cidr: '192.0.2.10/32' } }, { ipBlock: { cidr: '2001:db8::1/128' } }], ports: [{ port: 8443, protocol: 'TCP' }] }]);
+    expect(pinned['rel-byok']?.egress).toContainEqual({ to: [{ ipBlock: { cidr: '192.0.2.10/32' } }, { ipBlock: { cidr: '2001:db8::1/128' } }], ports: [{ port: 443, protocol: 'TCP' }, { port: 6443, protocol: 'TCP' }] });
+    expect(pinned['rel-byok']?.egress).toContainEqual({ ports: [{ port: 6380, protocol: 'TCP' }] });
+    await expect(helmTemplate(ns, 'networkPolicy.kubeApiServerCidrs={0.0.0.0}')).rejects.toThrow(/kubeApiServerCidrs/);
+    // Direct bearer tokens are an explicit choice.
+    expect(await helmTemplate(ns)).not.toContain('--aggregated-accept-tokens');
+    expect(await helmTemplate(ns, 'aggregatedApi.acceptBearerTokens=true')).toContain('- --aggregated-accept-tokens');
+  });
+
   test('the gateway NetworkPolicy allows HTTPS to public addresses and DNS only; egress.allow reaches all three processes', async () => {
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'networkPolicy.enabled=true', 'egress.allow={10.20.0.0/16,proxy.example.com}');
     const policy = rendered.split('\n---\n').find((d) => d.includes('name: rel-byok-gateway') && d.includes('kind: NetworkPolicy'))!;
