@@ -11,8 +11,8 @@ import { attemptKind, type MeteredRequest } from './metering.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
-import { UpstreamSetupError, type AuthOwner } from './upstream.ts';
-import { meteredUsage, reservedTokens, usageBounds, type UsageBounds } from './usage.ts';
+import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
+import { costFields, deliveredUnits, floorTokens, meteredUsage, promptFloorTokens, reservedTokens, usageBounds, type CostFields, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
 
 const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
 
@@ -58,7 +58,7 @@ export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros
   const left = Math.max(0, b.limitMicros - b.countedMicros - heldMicros);
   const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${heldMicros > 0 ? `, ${microsToUsd(heldMicros)} USD held by requests in flight` : ''}`;
   if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted})`;
-  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens or wait for the ${b.interval} window to reset`;
+  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens (or n) or wait for the ${b.interval} window to reset`;
 }
 
 // Generation ids keep randomUUID()'s v4 shape and its uniqueness across replicas (the ledger keys reservations by
@@ -89,7 +89,10 @@ export class CompletionRequest implements MeteredRequest {
   private plan!: RoutePlan;
   private catalog!: GatewayCatalog;
   private bounds!: UsageBounds;
+  private cost!: CostFields;
   private requestBytes = 0;
+  /** Whether the attempt prepared last (the one that commits) goes to a URL the tenant chose (docs/ledger.md, "What drives cost"). */
+  private tenantUpstream = false;
   /** The body sent upstream: the client's without `model` and `provider`. */
   private forward: Record<string, unknown> = {};
   private prefs: Partial<GatewayRequest> = {};
@@ -136,8 +139,12 @@ export class CompletionRequest implements MeteredRequest {
     this.model = model;
     this.prefs = prefs.prefs;
     this.streamed = stream === true;
+    const cost = costFields(rest);
+    if ('error' in cost) return specError(400, cost.error);
+    this.cost = cost;
     this.forward = rest;
-    this.requestBytes = Number(this.req.headers['content-length'] ?? 0) || JSON.stringify(body).length;
+    // UTF-8 bytes of the client's body (fastify holds a body to its content-length): an upper bound on its text tokens.
+    this.requestBytes = Number(this.req.headers['content-length'] ?? 0) || Buffer.byteLength(JSON.stringify(body), 'utf8');
     if (this.streamed) {
       // Usage arrives only in the final chunk, and only when asked for: needed for list cost and fees.
       const asked = rest.stream_options;
@@ -178,7 +185,11 @@ export class CompletionRequest implements MeteredRequest {
         excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
       });
     }
-    this.bounds = usageBounds(this.catalog.contextLength(this.model), this.forward);
+    // A per-request price says nothing of n choices: refused rather than guessed.
+    if (this.cost.n > 1 && this.plan.attempts.some((a) => this.catalog.endpoint(this.model, a.endpoint.id)?.price.kind === 'per-request')) {
+      return specError(400, `n > 1 cannot be priced: ${this.model} has an endpoint priced per request; send n: 1`);
+    }
+    this.bounds = usageBounds({ contextLength: this.catalog.contextLength(this.model), maxOutputTokens: this.catalog.maxOutputTokens(this.model) }, this.cost, this.requestBytes);
     return undefined;
   }
 
@@ -186,7 +197,7 @@ export class CompletionRequest implements MeteredRequest {
   private async admit(): Promise<SpecError | undefined> {
     const gate = this.rt.spendGate;
     if (!gate) return undefined;
-    const maxTokens = reservedTokens(this.bounds, this.requestBytes, this.forward, this.catalog.maxOutputTokens(this.model));
+    const maxTokens = reservedTokens(this.bounds);
     let costMicros = 0;
     for (const a of this.plan.attempts) {
       const e = this.catalog.endpoint(this.model, a.endpoint.id);
@@ -233,7 +244,9 @@ export class CompletionRequest implements MeteredRequest {
     if (!result.committed) return this.allFailed();
     const { attempt, value } = result;
     this.journal.record(attempt, result.status, undefined, result.t0, 'ok', result.last);
-    this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, usage: meteredUsage(value.body.usage, this.bounds, this.requestBytes, value.bytes) });
+    const source = this.source();
+    const seen = this.seen(source, value.bytes, source === 'tenant' ? deliveredUnits(value.body.choices) : 0);
+    this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage: meteredUsage(value.body.usage, this.bounds, source, seen) });
     value.body.id = this.generationId;
     value.body.provider = attempt.provider;
     value.body.provider_responses = this.journal.responses;
@@ -246,6 +259,7 @@ export class CompletionRequest implements MeteredRequest {
     if (!result.committed) return this.allFailed();
     // Committed: from here on the client has bytes and there is no failover.
     const { attempt, value: body, t0, last } = result;
+    const source = this.source();
     this.firstByteAt = performance.now();
     this.reply.hijack();
     const relay = new StreamRelay(this.reply.raw, body, {
@@ -253,11 +267,13 @@ export class CompletionRequest implements MeteredRequest {
       headers: { 'x-generation-id': this.generationId },
       brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
       closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
-      ended: (error, reported) => {
+      countContent: source === 'tenant',
+      ended: (error, reported, units) => {
         this.journal.record(attempt, result.status, error, t0, error ? 'stream_broken' : 'ok', last);
         // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
         // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
-        this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, usage: meteredUsage(reported, this.bounds, this.requestBytes, body.bytes) }, error);
+        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, units));
+        this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage }, error);
         this.rt.metrics.answered(200);
       },
     });
@@ -282,11 +298,26 @@ export class CompletionRequest implements MeteredRequest {
     };
   }
 
-  private prepare(a: Attempt) {
+  private async prepare(a: Attempt): Promise<UpstreamRequest> {
+    this.tenantUpstream = false;
     const spec = this.catalog.upstream(this.model, a.endpoint.id);
     if (!spec) throw new UpstreamSetupError(`endpoint ${a.endpoint.id} is no longer in the catalog`);
     const owner: AuthOwner = a.kind === 'credential' ? { kind: 'credential', account: this.account.namespace, credentialId: a.credentialId } : { kind: 'shared', provider: a.provider };
-    return this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, this.forward);
+    const request = await this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, this.forward);
+    // Attempts run one at a time: the last one prepared is the one that commits.
+    this.tenantUpstream = request.tenantUrl === true;
+    return request;
+  }
+
+  /** Whose count the committed answer carries: a catalog upstream (trusted) or a URL the tenant chose. */
+  private source(): UsageSource {
+    return this.tenantUpstream ? 'tenant' : 'catalog';
+  }
+
+  /** What crossed the gateway; floors only for a tenant upstream (a catalog count is never held below itself). */
+  private seen(source: UsageSource, responseBytes: number, units: number): Seen {
+    const tenant = source === 'tenant';
+    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: tenant ? promptFloorTokens(this.forward.messages) : 0, minCompletionTokens: tenant ? floorTokens(units) : 0 };
   }
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {

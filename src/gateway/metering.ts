@@ -9,7 +9,7 @@ import type { GenerationRecord, GenerationStore, ProviderResponse } from './gene
 import type { GatewayMetrics } from './metrics.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { CLIENT_WENT_AWAY } from './stream-relay.ts';
-import type { MeteredUsage } from './usage.ts';
+import type { MeteredUsage, UsageSource } from './usage.ts';
 
 /** The metric label of an attempt: the account's own credential, or the platform's shared capacity. */
 export const attemptKind = (a: Attempt): 'byok' | 'shared' => (a.kind === 'credential' ? 'byok' : 'shared');
@@ -38,6 +38,8 @@ export interface Served {
   attempt: Attempt;
   usage: MeteredUsage;
   catalog: GatewayCatalog;
+  /** Whose count `usage` came from: a catalog upstream (trusted) or a URL the tenant chose. */
+  upstream: UsageSource;
 }
 
 export class Metering {
@@ -69,6 +71,12 @@ export class Metering {
     if (usage?.estimated) {
       this.metrics.usageEstimated.inc({ reason: usage.estimated });
       this.log?.warn({ generation_id: req.generationId, reason: usage.estimated, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, 'upstream usage unusable: metered an estimate');
+    }
+    if (usage?.outOfBounds && served) {
+      // A catalog upstream billed past what the request allows (metered as reported: budgets may pass their limit by
+      // it), or a tenant's endpoint answered outside its bounds (clamped): either way someone should look.
+      this.metrics.usageOutOfBounds.inc({ upstream: served.upstream, bound: usage.outOfBounds });
+      this.log?.warn({ generation_id: req.generationId, upstream: served.upstream, bound: usage.outOfBounds, provider: served.attempt.provider, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, served.upstream === 'catalog' ? 'upstream usage out of bounds: metered as reported' : 'tenant upstream usage out of bounds: clamped');
     }
     const attempt = served?.attempt ?? null;
     const record: GenerationRecord = {

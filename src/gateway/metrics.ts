@@ -49,6 +49,8 @@ export interface GatewayMetrics {
   configVersion: Gauge<'version'>;
   reloads: Counter<'what' | 'result'>;
   usageEstimated: Counter<'reason'>;
+  /** Served requests whose upstream count lay outside its bounds (catalog: metered as reported; tenant: clamped). */
+  usageOutOfBounds: Counter<'upstream' | 'bound'>;
   /** A request answered with this HTTP status (byok_gateway_requests_total). */
   answered(status: number): void;
   /** A finished attempt; `failedOver` when another attempt follows a failed one. */
@@ -149,6 +151,12 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       name: 'byok_gateway_usage_estimated_total',
       help: 'Served requests metered with an estimate because the upstream usage was missing, invalid or out of bounds (reason).',
       labelNames: ['reason'],
+      registers,
+    }),
+    usageOutOfBounds: new Counter({
+      name: 'byok_gateway_usage_out_of_bounds_total',
+      help: 'Served requests whose upstream usage lay outside the bounds of the request (bound: above its maximum, below the delivered floor). upstream="catalog": metered as reported, so a budget may pass its limit by the excess; upstream="tenant": clamped into the bounds.',
+      labelNames: ['upstream', 'bound'],
       registers,
     }),
     reloads: new Counter({ name: 'byok_gateway_reloads_total', help: 'Routing config and catalog reloads by result.', labelNames: ['what', 'result'], registers }),

@@ -2,30 +2,43 @@
 // the usage the upstream reports on the way, and a closing event that always comes. A stream that breaks after
 // bytes were sent cannot fail over: the client gets a spec 7 error event, then the closing comment.
 import type { ServerResponse } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import { AttemptTimeout } from './attempts.ts';
 import type { UpstreamBody } from './upstream-body.ts';
+import { deliveredUnits } from './usage.ts';
 
-/** Finds `usage` in SSE `data:` events as they pass, without holding more than one unfinished event. */
+/**
+ * Finds `usage` in SSE `data:` events as they pass, without holding more than one unfinished event. With
+ * `countContent` (a tenant-chosen upstream, whose count has a floor) it also reads every event's choices for the
+ * floor units of what was delivered (usage.ts, deliveredUnits); otherwise only events that mention usage are parsed.
+ */
 export class SseUsageScanner {
   /** The last usage object an event carried (unvalidated: metering checks it). */
   reported: unknown;
+  /** Floor units of the content delivered so far (counted with `countContent` only). */
+  units = 0;
   private pending = '';
+  /** A character split between two reads is decoded whole, not as two replacement characters. */
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly countContent: boolean;
+
+  constructor(countContent = false) {
+    this.countContent = countContent;
+  }
 
   scan(chunk: Buffer | string): void {
-    const text = this.pending + (typeof chunk === 'string' ? chunk : chunk.toString('utf8'));
+    const text = this.pending + (typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
     const cut = text.lastIndexOf('\n\n');
     if (cut < 0) {
       this.pending = text;
       return;
     }
     this.pending = text.slice(cut + 2);
-    if (!text.includes('"usage"')) return;
+    if (!this.countContent && !text.includes('"usage"')) return;
     for (const event of text.slice(0, cut).split('\n\n')) {
-      if (!event.includes('"usage"')) continue;
+      if (!this.countContent && !event.includes('"usage"')) continue;
       for (const line of event.split('\n')) {
-        if (!line.startsWith('data:')) continue;
-        const usage = usageOf(line.slice(5));
-        if (usage !== undefined && usage !== null) this.reported = usage;
+        if (line.startsWith('data:')) this.read(line.slice(5));
       }
     }
   }
@@ -35,18 +48,29 @@ export class SseUsageScanner {
    * `stream: true` with a plain JSON completion (the whole body is that one object).
    */
   finish(): unknown {
+    this.pending += this.decoder.end();
     if (this.pending.length > 0) {
       const tail = this.pending;
+      const before = this.units;
       this.scan('\n\n');
-      if (this.reported === undefined && tail.trimStart().startsWith('{')) this.reported = usageOf(tail);
+      if (this.reported === undefined && this.units === before && tail.trimStart().startsWith('{')) this.read(tail);
     }
     return this.reported;
   }
+
+  private read(json: string): void {
+    const event = parsed(json);
+    if (event === undefined) return;
+    const usage = event.usage;
+    if (usage !== undefined && usage !== null) this.reported = usage;
+    if (this.countContent) this.units += deliveredUnits(event.choices);
+  }
 }
 
-function usageOf(json: string): unknown {
+function parsed(json: string): { usage?: unknown; choices?: unknown } | undefined {
   try {
-    return (JSON.parse(json) as { usage?: unknown } | null)?.usage;
+    const v = JSON.parse(json) as unknown;
+    return typeof v === 'object' && v !== null ? (v as { usage?: unknown; choices?: unknown }) : undefined;
   } catch {
     // Not JSON (e.g. [DONE], or a cut body): nothing to read.
     return undefined;
@@ -64,13 +88,15 @@ export interface RelayOptions {
   closing(): string;
   /** The spec 7 error event of a stream that broke after bytes were sent. */
   brokenEvent(error: string): string;
-  /** Called once when the stream is over: why it broke (undefined when it completed) and the usage it reported. */
-  ended(error: string | undefined, reportedUsage: unknown): void;
+  /** Read the delivered content's floor units too (a tenant-chosen upstream; every event is parsed then). */
+  countContent?: boolean;
+  /** Called once when the stream is over: why it broke (undefined when it completed), the usage it reported, and the floor units delivered (0 without countContent). */
+  ended(error: string | undefined, reportedUsage: unknown, deliveredUnits: number): void;
 }
 
 /** The relay of one committed stream; `leave()` is for the client going away. */
 export class StreamRelay {
-  private readonly usage = new SseUsageScanner();
+  private readonly usage: SseUsageScanner;
   /** Whether what the client has so far ends on an SSE event boundary (a blank line). */
   private atBoundary = true;
   private lastByte = 0x0a;
@@ -86,6 +112,7 @@ export class StreamRelay {
     this.out = out;
     this.body = body;
     this.opts = opts;
+    this.usage = new SseUsageScanner(opts.countContent === true);
   }
 
   /** Resolves when the stream is over (completed, broken or abandoned). */
@@ -136,7 +163,7 @@ export class StreamRelay {
     this.done = true;
     clearTimeout(this.idle);
     const clientGone = this.clientGone || this.out.destroyed;
-    this.opts.ended(error, this.usage.finish());
+    this.opts.ended(error, this.usage.finish(), this.usage.units);
     if (!clientGone) {
       if (error) this.out.write(`${this.atBoundary ? '' : '\n\n'}${this.opts.brokenEvent(error)}`);
       // The closing comment is an event of its own, even after a body that did not end on an event boundary.

@@ -1,7 +1,12 @@
-// Token usage as an upstream reports it is tenant input: a tenant picks its upstream (an Azure endpoint_url is any
-// https host), so `usage` may be fractional, negative, huge or absent. Nothing here trusts it: counts must be
-// non-negative safe integers within what the request could have produced, and when they are not (or a stream ends
-// before its usage chunk) the gateway meters an estimate from what it saw, flagged as such. Pure.
+// What a request may cost, and what it is metered at (docs/ledger.md, "What drives cost"). The rule: meter from the
+// side we trust, and bound from both sides.
+// - A catalog upstream (a URL the platform configured: the provider itself) is trusted: its well-formed count is
+//   metered as reported, even past the bounds below (then flagged, for an alert), never clamped below itself.
+// - A tenant-chosen upstream (an Azure endpoint_url: any https host the tenant names) is not: its count is clamped
+//   between a floor read from the content it delivered and the most the request could produce.
+// - Admission reserves the most the request can cost: every prompt part at an upper bound, n × the per-choice cap.
+// Counts that are not counts (fractional, negative, absurd, missing) become an estimate from the bytes seen, flagged.
+// Pure: no I/O, no clock.
 
 export interface Usage {
   promptTokens: number;
@@ -11,71 +16,237 @@ export interface Usage {
 /** Why metering used an estimate instead of the upstream's own count. */
 export type EstimateReason = 'missing' | 'invalid' | 'out_of_bounds';
 
+/** Who reported a count: an upstream from the catalog (trusted) or one the tenant chose (`tenantUrl`). */
+export type UsageSource = 'catalog' | 'tenant';
+
 export interface MeteredUsage extends Usage {
   /** Absent when the upstream's count was used as reported. */
   estimated?: EstimateReason;
+  /** The upstream's count lay outside the bounds: metered as reported (catalog) or clamped into them (tenant). */
+  outOfBounds?: 'above' | 'below';
 }
 
-/** Per-request ceilings on reported usage. */
-export interface UsageBounds {
-  /** The model's context length when the catalog knows it; else a generous ceiling. */
-  maxPromptTokens: number;
-  /** The request's max_tokens (or max_completion_tokens) when given, else the context length, else the ceiling. */
-  maxCompletionTokens: number;
-}
-
-/** Ceiling when neither the catalog nor the request bounds a count: no single request is larger than this. */
+/** Ceiling when the catalog gives no context length: no single prompt or choice is larger than this. */
 export const USAGE_CEILING_TOKENS = 10_000_000;
-
-/** About four bytes of UTF-8 text per token: the usual rule of thumb, rounded up so estimates never undercount. */
-const BYTES_PER_TOKEN = 4;
+/** A reported count past this is not a count (no request is billed a billion tokens; list cost stays exact). */
+export const MAX_REPORTED_TOKENS = 1_000_000_000;
+/** OpenAI's limit on `n`. */
+export const MAX_CHOICES = 128;
+/**
+ * The delivered-content floor: one token per this many floor units (non-whitespace characters, a run of one repeated
+ * character counted once). Measured on o200k and cl100k: prose 3.9-5.9 units per token, code 5.5-5.8, JSON 3.8, CJK
+ * 1.0-1.4; the most found in any text was 14 (one long word repeated); rulers collapse to one unit.
+ */
+export const FLOOR_UNITS_PER_TOKEN = 16;
+/** Estimates (missing or invalid usage): about four bytes per token, rounded up, framing included: they err high. */
+const ESTIMATE_BYTES_PER_TOKEN = 4;
 
 const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
 
-export function usageBounds(contextLength: number | null, request: { max_tokens?: unknown; max_completion_tokens?: unknown }): UsageBounds {
-  const context = positiveInt(contextLength) ?? USAGE_CEILING_TOKENS;
-  const asked = positiveInt(request.max_completion_tokens) ?? positiveInt(request.max_tokens);
-  return { maxPromptTokens: context, maxCompletionTokens: Math.min(asked ?? context, context) };
+/** The fields of a request body that drive its cost, validated. */
+export interface CostFields {
+  /** Choices asked for (`n`, default 1): each is billed. */
+  n: number;
+  /** The per-choice cap the request sets: the larger of max_tokens and max_completion_tokens (providers differ on which wins). */
+  maxTokensPerChoice: number | null;
+  /** Content parts that are not text (image_url, file, any unknown type): each may fill the context. */
+  mediaParts: number;
+  /** Bytes of a `prediction` (predicted outputs): its rejected tokens are billed as completion tokens. */
+  predictionBytes: number;
 }
 
-/** The upstream's `usage`, when it is well-formed and within bounds; otherwise why not. */
-export function readUsage(value: unknown, bounds: UsageBounds): { usage: Usage } | { problem: EstimateReason } {
-  if (value === undefined || value === null) return { problem: 'missing' };
-  if (typeof value !== 'object') return { problem: 'invalid' };
-  const { prompt_tokens: prompt, completion_tokens: completion } = value as { prompt_tokens?: unknown; completion_tokens?: unknown };
-  const count = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-  if (!count(prompt) || !count(completion)) return { problem: 'invalid' };
-  if ((prompt as number) > bounds.maxPromptTokens || (completion as number) > bounds.maxCompletionTokens) return { problem: 'out_of_bounds' };
-  return { usage: { promptTokens: prompt as number, completionTokens: completion as number } };
+/** Content part types read as text; any other part is a media part. */
+const TEXT_PARTS = new Set(['text', 'refusal']);
+const SERVICE_TIERS = new Set(['auto', 'default', 'flex']);
+
+/**
+ * Reads the cost-driving fields of a chat completion body, or says why the request cannot be priced (a 400): `n` out
+ * of 1..128, a cap that is not a positive integer, audio in or out (the catalog prices text tokens only), web search
+ * (priced per call), a service tier that costs more than the catalog price.
+ */
+export function costFields(body: Record<string, unknown>): CostFields | { error: string } {
+  const n = body.n ?? 1;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_CHOICES) return { error: `n must be an integer from 1 to ${MAX_CHOICES}` };
+  let cap: number | null = null;
+  for (const name of ['max_tokens', 'max_completion_tokens'] as const) {
+    const v = body[name];
+    if (v === undefined || v === null) continue;
+    const ok = positiveInt(v);
+    if (ok === undefined) return { error: `${name} must be a positive integer` };
+    cap = Math.max(cap ?? 0, ok);
+  }
+  if (body.audio !== undefined && body.audio !== null) return { error: 'audio output cannot be priced: the catalog prices text tokens only' };
+  if (Array.isArray(body.modalities) && body.modalities.some((m) => m !== 'text')) return { error: 'only the text modality can be priced: the catalog prices text tokens only' };
+  if (body.web_search_options !== undefined && body.web_search_options !== null) return { error: 'web search cannot be priced: the catalog has no price per search' };
+  const tier = body.service_tier;
+  if (tier !== undefined && tier !== null && !(typeof tier === 'string' && SERVICE_TIERS.has(tier))) return { error: 'service_tier must be auto, default or flex: other tiers cost more than the catalog price' };
+  let mediaParts = 0;
+  if (Array.isArray(body.messages)) {
+    for (const m of body.messages as unknown[]) {
+      const content = typeof m === 'object' && m !== null ? (m as { content?: unknown }).content : undefined;
+      if (!Array.isArray(content)) continue;
+      for (const p of content as unknown[]) {
+        const type = typeof p === 'object' && p !== null ? (p as { type?: unknown }).type : undefined;
+        if (type === 'input_audio') return { error: 'audio input cannot be priced: the catalog prices text tokens only' };
+        if (typeof type !== 'string' || !TEXT_PARTS.has(type)) mediaParts++;
+      }
+    }
+  }
+  const prediction = body.prediction;
+  // Rare: a byte count of its JSON bounds its tokens (every token covers at least one byte).
+  const predictionBytes = prediction === undefined || prediction === null ? 0 : Buffer.byteLength(JSON.stringify(prediction), 'utf8');
+  return { n, maxTokensPerChoice: cap, mediaParts, predictionBytes };
+}
+
+/** What the catalog says of a model. */
+export interface ModelLimits {
+  contextLength: number | null;
+  maxOutputTokens: number | null;
+}
+
+/** The most a request can be billed for, per side: what admission reserves and what bounds a count from above. */
+export interface UsageBounds {
+  maxPromptTokens: number;
+  maxCompletionTokens: number;
 }
 
 /**
- * A best estimate from what crossed the gateway: the request body for the prompt, the delivered response bytes for
- * the completion (framing included, so it errs high, as budgets should), each clamped to its bound.
+ * Upper bounds from the request and the catalog. Prompt: its body's UTF-8 bytes (every token of a byte-level or
+ * byte-fallback tokenizer covers at least one byte, and each message's JSON framing outweighs its template tokens)
+ * plus, per media part, the context length (the catalog has no per-part maximum), within the context length.
+ * Completion: n × the per-choice cap (the request's, the catalog's maxOutputTokens, the context length: the least),
+ * plus a prediction's bytes per choice.
  */
-export function estimateUsage(requestBytes: number, responseBytes: number, bounds: UsageBounds): Usage {
+export function usageBounds(model: ModelLimits, cost: CostFields, requestBytes: number): UsageBounds {
+  const context = positiveInt(model.contextLength) ?? USAGE_CEILING_TOKENS;
+  const perChoice = Math.min(cost.maxTokensPerChoice ?? Infinity, positiveInt(model.maxOutputTokens) ?? Infinity, context) + cost.predictionBytes;
   return {
-    promptTokens: Math.min(Math.ceil(requestBytes / BYTES_PER_TOKEN), bounds.maxPromptTokens),
-    completionTokens: Math.min(Math.ceil(responseBytes / BYTES_PER_TOKEN), bounds.maxCompletionTokens),
+    maxPromptTokens: Math.min(context, Math.max(0, Math.ceil(requestBytes)) + cost.mediaParts * context),
+    maxCompletionTokens: cost.n * perChoice,
   };
 }
 
-/** What a request is metered with: the upstream's count when usable, else an estimate marked with the reason. */
-export function meteredUsage(reported: unknown, bounds: UsageBounds, requestBytes: number, responseBytes: number): MeteredUsage {
-  const read = readUsage(reported, bounds);
-  if ('usage' in read) return read.usage;
-  return { ...estimateUsage(requestBytes, responseBytes, bounds), estimated: read.problem };
+/** What admission reserves: the upper bounds, so concurrent requests cannot together pass a limit. */
+export function reservedTokens(bounds: UsageBounds): Usage {
+  return { promptTokens: bounds.maxPromptTokens, completionTokens: bounds.maxCompletionTokens };
 }
 
-/** Output reserved for a request that sets no max_tokens on a model whose catalog entry gives no maxOutputTokens. */
-export const DEFAULT_RESERVED_OUTPUT_TOKENS = 4096;
+/** The upstream's `usage` when it is well-formed (two counts in 0..MAX_REPORTED_TOKENS); otherwise why not. */
+export function readUsage(value: unknown): { usage: Usage } | { problem: 'missing' | 'invalid' } {
+  if (value === undefined || value === null) return { problem: 'missing' };
+  if (typeof value !== 'object') return { problem: 'invalid' };
+  const { prompt_tokens: prompt, completion_tokens: completion } = value as { prompt_tokens?: unknown; completion_tokens?: unknown };
+  const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_REPORTED_TOKENS;
+  if (!count(prompt) || !count(completion)) return { problem: 'invalid' };
+  return { usage: { promptTokens: prompt, completionTokens: completion } };
+}
+
+/** What crossed the gateway for one request, for estimates and floors. */
+export interface Seen {
+  requestBytes: number;
+  responseBytes: number;
+  /** Floors from the content (a tenant upstream's count is never below them); 0 for a catalog upstream. */
+  minPromptTokens: number;
+  minCompletionTokens: number;
+}
+
+/** Within [lo, hi]; the floor wins when they cross: delivered content is evidence, a request cap only a promise. */
+const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(v, hi));
+
+/** What a request is metered with (the table in docs/ledger.md). */
+export function meteredUsage(reported: unknown, bounds: UsageBounds, source: UsageSource, seen: Seen): MeteredUsage {
+  const read = readUsage(reported);
+  if ('problem' in read) {
+    return {
+      promptTokens: clamp(Math.ceil(seen.requestBytes / ESTIMATE_BYTES_PER_TOKEN), seen.minPromptTokens, bounds.maxPromptTokens),
+      completionTokens: clamp(Math.ceil(seen.responseBytes / ESTIMATE_BYTES_PER_TOKEN), seen.minCompletionTokens, bounds.maxCompletionTokens),
+      estimated: read.problem,
+    };
+  }
+  const { promptTokens: p, completionTokens: c } = read.usage;
+  const above = p > bounds.maxPromptTokens || c > bounds.maxCompletionTokens;
+  if (source === 'catalog') return above ? { promptTokens: p, completionTokens: c, outOfBounds: 'above' } : read.usage;
+  const below = p < seen.minPromptTokens || c < seen.minCompletionTokens;
+  if (!above && !below) return read.usage;
+  return {
+    promptTokens: clamp(p, seen.minPromptTokens, bounds.maxPromptTokens),
+    completionTokens: clamp(c, seen.minCompletionTokens, bounds.maxCompletionTokens),
+    estimated: 'out_of_bounds',
+    outOfBounds: above ? 'above' : 'below',
+  };
+}
+
+/** JavaScript's \s, by code point. */
+function isSpace(cp: number): boolean {
+  if (cp <= 0x20) return cp === 0x20 || (cp >= 0x09 && cp <= 0x0d);
+  if (cp < 0xa0) return false;
+  return cp === 0xa0 || cp === 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp === 0x2028 || cp === 0x2029 || cp === 0x202f || cp === 0x205f || cp === 0x3000 || cp === 0xfeff;
+}
+
+/** Floor units of a text: its non-whitespace code points, a run of one repeated character counted once. */
+export function floorUnits(text: string): number {
+  let units = 0;
+  let prev = -1;
+  for (let i = 0; i < text.length; i++) {
+    let cp = text.charCodeAt(i);
+    if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
+      const lo = text.charCodeAt(i + 1);
+      if (lo >= 0xdc00 && lo <= 0xdfff) {
+        cp = ((cp - 0xd800) << 10) + (lo - 0xdc00) + 0x10000;
+        i++;
+      }
+    }
+    if (isSpace(cp)) {
+      prev = -1;
+      continue;
+    }
+    if (cp !== prev) units++;
+    prev = cp;
+  }
+  return units;
+}
+
+export const floorTokens = (units: number): number => Math.ceil(units / FLOOR_UNITS_PER_TOKEN);
+
+const stringUnits = (v: unknown): number => (typeof v === 'string' ? floorUnits(v) : 0);
+
+/** Floor units of a message's `content`: a string, or parts whose `text` is read. */
+function contentUnits(content: unknown): number {
+  if (typeof content === 'string') return floorUnits(content);
+  if (!Array.isArray(content)) return 0;
+  let units = 0;
+  for (const p of content as unknown[]) if (typeof p === 'object' && p !== null) units += stringUnits((p as { text?: unknown }).text) + stringUnits((p as { refusal?: unknown }).refusal);
+  return units;
+}
 
 /**
- * The most tokens a request can be billed for, as admission reserves it: the prompt estimate, and max_tokens (or the
- * model's maxOutputTokens from the catalog, or DEFAULT_RESERVED_OUTPUT_TOKENS), within the usage bounds.
+ * Floor units of what an answer's `choices` delivered, from `message` (a completion) or `delta` (a stream chunk): the
+ * fields a client reads (content, refusal, reasoning, tool and function calls, an audio transcript).
  */
-export function reservedTokens(bounds: UsageBounds, requestBytes: number, request: { max_tokens?: unknown; max_completion_tokens?: unknown }, catalogMaxOutput: number | null): Usage {
-  const asked = positiveInt(request.max_completion_tokens) ?? positiveInt(request.max_tokens);
-  const output = asked ?? positiveInt(catalogMaxOutput) ?? DEFAULT_RESERVED_OUTPUT_TOKENS;
-  return { promptTokens: Math.min(Math.ceil(requestBytes / BYTES_PER_TOKEN), bounds.maxPromptTokens), completionTokens: Math.min(output, bounds.maxCompletionTokens) };
+export function deliveredUnits(choices: unknown): number {
+  if (!Array.isArray(choices)) return 0;
+  let units = 0;
+  for (const choice of choices as unknown[]) {
+    if (typeof choice !== 'object' || choice === null) continue;
+    const m = (choice as { message?: unknown; delta?: unknown }).message ?? (choice as { delta?: unknown }).delta;
+    if (typeof m !== 'object' || m === null) continue;
+    const msg = m as Record<string, unknown>;
+    units += contentUnits(msg.content) + stringUnits(msg.refusal) + stringUnits(msg.reasoning) + stringUnits(msg.reasoning_content);
+    const calls = Array.isArray(msg.tool_calls) ? (msg.tool_calls as unknown[]) : [];
+    for (const call of [...calls, msg.function_call]) {
+      const fn = typeof call === 'object' && call !== null ? ((call as { function?: unknown }).function ?? call) : undefined;
+      if (typeof fn === 'object' && fn !== null) units += stringUnits((fn as { name?: unknown }).name) + stringUnits((fn as { arguments?: unknown }).arguments);
+    }
+    const audio = msg.audio;
+    if (typeof audio === 'object' && audio !== null) units += stringUnits((audio as { transcript?: unknown }).transcript);
+  }
+  return units;
+}
+
+/** The prompt's floor in tokens: its messages' text (tools and media add to it but have no floor here). */
+export function promptFloorTokens(messages: unknown): number {
+  if (!Array.isArray(messages)) return 0;
+  let units = 0;
+  for (const m of messages as unknown[]) if (typeof m === 'object' && m !== null) units += contentUnits((m as { content?: unknown }).content);
+  return floorTokens(units);
 }

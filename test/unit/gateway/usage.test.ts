@@ -1,23 +1,109 @@
-// Upstream usage is tenant input (issue 25 §2): only non-negative safe integers within the request's bounds are
-// metered as reported; anything else becomes a bounded estimate, flagged with the reason.
+// Issue 32 §2: meter from the side we trust, bound from both sides (docs/ledger.md, "What drives cost"). Examples
+// of each row of the table; test/unit/gateway/metering.properties.test.ts generates the rest.
 import { describe, expect, test } from '@jest/globals';
-import { estimateUsage, meteredUsage, readUsage, USAGE_CEILING_TOKENS, usageBounds } from '../../../src/gateway/usage.ts';
+import {
+  costFields,
+  deliveredUnits,
+  floorTokens,
+  floorUnits,
+  meteredUsage,
+  promptFloorTokens,
+  readUsage,
+  reservedTokens,
+  USAGE_CEILING_TOKENS,
+  usageBounds,
+  type CostFields,
+  type Seen,
+} from '../../../src/gateway/usage.ts';
 
-describe('usage from an upstream', () => {
-  const bounds = usageBounds(8192, { max_tokens: 100 });
+const fields = (body: Record<string, unknown>): CostFields => {
+  const f = costFields(body);
+  if ('error' in f) throw new Error(f.error);
+  return f;
+};
+const gpt4o = { contextLength: 128_000, maxOutputTokens: null };
+const seen = (over: Partial<Seen> = {}): Seen => ({ requestBytes: 400, responseBytes: 400, minPromptTokens: 0, minCompletionTokens: 0, ...over });
 
-  test('bounds: the context length, and max_tokens (or max_completion_tokens) for the completion', () => {
-    expect(bounds).toEqual({ maxPromptTokens: 8192, maxCompletionTokens: 100 });
-    expect(usageBounds(null, {})).toEqual({ maxPromptTokens: USAGE_CEILING_TOKENS, maxCompletionTokens: USAGE_CEILING_TOKENS });
-    expect(usageBounds(1000, { max_completion_tokens: 50, max_tokens: 900 })).toEqual({ maxPromptTokens: 1000, maxCompletionTokens: 50 });
-    // A max_tokens past the context, or not a positive integer, does not widen anything.
-    expect(usageBounds(1000, { max_tokens: 5000 }).maxCompletionTokens).toBe(1000);
-    for (const bad of [0, -5, 1.5, '100', null]) expect(usageBounds(1000, { max_tokens: bad }).maxCompletionTokens).toBe(1000);
+describe('the cost-driving fields of a request', () => {
+  test('n, and the larger of max_tokens and max_completion_tokens (providers differ on which one wins)', () => {
+    expect(fields({})).toEqual({ n: 1, maxTokensPerChoice: null, mediaParts: 0, predictionBytes: 0 });
+    expect(fields({ n: 8, max_tokens: 500 })).toMatchObject({ n: 8, maxTokensPerChoice: 500 });
+    expect(fields({ n: null, max_tokens: 900, max_completion_tokens: 50 })).toMatchObject({ n: 1, maxTokensPerChoice: 900 });
+    expect(fields({ max_tokens: null, max_completion_tokens: 50 })).toMatchObject({ maxTokensPerChoice: 50 });
   });
 
-  test('well-formed counts within bounds are used as reported', () => {
-    expect(readUsage({ prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 }, bounds)).toEqual({ usage: { promptTokens: 12, completionTokens: 9 } });
-    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 400, 400)).toEqual({ promptTokens: 0, completionTokens: 0 });
+  test.each([
+    [{ n: 0 }, 'n must be an integer from 1 to 128'],
+    [{ n: 129 }, 'n must be an integer from 1 to 128'],
+    [{ n: 1.5 }, 'n must be an integer from 1 to 128'],
+    [{ n: '2' }, 'n must be an integer from 1 to 128'],
+    [{ max_tokens: 0 }, 'max_tokens must be a positive integer'],
+    [{ max_tokens: 1.5 }, 'max_tokens must be a positive integer'],
+    [{ max_completion_tokens: '100' }, 'max_completion_tokens must be a positive integer'],
+    [{ max_completion_tokens: 2 ** 60 }, 'max_completion_tokens must be a positive integer'],
+    [{ modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }, 'audio output cannot be priced: the catalog prices text tokens only'],
+    [{ modalities: ['text', 'audio'] }, 'only the text modality can be priced: the catalog prices text tokens only'],
+    [{ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }] }, 'audio input cannot be priced: the catalog prices text tokens only'],
+    [{ web_search_options: {} }, 'web search cannot be priced: the catalog has no price per search'],
+    [{ service_tier: 'priority' }, 'service_tier must be auto, default or flex: other tiers cost more than the catalog price'],
+  ])('%j cannot be priced: %s', (body, error) => {
+    expect(costFields(body)).toEqual({ error });
+  });
+
+  test('every content part that is not text is a media part, unknown types included', () => {
+    const body = {
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://x.test/a.png' } }, { type: 'file', file: { file_id: 'f' } }, { type: 'video_url' }, 'junk'] },
+      ],
+      modalities: ['text'],
+      service_tier: 'flex',
+    };
+    expect(fields(body).mediaParts).toBe(4);
+  });
+});
+
+describe('bounds and reservations', () => {
+  test('n is priced: n × the per-choice cap, the least of the request, the catalog and the context', () => {
+    expect(usageBounds(gpt4o, fields({ n: 8, max_tokens: 500 }), 100).maxCompletionTokens).toBe(4000);
+    expect(usageBounds({ contextLength: 128_000, maxOutputTokens: 16_384 }, fields({ n: 2 }), 100).maxCompletionTokens).toBe(32_768);
+    expect(usageBounds({ contextLength: 1000, maxOutputTokens: null }, fields({ max_tokens: 5000 }), 100).maxCompletionTokens).toBe(1000);
+    // Nothing caps it: the context (or the ceiling) is the most a choice can be, and what is reserved.
+    expect(usageBounds({ contextLength: null, maxOutputTokens: null }, fields({}), 100)).toEqual({ maxPromptTokens: 100, maxCompletionTokens: USAGE_CEILING_TOKENS });
+  });
+
+  test('the prompt: every byte may be a token (CJK and whitespace included); every media part may fill the context', () => {
+    const cjk = JSON.stringify({ model: 'm/x', messages: [{ role: 'user', content: '人工智能'.repeat(100) }] });
+    const bytes = Buffer.byteLength(cjk);
+    expect(usageBounds(gpt4o, fields(JSON.parse(cjk) as Record<string, unknown>), bytes).maxPromptTokens).toBe(bytes);
+    const image = { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.test/a.png' } }] }] };
+    expect(usageBounds(gpt4o, fields(image), 205).maxPromptTokens).toBe(128_000);
+    expect(reservedTokens(usageBounds(gpt4o, fields({ ...image, n: 3, max_tokens: 10 }), 205))).toEqual({ promptTokens: 128_000, completionTokens: 30 });
+  });
+
+  test('a prediction adds its bytes per choice (rejected predicted tokens are billed as completion)', () => {
+    const f = fields({ max_tokens: 100, prediction: { type: 'content', content: 'abcd' } });
+    expect(f.predictionBytes).toBe(Buffer.byteLength(JSON.stringify({ type: 'content', content: 'abcd' })));
+    expect(usageBounds(gpt4o, f, 10).maxCompletionTokens).toBe(100 + f.predictionBytes);
+  });
+});
+
+describe('metering: the side we trust, bounded from both sides', () => {
+  const bounds = usageBounds(gpt4o, fields({ n: 8, max_tokens: 500 }), 400);
+
+  test('a catalog count is metered as reported, even past the bounds (flagged, never clamped)', () => {
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 3900 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 12, completionTokens: 3900 });
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 9000 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 12, completionTokens: 9000, outOfBounds: 'above' });
+    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 0, completionTokens: 0 });
+  });
+
+  test('a tenant count is clamped between the delivered floor and the request maximum', () => {
+    const floors = seen({ minPromptTokens: 3, minCompletionTokens: 500 });
+    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 3, completionTokens: 500, estimated: 'out_of_bounds', outOfBounds: 'below' });
+    expect(meteredUsage({ prompt_tokens: 10 ** 8, completion_tokens: 10 ** 8 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 400, completionTokens: 4000, estimated: 'out_of_bounds', outOfBounds: 'above' });
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 900 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 12, completionTokens: 900 });
+    // Delivered content is evidence, a cap only a promise: an endpoint that ignored max_tokens is metered at the floor.
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 1 }, bounds, 'tenant', seen({ minCompletionTokens: 6000 }))).toMatchObject({ completionTokens: 6000, outOfBounds: 'below' });
   });
 
   test.each([
@@ -28,18 +114,46 @@ describe('usage from an upstream', () => {
     [{ prompt_tokens: -1, completion_tokens: 1 }, 'invalid'],
     [{ prompt_tokens: 1, completion_tokens: '9' }, 'invalid'],
     [{ prompt_tokens: Number.NaN, completion_tokens: 1 }, 'invalid'],
-    [{ prompt_tokens: 4e15, completion_tokens: 4e15 }, 'out_of_bounds'],
+    [{ prompt_tokens: 4e15, completion_tokens: 4e15 }, 'invalid'],
     [{ prompt_tokens: 2 ** 60, completion_tokens: 1 }, 'invalid'],
-    [{ prompt_tokens: 10, completion_tokens: 101 }, 'out_of_bounds'],
-  ])('%j → an estimate (%s)', (value, reason) => {
-    expect(readUsage(value, bounds)).toEqual({ problem: reason });
-    const metered = meteredUsage(value, bounds, 4000, 1000);
-    expect(metered).toEqual({ promptTokens: 1000, completionTokens: 100, estimated: reason });
+  ])('%j is not a count → an estimate (%s) from the bytes seen, within the bounds and above the floor', (value, reason) => {
+    expect(readUsage(value)).toEqual({ problem: reason });
+    for (const source of ['catalog', 'tenant'] as const) {
+      expect(meteredUsage(value, bounds, source, seen({ requestBytes: 4000, responseBytes: 10 ** 6 }))).toEqual({ promptTokens: 400, completionTokens: 4000, estimated: reason });
+      expect(meteredUsage(value, bounds, source, seen({ requestBytes: 41, responseBytes: 41, minCompletionTokens: 30 }))).toEqual({ promptTokens: 11, completionTokens: 30, estimated: reason });
+    }
+  });
+});
+
+describe('the delivered-content floor', () => {
+  test('units: non-whitespace code points, a run of one character counted once', () => {
+    expect(floorUnits('')).toBe(0);
+    expect(floorUnits('hello world')).toBe(9); // "ll" is one run
+    expect(floorUnits(' \t\n\u00a0\u3000')).toBe(0);
+    expect(floorUnits('-'.repeat(80))).toBe(1);
+    expect(floorUnits('人工智能')).toBe(4);
+    expect(floorUnits('😀😀x😀')).toBe(3);
+    expect(floorUnits('\ud800x')).toBe(2); // a lone surrogate is a unit of its own
+    expect(floorTokens(0)).toBe(0);
+    expect(floorTokens(1)).toBe(1);
+    expect(floorTokens(32)).toBe(2);
+    expect(floorTokens(33)).toBe(3);
   });
 
-  test('estimates round up, and never pass the bounds', () => {
-    expect(estimateUsage(1, 1, bounds)).toEqual({ promptTokens: 1, completionTokens: 1 });
-    expect(estimateUsage(10 ** 9, 10 ** 9, bounds)).toEqual({ promptTokens: 8192, completionTokens: 100 });
-    expect(estimateUsage(0, 0, bounds)).toEqual({ promptTokens: 0, completionTokens: 0 });
+  test('what a client reads from choices: content, refusal, reasoning, tool and function calls, an audio transcript', () => {
+    const choices = [
+      { message: { role: 'assistant', content: 'abc', refusal: 'no', reasoning: 'r', tool_calls: [{ id: 'x', type: 'function', function: { name: 'fn', arguments: '{"a":1}' } }] } },
+      { delta: { content: [{ type: 'text', text: 'de' }], function_call: { name: 'g', arguments: 'h' }, audio: { transcript: 'tt' } } },
+      { delta: {} },
+      null,
+      'junk',
+    ];
+    expect(deliveredUnits(choices)).toBe(3 + 2 + 1 + 2 + 7 + 2 + 1 + 1 + 1); // "tt" is one run
+    expect(deliveredUnits(undefined)).toBe(0);
+  });
+
+  test('the prompt floor reads the messages text only', () => {
+    expect(promptFloorTokens([{ role: 'user', content: 'x'.repeat(10) + 'abcdefghijklmnopq' }, { role: 'user', content: [{ type: 'text', text: 'ab' }, { type: 'image_url' }] }])).toBe(2);
+    expect(promptFloorTokens('nope')).toBe(0);
   });
 });
