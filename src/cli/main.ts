@@ -69,7 +69,9 @@ options (each command accepts only the ones it uses; an option of another comman
   --max-credentials <n>       credentials per account unless its Account sets spec.limits.maxCredentials (default 1000)
   --egress-allow <cidr|ip|host>  (repeatable, or comma-separated) let tenant URLs (Azure endpoint_url, Vertex
                               token_uri) reach these despite the egress policy; give the same list to the
-                              operator, the API and the gateway (docs/gateway.md, "Egress policy")
+                              operator, the API and the gateway (docs/gateway.md, "Egress policy"). A CIDR is the
+                              network address and a plain decimal prefix (10.0.0.0/8; not 10.1.2.3/8, 10.0.0.0/,
+                              10.0.0.0/08); IPv4 in dotted decimal; anything else is refused
   --orphan-grace-seconds <s>  API: delete unreferenced API-managed key Secrets older than this (default 600; 0 disables)
   --log-level <level>         pino level (default info)
   --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
