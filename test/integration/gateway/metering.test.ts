@@ -45,8 +45,9 @@ describe('gateway metered by the embedded spend ledger', () => {
     await gw?.close();
     await gate?.close();
   };
-  // max_tokens 500: admission reserves the prompt estimate plus 500 output tokens (about 0.005 USD) against the
-  // 0.02 USD budget; without it, the default reservation (4,096 output tokens, 0.041 USD) would not fit at all.
+  // max_tokens 500: admission reserves the prompt's 86 bytes as tokens plus 500 output tokens (0.005215 USD) against
+  // the 0.02 USD budget; without it, the reservation (no context length in this catalog: 10M output tokens) would not
+  // fit at all.
   const chat = async (maxTokens = 500) => {
     const before = up.hits.length;
     const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
@@ -121,7 +122,7 @@ describe('gateway metered by the embedded spend ledger', () => {
     expect(noRoom.status).toBe(402);
     expect(noRoom.hits).toBe(0);
     expect(noRoom.json.error.metadata.budget).toMatchObject({ counted_micros: 15_000, remaining_micros: 5000, held_micros: 0 });
-    expect(noRoom.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.00505\d* USD and the monthly budget of guardrail "tight" has 0\.005 USD left/);
+    expect(noRoom.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.005215 USD and the monthly budget of guardrail "tight" has 0\.005 USD left/);
   });
 
   test('a restart from the embedded ledger snapshot keeps the month: the budget stays blocked', async () => {

@@ -18,7 +18,33 @@ export type Behavior =
   // Usage an upstream may report (it is tenant input): fractional, negative, past 2^53, missing.
   | 'usage-fractional' | 'usage-negative' | 'usage-huge' | 'usage-missing'
   // A 3xx with no Location, and a 2xx whose body is not JSON: neither is an answer for the client.
-  | '307' | '200-not-json';
+  | '307' | '200-not-json'
+  // Issue 32: a provider that bills what it delivers (n choices of max_tokens each, 1,105 tokens per image part), and
+  // a tenant endpoint that delivers LONG_ANSWER and reports zero usage.
+  | 'bills-honestly' | 'zero-usage-long';
+
+/** 8,000 characters of prose: what 'zero-usage-long' delivers (per choice), with usage {0, 0}. */
+export const LONG_ANSWER = 'It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith slipped quickly through the glass doors of Victory Mansions. '.repeat(60).slice(0, 8000);
+/** What 'bills-honestly' bills per image part, and for the rest of a prompt. */
+export const IMAGE_PART_TOKENS = 1105;
+export const PROMPT_TOKENS = 40;
+
+interface MeteredRequestBody {
+  n?: number;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  messages?: { content?: unknown }[];
+}
+
+/** The choices and usage of the metering behaviours. */
+function meteredAnswer(parsed: MeteredRequestBody, behavior: 'bills-honestly' | 'zero-usage-long'): { contents: string[]; usage: Record<string, number> } {
+  const n = parsed.n ?? 1;
+  if (behavior === 'zero-usage-long') return { contents: Array.from({ length: n }, () => LONG_ANSWER), usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
+  const perChoice = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16;
+  const images = (parsed.messages ?? []).reduce((sum, m) => sum + (Array.isArray(m.content) ? (m.content as { type?: string }[]).filter((p) => p.type === 'image_url').length : 0), 0);
+  const prompt = PROMPT_TOKENS + images * IMAGE_PART_TOKENS;
+  return { contents: Array.from({ length: n }, (_, i) => `choice ${i}`), usage: { prompt_tokens: prompt, completion_tokens: n * perChoice, total_tokens: prompt + n * perChoice } };
+}
 
 export interface Hit {
   /** provider path segment, e.g. openai, azure, bedrock, vertex. */
@@ -153,7 +179,7 @@ export async function startUpstreams(): Promise<Upstreams> {
           res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(status === 200 ? { object: 'list', data: [] } : { error: { message: 'refused' } }));
           return;
         }
-        const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } };
+        const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } } & MeteredRequestBody;
         const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
         state.hits.push(hit);
         const answer = (status: number, text: string) => {
@@ -169,6 +195,20 @@ export async function startUpstreams(): Promise<Upstreams> {
         if (behavior === '200-not-json') return answer(200, '<html>not json</html>');
         if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));
         if (res.destroyed) return;
+        if (behavior === 'bills-honestly' || behavior === 'zero-usage-long') {
+          const { contents, usage } = meteredAnswer(parsed, behavior);
+          if (!hit.stream) {
+            const choices = contents.map((content, index) => ({ index, message: { role: 'assistant', content }, finish_reason: 'stop' }));
+            return answer(200, JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion', created: 1, model: parsed.model, choices, usage }));
+          }
+          hit.status = 200;
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          contents.forEach((content, index) => {
+            for (let i = 0; i < content.length; i += 40) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model: parsed.model, choices: [{ index, delta: { content: content.slice(i, i + 40) } }] })}\n\n`);
+          });
+          if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage })}\n\n`);
+          return void res.end('data: [DONE]\n\n');
+        }
         if (!hit.stream || behavior === 'plain-json-stream') return answer(200, completion(parsed.model, behavior));
         hit.status = 200;
         res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -1,0 +1,184 @@
+// Issue 32 §2, each finding guarded end to end: real apiserver → operator → projected config → gateway with the
+// embedded spend ledger as the CLI wires it → loopback upstreams. (1) n: 8 on shared capacity is metered as 8
+// completions and a budget refuses once it is reached; (2) a tenant's own Azure endpoint answering zero usage for a
+// long answer is metered at least the delivered floor, buffered and streamed; (3) concurrent image requests under a
+// budget that fits 5 admit at most 5 (their reservation covers an image part at the model's context length).
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
+import { parseEgressAllowList } from '../../../src/domain/egress.ts';
+import { createGatewayMetrics, startGateway, type GatewayMetrics, type RunningGateway } from '../../../src/gateway/index.ts';
+import { floorTokens, floorUnits } from '../../../src/gateway/usage.ts';
+import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
+import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { IMAGE_PART_TOKENS, LONG_ANSWER, PROMPT_TOKENS, startUpstreams, type Upstreams } from './upstreams.ts';
+
+const kc = testKubeConfig();
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const KEY_N = 'sk-gw-bounds-n-0123456789abcdef0123';
+const KEY_IMG = 'sk-gw-bounds-img-0123456789abcdef01';
+const KEY_AZ = 'sk-gw-bounds-az-0123456789abcdef012';
+const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
+// gpt-4o's list prices: 2.5 and 10 USD per million tokens, i.e. 2.5 and 10 micros per token.
+const cost = (prompt: number, completion: number) => Math.round(prompt * 2.5) + completion * 10;
+/** An image request, as billed by the provider: one image part, max_tokens 10. */
+const IMAGE_COST = cost(PROMPT_TOKENS + IMAGE_PART_TOKENS, 10);
+const CONTEXT = 2000;
+
+describe('metering bounds both sides (issue 32 §2), end to end', () => {
+  let ns = '';
+  let run: CapturedOperator;
+  let up: Upstreams;
+  let projector: Projector;
+  let gw: RunningGateway | undefined;
+  let gate: LedgerSpendGate | undefined;
+  let metrics: GatewayMetrics;
+  const root = mkdtempSync(join(tmpdir(), 'byok-int-bounds-'));
+  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared') };
+
+  const chat = async (key: string, body: Record<string, unknown>) => {
+    const before = up.hits.length;
+    const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
+    });
+    const text = await res.text();
+    return { status: res.status, text, json: (body.stream === true ? {} : JSON.parse(text)) as Record<string, any>, id: res.headers.get('x-generation-id'), hits: up.hits.length - before };
+  };
+  /** The generation record once the ledger has answered (charged/fee set). */
+  const settled = (key: string, id: string) =>
+    until(`the settled record of ${id}`, async () => {
+      const g = gw!.generations.get(id, sha(key));
+      return g && g.charged_micros !== null ? g : undefined;
+    }, 10_000, 20);
+
+  beforeAll(async () => {
+    up = await startUpstreams();
+    ns = await createTestNamespace('gw-bounds');
+    const routingNs = await createTestNamespace('gw-bounds-routing');
+    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, egress: LOOPBACK_ALLOWED });
+    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
+    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    // 0.10 USD: before issue 32 it admitted all twelve n: 8 requests (metered as one completion each).
+    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'n-budget' }, spec: { budget: { limitUsd: 0.1, resetInterval: 'monthly' } } });
+    // Room for exactly five image requests at what the provider bills for them.
+    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'img-budget' }, spec: { budget: { limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' } } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'n' }, spec: { hash: sha(KEY_N), guardrail: 'n-budget' } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'img' }, spec: { hash: sha(KEY_IMG), guardrail: 'img-budget' } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'az' }, spec: { hash: sha(KEY_AZ) } });
+    // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which answers zero usage.
+    await createSecret(kc, ns, 'az-key', JSON.stringify([{ api_key: 'az-zero-usage-key', model_slug: 'openai/gpt-4o-mini', endpoint_url: `${up.base}/azure/deployments/dep-zero/chat/completions?api-version=2024-10-21`, model_id: 'dep-zero' }]));
+    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'az' }, spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true } });
+    up.behavior.set('sk-shared-openai', 'bills-honestly');
+    up.behavior.set('api-key:az-zero-usage-key', 'zero-usage-long');
+
+    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
+    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [
+        // Shared capacity on the platform's key (a catalog upstream: trusted).
+        { model: 'openai/gpt-4o', contextLength: CONTEXT, endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] },
+        { model: 'openai/gpt-4o-mini', contextLength: 128_000, endpoints: [{ id: 'azure', provider: 'azure', pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' } }] },
+      ],
+    }));
+    mkdirSync(dirs.shared, { recursive: true });
+    writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
+    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+    await until('the compiled credential, keys and guardrails', async () => {
+      await projector.sync();
+      try {
+        const account = loadRoutingConfig(dirs.config).accounts.get(ns);
+        return account?.credentials.length === 1 && account.apiKeys.length === 3 && account.apiKeys.filter((k) => k.guardrailId !== null).length === 2;
+      } catch {
+        return false;
+      }
+    }, 30_000, 200);
+    metrics = createGatewayMetrics({ defaultMetrics: false });
+    const log = pino({ level: 'silent' });
+    gate = await openGatewaySpendGate({ registry: metrics.registry, logger: log });
+    gw = await startGateway({
+      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
+      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate: gate, metrics, pollMs: 100, egress: LOOPBACK_ALLOWED, logger: log,
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await gw?.close();
+    await gate?.close();
+    await projector?.stop();
+    await run?.op.stop();
+    await up?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test('n: 8 on shared capacity is metered as 8 completions, and the budget refuses once its limit is reached', async () => {
+    const served: number[] = [];
+    const refused: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = await chat(KEY_N, { model: 'openai/gpt-4o', n: 8, max_tokens: 500 });
+      if (r.status === 402) {
+        expect(r.hits).toBe(0);
+        refused.push(r.json.error.message as string);
+        continue;
+      }
+      expect([r.status, r.hits, (r.json.choices as unknown[]).length]).toEqual([200, 1, 8]);
+      const g = await settled(KEY_N, r.id!);
+      // The provider billed 8 × 500 completion tokens: metered as reported (before: clamped to 500).
+      expect(g).toMatchObject({ tokens_prompt: PROMPT_TOKENS, tokens_completion: 4000, usage_estimated: null, list_cost_micros: cost(PROMPT_TOKENS, 4000), charged_micros: cost(PROMPT_TOKENS, 4000) });
+      served.push(g.charged_micros!);
+    }
+    // 0.1 USD fits two requests of 0.0401 USD; the third reservation (n × max_tokens priced) no longer fits.
+    expect(served).toHaveLength(2);
+    expect(served.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(100_000);
+    expect(refused).toHaveLength(10);
+    expect(refused[0]).toMatch(/^budget exceeded: this request may cost up to 0\.040\d+ USD and the monthly budget of guardrail "n-budget" has 0\.0198 USD left/);
+  });
+
+  test('n out of 1..128 is refused with the spec error body before any upstream', async () => {
+    for (const n of [0, 129, 2.5, '8']) {
+      const r = await chat(KEY_N, { model: 'openai/gpt-4o', n });
+      expect([r.status, r.hits, r.json]).toEqual([400, 0, { error: { code: 400, message: 'n must be an integer from 1 to 128', metadata: null } }]);
+    }
+  });
+
+  test.each([false, true])('a tenant endpoint answering zero usage for a long answer is metered at least the delivered floor (stream: %s)', async (stream) => {
+    const r = await chat(KEY_AZ, { model: 'openai/gpt-4o-mini', stream });
+    expect([r.status, r.hits]).toEqual([200, 1]);
+    expect(stream ? r.text : r.json.choices[0].message.content).toContain(LONG_ANSWER.slice(0, 40));
+    const g = await settled(KEY_AZ, r.id!);
+    const floor = floorTokens(floorUnits(LONG_ANSWER));
+    expect(floor).toBeGreaterThan(300);
+    expect(g.tokens_completion).toBeGreaterThanOrEqual(floor);
+    expect(g.tokens_prompt).toBeGreaterThanOrEqual(1);
+    expect(g).toMatchObject({ usage_estimated: 'out_of_bounds', is_byok: true });
+    expect(g.list_cost_micros).toBeGreaterThanOrEqual(cost(1, floor));
+    expect(await metrics.registry.getSingleMetricAsString('byok_gateway_usage_out_of_bounds_total')).toMatch(/byok_gateway_usage_out_of_bounds_total\{upstream="tenant",bound="below"\} [1-9]/);
+  });
+
+  test('60 concurrent image requests under a budget that fits 5 admit at most 5', async () => {
+    const image = { model: 'openai/gpt-4o', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://images.example/cat.png' } }] }] };
+    const before = up.hits.length;
+    const results = await Promise.all(Array.from({ length: 60 }, () => chat(KEY_IMG, image)));
+    const ok = results.filter((r) => r.status === 200);
+    expect(results.filter((r) => r.status !== 200 && r.status !== 402)).toEqual([]);
+    // Each reserves the context for its image part (the catalog has no per-part maximum): 5,100 micros against a
+    // limit of 5 × 2,863, so a few run at once and settle at what the provider bills.
+    expect(ok.length).toBeGreaterThanOrEqual(1);
+    expect(ok.length).toBeLessThanOrEqual(5);
+    expect(up.hits.length - before).toBe(ok.length);
+    const charged = await Promise.all(ok.map(async (r) => (await settled(KEY_IMG, r.id!)).charged_micros!));
+    for (const c of charged) expect(c).toBe(IMAGE_COST);
+    expect(charged.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(5 * IMAGE_COST);
+    const last = await chat(KEY_IMG, image);
+    expect(last.status).toBe(402);
+  });
+});
