@@ -73,7 +73,9 @@ describe('Helm chart', () => {
   test('the gateway NetworkPolicy allows HTTPS to public addresses and DNS only; egress.allow reaches all three processes', async () => {
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'networkPolicy.enabled=true', 'egress.allow={10.20.0.0/16,proxy.example.com}');
     const policy = rendered.split('\n---\n').find((d) => d.includes('name: rel-byok-gateway') && d.includes('kind: NetworkPolicy'))!;
-    expect(policy).toContain('except: [10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16]');
+    expect(policy).toContain('except: [0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.0.2.0/24, 192.168.0.0/16, 198.18.0.0/15, 198.51.100.0/24, 203.0.113.0/24, 224.0.0.0/4, 240.0.0.0/4]');
+    // IPv6: global unicast (2000::/3) only, as the egress policy judges it.
+    expect(policy).toContain('except: ["::/3", "4000::/2", "8000::/1", "2001:db8::/32"]');
     expect(policy).toContain('- { port: 443, protocol: TCP }');
     expect(policy).toContain('- { port: 53, protocol: UDP }');
     // Operator, API and gateway get the same allow-list.

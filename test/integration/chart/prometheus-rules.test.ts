@@ -340,6 +340,32 @@ const alertTests = {
       ],
     },
     {
+      // Issue 32: a catalog provider's count is metered as reported even past the request's bounds, so it must page
+      // someone; a tenant endpoint's is clamped (nothing to do) and stays quiet.
+      name: 'a catalog provider reports usage past the request bounds; a tenant endpoint clamped stays quiet',
+      interval: '1m',
+      input_series: [
+        { series: `byok_gateway_usage_out_of_bounds_total{namespace="${NS}",pod="gw-a",upstream="tenant",bound="below"}`, values: '0+5x40' },
+        { series: `byok_gateway_usage_out_of_bounds_total{namespace="${NS}",pod="gw-a",upstream="catalog",bound="above"}`, values: '0x10 1x30' },
+        { series: `byok_gateway_usage_out_of_bounds_total{namespace="other",pod="gw-z",upstream="catalog",bound="below"}`, values: '0+1x40' },
+      ],
+      alert_rule_test: [
+        { eval_time: '8m', alertname: 'ByokUpstreamUsageOutOfBounds', exp_alerts: [] },
+        {
+          eval_time: '15m',
+          alertname: 'ByokUpstreamUsageOutOfBounds',
+          exp_alerts: [{
+            exp_labels: { severity: 'warning', bound: 'above' },
+            exp_annotations: {
+              summary: 'A provider reported usage above what the requests could produce',
+              description: 'Gateways metered a catalog provider\'s usage as reported although it lay outside the request\'s bounds (docs/ledger.md, "What drives cost"): budgets may pass their limit by the excess. A parameter the reservation does not price, or a provider counting differently: compare the generation records with the provider\'s bill.',
+            },
+          }],
+        },
+        { eval_time: '35m', alertname: 'ByokUpstreamUsageOutOfBounds', exp_alerts: [] },
+      ],
+    },
+    {
       name: 'a third of the requests refused by a workspace budget',
       interval: '1m',
       input_series: [
@@ -428,7 +454,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
 
   test('promtool check rules accepts the rendered rules', async () => {
     const { stdout } = await run(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(stdout).toMatch(/SUCCESS: 15 rules found/);
+    expect(stdout).toMatch(/SUCCESS: 16 rules found/);
   });
 
   test('every dashboard query is valid PromQL (checked by promtool as recording rules)', async () => {
