@@ -1,18 +1,29 @@
 // The dependency rules of docs/ARCHITECTURE.md, checked on the import statements of src/: every room on a floor
-// and every import pointing into its own room or to a lower floor (the diagram), a pure domain core and compiler,
-// the formats between processes only in contract/, process rooms that never import each other, two API doors
-// (REST and aggregated) over one service that never import each other, no import cycle between rooms, and a CLI
-// nothing imports.
+// and every import pointing into its own room or to a lower floor (the diagram, which is checked against the
+// table here), a pure domain core and compiler, the formats between processes only in contract/, process rooms
+// that never import each other, two API doors (REST and aggregated) over one service that never import each other,
+// no import cycle between rooms nor between files, and a CLI nothing imports.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
+import { moduleReferences, type ModuleReference } from './imports.ts';
 
-const src = resolve(import.meta.dirname, '..', '..', '..', 'src');
+const root = resolve(import.meta.dirname, '..', '..', '..');
+const src = join(root, 'src');
 
-/** An import or re-export statement: group 2 marks `type`, group 3 or 4 is the specifier. */
-const IMPORT_RE = /^(import|export)(\s+type)?[^'";]*?from\s+'([^']+)'|^import\s+'([^']+)'/gm;
-/** A dynamic import with a literal specifier (the CLI loads its subcommands so): a dependency all the same. */
-const DYNAMIC_IMPORT_RE = /\bimport\(\s*'([^']+)'\s*\)/g;
+const parsed = new Map<string, ModuleReference[]>();
+/** The imports, re-exports and dynamic imports of a src-relative file, parsed once per run. */
+function referencesOf(file: string): ModuleReference[] {
+  let refs = parsed.get(file);
+  if (!refs) {
+    refs = moduleReferences(readFileSync(join(src, file), 'utf8'), file);
+    parsed.set(file, refs);
+  }
+  return refs;
+}
+
+/** The src-relative file a relative specifier of `file` names, or the specifier itself (a package). */
+const resolveSpec = (file: string, spec: string) => (spec.startsWith('.') ? relative(src, resolve(dirname(join(src, file)), spec)) : spec);
 
 interface Import {
   from: string;
@@ -79,19 +90,13 @@ function sourceFiles(folder = ''): string[] {
 }
 
 function importsOf(folder: string): Import[] {
-  const out: Import[] = [];
-  const dir = join(src, folder);
-  for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'))) {
-    const text = readFileSync(join(dir, file), 'utf8');
-    const add = (spec: string, typeOnly: boolean) => {
-      const resolved = spec.startsWith('.') ? relative(src, resolve(dirname(join(dir, file)), spec)) : spec;
-      const target = spec.startsWith('.') ? resolved.split('/')[0] ?? '' : spec;
-      out.push({ from: `${folder}/${file}`, target, spec, file: resolved, typeOnly });
-    };
-    for (const m of text.matchAll(IMPORT_RE)) add(m[3] ?? m[4] ?? '', Boolean(m[2]));
-    for (const m of text.matchAll(DYNAMIC_IMPORT_RE)) add(m[1]!, false);
-  }
-  return out;
+  return sourceFiles(folder).flatMap((from) =>
+    referencesOf(from).map(({ spec, typeOnly }) => {
+      const file = resolveSpec(from, spec);
+      const target = spec.startsWith('.') ? file.split('/')[0] ?? '' : spec;
+      return { from, target, spec, file, typeOnly };
+    }),
+  );
 }
 
 /** Room -> rooms it imports (type imports included: they are dependencies too), each edge with its imports. */
@@ -110,8 +115,11 @@ function roomGraph(): Map<string, Map<string, string[]>> {
   return graph;
 }
 
-/** Every cycle of the room graph (one per strongly connected component), as `a -> b -> a` with the imports of each step. */
-function roomCycles(graph: Map<string, Map<string, string[]>>): string[] {
+/**
+ * Every cycle of an import graph (node -> node it imports -> the imports that make the edge), one per strongly
+ * connected component, as `a -> b (import) -> a (import)`. A node that imports itself is a cycle too.
+ */
+function cyclesOf(graph: Map<string, Map<string, string[]>>): string[] {
   // Tarjan's strongly connected components.
   const index = new Map<string, number>();
   const low = new Map<string, number>();
@@ -134,7 +142,7 @@ function roomCycles(graph: Map<string, Map<string, string[]>>): string[] {
         member = stack.pop()!;
         component.push(member);
       } while (member !== room);
-      if (component.length > 1) components.push(component);
+      if (component.length > 1 || graph.get(room)!.has(room)) components.push(component);
     }
   };
   for (const room of [...graph.keys()].sort()) if (!index.has(room)) connect(room);
@@ -159,17 +167,35 @@ function roomCycles(graph: Map<string, Map<string, string[]>>): string[] {
   });
 }
 
-/** Every module (src-relative file or package name) a file loads at run time, transitively. */
+/**
+ * File -> files of src/ it imports, each edge with its specifiers. Type-only imports count: they are erased at run
+ * time, so a cycle through one cannot break module evaluation, but it still knots two files' designs together, and
+ * src/ has none today.
+ */
+function fileGraph(): Map<string, Map<string, string[]>> {
+  const files = sourceFiles();
+  const graph = new Map<string, Map<string, string[]>>(files.map((f) => [f, new Map()]));
+  for (const from of files) {
+    for (const { spec, typeOnly, dynamic } of referencesOf(from)) {
+      const file = resolveSpec(from, spec);
+      if (!graph.has(file)) continue;
+      const via = graph.get(from)!;
+      const how = `${dynamic ? 'import(' : typeOnly ? 'import type ' : 'import '}'${spec}'${dynamic ? ')' : ''}`;
+      via.set(file, [...(via.get(file) ?? []), how]);
+    }
+  }
+  return graph;
+}
+
+/** Every module (src-relative file or package name) a file loads at run time through static imports, transitively. */
 function runtimeGraph(entry: string): Set<string> {
   const seen = new Set<string>();
   const visit = (file: string) => {
     if (seen.has(file)) return;
     seen.add(file);
-    const text = readFileSync(join(src, file), 'utf8');
-    for (const m of text.matchAll(IMPORT_RE)) {
-      if (m[2]) continue;
-      const spec = m[3] ?? m[4] ?? '';
-      if (spec.startsWith('.')) visit(relative(src, resolve(dirname(join(src, file)), spec)));
+    for (const { spec, typeOnly, dynamic } of referencesOf(file)) {
+      if (typeOnly || dynamic) continue;
+      if (spec.startsWith('.')) visit(resolveSpec(file, spec));
       else seen.add(spec);
     }
   };
@@ -210,7 +236,7 @@ describe('dependency rules', () => {
   });
 
   test('the condition catalog is constants only: it imports nothing (the compiler and every door load it)', () => {
-    expect([...readFileSync(join(src, 'schema', 'conditions.ts'), 'utf8').matchAll(IMPORT_RE)].map((m) => m[0])).toEqual([]);
+    expect(referencesOf('schema/conditions.ts')).toEqual([]);
   });
 
   test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
@@ -274,7 +300,15 @@ describe('dependency rules', () => {
   });
 
   test('no import cycle between rooms', () => {
-    expect(roomCycles(roomGraph())).toEqual([]);
+    expect(cyclesOf(roomGraph())).toEqual([]);
+  });
+
+  test('no import cycle between files (type-only and dynamic imports included)', () => {
+    const graph = fileGraph();
+    // Guard the reader: an empty graph has no cycle either.
+    expect(graph.size).toBeGreaterThan(100);
+    expect([...graph.values()].reduce((edges, to) => edges + to.size, 0)).toBeGreaterThan(graph.size);
+    expect(cyclesOf(graph)).toEqual([]);
   });
 
   test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS; issue 11)', () => {
@@ -295,5 +329,70 @@ describe('dependency rules', () => {
   test('nothing imports the CLI', () => {
     const folders = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'cli').map((d) => d.name);
     expect(folders.flatMap(importsOf).filter((i) => i.target === 'cli')).toEqual([]);
+  });
+});
+
+describe('the checks themselves', () => {
+  test('the import reader sees every form of import, in either quotes, and nothing inside strings or comments', () => {
+    const source = [
+      `import { a } from "../operator/a.ts";`,
+      `import type { B } from '../kube/b.ts';`,
+      `import { type C, d } from "./c.ts";`,
+      `import "./side-effect.ts";`,
+      `export * from "./all.ts";`,
+      `export * as ns from './ns.ts';`,
+      `export { e } from "./e.ts";`,
+      `export type { F } from "./f.ts";`,
+      `export async function load() { return import("./lazy.ts"); }`,
+      `const later = () => import(\`./template.ts\`);`,
+      `// import { no } from "./comment.ts";`,
+      `const text = "import { no } from './string.ts'";`,
+    ].join('\n');
+    expect(moduleReferences(source).map((r) => `${r.spec}${r.typeOnly ? ' type' : ''}${r.dynamic ? ' dynamic' : ''}`)).toEqual([
+      '../operator/a.ts',
+      '../kube/b.ts type',
+      './c.ts',
+      './side-effect.ts',
+      './all.ts',
+      './ns.ts',
+      './e.ts',
+      './f.ts type',
+      './lazy.ts dynamic',
+      './template.ts dynamic',
+    ]);
+  });
+
+  test('a cycle is reported with the files and the imports that close it', () => {
+    const graph = new Map<string, Map<string, string[]>>([
+      ['operator/a.ts', new Map([['operator/b.ts', ["import './b.ts'"]]])],
+      ['operator/b.ts', new Map([['operator/c.ts', ["import type './c.ts'"]]])],
+      ['operator/c.ts', new Map([['operator/a.ts', ["import('./a.ts')"]]])],
+      ['operator/d.ts', new Map([['operator/d.ts', ["import './d.ts'"]]])],
+      ['operator/e.ts', new Map([['operator/a.ts', ["import './a.ts'"]]])],
+    ]);
+    expect(cyclesOf(graph).sort()).toEqual([
+      "operator/a.ts -> operator/b.ts (import './b.ts') -> operator/c.ts (import type './c.ts') -> operator/a.ts (import('./a.ts'))",
+      "operator/d.ts -> operator/d.ts (import './d.ts')",
+    ]);
+  });
+});
+
+describe('docs/ARCHITECTURE.md', () => {
+  test('the floor diagram shows exactly the floors of FLOORS', () => {
+    const doc = readFileSync(join(root, 'docs', 'ARCHITECTURE.md'), 'utf8');
+    const block = /## Rooms and floors[\s\S]*?```text\n([\s\S]*?)```/.exec(doc)?.[1];
+    expect(block).toBeDefined();
+    // `floor N   room  room    description`, and continuation lines (indented) that add rooms to floor N.
+    const drawn: Record<string, number> = {};
+    let floor: number | undefined;
+    for (const line of block!.split('\n')) {
+      const head = /^floor (\d+)\s/.exec(line);
+      if (head) floor = Number(head[1]);
+      if (floor === undefined || line.trim() === '') continue;
+      const rooms = line.slice(head ? head[0].length : 0).trim().split(/\s{3,}/)[0]!.split(/\s+/);
+      for (const room of rooms) drawn[room] = floor;
+    }
+    const sorted = (floors: Record<string, number>) => Object.entries(floors).sort(([a], [b]) => a.localeCompare(b));
+    expect(sorted(drawn)).toEqual(sorted(FLOORS));
   });
 });
