@@ -22,6 +22,7 @@ import { STATUS_OWNERS } from './status/ownership.ts';
 import { counterDelta, decideDelivered, decideUpstreamHealth, DEFAULT_THRESHOLDS, OutcomeWindow, type HealthThresholds, type OutcomeCounts } from './health-decide.ts';
 import { GatewayCollector, type Target } from './health-collector.ts';
 import { conditionOf, healthPart, HealthStatusWrites } from './health-writer.ts';
+import { ConditionReason, ConditionType, EventReason } from '../schema/conditions.ts';
 
 export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
 export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './health-writer.ts';
@@ -190,7 +191,7 @@ export function createHealthStatusWriter(deps: {
           windows.delete(id);
           probes.delete(id);
         }
-        const storedHealth = conditionOf(stored, 'UpstreamHealthy');
+        const storedHealth = conditionOf(stored, ConditionType.UpstreamHealthy);
         // The verdict to build on; transitions and their Events still compare with what is stored.
         const prevHealth = rotated ? undefined : storedHealth;
         if (rotated && storedHealth?.status === 'False') rotatedFromFalse.add(id);
@@ -213,7 +214,7 @@ export function createHealthStatusWriter(deps: {
         const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
         if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
         else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
-        const storedDelivered = conditionOf(stored, 'Delivered');
+        const storedDelivered = conditionOf(stored, ConditionType.Delivered);
         if (delivery !== undefined && version !== undefined) {
           const loaded = [...reports.values()].filter((r) => serves(r, id, delivery)).length;
           const delivered = decideDelivered(loaded, total, version);
@@ -221,7 +222,7 @@ export function createHealthStatusWriter(deps: {
           // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
           const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
           part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
-          desired.push(keep ? { type: 'Delivered', status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
+          desired.push(keep ? { type: ConditionType.Delivered, status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
           if (delivered.status === 'False') pending = true;
         } else if (storedDelivered) {
           desired.push(storedDelivered);
@@ -239,11 +240,11 @@ export function createHealthStatusWriter(deps: {
             const recovered = storedHealth?.status === 'False' || rotatedFromFalse.has(id);
             if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
             if (health.status === 'False') {
-              const reason = health.reason === 'Unauthorized' ? 'UpstreamUnauthorized' : health.reason === 'RateLimited' ? 'UpstreamRateLimited' : 'UpstreamErrors';
-              const note = health.reason === 'Unauthorized' ? `the provider refused this key: rotate it (${health.message})` : health.message;
+              const reason = health.reason === ConditionReason.Unauthorized ? EventReason.UpstreamUnauthorized : health.reason === ConditionReason.RateLimited ? EventReason.UpstreamRateLimited : EventReason.UpstreamErrors;
+              const note = health.reason === ConditionReason.Unauthorized ? `the provider refused this key: rotate it (${health.message})` : health.message;
               return events.record(cred, 'Warning', reason, note).catch(() => undefined);
             }
-            if (health.status === 'True' && recovered) return events.record(cred, 'Normal', 'UpstreamRecovered', `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
+            if (health.status === 'True' && recovered) return events.record(cred, 'Normal', EventReason.UpstreamRecovered, `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
             return undefined;
           }),
         );
@@ -286,7 +287,7 @@ export function createHealthStatusWriter(deps: {
               ? `gateway pod ${target.pod} has not loaded this account's current credentials (version ${version}) for ${Math.round((now - lag.since) / 1000)} s: check its projected volumes (a missing bundle slot or a Secret it cannot read)`
               : `gateway pod ${target.pod} has not answered the status endpoint for ${Math.round((now - lag.since) / 1000)} s`;
             log.warn({ pod: target.pod, namespace: ns }, note);
-            jobs.push(events.record(account, 'Warning', 'GatewayPodStale', note).catch(() => undefined));
+            jobs.push(events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
           }
         }
       }
