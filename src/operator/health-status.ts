@@ -122,187 +122,10 @@ export function createHealthStatusWriter(deps: {
   /** Newest probe result per credential, across pods. */
   const probes = new Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>();
   const idleSince = (id: string) => Math.max(lastUsed.get(id) ?? startedAt, probes.get(id)?.at ?? 0);
+  const context: PassContext = { clock, log, t, resolutionMs, staleAfterMs, informers, events, pipeline: deps.pipeline, collector, statusWrites, healthyGauge, podsGauge, staleGauge, previous, windows, lastUsed, lagging, healthVersion, rotatedFromFalse, probes, idleSince };
 
   async function syncOnce(): Promise<void> {
-    const now = clock();
-    let found: Target[];
-    try {
-      found = await collector.targets();
-    } catch (err) {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
-      return;
-    }
-    const reports = await collector.reports(found);
-    podsGauge.set({ result: 'ok' }, reports.size);
-    podsGauge.set({ result: 'failed' }, found.length - reports.size);
-
-    // Counters → windows.
-    for (const [pod, report] of reports) {
-      const prev = previous.get(pod);
-      const before = prev && prev.instance === report.instance ? prev.counters : undefined;
-      const counters: Record<string, OutcomeCounts> = {};
-      for (const [id, c] of Object.entries(report.credentials)) {
-        counters[id] = { ok: c.ok, unauthorized: c.unauthorized, rateLimited: c.rateLimited, upstreamError: c.upstreamError };
-        const delta = counterDelta(counters[id], before?.[id]);
-        let w = windows.get(id);
-        if (!w) windows.set(id, (w = new OutcomeWindow()));
-        w.add(now, delta);
-        const used = Math.max(c.lastSuccess ?? 0, c.lastFailure ?? 0);
-        if (used > (lastUsed.get(id) ?? 0)) lastUsed.set(id, used);
-      }
-      previous.set(pod, { instance: report.instance, counters });
-      for (const [id, p] of Object.entries(report.probes ?? {})) if (p.at > (probes.get(id)?.at ?? 0)) probes.set(id, p);
-    }
-    for (const pod of previous.keys()) if (!found.some((f) => f.pod === pod)) previous.delete(pod);
-
-    const total = found.length;
-    // Each pod's routing index, as the compile run from which it is current: a routing entry changed in run n is
-    // on the pods whose index is from run n or later.
-    const routingRuns = new Map<PodReport, number>();
-    for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (deps.pipeline?.routingRun(r.routing.version) ?? 0));
-    const serves = (r: PodReport, id: string, d: CredentialDelivery) => servesVersion(r, id, d.envelope) && routingRuns.get(r)! >= d.since;
-    healthyGauge.reset();
-    const seen = new Set<string>();
-    const staleNow = new Set<string>();
-    const credentialsByNs = new Map<string, KubernetesObject[]>();
-    for (const cred of informers.credentials.list()) {
-      const ns = cred.metadata?.namespace ?? '';
-      let list = credentialsByNs.get(ns);
-      if (!list) credentialsByNs.set(ns, (list = []));
-      list.push(cred);
-    }
-    const jobs: Promise<unknown>[] = [];
-    let pending = false;
-    for (const [ns, creds] of credentialsByNs) {
-      const versions = deps.pipeline?.credentialDelivery(ns);
-      for (const cred of creds) {
-        const name = cred.metadata?.name ?? '';
-        const id = publicId('BYOKCredential', ns, name);
-        seen.add(id);
-        const stored = (cred as { status?: object }).status;
-        const delivery = versions?.get(id);
-        // The delivery version moves with the key and with the routing entry (a spec change); health follows the key.
-        const version = delivery?.version;
-        const keyVersion = delivery?.envelope;
-        // A rotated key starts with a clean slate: the old key's 401s and 429s say nothing about the new one.
-        const rotated = keyVersion !== undefined && healthVersion.has(id) && healthVersion.get(id) !== keyVersion;
-        if (keyVersion !== undefined) healthVersion.set(id, keyVersion);
-        if (rotated) {
-          windows.delete(id);
-          probes.delete(id);
-        }
-        const storedHealth = conditionOf(stored, ConditionType.UpstreamHealthy);
-        // The verdict to build on; transitions and their Events still compare with what is stored.
-        const prevHealth = rotated ? undefined : storedHealth;
-        if (rotated && storedHealth?.status === 'False') rotatedFromFalse.add(id);
-        const probe = probes.get(id);
-        const health: DesiredCondition = decideUpstreamHealth(
-          windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
-          prevHealth,
-          t,
-          windowText(t.windowMs),
-          probe && now - probe.at < t.windowMs ? probe : undefined,
-        );
-        // The message carries the window's tally; between transitions the stored one stays, or every pass would write.
-        if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason) health.message = prevHealth.message;
-        healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: health.reason });
-        const desired: DesiredCondition[] = [health];
-        const part: Record<string, unknown> = {};
-        const storedPart = healthPart(stored);
-        // lastUsedTime: only when it moved by the resolution (or was never written).
-        const used = lastUsed.get(id);
-        const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
-        if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
-        else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
-        const storedDelivered = conditionOf(stored, ConditionType.Delivered);
-        if (delivery !== undefined && version !== undefined) {
-          const loaded = [...reports.values()].filter((r) => serves(r, id, delivery)).length;
-          const delivered = decideDelivered(loaded, total, version);
-          const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
-          // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
-          const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
-          part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
-          desired.push(keep ? { type: ConditionType.Delivered, status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
-          if (delivered.status === 'False') pending = true;
-        } else if (storedDelivered) {
-          desired.push(storedDelivered);
-          if (storedPart.delivery !== undefined) part.delivery = storedPart.delivery;
-        }
-        part.conditions = buildConditions(stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [], desired, cred.metadata?.generation, new Date(now));
-        if (sameStatus(storedPart, part)) {
-          statusWrites.unchanged('BYOKCredential', ns, name, part);
-          continue;
-        }
-        const transition = storedHealth?.status !== health.status || storedHealth?.reason !== health.reason;
-        jobs.push(
-          statusWrites.write('BYOKCredential', cred, part, now).then((done) => {
-            if (!done || !transition) return;
-            const recovered = storedHealth?.status === 'False' || rotatedFromFalse.has(id);
-            if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
-            if (health.status === 'False') {
-              const reason = health.reason === ConditionReason.Unauthorized ? EventReason.UpstreamUnauthorized : health.reason === ConditionReason.RateLimited ? EventReason.UpstreamRateLimited : EventReason.UpstreamErrors;
-              const note = health.reason === ConditionReason.Unauthorized ? `the provider refused this key: rotate it (${health.message})` : health.message;
-              return events.record(cred, 'Warning', reason, note).catch(() => undefined);
-            }
-            if (health.status === 'True' && recovered) return events.record(cred, 'Normal', EventReason.UpstreamRecovered, `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
-            return undefined;
-          }),
-        );
-      }
-    }
-    for (const id of [...windows.keys(), ...probes.keys(), ...healthVersion.keys()]) {
-      if (seen.has(id)) continue;
-      windows.delete(id);
-      healthVersion.delete(id);
-      rotatedFromFalse.delete(id);
-      lastUsed.delete(id);
-      probes.delete(id);
-      collector.forget(id);
-    }
-    jobs.push(collector.probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now, idleSince));
-
-    // Accounts: every credential's current version, per pod.
-    for (const account of informers.accounts.list()) {
-      const ns = account.metadata?.namespace ?? '';
-      const versions = deps.pipeline?.credentialDelivery(ns);
-      if (!versions) continue;
-      const version = accountVersion(versions);
-      let loaded = 0;
-      for (const target of found) {
-        const r = reports.get(target.pod);
-        const current = r !== undefined && [...versions].every(([id, d]) => serves(r, id, d));
-        const key = `${target.pod}\u0000${ns}`;
-        if (current) {
-          loaded++;
-          lagging.delete(key);
-          continue;
-        }
-        let lag = lagging.get(key);
-        if (!lag) lagging.set(key, (lag = { since: now, warned: false }));
-        if (now - lag.since >= staleAfterMs) {
-          staleNow.add(target.pod);
-          if (!lag.warned) {
-            lag.warned = true;
-            const note = r
-              ? `gateway pod ${target.pod} has not loaded this account's current credentials (version ${version}) for ${Math.round((now - lag.since) / 1000)} s: check its projected volumes (a missing bundle slot or a Secret it cannot read)`
-              : `gateway pod ${target.pod} has not answered the status endpoint for ${Math.round((now - lag.since) / 1000)} s`;
-            log.warn({ pod: target.pod, namespace: ns }, note);
-            jobs.push(events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
-          }
-        }
-      }
-      const stored = (account as { status?: object }).status;
-      const part = {
-        delivery: { loaded, total, configVersion: version },
-        conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [decideDelivered(loaded, total, version)], account.metadata?.generation, new Date(now)),
-      };
-      if (sameStatus(healthPart(stored), part)) continue;
-      jobs.push(statusWrites.write('Account', account, part, now));
-    }
-    for (const key of lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) lagging.delete(key);
-    staleGauge.set(staleNow.size);
-    await Promise.all(jobs);
-    if (pending) loop.soon(pendingPollMs);
+    if (await healthPass(context)) loop.soon(pendingPollMs);
   }
 
   const loop = periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'));
@@ -321,6 +144,230 @@ export function createHealthStatusWriter(deps: {
       await loop.stop();
     },
   };
+}
+
+/** What a pass reads and keeps: the writer's settings and metrics, and its memory between passes. */
+interface PassContext {
+  clock: () => number;
+  log: Logger;
+  t: HealthThresholds;
+  resolutionMs: number;
+  staleAfterMs: number;
+  informers: ResourceInformers;
+  events: EventRecorder;
+  pipeline: CompilePipeline | undefined;
+  collector: GatewayCollector;
+  statusWrites: HealthStatusWrites;
+  healthyGauge: Gauge<'namespace' | 'provider' | 'reason'>;
+  podsGauge: Gauge<'result'>;
+  staleGauge: Gauge;
+  /** pod → last report's counters and instance. */
+  previous: Map<string, { instance: string; counters: Record<string, OutcomeCounts> }>;
+  windows: Map<string, OutcomeWindow>;
+  lastUsed: Map<string, number>;
+  /** pod\0namespace → since when it lags, and whether it was reported. */
+  lagging: Map<string, { since: number; warned: boolean }>;
+  /** The key version each credential's health window counts: a new version starts a new window. */
+  healthVersion: Map<string, string>;
+  /** Credentials rotated away from a False verdict: their first True after it is still an UpstreamRecovered. */
+  rotatedFromFalse: Set<string>;
+  /** Newest probe result per credential, across pods. */
+  probes: Map<string, { at: number; outcome: keyof OutcomeCounts; status: number | null }>;
+  idleSince: (id: string) => number;
+}
+
+/** One poll and write pass; true while a credential's new version is still pending on a pod (poll again soon). */
+async function healthPass(c: PassContext): Promise<boolean> {
+  const { clock, log, t, resolutionMs, informers, events, pipeline, collector, statusWrites, healthyGauge, podsGauge, staleGauge } = c;
+  const { previous, windows, lastUsed, healthVersion, rotatedFromFalse, probes, idleSince } = c;
+  const now = clock();
+  let found: Target[];
+  try {
+    found = await collector.targets();
+  } catch (err) {
+    log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
+    return false;
+  }
+  const reports = await collector.reports(found);
+  podsGauge.set({ result: 'ok' }, reports.size);
+  podsGauge.set({ result: 'failed' }, found.length - reports.size);
+
+  // Counters → windows.
+  for (const [pod, report] of reports) {
+    const prev = previous.get(pod);
+    const before = prev && prev.instance === report.instance ? prev.counters : undefined;
+    const counters: Record<string, OutcomeCounts> = {};
+    for (const [id, c] of Object.entries(report.credentials)) {
+      counters[id] = { ok: c.ok, unauthorized: c.unauthorized, rateLimited: c.rateLimited, upstreamError: c.upstreamError };
+      const delta = counterDelta(counters[id], before?.[id]);
+      let w = windows.get(id);
+      if (!w) windows.set(id, (w = new OutcomeWindow()));
+      w.add(now, delta);
+      const used = Math.max(c.lastSuccess ?? 0, c.lastFailure ?? 0);
+      if (used > (lastUsed.get(id) ?? 0)) lastUsed.set(id, used);
+    }
+    previous.set(pod, { instance: report.instance, counters });
+    for (const [id, p] of Object.entries(report.probes ?? {})) if (p.at > (probes.get(id)?.at ?? 0)) probes.set(id, p);
+  }
+  for (const pod of previous.keys()) if (!found.some((f) => f.pod === pod)) previous.delete(pod);
+
+  const total = found.length;
+  // Each pod's routing index, as the compile run from which it is current: a routing entry changed in run n is
+  // on the pods whose index is from run n or later.
+  const routingRuns = new Map<PodReport, number>();
+  for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (pipeline?.routingRun(r.routing.version) ?? 0));
+  const serves = (r: PodReport, id: string, d: CredentialDelivery) => servesVersion(r, id, d.envelope) && routingRuns.get(r)! >= d.since;
+  healthyGauge.reset();
+  const seen = new Set<string>();
+  const staleNow = new Set<string>();
+  const credentialsByNs = new Map<string, KubernetesObject[]>();
+  for (const cred of informers.credentials.list()) {
+    const ns = cred.metadata?.namespace ?? '';
+    let list = credentialsByNs.get(ns);
+    if (!list) credentialsByNs.set(ns, (list = []));
+    list.push(cred);
+  }
+  const jobs: Promise<unknown>[] = [];
+  let pending = false;
+  for (const [ns, creds] of credentialsByNs) {
+    const versions = pipeline?.credentialDelivery(ns);
+    for (const cred of creds) {
+      const name = cred.metadata?.name ?? '';
+      const id = publicId('BYOKCredential', ns, name);
+      seen.add(id);
+      const stored = (cred as { status?: object }).status;
+      const delivery = versions?.get(id);
+      // The delivery version moves with the key and with the routing entry (a spec change); health follows the key.
+      const version = delivery?.version;
+      const keyVersion = delivery?.envelope;
+      // A rotated key starts with a clean slate: the old key's 401s and 429s say nothing about the new one.
+      const rotated = keyVersion !== undefined && healthVersion.has(id) && healthVersion.get(id) !== keyVersion;
+      if (keyVersion !== undefined) healthVersion.set(id, keyVersion);
+      if (rotated) {
+        windows.delete(id);
+        probes.delete(id);
+      }
+      const storedHealth = conditionOf(stored, ConditionType.UpstreamHealthy);
+      // The verdict to build on; transitions and their Events still compare with what is stored.
+      const prevHealth = rotated ? undefined : storedHealth;
+      if (rotated && storedHealth?.status === 'False') rotatedFromFalse.add(id);
+      const probe = probes.get(id);
+      const health: DesiredCondition = decideUpstreamHealth(
+        windows.get(id)?.sum(now, t.windowMs) ?? { ok: 0, unauthorized: 0, rateLimited: 0, upstreamError: 0 },
+        prevHealth,
+        t,
+        windowText(t.windowMs),
+        probe && now - probe.at < t.windowMs ? probe : undefined,
+      );
+      // The message carries the window's tally; between transitions the stored one stays, or every pass would write.
+      if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason) health.message = prevHealth.message;
+      healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: health.reason });
+      const desired: DesiredCondition[] = [health];
+      const part: Record<string, unknown> = {};
+      const storedPart = healthPart(stored);
+      // lastUsedTime: only when it moved by the resolution (or was never written).
+      const used = lastUsed.get(id);
+      const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
+      if (used !== undefined) part.lastUsedTime = storedUsed === undefined || used - storedUsed >= resolutionMs ? metaTime(new Date(used)) : storedPart.lastUsedTime;
+      else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
+      const storedDelivered = conditionOf(stored, ConditionType.Delivered);
+      if (delivery !== undefined && version !== undefined) {
+        const loaded = [...reports.values()].filter((r) => serves(r, id, delivery)).length;
+        const delivered = decideDelivered(loaded, total, version);
+        const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
+        // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
+        const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
+        part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
+        desired.push(keep ? { type: ConditionType.Delivered, status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
+        if (delivered.status === 'False') pending = true;
+      } else if (storedDelivered) {
+        desired.push(storedDelivered);
+        if (storedPart.delivery !== undefined) part.delivery = storedPart.delivery;
+      }
+      part.conditions = buildConditions(stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [], desired, cred.metadata?.generation, new Date(now));
+      if (sameStatus(storedPart, part)) {
+        statusWrites.unchanged('BYOKCredential', ns, name, part);
+        continue;
+      }
+      const transition = storedHealth?.status !== health.status || storedHealth?.reason !== health.reason;
+      jobs.push(
+        statusWrites.write('BYOKCredential', cred, part, now).then((done) => {
+          if (!done || !transition) return;
+          const recovered = storedHealth?.status === 'False' || rotatedFromFalse.has(id);
+          if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
+          if (health.status === 'False') {
+            const reason = health.reason === ConditionReason.Unauthorized ? EventReason.UpstreamUnauthorized : health.reason === ConditionReason.RateLimited ? EventReason.UpstreamRateLimited : EventReason.UpstreamErrors;
+            const note = health.reason === ConditionReason.Unauthorized ? `the provider refused this key: rotate it (${health.message})` : health.message;
+            return events.record(cred, 'Warning', reason, note).catch(() => undefined);
+          }
+          if (health.status === 'True' && recovered) return events.record(cred, 'Normal', EventReason.UpstreamRecovered, `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
+          return undefined;
+        }),
+      );
+    }
+  }
+  for (const id of [...windows.keys(), ...probes.keys(), ...healthVersion.keys()]) {
+    if (seen.has(id)) continue;
+    windows.delete(id);
+    healthVersion.delete(id);
+    rotatedFromFalse.delete(id);
+    lastUsed.delete(id);
+    probes.delete(id);
+    collector.forget(id);
+  }
+  jobs.push(collector.probeIdle([...credentialsByNs.values()].flat(), found.filter((f) => reports.has(f.pod)), now, idleSince));
+
+  accountsPass(c, { now, found, reports, total, serves, staleNow, jobs });
+  staleGauge.set(staleNow.size);
+  await Promise.all(jobs);
+  return pending;
+}
+
+/** Accounts: every credential's current version, per pod; Warning Events for pods that lag too long. */
+function accountsPass(
+  c: PassContext,
+  pass: { now: number; found: Target[]; reports: Map<string, PodReport>; total: number; serves: (r: PodReport, id: string, d: CredentialDelivery) => boolean; staleNow: Set<string>; jobs: Promise<unknown>[] },
+): void {
+  const { log, staleAfterMs, informers, events, pipeline, statusWrites, lagging } = c;
+  const { now, found, reports, total, serves, staleNow, jobs } = pass;
+  for (const account of informers.accounts.list()) {
+    const ns = account.metadata?.namespace ?? '';
+    const versions = pipeline?.credentialDelivery(ns);
+    if (!versions) continue;
+    const version = accountVersion(versions);
+    let loaded = 0;
+    for (const target of found) {
+      const r = reports.get(target.pod);
+      const current = r !== undefined && [...versions].every(([id, d]) => serves(r, id, d));
+      const key = `${target.pod}\u0000${ns}`;
+      if (current) {
+        loaded++;
+        lagging.delete(key);
+        continue;
+      }
+      let lag = lagging.get(key);
+      if (!lag) lagging.set(key, (lag = { since: now, warned: false }));
+      if (now - lag.since >= staleAfterMs) {
+        staleNow.add(target.pod);
+        if (!lag.warned) {
+          lag.warned = true;
+          const note = r
+            ? `gateway pod ${target.pod} has not loaded this account's current credentials (version ${version}) for ${Math.round((now - lag.since) / 1000)} s: check its projected volumes (a missing bundle slot or a Secret it cannot read)`
+            : `gateway pod ${target.pod} has not answered the status endpoint for ${Math.round((now - lag.since) / 1000)} s`;
+          log.warn({ pod: target.pod, namespace: ns }, note);
+          jobs.push(events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
+        }
+      }
+    }
+    const stored = (account as { status?: object }).status;
+    const part = {
+      delivery: { loaded, total, configVersion: version },
+      conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [decideDelivered(loaded, total, version)], account.metadata?.generation, new Date(now)),
+    };
+    if (sameStatus(healthPart(stored), part)) continue;
+    jobs.push(statusWrites.write('Account', account, part, now));
+  }
+  for (const key of lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) lagging.delete(key);
 }
 
 /**

@@ -23,12 +23,11 @@ const EXCEPTIONS: Record<string, number> = {
   'src/cli/main.ts': 197, // main
   'src/ledger/spend-gate.ts': 292, // createSpendGate
   'src/operator/compile/pipeline.ts': 172, // createCompilePipeline
-  'src/operator/health-status.ts': 219, // createHealthStatusWriter (and syncOnce inside it, 168)
   'src/operator/run.ts': 173, // startOperator
   'test/integration/gateway/upstreams.ts': 171, // startUpstreams
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 9;
+const MAX_EXCEPTIONS = 8;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
