@@ -157,6 +157,8 @@ export class Controllers {
       if (w.spec.default || old?.spec.default) for (const other of workspaces.list(ns)) if (other.spec.default) q.workspaces.add(keyOf(other));
       for (const c of credentials.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) q.credentials.add(keyOf(c));
       for (const k of apiKeys.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) q.apiKeys.add(keyOf(k));
+      // Keys that name no workspace use the default one: their NoWorkspace verdict follows the default flag.
+      if (w.spec.default || old?.spec.default) for (const k of apiKeys.list(ns)) if (!k.spec.workspace) q.apiKeys.add(keyOf(k));
       dirty(w);
     };
     workspaces.on('add', (w) => workspaceChanged(w));

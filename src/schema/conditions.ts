@@ -45,6 +45,8 @@ export const ConditionReason = {
   // Ready of Workspace, GatewayAPIKey and Account
   Conflicting: 'Conflicting',
   GuardrailNotFound: 'GuardrailNotFound',
+  /** GatewayAPIKey: no usable workspace (none named and no default Workspace, or the named one is missing). */
+  NoWorkspace: 'NoWorkspace',
   // Live
   Live: 'Live',
   Disabled: 'Disabled',
@@ -74,7 +76,7 @@ type Status = 'True' | 'False' | 'Unknown';
 export const REASONS_BY_CONDITION = {
   Ready: {
     True: ['Ready'],
-    False: ['SecretNotFound', 'KeyNotFound', 'PayloadInvalid', 'WorkspaceNotFound', 'UnknownApiKeyHash', 'ConflictingFlags', 'InvalidFilters', 'QuotaExceeded', 'Conflicting', 'GuardrailNotFound', 'Quarantined'],
+    False: ['SecretNotFound', 'KeyNotFound', 'PayloadInvalid', 'WorkspaceNotFound', 'UnknownApiKeyHash', 'ConflictingFlags', 'InvalidFilters', 'QuotaExceeded', 'Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'Quarantined'],
   },
   SecretResolved: { True: ['Resolved'], False: ['SecretNotFound', 'KeyNotFound'] },
   PayloadValid: { True: ['Valid'], False: ['PayloadInvalid'], Unknown: ['SecretNotResolved'] },

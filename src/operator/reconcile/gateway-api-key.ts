@@ -17,6 +17,8 @@ export interface ApiKeyFacts {
   now: number;
   /** Whether spec.workspace names an existing Workspace (true when it names none). */
   workspaceExists: boolean;
+  /** Whether the namespace has a default Workspace: where a key that names none lands. */
+  hasDefaultWorkspace: boolean;
   missingGuardrails: readonly string[];
 }
 
@@ -38,8 +40,11 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
       ? { type: T.Live, status: 'False', reason: R.Disabled, message: 'the key is disabled' }
       : { type: T.Live, status: 'False', reason: R.Expired, message: `the key expired at ${spec.expiresAt}` };
   let ready: CatalogCondition<'Ready'> = { type: T.Ready, status: 'True', reason: R.Ready, message: 'the API key record is valid' };
+  // The gateway answers such a key 403 (no-workspace): Ready says so before the first request does.
   if (spec.workspace && !f.workspaceExists) {
-    ready = { type: T.Ready, status: 'False', reason: R.WorkspaceNotFound, message: `Workspace "${spec.workspace}" not found in namespace ${namespace}` };
+    ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `Workspace "${spec.workspace}" not found in namespace ${namespace}: the gateway refuses this key (403) until you create that Workspace or set spec.workspace to an existing one` };
+  } else if (!spec.workspace && !f.hasDefaultWorkspace) {
+    ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `the key names no workspace and namespace ${namespace} has no default Workspace: the gateway refuses this key (403) until you create a Workspace with spec.default: true or set spec.workspace` };
   } else if (f.missingGuardrails.length > 0) {
     ready = { type: T.Ready, status: 'False', reason: R.GuardrailNotFound, message: `Guardrail "${f.missingGuardrails[0]}" not found in namespace ${namespace}` };
   }
@@ -64,6 +69,7 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
     spec: k.spec,
     now: Date.now(),
     workspaceExists: !k.spec.workspace || inf.workspaces.get(ns, k.spec.workspace) !== undefined,
+    hasDefaultWorkspace: inf.workspaces.list(ns).some((w) => w.spec.default === true),
     missingGuardrails: missingGuardrails(inf.guardrails, ns, [k.spec.guardrail]),
   });
   const { live, ready } = verdict;

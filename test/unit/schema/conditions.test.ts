@@ -34,7 +34,7 @@ describe('condition catalog', () => {
       const byStatus: { False?: readonly string[] } = REASONS_BY_CONDITION[t];
       return byStatus.False ?? [];
     });
-    const own = ['Conflicting', 'GuardrailNotFound', 'WorkspaceNotFound'];
+    const own = ['Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'WorkspaceNotFound'];
     expect([...REASONS_BY_CONDITION.Ready.False].sort()).toEqual([...new Set([...summarised, ...own])].sort());
   });
 

@@ -29,6 +29,7 @@ describe('GatewayAPIKey', () => {
     spec: { hash: 'a'.repeat(64), ...spec } as ApiKeyFacts['spec'],
     now,
     workspaceExists: true,
+    hasDefaultWorkspace: true,
     missingGuardrails: [],
     ...over,
   });
@@ -50,8 +51,27 @@ describe('GatewayAPIKey', () => {
     expect(expired).toMatchObject({ live: false, requeueAfterMs: undefined, liveCondition: { reason: 'Expired', message: 'the key expired at 2024-12-31T00:00:00Z' } });
   });
   test('a missing workspace wins over a missing guardrail', () => {
-    expect(evaluateApiKey(facts({ workspace: 'gone' }, { workspaceExists: false, missingGuardrails: ['g'] })).ready).toEqual({ type: 'Ready', status: 'False', reason: 'WorkspaceNotFound', message: 'Workspace "gone" not found in namespace team' });
+    expect(evaluateApiKey(facts({ workspace: 'gone' }, { workspaceExists: false, missingGuardrails: ['g'] })).ready).toMatchObject({ type: 'Ready', status: 'False', reason: 'NoWorkspace' });
     expect(evaluateApiKey(facts({ guardrail: 'g' }, { missingGuardrails: ['g'] })).ready).toEqual({ type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: 'Guardrail "g" not found in namespace team' });
+  });
+});
+
+describe('GatewayAPIKey without a usable workspace (the gateway would answer 403)', () => {
+  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), missingGuardrails: [] as string[] };
+  test('no workspace named and no default Workspace: Ready=False NoWorkspace, saying what to do', () => {
+    const { ready, live } = evaluateApiKey({ ...base, spec: { hash: 'a'.repeat(64) }, workspaceExists: true, hasDefaultWorkspace: false });
+    expect(live).toBe(true);
+    expect(ready).toMatchObject({ status: 'False', reason: 'NoWorkspace' });
+    expect(ready.message).toContain('spec.default: true');
+    expect(ready.message).toContain('spec.workspace');
+  });
+  test('a named Workspace that does not exist: NoWorkspace, naming it', () => {
+    const { ready } = evaluateApiKey({ ...base, spec: { hash: 'a'.repeat(64), workspace: 'gone' }, workspaceExists: false, hasDefaultWorkspace: true });
+    expect(ready).toMatchObject({ status: 'False', reason: 'NoWorkspace' });
+    expect(ready.message).toContain('Workspace "gone" not found in namespace team');
+  });
+  test('a named existing Workspace needs no default', () => {
+    expect(evaluateApiKey({ ...base, spec: { hash: 'a'.repeat(64), workspace: 'ws' }, workspaceExists: true, hasDefaultWorkspace: false }).ready.status).toBe('True');
   });
 });
 
