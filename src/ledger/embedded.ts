@@ -4,7 +4,8 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
-import type { CounterIncrement, HoldRelease, Ledger, ReserveRequest, ReserveResult } from './ledger.ts';
+import { ID_RETENTION_MS, idNamespace } from './keys.ts';
+import { ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type ReserveRequest, type ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
   /** Snapshot file; absent = memory only (a restart forgets the month). */
@@ -20,7 +21,12 @@ export interface EmbeddedLedgerOptions {
    * and kept in `<snapshot>.quarantine.json`, and the rest loads. One bad counter never keeps a gateway down.
    */
   onQuarantine?: (key: string, reason: string) => void;
+  /** How long ids of records and reservations are remembered (at least; at most twice); default ID_RETENTION_MS. */
+  idRetentionMs?: number;
 }
+
+/** An id that was released without being recorded: a later reservation holds nothing, a record still counts. */
+const RELEASED = -1;
 
 interface Counter {
   value: Micros;
@@ -40,6 +46,8 @@ export interface EmbeddedLedger extends Ledger {
   snapshot(): void;
   /** Counters held in memory (expired ones are swept periodically). */
   size(): number;
+  /** Ids of records and releases remembered (for exactly-once; forgotten after the retention). */
+  idCount(): number;
 }
 
 function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, reason: string) => void): Map<string, Counter> {
@@ -76,6 +84,59 @@ function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, re
   return counters;
 }
 
+/**
+ * Ids applied or released, per retention period and account (the hash tag of the keys: ids of two accounts never
+ * meet): period -> namespace -> id -> the first counter's total as first applied, or RELEASED. In memory only, as the
+ * holds: a restart has no call in flight that could be replayed. An id is kept one to two periods.
+ */
+class IdMemory {
+  private readonly periods = new Map<number, Map<string, Map<string, number>>>();
+  private readonly retention: number;
+
+  constructor(retentionMs: number) {
+    this.retention = retentionMs;
+  }
+
+  /** Whether the id was applied or released (current or previous period). */
+  known(ns: string, id: string, at: number): boolean {
+    const p = Math.floor(at / this.retention);
+    return (this.periods.get(p)?.get(ns)?.has(id) ?? false) || (this.periods.get(p - 1)?.get(ns)?.has(id) ?? false);
+  }
+
+  /** The first total of an applied id, or undefined when it was never applied (released only, or unknown). */
+  recorded(ns: string, id: string, at: number): number | undefined {
+    const p = Math.floor(at / this.retention);
+    const cur = this.periods.get(p)?.get(ns)?.get(id);
+    if (cur !== undefined && cur !== RELEASED) return cur;
+    const prev = this.periods.get(p - 1)?.get(ns)?.get(id);
+    return prev !== undefined && prev !== RELEASED ? prev : undefined;
+  }
+
+  remember(ns: string, id: string, value: number, at: number, onlyIfNew: boolean): void {
+    const p = Math.floor(at / this.retention);
+    let byNs = this.periods.get(p);
+    if (!byNs) {
+      this.periods.set(p, (byNs = new Map()));
+      this.sweep(at);
+    }
+    let set = byNs.get(ns);
+    if (!set) byNs.set(ns, (set = new Map()));
+    if (!onlyIfNew || !set.has(id)) set.set(id, value);
+  }
+
+  /** Forgets periods before the previous one: past their retention. */
+  sweep(at: number): void {
+    const p = Math.floor(at / this.retention);
+    for (const old of this.periods.keys()) if (old < p - 1) this.periods.delete(old);
+  }
+
+  size(): number {
+    let n = 0;
+    for (const byNs of this.periods.values()) for (const set of byNs.values()) n += set.size;
+    return n;
+  }
+}
+
 export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): EmbeddedLedger {
   const now = opts.now ?? Date.now;
   const path = opts.snapshotPath;
@@ -84,17 +145,20 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   let closed = false;
   /** holdKey -> reservation id -> held amount and expiry. In memory only: a restart has no requests in flight. */
   const holds = new Map<string, Map<string, { amount: Micros; expiresAt: number }>>();
-  const heldOn = (holdKey: string, at: number): Micros => {
+  /** What live reservations hold on a budget, its own (`ownId`: a repeated reservation) left out. */
+  const heldOn = (holdKey: string, at: number, ownId: string): Micros => {
     const set = holds.get(holdKey);
     if (!set) return 0;
     let sum = 0;
     for (const [id, h] of set) {
       if (h.expiresAt <= at) set.delete(id);
-      else sum += h.amount;
+      else if (id !== ownId) sum += h.amount;
     }
     if (set.size === 0) holds.delete(holdKey);
     return sum;
   };
+
+  const ids = new IdMemory(opts.idRetentionMs ?? ID_RETENTION_MS);
 
   const dropHolds = (id: string, holdKeys: readonly string[]) => {
     for (const k of holdKeys) {
@@ -130,6 +194,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   const sweep = () => {
     const at = now();
     for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
+    ids.sweep(at);
   };
   const timer = setInterval(() => {
     sweep();
@@ -149,17 +214,24 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     backend: 'embedded',
     snapshot,
     size: () => counters.size,
+    idCount: () => ids.size(),
     async read(keys) {
       ensureOpen();
       const at = now();
       return keys.map((k) => live(k, at)?.value ?? 0);
     },
-    async add(increments: readonly CounterIncrement[], settle?: HoldRelease) {
+    async add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string) {
       ensureOpen();
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
       }
       const at = now();
+      const ns = id === undefined ? '' : idNamespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
+      if (id !== undefined) {
+        // Applied before: nothing changes; the first total as it was first returned, then the current ones.
+        const first = ids.recorded(ns, id, at);
+        if (first !== undefined) return increments.map((inc, i) => (i === 0 ? first : (live(inc.key, at)?.value ?? 0)));
+      }
       // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
       // snapshot could no longer be loaded) refuses the whole call before anything changes.
       for (const inc of increments) {
@@ -176,17 +248,20 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         return c.value;
       });
       if (settle) dropHolds(settle.id, settle.holdKeys);
+      if (id !== undefined) ids.remember(ns, id, out[0] ?? 0, at, false);
       dirty = true;
       return out;
     },
     async reserve(req: ReserveRequest): Promise<ReserveResult> {
       ensureOpen();
       const at = now();
+      // A request already settled or released holds nothing again.
+      if (req.checks.length > 0 && ids.known(idNamespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
       // Synchronous from the first read to the last hold: no other request interleaves.
       for (let i = 0; i < req.checks.length; i++) {
         const c = req.checks[i]!;
         const counted = c.countedKeys.reduce((sum, k) => sum + (live(k, at)?.value ?? 0), 0);
-        const held = heldOn(c.holdKey, at);
+        const held = heldOn(c.holdKey, at, req.id);
         const fits = c.amount > 0 ? counted + held + c.amount <= c.limitMicros : counted + held < c.limitMicros;
         if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
       }
@@ -203,6 +278,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     },
     async release(id, _amount, holdKeys) {
       dropHolds(id, holdKeys);
+      if (holdKeys.length > 0) ids.remember(idNamespace(holdKeys[0]!), id, RELEASED, now(), true);
     },
     async close() {
       if (closed) return;

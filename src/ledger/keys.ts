@@ -44,3 +44,35 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
     expiresAt: (window) => (window.endsAt === null ? null : window.endsAt + margin),
   };
 }
+
+/**
+ * How long the id of a record or reservation is remembered (docs/ledger.md, "Exactly once"): longer than any replay
+ * can arrive after its first application (the replay backoff, 5 s; the reservation TTL, 15 min). Ids live in sets per
+ * period of this length and each set lapses at the end of the next period, so an id is kept between one and two.
+ */
+export const ID_RETENTION_MS = 20 * 60_000;
+
+/** The account part of a key: everything up to its `{<accountId>}` hash tag ('' without one). */
+export function idNamespace(key: string): string {
+  const open = key.indexOf('{');
+  if (open < 0) return '';
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(0, close + 1) : '';
+}
+
+/** Where the ids of an account's writes are remembered (Redis): the current period's set, the previous one, and when the current one lapses. */
+export interface IdSets {
+  current: string;
+  previous: string;
+  expiresAt: number;
+}
+
+/**
+ * The id sets of the account a key belongs to, `<prefix>{<accountId>}:ids:<period>`: under the account's hash tag,
+ * so ids of two accounts never meet and one script reaches them with the counters (one Redis Cluster slot).
+ */
+export function idSets(anyKeyOfAccount: string, now: number, retentionMs = ID_RETENTION_MS): IdSets {
+  const ns = idNamespace(anyKeyOfAccount);
+  const period = Math.floor(now / retentionMs);
+  return { current: `${ns}:ids:${period}`, previous: `${ns}:ids:${period - 1}`, expiresAt: (period + 2) * retentionMs };
+}

@@ -52,12 +52,18 @@ export interface Ledger {
    * Adds every increment atomically (all or none, one round trip) and returns the new totals in order. With `settle`,
    * the request's reservation is dropped in the same step: its real cost and its hold are never both counted, nor
    * neither, and settling costs no round trip of its own.
+   * With `id` (the generation id), the add happens once: an add whose id was already applied (a replay of a call that
+   * timed out on the client but ran) changes nothing and returns the first counter's total as its first application
+   * returned it (what a BYOK fee is computed from), then the current totals. Ids are kept per account (the hash tag of
+   * the keys) for ID_RETENTION_MS at least.
    */
-  add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]>;
+  add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string): Promise<Micros[]>;
   /**
    * Check-and-reserve, atomically (one script in Redis, one synchronous step embedded): every check must fit
    * (counted + live holds + amount <= limit, or < limit for a 0 amount), else nothing is held and the first
    * failing check is reported; when all fit, each non-zero amount is held under `id` until released or expired.
+   * Idempotent: a repeated reservation replaces its own hold (and does not count it against itself); one whose id
+   * was already settled or released holds nothing and is refused with ReservationSettledError.
    */
   reserve(req: ReserveRequest): Promise<ReserveResult>;
   /**
@@ -67,7 +73,10 @@ export interface Ledger {
    * is its durable copy).
    */
   restore(validatedKey: string, entries: readonly RestoreEntry[]): Promise<{ raisedCounters: number; largestMicros: Micros; alreadyValid: boolean }>;
-  /** Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored. */
+  /**
+   * Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored.
+   * The id is remembered as released, so a reservation that arrives later (sent before a stall, run after) holds nothing.
+   */
   release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
@@ -81,6 +90,17 @@ export class LedgerResetError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'LedgerResetError';
+  }
+}
+
+/**
+ * A reservation for a request already recorded or released: nothing is held. What a reservation that ran after its
+ * caller gave up (a stall past the command timeout) meets, or a generation id used twice.
+ */
+export class ReservationSettledError extends Error {
+  constructor(id: string) {
+    super(`reservation ${id} was already settled or released: nothing held (generation ids must be unique)`);
+    this.name = 'ReservationSettledError';
   }
 }
 

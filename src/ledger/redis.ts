@@ -4,33 +4,96 @@
 // queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
-import { LedgerResetError, LedgerUnavailableError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
+import { ID_RETENTION_MS, idSets, type IdSets } from './keys.ts';
+import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
 
-// KEYS: n counters, then the hold sets of the reservations this add settles. ARGV: n, then (amount, expiresAt ms or 0)
-// per counter, then per hold set the member to drop ("<id>|<amount>"). A counter may appear more than once (several
-// requests of one account in one batch): each INCRBY returns the running total, so every request still learns the
-// total after its own increment. The overflow check runs on running totals too, before anything is written. The
-// expiry is set when the increment created the key (its value equals the amount), once per window. The holds go in
-// the same script: a request's spend and its hold are never both counted.
+// Ids (issue 37): a call carrying an id is applied once. A call that timed out on the client still runs when Redis
+// answers again, and so does every replay sent meanwhile; all but the first find the id and change nothing. An id is
+// a field of the account's id set of the current period (value: the first counter's total as first applied, or 'R'
+// for a reservation released unrecorded, which a record still counts); lookups read the current and previous set.
+const FIND_RECORDED = `
+local function recorded(cur, prev, id)
+  local v = redis.call('HGET', cur, id)
+  if v and v ~= 'R' then return v end
+  v = redis.call('HGET', prev, id)
+  if v and v ~= 'R' then return v end
+  return false
+end
+`;
+
+// Adds of a batch. ARGV: the id sets' expiry (ms), the number of calls, then per call: id ('' = none), number of
+// counters, number of hold sets, the hold member to drop ("<id>|<amount>"), then (amount, expiresAt ms or 0) per
+// counter. KEYS per call: the id sets (current, previous; only with an id), its counters, its hold sets.
+// A counter may appear in several calls (several requests of one account in one batch): each INCRBY returns the
+// running total, so every request still learns the total after its own increment. The overflow check runs on
+// running totals too, before anything is written. The expiry is set when the increment created the key (its value
+// equals the amount), once per window. The holds go in the same script: a request's spend and its hold are never
+// both counted. A call already applied (or earlier in this batch) returns its first total, then the current ones.
 const ADD_SCRIPT = `
-local n = tonumber(ARGV[1])
+${FIND_RECORDED}
+local idsAt = tonumber(ARGV[1])
+local calls = {}
+local k, a = 1, 3
+for c = 1, tonumber(ARGV[2]) do
+  local call = { id = ARGV[a], ni = tonumber(ARGV[a + 1]), nh = tonumber(ARGV[a + 2]), member = ARGV[a + 3] }
+  a = a + 4
+  if call.id ~= '' then
+    call.cur = KEYS[k]
+    call.prev = KEYS[k + 1]
+    k = k + 2
+  end
+  call.k = k
+  call.a = a
+  k = k + call.ni + call.nh
+  a = a + 2 * call.ni
+  calls[c] = call
+end
 local running = {}
-for i = 1, n do
-  local k = KEYS[i]
-  local cur = running[k] or tonumber(redis.call('GET', k) or '0') or 0
-  cur = cur + tonumber(ARGV[2 * i])
-  if cur > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. k) end
-  running[k] = cur
+local seen = {}
+for _, call in ipairs(calls) do
+  if call.id ~= '' then
+    local tag = call.cur .. '|' .. call.id
+    if seen[tag] or recorded(call.cur, call.prev, call.id) then call.dup = true else seen[tag] = true end
+  end
+  if not call.dup then
+    for i = 0, call.ni - 1 do
+      local key = KEYS[call.k + i]
+      local cur = running[key] or tonumber(redis.call('GET', key) or '0') or 0
+      cur = cur + tonumber(ARGV[call.a + 2 * i])
+      if cur > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. key) end
+      running[key] = cur
+    end
+  end
 end
 local out = {}
-for i = 1, n do
-  local by = tonumber(ARGV[2 * i])
-  local v = redis.call('INCRBY', KEYS[i], by)
-  local at = tonumber(ARGV[2 * i + 1])
-  if at > 0 and v == by then redis.call('PEXPIREAT', KEYS[i], at) end
-  out[i] = v
+local expiring = {}
+for _, call in ipairs(calls) do
+  if call.dup then
+    local first = recorded(call.cur, call.prev, call.id)
+    for i = 0, call.ni - 1 do
+      if i == 0 then out[#out + 1] = tonumber(first) else out[#out + 1] = tonumber(redis.call('GET', KEYS[call.k + i]) or '0') or 0 end
+    end
+  else
+    local first = 0
+    for i = 0, call.ni - 1 do
+      local key = KEYS[call.k + i]
+      local by = tonumber(ARGV[call.a + 2 * i])
+      local v = redis.call('INCRBY', key, by)
+      local at = tonumber(ARGV[call.a + 2 * i + 1])
+      if at > 0 and v == by then redis.call('PEXPIREAT', key, at) end
+      if i == 0 then first = v end
+      out[#out + 1] = v
+    end
+    for i = 0, call.nh - 1 do redis.call('ZREM', KEYS[call.k + call.ni + i], call.member) end
+    if call.id ~= '' then
+      redis.call('HSET', call.cur, call.id, first)
+      if not expiring[call.cur] then
+        redis.call('PEXPIREAT', call.cur, idsAt)
+        expiring[call.cur] = true
+      end
+    end
+  end
 end
-for i = n + 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[n + 1 + i]) end
 return out
 `;
 
@@ -60,10 +123,12 @@ redis.call('SET', KEYS[1], runid)
 return {raised, largest, 0}
 `;
 
-// Check-and-reserve. KEYS: the account's validated key (or '' when not checked), then per check its hold set and
-// its counted keys. ARGV: now, expiresAt, id, number of checks,
+// Check-and-reserve. KEYS: the account's validated key (or '' when not checked), its id sets (current, previous),
+// then per check its hold set and its counted keys. ARGV: now, expiresAt, id, number of checks,
 // then per check: limit, amount, number of counted keys. A hold is a sorted-set member "<id>|<amount>" scored by its
-// expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves.
+// expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves. An id already
+// recorded or released holds nothing ({2}: a reservation that ran after its caller gave up); the request's own hold
+// (a repeated reservation) is not counted against it and is replaced.
 const RESERVE_SCRIPT = `
 ${RUN_ID}
 if KEYS[1] ~= '' and redis.call('GET', KEYS[1]) ~= runid then return {-1} end
@@ -71,7 +136,9 @@ local now = tonumber(ARGV[1])
 local expires = tonumber(ARGV[2])
 local id = ARGV[3]
 local n = tonumber(ARGV[4])
-local k = 2
+if redis.call('HEXISTS', KEYS[2], id) == 1 or redis.call('HEXISTS', KEYS[3], id) == 1 then return {2} end
+local own = id .. '|'
+local k = 4
 local a = 5
 local plan = {}
 for i = 1, n do
@@ -89,7 +156,7 @@ for i = 1, n do
   redis.call('ZREMRANGEBYSCORE', hold, '-inf', now)
   local held = 0
   for _, m in ipairs(redis.call('ZRANGE', hold, 0, -1)) do
-    held = held + (tonumber(string.match(m, '|(%d+)$')) or 0)
+    if string.sub(m, 1, #own) ~= own then held = held + (tonumber(string.match(m, '|(%d+)$')) or 0) end
   end
   local fits
   if amount > 0 then fits = counted + held + amount <= limit else fits = counted + held < limit end
@@ -106,9 +173,13 @@ end
 return {1}
 `;
 
-// Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS), in one round trip.
+// Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS from 2), in one round trip, and
+// remembers its id (ARGV[2]) as released in the account's current id set (KEYS[1], lapsing at ARGV[3]) unless it is
+// there already: a reservation sent before a stall and run after it then holds nothing.
 const RELEASE_SCRIPT = `
-for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+redis.call('HSETNX', KEYS[1], ARGV[2], 'R')
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
 `;
 
@@ -123,6 +194,8 @@ const MAX_BATCH = 64;
 interface PendingAdd {
   increments: readonly CounterIncrement[];
   settle: HoldRelease | undefined;
+  /** Applied once per id ('' = no id). */
+  id: string;
   resolve(totals: Micros[]): void;
   reject(err: Error): void;
 }
@@ -201,6 +274,8 @@ export interface RedisLedgerOptions {
   redisOptions?: RedisOptions;
   /** How long an add waits for other adds of its account (default DEFAULT_BATCH_WINDOW_MS; 0: every add alone). */
   batchWindowMs?: number;
+  /** How long ids of records and reservations are remembered (at least; at most twice); default ID_RETENTION_MS. */
+  idRetentionMs?: number;
 }
 
 export interface RedisLedger extends Ledger {
@@ -249,28 +324,31 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   const unavailable = (err: unknown): LedgerUnavailableError =>
     new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 
+  const idRetention = opts.idRetentionMs ?? ID_RETENTION_MS;
+
   /** One script call for a batch of adds (all of one account: one hash tag, one cluster slot). */
   const runAdds = async (calls: readonly PendingAdd[]): Promise<void> => {
     const keys: string[] = [];
-    const holds: string[] = [];
-    const amounts: (string | number)[] = [];
-    const members: string[] = [];
+    const args: (string | number)[] = [0, calls.length];
+    // A batch is one account: its id sets are computed once.
+    let sets: IdSets | undefined;
     for (const c of calls) {
+      const holdKeys = c.settle?.holdKeys ?? [];
+      args.push(c.id, c.increments.length, holdKeys.length, c.settle ? holdMember(c.settle.id, c.settle.amount) : '');
+      if (c.id !== '') {
+        sets ??= idSets(c.increments[0]?.key ?? holdKeys[0] ?? '', Date.now(), idRetention);
+        keys.push(sets.current, sets.previous);
+      }
       for (const inc of c.increments) {
         keys.push(inc.key);
-        amounts.push(inc.by, inc.expiresAt ?? 0);
+        args.push(inc.by, inc.expiresAt ?? 0);
       }
-      if (c.settle) {
-        const member = holdMember(c.settle.id, c.settle.amount);
-        for (const h of c.settle.holdKeys) {
-          holds.push(h);
-          members.push(member);
-        }
-      }
+      for (const h of holdKeys) keys.push(h);
     }
+    if (sets) args[0] = sets.expiresAt;
     let out: number[];
     try {
-      out = await scripted.byokLedgerAdd(keys.length + holds.length, ...keys, ...holds, keys.length, ...amounts, ...members);
+      out = await scripted.byokLedgerAdd(keys.length, ...keys, ...args);
     } catch (err) {
       // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number. In a batch,
       // each add is tried alone, so only the one that overflows is refused.
@@ -304,18 +382,19 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       return values.map((v) => (v === null ? 0 : Number(v)));
     },
-    add(increments: readonly CounterIncrement[], settle?: HoldRelease): Promise<Micros[]> {
+    add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string): Promise<Micros[]> {
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) return Promise.reject(new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`));
       }
       if (increments.length === 0 && (settle?.holdKeys.length ?? 0) === 0) return Promise.resolve([]);
-      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, resolve, reject }));
+      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, id: id ?? '', resolve, reject }));
     },
     async reserve(req) {
       const keys: string[] = [];
       const now = Date.now();
       const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length];
-      keys.push(req.validatedKey ?? '');
+      const sets = idSets(req.checks[0]?.holdKey ?? '', now, idRetention);
+      keys.push(req.validatedKey ?? '', sets.current, sets.previous);
       for (const c of req.checks) {
         keys.push(c.holdKey, ...c.countedKeys);
         args.push(c.limitMicros, c.amount, c.countedKeys.length);
@@ -327,6 +406,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
         throw unavailable(err);
       }
       if (out[0] === -1) throw new LedgerResetError('the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it');
+      if (out[0] === 2) throw new ReservationSettledError(req.id);
       return out[0] === 1 ? { ok: true } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
     },
     async restore(validatedKey, entries) {
@@ -343,7 +423,8 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
     async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;
       try {
-        await scripted.byokLedgerRelease(holdKeys.length, ...holdKeys, holdMember(id, amount));
+        const sets = idSets(holdKeys[0]!, Date.now(), idRetention);
+        await scripted.byokLedgerRelease(holdKeys.length + 1, sets.current, ...holdKeys, holdMember(id, amount), id, sets.expiresAt);
       } catch (err) {
         throw unavailable(err);
       }

@@ -36,6 +36,12 @@ export interface SpendGateOptions {
   logger?: Logger;
 }
 
+/** How long a reservation holds budget room when nothing settles it (a gateway that crashed mid-request). */
+export const RESERVATION_TTL_MS = 15 * 60_000;
+
+/** Releases tried for a reservation whose caller gave up (backoff from retryMinMs to retryMaxMs between them). */
+const ABANDON_TRIES = 8;
+
 export interface LedgerSpendGate extends SpendGate {
   /** Records waiting for the ledger to come back. */
   pendingRecords(): number;
@@ -98,6 +104,29 @@ function budgetRefs(guardrails: readonly BudgetedGuardrail[], workspace: Budgete
   return refs;
 }
 
+const heldKeys = (checks: readonly HoldCheck[]) => checks.filter((c) => c.amount > 0).map((c) => c.holdKey);
+
+/**
+ * Drops a reservation its caller gave up on, retrying while the ledger is unreachable (a few tries: a reservation
+ * that never reached the ledger lands nowhere). Off the request path: the caller's 503 does not wait for it.
+ */
+function abandon(ledger: Ledger, reservation: Reservation, retry: { minMs: number; maxMs: number }, stopped: () => boolean, log: Logger | undefined): void {
+  if (reservation.holdKeys.length === 0) return;
+  let delay = retry.minMs;
+  let tries = 0;
+  const attempt = (): void => {
+    ledger.release(reservation.id, reservation.amountMicros, reservation.holdKeys).catch((err: unknown) => {
+      if (err instanceof LedgerUnavailableError && !stopped() && ++tries < ABANDON_TRIES) {
+        setTimeout(attempt, delay).unref();
+        delay = Math.min(delay * 2, retry.maxMs);
+        return;
+      }
+      log?.warn({ generation_id: reservation.id, err: err instanceof Error ? err.message : String(err) }, 'abandoned reservation not released: it lapses at its expiry');
+    });
+  };
+  attempt();
+}
+
 export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): LedgerSpendGate {
   const keys = opts.keys ?? keySpace();
   const failOpen = opts.admitWhenUnavailable === 'open';
@@ -112,8 +141,6 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
   let replaying = false;
   let closed = false;
   const drainWaiters = new Set<() => void>();
-
-  const reservationTtlMs = opts.reservationTtlMs ?? 15 * 60_000;
 
   // The ledger keys of a budget scope (a guardrail or workspace of a loaded routing config) in today's windows, built
   // once per scope and day instead of per request: the same string objects every time, so the counters' lookups hash
@@ -184,16 +211,19 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     if (checks.length === 0) return { allowed: true, reservation: null };
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
-      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: reservationTtlMs, ...(ledger.backend === 'redis' ? { validatedKey: accountKeys(req.account, windowsAt(req.at)).validated } : {}) });
+      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: opts.reservationTtlMs ?? RESERVATION_TTL_MS, ...(ledger.backend === 'redis' ? { validatedKey: accountKeys(req.account, windowsAt(req.at)).validated } : {}) });
     } catch (err) {
       // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
       if (err instanceof LedgerResetError) {
         metrics.resetRefusals.inc();
         throw err;
       }
+      // Timed out: the script may still run when the ledger answers again. Nothing is served under this id (503, or
+      // admitted unchecked when open), so give it up now: its hold is dropped, or never made if it lands later.
+      if (err instanceof LedgerUnavailableError) abandon(ledger, { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) }, { minMs: retryMin, maxMs: retryMax }, () => closed, log);
       return unreachableAtAdmission(err);
     }
-    if (result.ok) return { allowed: true, reservation: { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: checks.filter((c) => c.amount > 0).map((c) => c.holdKey) } };
+    if (result.ok) return { allowed: true, reservation: { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) } };
     const m = meta[result.index]!;
     return {
       allowed: false,
@@ -262,28 +292,30 @@ export function createSpendGate(ledger: Ledger, opts: SpendGateOptions = {}): Le
     const increments = budgetIncrements(req, windows, always, withFlag);
     // The request's reservation is dropped by the same write that counts its real cost.
     const settle = req.reservation && req.reservation.holdKeys.length > 0 ? { id: req.reservation.id, amount: req.reservation.amountMicros, holdKeys: req.reservation.holdKeys } : undefined;
+    // Each write carries the request's generation id: a replay of one that timed out but ran counts nothing again.
     if (!isByok) {
       increments.push({ key: acct.charged, by: cost, expiresAt: acct.expiresAt });
-      await ledger.add(increments, settle);
+      await ledger.add(increments, settle, req.generationId);
       return { feeMicros: 0, chargedMicros: cost, freeListCostMicros: 0 };
     }
     // The month's BYOK list cost is incremented first, atomically with the budget windows; the total it returns
     // minus this request is exactly the month-to-date before it, even with many replicas writing at once.
-    const totals = await ledger.add([{ key: acct.byokList, by: cost, expiresAt: acct.expiresAt }, ...increments], settle);
+    // A replayed add returns the month-to-date its first application saw, so the fee is the same whenever it lands.
+    const totals = await ledger.add([{ key: acct.byokList, by: cost, expiresAt: acct.expiresAt }, ...increments], settle, req.generationId);
     const before = (totals[0] ?? cost) - cost;
     const charge = byokCharge({ plan: req.account.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
     if (charge.feeMicros > 0) {
       // A failure here must not replay the list cost above: retry only the fee.
-      await addWithRetry([{ key: acct.fee, by: charge.feeMicros, expiresAt: acct.expiresAt }]);
+      await addWithRetry([{ key: acct.fee, by: charge.feeMicros, expiresAt: acct.expiresAt }], `${req.generationId}:fee`);
     }
     return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
   }
 
-  async function addWithRetry(increments: CounterIncrement[]): Promise<void> {
+  async function addWithRetry(increments: CounterIncrement[], id: string): Promise<void> {
     let delay = retryMin;
     for (;;) {
       try {
-        await ledger.add(increments);
+        await ledger.add(increments, undefined, id);
         return;
       } catch (err) {
         if (!(err instanceof LedgerUnavailableError)) throw err;

@@ -1,7 +1,7 @@
 // The spend gate's behaviour on both real backends: the BYOK fee against the free allowance, budgets blocking at
 // their limit (with and without include_byok_in_budgets), and windows turning over at UTC boundaries.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, openLedger, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
+import { createEmbeddedLedger, createRedisLedger, createSpendGate, ID_RETENTION_MS, keySpace, openLedger, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from './fixtures.ts';
 
@@ -181,12 +181,17 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
     await gate.record(finished(ctx(acc, NOV23), 1 * USD, false));
     const client = (ledger as Awaited<ReturnType<typeof createRedisLedger>>).client;
     const names = (await client.keys(`byok:ledger:{${acc.accountId}}:*`)).sort();
+    // The request's generation id, remembered for exactly-once (issue 37) for one to two retention periods.
+    const ids = names.find((n) => n.includes('}:ids:')) ?? 'none';
+    const period = Number(ids.split(':').pop());
+    expect(Math.abs(period - Math.floor(Date.now() / ID_RETENTION_MS))).toBeLessThanOrEqual(1);
     expect(names).toEqual([
       `byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`,
       `byok:ledger:{${acc.accountId}}:gr:g:d2026-11-23:nonbyok`,
       `byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`,
       `byok:ledger:{${acc.accountId}}:gr:g:m2026-11:nonbyok`,
       `byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`,
+      ids,
       `byok:ledger:{${acc.accountId}}:ws:${WS1}:d2026-11-23:nonbyok`,
       `byok:ledger:{${acc.accountId}}:ws:${WS1}:life:nonbyok`,
       `byok:ledger:{${acc.accountId}}:ws:${WS1}:m2026-11:nonbyok`,
@@ -197,6 +202,7 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`)).toBe(Date.parse('2026-11-30T00:00:00Z') + margin);
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`)).toBe(Date.parse('2026-12-01T00:00:00Z') + margin);
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`)).toBe(-1);
+    expect(await client.pexpiretime(ids)).toBe((period + 2) * ID_RETENTION_MS);
   } finally {
     await gate.close();
   }
