@@ -159,7 +159,12 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       labelNames: ['upstream', 'bound'],
       registers,
     }),
-    reloads: new Counter({ name: 'byok_gateway_reloads_total', help: 'Routing config and catalog reloads by result.', labelNames: ['what', 'result'], registers }),
+    reloads: new Counter({
+      name: 'byok_gateway_reloads_total',
+      help: 'Routing config and catalog reloads by result: ok, pending (a routing config not fully projected yet, which kubelet completes), error (rejected; the last good one stays).',
+      labelNames: ['what', 'result'],
+      registers,
+    }),
 
     answered(status) {
       let slot = statusSlots.get(status);

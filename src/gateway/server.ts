@@ -111,9 +111,16 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       metrics.reloads.inc({ what: 'routing', result: 'ok' });
       log?.info({ version: config.version, accounts: config.accounts.size }, 'routing config loaded');
     },
-    onError: (err) => {
+    onError: (err, failure) => {
+      const code = (err as { code?: string }).code;
+      // A half-projected config is normal while kubelet swaps the volume: counted apart, so only a real rejection alerts.
+      if (failure === 'pending') {
+        metrics.reloads.inc({ what: 'routing', result: 'pending' });
+        log?.info({ code, err: err.message }, 'routing config not fully projected yet; keeping the last good one');
+        return;
+      }
       metrics.reloads.inc({ what: 'routing', result: 'error' });
-      log?.warn({ code: (err as { code?: string }).code, err: err.message }, 'routing config rejected; keeping the last good one');
+      log?.warn({ code, err: err.message }, 'routing config rejected; keeping the last good one');
     },
   });
   const catalog = watchCatalog(opts.catalogFile, {

@@ -8,7 +8,7 @@ import type { ModelCatalog } from '../domain/index.ts';
 import { INDEX_KEY } from '../contract/routing.ts';
 import type { ProviderPayload } from '../domain/index.ts';
 import { createCredentialDecryptor, type CredentialPayloadOptions } from './credentials.ts';
-import { loadRoutingConfig, resolveGeneration, type RoutingConfig } from './load.ts';
+import { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig } from './load.ts';
 import { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
 
 export interface WatchOptions {
@@ -16,12 +16,25 @@ export interface WatchOptions {
   bundleDir: string;
   keyDir: string;
   onReload?: (config: RoutingConfig, previous: RoutingConfig | undefined) => void;
-  /** A generation that failed to load (the last good config stays in use). */
-  onError?: (err: Error) => void;
+  /**
+   * A generation that failed to load (the last good config stays in use), once per generation. `pending`: it looks
+   * half-projected (a shard missing, or from another swap: kubelet refreshes each ConfigMap of the volume from its
+   * own cache), which the next projection completes; `rejected`: corrupt, or still refused after `pendingPolls`.
+   */
+  onError?: (err: Error, failure: ReloadFailure) => void;
   /** Poll interval for the `..data` target (default 1000 ms). */
   pollMs?: number;
+  /** Consecutive refused loads before a half-projected config counts as rejected (default 120: 2 min at 1 s). */
+  pendingPolls?: number;
   /** See DecryptorOptions.generationCheckMs (default 0). */
   generationCheckMs?: number;
+}
+
+export type ReloadFailure = 'pending' | 'rejected';
+
+/** Errors kubelet cures by itself: the volume's ConfigMaps were not all refreshed yet (docs/gateway.md, "Metrics"). */
+function halfProjected(err: unknown): boolean {
+  return err instanceof RoutingConfigError && (err.code === 'incomplete' || err.code === 'checksum' || err.code === 'missing');
 }
 
 export interface RoutingConfigWatcher {
@@ -53,6 +66,10 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
   let current: RoutingConfig | undefined;
   let loadedStamp: string | undefined;
   let failedStamp: string | undefined;
+  let failedAs: ReloadFailure | undefined;
+  /** Refused loads since the last good one, across generations (a lagging ConfigMap may span several swaps). */
+  let refusedLoads = 0;
+  const pendingPolls = opts.pendingPolls ?? 120;
   const decryptor = createCredentialDecryptor({ bundleDir: opts.bundleDir, keyDir: opts.keyDir, ...(opts.generationCheckMs ? { generationCheckMs: opts.generationCheckMs } : {}) });
 
   const reload = (): boolean => {
@@ -62,15 +79,21 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
       const next = loadRoutingConfig(opts.configDir);
       loadedStamp = s;
       failedStamp = undefined;
+      failedAs = undefined;
+      refusedLoads = 0;
       if (current && next.version === current.version) return false;
       const previous = current;
       current = next;
       opts.onReload?.(next, previous);
       return true;
     } catch (err) {
-      // Report each bad generation once; keep retrying it (kubelet may complete it without a new swap).
-      if (failedStamp !== s) opts.onError?.(err instanceof Error ? err : new Error(String(err)));
+      // Report each bad generation once, and once more if it turns from pending to rejected; keep retrying it
+      // (kubelet may complete it without a new swap).
+      refusedLoads++;
+      const failure: ReloadFailure = halfProjected(err) && refusedLoads < pendingPolls ? 'pending' : 'rejected';
+      if (failedStamp !== s || failedAs !== failure) opts.onError?.(err instanceof Error ? err : new Error(String(err)), failure);
       failedStamp = s;
+      failedAs = failure;
       return false;
     }
   };

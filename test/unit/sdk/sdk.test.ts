@@ -186,6 +186,52 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
   });
 });
 
+describe('watchRoutingConfig: a half-projected config is pending, not rejected', () => {
+  // kubelet refreshes each ConfigMap of the projected volume from its own cache, so a swap can show a new index with
+  // an old or missing shard for a sync period: byok_gateway_reloads_total{result="pending"}, not an alert.
+  it('reports a checksum/incomplete generation as pending, then rejected once it is still refused after pendingPolls', async () => {
+    const dir = join(root, 'pending');
+    const keys = join(root, 'pending-keys');
+    kubeletWrite(keys, { active: 'k1', k1: randomBytes(32) });
+    const v0 = compiled(0);
+    kubeletWrite(dir, configFiles(v0.set));
+    const seen: [string, string][] = [];
+    const w = watchRoutingConfig({ configDir: dir, bundleDir: join(root, 'pending-bundles'), keyDir: keys, pollMs: 10, pendingPolls: 20, onError: (e, failure) => seen.push([(e as RoutingConfigError).code, failure]) });
+    try {
+      // The race: the new index is projected with a shard of the previous swap.
+      const v1 = compiled(1);
+      const raced = configFiles(v1.set);
+      const stale = v0.set.shards.find((s) => s.key === v1.set.shards[0]!.key);
+      raced[v1.set.shards[0]!.key] = stale && !stale.data.equals(v1.set.shards[0]!.data) ? stale.data : Buffer.from('old');
+      kubeletWrite(dir, raced);
+      await waitFor(() => seen.length >= 1);
+      expect(seen[0]).toEqual(['checksum', 'pending']);
+      // kubelet's next sync completes it: loaded, nothing rejected.
+      kubeletWrite(dir, configFiles(v1.set));
+      await waitFor(() => w.current()?.version === v1.set.index.version);
+      expect(seen.map(([, f]) => f)).toEqual(['pending']);
+
+      // The same fault that never heals: pending first, then rejected once (not once per poll).
+      const v2 = compiled(2);
+      const broken = configFiles(v2.set);
+      delete broken[v2.set.shards[1]!.key];
+      kubeletWrite(dir, broken);
+      await waitFor(() => seen.length >= 3, 5000);
+      expect(seen.slice(1)).toEqual([['incomplete', 'pending'], ['incomplete', 'rejected']]);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(seen).toHaveLength(3);
+      expect(w.current()?.version).toBe(v1.set.index.version);
+
+      // A corrupt index is never a projection race: rejected at once.
+      kubeletWrite(dir, { ...configFiles(v2.set), [INDEX_KEY]: '{"format":' });
+      await waitFor(() => seen.length >= 4);
+      expect(seen[3]).toEqual(['corrupt', 'rejected']);
+    } finally {
+      w.close();
+    }
+  });
+});
+
 const HEAVY = ['@kubernetes/', 'fastify', '@fastify/', 'prom-client', 'pino', 'yaml'];
 
 describe('SDK dependency rule', () => {
