@@ -3,12 +3,14 @@
 // (not Ready) never reaches the planner, so explain also lists the account's credentials missing from the
 // config with their Ready condition, read from the cluster (--cluster) or from manifests (--manifests).
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { kubeClient } from '../kube/client.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { createCatalog, type CatalogModelInput } from '../domain/index.ts';
+import { createCatalog, validatePayload, type Attempt, type CatalogModelInput, type ProviderSlug } from '../domain/index.ts';
 import { validateManifest } from '../schema/validators.ts';
 import { parseCatalog } from '../gateway/catalog.ts';
+import { sharedKeyFileName } from '../gateway/upstream.ts';
 import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
 import { loadManifests } from './manifests.ts';
 
@@ -26,6 +28,8 @@ export interface ExplainInput {
   /** Inline JSON or a path to a JSON file. */
   request: string;
   json: boolean;
+  /** The gateway's --shared-keys-dir: shared attempts for a provider without a usable key there will fail. */
+  sharedKeysDir?: string;
   /** The account's BYOKCredentials, to say why those missing from the config are missing. */
   credentials?: (namespace: string) => Promise<{ source: string; items: CredentialSource[] }>;
 }
@@ -69,6 +73,33 @@ async function missingCredentials(input: ExplainInput, namespace: string, compil
   return { source, missing };
 }
 
+/**
+ * Whether the gateway would find a shared key for the provider: the same file and the same payload check as the
+ * gateway's AttemptPayloads.shared (src/gateway/payloads.ts), so explain and the gateway agree on a 502.
+ */
+export function hasSharedKey(sharedKeysDir: string, provider: ProviderSlug): boolean {
+  let text: string;
+  try {
+    text = readFileSync(join(sharedKeysDir, sharedKeyFileName(provider)), 'utf8');
+  } catch {
+    return false;
+  }
+  return validatePayload(provider, text).ok;
+}
+
+/** Attempt index -> why it will fail at the gateway although the plan keeps it (only shared attempts, for now). */
+function failingAttempts(attempts: readonly Attempt[], sharedKeysDir: string | undefined): Map<number, string> {
+  const out = new Map<number, string>();
+  if (sharedKeysDir === undefined) return out;
+  const held = new Map<string, boolean>();
+  attempts.forEach((a, i) => {
+    if (a.kind === 'credential') return;
+    if (!held.has(a.provider)) held.set(a.provider, hasSharedKey(sharedKeysDir, a.provider));
+    if (!held.get(a.provider)) out.set(i, 'no shared key');
+  });
+  return out;
+}
+
 export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const config = loadRoutingConfig(input.configDir);
   const rawCatalog = readJson(input.catalogFile);
@@ -80,8 +111,13 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const request = { userId: owner, baseAddress: 'global', isVideoGeneration: false, ...given } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
   const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
-  const exitCode = outcome.ok && outcome.plan.attempts.length > 0 ? 0 : 1;
-  if (input.json) return { output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+  const failing = outcome.ok ? failingAttempts(outcome.plan.attempts, input.sharedKeysDir) : new Map<number, string>();
+  // Exit 1 also when every attempt the plan keeps would fail at the gateway (it would answer 502).
+  const exitCode = outcome.ok && outcome.plan.attempts.length > failing.size ? 0 : 1;
+  if (input.json) {
+    const willFail = [...failing].map(([i, reason]) => ({ attempt: i + 1, reason }));
+    return { output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(input.sharedKeysDir !== undefined ? { willFail } : {}), ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+  }
   const catalogLine = `catalog: ${input.catalogFile}`;
   if (!outcome.ok) return { output: `${catalogLine}\nno plan: ${outcome.reason}\n`, exitCode };
   const label = (id: string) => {
@@ -95,9 +131,12 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
     'attempts, in order:',
   ];
   outcome.plan.attempts.forEach((a, i) => {
-    lines.push(a.kind === 'credential' ? `  ${i + 1}. credential ${label(a.credentialId)} via ${a.endpoint.id} [${a.section}]` : `  ${i + 1}. shared ${a.endpoint.id}`);
+    const fails = failing.has(i) ? ` (will fail: ${failing.get(i)!})` : '';
+    lines.push(a.kind === 'credential' ? `  ${i + 1}. credential ${label(a.credentialId)} via ${a.endpoint.id} [${a.section}]` : `  ${i + 1}. shared ${a.endpoint.id}${fails}`);
   });
   if (outcome.plan.attempts.length === 0) lines.push('  (none: the request would fail)');
+  else if (failing.size === outcome.plan.attempts.length) lines.push('  (every attempt will fail: the gateway would answer 502)');
+
   lines.push('', 'left out:');
   for (const e of outcome.plan.excluded) {
     const what = e.subject.kind === 'credential' ? `credential ${label(e.subject.credentialId)}` : `shared ${e.subject.endpointId}`;
@@ -109,6 +148,9 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
     if (missing.missing.length === 0) lines.push('  (none)');
   }
   if (outcome.plan.error) lines.push('', `error: ${outcome.plan.error.code}: ${outcome.plan.error.message}`);
+  if (input.sharedKeysDir === undefined && outcome.plan.attempts.some((a) => a.kind === 'shared')) {
+    lines.push('', "note: a shared attempt needs the gateway's own key for its provider (else it fails with 502): --shared-keys-dir checks them");
+  }
   return { output: `${lines.join('\n')}\n`, exitCode };
 }
 

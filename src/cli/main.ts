@@ -12,6 +12,7 @@ import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';
 import { hardenPrototypes } from './harden.ts';
 import { parseEgressAllowList, type EgressAllowList } from '../domain/egress.ts';
+import { COMMAND_HELP, EXIT, USAGE } from './help.ts';
 // Each subcommand imports its own module graph when it runs: the operator process then never loads the
 // gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
@@ -19,74 +20,13 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The one catalog (src/cli/catalog.ts): the default of explain, the gateway and the dev stack. */
 const DEFAULT_CATALOG = 'config/catalog/catalog.json';
 
-const USAGE = `usage: byok-operator <command> [options]
+/** The help page of the command being run (the overview before one is known): what fail() and --help print. */
+let helpPage = USAGE;
 
-commands:
-  run                 operator and API server in one process
-  operator            the operator only (reconciler, compiler, leader election)
-  api                 the API server only: REST /api/v1/byok (--api-port) and the aggregated
-                      Kubernetes API api.byok.gateway.dev/v1 over HTTPS (--aggregated-port), one process
-  dev                 local control plane + CRDs + operator + API server + sample data; the ledger on a loopback
-                      redis-server with AOF when installed (--embedded-ledger keeps the gateway's own)
-  validate <path|->   check manifests offline against the CRD schemas and CEL rules (for GitOps CI)
-                      [-o text|json|junit|sarif|github] [--strict: also fail on warnings, e.g. nothing checked
-                      or a referenced Secret not among the files]; exit 0 clean, 1 problems, 2 usage
-  explain --config-dir <dir> --request <json|file> [--catalog <file>] [--json] [--cluster | --manifests <path>]
-                      explain a routing decision from mounted routing config (default catalog:
-                      config/catalog/catalog.json, the one the gateway and the dev stack use; the first
-                      line names it); --cluster / --manifests also say why credentials are not
-                      compiled at all; exits 1 when no attempt remains
-  management-key create --namespace <ns> [--name <name>]
-                      create a management key for an account and print it once
-  gateway --config-dir <dir> --bundle-dir <dir> --key-dir <dir> [--catalog <file>] [--shared-keys-dir <dir>]
-          [--port 8080] [--ops-port 8081] [--attempt-timeout-ms 60000] [--region <r>] [--upstream-ca <pem>]
-                      (health, readiness, metrics and the operator's status endpoint are on --ops-port only)
-                      the OpenAI-compatible reference gateway on the mounted routing config (docs/gateway.md);
-                      default catalog: config/catalog/catalog.json
-  bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
-                      rotate the data key that seals credential bundles (stage, wait ~1 min, activate)
-
-options (each command accepts only the ones it uses; an option of another command is an error):
-  --kubeconfig <path>         kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config; management-key,
-                              bundle-key and explain --cluster then fall back to a running dev stack's, from
-                              .dev/connection.json, and print which one they used)
-  --routing-namespace <ns>    where compiled routing ConfigMaps go (default: $POD_NAMESPACE or byok-system)
-  --namespaces <a,b>          only watch these namespaces (default: all)
-  --http-port <port>          operator metrics/health port (default 8081)
-  --api-port <port>           API server port (default 8080)
-  --api-host <host>           API server bind address (default 0.0.0.0; dev: 127.0.0.1)
-  --aggregated-port <port>    HTTPS port of the aggregated API (default 8443; 0 picks one)
-  --aggregated-tls-dir <dir>  tls.crt and tls.key of the aggregated API's serving certificate
-                              (default: a self-signed one, for development only)
-  --no-aggregated             serve only the REST door
-  --aggregated-accept-tokens  let clients send bearer tokens straight to the aggregated port (TokenReview); off by
-                              default: it is reached through the kube-apiserver (docs/aggregated-api.md)
-  --no-leader-election        run without a Lease (single replica only)
-  --no-gitops-guard           let the API write credentials that Git manages
-  --rate-limit <n>/<ms>ms     API requests per management key per window (default 600/10000ms; 0 disables)
-  --gateway-routing-slots <n>, --gateway-bundle-slots <n>
-                              shard/bundle slots gateway pods mount; the operator warns when the config needs more
-  --max-credentials <n>       credentials per account unless its Account sets spec.limits.maxCredentials (default 1000)
-  --egress-allow <cidr|ip|host>  (repeatable, or comma-separated) let tenant URLs (Azure endpoint_url, Vertex
-                              token_uri) reach these despite the egress policy; give the same list to the
-                              operator, the API and the gateway (docs/gateway.md, "Egress policy"). A CIDR is the
-                              network address and a plain decimal prefix (10.0.0.0/8; not 10.1.2.3/8, 10.0.0.0/,
-                              10.0.0.0/08); IPv4 in dotted decimal; anything else is refused
-  --orphan-grace-seconds <s>  API: delete unreferenced API-managed key Secrets older than this (default 600; 0 disables)
-  --log-level <level>         pino level (default info)
-  --ledger-redis-url <url>    the gateways' shared spend ledger (Redis): the gateway meters into it; the operator
-                              leader publishes spend into Account, Workspace and Guardrail status (docs/ledger.md)
-  --ledger-snapshot <file>    gateway without Redis: where the embedded ledger keeps the month across restarts
-  --status-token-file <file>  shared token of GET /byok/status: the gateway serves it, the operator leader pulls it
-                              into UpstreamHealthy, lastUsedTime and Delivered (docs/operator.md)
-  --gateway-service <ns>/<name>[:<port>]
-                              operator: find gateway pods through this Service's EndpointSlices (port name or number)
-  --gateway-status-urls <a,b> operator: fixed gateway base URLs instead (dev)
-`;
-
+/** A usage error: the message, then the command's own page, on stderr; the exit status its page names. */
 function fail(message: string): never {
-  process.stderr.write(`byok-operator: ${message}\n\n${USAGE}`);
-  process.exit(2);
+  process.stderr.write(`byok-operator: ${message}\n\n${helpPage}`);
+  process.exit(EXIT.usage);
 }
 
 /**
@@ -204,6 +144,7 @@ const EXPLAIN_OPTIONS = {
   kubeconfig: { type: 'string' },
   'config-dir': { type: 'string' },
   catalog: { type: 'string' },
+  'shared-keys-dir': { type: 'string' },
   request: { type: 'string' },
   cluster: { type: 'boolean', default: false },
   manifests: { type: 'string' },
@@ -217,6 +158,15 @@ const MANAGEMENT_KEY_OPTIONS = {
   name: { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
+const GATEWAY_KEY_OPTIONS = {
+  ...COMMON_OPTIONS,
+  kubeconfig: { type: 'string' },
+  namespace: { type: 'string' },
+  workspace: { type: 'string' },
+  guardrail: { type: 'string' },
+  name: { type: 'string' },
+} as const satisfies ParseArgsOptionsConfig;
+
 const BUNDLE_KEY_OPTIONS = {
   ...COMMON_OPTIONS,
   kubeconfig: { type: 'string' },
@@ -224,12 +174,17 @@ const BUNDLE_KEY_OPTIONS = {
 } as const satisfies ParseArgsOptionsConfig;
 
 function parseOptions<const O extends ParseArgsOptionsConfig>(args: string[], options: O, positionals: boolean) {
-  const parsed = parseArgs({ args, options, allowPositionals: positionals, strict: true });
-  if ((parsed.values as { help?: boolean }).help) {
-    process.stdout.write(USAGE);
-    process.exit(0);
+  // --help wins over anything else on the line, even an option the command does not take.
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(helpPage);
+    process.exit(EXIT.ok);
   }
-  return parsed;
+  try {
+    return parseArgs({ args, options, allowPositionals: positionals, strict: true });
+  } catch (err) {
+    // An unknown option or a missing value is a usage error (2), not a failure (1).
+    fail(err instanceof Error ? err.message : String(err));
+  }
 }
 
 function port(value: string | undefined, fallback: number): number {
@@ -267,14 +222,42 @@ async function devServingCertificate(): Promise<{ certPem: string; keyPem: strin
 
 const routingNamespaceOf = (value: string | undefined): string => value ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
+/** `management-key create`: the key on stdout, once; what was done on stderr. */
+async function managementKeyCommand(rest: string[]): Promise<void> {
+  const { values, positionals } = parseOptions(rest, MANAGEMENT_KEY_OPTIONS, true);
+  if (positionals[0] !== 'create' || positionals.length > 1) fail('usage: management-key create --namespace <ns> [--name <name>]');
+  const namespace = values.namespace ?? fail('management-key create needs --namespace');
+  const { createManagementKey } = await import('../service/management-keys.ts');
+  const { key, secretName } = await createManagementKey(await userKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
+  process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
+  process.stdout.write(`${key}\n`);
+}
+
+/** `gateway-key create`: like management-key create, for the gateway's Authorization header (a GatewayAPIKey). */
+async function gatewayKeyCommand(rest: string[]): Promise<void> {
+  const { values, positionals } = parseOptions(rest, GATEWAY_KEY_OPTIONS, true);
+  if (positionals[0] !== 'create' || positionals.length > 1) fail('usage: gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>]');
+  const namespace = values.namespace ?? fail('gateway-key create needs --namespace');
+  const { createGatewayKey } = await import('../service/gateway-keys.ts');
+  const opts = { ...(values.name ? { name: values.name } : {}), ...(values.workspace ? { workspace: values.workspace } : {}), ...(values.guardrail ? { guardrail: values.guardrail } : {}) };
+  const created = await createGatewayKey(await userKubeConfig(values.kubeconfig), namespace, opts);
+  const scope = `workspace ${values.workspace ?? '(the default Workspace)'}${values.guardrail ? `, guardrail ${values.guardrail}` : ''}`;
+  process.stderr.write(`created GatewayAPIKey ${namespace}/${created.name} (${scope}; it holds only the key's SHA-256, ${created.hash}).\n`);
+  if (created.warning) process.stderr.write(`warning: ${created.warning}\n`);
+  process.stderr.write('The key is shown once:\n');
+  process.stdout.write(`${created.key}\n`);
+}
+
 async function main(argv: string[]): Promise<void> {
-  if (argv[0] === '--help' || argv[0] === '-h') argv = ['help'];
+  if (argv[0] === '--help' || argv[0] === '-h') argv = ['help', ...argv.slice(1)];
   if (argv[0] === '--version') argv = ['version'];
   const [command, ...rest] = argv;
   if (!command || command === 'help') {
-    process.stdout.write(USAGE);
+    // `help <command>` is that command's page.
+    process.stdout.write((rest[0] !== undefined ? COMMAND_HELP[rest[0]] : undefined) ?? USAGE);
     return;
   }
+  helpPage = COMMAND_HELP[command] ?? USAGE;
   switch (command) {
     case 'run':
     case 'operator':
@@ -427,22 +410,17 @@ async function main(argv: string[]): Promise<void> {
         catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
         request,
         json: values.json,
+        ...(values['shared-keys-dir'] !== undefined ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
         ...(credentials ? { credentials } : {}),
       });
       process.stdout.write(result.output);
       process.exitCode = result.exitCode;
       return;
     }
-    case 'management-key': {
-      const { values, positionals } = parseOptions(rest, MANAGEMENT_KEY_OPTIONS, true);
-      if (positionals[0] !== 'create') fail('usage: management-key create --namespace <ns> [--name <name>]');
-      const namespace = values.namespace ?? fail('management-key create needs --namespace');
-      const { createManagementKey } = await import('../service/management-keys.ts');
-      const { key, secretName } = await createManagementKey(await userKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
-      process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
-      process.stdout.write(`${key}\n`);
-      return;
-    }
+    case 'management-key':
+      return managementKeyCommand(rest);
+    case 'gateway-key':
+      return gatewayKeyCommand(rest);
     case 'bundle-key': {
       const { values, positionals } = parseOptions(rest, BUNDLE_KEY_OPTIONS, true);
       const routingNamespace = routingNamespaceOf(values['routing-namespace']);

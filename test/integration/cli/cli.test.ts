@@ -4,12 +4,13 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
-const cli = async (...args: string[]) => (await run(process.execPath, [main, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' })).stdout.trim();
+const cliFull = async (...args: string[]) => run(process.execPath, [main, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' });
+const cli = async (...args: string[]) => (await cliFull(...args)).stdout.trim();
 
 describe('byok-operator CLI', () => {
   let ns: string;
@@ -26,6 +27,29 @@ describe('byok-operator CLI', () => {
     const stored = Object.values(secret.data ?? {}).map((v) => Buffer.from(v, 'base64').toString('utf8'));
     expect(stored).toEqual([createHash('sha256').update(key).digest('hex')]);
     expect(JSON.stringify(secret)).not.toContain(key);
+  });
+
+  test('gateway-key create prints the key once, writes a GatewayAPIKey with its SHA-256, and warns when it has no workspace', async () => {
+    const custom = testKubeConfig().makeApiClient(CustomObjectsApi);
+    const read = async (name: string) => (await custom.getNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'gatewayapikeys', name })) as { spec: Record<string, unknown> };
+    // No default Workspace yet: created all the same, with a warning on stderr that says what to do.
+    const bare = await cliFull('gateway-key', 'create', '--namespace', ns, '--name', 'app-key');
+    const key = bare.stdout.trim();
+    expect(key).toMatch(/^sk-byok-gw-v1-[0-9a-f]{64}$/);
+    const hash = createHash('sha256').update(key).digest('hex');
+    expect(await read('app-key')).toMatchObject({ spec: { hash } });
+    expect(JSON.stringify(await read('app-key'))).not.toContain(key);
+    expect(bare.stderr).toContain(`created GatewayAPIKey ${ns}/app-key`);
+    expect(bare.stderr).toContain(hash);
+    expect(bare.stderr).toMatch(/warning: namespace \S+ has no default Workspace/);
+    expect(bare.stderr).not.toContain(key);
+
+    await custom.createNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'workspaces', body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } } });
+    const scoped = await cliFull('gateway-key', 'create', '--namespace', ns, '--workspace', 'main', '--guardrail', 'cap', '--name', 'scoped-key');
+    expect((await read('scoped-key')).spec).toMatchObject({ hash: createHash('sha256').update(scoped.stdout.trim()).digest('hex'), workspace: 'main', guardrail: 'cap' });
+    expect(scoped.stderr).not.toContain('warning');
+    // A name already taken: the apiserver refuses, exit 1, and no key is printed.
+    await expect(cliFull('gateway-key', 'create', '--namespace', ns, '--name', 'app-key')).rejects.toMatchObject({ code: 1, stdout: '' });
   });
 
   test('bundle-key stage then activate switches the active key and keeps the old one', async () => {

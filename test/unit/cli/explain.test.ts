@@ -60,6 +60,37 @@ describe('explain', () => {
     expect(result.exitCode).toBe(1);
   });
 
+  test('--shared-keys-dir: a shared attempt for a provider without a usable shared key is marked "will fail: no shared key", as the gateway answers it', async () => {
+    const shared = mkdtempSync(join(tmpdir(), 'byok-shared-keys-'));
+    writeFileSync(join(shared, 'anthropic'), 'sk-ant-shared-0123456789\n');
+    const request = JSON.stringify({ model: MODEL, apiKeyHash: K1, userId: 'u1' });
+    const { output, exitCode } = await explain({ configDir, catalogFile, request, json: false, sharedKeysDir: shared });
+    expect(exitCode).toBe(0);
+    const attempts = output.split('\n').filter((l) => /^ {2}\d+\. /.test(l));
+    expect(attempts.find((a) => a.includes('shared anthropic'))).not.toContain('will fail');
+    const others = attempts.filter((a) => a.includes('. shared ') && !a.includes('shared anthropic'));
+    expect(others.length).toBeGreaterThan(0);
+    for (const a of others) expect(a).toMatch(/\(will fail: no shared key\)$/);
+    for (const a of attempts.filter((x) => x.includes('. credential '))) expect(a).not.toContain('will fail');
+    // --json says the same per attempt.
+    const plan = JSON.parse((await explain({ configDir, catalogFile, request, json: true, sharedKeysDir: shared })).output) as { willFail: { attempt: number; reason: string }[] };
+    expect(plan.willFail.length).toBe(others.length);
+    expect(plan.willFail.every((w) => w.reason === 'no shared key')).toBe(true);
+    // Without the flag explain cannot know: it says what decides, and promises nothing.
+    expect((await explain({ configDir, catalogFile, request, json: false })).output).toContain('--shared-keys-dir checks them');
+  });
+
+  test('--shared-keys-dir: when only shared attempts remain and none has a key, exit 1 (the gateway would answer 502)', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'byok-shared-keys-'));
+    const request = JSON.stringify({ model: MODEL, apiKeyHash: K1, providerOnly: ['together'] });
+    const plain = await explain({ configDir, catalogFile, request, json: false });
+    expect(plain.exitCode).toBe(0);
+    const checked = await explain({ configDir, catalogFile, request, json: false, sharedKeysDir: empty });
+    expect(checked.output).toContain('shared together (will fail: no shared key)');
+    expect(checked.output).toContain('(every attempt will fail: the gateway would answer 502)');
+    expect(checked.exitCode).toBe(1);
+  });
+
   test('credentials missing from the config are listed with the reason, from manifests', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'byok-explain-manifests-'));
     const ns = account([]).namespace;
