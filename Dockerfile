@@ -1,7 +1,12 @@
 # syntax=docker/dockerfile:1
 # Multi-stage: type-check and compile with dev dependencies, ship only dist/ and production dependencies
 # on Node 24 LTS, as a non-root user; the chart runs it with a read-only root filesystem.
-FROM node:24-bookworm-slim AS build
+# NODE_BASE: where no registry is reachable, hack/image/build.sh makes an equivalent base from Debian packages and the
+# npm registry's Node and passes it here.
+ARG NODE_BASE=node:24-bookworm-slim
+FROM ${NODE_BASE} AS build
+# A CA bundle for a TLS-inspecting proxy in front of the npm registry, for the install steps only (never in the image).
+ARG NODE_EXTRA_CA_CERTS=
 WORKDIR /src
 # `npm install --no-save` installs the locked versions like `npm ci`, but tolerates a lock file written against
 # a registry mirror without other platforms' optional binaries (see scripts/bootstrap.mjs).
@@ -11,7 +16,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-FROM node:24-bookworm-slim AS runtime
+FROM ${NODE_BASE} AS runtime
+ARG NODE_EXTRA_CA_CERTS=
 ENV NODE_ENV=production
 # jemalloc for native memory (see below).
 RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/*
