@@ -31,3 +31,4 @@ export * from './account.ts';
 export * from './planner.ts';
 export * from './billing.ts';
 export * from './budgets.ts';
+export * from './hints.ts';

@@ -6,7 +6,8 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormatsModule from 'ajv-formats';
 import { describePayloadIssues, type Violation } from '../domain/errors.ts';
 import { validatePayload } from '../domain/payloads.ts';
-import { isProviderSlug, type ProviderSlug } from '../domain/providers.ts';
+import { closestName, didYouMean } from '../domain/hints.ts';
+import { isProviderSlug, PROVIDER_SLUGS, type ProviderSlug } from '../domain/providers.ts';
 import { bytesIssue, textIssue } from '../domain/text.ts';
 import { ApiError, badRequest } from './errors.ts';
 import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './key-schema.ts';
@@ -16,9 +17,10 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 const ajv = new Ajv2020({ allErrors: true, verbose: false, strict: false });
 addFormats(ajv, ['uuid', 'date-time']);
 
+const schemas = { create: structural(createRequestSchema), update: structural(updateRequestSchema) };
 const validators = {
-  create: ajv.compile(structural(createRequestSchema)),
-  update: ajv.compile(structural(updateRequestSchema)),
+  create: Object.assign(ajv.compile(schemas.create), { schema: schemas.create }),
+  update: Object.assign(ajv.compile(schemas.update), { schema: schemas.update }),
 };
 
 export type CreateBody = {
@@ -48,14 +50,35 @@ function fieldOf(e: ErrorObject): string {
   return out;
 }
 
-function messageOf(e: ErrorObject, field: string): string {
+/** The value at an ajv instancePath (`/allowed_models/3`), or undefined. */
+function valueAt(body: unknown, instancePath: string): unknown {
+  let v = body;
+  for (const p of instancePath.split('/').slice(1)) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[p] : undefined;
+  return v;
+}
+
+/** The property names of the schema object at an ajv instancePath (request bodies nest no deeper than one object). */
+function knownFields(schema: JsonSchema, instancePath: string): string[] {
+  let node: JsonSchema | undefined = schema;
+  for (const p of instancePath.split('/').slice(1)) node = (node?.properties as Record<string, JsonSchema> | undefined)?.[p] ?? (node?.items as JsonSchema | undefined);
+  return Object.keys((node?.properties as Record<string, JsonSchema> | undefined) ?? {});
+}
+
+/**
+ * One message per error, with the did-you-mean hint `validate` gives (src/domain/hints.ts): `isByokOnly` → is_byok_only,
+ * `open-ai` → openai. A hint names only a known field or slug, so the submitted value is still never echoed.
+ */
+function messageOf(e: ErrorObject, field: string, body: unknown, schema: JsonSchema): string {
   switch (e.keyword) {
     case 'required':
       return `${field} is required`;
     case 'additionalProperties':
-      return `Unknown field: ${field}`;
-    case 'enum':
-      return field === 'provider' ? 'provider must be one of the BYOK provider slugs' : `${field} must be one of the allowed values`;
+      return `Unknown field: ${field}${didYouMean(closestName(String(e.params.additionalProperty), knownFields(schema, e.instancePath)))}`;
+    case 'enum': {
+      if (field !== 'provider') return `${field} must be one of the allowed values`;
+      const sent = valueAt(body, e.instancePath);
+      return `provider must be one of the BYOK provider slugs${typeof sent === 'string' ? didYouMean(closestName(sent, PROVIDER_SLUGS)) : ''}`;
+    }
     case 'type': {
       const t = e.params.type as string | string[];
       return `${field} must be ${Array.isArray(t) ? t.join(' or ') : t}`;
@@ -67,7 +90,7 @@ function messageOf(e: ErrorObject, field: string): string {
   }
 }
 
-function structuralCheck(validate: ValidateFunction, body: unknown): void {
+function structuralCheck(validate: ValidateFunction & { schema: JsonSchema }, body: unknown): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw badRequest('The request body must be a JSON object', { field: null });
   }
@@ -78,7 +101,7 @@ function structuralCheck(validate: ValidateFunction, body: unknown): void {
   const problems: { field: string; message: string }[] = [];
   for (const e of errs) {
     const field = fieldOf(e);
-    const message = messageOf(e, field);
+    const message = messageOf(e, field, body, validate.schema);
     if (seen.has(message)) continue;
     seen.add(message);
     problems.push({ field, message });
@@ -150,9 +173,15 @@ export function checkPayload(provider: ProviderSlug, key: string, egress: Egress
   }
 }
 
+/** `allowed_models[3] must be …`; a message that already names its field (`is_byok_only=true cannot be …`) as is. */
+export function violationText(v: Violation): string {
+  const bare = v.field.replace(/\[\d+\]$/, '');
+  return new RegExp(`(^|[^a-z_])${bare}([^a-z_]|$)`).test(v.message) ? v.message : `${v.field} ${v.message}`;
+}
+
 export function violationsError(violations: readonly Violation[]): ApiError {
   const first = violations[0];
-  return badRequest(violations.map((v) => `${v.field} ${v.message}`).join('; '), {
+  return badRequest(violations.map(violationText).join('; '), {
     field: first?.field ?? null,
     code: first?.code ?? null,
     violations: violations.map((v) => ({ field: v.field, code: v.code, message: v.message })),
