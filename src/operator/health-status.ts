@@ -297,8 +297,8 @@ async function healthPass(c: PassContext): Promise<boolean> {
           if (health.status !== 'Unknown') rotatedFromFalse.delete(id);
           if (health.status === 'False') {
             const reason = health.reason === ConditionReason.Unauthorized ? EventReason.UpstreamUnauthorized : health.reason === ConditionReason.RateLimited ? EventReason.UpstreamRateLimited : EventReason.UpstreamErrors;
-            const note = health.reason === ConditionReason.Unauthorized ? `the provider refused this key: rotate it (${health.message})` : health.message;
-            return events.record(cred, 'Warning', reason, note).catch(() => undefined);
+            // The condition's message already says what to do ("…refused this key (401/403): rotate it: <counts>").
+            return events.record(cred, 'Warning', reason, health.message).catch(() => undefined);
           }
           if (health.status === 'True' && recovered) return events.record(cred, 'Normal', EventReason.UpstreamRecovered, `the provider accepts this credential again: ${health.message}`).catch(() => undefined);
           return undefined;

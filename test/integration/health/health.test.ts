@@ -236,7 +236,10 @@ describe('credential health and delivery from the gateways', () => {
     expect(Date.now() - started).toBeLessThan(30_000);
     expect(bad.status?.lastUsedTime).toEqual(expect.any(String));
     await until('UpstreamUnauthorized Event', async () => (await events('oa')).find((e) => e.type === 'Warning' && e.reason === 'UpstreamUnauthorized'), 15_000, 200);
-    expect((await events('oa')).find((e) => e.reason === 'UpstreamUnauthorized')!.note).toContain('the provider refused this key: rotate it');
+    // The sentence once, then the counts (it used to wrap the condition's message, which says it already).
+    const note = (await events('oa')).find((e) => e.reason === 'UpstreamUnauthorized')!.note;
+    expect(note).toMatch(/^the provider refused this key \(401\/403\): rotate it: \d+ ok, \d+ refused/);
+    expect(note.match(/refused this key/g)).toHaveLength(1);
     const oldVersion = (bad.status!.delivery as { configVersion: string }).configVersion;
 
     await setSecret(kc, ns, 'oa-key', 'sk-health-openai-new-accepted');
@@ -462,7 +465,8 @@ describe('credential health and delivery from the gateways', () => {
     expect(probes.every((p) => p.path === '/deepseek/v1/models')).toBe(true);
     // Only annotated credentials are probed: nothing with the unannotated credentials' keys.
     expect(up.probes.filter((p) => p.auth.startsWith('sk-health-mistral') || p.auth.startsWith('gsk-health') || p.auth.includes('openai'))).toEqual([]);
-    await until('UpstreamUnauthorized Event for the probed credential', async () => (await events('probed')).find((e) => e.reason === 'UpstreamUnauthorized'), 15_000, 200);
+    const probedEvent = await until('UpstreamUnauthorized Event for the probed credential', async () => (await events('probed')).find((e) => e.reason === 'UpstreamUnauthorized'), 15_000, 200);
+    expect(probedEvent.note.match(/rotate it/g)).toHaveLength(1);
     expect(cond(await creds.get('idle'), 'UpstreamHealthy')?.reason).toBe('Unused');
   }, 60_000);
 
