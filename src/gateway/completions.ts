@@ -2,7 +2,7 @@
 // phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import { closestModel, didYouMean, listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
 import { BundleError, type GatewayRequest } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
@@ -180,7 +180,9 @@ export class CompletionRequest implements MeteredRequest {
     if (this.plan.attempts.length === 0) {
       const code = this.plan.error?.code ?? 'no_available_endpoint';
       const status = PLAN_ERROR_STATUS[code] ?? 404;
-      return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}`, {
+      // `gpt-5` for `openai/gpt-5` is the usual slip with the OpenAI SDK: name the slug, same status and body shape.
+      const hint = code === 'model_not_in_catalog' ? didYouMean(closestModel(this.model, this.catalog.models.map((m) => m.model))) : '';
+      return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}${hint}`, {
         reason: code,
         excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
       });
