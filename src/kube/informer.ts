@@ -58,6 +58,11 @@ export interface InformerOptions {
   transform?: (obj: KubernetesObject) => KubernetesObject;
 }
 
+/** The apiserver's 429 while its watch cache (re)initializes, as opposed to a throttling or a real failure. */
+export function warmingUp(err: unknown): boolean {
+  return err instanceof KubeApiError && err.status === 429 && /\(re\)initializing/.test(err.body?.message ?? err.message);
+}
+
 export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /**
@@ -448,7 +453,11 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
         failures++;
         this.opts.onRestart?.('error');
         const delay = this.backoff(failures);
-        this.log?.warn({ namespace: s.namespace, err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'list/watch failed; retrying');
+        const detail = { namespace: s.namespace, err: err instanceof Error ? err.message : String(err), retryInMs: delay };
+        // A kube-apiserver answers 429 "storage is (re)initializing" until its watch cache of a resource is ready
+        // (at its start, or just after a CRD is installed): expected, and the retry cures it, so no warning.
+        if (warmingUp(err)) this.log?.info(detail, 'the apiserver is still filling its watch cache; retrying');
+        else this.log?.warn(detail, 'list/watch failed; retrying');
         await this.sleep(delay);
       }
     }
