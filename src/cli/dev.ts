@@ -50,6 +50,8 @@ export interface DevConnection {
   aggregatedApi: { group: string; version: string; apiService: string; url: string };
   /** The reference gateway (OpenAI-compatible), on the projected routing config; see docs/gateway.md. */
   gatewayBaseUrl: string;
+  /** The gateway's ops listener (never tenant-facing): GET /metrics, /healthz, /readyz, and the operator's /byok/status. */
+  gatewayOpsUrl: string;
   /** Where spend is metered: the dev redis-server (AOF) or the gateway's embedded ledger. */
   ledger: { backend: 'redis'; url: string } | { backend: 'embedded' };
 }
@@ -187,6 +189,7 @@ export async function runDev(options: DevOptions): Promise<void> {
       aggregatedApi: { group: AGG_GROUP, version: AGG_VERSION, apiService: APISERVICE_NAME, url: aggregated.url },
       ledger: redis ? { backend: 'redis', url: redis.url } : { backend: 'embedded' },
       gatewayBaseUrl: devGateway.url,
+      gatewayOpsUrl: devGateway.opsUrl,
     };
     mkdirSync(devDir, { recursive: true });
     writeFileSync(connectionFile, `${JSON.stringify(connection, null, 2)}\n`, { mode: 0o600 });
@@ -201,6 +204,7 @@ export async function runDev(options: DevOptions): Promise<void> {
         `  REST API:        ${api.url}   (apiBaseUrl; the port is picked at start, --api-port fixes it)`,
         `  operator:        ${operator.httpAddress}/metrics`,
         `  gateway:         ${devGateway.url}`,
+        `  gateway ops:     ${devGateway.opsUrl}/metrics   (health: /healthz, /readyz; gatewayOpsUrl)`,
         `  catalog:         ${devGateway.catalogSource} (served as ${devGateway.catalogFile}, upstreams on loopback)`,
         `  connection file: ${connectionFile}`,
         '',

@@ -37,6 +37,22 @@ describe('npm run dev', () => {
     expect(existsSync(connection.kubeconfig)).toBe(true);
   });
 
+  test("the banner and the connection file give the gateway's ops URL: metrics and health answer there", async () => {
+    expect(connection.gatewayOpsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(connection.gatewayOpsUrl).not.toBe(new URL(connection.gatewayBaseUrl).origin);
+    expect(output()).toContain(`gateway ops:     ${connection.gatewayOpsUrl}/metrics`);
+    const metrics = await fetch(`${connection.gatewayOpsUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('byok_gateway_requests_total');
+    expect((await fetch(`${connection.gatewayOpsUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${connection.gatewayOpsUrl}/readyz`)).status).toBe(200);
+  });
+
+  test('start-up logs no warning for the apiserver filling its watch caches (429 "storage is (re)initializing")', () => {
+    const warnings = output().split('\n').filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 40);
+    expect(warnings.filter((l) => l.includes('initializing'))).toEqual([]);
+  });
+
   test('the sample credentials are listed by the API with the management key', async () => {
     const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.managementKey}` } });
     expect(res.status).toBe(200);
