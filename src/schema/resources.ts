@@ -173,7 +173,7 @@ export const byokCredential: ResourceDefinition = {
     { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'Fallback section.' },
     { name: 'Order', type: 'integer', jsonPath: '.status.sortOrder', description: 'Effective sort order.' },
     { name: 'Upstream', type: 'string', jsonPath: '.status.conditions[?(@.type=="UpstreamHealthy")].reason', description: 'UpstreamHealthy reason: Serving, Unauthorized, RateLimited, UpstreamErrors or Unused.' },
-    { name: 'Last Used', type: 'date', jsonPath: '.status.lastUsedTime', description: 'Time since a gateway last used the credential.' },
+    { name: 'Last Used', type: 'date', jsonPath: '.status.lastUsedTime', description: 'Time since a gateway last used the credential; up to about a minute stale, since status.lastUsedTime is rewritten only when it moved by the resolution (default 1 min).' },
     { name: 'Delivered', type: 'string', jsonPath: '.status.conditions[?(@.type=="Delivered")].status', description: 'Every gateway pod has loaded the current version.', priority: 1 },
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled', description: 'Disabled credentials are never used.', priority: 1 },
     { name: 'ID', type: 'string', jsonPath: '.status.id', description: 'Public id.', priority: 1 },
