@@ -93,6 +93,16 @@ function secretIndex(manifests: readonly LoadedManifest[]): (name: string, names
 }
 
 /**
+ * Whether a `data:` value is a raw key rather than base64: not canonical base64 (Kubernetes refuses it on apply), or
+ * base64 in form only (a plain alphanumeric key) that decodes to bytes that are not UTF-8 text.
+ */
+function rawUnderData(value: string, decoded: Uint8Array): boolean {
+  const compact = value.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 !== 0) return true;
+  return bytesIssue(decoded) !== null;
+}
+
+/**
  * What the reconciler would say about a credential's Secret (SecretNotFound, KeyNotFound, PayloadInvalid), checked
  * offline when the Secret is among the manifests. Messages never contain the payload.
  */
@@ -113,10 +123,15 @@ function secretFindings(manifest: LoadedManifest, object: string, findSecret: Re
   if (bytes === undefined) {
     return [{ severity: 'error', file: found.manifest.file, ...found.manifest.locate([found.secret.data ? 'data' : found.secret.stringData ? 'stringData' : 'metadata']), object: secretObject, path: `data.${key}`, message: `${ConditionReason.KeyNotFound}: the Secret has no key "${key}" (referenced by ${object})` }];
   }
+  const at = { file: found.manifest.file, ...where(field), object: secretObject, path: `${field}.${key}` };
+  if (field === 'data' && rawUnderData(found.secret.data![key]!, bytes)) {
+    // The usual slip: a plain key pasted under `data:`, which Kubernetes base64-decodes into garbage.
+    return [{ severity: 'error', ...at, message: `${ConditionReason.PayloadInvalid} for ${spec.provider} (referenced by ${object}): data.${key} is not base64 (values under data: are base64-encoded); for a plain-text key use stringData: instead of data:` }];
+  }
   const badBytes = bytesIssue(bytes);
   const result = badBytes ? { ok: false as const, errors: [{ field: '', message: badBytes.message }] } : validatePayload(spec.provider, Buffer.from(bytes).toString('utf8'));
   if (result.ok) return [];
-  return [{ severity: 'error', file: found.manifest.file, ...where(field), object: secretObject, path: `${field}.${key}`, message: `${ConditionReason.PayloadInvalid} for ${spec.provider} (referenced by ${object}): ${describePayloadIssues(result.errors)}` }];
+  return [{ severity: 'error', ...at, message: `${ConditionReason.PayloadInvalid} for ${spec.provider} (referenced by ${object}): ${describePayloadIssues(result.errors)}` }];
 }
 
 /**

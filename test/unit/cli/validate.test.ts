@@ -83,6 +83,25 @@ describe('validate', () => {
     expect(validatePath(dir).problems).toEqual([expect.stringMatching(/h\.yaml:7:25: error: BYOKCredential\/h: spec\.allowedApiKeyHashes\[0\]: must be exactly 64 lowercase hexadecimal characters/)]);
   });
 
+  test('a raw key under a Secret\'s data: (not base64) is told to use stringData, without echoing it', () => {
+    const canary = 'sk-proj-CANARY-raw-under-data-0123456789';
+    // Alphanumeric only, a multiple of 4: base64 in form, garbage once decoded.
+    const formOnly = 'sk9proj7CANARY3rawAB';
+    const doc = (name: string, value: string) =>
+      `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: ${name}, namespace: acme}\nspec:\n  provider: openai\n  secretRef: {name: ${name}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: ${name}, namespace: acme}\ndata:\n  key: ${value}\n`;
+    const dir = tempDir({ 'raw.yaml': doc('raw', canary), 'form.yaml': doc('form', formOnly), 'fine.yaml': doc('fine', Buffer.from(canary).toString('base64')) });
+    const report = validatePath(dir);
+    expect(report.problems).toEqual([
+      expect.stringMatching(/form\.yaml:12:3: error: Secret\/form: data\.key: PayloadInvalid for openai \(referenced by BYOKCredential\/form\): data\.key is not base64 \(values under data: are base64-encoded\); for a plain-text key use stringData: instead of data:$/),
+      expect.stringMatching(/raw\.yaml:12:3: error: Secret\/raw: data\.key: .*for a plain-text key use stringData: instead of data:$/),
+    ]);
+    expect(report.problems.join('\n')).not.toContain('UTF-8');
+    for (const format of OUTPUT_FORMATS) {
+      expect(formatReport(report, format)).not.toContain(canary);
+      expect(formatReport(report, format)).not.toContain(formOnly);
+    }
+  });
+
   test('referenced Secrets get the operator\'s payload checks at their own line; missing ones are a warning; no key material is echoed', () => {
     const cred = (name: string, secret: string, provider = 'openai', key?: string) =>
       `apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: ${name}, namespace: acme}\nspec:\n  provider: ${provider}\n  secretRef: {name: ${secret}${key ? `, key: ${key}` : ''}}\n`;
