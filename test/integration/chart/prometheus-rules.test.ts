@@ -60,6 +60,11 @@ async function promtoolPath(): Promise<string> {
   return stdout.trim().split('\n').pop()!;
 }
 
+/** A dashboard query as Grafana sends it: the variables replaced (All of pod/provider/model is the regex .*). */
+function withVariables(expr: string): string {
+  return expr.replaceAll('$namespace', NS).replaceAll('$__range', '1d').replaceAll(/\$(pod|provider|model)\b/g, '.*');
+}
+
 /** Metric names an expression reads: identifiers followed by a selector, histogram suffixes removed. */
 function metricsIn(expr: string): string[] {
   return [...expr.matchAll(/([a-zA-Z_:][a-zA-Z0-9_:]*)\{/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, ''));
@@ -682,7 +687,11 @@ const alertTests = {
 describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
   let promtool: string;
   let groups: RuleGroup[];
-  let dashboard: { panels: { title: string; targets: { expr: string }[] }[] };
+  let dashboard: {
+    panels: { type: string; title: string; description?: string; gridPos: { x: number; y: number }; timeFrom?: string; targets: { expr: string }[] }[];
+    templating: { list: { name: string; query?: string | { query: string }; allValue?: string }[] };
+  };
+  let dashboardMapName: string;
 
   beforeAll(async () => {
     promtool = await promtoolPath();
@@ -693,7 +702,9 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
       '--set', 'serviceMonitor.enabled=true', '--set', 'gateway.enabled=true'], { encoding: 'utf8', maxBuffer: 64 << 20 })).stdout;
     const docs = parseAllDocuments(rendered).map((d) => d.toJS() as { kind?: string; spec?: { groups: RuleGroup[] }; data?: Record<string, string> } | null);
     groups = docs.find((d) => d?.kind === 'PrometheusRule')!.spec!.groups;
-    dashboard = JSON.parse(docs.find((d) => d?.kind === 'ConfigMap' && d.data?.['byok-operator.json'])!.data!['byok-operator.json']!) as typeof dashboard;
+    const dashboardMap = docs.find((d) => d?.kind === 'ConfigMap' && d.data?.['byok-operator.json'])! as { metadata: { name: string }; data: Record<string, string> };
+    dashboard = JSON.parse(dashboardMap.data['byok-operator.json']!) as typeof dashboard;
+    dashboardMapName = dashboardMap.metadata.name;
     writeFileSync(join(dir, 'rules.yaml'), stringify({ groups }));
     writeFileSync(join(dir, 'tests.yaml'), stringify(withRunbooks(alertTests)));
   }, 900_000);
@@ -719,7 +730,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
   });
 
   test('every dashboard query is valid PromQL (checked by promtool as recording rules)', async () => {
-    const rules = dashboard.panels.flatMap((p, i) => p.targets.map((t, j) => ({ record: `byok:dashboard:panel${i}_${j}`, expr: t.expr.replaceAll('$namespace', NS) })));
+    const rules = dashboard.panels.flatMap((p, i) => p.targets.map((t, j) => ({ record: `byok:dashboard:panel${i}_${j}`, expr: withVariables(t.expr) })));
     writeFileSync(join(dir, 'dashboard-rules.yaml'), stringify({ groups: [{ name: 'dashboard', rules }] }));
     const { stdout } = await run(promtool, ['check', 'rules', join(dir, 'dashboard-rules.yaml')], { encoding: 'utf8' });
     expect(stdout).toContain(`SUCCESS: ${rules.length} rules found`);
@@ -733,6 +744,33 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     // Every alert the chart ships has a test.
     const tested = new Set(alertTests.tests.flatMap((t) => t.alert_rule_test.map((a) => a.alertname)));
     expect(groups.flatMap((g) => g.rules.map((r) => r.alert)).sort()).toEqual([...tested].sort());
+  });
+
+  test('dashboard: a top stat row, the Gateway row first, provider/model/pod variables, a description on every panel', () => {
+    const top = dashboard.panels.filter((p) => p.gridPos.y === 0);
+    expect(top.every((p) => p.type === 'stat')).toBe(true);
+    expect(top.map((p) => p.title)).toEqual(['Requests / s', 'Error % (5xx)', 'p99 latency', 'Spend today (list USD)', '402s (1 h)', 'Unhealthy keys']);
+    // "Today": the stat's range starts at midnight (Grafana's relative time now/d) and the query sums over that range.
+    const spend = top.find((p) => p.title.startsWith('Spend today'))!;
+    expect(spend.timeFrom).toBe('now/d');
+    expect(spend.targets[0]!.expr).toContain('[$__range]');
+    expect(dashboard.panels.filter((p) => p.type === 'row').map((p) => p.title)).toEqual(['Gateway', 'Operator', 'REST API']);
+    expect(dashboard.panels.filter((p) => p.description === undefined || p.description.length < 20).map((p) => p.title)).toEqual([]);
+    const variables = dashboard.templating.list.map((v) => v.name);
+    expect(variables).toEqual(expect.arrayContaining(['namespace', 'pod', 'provider', 'model']));
+    for (const v of dashboard.templating.list.filter((x) => ['pod', 'provider', 'model'].includes(x.name))) expect(v.allValue).toBe('.*');
+    // Each gateway panel whose metric has the label is filtered by it.
+    const gatewayExprs = dashboard.panels.filter((p) => p.gridPos.y < dashboard.panels.find((r) => r.title === 'Operator')!.gridPos.y).flatMap((p) => p.targets.map((t) => t.expr));
+    for (const e of gatewayExprs.filter((x) => x.includes('gen_ai_server_'))) expect(e).toContain('gen_ai_provider_name=~"$provider",gen_ai_request_model=~"$model"');
+    for (const e of gatewayExprs.filter((x) => x.includes('byok_gateway_requests_total'))) expect(e).toContain('pod=~"$pod"');
+    for (const e of gatewayExprs.filter((x) => x.includes('byok_gateway_attempts_total'))) expect(e).toContain('provider=~"$provider"');
+  });
+
+  test('the dashboard ConfigMap is not named byok-byok-… when the release is called byok', async () => {
+    expect(dashboardMapName).toBe('rel-byok-dashboard');
+    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
+    const out = await run(helm, ['template', 'byok', chart, '-n', NS, '--kube-version', '1.34.4', '--set', 'monitoring.grafanaDashboard.enabled=true', '--show-only', 'templates/grafana-dashboard.yaml'], { encoding: 'utf8' });
+    expect((parseAllDocuments(out.stdout)[0]!.toJS() as { metadata: { name: string } }).metadata.name).toBe('byok-dashboard');
   });
 
   test('rules and dashboard query only metrics the operator and API server register', async () => {
@@ -754,7 +792,8 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     // The gateway's own registry.
     const gateway = createGatewayMetrics({ defaultMetrics: false }).registry;
     const registered = new Set([...registry.getMetricsAsArray(), ...gateway.getMetricsAsArray()].map((m) => m.name));
-    const queried = [...groups.flatMap((g) => g.rules.map((r) => r.expr)), ...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr))].flatMap(metricsIn);
+    const variableQueries = dashboard.templating.list.flatMap((v) => (typeof v.query === 'object' ? [v.query.query] : []));
+    const queried = [...groups.flatMap((g) => g.rules.map((r) => r.expr)), ...dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)), ...variableQueries].flatMap(metricsIn);
     expect(queried.length).toBeGreaterThan(15);
     // `up` is Prometheus' own (one per scrape target), not a metric of ours.
     expect([...new Set(queried)].filter((m) => m !== 'up' && !registered.has(m))).toEqual([]);
