@@ -129,7 +129,8 @@ describe('operator reconciler', () => {
     await creds.waitReady('filtered', 'True');
     await keys.update('key-a', (o) => (o.spec!.disabled = true));
     await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
-    const k = await keys.waitReady('key-a', 'True');
+    // This namespace has no default Workspace, so the key is not usable at the gateway: Ready says NoWorkspace.
+    const k = await keys.waitReady('key-a', 'False', 'NoWorkspace');
     expect(cond(k, 'Live')).toMatchObject({ status: 'False', reason: 'Disabled' });
     expect(k.status?.live).toBe(false);
     // A key that expires: Ready until expiresAt, then the credential is re-evaluated without any apiserver event.
