@@ -228,7 +228,7 @@ export function parseListQuery(query: unknown): ListQuery {
   const workspaceId = single(q, 'workspace_id');
   if (workspaceId !== undefined && !isUuid(workspaceId)) throw badRequest('workspace_id must be a uuid', { field: 'workspace_id' });
   const provider = single(q, 'provider');
-  if (provider !== undefined && !isProviderSlug(provider)) throw badRequest('provider must be one of the BYOK provider slugs', { field: 'provider' });
+  if (provider !== undefined && !isProviderSlug(provider)) throw badRequest(`provider must be one of the BYOK provider slugs${didYouMean(closestName(provider, PROVIDER_SLUGS))}`, { field: 'provider' });
   return { offset, limit, workspaceId: workspaceId?.toLowerCase(), provider: provider as ProviderSlug | undefined };
 }
 

@@ -44,6 +44,12 @@ describe('REST 400s that teach', () => {
     expect((await post({ provider: 'zzzzzzzzzzzz', key: SECRET })).message).toBe('provider must be one of the BYOK provider slugs');
   });
 
+  test('the list filter ?provider= gets the same hint', async () => {
+    const res = await (await app()).inject({ method: 'GET', url: '/api/v1/byok?provider=open-ai', headers: { authorization: `Bearer ${MK}` } });
+    expect(res.statusCode).toBe(400);
+    expect((res.json() as { error: { message: string } }).error.message).toBe('provider must be one of the BYOK provider slugs; did you mean "openai"?');
+  });
+
   test('the field is named once: is_byok_only with is_fallback', async () => {
     const r = await post({ provider: 'openai', key: SECRET, is_byok_only: true, is_fallback: true });
     expect(r.status).toBe(400);
