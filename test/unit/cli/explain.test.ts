@@ -4,7 +4,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { credentialsFromManifests, explain } from '../../../src/cli/explain.ts';
+import { credentialsFromManifests, explain, hasSharedKey } from '../../../src/cli/explain.ts';
+import { AttemptPayloads } from '../../../src/gateway/payloads.ts';
+import { NO_EGRESS_EXCEPTIONS } from '../../../src/domain/egress.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
@@ -78,6 +80,26 @@ describe('explain', () => {
     expect(plan.willFail.every((w) => w.reason === 'no shared key')).toBe(true);
     // Without the flag explain cannot know: it says what decides, and promises nothing.
     expect((await explain({ configDir, catalogFile, request, json: false })).output).toContain('--shared-keys-dir checks them');
+  });
+
+  test('hasSharedKey says what the gateway\'s own shared-key lookup says (missing, unparseable, valid, a slug with a slash)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'byok-shared-keys-'));
+    writeFileSync(join(dir, 'openai'), 'sk-shared-0123456789\n');
+    writeFileSync(join(dir, 'amazon-bedrock'), '{"accessKeyId": 5}');
+    writeFileSync(join(dir, 'google-vertex'), 'not a service account');
+    // shared() reads only the directory: the routing watcher is never touched.
+    const gateway = new AttemptPayloads({ routing: undefined as never, egress: NO_EGRESS_EXCEPTIONS, sharedKeysDir: dir });
+    const gatewayHas = (p: Parameters<typeof hasSharedKey>[1]) => {
+      try {
+        gateway.shared(p);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (const provider of ['openai', 'anthropic', 'amazon-bedrock', 'google-vertex'] as const) expect([provider, hasSharedKey(dir, provider)]).toEqual([provider, gatewayHas(provider)]);
+    expect(hasSharedKey(dir, 'openai')).toBe(true);
+    expect(hasSharedKey(dir, 'anthropic')).toBe(false);
   });
 
   test('--shared-keys-dir: when only shared attempts remain and none has a key, exit 1 (the gateway would answer 502)', async () => {
