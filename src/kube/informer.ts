@@ -25,7 +25,8 @@ export interface InformerHandlers<T> {
   delete: (obj: T) => void;
 }
 
-export type RestartReason = 'error' | 'gone' | 'stale' | 'resync' | 'closed';
+/** `warming`: the apiserver's watch cache was not ready yet (429 at its start); not an error, so no alert counts it. */
+export type RestartReason = 'error' | 'warming' | 'gone' | 'stale' | 'resync' | 'closed';
 
 export interface InformerOptions {
   kubeConfig: KubeAccess;
@@ -451,12 +452,14 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
           continue;
         }
         failures++;
-        this.opts.onRestart?.('error');
+        // A kube-apiserver answers 429 "storage is (re)initializing" until its watch cache of a resource is ready
+        // (at its start, or just after a CRD is installed): expected, and the retry cures it, so no warning and no
+        // error restart (ByokInformerRestarts counts those).
+        const warming = warmingUp(err);
+        this.opts.onRestart?.(warming ? 'warming' : 'error');
         const delay = this.backoff(failures);
         const detail = { namespace: s.namespace, err: err instanceof Error ? err.message : String(err), retryInMs: delay };
-        // A kube-apiserver answers 429 "storage is (re)initializing" until its watch cache of a resource is ready
-        // (at its start, or just after a CRD is installed): expected, and the retry cures it, so no warning.
-        if (warmingUp(err)) this.log?.info(detail, 'the apiserver is still filling its watch cache; retrying');
+        if (warming) this.log?.info(detail, 'the apiserver is still filling its watch cache; retrying');
         else this.log?.warn(detail, 'list/watch failed; retrying');
         await this.sleep(delay);
       }

@@ -38,7 +38,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     queueLatency: new Histogram({ name: 'workqueue_queue_duration_seconds', help: 'How long in seconds an item stays in workqueue before being requested', labelNames: ['name', 'controller'], buckets: LATENCY_BUCKETS, registers }),
     workDuration: new Histogram({ name: 'workqueue_work_duration_seconds', help: 'How long in seconds processing an item from workqueue takes', labelNames: ['name', 'controller'], buckets: LATENCY_BUCKETS, registers }),
     leaderStatus: new Gauge({ name: 'leader_election_master_status', help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master', labelNames: ['name'], registers }),
-    informerRestarts: new Counter({ name: 'byok_informer_watch_restarts_total', help: 'Watch restarts per informer and reason (error, gone, stale, resync, closed)', labelNames: ['informer', 'reason'], registers }),
+    informerRestarts: new Counter({ name: 'byok_informer_watch_restarts_total', help: 'Watch restarts per informer and reason (error, warming: the apiserver watch cache not ready yet, gone, stale, resync, closed)', labelNames: ['informer', 'reason'], registers }),
     secretLookups: new Counter({ name: 'byok_secret_direct_reads_total', help: 'Direct GETs of credential Secrets not (yet) in the labelled cache', labelNames: ['result'], registers }),
   };
 }

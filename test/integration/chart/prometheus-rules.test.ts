@@ -151,9 +151,10 @@ const alertTests = {
       }],
     },
     {
-      name: 'informer watch restarts on errors, not on periodic resyncs',
+      name: 'informer watch restarts on errors, not on periodic resyncs or the apiserver warming its cache',
       interval: '1m',
       input_series: [
+        { series: `byok_informer_watch_restarts_total{namespace="${NS}",pod="a",informer="workspaces",reason="warming"}`, values: '0 6x20' },
         { series: `byok_informer_watch_restarts_total{namespace="${NS}",pod="a",informer="byokcredentials",reason="error"}`, values: '0+1x20' },
         { series: `byok_informer_watch_restarts_total{namespace="${NS}",pod="a",informer="workspaces",reason="resync"}`, values: '0+10x20' },
       ],

@@ -36,12 +36,12 @@ async function fakeApiserver(firstWatch: { code: number; message: string; reason
   return { server, access };
 }
 
-async function logsOf(firstWatch: { code: number; message: string; reason: string }): Promise<{ level: number; msg: string }[]> {
+async function logsOf(firstWatch: { code: number; message: string; reason: string }, restarts: string[] = []): Promise<{ level: number; msg: string }[]> {
   const lines: { level: number; msg: string }[] = [];
   const sink = new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(...chunk.toString().trim().split('\n').map((l) => JSON.parse(l) as { level: number; msg: string })), done()) });
   const { server, access } = await fakeApiserver(firstWatch);
   cleanups.push(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
-  const informer = new SupervisedInformer({ kubeConfig: access, path: '/api/v1/configmaps', name: 'configmaps', logger: pino({ level: 'debug' }, sink), backoffInitialMs: 10, resyncSeconds: 0 });
+  const informer = new SupervisedInformer({ kubeConfig: access, path: '/api/v1/configmaps', name: 'configmaps', logger: pino({ level: 'debug' }, sink), backoffInitialMs: 10, resyncSeconds: 0, onRestart: (r) => restarts.push(r) });
   cleanups.push(() => informer.stop());
   await informer.start();
   const deadline = Date.now() + 5000;
@@ -56,15 +56,21 @@ afterEach(async () => {
 
 describe('informer start-up log', () => {
   test('429 "storage is (re)initializing" is logged at info, in words that say it is expected', async () => {
-    const lines = await logsOf({ code: 429, reason: 'TooManyRequests', message: 'storage is (re)initializing' });
+    const restarts: string[] = [];
+    const lines = await logsOf({ code: 429, reason: 'TooManyRequests', message: 'storage is (re)initializing' }, restarts);
     const retry = lines.find((l) => /retrying/.test(l.msg))!;
     expect(retry).toMatchObject({ level: 30, msg: 'the apiserver is still filling its watch cache; retrying' });
     expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+    // Not an error restart either: ByokInformerRestarts (reason=~"error|stale") must not page on a start-up.
+    expect(restarts).toContain('warming');
+    expect(restarts).not.toContain('error');
   });
 
   test('any other watch failure is still a warning', async () => {
-    const lines = await logsOf({ code: 500, reason: 'InternalError', message: 'etcdserver: request timed out' });
+    const restarts: string[] = [];
+    const lines = await logsOf({ code: 500, reason: 'InternalError', message: 'etcdserver: request timed out' }, restarts);
     expect(lines.find((l) => /retrying/.test(l.msg))).toMatchObject({ level: 40, msg: 'list/watch failed; retrying' });
+    expect(restarts).toContain('error');
   });
 
   test('only the watch cache 429 counts as warming up, not priority-and-fairness throttling', () => {
