@@ -92,9 +92,21 @@ function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, re
 class IdMemory {
   private readonly periods = new Map<number, Map<string, Map<string, number>>>();
   private readonly retention: number;
+  /** Key -> its namespace: the spend gate passes the same key strings all day, so the namespace is cut (and hashed) once. */
+  private readonly namespaces = new Map<string, string>();
 
   constructor(retentionMs: number) {
     this.retention = retentionMs;
+  }
+
+  /** The account namespace of a key (idNamespace), cached. */
+  namespace(key: string): string {
+    let ns = this.namespaces.get(key);
+    if (ns === undefined) {
+      if (this.namespaces.size >= 10_000) this.namespaces.clear();
+      this.namespaces.set(key, (ns = idNamespace(key)));
+    }
+    return ns;
   }
 
   /** Whether the id was applied or released (current or previous period). */
@@ -226,7 +238,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
       }
       const at = now();
-      const ns = id === undefined ? '' : idNamespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
+      const ns = id === undefined ? '' : ids.namespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
       if (id !== undefined) {
         // Applied before: nothing changes; the first total as it was first returned, then the current ones.
         const first = ids.recorded(ns, id, at);
@@ -256,7 +268,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       ensureOpen();
       const at = now();
       // A request already settled or released holds nothing again.
-      if (req.checks.length > 0 && ids.known(idNamespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
+      if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
       // Synchronous from the first read to the last hold: no other request interleaves.
       for (let i = 0; i < req.checks.length; i++) {
         const c = req.checks[i]!;
@@ -278,7 +290,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     },
     async release(id, _amount, holdKeys) {
       dropHolds(id, holdKeys);
-      if (holdKeys.length > 0) ids.remember(idNamespace(holdKeys[0]!), id, RELEASED, now(), true);
+      if (holdKeys.length > 0) ids.remember(ids.namespace(holdKeys[0]!), id, RELEASED, now(), true);
     },
     async close() {
       if (closed) return;

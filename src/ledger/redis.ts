@@ -32,68 +32,75 @@ end
 const ADD_SCRIPT = `
 ${FIND_RECORDED}
 local idsAt = tonumber(ARGV[1])
-local calls = {}
+local nc = tonumber(ARGV[2])
+-- Per call: id, counters, hold sets, member, first counter's KEYS and ARGV index, already applied.
+local ids, ni, nh, member, kf, af, dup = {}, {}, {}, {}, {}, {}, {}
+local cur, prev
 local k, a = 1, 3
-for c = 1, tonumber(ARGV[2]) do
-  local call = { id = ARGV[a], ni = tonumber(ARGV[a + 1]), nh = tonumber(ARGV[a + 2]), member = ARGV[a + 3] }
+for c = 1, nc do
+  ids[c] = ARGV[a]
+  ni[c] = tonumber(ARGV[a + 1])
+  nh[c] = tonumber(ARGV[a + 2])
+  member[c] = ARGV[a + 3]
   a = a + 4
-  if call.id ~= '' then
-    call.cur = KEYS[k]
-    call.prev = KEYS[k + 1]
+  if ids[c] ~= '' then
+    cur = KEYS[k]
+    prev = KEYS[k + 1]
     k = k + 2
   end
-  call.k = k
-  call.a = a
-  k = k + call.ni + call.nh
-  a = a + 2 * call.ni
-  calls[c] = call
+  kf[c] = k
+  af[c] = a
+  k = k + ni[c] + nh[c]
+  a = a + 2 * ni[c]
 end
+-- A batch is one account: one pair of id sets, so ids seen earlier in it are keyed by id alone.
 local running = {}
 local seen = {}
-for _, call in ipairs(calls) do
-  if call.id ~= '' then
-    local tag = call.cur .. '|' .. call.id
-    if seen[tag] or recorded(call.cur, call.prev, call.id) then call.dup = true else seen[tag] = true end
+for c = 1, nc do
+  local id = ids[c]
+  if id ~= '' then
+    if seen[id] or recorded(cur, prev, id) then dup[c] = true else seen[id] = true end
   end
-  if not call.dup then
-    for i = 0, call.ni - 1 do
-      local key = KEYS[call.k + i]
-      local cur = running[key] or tonumber(redis.call('GET', key) or '0') or 0
-      cur = cur + tonumber(ARGV[call.a + 2 * i])
-      if cur > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. key) end
-      running[key] = cur
+  if not dup[c] then
+    for i = 0, ni[c] - 1 do
+      local key = KEYS[kf[c] + i]
+      local v = running[key] or tonumber(redis.call('GET', key) or '0') or 0
+      v = v + tonumber(ARGV[af[c] + 2 * i])
+      if v > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. key) end
+      running[key] = v
     end
   end
 end
 local out = {}
-local expiring = {}
-for _, call in ipairs(calls) do
-  if call.dup then
-    local first = recorded(call.cur, call.prev, call.id)
-    for i = 0, call.ni - 1 do
-      if i == 0 then out[#out + 1] = tonumber(first) else out[#out + 1] = tonumber(redis.call('GET', KEYS[call.k + i]) or '0') or 0 end
+local n = 0
+local remembered = false
+for c = 1, nc do
+  if dup[c] then
+    local first = recorded(cur, prev, ids[c])
+    for i = 0, ni[c] - 1 do
+      n = n + 1
+      if i == 0 then out[n] = tonumber(first) else out[n] = tonumber(redis.call('GET', KEYS[kf[c] + i]) or '0') or 0 end
     end
   else
     local first = 0
-    for i = 0, call.ni - 1 do
-      local key = KEYS[call.k + i]
-      local by = tonumber(ARGV[call.a + 2 * i])
+    for i = 0, ni[c] - 1 do
+      local key = KEYS[kf[c] + i]
+      local by = tonumber(ARGV[af[c] + 2 * i])
       local v = redis.call('INCRBY', key, by)
-      local at = tonumber(ARGV[call.a + 2 * i + 1])
+      local at = tonumber(ARGV[af[c] + 2 * i + 1])
       if at > 0 and v == by then redis.call('PEXPIREAT', key, at) end
       if i == 0 then first = v end
-      out[#out + 1] = v
+      n = n + 1
+      out[n] = v
     end
-    for i = 0, call.nh - 1 do redis.call('ZREM', KEYS[call.k + call.ni + i], call.member) end
-    if call.id ~= '' then
-      redis.call('HSET', call.cur, call.id, first)
-      if not expiring[call.cur] then
-        redis.call('PEXPIREAT', call.cur, idsAt)
-        expiring[call.cur] = true
-      end
+    for i = 0, nh[c] - 1 do redis.call('ZREM', KEYS[kf[c] + ni[c] + i], member[c]) end
+    if ids[c] ~= '' then
+      redis.call('HSET', cur, ids[c], first)
+      remembered = true
     end
   end
 end
+if remembered then redis.call('PEXPIREAT', cur, idsAt) end
 return out
 `;
 

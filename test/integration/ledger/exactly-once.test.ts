@@ -2,6 +2,7 @@
 // ends, and so does every replay sent during it. Reproduced with a real redis-server stalled by CLIENT PAUSE WRITE
 // for longer than the client's command timeout: the counters must equal the sum of the distinct requests, and a
 // reservation the caller gave up on must not leave a hold behind.
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { byokFeeMicros } from '../../../src/domain/billing.ts';
@@ -125,6 +126,54 @@ test('a reservation that timed out in a stall leaves no hold: a budget with room
     expect(await admin.zcard(hold)).toBe(0);
   } finally {
     await admin.call('CLIENT', 'UNPAUSE');
+    await gate.close();
+  }
+});
+
+test('the add script: an id applied once, in one batch or across batches, per account; batching kept', async () => {
+  const ledger = await open();
+  const scripts = async () => {
+    const stats = await ledger.client.info('commandstats');
+    return [...stats.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  };
+  try {
+    const k = (acct: string, name: string) => `byok:ledger:{${acct}}:${name}`;
+    const before = await scripts();
+    // One batch (same account, within the 5 ms window): a request and its own replay, and another request.
+    const [a, b, c] = await Promise.all([
+      ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1'),
+      ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1'),
+      ledger.add([{ key: k('x', 'month'), by: 5, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-2'),
+    ]);
+    expect((await scripts()) - before).toBe(1);
+    expect(a).toEqual([10, 1]);
+    expect(b).toEqual([10, 1]); // the replay: its first total, then the current one (nothing added yet at that point)
+    expect(c).toEqual([15, 2]);
+    // Later, in another batch: still once, with the first total as first returned.
+    expect(await ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1')).toEqual([10, 2]);
+    // The same id in another account is another write.
+    expect(await ledger.add([{ key: k('y', 'month'), by: 3, expiresAt: null }], undefined, 'gen-1')).toEqual([3]);
+    expect(await ledger.read([k('x', 'month'), k('x', 'day'), k('y', 'month')])).toEqual([15, 2, 3]);
+  } finally {
+    await ledger.close();
+  }
+});
+
+test('memory: an id costs about 100 bytes in its account hash (docs/ledger.md, "Exactly once")', async () => {
+  const ledger = await open();
+  const gate = createSpendGate(ledger);
+  const acc = ledgerAccount();
+  const c = ctx(acc, new Date());
+  try {
+    // Generation ids as the gateway makes them: gen- and a UUID's 36 characters.
+    for (let i = 0; i < 2000; i += 100) await Promise.all(Array.from({ length: 100 }, () => gate.record({ ...finished(c, COST, false), generationId: `gen-${randomUUID()}` })));
+    const [idsKey] = await admin.keys(`byok:ledger:{${acc.accountId}}:ids:*`);
+    const fields = await admin.hlen(idsKey!);
+    const bytes = Number(await admin.call('MEMORY', 'USAGE', idsKey!, 'SAMPLES', '0'));
+    process.stderr.write(`[exactly-once] ${fields} ids in one account hash: ${bytes} bytes, ${(bytes / fields).toFixed(1)} per id\n`);
+    expect(fields).toBe(2000);
+    expect(bytes / fields).toBeLessThan(130);
+  } finally {
     await gate.close();
   }
 });
