@@ -7,6 +7,8 @@
 // - record never drops silently: a failed write is queued in order and replayed with backoff; its promise settles
 //   when the replay lands (with the fee computed then, from the true month-to-date). The queue is bounded: past
 //   maxPendingRecords the oldest record is dropped, counted in byok_ledger_records_dropped_total, and rejected.
+// - every write carries the request's generation id, so a write that timed out but ran, and its replays, count once;
+//   a reservation that failed as unavailable is released (docs/ledger.md, "Exactly once").
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { byokCharge } from '../domain/billing.ts';
