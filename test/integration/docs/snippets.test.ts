@@ -1,4 +1,4 @@
-// The docs, as written, against the dev stack: every shell snippet in README.md and docs/*.md marked
+// The docs, as written, against the dev stack: every shell snippet in README.md, docs/*.md and docs/guide/*.md marked
 // `<!-- snippet: run -->` runs with bash (-euo pipefail) against a real `npm run dev` stack and must exit 0 (and print
 // `expect="..."` when the marker declares it); every console sample marked `<!-- snippet: columns -->` has the
 // column headers the real `kubectl get` prints today (`columns rows` also compares each sample row's values, except
@@ -10,12 +10,21 @@
 // reader would, through `.dev/connection.json`. The dev stack writes that file into a directory of its own
 // (BYOK_DEV_DIR, as test/integration/dev/dev.test.ts does), so `.dev/` in a snippet is read as that directory.
 //
+// Pages run in that order (the guide's in file-name order), all on one stack: a page that changes the sample account
+// `acme` (the guide's rotation and budget pages do) runs after the README's and the reference pages' snippets, and
+// after the kubectl samples have been compared with the stack as `npm run dev` left it.
+// docs/guide/onboard-a-team.md is left out here: test/integration/cli/onboard.test.ts runs its blocks in order on a
+// stack of its own and checks what they did; running them here too would create its namespace on this stack as well.
+//
 // Not run here (listed in UNRUNNABLE):
 // - README.md `npm run dev` / `npm test`: the first is the stack this test starts, the second the whole suite.
 // - README.md `hack/kind-up.sh`: needs Docker and kind.
 // - README.md `helm upgrade --install` into a real cluster: needs nodes that run the image.
 // - docs/gateway.md `byok-operator gateway` synopsis: a usage line with [optional] arguments, not a command.
 // - docs/aggregated-api.md session transcript: recorded before issue 28 (it says so), kept as history.
+// - docs/guide/quickstart.md `npm run dev` and `helm upgrade --install`: the stack this test starts; a real cluster.
+// - docs/guide/upgrade-and-uninstall.md install, upgrade, uninstall and removal: they change a real cluster (the page
+//   has a marked dry-run rehearsal of the upgrade and a marked listing of what stays, which run here).
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,7 +35,10 @@ import type { DevConnection } from '../../../src/cli/dev.ts';
 import { repoRoot, startDevStack } from '../../support/dev-stack.ts';
 
 const run = promisify(execFile);
-const DOCS = ['README.md', ...readdirSync(join(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const markdownIn = (dir: string) => readdirSync(join(repoRoot, dir)).filter((f) => f.endsWith('.md')).sort().map((f) => `${dir}/${f}`);
+/** Run by test/integration/cli/onboard.test.ts on a stack of its own, with checks of what its blocks did. */
+const OWN_TEST = new Set(['docs/guide/onboard-a-team.md']);
+const DOCS = ['README.md', ...markdownIn('docs'), ...markdownIn('docs/guide').filter((f) => !OWN_TEST.has(f))];
 const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
 
 /** Unmarked shell/console blocks that cannot run here: file and the block's first line. */
@@ -36,6 +48,12 @@ const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = 
   { file: 'README.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
   { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
   { file: 'docs/aggregated-api.md', firstLine: '$ kubectl get apiservice v1.api.byok.gateway.dev', why: 'a transcript recorded before issue 28' },
+  { file: 'docs/guide/quickstart.md', firstLine: 'npm run dev', why: 'the stack this test starts' },
+  { file: 'docs/guide/quickstart.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
+  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
+  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl apply --server-side --force-conflicts -f charts/byok-operator/crds/', why: 'upgrades a real release (the page\'s marked rehearsal runs its dry run)' },
+  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm uninstall byok', why: 'removes a real release' },
+  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl delete configmaps,secrets -n byok-system', why: 'deletes the routing config and the CRDs the stack runs on' },
 ];
 
 interface Block {
@@ -179,5 +197,7 @@ describe('docs snippets against the dev stack', () => {
     process.stderr.write(`docs snippets: ${snippets.length} run, ${failures.length} failed (${DOCS.length} files)\n`);
     expect(failures).toEqual([]);
     expect(snippets.length).toBeGreaterThanOrEqual(6);
-  }, 120_000);
+    // The guide's pages are run too, not only the reference pages.
+    expect(new Set(snippets.map((b) => b.file).filter((f) => f.startsWith('docs/guide/'))).size).toBeGreaterThanOrEqual(5);
+  }, 480_000);
 });
