@@ -4,6 +4,7 @@ import type { CredentialEntry } from '../service/state.ts';
 import { MANAGED_BY_LABEL } from '../service/mapping.ts';
 import { byokKeySchema, byokKeyStatusSchema, type JsonSchema } from '../service/key-schema.ts';
 import { SPEC_FIELD_NAMES } from '../domain/filters.ts';
+import { routingRule } from '../domain/routing-rules.ts';
 
 export const AGG_GROUP = 'api.byok.gateway.dev';
 export const AGG_VERSION = 'v1';
@@ -13,14 +14,19 @@ export const RESOURCE = 'byokkeys';
 export const SINGULAR = 'byokkey';
 export const KIND = 'BYOKKey';
 export const SHORT_NAMES = ['bk'];
-export const CATEGORIES = ['byok-all'];
+// Not in `byok-all`: a BYOKKey is a view of a BYOKCredential, which is in it already (listed twice otherwise), and
+// `kubectl get byok-all` keeps working with the CRDs alone when the aggregated API is down or not installed.
+export const CATEGORIES: string[] = [];
 /** Only what is implemented: the namespace controller and the garbage collector act on advertised verbs. */
 export const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 /** Labels synthesized on every object so list/watch can select by provider and workspace. */
 export const PROVIDER_LABEL = `${AGG_GROUP}/provider`;
 export const WORKSPACE_LABEL = `${AGG_GROUP}/workspace`;
-export const GLOBAL_WORKSPACE = '(global)';
+/** The backing BYOKCredential's metadata.name. */
+export const CREDENTIAL_ANNOTATION = `${AGG_GROUP}/credential`;
+// The same word as the BYOKCredential's Workspace column (status.workspaceScope): one name for one fact at both doors.
+export const GLOBAL_WORKSPACE = 'GLOBAL';
 
 /** REST field (spec 2.1) → BYOKKey spec field. `name` is spec.displayName: metadata.name is the id. */
 export const SPEC_FIELDS = {
@@ -72,7 +78,7 @@ export interface ByokKeyObject {
 /** The read model entry as a Kubernetes object. The secret is write-only: `spec.key` is never set here. */
 export function toKubeObject(e: CredentialEntry, resourceVersion?: string): ByokKeyObject {
   const k = e.key;
-  // A global credential has no workspace label ("(global)" is not a valid label value): select it with !label.
+  // A global credential has no workspace label ("GLOBAL" is not a valid workspace name): select it with !label.
   const labels: Record<string, string> = { [PROVIDER_LABEL]: k.provider, ...(e.obj.spec.workspace !== undefined ? { [WORKSPACE_LABEL]: e.obj.spec.workspace } : {}) };
   const managedBy = e.obj.metadata.labels?.[MANAGED_BY_LABEL];
   if (managedBy !== undefined) labels[MANAGED_BY_LABEL] = managedBy;
@@ -87,7 +93,7 @@ export function toKubeObject(e: CredentialEntry, resourceVersion?: string): Byok
       resourceVersion: resourceVersion ?? e.obj.metadata.resourceVersion ?? '0',
       creationTimestamp: k.created_at.replace(/\.\d{3}Z$/, 'Z'),
       labels,
-      annotations: { [`${AGG_GROUP}/credential`]: e.name },
+      annotations: { [CREDENTIAL_ANNOTATION]: e.name },
     },
     spec: {
       provider: k.provider,
@@ -272,10 +278,11 @@ export function fieldValues(o: ByokKeyObject): Record<string, string | undefined
 
 export const TABLE_COLUMNS = [
   { name: 'ID', type: 'string', format: 'name', description: 'The credential id (metadata.name).', priority: 0 },
+  { name: 'Credential', type: 'string', format: '', description: 'The backing BYOKCredential (kubectl get byok <name>).', priority: 0 },
   { name: 'Provider', type: 'string', format: '', description: 'Upstream provider slug.', priority: 0 },
   { name: 'Label', type: 'string', format: '', description: 'Masked snippet of the key.', priority: 0 },
-  { name: 'Workspace', type: 'string', format: '', description: 'Workspace name, or (global).', priority: 0 },
-  { name: 'Section', type: 'string', format: '', description: 'prioritized or fallback (routing rule 1).', priority: 0 },
+  { name: 'Workspace', type: 'string', format: '', description: 'Workspace name, or GLOBAL (usable in every workspace of the account), as in kubectl get byok.', priority: 0 },
+  { name: 'Fallback', type: 'boolean', format: '', description: `true: the fallback section, tried after shared capacity; false: prioritized, as in kubectl get byok (${routingRule('sections')}).`, priority: 0 },
   { name: 'Order', type: 'integer', format: '', description: 'sort_order within the provider.', priority: 0 },
   { name: 'Disabled', type: 'boolean', format: '', description: 'Whether the credential is disabled.', priority: 0 },
   { name: 'Ready', type: 'string', format: '', description: 'The Ready condition: True, False, or Unknown while the operator has not reconciled the current generation (status.ready).', priority: 0 },
@@ -311,10 +318,11 @@ export function tableCells(o: ByokKeyObject, now = Date.now()): unknown[] {
   const st = o.status ?? {};
   return [
     o.metadata.name,
+    o.metadata.annotations?.[CREDENTIAL_ANNOTATION] ?? '<none>',
     s.provider,
     st.label,
     o.metadata.labels?.[WORKSPACE_LABEL] ?? GLOBAL_WORKSPACE,
-    s.isFallback === true ? 'fallback' : 'prioritized',
+    s.isFallback === true,
     s.sortOrder,
     s.disabled,
     tri(st.ready),
@@ -414,7 +422,7 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
         apiVersion: { type: 'string', description: 'APIVersion defines the versioned schema of this representation of an object.' },
         kind: { type: 'string', description: 'Kind is a string value representing the REST resource this object represents.' },
         metadata: { $ref: ref(META_DEF), description: 'Standard object metadata. name is the credential id, namespace the account.' },
-        spec: { type: 'object', description: 'The credential (spec 2.1 fields in camelCase).', required: ['provider'], properties: specProps },
+        spec: { type: 'object', description: 'The credential: the fields of the REST BYOKKey, in camelCase.', required: ['provider'], properties: specProps },
         status: {
           type: 'object',
           description: 'Read-only fields computed by the server.',

@@ -144,7 +144,8 @@ describe('registration and discovery', () => {
     const list = await viaApiserver('GET', P);
     const res = (list.body.resources as { name: string; verbs: string[]; categories: string[] }[]).find((r) => r.name === 'byokkeys');
     expect(res?.verbs.sort()).toEqual(['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch']);
-    expect(res?.categories).toEqual(['byok-all']);
+    // Not in byok-all: the backing BYOKCredential is, and kubectl get byok-all would list each credential twice.
+    expect(res?.categories ?? []).not.toContain('byok-all');
   });
 
   test('kubectl explain shows the field descriptions, including the write-only key', async () => {
@@ -202,12 +203,20 @@ describe('kubectl against byokkeys', () => {
     }
     expect(yaml).not.toMatch(/\bkey: /);
     const table = await k('get', 'bk', '-n', a.namespace);
-    expect(table.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE$/);
+    expect(table.split('\n')[0]).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE$/);
     const wide = await k('get', 'bk', '-n', a.namespace, '-o', 'wide');
-    expect(wide.split('\n')[0]).toMatch(/^ID\s+PROVIDER\s+LABEL\s+WORKSPACE\s+SECTION\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE\s+LAST USED\s+DELIVERED\s+VERSION$/);
+    expect(wide.split('\n')[0]).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE\s+LAST USED\s+DELIVERED\s+VERSION$/);
     // No operator reconciles this account: the row says so rather than looking healthy.
     expect(table).toMatch(new RegExp(`^${created.metadata.name}\\s.*\\sUnknown\\s+Reconciling\\s+<none>\\s`, 'm'));
     expect(table).toContain(created.metadata.name);
+    // The CREDENTIAL column names the BYOKCredential behind the key, which kubectl get byok lists.
+    const backing = (created.metadata as { annotations?: Record<string, string> }).annotations?.['api.byok.gateway.dev/credential'];
+    expect(backing).toBeTruthy();
+    expect(table).toMatch(new RegExp(`^${created.metadata.name}\\s+${backing}\\s+openai\\s`, 'm'));
+    // byok-all lists the BYOKCredential once, and not its BYOKKey view a second time.
+    const all = (await k('get', 'byok-all', '-n', a.namespace, '-o', 'name')).trim().split('\n');
+    expect(all).toContain(`byokcredential.byok.gateway.dev/${backing}`);
+    expect(all.filter((n) => n.startsWith('byokkey.'))).toEqual([]);
   });
 
   test('label selectors on provider and limit/continue paging', async () => {

@@ -2,6 +2,7 @@
 // and the discovery documents built from the served resources.
 import { describe, expect, test } from '@jest/globals';
 import { discoveryDocuments } from '../../../src/aggregated/discovery.ts';
+import { byokCredential } from '../../../src/schema/resources.ts';
 import { byokKeysResource, decodeCursor, encodeCursor, type Cursor } from '../../../src/aggregated/registry/byokkeys.ts';
 import { StatusError } from '../../../src/aggregated/status.ts';
 
@@ -47,9 +48,14 @@ describe('discovery', () => {
   test('byokkeys is advertised with deletecollection, namespaced, in both discovery formats', () => {
     const { resourceList, aggregatedDiscovery } = discoveryDocuments([byokKeysResource]);
     expect(resourceList.resources).toEqual([
-      { name: 'byokkeys', singularName: 'byokkey', namespaced: true, kind: 'BYOKKey', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['bk'], categories: ['byok-all'] },
+      { name: 'byokkeys', singularName: 'byokkey', namespaced: true, kind: 'BYOKKey', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['bk'], categories: [] },
     ]);
     const v2 = aggregatedDiscovery.items[0]?.versions[0]?.resources[0];
     expect(v2).toMatchObject({ resource: 'byokkeys', scope: 'Namespaced', verbs: resourceList.resources[0]?.verbs });
+  });
+
+  test('byokkeys is not in the byok-all category: its BYOKCredential is, so kubectl get byok-all lists each credential once', () => {
+    expect(byokKeysResource.categories).not.toContain('byok-all');
+    expect(byokCredential.categories).toContain('byok-all');
   });
 });

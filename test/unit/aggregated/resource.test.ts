@@ -12,6 +12,8 @@ import {
   openApiV3,
   parseSelector,
   SelectorError,
+  GLOBAL_WORKSPACE,
+  TABLE_COLUMNS,
   tableCells,
   toKubeObject,
   updateRequestFrom,
@@ -19,6 +21,8 @@ import {
 } from '../../../src/aggregated/resource.ts';
 import { ExpiredError, WatchHub } from '../../../src/aggregated/watch.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import { byokCredential } from '../../../src/schema/resources.ts';
+import { GLOBAL_WORKSPACE_SCOPE } from '../../../src/operator/reconcile/credential.ts';
 
 function cred(name: string, rv: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential {
   return {
@@ -47,10 +51,27 @@ describe('BYOKKey object', () => {
       ['allowedApiKeyHashes', 'allowedModels', 'allowedUserIds', 'declaredZdr', 'disabled', 'displayName', 'isByokOnly', 'isFallback', 'isRequired', 'provider', 'sortOrder', 'workspaceId'].sort(),
     );
     expect(o.status).toMatchObject({ id: o.metadata.name, label: 'sk-...abcd', createdAt: '2025-01-02T03:04:05.000Z' });
-    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'openai', 'sk-...abcd', 'main', 'prioritized', 0, false, 'Unknown', 'Reconciling', '<none>', '60m', '<none>', 'Unknown', '<none>']);
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'a', 'openai', 'sk-...abcd', 'main', false, 0, false, 'Unknown', 'Reconciling', '<none>', '60m', '<none>', 'Unknown', '<none>']);
     const global = toKubeObject(entry(cred('g', '13', { isFallback: true })));
     expect(global.metadata.labels).not.toHaveProperty(['api.byok.gateway.dev/workspace']);
-    expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(3, 5)).toEqual(['(global)', 'fallback']);
+    expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(4, 6)).toEqual(['GLOBAL', true]);
+  });
+
+  test('one vocabulary at both doors: kubectl get byokkeys names the scope and the section as kubectl get byok does, and names the backing BYOKCredential', () => {
+    const crd = byokCredential.printerColumns.map((c) => c.name);
+    const agg = TABLE_COLUMNS.map((c) => c.name);
+    // The same column names for the same facts (Workspace / GLOBAL, Fallback true|false), never a second word.
+    for (const name of ['Workspace', 'Fallback']) {
+      expect([name, crd.includes(name), agg.includes(name)]).toEqual([name, true, true]);
+      expect(TABLE_COLUMNS.find((c) => c.name === name)?.type).toBe(byokCredential.printerColumns.find((c) => c.name === name)?.type);
+    }
+    for (const names of [crd, agg]) expect(names).not.toContain('Section');
+    expect(GLOBAL_WORKSPACE).toBe(GLOBAL_WORKSPACE_SCOPE);
+    for (const c of [...TABLE_COLUMNS, ...byokCredential.printerColumns]) expect(c.description).not.toContain('(global)');
+    // The Credential column: the BYOKCredential's metadata.name behind the key, next to the id.
+    expect(agg.slice(0, 2)).toEqual(['ID', 'Credential']);
+    const o = toKubeObject(entry(cred('openai-primary', '14')));
+    expect(tableCells(o).slice(0, 2)).toEqual([o.metadata.name, 'openai-primary']);
   });
 
   test('status carries health and readiness; the Table shows READY, REASON, UPSTREAM and, wide, the delivery', () => {
@@ -76,7 +97,7 @@ describe('BYOKKey object', () => {
       delivered: false,
       deliveredVersion: 'feedc0de00112233',
     });
-    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z')).slice(7)).toEqual(['False', 'PayloadInvalid', 'Serving', '60m', '4m', 'False', 'feedc0de00112233']);
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z')).slice(8)).toEqual(['False', 'PayloadInvalid', 'Serving', '60m', '4m', 'False', 'feedc0de00112233']);
     const props = ((openApiV3() as { components: { schemas: Record<string, { properties: { status: { properties: Record<string, { description?: string }> } } }> } }).components.schemas[KIND_DEF]?.properties.status.properties) ?? {};
     expect(Object.keys(props)).toEqual(['id', 'label', 'createdAt', 'ready', 'reason', 'message', 'upstream', 'lastUsedTime', 'delivered', 'deliveredVersion']);
     expect(props.delivered?.description).toContain('deliveredVersion');
