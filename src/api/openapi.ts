@@ -2,6 +2,9 @@
 // shared BYOKKey and request schemas of src/service/key-schema.ts.
 import { byokKeySchema, createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, providerSchema, updateRequestSchema, type JsonSchema } from '../service/key-schema.ts';
 
+/** On a create without workspace_id: the default workspace's id (docs/api.md, "Workspaces"). */
+export const WORKSPACE_DEFAULTED_HEADER = 'X-Byok-Workspace-Defaulted';
+
 export const errorSchema: JsonSchema = {
   type: 'object',
   title: 'ErrorResponse',
@@ -117,6 +120,13 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
           responses: {
             '201': {
               ...ok('The created credential, label included', 'CreateBYOKKeyResponse'),
+              headers: {
+                [WORKSPACE_DEFAULTED_HEADER]: {
+                  description:
+                    'Set when the request had no workspace_id: the id of the default workspace the credential was put in. A BYOKCredential without spec.workspace is global instead; send workspace_id: null for a global credential.',
+                  schema: { type: 'string', format: 'uuid' },
+                },
+              },
               // What a client (or a stateful test) can do next with the new id.
               links: Object.fromEntries(
                 ['getBYOKKey', 'updateBYOKKey', 'deleteBYOKKey'].map((op) => [op.replace('BYOKKey', 'Created'), { operationId: op, parameters: { id: '$response.body#/data/id' } }]),

@@ -17,7 +17,7 @@ import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../service/management-keys.t
 import { kubeBackend, type Backend } from '../service/backend.ts';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
-import { buildOpenApiDocument } from './openapi.ts';
+import { buildOpenApiDocument, WORKSPACE_DEFAULTED_HEADER } from './openapi.ts';
 import { startOrphanCollector } from '../service/orphans.ts';
 import { ByokService } from '../service/service.ts';
 import { invalidUtf8Error } from '../service/validate.ts';
@@ -104,6 +104,17 @@ function scrub(text: string, secrets: readonly string[]): string {
 function bodySecrets(req: FastifyRequest): string[] {
   const b = req.body as { key?: unknown } | undefined;
   return b && typeof b === 'object' && typeof b.key === 'string' ? [b.key, b.key.trim()] : [];
+}
+
+/**
+ * REST follows the public API (no workspace_id: the default workspace) where a BYOKCredential without spec.workspace
+ * is global: the create's answer names the workspace chosen, so the same key sent through both doors cannot differ
+ * silently.
+ */
+function markDefaultedWorkspace(reply: FastifyReply, body: unknown, created: CredentialEntry): CredentialEntry {
+  const omitted = body !== null && typeof body === 'object' && !Object.hasOwn(body, 'workspace_id');
+  if (omitted && created.key.workspace_id !== null) void reply.header(WORKSPACE_DEFAULTED_HEADER, created.key.workspace_id);
+  return created;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -266,7 +277,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     handler: async (req, reply) => {
       const idem = req.headers['idempotency-key'];
       if (Array.isArray(idem)) throw new ApiError(400, 'Idempotency-Key must be sent at most once', { field: 'Idempotency-Key' });
-      return json(reply, 201, single(await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {})));
+      return json(reply, 201, single(markDefaultedWorkspace(reply, req.body, await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {}))));
     },
   });
   app.route<{ Params: { id: string } }>({

@@ -146,8 +146,8 @@ export const createRequestSchema: JsonSchema = {
   anyOf: [{ properties: { provider: { enum: JSON_KEY_PROVIDERS } } }, { properties: { key: { pattern: PLAIN_KEY_PATTERN } } }],
   properties: {
     provider: providerSchema,
-    key: keySchema('The provider secret: a plain API key, or a JSON document for providers that take one (spec 2.4). Stored in a Kubernetes Secret; never returned.'),
-    workspace_id: uuid('Workspace to scope the credential to. Omitted: the default workspace. null: global (every workspace of the account).', true),
+    key: keySchema('The provider secret: a plain API key, or a JSON document for providers that take one (e.g. azure, amazon-bedrock, google-vertex). Stored in a Kubernetes Secret; never returned.'),
+    workspace_id: uuid('Workspace to scope the credential to. Omitted: the default workspace (the X-Byok-Workspace-Defaulted response header names it), unlike a BYOKCredential without spec.workspace, which is global. null: global (every workspace of the account).', true),
     ...writableCommon,
   },
 };

@@ -72,6 +72,26 @@ describe('buildApp (in-memory backend)', () => {
     expect((listed.json() as { total_count: number }).total_count).toBe(1);
   });
 
+  test('a create without workspace_id lands in the default workspace and says so in X-Byok-Workspace-Defaulted; an explicit workspace_id or null does not', async () => {
+    const { a, state } = await app();
+    const main = state.defaultWorkspace('acct');
+    const defaulted = await a.inject({ method: 'POST', url: '/api/v1/byok', headers: auth, payload: { provider: 'openai', key: SECRET } });
+    const data = (defaulted.json() as { data: { workspace_id: string | null } }).data;
+    expect(data.workspace_id).not.toBeNull();
+    expect(main).toBeDefined();
+    // The YAML door's default differs (a BYOKCredential without spec.workspace is global): the header names the workspace chosen.
+    expect(defaulted.headers['x-byok-workspace-defaulted']).toBe(data.workspace_id);
+    const global = await a.inject({ method: 'POST', url: '/api/v1/byok', headers: auth, payload: { provider: 'openai', key: SECRET, workspace_id: null } });
+    expect((global.json() as { data: { workspace_id: string | null } }).data.workspace_id).toBeNull();
+    expect(global.headers).not.toHaveProperty(['x-byok-workspace-defaulted']);
+    const chosen = await a.inject({ method: 'POST', url: '/api/v1/byok', headers: auth, payload: { provider: 'openai', key: SECRET, workspace_id: data.workspace_id } });
+    expect(chosen.statusCode).toBe(201);
+    expect(chosen.headers).not.toHaveProperty(['x-byok-workspace-defaulted']);
+    // The OpenAPI document declares it on the create's 201.
+    const doc = (await a.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json() as { paths: Record<string, Record<string, { responses: Record<string, { headers?: object }> }>> };
+    expect(doc.paths['/byok']?.post?.responses['201']?.headers).toHaveProperty(['X-Byok-Workspace-Defaulted']);
+  });
+
   test('an unexpected failure is a 500 with the error body, and the log line has the secret scrubbed', async () => {
     const backend = memoryBackend({
       createCredential: async () => {
