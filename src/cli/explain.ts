@@ -13,6 +13,7 @@ import { parseCatalog } from '../gateway/catalog.ts';
 import { sharedKeyFileName } from '../gateway/upstream.ts';
 import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
 import { loadManifests } from './manifests.ts';
+import { ROUTING_RULES_URL, RULE_NAMES } from '../domain/routing-rules.ts';
 
 /** A BYOKCredential as read from the cluster or a manifest: only what explain needs. */
 export interface CredentialSource {
@@ -140,8 +141,10 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   lines.push('', 'left out:');
   for (const e of outcome.plan.excluded) {
     const what = e.subject.kind === 'credential' ? `credential ${label(e.subject.credentialId)}` : `shared ${e.subject.endpointId}`;
-    lines.push(`  - ${what}: ${e.rule}: ${e.reason}`);
+    // The rule's plain name, not its identifier (`rule-11-model-filter`): --json keeps the identifier for scripts.
+    lines.push(`  - ${what}: ${RULE_NAMES[e.rule]}: ${e.reason}`);
   }
+  if (outcome.plan.excluded.length > 0) lines.push(`  (the routing rules in plain words: ${ROUTING_RULES_URL})`);
   if (missing) {
     lines.push('', `not in the routing config (${missing.source}):`);
     for (const m of missing.missing) lines.push(`  - credential ${m.name} (${m.provider}): ${m.why}`);

@@ -1,6 +1,7 @@
 // The one source of truth for the five custom resources: CRD YAML, TS types, ajv validators and the
 // REST OpenAPI document are all generated from these definitions.
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
+import { routingRule } from '../domain/routing-rules.ts';
 import { arr, bool, int, num, obj, str, type SchemaNode } from './json-schema.ts';
 
 export const GROUP = 'byok.gateway.dev';
@@ -129,10 +130,10 @@ export const byokCredential: ResourceDefinition = {
       }),
       displayName: text('Optional human-readable name (the REST field name).', { maxLength: 256 }),
       disabled: bool('A disabled credential is never used for routing.', { default: false }),
-      isFallback: bool('Fallback section: tried only after the shared endpoints (rule 2). Cannot be combined with isByokOnly.', { default: false }),
-      isRequired: bool('Never use shared capacity for the models this credential applies to (rule 5).', { default: false }),
-      isByokOnly: bool('Never use shared capacity on this provider for any model (rule 6). Only valid on non-fallback credentials; takes precedence over isRequired.', { default: false }),
-      declaredZdr: bool('The provider agreement declares zero data retention, so the credential passes a ZDR policy (rule 10; not for video generation).'),
+      isFallback: bool(`Fallback section: tried only after the shared endpoints (${routingRule('sections')}). Cannot be combined with isByokOnly.`, { default: false }),
+      isRequired: bool(`Never use shared capacity for the models this credential applies to (${routingRule('required')}).`, { default: false }),
+      isByokOnly: bool(`Never use shared capacity on this provider for any model (${routingRule('byok-only')}). Only valid on non-fallback credentials; takes precedence over isRequired.`, { default: false }),
+      declaredZdr: bool(`The provider agreement declares zero data retention, so the credential passes a ZDR policy, except for video generation (${routingRule('data-policies')}).`),
       allowedModels: filter('Model filter: model slugs of the form <vendor>/<model>.', text('A model slug <vendor>/<model>.', { minLength: 1, maxLength: 256 })),
       allowedApiKeyHashes: filter(
         'API-key filter: SHA-256 hashes (64 lowercase hex) of live GatewayAPIKeys of this account. At least one entry when present.',
@@ -170,7 +171,7 @@ export const byokCredential: ResourceDefinition = {
     { name: 'Provider', type: 'string', jsonPath: '.spec.provider', description: 'Upstream provider.' },
     { name: 'Label', type: 'string', jsonPath: '.status.label', description: 'Masked key.' },
     { name: 'Workspace', type: 'string', jsonPath: '.status.workspaceScope', description: 'Workspace scope: the workspace name, or GLOBAL (usable in every workspace).' },
-    { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'Fallback section.' },
+    { name: 'Fallback', type: 'boolean', jsonPath: '.spec.isFallback', description: 'true: the fallback section, tried after shared capacity; false: prioritized (kubectl get byokkeys uses the same word).' },
     { name: 'Order', type: 'integer', jsonPath: '.status.sortOrder', description: 'Effective sort order.' },
     { name: 'Upstream', type: 'string', jsonPath: '.status.conditions[?(@.type=="UpstreamHealthy")].reason', description: 'UpstreamHealthy reason: Serving, Unauthorized, RateLimited, UpstreamErrors or Unused.' },
     { name: 'Last Used', type: 'date', jsonPath: '.status.lastUsedTime', description: 'Time since a gateway last used the credential; up to about a minute stale, since status.lastUsedTime is rewritten only when it moved by the resolution (default 1 min).' },
@@ -217,7 +218,7 @@ export const workspace: ResourceDefinition = {
       monthly: usd('Monthly limit.'),
       lifetime: usd('Lifetime limit.'),
     }),
-    includeByokInBudgets: bool('Count what the gateway would have charged for BYOK requests toward every workspace budget interval at once (rule 12).', { default: false }),
+    includeByokInBudgets: bool(`Count what the gateway would have charged for BYOK requests toward every workspace budget interval at once (${routingRule('budgets')}).`, { default: false }),
     defaultGuardrail: str('Name of the Guardrail applied to members without one of their own.', { maxLength: 253, pattern: DNS_SUBDOMAIN }),
     members: arr(
       'Workspace members.',
@@ -261,9 +262,9 @@ export const guardrail: ResourceDefinition = {
     budget: obj('Spending limit. Absent means no budget (then includeByokInBudgets has no effect).', {
       limitUsd: usd('Budget limit.'),
       resetInterval: budgetInterval,
-      includeByokInBudgets: bool('Count what the gateway would have charged for BYOK requests toward this budget (rule 12).', { default: false }),
+      includeByokInBudgets: bool(`Count what the gateway would have charged for BYOK requests toward this budget (${routingRule('budgets')}).`, { default: false }),
     }, { required: ['limitUsd'] }),
-    dataPolicy: obj('Data policy applied before credential endpoints are created (rule 10).', {
+    dataPolicy: obj(`Data policy applied before credential endpoints are created (${routingRule('data-policies')}).`, {
       requireZdr: bool('Only zero-data-retention endpoints (or credentials with declaredZdr) may serve.', { default: false }),
       denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),
       allowedProviders: arr('Only these providers may serve. Absent means all.', str('Provider slug.', { enum: PROVIDER_SLUGS }), { 'x-kubernetes-list-type': 'set', maxItems: 200 }),
@@ -336,7 +337,7 @@ export const account: ResourceDefinition = {
   spec: obj('Desired state of the account.', {
     displayName: text('Human-readable name.', { maxLength: 256 }),
     plan: str('Billing plan: pay-as-you-go (25,000 USD monthly BYOK free allowance) or enterprise (200,000 USD).', { enum: ['pay-as-you-go', 'enterprise'], default: 'pay-as-you-go' }),
-    privacy: obj('Account privacy settings, applied before credential endpoints are created (rule 10).', {
+    privacy: obj(`Account privacy settings, applied before credential endpoints are created (${routingRule('data-policies')}).`, {
       denyDataCollection: bool('Exclude endpoints whose provider may collect data.', { default: false }),
       alwaysZdr: bool('Only zero-data-retention endpoints may serve.', { default: false }),
     }),

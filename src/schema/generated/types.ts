@@ -66,19 +66,19 @@ displayName?: string
  */
 disabled?: boolean
 /**
- * Fallback section: tried only after the shared endpoints (rule 2). Cannot be combined with isByokOnly.
+ * Fallback section: tried only after the shared endpoints (the "sections" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#1-sections). Cannot be combined with isByokOnly.
  */
 isFallback?: boolean
 /**
- * Never use shared capacity for the models this credential applies to (rule 5).
+ * Never use shared capacity for the models this credential applies to (the "required" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#5-required).
  */
 isRequired?: boolean
 /**
- * Never use shared capacity on this provider for any model (rule 6). Only valid on non-fallback credentials; takes precedence over isRequired.
+ * Never use shared capacity on this provider for any model (the "byok-only" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#6-byok-only). Only valid on non-fallback credentials; takes precedence over isRequired.
  */
 isByokOnly?: boolean
 /**
- * The provider agreement declares zero data retention, so the credential passes a ZDR policy (rule 10; not for video generation).
+ * The provider agreement declares zero data retention, so the credential passes a ZDR policy, except for video generation (the "data-policies" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#10-data-policies).
  */
 declaredZdr?: boolean
 /**
@@ -220,7 +220,7 @@ monthly?: number
 lifetime?: number
 }
 /**
- * Count what the gateway would have charged for BYOK requests toward every workspace budget interval at once (rule 12).
+ * Count what the gateway would have charged for BYOK requests toward every workspace budget interval at once (the "budgets" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#12-budgets).
  */
 includeByokInBudgets?: boolean
 /**
@@ -350,12 +350,12 @@ limitUsd: number
  */
 resetInterval?: ("daily" | "weekly" | "monthly" | "lifetime")
 /**
- * Count what the gateway would have charged for BYOK requests toward this budget (rule 12).
+ * Count what the gateway would have charged for BYOK requests toward this budget (the "budgets" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#12-budgets).
  */
 includeByokInBudgets?: boolean
 }
 /**
- * Data policy applied before credential endpoints are created (rule 10).
+ * Data policy applied before credential endpoints are created (the "data-policies" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#10-data-policies).
  */
 dataPolicy?: {
 /**
@@ -544,7 +544,7 @@ displayName?: string
  */
 plan?: ("pay-as-you-go" | "enterprise")
 /**
- * Account privacy settings, applied before credential endpoints are created (rule 10).
+ * Account privacy settings, applied before credential endpoints are created (the "data-policies" routing rule: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md#10-data-policies).
  */
 privacy?: {
 /**

@@ -43,8 +43,11 @@ describe('explain', () => {
     expect(attempts[0]).toContain('credential openai-main (openai, sk-...main) via openai [prioritized]');
     expect(attempts.at(-1)).toContain('credential mistral-late (mistral, sk-...abcd) via mistral [fallback]');
     expect(attempts.some((a) => a.includes('shared anthropic'))).toBe(true);
-    expect(out).toContain('credential anthropic-off (anthropic, sk-...abcd): credential-disabled: the credential is disabled');
-    expect(out).toMatch(/shared openai: rule-5-is-required/);
+    expect(out).toContain('credential anthropic-off (anthropic, sk-...abcd): disabled: the credential is disabled');
+    expect(out).toMatch(/shared openai: required: a credential of this provider has is_required=true/);
+    // Plain names and one pointer to the rules page, never a rule number or identifier (docs/guide/routing-rules.md).
+    expect(out).toContain('(the routing rules in plain words: https://github.com/byok-operator/byok-operator/blob/main/docs/guide/routing-rules.md)');
+    expect(out).not.toMatch(/\b(rule|spec|issue)s?[\s-]+#?\d/i);
   });
 
   test('--json gives the machine-readable plan; an unknown key gives no plan and exit 1', async () => {
@@ -52,6 +55,8 @@ describe('explain', () => {
     expect(plan.ok).toBe(true);
     expect(plan.catalog).toBe(catalogFile);
     expect(plan.plan.attempts.length).toBeGreaterThan(2);
+    // --json keeps the stable identifiers scripts and other gateways compare against.
+    expect(JSON.stringify(plan)).toContain('"rule":"rule-5-is-required"');
     expect(await explain({ configDir, catalogFile, request: JSON.stringify({ model: MODEL, apiKeyHash: 'f'.repeat(64) }), json: false })).toEqual({ output: `catalog: ${catalogFile}\nno plan: unknown-api-key\n`, exitCode: 1 });
   });
 

@@ -1,0 +1,101 @@
+// Text people read never cites the product spec or the issue tracker ("rule 6", "spec 2.4", "issue 28 §1"): users
+// cannot look those up. It names the routing rule in plain words and points at docs/guide/routing-rules.md. Checked
+// here: the CRD descriptions (`kubectl explain`, printer columns), every string literal under src/ (CLI help and
+// messages, condition and Event messages, API descriptions and errors; comments are for developers and may cite
+// anything), and the guide pages. The routing-rules page itself must name every rule the code points at.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from '@jest/globals';
+import { parseSync } from '@swc/core';
+import { parseAllDocuments } from 'yaml';
+import { RULES, type RuleId } from '../../../src/domain/planner.ts';
+import { ROUTING_RULE_ANCHORS, ROUTING_RULES_URL, RULE_NAMES } from '../../../src/domain/routing-rules.ts';
+
+const root = join(import.meta.dirname, '..', '..', '..');
+/** "rule 6", "Rules 1-12", "spec 2.4", "issue 28", "§1". */
+const CITATION = /\b(rule|spec|issue)s?\s+#?\d|§\s*\d/i;
+
+function files(dir: string, ext: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? files(p, ext) : p.endsWith(ext) ? [p] : [];
+  });
+}
+
+function descriptions(node: unknown, path: string, out: [string, string][]): [string, string][] {
+  if (Array.isArray(node)) node.forEach((n, i) => descriptions(n, `${path}[${i}]`, out));
+  else if (node && typeof node === 'object') {
+    for (const [k, v] of Object.entries(node)) {
+      if (k === 'description' && typeof v === 'string') out.push([path, v]);
+      else descriptions(v, `${path}.${k}`, out);
+    }
+  }
+  return out;
+}
+
+/** Every string literal and template text in a TypeScript file (not comments). */
+function literals(file: string): string[] {
+  const out: string[] = [];
+  const walk = (n: unknown): void => {
+    if (Array.isArray(n)) return n.forEach(walk);
+    if (!n || typeof n !== 'object') return;
+    const node = n as { type?: string; value?: unknown; quasis?: { cooked?: string; raw: string }[] };
+    if (node.type === 'StringLiteral' && typeof node.value === 'string') out.push(node.value);
+    if (node.type === 'TemplateLiteral' || node.type === 'Tpl') out.push((node.quasis ?? []).map((q) => q.cooked ?? q.raw).join('${}'));
+    for (const [k, v] of Object.entries(node)) if (k !== 'span' && v && typeof v === 'object') walk(v);
+  };
+  walk(parseSync(readFileSync(file, 'utf8'), { syntax: 'typescript' }));
+  return out;
+}
+
+describe('user-facing text speaks plain words, not spec or issue numbers', () => {
+  test('the regex catches what it is for', () => {
+    for (const s of ['(rule 6)', 'routing rules 1-12', 'spec 2.4', 'Issue 28 §1', 'see §3']) expect([s, CITATION.test(s)]).toEqual([s, true]);
+    for (const s of ['the "byok-only" routing rule', 'rule-11-model-filter', 'spec.workspace', 'a rule: self == oldSelf']) expect([s, CITATION.test(s)]).toEqual([s, false]);
+  });
+
+  test('CRD descriptions (kubectl explain) and printer column descriptions', () => {
+    const found: string[] = [];
+    for (const dir of ['crds', join('charts', 'byok-operator', 'crds')]) {
+      for (const file of files(join(root, dir), '.yaml')) {
+        for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
+          for (const [path, text] of descriptions(doc.toJS(), '', [])) if (CITATION.test(text)) found.push(`${dir}/${file.split('/').at(-1)}${path}: ${text}`);
+        }
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  test('string literals under src/: CLI help and messages, condition and Event messages, API descriptions', () => {
+    const found: string[] = [];
+    let scanned = 0;
+    for (const file of files(join(root, 'src'), '.ts')) {
+      for (const text of literals(file)) {
+        scanned++;
+        if (CITATION.test(text)) found.push(`${file.slice(root.length + 1)}: ${text.slice(0, 160)}`);
+      }
+    }
+    expect(found).toEqual([]);
+    expect(scanned).toBeGreaterThan(2000); // the parser saw the sources, not nothing
+  });
+
+  test('the guide pages (docs/guide/*.md)', () => {
+    const found: string[] = [];
+    for (const file of files(join(root, 'docs', 'guide'), '.md')) {
+      readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
+        if (CITATION.test(line)) found.push(`docs/guide/${file.split('/').at(-1)}:${i + 1}: ${line}`);
+      });
+    }
+    expect(found).toEqual([]);
+  });
+
+  test('the routing-rules page has every rule the text points at, and every name explain prints', () => {
+    const page = readFileSync(join(root, 'docs', 'guide', 'routing-rules.md'), 'utf8');
+    expect(ROUTING_RULES_URL.endsWith('/docs/guide/routing-rules.md')).toBe(true);
+    // GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
+    const anchors = [...page.matchAll(/^#{2,3} (.+)$/gm)].map((m) => m[1]!.toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
+    for (const anchor of Object.values(ROUTING_RULE_ANCHORS)) expect([anchor, anchors.includes(anchor)]).toEqual([anchor, true]);
+    expect(Object.keys(ROUTING_RULE_ANCHORS)).toHaveLength(12);
+    for (const id of Object.keys(RULES) as RuleId[]) expect([id, page.includes(`| ${RULE_NAMES[id]} | \`${id}\` |`)]).toEqual([id, true]);
+  });
+});
