@@ -3,6 +3,11 @@
 -- Healthy: Ready=True for the current generation. Progressing: not reconciled yet, or status is for an older
 -- generation. Degraded: Ready=False (reason and message from the operator). Suspended: a disabled credential
 -- or a GatewayAPIKey that is not live (disabled or expired) although valid.
+-- A Ready credential whose key the upstream refuses (UpstreamHealthy=False: Unauthorized, RateLimited, UpstreamErrors,
+-- as the gateways report it) is Degraded too: valid config, but requests fall over to the next attempt or fail.
+-- To keep Argo CD's health to the config alone (Healthy, with the upstream reason in the message), set
+-- upstreamDegrades to false below.
+local upstreamDegrades = true
 local hs = {}
 local generation = nil
 if obj.metadata ~= nil then
@@ -45,6 +50,18 @@ if ready.status == "True" then
     hs.status = "Suspended"
     hs.message = "Not live (disabled or expired)"
     return hs
+  end
+  if obj.kind == "BYOKCredential" then
+    for _, condition in ipairs(obj.status.conditions) do
+      if condition.type == "UpstreamHealthy" and condition.status == "False" then
+        hs.status = "Healthy"
+        if upstreamDegrades then
+          hs.status = "Degraded"
+        end
+        hs.message = "Upstream " .. (condition.reason or "Unhealthy") .. ": " .. (condition.message or "")
+        return hs
+      end
+    end
   end
   hs.status = "Healthy"
   hs.message = message

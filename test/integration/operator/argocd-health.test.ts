@@ -1,6 +1,7 @@
 // The Argo CD health checks (docs/argocd/byok-health.lua) run by Debian's lua5.4 on status objects the real
 // operator wrote: Healthy when Ready, Degraded with the reason when not, Suspended when disabled / not live,
-// Progressing before a reconcile and when status lags the generation. Argo CD hands the script the object as
+// Progressing before a reconcile and when status lags the generation, and Degraded for a Ready credential whose key
+// the upstream refuses (UpstreamHealthy=False) unless upstreamDegrades is turned off. Argo CD hands the script the object as
 // a Lua table (`obj`) and reads `hs.status` / `hs.message`; the test does the same.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -25,8 +26,8 @@ function lua(value: unknown): string {
   return `{${Object.entries(value as Record<string, unknown>).map(([k, v]) => `[${JSON.stringify(k)}] = ${lua(v)}`).join(', ')}}`;
 }
 
-async function health(obj: object): Promise<{ status: string; message: string }> {
-  const program = `local obj = ${lua(obj)}\nlocal function check(obj)\n${script}\nend\nlocal hs = check(obj)\nio.write(hs.status, "\\n", hs.message or "")\n`;
+async function health(obj: object, source = script): Promise<{ status: string; message: string }> {
+  const program = `local obj = ${lua(obj)}\nlocal function check(obj)\n${source}\nend\nlocal hs = check(obj)\nio.write(hs.status, "\\n", hs.message or "")\n`;
   const child = execFile('lua5.4', ['-'], { encoding: 'utf8' });
   const out = new Promise<string>((resolve, reject) => {
     let text = '';
@@ -87,6 +88,20 @@ describe('Argo CD health checks', () => {
     const hs = await health(live.missing!);
     expect(hs.status).toBe('Degraded');
     expect(hs.message).toMatch(/^SecretNotFound: /);
+  });
+
+  test('a Ready credential the upstream refuses (UpstreamHealthy=False) is Degraded with the upstream reason; upstreamDegrades=false keeps it Healthy', async () => {
+    // The operator's Ready=True object, with the condition the health writer sets after a gateway reported 401s.
+    const upstream = { type: 'UpstreamHealthy', status: 'False', reason: 'Unauthorized', message: 'the provider refused the key: 4 of 4 attempts answered 401', lastTransitionTime: '2026-11-26T00:00:00Z' };
+    const withCondition = (o: Obj, c: typeof upstream): Obj => ({ ...o, status: { ...o.status, conditions: [...(o.status?.conditions ?? []), c as never] } });
+    const refused = withCondition(live.ok!, upstream);
+    expect(await health(refused)).toEqual({ status: 'Degraded', message: `Upstream Unauthorized: ${upstream.message}` });
+    const optedOut = script.replace('local upstreamDegrades = true', 'local upstreamDegrades = false');
+    expect(optedOut).not.toBe(script);
+    expect(await health(refused, optedOut)).toEqual({ status: 'Healthy', message: `Upstream Unauthorized: ${upstream.message}` });
+    // Serving (or no report yet) stays Healthy; a disabled credential stays Suspended whatever its upstream said.
+    expect((await health(withCondition(live.ok!, { ...upstream, status: 'True', reason: 'Serving', message: 'ok' }))).status).toBe('Healthy');
+    expect((await health(withCondition(live.off!, upstream))).status).toBe('Suspended');
   });
 
   test('a disabled credential and an expired API key are Suspended', async () => {
