@@ -96,6 +96,8 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     const anchors = [...page.matchAll(/^#{2,3} (.+)$/gm)].map((m) => m[1]!.toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
     for (const anchor of Object.values(ROUTING_RULE_ANCHORS)) expect([anchor, anchors.includes(anchor)]).toEqual([anchor, true]);
     expect(Object.keys(ROUTING_RULE_ANCHORS)).toHaveLength(12);
+    // The short names the descriptions quote ('the "byok-only" routing rule') are in the page's index.
+    for (const [name, anchor] of Object.entries(ROUTING_RULE_ANCHORS)) expect([name, page.includes(`[\`${name}\`](#${anchor})`)]).toEqual([name, true]);
     for (const id of Object.keys(RULES) as RuleId[]) expect([id, page.includes(`| ${RULE_NAMES[id]} | \`${id}\` |`)]).toEqual([id, true]);
   });
 });
