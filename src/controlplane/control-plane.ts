@@ -18,6 +18,13 @@ export interface ControlPlaneOptions {
   log?: (line: string) => void;
   /** Seconds to wait for readiness. */
   startTimeoutSeconds?: number;
+  /**
+   * Where kube-apiserver listens and what it advertises (the `kubernetes` Service's endpoint). Default 127.0.0.1: only
+   * this machine's processes. The e2e node gives the address of a bridge it made, so that pods reach the API.
+   */
+  address?: string;
+  /** Run the ServiceAccount admission plugin (pods get their token volume); off for the suite, which runs no pods. */
+  serviceAccountAdmission?: boolean;
 }
 
 export interface ControlPlane {
@@ -173,7 +180,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
     const ca = await createCertificateAuthority('byok-local-ca');
     const frontProxyCa = await createCertificateAuthority('byok-front-proxy-ca');
-    const serving = await ca.issue({ commonName: 'kube-apiserver', usage: 'server', dnsNames: ['localhost', 'kubernetes', 'kubernetes.default.svc'], ipAddresses: ['127.0.0.1'] });
+    const address = options.address ?? '127.0.0.1';
+    // 10.96.0.1: the `kubernetes` Service's ClusterIP in --service-cluster-ip-range, which pods dial.
+    const serving = await ca.issue({ commonName: 'kube-apiserver', usage: 'server', dnsNames: ['localhost', 'kubernetes', 'kubernetes.default.svc'], ipAddresses: [...new Set(['127.0.0.1', address, '10.96.0.1'])] });
     const admin = await ca.issue({ commonName: 'byok-admin', organizations: ['system:masters'], usage: 'client' });
     const proxyClient = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
     const serviceAccountKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -202,21 +211,23 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     ]);
     await waitFor('etcd', deadline(), async () => (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'), () => tail(path('etcd.log')));
 
-    const server = `https://127.0.0.1:${apiPort}`;
+    const server = `https://${address}:${apiPort}`;
     const apiServerArgs = [
       `--etcd-servers=${etcdUrl}`, `--cert-dir=${path('certs')}`,
-      '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', `--secure-port=${apiPort}`,
+      `--bind-address=${address}`, `--advertise-address=${address}`, `--secure-port=${apiPort}`,
       `--tls-cert-file=${path('apiserver.crt')}`, `--tls-private-key-file=${path('apiserver.key')}`,
       `--client-ca-file=${path('ca.crt')}`, '--authorization-mode=RBAC',
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       `--service-account-key-file=${path('sa.pub')}`, `--service-account-signing-key-file=${path('sa.key')}`,
       '--service-cluster-ip-range=10.96.0.0/24', '--allow-privileged=true',
-      '--disable-admission-plugins=ServiceAccount',
+      ...(options.serviceAccountAdmission ? [] : ['--disable-admission-plugins=ServiceAccount']),
       `--requestheader-client-ca-file=${path('front-proxy-ca.crt')}`, '--requestheader-allowed-names=front-proxy-client',
       '--requestheader-username-headers=X-Remote-User', '--requestheader-group-headers=X-Remote-Group',
       '--requestheader-extra-headers-prefix=X-Remote-Extra-',
       `--proxy-client-cert-file=${path('front-proxy-client.crt')}`, `--proxy-client-key-file=${path('front-proxy-client.key')}`,
       '--enable-aggregator-routing=true',
+      // A node's name need not resolve (the e2e node's does not): reach kubelets by the address they report.
+      '--kubelet-preferred-address-types=InternalIP',
     ];
     const adminTls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
     const startApiServer = async () => {

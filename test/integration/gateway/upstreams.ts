@@ -96,9 +96,10 @@ const completion = (model: string, behavior: Behavior = 'ok') =>
 const chunk = (model: string, content: string) =>
   `data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content } }] })}\n\n`;
 
-export async function startUpstreams(): Promise<Upstreams> {
+/** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
+export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
-  const leaf = await ca.issue({ commonName: '127.0.0.1', usage: 'server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'] });
+  const leaf = await ca.issue({ commonName: host, usage: 'server', ipAddresses: [...new Set(['127.0.0.1', host])], dnsNames: ['localhost'] });
   const state = {
     hits: [] as Hit[],
     behavior: new Map<string, Behavior>(),
@@ -254,10 +255,10 @@ export async function startUpstreams(): Promise<Upstreams> {
       })();
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen(0, host, r));
   const port = (server.address() as AddressInfo).port;
   return {
-    base: `https://127.0.0.1:${port}`,
+    base: `https://${host}:${port}`,
     caPem: ca.certPem,
     ...state,
     get tokenExchanges() {

@@ -1,0 +1,3 @@
+module byok.local/pause
+
+go 1.24
