@@ -123,7 +123,7 @@ export const byokCredential: ResourceDefinition = {
         },
         { required: ['name'] },
       ),
-      workspace: str('Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace (docs/api.md, "Workspaces"). Immutable.', {
+      workspace: str('Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace and the X-Byok-Workspace-Defaulted response header names it (docs/api.md, "Workspaces"). Immutable.', {
         minLength: 1,
         maxLength: 253,
         pattern: DNS_SUBDOMAIN,

@@ -54,7 +54,7 @@ name: string
 key?: string
 }
 /**
- * Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace (docs/api.md, "Workspaces"). Immutable.
+ * Name of the Workspace this credential is scoped to. Absent means global: usable in every workspace of the account (not the default workspace); `kubectl get byok` shows GLOBAL. Differs from the REST API, where a create without workspace_id lands in the default workspace and the X-Byok-Workspace-Defaulted response header names it (docs/api.md, "Workspaces"). Immutable.
  */
 workspace?: string
 /**
