@@ -18,13 +18,14 @@
 //
 // Not run here (listed in UNRUNNABLE):
 // - README.md `npm run dev` / `npm test`: the first is the stack this test starts, the second the whole suite.
-// - README.md `hack/kind-up.sh`: needs Docker and kind.
-// - README.md `helm upgrade --install` into a real cluster: needs nodes that run the image.
 // - docs/gateway.md `byok-operator gateway` synopsis: a usage line with [optional] arguments, not a command.
 // - docs/aggregated-api.md session transcript: recorded before issue 28 (it says so), kept as history.
 // - docs/guide/quickstart.md `npm run dev` and `helm upgrade --install`: the stack this test starts; a real cluster.
-// - docs/guide/upgrade-and-uninstall.md install, upgrade, uninstall and removal: they change a real cluster (the page
-//   has a marked dry-run rehearsal of the upgrade and a marked listing of what stays, which run here).
+// - docs/guide/upgrade-and-uninstall.md install (`helm upgrade --install`, `hack/kind-up.sh`: Docker and kind),
+//   upgrade, uninstall and removal: they change a real cluster (the page has marked dry runs of the install and the
+//   upgrade and a marked listing of what stays, which run here).
+// - docs/install.md: building and pushing the image, installing on a real cluster, and the e2e run that does both
+//   (test/e2e/run.ts runs that page's commands on a one-node cluster with a real kubelet).
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,13 +45,17 @@ const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
 /** Unmarked shell/console blocks that cannot run here: file and the block's first line. */
 const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = [
   { file: 'README.md', firstLine: 'npm run dev     # local control plane', why: 'the stack this test starts; npm test is the whole suite' },
-  { file: 'README.md', firstLine: 'hack/kind-up.sh', why: 'Docker and kind' },
-  { file: 'README.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
   { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
   { file: 'docs/aggregated-api.md', firstLine: '$ kubectl get apiservice v1.api.byok.gateway.dev', why: 'a transcript recorded before issue 28' },
+  { file: 'docs/install.md', firstLine: 'docker build', why: 'an image build and a registry' },
+  { file: 'docs/install.md', firstLine: 'hack/image/build.sh', why: 'an image build (podman) and a containerd node' },
+  { file: 'docs/install.md', firstLine: 'kubectl create namespace byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
+  { file: 'docs/install.md', firstLine: 'kubectl rollout status -n byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
+  { file: 'docs/install.md', firstLine: 'npm run e2e', why: 'the end-to-end run: a node from parts, a real kubelet' },
   { file: 'docs/guide/quickstart.md', firstLine: 'npm run dev', why: 'the stack this test starts' },
   { file: 'docs/guide/quickstart.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
+  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'hack/kind-up.sh', why: 'Docker and kind' },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl apply --server-side --force-conflicts -f charts/byok-operator/crds/', why: 'upgrades a real release (the page\'s marked rehearsal runs its dry run)' },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm uninstall byok', why: 'removes a real release' },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl delete configmaps,secrets -n byok-system', why: 'deletes the routing config and the CRDs the stack runs on' },
