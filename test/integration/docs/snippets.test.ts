@@ -19,7 +19,6 @@
 // Not run here (listed in UNRUNNABLE):
 // - README.md `npm run dev` / `npm test`: the first is the stack this test starts, the second the whole suite.
 // - docs/gateway.md `byok-operator gateway` synopsis: a usage line with [optional] arguments, not a command.
-// - docs/aggregated-api.md session transcript: recorded before issue 28 (it says so), kept as history.
 // - docs/guide/quickstart.md `npm run dev` and `helm upgrade --install`: the stack this test starts; a real cluster.
 // - docs/guide/upgrade-and-uninstall.md install (`helm upgrade --install`, `hack/kind-up.sh`: Docker and kind),
 //   upgrade, uninstall and removal: they change a real cluster (the page has marked dry runs of the install and the
@@ -46,7 +45,6 @@ const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
 const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = [
   { file: 'README.md', firstLine: 'npm run dev     # local control plane', why: 'the stack this test starts; npm test is the whole suite' },
   { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
-  { file: 'docs/aggregated-api.md', firstLine: '$ kubectl get apiservice v1.api.byok.gateway.dev', why: 'a transcript recorded before issue 28' },
   { file: 'docs/install.md', firstLine: 'docker build', why: 'an image build and a registry' },
   { file: 'docs/install.md', firstLine: 'hack/image/build.sh', why: 'an image build (podman) and a containerd node' },
   { file: 'docs/install.md', firstLine: 'kubectl create namespace byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
