@@ -82,11 +82,12 @@ if ! "${podman_run[@]}" image exists "${base_tag}"; then
     "${base_tar}" "${base_tag}" >&2
 fi
 
-# The host's extra CA (a TLS-inspecting proxy in front of the registries) reaches the build's npm steps as a build
-# argument and a read-only mount; neither is in the image.
+# The host's CAs (NODE_EXTRA_CA_CERTS, else its system bundle: a TLS-inspecting proxy in front of the registries is
+# trusted there) reach the build's npm steps as a build argument and a read-only mount; neither is in the image.
 ca_args=()
-if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "${NODE_EXTRA_CA_CERTS}" ]; then
-  ca_args=(--volume "${NODE_EXTRA_CA_CERTS}:/run/byok-build-ca.crt:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/byok-build-ca.crt)
+ca_file="${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}"
+if [ -f "${ca_file}" ]; then
+  ca_args=(--volume "${ca_file}:/run/byok-build-ca.crt:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/byok-build-ca.crt)
 fi
 started=${SECONDS}
 log "podman build ${tag} FROM ${base_tag}"
