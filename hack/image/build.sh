@@ -68,7 +68,8 @@ if ! "${podman_run[@]}" image exists "${base_tag}"; then
     # The mirror the machine's apt uses (no other host is reachable).
     mirror="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)"
     mirror="${mirror:-http://deb.debian.org/debian}"
-    mmdebstrap --quiet --variant=minbase --include="${packages}" \
+    # merged-usr by a hook, as Debian's own images are made: the usrmerge package would pull in perl (47 MB).
+    mmdebstrap --quiet --variant=minbase --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --include="${packages}" \
       --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
       --dpkgopt='path-exclude=/usr/share/locale/*' \
       --customize-hook="cp -a '${work}/overlay/.' \"\$1\"/" \
