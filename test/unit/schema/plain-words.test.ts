@@ -79,11 +79,12 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect(scanned).toBeGreaterThan(2000); // the parser saw the sources, not nothing
   });
 
-  test('the guide pages (docs/guide/*.md)', () => {
+  test('the guide pages (docs/guide/*.md), docs/install.md and the chart\'s values (helm show values) and notes', () => {
     const found: string[] = [];
-    for (const file of files(join(root, 'docs', 'guide'), '.md')) {
+    const chart = join(root, 'charts', 'byok-operator');
+    for (const file of [...files(join(root, 'docs', 'guide'), '.md'), join(root, 'docs', 'install.md'), join(chart, 'values.yaml'), join(chart, 'templates', 'NOTES.txt')]) {
       readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
-        if (CITATION.test(line)) found.push(`docs/guide/${file.split('/').at(-1)}:${i + 1}: ${line}`);
+        if (CITATION.test(line)) found.push(`${file.slice(root.length + 1)}:${i + 1}: ${line}`);
       });
     }
     expect(found).toEqual([]);
