@@ -134,7 +134,7 @@ describe('npm run dev', () => {
     const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
     expect((await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}')).stdout).toBe('True');
     const table = (await run('get', 'byokkeys', '-n', 'acme')).stdout;
-    expect(table).toMatch(/^ID\s+PROVIDER\s+LABEL/);
+    expect(table).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL/);
     expect(table).toContain('amazon-bedrock');
     const raw = JSON.parse((await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')).stdout) as { total_count: number };
     expect(raw.total_count).toBeGreaterThan(0);
