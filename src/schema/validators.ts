@@ -6,6 +6,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { CelRule, SchemaNode } from './json-schema.ts';
 import { API_VERSION, RESOURCES, type ResourceDefinition } from './resources.ts';
+import { closestName } from '../domain/hints.ts';
 
 export interface ManifestProblem {
   path: string;
@@ -55,33 +56,17 @@ function ajvProblem(error: ErrorObject): ManifestProblem {
   if (error.keyword === 'additionalProperties') {
     const field = String(error.params.additionalProperty);
     const known = Object.keys((error.parentSchema as SchemaNode | undefined)?.properties ?? {});
-    const hint = closest(field, known);
+    const hint = closestName(field, known);
     return { path, message: `unknown field "${field}"${hint ? `; did you mean "${hint}"?` : ''}`, source: 'schema' };
   }
   if (error.keyword === 'enum') return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]), source: 'schema' };
   return { path, message: error.message ?? error.keyword, source: 'schema' };
 }
 
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    prev = row;
-  }
-  return prev[b.length]!;
-}
-
-/** The name closest to a typo, when it is close enough to be the likely intent. */
-function closest(value: string, names: readonly string[]): string | undefined {
-  const [best] = names.map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) })).sort((x, y) => x.d - y.d);
-  return best && best.d <= Math.max(2, Math.floor(value.length / 3)) ? best.n : undefined;
-}
-
 /** Names the value, suggests the closest allowed one (a typo is the usual cause) and lists them all. */
 function enumMessage(value: unknown, allowed: readonly unknown[]): string {
   const names = allowed.map(String);
-  const hint = typeof value === 'string' ? closest(value, names) : undefined;
+  const hint = typeof value === 'string' ? closestName(value, names) : undefined;
   return `unsupported value ${JSON.stringify(value)}${hint ? `; did you mean "${hint}"?` : '.'} Allowed values: ${names.join(', ')}`;
 }
 
