@@ -3,7 +3,7 @@
 // router's params and nothing else.
 import { describe, expect, test } from '@jest/globals';
 import Fastify from 'fastify';
-import { access, attributesOf, checkRouteDeclaration, isWatch, resourceAccess, verbOf } from '../../../src/aggregated/access.ts';
+import { access, attributesOf, checkRouteDeclaration, escapedSlashesAsSeparators, isWatch, resourceAccess, verbOf } from '../../../src/aggregated/access.ts';
 
 const P = '/apis/api.byok.gateway.dev/v1';
 
@@ -64,5 +64,13 @@ describe('review attributes', () => {
     expect(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => verbOf(m, true, false))).toEqual(['get', 'get', 'create', 'update', 'patch', 'delete']);
     expect([verbOf('GET', false, true), verbOf('DELETE', false, false), verbOf('GET', false, false)]).toEqual(['watch', 'deletecollection', 'list']);
     expect([isWatch({ watch: 'true' }), isWatch({ watch: '1' }), isWatch({ watch: 'True' }), isWatch({ watch: ['true', 'false'] }), isWatch(undefined)]).toEqual([true, true, false, false, false]);
+  });
+});
+
+describe('escaped slashes', () => {
+  test('are separators in the path, as the kube-apiserver reads them; the query is left alone', () => {
+    expect(escapedSlashesAsSeparators('/apis%2fapi.byok.gateway.dev/v1/namespaces/a%2F..%2Fb/byokkeys?labelSelector=a%2Fb')).toBe('/apis/api.byok.gateway.dev/v1/namespaces/a/../b/byokkeys?labelSelector=a%2Fb');
+    expect(escapedSlashesAsSeparators('/apis/api.byok.gateway.dev/v1/byokkeys')).toBe('/apis/api.byok.gateway.dev/v1/byokkeys');
+    expect(escapedSlashesAsSeparators('/x%252F')).toBe('/x%252F');
   });
 });
