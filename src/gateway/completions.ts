@@ -13,6 +13,7 @@ import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
 import { costFields, deliveredUnits, floorTokens, meteredUsage, promptFloorTokens, reservedTokens, usageBounds, type CostFields, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
+import { windowOf } from '../ledger/windows.ts';
 
 const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
 
@@ -53,12 +54,14 @@ export function providerPreferences(value: unknown): { ok: true; prefs: Partial<
 }
 
 /** Why a budget refused a request, with what it counted, held and has left. */
-export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros: number): string {
+export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros: number, resetsAt: Date | null): string {
   const what = `the ${b.interval} budget of ${b.scope} "${b.name}"`;
   const left = Math.max(0, b.limitMicros - b.countedMicros - heldMicros);
   const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${heldMicros > 0 ? `, ${microsToUsd(heldMicros)} USD held by requests in flight` : ''}`;
-  if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted})`;
-  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens (or n) or wait for the ${b.interval} window to reset`;
+  // When a client can try again: the window's end in UTC, which is when the counters start over.
+  const reset = resetsAt ? `it resets at ${resetsAt.toISOString().replace('.000Z', 'Z')}` : 'a lifetime budget never resets';
+  if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted}); ${reset}`;
+  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens (or n), or wait: ${reset}`;
 }
 
 // Generation ids keep randomUUID()'s v4 shape and its uniqueness across replicas (the ledger keys reservations by
@@ -225,7 +228,9 @@ export class CompletionRequest implements MeteredRequest {
     }
     const b = decision.blockedBy;
     this.rt.metrics.budgetRefused(b.scope, b.interval);
-    return specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros)}; the request was not sent to any provider`, {
+    const windowEnd = windowOf(b.interval, this.at).endsAt;
+    const resetsAt = windowEnd === null ? null : new Date(windowEnd);
+    return specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros, resetsAt)}; the request was not sent to any provider`, {
       budget: {
         scope: b.scope,
         id: b.id,
@@ -237,6 +242,7 @@ export class CompletionRequest implements MeteredRequest {
         remaining_micros: Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros),
         request_max_micros: decision.requestMicros,
         includes_byok: b.includesByok,
+        resets_at: resetsAt?.toISOString() ?? null,
       },
     });
   }

@@ -103,6 +103,10 @@ describe('gateway metered by the embedded spend ledger', () => {
     expect(tooBig.status).toBe(402);
     expect(tooBig.hits).toBe(0);
     expect(tooBig.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.04\d+ USD and the monthly budget of guardrail "tight" has 0\.02 USD left/);
+    // When to try again: the end of the UTC month, in the message and the metadata.
+    const monthEnd = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth() + 1, 1)).toISOString();
+    expect(tooBig.json.error.metadata.budget.resets_at).toBe(monthEnd);
+    expect(tooBig.json.error.message).toContain(`it resets at ${monthEnd.replace('.000Z', 'Z')}`);
     expect(tooBig.json.error.metadata.budget).toMatchObject({ name: 'tight', interval: 'monthly', remaining_micros: 20_000, limit_micros: 20_000 });
     const served = async (maxTokens?: number) => {
       const r = await chat(maxTokens);
