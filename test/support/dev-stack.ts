@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { DevConnection } from '../../src/cli/dev.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
@@ -39,4 +39,27 @@ export async function startDevStack(prefix: string, timeoutMs = 60_000): Promise
   const file = join(devDir, 'connection.json');
   const connection = await waitFor('the dev stack', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), timeoutMs);
   return { child, devDir, connection, output: () => output };
+}
+
+/**
+ * The environment of a reader's shell beside the dev stack, as the docs tell them to set it up: the stack's kubectl and
+ * helm, this node and the repository's bins on PATH, a HOME of its own, and none of the caller's KUBECONFIG.
+ */
+export function readerEnv(stack: Pick<DevStack, 'devDir' | 'connection'>, home: string): NodeJS.ProcessEnv {
+  const { KUBECONFIG: _ignored, ...rest } = process.env;
+  return {
+    ...rest,
+    HOME: home,
+    BYOK_DEV_DIR: stack.devDir,
+    PATH: [stack.connection.binDir, dirname(process.execPath), join(repoRoot, 'node_modules', '.bin'), process.env.PATH ?? ''].join(':'),
+  };
+}
+
+/** Ctrl-C, as a reader stops it; SIGKILL if it has not exited after 15 s. */
+export async function stopDevStack(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGINT');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
+  if (child.exitCode === null) child.kill('SIGKILL');
 }

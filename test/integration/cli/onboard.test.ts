@@ -8,11 +8,11 @@ import { execFile, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { DevConnection } from '../../../src/cli/dev.ts';
-import { repoRoot, startDevStack, waitFor } from '../../support/dev-stack.ts';
+import { readerEnv, repoRoot, startDevStack, stopDevStack, waitFor } from '../../support/dev-stack.ts';
 
 const run = promisify(execFile);
 const PAGE = 'docs/guide/onboard-a-team.md';
@@ -47,22 +47,11 @@ describe(`${PAGE} against the dev stack`, () => {
 
   beforeAll(async () => {
     ({ child, devDir, connection } = await startDevStack('byok-onboard-dev-'));
-    const { KUBECONFIG: _ignored, ...rest } = process.env;
-    env = {
-      ...rest,
-      HOME: mkdtempSync(join(tmpdir(), 'byok-onboard-home-')),
-      BYOK_DEV_DIR: devDir,
-      PATH: [connection.binDir, dirname(process.execPath), join(repoRoot, 'node_modules', '.bin'), process.env.PATH ?? ''].join(':'),
-    };
+    env = readerEnv({ devDir, connection }, mkdtempSync(join(tmpdir(), 'byok-onboard-home-')));
   }, 90_000);
 
   afterAll(async () => {
-    if (child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGINT');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
+    await stopDevStack(child);
   }, 30_000);
 
   test('every marked block runs as printed, in order, and exits 0', async () => {

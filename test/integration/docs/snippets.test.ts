@@ -28,11 +28,11 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { DevConnection } from '../../../src/cli/dev.ts';
-import { repoRoot, startDevStack } from '../../support/dev-stack.ts';
+import { readerEnv, repoRoot, startDevStack, stopDevStack } from '../../support/dev-stack.ts';
 
 const run = promisify(execFile);
 const markdownIn = (dir: string) => readdirSync(join(repoRoot, dir)).filter((f) => f.endsWith('.md')).sort().map((f) => `${dir}/${f}`);
@@ -103,22 +103,11 @@ describe('docs snippets against the dev stack', () => {
   beforeAll(async () => {
     home = mkdtempSync(join(tmpdir(), 'byok-docs-home-'));
     ({ child, devDir, connection } = await startDevStack('byok-docs-dev-'));
-    const { KUBECONFIG: _ignored, ...rest } = process.env;
-    env = {
-      ...rest,
-      HOME: home,
-      BYOK_DEV_DIR: devDir,
-      PATH: [connection.binDir, dirname(process.execPath), join(repoRoot, 'node_modules', '.bin'), process.env.PATH ?? ''].join(':'),
-    };
+    env = readerEnv({ devDir, connection }, home);
   }, 90_000);
 
   afterAll(async () => {
-    if (child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGINT');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
+    await stopDevStack(child);
     // Files the snippets redirect output into (validate.xml, byok.yaml), when they were not there before. Only those:
     // other test files may be writing into the repository root at the same time.
     const written = all.filter((b) => b.marker?.kind === 'run').flatMap((b) => [...b.text.matchAll(/(?:^|\s)>\s*([\w.-]+)(?=\s|$)/gm)].map((m) => m[1]!));
