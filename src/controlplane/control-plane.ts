@@ -125,11 +125,15 @@ function kubeconfig(server: string, caPem: string, user: string, certPem: string
   });
 }
 
-class ProcessSet {
+/** Child processes by name, each logging to <workDir>/<name>.log with its pid in <name>.pid (for the reaper). */
+export class ProcessSet {
   private readonly children = new Map<string, ChildProcess>();
   private readonly workDir: string;
-  constructor(workDir: string) {
+  private readonly killAfterMs: number;
+  /** killAfterMs: how long stop() waits after SIGTERM before SIGKILL. */
+  constructor(workDir: string, killAfterMs = 5000) {
     this.workDir = workDir;
+    this.killAfterMs = killAfterMs;
   }
 
   start(name: string, command: string, args: string[]): ChildProcess {
@@ -150,7 +154,7 @@ class ProcessSet {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill('SIGTERM');
-    const killTimer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    const killTimer = setTimeout(() => child.kill('SIGKILL'), this.killAfterMs);
     await exited;
     clearTimeout(killTimer);
   }

@@ -2,11 +2,11 @@
 // containerd (Debian package) with runc and the CNI bridge plugin, and kubelet, kube-controller-manager,
 // kube-scheduler and kube-proxy built from the control plane's own Go module (hack/node/build.sh). Every address is
 // the bridge's or a pod's behind it; everything is torn down at the end, interfaces and iptables chains included.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { freePort, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { freePort, ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
 
 export const BRIDGE = 'byok-e2e0';
 export const BRIDGE_ADDRESS = '10.250.0.1';
@@ -46,41 +46,13 @@ export interface RunningNode {
   stop(): Promise<void>;
 }
 
-class Processes {
-  private readonly children = new Map<string, ChildProcess>();
-  private readonly dir: string;
-  constructor(dir: string) {
-    this.dir = dir;
-  }
-  start(name: string, command: string, args: string[]): void {
-    const log = createWriteStream(join(this.dir, `${name}.log`), { flags: 'a' });
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.pipe(log);
-    child.stderr?.pipe(log);
-    this.children.set(name, child);
-  }
-  async stop(name: string): Promise<void> {
-    const child = this.children.get(name);
-    this.children.delete(name);
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    child.kill('SIGTERM');
-    const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(kill);
-  }
-  alive(name: string): boolean {
-    const c = this.children.get(name);
-    return !!c && c.exitCode === null && c.signalCode === null;
-  }
-}
-
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: string; images: string[]; log: (l: string) => void }): Promise<RunningNode> {
   const { nodeBin, cp, dir, log } = opts;
   mkdirSync(dir, { recursive: true });
-  const procs = new Processes(dir);
+  // The kubelet and containerd get 10 s to stop their pods and tasks before SIGKILL.
+  const procs = new ProcessSet(dir, 10_000);
   const path = (...p: string[]) => join(dir, ...p);
   const socket = path('containerd', 'containerd.sock');
   const ctr = (...args: string[]) => sh('ctr', ['--address', socket, '-n', 'k8s.io', ...args]);
@@ -183,12 +155,12 @@ export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: 
   const stop = async () => {
     await procs.stop('kubelet');
     // Pod sandboxes and containers the kubelet left: their tasks, then the containers (network namespaces go with them).
-    for (const line of quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'tasks', 'ls', '-q']).split('\n').filter(Boolean)) {
-      quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', line]);
-    }
+    const ctrQuiet = (...args: string[]) => quiet('ctr', ['--address', socket, '-n', 'k8s.io', ...args]);
+    const ids = (what: 'tasks' | 'containers') => ctrQuiet(what, 'ls', '-q').split('\n').filter(Boolean);
+    for (const id of ids('tasks')) ctrQuiet('tasks', 'kill', '-s', 'SIGKILL', id);
     await sleep(1000);
-    for (const line of quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'tasks', 'ls', '-q']).split('\n').filter(Boolean)) quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'tasks', 'delete', '-f', line]);
-    for (const line of quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'containers', 'ls', '-q']).split('\n').filter(Boolean)) quiet('ctr', ['--address', socket, '-n', 'k8s.io', 'containers', 'delete', line]);
+    for (const id of ids('tasks')) ctrQuiet('tasks', 'delete', '-f', id);
+    for (const id of ids('containers')) ctrQuiet('containers', 'delete', id);
     for (const name of ['kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'containerd']) await procs.stop(name);
     quiet(join(nodeBin, 'kube-proxy'), ['--cleanup']);
     // Whatever is still mounted under the node's directories (pod volumes, sandboxes' shm, overlay snapshots).
