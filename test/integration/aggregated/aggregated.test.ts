@@ -81,6 +81,28 @@ function direct(path: string, headers: Record<string, string>, clientCert?: { ce
   });
 }
 
+type Subject = { kind: 'User'; name: string } | { kind: 'ServiceAccount'; name: string; namespace: string };
+/**
+ * Grants `verbs` on `resources` of the aggregated group to `subject` in `namespace`: a Role there, or with `cluster`
+ * a ClusterRole bound by a RoleBinding there (the way the chart's user roles are used).
+ */
+async function grant(namespace: string, name: string, resources: string[], verbs: string[], subject: Subject, opts: { cluster?: boolean } = {}): Promise<void> {
+  const client = kubeClient(testKubeConfig());
+  const rbac = '/apis/rbac.authorization.k8s.io/v1';
+  const role = { apiVersion: 'rbac.authorization.k8s.io/v1', metadata: { name }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources, verbs }] };
+  if (opts.cluster) await client.request('POST', `${rbac}/clusterroles`, { body: { ...role, kind: 'ClusterRole' } });
+  else await client.request('POST', `${rbac}/namespaces/${namespace}/roles`, { body: { ...role, kind: 'Role' } });
+  await client.request('POST', `${rbac}/namespaces/${namespace}/rolebindings`, {
+    body: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: opts.cluster ? 'ClusterRole' : 'Role', name },
+      subjects: [subject.kind === 'User' ? { apiGroup: 'rbac.authorization.k8s.io', ...subject } : subject],
+    },
+  });
+}
+
 function newKeyYaml(namespace: string, extra = ''): string {
   return `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  namespace: ${namespace}\n  generateName: openai-\nspec:\n  provider: openai\n  key: ${CANARY}\n  displayName: from kubectl\n${extra}`;
 }
@@ -397,18 +419,7 @@ describe('paging and collection deletes (account d)', () => {
     const user = `cleaner-${d.namespace}`;
     const kc = await kubeconfigFor(user);
     const client = kubeClient(testKubeConfig());
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/roles`, {
-      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'cleaner' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['get', 'list'] }] },
-    });
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/rolebindings`, {
-      body: {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: { name: 'cleaner' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cleaner' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-      },
-    });
+    await grant(d.namespace, 'cleaner', ['byokkeys'], ['get', 'list'], { kind: 'User', name: user });
     const userConfig = new (await import('@kubernetes/client-node')).KubeConfig();
     userConfig.loadFromFile(kc);
     const asUser = async () => {
@@ -633,25 +644,8 @@ describe('delegated authentication and authorization', () => {
     expect(denied.stderr).toMatch(/forbidden/i);
     expect(denied.stderr).toContain(`User "${user}" cannot list resource "byokkeys"`);
 
-    const client = kubeClient(testKubeConfig());
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/clusterroles`, {
-      body: {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRole',
-        metadata: { name: `${user}-byok-keys-viewer` },
-        // byok: the OpenRouter-shaped path, which the kube-apiserver authorizes as its own resource before proxying.
-        rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys', 'byok'], verbs: ['get', 'list', 'watch'] }],
-      },
-    });
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${a.namespace}/rolebindings`, {
-      body: {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: { name: 'viewer' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${user}-byok-keys-viewer` },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-      },
-    });
+    // byok: the OpenRouter-shaped path, which the kube-apiserver authorizes as its own resource before proxying.
+    await grant(a.namespace, `${user}-byok-keys-viewer`, ['byokkeys', 'byok'], ['get', 'list', 'watch'], { kind: 'User', name: user }, { cluster: true });
     // Authorization decisions are cached briefly (denials 5 s): wait until the grant shows.
     let allowed = await kAs(kc, 'get', 'bk', '-n', a.namespace, '-o', 'name');
     for (let i = 0; i < 40 && allowed.code !== 0; i++) {
@@ -693,18 +687,7 @@ describe('delegated authentication and authorization', () => {
       const forbidden = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
       expect(forbidden.status).toBe(403);
       expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
-      await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/roles`, {
-        body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'keys' }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['list'] }] },
-      });
-      await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.namespace}/rolebindings`, {
-        body: {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'RoleBinding',
-          metadata: { name: 'robot-keys' },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'keys' },
-          subjects: [{ kind: 'ServiceAccount', name: 'robot', namespace: b.namespace }],
-        },
-      });
+      await grant(b.namespace, 'robot-keys', ['byokkeys'], ['list'], { kind: 'ServiceAccount', name: 'robot', namespace: b.namespace });
       let ok = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
       for (let i = 0; i < 40 && ok.status !== 200; i++) {
         await new Promise((r) => setTimeout(r, 250));
@@ -988,17 +971,7 @@ describe('path differential: the route that is served is the route that was auth
     const suffix = Math.random().toString(36).slice(2, 8);
     const nobody = `nobody-diff-${suffix}`;
     const reader = `reader-diff-${suffix}`;
-    const client = kubeClient(testKubeConfig());
-    await client.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${a.namespace}/rolebindings`, {
-      body: {
-        apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: `reader-${suffix}` },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `reader-${suffix}` },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: reader }],
-      },
-    });
-    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `reader-${suffix}` }, rules: [{ apiGroups: [G], resources: ['byokkeys', 'byok'], verbs: ['get', 'list', 'watch'] }] },
-    });
+    await grant(a.namespace, `reader-${suffix}`, ['byokkeys', 'byok'], ['get', 'list', 'watch'], { kind: 'User', name: reader }, { cluster: true });
     const doors = {
       nobody: { direct: directAs(nobody), apiserver: await viaApiserverAs(nobody) },
       reader: { direct: directAs(reader), apiserver: await viaApiserverAs(reader) },
