@@ -417,6 +417,9 @@ async function main(argv: string[]): Promise<void> {
       process.exitCode = result.exitCode;
       return;
     }
+    case 'export':
+      process.exitCode = (await import('./export.ts')).exportCommand(rest, repoRoot);
+      return;
     case 'management-key':
       return managementKeyCommand(rest);
     case 'gateway-key':

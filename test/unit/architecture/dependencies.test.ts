@@ -54,6 +54,8 @@ const FLOORS: Record<string, number> = {
   ledger: 4,
   sdk: 4,
   bundle: 4,
+  // The compiler's second output (other data planes' objects): pure, above the compiler it reads.
+  export: 4,
   // Half a floor lower, because rooms above build on them: the service on the Kubernetes client, bundle/ on the
   // compiler's bucket placement (bundle Secrets are placed like the routing ConfigMaps).
   kube: 3,
@@ -233,6 +235,10 @@ describe('dependency rules', () => {
   test('the compiler is pure: domain, schema types, the condition catalog and node hashing/compression only', () => {
     const loaded = runtime(importsOf('compiler')).filter((i) => i.file !== 'schema/conditions.ts');
     expect(targets(loaded).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+  });
+
+  test('the export core is pure: domain, its own room and node hashing only', () => {
+    expect(targets(runtime(importsOf('export'))).filter((t) => !['export', 'domain', 'node:crypto'].includes(t))).toEqual([]);
   });
 
   test('the condition catalog is constants only: it imports nothing (the compiler and every door load it)', () => {

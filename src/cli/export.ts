@@ -1,0 +1,198 @@
+// `byok-operator export --target envoy-ai-gateway|agentgateway <folder>`: reads a GitOps folder with the loader of
+// `validate`, checks every credential the way the reconciler would (schema, Secret, payload, filters), compiles
+// each account with the operator's compiler, and writes the target's objects as YAML on stdout and the report on
+// stderr. Payloads are read only to learn their shape, region, project and Azure resources (src/export/facts.ts).
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import type { V1Secret } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { compileAccount, credentialExclusion, electAccount, type AccountSnapshot, type SnapshotCredential } from '../compiler/index.ts';
+import { describePayloadIssues } from '../domain/errors.ts';
+import { publicId } from '../domain/ids.ts';
+import { maskLabel } from '../domain/label.ts';
+import { validatePayload } from '../domain/payloads.ts';
+import { bytesIssue } from '../domain/text.ts';
+import { EXPORT_TARGETS, exportAccounts, exportStandalone, formatReport, payloadFacts, type CredentialFacts, type ExportInput, type ExportOptions, type ExportTarget, type SkippedCredential } from '../export/index.ts';
+import { loadCatalog } from '../gateway/catalog.ts';
+import { secretPayloadBytes } from '../kube/secret-payload.ts';
+import { effectiveSortOrder } from '../operator/reconcile/sort-order.ts';
+import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+import { validateManifest } from '../schema/validators.ts';
+import { loadManifests } from './manifests.ts';
+
+export const EXPORT_HELP = `usage: byok-operator export --target envoy-ai-gateway|agentgateway <path|-> [options]
+
+Compiles the accounts of a GitOps folder into another data plane's configuration: YAML objects on stdout, and on
+stderr a report of every semantic the target keeps, approximates or drops, per account and per credential, with
+the object counts. Needs no cluster. Key material never reaches the output: each credential is referred to by a
+derived Secret (byok-<hash of namespace/name>-<target>) that only the in-cluster controller writes.
+
+options:
+  --target <t>                  envoy-ai-gateway or agentgateway (required)
+  --standalone                  agentgateway only: its standalone config file (llm.models, virtualModels) as YAML,
+                                for one account (--account when the folder holds several)
+  --account <namespace>         export this account only
+  --per-request                 one object set per provider, the credential supplied per request by ext_authz
+                                (Envoy AI Gateway's credentialOverride; docs/export.md)
+  --namespace <ns>              namespace of the exported objects (default byok-export)
+  --gateway [<ns>/]<name>       the Gateway the routes attach to (default byok-gateway)
+  --catalog <file>              the gateway catalog (default config/catalog/catalog.json)
+  --shared-vertex-project <id>  the platform's Google project for the shared google-vertex tier
+  -h, --help                    this page
+
+exit status: 0 exported; 1 the folder has errors (unreadable YAML) or nothing to export; 2 usage error
+docs: docs/export.md
+`;
+
+const OPTIONS = {
+  target: { type: 'string' },
+  standalone: { type: 'boolean', default: false },
+  account: { type: 'string' },
+  'per-request': { type: 'boolean', default: false },
+  namespace: { type: 'string', default: 'byok-export' },
+  gateway: { type: 'string', default: 'byok-gateway' },
+  catalog: { type: 'string' },
+  'shared-vertex-project': { type: 'string' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+interface Resources {
+  accounts: Account[];
+  workspaces: Workspace[];
+  guardrails: Guardrail[];
+  apiKeys: GatewayAPIKey[];
+  credentials: BYOKCredential[];
+}
+
+const KIND_FIELD = { Account: 'accounts', Workspace: 'workspaces', Guardrail: 'guardrails', GatewayAPIKey: 'apiKeys', BYOKCredential: 'credentials' } as const;
+
+/** The payload text of a credential's Secret, or why there is none (the reconciler's reasons). */
+function payloadOf(cred: BYOKCredential, secrets: readonly V1Secret[], ns: string): { text: string } | { reason: string } {
+  const ref = cred.spec.secretRef;
+  const secret = secrets.find((s) => s.metadata?.name === ref.name && (s.metadata.namespace ?? ns) === ns);
+  if (!secret) return { reason: `SecretNotFound: Secret ${ref.name} is not among the files` };
+  const bytes = secretPayloadBytes(secret, ref.key ?? 'key');
+  if (bytes === undefined) return { reason: `KeyNotFound: Secret ${ref.name} has no key ${ref.key ?? 'key'}` };
+  const bad = bytesIssue(bytes);
+  if (bad) return { reason: `PayloadInvalid: ${bad.message}` };
+  return { text: Buffer.from(bytes).toString('utf8') };
+}
+
+/** Reads the folder into compiled accounts, payload facts and the credentials left out (with why). */
+export function loadExportInput(path: string, catalogFile: string): { input: ExportInput; errors: string[] } {
+  const { manifests, parseErrors } = loadManifests(path);
+  const errors = parseErrors.map((e) => `${e.file}:${e.position.line}:${e.position.column}: invalid YAML (document ${e.index}): ${e.message}`);
+  const byNs = new Map<string, Resources>();
+  const secrets: V1Secret[] = [];
+  const skipped: SkippedCredential[] = [];
+  for (const m of manifests) {
+    const o = m.object as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+    if (!o || typeof o !== 'object') continue;
+    if (o.apiVersion === 'v1' && o.kind === 'Secret') secrets.push(o as V1Secret);
+    const verdict = validateManifest(o);
+    if (!verdict) continue;
+    const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : 'default';
+    if (verdict.problems.length > 0) {
+      if (verdict.kind === 'BYOKCredential') skipped.push({ namespace: ns, name: verdict.name, provider: String((o as { spec?: { provider?: unknown } }).spec?.provider ?? '?'), reason: `invalid manifest (${m.file}:${m.position.line}): ${verdict.problems[0]!.path}: ${verdict.problems[0]!.message}` });
+      continue;
+    }
+    const resources = byNs.get(ns) ?? { accounts: [], workspaces: [], guardrails: [], apiKeys: [], credentials: [] };
+    byNs.set(ns, resources);
+    const field = KIND_FIELD[verdict.kind as keyof typeof KIND_FIELD];
+    (resources[field] as unknown[]).push({ ...o, metadata: { ...o.metadata, namespace: ns } });
+  }
+  const facts = new Map<string, CredentialFacts>();
+  const accounts = [...byNs].sort(([a], [b]) => (a < b ? -1 : 1)).filter(([, r]) => r.credentials.length > 0).map(([ns, r]) => {
+    const credentials: SnapshotCredential[] = [];
+    for (const cred of r.credentials) {
+      const name = cred.metadata.name ?? '';
+      const payload = payloadOf(cred, secrets, ns);
+      const checked = 'text' in payload ? validatePayload(cred.spec.provider, payload.text) : undefined;
+      if (!checked || !checked.ok) {
+        skipped.push({ namespace: ns, name, provider: cred.spec.provider, reason: 'reason' in payload ? payload.reason : `PayloadInvalid: ${checked && !checked.ok ? describePayloadIssues(checked.errors) : ''}` });
+        continue;
+      }
+      facts.set(publicId('BYOKCredential', ns, name), payloadFacts(checked.payload));
+      const text = (payload as { text: string }).text;
+      credentials.push({ resource: cred, verdict: { valid: true, label: maskLabel(cred.spec.provider, text), sortOrder: effectiveSortOrder(cred, r.credentials), payload: text } });
+    }
+    const account = electAccount(r.accounts).winner;
+    const snapshot: AccountSnapshot = { namespace: ns, ...(account ? { account } : {}), workspaces: r.workspaces, guardrails: r.guardrails, apiKeys: r.apiKeys, credentials, now: new Date() };
+    const compiled = compileAccount(snapshot);
+    // The compiler leaves out what it cannot route (a filter naming a dead key, a missing workspace): say so.
+    const live = new Set(compiled.apiKeys.map((k) => k.hash));
+    const workspaceNames = new Set(r.workspaces.map((w) => w.metadata.name ?? ''));
+    for (const entry of credentials) {
+      const why = credentialExclusion(entry, workspaceNames, live);
+      if (why !== null) skipped.push({ namespace: ns, name: entry.resource.metadata.name ?? '', provider: entry.resource.spec.provider, reason: `not compiled: ${why}` });
+    }
+    return compiled;
+  });
+  const gatewayCatalog = loadCatalog(catalogFile);
+  const input: ExportInput = {
+    accounts,
+    facts,
+    skipped,
+    catalog: gatewayCatalog.catalog,
+    upstream: (model, endpointId) => gatewayCatalog.upstream(model, endpointId),
+  };
+  return { input, errors };
+}
+
+function usage(message: string): never {
+  process.stderr.write(`byok-operator: ${message}\n\n${EXPORT_HELP}`);
+  process.exit(2);
+}
+
+/** Runs the command; returns the exit status. */
+export function exportCommand(args: string[], repoRoot: string): number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    usage(err instanceof Error ? err.message : String(err));
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(EXPORT_HELP);
+    return 0;
+  }
+  const target = values.target ?? usage('export needs --target envoy-ai-gateway or --target agentgateway');
+  if (!(EXPORT_TARGETS as readonly string[]).includes(target)) usage(`invalid --target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
+  if (values.standalone && target !== 'agentgateway') usage('--standalone is an agentgateway form');
+  if (values.standalone && values['per-request']) usage('--standalone and --per-request do not combine');
+  if (positionals.length !== 1) usage('export needs one file or folder (or - for stdin)');
+  const gatewayMatch = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(values.gateway);
+  if (!gatewayMatch) usage(`--gateway must be [<namespace>/]<name>, got ${values.gateway}`);
+  const options: ExportOptions = {
+    target: target as ExportTarget,
+    mode: values['per-request'] ? 'override' : 'static',
+    namespace: values.namespace,
+    gateway: { name: gatewayMatch[2]!, ...(gatewayMatch[1] ? { namespace: gatewayMatch[1] } : {}) },
+    ...(values['shared-vertex-project'] ? { sharedVertexProject: values['shared-vertex-project'] } : {}),
+  };
+  const { input: all, errors } = loadExportInput(positionals[0]!, resolve(values.catalog ?? resolve(repoRoot, 'config/catalog/catalog.json')));
+  for (const e of errors) process.stderr.write(`${e}\n`);
+  if (errors.length > 0) return 1;
+  const input = values.account ? { ...all, accounts: all.accounts.filter((a) => a.namespace === values.account), skipped: all.skipped.filter((s) => s.namespace === values.account) } : all;
+  if (input.accounts.length === 0) {
+    process.stderr.write(`byok-operator: no account with a credential to export${values.account ? ` (namespace ${values.account})` : ''}\n`);
+    for (const s of input.skipped) process.stderr.write(`  ${s.namespace}/${s.name} (${s.provider}): ${s.reason}\n`);
+    return 1;
+  }
+  if (values.standalone && input.accounts.length > 1) usage(`--standalone writes one account: the folder has ${input.accounts.length} (${input.accounts.map((a) => a.namespace).join(', ')}); choose one with --account`);
+  const { stdout, stderr } = renderExport(input, options, values.standalone);
+  process.stdout.write(stdout);
+  process.stderr.write(stderr);
+  return 0;
+}
+
+/** What the command prints: the YAML (stdout) and the report (stderr). */
+export function renderExport(input: ExportInput, options: ExportOptions, standalone: boolean): { stdout: string; stderr: string } {
+  if (standalone) {
+    const { config, report } = exportStandalone(input, options, input.accounts[0]!.namespace);
+    return { stdout: stringify(config, { lineWidth: 0 }), stderr: formatReport(report) };
+  }
+  const { objects, report } = exportAccounts(input, options);
+  return { stdout: objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n'), stderr: formatReport(report) };
+}

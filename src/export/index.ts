@@ -1,0 +1,90 @@
+// The export: compiled accounts (and the non-secret facts of their payloads) -> a target's objects and the report
+// of what the target keeps, approximates and drops. Pure: no I/O; the CLI reads the folder and writes the YAML.
+import { buildAgentgateway } from './agentgateway.ts';
+import { buildEnvoy } from './envoy.ts';
+import { derivedSecretName } from './names.ts';
+import { accountNotes, credentialNotes } from './notes.ts';
+import { planAccount, type AccountPlan } from './plan.ts';
+import { buildStandalone } from './standalone.ts';
+import type { AccountReport, CredentialReport, DerivedSecret, ExportInput, ExportOptions, ExportReport, ExportResult, SemanticNote, TargetObject } from './types.ts';
+
+export type * from './types.ts';
+export { EXPORT_TARGETS } from './types.ts';
+export { payloadFacts } from './facts.ts';
+export { formatReport } from './report.ts';
+export { derivedSecretName, sharedSecretName } from './names.ts';
+
+function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, secrets: readonly DerivedSecret[]): AccountReport {
+  const ns = plan.account.namespace;
+  const byName = new Map(secrets.map((s) => [s.name, s]));
+  const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
+  for (const m of plan.models) {
+    if (m.attempts.length === 0) notes.push({ semantic: 'no attempt', treatment: 'kept', detail: `${m.model}: no attempt remains (rules 5, 6, 10): its rule has no backend, so requests fail` });
+    for (const u of m.unplaced) {
+      const who = u.credentialId === null ? `shared ${u.provider}` : (plan.account.credentials.find((c) => c.id === u.credentialId)?.name ?? u.credentialId);
+      notes.push({ semantic: 'attempt left out', treatment: 'dropped', detail: `${m.model}: ${who}: ${u.reason}` });
+    }
+  }
+  const credentials: CredentialReport[] = plan.account.credentials.map((c) => {
+    const secret = byName.get(derivedSecretName(options.target, ns, c.name));
+    return { namespace: ns, name: c.name, provider: c.provider, ...(secret ? { derivedSecret: secret } : {}), notes: credentialNotes(c, plan, options.mode) };
+  });
+  for (const s of input.skipped.filter((x) => x.namespace === ns)) {
+    credentials.push({ namespace: ns, name: s.name, provider: s.provider, notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+  }
+  credentials.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { namespace: ns, models: plan.models.map((m) => m.model), objects, notes, credentials };
+}
+
+/** Accounts that have only skipped credentials still appear in the report. */
+function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
+  const compiled = new Set(input.accounts.map((a) => a.namespace));
+  const byNs = new Map<string, AccountReport>();
+  for (const s of input.skipped) {
+    if (compiled.has(s.namespace)) continue;
+    const report = byNs.get(s.namespace) ?? { namespace: s.namespace, models: [], objects: 0, notes: [], credentials: [] };
+    report.credentials.push({ namespace: s.namespace, name: s.name, provider: s.provider, notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+    byNs.set(s.namespace, report);
+  }
+  return [...byNs.values()];
+}
+
+/** The target's objects for every account (Kubernetes CRDs of the target), and the report. */
+export function exportAccounts(input: ExportInput, options: ExportOptions): ExportResult {
+  const plans = input.accounts.map((a) => planAccount(a, input, options));
+  if (options.mode === 'override') throw new Error('the override mode is not built yet');
+  const build = options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
+  const objects: TargetObject[] = [...build.shared];
+  const accounts: AccountReport[] = plans.map((plan) => {
+    const own = build.perAccount.get(plan.account.namespace) ?? [];
+    objects.push(...own);
+    return accountReport(plan, input, options, own.length, build.secrets);
+  });
+  accounts.push(...skippedOnlyAccounts(input));
+  accounts.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+  const report: ExportReport = {
+    target: options.target,
+    mode: options.mode,
+    accounts,
+    sharedObjects: build.shared.length,
+    derivedSecrets: build.secrets,
+    limits: build.limits,
+    totalObjects: objects.length,
+  };
+  return { objects, report };
+}
+
+/** agentgateway's standalone config for one account, and the report (objects counts the config's models). */
+export function exportStandalone(input: ExportInput, options: ExportOptions, namespace: string): { config: Record<string, unknown>; report: ExportReport } {
+  const account = input.accounts.find((a) => a.namespace === namespace);
+  if (account === undefined) throw new Error(`no compiled account ${namespace} in the input`);
+  const plan = planAccount(account, input, options);
+  const build = buildStandalone(plan, options);
+  const count = build.config.llm.models.length + build.config.llm.virtualModels.length;
+  const accountEntry = accountReport(plan, { ...input, skipped: input.skipped.filter((s) => s.namespace === namespace) }, options, count, build.secrets);
+  for (const n of build.notes) accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
+  accountEntry.notes.push({ semantic: 'account selection', treatment: 'kept', detail: 'one account per standalone file: every request the proxy serves is this account' });
+  accountEntry.notes = accountEntry.notes.filter((n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'));
+  const report: ExportReport = { target: 'agentgateway', mode: 'static', accounts: [accountEntry], sharedObjects: 0, derivedSecrets: build.secrets, limits: [], totalObjects: count };
+  return { config: build.config, report };
+}
