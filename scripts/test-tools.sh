@@ -3,6 +3,8 @@
 # the Argo CD health checks. Installs what is missing with apt-get (as root, or through sudo); on other systems
 # it names what to install. `npm test`, `npm run test:integration` and .ci/run call it; a no-op when present.
 set -euo pipefail
+# The export's integration test validates against Envoy Gateway's and the Gateway API's CRDs, from their Go modules.
+"$(dirname "${BASH_SOURCE[0]}")/../hack/export/fetch-crds.sh" >/dev/null
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v lua5.4 >/dev/null 2>&1 || need+=(lua5.4)
