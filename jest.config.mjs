@@ -19,6 +19,7 @@ export default {
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
+      setupFiles: ['<rootDir>/test/support/worker-control-plane.ts'],
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],

@@ -1,15 +1,15 @@
-// Holds the control plane between Jest's globalSetup and globalTeardown (both run in the parent process).
+// Holds the control planes between Jest's globalSetup and globalTeardown (both run in the parent process).
 import type { ControlPlane } from '../../src/controlplane/control-plane.ts';
 
 const key = Symbol.for('byok-operator.test.control-plane');
-type Holder = { [key]?: ControlPlane };
+type Holder = { [key]?: ControlPlane[] };
 
-export function setControlPlane(cp: ControlPlane): void {
-  (globalThis as Holder)[key] = cp;
+export function setControlPlanes(planes: ControlPlane[]): void {
+  (globalThis as Holder)[key] = planes;
 }
 
-export function takeControlPlane(): ControlPlane | undefined {
-  const cp = (globalThis as Holder)[key];
+export function takeControlPlanes(): ControlPlane[] {
+  const planes = (globalThis as Holder)[key] ?? [];
   delete (globalThis as Holder)[key];
-  return cp;
+  return planes;
 }

@@ -1,5 +1,5 @@
-import { takeControlPlane } from './control-plane-handle.ts';
+import { takeControlPlanes } from './control-plane-handle.ts';
 
 export default async function globalTeardown(): Promise<void> {
-  await takeControlPlane()?.stop();
+  await Promise.all(takeControlPlanes().map((plane) => plane.stop()));
 }
