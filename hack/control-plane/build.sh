@@ -21,7 +21,7 @@ k8s_version="$(version_of kube k8s.io/kubernetes)"
 etcd_version="$(version_of etcd go.etcd.io/etcd/server/v3)"
 helm_version="$(version_of helm helm.sh/helm/v3)"
 go_version="$(go env GOVERSION)"
-recipe=1 # bump when the build flags below change
+recipe=1 # bump when the build flags below change (not for build order: the binaries are the same)
 content_hash="$( (echo "$recipe"; cat "$here"/*/go.mod "$here"/*/go.sum) | sha256sum | cut -c1-12)"
 
 cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
@@ -59,10 +59,15 @@ etcd_commit="$(commit_of etcd go.etcd.io/etcd/server/v3 "$etcd_version")"
 helm_commit="$(commit_of helm helm.sh/helm/v3 "$helm_version")"
 
 log "go $go_version; kubernetes $k8s_version, etcd $etcd_version, helm $helm_version -> $out"
-build etcd "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${etcd_commit:0:7}" go.etcd.io/etcd/server/v3
-mv "$out/v3" "$out/etcd" 2>/dev/null || mv "$out/server" "$out/etcd" 2>/dev/null || true
+# The three modules build side by side: each build has serial stretches (module downloads, the final links) that
+# the others' compiles fill. etcd writes its binary under a temporary name so the kube build's output cannot clash.
+etcd_out="$(mktemp -d "$out/.etcd-XXXX")"
+( out="$etcd_out" build etcd "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${etcd_commit:0:7}" go.etcd.io/etcd/server/v3 \
+  && mv "$etcd_out"/* "$out/etcd" && rmdir "$etcd_out" ) & etcd_pid=$!
+( build helm "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version -X helm.sh/helm/v3/internal/version.gitCommit=${helm_commit:-unknown} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" helm.sh/helm/v3/cmd/helm ) & helm_pid=$!
 build kube "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-build helm "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version -X helm.sh/helm/v3/internal/version.gitCommit=${helm_commit:-unknown} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" helm.sh/helm/v3/cmd/helm
+wait "$etcd_pid" || { log "etcd build failed"; exit 1; }
+wait "$helm_pid" || { log "helm build failed"; exit 1; }
 
 for bin in etcd kube-apiserver kubectl helm; do
   [[ -x "$out/$bin" ]] || { log "missing $out/$bin after build"; ls -la "$out" >&2; exit 1; }
