@@ -1,0 +1,155 @@
+// The export's translation: attempt order and the shared tier per flag, the targets' limits (split or cut and
+// reported), determinism, no key material, and agentgateway's standalone form against its own JSON Schema.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from '@jest/globals';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { loadExportInput, renderExport } from '../../../src/cli/export.ts';
+import { createCatalog, type CompiledAccount, type CompiledCredential } from '../../../src/domain/index.ts';
+import { derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
+import { allShapesFolder, FLAG_SETS, SHAPES } from './fixtures.ts';
+
+const repo = join(import.meta.dirname, '..', '..', '..');
+const CATALOG = join(repo, 'config', 'catalog', 'catalog.json');
+const options = (target: ExportOptions['target'], over: Partial<ExportOptions> = {}): ExportOptions => ({ target, mode: 'static', namespace: 'byok-export', gateway: { name: 'byok-gateway' }, ...over });
+
+const folder = allShapesFolder();
+const { input } = loadExportInput(folder, CATALOG);
+
+type Rule = { name: string; matches: { headers: { value: string }[] }[]; backendRefs: { name: string; priority: number; modelNameOverride?: string }[] };
+const rulesOf = (objects: TargetObject[], account: string): Rule[] =>
+  objects.filter((o) => o.kind === 'AIGatewayRoute' && o.metadata.labels?.['byok.gateway.dev/account'] === account).flatMap((o) => o.spec['rules'] as Rule[]);
+const ruleFor = (objects: TargetObject[], account: string, model: string) => rulesOf(objects, account).find((r) => r.matches[0]!.headers[1]!.value === model);
+
+describe('export: attempt order and the shared tier', () => {
+  const { objects } = exportAccounts(input, options('envoy-ai-gateway'));
+
+  test('without flags: prioritized credentials, then the shared tier, then fallback credentials, one priority each', () => {
+    const refs = ruleFor(objects, 'flags-none', 'openai/gpt-5')!.backendRefs;
+    const names = refs.map((r) => r.name);
+    expect(refs.map((r) => r.priority)).toEqual(refs.map((_, i) => i));
+    const firstShared = names.findIndex((n) => n.startsWith('byok-shared-openai'));
+    const fallback = names.findIndex((n) => n.startsWith('flags-none-openai-fallback'));
+    expect(names[0]).toMatch(/^flags-none-openai-plain-/);
+    expect(firstShared).toBeGreaterThan(0);
+    expect(fallback).toBeGreaterThan(firstShared);
+    // The Azure deployment for gpt-5-mini carries its deployment name as the model sent upstream.
+    const mini = ruleFor(objects, 'flags-none', 'openai/gpt-5-mini')!.backendRefs.find((r) => r.name.startsWith('flags-none-azure-mixed-'));
+    expect(mini?.modelNameOverride).toBe('gpt5mini-prod');
+  });
+
+  test.each(['required', 'byok-only', 'both'])('%s: no shared tier of a flagged provider in any rule of the account', (flags) => {
+    for (const rule of rulesOf(objects, `flags-${flags}`)) {
+      expect(rule.backendRefs.filter((r) => /^byok-shared-(openai|anthropic|azure|groq|amazon-bedrock|google-vertex)-/.test(r.name))).toEqual([]);
+    }
+  });
+
+  test('is_required keeps shared capacity outside allowed_models, is_byok_only removes it for every model', () => {
+    const account = (flags: Partial<CompiledCredential>): ExportInput => {
+      const a = input.accounts.find((x) => x.namespace === 'flags-none')!;
+      const openai = a.credentials.find((c) => c.name === 'openai-plain')!;
+      return { ...input, accounts: [{ ...a, credentials: [{ ...openai, allowedModels: ['openai/gpt-5'], ...flags }] }] };
+    };
+    const required = exportAccounts(account({ isRequired: true }), options('envoy-ai-gateway')).objects;
+    expect(ruleFor(required, 'flags-none', 'openai/gpt-5')!.backendRefs.map((r) => r.name).filter((n) => n.startsWith('byok-shared-openai'))).toEqual([]);
+    expect(ruleFor(required, 'flags-none', 'openai/gpt-4o')).toBeUndefined(); // the platform's own plan applies there
+    const byokOnly = exportAccounts(account({ isByokOnly: true }), options('envoy-ai-gateway')).objects;
+    const gpt4o = ruleFor(byokOnly, 'flags-none', 'openai/gpt-4o')!.backendRefs.map((r) => r.name);
+    expect(gpt4o.filter((n) => n.startsWith('byok-shared-openai'))).toEqual([]);
+    expect(gpt4o.some((n) => n.startsWith('byok-shared-azure'))).toBe(true);
+  });
+});
+
+describe('export: output hygiene', () => {
+  test.each(['envoy-ai-gateway', 'agentgateway'] as const)('%s: no key material, the same bytes twice, derived Secrets named from namespace/name', (target) => {
+    const first = renderExport(input, options(target), false);
+    expect(`${first.stdout}${first.stderr}`).not.toMatch(/canary|PRIVATE KEY|AKIA/i);
+    expect(renderExport(loadExportInput(folder, CATALOG).input, options(target), false)).toEqual(first);
+    for (const s of SHAPES) expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', s.name));
+  });
+
+  test('every credential is in the report, with fee, allowance, reservations, filters, provider_responses and health', () => {
+    const { report } = exportAccounts(input, options('agentgateway'));
+    const credentials = report.accounts.flatMap((a) => a.credentials);
+    expect(credentials).toHaveLength((SHAPES.length + 1) * Object.keys(FLAG_SETS).length);
+    for (const c of credentials) {
+      const semantics = c.notes.map((n) => n.semantic);
+      for (const s of ['fee', 'allowance', 'reservations', 'provider_responses', 'health']) expect(semantics).toContain(s);
+    }
+    const filtered = credentials.find((c) => c.namespace === 'flags-none' && c.name === 'openai-plain')!;
+    expect(filtered.notes.filter((n) => n.treatment === 'dropped').map((n) => n.semantic)).toEqual(expect.arrayContaining(['allowed_api_key_hashes', 'allowed_user_ids']));
+    expect(report.totalObjects).toBe(report.accounts.reduce((s, a) => s + a.objects, 0) + report.sharedObjects);
+  });
+});
+
+describe('export: target limits', () => {
+  // 20 models with one openai endpoint each, and an account with 130 openai credentials.
+  const models = Array.from({ length: 20 }, (_, i) => `acme/model-${String(i).padStart(2, '0')}`);
+  const catalog = createCatalog(models.map((model) => ({ model, endpoints: [{ id: 'openai', provider: 'openai', region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: '0.01' } }] })));
+  const credential = (i: number): CompiledCredential => ({
+    id: `cred-${i}`, name: `key-${String(i).padStart(3, '0')}`, provider: 'openai', workspaceId: null, label: '', displayName: null, disabled: false,
+    isFallback: false, isRequired: false, isByokOnly: false, declaredZdr: null, allowedModels: null, allowedApiKeyHashes: null, allowedUserIds: null, sortOrder: i, createdAt: '2026-01-01T00:00:00Z',
+  });
+  const account: CompiledAccount = { namespace: 'big', accountId: 'big', plan: 'enterprise', privacy: { denyDataCollection: false, alwaysZdr: false }, credentials: Array.from({ length: 130 }, (_, i) => credential(i)), workspaces: [], guardrails: [], apiKeys: [] };
+  const limitsInput: ExportInput = {
+    accounts: [account],
+    facts: new Map(account.credentials.map((c) => [c.id, { kind: 'api-key' }])),
+    skipped: [],
+    catalog,
+    upstream: (model) => ({ baseUrl: 'https://api.openai.com/v1', model: model.slice(5), regionalBaseUrls: {}, defaultRegion: 'us-east-1', azureOpenAiUrl: '', azureFoundryUrl: '' }),
+  };
+
+  test('Envoy AI Gateway: 15 rules per route (split), 128 backendRefs per rule (cut), 16 targets per policy; each reported', () => {
+    const { objects, report } = exportAccounts(limitsInput, options('envoy-ai-gateway'));
+    const routes = objects.filter((o) => o.kind === 'AIGatewayRoute');
+    expect(routes.map((r) => (r.spec['rules'] as unknown[]).length)).toEqual([15, 5]);
+    expect(objects.filter((o) => o.kind === 'BackendTrafficPolicy').map((o) => o.metadata.name)).toEqual(routes.map((r) => r.metadata.name));
+    for (const r of routes.flatMap((o) => o.spec['rules'] as Rule[])) expect(r.backendRefs).toHaveLength(128);
+    expect(report.limits).toEqual(expect.arrayContaining([expect.stringContaining('split over 2 AIGatewayRoutes'), expect.stringContaining('131 attempts, cut to the first 128')]));
+    for (const p of objects.filter((o) => o.kind === 'BackendSecurityPolicy')) expect((p.spec['targetRefs'] as unknown[]).length).toBeLessThanOrEqual(16);
+  });
+
+  test('agentgateway: 8 priority groups (the tail shares the last), 16 providers per group, 16 rules per HTTPRoute; each reported', () => {
+    const { objects, report } = exportAccounts(limitsInput, options('agentgateway'));
+    const backends = objects.filter((o) => o.kind === 'AgentgatewayBackend');
+    expect(backends).toHaveLength(20);
+    const groups = (backends[0]!.spec['ai'] as { groups: { providers: { name: string }[] }[] }).groups;
+    expect(groups.map((g) => g.providers.length)).toEqual([1, 1, 1, 1, 1, 1, 1, 16]);
+    expect(groups[0]!.providers[0]!.name).toBe('key-000');
+    expect(objects.filter((o) => o.kind === 'HTTPRoute').map((o) => (o.spec['rules'] as unknown[]).length)).toEqual([16, 4]);
+    expect(report.limits).toEqual(expect.arrayContaining([expect.stringContaining('share priority group 8'), expect.stringContaining('cut (providers per group)')]));
+  });
+});
+
+describe('agentgateway standalone config', () => {
+  const schema = JSON.parse(readFileSync(join(repo, '..', 'shared', 'third-party', 'agentgateway', 'standalone-config.schema.json'), 'utf8')) as object;
+  const ajv = new Ajv2020({ allErrors: true, strict: false });
+  // The schema is generated from Rust types (schemars): its numeric formats are ranges, checked as such.
+  const ranges: Record<string, [number, number]> = { uint: [0, Number.MAX_SAFE_INTEGER], uint8: [0, 255], uint16: [0, 65_535], uint32: [0, 4_294_967_295], uint64: [0, Number.MAX_SAFE_INTEGER], int32: [-2_147_483_648, 2_147_483_647] };
+  for (const [name, [min, max]] of Object.entries(ranges)) ajv.addFormat(name, { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= min && n <= max });
+  ajv.addFormat('double', { type: 'number', validate: (n: number) => Number.isFinite(n) });
+  // `format: const` marks a constant-only string in the generated schema; the `const` keyword beside it checks it.
+  ajv.addFormat('const', true);
+  ajv.addFormat('uri', { type: 'string', validate: (s: string) => URL.canParse(s) });
+  const validate = ajv.compile(schema);
+
+  test.each(Object.keys(FLAG_SETS))('flags %s: validates against standalone-config.schema.json, one failover virtual model per model', (flags) => {
+    const { config, report } = exportStandalone(input, options('agentgateway'), `flags-${flags}`);
+    const ok = validate(config);
+    expect(validate.errors ?? []).toEqual([]);
+    expect(ok).toBe(true);
+    const llm = (config as { llm: { models: { name: string; visibility: string }[]; virtualModels: { name: string; routing: { failover: { targets: { model: string }[] } } }[] } }).llm;
+    expect(llm.virtualModels.length).toBe(report.accounts[0]!.models.length);
+    const concrete = new Set(llm.models.map((m) => m.name));
+    for (const v of llm.virtualModels) for (const t of v.routing.failover.targets) expect(concrete.has(t.model)).toBe(true);
+    expect(llm.models.every((m) => m.visibility === 'internal')).toBe(true);
+    expect(JSON.stringify(config)).not.toMatch(/canary/i);
+  });
+
+  test('a config with an inline key is refused by the same schema check (the check is real)', () => {
+    const { config } = exportStandalone(input, options('agentgateway'), 'flags-none');
+    const broken = JSON.parse(JSON.stringify(config)) as { llm: { models: Record<string, unknown>[] } };
+    broken.llm.models[0]!['params'] = { apiKey: { path: 'not-a-field' } };
+    expect(validate(broken)).toBe(false);
+  });
+});
