@@ -5,6 +5,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { isApiKeyLive } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import { GroupedStore } from './grouped-store.ts';
 import { ManagementKeyIndex } from './management-keys.ts';
 import { compareKeys, credentialId, isManagedByApi, toByokKey, type BYOKKey } from './mapping.ts';
 
@@ -51,10 +52,12 @@ export class ApiState {
   readonly managementKeys = new ManagementKeyIndex();
   private readonly credentials = new Map<string, NamespaceCredentials>();
   private readonly credentialsById = new Map<string, CredentialEntry>();
-  private readonly workspaces = new Map<string, Map<string, Workspace>>();
+  private readonly workspaces = new GroupedStore<Workspace>();
   private readonly workspacesById = new Map<string, Workspace>();
-  private readonly apiKeys = new Map<string, Map<string, GatewayAPIKey>>();
-  private readonly apiKeysByHash = new Map<string, Map<string, GatewayAPIKey>>();
+  private readonly apiKeys = new GroupedStore<GatewayAPIKey>();
+  /** Gateway API keys by hash, then `namespace/name`. */
+  private readonly apiKeysByHash = new GroupedStore<GatewayAPIKey>();
+  private readonly accounts = new GroupedStore<Account>();
   private readonly credentialListeners = new Set<(change: CredentialChange) => void>();
 
   /** Called after every credential change lands in the read model; returns the unsubscribe function. */
@@ -72,7 +75,6 @@ export class ApiState {
       }
     }
   }
-  private readonly accounts = new Map<string, Map<string, Account>>();
 
   // ---- credentials ----
 
@@ -207,26 +209,20 @@ export class ApiState {
 
   upsertWorkspace(obj: Workspace): void {
     const [ns, name] = nsName(obj);
-    this.removeWorkspace(obj);
-    let m = this.workspaces.get(ns);
-    if (!m) {
-      m = new Map();
-      this.workspaces.set(ns, m);
-    }
-    m.set(name, obj);
+    this.workspaces.set(ns, name, obj);
     this.workspacesById.set(publicId('Workspace', ns, name), obj);
   }
 
   removeWorkspace(obj: Workspace): void {
     const [ns, name] = nsName(obj);
-    this.workspaces.get(ns)?.delete(name);
+    this.workspaces.delete(ns, name);
     this.workspacesById.delete(publicId('Workspace', ns, name));
   }
 
   /** The account's default workspace; with several marked default (a misconfiguration), the first by name. */
   defaultWorkspace(namespace: string): Workspace | undefined {
     let best: Workspace | undefined;
-    for (const ws of this.workspaces.get(namespace)?.values() ?? []) {
+    for (const ws of this.workspaces.values(namespace)) {
       if (ws.spec.default === true && (!best || (ws.metadata.name ?? '') < (best.metadata.name ?? ''))) best = ws;
     }
     return best;
@@ -241,41 +237,28 @@ export class ApiState {
 
   upsertApiKey(obj: GatewayAPIKey): void {
     const [ns, name] = nsName(obj);
+    // The hash may have changed: drop the old one from the index first.
     this.removeApiKey(obj);
-    let m = this.apiKeys.get(ns);
-    if (!m) {
-      m = new Map();
-      this.apiKeys.set(ns, m);
-    }
-    m.set(name, obj);
-    let byHash = this.apiKeysByHash.get(obj.spec.hash);
-    if (!byHash) {
-      byHash = new Map();
-      this.apiKeysByHash.set(obj.spec.hash, byHash);
-    }
-    byHash.set(`${ns}/${name}`, obj);
+    this.apiKeys.set(ns, name, obj);
+    this.apiKeysByHash.set(obj.spec.hash, `${ns}/${name}`, obj);
   }
 
   removeApiKey(obj: GatewayAPIKey): void {
     const [ns, name] = nsName(obj);
-    const old = this.apiKeys.get(ns)?.get(name);
-    if (!old) return;
-    this.apiKeys.get(ns)?.delete(name);
-    const byHash = this.apiKeysByHash.get(old.spec.hash);
-    byHash?.delete(`${ns}/${name}`);
-    if (byHash?.size === 0) this.apiKeysByHash.delete(old.spec.hash);
+    const old = this.apiKeys.delete(ns, name);
+    if (old) this.apiKeysByHash.delete(old.spec.hash, `${ns}/${name}`);
   }
 
   /** Hashes of the live gateway API keys of one account (filters may name only these). */
   liveApiKeyHashes(namespace: string, now = Date.now()): Set<string> {
     const out = new Set<string>();
-    for (const k of this.apiKeys.get(namespace)?.values() ?? []) if (isApiKeyLive(k.spec, now)) out.add(k.spec.hash);
+    for (const k of this.apiKeys.values(namespace)) if (isApiKeyLive(k.spec, now)) out.add(k.spec.hash);
     return out;
   }
 
   /** Whether a live gateway API key with this hash exists in any account. */
   isLiveApiKeyHash(hash: string, now = Date.now()): boolean {
-    for (const k of this.apiKeysByHash.get(hash)?.values() ?? []) if (isApiKeyLive(k.spec, now)) return true;
+    for (const k of this.apiKeysByHash.values(hash)) if (isApiKeyLive(k.spec, now)) return true;
     return false;
   }
 
@@ -283,23 +266,18 @@ export class ApiState {
 
   upsertAccount(obj: Account): void {
     const [ns, name] = nsName(obj);
-    let m = this.accounts.get(ns);
-    if (!m) {
-      m = new Map();
-      this.accounts.set(ns, m);
-    }
-    m.set(name, obj);
+    this.accounts.set(ns, name, obj);
   }
 
   removeAccount(obj: Account): void {
     const [ns, name] = nsName(obj);
-    this.accounts.get(ns)?.delete(name);
+    this.accounts.delete(ns, name);
   }
 
   /** The account's `spec.limits.maxCredentials`, from its oldest Account (the one the operator honours). */
   credentialLimit(namespace: string): number | undefined {
     let oldest: Account | undefined;
-    for (const a of this.accounts.get(namespace)?.values() ?? []) {
+    for (const a of this.accounts.values(namespace)) {
       const t = String(a.metadata.creationTimestamp ?? '');
       if (!oldest || t < String(oldest.metadata.creationTimestamp ?? '')) oldest = a;
     }
