@@ -21,13 +21,12 @@ const EXCEPTIONS: Record<string, number> = {
   'src/aggregated/registry/byokkeys.ts': 319, // registerByokKeys
   'src/api/server.ts': 181, // buildApp
   'src/cli/main.ts': 197, // main
-  'src/ledger/spend-gate.ts': 292, // createSpendGate
   'src/operator/compile/pipeline.ts': 172, // createCompilePipeline
   'src/operator/run.ts': 173, // startOperator
   'test/integration/gateway/upstreams.ts': 171, // startUpstreams
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 8;
+const MAX_EXCEPTIONS = 7;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';

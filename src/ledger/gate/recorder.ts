@@ -1,0 +1,63 @@
+// Applies a RecordPlan to the ledger: one add (idempotent by the generation id, settling the reservation), then for
+// a BYOK request above the free allowance its fee, a write of its own (`<id>:fee`) retried until it lands, so a
+// failure there never replays the list cost.
+import type { Logger } from 'pino';
+import { byokCharge } from '../../domain/billing.ts';
+import type { RecordedSpend } from '../../contract/spend-gate.ts';
+import { LedgerUnavailableError, type CounterIncrement, type Ledger } from '../ledger.ts';
+import type { GateMetrics } from './metrics.ts';
+import type { RecordPlan } from './record-plan.ts';
+
+/** The gate closed while a BYOK fee was still being retried: the list cost is recorded, the fee is not. */
+export class FeeNotRecordedError extends Error {
+  constructor(id: string, cause: unknown) {
+    super(`spend gate closed before the BYOK fee of ${id} was recorded`, { cause });
+    this.name = 'FeeNotRecordedError';
+  }
+}
+
+export interface RecorderOptions {
+  ledger: Ledger;
+  metrics: GateMetrics;
+  retry: { minMs: number; maxMs: number };
+  /** True once the gate is closing: the fee is no longer retried. */
+  stopped: () => boolean;
+  log?: Logger | undefined;
+}
+
+export class Recorder {
+  private readonly opts: RecorderOptions;
+
+  constructor(opts: RecorderOptions) {
+    this.opts = opts;
+  }
+
+  async apply(plan: RecordPlan): Promise<RecordedSpend> {
+    const totals = await this.opts.ledger.add(plan.increments, plan.settle, plan.id);
+    if (!plan.byok) return { feeMicros: 0, chargedMicros: plan.chargedMicros, freeListCostMicros: 0 };
+    // A replayed add returns the month-to-date its first application saw, so the fee is the same whenever it lands.
+    const cost = plan.byok.listCostMicros;
+    const before = (totals[0] ?? cost) - cost;
+    const charge = byokCharge({ plan: plan.byok.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
+    if (charge.feeMicros > 0) await this.addWithRetry([{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }], `${plan.id}:fee`);
+    return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
+  }
+
+  private async addWithRetry(increments: CounterIncrement[], id: string): Promise<void> {
+    const { ledger, metrics, retry, stopped } = this.opts;
+    let delay = retry.minMs;
+    for (;;) {
+      try {
+        await ledger.add(increments, undefined, id);
+        return;
+      } catch (err) {
+        if (!(err instanceof LedgerUnavailableError)) throw err;
+        // Not a LedgerUnavailableError: the list cost is recorded, so the record must not be queued again.
+        if (stopped()) throw new FeeNotRecordedError(id, err);
+        metrics.unavailable.inc({ op: 'record' });
+        await new Promise((r) => setTimeout(r, delay).unref());
+        delay = Math.min(delay * 2, retry.maxMs);
+      }
+    }
+  }
+}
