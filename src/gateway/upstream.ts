@@ -7,7 +7,7 @@ import { createHash, sign } from 'node:crypto';
 import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { azureDeploymentFor, type ProviderPayload, type VertexPayload } from '../domain/index.ts';
+import { azureDeploymentFor, type BedrockIamPayload, type ProviderPayload, type VertexPayload } from '../domain/index.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
 export interface UpstreamRequest {
@@ -196,11 +196,7 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
       }
       if (payload.kind === 'bedrock-iam') {
         const url = modelsUrl(chatUrl(fill(spec.baseUrl, { region: payload.region })));
-        const signer = new SignatureV4({ service: 'bedrock', region: payload.region, credentials: { accessKeyId: payload.accessKeyId, secretAccessKey: payload.secretAccessKey }, sha256: Sha256 });
-        const query: Record<string, string> = {};
-        url.searchParams.forEach((v, k) => (query[k] = v));
-        const signed = await signer.sign({ method: 'GET', protocol: url.protocol, hostname: url.hostname, ...(url.port ? { port: Number(url.port) } : {}), path: url.pathname, query, headers: { host: url.host } });
-        return { url, headers: { ...(signed.headers as Record<string, string>) } };
+        return { url, headers: await signBedrockRequest(payload, 'GET', url) };
       }
       const prepared = await self.prepare(owner, payload, spec, modelSlug, {});
       return { url: modelsUrl(prepared.url), headers: prepared.headers, ...(prepared.tenantUrl ? { tenantUrl: true as const } : {}) };
@@ -233,25 +229,7 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
         case 'bedrock-iam': {
           const url = chatUrl(fill(spec.baseUrl, { region: payload.region }));
           const text = json(spec.model);
-          const signer = new SignatureV4({
-            service: 'bedrock',
-            region: payload.region,
-            credentials: { accessKeyId: payload.accessKeyId, secretAccessKey: payload.secretAccessKey },
-            sha256: Sha256,
-          });
-          const query: Record<string, string> = {};
-          url.searchParams.forEach((v, k) => (query[k] = v));
-          const signed = await signer.sign({
-            method: 'POST',
-            protocol: url.protocol,
-            hostname: url.hostname,
-            ...(url.port ? { port: Number(url.port) } : {}),
-            path: url.pathname,
-            query,
-            headers: { host: url.host, 'content-type': 'application/json' },
-            body: text,
-          });
-          return { url, headers: { ...(signed.headers as Record<string, string>) }, body: text };
+          return { url, headers: await signBedrockRequest(payload, 'POST', url, text), body: text };
         }
         case 'vertex': {
           const location = payload.region;
@@ -268,6 +246,29 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
     },
   };
   return self;
+}
+
+/** The SigV4 headers of one Bedrock call with IAM keys (a POST carries its JSON body, which the signature covers). */
+async function signBedrockRequest(payload: BedrockIamPayload, method: 'GET' | 'POST', url: URL, body?: string): Promise<Record<string, string>> {
+  const signer = new SignatureV4({
+    service: 'bedrock',
+    region: payload.region,
+    credentials: { accessKeyId: payload.accessKeyId, secretAccessKey: payload.secretAccessKey },
+    sha256: Sha256,
+  });
+  const query: Record<string, string> = {};
+  url.searchParams.forEach((v, k) => (query[k] = v));
+  const signed = await signer.sign({
+    method,
+    protocol: url.protocol,
+    hostname: url.hostname,
+    ...(url.port ? { port: Number(url.port) } : {}),
+    path: url.pathname,
+    query,
+    headers: body === undefined ? { host: url.host } : { host: url.host, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body }),
+  });
+  return { ...(signed.headers as Record<string, string>) };
 }
 
 /** File name of a provider's shared key in the shared-keys directory: `/` in a slug becomes `__` (Secret keys allow no `/`). */
