@@ -57,6 +57,7 @@ export interface ShardDocument {
   accounts: CompiledAccount[];
 }
 
+/** Lowercase hex SHA-256 (strings as UTF-8): the one digest helper of src/ (objects, index, bearer-token hashes). */
 export function sha256Hex(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
 }

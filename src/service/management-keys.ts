@@ -1,23 +1,21 @@
 // Management keys authenticate the REST API. Each is a Secret in the account namespace, labelled
 // `byok.gateway.dev/management-key=true`, that holds only the SHA-256 of the key: the key itself is shown once
 // at creation and never stored, so reading the cluster never yields a usable key.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { kubeClient } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { MANAGEMENT_KEY_LABEL } from '../kube/resources.ts';
+import { sha256Hex } from '../contract/routing.ts';
 
 export { MANAGEMENT_KEY_LABEL };
+/** Lowercase hex SHA-256 of a bearer token (management key or gateway API key): the one digest helper of src/. */
+export { sha256Hex };
 export const MANAGEMENT_KEY_SELECTOR = `${MANAGEMENT_KEY_LABEL}=true`;
 /** Data key of the Secret holding the lowercase hex SHA-256 of the key. */
 export const MANAGEMENT_KEY_HASH_FIELD = 'sha256';
 /** Prefix of generated keys, so a leaked key is recognisable by secret scanners. */
 export const MANAGEMENT_KEY_PREFIX = 'sk-byok-mgmt-v1-';
-
-/** Lowercase hex SHA-256 of a bearer token (management key or gateway API key). */
-export function sha256Hex(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
-}
 
 /** Constant-time comparison of two hex digests of equal length. */
 export function sameDigest(a: string, b: string): boolean {

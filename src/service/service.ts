@@ -1,8 +1,9 @@
 // The five operations, independent of HTTP: reads from the read model, writes through the Backend, and every
 // write observed back into the read model before responding (read-your-writes).
 import type { EgressAllowList } from '../domain/egress.ts';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { canonicalJson } from '../contract/canonical-json.ts';
+import { sha256Hex } from '../contract/routing.ts';
 import type { V1Secret } from '@kubernetes/client-node';
 import { resolveCredentialWrite, SPEC_FIELD_NAMES, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
@@ -109,8 +110,6 @@ function fromKube(err: unknown): unknown {
   return err;
 }
 
-const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
-
 /**
  * Sort orders handed out to creates still in flight, per account+provider. Concurrent POSTs on this replica each
  * get a distinct "next free position" without waiting for one another; once none is in flight the read model
@@ -182,8 +181,8 @@ export class ByokService {
       // The name is derived from the key, so two replicas racing on one retry meet at the apiserver: one
       // create wins and the other replays it. The fingerprint is salted with the key, which is not stored.
       idem = {
-        name: `byok-${sha256(`${namespace}\u0000${opts.idempotencyKey}`).slice(0, 20)}`,
-        fingerprint: sha256(`${opts.idempotencyKey}\u0000${canonicalJson(body)}`),
+        name: `byok-${sha256Hex(`${namespace}\u0000${opts.idempotencyKey}`).slice(0, 20)}`,
+        fingerprint: sha256Hex(`${opts.idempotencyKey}\u0000${canonicalJson(body)}`),
       };
       const seen = this.d.state.credential(namespace, idem.name);
       if (seen) return this.replay(seen, idem);
