@@ -1,10 +1,12 @@
 // The gateway status report (docs/gateway.md, "Status endpoint"): what a gateway pod serves on GET /byok/status and
 // the operator's leader reads into UpstreamHealthy, lastUsedTime and Delivered. The gateway writes it
-// (src/gateway/health.ts, server.ts) and the operator parses it (src/operator/health-status.ts) with this one type.
+// (src/gateway/health.ts, server.ts) and the operator parses it (src/operator/health/gather.ts) with this one type.
 // Counters and digests only, never key material.
 
 export const GATEWAY_STATUS_FORMAT = 'byok-gateway-status/v1';
 export const GATEWAY_STATUS_PATH = '/byok/status';
+/** POST {credentialId}: the operator asks one gateway pod to probe an idle credential (same status token). */
+export const GATEWAY_PROBE_PATH = '/byok/probe';
 
 /** How an upstream attempt with a BYOK credential ended, as health sees it. */
 export const HEALTH_OUTCOMES = ['ok', 'unauthorized', 'rateLimited', 'upstreamError'] as const;

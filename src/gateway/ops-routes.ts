@@ -2,6 +2,7 @@
 // token). The CLI and the chart serve them on their own port, never beside tenants (docs/gateway.md, "Ports").
 import { hash as digestOnce, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH } from '../contract/gateway-status.ts';
 import type { ProviderPayload } from '../domain/index.ts';
 import { healthOutcome, type GatewayStatusReport, type ProbeResult } from './health.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
@@ -21,14 +22,14 @@ export function registerOpsRoutes(ops: FastifyInstance, rt: GatewayRuntime, opts
   const statusAuth = opts.statusToken ? digestOnce('sha256', `Bearer ${opts.statusToken}`, 'buffer') : undefined;
   // Digests of equal length, compared in constant time.
   const statusAllowed = (authorization: string | undefined) => statusAuth !== undefined && authorization !== undefined && timingSafeEqual(digestOnce('sha256', authorization, 'buffer'), statusAuth);
-  ops.get('/byok/status', async (req, reply) => {
-    if (!statusAuth) return reply.code(404).send(specError(404, 'no route GET /byok/status'));
+  ops.get(GATEWAY_STATUS_PATH, async (req, reply) => {
+    if (!statusAuth) return reply.code(404).send(specError(404, `no route GET ${GATEWAY_STATUS_PATH}`));
     if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, "the status endpoint needs the operator's status token"));
     return opts.statusReport();
   });
   // The operator asks one pod to probe an idle credential (spec: the gateway owns upstream auth and egress).
-  ops.post('/byok/probe', async (req, reply) => {
-    if (!statusAuth) return reply.code(404).send(specError(404, 'no route POST /byok/probe'));
+  ops.post(GATEWAY_PROBE_PATH, async (req, reply) => {
+    if (!statusAuth) return reply.code(404).send(specError(404, `no route POST ${GATEWAY_PROBE_PATH}`));
     if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, "the probe endpoint needs the operator's status token"));
     const id = (req.body as { credentialId?: unknown } | null)?.credentialId;
     if (typeof id !== 'string') return reply.code(400).send(specError(400, 'credentialId is required'));

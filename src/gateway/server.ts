@@ -22,6 +22,7 @@ import { listModels } from './models.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { AttemptPayloads } from './payloads.ts';
 import { specError, type GatewayRuntime } from './runtime.ts';
+import { GATEWAY_STATUS_FORMAT } from '../contract/gateway-status.ts';
 import type { SpendGate } from '../contract/spend-gate.ts';
 import { UpstreamTransport } from './transport.ts';
 import { createUpstreamAuth } from './upstream.ts';
@@ -199,7 +200,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   // Ops routes: on a listener of their own when opsPort is set (the chart and the CLI set it), never beside tenants.
   const ops: FastifyInstance = opts.opsPort !== undefined ? Fastify({ logger: false }) : app;
   const statusReport = (): GatewayStatusReport => ({
-    format: 'byok-gateway-status/v1',
+    format: GATEWAY_STATUS_FORMAT,
     instance,
     at: Date.now(),
     routing: { version: routing.current()?.version ?? null },
