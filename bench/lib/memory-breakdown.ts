@@ -11,7 +11,7 @@ import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
 import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/contract/envelope.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { compactForCache } from '../../src/kube/informer.ts';
-import { DEFAULT_SECRET_KEY } from '../../src/kube/resources.ts';
+import { secretRefKey } from '../../src/domain/secret-ref.ts';
 import type { ResourceInformers } from '../../src/kube/resources.ts';
 import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/state.ts';
 import type { AccountSnapshot } from '../../src/operator/compile/pipeline.ts';
@@ -58,7 +58,7 @@ export function memoryBreakdown(informers: ResourceInformers): Record<string, nu
         sortOrder: v.sortOrder,
         label: v.label,
         payloadSecret: withPayload ? secret : undefined,
-        payloadKey: withPayload ? c.spec.secretRef.key ?? DEFAULT_SECRET_KEY : undefined,
+        payloadKey: withPayload ? secretRefKey(c.spec.secretRef) : undefined,
         generation: c.metadata.generation,
         secretResourceVersion: c.status?.secretResourceVersion,
       });

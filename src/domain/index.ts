@@ -6,6 +6,7 @@ export type * from './model.ts';
 export * from './errors.ts';
 export * from './money.ts';
 export * from './payloads.ts';
+export * from './secret-ref.ts';
 export * from './egress.ts';
 export * from './label.ts';
 export {

@@ -10,7 +10,6 @@ import { SupervisedInformer, compactForCache, type InformerOptions, type Restart
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
 export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
 export const MANAGEMENT_KEY_LABEL = 'byok.gateway.dev/management-key';
-export const DEFAULT_SECRET_KEY = 'key';
 
 export const crPath = (plural: string) => `/apis/${GROUP}/${VERSION}/${plural}`;
 export const SECRETS_PATH = '/api/v1/secrets';

@@ -7,7 +7,8 @@ import type { AccountStateSource, AccountSnapshot, CredentialVerdict } from './c
 import type { AccountBudgetView, SpendStateSource } from './spend-status.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
-import { DEFAULT_SECRET_KEY, secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { secretRefKey } from '../domain/secret-ref.ts';
+import { secretPayload, type ResourceInformers } from '../kube/resources.ts';
 
 export interface StoredVerdict {
   valid: boolean;
@@ -68,7 +69,7 @@ export function verdictFromStatus(cred: BYOKCredential, secret: V1Secret | undef
     secret !== undefined &&
     status?.secretResourceVersion === secret.metadata?.resourceVersion;
   if (!current) return { valid: false, sortOrder, ...(status?.label ? { label: status.label } : {}) };
-  const payload = secretPayload(secret, cred.spec.secretRef.key ?? DEFAULT_SECRET_KEY);
+  const payload = secretPayload(secret, secretRefKey(cred.spec.secretRef));
   if (payload === undefined) return { valid: false, sortOrder };
   return { valid: true, sortOrder, label: status?.label ?? '', payload };
 }

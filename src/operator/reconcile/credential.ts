@@ -8,7 +8,8 @@ import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
 import { creationTime, electAccount } from '../../compiler/elect.ts';
 import { isNotFound, type KubeClient } from '../../kube/client.ts';
 import type { Applier } from '../../kube/apply.ts';
-import { CREDENTIAL_SECRET_LABEL, DEFAULT_SECRET_KEY, INDEX, secretPayloadValue, type ResourceInformers } from '../../kube/resources.ts';
+import { secretRefKey } from '../../domain/secret-ref.ts';
+import { CREDENTIAL_SECRET_LABEL, INDEX, secretPayloadValue, type ResourceInformers } from '../../kube/resources.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import type { VerdictStore } from '../state.ts';
@@ -83,7 +84,7 @@ export class CredentialReconciler {
   private async gather(ns: string, name: string, cred: BYOKCredential): Promise<Gathered> {
     const { spec } = cred;
     const inf = this.deps.informers;
-    const secretKey = spec.secretRef.key ?? DEFAULT_SECRET_KEY;
+    const secretKey = secretRefKey(spec.secretRef);
     const secret = await this.resolveSecret(ns, spec.secretRef.name);
     const value = secret ? secretPayloadValue(secret, secretKey) : undefined;
 
