@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
 import { openLedger } from '../ledger/open.ts';
+import { countRefusals } from '../ledger/refusals.ts';
 import { createSpendGate, type LedgerSpendGate } from '../ledger/spend-gate.ts';
 
 export interface GatewayLedgerOptions {
@@ -24,5 +25,6 @@ export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<
     },
   });
   opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null }, 'spend ledger open');
-  return createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger });
+  // Every 402 is counted in the ledger, where the operator turns it into a BudgetExceeded Event (docs/ledger.md, "Refusals").
+  return countRefusals(createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger }), ledger, keys, { logger: opts.logger });
 }

@@ -25,6 +25,8 @@ export interface KeySpace {
   validated(accountId: string): string;
   /** The set of in-flight reservations held against one budget window. */
   hold(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
+  /** Requests one budget window refused (402): counted by the gateways (ledger/refusals.ts), read by the operator. */
+  refused(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Expiry of a counter of this window. */
   expiresAt(window: BudgetWindow): number | null;
 }
@@ -37,6 +39,7 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
     budget: (accountId, scope, scopeId, window, part) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
     validated: (accountId) => `${prefix}{${accountId}}:validated`,
     hold: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
+    refused: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused`,
     account: (accountId, month, meter) => {
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
       return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;

@@ -34,29 +34,47 @@ export interface ScopeRef {
   intervals: readonly BudgetInterval[];
 }
 
+/** Spend of one budget window with the requests it refused (402) in that window: what the operator publishes. */
+export interface WindowFigures extends WindowSpend {
+  refused: number;
+}
+
 /** Spend of each scope's current windows, in one read. */
-export async function readWindows(
+export function readWindows(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>> {
+  return readScopes(ledger, keys, accountId, scopes, at, false);
+}
+
+/** Spend and refusals (keys.refused, counted by ledger/refusals.ts) of each scope's current windows, in one read. */
+export function readWindowFigures(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>> {
+  return readScopes(ledger, keys, accountId, scopes, at, true);
+}
+
+async function readScopes(
   ledger: Ledger,
   keys: KeySpace,
   accountId: string,
   scopes: readonly ScopeRef[],
   at: Date,
-): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>> {
+  refusals: boolean,
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>> {
   const names: string[] = [];
+  const stride = refusals ? 3 : 2;
   for (const s of scopes) {
     for (const interval of s.intervals) {
       const w = windowOf(interval, at);
       names.push(keys.budget(accountId, s.scope, s.id, w, 'nonbyok'), keys.budget(accountId, s.scope, s.id, w, 'byok'));
+      if (refusals) names.push(keys.refused(accountId, s.scope, s.id, w));
     }
   }
   const values = await ledger.read(names);
-  const out = new Map<string, Partial<Record<BudgetInterval, WindowSpend>>>();
+  const out = new Map<string, Partial<Record<BudgetInterval, WindowFigures>>>();
   let i = 0;
   for (const s of scopes) {
     const perInterval = out.get(`${s.scope}/${s.id}`) ?? {};
     for (const interval of s.intervals) {
-      perInterval[interval] = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0 };
-      i += 2;
+      // Without refusals read, refused is 0 (the spend gate's admit reads spend only).
+      perInterval[interval] = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0, refused: refusals ? (values[i + 2] ?? 0) : 0 };
+      i += stride;
     }
     out.set(`${s.scope}/${s.id}`, perInterval);
   }

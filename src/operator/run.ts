@@ -18,7 +18,7 @@ import { createCompilePipeline, type CompilePipeline, type CompilePipelineOption
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
-import { createGatewayHealthStatus, type GatewayStatusConfig } from './health-status.ts';
+import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/writer.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
 import { registerAccountDelivery } from './delivery-metrics.ts';
@@ -144,7 +144,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     const note = `the spend ledger restarted and lost spend: ${raisedCounters} counters were rebuilt from status.spend (the largest by ${microsToUsd(largestMicros)} USD); budgets were closed until then, and spend metered after the last mirror is lost`;
     void events.record(account, 'Warning', EventReason.LedgerReset, note).catch(() => undefined);
   };
-  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset }) : undefined;
+  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset, instance: identity }) : undefined;
   if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
   const controllers = new Controllers({

@@ -7,6 +7,7 @@
 // fields it owns, so neither side drops the other's fields. The reconcilers compare their desired status with the
 // stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status. Who owns which
 // field: status/ownership.ts.
+import { hostname } from 'node:os';
 import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
@@ -18,8 +19,9 @@ import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';
 import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
-import { readAccountMonth, readWindows, type WindowSpend } from '../ledger/spend-view.ts';
+import { readAccountMonth, readWindowFigures, type WindowFigures } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
+import { BudgetEvents, createKubeBudgetEventSink, type BudgetRefusals } from './budget-events.ts';
 import type { AccountSnapshot } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
 import { STATUS_OWNERS } from './status/ownership.ts';
@@ -50,6 +52,8 @@ export interface SpendStatusOptions {
   clock?: () => Date;
   /** Told when a rebuild restored lost spend into an account's counters (how many, and the largest raise in micros). */
   onReset?: (namespace: string, raisedCounters: number, largestMicros: number) => void;
+  /** Turns the refusals each pass reads into BudgetExceeded Events; absent: refusals are only mirrored in status. */
+  events?: BudgetEvents;
 }
 
 export interface SpendStatusWriter {
@@ -67,9 +71,13 @@ interface SpendWindowStatus {
   byokUsd: number;
   countedUsd: number;
   blocked: boolean;
+  /** RFC 3339; absent for lifetime. */
+  resetsAt?: string;
+  /** Requests this budget refused (402) in the window; absent when none. */
+  refusedRequests?: number;
 }
 
-const ZERO: WindowSpend = { nonByokMicros: 0, byokMicros: 0 };
+const ZERO: WindowFigures = { nonByokMicros: 0, byokMicros: 0, refused: 0 };
 
 /** A budget limit as configured (what status shows) and in micros (what decides), converted once per compile. */
 interface Limit {
@@ -77,7 +85,7 @@ interface Limit {
   micros: Micros;
 }
 
-function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, limit: Limit | undefined, includeByok: boolean): SpendWindowStatus {
+function windowStatus(interval: BudgetInterval, at: Date, spend: WindowFigures, limit: Limit | undefined, includeByok: boolean): SpendWindowStatus {
   const counted = spend.nonByokMicros + (includeByok ? spend.byokMicros : 0);
   // decideBudget is the one definition of "blocked" (counted total has reached the limit).
   const blocked =
@@ -89,18 +97,21 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowSpend, li
         spend: { [interval]: spend },
       },
     }).blockedBy !== null;
+  const window = windowOf(interval, at);
   return {
     interval,
-    window: windowOf(interval, at).id,
+    window: window.id,
+    ...(window.endsAt !== null ? { resetsAt: new Date(window.endsAt).toISOString() } : {}),
     ...(limit !== undefined ? { limitUsd: limit.usd } : {}),
     nonByokUsd: microsToUsd(spend.nonByokMicros),
     byokUsd: microsToUsd(spend.byokMicros),
     countedUsd: microsToUsd(counted),
     blocked,
+    ...(spend.refused > 0 ? { refusedRequests: spend.refused } : {}),
   };
 }
 
-function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined): { window: SpendWindowStatus; includeByokInBudgets: boolean; blocked: boolean } {
   const interval = g.budget?.resetInterval ?? 'monthly';
   const include = g.budget?.includeByokInBudgets ?? false;
   const limit = g.budget !== null && g.source.budget !== null ? { usd: g.source.budget.limitUsd, micros: g.budget.limitMicros } : undefined;
@@ -108,10 +119,37 @@ function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<Bu
   return { window, includeByokInBudgets: include, blocked: window.blocked };
 }
 
-function workspaceSpend(ws: PreparedWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowSpend>> | undefined): object {
+function workspaceSpend(ws: PreparedWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined): { includeByokInBudgets: boolean; blocked: boolean; windows: SpendWindowStatus[] } {
   const limits = new Map(ws.budgets.map((b, i) => [b.interval, { usd: ws.source.budgets[i]!.limitUsd, micros: b.limitMicros }]));
   const windows = INTERVALS.map((i) => windowStatus(i, at, spend?.[i] ?? ZERO, limits.get(i), ws.includeByokInBudgets));
   return { includeByokInBudgets: ws.includeByokInBudgets, blocked: windows.some((w) => w.blocked), windows };
+}
+
+type BudgetObject = { metadata: { uid?: string; name?: string; namespace?: string }; status?: unknown };
+
+/**
+ * Hands the refusal counter of each limited window to the Event writer (operator/budget-events.ts), with what
+ * status.spend last mirrored for the same window: the base a new leader counts from.
+ */
+function observeRefusals(events: BudgetEvents | undefined, kind: BudgetRefusals['regarding']['kind'], obj: BudgetObject, windows: readonly SpendWindowStatus[], stored: readonly unknown[], includesByok: boolean, at: Date): void {
+  const uid = obj.metadata.uid;
+  if (!events || !uid) return;
+  for (const w of windows) {
+    if (w.limitUsd === undefined) continue;
+    const before = stored.find((s): s is Partial<SpendWindowStatus> => typeof s === 'object' && s !== null && (s as SpendWindowStatus).interval === w.interval && (s as SpendWindowStatus).window === w.window);
+    events.observe(
+      {
+        regarding: { kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', uid },
+        interval: w.interval,
+        window: { id: w.window, endsAt: windowOf(w.interval, at).endsAt },
+        limitUsd: w.limitUsd,
+        includesByok,
+        refused: w.refusedRequests ?? 0,
+        mirrored: before === undefined ? undefined : (before.refusedRequests ?? 0),
+      },
+      at,
+    );
+  }
 }
 
 const withoutTimestamp = (spend: unknown): unknown => {
@@ -202,7 +240,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       ...compiled.workspaces.map((w) => ({ scope: 'workspace' as const, id: w.id, intervals: INTERVALS })),
     ];
     const [spend, month] = await Promise.all([
-      readWindows(opts.ledger, keys, compiled.accountId, scopes, at),
+      readWindowFigures(opts.ledger, keys, compiled.accountId, scopes, at),
       snapshot.account ? readAccountMonth(opts.ledger, keys, compiled.accountId, compiled.plan, at) : Promise.resolve(null),
     ]);
     const writes: Promise<void>[] = [];
@@ -224,12 +262,20 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     const guardrailObjects = new Map(snapshot.guardrails.map((g) => [g.metadata.name ?? '', g]));
     for (const g of prepared.guardrails.values()) {
       const obj = guardrailObjects.get(g.name);
-      if (obj) writes.push(publish('Guardrail', ns, g.name, (obj.status as { spend?: unknown } | undefined)?.spend, guardrailSpend(g, at, spend.get(`guardrail/${g.id}`)), at));
+      if (!obj) continue;
+      const stored = (obj.status as { spend?: { window?: unknown } } | undefined)?.spend;
+      const figures = guardrailSpend(g, at, spend.get(`guardrail/${g.id}`));
+      observeRefusals(opts.events, 'Guardrail', obj, [figures.window], [stored?.window], figures.includeByokInBudgets, at);
+      writes.push(publish('Guardrail', ns, g.name, stored, figures, at));
     }
     const workspaceObjects = new Map(snapshot.workspaces.map((w) => [w.metadata.name ?? '', w]));
     for (const w of prepared.workspaces.values()) {
       const obj = workspaceObjects.get(w.name);
-      if (obj) writes.push(publish('Workspace', ns, w.name, (obj.status as { spend?: unknown } | undefined)?.spend, workspaceSpend(w, at, spend.get(`workspace/${w.id}`)), at));
+      if (!obj) continue;
+      const stored = (obj.status as { spend?: { windows?: unknown[] } } | undefined)?.spend;
+      const figures = workspaceSpend(w, at, spend.get(`workspace/${w.id}`));
+      observeRefusals(opts.events, 'Workspace', obj, figures.windows, stored?.windows ?? [], figures.includeByokInBudgets, at);
+      writes.push(publish('Workspace', ns, w.name, stored, figures, at));
     }
     await Promise.all(writes);
   }
@@ -254,6 +300,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
         log.warn({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'spend status of an account failed');
       }
     }
+    await opts.events?.flush(at);
   }
 
   return {
@@ -267,20 +314,36 @@ export interface SpendStatusConfig {
   redisUrl: string;
   keyPrefix?: string;
   intervalMs?: number;
+  /** At most one BudgetExceeded Event write per object per this many ms; default 60000. */
+  eventThrottleMs?: number;
 }
 
 /** The writer over a Redis ledger, with its own fenced applier; run.ts starts it on leading and stops it after. */
 export async function createRedisSpendStatus(
   config: SpendStatusConfig,
-  deps: { kubeConfig: Parameters<typeof createApplier>[0]; canWrite: () => boolean; source: SpendStateSource; log: Logger; onReset?: SpendStatusOptions['onReset'] },
+  deps: {
+    kubeConfig: Parameters<typeof createApplier>[0];
+    canWrite: () => boolean;
+    source: SpendStateSource;
+    log: Logger;
+    onReset?: SpendStatusOptions['onReset'];
+    /** reportingInstance of the BudgetExceeded Events (the operator's identity); default the host name. */
+    instance?: string;
+  },
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
   const ledger = await createRedisLedger({ url: config.redisUrl });
+  const events = new BudgetEvents({
+    sink: createKubeBudgetEventSink(deps.kubeConfig, { instance: deps.instance ?? hostname(), canWrite: deps.canWrite }),
+    log: deps.log.child({ component: 'budget-events' }),
+    ...(config.eventThrottleMs !== undefined ? { throttleMs: config.eventThrottleMs } : {}),
+  });
   const writer = createSpendStatusWriter({
     source: deps.source,
     ledger,
     applier: createApplier(deps.kubeConfig, { fieldManager: SPEND_FIELD_MANAGER, canWrite: deps.canWrite }),
     log: deps.log,
     ...(deps.onReset ? { onReset: deps.onReset } : {}),
+    events,
     keys: keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {}),
     ...(config.intervalMs !== undefined ? { intervalMs: config.intervalMs } : {}),
   });

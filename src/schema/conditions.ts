@@ -107,6 +107,8 @@ export const EventReason = {
   GatewayPodStale: 'GatewayPodStale',
   /** Warning on an Account: the spend ledger lost its state. */
   LedgerReset: 'LedgerReset',
+  /** Warning on a Guardrail or Workspace: its budget refused requests (402); one throttled series per window. */
+  BudgetExceeded: 'BudgetExceeded',
   /** Warning on the routing index ConfigMap: more gateway slots are needed than configured. */
   GatewaySlotsExceeded: 'GatewaySlotsExceeded',
 } as const;

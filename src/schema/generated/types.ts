@@ -297,21 +297,29 @@ window: string
  */
 limitUsd?: number
 /**
- * Gateway charges of shared-capacity requests in this window. In US dollars.
+ * Shared-capacity spend in this window: what the gateway charged for non-BYOK requests. Always counted against the limit. In US dollars.
  */
 nonByokUsd: number
 /**
- * What the BYOK requests of this window would have cost at list price. In US dollars.
+ * BYOK spend in this window: what the BYOK requests would have cost at list price (the provider bills the tenant directly). Counted against the limit only when includeByokInBudgets is true; shown either way. In US dollars.
  */
 byokUsd: number
 /**
- * What counts against the limit: nonByokUsd, plus byokUsd when BYOK is included. In US dollars.
+ * What counts against the limit: nonByokUsd, plus byokUsd when includeByokInBudgets is true. In US dollars.
  */
 countedUsd: number
 /**
  * The counted total has reached the limit: new requests are refused until the window turns over.
  */
 blocked: boolean
+/**
+ * When this window ends and its counting starts again from 0 (UTC, RFC 3339). Absent for lifetime, which never resets.
+ */
+resetsAt?: string
+/**
+ * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).
+ */
+refusedRequests?: number
 }[]
 /**
  * When the operator last saw these figures change in the ledger.
@@ -424,21 +432,29 @@ window: string
  */
 limitUsd?: number
 /**
- * Gateway charges of shared-capacity requests in this window. In US dollars.
+ * Shared-capacity spend in this window: what the gateway charged for non-BYOK requests. Always counted against the limit. In US dollars.
  */
 nonByokUsd: number
 /**
- * What the BYOK requests of this window would have cost at list price. In US dollars.
+ * BYOK spend in this window: what the BYOK requests would have cost at list price (the provider bills the tenant directly). Counted against the limit only when includeByokInBudgets is true; shown either way. In US dollars.
  */
 byokUsd: number
 /**
- * What counts against the limit: nonByokUsd, plus byokUsd when BYOK is included. In US dollars.
+ * What counts against the limit: nonByokUsd, plus byokUsd when includeByokInBudgets is true. In US dollars.
  */
 countedUsd: number
 /**
  * The counted total has reached the limit: new requests are refused until the window turns over.
  */
 blocked: boolean
+/**
+ * When this window ends and its counting starts again from 0 (UTC, RFC 3339). Absent for lifetime, which never resets.
+ */
+resetsAt?: string
+/**
+ * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).
+ */
+refusedRequests?: number
 }
 /**
  * Whether BYOK requests count toward this budget.

@@ -87,9 +87,9 @@ test('spend against limits is visible in status and kubectl get, next to the rec
   const header = (word: string) => table.split('\n').find((l) => l.startsWith('NAME') && l.includes(word))?.split(/\s{2,}/) ?? [];
   expect(header('BYOK MTD USD')).toEqual(['NAME', 'PLAN', 'BYOK MTD USD', 'FEES USD', 'ALLOWANCE LEFT USD', 'READY', 'REASON', 'AGE']);
   expect(line('account.byok.gateway.dev/acme').slice(0, 5)).toEqual(['account.byok.gateway.dev/acme', 'pay-as-you-go', '25010', '0.5', '0']);
-  expect(line('guardrail.byok.gateway.dev/capped').slice(0, 6)).toEqual(['guardrail.byok.gateway.dev/capped', '6', '5', 'daily', 'false', 'true']);
-  // (the empty Display Name cell disappears when splitting on runs of spaces)
-  expect(line('workspace.byok.gateway.dev/main').slice(0, 7)).toEqual(['workspace.byok.gateway.dev/main', 'true', '25016', '50000', '25016', '100000', 'false']);
+  // Counted spend beside BYOK spend, and whether BYOK counts (issue 37 §4).
+  expect(line('guardrail.byok.gateway.dev/capped').slice(0, 7)).toEqual(['guardrail.byok.gateway.dev/capped', '6', '25010', '5', 'daily', 'false', 'true']);
+  expect(line('workspace.byok.gateway.dev/main').slice(0, 9)).toEqual(['workspace.byok.gateway.dev/main', 'true', '25016', '25010', '50000', '25016', '100000', 'true', 'false']);
 
   // Field ownership: status.spend belongs to the spend field manager, conditions to the reconcilers.
   const managed = JSON.parse(await kubectl('get', 'guardrail', 'capped', '-n', ns, '-o', 'json', '--show-managed-fields')) as {
