@@ -1,0 +1,104 @@
+// The composed spend gate with a journal (embedded ledger behind an outage switch): a gate that dies without
+// close() leaves its unrecorded spend and its unsettled holds in the journal, and the next gate on the same
+// directory replays the records (each counted once) and releases the holds.
+import { afterEach, describe, expect, test } from '@jest/globals';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
+import { createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, windowsAt } from '../../../src/ledger/index.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../integration/ledger/fixtures.ts';
+import { switchedLedger } from './outage.ts';
+
+const keys = keySpace();
+const AT = new Date('2026-11-23T10:00:00Z');
+const W = windowsAt(AT);
+const dirs: string[] = [];
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'byok-gate-journal-'));
+  dirs.push(d);
+  return d;
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const metric = async (registry: Registry, name: string) => Number((await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values[0]?.value ?? 0);
+const opts = (dir: string, registry = new Registry()) => ({ registry, retryMinMs: 5, retryMaxMs: 20, journal: { dir, fsync: 'none' as const } });
+
+describe('spend gate with a journal', () => {
+  test('records queued in an outage survive the process: the next gate replays them, and the ones that had landed count once', async () => {
+    const dir = tmp();
+    const ledger = switchedLedger();
+    const acc = ledgerAccount();
+    const dying = createSpendGate(ledger, opts(dir));
+    // Landed before the outage (its ack may not be on disk yet: a replay must count nothing).
+    await dying.record(finished(ctx(acc, AT), 1 * USD, false));
+    ledger.down = true;
+    for (let i = 0; i < 5; i++) void dying.record(finished(ctx(acc, AT), 2 * USD, false)).catch(() => {});
+    await new Promise((r) => setTimeout(r, 20));
+    expect(dying.pendingRecords()).toBe(5);
+    // kill -9: no close(). The ledger comes back; a new gate opens the same journal.
+    ledger.down = false;
+    const registry = new Registry();
+    const next = createSpendGate(ledger, opts(dir, registry));
+    const later = next.record(finished(ctx(acc, AT), 4 * USD, false));
+    await next.drain(2000);
+    await later;
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 15 * USD });
+    expect(await metric(registry, 'byok_ledger_journal_replayed_total')).toBeGreaterThanOrEqual(5);
+    await next.close();
+    // Everything done: a third gate has nothing to replay.
+    const third = createSpendGate(ledger, opts(dir, new Registry()));
+    expect(third.pendingRecords()).toBe(0);
+    await third.close();
+  });
+
+  test('the holds of requests the dead process never finished are released at start, not charged', async () => {
+    const dir = tmp();
+    const ledger = switchedLedger();
+    const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 3, 'daily', false)], keyGuardrail: 'g' });
+    const dying = createSpendGate(ledger, opts(dir));
+    const admit = (gate: typeof dying, id: string) => gate.admit({ ...ctx(acc, AT), maximum: { id, costMicros: 2 * USD, byokOnly: false } });
+    expect((await admit(dying, 'gen-inflight')).allowed).toBe(true);
+    // The budget has room for one 2 USD maximum: while the dead process's hold lives, the next request is refused.
+    expect((await admit(dying, 'gen-next')).allowed).toBe(false);
+    const registry = new Registry();
+    const next = createSpendGate(ledger, opts(dir, registry));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await metric(registry, 'byok_ledger_journal_holds_released_total')).toBe(1);
+    expect((await admit(next, 'gen-after')).allowed).toBe(true);
+    const hold = keys.hold(acc.accountId, 'guardrail', 'g', W.daily);
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 0 });
+    await next.release({ id: 'gen-after', amountMicros: 2 * USD, holdKeys: [hold] });
+    await next.close();
+  });
+
+  test('close() in an outage keeps the waiting records in the journal (not dropped); without a journal they are dropped and counted', async () => {
+    const dir = tmp();
+    const ledger = switchedLedger();
+    const acc = ledgerAccount();
+    const registry = new Registry();
+    const gate = createSpendGate(ledger, opts(dir, registry));
+    ledger.down = true;
+    const kept = gate.record(finished(ctx(acc, AT), 3 * USD, true)).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 10));
+    await gate.close();
+    expect(await kept).toBeInstanceOf(LedgerUnavailableError);
+    expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(0);
+    ledger.down = false;
+    const next = createSpendGate(switchedLedger(ledger.inner), opts(dir));
+    await next.drain(2000);
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 3 * USD });
+    await next.close();
+
+    const plain = switchedLedger();
+    const noJournal = new Registry();
+    const bare = createSpendGate(plain, { registry: noJournal, retryMinMs: 5, retryMaxMs: 20 });
+    plain.down = true;
+    const lost = bare.record(finished(ctx(acc, AT), USD, false)).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 10));
+    await bare.close();
+    expect(await lost).toBeInstanceOf(LedgerUnavailableError);
+    expect(await metric(noJournal, 'byok_ledger_records_dropped_total')).toBe(1);
+  });
+});
