@@ -139,13 +139,29 @@ export function loadExportInput(path: string, catalogFile: string): { input: Exp
   return { input, errors };
 }
 
+/** A usage error: exit status 2, the message and this page on stderr. */
+class UsageError extends Error {}
 function usage(message: string): never {
-  process.stderr.write(`byok-operator: ${message}\n\n${EXPORT_HELP}`);
-  process.exit(2);
+  throw new UsageError(message);
 }
 
-/** Runs the command; returns the exit status. */
-export function exportCommand(args: string[], repoRoot: string): number {
+export interface ExportRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the command on its arguments without touching the process: what it would print, and its exit status. */
+export function runExport(args: string[], repoRoot: string): ExportRun {
+  try {
+    return runExportOrThrow(args, repoRoot);
+  } catch (err) {
+    if (err instanceof UsageError) return { code: 2, stdout: '', stderr: `byok-operator: ${err.message}\n\n${EXPORT_HELP}` };
+    throw err;
+  }
+}
+
+function runExportOrThrow(args: string[], repoRoot: string): ExportRun {
   let parsed;
   try {
     parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
@@ -153,10 +169,7 @@ export function exportCommand(args: string[], repoRoot: string): number {
     usage(err instanceof Error ? err.message : String(err));
   }
   const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(EXPORT_HELP);
-    return 0;
-  }
+  if (values.help) return { code: 0, stdout: EXPORT_HELP, stderr: '' };
   const target = values.target ?? usage('export needs --target envoy-ai-gateway or --target agentgateway');
   if (!(EXPORT_TARGETS as readonly string[]).includes(target)) usage(`invalid --target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
   if (values.standalone && target !== 'agentgateway') usage('--standalone is an agentgateway form');
@@ -171,20 +184,23 @@ export function exportCommand(args: string[], repoRoot: string): number {
     gateway: { name: gatewayMatch[2]!, ...(gatewayMatch[1] ? { namespace: gatewayMatch[1] } : {}) },
     ...(values['shared-vertex-project'] ? { sharedVertexProject: values['shared-vertex-project'] } : {}),
   };
-  const { input: all, errors } = loadExportInput(positionals[0]!, resolve(values.catalog ?? resolve(repoRoot, 'config/catalog/catalog.json')));
-  for (const e of errors) process.stderr.write(`${e}\n`);
-  if (errors.length > 0) return 1;
+  const { input: all, errors } = loadExportInput(positionals[0]!, values.catalog ? resolve(values.catalog) : resolve(repoRoot, 'config/catalog/catalog.json'));
+  if (errors.length > 0) return { code: 1, stdout: '', stderr: errors.map((e) => `${e}\n`).join('') };
   const input = values.account ? { ...all, accounts: all.accounts.filter((a) => a.namespace === values.account), skipped: all.skipped.filter((s) => s.namespace === values.account) } : all;
   if (input.accounts.length === 0) {
-    process.stderr.write(`byok-operator: no account with a credential to export${values.account ? ` (namespace ${values.account})` : ''}\n`);
-    for (const s of input.skipped) process.stderr.write(`  ${s.namespace}/${s.name} (${s.provider}): ${s.reason}\n`);
-    return 1;
+    const lines = [`byok-operator: no account with a credential to export${values.account ? ` (namespace ${values.account})` : ''}`, ...input.skipped.map((s) => `  ${s.namespace}/${s.name} (${s.provider}): ${s.reason}`)];
+    return { code: 1, stdout: '', stderr: `${lines.join('\n')}\n` };
   }
   if (values.standalone && input.accounts.length > 1) usage(`--standalone writes one account: the folder has ${input.accounts.length} (${input.accounts.map((a) => a.namespace).join(', ')}); choose one with --account`);
-  const { stdout, stderr } = renderExport(input, options, values.standalone);
+  return { code: 0, ...renderExport(input, options, values.standalone) };
+}
+
+/** The command: prints what runExport says; returns the exit status. */
+export function exportCommand(args: string[], repoRoot: string): number {
+  const { code, stdout, stderr } = runExport(args, repoRoot);
   process.stdout.write(stdout);
   process.stderr.write(stderr);
-  return 0;
+  return code;
 }
 
 /** What the command prints: the YAML (stdout) and the report (stderr). */

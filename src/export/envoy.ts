@@ -24,7 +24,7 @@ export interface EnvoyBuild {
 }
 
 /** An AIServiceBackend written for an owner: one per (upstream host, schema). */
-interface PlacedBackend {
+export interface PlacedBackend {
   key: string;
   name: string;
   target: UpstreamTarget;
@@ -39,7 +39,7 @@ interface Owner {
   labels: Record<string, string>;
 }
 
-function meta(name: string, options: ExportOptions, labels: Record<string, string>, annotations?: Record<string, string>): TargetObject['metadata'] {
+export function meta(name: string, options: ExportOptions, labels: Record<string, string>, annotations?: Record<string, string>): TargetObject['metadata'] {
   return { name, namespace: options.namespace, labels: { ...MANAGED, ...labels }, ...(annotations ? { annotations } : {}) };
 }
 
@@ -77,17 +77,15 @@ export function envoyAuth(target: UpstreamTarget, secretName: string): { spec: R
   }
 }
 
-/** Builds the Envoy AI Gateway objects of every account plan; the shared ones once. */
-export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions): EnvoyBuild {
-  const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
+/** Envoy Gateway Backends, one per upstream host (TLS with the system CAs), written once into `into`. */
+export function hostBackends(options: ExportOptions, into: TargetObject[]): (host: string) => string {
   const hosts = new Map<string, string>();
-  const sharedBackends = new Map<string, PlacedBackend[]>();
-  const backendName = (host: string): string => {
+  return (host) => {
     let name = hosts.get(host);
     if (name === undefined) {
       name = objectName('byok-host', host);
       hosts.set(host, name);
-      build.shared.push({
+      into.push({
         apiVersion: EG,
         kind: 'Backend',
         metadata: meta(name, options, {}),
@@ -96,6 +94,13 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
     }
     return name;
   };
+}
+
+/** Builds the Envoy AI Gateway objects of every account plan; the shared ones once. */
+export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions): EnvoyBuild {
+  const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
+  const sharedBackends = new Map<string, PlacedBackend[]>();
+  const backendName = hostBackends(options, build.shared);
   for (const plan of plans) {
     const ns = plan.account.namespace;
     const objects: TargetObject[] = [];
@@ -150,11 +155,10 @@ function ownerOf(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOpt
 }
 
 /** AIGatewayRoutes of one account, 15 rules each, with a BackendTrafficPolicy per route for the failover. */
-function routes(ns: string, rules: { name: string; backendRefs: unknown[] }[], options: ExportOptions, limits: string[]): TargetObject[] {
+export function routes(ns: string, rules: { name: string; backendRefs: unknown[] }[], options: ExportOptions, limits: string[], labels: Record<string, string> = { 'byok.gateway.dev/account': ns }): TargetObject[] {
   const out: TargetObject[] = [];
   const chunks = Math.max(1, Math.ceil(rules.length / ENVOY_LIMITS.rulesPerRoute));
   if (chunks > 1) limits.push(`${ns}: ${rules.length} model rules split over ${chunks} AIGatewayRoutes (${ENVOY_LIMITS.rulesPerRoute} rules per route)`);
-  const labels = { 'byok.gateway.dev/account': ns };
   for (let i = 0; i < chunks; i++) {
     const chunk = rules.slice(i * ENVOY_LIMITS.rulesPerRoute, (i + 1) * ENVOY_LIMITS.rulesPerRoute);
     const name = objectName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
@@ -201,7 +205,7 @@ function policies(source: string, list: PlacedBackend[], plan: AccountPlan, opti
   return objects;
 }
 
-function sharedPolicies(source: string, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
+export function sharedPolicies(source: string, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
   const provider = source.slice('shared:'.length);
   const secretName = sharedSecretName(options.target, provider);
   const { objects, keys } = securityPolicies(objectName('byok-shared', provider), list, secretName, options, {}, source);

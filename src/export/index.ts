@@ -3,6 +3,7 @@
 import { buildAgentgateway } from './agentgateway.ts';
 import { buildEnvoy } from './envoy.ts';
 import { derivedSecretName } from './names.ts';
+import { buildOverride, shapeOf } from './override.ts';
 import { accountNotes, credentialNotes } from './notes.ts';
 import { planAccount, type AccountPlan } from './plan.ts';
 import { buildStandalone } from './standalone.ts';
@@ -24,6 +25,9 @@ function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOpt
       const who = u.credentialId === null ? `shared ${u.provider}` : (plan.account.credentials.find((c) => c.id === u.credentialId)?.name ?? u.credentialId);
       notes.push({ semantic: 'attempt left out', treatment: 'dropped', detail: `${m.model}: ${who}: ${u.reason}` });
     }
+  }
+  if (options.mode === 'override') {
+    for (const m of plan.models) notes.push({ semantic: 'plan shape', treatment: 'kept', detail: `${m.model}: x-byok-plan ${shapeOf(m).id}` });
   }
   const credentials: CredentialReport[] = plan.account.credentials.map((c) => {
     const secret = byName.get(derivedSecretName(options.target, ns, c.name));
@@ -52,8 +56,8 @@ function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
 /** The target's objects for every account (Kubernetes CRDs of the target), and the report. */
 export function exportAccounts(input: ExportInput, options: ExportOptions): ExportResult {
   const plans = input.accounts.map((a) => planAccount(a, input, options));
-  if (options.mode === 'override') throw new Error('the override mode is not built yet');
-  const build = options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
+  if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
+  const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
   const objects: TargetObject[] = [...build.shared];
   const accounts: AccountReport[] = plans.map((plan) => {
     const own = build.perAccount.get(plan.account.namespace) ?? [];

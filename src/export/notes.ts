@@ -77,17 +77,20 @@ export function credentialNotes(c: CompiledCredential, plan: AccountPlan, mode: 
     notes.push(
       note(
         'is_byok_only',
-        mode === 'static' ? 'kept' : 'approximated',
+        'kept',
         mode === 'static'
           ? `the shared ${c.provider} tier is left out of every model rule of the account`
-          : 'the ext_authz service must send x-byok-shared: off for this provider (fallbackToConfigured: false on the per-request slots)',
+          : `the account's plan shapes list no shared ${c.provider} backend, and its BYOK slots have fallbackToConfigured: false (never the configured key)`,
       ),
     );
   } else if (c.isRequired) {
     notes.push(note('is_required', 'kept', `the shared ${c.provider} tier is left out of the rules of the models it applies to`));
   }
-  if (c.allowedApiKeyHashes !== null) notes.push(note('allowed_api_key_hashes', 'dropped', `filter by API key (${c.allowedApiKeyHashes.length} hash(es)) lifted: every key of the account may use it`));
-  if (c.allowedUserIds !== null) notes.push(note('allowed_user_ids', 'dropped', `filter by member (${c.allowedUserIds.length} user(s)) lifted: every member of the account may use it`));
+  // Per request, the ext_authz service plans with the real key and member; the rules exist for the unfiltered shapes only.
+  const filterTreatment = mode === 'static' ? 'dropped' : 'approximated';
+  const filterTail = mode === 'static' ? 'may use it' : 'gets the unfiltered plan shape (a filtered plan whose shape has no rule finds no route)';
+  if (c.allowedApiKeyHashes !== null) notes.push(note('allowed_api_key_hashes', filterTreatment, `filter by API key (${c.allowedApiKeyHashes.length} hash(es)) lifted: every key of the account ${filterTail}`));
+  if (c.allowedUserIds !== null) notes.push(note('allowed_user_ids', filterTreatment, `filter by member (${c.allowedUserIds.length} user(s)) lifted: every member of the account ${filterTail}`));
   notes.push(
     note('fee', 'dropped', 'no 5 % BYOK fee on its spend'),
     note('allowance', 'dropped', 'its list-price spend does not count toward the free allowance'),

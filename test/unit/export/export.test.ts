@@ -7,7 +7,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadExportInput, renderExport } from '../../../src/cli/export.ts';
 import { createCatalog, type CompiledAccount, type CompiledCredential } from '../../../src/domain/index.ts';
 import { derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
-import { allShapesFolder, FLAG_SETS, SHAPES } from './fixtures.ts';
+import { allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
 const CATALOG = join(repo, 'config', 'catalog', 'catalog.json');
@@ -151,5 +151,32 @@ describe('agentgateway standalone config', () => {
     const broken = JSON.parse(JSON.stringify(config)) as { llm: { models: Record<string, unknown>[] } };
     broken.llm.models[0]!['params'] = { apiKey: { path: 'not-a-field' } };
     expect(validate(broken)).toBe(false);
+  });
+});
+
+describe('per-request mode (Envoy credentialOverride)', () => {
+  test('objects grow with plan shapes, not accounts: 10 and 60 accounts of one shape give the same objects', () => {
+    const counts = [10, 60].map((n) => {
+      const { input: scaled } = loadExportInput(scaleFolder(n, 3), CATALOG);
+      const { objects, report } = exportAccounts(scaled, options('envoy-ai-gateway', { mode: 'override' }));
+      expect(report.accounts.every((a) => a.objects === 0)).toBe(true);
+      return objects.length;
+    });
+    expect(counts[0]).toBe(counts[1]);
+    const staticCount = exportAccounts(loadExportInput(scaleFolder(10, 3), CATALOG).input, options('envoy-ai-gateway')).objects.length;
+    expect(counts[0]).toBeLessThan(staticCount);
+  });
+
+  test('every BYOK slot reads its credential from ext_authz metadata and never falls back to a configured key', () => {
+    const { objects, report } = exportAccounts(input, options('envoy-ai-gateway', { mode: 'override' }));
+    const slots = objects.filter((o) => o.kind === 'BackendSecurityPolicy' && o.metadata.name.startsWith('byok-slot-'));
+    expect(slots.length).toBeGreaterThan(0);
+    for (const p of slots) {
+      expect(p.spec['credentialOverride']).toEqual({ fromDynamicMetadata: { namespace: 'envoy.filters.http.ext_authz', key: p.metadata.annotations!['byok.gateway.dev/metadata-key'], fallbackToConfigured: false } });
+    }
+    // Each account's report names the x-byok-plan id per model, and the rules match exactly those ids.
+    const ids = new Set(objects.filter((o) => o.kind === 'AIGatewayRoute').flatMap((o) => (o.spec['rules'] as Rule[]).map((r) => r.matches[0]!.headers[0]!.value)));
+    for (const a of report.accounts) for (const n of a.notes.filter((x) => x.semantic === 'plan shape')) expect(ids.has(n.detail.split('x-byok-plan ')[1]!)).toBe(true);
+    expect(() => exportAccounts(input, options('agentgateway', { mode: 'override' }))).toThrow(/envoy-ai-gateway only/);
   });
 });

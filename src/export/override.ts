@@ -1,0 +1,125 @@
+// The per-request mode for Envoy AI Gateway (`--per-request`): objects per provider slot and per plan shape instead
+// of per account. A plan shape is an account's attempt sequence for a model with the credentials taken out:
+// `prioritized openai #0, prioritized openai #1, shared openai, fallback anthropic #0`. Accounts with the same shape
+// share one rule; the credential of each BYOK slot arrives per request in dynamic metadata written by an ext_authz
+// service (credentialOverride.fromDynamicMetadata), which also sets x-byok-plan to the shape's id. Every BYOK slot has
+// fallbackToConfigured: false, so a slot without a credential never falls back to a configured key: shared capacity
+// is used only where the shape lists a shared backend (is_byok_only and is_required shape the shape).
+import { ENVOY_LIMITS, envoyAuth, envoySchema, hostBackends, meta, routes, sharedPolicies, type EnvoyBuild, type PlacedBackend } from './envoy.ts';
+import { objectName, shortHash } from './names.ts';
+import type { AccountPlan, ModelPlan } from './plan.ts';
+import type { ExportInput, ExportOptions, ResolvedAttempt } from './types.ts';
+
+export const PLAN_HEADER = 'x-byok-plan';
+export const METADATA_NAMESPACE = 'envoy.filters.http.ext_authz';
+/** The Secret a per-request slot names as its static credential: never read (fallbackToConfigured: false). */
+export const UNSET_SECRET = 'byok-no-static-credential';
+const AIGW = 'aigateway.envoyproxy.io/v1beta1';
+
+/**
+ * What a BYOK slot holds fixed: provider, section, upstream host and schema, and the static auth parameters (AWS
+ * region, GCP project and region) that credentialOverride cannot change per request.
+ */
+function slotClass(a: ResolvedAttempt, model: string): string {
+  const t = a.target;
+  return [a.section, a.provider, t.host, JSON.stringify(envoySchema(t, model)), t.auth, t.region ?? '', t.projectId ?? ''].join('|');
+}
+
+/** The id the ext_authz service sends in x-byok-plan: a hash of the model and its attempt sequence. */
+export function planShapeId(model: string, signature: readonly string[]): string {
+  return shortHash(`${model}\n${signature.join('\n')}`, 12);
+}
+
+/** The metadata key a slot's credential is written under (the ext_authz service's contract). */
+export function slotMetadataKey(a: ResolvedAttempt, model: string, k: number): string {
+  return `byok-${objectName(a.section, a.provider, String(k), shortHash(slotClass(a, model), 6))}`;
+}
+
+export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput, options: ExportOptions): EnvoyBuild {
+  const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
+  const backendName = hostBackends(options, build.shared);
+  const slots = new Map<string, string>();
+  const sharedBackends = new Map<string, PlacedBackend[]>();
+  const rules = new Map<string, { name: string; matches: unknown[]; backendRefs: unknown[] }>();
+
+  const slotBackend = (a: ResolvedAttempt, model: string, k: number): string => {
+    const key = slotMetadataKey(a, model, k);
+    const found = slots.get(key);
+    if (found !== undefined) return found;
+    const name = objectName('byok-slot', key.slice('byok-'.length));
+    slots.set(key, name);
+    const { spec } = envoyAuth(a.target, UNSET_SECRET);
+    build.shared.push(
+      { apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}), spec: { schema: envoySchema(a.target, model), backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } },
+      {
+        apiVersion: AIGW,
+        kind: 'BackendSecurityPolicy',
+        metadata: meta(name, options, {}, { 'byok.gateway.dev/metadata-key': key }),
+        spec: {
+          ...spec,
+          credentialOverride: { fromDynamicMetadata: { namespace: METADATA_NAMESPACE, key, fallbackToConfigured: false } },
+          targetRefs: [{ group: 'aigateway.envoyproxy.io', kind: 'AIServiceBackend', name }],
+        },
+      },
+    );
+    return name;
+  };
+  const sharedBackend = (a: ResolvedAttempt, model: string): string => {
+    const schema = envoySchema(a.target, model);
+    const key = `${a.target.host}|${JSON.stringify(schema)}`;
+    const source = `shared:${a.provider}`;
+    const list = sharedBackends.get(source) ?? [];
+    sharedBackends.set(source, list);
+    const found = list.find((b) => b.key === key);
+    if (found) return found.name;
+    const name = objectName('byok-shared', a.provider, shortHash(key, 6));
+    list.push({ key, name, target: a.target });
+    build.shared.push({ apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, { 'byok.gateway.dev/source': source }), spec: { schema, backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } });
+    return name;
+  };
+
+  for (const plan of plans) {
+    for (const m of plan.models) {
+      const shape = shapeOf(m);
+      if (rules.has(`${m.model}|${shape.id}`)) continue;
+      const backendRefs = shape.slots.map(({ attempt, k }, priority) => ({
+        name: k === null ? sharedBackend(attempt, m.model) : slotBackend(attempt, m.model, k),
+        priority,
+        modelNameOverride: attempt.target.model,
+      }));
+      rules.set(`${m.model}|${shape.id}`, {
+        name: objectName(m.model, shape.id),
+        matches: [{ headers: [{ type: 'Exact', name: PLAN_HEADER, value: shape.id }, { type: 'Exact', name: 'x-ai-eg-model', value: m.model }] }],
+        backendRefs,
+      });
+    }
+  }
+  const ordered = [...rules.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+  build.shared.push(...routes('per-request', ordered, options, build.limits, {}));
+  for (const [source, list] of sharedBackends) build.shared.push(...sharedPolicies(source, list, options, build));
+  build.secrets.unshift({ name: UNSET_SECRET, keys: [], source: 'placeholder: per-request slots name it; fallbackToConfigured: false means it is never read' });
+  for (const plan of plans) build.perAccount.set(plan.account.namespace, []);
+  return build;
+}
+
+/**
+ * A model plan's shape: its attempts (at most a rule's backendRefs) with each BYOK attempt numbered within its slot
+ * class (k = null for the shared tier), and the shape's id.
+ */
+export function shapeOf(m: ModelPlan): { id: string; slots: { attempt: ResolvedAttempt; k: number | null }[] } {
+  const counters = new Map<string, number>();
+  const signature: string[] = [];
+  const slots = m.attempts.slice(0, ENVOY_LIMITS.backendRefsPerRule).map((attempt) => {
+    if (attempt.credentialId === null) {
+      signature.push(`shared|${attempt.provider}|${attempt.endpoint.id}|${attempt.target.model}`);
+      return { attempt, k: null };
+    }
+    const cls = slotClass(attempt, m.model);
+    const k = counters.get(cls) ?? 0;
+    counters.set(cls, k + 1);
+    // The model sent upstream is part of the shape: two Azure deployments of one model are two shapes.
+    signature.push(`${cls}|${k}|${attempt.target.model}`);
+    return { attempt, k };
+  });
+  return { id: planShapeId(m.model, signature), slots };
+}
