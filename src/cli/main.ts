@@ -129,6 +129,8 @@ const GATEWAY_OPTIONS = {
   'upstream-ca': { type: 'string' },
   'ledger-redis-url': { type: 'string' },
   'ledger-snapshot': { type: 'string' },
+  'ledger-journal': { type: 'string' },
+  'ledger-journal-fsync': { type: 'string' },
   'status-token-file': { type: 'string' },
   'egress-allow': { type: 'string', multiple: true },
 } as const satisfies ParseArgsOptionsConfig;
@@ -359,6 +361,7 @@ async function main(argv: string[]): Promise<void> {
       const spendGate = await openGatewaySpendGate({
         ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
         ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
+        ...(values['ledger-journal'] ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
         registry: metrics.registry,
         logger: gatewayLog,
       });
