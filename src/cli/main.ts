@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
-import type { GatewayStatusConfig } from '../operator/health-status.ts';
+import type { GatewayStatusConfig } from '../operator/health/writer.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';
 import { hardenPrototypes } from './harden.ts';

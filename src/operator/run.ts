@@ -18,7 +18,7 @@ import { createCompilePipeline, type CompilePipeline, type CompilePipelineOption
 import { Controllers } from './controllers.ts';
 import { startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
-import { createGatewayHealthStatus, type GatewayStatusConfig } from './health-status.ts';
+import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/writer.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
 import { registerAccountDelivery } from './delivery-metrics.ts';

@@ -4,6 +4,7 @@
 // fields it owns and no writer drops another's. Each also compares the stored status with what it would write over
 // its own part only; otherwise every write of one would make the others rewrite. The reconcilers (FIELD_MANAGER in
 // src/kube/apply.ts) own everything the writers below do not.
+import { ConditionType } from '../../schema/conditions.ts';
 
 export interface StatusOwner {
   fieldManager: string;
@@ -16,8 +17,8 @@ export interface StatusOwner {
 export const STATUS_OWNERS = {
   /** Spend from the shared ledger (spend-status.ts), on the leader. */
   spend: { fieldManager: 'byok-operator-spend', fields: ['spend'], conditions: [] },
-  /** Upstream health and delivery reported by the gateway pods (health-status.ts), on the leader. */
-  health: { fieldManager: 'byok-operator-health', fields: ['lastUsedTime', 'delivery'], conditions: ['UpstreamHealthy', 'Delivered'] },
+  /** Upstream health and delivery reported by the gateway pods (health/writer.ts), on the leader. */
+  health: { fieldManager: 'byok-operator-health', fields: ['lastUsedTime', 'delivery'], conditions: [ConditionType.UpstreamHealthy, ConditionType.Delivered] },
 } as const satisfies Record<string, StatusOwner>;
 
 export type StatusWriter = keyof typeof STATUS_OWNERS;

@@ -8,7 +8,7 @@ import { ApiErrorReason, ConditionReason, ConditionType, EventReason, ExclusionR
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const src = join(root, 'src');
 /** Files beyond the reconcilers that write or read condition types and reasons (src-relative). */
-const CATALOG_USERS = ['operator/health-decide.ts', 'operator/run.ts', 'operator/metrics.ts', 'service/service.ts', 'service/mapping.ts', 'compiler/compile.ts', 'cli/validate.ts'];
+const CATALOG_USERS = [...readdirSync(join(src, 'operator', 'health')).map((f) => `operator/health/${f}`), 'operator/run.ts', 'operator/metrics.ts', 'service/service.ts', 'service/mapping.ts', 'compiler/compile.ts', 'cli/validate.ts'];
 const docs = readdirSync(join(root, 'docs'))
   .filter((f) => f.endsWith('.md'))
   .map((f) => readFileSync(join(root, 'docs', f), 'utf8'))

@@ -1,5 +1,6 @@
 // Issue 27 §4: the compile pipeline and the health writer are parts assembled by one module each, with no import
-// cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts).
+// cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts). Issue 35 §2: the
+// health writer is one folder, gather → pure evaluation → write.
 import { describe, expect, test } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -8,7 +9,7 @@ const root = resolve(import.meta.dirname, '../../../..');
 const operator = join(root, 'src/operator');
 const files = [
   ...readdirSync(join(operator, 'compile')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'compile', f)),
-  ...readdirSync(operator).filter((f) => /^health-.*\.ts$/.test(f)).map((f) => join(operator, f)),
+  ...readdirSync(join(operator, 'health')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'health', f)),
 ];
 
 /** Relative imports and re-exports (type-only ones too: they are a cycle for a reader all the same). */
@@ -40,9 +41,24 @@ describe('compile pipeline and health writer parts', () => {
 
   test('the parts exist and pipeline.ts assembles them', () => {
     const names = files.map((f) => relative(operator, f));
-    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts', 'compile/pipeline.ts', 'health-collector.ts', 'health-writer.ts', 'health-decide.ts']) expect(names).toContain(part);
+    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts', 'compile/pipeline.ts', 'health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts', 'health/writer.ts']) expect(names).toContain(part);
     expect(names).not.toContain('compile/pipeline-impl.ts');
     const assembled = importsOf(join(operator, 'compile/pipeline.ts')).map((f) => relative(operator, f));
     expect(assembled).toEqual(expect.arrayContaining(['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts']));
+    expect(importsOf(join(operator, 'health/writer.ts')).map((f) => relative(operator, f))).toEqual(expect.arrayContaining(['health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts']));
+    expect(readdirSync(operator).filter((f) => f.startsWith('health'))).toEqual(['health']);
+  });
+
+  test('the health evaluation is pure: no I/O, no Kubernetes, no clock of its own', () => {
+    // What evaluate.ts and memory.ts may load: each other, the condition catalog and bookkeeping, the status
+    // ownership map, and types (the gateway's report, the pipeline's delivery versions).
+    const allowed = ['operator/health/evaluate.ts', 'operator/conditions.ts', 'operator/status/ownership.ts', 'operator/compile/types.ts', 'schema/conditions.ts', 'contract/gateway-status.ts', 'node:crypto'];
+    for (const part of ['health/evaluate.ts', 'health/memory.ts']) {
+      const text = readFileSync(join(operator, part), 'utf8');
+      const loaded = [...text.matchAll(/^import\s[^;]*?from\s+'([^']+)'/gms)].map((m) => (m[1]!.startsWith('.') ? relative(join(root, 'src'), resolve(dirname(join(operator, part)), m[1]!)) : m[1]!));
+      expect(loaded.length).toBeGreaterThan(0);
+      expect(loaded.filter((f) => !allowed.includes(f))).toEqual([]);
+      expect(text).not.toMatch(/\b(fetch|Date\.now|setTimeout|setInterval)\(/);
+    }
   });
 });

@@ -1,18 +1,17 @@
-// The health writer's contact with the data plane: finds the gateway pods (the gateway Service's ready
+// Gather, the health writer's contact with the data plane: finds the gateway pods (the gateway Service's ready
 // EndpointSlice endpoints, or fixed URLs), pulls GET /byok/status from each, and asks them to probe idle
 // credentials (POST /byok/probe). No decisions and no Kubernetes writes here.
 import type { KubernetesObject, V1EndpointSliceList } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
-import { publicId } from '../domain/ids.ts';
-import { kubeClient } from '../kube/client.ts';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { GATEWAY_STATUS_PATH, parseGatewayStatusReport, type GatewayStatusReport } from '../contract/gateway-status.ts';
-import type { OutcomeCounts } from './health-decide.ts';
+import { publicId } from '../../domain/ids.ts';
+import { kubeClient } from '../../kube/client.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH, parseGatewayStatusReport, type GatewayStatusReport } from '../../contract/gateway-status.ts';
 
 export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
 
-/** What the collector needs of the gateway status configuration (GatewayStatusConfig in health-status.ts). */
+/** What the collector needs of the gateway status configuration (GatewayStatusConfig in writer.ts). */
 export interface CollectorConfig {
   token: string;
   service?: { namespace: string; name: string; port?: string | number; scheme?: 'http' | 'https' };
@@ -24,13 +23,6 @@ export interface CollectorConfig {
 export interface Target {
   pod: string;
   url: string;
-}
-
-/** A probe result as a pod reports it. */
-export interface ProbeReport {
-  at: number;
-  outcome: keyof OutcomeCounts;
-  status: number | null;
 }
 
 type Report = GatewayStatusReport;
@@ -130,7 +122,7 @@ export class GatewayCollector {
         this.providerProbed.set(provider, now);
         this.probeAsked.set(id, now);
         try {
-          const res = await fetch(`${pod.url}/byok/probe`, {
+          const res = await fetch(`${pod.url}${GATEWAY_PROBE_PATH}`, {
             method: 'POST',
             headers: { authorization: `Bearer ${config.token}`, 'content-type': 'application/json' },
             body: JSON.stringify({ credentialId: id }),

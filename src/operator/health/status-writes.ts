@@ -1,12 +1,14 @@
-// The health writer's status writes: the part of status it owns (delivery, lastUsedTime, UpstreamHealthy,
+// Write, the health writer's status writes: the part of status it owns (delivery, lastUsedTime, UpstreamHealthy,
 // Delivered), written with its own field manager on change only, at most once per object per writeIntervalMs
 // (a new delivery version or a Delivered transition is never held back), with a cap on writes in flight.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
-import type { Applier } from '../kube/apply.ts';
-import { sameStatus, type Condition } from './conditions.ts';
-import { STATUS_OWNERS, statusPartOf } from './status/ownership.ts';
+import type { Applier } from '../../kube/apply.ts';
+import { ConditionType } from '../../schema/conditions.ts';
+import { sameStatus } from '../conditions.ts';
+import { STATUS_OWNERS } from '../status/ownership.ts';
+import { conditionOf } from './evaluate.ts';
 
 /** Status fields and condition types this writer owns (status/ownership.ts); the reconcilers leave them out of their comparisons. */
 export const HEALTH_STATUS_FIELDS = STATUS_OWNERS.health.fields;
@@ -14,18 +16,10 @@ export const HEALTH_CONDITION_TYPES = STATUS_OWNERS.health.conditions;
 
 export type HealthKind = 'BYOKCredential' | 'Account';
 
-export const conditionOf = (status: unknown, type: string): Condition | undefined =>
-  ((status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === type);
-
-/** The part of a stored status this writer owns. */
-export function healthPart(status: object | undefined): Record<string, unknown> {
-  return statusPartOf('health', status);
-}
-
 /** The delivery record and Delivered status of a status part: what must reach the object without delay. */
 export function deliveryOf(part: Record<string, unknown>): string {
   const d = part.delivery as { configVersion?: string } | undefined;
-  return `${d?.configVersion ?? ''}/${conditionOf(part, 'Delivered')?.status ?? ''}`;
+  return `${d?.configVersion ?? ''}/${conditionOf(part, ConditionType.Delivered)?.status ?? ''}`;
 }
 
 export class HealthStatusWrites {

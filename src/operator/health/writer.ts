@@ -1,0 +1,275 @@
+// The health writer (docs/operator.md, "Upstream health and delivery"): upstream health and delivery, reported back
+// by the data plane. The leader pulls GET /byok/status from every gateway pod (found through the gateway Service's
+// EndpointSlices, or given as URLs), turns the counters into UpstreamHealthy and the loaded envelope versions into
+// Delivered, and writes them with its own field manager (HEALTH_FIELD_MANAGER) on transitions only, at most once per
+// object per writeIntervalMs. Data flows one way: nothing here feeds routing. The reconcilers ignore these fields
+// (ownedStatus). Each pass is gather (gather.ts: pods, reports, probes) → evaluate (evaluate.ts, pure; memory.ts
+// keeps what passes remember) → write (status-writes.ts).
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
+import { publicId } from '../../domain/ids.ts';
+import { createApplier, type Applier } from '../../kube/apply.ts';
+import type { EventRecorder } from '../../kube/events.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import type { ResourceInformers } from '../../kube/resources.ts';
+import { EventReason } from '../../schema/conditions.ts';
+import type { CompilePipeline } from '../compile/pipeline.ts';
+import { periodicPass } from '../periodic.ts';
+import { STATUS_OWNERS } from '../status/ownership.ts';
+import { accountDeliveryPart, accountVersion, DEFAULT_THRESHOLDS, evaluateCredentialHealth, serves, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
+import { GatewayCollector, type Target } from './gather.ts';
+import { HealthMemory } from './memory.ts';
+import { HealthStatusWrites } from './status-writes.ts';
+
+export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
+export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './status-writes.ts';
+export { PROBE_ANNOTATION } from './gather.ts';
+
+export interface GatewayStatusConfig {
+  /** Bearer token the gateways expect on GET /byok/status (gateway --status-token-file). */
+  token: string;
+  /** Pods behind this Service, from its EndpointSlices (ready endpoints; FQDN, IPv4 or IPv6 addresses). */
+  service?: { namespace: string; name: string; port?: string | number; scheme?: 'http' | 'https' };
+  /** Fixed base URLs instead (dev, tests), e.g. http://127.0.0.1:8080. */
+  urls?: string[];
+  /** How often pods are polled (default 10 s). */
+  pollMs?: number;
+  /** At most one status write per object per this interval (default 30 s). */
+  writeIntervalMs?: number;
+  thresholds?: Partial<HealthThresholds>;
+  /** lastUsedTime is rewritten only when it moved by at least this much (default 1 min): counts live in metrics. */
+  lastUsedResolutionMs?: number;
+  /**
+   * While a credential's new version is not on every pod, pods are polled this often instead of pollMs (default
+   * 1 s), so Delivered turns True soon after the last pod loads it.
+   */
+  pendingPollMs?: number;
+  /** A pod that has not loaded an account's current versions for this long gets a Warning Event (default 5 min). */
+  staleAfterMs?: number;
+  /** Per-pod request timeout (default 3 s). */
+  requestTimeoutMs?: number;
+  /** Status writes in flight at once (default 8). */
+  writeConcurrency?: number;
+  /**
+   * Probes of idle credentials annotated byok.gateway.dev/probe: "true" (off by default): after idleMs without use
+   * or probe (default 1 h), one gateway pod makes the cheapest authenticated call; at most one probe per provider
+   * per perProviderIntervalMs (default 10 s), pods taken in turn.
+   */
+  probe?: { idleMs?: number; perProviderIntervalMs?: number };
+}
+
+export interface HealthStatusWriter {
+  start(): void;
+  stop(): Promise<void>;
+  /** One poll + write pass (what the timer runs). */
+  syncOnce(): Promise<void>;
+}
+
+export function createHealthStatusWriter(deps: {
+  config: GatewayStatusConfig;
+  kubeConfig: KubeAccess;
+  informers: ResourceInformers;
+  pipeline: CompilePipeline | undefined;
+  applier: Applier;
+  events: EventRecorder;
+  registry: Registry;
+  log: Logger;
+  clock?: () => number;
+}): HealthStatusWriter {
+  const { config, informers, events } = deps;
+  const log = deps.log.child({ component: 'health-status' });
+  const clock = deps.clock ?? Date.now;
+  const pollMs = config.pollMs ?? 10_000;
+  const writeIntervalMs = config.writeIntervalMs ?? 30_000;
+  const pendingPollMs = config.pendingPollMs ?? 1000;
+
+  const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
+  const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
+  const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
+  const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
+  const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
+  const context: PassContext = {
+    clock,
+    log,
+    thresholds: { ...DEFAULT_THRESHOLDS, ...config.thresholds },
+    lastUsedResolutionMs: config.lastUsedResolutionMs ?? 60_000,
+    staleAfterMs: config.staleAfterMs ?? 5 * 60_000,
+    informers,
+    events,
+    pipeline: deps.pipeline,
+    collector: new GatewayCollector({ config, kubeConfig: deps.kubeConfig, log, probesTotal }),
+    statusWrites: new HealthStatusWrites({ applier: deps.applier, log, writes, writeIntervalMs, concurrency: config.writeConcurrency ?? 8 }),
+    memory: new HealthMemory(clock()),
+    healthyGauge,
+    podsGauge,
+    staleGauge,
+  };
+
+  async function syncOnce(): Promise<void> {
+    if (await healthPass(context)) loop.soon(pendingPollMs);
+  }
+
+  const loop = periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'));
+  // A compile that changed something may carry new credential versions: record them (Delivered False, Pending, in
+  // the same write as the new version) now rather than at the next poll.
+  let unsubscribe: (() => void) | undefined;
+  return {
+    syncOnce,
+    start() {
+      loop.start();
+      unsubscribe ??= deps.pipeline?.onCompiled(() => loop.soon());
+    },
+    async stop() {
+      unsubscribe?.();
+      unsubscribe = undefined;
+      await loop.stop();
+    },
+  };
+}
+
+/** What a pass reads and keeps: the writer's settings, parts and metrics, and its memory between passes. */
+interface PassContext {
+  clock: () => number;
+  log: Logger;
+  thresholds: HealthThresholds;
+  lastUsedResolutionMs: number;
+  staleAfterMs: number;
+  informers: ResourceInformers;
+  events: EventRecorder;
+  pipeline: CompilePipeline | undefined;
+  collector: GatewayCollector;
+  statusWrites: HealthStatusWrites;
+  memory: HealthMemory;
+  healthyGauge: Gauge<'namespace' | 'provider' | 'reason'>;
+  podsGauge: Gauge<'result'>;
+  staleGauge: Gauge;
+}
+
+/** What one pass gathered from the pods. */
+interface Gathered {
+  now: number;
+  found: Target[];
+  /** Reports of the pods that answered, by pod name. */
+  reports: Map<string, GatewayStatusReport>;
+  /** Each report's routing index as the compile run from which it is current (-1: no routing config yet). */
+  routingRuns: Map<GatewayStatusReport, number>;
+  /** Writes and Events of the pass, awaited at its end. */
+  jobs: Promise<unknown>[];
+}
+
+/** One poll and write pass; true while a credential's new version is still pending on a pod (poll again soon). */
+async function healthPass(c: PassContext): Promise<boolean> {
+  const now = c.clock();
+  let found: Target[];
+  try {
+    found = await c.collector.targets();
+  } catch (err) {
+    c.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
+    return false;
+  }
+  const reports = await c.collector.reports(found);
+  c.podsGauge.set({ result: 'ok' }, reports.size);
+  c.podsGauge.set({ result: 'failed' }, found.length - reports.size);
+  c.memory.absorb(reports, found, now);
+  // A routing entry changed in run n is on the pods whose index is from run n or later.
+  const routingRuns = new Map<GatewayStatusReport, number>();
+  for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (c.pipeline?.routingRun(r.routing.version) ?? 0));
+  const pass: Gathered = { now, found, reports, routingRuns, jobs: [] };
+
+  const credentials = c.informers.credentials.list();
+  const { pending, seen } = credentialsPass(c, pass, credentials);
+  for (const id of c.memory.forgetCredentialsExcept(seen)) c.collector.forget(id);
+  pass.jobs.push(c.collector.probeIdle(credentials, found.filter((f) => reports.has(f.pod)), now, (id) => c.memory.idleSince(id)));
+  c.staleGauge.set(accountsPass(c, pass));
+  await Promise.all(pass.jobs);
+  return pending;
+}
+
+/**
+ * Credentials: UpstreamHealthy, lastUsedTime and Delivered, with an Event on each written health transition. Returns
+ * whether a version is still pending on a pod, and the ids seen.
+ */
+function credentialsPass(c: PassContext, pass: Gathered, credentials: readonly KubernetesObject[]): { pending: boolean; seen: Set<string> } {
+  const { now, found, reports, routingRuns, jobs } = pass;
+  const { memory, statusWrites, events } = c;
+  c.healthyGauge.reset();
+  let pending = false;
+  const seen = new Set<string>();
+  for (const cred of credentials) {
+    const ns = cred.metadata?.namespace ?? '';
+    const name = cred.metadata?.name ?? '';
+    const id = publicId('BYOKCredential', ns, name);
+    seen.add(id);
+    // The delivery version moves with the key and with the routing entry (a spec change); health follows the key.
+    const delivery = c.pipeline?.credentialDelivery(ns)?.get(id);
+    const rotated = memory.rotate(id, delivery?.envelope);
+    const e = evaluateCredentialHealth({
+      stored: (cred as { status?: object }).status,
+      generation: cred.metadata?.generation,
+      now,
+      window: memory.window(id, now, c.thresholds.windowMs),
+      probe: memory.probe(id),
+      rotated,
+      lastUsed: memory.lastUsedAt(id),
+      delivery: delivery && { version: delivery.version, loaded: [...reports.values()].filter((r) => serves(r, routingRuns.get(r)!, id, delivery)).length, total: found.length },
+      thresholds: c.thresholds,
+      lastUsedResolutionMs: c.lastUsedResolutionMs,
+    });
+    if (e.rotatedFromFalse) memory.markRotatedFromFalse(id);
+    if (e.pending) pending = true;
+    c.healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: e.health.reason });
+    if (e.unchanged) {
+      statusWrites.unchanged('BYOKCredential', ns, name, e.part);
+      continue;
+    }
+    jobs.push(
+      statusWrites.write('BYOKCredential', cred, e.part, now).then((done) => {
+        if (!done || !e.transition) return undefined;
+        const event = upstreamHealthEvent(e.health, memory.recovers(id, e.storedFalse, e.health.status));
+        return event && events.record(cred, event.eventType, event.reason, event.note).catch(() => undefined);
+      }),
+    );
+  }
+  return { pending, seen };
+}
+
+/** Accounts: every credential's current version, per pod; Warning Events for pods that lag too long. Returns the stale pods. */
+function accountsPass(c: PassContext, pass: Gathered): number {
+  const { now, found, reports, routingRuns, jobs } = pass;
+  const staleNow = new Set<string>();
+  for (const account of c.informers.accounts.list()) {
+    const ns = account.metadata?.namespace ?? '';
+    const versions = c.pipeline?.credentialDelivery(ns);
+    if (!versions) continue;
+    const version = accountVersion(versions);
+    let loaded = 0;
+    for (const target of found) {
+      const r = reports.get(target.pod);
+      const current = r !== undefined && [...versions].every(([id, d]) => serves(r, routingRuns.get(r)!, id, d));
+      const lag = c.memory.lag(target.pod, ns, current, now, c.staleAfterMs);
+      if (!lag) {
+        loaded++;
+        continue;
+      }
+      if (lag.stale) staleNow.add(target.pod);
+      if (!lag.firstStale) continue;
+      const note = stalePodNote(target.pod, r !== undefined, version, lag.lagMs);
+      c.log.warn({ pod: target.pod, namespace: ns }, note);
+      jobs.push(c.events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
+    }
+    const { part, unchanged } = accountDeliveryPart((account as { status?: object }).status, account.metadata?.generation, { loaded, total: found.length, version }, now);
+    if (!unchanged) jobs.push(c.statusWrites.write('Account', account, part, now));
+  }
+  c.memory.forgetPodsExcept(found);
+  return staleNow.size;
+}
+
+/** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */
+export function createGatewayHealthStatus(
+  config: GatewayStatusConfig,
+  deps: { kubeConfig: KubeAccess; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; events: EventRecorder; registry: Registry; log: Logger },
+): HealthStatusWriter {
+  return createHealthStatusWriter({ ...deps, config, applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }) });
+}
