@@ -49,7 +49,7 @@ async function main(): Promise<void> {
     const logger = pino({ level: 'warn' });
     const api = await startApiServer({ kubeConfig: kc, logger, watchNamespaces: [ns], rateLimit: false });
     const serving = await createServingCertificate(DEFAULT_SERVICE);
-    const agg = await startAggregatedServer({ kubeConfig: kc, state: api.state, service: api.service, ready: api.ready, tls: serving, logger, host: '127.0.0.1', port: 0 });
+    const agg = await startAggregatedServer({ kubeConfig: kc, runtime: api.runtime, tls: serving, logger, host: '127.0.0.1', port: 0 });
     await registerLoopback({ kubeConfig: kc, port: agg.port, caPem: serving.caPem });
     await waitForAvailable(kc, 60_000);
 

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { DelegatedAuth, ResourceAttributes, UserInfo } from './auth.ts';
-import { AGG_GROUP, AGG_PREFIX, AGG_VERSION } from './resource.ts';
+import { AGG_GROUP, AGG_PREFIX, AGG_VERSION } from './group.ts';
 import { StatusError } from './status.ts';
 
 export type RouteAccess =

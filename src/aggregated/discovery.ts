@@ -1,22 +1,15 @@
 // Discovery and OpenAPI of the aggregated group: what the kube-aggregator and kubectl read to learn which resources
-// exist, their verbs and their schema. Built from the resources the registry serves, so a new resource adds an
-// entry, not a route.
+// exist, their verbs and their schema. Built from the details each served resource hands in, so a new resource adds
+// an entry, not a route.
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { yamlSafeJson } from '../domain/text.ts';
+import type { JsonSchema } from '../service/key-schema.ts';
 import { access } from './access.ts';
-import { AGG_GROUP, AGG_GROUP_VERSION, AGG_PREFIX, AGG_VERSION, openApiV2, openApiV3 } from './resource.ts';
+import { AGG_GROUP, AGG_GROUP_VERSION, AGG_PREFIX, AGG_VERSION } from './group.ts';
+import type { DiscoveredResource, ResourceDetails } from './handlers/resource.ts';
 
-/** One resource as discovery advertises it. Advertise only implemented verbs: the namespace controller and the garbage collector act on them. */
-export interface DiscoveredResource {
-  name: string;
-  singularName: string;
-  kind: string;
-  namespaced: boolean;
-  verbs: readonly string[];
-  shortNames: readonly string[];
-  categories: readonly string[];
-}
+export type { DiscoveredResource } from './handlers/resource.ts';
 
 export const DISCOVERY_V2_TYPE = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
 
@@ -63,13 +56,35 @@ export function discoveryDocuments(resources: readonly DiscoveredResource[]) {
   return { resourceList, apiGroup, apiGroupList, aggregatedDiscovery };
 }
 
+const INFO = { title: 'byok-operator aggregated API', version: AGG_VERSION };
+
+/** The group's OpenAPI v2 (Swagger) document: every resource's paths and definitions. */
+export function openApiV2(resources: readonly ResourceDetails[]): JsonSchema {
+  return {
+    swagger: '2.0',
+    info: INFO,
+    paths: Object.assign({}, ...resources.map((r) => r.openapi.paths(true))) as Record<string, unknown>,
+    definitions: Object.assign({}, ...resources.map((r) => r.openapi.definitions(true))) as Record<string, JsonSchema>,
+  };
+}
+
+/** The group version's OpenAPI v3 document. */
+export function openApiV3(resources: readonly ResourceDetails[]): JsonSchema {
+  return {
+    openapi: '3.0.0',
+    info: INFO,
+    paths: Object.assign({}, ...resources.map((r) => r.openapi.paths(false))) as Record<string, unknown>,
+    components: { schemas: Object.assign({}, ...resources.map((r) => r.openapi.definitions(false))) as Record<string, JsonSchema> },
+  };
+}
+
 /** Routes for /apis, the group, the group version and the OpenAPI v2/v3 documents. Any authenticated user may read them. */
-export function registerDiscovery(app: FastifyInstance, resources: readonly DiscoveredResource[]): void {
-  const { resourceList, apiGroup, apiGroupList, aggregatedDiscovery } = discoveryDocuments(resources);
+export function registerDiscovery(app: FastifyInstance, resources: readonly ResourceDetails[]): void {
+  const { resourceList, apiGroup, apiGroupList, aggregatedDiscovery } = discoveryDocuments(resources.map((r) => r.names));
   // The kube-apiserver parses downloaded OpenAPI documents with a YAML reader, which refuses the raw U+2028 and
   // noncharacters of the text-hygiene patterns: one such character makes the cluster's merged OpenAPI answer 503.
-  const openapiV2 = yamlSafeJson(openApiV2());
-  const openapiV3 = yamlSafeJson(openApiV3());
+  const openapiV2 = yamlSafeJson(openApiV2(resources));
+  const openapiV3 = yamlSafeJson(openApiV3(resources));
   const seen = access({ kind: 'discovery' });
   const openapiV3Hash = createHash('sha512').update(openapiV3).digest('hex').slice(0, 32).toUpperCase();
 

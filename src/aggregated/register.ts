@@ -8,7 +8,7 @@
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
-import { AGG_GROUP, AGG_VERSION } from './resource.ts';
+import { AGG_GROUP, AGG_VERSION } from './group.ts';
 
 export const APISERVICE_NAME = `${AGG_VERSION}.${AGG_GROUP}`;
 export const DEFAULT_SERVICE = { namespace: 'byok-system', name: 'byok-aggregated-api' };

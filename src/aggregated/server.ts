@@ -1,30 +1,32 @@
 // The aggregated API server: HTTPS, registered with the kube-aggregator as v1.api.byok.gateway.dev. A second front
 // door to the same ByokService and read model as /api/v1/byok. This file is the filter chain every request passes
 // (authentication from the apiserver's front-proxy headers or a TokenReview, a SubjectAccessReview per resource
-// request, a strict path parse, errors as Status); discovery.ts serves discovery and OpenAPI, and each resource's
-// storage lives in registry/<resource>.ts, so a second resource is a new file there, not an edit here.
+// request, a strict path parse, errors as Status); discovery.ts serves discovery and OpenAPI from the resources'
+// details, the generic verb handlers (handlers/) serve each resource, and each resource's strategy, storage, table
+// and OpenAPI live in registry/<resource>/, so a second resource is a folder there plus its entry below.
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
-import type { ByokService } from '../service/service.ts';
-import type { ApiState } from '../service/state.ts';
+import type { ServiceRuntime } from '../service/runtime.ts';
 import { kubeClient } from '../kube/client.ts';
 import { access, escapedSlashesAsSeparators, installAccessControl } from './access.ts';
 import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig } from './auth.ts';
 import { registerDiscovery } from './discovery.ts';
+import { AGG_GROUP } from './group.ts';
+import { installResource } from './handlers/install.ts';
+import type { ResourceDetails } from './handlers/resource.ts';
 import { registerByokRest, BYOK_REST_RESOURCE } from './registry/byok.ts';
-import { byokKeysResource, registerByokKeys } from './registry/byokkeys.ts';
+import { byokKeys } from './registry/byokkeys/index.ts';
 import { str } from './request.ts';
-import { REASONS, statusBody, StatusError, statusFromApiError } from './status.ts';
+import { REASONS, statusBody, StatusError, statusFromApiError, type StatusTarget } from './status.ts';
 
 export interface AggregatedServerOptions {
   /** The server's own identity: reads the authentication ConfigMap, posts TokenReviews and SubjectAccessReviews. */
   kubeConfig: KubeAccess;
-  state: ApiState;
-  service: ByokService;
-  ready: () => boolean;
+  /** The read model and write path, shared with the REST door when both run (see service/runtime.ts). */
+  runtime: Pick<ServiceRuntime, 'state' | 'service' | 'ready' | 'whenSynced'>;
   tls: { certPem: string; keyPem: string };
   logger: Logger;
   host?: string;
@@ -65,7 +67,13 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
         );
       }, 60_000);
   refresh?.unref();
-  const { service, state } = opts;
+  const { service, state, ready, whenSynced } = opts.runtime;
+  // The resources served: each a registry folder; discovery and the error handler read their details.
+  const keys = byokKeys({ service, state });
+  const resources: readonly ResourceDetails[] = [keys];
+  const targets = new Map<string, StatusTarget>(resources.map((r) => [r.names.name, r.errors]));
+  const targetOf = (resource: string | undefined): StatusTarget =>
+    targets.get(resource ?? '') ?? { group: AGG_GROUP, resource: resource ?? '', kind: resource ?? '', fieldOf: (f) => f, messageOf: (m) => m };
 
   const app = Fastify({
     loggerInstance: log,
@@ -95,7 +103,8 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
         for (const [h, v] of Object.entries(err.headers)) void reply.header(h, v);
         return sendRestError(reply, err.status, err.message, err.metadata);
       }
-      return sendStatus(reply, statusFromApiError(err, str((req.params as Record<string, unknown> | undefined)?.name)));
+      const resource = declared?.kind === 'resource' ? declared.resource : undefined;
+      return sendStatus(reply, statusFromApiError(err, targetOf(resource), str((req.params as Record<string, unknown> | undefined)?.name)));
     }
     const e = err as { code?: string; statusCode?: number; name?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return rest ? sendRestError(reply, 413, MESSAGES.tooLarge, { limit_bytes: BODY_LIMIT }) : sendStatus(reply, new StatusError(413, 'RequestEntityTooLarge', MESSAGES.tooLarge));
@@ -114,19 +123,19 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   const open = access({ kind: 'public' });
   app.get('/healthz', open, async (_req, reply) => ok(reply));
   app.get('/livez', open, async (_req, reply) => ok(reply));
-  app.get('/readyz', open, async (_req, reply) => (opts.ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced')));
+  app.get('/readyz', open, async (_req, reply) => (ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced')));
 
   // ---- discovery, OpenAPI and the resources ----
-  registerDiscovery(app, [byokKeysResource]);
-  const byokKeys = registerByokKeys(app, { service, state, log });
-  registerByokRest(app, service);
+  registerDiscovery(app, resources);
+  const installed = [installResource(app, keys, { log, ready, whenSynced })];
+  registerByokRest(app, service, ready);
 
   let address: string;
   try {
     address = await app.listen({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
   } catch (err) {
     if (refresh) clearInterval(refresh);
-    byokKeys.close();
+    for (const r of installed) r.close();
     throw err;
   }
   const port = (app.server.address() as { port: number }).port;
@@ -137,7 +146,7 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     app,
     close: async () => {
       if (refresh) clearInterval(refresh);
-      byokKeys.close();
+      for (const r of installed) r.close();
       // Open watches would hold close() forever.
       app.server.closeAllConnections?.();
       await app.close();

@@ -3,27 +3,21 @@
 // Kubernetes writer and listens.
 import rateLimit from '@fastify/rate-limit';
 import { registerApiMetrics } from './metrics.ts';
-import type { V1Secret } from '@kubernetes/client-node';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { kubeClient } from '../kube/client.ts';
-import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
-import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
-import { API_VERSION } from '../schema/resources.ts';
-import { MANAGEMENT_KEY_SELECTOR, sha256Hex } from '../service/management-keys.ts';
-import { kubeBackend, type Backend } from '../service/backend.ts';
+import type { BYOKCredential } from '../schema/generated/types.ts';
+import { sha256Hex } from '../service/management-keys.ts';
+import type { Backend } from '../service/backend.ts';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
 import { buildOpenApiDocument, WORKSPACE_DEFAULTED_HEADER } from './openapi.ts';
-import { startOrphanCollector } from '../service/orphans.ts';
+import { NOT_SYNCED_MESSAGE, startServiceRuntime, type ServiceRuntime, type ServiceRuntimeOptions } from '../service/runtime.ts';
 import { ByokService } from '../service/service.ts';
 import { invalidUtf8Error } from '../service/validate.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
-import type { EgressAllowList } from '../domain/egress.ts';
-import { ApiState, type CredentialEntry } from '../service/state.ts';
+import type { ApiState, CredentialEntry } from '../service/state.ts';
 
 export const API_PREFIX = '/api/v1';
 
@@ -117,9 +111,9 @@ function markDefaultedWorkspace(reply: FastifyReply, body: unknown, created: Cre
   return created;
 }
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const app = Fastify({
-    loggerInstance: deps.logger,
+function createFastify(logger: Logger): FastifyInstance {
+  return Fastify({
+    loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
     // Our own JSON parser (below) and error handler decide every 4xx body.
     return503OnClosing: true,
@@ -132,26 +126,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       if (code === 'FST_ERR_BAD_URL') return sendError(reply, 400, 'Malformed URL');
       return sendError(reply, 500, MESSAGES.internal);
     },
-  });
-  const service =
-    deps.service ??
-    new ByokService({
-      state: deps.state,
-      backend: deps.backend,
-      observe: deps.observe,
-      observeDeleted: deps.observeDeleted,
-      gitopsGuard: deps.gitopsGuard ?? true,
-      warn: (msg, fields) => deps.logger.warn(fields, msg),
-      ...(deps.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: deps.defaultMaxCredentials } : {}),
-    });
+  }) as unknown as FastifyInstance;
+}
 
-  registerApiMetrics(app);
-
-  // Declared up front so every request object has the same shape.
-  app.decorateRequest('account', '');
-  app.decorateRequest('tokenHash', '');
-
-  // Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours.
+/** Only application/json is accepted. V8's JSON.parse messages quote the input, so the message is ours. */
+function installJsonParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (req, body, done) => {
     const utf8 = invalidUtf8Error(typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
@@ -176,7 +155,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       done(new ApiError(400, err.problem.code === 'malformed' ? MESSAGES.malformedJson : err.message), undefined);
     }
   });
+}
 
+/** Paths of the API and the methods each serves: 405 with Allow for any other method, 404 elsewhere. */
+const KNOWN_PATHS: readonly (readonly [url: string, pattern: RegExp, allowed: readonly string[]])[] = [
+  [`${API_PREFIX}/byok`, new RegExp(`^${API_PREFIX}/byok/?$`), ['GET', 'HEAD', 'POST']],
+  [`${API_PREFIX}/byok/:id`, new RegExp(`^${API_PREFIX}/byok/[^/]+/?$`), ['GET', 'HEAD', 'PATCH', 'DELETE']],
+  [`${API_PREFIX}/openapi.json`, new RegExp(`^${API_PREFIX}/openapi\\.json$`), ['GET', 'HEAD']],
+];
+
+function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof ApiError) {
       for (const [h, v] of Object.entries(err.headers)) void reply.header(h, v);
@@ -206,59 +194,33 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   // Methods fastify has no route table for (PROPFIND, LOCK, ...) land here: still 405 on the API's own paths.
-  const knownPaths: [RegExp, string][] = [
-    [new RegExp(`^${API_PREFIX}/byok/?$`), 'GET, HEAD, POST'],
-    [new RegExp(`^${API_PREFIX}/byok/[^/]+/?$`), 'GET, HEAD, PATCH, DELETE'],
-    [new RegExp(`^${API_PREFIX}/openapi\\.json$`), 'GET, HEAD'],
-  ];
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0] ?? '';
-    const allow = knownPaths.find(([re]) => re.test(path))?.[1];
+    const allow = KNOWN_PATHS.find(([, re]) => re.test(path))?.[2].join(', ');
     if (allow === undefined) return sendError(reply, 404, MESSAGES.routeNotFound);
     void reply.header('allow', allow);
     return sendError(reply, 405, `Method not allowed; use ${allow}`);
   });
+}
 
-  // Runs as preParsing, after the rate limiter's onRequest hook: refused and unauthenticated requests are
-  // counted too (per client IP), and no body is parsed for them.
-  const authenticate = async (req: FastifyRequest): Promise<void> => {
-    const hash = bearerHash(req);
-    if (hash === undefined) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
-    const ns = deps.state.managementKeys.namespaceOf(hash);
-    if (ns !== undefined) {
-      req.account = ns;
-      req.tokenHash = hash;
-      return;
-    }
-    if (deps.state.isLiveApiKeyHash(hash)) throw new ApiError(403, MESSAGES.notManagementKey);
-    throw new ApiError(401, MESSAGES.invalidAuth, null, { 'www-authenticate': 'Bearer error="invalid_token"' });
-  };
-
-  const limits = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
-  if (limits) {
-    await app.register(rateLimit, {
-      global: false,
-      max: limits.max,
-      timeWindow: limits.timeWindowMs,
-      // A management key has its own budget; anything else (no header, wrong key, gateway key) the client IP's.
-      keyGenerator: (req) => {
-        const hash = bearerHash(req);
-        return hash !== undefined && deps.state.managementKeys.namespaceOf(hash) !== undefined ? hash : `ip:${req.ip}`;
-      },
-      errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
-    });
+/**
+ * Known paths with any other method fastify knows (TRACE, QUERY, PROPFIND, ...): 405 with Allow, not 404. Sent
+ * from onRequest, before fastify looks at a body (QUERY without Content-Type would otherwise be a 400).
+ */
+function registerMethodNotAllowed(app: FastifyInstance): void {
+  const others = (allowed: readonly string[]): HTTPMethods[] => (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
+  for (const [url, , allowed] of KNOWN_PATHS) {
+    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('allow', allowed.join(', '));
+      return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
+    };
+    app.route({ method: others(allowed), url, onRequest: notAllowed, handler: notAllowed });
   }
-  const limited = limits ? { rateLimit: { max: limits.max, timeWindow: limits.timeWindowMs } } : {};
+}
 
-  // Kubernetes probes, outside the OpenRouter-compatible prefix and without auth.
-  app.get('/healthz', async (_req, reply) => reply.type('application/json; charset=utf-8').send('{"status":"ok"}'));
-  app.get('/readyz', async (_req, reply) =>
-    (deps.ready?.() ?? true) ? reply.type('application/json; charset=utf-8').send('{"status":"ready"}') : sendError(reply, 503, 'Caches are not synced yet'),
-  );
+type Authenticate = (req: FastifyRequest) => Promise<void>;
 
-  const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
-  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
-
+function registerByokRoutes(app: FastifyInstance, service: ByokService, authenticate: Authenticate, limited: object): void {
   const json = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
   const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
 
@@ -306,43 +268,94 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return json(reply, 200, '{"deleted":true}');
     },
   });
-
-  // Known paths with any other method fastify knows (TRACE, QUERY, PROPFIND, ...): 405 with Allow, not 404. Sent
-  // from onRequest, before fastify looks at a body (QUERY without Content-Type would otherwise be a 400).
-  const others = (allowed: string[]): HTTPMethods[] => (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
-  for (const [url, allowed] of [
-    [`${API_PREFIX}/byok`, ['GET', 'HEAD', 'POST']],
-    [`${API_PREFIX}/byok/:id`, ['GET', 'HEAD', 'PATCH', 'DELETE']],
-    [`${API_PREFIX}/openapi.json`, ['GET', 'HEAD']],
-  ] as const) {
-    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
-      void reply.header('allow', allowed.join(', '));
-      return sendError(reply, 405, `Method not allowed; use ${allowed.join(', ')}`);
-    };
-    app.route({ method: others([...allowed]), url, onRequest: notAllowed, handler: notAllowed });
-  }
-
-  return app as unknown as FastifyInstance;
 }
 
-export interface StartApiServerOptions {
-  kubeConfig: KubeAccess;
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = createFastify(deps.logger);
+  const service =
+    deps.service ??
+    new ByokService({
+      state: deps.state,
+      backend: deps.backend,
+      observe: deps.observe,
+      observeDeleted: deps.observeDeleted,
+      gitopsGuard: deps.gitopsGuard ?? true,
+      warn: (msg, fields) => deps.logger.warn(fields, msg),
+      ...(deps.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: deps.defaultMaxCredentials } : {}),
+    });
+
+  registerApiMetrics(app);
+
+  // Declared up front so every request object has the same shape.
+  app.decorateRequest('account', '');
+  app.decorateRequest('tokenHash', '');
+  installJsonParser(app);
+  installErrorHandling(app);
+
+  // Runs as preParsing, after the rate limiter's onRequest hook: refused and unauthenticated requests are
+  // counted too (per client IP), and no body is parsed for them.
+  const authenticate = async (req: FastifyRequest): Promise<void> => {
+    // Before the first sync no management key is known: a 503 to retry, never a 401 that says the key is wrong.
+    if (deps.ready && !deps.ready()) throw new ApiError(503, NOT_SYNCED_MESSAGE, null, { 'retry-after': '5' });
+    const hash = bearerHash(req);
+    if (hash === undefined) throw new ApiError(401, MESSAGES.missingAuth, null, { 'www-authenticate': 'Bearer' });
+    const ns = deps.state.managementKeys.namespaceOf(hash);
+    if (ns !== undefined) {
+      req.account = ns;
+      req.tokenHash = hash;
+      return;
+    }
+    if (deps.state.isLiveApiKeyHash(hash)) throw new ApiError(403, MESSAGES.notManagementKey);
+    throw new ApiError(401, MESSAGES.invalidAuth, null, { 'www-authenticate': 'Bearer error="invalid_token"' });
+  };
+
+  const limits = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
+  if (limits) {
+    await app.register(rateLimit, {
+      global: false,
+      max: limits.max,
+      timeWindow: limits.timeWindowMs,
+      // A management key has its own budget; anything else (no header, wrong key, gateway key) the client IP's.
+      keyGenerator: (req) => {
+        const hash = bearerHash(req);
+        return hash !== undefined && deps.state.managementKeys.namespaceOf(hash) !== undefined ? hash : `ip:${req.ip}`;
+      },
+      errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
+    });
+  }
+  const limited = limits ? { rateLimit: { max: limits.max, timeWindow: limits.timeWindowMs } } : {};
+
+  // Kubernetes probes, outside the OpenRouter-compatible prefix and without auth. Liveness never depends on the
+  // apiserver: a process that cannot reach it yet is not ready, but restarting it would not help.
+  app.get('/healthz', async (_req, reply) => reply.type('application/json; charset=utf-8').send('{"status":"ok"}'));
+  app.get('/readyz', async (_req, reply) =>
+    (deps.ready?.() ?? true) ? reply.type('application/json; charset=utf-8').send('{"status":"ready"}') : sendError(reply, 503, NOT_SYNCED_MESSAGE),
+  );
+
+  const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
+  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
+
+  registerByokRoutes(app, service, authenticate, limited);
+  registerMethodNotAllowed(app);
+  return app;
+}
+
+/** The door's own options: where it listens and how it limits. */
+export interface ApiDoorOptions {
   host?: string;
   /** 0 (default) picks a free port. */
   port?: number;
+  /** The logger of a runtime of the door's own (with a shared runtime, the door logs with the runtime's). */
   logger?: Logger;
-  /** Default true: writes to credentials not created through the API give 409. */
-  gitopsGuard?: boolean;
   rateLimit?: RateLimitOptions | false;
-  /** Serve only these account namespaces (and watch only them); all namespaces when absent. */
-  watchNamespaces?: string[];
-  /** Credentials per account when its Account sets no `spec.limits.maxCredentials`. Default 1000. */
-  defaultMaxCredentials?: number;
-  /** Age after which an unreferenced API-managed key Secret is deleted; false turns the collector off. Default 10 min. */
-  orphanGraceMs?: number | false;
-  /** What tenant URLs in payloads may point at beyond the egress policy (`--egress-allow`). */
-  egress?: EgressAllowList;
 }
+
+/**
+ * Either a runtime started by the caller (the process serving both doors shares it; the door listens at once and
+ * answers 503 until the caches sync), or the runtime's options: the door then starts its own runtime, owns it, and
+ * returns once the caches have synced (tests and benchmarks).
+ */
+export type StartApiServerOptions = ApiDoorOptions & ({ runtime: ServiceRuntime } | Omit<ServiceRuntimeOptions, 'logger'>);
 
 export interface ApiServer {
   /** Base URL ending in /api/v1. */
@@ -350,8 +363,9 @@ export interface ApiServer {
   close(): Promise<void>;
   /** For tests and benchmarks. */
   app: FastifyInstance;
+  runtime: ServiceRuntime;
   state: ApiState;
-  /** The one write path, for the aggregated API door in the same process. */
+  /** The one write path, shared with the aggregated API door in the same process. */
   service: ByokService;
   ready(): boolean;
 }
@@ -360,103 +374,40 @@ export function defaultLogger(): Logger {
   return pino({ name: 'byok-api', level: process.env.LOG_LEVEL ?? 'info', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } });
 }
 
-const CRD_PATH = (plural: string) => `/apis/${API_VERSION}/${plural}`;
-
 export async function startApiServer(opts: StartApiServerOptions): Promise<ApiServer> {
-  const base = opts.logger ?? defaultLogger();
-  // A caller's logger gets our redaction on top of its own.
-  const logger = opts.logger ? base.child({}, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }) : base;
-  const state = new ApiState();
-  // Cached objects drop managedFields and kubectl's last-applied annotation: the API never reads them.
-  const common = { kubeConfig: opts.kubeConfig, logger, transform: stripBulkyMetadata, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
-  const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({ ...common, name: 'api-byokcredentials', path: CRD_PATH('byokcredentials') });
-  const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
-  const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });
-  const mgmtKeys = createInformer<V1Secret>({ ...common, name: 'api-management-keys', path: '/api/v1/secrets', labelSelector: MANAGEMENT_KEY_SELECTOR });
-  const accounts = createInformer<Account>({ ...common, name: 'api-accounts', path: CRD_PATH('accounts') });
-
-  credentials.on('add', (o) => state.upsertCredential(o));
-  credentials.on('update', (o) => state.upsertCredential(o));
-  credentials.on('delete', (o) => state.removeCredential(o));
-  workspaces.on('add', (o) => state.upsertWorkspace(o));
-  workspaces.on('update', (o) => state.upsertWorkspace(o));
-  workspaces.on('delete', (o) => state.removeWorkspace(o));
-  apiKeys.on('add', (o) => state.upsertApiKey(o));
-  apiKeys.on('update', (o) => state.upsertApiKey(o));
-  apiKeys.on('delete', (o) => state.removeApiKey(o));
-  mgmtKeys.on('add', (o) => state.upsertManagementSecret(o));
-  mgmtKeys.on('update', (o) => state.upsertManagementSecret(o));
-  mgmtKeys.on('delete', (o) => state.removeManagementSecret(o));
-  accounts.on('add', (o) => state.upsertAccount(o));
-  accounts.on('update', (o) => state.upsertAccount(o));
-  accounts.on('delete', (o) => state.removeAccount(o));
-
-  const informers = [credentials, workspaces, apiKeys, mgmtKeys, accounts];
-  try {
-    await Promise.all(informers.map((i) => i.start()));
-  } catch (err) {
-    await Promise.allSettled(informers.map((i) => i.stop()));
-    throw err;
-  }
-
-  const backend = kubeBackend(kubeClient(opts.kubeConfig));
-  const observe = (o: BYOKCredential) => credentials.observe(o);
-  const observeDeleted = (ns: string, name: string) => credentials.observeDeleted(ns, name);
-  const gitopsGuard = opts.gitopsGuard ?? true;
-  const service = new ByokService({
-    state,
-    backend,
-    observe,
-    observeDeleted,
-    gitopsGuard,
-    warn: (msg, fields) => logger.warn(fields, msg),
-    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
-    ...(opts.egress ? { egress: opts.egress } : {}),
-  });
-  const ready = () => informers.every((i) => i.hasSynced());
+  const owned = 'runtime' in opts ? undefined : startServiceRuntime({ ...opts, logger: opts.logger ?? defaultLogger() });
+  const runtime = 'runtime' in opts ? opts.runtime : (owned as ServiceRuntime);
+  const { state, service, backend, ready } = runtime;
   const app = await buildApp({
     state,
     backend,
-    observe,
-    observeDeleted,
+    observe: () => undefined,
+    observeDeleted: () => undefined,
     service,
     ready,
-    logger,
-    ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
-    ...(opts.gitopsGuard !== undefined ? { gitopsGuard: opts.gitopsGuard } : {}),
+    logger: runtime.logger,
     ...(opts.rateLimit !== undefined ? { rateLimit: opts.rateLimit } : {}),
   });
   let address: string;
   try {
     address = await app.listen({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
+    // A runtime of our own: the caller gets a door whose caches are filled, as a test or a benchmark expects.
+    await owned?.whenSynced();
   } catch (err) {
-    await Promise.allSettled(informers.map((i) => i.stop()));
+    await app.close();
+    await owned?.close();
     throw err;
   }
-  const collector =
-    opts.orphanGraceMs === false
-      ? undefined
-      : startOrphanCollector({
-          backend,
-          state,
-          ready,
-          ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
-          ...(opts.orphanGraceMs !== undefined ? { graceMs: opts.orphanGraceMs } : {}),
-          onResult: (r) => {
-            if (r.deleted.length > 0) logger.info({ deleted: r.deleted, scanned: r.scanned }, 'removed unreferenced key Secrets');
-          },
-          onError: (err) => logger.warn({ code: (err as { status?: number }).status, err: (err as Error).message }, 'orphan Secret sweep failed'),
-        });
   return {
     url: `${address}${API_PREFIX}`,
     app,
+    runtime,
     state,
     service,
     ready,
     close: async () => {
-      collector?.stop();
       await app.close();
-      await Promise.allSettled(informers.map((i) => i.stop()));
+      await owned?.close();
     },
   };
 }

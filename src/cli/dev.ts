@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { startApiServer } from '../api/server.ts';
 import { APISERVICE_NAME, DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
 import { createServingCertificate } from '../controlplane/pki.ts';
-import { AGG_GROUP, AGG_VERSION } from '../aggregated/resource.ts';
+import { AGG_GROUP, AGG_VERSION } from '../aggregated/group.ts';
 import { startAggregatedServer } from '../aggregated/server.ts';
 import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
 import { installCrds } from '../controlplane/install-crds.ts';
@@ -135,9 +135,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     const serving = await createServingCertificate(DEFAULT_SERVICE);
     const aggregated = await startAggregatedServer({
       kubeConfig: kc,
-      state: api.state,
-      service: api.service,
-      ready: api.ready,
+      runtime: api.runtime,
       tls: serving,
       logger: logger.child({ component: 'aggregated-api' }),
       host: '127.0.0.1',

@@ -222,6 +222,57 @@ async function devServingCertificate(): Promise<{ certPem: string; keyPem: strin
   return createServingCertificate(DEFAULT_SERVICE);
 }
 
+/**
+ * The two API doors of `api` and `run` over one service runtime (informers, write path, orphan sweep). The runtime
+ * syncs in the background: the doors listen at once (liveness) and are ready once its caches have synced.
+ */
+async function serveApiDoors(
+  values: ReturnType<typeof parseOptions<typeof SERVE_OPTIONS>>['values'],
+  common: { kubeConfig: ReturnType<typeof loadKubeConfig>; logger: ReturnType<typeof createLogger>; watchNamespaces: string[] | undefined; maxCredentials: number | undefined; orphanGrace: number | undefined; egress: EgressAllowList | undefined },
+  stops: (() => Promise<void>)[],
+): Promise<void> {
+  const { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress } = common;
+  const { startServiceRuntime } = await import('../service/runtime.ts');
+  const runtime = startServiceRuntime({
+    kubeConfig,
+    logger: logger.child({ component: 'api' }),
+    gitopsGuard: !values['no-gitops-guard'],
+    ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
+    ...(orphanGrace !== undefined ? { orphanGraceMs: orphanGrace === 0 ? false : orphanGrace * 1000 } : {}),
+    ...(egress ? { egress } : {}),
+    ...(watchNamespaces ? { watchNamespaces } : {}),
+  });
+  const { startApiServer } = await import('../api/server.ts');
+  const api = await startApiServer({
+    runtime,
+    host: values['api-host'] ?? '0.0.0.0',
+    port: port(values['api-port'], 8080),
+    ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
+  });
+  logger.info({ url: api.url }, 'API server listening');
+  stops.push(() => api.close());
+  if (!values['no-aggregated']) {
+    const { startAggregatedServer } = await import('../aggregated/server.ts');
+    const tlsDir = values['aggregated-tls-dir'];
+    const tls = tlsDir
+      ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
+      : await devServingCertificate();
+    if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
+    const aggregated = await startAggregatedServer({
+      kubeConfig,
+      runtime,
+      tls,
+      logger: logger.child({ component: 'aggregated-api' }),
+      host: values['api-host'] ?? '0.0.0.0',
+      port: port(values['aggregated-port'], 8443),
+      acceptBearerTokens: values['aggregated-accept-tokens'],
+    });
+    stops.unshift(() => aggregated.close());
+  }
+  // Stopped after both doors (stops run in reverse).
+  stops.unshift(() => runtime.close());
+}
+
 const routingNamespaceOf = (value: string | undefined): string => value ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
 /** `management-key create`: the key on stdout, once; what was done on stderr. */
@@ -292,43 +343,7 @@ async function main(argv: string[]): Promise<void> {
         });
         stops.push(() => operator.stop());
       }
-      if (command !== 'operator') {
-        const { startApiServer } = await import('../api/server.ts');
-        const api = await startApiServer({
-          kubeConfig,
-          host: values['api-host'] ?? '0.0.0.0',
-          port: port(values['api-port'], 8080),
-          logger: logger.child({ component: 'api' }),
-          gitopsGuard: !values['no-gitops-guard'],
-          ...(values['rate-limit'] !== undefined ? { rateLimit: parseRateLimit(values['rate-limit']) } : {}),
-          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
-          ...(orphanGrace !== undefined ? { orphanGraceMs: orphanGrace === 0 ? false : orphanGrace * 1000 } : {}),
-          ...(egress ? { egress } : {}),
-          watchNamespaces,
-        });
-        logger.info({ url: api.url }, 'API server listening');
-        stops.push(() => api.close());
-        if (!values['no-aggregated']) {
-          const { startAggregatedServer } = await import('../aggregated/server.ts');
-          const tlsDir = values['aggregated-tls-dir'];
-          const tls = tlsDir
-            ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
-            : await devServingCertificate();
-          if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
-          const aggregated = await startAggregatedServer({
-            kubeConfig,
-            state: api.state,
-            service: api.service,
-            ready: api.ready,
-            tls,
-            logger: logger.child({ component: 'aggregated-api' }),
-            host: values['api-host'] ?? '0.0.0.0',
-            port: port(values['aggregated-port'], 8443),
-            acceptBearerTokens: values['aggregated-accept-tokens'],
-          });
-          stops.unshift(() => aggregated.close());
-        }
-      }
+      if (command !== 'operator') await serveApiDoors(values, { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress }, stops);
       waitForSignal(async () => {
         for (const stop of stops.reverse()) await stop();
       });

@@ -148,7 +148,7 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   if (S.epStatus.length < n) growEndpointScratch(n);
   if (S.chosen.length < acc.credentials.length) S.chosen = new Int32Array(acc.credentials.length * 2);
   if (S.groupSel.length < acc.groups.length) S.groupSel = new Int32Array(acc.groups.length * 2);
-  const { provFlags, provRank, epStatus, epZdr, epGate, epRank, chosen, groupSel } = S;
+  const { provFlags, provRank, epStatus, epZdr, epGate, epRank, groupSel } = S;
   S.workspaceId = request.workspaceId;
   S.apiKeyHash = request.apiKeyHash;
   S.userId = request.userId;
@@ -205,12 +205,10 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
   let selected = 0;
   for (let gi = 0; gi < groups.length; gi++) {
     const grp = groups[gi] as PreparedProviderGroup;
-    let any = false;
-    const pr = grp.prioritized;
-    for (let k = 0; k < pr.length; k++) if (evalCredential(pr[k] as PreparedCredential, model, excluded)) any = true;
-    const fb = grp.fallback;
-    for (let k = 0; k < fb.length; k++) if (evalCredential(fb[k] as PreparedCredential, model, excluded)) any = true;
-    if (any) {
+    // Both sections are decided (every credential gets its verdict or exclusion) before the group is ranked.
+    const anyPrioritized = evalCredentials(grp.prioritized, model, excluded);
+    const anyFallback = evalCredentials(grp.fallback, model, excluded);
+    if (anyPrioritized || anyFallback) {
       // Insertion by provider rank (rule 8: requested order, else the catalog's), stable on the slug order.
       const rank = provRank[grp.providerIdx] as number;
       let pos = selected++;
@@ -224,14 +222,7 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
 
   // 3. Attempts: prioritized credentials, shared endpoints, fallback credentials (rule 2).
   const attempts: Attempt[] = [];
-  for (let s = 0; s < selected; s++) {
-    const list = (groups[groupSel[s] as number] as PreparedProviderGroup).prioritized;
-    for (let k = 0; k < list.length; k++) {
-      const c = list[k] as PreparedCredential;
-      const j = chosen[c.pos] as number;
-      if (j >= 0) attempts.push(credentialAttempt(c, model as CatalogModel, j, 'prioritized'));
-    }
-  }
+  pushCredentialAttempts(attempts, groups, selected, model, 'prioritized');
 
   let policyRemoved = 0;
   if (model !== null) {
@@ -256,14 +247,7 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
     }
   }
 
-  for (let s = 0; s < selected; s++) {
-    const list = (groups[groupSel[s] as number] as PreparedProviderGroup).fallback;
-    for (let k = 0; k < list.length; k++) {
-      const c = list[k] as PreparedCredential;
-      const j = chosen[c.pos] as number;
-      if (j >= 0) attempts.push(credentialAttempt(c, model as CatalogModel, j, 'fallback'));
-    }
-  }
+  pushCredentialAttempts(attempts, groups, selected, model, 'fallback');
 
   const plan: RoutePlan = { attempts, excluded };
   if (attempts.length === 0) {
@@ -272,6 +256,27 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
     plan.error = { code: errorCode, message: ROUTE_ERRORS[errorCode] };
   }
   return plan;
+}
+
+/** Decides every credential of one section; returns whether any of them will be attempted. */
+function evalCredentials(list: readonly PreparedCredential[], model: CatalogModel | null, excluded: Exclusion[]): boolean {
+  let any = false;
+  for (let k = 0; k < list.length; k++) if (evalCredential(list[k] as PreparedCredential, model, excluded)) any = true;
+  return any;
+}
+
+/** Appends one section's attempted credentials (chosen by evalCredential), provider group by group in rank order. */
+function pushCredentialAttempts(attempts: Attempt[], groups: readonly PreparedProviderGroup[], selected: number, model: CatalogModel | null, section: Section): void {
+  const { chosen, groupSel } = S;
+  for (let s = 0; s < selected; s++) {
+    const group = groups[groupSel[s] as number] as PreparedProviderGroup;
+    const list = section === 'prioritized' ? group.prioritized : group.fallback;
+    for (let k = 0; k < list.length; k++) {
+      const c = list[k] as PreparedCredential;
+      const j = chosen[c.pos] as number;
+      if (j >= 0) attempts.push(credentialAttempt(c, model as CatalogModel, j, section));
+    }
+  }
 }
 
 /** Decides one credential; records its endpoint in `chosen` (or -1) and returns whether it will be attempted. */

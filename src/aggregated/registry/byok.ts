@@ -3,16 +3,18 @@
 // (the error handler in ../server.ts tells the two surfaces apart by path).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, MESSAGES } from '../../service/errors.ts';
+import { NOT_SYNCED_MESSAGE } from '../../service/runtime.ts';
 import type { ByokService } from '../../service/service.ts';
 import type { CredentialEntry } from '../../service/state.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../../domain/json.ts';
 import { resourceAccess } from '../access.ts';
 import { contentType } from '../request.ts';
-import { AGG_PREFIX } from '../resource.ts';
+import { AGG_PREFIX } from '../group.ts';
 
 export const BYOK_REST_RESOURCE = 'byok';
 
-export function registerByokRest(app: FastifyInstance, service: ByokService): void {
+/** `ready`: false until the caches have synced; until then every route answers 503 (retry), as the REST door does. */
+export function registerByokRest(app: FastifyInstance, service: ByokService, ready: () => boolean): void {
   const restJson = (req: FastifyRequest): unknown => {
     const ct = contentType(req);
     if (ct !== 'application/json') throw new ApiError(415, MESSAGES.unsupportedMediaType);
@@ -27,7 +29,12 @@ export function registerByokRest(app: FastifyInstance, service: ByokService): vo
   };
   const restReply = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
   const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
-  const declared = resourceAccess(BYOK_REST_RESOURCE);
+  const declared = {
+    ...resourceAccess(BYOK_REST_RESOURCE),
+    preHandler: async () => {
+      if (!ready()) throw new ApiError(503, NOT_SYNCED_MESSAGE, null, { 'retry-after': '5' });
+    },
+  };
   const REST = `${AGG_PREFIX}/namespaces/:ns/${BYOK_REST_RESOURCE}`;
   app.get<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 200, service.list(req.params.ns, req.query)));
   app.post<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 201, single(await service.create(req.params.ns, restJson(req)))));

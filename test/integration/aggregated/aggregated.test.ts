@@ -133,9 +133,7 @@ beforeAll(async () => {
   const serving = await createServingCertificate(DEFAULT_SERVICE);
   agg = await startAggregatedServer({
     kubeConfig: testKubeConfig(),
-    state: rest.server.state,
-    service: rest.server.service,
-    ready: rest.server.ready,
+    runtime: rest.server.runtime,
     tls: serving,
     logger: pino({ level: 'trace' }, sink),
     host: '127.0.0.1',
@@ -678,7 +676,7 @@ describe('delegated authentication and authorization', () => {
     expect(JSON.parse(refused.text)).toMatchObject({ kind: 'Status', reason: 'Unauthorized' });
     // --aggregated-accept-tokens: the token is reviewed, and the review's user is authorized per request.
     const accepting = await startAggregatedServer({
-      kubeConfig: testKubeConfig(), state: rest.server.state, service: rest.server.service, ready: rest.server.ready,
+      kubeConfig: testKubeConfig(), runtime: rest.server.runtime,
       tls: await createServingCertificate(DEFAULT_SERVICE), logger: pino({ level: 'silent' }), host: '127.0.0.1', port: 0, acceptBearerTokens: true,
     });
     const viaToken = (path: string, headers: Record<string, string>) => direct(path, headers, undefined, accepting.url);

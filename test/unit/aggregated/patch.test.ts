@@ -1,7 +1,7 @@
 // Patch paths, patch keys and selector keys are tenant input (issue 24 §2): none reaches a prototype.
 import { describe, expect, test } from '@jest/globals';
 import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
-import { matches, parseSelector } from '../../../src/aggregated/resource.ts';
+import { matches, parseSelector } from '../../../src/aggregated/handlers/selection.ts';
 
 const fresh = () => ({}) as Record<string, unknown>;
 

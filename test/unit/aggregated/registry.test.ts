@@ -3,10 +3,14 @@
 import { describe, expect, test } from '@jest/globals';
 import { discoveryDocuments } from '../../../src/aggregated/discovery.ts';
 import { byokCredential } from '../../../src/schema/resources.ts';
-import { byokKeysResource, decodeCursor, encodeCursor, type Cursor } from '../../../src/aggregated/registry/byokkeys.ts';
+import { decodeCursor as decode, encodeCursor } from '../../../src/aggregated/handlers/cursor.ts';
+import { byokKeysResource } from '../../../src/aggregated/registry/byokkeys/index.ts';
+import { byokKeysStrategy } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
 import { StatusError } from '../../../src/aggregated/status.ts';
 
-const cursor: Cursor = { namespace: 'acme', provider: 'openai', is_fallback: false, sort_order: 3, created_at: '2026-11-23T10:29:16.000Z', id: 'b223a9a1-1a72-5eaf-91dd-120ddffc74f7' };
+/** A byokkeys cursor: namespace, then the REST list order (provider, section, sort order, creation, id). */
+const cursor = ['acme', 'openai', false, 3, '2026-11-23T10:29:16.000Z', 'b223a9a1-1a72-5eaf-91dd-120ddffc74f7'];
+const decodeCursor = (token: string) => decode(token, byokKeysStrategy.listOrder.types);
 const token = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
 
 describe('continue tokens', () => {

@@ -3,26 +3,21 @@
 import { describe, expect, test } from '@jest/globals';
 import { ApiState } from '../../../src/service/state.ts';
 import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
-import {
-  createRequestFrom,
-  humanAge,
-  InvalidObject,
-  kubeFieldOf,
-  matches,
-  openApiV3,
-  parseSelector,
-  SelectorError,
-  GLOBAL_WORKSPACE,
-  TABLE_COLUMNS,
-  tableCells,
-  toKubeObject,
-  updateRequestFrom,
-  KIND_DEF,
-} from '../../../src/aggregated/resource.ts';
+import { InvalidObject } from '../../../src/aggregated/status.ts';
+import { matches, parseSelector, SelectorError } from '../../../src/aggregated/handlers/selection.ts';
+import { openApiV3 as groupOpenApiV3 } from '../../../src/aggregated/discovery.ts';
+import { byokKeysDetails } from '../../../src/aggregated/registry/byokkeys/index.ts';
+import { GLOBAL_WORKSPACE, toKubeObject } from '../../../src/aggregated/registry/byokkeys/object.ts';
+import { KIND_DEF } from '../../../src/aggregated/registry/byokkeys/openapi.ts';
+import { credentialChanges } from '../../../src/aggregated/registry/byokkeys/storage.ts';
+import { createRequestFrom, kubeFieldOf, updateRequestFrom } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+import { humanAge, TABLE_COLUMNS, tableCells } from '../../../src/aggregated/registry/byokkeys/table.ts';
 import { ExpiredError, WatchHub } from '../../../src/aggregated/watch.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { byokCredential } from '../../../src/schema/resources.ts';
 import { GLOBAL_WORKSPACE_SCOPE } from '../../../src/operator/reconcile/credential.ts';
+
+const openApiV3 = () => groupOpenApiV3([byokKeysDetails]);
 
 function cred(name: string, rv: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential {
   return {
@@ -194,7 +189,7 @@ describe('patches', () => {
 describe('watch hub', () => {
   test('replays what arrived after a list resourceVersion, including out-of-order arrivals; expired versions are refused', () => {
     const state = new ApiState();
-    const hub = new WatchHub(state, 3);
+    const hub = new WatchHub(credentialChanges(state), 3);
     state.upsertCredential(cred('a', '10'));
     const listRv = hub.currentRv();
     expect(listRv).toBe('10');

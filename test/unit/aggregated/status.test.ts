@@ -1,7 +1,11 @@
 // ByokService errors → Kubernetes Status: field errors become 422 Invalid with causes on BYOKKey paths.
 import { describe, expect, test } from '@jest/globals';
 import { ApiError, badRequest } from '../../../src/service/errors.ts';
-import { statusFromApiError } from '../../../src/aggregated/status.ts';
+import { statusFromApiError as toStatus } from '../../../src/aggregated/status.ts';
+import { byokKeysErrors } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+
+/** The mapping as the byokkeys resource hands it its names. */
+const statusFromApiError = (err: Parameters<typeof toStatus>[0], name?: string) => toStatus(err, byokKeysErrors, name);
 
 describe('Status mapping', () => {
   test('a domain violation names the camelCase field', () => {

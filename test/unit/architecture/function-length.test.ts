@@ -18,15 +18,13 @@ const OPTIONS = { max: 150, skipBlankLines: true, skipComments: true };
  */
 const EXCEPTIONS: Record<string, number> = {
   'bench/operator.ts': 188, // main
-  'src/aggregated/registry/byokkeys.ts': 319, // registerByokKeys
-  'src/api/server.ts': 181, // buildApp
-  'src/cli/main.ts': 197, // main
+  'src/cli/main.ts': 161, // main (197 before the API doors' wiring left it, issue 35 §2.1)
   'src/operator/compile/pipeline.ts': 172, // createCompilePipeline
   'src/operator/run.ts': 173, // startOperator
   'test/integration/gateway/upstreams.ts': 171, // startUpstreams
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 7;
+const MAX_EXCEPTIONS = 5;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
