@@ -4,191 +4,9 @@
 // queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
-import { ID_RETENTION_MS, idSets, type IdSets } from './keys.ts';
+import { ID_RETENTION_MS, idSets } from './keys.ts';
 import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
-
-// Ids (issue 37): a call carrying an id is applied once. A call that timed out on the client still runs when Redis
-// answers again, and so does every replay sent meanwhile; all but the first find the id and change nothing. An id is
-// a field of the account's id set of the current period (value: the first counter's total as first applied, or 'R'
-// for a reservation released unrecorded, which a record still counts); lookups read the current and previous set.
-const FIND_RECORDED = `
-local function recorded(cur, prev, id)
-  local v = redis.call('HGET', cur, id)
-  if v and v ~= 'R' then return v end
-  v = redis.call('HGET', prev, id)
-  if v and v ~= 'R' then return v end
-  return false
-end
-`;
-
-// Adds of a batch. ARGV: the id sets' expiry (ms), the number of calls, then per call: id ('' = none), number of
-// counters, number of hold sets, the hold member to drop ("<id>|<amount>"), then (amount, expiresAt ms or 0) per
-// counter. KEYS per call: the id sets (current, previous; only with an id), its counters, its hold sets.
-// A counter may appear in several calls (several requests of one account in one batch): each INCRBY returns the
-// running total, so every request still learns the total after its own increment. The overflow check runs on
-// running totals too, before anything is written. The expiry is set when the increment created the key (its value
-// equals the amount), once per window. The holds go in the same script: a request's spend and its hold are never
-// both counted. A call already applied (or earlier in this batch) returns its first total, then the current ones.
-const ADD_SCRIPT = `
-${FIND_RECORDED}
-local idsAt = tonumber(ARGV[1])
-local nc = tonumber(ARGV[2])
--- Per call: id, counters, hold sets, member, first counter's KEYS and ARGV index, already applied.
-local ids, ni, nh, member, kf, af, dup = {}, {}, {}, {}, {}, {}, {}
-local cur, prev
-local k, a = 1, 3
-for c = 1, nc do
-  ids[c] = ARGV[a]
-  ni[c] = tonumber(ARGV[a + 1])
-  nh[c] = tonumber(ARGV[a + 2])
-  member[c] = ARGV[a + 3]
-  a = a + 4
-  if ids[c] ~= '' then
-    cur = KEYS[k]
-    prev = KEYS[k + 1]
-    k = k + 2
-  end
-  kf[c] = k
-  af[c] = a
-  k = k + ni[c] + nh[c]
-  a = a + 2 * ni[c]
-end
--- A batch is one account: one pair of id sets, so ids seen earlier in it are keyed by id alone.
-local running = {}
-local seen = {}
-for c = 1, nc do
-  local id = ids[c]
-  if id ~= '' then
-    if seen[id] or recorded(cur, prev, id) then dup[c] = true else seen[id] = true end
-  end
-  if not dup[c] then
-    for i = 0, ni[c] - 1 do
-      local key = KEYS[kf[c] + i]
-      local v = running[key] or tonumber(redis.call('GET', key) or '0') or 0
-      v = v + tonumber(ARGV[af[c] + 2 * i])
-      if v > 9007199254740991 then return redis.error_reply('BYOK_OVERFLOW ' .. key) end
-      running[key] = v
-    end
-  end
-end
-local out = {}
-local n = 0
-local remembered = false
-for c = 1, nc do
-  if dup[c] then
-    local first = recorded(cur, prev, ids[c])
-    for i = 0, ni[c] - 1 do
-      n = n + 1
-      if i == 0 then out[n] = tonumber(first) else out[n] = tonumber(redis.call('GET', KEYS[kf[c] + i]) or '0') or 0 end
-    end
-  else
-    local first = 0
-    for i = 0, ni[c] - 1 do
-      local key = KEYS[kf[c] + i]
-      local by = tonumber(ARGV[af[c] + 2 * i])
-      local v = redis.call('INCRBY', key, by)
-      local at = tonumber(ARGV[af[c] + 2 * i + 1])
-      if at > 0 and v == by then redis.call('PEXPIREAT', key, at) end
-      if i == 0 then first = v end
-      n = n + 1
-      out[n] = v
-    end
-    for i = 0, nh[c] - 1 do redis.call('ZREM', KEYS[kf[c] + ni[c] + i], member[c]) end
-    if ids[c] ~= '' then
-      redis.call('HSET', cur, ids[c], first)
-      remembered = true
-    end
-  end
-end
-if remembered then redis.call('PEXPIREAT', cur, idsAt) end
-return out
-`;
-
-// The running Redis process, read inside scripts: counters restored from an RDB snapshot (or an empty restart) live in
-// a process whose run_id no account was validated for.
-const RUN_ID = `local runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')`;
-
-// Rebuild after a restart. KEYS[1]: the account's validated key, then the counters. ARGV: per counter its floor and
-// expiry (0 = none). Raises each counter to its floor, then validates the account for this process.
-const RESTORE_SCRIPT = `
-${RUN_ID}
-if redis.call('GET', KEYS[1]) == runid then return {0, 0, 1} end
-local raised = 0
-local largest = 0
-for i = 2, #KEYS do
-  local floor = tonumber(ARGV[2 * i - 3])
-  local at = tonumber(ARGV[2 * i - 2])
-  local cur = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
-  if cur < floor then
-    redis.call('INCRBY', KEYS[i], floor - cur)
-    if at > 0 then redis.call('PEXPIREAT', KEYS[i], at) end
-    raised = raised + 1
-    if floor - cur > largest then largest = floor - cur end
-  end
-end
-redis.call('SET', KEYS[1], runid)
-return {raised, largest, 0}
-`;
-
-// Check-and-reserve. KEYS: the account's validated key (or '' when not checked), its id sets (current, previous),
-// then per check its hold set and its counted keys. ARGV: now, expiresAt, id, number of checks,
-// then per check: limit, amount, number of counted keys. A hold is a sorted-set member "<id>|<amount>" scored by its
-// expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves. An id already
-// recorded or released holds nothing ({2}: a reservation that ran after its caller gave up); the request's own hold
-// (a repeated reservation) is not counted against it and is replaced.
-const RESERVE_SCRIPT = `
-${RUN_ID}
-if KEYS[1] ~= '' and redis.call('GET', KEYS[1]) ~= runid then return {-1} end
-local now = tonumber(ARGV[1])
-local expires = tonumber(ARGV[2])
-local id = ARGV[3]
-local n = tonumber(ARGV[4])
-if redis.call('HEXISTS', KEYS[2], id) == 1 or redis.call('HEXISTS', KEYS[3], id) == 1 then return {2} end
-local own = id .. '|'
-local k = 4
-local a = 5
-local plan = {}
-for i = 1, n do
-  local hold = KEYS[k]
-  k = k + 1
-  local limit = tonumber(ARGV[a])
-  local amount = tonumber(ARGV[a + 1])
-  local nkeys = tonumber(ARGV[a + 2])
-  a = a + 3
-  local counted = 0
-  for j = 1, nkeys do
-    counted = counted + (tonumber(redis.call('GET', KEYS[k]) or '0') or 0)
-    k = k + 1
-  end
-  redis.call('ZREMRANGEBYSCORE', hold, '-inf', now)
-  local held = 0
-  for _, m in ipairs(redis.call('ZRANGE', hold, 0, -1)) do
-    if string.sub(m, 1, #own) ~= own then held = held + (tonumber(string.match(m, '|(%d+)$')) or 0) end
-  end
-  local fits
-  if amount > 0 then fits = counted + held + amount <= limit else fits = counted + held < limit end
-  if not fits then return {0, i - 1, counted, held} end
-  plan[i] = {hold, amount}
-end
-for i = 1, n do
-  if plan[i][2] > 0 then
-    redis.call('ZADD', plan[i][1], expires, id .. '|' .. plan[i][2])
-    local ttl = redis.call('PTTL', plan[i][1])
-    if ttl < 0 or ttl < expires - now then redis.call('PEXPIREAT', plan[i][1], expires) end
-  end
-end
-return {1}
-`;
-
-// Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS from 2), in one round trip, and
-// remembers its id (ARGV[2]) as released in the account's current id set (KEYS[1], lapsing at ARGV[3]) unless it is
-// there already: a reservation sent before a stall and run after it then holds nothing.
-const RELEASE_SCRIPT = `
-redis.call('HSETNX', KEYS[1], ARGV[2], 'R')
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
-return 1
-`;
+import { ADD_SCRIPT, encodeAddBatch, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from './redis-scripts.ts';
 
 /** A reservation's member in its hold sets (RESERVE_SCRIPT writes it as id .. '|' .. amount). */
 const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
@@ -271,6 +89,46 @@ function hashTagOf(key: string): string | null {
   return close > open + 1 ? key.slice(open + 1, close) : null;
 }
 
+/**
+ * The run_id of the Redis process behind the current connection (issue 37 §3). Admission needs it to tell whether an
+ * account's counters were validated in this process (docs/ledger.md, "Resets"); INFO inside the admission script cost
+ * Redis a ~1.5 KB text per request. A restart always breaks the connection, so the run_id is read once per connection
+ * (by a script: the process that runs the scripts answers) and forgotten when the connection closes. A reservation
+ * waits for the read, and never sends a run_id read on an earlier connection (the generation check).
+ */
+class ConnectionRunId {
+  private generation = 0;
+  private current: { generation: number; runId: Promise<string> } | null = null;
+  private readonly read: () => Promise<string>;
+
+  constructor(read: () => Promise<string>) {
+    this.read = read;
+  }
+
+  /** The connection closed or a new one is ready: whatever was read is no longer known to hold. */
+  forget(): void {
+    this.generation++;
+    this.current = null;
+  }
+
+  /** The current connection's run_id; rejects when it cannot be read (the caller's call fails as unavailable). */
+  async get(): Promise<string> {
+    for (;;) {
+      const generation = this.generation;
+      if (this.current?.generation !== generation) {
+        const runId = this.read();
+        // A failed read is tried again by the next caller.
+        runId.catch(() => {
+          if (this.current?.runId === runId) this.current = null;
+        });
+        this.current = { generation, runId };
+      }
+      const runId = await this.current.runId;
+      if (generation === this.generation) return runId;
+    }
+  }
+}
+
 export interface RedisLedgerOptions {
   /** redis://[:password@]host:port[/db] or rediss:// for TLS. */
   url: string;
@@ -295,6 +153,7 @@ type WithAddCommand = Redis & {
   byokLedgerReserve(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
   byokLedgerRelease(numKeys: number, ...args: (string | number)[]): Promise<number>;
   byokLedgerRestore(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+  byokLedgerRunId(numKeys: number): Promise<string>;
 };
 
 export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
@@ -314,7 +173,15 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   client.defineCommand('byokLedgerReserve', { lua: RESERVE_SCRIPT });
   client.defineCommand('byokLedgerRelease', { lua: RELEASE_SCRIPT });
   client.defineCommand('byokLedgerRestore', { lua: RESTORE_SCRIPT });
+  client.defineCommand('byokLedgerRunId', { lua: RUN_ID_SCRIPT });
   const scripted = client as WithAddCommand;
+  const runId = new ConnectionRunId(() => scripted.byokLedgerRunId(0));
+  client.on('close', () => runId.forget());
+  client.on('ready', () => {
+    runId.forget();
+    // Read ahead, so the first reservation on a new connection does not wait a round trip.
+    runId.get().catch(() => {});
+  });
 
   await new Promise<void>((resolve) => {
     if (client.status === 'ready') return resolve();
@@ -335,24 +202,10 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
 
   /** One script call for a batch of adds (all of one account: one hash tag, one cluster slot). */
   const runAdds = async (calls: readonly PendingAdd[]): Promise<void> => {
-    const keys: string[] = [];
-    const args: (string | number)[] = [0, calls.length];
     // A batch is one account: its id sets are computed once.
-    let sets: IdSets | undefined;
-    for (const c of calls) {
-      const holdKeys = c.settle?.holdKeys ?? [];
-      args.push(c.id, c.increments.length, holdKeys.length, c.settle ? holdMember(c.settle.id, c.settle.amount) : '');
-      if (c.id !== '') {
-        sets ??= idSets(c.increments[0]?.key ?? holdKeys[0] ?? '', Date.now(), idRetention);
-        keys.push(sets.current, sets.previous);
-      }
-      for (const inc of c.increments) {
-        keys.push(inc.key);
-        args.push(inc.by, inc.expiresAt ?? 0);
-      }
-      for (const h of holdKeys) keys.push(h);
-    }
-    if (sets) args[0] = sets.expiresAt;
+    const first = calls.find((c) => c.id !== '');
+    const sets = first ? idSets(first.increments[0]?.key ?? first.settle?.holdKeys[0] ?? '', Date.now(), idRetention) : undefined;
+    const { keys, args } = encodeAddBatch(calls, sets);
     let out: number[];
     try {
       out = await scripted.byokLedgerAdd(keys.length, ...keys, ...args);
@@ -398,8 +251,14 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
     },
     async reserve(req) {
       const keys: string[] = [];
+      let server: string;
+      try {
+        server = req.validatedKey === undefined ? '' : await runId.get();
+      } catch (err) {
+        throw unavailable(err);
+      }
       const now = Date.now();
-      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length];
+      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server];
       const sets = idSets(req.checks[0]?.holdKey ?? '', now, idRetention);
       keys.push(req.validatedKey ?? '', sets.current, sets.previous);
       for (const c of req.checks) {
