@@ -18,31 +18,11 @@ import { secretPayloadBytes } from '../kube/secret-payload.ts';
 import { effectiveSortOrder } from '../operator/reconcile/sort-order.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { validateManifest } from '../schema/validators.ts';
+import { COMMAND_HELP } from './help.ts';
 import { loadManifests } from './manifests.ts';
 
-export const EXPORT_HELP = `usage: byok-operator export --target envoy-ai-gateway|agentgateway <path|-> [options]
+const EXPORT_HELP = COMMAND_HELP['export']!;
 
-Compiles the accounts of a GitOps folder into another data plane's configuration: YAML objects on stdout, and on
-stderr a report of every semantic the target keeps, approximates or drops, per account and per credential, with
-the object counts. Needs no cluster. Key material never reaches the output: each credential is referred to by a
-derived Secret (byok-<hash of namespace/name>-<target>) that only the in-cluster controller writes.
-
-options:
-  --target <t>                  envoy-ai-gateway or agentgateway (required)
-  --standalone                  agentgateway only: its standalone config file (llm.models, virtualModels) as YAML,
-                                for one account (--account when the folder holds several)
-  --account <namespace>         export this account only
-  --per-request                 one object set per provider, the credential supplied per request by ext_authz
-                                (Envoy AI Gateway's credentialOverride; docs/export.md)
-  --namespace <ns>              namespace of the exported objects (default byok-export)
-  --gateway [<ns>/]<name>       the Gateway the routes attach to (default byok-gateway)
-  --catalog <file>              the gateway catalog (default config/catalog/catalog.json)
-  --shared-vertex-project <id>  the platform's Google project for the shared google-vertex tier
-  -h, --help                    this page
-
-exit status: 0 exported; 1 the folder has errors (unreadable YAML) or nothing to export; 2 usage error
-docs: docs/export.md
-`;
 
 const OPTIONS = {
   target: { type: 'string' },

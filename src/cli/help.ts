@@ -173,6 +173,30 @@ ${EXIT_DEFAULT}
 `;
 
 /** Each command's own page; run, operator and api share one. */
+const EXPORT = `usage: byok-operator export --target envoy-ai-gateway|agentgateway <path|-> [options]
+
+Compiles the accounts of a GitOps folder into another data plane's configuration: YAML objects on stdout, and on
+stderr a report of every semantic the target keeps, approximates or drops, per account and per credential, with
+the object counts. Needs no cluster. Key material never reaches the output: each credential is referred to by a
+derived Secret (byok-<hash of namespace/name>-<target>) that only the in-cluster controller writes.
+
+options:
+  --target <t>                  envoy-ai-gateway or agentgateway (required)
+  --standalone                  agentgateway only: its standalone config file (llm.models, virtualModels) as YAML,
+                                for one account (--account when the folder holds several)
+  --account <namespace>         export this account only
+  --per-request                 one object set per provider, the credential supplied per request by ext_authz
+                                (Envoy AI Gateway's credentialOverride; docs/export.md)
+  --namespace <ns>              namespace of the exported objects (default byok-export)
+  --gateway [<ns>/]<name>       the Gateway the routes attach to (default byok-gateway)
+  --catalog <file>              the gateway catalog (default config/catalog/catalog.json)
+  --shared-vertex-project <id>  the platform's Google project for the shared google-vertex tier
+  -h, --help                    this page
+
+exit status: 0 exported; 1 the folder has errors (unreadable YAML) or nothing to export; 2 usage error
+docs: docs/export.md
+`;
+
 export const COMMAND_HELP: Record<string, string> = {
   run: SERVE,
   operator: SERVE,
@@ -180,6 +204,7 @@ export const COMMAND_HELP: Record<string, string> = {
   dev: DEV,
   gateway: GATEWAY,
   validate: VALIDATE,
+  export: EXPORT,
   explain: EXPLAIN,
   'management-key': MANAGEMENT_KEY,
   'gateway-key': GATEWAY_KEY,
@@ -195,6 +220,7 @@ commands:
   gateway                       the OpenAI-compatible reference gateway on the mounted routing config
   validate <path|->             check manifests offline against the CRD schemas and CEL rules (GitOps CI)
   explain                       why a request would try which credentials, from mounted routing config
+  export --target <t> <path|->  compile a GitOps folder into Envoy AI Gateway or agentgateway objects (docs/export.md)
   management-key create         create a management key (REST API) for an account and print it once
   gateway-key create            create a gateway API key for an app team and print it once
   bundle-key stage | activate | rotate
