@@ -3,9 +3,11 @@
 import { describe, expect, test } from '@jest/globals';
 import { discoveryDocuments } from '../../../src/aggregated/discovery.ts';
 import { byokCredential } from '../../../src/schema/resources.ts';
-import { decodeCursor as decode, encodeCursor } from '../../../src/aggregated/handlers/cursor.ts';
+import { compareCursor, decodeCursor as decode, encodeCursor } from '../../../src/aggregated/handlers/cursor.ts';
 import { byokKeysResource } from '../../../src/aggregated/registry/byokkeys/index.ts';
-import { byokKeysStrategy } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+import { byokKeysStrategy, listOrderKey } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+import { compareKeys } from '../../../src/service/mapping.ts';
+import type { CredentialEntry } from '../../../src/service/state.ts';
 import { StatusError } from '../../../src/aggregated/status.ts';
 
 /** A byokkeys cursor: namespace, then the REST list order (provider, section, sort order, creation, id). */
@@ -61,5 +63,28 @@ describe('discovery', () => {
   test('byokkeys is not in the byok-all category: its BYOKCredential is, so kubectl get byok-all lists each credential once', () => {
     expect(byokKeysResource.categories).not.toContain('byok-all');
     expect(byokCredential.categories).toContain('byok-all');
+  });
+});
+
+describe('list order', () => {
+  test('the generic cursor order over the byokkeys key is the REST list order within a namespace, namespaces first', () => {
+    const key = (namespace: string, provider: string, fallback: boolean, sortOrder: number, createdAt: string, id: string) => ({
+      namespace,
+      order: { provider, is_fallback: fallback, sort_order: sortOrder, created_at: createdAt, id },
+    });
+    const entries = [
+      key('acme', 'openai', false, 2, '2026-01-01T00:00:00.000Z', 'b'),
+      key('acme', 'openai', true, 0, '2026-01-01T00:00:00.000Z', 'a'),
+      key('acme', 'anthropic', false, 10, '2026-01-02T00:00:00.000Z', 'c'),
+      key('acme', 'openai', false, 2, '2026-01-01T00:00:00.000Z', 'a'),
+      key('acme', 'openai', false, 2, '2025-12-31T00:00:00.000Z', 'z'),
+      key('beta', 'anthropic', false, 0, '2026-01-01T00:00:00.000Z', 'd'),
+      key('acme', 'openai', false, 10, '2026-01-01T00:00:00.000Z', 'e'),
+    ];
+    const tuple = (e: (typeof entries)[number]) => listOrderKey({ namespace: e.namespace, key: e.order } as unknown as CredentialEntry);
+    const generic = [...entries].sort((x, y) => compareCursor(tuple(x), tuple(y)));
+    const rest = [...entries].sort((x, y) => (x.namespace !== y.namespace ? (x.namespace < y.namespace ? -1 : 1) : compareKeys(x.order, y.order)));
+    expect(generic.map((e) => e.order.id)).toEqual(rest.map((e) => e.order.id));
+    expect(generic.map((e) => e.order.id)).toEqual(['c', 'z', 'a', 'b', 'e', 'a', 'd']);
   });
 });
