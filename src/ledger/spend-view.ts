@@ -49,6 +49,8 @@ export function readWindowFigures(ledger: Ledger, keys: KeySpace, accountId: str
   return readScopes(ledger, keys, accountId, scopes, at, true);
 }
 
+function readScopes(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date, refusals: false): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>>;
+function readScopes(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date, refusals: true): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>>;
 async function readScopes(
   ledger: Ledger,
   keys: KeySpace,
@@ -56,7 +58,7 @@ async function readScopes(
   scopes: readonly ScopeRef[],
   at: Date,
   refusals: boolean,
-): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>> {
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend | WindowFigures>>>> {
   const names: string[] = [];
   const stride = refusals ? 3 : 2;
   for (const s of scopes) {
@@ -67,13 +69,13 @@ async function readScopes(
     }
   }
   const values = await ledger.read(names);
-  const out = new Map<string, Partial<Record<BudgetInterval, WindowFigures>>>();
+  const out = new Map<string, Partial<Record<BudgetInterval, WindowSpend | WindowFigures>>>();
   let i = 0;
   for (const s of scopes) {
     const perInterval = out.get(`${s.scope}/${s.id}`) ?? {};
     for (const interval of s.intervals) {
-      // Without refusals read, refused is 0 (the spend gate's admit reads spend only).
-      perInterval[interval] = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0, refused: refusals ? (values[i + 2] ?? 0) : 0 };
+      const spend: WindowSpend = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0 };
+      perInterval[interval] = refusals ? { ...spend, refused: values[i + 2] ?? 0 } : spend;
       i += stride;
     }
     out.set(`${s.scope}/${s.id}`, perInterval);
