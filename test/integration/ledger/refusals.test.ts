@@ -4,6 +4,9 @@
 // redis-server and the embedded ledger.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, readWindows, windowOf, type Ledger } from '../../../src/ledger/index.ts';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
 import { countRefusals } from '../../../src/ledger/refusals.ts';
 import { readWindowFigures } from '../../../src/ledger/spend-view.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
@@ -105,6 +108,20 @@ test('close() writes the refusals still tallied', async () => {
   const reader = await createRedisLedger({ url: redis.url });
   try {
     expect(await refusedCounts(reader, acc.accountId)).toEqual({ guardrail: 2, workspace: 0 });
+  } finally {
+    await reader.close();
+  }
+});
+
+test("the gateway's own wiring (cli/gateway-ledger.ts) counts its refusals", async () => {
+  const gate = await openGatewaySpendGate({ redisUrl: redis.url, registry: new Registry(), logger: pino({ level: 'silent' }) });
+  const reader = await createRedisLedger({ url: redis.url });
+  try {
+    const acc = await setup(reader);
+    await gate.record(finished(ctx(acc, AT, K1, null), 2 * USD, false));
+    for (let i = 0; i < 3; i++) expect((await gate.admit({ ...ctx(acc, AT, K1, null), maximum: { id: `gen-wired-${i}`, costMicros: 1, byokOnly: false } })).allowed).toBe(false);
+    await gate.close();
+    expect(await refusedCounts(reader, acc.accountId)).toEqual({ guardrail: 3, workspace: 0 });
   } finally {
     await reader.close();
   }
