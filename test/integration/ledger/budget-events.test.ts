@@ -175,3 +175,27 @@ test('a workspace budget that refuses gets its own Event; a single refusal is a 
   const described = await kubectl('describe', 'workspace', 'main', '-n', ns);
   expect(described).toMatch(/Warning\s+BudgetExceeded\s+.*Workspace main: its daily budget of 12 USD/);
 }, 60_000);
+
+test('a new leader counts from what status mirrored: its own Event shows only the refusals after the change', async () => {
+  await run.op.stop();
+  run = await startTestOperator(testKubeConfig(), {
+    routingNamespace: await createTestNamespace('routing'),
+    watchNamespaces: [ns],
+    identity: 'budget-events-second-leader',
+    spendStatus: { redisUrl: redis.url, intervalMs: 200, eventThrottleMs: THROTTLE_MS },
+  });
+  await run.op.waitForIdle();
+  // A few passes over the unchanged counters: nothing is new, so no Event from the new leader.
+  await new Promise((r) => setTimeout(r, 1000));
+  expect((await budgetEvents('capped')).map((e) => [e.reportingInstance, count(e)])).toEqual([['budget-events-test-operator', 10]]);
+  for (let i = 0; i < 2; i++) expect(await refused(CAPPED_KEY)).toBe(true);
+  await gate.flushRefusals();
+  const events = await until('the new leader\'s Event', async () => {
+    const list = await budgetEvents('capped');
+    return list.length === 2 ? list : undefined;
+  }, 20_000, 100);
+  // An events.k8s.io Event's reportingInstance is immutable: each leader writes its own series.
+  expect(events.map((e) => [e.reportingInstance, count(e)]).sort()).toEqual([['budget-events-second-leader', 2], ['budget-events-test-operator', 10]]);
+  const o = (await crApi('guardrails', ns).get('capped')) as Obj;
+  expect((o.status?.spend as { window?: { refusedRequests?: number } } | undefined)?.window?.refusedRequests).toBe(12);
+}, 60_000);
