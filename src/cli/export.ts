@@ -47,9 +47,10 @@ interface Resources {
 const KIND_FIELD = { Account: 'accounts', Workspace: 'workspaces', Guardrail: 'guardrails', GatewayAPIKey: 'apiKeys', BYOKCredential: 'credentials' } as const;
 
 /** The payload text of a credential's Secret, or why there is none (the reconciler's reasons). */
-function payloadOf(cred: BYOKCredential, secrets: readonly V1Secret[], ns: string): { text: string } | { reason: string } {
+function payloadOf(cred: BYOKCredential, secrets: ReadonlyMap<string, V1Secret>, ns: string): { text: string } | { reason: string } {
   const ref = cred.spec.secretRef;
-  const secret = secrets.find((s) => s.metadata?.name === ref.name && (s.metadata.namespace ?? ns) === ns);
+  // A Secret manifest without a namespace matches any (as validate does).
+  const secret = secrets.get(`${ns}/${ref.name}`) ?? secrets.get(`/${ref.name}`);
   if (!secret) return { reason: `SecretNotFound: Secret ${ref.name} is not among the files` };
   const bytes = secretPayloadBytes(secret, ref.key ?? 'key');
   if (bytes === undefined) return { reason: `KeyNotFound: Secret ${ref.name} has no key ${ref.key ?? 'key'}` };
@@ -63,12 +64,15 @@ export function loadExportInput(path: string, catalogFile: string): { input: Exp
   const { manifests, parseErrors } = loadManifests(path);
   const errors = parseErrors.map((e) => `${e.file}:${e.position.line}:${e.position.column}: invalid YAML (document ${e.index}): ${e.message}`);
   const byNs = new Map<string, Resources>();
-  const secrets: V1Secret[] = [];
+  const secrets = new Map<string, V1Secret>();
   const skipped: SkippedCredential[] = [];
   for (const m of manifests) {
     const o = m.object as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
     if (!o || typeof o !== 'object') continue;
-    if (o.apiVersion === 'v1' && o.kind === 'Secret') secrets.push(o as V1Secret);
+    if (o.apiVersion === 'v1' && o.kind === 'Secret' && typeof o.metadata?.name === 'string') {
+      const key = `${typeof o.metadata.namespace === 'string' ? o.metadata.namespace : ''}/${o.metadata.name}`;
+      if (!secrets.has(key)) secrets.set(key, o as V1Secret);
+    }
     const verdict = validateManifest(o);
     if (!verdict) continue;
     const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : 'default';

@@ -7,7 +7,7 @@ import { buildOverride, shapeOf } from './override.ts';
 import { accountNotes, credentialNotes } from './notes.ts';
 import { planAccount, type AccountPlan } from './plan.ts';
 import { buildStandalone } from './standalone.ts';
-import type { AccountReport, CredentialReport, DerivedSecret, ExportInput, ExportOptions, ExportReport, ExportResult, SemanticNote, TargetObject } from './types.ts';
+import type { AccountReport, CredentialReport, DerivedSecret, SkippedCredential, ExportInput, ExportOptions, ExportReport, ExportResult, SemanticNote, TargetObject } from './types.ts';
 
 export type * from './types.ts';
 export { EXPORT_TARGETS } from './types.ts';
@@ -15,9 +15,8 @@ export { payloadFacts } from './facts.ts';
 export { formatReport } from './report.ts';
 export { derivedSecretName, sharedSecretName } from './names.ts';
 
-function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, secrets: readonly DerivedSecret[]): AccountReport {
+function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byName: ReadonlyMap<string, DerivedSecret>): AccountReport {
   const ns = plan.account.namespace;
-  const byName = new Map(secrets.map((s) => [s.name, s]));
   const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
   for (const m of plan.models) {
     if (m.attempts.length === 0) notes.push({ semantic: 'no attempt', treatment: 'kept', detail: `${m.model}: no attempt remains (rules 5, 6, 10): its rule has no backend, so requests fail` });
@@ -33,11 +32,23 @@ function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOpt
     const secret = byName.get(derivedSecretName(options.target, ns, c.name));
     return { namespace: ns, name: c.name, provider: c.provider, ...(secret ? { derivedSecret: secret } : {}), notes: credentialNotes(c, plan, options.mode) };
   });
-  for (const s of input.skipped.filter((x) => x.namespace === ns)) {
+  for (const s of skippedIn(input, ns)) {
     credentials.push({ namespace: ns, name: s.name, provider: s.provider, notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
   }
   credentials.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return { namespace: ns, models: plan.models.map((m) => m.model), objects, notes, credentials };
+}
+
+const skippedByInput = new WeakMap<ExportInput, Map<string, SkippedCredential[]>>();
+/** The skipped credentials of one namespace (indexed once per input: exports have thousands of accounts). */
+function skippedIn(input: ExportInput, ns: string): readonly SkippedCredential[] {
+  let index = skippedByInput.get(input);
+  if (index === undefined) {
+    index = new Map();
+    for (const s of input.skipped) index.set(s.namespace, [...(index.get(s.namespace) ?? []), s]);
+    skippedByInput.set(input, index);
+  }
+  return index.get(ns) ?? [];
 }
 
 /** Accounts that have only skipped credentials still appear in the report. */
@@ -59,10 +70,11 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
   if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
   const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
   const objects: TargetObject[] = [...build.shared];
+  const secrets = new Map(build.secrets.map((s) => [s.name, s]));
   const accounts: AccountReport[] = plans.map((plan) => {
     const own = build.perAccount.get(plan.account.namespace) ?? [];
-    objects.push(...own);
-    return accountReport(plan, input, options, own.length, build.secrets);
+    for (const o of own) objects.push(o);
+    return accountReport(plan, input, options, own.length, secrets);
   });
   accounts.push(...skippedOnlyAccounts(input));
   accounts.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
@@ -85,7 +97,7 @@ export function exportStandalone(input: ExportInput, options: ExportOptions, nam
   const plan = planAccount(account, input, options);
   const build = buildStandalone(plan, options);
   const count = build.config.llm.models.length + build.config.llm.virtualModels.length;
-  const accountEntry = accountReport(plan, { ...input, skipped: input.skipped.filter((s) => s.namespace === namespace) }, options, count, build.secrets);
+  const accountEntry = accountReport(plan, input, options, count, new Map(build.secrets.map((s) => [s.name, s])));
   for (const n of build.notes) accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
   accountEntry.notes.push({ semantic: 'account selection', treatment: 'kept', detail: 'one account per standalone file: every request the proxy serves is this account' });
   accountEntry.notes = accountEntry.notes.filter((n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'));
