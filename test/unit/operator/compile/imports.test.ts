@@ -4,6 +4,7 @@
 import { describe, expect, test } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { moduleReferences } from '../../architecture/imports.ts';
 
 const root = resolve(import.meta.dirname, '../../../..');
 const operator = join(root, 'src/operator');
@@ -12,12 +13,15 @@ const files = [
   ...readdirSync(join(operator, 'health')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'health', f)),
 ];
 
+/** The modules a file names, read with the architecture test's parser (either quote style, dynamic imports too). */
+const specsOf = (file: string): string[] => moduleReferences(readFileSync(file, 'utf8'), file).map((r) => r.spec);
+
 /** Relative imports and re-exports (type-only ones too: they are a cycle for a reader all the same). */
 function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const out: string[] = [];
-  for (const m of text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.[^']+)'/gms)) out.push(resolve(dirname(file), m[1]!));
-  return out.filter((f) => files.includes(f));
+  return specsOf(file)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => resolve(dirname(file), spec))
+    .filter((f) => files.includes(f));
 }
 
 describe('compile pipeline and health writer parts', () => {
@@ -54,8 +58,9 @@ describe('compile pipeline and health writer parts', () => {
     // ownership map, and types (the gateway's report, the pipeline's delivery versions).
     const allowed = ['operator/health/evaluate.ts', 'operator/conditions.ts', 'operator/status/ownership.ts', 'operator/compile/types.ts', 'schema/conditions.ts', 'contract/gateway-status.ts', 'node:crypto'];
     for (const part of ['health/evaluate.ts', 'health/memory.ts']) {
-      const text = readFileSync(join(operator, part), 'utf8');
-      const loaded = [...text.matchAll(/^import\s[^;]*?from\s+'([^']+)'/gms)].map((m) => (m[1]!.startsWith('.') ? relative(join(root, 'src'), resolve(dirname(join(operator, part)), m[1]!)) : m[1]!));
+      const file = join(operator, part);
+      const text = readFileSync(file, 'utf8');
+      const loaded = specsOf(file).map((spec) => (spec.startsWith('.') ? relative(join(root, 'src'), resolve(dirname(file), spec)) : spec));
       expect(loaded.length).toBeGreaterThan(0);
       expect(loaded.filter((f) => !allowed.includes(f))).toEqual([]);
       expect(text).not.toMatch(/\b(fetch|Date\.now|setTimeout|setInterval)\(/);
