@@ -3,7 +3,8 @@
 //    chains to the request-header CA of kube-system/extension-apiserver-authentication and its CN is allowed;
 //  - a bearer token sent directly is checked with a TokenReview;
 //  - every resource request is checked with a SubjectAccessReview, cached briefly.
-import { createHash, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
+import { sha256Hex } from '../contract/routing.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { DetailedPeerCertificate, TLSSocket } from 'node:tls';
 import type { KubeClient } from '../kube/client.ts';
@@ -209,7 +210,7 @@ export class DelegatedAuth {
   }
 
   private async reviewToken(token: string): Promise<UserInfo | undefined> {
-    const cacheKey = createHash('sha256').update(token).digest('hex');
+    const cacheKey = sha256Hex(token);
     const cached = this.tokens.get(cacheKey);
     if (cached !== undefined) return cached ?? undefined;
     const review = await this.o.client.request<{ status?: { authenticated?: boolean; user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> } } }>(

@@ -1,7 +1,8 @@
 // `byok-operator dev`: a real control plane, the CRDs, the operator, the API server and sample data in one
 // command. Writes .dev/connection.json for scripts and stays up until Ctrl-C.
 import { publicId } from '../domain/ids.ts';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../contract/routing.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CustomObjectsApi, DiscoveryV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
@@ -150,7 +151,7 @@ export async function runDev(options: DevOptions): Promise<void> {
     await applyObjects(kc, manifests.map((m) => m.object as KubernetesObject));
 
     const gatewayApiKey = `sk-gw-dev-${randomBytes(24).toString('hex')}`;
-    const gatewayApiKeyHash = createHash('sha256').update(gatewayApiKey).digest('hex');
+    const gatewayApiKeyHash = sha256Hex(gatewayApiKey);
     await applyObjects(kc, [
       {
         apiVersion: API_VERSION,

@@ -5,7 +5,8 @@
 // by HKDF. Same key + same (namespace, credential, payload) => the same envelope, so recompiling (or a new
 // leader) does not rewrite every bundle Secret; a different payload gets a different IV (except with
 // negligible HMAC-collision probability), which is what GCM needs.
-import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
+import { sha256Hex } from './routing.ts';
 
 export const ENVELOPE_VERSION = 1;
 export const KEY_BYTES = 32;
@@ -159,5 +160,5 @@ export function newDataKey(): Buffer {
  * hold a credential's current payload (delivery). Sealing is deterministic, so the same input keeps its version.
  */
 export function envelopeVersion(envelope: string | Uint8Array): string {
-  return createHash('sha256').update(envelope).digest('hex').slice(0, 16);
+  return sha256Hex(envelope).slice(0, 16);
 }
