@@ -67,6 +67,8 @@ interface Series {
   firstAt: Date;
   lastAt: Date;
   name: string | null;
+  /** When it was last written (ms; 0: never): of an object's series, the longest unwritten goes first. */
+  writtenAt: number;
   /** When a pass last observed it (ms): a series unseen for FORGET_MS (its object or budget gone) is forgotten. */
   observedAt: number;
 }
@@ -109,7 +111,7 @@ export class BudgetEvents {
     // A counter below its base was lost (a ledger restart) and counts again from 0: all of it is new.
     const fresh = r.refused >= base ? r.refused - base : r.refused;
     if (s === undefined || s.window !== r.window.id || s.note !== note) {
-      s = { objectKey: r.regarding.uid, regarding: r.regarding, window: r.window.id, note, seen: r.refused, total: 0, written: 0, firstAt: now, lastAt: now, name: null, observedAt: now.getTime() };
+      s = { objectKey: r.regarding.uid, regarding: r.regarding, window: r.window.id, note, seen: r.refused, total: 0, written: 0, firstAt: now, lastAt: now, name: null, writtenAt: 0, observedAt: now.getTime() };
       this.series.set(key, s);
     }
     s.seen = r.refused;
@@ -125,20 +127,20 @@ export class BudgetEvents {
     for (const [key, s] of this.series) if (now.getTime() - s.observedAt > FORGET_MS) this.series.delete(key);
     const live = new Set([...this.series.values()].map((s) => s.objectKey));
     for (const k of this.lastWrite.keys()) if (!live.has(k)) this.lastWrite.delete(k);
-    const due: Series[] = [];
-    const claimed = new Set<string>();
+    const due = new Map<string, Series>();
     for (const s of this.series.values()) {
-      if (s.total === s.written || claimed.has(s.objectKey)) continue;
+      if (s.total === s.written) continue;
       const last = this.lastWrite.get(s.objectKey);
       if (last !== undefined && now.getTime() - last < this.throttleMs) continue;
-      claimed.add(s.objectKey);
-      due.push(s);
+      const other = due.get(s.objectKey);
+      if (other === undefined || s.writtenAt < other.writtenAt) due.set(s.objectKey, s);
     }
-    await Promise.all(due.map((s) => this.write(s, now)));
+    await Promise.all([...due.values()].map((s) => this.write(s, now)));
   }
 
   private async write(s: Series, now: Date): Promise<void> {
     this.lastWrite.set(s.objectKey, now.getTime());
+    s.writtenAt = now.getTime();
     const total = s.total;
     try {
       if (s.name !== null) {

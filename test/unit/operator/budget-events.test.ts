@@ -78,6 +78,19 @@ describe('BudgetEvents', () => {
     events.observe(refusals(3, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(61));
     await events.flush(at(61));
     expect(sink.writes.map((w) => w.event.note.includes('monthly'))).toEqual([false, true]);
+    // Both keep growing: they take turns, the one written longest ago first.
+    events.observe(refusals(5), at(122));
+    events.observe(refusals(6, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(122));
+    await events.flush(at(122));
+    events.observe(refusals(7), at(183));
+    events.observe(refusals(8, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(183));
+    await events.flush(at(183));
+    expect(sink.writes.map((w) => [w.event.note.includes('monthly') ? 'monthly' : 'daily', w.event.series?.count ?? 1])).toEqual([
+      ['daily', 2],
+      ['monthly', 3],
+      ['daily', 5],
+      ['monthly', 8],
+    ]);
   });
 
   test('a new leader counts from what status mirrored, not from zero', async () => {
