@@ -3,7 +3,10 @@
 // real scripts (src/ledger/redis-scripts.ts) against a real redis-server (test/support/redis.ts). Each client runs in
 // a child of its own with the image's gateway heap flags and --expose-gc; the child brackets the measured window with
 // V8's --trace-gc-nvp (as bench/gateway-gc.ts does) and the parent sums its lines. Redis's own time per call comes
-// from INFO commandstats. Ops:
+// from INFO commandstats. Clients: ioredis (with and without auto-pipelining), iovalkey, node-redis (@redis/client) as
+// each library offers it, 'ledger' (the ledger's own connection, src/ledger/redis-connection.ts: node-redis with one
+// deadline timer for the command timeout), and 'none' (the bench's own cost: building each call's keys and arguments).
+// Ops:
 //   - add5: one record batch of 5 BYOK requests (what bench:peers's 1k/s sends per 5 ms window), ids fresh;
 //   - add10: the same at a 10 ms window (a larger batch);
 //   - add1: a batch of one record;
@@ -23,7 +26,7 @@ import { GATEWAY_NODE_OPTIONS } from './lib/runtime-flags.ts';
 import { createLedgerScriptClient, LEDGER_SCRIPTS, type LedgerScriptClient, type ScriptName } from './lib/redis-clients.ts';
 
 const self = fileURLToPath(import.meta.url);
-const CLIENTS = ['none', 'ioredis', 'ioredis-autopipelining', 'iovalkey', 'node-redis'] as const;
+const CLIENTS = ['none', 'ioredis', 'ioredis-autopipelining', 'iovalkey', 'node-redis', 'ledger'] as const;
 type ClientName = (typeof CLIENTS)[number];
 const OPS = ['add5', 'add10', 'add1', 'reserve', 'reserve-info'] as const;
 type Op = (typeof OPS)[number];

@@ -4,6 +4,7 @@
 import { createClient, defineScript, type CommandParser } from '@redis/client';
 import { Redis as IoRedis } from 'ioredis';
 import { Redis as IoValkey } from 'iovalkey';
+import { openLedgerConnection } from '../../src/ledger/redis-connection.ts';
 import { ADD_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from '../../src/ledger/redis-scripts.ts';
 
 /** The admission script as it was before issue 37 §3: the run_id read by INFO in Lua on every call. */
@@ -65,9 +66,24 @@ async function nodeRedis(url: string, commandTimeout: number): Promise<LedgerScr
   };
 }
 
-export async function createLedgerScriptClient(name: 'ioredis' | 'ioredis-autopipelining' | 'iovalkey' | 'node-redis', url: string, opts: { commandTimeoutMs: number }): Promise<LedgerScriptClient> {
+/** The ledger's own connection (src/ledger/redis-connection.ts: node-redis with one deadline timer); its scripts only. */
+async function ledgerConnection(url: string, commandTimeoutMs: number): Promise<LedgerScriptClient> {
+  const c = await openLedgerConnection({ url, commandTimeoutMs, connectWaitMs: 5000 });
+  const info = await nodeRedis(url, commandTimeoutMs);
+  return {
+    run: (script, keys, args) => (script === 'reserveInfo' ? info.run(script, keys, args) : c.run(script, keys, args)),
+    info: (section) => info.info(section),
+    close: async () => {
+      await c.close();
+      await info.close();
+    },
+  };
+}
+
+export async function createLedgerScriptClient(name: 'ioredis' | 'ioredis-autopipelining' | 'iovalkey' | 'node-redis' | 'ledger', url: string, opts: { commandTimeoutMs: number }): Promise<LedgerScriptClient> {
   if (name === 'ioredis') return ioredisLike(IoRedis, url, opts.commandTimeoutMs);
   if (name === 'ioredis-autopipelining') return ioredisLike(IoRedis, url, opts.commandTimeoutMs, true);
   if (name === 'iovalkey') return ioredisLike(IoValkey, url, opts.commandTimeoutMs);
+  if (name === 'ledger') return ledgerConnection(url, opts.commandTimeoutMs);
   return nodeRedis(url, opts.commandTimeoutMs);
 }

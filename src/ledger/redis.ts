@@ -2,11 +2,12 @@
 // (INCRBY per key, atomic as a whole: Redis runs a script without interleaving), and sets each new key's expiry
 // to its window's end plus a margin. Reads are one MGET. Commands fail fast while Redis is unreachable (no offline
 // queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idSets } from './keys.ts';
 import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
-import { ADD_SCRIPT, encodeAddBatch, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from './redis-scripts.ts';
+import { openLedgerConnection } from './redis-connection.ts';
+import { encodeAddBatch } from './redis-scripts.ts';
 
 /** A reservation's member in its hold sets (RESERVE_SCRIPT writes it as id .. '|' .. amount). */
 const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
@@ -136,7 +137,6 @@ export interface RedisLedgerOptions {
   commandTimeoutMs?: number;
   /** How long createRedisLedger waits for the first connection (default 5000); it returns either way. */
   connectWaitMs?: number;
-  redisOptions?: RedisOptions;
   /** How long an add waits for other adds of its account (default DEFAULT_BATCH_WINDOW_MS; 0: every add alone). */
   batchWindowMs?: number;
   /** How long ids of records and reservations are remembered (at least; at most twice); default ID_RETENTION_MS. */
@@ -145,55 +145,18 @@ export interface RedisLedgerOptions {
 
 export interface RedisLedger extends Ledger {
   readonly backend: 'redis';
+  /**
+   * An ioredis connection to the same Redis for tools and tests (inspecting keys, INFO), opened on first use with an
+   * offline queue; the ledger's own calls never use it (they go through redis-connection.ts). Closed by close().
+   */
   readonly client: Redis;
 }
 
-type WithAddCommand = Redis & {
-  byokLedgerAdd(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
-  byokLedgerReserve(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
-  byokLedgerRelease(numKeys: number, ...args: (string | number)[]): Promise<number>;
-  byokLedgerRestore(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
-  byokLedgerRunId(numKeys: number): Promise<string>;
-};
-
 export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
-  const client = new Redis(opts.url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: opts.commandTimeoutMs ?? 1000,
-    connectTimeout: 2000,
-    // Keep reconnecting (capped backoff): the ledger comes back by itself when Redis does.
-    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
-    lazyConnect: false,
-    ...opts.redisOptions,
-  });
-  // ioredis emits 'error' on every failed reconnect; the spend gate reports outages through its own metrics.
-  client.on('error', () => {});
-  client.defineCommand('byokLedgerAdd', { lua: ADD_SCRIPT });
-  client.defineCommand('byokLedgerReserve', { lua: RESERVE_SCRIPT });
-  client.defineCommand('byokLedgerRelease', { lua: RELEASE_SCRIPT });
-  client.defineCommand('byokLedgerRestore', { lua: RESTORE_SCRIPT });
-  client.defineCommand('byokLedgerRunId', { lua: RUN_ID_SCRIPT });
-  const scripted = client as WithAddCommand;
-  const runId = new ConnectionRunId(() => scripted.byokLedgerRunId(0));
-  client.on('close', () => runId.forget());
-  client.on('ready', () => {
-    runId.forget();
-    // Read ahead, so the first reservation on a new connection does not wait a round trip.
-    runId.get().catch(() => {});
-  });
-
-  await new Promise<void>((resolve) => {
-    if (client.status === 'ready') return resolve();
-    const timer = setTimeout(done, opts.connectWaitMs ?? 5000);
-    timer.unref();
-    client.once('ready', done);
-    function done() {
-      clearTimeout(timer);
-      client.off('ready', done);
-      resolve();
-    }
-  });
+  const connection = await openLedgerConnection({ url: opts.url, commandTimeoutMs: opts.commandTimeoutMs ?? 1000, connectWaitMs: opts.connectWaitMs ?? 5000 });
+  const runId = new ConnectionRunId(async () => String(await connection.run('runId', [], [])));
+  connection.onReconnect(() => runId.forget());
+  let admin: Redis | undefined;
 
   const unavailable = (err: unknown): LedgerUnavailableError =>
     new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
@@ -208,7 +171,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
     const { keys, args } = encodeAddBatch(calls, sets);
     let out: number[];
     try {
-      out = await scripted.byokLedgerAdd(keys.length, ...keys, ...args);
+      out = (await connection.run('add', keys, args)) as number[];
     } catch (err) {
       // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number. In a batch,
       // each add is tried alone, so only the one that overflows is refused.
@@ -231,12 +194,18 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
 
   return {
     backend: 'redis',
-    client,
+    get client() {
+      if (!admin) {
+        admin = new Redis(opts.url);
+        admin.on('error', () => {});
+      }
+      return admin;
+    },
     async read(keys) {
       if (keys.length === 0) return [];
       let values: (string | null)[];
       try {
-        values = await client.mget(...keys);
+        values = await connection.mget(keys);
       } catch (err) {
         throw unavailable(err);
       }
@@ -267,7 +236,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       let out: number[];
       try {
-        out = await scripted.byokLedgerReserve(keys.length, ...keys, ...args);
+        out = (await connection.run('reserve', keys, args)) as number[];
       } catch (err) {
         throw unavailable(err);
       }
@@ -280,7 +249,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       for (const e of entries) args.push(e.floorMicros, e.expiresAt ?? 0);
       let out: number[];
       try {
-        out = await scripted.byokLedgerRestore(entries.length + 1, validatedKey, ...entries.map((e) => e.key), ...args);
+        out = (await connection.run('restore', [validatedKey, ...entries.map((e) => e.key)], args)) as number[];
       } catch (err) {
         throw unavailable(err);
       }
@@ -290,17 +259,20 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       if (holdKeys.length === 0) return;
       try {
         const sets = idSets(holdKeys[0]!, Date.now(), idRetention);
-        await scripted.byokLedgerRelease(holdKeys.length + 1, sets.current, ...holdKeys, holdMember(id, amount), id, sets.expiresAt);
+        await connection.run('release', [sets.current, ...holdKeys], [holdMember(id, amount), id, sets.expiresAt]);
       } catch (err) {
         throw unavailable(err);
       }
     },
     async close() {
       await batcher.flushAll();
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
+      await connection.close();
+      if (admin) {
+        try {
+          await admin.quit();
+        } catch {
+          admin.disconnect();
+        }
       }
     },
   };
