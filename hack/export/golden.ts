@@ -13,21 +13,22 @@ export const DOC = join(repo, 'docs', 'export.md');
 const MARKER = /<!-- export: (.+?); (stdout|stderr) -->\n```(\w*)\n[\s\S]*?```/g;
 
 /** The document with every golden block replaced by the command's current output. */
-export function refreshGolden(doc: string, run: (args: string[]) => ExportRun = (args) => runExport(args, repo)): string {
+export async function refreshGolden(doc: string, run: (args: string[]) => Promise<ExportRun> = (args) => runExport(args, repo)): Promise<string> {
   const cache = new Map<string, ExportRun>();
+  for (const [, argLine] of doc.matchAll(MARKER)) {
+    if (cache.has(argLine!)) continue;
+    const result = await run(argLine!.split(/\s+/));
+    if (result.code !== 0) throw new Error(`export ${argLine} exited ${result.code}: ${result.stderr}`);
+    cache.set(argLine!, result);
+  }
   return doc.replace(MARKER, (_whole, argLine: string, stream: 'stdout' | 'stderr', lang: string) => {
-    let result = cache.get(argLine);
-    if (!result) {
-      result = run(argLine.split(/\s+/));
-      if (result.code !== 0) throw new Error(`export ${argLine} exited ${result.code}: ${result.stderr}`);
-      cache.set(argLine, result);
-    }
+    const result = cache.get(argLine)!;
     const text = result[stream].endsWith('\n') ? result[stream] : `${result[stream]}\n`;
     return `<!-- export: ${argLine}; ${stream} -->\n\`\`\`${lang}\n${text}\`\`\``;
   });
 }
 
 if (import.meta.main) {
-  writeFileSync(DOC, refreshGolden(readFileSync(DOC, 'utf8')));
+  writeFileSync(DOC, await refreshGolden(readFileSync(DOC, 'utf8')));
   process.stdout.write(`refreshed the golden blocks of ${DOC}\n`);
 }

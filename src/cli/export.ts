@@ -14,11 +14,15 @@ import { validatePayload } from '../domain/payloads.ts';
 import { bytesIssue } from '../domain/text.ts';
 import { EXPORT_TARGETS, exportAccounts, exportStandalone, formatReport, payloadFacts, type CredentialFacts, type ExportInput, type ExportOptions, type ExportTarget, type SkippedCredential } from '../export/index.ts';
 import { loadCatalog } from '../gateway/catalog.ts';
+import { KubeApiError, kubeClient } from '../kube/client.ts';
+import { Kubeconfig, type KubeAccess } from '../kube/kubeconfig.ts';
 import { secretPayloadBytes } from '../kube/secret-payload.ts';
 import { effectiveSortOrder } from '../operator/reconcile/sort-order.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+import { GROUP, RESOURCES, VERSION } from '../schema/resources.ts';
 import { validateManifest } from '../schema/validators.ts';
 import { COMMAND_HELP } from './help.ts';
+import { chooseKubeconfig } from './kubeconfig-choice.ts';
 import { loadManifests } from './manifests.ts';
 
 const EXPORT_HELP = COMMAND_HELP['export']!;
@@ -33,6 +37,8 @@ const OPTIONS = {
   gateway: { type: 'string', default: 'byok-gateway' },
   catalog: { type: 'string' },
   'shared-vertex-project': { type: 'string' },
+  cluster: { type: 'boolean', default: false },
+  kubeconfig: { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
@@ -63,10 +69,51 @@ function payloadOf(cred: BYOKCredential, secrets: ReadonlyMap<string, V1Secret>,
 export function loadExportInput(path: string, catalogFile: string): { input: ExportInput; errors: string[] } {
   const { manifests, parseErrors } = loadManifests(path);
   const errors = parseErrors.map((e) => `${e.file}:${e.position.line}:${e.position.column}: invalid YAML (document ${e.index}): ${e.message}`);
+  return { input: inputFromObjects(manifests.map((m) => ({ object: m.object, where: `${m.file}:${m.position.line}` })), catalogFile), errors };
+}
+
+/**
+ * The same from a cluster (--cluster): the five byok.gateway.dev kinds in every namespace the kubeconfig may list,
+ * and the Secret of each credential (read, reduced to facts, dropped).
+ */
+export async function loadClusterInput(access: KubeAccess, catalogFile: string): Promise<ExportInput> {
+  const client = kubeClient(access);
+  const items: { object: unknown; where: string }[] = [];
+  for (const resource of RESOURCES) {
+    const list = await whenReady(() => client.request<{ items: Record<string, unknown>[] }>('GET', `/apis/${GROUP}/${VERSION}/${resource.plural}`));
+    // A list's items carry neither apiVersion nor kind.
+    for (const item of list.items) items.push({ object: { apiVersion: `${GROUP}/${VERSION}`, kind: resource.kind, ...item }, where: 'cluster' });
+  }
+  for (const { object } of items.filter((i) => (i.object as { kind: string }).kind === 'BYOKCredential')) {
+    const c = object as BYOKCredential;
+    const ns = c.metadata.namespace ?? 'default';
+    try {
+      const secret = await whenReady(() => client.request<V1Secret>('GET', `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(c.spec.secretRef.name)}`));
+      items.push({ object: { apiVersion: 'v1', kind: 'Secret', ...secret }, where: 'cluster' });
+    } catch {
+      // Not found or not readable: the credential is reported as SecretNotFound.
+    }
+  }
+  return inputFromObjects(items, catalogFile);
+}
+
+/** Retries while the apiserver answers 429 (a watch cache still initializing, priority and fairness), up to ~10 s. */
+async function whenReady<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 429) || attempt >= 20) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+function inputFromObjects(items: readonly { object: unknown; where: string }[], catalogFile: string): ExportInput {
   const byNs = new Map<string, Resources>();
   const secrets = new Map<string, V1Secret>();
   const skipped: SkippedCredential[] = [];
-  for (const m of manifests) {
+  for (const m of items) {
     const o = m.object as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
     if (!o || typeof o !== 'object') continue;
     if (o.apiVersion === 'v1' && o.kind === 'Secret' && typeof o.metadata?.name === 'string') {
@@ -77,7 +124,7 @@ export function loadExportInput(path: string, catalogFile: string): { input: Exp
     if (!verdict) continue;
     const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : 'default';
     if (verdict.problems.length > 0) {
-      if (verdict.kind === 'BYOKCredential') skipped.push({ namespace: ns, name: verdict.name, provider: String((o as { spec?: { provider?: unknown } }).spec?.provider ?? '?'), reason: `invalid manifest (${m.file}:${m.position.line}): ${verdict.problems[0]!.path}: ${verdict.problems[0]!.message}` });
+      if (verdict.kind === 'BYOKCredential') skipped.push({ namespace: ns, name: verdict.name, provider: String((o as { spec?: { provider?: unknown } }).spec?.provider ?? '?'), reason: `invalid manifest (${m.where}): ${verdict.problems[0]!.path}: ${verdict.problems[0]!.message}` });
       continue;
     }
     const resources = byNs.get(ns) ?? { accounts: [], workspaces: [], guardrails: [], apiKeys: [], credentials: [] };
@@ -113,14 +160,7 @@ export function loadExportInput(path: string, catalogFile: string): { input: Exp
     return compiled;
   });
   const gatewayCatalog = loadCatalog(catalogFile);
-  const input: ExportInput = {
-    accounts,
-    facts,
-    skipped,
-    catalog: gatewayCatalog.catalog,
-    upstream: (model, endpointId) => gatewayCatalog.upstream(model, endpointId),
-  };
-  return { input, errors };
+  return { accounts, facts, skipped, catalog: gatewayCatalog.catalog, upstream: (model, endpointId) => gatewayCatalog.upstream(model, endpointId) };
 }
 
 /** A usage error: exit status 2, the message and this page on stderr. */
@@ -136,16 +176,16 @@ export interface ExportRun {
 }
 
 /** Runs the command on its arguments without touching the process: what it would print, and its exit status. */
-export function runExport(args: string[], repoRoot: string): ExportRun {
+export async function runExport(args: string[], repoRoot: string): Promise<ExportRun> {
   try {
-    return runExportOrThrow(args, repoRoot);
+    return await runExportOrThrow(args, repoRoot);
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, stdout: '', stderr: `byok-operator: ${err.message}\n\n${EXPORT_HELP}` };
     throw err;
   }
 }
 
-function runExportOrThrow(args: string[], repoRoot: string): ExportRun {
+async function runExportOrThrow(args: string[], repoRoot: string): Promise<ExportRun> {
   let parsed;
   try {
     parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
@@ -158,7 +198,7 @@ function runExportOrThrow(args: string[], repoRoot: string): ExportRun {
   if (!(EXPORT_TARGETS as readonly string[]).includes(target)) usage(`invalid --target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
   if (values.standalone && target !== 'agentgateway') usage('--standalone is an agentgateway form');
   if (values.standalone && values['per-request']) usage('--standalone and --per-request do not combine');
-  if (positionals.length !== 1) usage('export needs one file or folder (or - for stdin)');
+  if (values.cluster ? positionals.length !== 0 : positionals.length !== 1) usage(values.cluster ? 'export --cluster reads no folder' : 'export needs one file or folder (or - for stdin), or --cluster');
   const gatewayMatch = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(values.gateway);
   if (!gatewayMatch) usage(`--gateway must be [<namespace>/]<name>, got ${values.gateway}`);
   const options: ExportOptions = {
@@ -168,20 +208,31 @@ function runExportOrThrow(args: string[], repoRoot: string): ExportRun {
     gateway: { name: gatewayMatch[2]!, ...(gatewayMatch[1] ? { namespace: gatewayMatch[1] } : {}) },
     ...(values['shared-vertex-project'] ? { sharedVertexProject: values['shared-vertex-project'] } : {}),
   };
-  const { input: all, errors } = loadExportInput(positionals[0]!, values.catalog ? resolve(values.catalog) : resolve(repoRoot, 'config/catalog/catalog.json'));
-  if (errors.length > 0) return { code: 1, stdout: '', stderr: errors.map((e) => `${e}\n`).join('') };
+  const catalogFile = values.catalog ? resolve(values.catalog) : resolve(repoRoot, 'config/catalog/catalog.json');
+  let all: ExportInput;
+  let kubeconfigLine = '';
+  if (values.cluster) {
+    const choice = chooseKubeconfig({ explicit: values.kubeconfig, env: process.env, devConnectionFile: resolve(repoRoot, process.env.BYOK_DEV_DIR ?? '.dev', 'connection.json') });
+    kubeconfigLine = `kubeconfig: ${choice.path ?? ''}${choice.path ? ' ' : ''}(${choice.source})\n`;
+    all = await loadClusterInput(Kubeconfig.load(choice.path), catalogFile);
+  } else {
+    const loaded = loadExportInput(positionals[0]!, catalogFile);
+    if (loaded.errors.length > 0) return { code: 1, stdout: '', stderr: loaded.errors.map((e) => `${e}\n`).join('') };
+    all = loaded.input;
+  }
   const input = values.account ? { ...all, accounts: all.accounts.filter((a) => a.namespace === values.account), skipped: all.skipped.filter((s) => s.namespace === values.account) } : all;
   if (input.accounts.length === 0) {
     const lines = [`byok-operator: no account with a credential to export${values.account ? ` (namespace ${values.account})` : ''}`, ...input.skipped.map((s) => `  ${s.namespace}/${s.name} (${s.provider}): ${s.reason}`)];
     return { code: 1, stdout: '', stderr: `${lines.join('\n')}\n` };
   }
   if (values.standalone && input.accounts.length > 1) usage(`--standalone writes one account: the folder has ${input.accounts.length} (${input.accounts.map((a) => a.namespace).join(', ')}); choose one with --account`);
-  return { code: 0, ...renderExport(input, options, values.standalone) };
+  const rendered = renderExport(input, options, values.standalone);
+  return { code: 0, stdout: rendered.stdout, stderr: `${kubeconfigLine}${rendered.stderr}` };
 }
 
 /** The command: prints what runExport says; returns the exit status. */
-export function exportCommand(args: string[], repoRoot: string): number {
-  const { code, stdout, stderr } = runExport(args, repoRoot);
+export async function exportCommand(args: string[], repoRoot: string): Promise<number> {
+  const { code, stdout, stderr } = await runExport(args, repoRoot);
   process.stdout.write(stdout);
   process.stderr.write(stderr);
   return code;

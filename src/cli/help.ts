@@ -173,11 +173,11 @@ ${EXIT_DEFAULT}
 `;
 
 /** Each command's own page; run, operator and api share one. */
-const EXPORT = `usage: byok-operator export --target envoy-ai-gateway|agentgateway <path|-> [options]
+const EXPORT = `usage: byok-operator export --target envoy-ai-gateway|agentgateway <path|-> | --cluster [options]
 
 Compiles the accounts of a GitOps folder into another data plane's configuration: YAML objects on stdout, and on
 stderr a report of every semantic the target keeps, approximates or drops, per account and per credential, with
-the object counts. Needs no cluster. Key material never reaches the output: each credential is referred to by a
+the object counts. Needs no cluster (unless --cluster). Key material never reaches the output: each credential is referred to by a
 derived Secret (byok-<hash of namespace/name>-<target>) that only the in-cluster controller writes.
 
 options:
@@ -185,6 +185,8 @@ options:
   --standalone                  agentgateway only: its standalone config file (llm.models, virtualModels) as YAML,
                                 for one account (--account when the folder holds several)
   --account <namespace>         export this account only
+  --cluster                     read the accounts and their Secrets from a cluster instead of a folder
+  --kubeconfig <file>           with --cluster (default: kubectl's order, then a running \`npm run dev\` stack's)
   --per-request                 one object set per provider, the credential supplied per request by ext_authz
                                 (Envoy AI Gateway's credentialOverride; docs/export.md)
   --namespace <ns>              namespace of the exported objects (default byok-export)

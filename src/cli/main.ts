@@ -436,7 +436,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'export':
-      process.exitCode = (await import('./export.ts')).exportCommand(rest, repoRoot);
+      process.exitCode = await (await import('./export.ts')).exportCommand(rest, repoRoot);
       return;
     case 'management-key':
       return managementKeyCommand(rest);

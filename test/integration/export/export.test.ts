@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
-import { createTestNamespace, kubectl } from '../../support/kube.ts';
-import { allShapesFolder, FLAG_SETS, SHAPES } from '../../unit/export/fixtures.ts';
+import { stringify } from 'yaml';
+import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
+import { accountManifests, allShapesFolder, FLAG_SETS, SHAPES } from '../../unit/export/fixtures.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -93,5 +94,20 @@ describe('byok-operator export against the real CRDs', () => {
     const broken = stdout.replace(/type: APIKey\n {2}apiKey:\n {4}secretRef:\n {6}name: [^\n]+\n/, 'type: APIKey\n');
     expect(broken).not.toBe(stdout);
     await expect(dryRun(broken)).rejects.toThrow(/apiKey|Invalid value/);
+  }, 120_000);
+
+  test('--cluster reads the same account from the apiserver (resources and Secrets) and exports the same objects', async () => {
+    const account = await createTestNamespace('export-src');
+    const manifests = accountManifests(account, 'required').map((d) => stringify(d)).join('---\n');
+    const dir = mkdtempSync(join(tmpdir(), 'byok-export-cluster-'));
+    writeFileSync(join(dir, 'account.yaml'), manifests);
+    await kubectl('apply', '--server-side', '--field-manager=byok-export-test', '-f', join(dir, 'account.yaml'));
+    const fromFolder = await cli('--target', 'envoy-ai-gateway', '--namespace', ns, dir);
+    const fromCluster = await cli('--target', 'envoy-ai-gateway', '--namespace', ns, '--cluster', '--kubeconfig', testKubeconfigPath(), '--account', account);
+    expect(fromCluster.stdout).toBe(fromFolder.stdout);
+    expect(fromCluster.stderr).toContain(`kubeconfig: ${testKubeconfigPath()} (--kubeconfig)`);
+    expect(fromCluster.stderr).toContain(`account ${account}:`);
+    expect(`${fromCluster.stdout}${fromCluster.stderr}`).not.toMatch(/canary/i);
+    expect((await dryRun(fromCluster.stdout)).length).toBe(kinds(fromCluster.stdout).length);
   }, 120_000);
 });

@@ -5,19 +5,19 @@ import { describe, expect, test } from '@jest/globals';
 import { DOC, refreshGolden } from '../../../hack/export/golden.ts';
 
 describe('docs/export.md', () => {
-  test('every golden block equals the command output (refresh: node hack/export/golden.ts)', () => {
+  test('every golden block equals the command output (refresh: node hack/export/golden.ts)', async () => {
     const doc = readFileSync(DOC, 'utf8');
     expect((doc.match(/<!-- export: /g) ?? []).length).toBe(5);
-    expect(refreshGolden(doc)).toBe(doc);
+    expect(await refreshGolden(doc)).toBe(doc);
   });
 
-  test('the blocks hold output, and a changed block is seen', () => {
+  test('the blocks hold output, and a changed block is seen', async () => {
     const doc = readFileSync(DOC, 'utf8');
     expect(doc).toContain('kind: AIGatewayRoute');
     expect(doc).toContain('kind: AgentgatewayBackend');
     expect(doc).toContain('virtualModels:');
     expect(doc).toMatch(/export to envoy-ai-gateway \(static\): 1 account\(s\), 3 credential\(s\)/);
     const tampered = doc.replace('priority: 1', 'priority: 7');
-    expect(refreshGolden(tampered)).not.toBe(tampered);
+    expect(await refreshGolden(tampered)).not.toBe(tampered);
   });
 });
