@@ -1,6 +1,7 @@
 // Entry point of the operator runtime: informers → work queues → reconcilers → status, plus the compile
-// pipeline, leader election, metrics/health endpoints and graceful shutdown. Informers run on every replica
-// (warm caches, fast failover, readiness); reconcile workers, writes and compiles run only on the leader.
+// pipeline, leader election, metrics/health endpoints and graceful shutdown. startOperator builds the components and
+// hands them to the manager (manager.ts) as one list: informers run on every replica (warm caches, fast failover,
+// readiness); reconcile workers, writes and compiles run only on the leader.
 import { microsToUsd } from '../domain/money.ts';
 import type { EgressAllowList } from '../domain/egress.ts';
 import { hostname } from 'node:os';
@@ -12,12 +13,16 @@ import { INDEX_NAME } from '../contract/routing.ts';
 import { EventReason } from '../schema/conditions.ts';
 import { kubeClient } from '../kube/client.ts';
 import { createApplier } from '../kube/apply.ts';
-import { createEventRecorder } from '../kube/events.ts';
+import { createEventRecorder, type EventRecorder } from '../kube/events.ts';
 import { createResourceInformers, startAll, stopAll, type ResourceInformers } from '../kube/resources.ts';
 import { createCompilePipeline, type CompilePipeline, type CompilePipelineOptions } from './compile/pipeline.ts';
-import { Controllers } from './controllers.ts';
-import { startHealthServer } from './http.ts';
-import { LEASE_DEFAULTS, LeaderElector } from './leader.ts';
+import { watchForCompile } from './compile/watches.ts';
+import { addReconcilers, Controllers } from './controllers.ts';
+import { startHealthServer, type HealthServer } from './http.ts';
+import { LEASE_DEFAULTS } from './leader.ts';
+import { Manager, type Component } from './manager.ts';
+import { AccountReconciler } from './reconcile/account.ts';
+import { StatusWriter } from './reconcile/status-writer.ts';
 import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/writer.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
@@ -98,11 +103,10 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   const identity = opts.identity ?? `${hostname()}-${randomBytes(3).toString('hex')}`;
   const log = childLogger(opts.logger ?? createLogger(), { component: 'operator', identity });
   const metrics = createOperatorMetrics();
-  const client = kubeClient(opts.kubeConfig);
-  const resyncSeconds = opts.resyncSeconds ?? 300;
-
-  let leading = false;
-  const canWrite = () => leading;
+  const leaseName = opts.leaderElection?.leaseName ?? 'byok-operator';
+  const manager = new Manager({ log, leaderStatus: metrics.leaderStatus, leaseName });
+  // Every write is fenced on leading.
+  const canWrite = () => manager.leading;
   const applier = createApplier(opts.kubeConfig, { canWrite });
   const events = createEventRecorder({ kubeConfig: opts.kubeConfig, controller: 'byok.gateway.dev/operator', instance: identity, logger: log, canWrite });
 
@@ -118,8 +122,12 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   registerAccountDelivery(metrics.registry, () => informers.accounts.list());
   const verdicts = new VerdictStore();
   const source = createAccountStateSource(informers, verdicts);
-  // The pipeline reports quarantines to the controllers, which are created after it.
-  let controllersRef: Controllers | undefined;
+
+  // The work queues and the account reconciler come before the compile pipeline, which yields to a credential
+  // backlog and reports quarantines to the account reconciler; the other reconcilers mark its accounts dirty.
+  const controllers = new Controllers({ informers, metrics, log, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) });
+  const writer = new StatusWriter({ applier, events, log });
+  const accounts = new AccountReconciler({ informers, writer, enqueueAccount: controllers.enqueuer('accounts') });
   const pipeline =
     opts.compile?.enabled === false
       ? undefined
@@ -133,155 +141,153 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           ...(opts.compile?.coalesceMs !== undefined ? { coalesceMs: opts.compile.coalesceMs } : {}),
           ...(opts.compile?.bundleKeySecretName ? { bundleKeySecretName: opts.compile.bundleKeySecretName } : {}),
           ...(opts.compile?.shardOptions ? { shardOptions: opts.compile.shardOptions } : {}),
-          onQuarantine: (ns, q) => controllersRef?.setQuarantine(ns, q),
-          backlog: () => controllersRef?.credentialBacklog() ?? false,
+          onQuarantine: (ns, q) => accounts.setQuarantine(ns, q),
+          backlog: () => controllers.credentialBacklog(),
         });
-
-  // A ledger reset that lost spend is reported on the Account, where `kubectl describe` shows it.
-  const onReset = (namespace: string, raisedCounters: number, largestMicros: number) => {
-    const account = informers.accounts.list().find((a) => a.metadata?.namespace === namespace);
-    if (!account) return;
-    const note = `the spend ledger restarted and lost spend: ${raisedCounters} counters were rebuilt from status.spend (the largest by ${microsToUsd(largestMicros)} USD); budgets were closed until then, and spend metered after the last mirror is lost`;
-    void events.record(account, 'Warning', EventReason.LedgerReset, note).catch(() => undefined);
+  const markDirty = (ns: string) => {
+    if (manager.leading) pipeline?.markDirty(ns);
   };
-  const spendStatus = opts.spendStatus ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset, instance: identity }) : undefined;
-  if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
-
-  const controllers = new Controllers({
+  addReconcilers(controllers, {
     informers,
+    client: kubeClient(opts.kubeConfig),
     applier,
-    events,
-    client,
-    log,
     metrics,
     verdicts,
-    markDirty: (ns) => {
-      if (leading) pipeline?.markDirty(ns);
-    },
+    writer,
+    accounts,
+    markDirty,
     ...(opts.missingSecretMaxDelayMs !== undefined ? { missingSecretMaxDelayMs: opts.missingSecretMaxDelayMs } : {}),
     ...(opts.defaultMaxCredentials !== undefined ? { defaultMaxCredentials: opts.defaultMaxCredentials } : {}),
     ...(opts.egress ? { egress: opts.egress } : {}),
-    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
   });
-  controllersRef = controllers;
+  // After the reconcilers' watches, so a deleted credential's verdict is gone before its account is marked.
+  if (pipeline) watchForCompile(informers, markDirty);
+  if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
+
+  const spendStatus = opts.spendStatus
+    ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset: ledgerResetEvents(informers, events), instance: identity })
+    : undefined;
   const healthStatus = opts.gatewayStatus
     ? createGatewayHealthStatus(opts.gatewayStatus, { kubeConfig: opts.kubeConfig, canWrite, informers, pipeline, events, registry: metrics.registry, log })
     : undefined;
+  const endpoints = httpEndpoints({ port: opts.httpPort ?? 8080, ...(opts.httpHost ? { host: opts.httpHost } : {}), registry: metrics.registry, ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()) });
+  const resyncSeconds = opts.resyncSeconds ?? 300;
 
-  const health = await startHealthServer({
-    port: opts.httpPort ?? 8080,
-    ...(opts.httpHost ? { host: opts.httpHost } : {}),
-    registry: metrics.registry,
-    ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()),
-  });
-
-  // Leadership transitions are serialised: stopping workers and the pipeline is async.
-  let transition: Promise<void> = Promise.resolve();
-  const leaderGauge = { name: opts.leaderElection?.leaseName ?? 'byok-operator' };
-  metrics.leaderStatus.set(leaderGauge, 0);
-  const lead = () => {
-    transition = transition.then(async () => {
-      leading = true;
-      metrics.leaderStatus.set(leaderGauge, 1);
-      controllers.enqueueAll();
-      controllers.start();
-      spendStatus?.start();
-      healthStatus?.start();
-      if (pipeline) {
-        pipeline.start().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'compile pipeline failed to start'));
-      }
-    });
-  };
-  const unlead = () => {
-    transition = transition.then(async () => {
-      leading = false;
-      metrics.leaderStatus.set(leaderGauge, 0);
-      await controllers.stop();
-      await spendStatus?.stop();
-      await healthStatus?.stop();
-      await pipeline?.stop();
-    });
-  };
-
-  try {
-    await startAll(informers);
-  } catch (err) {
-    await stopAll(informers);
-    await health.close();
-    await spendStatus?.close();
-    throw err;
-  }
-  log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced');
-
+  // The components, in start order: every replica serves its endpoints and keeps its caches warm (fast failover,
+  // readiness); the leader alone reconciles, compiles and writes status.
+  manager.add(
+    endpoints,
+    {
+      name: 'informers',
+      everyReplica: true,
+      start: async () => {
+        await startAll(informers);
+        log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced');
+      },
+      close: () => stopAll(informers),
+    },
+    // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
+    // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
+    resyncSeconds > 0 ? every('resync', resyncSeconds * 1000, () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true })) : undefined,
+    {
+      name: 'controllers',
+      start: () => {
+        controllers.enqueueAll();
+        controllers.start();
+      },
+      stop: () => controllers.stop(),
+      close: () => controllers.shutdown(),
+    },
+    spendStatus && { name: 'spend status', start: () => spendStatus.start(), stop: () => spendStatus.stop(), close: () => spendStatus.close() },
+    healthStatus && { name: 'health status', start: () => healthStatus.start(), stop: () => healthStatus.stop() },
+    pipeline && { name: 'compile pipeline', start: () => pipeline.start(), stop: () => pipeline.stop() },
+  );
   const le = opts.leaderElection;
-  const elector = le?.enabled
-    ? new LeaderElector(
-        opts.kubeConfig,
-        {
-          leaseName: le.leaseName ?? 'byok-operator',
-          leaseNamespace: le.leaseNamespace ?? opts.routingNamespace,
-          identity,
-          leaseDurationSeconds: le.leaseDurationSeconds ?? LEASE_DEFAULTS.leaseDurationSeconds,
-          renewDeadlineSeconds: le.renewDeadlineSeconds ?? LEASE_DEFAULTS.renewDeadlineSeconds,
-          retryPeriodSeconds: le.retryPeriodSeconds ?? LEASE_DEFAULTS.retryPeriodSeconds,
-        },
-        { onStartedLeading: lead, onStoppedLeading: unlead, onNewLeader: (id) => log.info({ leader: id }, 'leader observed') },
-        log,
-      )
-    : undefined;
-  if (elector) elector.start();
-  else lead();
-
-  // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
-  // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
-  const resync = resyncSeconds > 0 ? setInterval(() => leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true }), resyncSeconds * 1000) : undefined;
-  resync?.unref();
-
-  let stopping: Promise<void> | undefined;
-  const stop = (stopOpts: { releaseLease?: boolean } = {}): Promise<void> => {
-    stopping ??= (async () => {
-      log.info('stopping');
-      if (resync) clearInterval(resync);
-      if (elector) await elector.stop({ release: stopOpts.releaseLease ?? true });
-      else if (leading) unlead();
-      await transition;
-      await controllers.shutdown();
-      await spendStatus?.close();
-      await stopAll(informers);
-      await health.close();
-      log.info('stopped');
-    })();
-    return stopping;
-  };
-
-  if (opts.handleSignals) {
-    const onSignal = (signal: string) => {
-      log.info({ signal }, 'shutting down');
-      stop().then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
-    };
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
-    process.once('SIGINT', () => onSignal('SIGINT'));
-  }
+  await manager.start(
+    le?.enabled
+      ? {
+          kubeConfig: opts.kubeConfig,
+          lease: {
+            leaseName,
+            leaseNamespace: le.leaseNamespace ?? opts.routingNamespace,
+            identity,
+            leaseDurationSeconds: le.leaseDurationSeconds ?? LEASE_DEFAULTS.leaseDurationSeconds,
+            renewDeadlineSeconds: le.renewDeadlineSeconds ?? LEASE_DEFAULTS.renewDeadlineSeconds,
+            retryPeriodSeconds: le.retryPeriodSeconds ?? LEASE_DEFAULTS.retryPeriodSeconds,
+          },
+        }
+      : undefined,
+  );
+  const stop = (stopOpts: { releaseLease?: boolean } = {}) => manager.stop(stopOpts);
+  if (opts.handleSignals) exitOnSignals(stop, log);
 
   return {
     stop,
-    isLeader: () => leading,
-    httpAddress: health.address,
+    isLeader: () => manager.leading,
+    httpAddress: endpoints.address(),
     identity,
     registry: metrics.registry,
     informers,
     pipeline,
     async waitForIdle() {
-      await transition;
+      await manager.settled();
       for (let i = 0; i < 3; i++) {
         await controllers.waitForIdle();
-        if (leading && pipeline) await pipeline.flush();
+        if (manager.leading && pipeline) await pipeline.flush();
         if (controllers.isIdle()) break;
       }
     },
+  };
+}
+
+/** /metrics, /healthz and /readyz on every replica; its address once started. */
+function httpEndpoints(opts: Parameters<typeof startHealthServer>[0]): Component & { address(): string } {
+  let server: HealthServer | undefined;
+  return {
+    name: 'http endpoints',
+    everyReplica: true,
+    start: async () => {
+      server = await startHealthServer(opts);
+    },
+    close: async () => server?.close(),
+    address: () => server?.address ?? '',
+  };
+}
+
+/** A timer on every replica: `tick` decides for itself whether this replica acts. */
+function every(name: string, intervalMs: number, tick: () => void): Component {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    name,
+    everyReplica: true,
+    start: () => {
+      timer = setInterval(tick, intervalMs);
+      timer.unref();
+    },
+    close: async () => clearInterval(timer),
+  };
+}
+
+/** SIGTERM/SIGINT stop gracefully (releasing the lease), then exit. */
+function exitOnSignals(stop: () => Promise<void>, log: Logger): void {
+  const onSignal = (signal: string) => {
+    log.info({ signal }, 'shutting down');
+    stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
+}
+
+/** A ledger reset that lost spend is reported on the Account, where `kubectl describe` shows it. */
+function ledgerResetEvents(informers: ResourceInformers, events: EventRecorder): (namespace: string, raisedCounters: number, largestMicros: number) => void {
+  return (namespace, raisedCounters, largestMicros) => {
+    const account = informers.accounts.list().find((a) => a.metadata?.namespace === namespace);
+    if (!account) return;
+    const note = `the spend ledger restarted and lost spend: ${raisedCounters} counters were rebuilt from status.spend (the largest by ${microsToUsd(largestMicros)} USD); budgets were closed until then, and spend metered after the last mirror is lost`;
+    void events.record(account, 'Warning', EventReason.LedgerReset, note).catch(() => undefined);
   };
 }
 

@@ -58,8 +58,12 @@ export class CredentialReconciler {
     this.deps = deps;
   }
 
-  /** Forget a deleted credential; returns the credentials of its namespace waiting for a place in the quota. */
+  /**
+   * Forget a deleted credential, its verdict first (the compile pipeline drops it at once); returns the credentials
+   * of its namespace waiting for a place in the quota.
+   */
   forget(c: BYOKCredential): string[] {
+    this.deps.verdicts.delete(nsOf(c), c.metadata.name ?? '');
     const key = keyOf(c);
     this.overQuota.delete(key);
     const waiting = [...this.overQuota].filter((k) => k.startsWith(`${nsOf(c)}/`));

@@ -1,0 +1,25 @@
+// What wakes the GatewayAPIKey reconciler (gateway-api-key.ts): its own spec changes; its Workspace, and for keys
+// that name none the namespace's default flag; and, for keys that name a guardrail, any Guardrail of the namespace.
+import { INDEX } from '../../kube/resources.ts';
+import { onSpecChange, type Controller } from './controller.ts';
+import { reconcileApiKey, type ApiKeyReconcileDeps } from './gateway-api-key.ts';
+import { keyOf, nsOf } from './objects.ts';
+
+export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
+  return {
+    for: 'apiKeys',
+    watch({ apiKeys, workspaces, guardrails }, enqueue) {
+      onSpecChange(apiKeys, (k) => enqueue(keyOf(k)));
+      onSpecChange(workspaces, (w, old) => {
+        const ns = nsOf(w);
+        for (const k of apiKeys.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) enqueue(keyOf(k));
+        // Keys that name no workspace use the default one: their NoWorkspace verdict follows the default flag.
+        if (w.spec.default || old?.spec.default) for (const k of apiKeys.list(ns)) if (!k.spec.workspace) enqueue(keyOf(k));
+      });
+      onSpecChange(guardrails, (g) => {
+        for (const k of apiKeys.list(nsOf(g))) if (k.spec.guardrail) enqueue(keyOf(k));
+      });
+    },
+    reconcile: (key) => reconcileApiKey(deps, key),
+  };
+}

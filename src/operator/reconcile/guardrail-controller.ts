@@ -1,0 +1,17 @@
+// What wakes the Guardrail reconciler (guardrail.ts): its own spec changes. The Workspaces and GatewayAPIKeys that
+// name a guardrail watch Guardrails themselves.
+import type { StatusWriter } from './status-writer.ts';
+import type { ResourceInformers } from '../../kube/resources.ts';
+import { onSpecChange, type Controller } from './controller.ts';
+import { reconcileGuardrail } from './guardrail.ts';
+import { keyOf } from './objects.ts';
+
+export function guardrailController(deps: { informers: ResourceInformers; writer: StatusWriter }): Controller {
+  return {
+    for: 'guardrails',
+    watch({ guardrails }, enqueue) {
+      onSpecChange(guardrails, (g) => enqueue(keyOf(g)));
+    },
+    reconcile: (key) => reconcileGuardrail(deps, key),
+  };
+}
