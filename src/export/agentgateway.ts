@@ -1,7 +1,7 @@
 // agentgateway (agentgateway.dev/v1alpha1): per (account, model) an AgentgatewayBackend whose ai.groups are the
 // plan's attempts in order, one priority group each, every provider with its own auth policy reading a derived
 // Secret; per account an HTTPRoute whose rules match (x-byok-account, x-byok-model) and point at those backends.
-import { derivedSecretName, objectName, sharedSecretName } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 import { ACCOUNT_HEADER } from './envoy.ts';
@@ -55,9 +55,10 @@ export function agentgatewayAuth(target: UpstreamTarget, secretName: string): { 
 function providerEntry(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOptions, secrets: Map<string, DerivedSecret>): Record<string, unknown> {
   const ns = plan.account.namespace;
   const cred = attempt.credentialId === null ? undefined : plan.account.credentials.find((c) => c.id === attempt.credentialId);
-  const secretName = cred ? derivedSecretName(options.target, ns, cred.name) : sharedSecretName(options.target, attempt.provider);
+  const owned = cred ? credentialSecret(options.target, ns, cred.name, attempt.target.credentialPart) : undefined;
+  const secretName = owned ? owned.name : sharedSecretName(options.target, attempt.provider);
   const { auth, keys } = agentgatewayAuth(attempt.target, secretName);
-  if (!secrets.has(secretName)) secrets.set(secretName, { name: secretName, keys, source: cred ? `${ns}/${cred.name}` : `shared:${attempt.provider}` });
+  if (!secrets.has(secretName)) secrets.set(secretName, owned ? { name: secretName, keys, source: owned.source, credential: owned.credential } : { name: secretName, keys, source: `shared:${attempt.provider}` });
   const { tls, ...provider } = agentgatewayProvider(attempt.target);
   const policies: Record<string, unknown> = { auth };
   // A provider with its own host needs TLS turned on by a policy; the typed clouds know theirs.

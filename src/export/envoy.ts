@@ -3,7 +3,7 @@
 // BackendTrafficPolicy that retries once per priority, and per credential an AIServiceBackend per upstream host and
 // a BackendSecurityPolicy reading its derived Secret. Backends (one per upstream host) and the shared tier's
 // backends and policies are the platform's, written once.
-import { derivedSecretName, objectName, sharedSecretName, shortHash } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName, shortHash } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 
@@ -31,9 +31,11 @@ export interface PlacedBackend {
 }
 
 interface Owner {
-  /** `ns/name` of the credential, or `shared:<provider>`. */
+  /** `ns/name` of the credential (with the Azure entry), or `shared:<provider>`. */
   source: string;
   secretName: string;
+  /** `ns/name` of the credential; absent for the shared tier. */
+  credential?: string;
   /** Prefix of its object names. */
   prefix: string[];
   labels: Record<string, string>;
@@ -105,8 +107,10 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
     const ns = plan.account.namespace;
     const objects: TargetObject[] = [];
     const credBackends = new Map<string, PlacedBackend[]>();
+    const owners = new Map<string, Owner>();
     const aiBackend = (attempt: ResolvedAttempt, model: string): string => {
       const owner = ownerOf(attempt, plan, options);
+      owners.set(owner.source, owner);
       const schema = envoySchema(attempt.target, model);
       const key = `${attempt.target.host}|${JSON.stringify(schema)}`;
       const pool = attempt.credentialId === null ? sharedBackends : credBackends;
@@ -138,7 +142,7 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
       };
     });
     objects.push(...routes(ns, rules, options, build.limits));
-    for (const [source, list] of credBackends) objects.push(...policies(source, list, plan, options, build));
+    for (const [source, list] of credBackends) objects.push(...policies(owners.get(source)!, list, options, build));
     build.perAccount.set(ns, objects);
   }
   for (const [source, list] of sharedBackends) build.shared.push(...sharedPolicies(source, list, options, build));
@@ -151,7 +155,9 @@ function ownerOf(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOpt
     return { source: `shared:${attempt.provider}`, secretName: sharedSecretName(options.target, attempt.provider), prefix: ['byok-shared', attempt.provider], labels: {} };
   }
   const cred = plan.account.credentials.find((c) => c.id === attempt.credentialId)!;
-  return { source: `${ns}/${cred.name}`, secretName: derivedSecretName(options.target, ns, cred.name), prefix: [ns, cred.name], labels: { 'byok.gateway.dev/account': ns } };
+  const part = attempt.target.credentialPart;
+  const secret = credentialSecret(options.target, ns, cred.name, part);
+  return { source: secret.source, secretName: secret.name, credential: secret.credential, prefix: [ns, cred.name, ...(part ? [shortHash(part, 4)] : [])], labels: { 'byok.gateway.dev/account': ns } };
 }
 
 /** AIGatewayRoutes of one account, 15 rules each, with a BackendTrafficPolicy per route for the failover. */
@@ -196,12 +202,9 @@ function securityPolicies(name: string, backends: PlacedBackend[], secretName: s
   return { objects, keys };
 }
 
-function policies(source: string, list: PlacedBackend[], plan: AccountPlan, options: ExportOptions, build: EnvoyBuild): TargetObject[] {
-  const ns = plan.account.namespace;
-  const credName = source.slice(ns.length + 1);
-  const secretName = derivedSecretName(options.target, ns, credName);
-  const { objects, keys } = securityPolicies(objectName(ns, credName), list, secretName, options, { 'byok.gateway.dev/account': ns }, source);
-  build.secrets.push({ name: secretName, keys, source });
+function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
+  const { objects, keys } = securityPolicies(objectName(...owner.prefix), list, owner.secretName, options, owner.labels, owner.source);
+  build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}) });
   return objects;
 }
 

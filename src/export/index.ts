@@ -2,7 +2,6 @@
 // of what the target keeps, approximates and drops. Pure: no I/O; the CLI reads the folder and writes the YAML.
 import { buildAgentgateway } from './agentgateway.ts';
 import { buildEnvoy } from './envoy.ts';
-import { derivedSecretName } from './names.ts';
 import { buildOverride, shapeOf } from './override.ts';
 import { accountNotes, credentialNotes } from './notes.ts';
 import { planAccount, type AccountPlan } from './plan.ts';
@@ -15,7 +14,7 @@ export { payloadFacts } from './facts.ts';
 export { formatReport } from './report.ts';
 export { derivedSecretName, sharedSecretName } from './names.ts';
 
-function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byName: ReadonlyMap<string, DerivedSecret>): AccountReport {
+function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
   const ns = plan.account.namespace;
   const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
   for (const m of plan.models) {
@@ -29,14 +28,19 @@ function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOpt
     for (const m of plan.models) notes.push({ semantic: 'plan shape', treatment: 'kept', detail: `${m.model}: x-byok-plan ${shapeOf(m).id}` });
   }
   const credentials: CredentialReport[] = plan.account.credentials.map((c) => {
-    const secret = byName.get(derivedSecretName(options.target, ns, c.name));
-    return { namespace: ns, name: c.name, provider: c.provider, ...(secret ? { derivedSecret: secret } : {}), notes: credentialNotes(c, plan, options.mode) };
+    return { namespace: ns, name: c.name, provider: c.provider, derivedSecrets: byCredential.get(`${ns}/${c.name}`) ?? [], notes: credentialNotes(c, plan, options.mode) };
   });
   for (const s of skippedIn(input, ns)) {
-    credentials.push({ namespace: ns, name: s.name, provider: s.provider, notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+    credentials.push({ namespace: ns, name: s.name, provider: s.provider, derivedSecrets: [], notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
   }
   credentials.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return { namespace: ns, models: plan.models.map((m) => m.model), objects, notes, credentials };
+}
+
+function byCredentialOf(secrets: readonly DerivedSecret[]): Map<string, DerivedSecret[]> {
+  const out = new Map<string, DerivedSecret[]>();
+  for (const s of secrets) if (s.credential !== undefined) out.set(s.credential, [...(out.get(s.credential) ?? []), s]);
+  return out;
 }
 
 const skippedByInput = new WeakMap<ExportInput, Map<string, SkippedCredential[]>>();
@@ -58,7 +62,7 @@ function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
   for (const s of input.skipped) {
     if (compiled.has(s.namespace)) continue;
     const report = byNs.get(s.namespace) ?? { namespace: s.namespace, models: [], objects: 0, notes: [], credentials: [] };
-    report.credentials.push({ namespace: s.namespace, name: s.name, provider: s.provider, notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+    report.credentials.push({ namespace: s.namespace, name: s.name, provider: s.provider, derivedSecrets: [], notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
     byNs.set(s.namespace, report);
   }
   return [...byNs.values()];
@@ -70,7 +74,7 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
   if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
   const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
   const objects: TargetObject[] = [...build.shared];
-  const secrets = new Map(build.secrets.map((s) => [s.name, s]));
+  const secrets = byCredentialOf(build.secrets);
   const accounts: AccountReport[] = plans.map((plan) => {
     const own = build.perAccount.get(plan.account.namespace) ?? [];
     for (const o of own) objects.push(o);
@@ -97,7 +101,7 @@ export function exportStandalone(input: ExportInput, options: ExportOptions, nam
   const plan = planAccount(account, input, options);
   const build = buildStandalone(plan, options);
   const count = build.config.llm.models.length + build.config.llm.virtualModels.length;
-  const accountEntry = accountReport(plan, input, options, count, new Map(build.secrets.map((s) => [s.name, s])));
+  const accountEntry = accountReport(plan, input, options, count, byCredentialOf(build.secrets));
   for (const n of build.notes) accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
   accountEntry.notes.push({ semantic: 'account selection', treatment: 'kept', detail: 'one account per standalone file: every request the proxy serves is this account' });
   accountEntry.notes = accountEntry.notes.filter((n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'));

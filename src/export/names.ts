@@ -30,8 +30,14 @@ const TARGET_SUFFIX: Record<ExportTarget, string> = { 'envoy-ai-gateway': 'eaig'
  * The Secret a target reads a credential from, in the target's own shape. Hashed from the credential's
  * namespace/name only, so it never changes with the payload and reveals nothing of it.
  */
-export function derivedSecretName(target: ExportTarget, namespace: string, name: string): string {
-  return `byok-${shortHash(`${namespace}/${name}`, 20)}-${TARGET_SUFFIX[target]}`;
+export function derivedSecretName(target: ExportTarget, namespace: string, name: string, part?: string): string {
+  return `byok-${shortHash(`${namespace}/${name}${part ? `#${part}` : ''}`, 20)}-${TARGET_SUFFIX[target]}`;
+}
+
+/** The derived Secret of one credential (or of one of its parts): its name and how the report names its source. */
+export function credentialSecret(target: ExportTarget, namespace: string, name: string, part?: string): { name: string; source: string; credential: string } {
+  const credential = `${namespace}/${name}`;
+  return { name: derivedSecretName(target, namespace, name, part), source: part ? `${credential} (${part})` : credential, credential };
 }
 
 /** The platform's own key for a provider's shared capacity, in the target's shape (the platform provides it). */

@@ -133,14 +133,15 @@ function azureTarget(model: string, upstream: ExportUpstream, facts: CredentialF
   // The entry the gateway would pick (domain azureDeploymentFor): a deployment for the model wins over resources.
   const entry = facts.entries.find((e) => e.type === 'deployment' && e.modelSlug === model) ?? facts.entries.find((e) => e.type === 'resource');
   if (entry === undefined) return `no Azure entry serves ${model} (no deployment for it and no resource config)`;
+  // Each entry carries its own api_key: each gets its own derived Secret.
   if (entry.type === 'deployment') {
     const parts = urlParts(entry.endpointUrl);
     if (typeof parts === 'string') return parts;
     const apiVersion = parts.query.get('api-version') ?? undefined;
-    return { host: parts.host, basePath: parts.basePath, model: entry.modelId, api: 'azure-deployment', auth: 'azure-api-key', azure: apiVersion ? { apiVersion } : {} };
+    return { host: parts.host, basePath: parts.basePath, model: entry.modelId, api: 'azure-deployment', auth: 'azure-api-key', azure: apiVersion ? { apiVersion } : {}, credentialPart: `deployment ${entry.modelSlug}` };
   }
   const template = entry.resourceType === 'ai_foundry' ? upstream.azureFoundryUrl : upstream.azureOpenAiUrl;
   const parts = urlParts(fill(template, { resource_name: entry.resourceName }));
   if (typeof parts === 'string') return parts;
-  return { host: parts.host, basePath: parts.basePath, model: upstream.model, api: 'azure-resource', auth: 'azure-api-key', azure: { resourceName: entry.resourceName, resourceType: entry.resourceType } };
+  return { host: parts.host, basePath: parts.basePath, model: upstream.model, api: 'azure-resource', auth: 'azure-api-key', azure: { resourceName: entry.resourceName, resourceType: entry.resourceType }, credentialPart: `resource ${entry.resourceName}` };
 }

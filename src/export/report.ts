@@ -19,7 +19,8 @@ export function formatReport(report: ExportReport): string {
     out.push(`account ${a.namespace}: ${a.models.length} model(s), ${a.objects} object(s)`);
     for (const n of a.notes) out.push(line('  ', n));
     for (const c of a.credentials) {
-      out.push(`  credential ${c.name} (${c.provider})${c.derivedSecret ? `, Secret ${c.derivedSecret.name}` : ''}`);
+      const secrets = c.derivedSecrets.map((s) => s.name);
+      out.push(`  credential ${c.name} (${c.provider})${secrets.length > 0 ? `, Secret${secrets.length > 1 ? 's' : ''} ${secrets.join(', ')}` : ''}`);
       for (const n of c.notes) out.push(line('    ', n));
     }
   }

@@ -1,7 +1,7 @@
 // agentgateway's standalone config file (schema/config.json upstream): one account per file. Every attempt is an
 // internal concrete model (`llm.models[]`, its key read from a file the platform mounts), and every model the
 // account routes is a public virtual model whose failover targets are those attempts in order.
-import { derivedSecretName, objectName, sharedSecretName } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName, shortHash } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, UpstreamTarget } from './types.ts';
 
@@ -48,11 +48,12 @@ export function buildStandalone(plan: AccountPlan, options: ExportOptions): Stan
   const notes: string[] = [];
   const concreteName = (a: ResolvedAttempt, model: string): string => {
     const cred = a.credentialId === null ? undefined : plan.account.credentials.find((c) => c.id === a.credentialId);
-    const secretName = cred ? derivedSecretName(options.target, ns, cred.name) : sharedSecretName(options.target, a.provider);
-    const name = `${cred ? cred.name : `shared-${a.provider}`}--${objectName(model)}`;
+    const owned = cred ? credentialSecret(options.target, ns, cred.name, a.target.credentialPart) : undefined;
+    const secretName = owned ? owned.name : sharedSecretName(options.target, a.provider);
+    const name = `${cred ? cred.name : `shared-${a.provider}`}--${objectName(model)}${a.target.credentialPart ? `--${shortHash(a.target.credentialPart, 4)}` : ''}`;
     if (models.has(name)) return name;
     const c = concrete(a.target, secretName);
-    if (c.keys.length > 0 && !secrets.has(secretName)) secrets.set(secretName, { name: secretName, keys: c.keys, source: cred ? `${ns}/${cred.name}` : `shared:${a.provider}` });
+    if (c.keys.length > 0 && !secrets.has(secretName)) secrets.set(secretName, owned ? { name: secretName, keys: c.keys, source: owned.source, credential: owned.credential } : { name: secretName, keys: c.keys, source: `shared:${a.provider}` });
     if (c.keys.length === 0) notes.push(`${cred ? `${ns}/${cred.name}` : `shared ${a.provider}`}: AWS access keys cannot be read from a file in the standalone config; the proxy's ambient AWS credentials sign instead`);
     models.set(name, { name, visibility: 'internal', provider: c.provider, params: c.params, ...(c.auth ? { auth: c.auth } : {}) });
     return name;

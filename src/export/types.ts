@@ -86,16 +86,18 @@ export interface DerivedSecret {
   name: string;
   /** The keys the target reads from it, e.g. `apiKey` or `credentials` (an AWS INI file). */
   keys: string[];
-  /** `namespace/name` of the BYOKCredential it is derived from, or `shared:<provider>` for the platform's key. */
+  /** `namespace/name` of the BYOKCredential it is derived from (with the Azure entry), or `shared:<provider>`. */
   source: string;
+  /** `namespace/name` of that BYOKCredential; absent for the platform's keys and placeholders. */
+  credential?: string;
 }
 
 export interface CredentialReport {
   namespace: string;
   name: string;
   provider: string;
-  /** Absent when the credential was not exported at all. */
-  derivedSecret?: DerivedSecret;
+  /** Empty when the credential was not exported; several for an Azure credential whose entries have their own keys. */
+  derivedSecrets: DerivedSecret[];
   notes: SemanticNote[];
 }
 
@@ -147,5 +149,7 @@ export interface UpstreamTarget {
   auth: 'api-key' | 'azure-api-key' | 'anthropic-api-key' | 'aws-iam' | 'bedrock-api-key' | 'gcp-service-account';
   region?: string;
   projectId?: string;
+  /** The part of a credential this attempt uses when the parts hold different keys (an Azure entry). */
+  credentialPart?: string;
   azure?: { resourceName?: string; resourceType?: 'ai_foundry' | 'openai'; apiVersion?: string };
 }

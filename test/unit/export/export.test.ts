@@ -65,7 +65,14 @@ describe('export: output hygiene', () => {
     const first = renderExport(input, options(target), false);
     expect(`${first.stdout}${first.stderr}`).not.toMatch(/canary|PRIVATE KEY|AKIA/i);
     expect(renderExport(loadExportInput(folder, CATALOG).input, options(target), false)).toEqual(first);
-    for (const s of SHAPES) expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', s.name));
+    for (const s of SHAPES.filter((x) => x.provider !== 'azure')) expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', s.name));
+    // Each Azure entry has its own api_key, so its own Secret.
+    expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', 'azure-mixed', 'deployment openai/gpt-5-mini'));
+    expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', 'azure-mixed', 'resource team-foundry'));
+    expect(first.stdout).toContain(derivedSecretName(target, 'flags-none', 'azure-resource', 'resource team-west'));
+    const report = exportAccounts(input, options(target)).report;
+    const mixed = report.accounts.find((a) => a.namespace === 'flags-none')!.credentials.find((c) => c.name === 'azure-mixed')!;
+    expect(mixed.derivedSecrets.map((d) => d.source).sort()).toEqual(['flags-none/azure-mixed (deployment openai/gpt-5-mini)', 'flags-none/azure-mixed (resource team-foundry)']);
   });
 
   test('every credential is in the report, with fee, allowance, reservations, filters, provider_responses and health', () => {
