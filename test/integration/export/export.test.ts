@@ -12,7 +12,7 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { stringify } from 'yaml';
 import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
-import { accountManifests, allShapesFolder, FLAG_SETS, SHAPES } from '../../unit/export/fixtures.ts';
+import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../unit/export/fixtures.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -109,5 +109,22 @@ describe('byok-operator export against the real CRDs', () => {
     expect(fromCluster.stderr).toContain(`account ${account}:`);
     expect(`${fromCluster.stdout}${fromCluster.stderr}`).not.toMatch(/canary/i);
     expect((await dryRun(fromCluster.stdout)).length).toBe(kinds(fromCluster.stdout).length);
+  }, 120_000);
+
+  test('a model with no attempt left keeps its rule with no backend, and both targets accept it', async () => {
+    // is_byok_only on a Vertex key limited to Claude: gemini-2.5-pro has only Vertex endpoints, so nothing remains.
+    const account = 'no-attempt';
+    const docs = [
+      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vertex', namespace: account }, stringData: { key: JSON.stringify(serviceAccount('team-x')) } },
+      { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'vertex', namespace: account }, spec: { provider: 'google-vertex', secretRef: { name: 'vertex' }, isByokOnly: true, allowedModels: ['anthropic/claude-sonnet-4.5'] } },
+    ];
+    const dir = mkdtempSync(join(tmpdir(), 'byok-export-none-'));
+    writeFileSync(join(dir, 'account.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+    for (const target of ['envoy-ai-gateway', 'agentgateway']) {
+      const { stdout, stderr } = await cli('--target', target, '--namespace', ns, dir);
+      expect(stderr).toContain('google/gemini-2.5-pro: no attempt remains');
+      expect(stdout).toContain('value: google/gemini-2.5-pro');
+      expect((await dryRun(stdout)).length).toBe(kinds(stdout).length);
+    }
   }, 120_000);
 });
