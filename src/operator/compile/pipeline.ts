@@ -2,6 +2,7 @@
 // Assembled here from its parts: scheduler.ts (when a run starts), keyring.ts (the bundle key), accounts.ts (the
 // account cache and its placement), quarantine.ts (accounts whose routing the apiserver refuses) and writer.ts
 // (diff, apply, delete). The contract types are in types.ts and re-exported from here for the reconcilers.
+import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_BUNDLE_KEY_SECRET } from '../../contract/envelope.ts';
 import type { KubeApiError } from '../../kube/client.ts';
@@ -9,12 +10,12 @@ import { yieldToEventLoop } from '../event-loop.ts';
 import { childLogger } from '../logger.ts';
 import { AccountCache, entryDigest, type AccountEntry } from './accounts.ts';
 import { BundleKeyring } from './keyring.ts';
-import { compileMetrics } from './metrics.ts';
+import { compileMetrics, type CompileMetrics } from './metrics.ts';
 import { QuarantineBook } from './quarantine.ts';
 import { CompileScheduler } from './scheduler.ts';
 import { kubeRoutingStore, type RoutingStore } from './store.ts';
-import type { CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
-import { limited, RoutingWriter, slotsFor, type RefusedWrite } from './writer.ts';
+import type { AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
+import { limited, RoutingWriter, slotsFor, type RefusedWrite, type WriteOutcome } from './writer.ts';
 
 export type { AccountSnapshot, AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult, CredentialDelivery, CredentialVerdict, Quarantine, SnapshotCredential } from './types.ts';
 export { kubeRoutingStore, type RoutingStore } from './store.ts';
@@ -61,33 +62,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   /** index version -> the last run that ended with it live (insertion order = age, for the bound). */
   const routingRuns = new Map<string, number>();
 
-  /** Whether a namespace is an account: asked of the source per namespace when it can, else from one listing. */
-  const liveCheck = (): ((ns: string) => boolean) => {
-    const source = opts.source;
-    if (source.isAccountNamespace) return (ns) => source.isAccountNamespace!(ns);
-    const all = new Set(source.accountNamespaces());
-    return (ns) => all.has(ns);
-  };
-
-  /**
-   * A shared write was refused for its content: find the account(s) of that object whose part alone is refused
-   * and hold them back (last good state, or nothing), so the object can be written for everyone else.
-   * Returns how many accounts were quarantined (0: the refusal is not one account's doing).
-   */
-  const isolate = async ({ kind, name: objectName, accounts: members, err }: RefusedWrite): Promise<number> => {
-    let found = 0;
-    await limited([...members], concurrency, async (ns) => {
-      const entry = accounts.get(ns);
-      if (!entry || quarantine.refused(ns, entry)) return;
-      const alone: KubeApiError | undefined = await writer.refusedAlone(kind, entry);
-      if (!alone) return;
-      found++;
-      quarantine.hold(ns, entry, kind, objectName, alone, (good) => accounts.set(ns, good));
-    });
-    m.quarantined.set(quarantine.size);
-    if (found === 0) log.warn({ kind, object: objectName, status: err.status, reason: err.reason }, 'a routing write was refused, but no single account is refused alone; retrying with backoff');
-    return found;
-  };
+  const isolate = (refused: RefusedWrite) => isolateRefused({ accounts, quarantine, writer, concurrency, metrics: m, log }, refused);
 
   async function runOnce(): Promise<CompileResult | undefined> {
     if (dirty.size === 0) return undefined;
@@ -99,7 +74,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     try {
       await keys.refresh();
       const ring = keys.current;
-      const live = liveCheck();
+      const live = liveCheck(opts.source);
       // A key rotation (refresh) may have re-marked everything.
       const work = new Set([...taken, ...dirty]);
       dirty.clear();
@@ -122,28 +97,15 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
         (buckets, bundleBuckets) => ({ shards: accounts.shardPlacement.layout(buckets), bundles: accounts.bundlePlacement.layout(bundleBuckets) }),
         isolate,
       );
-      const { shardSet, bundleSet } = out;
+      const { shardSet } = out;
       quarantine.settle(work, live, (ns) => accounts.get(ns));
       m.quarantined.set(quarantine.size);
       routingRuns.delete(shardSet.index.version);
       routingRuns.set(shardSet.index.version, run);
       if (routingRuns.size > ROUTING_RUNS_KEPT) routingRuns.delete(routingRuns.keys().next().value!);
-      m.bytes.set({ kind: 'configmap' }, shardSet.shards.reduce((s, x) => s + x.bytes, 0));
-      m.bytes.set({ kind: 'bundle' }, bundleSet.objects.reduce((s, x) => s + x.bytes, 0));
-      m.shards.set({ kind: 'configmap' }, shardSet.shards.length);
-      m.shards.set({ kind: 'bundle' }, bundleSet.objects.length);
-      m.accounts.set(accounts.size);
+      recordWritten(m, out, accounts.size);
       endTimer();
-      const result: CompileResult = {
-        version: shardSet.index.version,
-        shardWrites: out.shardWrites,
-        bundleWrites: out.bundleWrites,
-        indexWritten: out.indexWritten,
-        deleted: out.deleted,
-        durationMs: performance.now() - t0,
-        accounts: [...work],
-        slotsNeeded: { routing: slotsFor(shardSet.shards.map((x) => x.name)), bundles: slotsFor(bundleSet.objects.map((x) => x.name)) },
-      };
+      const result = resultOf(out, performance.now() - t0, work);
       lastResult = result;
       scheduler.succeeded(result.durationMs);
       if (out.shardWrites || out.bundleWrites || out.indexWritten || out.deleted) {
@@ -215,5 +177,59 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+  };
+}
+
+/** Whether a namespace is an account: asked of the source per namespace when it can, else from one listing. */
+function liveCheck(source: AccountStateSource): (ns: string) => boolean {
+  if (source.isAccountNamespace) return (ns) => source.isAccountNamespace!(ns);
+  const all = new Set(source.accountNamespaces());
+  return (ns) => all.has(ns);
+}
+
+/**
+ * A shared write was refused for its content: find the account(s) of that object whose part alone is refused
+ * and hold them back (last good state, or nothing), so the object can be written for everyone else.
+ * Returns how many accounts were quarantined (0: the refusal is not one account's doing).
+ */
+async function isolateRefused(
+  parts: { accounts: AccountCache; quarantine: QuarantineBook<AccountEntry>; writer: RoutingWriter; concurrency: number; metrics: CompileMetrics; log: Logger },
+  { kind, name: objectName, accounts: members, err }: RefusedWrite,
+): Promise<number> {
+  const { accounts, quarantine, writer, log } = parts;
+  let found = 0;
+  await limited([...members], parts.concurrency, async (ns) => {
+    const entry = accounts.get(ns);
+    if (!entry || quarantine.refused(ns, entry)) return;
+    const alone: KubeApiError | undefined = await writer.refusedAlone(kind, entry);
+    if (!alone) return;
+    found++;
+    quarantine.hold(ns, entry, kind, objectName, alone, (good) => accounts.set(ns, good));
+  });
+  parts.metrics.quarantined.set(quarantine.size);
+  if (found === 0) log.warn({ kind, object: objectName, status: err.status, reason: err.reason }, 'a routing write was refused, but no single account is refused alone; retrying with backoff');
+  return found;
+}
+
+/** The sizes of what a run left written. */
+function recordWritten(m: CompileMetrics, { shardSet, bundleSet }: WriteOutcome, accounts: number): void {
+  m.bytes.set({ kind: 'configmap' }, shardSet.shards.reduce((s, x) => s + x.bytes, 0));
+  m.bytes.set({ kind: 'bundle' }, bundleSet.objects.reduce((s, x) => s + x.bytes, 0));
+  m.shards.set({ kind: 'configmap' }, shardSet.shards.length);
+  m.shards.set({ kind: 'bundle' }, bundleSet.objects.length);
+  m.accounts.set(accounts);
+}
+
+function resultOf(out: WriteOutcome, durationMs: number, work: ReadonlySet<string>): CompileResult {
+  const { shardSet, bundleSet } = out;
+  return {
+    version: shardSet.index.version,
+    shardWrites: out.shardWrites,
+    bundleWrites: out.bundleWrites,
+    indexWritten: out.indexWritten,
+    deleted: out.deleted,
+    durationMs,
+    accounts: [...work],
+    slotsNeeded: { routing: slotsFor(shardSet.shards.map((x) => x.name)), bundles: slotsFor(bundleSet.objects.map((x) => x.name)) },
   };
 }
