@@ -1,7 +1,7 @@
 // agentgateway (agentgateway.dev/v1alpha1): per (account, model) an AgentgatewayBackend whose ai.groups are the
 // plan's attempts in order, one priority group each, every provider with its own auth policy reading a derived
 // Secret; per account an HTTPRoute whose rules match (x-byok-account, x-byok-model) and point at those backends.
-import { credentialSecret, objectName, sharedSecretName } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName, shortHash, tenantName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 import { ACCOUNT_HEADER } from './envoy.ts';
@@ -63,7 +63,8 @@ function providerEntry(attempt: ResolvedAttempt, plan: AccountPlan, options: Exp
   const policies: Record<string, unknown> = { auth };
   // A provider with its own host needs TLS turned on by a policy; the typed clouds know theirs.
   if (tls === true) policies['tls'] = { sni: attempt.target.host };
-  return { name: objectName(cred ? cred.name : `shared-${attempt.provider}`), ...provider, policies };
+  // Prefixed by kind, so a credential named like a shared entry never shares its name within a group.
+  return { name: cred ? objectName('cred', cred.name, ...(attempt.target.credentialPart ? [shortHash(attempt.target.credentialPart, 6)] : [])) : objectName('shared', attempt.provider), ...provider, policies };
 }
 
 /** One priority group per attempt; past the 8th group the rest share the last one (their order is lost there). */
@@ -89,7 +90,7 @@ export function buildAgentgateway(plans: readonly AccountPlan[], options: Export
     const objects: TargetObject[] = [];
     const rules: Record<string, unknown>[] = [];
     for (const m of plan.models) {
-      const name = objectName(ns, m.model);
+      const name = tenantName(ns, m.model);
       // A model with no attempt left still gets its rule, with no backend: the request fails instead of reaching shared capacity.
       const groups = groupsOf(m.attempts, (a) => providerEntry(a, plan, options, secrets), build.limits, `${ns} ${m.model}`);
       if (groups.length > 0) {
@@ -105,7 +106,7 @@ export function buildAgentgateway(plans: readonly AccountPlan[], options: Export
     const parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: options.gateway.name, ...(options.gateway.namespace ? { namespace: options.gateway.namespace } : {}) };
     for (let i = 0; i < chunks; i++) {
       const chunk = rules.slice(i * AGENTGATEWAY_LIMITS.rulesPerRoute, (i + 1) * AGENTGATEWAY_LIMITS.rulesPerRoute);
-      const name = objectName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
+      const name = tenantName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
       objects.push({ apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', metadata: { name, namespace: options.namespace, labels }, spec: { parentRefs: [parentRef], rules: chunk } });
     }
     build.perAccount.set(ns, objects);

@@ -3,7 +3,7 @@
 // BackendTrafficPolicy that retries once per priority, and per credential an AIServiceBackend per upstream host and
 // a BackendSecurityPolicy reading its derived Secret. Backends (one per upstream host) and the shared tier's
 // backends and policies are the platform's, written once.
-import { credentialSecret, objectName, sharedSecretName, shortHash } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName, shortHash, tenantName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 
@@ -118,7 +118,7 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
       pool.set(owner.source, list);
       const found = list.find((b) => b.key === key);
       if (found) return found.name;
-      const name = objectName(...owner.prefix, shortHash(key, 6));
+      const name = attempt.credentialId === null ? objectName(...owner.prefix, shortHash(key, 6)) : tenantName(...owner.prefix, key);
       list.push({ key, name, target: attempt.target });
       const object: TargetObject = {
         apiVersion: AIGW,
@@ -157,7 +157,7 @@ function ownerOf(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOpt
   const cred = plan.account.credentials.find((c) => c.id === attempt.credentialId)!;
   const part = attempt.target.credentialPart;
   const secret = credentialSecret(options.target, ns, cred.name, part);
-  return { source: secret.source, secretName: secret.name, credential: secret.credential, prefix: [ns, cred.name, ...(part ? [shortHash(part, 4)] : [])], labels: { 'byok.gateway.dev/account': ns } };
+  return { source: secret.source, secretName: secret.name, credential: secret.credential, prefix: [ns, cred.name, ...(part ? [part] : [])], labels: { 'byok.gateway.dev/account': ns } };
 }
 
 /** AIGatewayRoutes of one account, 15 rules each, with a BackendTrafficPolicy per route for the failover. */
@@ -167,7 +167,7 @@ export function routes(ns: string, rules: { name: string; backendRefs: unknown[]
   if (chunks > 1) limits.push(`${ns}: ${rules.length} model rules split over ${chunks} AIGatewayRoutes (${ENVOY_LIMITS.rulesPerRoute} rules per route)`);
   for (let i = 0; i < chunks; i++) {
     const chunk = rules.slice(i * ENVOY_LIMITS.rulesPerRoute, (i + 1) * ENVOY_LIMITS.rulesPerRoute);
-    const name = objectName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
+    const name = tenantName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
     const parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: options.gateway.name, ...(options.gateway.namespace ? { namespace: options.gateway.namespace } : {}) };
     out.push({ apiVersion: AIGW, kind: 'AIGatewayRoute', metadata: meta(name, options, labels), spec: { parentRefs: [parentRef], rules: chunk } });
     const most = Math.max(1, ...chunk.map((r) => r.backendRefs.length));
@@ -203,7 +203,7 @@ function securityPolicies(name: string, backends: PlacedBackend[], secretName: s
 }
 
 function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
-  const { objects, keys } = securityPolicies(objectName(...owner.prefix), list, owner.secretName, options, owner.labels, owner.source);
+  const { objects, keys } = securityPolicies(tenantName(...owner.prefix), list, owner.secretName, options, owner.labels, owner.source);
   build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}) });
   return objects;
 }

@@ -24,6 +24,15 @@ export function objectName(...parts: string[]): string {
   return `${full.slice(0, 63 - hash.length - 1).replace(/-+$/, '')}-${hash}`;
 }
 
+/**
+ * The name of an object that belongs to one account: readable parts plus a hash of the parts as a tuple. Joined by
+ * dashes alone, tenant-chosen namespaces and names could meet (`team-a` + `b-c` and `team-a-b` + `c`) and one
+ * tenant's export would overwrite another's policy; the hash keeps them apart.
+ */
+export function tenantName(...parts: string[]): string {
+  return objectName(...parts, shortHash(JSON.stringify(parts), 6));
+}
+
 const TARGET_SUFFIX: Record<ExportTarget, string> = { 'envoy-ai-gateway': 'eaig', agentgateway: 'agw' };
 
 /**

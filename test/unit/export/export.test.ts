@@ -89,6 +89,22 @@ describe('export: output hygiene', () => {
   });
 });
 
+describe('export: names', () => {
+  test.each(['envoy-ai-gateway', 'agentgateway'] as const)('%s: accounts whose namespace and credential names join alike never share an object', (target) => {
+    const a = input.accounts.find((x) => x.namespace === 'flags-none')!;
+    const openai = a.credentials.find((c) => c.name === 'openai-plain')!;
+    // `team-a` + `b-c` and `team-a-b` + `c` read the same once joined by dashes.
+    const twin = (namespace: string, name: string): CompiledAccount => ({ ...a, namespace, credentials: [{ ...openai, id: `${namespace}/${name}`, name }] });
+    const accounts = [twin('team-a', 'b-c'), twin('team-a-b', 'c')];
+    const facts = new Map(accounts.map((x) => [x.credentials[0]!.id, { kind: 'api-key' as const }]));
+    const { objects } = exportAccounts({ ...input, accounts, facts }, options(target));
+    const own = objects.filter((o) => o.metadata.labels?.['byok.gateway.dev/account'] !== undefined);
+    const names = own.map((o) => `${o.kind}/${o.metadata.name}`);
+    expect(new Set(names).size).toBe(names.length);
+    expect(own.filter((o) => o.metadata.labels!['byok.gateway.dev/account'] === 'team-a').length).toBe(own.length / 2);
+  });
+});
+
 describe('export: target limits', () => {
   // 20 models with one openai endpoint each, and an account with 130 openai credentials.
   const models = Array.from({ length: 20 }, (_, i) => `acme/model-${String(i).padStart(2, '0')}`);
@@ -122,7 +138,7 @@ describe('export: target limits', () => {
     expect(backends).toHaveLength(20);
     const groups = (backends[0]!.spec['ai'] as { groups: { providers: { name: string }[] }[] }).groups;
     expect(groups.map((g) => g.providers.length)).toEqual([1, 1, 1, 1, 1, 1, 1, 16]);
-    expect(groups[0]!.providers[0]!.name).toBe('key-000');
+    expect(groups[0]!.providers[0]!.name).toBe('cred-key-000');
     expect(objects.filter((o) => o.kind === 'HTTPRoute').map((o) => (o.spec['rules'] as unknown[]).length)).toEqual([16, 4]);
     expect(report.limits).toEqual(expect.arrayContaining([expect.stringContaining('share priority group 8'), expect.stringContaining('cut (providers per group)')]));
   });
