@@ -1,7 +1,8 @@
 // The Redis ledger (several gateway replicas): one Lua script adds every counter of a request in one round trip
 // (INCRBY per key, atomic as a whole: Redis runs a script without interleaving), and sets each new key's expiry
 // to its window's end plus a margin. Reads are one MGET. Commands fail fast while Redis is unreachable (no offline
-// queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging.
+// queue, a command timeout), so the spend gate can apply its documented outage behaviour instead of hanging. The
+// connection and the scripts are in redis-connection.ts and redis-scripts.ts.
 import { Redis } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idSets } from './keys.ts';
@@ -29,8 +30,8 @@ interface PendingAdd {
 /**
  * Adds of one account that arrive within a window go to Redis as one script call. Records are off the response path
  * (the reservation's hold stands for the request until then), so a few milliseconds cost nothing, and one call per
- * batch instead of per request saves the client's per-command cost (ioredis: ~45 µs of CPU, ~12 KB allocated and
- * ~1.9 KB kept past a scavenge per call, docs/ledger.md) and Redis's. Batches never mix accounts: every key of an
+ * batch instead of per request saves the client's per-command cost (bench/redis-client.ts, docs/ledger.md) and
+ * Redis's; each key goes once per batch (encodeAddBatch). Batches never mix accounts: every key of an
  * account shares its hash tag, so a batch stays in one Redis Cluster slot. Order within a batch is arrival order.
  */
 class AddBatcher {
