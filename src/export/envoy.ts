@@ -85,7 +85,9 @@ export function hostBackends(options: ExportOptions, into: TargetObject[]): (hos
   return (host) => {
     let name = hosts.get(host);
     if (name === undefined) {
-      name = objectName('byok-host', host);
+      // Hosts come from tenants' payloads (an Azure endpoint_url): dots and dashes read alike once slugged, so the
+      // hash keeps `a-b.example.com` and `a.b-example.com` on two Backends.
+      name = tenantName('byok-host', host);
       hosts.set(host, name);
       into.push({
         apiVersion: EG,

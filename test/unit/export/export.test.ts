@@ -103,6 +103,18 @@ describe('export: names', () => {
     expect(new Set(names).size).toBe(names.length);
     expect(own.filter((o) => o.metadata.labels!['byok.gateway.dev/account'] === 'team-a').length).toBe(own.length / 2);
   });
+
+  test('Envoy: hosts that slug alike get their own Backend (a tenant cannot take over another tenant\'s upstream)', () => {
+    const a = input.accounts.find((x) => x.namespace === 'flags-none')!;
+    const azure = a.credentials.find((c) => c.name === 'azure-resource')!;
+    const hosts = ['team-x.openai.azure.com', 'team.x-openai.azure.com'];
+    const accounts = hosts.map((h, i): CompiledAccount => ({ ...a, namespace: `acct-${i}`, credentials: [{ ...azure, id: `acct-${i}`, allowedModels: ['openai/gpt-5'] }] }));
+    const facts = new Map(hosts.map((h, i) => [`acct-${i}`, { kind: 'azure' as const, entries: [{ type: 'deployment' as const, modelSlug: 'openai/gpt-5', endpointUrl: `https://${h}/openai/deployments/d/chat/completions?api-version=2024-10-21`, modelId: 'd' }] }]));
+    const { objects } = exportAccounts({ ...input, accounts, facts }, options('envoy-ai-gateway'));
+    const backends = objects.filter((o) => o.kind === 'Backend' && hosts.includes(((o.spec['endpoints'] as { fqdn: { hostname: string } }[])[0]!.fqdn.hostname)));
+    expect(backends).toHaveLength(2);
+    expect(new Set(backends.map((b) => b.metadata.name)).size).toBe(2);
+  });
 });
 
 describe('export: target limits', () => {
