@@ -87,6 +87,8 @@ function urlParts(url: string): { host: string; basePath: string; query: URLSear
     return `the upstream URL ${url} is not a URL`;
   }
   if (parsed.protocol !== 'https:') return `the upstream ${parsed.host} is not https (the targets' backends here use TLS)`;
+  // The exported backends are written for port 443: another port is left out and reported, never silently changed.
+  if (parsed.port !== '' && parsed.port !== '443') return `the upstream ${parsed.host} uses port ${parsed.port}; the export writes port 443 only`;
   return { host: parsed.hostname.toLowerCase(), basePath: parsed.pathname.replace(/\/chat\/completions$/, '').replace(/\/+$/, ''), query: parsed.searchParams };
 }
 

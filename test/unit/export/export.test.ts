@@ -115,6 +115,16 @@ describe('export: names', () => {
     expect(backends).toHaveLength(2);
     expect(new Set(backends.map((b) => b.metadata.name)).size).toBe(2);
   });
+
+  test('an upstream on another port than 443 is left out and reported, never rewritten to 443', () => {
+    const a = input.accounts.find((x) => x.namespace === 'flags-none')!;
+    const azure = a.credentials.find((c) => c.name === 'azure-resource')!;
+    const accounts = [{ ...a, credentials: [{ ...azure, allowedModels: ['openai/gpt-5'] }] }];
+    const facts = new Map([[azure.id, { kind: 'azure' as const, entries: [{ type: 'deployment' as const, modelSlug: 'openai/gpt-5', endpointUrl: 'https://team.openai.azure.com:8443/openai/deployments/d/chat/completions', modelId: 'd' }] }]]);
+    const { objects, report } = exportAccounts({ ...input, accounts, facts }, options('envoy-ai-gateway'));
+    expect(JSON.stringify(objects)).not.toContain('team.openai.azure.com');
+    expect(report.accounts[0]!.notes.map((n) => n.detail)).toContainEqual(expect.stringContaining('uses port 8443; the export writes port 443 only'));
+  });
 });
 
 describe('export: target limits', () => {
