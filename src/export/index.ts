@@ -18,7 +18,7 @@ function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOpt
   const ns = plan.account.namespace;
   const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
   for (const m of plan.models) {
-    if (m.attempts.length === 0) notes.push({ semantic: 'no attempt', treatment: 'kept', detail: `${m.model}: no attempt remains (rules 5, 6, 10): its rule has no backend, so requests fail` });
+    if (m.attempts.length === 0) notes.push({ semantic: 'no attempt', treatment: 'kept', detail: `${m.model}: no attempt remains (is_required, is_byok_only or a data policy removed every one): its rule has no backend, so requests fail` });
     for (const u of m.unplaced) {
       const who = u.credentialId === null ? `shared ${u.provider}` : (plan.account.credentials.find((c) => c.id === u.credentialId)?.name ?? u.credentialId);
       notes.push({ semantic: 'attempt left out', treatment: 'dropped', detail: `${m.model}: ${who}: ${u.reason}` });

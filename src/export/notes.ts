@@ -22,7 +22,7 @@ export function accountNotes(plan: AccountPlan, target: ExportTarget, mode: Expo
     note('budgets', budgets ? 'dropped' : 'kept', budgets ? 'workspace and guardrail budgets (calendar intervals, include_byok_in_budgets) are not enforced' : 'the account sets no budget'),
     note('provider_responses', 'dropped', "the per-attempt record of provider and status is not kept (use the target's access log)"),
     note('health', 'dropped', 'credential health and Delivered are not reported on the BYOKCredential'),
-    note('request options', 'dropped', 'provider.order, provider.only, provider.zdr and data_collection of a request are not read (rules 8-10 per request)'),
+    note('request options', 'dropped', 'provider.order, provider.only, provider.zdr and data_collection of a request are not read (ordering, region targeting and data policies per request)'),
     note(
       'data policies',
       'approximated',
