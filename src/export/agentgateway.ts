@@ -4,7 +4,7 @@
 import { credentialSecret, objectName, sharedSecretName, shortHash, tenantName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
-import { ACCOUNT_HEADER } from './envoy.ts';
+import { ACCOUNT_HEADER, FAILOVER_STATUSES } from './envoy.ts';
 
 export const AGENTGATEWAY_LIMITS = { groupsPerBackend: 8, providersPerGroup: 16, rulesPerRoute: 16 } as const;
 export const MODEL_HEADER = 'x-byok-model';
@@ -89,6 +89,7 @@ export function buildAgentgateway(plans: readonly AccountPlan[], options: Export
     const labels = { ...MANAGED, 'byok.gateway.dev/account': ns };
     const objects: TargetObject[] = [];
     const rules: Record<string, unknown>[] = [];
+    const mostAttempts = Math.max(1, ...plan.models.map((m) => Math.min(m.attempts.length, AGENTGATEWAY_LIMITS.groupsPerBackend)));
     for (const m of plan.models) {
       const name = tenantName(ns, m.model);
       // A model with no attempt left still gets its rule, with no backend: the request fails instead of reaching shared capacity.
@@ -108,6 +109,13 @@ export function buildAgentgateway(plans: readonly AccountPlan[], options: Export
       const chunk = rules.slice(i * AGENTGATEWAY_LIMITS.rulesPerRoute, (i + 1) * AGENTGATEWAY_LIMITS.rulesPerRoute);
       const name = tenantName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
       objects.push({ apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', metadata: { name, namespace: options.namespace, labels }, spec: { parentRefs: [parentRef], rules: chunk } });
+      // Rule 3 inside a request: retry on the statuses our gateway fails over on; each retry picks a provider again.
+      objects.push({
+        apiVersion: 'agentgateway.dev/v1alpha1',
+        kind: 'AgentgatewayPolicy',
+        metadata: { name, namespace: options.namespace, labels },
+        spec: { targetRefs: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name }], traffic: { retry: { attempts: Math.max(1, mostAttempts - 1), codes: FAILOVER_STATUSES } } },
+      });
     }
     build.perAccount.set(ns, objects);
   }

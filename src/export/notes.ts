@@ -37,7 +37,11 @@ export function accountNotes(plan: AccountPlan, target: ExportTarget, mode: Expo
     ),
     target === 'envoy-ai-gateway'
       ? note('failover', 'kept', `one priority per attempt; the route's BackendTrafficPolicy retries once per priority on connect failures and ${FAILOVER_STATUSES.join(', ')}`)
-      : note('failover', 'approximated', 'one priority group per attempt; agentgateway moves to the next group when a group is unhealthy, not within the request that failed'),
+      : note(
+          'failover',
+          'approximated',
+          `one priority group per attempt, and the route's AgentgatewayPolicy retries on ${FAILOVER_STATUSES.join(', ')}; a retry picks a provider again, and moves to the next group once the failing group is evicted as unhealthy`,
+        ),
   ];
   if (nonDefault > 0) notes.push(note('workspaces', 'approximated', `exported as the default workspace sees it; ${nonDefault} other workspace(s) and their scoped credentials are left out`));
   return notes;

@@ -27,7 +27,7 @@ function crdFiles(): string[] {
   const pick = (dir: string, names: string[]) => names.map((n) => join(dir, n));
   return [
     ...pick(join(thirdParty, 'envoy-ai-gateway'), ['aigateway.envoyproxy.io_aigatewayroutes.yaml', 'aigateway.envoyproxy.io_aiservicebackends.yaml', 'aigateway.envoyproxy.io_backendsecuritypolicies.yaml']),
-    ...pick(join(thirdParty, 'agentgateway'), ['agentgateway.dev_agentgatewaybackends.yaml', 'agentgateway.dev_agentgatewaymodels.yaml']),
+    ...pick(join(thirdParty, 'agentgateway'), ['agentgateway.dev_agentgatewaybackends.yaml', 'agentgateway.dev_agentgatewaypolicies.yaml']),
     ...pick(join(cache, 'envoy-gateway'), ['gateway.envoyproxy.io_backends.yaml', 'gateway.envoyproxy.io_backendtrafficpolicies.yaml']),
     ...pick(join(cache, 'gateway-api'), readdirSync(join(cache, 'gateway-api')).filter((f) => ['httproutes', 'gateways', 'backendtlspolicies', 'referencegrants'].some((k) => f.includes(`_${k}.`)))),
   ];
@@ -38,6 +38,7 @@ const CRD_NAMES = [
   'aiservicebackends.aigateway.envoyproxy.io',
   'backendsecuritypolicies.aigateway.envoyproxy.io',
   'agentgatewaybackends.agentgateway.dev',
+  'agentgatewaypolicies.agentgateway.dev',
   'backends.gateway.envoyproxy.io',
   'backendtrafficpolicies.gateway.envoyproxy.io',
   'httproutes.gateway.networking.k8s.io',
@@ -87,9 +88,11 @@ describe('byok-operator export against the real CRDs', () => {
     expect(stderr).toMatch(/kept +is_required/);
   }, 180_000);
 
-  test('envoy-ai-gateway writes every kind of the Envoy object graph, and a bad object is refused by the same check', async () => {
+  test('each target gets every kind of its object graph, and a bad object is refused by the same check', async () => {
     const { stdout } = await cli('--target', 'envoy-ai-gateway', '--namespace', ns, folder);
     expect(new Set(kinds(stdout))).toEqual(new Set(['Backend', 'AIServiceBackend', 'BackendSecurityPolicy', 'AIGatewayRoute', 'BackendTrafficPolicy']));
+    const agentgateway = await cli('--target', 'agentgateway', '--namespace', ns, folder);
+    expect(new Set(kinds(agentgateway.stdout))).toEqual(new Set(['AgentgatewayBackend', 'HTTPRoute', 'AgentgatewayPolicy']));
     // The dry run is a real check: a security policy of type APIKey without its apiKey block is refused by CEL.
     const broken = stdout.replace(/type: APIKey\n {2}apiKey:\n {4}secretRef:\n {6}name: [^\n]+\n/, 'type: APIKey\n');
     expect(broken).not.toBe(stdout);
