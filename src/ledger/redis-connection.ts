@@ -46,6 +46,15 @@ export class CommandTimeoutError extends Error {
   }
 }
 
+interface Waiting {
+  at: number;
+  settled: boolean;
+  reject(err: Error): void;
+}
+
+/** What a passed slot holds until the list is cut: nothing of the call it held. */
+const PASSED: Waiting = { at: 0, settled: true, reject: () => {} };
+
 /**
  * The command timeout, over the whole call (node-redis's own `timeout` only covers a command not yet written to the
  * socket, so a stalled Redis would hold every call for as long as it stalls). Every call has the same timeout, so
@@ -53,7 +62,7 @@ export class CommandTimeoutError extends Error {
  * timed out still gets its answer later (it may have run); the answer is dropped.
  */
 class Deadlines {
-  private readonly waiting: { at: number; settled: boolean; reject(err: Error): void }[] = [];
+  private readonly waiting: Waiting[] = [];
   private head = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly ms: number;
@@ -83,15 +92,15 @@ class Deadlines {
   }
 
   /**
-   * One connection answers in order, so the call that settles is nearly always the oldest: passing it at once keeps
-   * the list short and lets each entry die young (an entry kept until the timer would live past a scavenge).
+   * One connection answers in order, so the call that settles is nearly always the oldest: passing it at once (and
+   * clearing its slot) lets each entry die young; an entry kept until the timer would live past a scavenge.
    */
   private passSettled(): void {
-    while (this.head < this.waiting.length && this.waiting[this.head]!.settled) this.head++;
+    while (this.head < this.waiting.length && this.waiting[this.head]!.settled) this.waiting[this.head++] = PASSED;
     if (this.head === this.waiting.length) {
       this.waiting.length = 0;
       this.head = 0;
-    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+    } else if (this.head >= 64 && this.head * 2 >= this.waiting.length) {
       this.waiting.splice(0, this.head);
       this.head = 0;
     }
@@ -103,7 +112,7 @@ class Deadlines {
     while (this.head < this.waiting.length) {
       const entry = this.waiting[this.head]!;
       if (!entry.settled && entry.at > now) break;
-      this.head++;
+      this.waiting[this.head++] = PASSED;
       if (!entry.settled) {
         entry.settled = true;
         entry.reject(new CommandTimeoutError(this.ms));
@@ -127,6 +136,9 @@ export async function openLedgerConnection(opts: LedgerConnectionOptions): Promi
   const client = createClient({
     url: opts.url,
     disableOfflineQueue: true,
+    // No node-redis timeout (its default is 5 s): it covers only unwritten commands, and costs an AbortSignal with a
+    // timer per command that outlives the call; Deadlines times the whole call instead.
+    commandOptions: { timeout: 0 },
     socket: { connectTimeout: 2000, reconnectStrategy: backoff },
     scripts: SCRIPTS,
   });
