@@ -198,6 +198,7 @@ async function runExportOrThrow(args: string[], repoRoot: string): Promise<Expor
   if (!(EXPORT_TARGETS as readonly string[]).includes(target)) usage(`invalid --target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
   if (values.standalone && target !== 'agentgateway') usage('--standalone is an agentgateway form');
   if (values.standalone && values['per-request']) usage('--standalone and --per-request do not combine');
+  if (values['per-request'] && target !== 'envoy-ai-gateway') usage('--per-request is built for envoy-ai-gateway only: agentgateway has no per-request credential source (docs/export.md, "Per-request credentials")');
   if (values.cluster ? positionals.length !== 0 : positionals.length !== 1) usage(values.cluster ? 'export --cluster reads no folder' : 'export needs one file or folder (or - for stdin), or --cluster');
   const gatewayMatch = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(values.gateway);
   if (!gatewayMatch) usage(`--gateway must be [<namespace>/]<name>, got ${values.gateway}`);
@@ -221,7 +222,7 @@ async function runExportOrThrow(args: string[], repoRoot: string): Promise<Expor
     all = loaded.input;
   }
   const input = values.account ? { ...all, accounts: all.accounts.filter((a) => a.namespace === values.account), skipped: all.skipped.filter((s) => s.namespace === values.account) } : all;
-  if (input.accounts.length === 0) {
+  if (input.accounts.every((a) => a.credentials.length === 0)) {
     const lines = [`byok-operator: no account with a credential to export${values.account ? ` (namespace ${values.account})` : ''}`, ...input.skipped.map((s) => `  ${s.namespace}/${s.name} (${s.provider}): ${s.reason}`)];
     return { code: 1, stdout: '', stderr: `${lines.join('\n')}\n` };
   }

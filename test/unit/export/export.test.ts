@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { loadExportInput, renderExport } from '../../../src/cli/export.ts';
+import { loadExportInput, renderExport, runExport } from '../../../src/cli/export.ts';
 import { createCatalog, type CompiledAccount, type CompiledCredential } from '../../../src/domain/index.ts';
 import { derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
@@ -223,5 +223,31 @@ describe('per-request mode (Envoy credentialOverride)', () => {
     const ids = new Set(objects.filter((o) => o.kind === 'AIGatewayRoute').flatMap((o) => (o.spec['rules'] as Rule[]).map((r) => r.matches[0]!.headers[0]!.value)));
     for (const a of report.accounts) for (const n of a.notes.filter((x) => x.semantic === 'plan shape')) expect(ids.has(n.detail.split('x-byok-plan ')[1]!)).toBe(true);
     expect(() => exportAccounts(input, options('agentgateway', { mode: 'override' }))).toThrow(/envoy-ai-gateway only/);
+  });
+});
+
+describe('the command line', () => {
+  test.each([
+    [['--target', 'nginx', 'hack/export/example'], /invalid --target nginx/],
+    [['--target', 'envoy-ai-gateway', '--standalone', 'hack/export/example'], /--standalone is an agentgateway form/],
+    [['--target', 'agentgateway', '--per-request', 'hack/export/example'], /agentgateway has no per-request credential source/],
+    [['--target', 'agentgateway', '--standalone', folder], /--standalone writes one account: the folder has 4/],
+    [['--target', 'agentgateway'], /needs one file or folder/],
+  ])('%j is a usage error (exit 2, the page on stderr)', async (args, message) => {
+    const r = await runExport(args, repo);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).toContain('usage: byok-operator export');
+  });
+
+  test('a folder with nothing to export exits 1 and says which credentials were left out and why', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'byok-export-empty-'));
+    writeFileSync(join(dir, 'c.yaml'), 'apiVersion: byok.gateway.dev/v1alpha1\nkind: BYOKCredential\nmetadata: {name: k, namespace: t}\nspec: {provider: openai, secretRef: {name: missing}}\n');
+    const r = await runExport(['--target', 'envoy-ai-gateway', dir], repo);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('t/k (openai): SecretNotFound: Secret missing is not among the files');
   });
 });
