@@ -301,6 +301,124 @@ async function gatewayKeyCommand(rest: string[]): Promise<void> {
   process.stdout.write(`${created.key}\n`);
 }
 
+/** `run`, `operator`, `api`: the operator and/or the two API doors, until a signal stops them. */
+async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[]): Promise<void> {
+  const { values } = parseOptions(rest, SERVE_OPTIONS, false);
+  const logger = createLogger({ level: values['log-level'] });
+  const routingNamespace = routingNamespaceOf(values['routing-namespace']);
+  const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
+  const maxCredentials = count('max-credentials', values['max-credentials']);
+  const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
+  const egress = egressOption(values['egress-allow']);
+  const kubeConfig = loadKubeConfig(values.kubeconfig);
+  const stops: (() => Promise<void>)[] = [];
+  if (command !== 'api') {
+    const { startOperator } = await import('../operator/run.ts');
+    const operator = await startOperator({
+      kubeConfig,
+      routingNamespace,
+      watchNamespaces,
+      logger: logger.child({ component: 'operator' }),
+      httpPort: port(values['http-port'], 8081),
+      leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
+      ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
+      ...gatewayStatusOption(values['status-token-file'], values['gateway-service'], values['gateway-status-urls']),
+      ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
+        ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
+        : {}),
+      ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
+      ...(egress ? { egress } : {}),
+    });
+    stops.push(() => operator.stop());
+  }
+  if (command !== 'operator') await serveApiDoors(values, { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress }, stops);
+  waitForSignal(async () => {
+    for (const stop of stops.reverse()) await stop();
+  });
+}
+
+/** `gateway`: the data plane over the mounted routing config, bundles and key, with its spend gate. */
+async function gatewayCommand(rest: string[]): Promise<void> {
+  const { values } = parseOptions(rest, GATEWAY_OPTIONS, false);
+  const logger = createLogger({ level: values['log-level'] });
+  const egress = egressOption(values['egress-allow']);
+  const { createGatewayMetrics, directAccessLog, startGateway } = await import('../gateway/index.ts');
+  const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
+  const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
+  if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
+  // No path redaction and synchronous stdout on the request path: see createLogger.
+  const gatewayLog = createLogger({ level: values['log-level'], redact: false, syncStdout: true }).child({ component: 'gateway' });
+  const catalogFile = resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG));
+  const metrics = createGatewayMetrics();
+  const spendGate = await openGatewaySpendGate({
+    ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
+    ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
+    ...(values['ledger-journal'] ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
+    registry: metrics.registry,
+    logger: gatewayLog,
+  });
+  const gateway = await startGateway({
+    configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
+    bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
+    keyDir: values['key-dir'] ?? fail('gateway needs --key-dir (the bundle key Secret)'),
+    catalogFile,
+    ...(values['shared-keys-dir'] ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
+    ...(values.region ? { region: values.region } : {}),
+    ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
+    attemptTimeoutMs: timeout,
+    ...(values['status-token-file'] ? { statusToken: readToken(values['status-token-file']) } : {}),
+    port: port(values.port, 8080),
+    opsPort: port(values['ops-port'], 8081),
+    logger: gatewayLog,
+    // createLogger's line shape: the per-request line is written without pino's serialisation (access-log.ts).
+    accessLog: directAccessLog(gatewayLog),
+    metrics,
+    spendGate,
+    ...(egress ? { egress } : {}),
+  });
+  logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
+  waitForSignal(async () => {
+    await gateway.close();
+    await spendGate.close();
+  });
+}
+
+/** `explain`: the plan a request would get, offline or against the cluster's credentials. */
+async function explainCommand(rest: string[]): Promise<void> {
+  const { values } = parseOptions(rest, EXPLAIN_OPTIONS, false);
+  const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
+  const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
+  const request = values.request ?? fail('explain needs --request <json|file.json>');
+  const credentials = values.cluster ? credentialsFromCluster(await userKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
+  const result = await explain({
+    configDir,
+    catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
+    request,
+    json: values.json,
+    ...(values['shared-keys-dir'] !== undefined ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
+    ...(credentials ? { credentials } : {}),
+  });
+  process.stdout.write(result.output);
+  process.exitCode = result.exitCode;
+}
+
+/** `bundle-key stage | activate <key-id> | rotate`. */
+async function bundleKeyCliCommand(rest: string[]): Promise<void> {
+  const { values, positionals } = parseOptions(rest, BUNDLE_KEY_OPTIONS, true);
+  const routingNamespace = routingNamespaceOf(values['routing-namespace']);
+  const action = positionals[0];
+  const request: BundleKeyAction =
+    action === 'stage' || action === 'rotate'
+      ? { action }
+      : action === 'activate' && positionals[1]
+        ? { action, keyId: positionals[1] }
+        : fail('usage: bundle-key stage | activate <key-id> | rotate');
+  const { bundleKeyCommand } = await import('./bundle-key.ts');
+  const keyId = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
+  process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
+  process.stdout.write(`${keyId}\n`);
+}
+
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--help' || argv[0] === '-h') argv = ['help', ...argv.slice(1)];
   if (argv[0] === '--version') argv = ['version'];
@@ -314,41 +432,8 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case 'run':
     case 'operator':
-    case 'api': {
-      const { values } = parseOptions(rest, SERVE_OPTIONS, false);
-      const logger = createLogger({ level: values['log-level'] });
-      const routingNamespace = routingNamespaceOf(values['routing-namespace']);
-      const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
-      const maxCredentials = count('max-credentials', values['max-credentials']);
-      const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
-      const egress = egressOption(values['egress-allow']);
-      const kubeConfig = loadKubeConfig(values.kubeconfig);
-      const stops: (() => Promise<void>)[] = [];
-      if (command !== 'api') {
-        const { startOperator } = await import('../operator/run.ts');
-        const operator = await startOperator({
-          kubeConfig,
-          routingNamespace,
-          watchNamespaces,
-          logger: logger.child({ component: 'operator' }),
-          httpPort: port(values['http-port'], 8081),
-          leaderElection: { enabled: !values['no-leader-election'], leaseNamespace: routingNamespace },
-          ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
-          ...gatewayStatusOption(values['status-token-file'], values['gateway-service'], values['gateway-status-urls']),
-          ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
-            ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
-            : {}),
-          ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
-          ...(egress ? { egress } : {}),
-        });
-        stops.push(() => operator.stop());
-      }
-      if (command !== 'operator') await serveApiDoors(values, { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress }, stops);
-      waitForSignal(async () => {
-        for (const stop of stops.reverse()) await stop();
-      });
-      return;
-    }
+    case 'api':
+      return serveCommand(command, rest);
     case 'dev': {
       const { values } = parseOptions(rest, DEV_OPTIONS, false);
       const { runDev } = await import('./dev.ts');
@@ -361,51 +446,8 @@ async function main(argv: string[]): Promise<void> {
       });
       return;
     }
-    case 'gateway': {
-      const { values } = parseOptions(rest, GATEWAY_OPTIONS, false);
-      const logger = createLogger({ level: values['log-level'] });
-      const egress = egressOption(values['egress-allow']);
-      const { createGatewayMetrics, directAccessLog, startGateway } = await import('../gateway/index.ts');
-      const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
-      const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
-      if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
-      // No path redaction and synchronous stdout on the request path: see createLogger.
-      const gatewayLog = createLogger({ level: values['log-level'], redact: false, syncStdout: true }).child({ component: 'gateway' });
-      const catalogFile = resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG));
-      const metrics = createGatewayMetrics();
-      const spendGate = await openGatewaySpendGate({
-        ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
-        ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
-        ...(values['ledger-journal'] ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
-        registry: metrics.registry,
-        logger: gatewayLog,
-      });
-      const gateway = await startGateway({
-        configDir: values['config-dir'] ?? fail('gateway needs --config-dir (the projected routing ConfigMaps)'),
-        bundleDir: values['bundle-dir'] ?? fail('gateway needs --bundle-dir (the projected bundle Secrets)'),
-        keyDir: values['key-dir'] ?? fail('gateway needs --key-dir (the bundle key Secret)'),
-        catalogFile,
-        ...(values['shared-keys-dir'] ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
-        ...(values.region ? { region: values.region } : {}),
-        ...(values['upstream-ca'] ? { upstreamCaPem: readFileSync(values['upstream-ca'], 'utf8') } : {}),
-        attemptTimeoutMs: timeout,
-        ...(values['status-token-file'] ? { statusToken: readToken(values['status-token-file']) } : {}),
-        port: port(values.port, 8080),
-        opsPort: port(values['ops-port'], 8081),
-        logger: gatewayLog,
-        // createLogger's line shape: the per-request line is written without pino's serialisation (access-log.ts).
-        accessLog: directAccessLog(gatewayLog),
-        metrics,
-        spendGate,
-        ...(egress ? { egress } : {}),
-      });
-      logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
-      waitForSignal(async () => {
-        await gateway.close();
-        await spendGate.close();
-      });
-      return;
-    }
+    case 'gateway':
+      return gatewayCommand(rest);
     case 'validate': {
       const { values, positionals } = parseOptions(rest, VALIDATE_OPTIONS, true);
       const { exitCode, formatReport, OUTPUT_FORMATS, validatePath } = await import('./validate.ts');
@@ -417,24 +459,8 @@ async function main(argv: string[]): Promise<void> {
       process.exitCode = exitCode(report, values.strict);
       return;
     }
-    case 'explain': {
-      const { values } = parseOptions(rest, EXPLAIN_OPTIONS, false);
-      const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
-      const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
-      const request = values.request ?? fail('explain needs --request <json|file.json>');
-      const credentials = values.cluster ? credentialsFromCluster(await userKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
-      const result = await explain({
-        configDir,
-        catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
-        request,
-        json: values.json,
-        ...(values['shared-keys-dir'] !== undefined ? { sharedKeysDir: values['shared-keys-dir'] } : {}),
-        ...(credentials ? { credentials } : {}),
-      });
-      process.stdout.write(result.output);
-      process.exitCode = result.exitCode;
-      return;
-    }
+    case 'explain':
+      return explainCommand(rest);
     case 'export':
       process.exitCode = await (await import('./export.ts')).exportCommand(rest, repoRoot);
       return;
@@ -442,22 +468,8 @@ async function main(argv: string[]): Promise<void> {
       return managementKeyCommand(rest);
     case 'gateway-key':
       return gatewayKeyCommand(rest);
-    case 'bundle-key': {
-      const { values, positionals } = parseOptions(rest, BUNDLE_KEY_OPTIONS, true);
-      const routingNamespace = routingNamespaceOf(values['routing-namespace']);
-      const action = positionals[0];
-      const request: BundleKeyAction =
-        action === 'stage' || action === 'rotate'
-          ? { action }
-          : action === 'activate' && positionals[1]
-            ? { action, keyId: positionals[1] }
-            : fail('usage: bundle-key stage | activate <key-id> | rotate');
-      const { bundleKeyCommand } = await import('./bundle-key.ts');
-      const keyId = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
-      process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
-      process.stdout.write(`${keyId}\n`);
-      return;
-    }
+    case 'bundle-key':
+      return bundleKeyCliCommand(rest);
     case 'version':
       process.stdout.write(`${(JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`);
       return;

@@ -18,11 +18,10 @@ const OPTIONS = { max: 150, skipBlankLines: true, skipComments: true };
  */
 const EXCEPTIONS: Record<string, number> = {
   'bench/operator.ts': 188, // main
-  'src/cli/main.ts': 161, // main (197 before the API doors' wiring left it, issue 35 §2.1)
   'test/integration/gateway/upstreams.ts': 171, // startUpstreams
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 3;
+const MAX_EXCEPTIONS = 2;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
