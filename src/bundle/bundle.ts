@@ -1,8 +1,7 @@
 // Credential bundle Secrets (`byok-bundle-<n>`): {credentialId: envelope JSON}, sharded by account namespace
 // with the same linear-hashing placement as the routing ConfigMaps. Mounted, each entry is a file named by
 // the credential id, so the SDK opens `<bundleDir>/<credentialId>` without an index.
-import { bucketCount } from '../compiler/shard.ts';
-import { BucketedAccounts } from '../compiler/buckets.ts';
+import { IncrementalPlacement, layoutAll, LayoutPassCache } from '../compiler/buckets.ts';
 import { canonicalJson } from '../contract/canonical-json.ts';
 import { bundleName, namespaceHash, sha256Hex } from '../contract/routing.ts';
 import { ENVELOPE_VERSION, sealPayload, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
@@ -124,9 +123,8 @@ export interface IncrementalBundleLayout {
 }
 
 export function incrementalBundleLayout(opts: Omit<BundleShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalBundleLayout {
-  const target = opts.targetBytes ?? 256 * 1024;
   const maxPart = opts.maxPartBytes ?? 384 * 1024;
-  const placed = new BucketedAccounts<BundleAccount, BundleMember>((bucket, list) => {
+  const placed = new IncrementalPlacement<BundleAccount, BundleMember>(opts.targetBytes ?? 256 * 1024, (bucket, list) => {
     const bytes = list.reduce((s, a) => s + a.bytes, 0);
     // The object's digest comes from the accounts' digests: no per-entry work per compile.
     const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
@@ -136,17 +134,15 @@ export function incrementalBundleLayout(opts: Omit<BundleShardOptions, 'previous
     // An account without credentials has no entries to place (and no bytes to count).
     set: (namespace, account) => placed.set(namespace, account && account.entries.length > 0 ? account : undefined),
     layout(previousBuckets) {
-      const n = bucketCount(placed.totalBytes, target, previousBuckets);
-      return { buckets: n, maxPart, members: placed.layout(n) };
+      const { buckets, members } = placed.layout(previousBuckets);
+      return { buckets, maxPart, members };
     },
   };
 }
 
 /** The first half of shardBundles: placement only. `splitKey` is set for buckets too large for one Secret. */
 export function layoutBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): BundleLayout {
-  const placement = incrementalBundleLayout(opts);
-  for (const account of accounts) placement.set(account.namespace, account);
-  return placement.layout(opts.previousBuckets);
+  return layoutAll(incrementalBundleLayout(opts), accounts, opts.previousBuckets);
 }
 
 /** Splits one oversized bucket of a layout into Secret-sized parts (what bundlesFromLayout does on a cache miss). */
@@ -164,7 +160,7 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
  */
 export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
   const objects: BundleObject[] = [];
-  const used = new Set<string>();
+  const cache = new LayoutPassCache(opts.cache);
   let overflow = layout.buckets;
   for (const member of layout.members) {
     const { bucket, list, bytes, digest, splitKey, accounts: accountNames } = member;
@@ -172,17 +168,12 @@ export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions
       objects.push({ name: bundleName(bucket), bucket, part: 0, entries: () => entriesOf(list.flatMap((a) => a.entries)), sha256: digest, bytes, accounts: accountNames });
       continue;
     }
-    let parts = opts.cache?.get(splitKey);
-    if (!parts) {
-      parts = splitLayoutBucket(member, layout);
-      opts.cache?.set(splitKey, parts);
-    }
-    used.add(splitKey);
+    const parts = cache.get(splitKey, () => splitLayoutBucket(member, layout));
     parts.forEach((p, part) => {
       objects.push({ name: bundleName(part === 0 ? bucket : overflow++), bucket, part, entries: () => entriesOf(p.items), sha256: p.sha256, bytes: p.bytes, accounts: accountNames });
     });
   }
-  if (opts.cache) for (const key of opts.cache.keys()) if (!used.has(key)) opts.cache.delete(key);
+  cache.evictUnused();
   return { buckets: layout.buckets, objects };
 }
 

@@ -6,7 +6,6 @@ export {
   shardAccounts,
   shardSerialized,
   serializeAccount,
-  bucketCount,
   DEFAULTS as SHARD_DEFAULTS,
   type ShardOptions,
   type ShardObject,

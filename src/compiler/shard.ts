@@ -3,7 +3,7 @@
 // whose accounts changed.
 import { gzipSync } from 'node:zlib';
 import type { CompiledAccount } from '../domain/model.ts';
-import { BucketedAccounts } from './buckets.ts';
+import { IncrementalPlacement, layoutAll, LayoutPassCache } from './buckets.ts';
 import { canonicalJson } from '../contract/canonical-json.ts';
 import {
   INDEX_FORMAT,
@@ -81,13 +81,6 @@ export function shardAccounts(compiled: readonly CompiledAccount[], opts: ShardO
   return shardSerialized(compiled.map(serializeAccount), opts);
 }
 
-export function bucketCount(totalBytes: number, targetBytes: number, previous?: number): number {
-  const need = Math.max(1, Math.ceil(totalBytes / targetBytes));
-  if (previous === undefined || previous < 1 || need > previous) return need;
-  // Shrink only well below the previous size: a merge rewrites shards, so do not flap around a boundary.
-  return totalBytes < (previous - 1) * targetBytes * 0.5 ? need : previous;
-}
-
 /** Where each account goes: buckets in slot order, each with its accounts (sorted) and a content fingerprint. */
 export interface ShardLayout {
   buckets: number;
@@ -112,9 +105,8 @@ export interface IncrementalShardLayout {
 }
 
 export function incrementalShardLayout(opts: Omit<ShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalShardLayout {
-  const targetBytes = opts.targetBytes ?? DEFAULTS.targetBytes;
   const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
-  const placed = new BucketedAccounts<SerializedAccount, ShardMember>((bucket, list) => ({
+  const placed = new IncrementalPlacement<SerializedAccount, ShardMember>(opts.targetBytes ?? DEFAULTS.targetBytes, (bucket, list) => ({
     bucket,
     list,
     fingerprint: sha256Hex(`${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`),
@@ -122,17 +114,15 @@ export function incrementalShardLayout(opts: Omit<ShardOptions, 'previousBuckets
   return {
     set: (namespace, account) => placed.set(namespace, account),
     layout(previousBuckets) {
-      const n = bucketCount(placed.totalBytes, targetBytes, previousBuckets);
-      return { buckets: n, gzipAbove, members: placed.layout(n) };
+      const { buckets, members } = placed.layout(previousBuckets);
+      return { buckets, gzipAbove, members };
     },
   };
 }
 
 /** The first half of shardSerialized: placement only, no encoding. */
 export function layoutSerialized(accounts: readonly SerializedAccount[], opts: ShardOptions = {}): ShardLayout {
-  const placement = incrementalShardLayout(opts);
-  for (const account of accounts) placement.set(account.namespace, account);
-  return placement.layout(opts.previousBuckets);
+  return layoutAll(incrementalShardLayout(opts), accounts, opts.previousBuckets);
 }
 
 /** Encodes one bucket of a layout (what shardFromLayout does for a bucket its cache does not have). */
@@ -151,19 +141,13 @@ export function shardSerialized(accounts: readonly SerializedAccount[], opts: Sh
  */
 export function shardFromLayout(layout: ShardLayout, opts: ShardOptions = {}): ShardSet {
   const maxPartBytes = opts.maxPartBytes ?? DEFAULTS.maxPartBytes;
-  const cache = opts.cache;
-  const used = new Set<string>();
+  const cache = new LayoutPassCache(opts.cache);
   const shards: ShardObject[] = [];
   const indexShards: IndexShard[] = [];
   let overflowSlot = layout.buckets;
   for (const member of layout.members) {
     const { bucket, list, fingerprint } = member;
-    let encoded = cache?.get(fingerprint);
-    if (!encoded) {
-      encoded = encodeLayoutBucket(member, layout);
-      cache?.set(fingerprint, encoded);
-    }
-    used.add(fingerprint);
+    const encoded = cache.get(fingerprint, () => encodeLayoutBucket(member, layout));
 
     const parts: IndexPart[] = [];
     for (let offset = 0, part = 0; offset < encoded.payload.length || part === 0; offset += maxPartBytes, part++) {
@@ -185,7 +169,7 @@ export function shardFromLayout(layout: ShardLayout, opts: ShardOptions = {}): S
       parts,
     });
   }
-  if (cache) for (const key of cache.keys()) if (!used.has(key)) cache.delete(key);
+  cache.evictUnused();
 
   const body = { format: INDEX_FORMAT, buckets: layout.buckets, shards: indexShards } as const;
   return { index: { ...body, version: indexVersion(body) }, shards };

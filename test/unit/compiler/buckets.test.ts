@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { BucketedAccounts, byNamespace } from '../../../src/compiler/buckets.ts';
+import { BucketedAccounts, bucketCount, byNamespace } from '../../../src/compiler/buckets.ts';
 import { bucketOfHash, namespaceHash, sha256Hex } from '../../../src/contract/routing.ts';
-import { bucketCount, incrementalShardLayout, layoutSerialized, type SerializedAccount } from '../../../src/compiler/shard.ts';
+import { incrementalShardLayout, layoutSerialized, type SerializedAccount } from '../../../src/compiler/shard.ts';
 import { incrementalBundleLayout, layoutBundles, sealAccount, type BundleAccount } from '../../../src/bundle/bundle.ts';
 
 /** A small deterministic generator, so a failure can be replayed. */

@@ -3,7 +3,8 @@ import { deflateRawSync, gunzipSync } from 'node:zlib';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { bucketOf, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/contract/routing.ts';
-import { bucketCount, encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
+import { bucketCount } from '../../../src/compiler/buckets.ts';
+import { encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { sizedSnapshot } from './fixtures.ts';
 
