@@ -58,7 +58,7 @@ function providerEntry(attempt: ResolvedAttempt, plan: AccountPlan, options: Exp
   const owned = cred ? credentialSecret(options.target, ns, cred.name, attempt.target.credentialPart) : undefined;
   const secretName = owned ? owned.name : sharedSecretName(options.target, attempt.provider);
   const { auth, keys } = agentgatewayAuth(attempt.target, secretName);
-  if (!secrets.has(secretName)) secrets.set(secretName, owned ? { name: secretName, keys, source: owned.source, credential: owned.credential } : { name: secretName, keys, source: `shared:${attempt.provider}` });
+  if (!secrets.has(secretName)) secrets.set(secretName, owned ? { keys, ...owned } : { name: secretName, keys, source: `shared:${attempt.provider}` });
   const { tls, ...provider } = agentgatewayProvider(attempt.target);
   const policies: Record<string, unknown> = { auth };
   // A provider with its own host needs TLS turned on by a policy; the typed clouds know theirs.

@@ -36,6 +36,8 @@ interface Owner {
   secretName: string;
   /** `ns/name` of the credential; absent for the shared tier. */
   credential?: string;
+  /** The Azure entry the owner is, when the credential has several. */
+  part?: string;
   /** Prefix of its object names. */
   prefix: string[];
   labels: Record<string, string>;
@@ -159,7 +161,7 @@ function ownerOf(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOpt
   const cred = plan.account.credentials.find((c) => c.id === attempt.credentialId)!;
   const part = attempt.target.credentialPart;
   const secret = credentialSecret(options.target, ns, cred.name, part);
-  return { source: secret.source, secretName: secret.name, credential: secret.credential, prefix: [ns, cred.name, ...(part ? [part] : [])], labels: { 'byok.gateway.dev/account': ns } };
+  return { source: secret.source, secretName: secret.name, credential: secret.credential, ...(part ? { part } : {}), prefix: [ns, cred.name, ...(part ? [part] : [])], labels: { 'byok.gateway.dev/account': ns } };
 }
 
 /** AIGatewayRoutes of one account, 15 rules each, with a BackendTrafficPolicy per route for the failover. */
@@ -206,7 +208,7 @@ function securityPolicies(name: string, backends: PlacedBackend[], secretName: s
 
 function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
   const { objects, keys } = securityPolicies(tenantName(...owner.prefix), list, owner.secretName, options, owner.labels, owner.source);
-  build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}) });
+  build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}), ...(owner.part ? { part: owner.part } : {}) });
   return objects;
 }
 

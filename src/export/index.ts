@@ -11,6 +11,7 @@ import type { AccountReport, CredentialReport, DerivedSecret, SkippedCredential,
 export type * from './types.ts';
 export { EXPORT_TARGETS } from './types.ts';
 export { payloadFacts } from './facts.ts';
+export { derivedSecretData } from './secret-data.ts';
 export { formatReport } from './report.ts';
 export { derivedSecretName, sharedSecretName } from './names.ts';
 

@@ -44,9 +44,9 @@ export function derivedSecretName(target: ExportTarget, namespace: string, name:
 }
 
 /** The derived Secret of one credential (or of one of its parts): its name and how the report names its source. */
-export function credentialSecret(target: ExportTarget, namespace: string, name: string, part?: string): { name: string; source: string; credential: string } {
+export function credentialSecret(target: ExportTarget, namespace: string, name: string, part?: string): { name: string; source: string; credential: string; part?: string } {
   const credential = `${namespace}/${name}`;
-  return { name: derivedSecretName(target, namespace, name, part), source: part ? `${credential} (${part})` : credential, credential };
+  return { name: derivedSecretName(target, namespace, name, part), source: part ? `${credential} (${part})` : credential, credential, ...(part ? { part } : {}) };
 }
 
 /** The platform's own key for a provider's shared capacity, in the target's shape (the platform provides it). */

@@ -53,7 +53,7 @@ export function buildStandalone(plan: AccountPlan, options: ExportOptions): Stan
     const name = `${cred ? cred.name : `shared-${a.provider}`}--${objectName(model)}${a.target.credentialPart ? `--${shortHash(a.target.credentialPart, 4)}` : ''}`;
     if (models.has(name)) return name;
     const c = concrete(a.target, secretName);
-    if (c.keys.length > 0 && !secrets.has(secretName)) secrets.set(secretName, owned ? { name: secretName, keys: c.keys, source: owned.source, credential: owned.credential } : { name: secretName, keys: c.keys, source: `shared:${a.provider}` });
+    if (c.keys.length > 0 && !secrets.has(secretName)) secrets.set(secretName, owned ? { keys: c.keys, ...owned } : { name: secretName, keys: c.keys, source: `shared:${a.provider}` });
     if (c.keys.length === 0) notes.push(`${cred ? `${ns}/${cred.name}` : `shared ${a.provider}`}: AWS access keys cannot be read from a file in the standalone config; the proxy's ambient AWS credentials sign instead`);
     models.set(name, { name, visibility: 'internal', provider: c.provider, params: c.params, ...(c.auth ? { auth: c.auth } : {}) });
     return name;

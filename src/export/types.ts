@@ -90,6 +90,8 @@ export interface DerivedSecret {
   source: string;
   /** `namespace/name` of that BYOKCredential; absent for the platform's keys and placeholders. */
   credential?: string;
+  /** The part of the credential (an Azure entry: `resource <name>`, `deployment <model>`), when it has parts. */
+  part?: string;
 }
 
 export interface CredentialReport {

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadExportInput, renderExport, runExport } from '../../../src/cli/export.ts';
-import { createCatalog, type CompiledAccount, type CompiledCredential } from '../../../src/domain/index.ts';
-import { derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
+import { createCatalog, validatePayload, type CompiledAccount, type CompiledCredential, type ProviderSlug } from '../../../src/domain/index.ts';
+import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -249,5 +249,37 @@ describe('the command line', () => {
     const r = await runExport(['--target', 'envoy-ai-gateway', dir], repo);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('t/k (openai): SecretNotFound: Secret missing is not among the files');
+  });
+});
+
+describe('derived Secret content (what the export controller would write)', () => {
+  const payloadOf = (name: string) => {
+    const shape = SHAPES.find((s) => s.name === name)!;
+    const r = validatePayload(shape.provider as ProviderSlug, shape.payload);
+    if (!r.ok) throw new Error(`fixture ${name} is invalid`);
+    return r.payload;
+  };
+
+  test.each(['envoy-ai-gateway', 'agentgateway'] as const)('%s: every derived Secret the objects name gets exactly the keys they read', (target) => {
+    const { report } = exportAccounts(input, options(target));
+    const secrets = report.derivedSecrets.filter((s) => s.credential?.startsWith('flags-none/'));
+    expect(secrets.length).toBe(SHAPES.length + 2); // azure-mixed has two entries; the fallback key is one more
+    for (const s of secrets) {
+      const name = s.credential!.slice('flags-none/'.length);
+      if (name === 'openai-fallback') continue;
+      expect(Object.keys(derivedSecretData(target, payloadOf(name), s.part)).sort()).toEqual([...s.keys].sort());
+    }
+  });
+
+  test('the shapes: an AWS credentials file, the Google key document without region, one Azure key per entry', () => {
+    const ini = derivedSecretData('envoy-ai-gateway', payloadOf('bedrock-iam'))['credentials']!;
+    expect(ini).toMatch(/^\[default\]\naws_access_key_id = AKIACANARY0000000008\naws_secret_access_key = canarySecretAccessKey000000000000000008\n$/);
+    expect(derivedSecretData('agentgateway', payloadOf('bedrock-iam'))).toEqual({ accessKey: 'AKIACANARY0000000008', secretKey: 'canarySecretAccessKey000000000000000008' });
+    const sa = JSON.parse(derivedSecretData('envoy-ai-gateway', payloadOf('vertex-regional'))['service_account.json']!) as Record<string, string>;
+    expect(sa['project_id']).toBe('team-eu');
+    expect(sa).not.toHaveProperty('region');
+    expect(derivedSecretData('agentgateway', payloadOf('azure-mixed'), 'deployment openai/gpt-5-mini')).toEqual({ apiKey: 'azcanary0000000000000000000005' });
+    expect(derivedSecretData('agentgateway', payloadOf('azure-mixed'), 'resource team-foundry')).toEqual({ apiKey: 'azcanary0000000000000000000006' });
+    expect(() => derivedSecretData('agentgateway', payloadOf('azure-mixed'), 'resource nope')).toThrow(RangeError);
   });
 });
