@@ -17,11 +17,10 @@ const OPTIONS = { max: 150, skipBlankLines: true, skipComments: true };
  * ceiling or remove the entry; never add one.
  */
 const EXCEPTIONS: Record<string, number> = {
-  'bench/operator.ts': 188, // main
   'test/integration/gateway/upstreams.ts': 171, // startUpstreams
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 2;
+const MAX_EXCEPTIONS = 1;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
