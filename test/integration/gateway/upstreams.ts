@@ -96,6 +96,51 @@ const completion = (model: string, behavior: Behavior = 'ok') =>
 const chunk = (model: string, content: string) =>
   `data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content } }] })}\n\n`;
 
+/** A streamed answer, shaped by the key's behavior (whole, byte by byte, slow, cut, broken...). */
+async function streamAnswer(res: ServerResponse, hit: Hit, model: string, behavior: Behavior): Promise<void> {
+  hit.status = 200;
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const usageEvent = `data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`;
+  const whole = `${chunk(model, 'hello ')}${chunk(model, 'world')}${hit.includeUsage ? usageEvent : ''}data: [DONE]\n\n`;
+  if (behavior === 'sse-one-write') return void res.end(whole);
+  if (behavior === 'sse-byte-per-write') {
+    const bytes = Buffer.from(whole);
+    for (let i = 0; i < bytes.length; i++) {
+      res.write(bytes.subarray(i, i + 1));
+      // Yield so each byte leaves in its own write (and usually its own read at the gateway).
+      if (i % 8 === 7) await new Promise((r) => setImmediate(r));
+    }
+    return void res.end();
+  }
+  if (behavior === 'slow-stream') {
+    // One chunk every 100 ms for 5 s, no usage until the end: a client that leaves early gets only part.
+    for (let i = 0; i < 50 && !res.destroyed; i++) {
+      res.write(chunk(model, `part ${i} `));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return void res.end('data: [DONE]\n\n');
+  }
+  if (behavior === 'cut-mid-event') {
+    res.write(`${chunk(model, 'hello ')}data: {"id":"chatcmpl-upstream","choi`);
+    setTimeout(() => res.destroy(), 20);
+    return;
+  }
+  if (behavior === 'empty-then-close') {
+    // A 200 head reaches the gateway, then the connection dies before any body byte.
+    res.flushHeaders();
+    setTimeout(() => res.destroy(), 20);
+    return;
+  }
+  res.write(chunk(model, 'hello '));
+  if (behavior === 'broken-stream') {
+    setTimeout(() => res.destroy(), 20);
+    return;
+  }
+  res.write(chunk(model, 'world'));
+  if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`);
+  res.end('data: [DONE]\n\n');
+}
+
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
@@ -211,47 +256,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
           return void res.end('data: [DONE]\n\n');
         }
         if (!hit.stream || behavior === 'plain-json-stream') return answer(200, completion(parsed.model, behavior));
-        hit.status = 200;
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const usageEvent = `data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`;
-        const whole = `${chunk(parsed.model, 'hello ')}${chunk(parsed.model, 'world')}${hit.includeUsage ? usageEvent : ''}data: [DONE]\n\n`;
-        if (behavior === 'sse-one-write') return void res.end(whole);
-        if (behavior === 'sse-byte-per-write') {
-          const bytes = Buffer.from(whole);
-          for (let i = 0; i < bytes.length; i++) {
-            res.write(bytes.subarray(i, i + 1));
-            // Yield so each byte leaves in its own write (and usually its own read at the gateway).
-            if (i % 8 === 7) await new Promise((r) => setImmediate(r));
-          }
-          return void res.end();
-        }
-        if (behavior === 'slow-stream') {
-          // One chunk every 100 ms for 5 s, no usage until the end: a client that leaves early gets only part.
-          for (let i = 0; i < 50 && !res.destroyed; i++) {
-            res.write(chunk(parsed.model, `part ${i} `));
-            await new Promise((r) => setTimeout(r, 100));
-          }
-          return void res.end('data: [DONE]\n\n');
-        }
-        if (behavior === 'cut-mid-event') {
-          res.write(`${chunk(parsed.model, 'hello ')}data: {"id":"chatcmpl-upstream","choi`);
-          setTimeout(() => res.destroy(), 20);
-          return;
-        }
-        if (behavior === 'empty-then-close') {
-          // A 200 head reaches the gateway, then the connection dies before any body byte.
-          res.flushHeaders();
-          setTimeout(() => res.destroy(), 20);
-          return;
-        }
-        res.write(chunk(parsed.model, 'hello '));
-        if (behavior === 'broken-stream') {
-          setTimeout(() => res.destroy(), 20);
-          return;
-        }
-        res.write(chunk(parsed.model, 'world'));
-        if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`);
-        res.end('data: [DONE]\n\n');
+        return streamAnswer(res, hit, parsed.model, behavior);
       })();
     });
   });

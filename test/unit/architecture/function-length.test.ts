@@ -16,11 +16,10 @@ const OPTIONS = { max: 150, skipBlankLines: true, skipComments: true };
  * function: that length on the day, so the function may shrink but not grow. Split the function, then lower the
  * ceiling or remove the entry; never add one.
  */
-const EXCEPTIONS: Record<string, number> = {
-  'test/integration/gateway/upstreams.ts': 171, // startUpstreams
-};
+// Empty since issue 35: every function in src/, bench/ and the test support is within the limit.
+const EXCEPTIONS: Record<string, number> = {};
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 1;
+const MAX_EXCEPTIONS = 0;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
