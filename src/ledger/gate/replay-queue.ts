@@ -1,5 +1,5 @@
 // Records waiting for the ledger to come back, in order (later records wait behind them, so each replayed BYOK
-// request's month-to-date is exact), replayed with backoff. Bounded: past `max` the oldest is dropped, counted and
+// request's month-to-date is exact), replayed with backoff, in chunks sent in order. Bounded: past `max` the oldest is dropped, counted and
 // rejected. The queue owns no durability: with a journal, every record in it is already on disk (spend-gate.ts).
 import type { Logger } from 'pino';
 import type { RecordedSpend } from '../../contract/spend-gate.ts';
@@ -7,8 +7,13 @@ import { LedgerUnavailableError } from '../ledger.ts';
 import type { GateMetrics } from './metrics.ts';
 import type { RecordPlan } from './record-plan.ts';
 
+/** Records sent at once when the queue drains (a few ledger batches' worth). */
+const DEFAULT_CHUNK = 256;
+
 interface Waiting {
   plan: RecordPlan;
+  /** Landed or failed for good: leaves the queue. */
+  done?: boolean;
   resolve(spend: RecordedSpend): void;
   reject(err: Error): void;
 }
@@ -19,6 +24,8 @@ export interface ReplayQueueOptions {
   /** Told when a record leaves the queue: landed, or failed for good (dropped or refused). */
   settled?: (plan: RecordPlan, landed: boolean, err?: Error) => void;
   max: number;
+  /** Records sent at once while draining; default 256. */
+  chunk?: number;
   retry: { minMs: number; maxMs: number };
   metrics: GateMetrics;
   log?: Logger | undefined;
@@ -26,7 +33,7 @@ export interface ReplayQueueOptions {
 
 export class ReplayQueue {
   private readonly opts: ReplayQueueOptions;
-  private readonly waiting: Waiting[] = [];
+  private waiting: Waiting[] = [];
   private readonly drainWaiters = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private delay: number;
@@ -48,6 +55,7 @@ export class ReplayQueue {
       this.waiting.push({ plan, resolve, reject });
       while (this.waiting.length > this.opts.max) {
         const oldest = this.waiting.shift() as Waiting;
+        oldest.done = true;
         this.opts.metrics.dropped.inc();
         this.opts.log?.error({ generation_id: oldest.plan.id }, 'ledger replay queue full: spend of the oldest waiting request dropped');
         this.fail(oldest, new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend not recorded'));
@@ -105,33 +113,57 @@ export class ReplayQueue {
     this.delay = Math.min(this.delay * 2, this.opts.retry.maxMs);
   }
 
+  /**
+   * Sends the queue's head in chunks of up to `chunk` records, issued in queue order (one connection and the ledger's
+   * per-account batches keep that order, so each BYOK month-to-date is as if one at a time), then settles each in
+   * order. On an outage the records that did not land stay, in order, for the next try.
+   */
   private async replay(): Promise<void> {
     if (this.replaying) return;
     this.replaying = true;
     try {
       while (this.waiting.length > 0) {
-        const head = this.waiting[0] as Waiting;
-        try {
-          const spend = await this.opts.apply(head.plan);
-          this.waiting.shift();
-          this.opts.settled?.(head.plan, true);
-          head.resolve(spend);
-          this.delay = this.opts.retry.minMs;
-        } catch (err) {
-          if (err instanceof LedgerUnavailableError && !this.stopped) {
-            this.opts.metrics.unavailable.inc({ op: 'record' });
-            this.schedule();
-            return;
+        const chunk = this.waiting.slice(0, this.opts.chunk ?? DEFAULT_CHUNK);
+        const results = await Promise.allSettled(chunk.map((w) => this.opts.apply(w.plan)));
+        let outage = false;
+        chunk.forEach((w, i) => {
+          const r = results[i]!;
+          if (w.done) return; // dropped meanwhile (queue full)
+          if (r.status === 'fulfilled') {
+            w.done = true;
+            this.opts.settled?.(w.plan, true);
+            w.resolve(r.value);
+          } else if (r.reason instanceof LedgerUnavailableError && !this.stopped) {
+            outage = true;
+          } else {
+            w.done = true;
+            this.opts.metrics.dropped.inc();
+            this.fail(w, r.reason instanceof Error ? r.reason : new Error(String(r.reason)));
           }
-          this.waiting.shift();
-          this.opts.metrics.dropped.inc();
-          this.fail(head, err instanceof Error ? err : new Error(String(err)));
+        });
+        this.removeDone(outage);
+        if (outage) {
+          this.opts.metrics.unavailable.inc({ op: 'record' });
+          this.schedule();
+          return;
         }
+        this.delay = this.opts.retry.minMs;
       }
     } finally {
       this.replaying = false;
       this.settleDrain();
     }
+  }
+
+  /** Drops settled records: from the head (the usual case), or anywhere when some of a chunk stayed behind. */
+  private removeDone(anywhere: boolean): void {
+    if (anywhere) {
+      this.waiting = this.waiting.filter((w) => !w.done);
+      return;
+    }
+    let n = 0;
+    while (n < this.waiting.length && this.waiting[n]!.done) n++;
+    this.waiting.splice(0, n);
   }
 
   private settleDrain(): void {
