@@ -10,10 +10,13 @@
 import { performance } from 'node:perf_hooks';
 import type { CompiledAccount } from '../src/domain/index.ts';
 import type { FinishedRequest } from '../src/contract/spend-gate.ts';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, type Ledger } from '../src/ledger/index.ts';
+import { createEmbeddedLedger, createRedisLedger, createSpendGate as currentGate, keySpace, type Ledger } from '../src/ledger/index.ts';
 import { startRedis } from '../test/support/redis.ts';
 
 const seconds = Number(process.argv[2] ?? '2');
+// LEDGER_BENCH_GATE=<module exporting createSpendGate>: measure another build of the gate (e.g. the one before a
+// refactor) in the same conditions.
+const createSpendGate: typeof currentGate = process.env.LEDGER_BENCH_GATE ? ((await import(process.env.LEDGER_BENCH_GATE)) as { createSpendGate: typeof currentGate }).createSpendGate : currentGate;
 const hash = 'b'.repeat(64);
 const budget = (limitUsd: number) => ({ limitUsd, resetInterval: 'daily' as const, includeByokInBudgets: true });
 const policy = { requireZdr: false, denyDataCollection: false, allowedProviders: null, ignoredProviders: [] };

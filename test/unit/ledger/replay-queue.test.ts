@@ -86,4 +86,33 @@ describe('ReplayQueue', () => {
     expect((await good).chargedMicros).toBe(USD);
     expect(settled.map(([, landed]) => landed)).toEqual([false, true]);
   });
+
+  test('drains in chunks sent in queue order; records of a chunk that met the outage stay, in order, for the next try', async () => {
+    const { ledger, queue, cache } = setup(1000);
+    const acc = ledgerAccount();
+    ledger.down = true;
+    const plans = Array.from({ length: 600 }, (_, n) => planRecord({ ...finished(ctx(acc, AT), 100 * USD, true), generationId: `gen-c${n}` }, cache));
+    const results = plans.map((p) => queue.enqueue(p));
+    // The ledger comes back for the first 300 adds only, then goes down again mid-chunk.
+    const inner = ledger.inner;
+    const add = inner.add.bind(inner);
+    let adds = 0;
+    inner.add = (incs, settle, id) => {
+      if (++adds === 300) ledger.down = true;
+      return add(incs, settle, id);
+    };
+    ledger.down = false;
+    await new Promise((r) => setTimeout(r, 40));
+    expect(queue.size()).toBeGreaterThan(0);
+    expect(queue.size()).toBeLessThan(600);
+    ledger.down = false;
+    inner.add = add;
+    await queue.drain(2000);
+    // Each BYOK record saw the month-to-date of exactly the records before it in the queue: the 25,000 USD allowance
+    // covers the first 250 of 100 USD, every later one pays the fee on all of it. In order, once each.
+    const spends = await Promise.all(results);
+    expect(spends.map((s) => s.freeListCostMicros)).toEqual(spends.map((_, i) => (i < 250 ? 100 * USD : 0)));
+    expect(spends.map((s) => s.feeMicros > 0)).toEqual(spends.map((_, i) => i >= 250));
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 60_000 * USD });
+  });
 });
