@@ -49,6 +49,11 @@ options:
   --gateway-service <ns>/<name>[:<port>]
                               operator: find gateway pods through this Service's EndpointSlices (port name or number)
   --gateway-status-urls <a,b> operator: fixed gateway base URLs instead (dev)
+  --export-target envoy-ai-gateway|agentgateway
+                              operator: keep that data plane's objects and derived Secrets for every account in
+                              --export-namespace, and an Exported condition on each BYOKCredential (docs/export.md)
+  --export-namespace <ns>     where the exported objects go (default: the routing namespace)
+  --export-gateway [<ns>/]<name>  the Gateway the exported routes attach to (default byok-gateway)
   --log-level <level>         pino level (default info)
 
 exit status: 0 stopped by SIGTERM/SIGINT; 1 failed to start or stop; 2 usage error (this page is printed on stderr)

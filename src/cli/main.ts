@@ -106,6 +106,9 @@ const SERVE_OPTIONS = {
   'gateway-status-urls': { type: 'string' },
   'gateway-routing-slots': { type: 'string' },
   'gateway-bundle-slots': { type: 'string' },
+  'export-target': { type: 'string' },
+  'export-namespace': { type: 'string' },
+  'export-gateway': { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
 const DEV_OPTIONS = {
@@ -273,6 +276,29 @@ async function serveApiDoors(
   stops.unshift(() => runtime.close());
 }
 
+/** `--export-target` (with `--export-namespace`, `--export-gateway`): the operator's export controller (docs/export.md). */
+async function exportOption(values: { 'export-target'?: string; 'export-namespace'?: string; 'export-gateway'?: string }, routingNamespace: string): Promise<{ export?: import('../operator/export/controller.ts').ExportControllerConfig }> {
+  const target = values['export-target'];
+  if (target === undefined) {
+    if (values['export-namespace'] !== undefined || values['export-gateway'] !== undefined) fail('--export-namespace and --export-gateway need --export-target');
+    return {};
+  }
+  const { EXPORT_TARGETS } = await import('../export/index.ts');
+  if (!(EXPORT_TARGETS as readonly string[]).includes(target)) fail(`invalid --export-target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
+  const gateway = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(values['export-gateway'] ?? 'byok-gateway');
+  if (!gateway) fail(`--export-gateway must be [<namespace>/]<name>, got ${values['export-gateway']}`);
+  const { loadCatalog } = await import('../gateway/catalog.ts');
+  const catalog = loadCatalog(resolve(repoRoot, DEFAULT_CATALOG));
+  return {
+    export: {
+      target: target as (typeof EXPORT_TARGETS)[number],
+      namespace: values['export-namespace'] ?? routingNamespace,
+      gateway: { name: gateway[2]!, ...(gateway[1] ? { namespace: gateway[1] } : {}) },
+      catalog: { catalog: catalog.catalog, upstream: (model, endpointId) => catalog.upstream(model, endpointId) },
+    },
+  };
+}
+
 const routingNamespaceOf = (value: string | undefined): string => value ?? process.env.POD_NAMESPACE ?? 'byok-system';
 
 /** `management-key create`: the key on stdout, once; what was done on stderr. */
@@ -328,6 +354,7 @@ async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[])
         : {}),
       ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
       ...(egress ? { egress } : {}),
+      ...(await exportOption(values, routingNamespace)),
     });
     stops.push(() => operator.stop());
   }

@@ -18,6 +18,7 @@ import { createResourceInformers, startAll, stopAll, type ResourceInformers } fr
 import { createCompilePipeline, type CompilePipeline, type CompilePipelineOptions } from './compile/pipeline.ts';
 import { watchForCompile } from './compile/watches.ts';
 import { addReconcilers, Controllers } from './controllers.ts';
+import { ExportController, type ExportControllerConfig } from './export/controller.ts';
 import { startHealthServer, type HealthServer } from './http.ts';
 import { LEASE_DEFAULTS } from './leader.ts';
 import { Manager, type Component } from './manager.ts';
@@ -83,6 +84,8 @@ export interface OperatorOptions {
    * compiled config needs more, the operator warns (log, Event on the index ConfigMap, byok_gateway_slots_exceeded).
    */
   gatewaySlots?: { routing: number; bundles: number };
+  /** Keep Envoy AI Gateway's or agentgateway's objects in a namespace (`--export-target`; export/controller.ts). Needs the compile pipeline. */
+  export?: ExportControllerConfig;
 }
 
 export interface RunningOperator {
@@ -128,6 +131,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   const controllers = new Controllers({ informers, metrics, log, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) });
   const writer = new StatusWriter({ applier, events, log });
   const accounts = new AccountReconciler({ informers, writer, enqueueAccount: controllers.enqueuer('accounts') });
+  const exporter = opts.export && opts.compile?.enabled !== false ? new ExportController(opts.export, { kubeConfig: opts.kubeConfig, canWrite, log: childLogger(log, { component: 'export' }), registry: metrics.registry }) : undefined;
   const pipeline =
     opts.compile?.enabled === false
       ? undefined
@@ -143,7 +147,9 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
           ...(opts.compile?.shardOptions ? { shardOptions: opts.compile.shardOptions } : {}),
           onQuarantine: (ns, q) => accounts.setQuarantine(ns, q),
           backlog: () => controllers.credentialBacklog(),
+          ...(exporter ? { onAccountCompiled: exporter.observe } : {}),
         });
+  if (pipeline) exporter?.follow(pipeline);
   const markDirty = (ns: string) => {
     if (manager.leading) pipeline?.markDirty(ns);
   };
@@ -200,6 +206,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     },
     spendStatus && { name: 'spend status', start: () => spendStatus.start(), stop: () => spendStatus.stop(), close: () => spendStatus.close() },
     healthStatus && { name: 'health status', start: () => healthStatus.start(), stop: () => healthStatus.stop() },
+    exporter && { name: 'export', start: () => exporter.start(), stop: () => exporter.stop() },
     pipeline && { name: 'compile pipeline', start: () => pipeline.start(), stop: () => pipeline.stop() },
   );
   const le = opts.leaderElection;
@@ -234,6 +241,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       for (let i = 0; i < 3; i++) {
         await controllers.waitForIdle();
         if (manager.leading && pipeline) await pipeline.flush();
+        if (manager.leading) await exporter?.flush();
         if (controllers.isIdle()) break;
       }
     },

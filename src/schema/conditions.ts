@@ -22,6 +22,8 @@ export const ConditionType = {
   UpstreamHealthy: 'UpstreamHealthy',
   /** BYOKCredential and Account: every gateway pod has loaded the current routing version (health writer). */
   Delivered: 'Delivered',
+  /** BYOKCredential: present only with the export controller on: what the target (Envoy AI Gateway, agentgateway) keeps and drops. */
+  Exported: 'Exported',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
 
@@ -64,6 +66,9 @@ export const ConditionReason = {
   Delivered: 'Delivered',
   Pending: 'Pending',
   NoGateways: 'NoGateways',
+  // Exported
+  Exported: 'Exported',
+  NotExported: 'NotExported',
 } as const;
 export type ConditionReason = (typeof ConditionReason)[keyof typeof ConditionReason];
 
@@ -86,6 +91,7 @@ export const REASONS_BY_CONDITION = {
   Compiled: { False: ['Quarantined'] },
   UpstreamHealthy: { True: ['Serving'], False: ['Unauthorized', 'RateLimited', 'UpstreamErrors'], Unknown: ['Unused', 'Inconclusive'] },
   Delivered: { True: ['Delivered'], False: ['Pending'], Unknown: ['NoGateways'] },
+  Exported: { True: ['Exported'], False: ['NotExported'] },
 } as const satisfies Record<ConditionType, Partial<Record<Status, readonly ConditionReason[]>>>;
 
 /** Event reasons beyond a failing condition's own reason (a Warning for Ready=False carries Ready's reason). */

@@ -10,7 +10,7 @@ import { incrementalBundleLayout, sealAccount, type BundleAccount, type BundleSh
 import { envelopeVersion, type Keyring } from '../../contract/envelope.ts';
 import type { CompiledCredential } from '../../domain/model.ts';
 import type { QuarantineBook } from './quarantine.ts';
-import type { AccountStateSource, CredentialDelivery } from './types.ts';
+import type { AccountStateSource, CompilePipelineOptions, CredentialDelivery } from './types.ts';
 
 /** One credential's compiled routing entry: its digest, and the compile run whose index first carried it. */
 export interface RoutingMark {
@@ -87,10 +87,14 @@ export class AccountCache {
   private readonly versionCache = new WeakMap<BundleAccount, ReadonlyMap<string, string>>();
   private readonly deliveryCache = new WeakMap<AccountEntry, ReadonlyMap<string, CredentialDelivery>>();
 
+  private readonly onCompiled: CompilePipelineOptions['onAccountCompiled'];
+
   constructor(
     shardOptions: Omit<ShardOptions, 'previousBuckets' | 'cache'> | undefined,
     bundleShardOptions: Omit<BundleShardOptions, 'previousBuckets' | 'cache'> | undefined,
+    onCompiled?: CompilePipelineOptions['onAccountCompiled'],
   ) {
+    this.onCompiled = onCompiled;
     this.shardPlacement = incrementalShardLayout(shardOptions);
     this.bundlePlacement = incrementalBundleLayout(bundleShardOptions);
   }
@@ -121,10 +125,12 @@ export class AccountCache {
   compile(ns: string, isAccount: boolean, ring: Keyring, source: AccountStateSource, quarantine: QuarantineBook<AccountEntry>, since: number): void {
     if (!isAccount) {
       this.set(ns, undefined);
+      this.onCompiled?.(ns, undefined);
       return;
     }
     const snap = source.snapshot(ns);
     const compiled = compileAccount(snap);
+    this.onCompiled?.(ns, { snapshot: snap, account: compiled });
     const serialized = serializeAccount(compiled);
     const inputs = new Map<string, { payload: string; statusId: string | undefined }>();
     for (const c of snap.credentials) {

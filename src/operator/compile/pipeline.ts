@@ -33,7 +33,7 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   const concurrency = opts.writeConcurrency ?? 8;
 
   const dirty = new Set<string>();
-  const accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions);
+  const accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions, opts.onAccountCompiled);
   const quarantine = new QuarantineBook<AccountEntry>(entryDigest, log, opts.onQuarantine);
   const writer = new RoutingWriter({ store, namespace, keySecret, concurrency, metrics: m, shardOptions: opts.shardOptions, bundleShardOptions: opts.bundleShardOptions });
   const keys = new BundleKeyring({

@@ -8,6 +8,7 @@ import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../compiler/snapshot.ts';
+import type { CompiledAccount } from '../../domain/model.ts';
 import type { ShardOptions } from '../../compiler/shard.ts';
 import type { BundleShardOptions } from '../../bundle/bundle.ts';
 import type { Applier } from '../../kube/apply.ts';
@@ -62,6 +63,11 @@ export interface CompilePipelineOptions {
    * bundle write because of this account's part) and again with `undefined` when it is written again.
    */
   onQuarantine?: (namespace: string, quarantine: Quarantine | undefined) => void;
+  /**
+   * Handed each account a run compiled, with the snapshot it compiled from (undefined: the namespace is no longer an
+   * account): the export controller's input (src/operator/export). Synchronous and cheap; called during the run.
+   */
+  onAccountCompiled?: (namespace: string, compiled: { snapshot: AccountSnapshot; account: CompiledAccount } | undefined) => void;
 }
 
 /** Why an account's routing is held back. Messages never contain tenant text or key material. */

@@ -19,6 +19,8 @@ export const STATUS_OWNERS = {
   spend: { fieldManager: 'byok-operator-spend', fields: ['spend'], conditions: [] },
   /** Upstream health and delivery reported by the gateway pods (health/writer.ts), on the leader. */
   health: { fieldManager: 'byok-operator-health', fields: ['lastUsedTime', 'delivery'], conditions: [ConditionType.UpstreamHealthy, ConditionType.Delivered] },
+  /** What the export target keeps and drops (export/controller.ts), on the leader, only with --export-target. */
+  export: { fieldManager: 'byok-operator-export', fields: [], conditions: [ConditionType.Exported] },
 } as const satisfies Record<string, StatusOwner>;
 
 export type StatusWriter = keyof typeof STATUS_OWNERS;

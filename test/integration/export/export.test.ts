@@ -3,8 +3,8 @@
 // are installed into the test kube-apiserver, and every object `byok-operator export` writes, for every payload
 // shape and every flag combination, is applied with server-side dry run: the OpenAPI schemas and CEL rules of the
 // CRDs judge it. The CLI runs as users run it (a child process on the folder).
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,37 +12,14 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { stringify } from 'yaml';
 import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
+import { installExportCrds } from './crds.ts';
 import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../unit/export/fixtures.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..', '..');
 const main = join(repo, 'src', 'cli', 'main.ts');
-const thirdParty = join(repo, '..', 'shared', 'third-party');
 
 const cli = (...args: string[]) => run(process.execPath, [main, 'export', ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-
-/** The CRD files of every kind an export writes (and of the kinds they reference). */
-function crdFiles(): string[] {
-  const cache = execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
-  const pick = (dir: string, names: string[]) => names.map((n) => join(dir, n));
-  return [
-    ...pick(join(thirdParty, 'envoy-ai-gateway'), ['aigateway.envoyproxy.io_aigatewayroutes.yaml', 'aigateway.envoyproxy.io_aiservicebackends.yaml', 'aigateway.envoyproxy.io_backendsecuritypolicies.yaml']),
-    ...pick(join(thirdParty, 'agentgateway'), ['agentgateway.dev_agentgatewaybackends.yaml', 'agentgateway.dev_agentgatewaypolicies.yaml']),
-    ...pick(join(cache, 'envoy-gateway'), ['gateway.envoyproxy.io_backends.yaml', 'gateway.envoyproxy.io_backendtrafficpolicies.yaml']),
-    ...pick(join(cache, 'gateway-api'), readdirSync(join(cache, 'gateway-api')).filter((f) => ['httproutes', 'gateways', 'backendtlspolicies', 'referencegrants'].some((k) => f.includes(`_${k}.`)))),
-  ];
-}
-
-const CRD_NAMES = [
-  'aigatewayroutes.aigateway.envoyproxy.io',
-  'aiservicebackends.aigateway.envoyproxy.io',
-  'backendsecuritypolicies.aigateway.envoyproxy.io',
-  'agentgatewaybackends.agentgateway.dev',
-  'agentgatewaypolicies.agentgateway.dev',
-  'backends.gateway.envoyproxy.io',
-  'backendtrafficpolicies.gateway.envoyproxy.io',
-  'httproutes.gateway.networking.k8s.io',
-];
 
 /** Server-side dry-run apply of a YAML stream; returns kubectl's lines (one per object). */
 async function dryRun(yamlText: string): Promise<string[]> {
@@ -58,8 +35,7 @@ describe('byok-operator export against the real CRDs', () => {
   let ns: string;
   let folder: string;
   beforeAll(async () => {
-    for (const file of crdFiles()) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-export-test', '-f', file);
-    await kubectl('wait', '--for=condition=Established', '--timeout=60s', ...CRD_NAMES.map((n) => `crd/${n}`));
+    await installExportCrds();
     ns = await createTestNamespace('export');
     folder = allShapesFolder();
   }, 180_000);

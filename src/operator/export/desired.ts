@@ -1,0 +1,174 @@
+// What the export controller wants in the export namespace for ONE account, from the compile pipeline's output for
+// it (its snapshot and compiled account): the target's objects (the account's own and its share of the shared tier),
+// the derived Secrets' content and each BYOKCredential's Exported condition. Pure: the controller does the I/O.
+// The payloads are read here for two things only: their non-secret facts (the export's input) and the derived
+// Secrets' data, which goes nowhere but the Secret objects this returns.
+import { createHash } from 'node:crypto';
+import { credentialExclusion } from '../../compiler/compile.ts';
+import type { CompiledAccount } from '../../domain/model.ts';
+import type { ProviderSlug } from '../../domain/providers.ts';
+import { publicId } from '../../domain/ids.ts';
+import { validatePayload, type ProviderPayload } from '../../domain/payloads.ts';
+import { derivedSecretData, exportAccounts, payloadFacts, type CredentialFacts, type ExportInput, type ExportOptions, type SemanticNote, type SkippedCredential, type TargetObject } from '../../export/index.ts';
+import { ENVOY_LIMITS } from '../../export/envoy.ts';
+import { objectName } from '../../export/names.ts';
+import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
+import type { AccountSnapshot } from '../compile/pipeline.ts';
+import type { DesiredCondition } from '../conditions.ts';
+
+/** Every object the controller writes carries one of these (the account's namespace, or `true` for shared ones). */
+export const ACCOUNT_LABEL = 'export.byok.gateway.dev/account';
+export const SHARED_LABEL = 'export.byok.gateway.dev/shared';
+/** A digest of what was applied, so a restarted controller rewrites only what changed (never on Secrets). */
+export const DIGEST_ANNOTATION = 'export.byok.gateway.dev/digest';
+
+/** The catalog part of ExportInput: loaded once by the caller (the gateway's catalog, which the operator cannot import). */
+export type ExportCatalog = Pick<ExportInput, 'catalog' | 'upstream'>;
+
+export interface SecretObject {
+  apiVersion: 'v1';
+  kind: 'Secret';
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  type: 'Opaque';
+  /** base64, keyed as the target reads them. */
+  data: Record<string, string>;
+}
+
+export type ExportCondition = DesiredCondition<typeof ConditionType.Exported, typeof ConditionReason.Exported | typeof ConditionReason.NotExported>;
+
+export interface AccountExport {
+  /** The account's own objects, labelled with ACCOUNT_LABEL. */
+  objects: TargetObject[];
+  /** Its share of the objects every account uses (host Backends, the shared tier), labelled with SHARED_LABEL. */
+  shared: TargetObject[];
+  secrets: SecretObject[];
+  /** BYOKCredential name -> its Exported condition. */
+  conditions: Map<string, ExportCondition>;
+}
+
+const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/**
+ * What decides an account's export: its compiled routing, each credential's generation, verdict and payload digest.
+ * Unchanged: nothing to do (a compile run re-reads every dirty account, the export only the changed ones).
+ */
+export function exportInputDigest(snapshot: AccountSnapshot, account: CompiledAccount): string {
+  const creds = snapshot.credentials.map((c) => `${c.resource.metadata.name}|${c.resource.metadata.generation ?? 0}|${c.verdict.valid}|${c.verdict.payload === undefined ? '' : sha(c.verdict.payload)}`);
+  return sha(`${JSON.stringify(account)}\n${creds.join('\n')}`);
+}
+
+function readyReason(resource: AccountSnapshot['credentials'][number]['resource']): string {
+  const ready = (resource.status?.conditions ?? []).find((c) => c.type === ConditionType.Ready);
+  return ready && ready.status !== 'True' ? ready.reason : 'not reconciled yet';
+}
+
+/** The account as the export's input: its compiled routing, the facts of its valid payloads, and what was left out. */
+function inputOf(snapshot: AccountSnapshot, account: CompiledAccount, catalog: ExportCatalog): { input: ExportInput; payloads: Map<string, ProviderPayload> } {
+  const ns = snapshot.namespace;
+  const facts = new Map<string, CredentialFacts>();
+  const payloads = new Map<string, ProviderPayload>();
+  const skipped: SkippedCredential[] = [];
+  const workspaces = new Set(snapshot.workspaces.map((w) => w.metadata.name ?? ''));
+  const live = new Set(account.apiKeys.map((k) => k.hash));
+  for (const entry of snapshot.credentials) {
+    const name = entry.resource.metadata.name ?? '';
+    const provider = entry.resource.spec.provider;
+    const excluded = credentialExclusion(entry, workspaces, live);
+    if (excluded !== null) {
+      skipped.push({ namespace: ns, name, provider, reason: excluded === 'NotValid' ? `not Ready (${readyReason(entry.resource)})` : `not compiled: ${excluded}` });
+      continue;
+    }
+    const checked = validatePayload(provider as ProviderSlug, entry.verdict.payload!);
+    if (!checked.ok) {
+      skipped.push({ namespace: ns, name, provider, reason: 'PayloadInvalid' });
+      continue;
+    }
+    facts.set(publicId('BYOKCredential', ns, name), payloadFacts(checked.payload));
+    payloads.set(name, checked.payload);
+  }
+  return { input: { accounts: [account], facts, skipped, ...catalog }, payloads };
+}
+
+/** `dropped: fee, allowance, ...; approximated: ...`: the semantic names only (the report has the details). */
+function summary(notes: readonly SemanticNote[], treatment: SemanticNote['treatment']): string {
+  const names = [...new Set(notes.filter((n) => n.treatment === treatment).map((n) => n.semantic))];
+  return names.length > 0 ? `${treatment}: ${names.join(', ')}` : '';
+}
+
+export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccount, catalog: ExportCatalog, options: ExportOptions): AccountExport {
+  const ns = snapshot.namespace;
+  const { input, payloads } = inputOf(snapshot, account, catalog);
+  const { objects, report } = exportAccounts(input, options);
+  const out: AccountExport = { objects: [], shared: [], secrets: [], conditions: new Map() };
+  // No credential exported: nothing to route (the export would still write an empty route per account).
+  for (const o of input.facts.size > 0 ? objects : []) {
+    const own = o.metadata.labels?.['byok.gateway.dev/account'] === ns;
+    const labels = { ...o.metadata.labels, ...(own ? { [ACCOUNT_LABEL]: ns } : { [SHARED_LABEL]: 'true' }) };
+    (own ? out.objects : out.shared).push({ ...o, metadata: { ...o.metadata, labels } });
+  }
+  for (const s of report.derivedSecrets) {
+    const name = s.credential?.startsWith(`${ns}/`) ? s.credential.slice(ns.length + 1) : undefined;
+    const payload = name === undefined ? undefined : payloads.get(name);
+    // The platform's own keys (shared tier) are the platform's to write.
+    if (payload === undefined) continue;
+    const data = derivedSecretData(options.target, payload, s.part);
+    out.secrets.push({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: s.name, namespace: options.namespace, labels: { 'app.kubernetes.io/managed-by': 'byok-operator', [ACCOUNT_LABEL]: ns } },
+      type: 'Opaque',
+      data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')])),
+    });
+  }
+  const accountNotes = report.accounts.find((a) => a.namespace === ns)?.notes ?? [];
+  for (const c of report.accounts.find((a) => a.namespace === ns)?.credentials ?? []) {
+    const skipped = c.notes.find((n) => n.semantic === 'not exported');
+    if (skipped) {
+      out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${skipped.detail}` });
+      continue;
+    }
+    const notes = [...c.notes, ...accountNotes];
+    const parts = [summary(notes, 'dropped'), summary(notes, 'approximated')].filter(Boolean).join('; ');
+    const secrets = c.derivedSecrets.length > 0 ? ` with Secret ${c.derivedSecrets.map((s) => s.name).join(', ')}` : ' (in no model rule)';
+    out.conditions.set(c.name, {
+      type: ConditionType.Exported,
+      status: 'True',
+      reason: ConditionReason.Exported,
+      message: `exported to ${options.target} in namespace ${options.namespace}${secrets}; ${parts || 'nothing dropped'} (byok-operator export --help: the report has the details)`,
+    });
+  }
+  return out;
+}
+
+/**
+ * The shared objects every account uses, from each account's share: identical by name, except the shared tier's
+ * BackendSecurityPolicies (Envoy), whose targetRefs are the union over all accounts, re-chunked at the target's
+ * limit. The result is O(providers x hosts); the pass is O(accounts), once per export drain.
+ */
+export function mergeShared(shares: Iterable<readonly TargetObject[]>): TargetObject[] {
+  const out = new Map<string, TargetObject>();
+  const policies = new Map<string, { template: TargetObject; refs: Map<string, unknown> }>();
+  for (const objects of shares) {
+    for (const o of objects) {
+      const source = o.metadata.annotations?.['byok.gateway.dev/source'];
+      if (o.kind !== 'BackendSecurityPolicy' || !source) {
+        out.set(`${o.apiVersion}|${o.kind}|${o.metadata.name}`, o);
+        continue;
+      }
+      const p = policies.get(source) ?? { template: o, refs: new Map() };
+      policies.set(source, p);
+      // The first chunk keeps the base name; later chunks are `<base>-<n>`.
+      if (o.metadata.name.length < p.template.metadata.name.length) p.template = o;
+      for (const ref of (o.spec.targetRefs as { name: string }[] | undefined) ?? []) p.refs.set(ref.name, ref);
+    }
+  }
+  for (const { template, refs } of policies.values()) {
+    const sorted = [...refs.keys()].sort().map((n) => refs.get(n));
+    const size = ENVOY_LIMITS.targetRefsPerPolicy;
+    for (let i = 0; i * size < sorted.length; i++) {
+      const name = i === 0 ? template.metadata.name : objectName(template.metadata.name, String(i + 1));
+      out.set(`${template.apiVersion}|${template.kind}|${name}`, { ...template, metadata: { ...template.metadata, name }, spec: { ...template.spec, targetRefs: sorted.slice(i * size, (i + 1) * size) } });
+    }
+  }
+  return [...out.values()];
+}
