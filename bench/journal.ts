@@ -79,7 +79,7 @@ function queuedHeapBytes(): number {
   return Math.round(per);
 }
 
-async function gateOnRedis(url: string, fsync: FsyncPolicy | null) {
+async function gateOnRedis(url: string, fsync: FsyncPolicy | null, round: number) {
   const dir = mkdtempSync(join(tmpdir(), 'byok-bench-gate-journal-'));
   const ledger = await createRedisLedger({ url });
   await ledger.restore(keySpace().validated(account.accountId), []);
@@ -87,7 +87,7 @@ async function gateOnRedis(url: string, fsync: FsyncPolicy | null) {
   let i = 0;
   const one = async () => {
     const at = new Date();
-    const id = `gen-g${fsync ?? 'off'}-${i++}`;
+    const id = `gen-g${fsync ?? 'off'}-r${round}-${i++}`;
     const d = await gate.admit({ account, who, at, maximum: { id, costMicros: 5000, byokOnly: false } });
     if (!d.allowed) throw new Error('blocked');
     await gate.record({ ...finished(i, at, d.reservation), generationId: id });
@@ -121,7 +121,7 @@ const gate: Record<string, unknown> = {};
 try {
   // Interleaved twice, so load drift on a shared machine hits every variant alike.
   for (const round of [1, 2]) {
-    for (const p of [null, ...POLICIES]) gate[`${p ?? 'no journal'} #${round}`] = await gateOnRedis(redis.url, p);
+    for (const p of [null, ...POLICIES]) gate[`${p ?? 'no journal'} #${round}`] = await gateOnRedis(redis.url, p, round);
   }
 } finally {
   await redis.stop();

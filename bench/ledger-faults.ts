@@ -3,7 +3,7 @@
 // restarted); a Redis outage of `outageSeconds` (default 60) under load. Served = responses whose body arrived in
 // full; lost = served generation ids Redis never recorded; counted twice = BYOK list cost past one request per
 // recorded id. Starts its own control plane (the operator compiles the account once). Prints one JSON object.
-// Run: node scripts/bootstrap.mjs -- node bench/ledger-faults.ts [outageSeconds] [lanes]
+// Run: node scripts/bootstrap.mjs --control-plane -- node bench/ledger-faults.ts [outageSeconds] [lanes]
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
 

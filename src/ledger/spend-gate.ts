@@ -26,7 +26,7 @@ export interface SpendGateOptions {
   keys?: KeySpace;
   /** What admit does when the ledger cannot be read; default 'closed'. */
   admitWhenUnavailable?: 'closed' | 'open';
-  /** Records kept for replay during an outage; default 10,000, or 200,000 with a journal (they are on disk). */
+  /** Records kept for replay during an outage; default 10,000, or 100,000 with a journal (~1.1 KB of heap and ~1.5 KB of disk each). */
   maxPendingRecords?: number;
   /** How long a reservation holds budget room when nothing settles it (a gateway that crashed); default 15 min. */
   reservationTtlMs?: number;
@@ -89,7 +89,7 @@ class ComposedSpendGate implements LedgerSpendGate {
       settled: (plan, _landed, err) => {
         if (!(err instanceof FeeNotRecordedError)) journal?.done(plan.id);
       },
-      max: opts.maxPendingRecords ?? (journal ? 200_000 : 10_000),
+      max: opts.maxPendingRecords ?? (journal ? 100_000 : 10_000),
       retry: this.retry,
       metrics: this.metrics,
       log: this.log,
