@@ -24,7 +24,7 @@ import type { AccountSnapshot, CompilePipeline } from '../compile/pipeline.ts';
 import { limited } from '../compile/writer.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, mergeShared, type AccountExport, type ExportCatalog, type SecretObject } from './desired.ts';
+import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type SecretObject } from './desired.ts';
 
 export const EXPORT_FIELD_MANAGER = STATUS_OWNERS.export.fieldManager;
 
@@ -72,7 +72,8 @@ type AnyObject = TargetObject | SecretObject;
 const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
 const keyOf = (o: { apiVersion: string; kind: string; metadata: { name: string } }): string => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
 /** What is applied, as a digest: the object's own fields (Secrets: in memory only, never written down). */
-const digestOf = (o: AnyObject): string => sha(canonicalJson(o));
+// 128 bits: the controller holds one per object it owns (hundreds of thousands at 100k credentials).
+export const digestOf = (o: AnyObject): string => sha(canonicalJson(o)).slice(0, 32);
 
 /** Writes and time of the export, for the metrics, the bench and the tests. */
 export interface ExportStats {
@@ -99,8 +100,8 @@ export class ExportController {
   private readonly owned = new Map<string, Map<string, string>>();
   /** Per account: the input digest of its last successful export. */
   private readonly exportedFrom = new Map<string, string>();
-  /** Per account: its share of the shared objects, as the export built it. */
-  private readonly sharedOf = new Map<string, TargetObject[]>();
+  /** Every account's share of the shared objects, as the export built it. */
+  private readonly shared = new SharedIndex();
   /** Shared objects written: key -> digest. */
   private readonly sharedWritten = new Map<string, string>();
   private seenSinceStart = new Set<string>();
@@ -155,7 +156,7 @@ export class ExportController {
       this.owned.clear();
       this.sharedWritten.clear();
       this.exportedFrom.clear();
-      this.sharedOf.clear();
+      this.shared.clear();
       try {
         for (const k of KINDS[this.config.target]) await this.seed(k);
         break;
@@ -301,10 +302,10 @@ export class ExportController {
     if (compiled) await this.writeConditions(compiled.snapshot, desired);
     this.stats.writeMs += performance.now() - t1;
     if (compiled) {
-      this.sharedOf.set(ns, desired.shared);
+      this.shared.set(ns, desired.shared);
       this.exportedFrom.set(ns, inputDigest!);
     } else {
-      this.sharedOf.delete(ns);
+      this.shared.set(ns, undefined);
       this.exportedFrom.delete(ns);
       this.owned.delete(ns);
     }
@@ -333,7 +334,7 @@ export class ExportController {
 
   private async writeShared(): Promise<void> {
     // Until the first run handed over every account, an absent shared object may still be wanted by one not seen yet.
-    const want = new Map(mergeShared(this.sharedOf.values()).map((o) => [keyOf(o), o as AnyObject]));
+    const want = new Map(this.shared.merged().map((o) => [keyOf(o), o as AnyObject]));
     const changed = [...want].map(([key, o]) => ({ key, o, digest: digestOf(o) })).filter((w) => this.sharedWritten.get(w.key) !== w.digest);
     await limited(changed, this.deps.concurrency ?? 8, async (w) => {
       await this.apply(w.o, w.digest);

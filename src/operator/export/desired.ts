@@ -141,34 +141,63 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
 }
 
 /**
- * The shared objects every account uses, from each account's share: identical by name, except the shared tier's
- * BackendSecurityPolicies (Envoy), whose targetRefs are the union over all accounts, re-chunked at the target's
- * limit. The result is O(providers x hosts); the pass is O(accounts), once per export drain.
+ * The shared objects every account uses, kept from each account's share: identical by name, except the shared
+ * tier's BackendSecurityPolicies (Envoy), whose targetRefs are the union over all accounts, re-chunked at the target's
+ * limit. Counted per use, so an account's change costs its own share, and merged() is O(providers x hosts).
  */
-export function mergeShared(shares: Iterable<readonly TargetObject[]>): TargetObject[] {
-  const out = new Map<string, TargetObject>();
-  const policies = new Map<string, { template: TargetObject; refs: Map<string, unknown> }>();
-  for (const objects of shares) {
-    for (const o of objects) {
-      const source = o.metadata.annotations?.['byok.gateway.dev/source'];
-      if (o.kind !== 'BackendSecurityPolicy' || !source) {
-        out.set(`${o.apiVersion}|${o.kind}|${o.metadata.name}`, o);
-        continue;
-      }
-      const p = policies.get(source) ?? { template: o, refs: new Map() };
-      policies.set(source, p);
-      // The first chunk keeps the base name; later chunks are `<base>-<n>`.
-      if (o.metadata.name.length < p.template.metadata.name.length) p.template = o;
-      for (const ref of (o.spec.targetRefs as { name: string }[] | undefined) ?? []) p.refs.set(ref.name, ref);
-    }
+export class SharedIndex {
+  private readonly shares = new Map<string, readonly TargetObject[]>();
+  private readonly objects = new Map<string, { object: TargetObject; users: number }>();
+  private readonly policies = new Map<string, { template: TargetObject; refs: Map<string, { ref: unknown; users: number }> }>();
+
+  /** Replaces an account's share (undefined: the account is gone). */
+  set(ns: string, share: readonly TargetObject[] | undefined): void {
+    for (const o of this.shares.get(ns) ?? []) this.count(o, -1);
+    if (share === undefined || share.length === 0) this.shares.delete(ns);
+    else this.shares.set(ns, share);
+    for (const o of share ?? []) this.count(o, 1);
   }
-  for (const { template, refs } of policies.values()) {
-    const sorted = [...refs.keys()].sort().map((n) => refs.get(n));
+
+  clear(): void {
+    this.shares.clear();
+    this.objects.clear();
+    this.policies.clear();
+  }
+
+  private count(o: TargetObject, by: 1 | -1): void {
+    const source = o.metadata.annotations?.['byok.gateway.dev/source'];
+    if (o.kind !== 'BackendSecurityPolicy' || !source) {
+      const key = `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
+      const entry = this.objects.get(key) ?? { object: o, users: 0 };
+      entry.users += by;
+      if (by > 0) entry.object = o;
+      if (entry.users > 0) this.objects.set(key, entry);
+      else this.objects.delete(key);
+      return;
+    }
+    const p = this.policies.get(source) ?? { template: o, refs: new Map() };
+    this.policies.set(source, p);
+    // The first chunk keeps the base name; later chunks are `<base>-<n>`.
+    if (by > 0 && o.metadata.name.length <= p.template.metadata.name.length) p.template = o;
+    for (const ref of (o.spec.targetRefs as { name: string }[] | undefined) ?? []) {
+      const entry = p.refs.get(ref.name) ?? { ref, users: 0 };
+      entry.users += by;
+      if (entry.users > 0) p.refs.set(ref.name, entry);
+      else p.refs.delete(ref.name);
+    }
+    if (p.refs.size === 0) this.policies.delete(source);
+  }
+
+  merged(): TargetObject[] {
+    const out = [...this.objects.values()].map((e) => e.object);
     const size = ENVOY_LIMITS.targetRefsPerPolicy;
-    for (let i = 0; i * size < sorted.length; i++) {
-      const name = i === 0 ? template.metadata.name : objectName(template.metadata.name, String(i + 1));
-      out.set(`${template.apiVersion}|${template.kind}|${name}`, { ...template, metadata: { ...template.metadata, name }, spec: { ...template.spec, targetRefs: sorted.slice(i * size, (i + 1) * size) } });
+    for (const { template, refs } of this.policies.values()) {
+      const sorted = [...refs.keys()].sort().map((n) => refs.get(n)!.ref);
+      for (let i = 0; i * size < sorted.length; i++) {
+        const name = i === 0 ? template.metadata.name : objectName(template.metadata.name, String(i + 1));
+        out.push({ ...template, metadata: { ...template.metadata, name }, spec: { ...template.spec, targetRefs: sorted.slice(i * size, (i + 1) * size) } });
+      }
     }
+    return out;
   }
-  return [...out.values()];
 }
