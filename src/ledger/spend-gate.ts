@@ -79,7 +79,7 @@ class ComposedSpendGate implements LedgerSpendGate {
       reservationTtlMs: opts.reservationTtlMs ?? RESERVATION_TTL_MS,
       retry: this.retry,
       stopped,
-      ...(journal ? { held: (r: Reservation) => journal.hold(r) } : {}),
+      ...(journal ? { held: (r: Reservation) => this.journaled(r.id, () => journal.hold(r)) } : {}),
       log: this.log,
     });
     this.recorder = new Recorder({ ledger, metrics: this.metrics, retry: this.retry, stopped, log: this.log });
@@ -106,7 +106,7 @@ class ComposedSpendGate implements LedgerSpendGate {
       if (this.closed) throw new Error('the spend gate is closed');
       const plan = planRecord(req, this.keys);
       // On disk (the kernel's page cache at least) before the caller answers its client: a kill -9 from here on loses nothing.
-      this.journal?.record(plan);
+      if (this.journal) this.journaled(plan.id, () => this.journal!.record(plan));
       // Keep order: while anything waits for replay, later records wait behind it (month-to-date stays exact).
       if (this.queue.size() > 0) return await this.queue.enqueue(plan);
       return await this.applyNow(plan);
@@ -148,6 +148,19 @@ class ComposedSpendGate implements LedgerSpendGate {
       this.metrics.dropped.inc(left.length);
     }
     await this.ledger.close();
+  }
+
+  /**
+   * A journal write that fails (the emptyDir full, an I/O error) must not cost the request its record: the record
+   * goes on in memory only, as without a journal, and the failure is counted and logged.
+   */
+  private journaled(id: string, write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      this.metrics.journalWriteFailures.inc();
+      this.log?.error({ generation_id: id, err: err instanceof Error ? err.message : String(err) }, 'spend journal write failed: this request is kept in memory only');
+    }
   }
 
   private async applyNow(plan: RecordPlan): Promise<RecordedSpend> {

@@ -11,6 +11,8 @@ export interface GateMetrics {
   journalReplayed: Counter;
   /** Holds of requests the previous process never settled (killed mid-request), released at start. */
   journalHoldsReleased: Counter;
+  /** Journal writes that failed (disk full, I/O error): those requests were kept in memory only. */
+  journalWriteFailures: Counter;
 }
 
 export function createGateMetrics(registry: Registry | undefined): GateMetrics {
@@ -22,6 +24,7 @@ export function createGateMetrics(registry: Registry | undefined): GateMetrics {
     pending: new Gauge({ name: 'byok_ledger_pending_records', help: 'Finished requests waiting for the ledger to come back.', registers }),
     resetRefusals: new Counter({ name: 'byok_ledger_reset_refusals_total', help: 'Budgeted requests refused (503) because the ledger restarted and the operator has not rebuilt it from status yet.', registers }),
     journalReplayed: new Counter({ name: 'byok_ledger_journal_replayed_total', help: 'Records a previous gateway process journaled but never saw land, replayed at start.', registers }),
+    journalWriteFailures: new Counter({ name: 'byok_ledger_journal_write_failures_total', help: 'Spend journal writes that failed (disk full, I/O error): those requests were kept in memory only, as without a journal.', registers }),
     journalHoldsReleased: new Counter({ name: 'byok_ledger_journal_holds_released_total', help: 'Reservations of requests a previous gateway process never finished (killed mid-request), released at start.', registers }),
   };
 }

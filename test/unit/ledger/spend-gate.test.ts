@@ -101,4 +101,18 @@ describe('spend gate with a journal', () => {
     expect(await lost).toBeInstanceOf(LedgerUnavailableError);
     expect(await metric(noJournal, 'byok_ledger_records_dropped_total')).toBe(1);
   });
+
+  test('a journal that cannot be written (its directory gone, the disk full) never costs the request its record', async () => {
+    const dir = tmp();
+    const ledger = switchedLedger();
+    const acc = ledgerAccount();
+    const registry = new Registry();
+    // Every append starts a new segment (1-byte segments): with the directory gone, each one fails.
+    const gate = createSpendGate(ledger, { registry, journal: { dir, fsync: 'none', segmentBytes: 1 } });
+    rmSync(dir, { recursive: true, force: true });
+    expect(await gate.record(finished(ctx(acc, AT), 2 * USD, false))).toMatchObject({ chargedMicros: 2 * USD });
+    expect(await metric(registry, 'byok_ledger_journal_write_failures_total')).toBe(1);
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 2 * USD });
+    await gate.close();
+  });
 });
