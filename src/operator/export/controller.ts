@@ -27,6 +27,8 @@ import { STATUS_OWNERS } from '../status/ownership.ts';
 import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type SecretObject } from './desired.ts';
 
 export const EXPORT_FIELD_MANAGER = STATUS_OWNERS.export.fieldManager;
+/** Accounts exported per drain pass (see drain). */
+const DRAIN_PASS = 256;
 
 /** The kinds each target writes, with their plurals (the generic `<kind>s` is wrong for the policies). */
 const KINDS: Record<ExportTarget, readonly { apiVersion: string; kind: string; plural: string }[]> = {
@@ -95,7 +97,9 @@ export class ExportController {
   private readonly writes: Counter;
   private readonly duration: Histogram;
   /** Accounts compiled since the last drain: the latest compile output of each (undefined: the account left). */
-  private pending = new Map<string, Pending>();
+  private readonly pending = new Map<string, Pending>();
+  /** Accounts whose export failed, retried with backoff. */
+  private readonly failed = new Map<string, Pending>();
   /** Per account: key -> digest of each object it owns in the export namespace. */
   private readonly owned = new Map<string, Map<string, string>>();
   /** Per account: the input digest of its last successful export. */
@@ -134,6 +138,8 @@ export class ExportController {
   /** The compile pipeline's per-account output (CompilePipelineOptions.onAccountCompiled). Cheap: kept for the next drain. */
   readonly observe = (namespace: string, compiled: Pending): void => {
     if (namespace === '') return;
+    // Re-inserted: the most recently compiled accounts are exported first (drain).
+    this.pending.delete(namespace);
     this.pending.set(namespace, compiled);
     this.seenSinceStart.add(namespace);
   };
@@ -184,13 +190,13 @@ export class ExportController {
     clearTimeout(this.retryTimer);
     await this.draining;
     this.pending.clear();
+    this.failed.clear();
   }
 
   /** Resolves when everything handed over so far is exported (tests, the bench). */
   async flush(): Promise<void> {
-    await this.draining;
-    if (this.started && this.firstRunDone && this.pending.size > 0) {
-      this.kick();
+    while (this.draining || (this.started && this.firstRunDone && this.pending.size > 0)) {
+      if (!this.draining) this.kick();
       await this.draining;
     }
   }
@@ -242,9 +248,13 @@ export class ExportController {
   }
 
   private async drain(): Promise<void> {
-    const batch = this.pending;
-    this.pending = new Map();
-    if (batch.size === 0) return;
+    if (this.pending.size === 0) return;
+    // One pass takes the most recently compiled accounts, so a change made during a long backlog (a cold start
+    // exports every account) waits for one pass, not for the backlog.
+    const keys = [...this.pending.keys()].slice(-DRAIN_PASS);
+    const batch = new Map(keys.map((ns) => [ns, this.pending.get(ns)]));
+    for (const ns of keys) this.pending.delete(ns);
+    if (this.pending.size > 0) this.again = true;
     const end = this.duration.startTimer();
     const failed: string[] = [];
     await limited([...batch.keys()], this.deps.concurrency ?? 8, async (ns) => {
@@ -265,14 +275,18 @@ export class ExportController {
     }
     end();
     if (failed.length === 0) {
-      this.retryDelayMs = 1000;
+      if (this.failed.size === 0) this.retryDelayMs = 1000;
       return;
     }
-    // A newer compile output supersedes the failed one; otherwise the same is tried again, with backoff.
-    for (const ns of failed) if (ns !== '' && !this.pending.has(ns)) this.pending.set(ns, batch.get(ns));
+    for (const ns of failed) if (ns !== '') this.failed.set(ns, batch.get(ns));
     if (!this.started) return;
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.kick(), this.retryDelayMs);
+    // A newer compile output supersedes the failed one; otherwise the same is tried again, with backoff.
+    this.retryTimer = setTimeout(() => {
+      for (const [ns, p] of this.failed) if (!this.pending.has(ns)) this.pending.set(ns, p);
+      this.failed.clear();
+      this.kick();
+    }, this.retryDelayMs);
     this.retryTimer.unref();
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, 60_000);
   }
@@ -340,7 +354,8 @@ export class ExportController {
       await this.apply(w.o, w.digest);
       this.sharedWritten.set(w.key, w.digest);
     });
-    if (!this.firstRunDone) return;
+    // Deleted only once every account handed over is exported: a share not counted yet may still need them.
+    if (!this.firstRunDone || this.pending.size > 0 || this.failed.size > 0) return;
     const gone = [...this.sharedWritten.keys()].filter((key) => !want.has(key));
     await limited(gone, this.deps.concurrency ?? 8, async (key) => {
       await this.remove(key);
