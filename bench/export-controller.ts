@@ -61,6 +61,7 @@ function changes(snap: AccountSnapshot): Record<string, AccountSnapshot> {
     'key rotation (new payload)': with0(credential(snap.namespace, r.metadata.name!, r.spec.provider, 0, `${first!.verdict.payload!}rotated`)),
     'is_required on one credential': with0(credential(snap.namespace, r.metadata.name!, r.spec.provider, 0, first!.verdict.payload!, { isRequired: true }, 2)),
     'a credential added': { ...snap, credentials: [...snap.credentials, credential(snap.namespace, 'mistral-key', 'mistral', 3, 'mistralcanary000000000000000001')] },
+    'a credential deleted': { ...snap, credentials: snap.credentials.slice(0, -1) },
   };
 }
 
