@@ -141,7 +141,7 @@ export class ExportController {
     // Re-inserted: the most recently compiled accounts are exported first (drain).
     this.pending.delete(namespace);
     this.pending.set(namespace, compiled);
-    this.seenSinceStart.add(namespace);
+    if (!this.firstRunDone) this.seenSinceStart.add(namespace);
   };
 
   /** Drains after each compile run: the run has handed over every account it compiled. */
@@ -230,7 +230,9 @@ export class ExportController {
   /** Accounts that went while no leader ran: the first compile run compiled every live one, so the rest are gone. */
   private afterFirstRun(): void {
     this.firstRunDone = true;
-    for (const ns of this.owned.keys()) if (!this.seenSinceStart.has(ns)) this.pending.set(ns, undefined);
+    const seen = this.seenSinceStart;
+    this.seenSinceStart = new Set();
+    for (const ns of this.owned.keys()) if (!seen.has(ns)) this.pending.set(ns, undefined);
   }
 
   private kick(): void {

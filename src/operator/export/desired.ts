@@ -134,7 +134,7 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
       type: ConditionType.Exported,
       status: 'True',
       reason: ConditionReason.Exported,
-      message: `exported to ${options.target} in namespace ${options.namespace}${secrets}; ${parts || 'nothing dropped'} (byok-operator export --help: the report has the details)`,
+      message: `exported to ${options.target} in namespace ${options.namespace}${secrets}; ${parts || 'nothing dropped'} (details: byok-operator export --target ${options.target} --cluster --account ${ns})`,
     });
   }
   return out;
