@@ -57,9 +57,12 @@ export function exportInputDigest(snapshot: AccountSnapshot, account: CompiledAc
   return sha(`${JSON.stringify(account)}\n${creds.join('\n')}`);
 }
 
-function readyReason(resource: AccountSnapshot['credentials'][number]['resource']): string {
+type Resource = AccountSnapshot['credentials'][number]['resource'];
+
+/** The reconciler's Ready for the credential's current generation; none while it has not judged that generation. */
+function currentReady(resource: Resource): { status: string; reason: string } | undefined {
   const ready = (resource.status?.conditions ?? []).find((c) => c.type === ConditionType.Ready);
-  return ready && ready.status !== 'True' ? ready.reason : 'not reconciled yet';
+  return ready && ready.observedGeneration === resource.metadata.generation ? ready : undefined;
 }
 
 /** The account as the export's input: its compiled routing, the facts of its valid payloads, and what was left out. */
@@ -75,7 +78,7 @@ function inputOf(snapshot: AccountSnapshot, account: CompiledAccount, catalog: E
     const provider = entry.resource.spec.provider;
     const excluded = credentialExclusion(entry, workspaces, live);
     if (excluded !== null) {
-      skipped.push({ namespace: ns, name, provider, reason: excluded === 'NotValid' ? `not Ready (${readyReason(entry.resource)})` : `not compiled: ${excluded}` });
+      skipped.push({ namespace: ns, name, provider, reason: excluded === 'NotValid' ? `not Ready (${currentReady(entry.resource)?.reason ?? 'not reconciled yet'})` : `not compiled: ${excluded}` });
       continue;
     }
     const checked = validatePayload(provider as ProviderSlug, entry.verdict.payload!);
@@ -123,6 +126,9 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
   const accountNotes = report.accounts.find((a) => a.namespace === ns)?.notes ?? [];
   for (const c of report.accounts.find((a) => a.namespace === ns)?.credentials ?? []) {
     const skipped = c.notes.find((n) => n.semantic === 'not exported');
+    // Not judged yet (a cold start): no condition until the reconciler's verdict, which compiles the account again.
+    const resource = snapshot.credentials.find((e) => e.resource.metadata.name === c.name)?.resource;
+    if (skipped && resource && currentReady(resource) === undefined) continue;
     if (skipped) {
       out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${skipped.detail}` });
       continue;

@@ -14,9 +14,15 @@ const gatewayCatalog = loadCatalog(join(import.meta.dirname, '..', '..', '..', '
 const catalog = { catalog: gatewayCatalog.catalog, upstream: (model: string, endpointId: string) => gatewayCatalog.upstream(model, endpointId) };
 const options = (target: ExportOptions['target']): ExportOptions => ({ target, mode: 'static', namespace: 'byok-export', gateway: { name: 'byok-gateway' } });
 
-function snapshot(ns: string, valid = true): AccountSnapshot {
+function snapshot(ns: string, valid = true, judged = true): AccountSnapshot {
   const credentials: SnapshotCredential[] = SHAPES.map((s, i) => ({
-    resource: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: s.name, namespace: ns, generation: 1 }, spec: { provider: s.provider, secretRef: { name: s.name } }, status: {} } as unknown as BYOKCredential,
+    resource: {
+      apiVersion: 'byok.gateway.dev/v1alpha1',
+      kind: 'BYOKCredential',
+      metadata: { name: s.name, namespace: ns, generation: 1 },
+      spec: { provider: s.provider, secretRef: { name: s.name } },
+      status: judged ? { conditions: [{ type: 'Ready', status: valid || i > 0 ? 'True' : 'False', reason: valid || i > 0 ? 'Ready' : 'SecretNotFound', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 1 }] } : {},
+    } as unknown as BYOKCredential,
     verdict: { valid: valid || i > 0, sortOrder: i, ...(valid || i > 0 ? { payload: s.payload } : {}) },
   }));
   return { namespace: ns, workspaces: [], guardrails: [], apiKeys: [], credentials, now: new Date('2026-01-01T00:00:00Z') };
@@ -52,6 +58,10 @@ describe.each(['envoy-ai-gateway', 'agentgateway'] as const)('desiredExport (%s)
     const bad = snapshot('team-a', false);
     const e = desiredExport(bad, compileAccount(bad), catalog, options(target));
     expect(e.conditions.get(SHAPES[0]!.name)).toMatchObject({ status: 'False', reason: 'NotExported' });
+    expect(e.conditions.get(SHAPES[0]!.name)?.message).toContain('SecretNotFound');
+    // Not judged yet by the reconciler (a cold start): no condition rather than one to rewrite a moment later.
+    const unjudged = snapshot('team-a', false, false);
+    expect(desiredExport(unjudged, compileAccount(unjudged), catalog, options(target)).conditions.has(SHAPES[0]!.name)).toBe(false);
     expect(exportInputDigest(bad, compileAccount(bad))).not.toBe(exportInputDigest(snap, compileAccount(snap)));
     expect(exportInputDigest(snap, compileAccount(snap))).toBe(exportInputDigest(snapshot('team-a'), compileAccount(snapshot('team-a'))));
   });
