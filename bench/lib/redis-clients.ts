@@ -1,10 +1,10 @@
 // The ledger's script calls through each Redis client bench/redis-client.ts compares, each set up with the ledger's
 // semantics: no offline queue (fail fast while disconnected), a per-command timeout, reconnect with capped backoff,
 // scripts sent by EVALSHA and loaded again on NOSCRIPT.
-import { createClient, defineScript, type CommandParser } from '@redis/client';
+import { createClient } from '@redis/client';
 import { Redis as IoRedis } from 'ioredis';
 import { Redis as IoValkey } from 'iovalkey';
-import { openLedgerConnection } from '../../src/ledger/redis-connection.ts';
+import { openLedgerConnection, scriptOf } from '../../src/ledger/redis-connection.ts';
 import { ADD_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from '../../src/ledger/redis-scripts.ts';
 
 /** The admission script as it was before issue 37 §3: the run_id read by INFO in Lua on every call. */
@@ -43,17 +43,6 @@ async function ioredisLike(Client: typeof IoRedis | typeof IoValkey, url: string
 }
 
 async function nodeRedis(url: string, commandTimeout: number): Promise<LedgerScriptClient> {
-  // Numbers are sent as their decimal text, as ioredis sends them.
-  const scriptOf = (lua: string) =>
-    defineScript({
-      SCRIPT: lua,
-      parseCommand(parser: CommandParser, keys: readonly string[], args: readonly (string | number)[]) {
-        parser.push(String(keys.length));
-        for (const k of keys) parser.pushKey(k);
-        for (const a of args) parser.push(typeof a === 'string' ? a : String(a));
-      },
-      transformReply: (reply: unknown) => reply,
-    });
   const scripts = Object.fromEntries(Object.entries(LEDGER_SCRIPTS).map(([name, lua]) => [name, scriptOf(lua)])) as Record<ScriptName, ReturnType<typeof scriptOf>>;
   const client = createClient({ url, disableOfflineQueue: true, commandOptions: { timeout: commandTimeout }, socket: { connectTimeout: 2000, reconnectStrategy: backoff }, scripts });
   client.on('error', () => {});

@@ -7,8 +7,8 @@
 import { createClient, defineScript, type CommandParser } from '@redis/client';
 import { ADD_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from './redis-scripts.ts';
 
-/** A script call: KEYS, then ARGV (numbers go as their decimal text). */
-function scriptOf(lua: string) {
+/** A script call: KEYS, then ARGV (numbers go as their decimal text, as ioredis sends them). */
+export function scriptOf(lua: string) {
   return defineScript({
     SCRIPT: lua,
     parseCommand(parser: CommandParser, keys: readonly string[], args: readonly (string | number)[]) {
