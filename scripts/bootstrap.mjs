@@ -5,7 +5,7 @@
 // etcd, kubectl and helm exist. Then it runs the given command with that toolchain.
 //
 //   node scripts/bootstrap.mjs [--control-plane] [--] <command> [args...]
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
@@ -64,15 +64,24 @@ function ensureDependencies(env) {
   writeFileSync(stamp, `${wanted}\n`);
 }
 
-function ensureControlPlane(env) {
-  const res = spawnSync('bash', [join(root, 'hack', 'control-plane', 'build.sh')], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    encoding: 'utf8',
+/**
+ * Starts the control-plane build (hack/control-plane/build.sh: a cache hit in a second, minutes of Go on a first run)
+ * and returns its binaries' directory once done. It runs beside the Node fetch and the npm install, which wait on the
+ * network while Go compiles; it needs only bash and Go, none of what they install.
+ */
+function startControlPlaneBuild() {
+  const child = spawn('bash', [join(root, 'hack', 'control-plane', 'build.sh')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+  const done = new Promise((resolvePath) => {
+    child.once('error', (err) => fail(`the control-plane build failed to start: ${err.message}`));
+    child.once('close', (code) => {
+      if (code !== 0) fail('building the control-plane binaries failed (see above)');
+      resolvePath(stdout.trim().split('\n').pop());
+    });
   });
-  if (res.status !== 0) fail('building the control-plane binaries failed (see above)');
-  return res.stdout.trim().split('\n').pop();
+  process.once('exit', () => child.exitCode === null && child.kill());
+  return done;
 }
 
 const argv = process.argv.slice(2);
@@ -80,11 +89,12 @@ const wantControlPlane = argv[0] === '--control-plane';
 if (wantControlPlane) argv.shift();
 if (argv[0] === '--') argv.shift();
 
+const controlPlane = wantControlPlane ? startControlPlaneBuild() : undefined;
 const nodeDir = ensureNode();
 const env = { ...process.env, PATH: [nodeDir, process.env.PATH ?? ''].join(delimiter) };
 ensureDependencies(env);
-if (wantControlPlane) {
-  const binDir = ensureControlPlane(env);
+if (controlPlane) {
+  const binDir = await controlPlane;
   env.BYOK_CONTROL_PLANE_BIN = binDir;
   env.PATH = [nodeDir, binDir, process.env.PATH ?? ''].join(delimiter);
 }
