@@ -192,6 +192,38 @@ describe('Helm chart', () => {
     }
   });
 
+  // Issue 36 §2: the export controller is opt-in; on, the operator gets the flags and a Role in the export namespace only.
+  test('export: off by default; export.target adds the operator flags and a Role on the target kinds and Secrets in the export namespace only', async () => {
+    const off = await helmTemplate(ns);
+    expect(off).not.toMatch(/--export-target|operator-export/);
+    await expect(helmTemplate(ns, 'export.target=kong')).rejects.toThrow(/export/);
+    const exportNs = await createTestNamespace('chart-export');
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'export.yaml');
+    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`, 'aggregatedApi.enabled=false', 'export.target=envoy-ai-gateway', `export.namespace=${exportNs}`, 'export.gateway=gw/eg'));
+    const rendered = readFileSync(file, 'utf8');
+    expect(rendered).toContain('--export-target=envoy-ai-gateway');
+    expect(rendered).toContain(`--export-namespace=${exportNs}`);
+    expect(rendered).toContain('--export-gateway=gw/eg');
+    // No -n: the export Role and RoleBinding name the export namespace, the rest the release's.
+    await kubectl('apply', '-f', file);
+    // A SubjectAccessReview, not `kubectl auth can-i`: the target's CRDs are not installed here, and can-i resolves the
+    // resource through discovery first.
+    const can = async (verb: string, resourceAndGroup: string, namespace: string) => {
+      const [resource, ...group] = resourceAndGroup.split('.');
+      const review = { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user: `system:serviceaccount:${ns}:rel-byok-operator`, groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`], resourceAttributes: { namespace, verb, resource, group: group.join('.') } } };
+      const reviewFile = join(mkdtempSync(join(tmpdir(), 'sar-')), 'review.json');
+      writeFileSync(reviewFile, JSON.stringify(review));
+      const answer = JSON.parse(await kubectl('create', '-f', reviewFile, '-o', 'json')) as { status: { allowed: boolean } };
+      return answer.status.allowed ? 'yes' : 'no';
+    };
+    expect(await can('patch', 'aigatewayroutes.aigateway.envoyproxy.io', exportNs)).toBe('yes');
+    expect(await can('delete', 'backends.gateway.envoyproxy.io', exportNs)).toBe('yes');
+    expect(await can('delete', 'secrets', exportNs)).toBe('yes');
+    expect(await can('patch', 'aigatewayroutes.aigateway.envoyproxy.io', 'default')).toBe('no');
+    expect(await can('delete', 'secrets', 'default')).toBe('no');
+    expect(await can('patch', 'agentgatewaybackends.agentgateway.dev', exportNs)).toBe('no');
+  });
+
   test('RBAC: the operator writes status only, the API writes credentials', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac.yaml');
     // Without the APIService: a real one is cluster-wide (test/integration/aggregated installs the chart's own).
