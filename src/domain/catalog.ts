@@ -29,6 +29,26 @@ export interface CatalogEndpointInput {
   readonly pricing: EndpointPricing;
 }
 
+/** How an endpoint is reached (the gateway catalog's `upstream`; the export reads it too). Every upstream speaks OpenAI Chat Completions; URLs differ per provider and payload. */
+export interface UpstreamSpec {
+  /** Wire protocol; only OpenAI Chat Completions today. */
+  api: 'openai-chat';
+  /**
+   * Base URL; `/chat/completions` is appended. Placeholders: `{region}` (bedrock: the payload's or defaultRegion),
+   * `{project}`, `{location}` and `{location_prefix}` (vertex: `global` / '' or `us-central1` / `us-central1-`).
+   */
+  baseUrl: string;
+  /** Model name sent upstream (default: the gateway model slug). */
+  model: string;
+  /** `{api_key, region}` payloads (openai, fireworks): region → base URL. */
+  regionalBaseUrls: Record<string, string>;
+  /** Region used by Bedrock API keys, which carry none (default us-east-1). */
+  defaultRegion: string;
+  /** Azure resource configs: URL templates with `{resource_name}` for the two resource types. */
+  azureOpenAiUrl: string;
+  azureFoundryUrl: string;
+}
+
 /** A catalog endpoint as built by createCatalog: the configured one plus its price in micros. */
 export interface CatalogEndpoint extends CatalogEndpointInput {
   readonly price: EndpointPrice;

@@ -1,7 +1,7 @@
 // What an export reads and writes: compiled accounts plus the non-secret facts of each credential's payload in,
 // the target's Kubernetes objects (or a standalone config) and a report of every semantic the target drops out.
 // No type here holds key material: payloads are reduced to CredentialFacts before they reach this room.
-import type { CatalogEndpoint, ModelCatalog } from '../domain/catalog.ts';
+import type { CatalogEndpoint, ModelCatalog, UpstreamSpec } from '../domain/catalog.ts';
 import type { CompiledAccount } from '../domain/model.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 
@@ -25,15 +25,8 @@ export type CredentialFacts =
   | { kind: 'bedrock-iam'; region: string }
   | { kind: 'vertex'; projectId: string; region: string };
 
-/** How a catalog endpoint is reached (the gateway catalog's upstream, src/gateway/catalog.ts). */
-export interface ExportUpstream {
-  baseUrl: string;
-  model: string;
-  regionalBaseUrls: Record<string, string>;
-  defaultRegion: string;
-  azureOpenAiUrl: string;
-  azureFoundryUrl: string;
-}
+/** How a catalog endpoint is reached: the gateway catalog's upstream, without the wire protocol the export never reads. */
+export type ExportUpstream = Omit<UpstreamSpec, 'api'>;
 
 /** A credential the offline checks left out (not compiled): named in the report, never exported. */
 export interface SkippedCredential {

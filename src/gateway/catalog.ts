@@ -4,29 +4,11 @@
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { createCatalog, isProviderSlug, type CatalogEndpoint, type CatalogEndpointInput, type CatalogModelInput, type ModelCatalog } from '../domain/index.ts';
+import { createCatalog, isProviderSlug, type CatalogEndpoint, type CatalogEndpointInput, type CatalogModelInput, type ModelCatalog, type UpstreamSpec } from '../domain/index.ts';
 
 export const CATALOG_FORMAT = 'byok-gateway-catalog/v1';
 
-/** How an endpoint is reached. Every upstream speaks OpenAI Chat Completions; URLs differ per provider and payload. */
-export interface UpstreamSpec {
-  /** Wire protocol; only OpenAI Chat Completions today. */
-  api: 'openai-chat';
-  /**
-   * Base URL; `/chat/completions` is appended. Placeholders: `{region}` (bedrock: the payload's or defaultRegion),
-   * `{project}`, `{location}` and `{location_prefix}` (vertex: `global` / '' or `us-central1` / `us-central1-`).
-   */
-  baseUrl: string;
-  /** Model name sent upstream (default: the gateway model slug). */
-  model: string;
-  /** `{api_key, region}` payloads (openai, fireworks): region → base URL. */
-  regionalBaseUrls: Record<string, string>;
-  /** Region used by Bedrock API keys, which carry none (default us-east-1). */
-  defaultRegion: string;
-  /** Azure resource configs: URL templates with `{resource_name}` for the two resource types. */
-  azureOpenAiUrl: string;
-  azureFoundryUrl: string;
-}
+export type { UpstreamSpec };
 
 export interface GatewayCatalog {
   catalog: ModelCatalog;
