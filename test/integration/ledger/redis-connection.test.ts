@@ -108,7 +108,8 @@ test('the command timeout covers a command already written: a stalled Redis fail
 });
 
 test('a record batch names each key once: 5 requests on the same 5 counters send 7 keys', async () => {
-  const day = Date.parse('2026-11-27T00:00:00Z');
+  // Redis expires keys by its own clock, so the window's end is a day from now, never a calendar date.
+  const day = Math.ceil(Date.now() / 86_400_000) * 86_400_000 + 86_400_000;
   const calls = Array.from({ length: 5 }, (_, i) => ({
     id: `gen-d-${i}`,
     increments: ['list', 'd', 'w', 'm', 'life'].map((w) => ({ key: `${acct('d')}:${w}`, by: 100 + i, expiresAt: w === 'life' ? null : day })),
