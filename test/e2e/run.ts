@@ -257,8 +257,12 @@ stringData: { key: ${key} }
     return `Delivered→new key in ${lags.map((l) => `${(l / 1000).toFixed(1)} s`).join(', ')} (p50 ${(sorted[2]! / 1000).toFixed(1)} s, worst ${(sorted[4]! / 1000).toFixed(1)} s)`;
   });
 
-  await check('helm upgrade, then helm uninstall leaves no pods, APIService or release objects (CRDs stay, as documented)', async () => {
-    await helm('upgrade', 'byok', join(repo, 'charts', 'byok-operator'), '-n', NS, ...[...values, 'operator.logLevel=debug'].flatMap((v) => ['--set', v]), '--wait', '--timeout', '240s');
+  await check('the upgrade page\'s two commands (CRDs applied, --reset-then-reuse-values keeps the set values), then helm uninstall leaves no pods, APIService or release objects (CRDs stay, as documented)', async () => {
+    await kubectl('apply', '--server-side', '--force-conflicts', '-f', join(repo, 'charts', 'byok-operator', 'crds'));
+    await helm('upgrade', 'byok', join(repo, 'charts', 'byok-operator'), '-n', NS, '--reset-then-reuse-values', '--set', 'operator.logLevel=debug', '--wait', '--timeout', '240s');
+    // The values set at install survive the upgrade; the one set now is added to them.
+    const kept = JSON.parse(await helm('get', 'values', 'byok', '-n', NS, '-o', 'json')) as { image?: { repository?: string }; operator?: { logLevel?: string }; gateway?: { enabled?: boolean } };
+    if (kept.image?.repository !== 'localhost/byok-operator' || kept.gateway?.enabled !== true || kept.operator?.logLevel !== 'debug') throw new Error(`values after the upgrade: ${JSON.stringify(kept)}`);
     await helm('uninstall', 'byok', '-n', NS, '--wait', '--timeout', '240s');
     await until('pods gone', 120_000, async () => ((await kubectl('get', 'pods', '-n', NS, '-o', 'name')).trim() === '' ? true : undefined));
     const left = (await kubectl('get', 'all,configmaps,secrets,networkpolicies,serviceaccounts,roles,rolebindings', '-n', NS, '-o', 'name')).split('\n').filter((l) => l && !/configmap\/(kube-root-ca\.crt|e2e-)|serviceaccount\/default|byok-routing|byok-bundle/.test(l));
