@@ -90,6 +90,11 @@ const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const FILE = /^[A-Za-z0-9_][-A-Za-z0-9_.]{0,252}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** A file name a delivered object may carry: a projected-volume entry, never a kubelet `..` entry, a path or `__proto__`. */
+export function isDeliveryFileName(name: string): boolean {
+  return FILE.test(name) && name !== '__proto__';
+}
+
 export const objectKey = (kind: DeliveryKind, name: string): string => `${kind}/${name}`;
 
 /** Sign of a - b for two versions (decimal digit strings without leading zeros). */
@@ -183,7 +188,7 @@ export function parseDeliveryLine(text: string): DeliveryLine {
   if (typeof o.digest !== 'string' || !o.files || typeof o.files !== 'object' || Array.isArray(o.files)) throw new DeliveryError('an object has no files');
   const files: Record<string, string> = {};
   for (const [name, content] of Object.entries(o.files as Record<string, unknown>)) {
-    if (!FILE.test(name)) throw new DeliveryError('an object has an invalid file name');
+    if (!isDeliveryFileName(name)) throw new DeliveryError('an object has an invalid file name');
     if (typeof content !== 'string' || !BASE64.test(content)) throw new DeliveryError('an object has a file that is not base64');
     files[name] = content;
   }

@@ -9,7 +9,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import {
-  DEFAULT_DELIVERY_AUDIENCE, DELIVERY_ACK_PATH, DELIVERY_FORMAT, DELIVERY_STREAM_PATH, deltaFor, filesDigest, MAX_DELIVERY_REQUEST_BYTES, objectKey, signSubject,
+  DEFAULT_DELIVERY_AUDIENCE, DELIVERY_ACK_PATH, DELIVERY_FORMAT, DELIVERY_STREAM_PATH, deltaFor, filesDigest, isDeliveryFileName, MAX_DELIVERY_REQUEST_BYTES, objectKey, signSubject,
   type DeliveryAck, type DeliveryKind,
 } from '../../contract/delivery.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, keyringFromEntries, type Keyring } from '../../contract/envelope.ts';
@@ -83,11 +83,11 @@ const ACKS_KEPT = 10_000;
 /** A ConfigMap's or Secret's files as a projected volume shows them, base64. */
 function filesOf(kind: DeliveryKind, o: Wire): Record<string, string> {
   const files: Record<string, string> = {};
-  if (kind === 'Secret') for (const [k, v] of Object.entries(o.data ?? {})) files[k] = v;
-  else {
-    for (const [k, v] of Object.entries(o.data ?? {})) files[k] = Buffer.from(v, 'utf8').toString('base64');
-    for (const [k, v] of Object.entries(o.binaryData ?? {})) files[k] = v;
-  }
+  const take = (entries: Record<string, string> | undefined, encode: boolean) => {
+    for (const [k, v] of Object.entries(entries ?? {})) if (isDeliveryFileName(k)) files[k] = encode ? Buffer.from(v, 'utf8').toString('base64') : v;
+  };
+  take(o.data, kind === 'ConfigMap');
+  if (kind === 'ConfigMap') take(o.binaryData, false);
   return files;
 }
 
