@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import type { GatewayStatusReport } from '../contract/gateway-status.ts';
-import { watchRoutingConfig, type RoutingConfig, type RoutingConfigWatcher } from '../sdk/index.ts';
+import { resolveGeneration, watchRoutingConfig, type RoutingConfig, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { startDeliveryStream, type DeliveryStream } from './delivery-stream.ts';
 import { bundleInventory } from './health.ts';
 import type { GatewayMetrics } from './metrics.ts';
@@ -139,6 +139,18 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
   const streamed = watcher(streamDirs.routing, streamDirs.bundles, 'stream');
   const streamInventory = bundleInventory(streamDirs.bundles, o.keyDir);
   routing = switchingWatcher(mount, streamed, rule);
+  // A rotation often moves only the bundle volume (the routing index stays the same), which the SDK watcher does not
+  // report: the mount's two generations are watched here, so the rule sees every move of the mount.
+  const mountGeneration = () => `${resolveGeneration(o.configDir)}|${resolveGeneration(o.bundleDir)}`;
+  let lastMount = mountGeneration();
+  const mountPoll = setInterval(() => {
+    const g = mountGeneration();
+    if (g === lastMount) return;
+    lastMount = g;
+    rule.mountReloaded();
+    servedChanged();
+  }, o.pollMs ?? 1000);
+  mountPoll.unref?.();
   const stream = startDeliveryStream({
     url: ds.url,
     tokenFile: ds.tokenFile,
@@ -169,6 +181,7 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
     source: () => both.source(),
     stream,
     close: () => {
+      clearInterval(mountPoll);
       stream.close();
       both.close();
     },
