@@ -33,7 +33,8 @@ export class SourceRule {
   }
 
   pick(streamHasConfig: boolean): RoutingSource {
-    return streamHasConfig && (this.up || !this.mountMovedWhileDown) ? 'stream' : 'mount';
+    // After the mount moved, a reconnect alone is not enough: the stream's next batch must load first.
+    return streamHasConfig && !this.mountMovedWhileDown ? 'stream' : 'mount';
   }
 }
 

@@ -12,6 +12,7 @@ import {
   type DeliveryKind, type DeliveryObject, type DeliveryRemoval,
 } from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
+import { SourceRule } from '../../../src/gateway/delivered-routing.ts';
 
 const SEED = 42_0101;
 const RUNS = 3000;
@@ -164,5 +165,28 @@ describe('LineSplitter', () => {
     splitter.push(Buffer.alloc(60, 0x61));
     expect(splitter.pending).toBe(60);
     expect(() => splitter.push(Buffer.alloc(60, 0x61))).toThrow(/longer than 100 bytes/);
+  });
+});
+
+describe('SourceRule (the mount is the floor)', () => {
+  test('mount until the stream loads; the stream while up; after a drop, the stream until the mount moves, then the mount until the stream loads again', () => {
+    const rule = new SourceRule();
+    expect(rule.pick(false)).toBe('mount');
+    rule.connection(true);
+    expect(rule.pick(false)).toBe('mount');
+    rule.streamLoaded();
+    expect(rule.pick(true)).toBe('stream');
+    // A mount swap while the stream is up changes nothing: the stream is at least as new.
+    rule.mountReloaded();
+    expect(rule.pick(true)).toBe('stream');
+    rule.connection(false);
+    expect(rule.pick(true)).toBe('stream');
+    rule.mountReloaded();
+    expect(rule.pick(true)).toBe('mount');
+    // Back up: the mount until the stream's next batch has loaded (what it held may be older than the mount).
+    rule.connection(true);
+    expect(rule.pick(true)).toBe('mount');
+    rule.streamLoaded();
+    expect(rule.pick(true)).toBe('stream');
   });
 });
