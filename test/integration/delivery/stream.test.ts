@@ -10,22 +10,25 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DiscoveryV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
+import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
 import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
 const API_KEY = 'sk-delivery-test-key-0123456789abcdef';
+const STATUS_TOKEN = 'status-token-delivery-test';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const ROTATIONS = 10;
 
@@ -90,6 +93,7 @@ describe('the delivery stream', () => {
       models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }] }],
     }));
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+    writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
     const serviceAccounts = [`${routingNs}/byok-gateway`];
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
@@ -97,6 +101,8 @@ describe('the delivery stream', () => {
       compile: { coalesceMs: 10 },
       egress: parseEgressAllowList(['127.0.0.1']),
       deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts },
+      // Delivered from the pods' status reports, as without the stream: what each pod has loaded, whatever the source.
+      gatewayStatus: { token: STATUS_TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 500, pendingPollMs: 100, writeIntervalMs: 1000 },
     });
     // What a second, non-leading replica serves: its own informer cache of the routing namespace.
     replica = await startDeliveryServer({ port: 0, host: '127.0.0.1', serviceAccounts }, { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() });
@@ -119,8 +125,15 @@ describe('the delivery stream', () => {
         '--upstream-ca', join(root, 'upstream-ca.pem'), '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
         '--egress-allow', '127.0.0.1/32',
         '--delivery-stream', i === 0 ? run.op.deliveryUrl()! : replica.url, '--delivery-stream-token-file', join(root, 'token'),
-        '--delivery-stream-dir', join(root, `stream-${i}`),
+        '--delivery-stream-dir', join(root, `stream-${i}`), '--status-token-file', join(root, 'status-token'),
       ], running));
+    }
+    const discovery = kc.makeApiClient(DiscoveryV1Api);
+    for (const [i, gw] of gateways.entries()) {
+      await discovery.createNamespacedEndpointSlice({
+        namespace: routingNs,
+        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
+      });
     }
   }, 90_000);
 
@@ -141,24 +154,42 @@ describe('the delivery stream', () => {
     expect([...replica.acks().values()]).toEqual([expect.objectContaining({ result: 'loaded', who: expect.objectContaining({ username: `system:serviceaccount:${routingNs}:byok-gateway` }) })]);
   }, 60_000);
 
-  test(`${ROTATIONS} rotations reach both gateways through the stream while the mount stays at v0 (apply → new key upstream, p50/p99)`, async () => {
+  /** The credential's Delivered=True at a version other than `old`, with every pod counted. */
+  const delivered = (old: string | undefined) =>
+    until('Delivered=True at the new version', async () => {
+      const o = await resource('byokcredentials', ns).get('oa');
+      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+      return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2 ? d.configVersion : undefined;
+    }, 20_000, 20);
+
+  test(`${ROTATIONS} rotations reach both gateways through the stream while the mount stays at v0: Delivered=True 2/2, the new key upstream (p50/p99)`, async () => {
     const frozen = mountedBundle();
-    const took: number[] = [];
+    let version = await delivered(undefined);
+    const toDelivered: number[] = [];
+    const toNewKey: number[] = [];
     for (let r = 0; r < ROTATIONS; r++) {
       const t0 = performance.now();
       const key = await rotate();
-      for (const gw of gateways) {
-        await until(`key ${key} upstream`, async () => (await keySent(gw)) === key, 20_000, 20);
-        took.push(performance.now() - t0);
-      }
+      await Promise.all([
+        delivered(version).then((v) => {
+          version = v;
+          toDelivered.push(performance.now() - t0);
+        }),
+        ...gateways.map(async (gw) => {
+          await until(`key ${key} upstream`, async () => (await keySent(gw)) === key, 20_000, 20);
+          toNewKey.push(performance.now() - t0);
+        }),
+      ]);
+      // Delivered=True means every pod serves the key: the next request through either sends it.
+      for (const gw of gateways) expect(await keySent(gw)).toBe(key);
     }
-    // The mounted volume never moved: what reached the upstream came through the stream.
+    // The mounted volume never moved: what reached the upstream, and what the pods reported, came through the stream.
     expect(mountedBundle()).toBe(frozen);
     expect(readdirSync(join(root, 'stream-0', 'bundles')).some((f) => f === '..data')).toBe(true);
-    const p50 = quantile(took, 0.5);
-    const p99 = quantile(took, 0.99);
-    process.stdout.write(`delivery stream: apply → new key upstream over ${ROTATIONS} rotations × 2 gateways: p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, worst ${Math.max(...took).toFixed(0)} ms\n`);
-    expect(took).toHaveLength(ROTATIONS * 2);
+    const line = (xs: number[]) => `p50 ${quantile(xs, 0.5).toFixed(0)} ms, p99 ${quantile(xs, 0.99).toFixed(0)} ms, worst ${Math.max(...xs).toFixed(0)} ms`;
+    process.stdout.write(`delivery stream, ${ROTATIONS} rotations, 2 gateways, mount frozen: apply → Delivered=True ${line(toDelivered)}; apply → new key upstream ${line(toNewKey)}\n`);
+    expect(toDelivered).toHaveLength(ROTATIONS);
+    expect(toNewKey).toHaveLength(ROTATIONS * 2);
   }, 240_000);
 
   test('a foreign ServiceAccount, a token for another audience and no token are refused', async () => {
