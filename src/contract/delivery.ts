@@ -250,13 +250,13 @@ export class DeliveryState {
 }
 
 /**
- * Splits a byte stream into lines ending in LF, CRLF or a lone CR, with constant work per byte and one line buffered
- * at most: a line longer than `maxBytes` is an error, not a growing buffer.
+ * Splits a byte stream into lines ending in LF, CRLF or a lone CR (empty lines are dropped: the protocol has none),
+ * with constant work per byte and one line buffered at most: a line longer than `maxBytes` is an error, not a growing
+ * buffer.
  */
 export class LineSplitter {
   private parts: Buffer[] = [];
   private length = 0;
-  private afterCr = false;
   private readonly maxBytes: number;
   private readonly onLine: (line: Buffer) => void;
 
@@ -269,17 +269,8 @@ export class LineSplitter {
     let start = 0;
     for (let i = 0; i < chunk.length; i++) {
       const c = chunk[i]!;
-      if (c !== 0x0a && c !== 0x0d) {
-        this.afterCr = false;
-        continue;
-      }
-      // The LF of a CRLF whose CR ended the previous line.
-      if (c === 0x0a && this.afterCr && i === start) {
-        this.afterCr = false;
-        start = i + 1;
-        continue;
-      }
-      this.afterCr = c === 0x0d;
+      if (c !== 0x0a && c !== 0x0d) continue;
+      // CR, LF and CRLF all end a line; the empty line between a CR and its LF (even across chunks) is dropped below.
       this.take(chunk.subarray(start, i));
       this.flush();
       start = i + 1;

@@ -78,6 +78,8 @@ interface Conn {
 }
 
 const TOMBSTONES_KEPT = 4096;
+/** A pod that reads slower than this much unsent data is dropped; it reconnects and receives one fresh delta. */
+const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
 const ACKS_KEPT = 10_000;
 
 /** A ConfigMap's or Secret's files as a projected volume shows them, base64. */
@@ -234,6 +236,11 @@ export async function startDeliveryServer(
   const informers = [informer('ConfigMap', 'index,shard'), informer('Secret', 'bundle,bundle-key')];
 
   const push = (c: Conn): void => {
+    if (c.res.writableLength > MAX_UNSENT_BYTES) {
+      log.warn({ instance: c.instance, pod: c.who.pod }, 'a gateway pod reads the delivery stream too slowly; dropping it (it reconnects)');
+      c.res.destroy();
+      return;
+    }
     const { send, remove } = deltaFor(c.held, served.objects, served.tombstones);
     if (send.length === 0 && remove.length === 0 && c.batch > 0) return;
     let text = '';
