@@ -4,7 +4,6 @@
 // A pod sends what it holds when it connects and receives only what it lacks; a change is pushed 10 ms after the
 // last event of a burst, at most 1 s after the first. Pods acknowledge each batch (POST /delivery/v1/ack).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -17,6 +16,7 @@ import { ROUTING_LABEL } from '../../contract/routing.ts';
 import { kubeClient } from '../../kube/client.ts';
 import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../../kube/informer.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import { listen } from '../http.ts';
 import { createStreamAuth, type StreamIdentity } from './auth.ts';
 
 export interface DeliveryStreamConfig {
@@ -145,7 +145,7 @@ function streamMetrics(registry: Registry) {
     batches: new Counter({ name: 'byok_delivery_stream_batches_total', help: 'Batches pushed to gateway pods.', registers }),
     objects: new Counter({ name: 'byok_delivery_stream_objects_sent_total', help: 'Routing ConfigMaps and bundle Secrets pushed, by kind.', labelNames: ['kind'], registers }),
     acks: new Counter({ name: 'byok_delivery_stream_acks_total', help: 'Acknowledgements from gateway pods, by result (loaded, refused).', labelNames: ['result'], registers }),
-    refused: new Counter({ name: 'byok_delivery_stream_auth_refused_total', help: 'Stream and ack requests refused, by HTTP status.', labelNames: ['status'], registers }),
+    refused: new Counter({ name: 'byok_delivery_stream_requests_refused_total', help: 'Stream and ack requests refused (authentication, authorization, malformed, not ready), by HTTP status.', labelNames: ['status'], registers }),
   };
 }
 
@@ -331,22 +331,14 @@ export async function startDeliveryServer(
   });
 
   await Promise.all(informers.map((i) => i.start()));
-  const host = cfg.host ?? '0.0.0.0';
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(cfg.port, host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const listening = await listen(server, cfg.port, cfg.host);
   return {
-    url: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`,
+    url: listening.url,
     connections: () => conns.size,
     acks: () => acks,
     async close() {
       if (timer) clearTimeout(timer);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await listening.close();
       await Promise.all(informers.map((i) => i.stop()));
     },
   };

@@ -10,18 +10,16 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiscoveryV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
 import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 
@@ -128,13 +126,7 @@ describe('the delivery stream', () => {
         '--delivery-stream-dir', join(root, `stream-${i}`), '--status-token-file', join(root, 'status-token'),
       ], running));
     }
-    const discovery = kc.makeApiClient(DiscoveryV1Api);
-    for (const [i, gw] of gateways.entries()) {
-      await discovery.createNamespacedEndpointSlice({
-        namespace: routingNs,
-        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
-      });
-    }
+    await publishGatewayEndpoints(kc, routingNs, gateways);
   }, 90_000);
 
   afterAll(async () => {

@@ -2,6 +2,8 @@
 // gateway processes: started, their URLs read from the "gateway listening" line, and stopped.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 
 const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
 
@@ -53,4 +55,18 @@ export async function stopProcess(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(timer);
+}
+
+/**
+ * The gateway Service's EndpointSlices (`byok-gateway`, port `ops`), as kube-controller-manager would write them for
+ * these processes (FQDN: 127.0.0.0/8 is refused in IPv4 slices), so the operator's health writer finds them.
+ */
+export async function publishGatewayEndpoints(kc: KubeConfig, routingNs: string, gateways: readonly GatewayProcess[]): Promise<void> {
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  for (const [i, gw] of gateways.entries()) {
+    await discovery.createNamespacedEndpointSlice({
+      namespace: routingNs,
+      body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
+    });
+  }
 }

@@ -19,7 +19,7 @@ import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } fr
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 import { credentialObject, one, startHarness } from '../api/harness.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();
@@ -104,14 +104,7 @@ describe('credential health and delivery from the gateways', () => {
         '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
       ], running));
     }
-    // The gateway Service's EndpointSlices, as kube-controller-manager would write them (FQDN: 127.0.0.0/8 is refused in IPv4 slices).
-    const discovery = kc.makeApiClient(DiscoveryV1Api);
-    for (const [i, gw] of gateways.entries()) {
-      await discovery.createNamespacedEndpointSlice({
-        namespace: routingNs,
-        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
-      });
-    }
+    await publishGatewayEndpoints(kc, routingNs, gateways);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
       watchNamespaces: [ns],
