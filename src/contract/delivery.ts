@@ -7,9 +7,9 @@
 // object's resourceVersion (an etcd revision: the same on every operator replica, and higher after every write).
 // Every object is signed with HMAC-SHA256 under a key derived (HKDF) from the bundle data key the pod already
 // mounts, so a pod applies only what holds that key, and it never applies a version at or below the one it holds.
-import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { canonicalJson } from './canonical-json.ts';
-import type { Keyring } from './envelope.ts';
+import { derivedKey, type Keyring } from './envelope.ts';
 import { sha256Hex } from './routing.ts';
 
 export const DELIVERY_FORMAT = 'byok-delivery/v1';
@@ -107,15 +107,7 @@ export function filesDigest(files: Readonly<Record<string, string>>): string {
   return sha256Hex(canonicalJson(files));
 }
 
-const signingKeys = new WeakMap<Buffer, Buffer>();
-function signingKey(dataKey: Buffer): Buffer {
-  let k = signingKeys.get(dataKey);
-  if (!k) {
-    k = Buffer.from(hkdfSync('sha256', dataKey, Buffer.alloc(0), 'byok-delivery-sign/v1', 32));
-    signingKeys.set(dataKey, k);
-  }
-  return k;
-}
+const signingKey = (dataKey: Buffer): Buffer => derivedKey(dataKey, 'byok-delivery-sign/v1');
 
 type Subject = { kind: DeliveryKind; name: string; version: string; digest: string };
 

@@ -180,6 +180,8 @@ describe('the delivery stream', () => {
     expect(readdirSync(join(root, 'stream-0', 'bundles')).some((f) => f === '..data')).toBe(true);
     const line = (xs: number[]) => `p50 ${quantile(xs, 0.5).toFixed(0)} ms, p99 ${quantile(xs, 0.99).toFixed(0)} ms, worst ${Math.max(...xs).toFixed(0)} ms`;
     process.stdout.write(`delivery stream, ${ROTATIONS} rotations, 2 gateways, mount frozen: apply → Delivered=True ${line(toDelivered)}; apply → new key upstream ${line(toNewKey)}\n`);
+    // Key material never reaches a log: the operator's, the gateways' stdout and stderr.
+    for (const text of [run.logs.join('\n'), ...gateways.map((gw) => gw.output.join(''))]) expect(text).not.toContain('sk-delivery-openai');
     expect(toDelivered).toHaveLength(ROTATIONS);
     expect(toNewKey).toHaveLength(ROTATIONS * 2);
   }, 240_000);
