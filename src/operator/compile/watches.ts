@@ -1,14 +1,19 @@
 // The compile pipeline's watches: a spec change of any of the five kinds, or its deletion, marks its namespace
-// dirty so the account is compiled again. The reconcilers mark it too, when a verdict changes.
+// dirty so the account is compiled again (a GatewayAPIKey's, every namespace naming its hash). The reconcilers mark it too, when a verdict changes.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { ResourceInformers } from '../../kube/resources.ts';
 import { onSpecChange } from '../reconcile/controller.ts';
 import { nsOf } from '../reconcile/objects.ts';
+import { namespacesNaming } from '../reconcile/key-holders.ts';
 
 export function watchForCompile(informers: ResourceInformers, markDirty: (namespace: string) => void): void {
   const dirty = (o: KubernetesObject) => markDirty(nsOf(o));
   onSpecChange(informers.credentials, dirty);
-  onSpecChange(informers.apiKeys, dirty);
+  // Which account holds a hash can move when a key naming it arrives or leaves: every account naming it compiles again.
+  onSpecChange(informers.apiKeys, (k) => {
+    dirty(k);
+    if (k.spec?.hash) for (const ns of namespacesNaming(informers.apiKeys, k.spec.hash)) markDirty(ns);
+  });
   onSpecChange(informers.workspaces, dirty);
   onSpecChange(informers.guardrails, dirty);
   onSpecChange(informers.accounts, dirty);
