@@ -26,7 +26,7 @@ export interface ApiKeyFacts {
    * The older key that holds spec.hash when this key does not (holderOf in ./key-holders.ts): its name when it is
    * in this account; another account's key is never named.
    */
-  hashHeldBy?: { sameAccount: true; name: string } | { sameAccount: false };
+  hashHeldBy?: { sameAccount: true; name: string } | { sameAccount: false } | undefined;
 }
 
 export interface ApiKeyEvaluation {
@@ -35,6 +35,12 @@ export interface ApiKeyEvaluation {
   liveCondition: CatalogCondition<'Live'>;
   /** When a live key with an expiry should be looked at again (ms from now). */
   requeueAfterMs: number | undefined;
+}
+
+/** ApiKeyFacts.hashHeldBy for `key`, given its hash's holder (holderOf): absent when the key holds its hash. */
+export function hashHeldBy(key: GatewayAPIKey, holder: GatewayAPIKey | undefined): ApiKeyFacts['hashHeldBy'] {
+  if (!holder || sameObject(holder, key)) return undefined;
+  return nsOf(holder) === nsOf(key) ? { sameAccount: true, name: holder.metadata.name ?? '' } : { sameAccount: false };
 }
 
 export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
@@ -75,7 +81,6 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
   const inf = deps.informers;
   const k = inf.apiKeys.get(ns, name);
   if (!k || k.metadata.deletionTimestamp) return;
-  const holder = holderOf(inf.apiKeys, k.spec.hash);
   const verdict = evaluateApiKey({
     namespace: ns,
     spec: k.spec,
@@ -83,7 +88,7 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
     workspaceExists: !k.spec.workspace || inf.workspaces.get(ns, k.spec.workspace) !== undefined,
     hasDefaultWorkspace: inf.workspaces.list(ns).some((w) => w.spec.default === true),
     missingGuardrails: missingGuardrails(inf.guardrails, ns, [k.spec.guardrail]),
-    ...(holder && !sameObject(holder, k) ? { hashHeldBy: nsOf(holder) === ns ? { sameAccount: true, name: holder.metadata.name ?? '' } : { sameAccount: false } } : {}),
+    hashHeldBy: hashHeldBy(k, holderOf(inf.apiKeys, k.spec.hash)),
   });
   const { live, ready } = verdict;
   const status = { ...baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, verdict.liveCondition], k.metadata.generation) };
