@@ -10,9 +10,11 @@ export function watchForCompile(informers: ResourceInformers, markDirty: (namesp
   const dirty = (o: KubernetesObject) => markDirty(nsOf(o));
   onSpecChange(informers.credentials, dirty);
   // Which account holds a hash can move when a key naming it arrives or leaves: every account naming it compiles again.
-  onSpecChange(informers.apiKeys, (k) => {
+  onSpecChange(informers.apiKeys, (k, old) => {
     dirty(k);
-    if (k.spec?.hash) for (const ns of namespacesNaming(informers.apiKeys, k.spec.hash)) markDirty(ns);
+    for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
+      if (h) for (const ns of namespacesNaming(informers.apiKeys, h)) if (ns !== nsOf(k)) markDirty(ns);
+    }
   });
   onSpecChange(informers.workspaces, dirty);
   onSpecChange(informers.guardrails, dirty);

@@ -11,9 +11,11 @@ export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
   return {
     for: 'apiKeys',
     watch({ apiKeys, workspaces, guardrails }, enqueue) {
-      onSpecChange(apiKeys, (k) => {
+      onSpecChange(apiKeys, (k, old) => {
         enqueue(keyOf(k));
-        if (k.spec?.hash) for (const other of keysNaming(apiKeys, k.spec.hash)) enqueue(keyOf(other));
+        for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
+          if (h) for (const other of keysNaming(apiKeys, h)) if (keyOf(other) !== keyOf(k)) enqueue(keyOf(other));
+        }
       });
       onSpecChange(workspaces, (w, old) => {
         const ns = nsOf(w);
