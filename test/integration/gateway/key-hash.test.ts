@@ -6,7 +6,7 @@
 // nothing, and the victim's prompt reaches the victim's upstream whether the copier's namespace sorts first or last.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventsV1Api } from '@kubernetes/client-node';
@@ -17,7 +17,7 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createSecret, resource, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { untilCompiled } from './compiled.ts';
+import { stopStack, untilCompiled } from './compiled.ts';
 import { startUpstreams, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
@@ -100,13 +100,7 @@ describe('a gateway-key hash copied into another account', () => {
     expect(await victimRequest()).toEqual({ status: 200, hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]] });
   }, 90_000);
 
-  afterAll(async () => {
-    await gw?.close();
-    await projector?.stop();
-    await run?.op.stop();
-    await up?.close();
-    rmSync(root, { recursive: true, force: true });
-  });
+  afterAll(() => stopStack({ gw, projector, run, up }, root));
 
   for (const where of ['first', 'last'] as const) {
     test(`the copier's namespace sorts ${where}: its key is Conflicting with an Event, and the victim's requests stay the victim's`, async () => {
