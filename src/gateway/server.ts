@@ -111,6 +111,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       metrics.configVersion.set({ version: config.version.slice(0, 16) }, 1);
       metrics.reloads.inc({ what: 'routing', result: 'ok' });
       log?.info({ version: config.version, accounts: config.accounts.size }, 'routing config loaded');
+      // A count only: the hashes are public, but which accounts claim one is not this log's to spread.
+      if (config.contestedApiKeys > 0) log?.warn({ version: config.version, contestedApiKeys: config.contestedApiKeys }, 'routing config carries gateway-key hashes in more than one account: those keys are refused until one account holds each');
     },
     onError: (err, failure) => {
       const code = (err as { code?: string }).code;

@@ -32,6 +32,8 @@ export interface RoutingConfig {
   apiKey(hash: string): { account: CompiledAccount; key: CompiledApiKey } | undefined;
   /** Whether the loaded config carries `hash` more than once (two accounts, e.g. while shards race): refused in all. */
   apiKeyContested(hash: string): boolean;
+  /** How many hashes are contested. */
+  contestedApiKeys: number;
 }
 
 /** The directory a load should read: kubelet's current `..data` generation, or `dir` itself when not a kubelet volume. */
@@ -107,11 +109,14 @@ function buildConfig(index: RoutingIndex, accounts: Map<string, CompiledAccount>
       keys.set(hash, keys.has(hash) ? null : { account, key });
     }
   }
+  let contested = 0;
+  for (const v of keys.values()) if (v === null) contested++;
   return {
     version: index.version,
     index,
     accounts,
     source,
+    contestedApiKeys: contested,
     credential: (id) => credentials.get(id),
     apiKey: (hash) => keys.get(normalizeKeyHash(hash)) ?? undefined,
     apiKeyContested: (hash) => keys.get(normalizeKeyHash(hash)) === null,

@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import pino from 'pino';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
@@ -19,6 +21,7 @@ const root = mkdtempSync(join(tmpdir(), 'byok-contested-key-'));
 const COPIED = 'sk-byok-gw-v1-copied-key';
 const OWN = 'sk-byok-gw-v1-own-key-of-b';
 const CONTESTED = { error: { code: 403, message: 'this gateway API key is claimed by more than one account and is refused until only one holds it', metadata: null } };
+const logs: { level: number; msg: string; contestedApiKeys?: number }[] = [];
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -31,7 +34,8 @@ beforeAll(async () => {
   for (const s of set.shards) files[s.key] = s.data;
   kubeletWrite(join(root, 'routing'), files);
   kubeletWrite(join(root, 'key'), { active: 'k1', k1: randomBytes(32) });
-  gw = await startGateway({ configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key'), catalogFile: CATALOG_PATH, host: '127.0.0.1', port: 0, pollMs: 50 });
+  const sink = new Writable({ write: (chunk: Buffer, _e, done) => (logs.push(...chunk.toString().trim().split('\n').map((l) => JSON.parse(l) as (typeof logs)[number])), done()) });
+  gw = await startGateway({ configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key'), catalogFile: CATALOG_PATH, host: '127.0.0.1', port: 0, pollMs: 50, logger: pino({ level: 'info' }, sink) });
 });
 afterAll(async () => {
   await gw?.close();
@@ -52,6 +56,10 @@ describe('a key hash two accounts carry', () => {
     expect(await call('/api/v1/chat/completions', COPIED, { model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }] })).toEqual({ status: 403, json: CONTESTED });
     expect(await call('/v1/models', COPIED)).toEqual({ status: 403, json: CONTESTED });
     expect((await call('/api/v1/generation?id=gen-1', COPIED)).status).toBe(401);
+    // The gateway's owner hears of it: a count, naming neither the hash nor the accounts.
+    const warned = logs.find((l) => l.level === 40 && l.msg.startsWith('routing config carries gateway-key hashes in more than one account'));
+    expect(warned?.contestedApiKeys).toBe(1);
+    for (const named of ['a-first', 'b-holder', hashOf(COPIED)]) expect(JSON.stringify(warned)).not.toContain(named);
   });
 
   test("the accounts' other keys are served as before", async () => {
