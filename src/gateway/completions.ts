@@ -3,7 +3,7 @@
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { closestModel, didYouMean, listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
-import { BundleError, type GatewayRequest } from '../sdk/index.ts';
+import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
@@ -22,6 +22,21 @@ export function apiKeyHash(authorization: string | undefined): { hash: string } 
   const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
   if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
   return { hash: digestOnce('sha256', key, 'hex') };
+}
+
+/** The answer to a key the planner refuses, the same on every route that takes a key. */
+export function keyRefusal(reason: Exclude<PlanOutcome, { ok: true }>['reason']): SpecError {
+  switch (reason) {
+    case 'no-workspace':
+      return specError(403, 'the API key has no workspace and the account has no default workspace');
+    // Never settled by order: the key is refused until one account holds its hash (the others' keys say Conflicting).
+    case 'api-key-contested':
+      return specError(403, 'this gateway API key is claimed by more than one account and is refused until only one holds it');
+    case 'api-key-expired':
+      return specError(401, 'the gateway API key has expired');
+    case 'unknown-api-key':
+      return specError(401, 'invalid gateway API key');
+  }
 }
 
 /** OpenRouter `provider` preferences → the planner's request fields; an error message on a wrong type. */
@@ -173,10 +188,7 @@ export class CompletionRequest implements MeteredRequest {
     if (known) this.apiKeyHash = known.key.hash;
     const userId = known?.key.owner ?? null;
     const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
-    if (!outcome.ok) {
-      if (outcome.reason === 'no-workspace') return specError(403, 'the API key has no workspace and the account has no default workspace');
-      return specError(401, outcome.reason === 'api-key-expired' ? 'the gateway API key has expired' : 'invalid gateway API key');
-    }
+    if (!outcome.ok) return keyRefusal(outcome.reason);
     this.account = outcome.account;
     this.identity = { apiKeyHash: this.apiKeyHash, workspaceId: outcome.workspaceId, userId };
     this.plan = outcome.plan;

@@ -107,6 +107,8 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
       onReload: (config) => {
         metrics.reloads.inc({ what: 'routing', result: 'ok' });
         log?.info({ version: config.version, accounts: config.accounts.size, from }, 'routing config loaded');
+        // A count only: the hashes are public, but which accounts claim one is not this log's to spread.
+        if (config.contestedApiKeys > 0) log?.warn({ version: config.version, contestedApiKeys: config.contestedApiKeys, from }, 'routing config carries gateway-key hashes in more than one account: those keys are refused until one account holds each');
         if (from === 'mount') rule.mountReloaded();
         else streamProblem = undefined;
         servedChanged();
