@@ -12,7 +12,7 @@ import pino from 'pino';
 import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
 import { parseEgressAllowList } from '../../../src/domain/egress.ts';
 import { createGatewayMetrics, startGateway, type GatewayMetrics, type RunningGateway } from '../../../src/gateway/index.ts';
-import { floorTokens, floorUnits } from '../../../src/gateway/usage.ts';
+import { bodyFloorTokens, streamFloorTokens } from '../../../src/gateway/usage.ts';
 import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
@@ -155,8 +155,11 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     expect([r.status, r.hits]).toEqual([200, 1]);
     expect(stream ? r.text : r.json.choices[0].message.content).toContain(LONG_ANSWER.slice(0, 40));
     const g = await settled(KEY_AZ, r.id!);
-    const floor = floorTokens(floorUnits(LONG_ANSWER));
-    expect(floor).toBeGreaterThan(300);
+    // At least the floor of the answer's text alone: buffered, its bytes past the framing allowances; streamed in
+    // 40-character events (each under the event allowance), one token per event past the 2n + 3 tokenless ones.
+    const one = { n: 1, logprobEntries: 0 };
+    const floor = stream ? streamFloorTokens({ bytes: 0, excessBytes: 0, dataEvents: LONG_ANSWER.length / 40, plainJson: false }, one) : bodyFloorTokens(Buffer.byteLength(LONG_ANSWER), one);
+    expect(floor).toBeGreaterThan(stream ? 190 : 370);
     expect(g.tokens_completion).toBeGreaterThanOrEqual(floor);
     expect(g.tokens_prompt).toBeGreaterThanOrEqual(1);
     expect(g).toMatchObject({ usage_estimated: 'out_of_bounds', is_byok: true });

@@ -15,7 +15,7 @@ import {
   type Outcome,
   type UpstreamResponse,
 } from '../../../src/gateway/attempts.ts';
-import { SseUsageScanner } from '../../../src/gateway/stream-relay.ts';
+import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { UpstreamSetupError, type UpstreamRequest } from '../../../src/gateway/upstream.ts';
 
 const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' }, price: { kind: 'per-token', promptMicrosPerMillionTokens: 1_000_000, completionMicrosPerMillionTokens: 2_000_000 } });
