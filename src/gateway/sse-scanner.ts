@@ -35,6 +35,8 @@ export class SseUsageScanner implements StreamBytes {
   private eventBytes = 0;
   /** The last byte was a CR ending a line: an LF first in the next chunk belongs to it. */
   private skipLf = false;
+  /** Bytes of the event dispatched last, for an LF that arrives after its CR ended the event's blank line. */
+  private lastEventBytes = -1;
   private line: Buffer[] = [];
   private lineBytes = 0;
   private lineKind: LineKind = 'unknown';
@@ -47,6 +49,12 @@ export class SseUsageScanner implements StreamBytes {
   private head: Buffer[] | null = [];
   private headBytes = 0;
   private headStarted = false;
+  private readonly maxEventBytes: number;
+
+  /** `maxEventBytes`: the cap on one event's data (and a plain JSON body); tests set a small one. */
+  constructor(maxEventBytes = MAX_EVENT_BYTES) {
+    this.maxEventBytes = maxEventBytes;
+  }
 
   /** Whether what was scanned ends on an event boundary: nothing of an unfinished line or event is pending. */
   get atBoundary(): boolean {
@@ -64,7 +72,11 @@ export class SseUsageScanner implements StreamBytes {
       this.skipLf = false;
       this.examined++;
       if (buf[pos] === LF) {
-        this.eventBytes++;
+        // As if both bytes had come in one read: the LF belongs to the line (and the event) its CR ended.
+        if (this.lastEventBytes >= 0) {
+          this.excessBytes += eventExcessBytes(this.lastEventBytes + 1) - eventExcessBytes(this.lastEventBytes);
+          this.lastEventBytes = -1;
+        } else this.eventBytes++;
         pos++;
       }
     }
@@ -90,6 +102,7 @@ export class SseUsageScanner implements StreamBytes {
           pos++;
         }
       }
+      this.lastEventBytes = -1;
       this.endLine();
     }
   }
@@ -131,7 +144,7 @@ export class SseUsageScanner implements StreamBytes {
       this.lineKind = start.subarray(0, DATA.length).equals(DATA) && start[DATA.length] === COLON ? 'data' : 'other';
       if (this.lineKind === 'other') this.line = [];
     }
-    if (this.lineKind === 'data' && this.dataBytes + this.lineBytes > MAX_EVENT_BYTES) this.dropEvent();
+    if (this.lineKind === 'data' && this.dataBytes + this.lineBytes > this.maxEventBytes) this.dropEvent();
   }
 
   private endLine(): void {
@@ -172,6 +185,7 @@ export class SseUsageScanner implements StreamBytes {
   /** A blank line (or the end): the event's bytes count toward the floor; its data is read when it mentions usage. */
   private dispatch(): void {
     this.excessBytes += eventExcessBytes(this.eventBytes);
+    this.lastEventBytes = this.eventBytes;
     this.eventBytes = 0;
     if (this.hasData) {
       this.dataEvents++;
@@ -202,7 +216,7 @@ export class SseUsageScanner implements StreamBytes {
   }
 
   private keepHead(buf: Buffer): void {
-    if (this.headBytes + buf.length > MAX_EVENT_BYTES) {
+    if (this.headBytes + buf.length > this.maxEventBytes) {
       this.head = null;
       return;
     }
