@@ -173,6 +173,25 @@ async function streamAnswer(res: ServerResponse, hit: Hit, model: string, behavi
   res.end('data: [DONE]\n\n');
 }
 
+/** BIG_CRLF_STREAM, waiting halfway for `pause` when one is set. */
+async function bigCrlfAnswer(res: ServerResponse, hit: Hit, pause: ReturnType<typeof streamPause> | undefined): Promise<void> {
+  hit.status = 200;
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const { events } = BIG_CRLF_STREAM;
+  const half = events.length >> 1;
+  // Writes of about 64 KiB, each after the last drained: the gateway reads the stream as a network delivers it.
+  const send = async (from: number, to: number) => {
+    for (let i = from; i < to; i += 30) if (!res.write(events.slice(i, Math.min(i + 30, to)).join(''))) await new Promise((r) => res.once('drain', r));
+  };
+  await send(0, half);
+  if (pause) {
+    pause.arrive();
+    await pause.released;
+  }
+  await send(half, events.length);
+  res.end();
+}
+
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
@@ -288,23 +307,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
           if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage })}\n\n`);
           return void res.end('data: [DONE]\n\n');
         }
-        if (behavior === 'crlf-4mib' && hit.stream) {
-          hit.status = 200;
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          const { events } = BIG_CRLF_STREAM;
-          const half = events.length >> 1;
-          // Writes of about 64 KiB, each after the last drained: the gateway reads the stream as a network delivers it.
-          const send = async (from: number, to: number) => {
-            for (let i = from; i < to; i += 30) if (!res.write(events.slice(i, Math.min(i + 30, to)).join(''))) await new Promise((r) => res.once('drain', r));
-          };
-          await send(0, half);
-          if (state.pause) {
-            state.pause.arrive();
-            await state.pause.released;
-          }
-          await send(half, events.length);
-          return void res.end();
-        }
+        if (behavior === 'crlf-4mib' && hit.stream) return bigCrlfAnswer(res, hit, state.pause);
         if (!hit.stream || behavior === 'plain-json-stream') return answer(200, completion(parsed.model, behavior));
         return streamAnswer(res, hit, parsed.model, behavior);
       })();

@@ -141,6 +141,18 @@ describe('the attempt loop, buffered', () => {
     expect(failureAnswer(h2.journal.responses).status).toBe(502);
   });
 
+  test('bounded reads: a 2xx body past 16 MiB fails over with a named error; a 4 MiB error body fails over with its status', async () => {
+    const MiB = 'x'.repeat(1024 * 1024);
+    const h = harness([{ status: 500, chunks: Array.from({ length: 4 }, () => MiB) }, { status: 200, chunks: ['{"pad":"', ...Array.from({ length: 17 }, () => MiB), '"}'] }, { status: 200, chunks: [completion(null)] }], 5_000);
+    const result = await runAttempts([shared('openai'), shared('groq'), shared('mistral')], bufferedSink, h.deps, h.journal, h.client);
+    expect(result.committed && result.attempt.provider).toBe('mistral');
+    expect(h.journal.responses.map((r) => [r.status, r.error])).toEqual([
+      [500, undefined],
+      [200, 'the upstream response is larger than 16 MiB'],
+    ]);
+    expect(h.observed.map((o) => o.outcome)).toEqual(['upstream_error', 'upstream_error']);
+  });
+
   test('a payload that cannot be prepared is a credential_error and the loop goes on, sending nothing for it', async () => {
     const h = harness([{ setup: 'the credential payload does not parse for its provider' }, { status: 200, chunks: [completion(null)] }]);
     const result = await runAttempts([byok('openai', 'bad'), shared('groq')], bufferedSink, h.deps, h.journal, h.client);
