@@ -84,7 +84,7 @@ export class StreamRelay {
     this.done = true;
     clearTimeout(this.idle);
     const clientGone = this.clientGone || this.out.destroyed;
-    // Read before finish(), which dispatches a trailing event the client has not seen ended.
+    // Asked before finish(), which dispatches an unfinished trailing event as if it had ended.
     const atBoundary = this.usage.atBoundary;
     this.opts.ended(error, this.usage.finish(), this.usage);
     if (!clientGone) {

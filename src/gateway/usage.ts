@@ -3,7 +3,8 @@
 // - A catalog upstream (a URL the platform configured: the provider itself) is trusted: its well-formed count is
 //   metered as reported, even past the bounds below (then flagged, for an alert), never clamped below itself.
 // - A tenant-chosen upstream (an Azure endpoint_url: any https host the tenant names) is not: its count is clamped
-//   between a floor read from the content it delivered and the most the request could produce.
+//   between a floor from the bytes it was sent and relayed (never from the fields a client is expected to read) and
+//   the most the request could produce.
 // - Admission reserves the most the request can cost: every prompt part at an upper bound, n × the per-choice cap.
 // Counts that are not counts (fractional, negative, absurd, missing) become an estimate from the bytes seen, flagged.
 // Pure: no I/O, no clock.
