@@ -6,28 +6,21 @@
 // sent while the stream is halfway, are all served before it ends.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
-import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
-import { parseEgressAllowList } from '../../../src/domain/egress.ts';
-import { createGatewayMetrics, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { streamFloorTokens } from '../../../src/gateway/usage.ts';
-import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from './metered-gateway.ts';
 import { BIG_CRLF_STREAM, startUpstreams, streamPause, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const KEY_BIG = 'sk-gw-framing-big-0123456789abcdef01';
 const KEY_OTHER = 'sk-gw-framing-other-0123456789abcdef';
-const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
 
 describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end to end', () => {
   let nsBig = '';
@@ -35,22 +28,15 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
   let run: CapturedOperator;
   let up: Upstreams;
   let projector: Projector;
-  let gw: RunningGateway | undefined;
-  let gate: LedgerSpendGate | undefined;
-  const root = mkdtempSync(join(tmpdir(), 'byok-int-framing-'));
-  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared') };
+  let stack: MeteredGateway | undefined;
+  const dirs = gatewayDirs('byok-int-framing-');
 
   const post = (key: string, body: Record<string, unknown>) =>
-    fetch(`${gw!.url}/api/v1/chat/completions`, {
+    fetch(`${stack!.gw.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
     });
-  const settled = (key: string, id: string) =>
-    until(`the settled record of ${id}`, async () => {
-      const g = gw!.generations.get(id, sha(key));
-      return g && g.charged_micros !== null ? g : undefined;
-    }, 20_000, 20);
 
   beforeAll(async () => {
     up = await startUpstreams();
@@ -68,7 +54,7 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     await resource('byokcredentials', nsBig).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'az' }, spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true } });
     up.behavior.set('api-key:az-big-key', 'crlf-4mib');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '0.15', completionUsdPerMillionTokens: '0.6' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+    writeFileSync(dirs.catalog, JSON.stringify({
       format: 'byok-gateway-catalog/v1',
       models: [
         { model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] },
@@ -79,31 +65,12 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-    await until('both accounts compiled', async () => {
-      await projector.sync();
-      try {
-        const accounts = loadRoutingConfig(dirs.config).accounts;
-        return accounts.get(nsBig)?.credentials.length === 1 && accounts.get(nsOther)?.apiKeys.length === 1;
-      } catch {
-        return false;
-      }
-    }, 30_000, 200);
-    const metrics = createGatewayMetrics({ defaultMetrics: false });
-    const log = pino({ level: 'silent' });
-    gate = await openGatewaySpendGate({ registry: metrics.registry, logger: log });
-    gw = await startGateway({
-      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
-      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate: gate, metrics, pollMs: 100, egress: LOOPBACK_ALLOWED, logger: log,
-    });
+    await projected(projector, dirs, 'both accounts compiled', (accounts) => accounts.get(nsBig)?.credentials.length === 1 && accounts.get(nsOther)?.apiKeys.length === 1);
+    stack = await startMeteredGateway(dirs, up);
   }, 60_000);
 
   afterAll(async () => {
-    await gw?.close();
-    await gate?.close();
-    await projector?.stop();
-    await run?.op.stop();
-    await up?.close();
-    rmSync(root, { recursive: true, force: true });
+    await stopAll({ stack, projector, run, up }, dirs);
   });
 
   test('relayed unchanged, metered at the reported usage, and another account is served while it streams', async () => {
@@ -154,7 +121,7 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     const floor = streamFloorTokens(floorCheck, { n: 1, logprobEntries: 0 });
     expect(floor).toBeGreaterThan(100_000);
     expect(BIG_CRLF_STREAM.usage.completion_tokens).toBeGreaterThan(floor);
-    const g = await settled(KEY_BIG, id);
+    const g = await stack!.settled(sha(KEY_BIG), id);
     expect(g).toMatchObject({ tokens_prompt: BIG_CRLF_STREAM.usage.prompt_tokens, tokens_completion: BIG_CRLF_STREAM.usage.completion_tokens, usage_estimated: null, is_byok: true });
   }, 120_000);
 });
