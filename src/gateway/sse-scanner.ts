@@ -157,21 +157,21 @@ export class SseUsageScanner implements StreamBytes {
     // A line shorter than `data:` is a data field only when it is exactly `data` (an empty value).
     const kind = this.lineKind !== 'unknown' ? this.lineKind : length === DATA.length && !this.overflow && Buffer.concat(this.line).equals(DATA) ? 'data' : 'other';
     if (kind === 'data') {
-      this.hasData = true;
       if (!this.overflow) {
         const whole = this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line, length);
         this.examined += length;
-        // The value: past `data:` and one optional space.
+        // The value: past `data:` and one optional space; a second data line is joined to the first with LF.
         let from = Math.min(DATA.length + 1, whole.length);
         if (whole[from] === SPACE) from++;
-        if (this.dataBytes > 0) {
+        if (this.hasData) {
           this.data.push(NEWLINE);
           this.dataBytes++;
         }
         this.data.push(whole.subarray(from));
         this.dataBytes += whole.length - from;
-        // The data of a first line may still be empty: hasData, not dataBytes, says the event has a data field.
       }
+      // An empty value is still a data field: the event counts as one with data.
+      this.hasData = true;
     }
     this.resetLine();
   }
