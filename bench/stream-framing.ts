@@ -4,7 +4,9 @@
 // a time, waiting a turn of its event loop between writes, so the gateway reads the stream in pieces as it would
 // from a network. Another child runs the gateway on a compiled account (bench/lib/gateway-fixture.ts). The parent
 // requests each stream `--rounds` times, reads it to its end, and reports the gateway process's CPU time for it
-// (utime + stime from /proc, median of the rounds) and how long the stream took.
+// (utime + stime from /proc, median of the rounds) and how long the stream took; meanwhile it sends small
+// non-stream requests one after another and reports their latency (what other requests wait while the one event
+// loop reads the stream).
 // Prints one JSON document. `--gateway-root <dir>` runs the gateway from another checkout's sources (for old vs new:
 // `git archive <rev> src package.json | tar -x -C <dir>` and a node_modules symlink in <dir>).
 //
@@ -50,8 +52,12 @@ function serveUpstream(): void {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const framing = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { user?: Framing }).user ?? 'lf';
-      const body = bodies.get(framing)!;
+      const asked = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { user?: Framing; stream?: boolean };
+      if (asked.stream !== true) {
+        const completion = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'Hello!' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 2 } });
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end(completion);
+      }
+      const body = bodies.get(asked.user ?? 'lf')!;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       void (async () => {
         for (let i = 0; i < body.length; i += WRITE) {
@@ -113,20 +119,43 @@ function stream(gatewayUrl: string, framing: Framing): Promise<{ bytes: number; 
   });
 }
 
+/** Small non-stream requests one after another until `done`: their latencies in ms. */
+async function alongside(gatewayUrl: string, done: Promise<unknown>): Promise<number[]> {
+  const body = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }] });
+  let over = false;
+  void done.then(() => (over = true));
+  const latencies: number[] = [];
+  while (!over) {
+    const t0 = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const r = request(`${gatewayUrl}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${BENCH_API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+      });
+      r.on('error', reject);
+      r.end(body);
+    });
+    latencies.push(performance.now() - t0);
+  }
+  return latencies;
+}
+
 async function main(): Promise<void> {
   const rounds = Number(arg('rounds') ?? 3);
   const root = arg('gateway-root') ?? join(import.meta.dirname, '..');
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   const upstream = await child(['--upstream']);
   const gateway = await child(['--gateway', upstream.url, root]);
-  const results: Record<string, { cpu_ms: number; cpu_ms_rounds: number[]; wall_ms: number; bytes: number; closed: boolean }> = {};
+  const results: Record<string, { cpu_ms: number; cpu_ms_rounds: number[]; wall_ms: number; bytes: number; closed: boolean; alongside: { requests: number; p50_ms: number; max_ms: number } }> = {};
   try {
     // One warm-up stream: the first request compiles the gateway's hot paths.
     await stream(gateway.url, 'lf');
     for (const framing of FRAMINGS) {
       const cpu: number[] = [];
       const wall: number[] = [];
+      const others: number[] = [];
       let last = { bytes: 0, closed: false };
+      // CPU alone first (nothing else runs in the gateway), then again with other requests alongside, for their latency.
       for (let i = 0; i < rounds; i++) {
         const c0 = cpuMs(gateway.proc.pid!);
         const t0 = performance.now();
@@ -134,8 +163,13 @@ async function main(): Promise<void> {
         wall.push(performance.now() - t0);
         cpu.push(cpuMs(gateway.proc.pid!) - c0);
       }
+      for (let i = 0; i < rounds; i++) {
+        const streamed = stream(gateway.url, framing);
+        others.push(...(await alongside(gateway.url, streamed)));
+      }
       const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-      results[framing] = { cpu_ms: median(cpu), cpu_ms_rounds: cpu, wall_ms: Math.round(median(wall)), bytes: last.bytes, closed: last.closed };
+      const alongsideStats = { requests: others.length, p50_ms: Math.round(median(others) * 10) / 10, max_ms: Math.round(Math.max(...others)) };
+      results[framing] = { cpu_ms: median(cpu), cpu_ms_rounds: cpu, wall_ms: Math.round(median(wall)), bytes: last.bytes, closed: last.closed, alongside: alongsideStats };
       log(`${framing}: ${median(cpu)} ms CPU`);
     }
   } finally {
