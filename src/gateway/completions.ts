@@ -12,7 +12,7 @@ import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
-import { costFields, deliveredUnits, floorTokens, meteredUsage, promptFloorTokens, reservedTokens, usageBounds, type CostFields, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
+import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, usageBounds, type CostFields, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
 import { windowOf } from '../ledger/windows.ts';
 
 const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
@@ -265,7 +265,7 @@ export class CompletionRequest implements MeteredRequest {
     const { attempt, value } = result;
     this.journal.record(attempt, result.status, undefined, result.t0, 'ok', result.last);
     const source = this.source();
-    const seen = this.seen(source, value.bytes, source === 'tenant' ? deliveredUnits(value.body.choices) : 0);
+    const seen = this.seen(source, value.bytes, () => bodyFloorTokens(value.bytes, this.cost));
     this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage: meteredUsage(value.body.usage, this.bounds, source, seen) });
     value.body.id = this.generationId;
     value.body.provider = attempt.provider;
@@ -287,12 +287,11 @@ export class CompletionRequest implements MeteredRequest {
       headers: { 'x-generation-id': this.generationId },
       brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
       closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
-      countContent: source === 'tenant',
-      ended: (error, reported, units) => {
+      ended: (error, reported, relayed) => {
         this.journal.record(attempt, result.status, error, t0, error ? 'stream_broken' : 'ok', last);
         // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
         // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
-        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, units));
+        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, () => streamFloorTokens(relayed, this.cost)));
         this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage }, error);
         this.rt.metrics.answered(200);
       },
@@ -334,10 +333,14 @@ export class CompletionRequest implements MeteredRequest {
     return this.tenantUpstream ? 'tenant' : 'catalog';
   }
 
-  /** What crossed the gateway; floors only for a tenant upstream (a catalog count is never held below itself). */
-  private seen(source: UsageSource, responseBytes: number, units: number): Seen {
-    const tenant = source === 'tenant';
-    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: tenant ? promptFloorTokens(this.forward.messages) : 0, minCompletionTokens: tenant ? floorTokens(units) : 0 };
+  /**
+   * What crossed the gateway; floors only for a tenant upstream (a catalog count is never held below itself), from
+   * bytes: the body forwarded to it and what it relayed to the client (docs/ledger.md, "The floor").
+   */
+  private seen(source: UsageSource, responseBytes: number, completionFloor: () => number): Seen {
+    if (source !== 'tenant') return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: 0, minCompletionTokens: 0 };
+    const forwardedBytes = Buffer.byteLength(JSON.stringify(this.forward), 'utf8');
+    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: promptFloorTokens(forwardedBytes, this.cost), minCompletionTokens: completionFloor() };
   }
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {
