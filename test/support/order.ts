@@ -3,15 +3,17 @@
 // the test guards against (the delay, timeout or period the behaviour must not wait for), started before the work,
 // and far longer than the behaviour takes. Only a stall of about the cap on a loaded machine can fail it.
 
-/** 'done' when `work` settles (either way) before a timer of `capMs`, started now, fires; else 'cap'. */
-export async function beforeCap(work: Promise<unknown>, capMs: number): Promise<'done' | 'cap'> {
+/**
+ * The work's result, when it settles before a timer of `capMs` fires; the timer starts first, then the work (so a
+ * trap of exactly `capMs` loses the race). When the cap fires first, an error names `trap`.
+ */
+export async function beforeCap<T>(capMs: number, trap: string, work: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const cap = new Promise<'cap'>((resolve) => {
-    timer = setTimeout(() => resolve('cap'), capMs);
+  const cap = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${trap} came first: the cap of ${capMs} ms fired before the work settled`)), capMs);
   });
-  const settled = work.then(() => 'done' as const, () => 'done' as const);
   try {
-    return await Promise.race([settled, cap]);
+    return await Promise.race([work(), cap]);
   } finally {
     clearTimeout(timer);
   }
