@@ -130,13 +130,13 @@ describe('compile pipeline', () => {
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   /** A pipeline over 40 accounts whose writes take 10 ms each, as on a real apiserver (changes arrive mid-run). */
-  async function slowPipeline(coalesceMs: number, maxBatchDelayMs = 1000) {
+  async function slowPipeline(coalesceMs: number) {
     const { store: fast } = fakeStore();
     const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
     const src = source(40);
     const p = createCompilePipeline({
       kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs, maxBatchDelayMs, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+      coalesceMs, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
     const runs: number[] = [];
@@ -152,6 +152,19 @@ describe('compile pipeline', () => {
       await sleep(5);
     }
   }
+  /**
+   * The delay of the next timer armed from now on, then the spy is gone: the wait the scheduler decides on for a
+   * change, read as a decision (a loaded machine cannot change it), not measured with a stopwatch.
+   */
+  const nextTimerDelay = () =>
+    new Promise<number | undefined>((resolve) => {
+      const real = globalThis.setTimeout;
+      globalThis.setTimeout = ((callback: () => void, ms?: number) => {
+        globalThis.setTimeout = real;
+        resolve(ms);
+        return real(callback, ms);
+      }) as typeof setTimeout;
+    });
   const nextCompile = (p: ReturnType<typeof createCompilePipeline>) =>
     new Promise<void>((resolve) => {
       const off = p.onCompiled(() => {
@@ -161,21 +174,21 @@ describe('compile pipeline', () => {
     });
 
   it('batches a sustained stream of changes into fewer runs, and a later single change is compiled at once', async () => {
-    // A batch cap of 5 s, so that the delay the stream builds up (5 ms doubling per run) is not capped at 1 s.
-    const { p, src, runs } = await slowPipeline(5, 5000);
-    // A change every 5 ms for 2.5 s: without batching, a run right after each ~20 ms run (~100 runs).
-    await stream(p, src, 2500, 2000);
+    const { p, src, runs } = await slowPipeline(5);
+    // A change every 5 ms for 1.2 s: without batching, a run right after each ~20 ms run (~50 runs).
+    await stream(p, src, 1200, 2000);
     await p.flush();
     expect(runs.length).toBeLessThan(20);
     const gaps = runs.slice(1).map((t, i) => t - runs[i]!);
     expect(Math.max(...gaps)).toBeGreaterThanOrEqual(150);
-    // Idle again (the last run found nothing waiting): the next single change waits only coalesceMs (5 ms). Its
-    // compile comes before a timer of 1 s, started first, fires; the trap waited the delay the stream built up
-    // (over 1.2 s after 2.5 s of changes) for it.
-    await sleep(100);
+    // Quiet for longer than maxBatchDelayMs (a run the stream had timed is over): the next single change waits only
+    // coalesceMs (5 ms); the trap waited the delay the stream built up (640 ms after 1.2 s of changes).
+    await sleep(1100);
     src.snaps.get('acct-7')!.credentials[0]!.verdict.sortOrder = 99_999;
-    const compiled = beforeCap(1000, 'the batch delay', () => nextCompile(p));
+    const compiled = nextCompile(p);
+    const armed = nextTimerDelay();
     p.markDirty('acct-7');
+    expect(await armed).toBe(5);
     await compiled;
     await p.stop();
   });
@@ -188,16 +201,21 @@ describe('compile pipeline', () => {
     await p.flush();
     // The burst was batched (the precondition of the trap): far fewer runs than changes.
     expect(runs.length).toBeLessThan(20);
-    // Steady state: one change every 700 ms, each finding the pipeline idle. Each is compiled after coalesceMs plus
-    // one small run, before a timer of the batch delay, started first, fires: the trap waited that delay (>= 640 ms
-    // after this burst, up to the 1 s cap) for every change. The cap here is that delay at its slowest: 1 s.
+    // Steady state: one change every 700 ms, each finding the pipeline idle. Each waits coalesceMs (20 ms), then is
+    // compiled; the trap waited the batch delay (>= 640 ms after this burst, up to the 1 s cap) for every change.
+    const armed: (number | undefined)[] = [];
+    // Past any run the burst had timed (maxBatchDelayMs).
+    await sleep(1100);
     for (let i = 0; i < 6; i++) {
       await sleep(700);
       src.snaps.get(`acct-${(i * 7) % 40}`)!.credentials[1]!.verdict.sortOrder = 50_000 + i;
-      const compiled = beforeCap(1000, `the batch delay (change ${i})`, () => nextCompile(p));
+      const compiled = nextCompile(p);
+      const delay = nextTimerDelay();
       p.markDirty(`acct-${(i * 7) % 40}`);
+      armed.push(await delay);
       await compiled;
     }
+    expect(armed).toEqual(Array(6).fill(20));
     await p.stop();
   });
 
@@ -238,7 +256,8 @@ describe('compile pipeline', () => {
     const { store } = fakeStore();
     const src = source(40);
     let backlog = true;
-    // A cap of a minute: the held run must start on the backlog clearing (within the 250 ms poll), long before.
+    // A backlog cap of a minute: the held run must start on the backlog clearing (within the 250 ms poll), before
+    // a cap of half that fires.
     const p = createCompilePipeline({
       kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
       coalesceMs: 5, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 60_000,
@@ -259,7 +278,7 @@ describe('compile pipeline', () => {
     changeAll(20_000);
     await sleep(300);
     expect(runs).toBe(1);
-    const held = beforeCap(10_000, 'the backlog cap', () => nextCompile(p));
+    const held = beforeCap(30_000, 'the backlog cap', () => nextCompile(p));
     backlog = false;
     await held;
     expect(runs).toBe(2);
@@ -288,8 +307,15 @@ describe('compile pipeline', () => {
     // A sustained stream (a cold start): the batch delay climbs to its cap; then the reconcilers back up.
     await stream(p, src, 1500, 80_000);
     backlog = true;
-    // Changes keep coming while backed up: the run in progress ends with work waiting, and the next one is held.
-    await stream(p, src, 600, 90_000);
+    // Changes keep coming while backed up, until the run in progress (or the next) ends with work waiting: from then
+    // on the next run is held, and it is the one that ends the hold.
+    let holding = false;
+    void nextCompile(p).then(() => (holding = true));
+    for (let i = 0; !holding; i++) {
+      src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 90_000 + i;
+      p.markDirty(`acct-${i % 40}`);
+      await sleep(5);
+    }
     // The backlog clears; while the held run writes, one more change arrives (the first change of normal traffic).
     let changedAt = 0;
     onApply = () => {
@@ -298,11 +324,13 @@ describe('compile pipeline', () => {
       src.snaps.get('acct-7')!.credentials[1]!.verdict.sortOrder = 99_999;
       p.markDirty('acct-7');
     };
-    // The held run (every account) ends, then the run with the change alone follows.
+    // The held run (every account) ends; the next timer armed is the wait before the run with the change alone.
+    let armed: Promise<number | undefined> | undefined;
     const heldRunEnded = new Promise<void>((resolve) => {
       const off = p.onCompiled(() => {
         if (changedAt > 0) {
           off();
+          armed = nextTimerDelay();
           resolve();
         }
       });
@@ -317,9 +345,10 @@ describe('compile pipeline', () => {
     });
     backlog = false;
     await heldRunEnded;
-    // After coalesceMs and one small run (~0.1 s), before a timer started at the held run's end fires: the trap
-    // waited the batch delay the stream built up, or the held run's length (each over a second here), first.
-    await beforeCap(1000, 'the batch delay', () => followUp);
+    // coalesceMs (20 ms), then that run; the trap waited the batch delay the stream built up, or the held run's
+    // length (each over a second here), first.
+    expect(await armed).toBe(20);
+    await followUp;
     await p.stop();
   });
 
