@@ -13,6 +13,13 @@ const serverChild = (port: number): ChildProcess =>
 const answersAs = async (port: number, child: ChildProcess) => (await (await fetch(`http://127.0.0.1:${port}/`)).text()) === String(child.pid);
 
 const children: ChildProcess[] = [];
+/** Starts serverChild on `port`, counting starts in `count.starts`. */
+const startCounted = (count: { starts: number }) => (port: number): ChildProcess => {
+  count.starts++;
+  const c = serverChild(port);
+  children.push(c);
+  return c;
+};
 const holders: Server[] = [];
 /** Takes a port with a server that answers too (as another worker's would). */
 async function holder(): Promise<{ server: Server; port: number }> {
@@ -36,11 +43,7 @@ describe('startOwnPorts', () => {
         offered.push(p);
         return p;
       },
-      start: (p) => {
-        const c = serverChild(p);
-        children.push(c);
-        return c;
-      },
+      start: startCounted({ starts: 0 }),
       ready: answersAs,
       deadline: Date.now() + 30_000,
     });
@@ -54,41 +57,31 @@ describe('startOwnPorts', () => {
 
   test('a restart keeps its port: it waits for the holder to let go (beforeRetry), then binds that port', async () => {
     const taken = await holder();
-    let starts = 0;
+    const count = { starts: 0 };
     const { ports } = await startOwnPorts('server', {
       ports: async () => taken.port,
-      start: (p) => {
-        starts++;
-        const c = serverChild(p);
-        children.push(c);
-        return c;
-      },
+      start: startCounted(count),
       ready: answersAs,
       beforeRetry: () => taken.server.close(),
       deadline: Date.now() + 30_000,
     });
     expect(ports).toBe(taken.port);
-    expect(starts).toBe(2);
+    expect(count.starts).toBe(2);
   });
 
   test('bounded: a port that stays taken fails after `attempts` starts, with the clash in the message', async () => {
     const taken = await holder();
-    let starts = 0;
+    const count = { starts: 0 };
     const failed = await startOwnPorts('server', {
       ports: async () => taken.port,
-      start: (p) => {
-        starts++;
-        const c = serverChild(p);
-        children.push(c);
-        return c;
-      },
+      start: startCounted(count),
       ready: answersAs,
       attempts: 3,
       deadline: Date.now() + 30_000,
     }).catch((err: unknown) => err as Error);
     expect(failed).toBeInstanceOf(Error);
     expect((failed as Error).message).toMatch(/^server exited \(1\): its port was taken, 3 times\n[\s\S]*EADDRINUSE/);
-    expect(starts).toBe(3);
+    expect(count.starts).toBe(3);
   });
 
   test('an exit that is not a clash is not retried', async () => {

@@ -219,26 +219,32 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
-  it('while the reconcilers are backed up, runs wait for the backlog to clear, backlogDelayMs at most', async () => {
+  /** 40 accounts behind a reconcile backlog (on until `reconcilers.backlog` turns false), capped at backlogDelayMs. */
+  async function backloggedPipeline(backlogDelayMs: number) {
     const { store } = fakeStore();
     const src = source(40);
-    let backlog = true;
+    const reconcilers = { backlog: true };
     const p = createCompilePipeline({
       kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 5, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 1500,
+      coalesceMs: 5, keyReloadMs: 60_000, backlog: () => reconcilers.backlog, backlogDelayMs,
       shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
-    const runs: number[] = [];
-    p.onCompiled(() => runs.push(performance.now()));
-    // A change arrives during the first run after start, so the pipeline is busy when it finishes: held back.
-    const began = performance.now();
     const changeAll = (v: number) => {
       for (let i = 0; i < 40; i++) {
         src.snaps.get(`acct-${i}`)!.credentials[0]!.verdict.sortOrder = v + i;
         p.markDirty(`acct-${i}`);
       }
     };
+    return { p, reconcilers, changeAll };
+  }
+
+  it('while the reconcilers are backed up, runs wait for the backlog to clear, backlogDelayMs at most', async () => {
+    const { p, changeAll } = await backloggedPipeline(1500);
+    const runs: number[] = [];
+    p.onCompiled(() => runs.push(performance.now()));
+    // A change arrives during the first run after start, so the pipeline is busy when it finishes: held back.
+    const began = performance.now();
     changeAll(10_000);
     await nextCompile(p);
     changeAll(20_000);
@@ -253,25 +259,11 @@ describe('compile pipeline', () => {
   });
 
   it('a run held for a reconcile backlog starts once the backlog clears, not at the cap', async () => {
-    const { store } = fakeStore();
-    const src = source(40);
-    let backlog = true;
     // A backlog cap of a minute: the held run must start on the backlog clearing (within the 250 ms poll), before
     // a cap of half that fires.
-    const p = createCompilePipeline({
-      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 5, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 60_000,
-      shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
-    });
-    await p.start();
+    const { p, reconcilers, changeAll } = await backloggedPipeline(60_000);
     let runs = 0;
     p.onCompiled(() => runs++);
-    const changeAll = (v: number) => {
-      for (let i = 0; i < 40; i++) {
-        src.snaps.get(`acct-${i}`)!.credentials[0]!.verdict.sortOrder = v + i;
-        p.markDirty(`acct-${i}`);
-      }
-    };
     // As above: changes arrive during a run, which then ends with work waiting: the next run is held.
     changeAll(10_000);
     await nextCompile(p);
@@ -279,7 +271,7 @@ describe('compile pipeline', () => {
     await sleep(300);
     expect(runs).toBe(1);
     const held = beforeCap(30_000, 'the backlog cap', () => nextCompile(p));
-    backlog = false;
+    reconcilers.backlog = false;
     await held;
     expect(runs).toBe(2);
     await p.stop();
