@@ -4,7 +4,7 @@
 // has its pinned digest; anything else is refused with a message that names the file, and the run stops once.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,10 +20,17 @@ const lock = readFileSync(join(repo, 'hack', 'export', 'third-party.lock'), 'utf
 });
 
 interface Run { code: number; stdout: string; stderr: string }
+const temps: string[] = [];
+/** A temp folder, removed after the file. */
+const temp = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+};
 function fetchThirdParty(env: Record<string, string>): Promise<Run> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BYOK_THIRD_PARTY_'))) as Record<string, string>;
   return new Promise((resolve) => {
-    execFile(script, { env: { ...clean, BYOK_CACHE_DIR: mkdtempSync(join(tmpdir(), 'byok-third-party-cache-')), ...env } }, (err, stdout, stderr) => {
+    execFile(script, { env: { ...clean, BYOK_CACHE_DIR: temp('byok-third-party-cache-'), ...env } }, (err, stdout, stderr) => {
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -46,7 +53,10 @@ describe('hack/export/fetch-third-party.sh', () => {
     await new Promise<void>((r) => codeHost.listen(0, '127.0.0.1', r));
     baseUrl = `http://127.0.0.1:${(codeHost.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((r) => codeHost.close(() => r())));
+  afterAll(async () => {
+    await new Promise<void>((r) => codeHost.close(() => r()));
+    for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+  });
 
   const sha256Of = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
@@ -61,7 +71,7 @@ describe('hack/export/fetch-third-party.sh', () => {
   test('a changed file from the code host is refused, named by its URL, and nothing is cached', async () => {
     changed.add('agentgateway/standalone-config.schema.json');
     try {
-      const cache = mkdtempSync(join(tmpdir(), 'byok-third-party-cache-'));
+      const cache = temp('byok-third-party-cache-');
       const run = await fetchThirdParty({ BYOK_THIRD_PARTY_URL: baseUrl, BYOK_CACHE_DIR: cache });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain(`refused ${baseUrl}/agentgateway/agentgateway/`);
@@ -73,7 +83,7 @@ describe('hack/export/fetch-third-party.sh', () => {
   });
 
   test('a local copy comes first; one changed file in it is refused, named', async () => {
-    const copy = mkdtempSync(join(tmpdir(), 'byok-third-party-copy-'));
+    const copy = temp('byok-third-party-copy-');
     cpSync(pinned, copy, { recursive: true });
     // The code host answers nothing: the files can only have come from the copy.
     const fromCopy = await fetchThirdParty({ BYOK_THIRD_PARTY_DIR: copy, BYOK_THIRD_PARTY_URL: `${baseUrl}/nowhere` });
@@ -95,7 +105,7 @@ describe('hack/export/fetch-third-party.sh', () => {
   });
 
   test('a cache edited by hand is not trusted: the next run gets the file again', async () => {
-    const cache = mkdtempSync(join(tmpdir(), 'byok-third-party-cache-'));
+    const cache = temp('byok-third-party-cache-');
     const first = await fetchThirdParty({ BYOK_THIRD_PARTY_URL: baseUrl, BYOK_CACHE_DIR: cache });
     const out = first.stdout.trim().split('\n').at(-1)!;
     const schema = join(out, 'agentgateway', 'standalone-config.schema.json');
