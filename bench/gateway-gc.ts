@@ -30,7 +30,7 @@ import { directAccessLog, startGateway } from '../src/gateway/index.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { createLogger } from '../src/operator/logger.ts';
-import { freePort } from '../src/controlplane/control-plane.ts';
+import { freePort } from '../src/controlplane/ports.ts';
 import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
 
 /** The image's heap flags (Dockerfile): the young generation's size decides how long garbage has to die young. */

@@ -19,7 +19,7 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
-import { freePort } from '../src/controlplane/control-plane.ts';
+import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';

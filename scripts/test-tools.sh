@@ -3,8 +3,11 @@
 # the Argo CD health checks. Installs what is missing with apt-get (as root, or through sudo); on other systems
 # it names what to install. `npm test`, `npm run test:integration` and .ci/run call it; a no-op when present.
 set -euo pipefail
-# The export's integration test validates against Envoy Gateway's and the Gateway API's CRDs, from their Go modules.
+# The export's tests validate against Envoy Gateway's and the Gateway API's CRDs, from their Go modules, and against
+# Envoy AI Gateway's and agentgateway's schemas at pinned commits: when those cannot be got, the run stops here with
+# one message naming what is missing and how to get it (BYOK_THIRD_PARTY_DIR), not with a failure per test.
 "$(dirname "${BASH_SOURCE[0]}")/../hack/export/fetch-crds.sh" >/dev/null
+"$(dirname "${BASH_SOURCE[0]}")/../hack/export/fetch-third-party.sh" >/dev/null
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v lua5.4 >/dev/null 2>&1 || need+=(lua5.4)

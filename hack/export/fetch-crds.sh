@@ -2,7 +2,7 @@
 # Fetches the CRDs an export is validated against that live in Go modules: Envoy Gateway's (gateway.envoyproxy.io:
 # Backend, BackendTrafficPolicy, ...) and the Gateway API's (HTTPRoute, BackendTLSPolicy), with
 # `go mod download -json` from the module proxy, into a cache outside the repo. Envoy AI Gateway's and
-# agentgateway's CRDs are not served by any module proxy: the tests read them from ../shared/third-party/.
+# agentgateway's CRDs are not served by any module proxy: fetch-third-party.sh gets them at pinned commits.
 # Prints the cache folder last (it holds envoy-gateway/*.yaml and gateway-api/*.yaml).
 #
 #   BYOK_CACHE_DIR=dir   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator)

@@ -1,10 +1,11 @@
 // The dev stack's shared ledger: a redis-server on loopback with AOF (appendfsync everysec), as docs/ledger.md asks
 // of any Redis that holds spend, so the ledger, the operator's spend mirror and the SPENT/MTD columns work in dev as
 // in a cluster. Absent redis-server (or with --embedded-ledger) the gateway keeps the embedded ledger.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
-import { createServer, connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
+import { freePort, startOwnPorts } from '../controlplane/ports.ts';
 import { keySpace } from '../ledger/keys.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
 
@@ -15,23 +16,22 @@ export interface DevRedis {
   stop(): Promise<void>;
 }
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-
-const accepts = (port: number) =>
+/** Whether the redis-server on `port` is the process `pid`: INFO names its process id (a plain RESP exchange). */
+export const isRedisProcess = (port: number, pid: number | undefined) =>
   new Promise<boolean>((resolve) => {
-    const c = connect(port, '127.0.0.1', () => {
-      c.end();
-      resolve(true);
+    let answer = '';
+    const c = connect(port, '127.0.0.1', () => c.write('*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n'));
+    const done = (ok: boolean) => {
+      c.destroy();
+      resolve(ok);
+    };
+    c.setTimeout(1000, () => done(false));
+    c.on('data', (chunk: Buffer) => {
+      answer += chunk.toString();
+      if (answer.includes('process_id:')) done(answer.includes(`process_id:${pid}\r\n`));
     });
-    c.once('error', () => resolve(false));
+    c.once('error', () => done(false));
+    c.once('end', () => done(false));
   });
 
 /** Starts redis-server with AOF under dir, or returns undefined when it is not installed. */
@@ -40,20 +40,21 @@ export async function startDevRedis(dir: string): Promise<DevRedis | undefined> 
   // Every dev run has a new control plane: the spend of an earlier run (its AOF) must not come back with it.
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  const port = await freePort();
-  const child: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--loglevel', 'warning'],
-    { stdio: 'ignore' },
-  );
-  const deadline = Date.now() + 10_000;
-  while (!(await accepts(port))) {
-    if (Date.now() > deadline || child.exitCode !== null) {
-      child.kill('SIGKILL');
-      throw new Error('redis-server did not start within 10 s');
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const { ports: port, child } = await startOwnPorts('redis-server', {
+    ports: freePort,
+    start: (p) => spawn(
+      'redis-server',
+      ['--port', String(p), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--loglevel', 'warning'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    ),
+    ready: (p, proc) => isRedisProcess(p, proc.pid),
+    beforeRetry: () => {
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(dir, { recursive: true });
+    },
+    deadline: Date.now() + 10_000,
+    pollMs: 50,
+  });
   const url = `redis://127.0.0.1:${port}/0`;
   return {
     url,

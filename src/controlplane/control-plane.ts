@@ -2,14 +2,14 @@
 // certificates, an admin identity, RBAC, service-account keys and the front-proxy flags API aggregation needs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
 import { createCertificateAuthority, type CertificateAuthority } from './pki.ts';
+import { freePort, startOwnPorts } from './ports.ts';
 
 export interface ControlPlaneOptions {
   /** Directory holding kube-apiserver and etcd (and kubectl); defaults to $BYOK_CONTROL_PLANE_BIN or $KUBEBUILDER_ASSETS. */
@@ -51,55 +51,23 @@ export function resolveBinDir(explicit?: string): string {
   );
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 interface Probe {
   status: number;
   body: string;
 }
 
-function get(url: string, tls?: { ca: string; cert: string; key: string }): Promise<Probe> {
+function get(url: string, tls?: { ca: string; cert: string; key: string }, body?: string): Promise<Probe> {
   return new Promise((resolve, reject) => {
-    const req = (tls ? httpsRequest : httpRequest)(url, { ...tls, timeout: 2000 }, (res) => {
-      let body = '';
+    const req = (tls ? httpsRequest : httpRequest)(url, { ...tls, timeout: 2000, method: body === undefined ? 'GET' : 'POST' }, (res) => {
+      let text = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
-}
-
-async function waitFor(what: string, deadline: number, check: () => Promise<boolean>, diagnose: () => string): Promise<void> {
-  let lastError = '';
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      lastError = err instanceof Error ? err.message : String(err);
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what} did not become ready in time (${lastError})\n${diagnose()}`);
-}
-
-function tail(path: string, lines = 30): string {
-  if (!existsSync(path)) return '';
-  return readFileSync(path, 'utf8').split('\n').slice(-lines).join('\n');
 }
 
 /** A detached watcher that kills the servers and removes the work dir if this process dies without stopping them. */
@@ -181,7 +149,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   };
 
   try {
-    const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
     const ca = await createCertificateAuthority('byok-local-ca');
     const frontProxyCa = await createCertificateAuthority('byok-front-proxy-ca');
     const address = options.address ?? '127.0.0.1';
@@ -204,19 +171,28 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     };
     for (const [name, content] of Object.entries(files)) writeFileSync(path(name), content, { mode: 0o600 });
 
-    log(`starting etcd on 127.0.0.1:${etcdPort}`);
+    // The member name tells this etcd from another worker's that took its port first.
+    const etcdName = `byok-${basename(workDir)}`;
+    const { ports: [etcdPort] } = await startOwnPorts('etcd', {
+      ports: async () => [await freePort(), await freePort()] as const,
+      start: ([client, peer]) => {
+        const etcdUrl = `http://127.0.0.1:${client}`;
+        const peerUrl = `http://127.0.0.1:${peer}`;
+        log(`starting etcd on 127.0.0.1:${client}`);
+        return processes.start('etcd', join(binDir, 'etcd'), [
+          `--name=${etcdName}`, `--data-dir=${path('etcd-data')}`,
+          `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+          `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=${etcdName}=${peerUrl}`,
+          '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
+        ]);
+      },
+      ready: async ([client]) => (await get(`http://127.0.0.1:${client}/v3/cluster/member/list`, undefined, '{}')).body.includes(`"name":"${etcdName}"`),
+      beforeRetry: () => rmSync(path('etcd-data'), { recursive: true, force: true }),
+      deadline: deadline(),
+    });
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-    const peerUrl = `http://127.0.0.1:${peerPort}`;
-    processes.start('etcd', join(binDir, 'etcd'), [
-      '--name=byok', `--data-dir=${path('etcd-data')}`,
-      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=byok=${peerUrl}`,
-      '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
-    ]);
-    await waitFor('etcd', deadline(), async () => (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'), () => tail(path('etcd.log')));
 
-    const server = `https://${address}:${apiPort}`;
-    const apiServerArgs = [
+    const apiServerArgs = (apiPort: number) => [
       `--etcd-servers=${etcdUrl}`, `--cert-dir=${path('certs')}`,
       `--bind-address=${address}`, `--advertise-address=${address}`, `--secure-port=${apiPort}`,
       `--tls-cert-file=${path('apiserver.crt')}`, `--tls-private-key-file=${path('apiserver.key')}`,
@@ -234,12 +210,22 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       '--kubelet-preferred-address-types=InternalIP',
     ];
     const adminTls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
-    const startApiServer = async () => {
-      log(`starting kube-apiserver on ${server}`);
-      processes.start('kube-apiserver', join(binDir, 'kube-apiserver'), apiServerArgs);
-      await waitFor('kube-apiserver', deadline(), async () => (await get(`${server}/readyz`, adminTls)).status === 200, () => tail(path('kube-apiserver.log')));
+    // Only this apiserver's certificate passes adminTls: another worker's on a taken port is never taken for it.
+    const startApiServer = async (port?: number) => {
+      const started = await startOwnPorts('kube-apiserver', {
+        // A restart keeps its port (the kubeconfig names it); a clash then is retried on that port.
+        ports: async () => port ?? (await freePort()),
+        start: (p) => {
+          log(`starting kube-apiserver on https://${address}:${p}`);
+          return processes.start('kube-apiserver', join(binDir, 'kube-apiserver'), apiServerArgs(p));
+        },
+        ready: async (p) => (await get(`https://${address}:${p}/readyz`, adminTls)).status === 200,
+        deadline: deadline(),
+      });
+      return started.ports;
     };
-    await startApiServer();
+    const apiPort = await startApiServer();
+    const server = `https://${address}:${apiPort}`;
     const version = (JSON.parse((await get(`${server}/version`, adminTls)).body) as { gitVersion: string }).gitVersion;
     const kubeconfigPath = path('kubeconfig');
     writeFileSync(kubeconfigPath, kubeconfig(server, ca.certPem, 'byok-admin', admin.certPem, admin.keyPem), { mode: 0o600 });
@@ -254,7 +240,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       kubeconfigFor: (user, groups) => writeUserKubeconfig(ca, server, path(`kubeconfig-${user.replace(/[^a-z0-9-]/gi, '_')}`), user, groups ?? []),
       restartApiServer: async () => {
         await processes.stop('kube-apiserver');
-        await startApiServer();
+        await startApiServer(apiPort);
       },
       stop,
     };

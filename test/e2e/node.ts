@@ -6,7 +6,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { freePort, ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { freePort } from '../../src/controlplane/ports.ts';
 
 export const BRIDGE = 'byok-e2e0';
 export const BRIDGE_ADDRESS = '10.250.0.1';

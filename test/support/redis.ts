@@ -1,11 +1,12 @@
-// A real redis-server for one test file: loopback, a free port, its own temp dir, no persistence; killed on stop,
-// on process exit, and by a detached reaper if the test process dies without stopping it.
+// A real redis-server for one test file: loopback, a port it holds (startOwnPorts: another worker's server on a
+// taken port is never taken for it), its own temp dir, no persistence; killed on stop, on process exit, and by a
+// detached reaper if the test process dies without stopping it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
-import { freePort } from '../../src/controlplane/control-plane.ts';
+import { isRedisProcess } from '../../src/cli/dev-redis.ts';
+import { freePort, startOwnPorts } from '../../src/controlplane/ports.ts';
 
 export interface RedisServer {
   url: string;
@@ -25,42 +26,34 @@ function reaper(workDir: string): ChildProcess {
   return r;
 }
 
-async function waitReady(url: string, deadline: number): Promise<void> {
-  for (;;) {
-    const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 500 });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
-    if (Date.now() > deadline) throw new Error(`redis-server at ${url} did not become ready`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export async function startRedis(): Promise<RedisServer> {
   const workDir = mkdtempSync(join(tmpdir(), 'byok-redis-'));
   reaper(workDir);
-  const port = await freePort();
-  const url = `redis://127.0.0.1:${port}`;
+  let port = 0;
   let child: ChildProcess | undefined;
   const onExit = () => child?.kill('SIGKILL');
   process.on('exit', onExit);
 
+  /** The first start takes a port of its own; start() after kill() comes back on that port (clients keep the URL). */
   const start = async () => {
-    const proc = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', workDir, '--daemonize', 'no', '--loglevel', 'warning'],
-      { stdio: ['ignore', 'ignore', 'inherit'] },
-    );
-    proc.once('error', (err) => process.stderr.write(`[redis] ${err.message} (is the Debian package redis-server installed?)\n`));
-    child = proc;
-    writeFileSync(join(workDir, 'redis.pid'), String(proc.pid));
-    await waitReady(url, Date.now() + 10_000);
+    const started = await startOwnPorts('redis-server', {
+      ports: async () => port || (await freePort()),
+      start: (p) => {
+        const proc = spawn(
+          'redis-server',
+          ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', workDir, '--daemonize', 'no', '--loglevel', 'warning'],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        proc.once('error', (err) => process.stderr.write(`[redis] ${err.message} (is the Debian package redis-server installed?)\n`));
+        child = proc;
+        writeFileSync(join(workDir, 'redis.pid'), String(proc.pid));
+        return proc;
+      },
+      ready: (p, proc) => isRedisProcess(p, proc.pid),
+      deadline: Date.now() + 10_000,
+      pollMs: 50,
+    });
+    port = started.ports;
   };
   const kill = async () => {
     const proc = child;
@@ -72,7 +65,7 @@ export async function startRedis(): Promise<RedisServer> {
   };
   await start();
   return {
-    url,
+    url: `redis://127.0.0.1:${port}`,
     port,
     kill,
     start,

@@ -1,17 +1,19 @@
-// The targets' CRDs for the export tests: Envoy AI Gateway's and agentgateway's unmodified from ../shared/third-party,
-// Envoy Gateway's and the Gateway API's from their Go modules (hack/export/fetch-crds.sh), installed into the test
+// The targets' CRDs for the export tests: Envoy AI Gateway's and agentgateway's unmodified at pinned commits (from
+// the cache hack/export/fetch-third-party.sh fills), Envoy Gateway's and the Gateway API's from their Go modules
+// (hack/export/fetch-crds.sh), installed into the test
 // kube-apiserver so the objects the export writes are judged by their real schemas and CEL rules.
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { kubectl } from '../../support/kube.ts';
+import { thirdPartyDir } from '../../support/third-party.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
-const thirdParty = join(repo, '..', 'shared', 'third-party');
 
 /** The CRD files of every kind an export writes (and of the kinds they reference). */
 export function crdFiles(): string[] {
   const cache = execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+  const thirdParty = thirdPartyDir();
   const pick = (dir: string, names: string[]) => names.map((n) => join(dir, n));
   return [
     ...pick(join(thirdParty, 'envoy-ai-gateway'), ['aigateway.envoyproxy.io_aigatewayroutes.yaml', 'aigateway.envoyproxy.io_aiservicebackends.yaml', 'aigateway.envoyproxy.io_backendsecuritypolicies.yaml']),

@@ -1,5 +1,5 @@
-// The export against the targets' real schemas: the CRDs of Envoy AI Gateway and agentgateway (unmodified, from
-// ../shared/third-party) and of Envoy Gateway and the Gateway API (from their Go modules, hack/export/fetch-crds.sh)
+// The export against the targets' real schemas: the CRDs of Envoy AI Gateway and agentgateway (unmodified, at
+// pinned commits: hack/export/fetch-third-party.sh) and of Envoy Gateway and the Gateway API (from their Go modules, hack/export/fetch-crds.sh)
 // are installed into the test kube-apiserver, and every object `byok-operator export` writes, for every payload
 // shape and every flag combination, is applied with server-side dry run: the OpenAPI schemas and CEL rules of the
 // CRDs judge it. The CLI runs as users run it (a child process on the folder).

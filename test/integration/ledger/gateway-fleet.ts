@@ -5,32 +5,26 @@
 // (7,500 micros at the catalog price). Load lanes keep the generation ids of the responses that completed; what
 // Redis recorded is read back from the account's id sets (one field per recorded generation id) and its BYOK list
 // cost counter (7,500 per counted request).
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../../src/controlplane/control-plane.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
+import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 
-const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
 const KEY = 'sk-spend-durability-0123456789abcdef';
 /** List cost of one request: 1000 prompt tokens at 2.5 USD/M + 500 completion tokens at 10 USD/M. */
 export const REQUEST_MICROS = 7500;
 
-export interface GatewayProcess {
-  child: ChildProcess;
-  url: string;
-  opsUrl: string;
-  stderr: string[];
-}
+export type { GatewayProcess };
 
 export interface SpendStack {
   redis: RedisServer;
@@ -82,17 +76,12 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
     redis,
     root,
     async gateway(journalDir) {
-      const [port, opsPort] = [await freePort(), await freePort()];
-      const child = spawn(process.execPath, [MAIN, 'gateway', '--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
-        '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', String(port), '--ops-port', String(opsPort),
-        '--ledger-redis-url', redis.url, '--log-level', 'error', ...(journalDir ? ['--ledger-journal', journalDir] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
-      running.add(child);
-      child.once('exit', () => running.delete(child));
-      const stderr: string[] = [];
-      child.stderr!.on('data', (c: Buffer) => stderr.push(c.toString()));
-      const gw: GatewayProcess = { child, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, stderr };
+      // Its own ports (0): the URLs come from its "gateway listening" line, so info level.
+      const gw = await spawnGateway(['--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
+        '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', '0', '--ops-port', '0',
+        '--ledger-redis-url', redis.url, '--log-level', 'info', ...(journalDir ? ['--ledger-journal', journalDir] : [])], running);
       await until('the gateway ready', async () => {
-        if (child.exitCode !== null) throw new Error(`gateway exited (${child.exitCode}): ${stderr.join('')}`);
+        if (gw.child.exitCode !== null) throw new Error(`gateway exited (${gw.child.exitCode}): ${gw.output.join('')}`);
         try {
           return (await fetch(`${gw.opsUrl}/readyz`)).ok;
         } catch {
@@ -154,14 +143,7 @@ export async function kill9(gw: GatewayProcess): Promise<void> {
 }
 
 /** SIGTERM (the gateway closes its spend gate), SIGKILL after 10 s. */
-export async function stopGateway(gw: GatewayProcess): Promise<void> {
-  if (gw.child.exitCode !== null || gw.child.signalCode !== null) return;
-  const exited = new Promise((r) => gw.child.once('exit', r));
-  gw.child.kill('SIGTERM');
-  const timer = setTimeout(() => gw.child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(timer);
-}
+export const stopGateway = (gw: GatewayProcess): Promise<void> => stopProcess(gw.child, 10_000);
 
 export interface Recorded {
   /** Generation ids Redis has applied (fee writes left out). */

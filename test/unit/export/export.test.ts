@@ -9,6 +9,7 @@ import { loadExportInput, renderExport, runExport } from '../../../src/cli/expor
 import { createCatalog, validatePayload, type CompiledAccount, type CompiledCredential, type ProviderSlug } from '../../../src/domain/index.ts';
 import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { stringify } from 'yaml';
+import { thirdPartyFile } from '../../support/third-party.ts';
 import { accountManifests, allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -187,7 +188,7 @@ describe('export: target limits', () => {
 });
 
 describe('agentgateway standalone config', () => {
-  const schema = JSON.parse(readFileSync(join(repo, '..', 'shared', 'third-party', 'agentgateway', 'standalone-config.schema.json'), 'utf8')) as object;
+  const schema = JSON.parse(readFileSync(thirdPartyFile('agentgateway/standalone-config.schema.json'), 'utf8')) as object;
   const ajv = new Ajv2020({ allErrors: true, strict: false });
   // The schema is generated from Rust types (schemars): its numeric formats are ranges, checked as such.
   const ranges: Record<string, [number, number]> = { uint: [0, Number.MAX_SAFE_INTEGER], uint8: [0, 255], uint16: [0, 65_535], uint32: [0, 4_294_967_295], uint64: [0, Number.MAX_SAFE_INTEGER], int32: [-2_147_483_648, 2_147_483_647] };

@@ -1,0 +1,60 @@
+// One gateway as a pod runs it: the real CLI (`node src/cli/main.ts gateway`) in its own Node process. It binds its
+// own ports (pass `--port 0 --ops-port 0`) and its URLs come from its "gateway listening" log line (at
+// `--log-level info`), so no port is chosen before the gateway holds it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+const MAIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'main.ts');
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  /** The ops listener (health, metrics, the status endpoint). */
+  opsUrl: string;
+  /** Everything the process wrote to stdout and stderr. */
+  output: string[];
+}
+
+/** Starts `gateway ...args` and resolves once it listens; `running` holds it until it exits. */
+export function spawnGateway(args: string[], running: Set<ChildProcess>): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [MAIN, 'gateway', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  const output: string[] = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not log "gateway listening" within 30 s:\n${output.join('')}`)), 30_000);
+    let pending = '';
+    let listening = false;
+    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      output.push(text);
+      if (listening) return;
+      pending += text;
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const line of lines) {
+        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string; opsUrl?: string }; } catch { return undefined; } })();
+        if (entry?.msg === 'gateway listening' && entry.url && entry.opsUrl) {
+          listening = true;
+          clearTimeout(timer);
+          resolve({ child, url: entry.url, opsUrl: entry.opsUrl, output });
+        }
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${output.join('')}`));
+    });
+  });
+}
+
+/** SIGTERM (the CLI closes the gateway and its ledger), SIGKILL after `killAfterMs`. */
+export async function stopProcess(child: ChildProcess, killAfterMs = 5000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  await exited;
+  clearTimeout(timer);
+}
