@@ -3,6 +3,8 @@
 // `--log-level info`), so no port is chosen before the gateway holds it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { loopbackEndpointSlice } from '../../src/kube/loopback-endpoints.ts';
 
 const MAIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'main.ts');
 
@@ -57,4 +59,18 @@ export async function stopProcess(child: ChildProcess, killAfterMs = 5000): Prom
   const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   await exited;
   clearTimeout(timer);
+}
+
+/**
+ * The gateway Service's EndpointSlices (`byok-gateway`, port `ops`), as kube-controller-manager would write them for
+ * these processes (FQDN: 127.0.0.0/8 is refused in IPv4 slices), so the operator's health writer finds them.
+ */
+export async function publishGatewayEndpoints(kc: KubeConfig, routingNs: string, gateways: readonly GatewayProcess[]): Promise<void> {
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  for (const [i, gw] of gateways.entries()) {
+    await discovery.createNamespacedEndpointSlice({
+      namespace: routingNs,
+      body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
+    });
+  }
 }

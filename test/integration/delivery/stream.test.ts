@@ -19,7 +19,7 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 

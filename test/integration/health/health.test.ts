@@ -15,13 +15,12 @@ import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { beforeCap } from '../../support/order.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 import { credentialObject, one, startHarness } from '../api/harness.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();
