@@ -2,7 +2,7 @@
 // phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { closestModel, didYouMean, listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
 import { BundleError, type GatewayRequest } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
@@ -21,6 +21,10 @@ const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, n
 export function apiKeyHash(authorization: string | undefined): { hash: string } | SpecError {
   const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
   if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
+  // The other door's key: said so (the prefix only, never the key), or SDKs report a bare "invalid key".
+  if (key.startsWith(MANAGEMENT_KEY_PREFIX)) {
+    return specError(401, `this is a management key (${MANAGEMENT_KEY_PREFIX}…), which only the REST API takes; the gateway takes a gateway API key (${GATEWAY_KEY_PREFIX}…): create one with \`byok-operator gateway-key create\``, { reason: 'management_key_at_gateway' });
+  }
   return { hash: digestOnce('sha256', key, 'hex') };
 }
 
@@ -184,7 +188,7 @@ export class CompletionRequest implements MeteredRequest {
       const code = this.plan.error?.code ?? 'no_available_endpoint';
       const status = PLAN_ERROR_STATUS[code] ?? 404;
       // `gpt-5` for `openai/gpt-5` is the usual slip with the OpenAI SDK: name the slug, same status and body shape.
-      const hint = code === 'model_not_in_catalog' ? didYouMean(closestModel(this.model, this.catalog.models.map((m) => m.model))) : '';
+      const hint = code === 'model_not_in_catalog' ? modelSlugHint(this.model, this.catalog.models.map((m) => m.model)) : '';
       return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}${hint}`, {
         reason: code,
         excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),

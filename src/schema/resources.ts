@@ -242,6 +242,8 @@ export const workspace: ResourceDefinition = {
   printerColumns: [
     { name: 'Default', type: 'boolean', jsonPath: '.spec.default', description: 'Default workspace of the account.' },
     { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName', description: 'Human-readable name.', priority: 1 },
+    // The id the REST API (workspace_id) and `explain` print: without it a UUID there names nothing in kubectl.
+    { name: 'ID', type: 'string', jsonPath: '.status.id', description: 'Public id: the workspace_id of the REST API and of explain.', priority: 1 },
     // Counted and BYOK side by side: with BYOK excluded from the budgets a BYOK-only workspace counts 0 while it spends.
     { name: 'Counted Today USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="daily")].countedUsd', description: 'Spend today (UTC) that counts against the budgets: shared-capacity charges, plus the BYOK list cost when BYOK Counted is true.' },
     { name: 'BYOK Today USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="daily")].byokUsd', description: 'BYOK list cost today (UTC), shown whether or not it counts; included in Counted Today USD only when BYOK Counted is true.' },
