@@ -55,7 +55,7 @@ export function describeBudget(r: BudgetRefusal): string {
   const held = r.heldMicros > 0 ? `, ${microsToUsd(r.heldMicros)} USD held by requests in flight` : '';
   const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${held}`;
   const reset = budgetResetWords(r.endsAt);
-  if (refusalReason(b) === 'budget_reached') return `budget reached: ${what} has reached its limit (${counted}); requests under it are refused until the window resets: ${reset}`;
+  if (refusalReason(b) === 'budget_reached') return `budget reached: ${what} has reached its limit (${counted}); requests under it are refused: ${reset}`;
   const left = Math.max(0, b.limitMicros - b.countedMicros - r.heldMicros);
   const need = r.uncapped
     ? `this request needs at least ${microsToUsd(r.requestMicros)} USD (its prompt and a ${MIN_CAPPED_TOKENS}-token answer)`

@@ -198,7 +198,8 @@ const spendWindow = obj(
     countedUsd: usd('What counts against the limit: nonByokUsd, plus byokUsd when includeByokInBudgets is true.'),
     blocked: bool('The counted total has reached the limit: new requests are refused until the window turns over.'),
     resetsAt: str('When this window ends and its counting starts again from 0 (UTC, RFC 3339). Absent for lifetime, which never resets.', { format: 'date-time' }),
-    refusedRequests: int('Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).', { minimum: 0 }),
+    refusedRequests: int('Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a Warning Event on this object (one series per window and reason, at most one write per minute): BudgetExceeded once the limit is reached, RequestOverBudget for requests that would need more than is left.', { minimum: 0 }),
+    overBudgetRequests: int('Of refusedRequests, those refused before the limit was reached: each would have needed more than the window had left (RequestOverBudget Events). Absent: none.', { minimum: 0 }),
   },
   { required: ['interval', 'window', 'nonByokUsd', 'byokUsd', 'countedUsd', 'blocked'] },
 );

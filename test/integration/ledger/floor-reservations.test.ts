@@ -7,7 +7,8 @@
 // floor and its maximum, and a request is refused only when its floor did not fit.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
-import { createEmbeddedLedger, createRedisLedger, type HoldCheck, type Ledger } from '../../../src/ledger/index.ts';
+import { createEmbeddedLedger, createRedisLedger, type Ledger } from '../../../src/ledger/index.ts';
+import type { HoldCheck } from '../../../src/ledger/ledger.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 
 let redis: RedisServer;
