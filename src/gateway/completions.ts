@@ -373,10 +373,10 @@ export class CompletionRequest implements MeteredRequest {
   }
 
   private allFailed(): unknown {
-    const { status, message } = failureAnswer(this.journal.responses);
+    const { status, message, type } = failureAnswer(this.journal.responses);
     this.rt.metering.complete(this, status, null);
     this.reply.header('x-generation-id', this.generationId);
-    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }));
+    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }, type));
   }
 
   private answer(status: number, payload: unknown): FastifyReply {
