@@ -1,6 +1,7 @@
 // A request a budget refuses (402) raises a throttled Warning on the Guardrail or Workspace whose budget refused it
-// (BudgetExceeded once the limit is reached, RequestOverBudget for a request that needed more than was left), and Workspace/Guardrail status says what is counted and what is BYOK. Real
-// kube-apiserver, real redis-server, the operator's spend pass; refusals counted by the gateway's wrapped spend gate.
+// (BudgetExceeded once the limit is reached, RequestOverBudget for a request that needed more than was left), and
+// Workspace/Guardrail status says what is counted and what is BYOK. Real kube-apiserver, real redis-server, the
+// operator's spend pass; refusals counted by the gateway's wrapped spend gate.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { EventsV1Api, type EventsV1Event } from '@kubernetes/client-node';
 import { compileAccount } from '../../../src/compiler/index.ts';
