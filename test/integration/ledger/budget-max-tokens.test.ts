@@ -8,11 +8,11 @@ import { budgetKey, recorded, startSpendStack, stopGateway, type GatewayProcess,
 
 let stack: SpendStack;
 let gateways: GatewayProcess[];
-/** 0.05 USD a day for the burst; 0.05 USD for the texts. */
+/** 0.05 USD a day each: the burst, the texts, a stream. */
 const LIMIT_MICROS = 50_000;
 
 beforeAll(async () => {
-  stack = await startSpendStack('budget-cap', { budgetsUsd: [0.05, 0.05], maxOutputTokens: 128_000, behavior: 'bills-honestly' });
+  stack = await startSpendStack('budget-cap', { budgetsUsd: [0.05, 0.05, 0.05], maxOutputTokens: 128_000, behavior: 'bills-honestly' });
   gateways = [await stack.gateway(), await stack.gateway()];
 }, 120_000);
 
@@ -63,6 +63,15 @@ describe('a request without max_tokens under a budget smaller than its longest a
     expect(counted).toBeGreaterThan(0);
     expect(counted).toBeLessThanOrEqual(LIMIT_MICROS);
   });
+});
+
+test('a streamed answer carries the cap in its header too, and the upstream got it', async () => {
+  const before = forwardedCaps().length;
+  const r = await ask(gateways[1]!, budgetKey(2), { stream: true });
+  expect(r.status).toBe(200);
+  expect(r.text).toContain('data: [DONE]');
+  expect(Number(r.capped)).toBeGreaterThan(4000);
+  expect(forwardedCaps().slice(before)).toEqual([Number(r.capped)]);
 });
 
 describe('the two refusals, each in its own words', () => {
