@@ -29,6 +29,8 @@ export interface AdmitRequest extends SpendRequestContext {
      * to it. Absent: all of costMicros or nothing.
      */
     floorMicros?: Micros;
+    /** With a floor: the share of a room short of costMicros that is granted (never below the floor). Default 1. */
+    shareOfRoom?: number;
     /** Every attempt of the plan is a BYOK credential: budgets that exclude BYOK are only checked, not held. */
     byokOnly: boolean;
   };

@@ -6,6 +6,12 @@ import { budgetResetWords, budgetWindowWords, microsToUsd, type BudgetCheck, typ
 
 /** The least answer a request without max_tokens is served with; below it, a 402 (a few tokens are no answer). */
 export const MIN_CAPPED_TOKENS = 16;
+/**
+ * The share of a budget's room a request without max_tokens is granted when the room cannot cover its longest answer:
+ * half, so the requests of an app that calls in parallel are each served (each leaves half for the next) instead of
+ * the first holding all that is left while the rest get 402s. A lone request still gets half of what is left.
+ */
+export const CAPPED_SHARE = 0.5;
 /** Response header with the per-choice max_tokens a request without one was forwarded with, when it was capped. */
 export const CAPPED_HEADER = 'x-byok-max-tokens-capped';
 

@@ -13,7 +13,7 @@ import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
 import { costFields, deliveredUnits, floorTokens, meteredUsage, promptFloorTokens, reservedTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
-import { affordableTokens, CAPPED_HEADER, capField, describeBudget, MIN_CAPPED_TOKENS, refusalReason } from './budget-cap.ts';
+import { affordableTokens, CAPPED_HEADER, CAPPED_SHARE, capField, describeBudget, MIN_CAPPED_TOKENS, refusalReason } from './budget-cap.ts';
 import { windowOf } from '../ledger/windows.ts';
 
 const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
@@ -236,7 +236,7 @@ export class CompletionRequest implements MeteredRequest {
         account: this.account,
         who: this.identity,
         at: this.at,
-        maximum: { id: this.generationId, costMicros, ...(cappable ? { floorMicros } : {}), byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
+        maximum: { id: this.generationId, costMicros, ...(cappable ? { floorMicros, shareOfRoom: CAPPED_SHARE } : {}), byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
       });
     } catch (err) {
       // Fail closed: a budget that cannot be checked must not be bypassed.

@@ -270,6 +270,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       // A request already settled or released holds nothing again.
       if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
       const floor = req.floor ?? 0;
+      const share = req.share ?? 1;
       let granted = Infinity;
       // Synchronous from the first read to the last hold: no other request interleaves.
       for (let i = 0; i < req.checks.length; i++) {
@@ -279,7 +280,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         const room = c.limitMicros - counted - held;
         const fits = c.amount <= 0 ? room > 0 : floor > 0 ? room >= Math.min(floor, c.amount) : room >= c.amount;
         if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
-        if (c.amount > 0) granted = Math.min(granted, c.amount, floor > 0 ? room : c.amount);
+        if (c.amount > 0) granted = Math.min(granted, c.amount, floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount);
       }
       if (granted === Infinity) granted = 0;
       for (const c of req.checks) {

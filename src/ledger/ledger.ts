@@ -36,6 +36,11 @@ export interface ReserveRequest {
    * atomic step as the check, so concurrent shrunk reservations still never pass a limit. Absent or 0: all or nothing.
    */
   floor?: Micros;
+  /**
+   * With a floor, when the room is short of the amount: grant this share of the room (rounded down), never below the
+   * floor. Below 1, concurrent shrinking reservations each leave room for the next. Default 1.
+   */
+  share?: number;
   /** How long the holds last unless released (a gateway that crashed mid-request never settles them), in ms. */
   ttlMs: number;
 }

@@ -181,7 +181,8 @@ return {raised, largest, 0}
 // Check-and-reserve. KEYS: the account's validated key (or '' when not checked), its id sets (current, previous),
 // then per check its hold set and its counted keys. ARGV: now, expiresAt, id, number of checks, the run_id of the
 // process this connection reached (read once per connection with RUN_ID_SCRIPT), the floor (0: all or nothing; else
-// every non-zero amount shrinks to the least room, down to the floor), then per check: limit, amount, number of
+// every non-zero amount shrinks to the least room, down to the floor) and the share of a short room granted (1: all of
+// it; never below the floor), then per check: limit, amount, number of
 // counted keys. Returns {1, granted}: what every non-zero check holds. A hold is a sorted-set member "<id>|<amount>" scored by its
 // expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves. An id already
 // recorded or released holds nothing ({2}: a reservation that ran after its caller gave up); the request's own hold
@@ -193,10 +194,11 @@ local expires = tonumber(ARGV[2])
 local id = ARGV[3]
 local n = tonumber(ARGV[4])
 local floor = tonumber(ARGV[6])
+local share = tonumber(ARGV[7])
 if redis.call('HEXISTS', KEYS[2], id) == 1 or redis.call('HEXISTS', KEYS[3], id) == 1 then return {2} end
 local own = id .. '|'
 local k = 4
-local a = 7
+local a = 8
 local plan = {}
 local granted = -1
 for i = 1, n do
@@ -223,7 +225,7 @@ for i = 1, n do
   if not fits then return {0, i - 1, counted, held} end
   if amount > 0 then
     local g = amount
-    if floor > 0 and room < g then g = room end
+    if floor > 0 and room < g then g = math.max(floor, math.floor(room * share)) end
     if granted < 0 or g < granted then granted = g end
   end
   plan[i] = {hold, amount, mine}

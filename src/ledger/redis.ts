@@ -231,7 +231,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
         throw unavailable(err);
       }
       const now = Date.now();
-      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server, req.floor ?? 0];
+      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server, req.floor ?? 0, req.share ?? 1];
       const sets = idSets(req.checks[0]?.holdKey ?? '', now, idRetention);
       keys.push(req.validatedKey ?? '', sets.current, sets.previous);
       for (const c of req.checks) {

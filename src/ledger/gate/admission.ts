@@ -112,7 +112,7 @@ export class Admission {
     if (checks.length === 0) return { allowed: true, reservation: null };
     // Given up on a timeout under this amount; the release finds a hold granted less by its id.
     const reservation: Reservation = { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) };
-    const floor = maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros ? { floor: Math.max(1, maximum.floorMicros) } : {};
+    const floor = maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros ? { floor: Math.max(1, maximum.floorMicros), share: maximum.shareOfRoom ?? 1 } : {};
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
       result = await ledger.reserve({ id: maximum.id, checks, ttlMs: this.opts.reservationTtlMs, ...floor, ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}) });

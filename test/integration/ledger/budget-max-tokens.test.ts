@@ -50,7 +50,8 @@ describe('a request without max_tokens under a budget smaller than its longest a
     const served = answers.filter((a) => a.status === 200);
     const refused = answers.filter((a) => a.status === 402);
     process.stderr.write(`[budget-cap] 24 concurrent requests without max_tokens: ${served.length} served (caps ${served.map((a) => a.capped).join(', ')}), ${refused.length} refused\n`);
-    expect(served.length).toBeGreaterThanOrEqual(1);
+    // Each capped request is granted half of what is left: several are served at once, not only the first.
+    expect(served.length).toBeGreaterThanOrEqual(3);
     expect(served.length + refused.length).toBe(24);
     for (const a of served) expect(Number(a.capped)).toBeGreaterThanOrEqual(16);
     for (const a of refused) expect(a.body.error?.metadata.reason).toMatch(/^(request_over_budget|budget_reached)$/);
@@ -70,7 +71,8 @@ test('a streamed answer carries the cap in its header too, and the upstream got 
   const r = await ask(gateways[1]!, budgetKey(2), { stream: true });
   expect(r.status).toBe(200);
   expect(r.text).toContain('data: [DONE]');
-  expect(Number(r.capped)).toBeGreaterThan(4000);
+  // Half of 0.05 USD less the prompt, at 10 USD per million tokens.
+  expect(Number(r.capped)).toBeGreaterThan(2400);
   expect(forwardedCaps().slice(before)).toEqual([Number(r.capped)]);
 });
 

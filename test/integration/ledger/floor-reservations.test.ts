@@ -3,8 +3,9 @@
 // The generator attacks "concurrency cannot multiply a limit" with floors: random limits and spend already counted,
 // one or two budgets per request, bursts of concurrent reservations of random maxima and floors over two Redis
 // connections (two gateway replicas) or the embedded ledger, each settled at a random cost within its grant or
-// released. After every burst: what is counted plus what is held never passes a limit, every grant lies between its
-// floor and its maximum, and a request is refused only when its floor did not fit.
+// released, each asking for a random share of a short room. After every burst: what is counted plus what is held never
+// passes a limit, every grant lies between its floor and its maximum (and within its share), and a request is refused
+// only when its floor did not fit.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { createEmbeddedLedger, createRedisLedger, type Ledger } from '../../../src/ledger/index.ts';
@@ -22,6 +23,8 @@ afterAll(async () => {
 interface Ask {
   cost: number;
   floor: number;
+  /** The share of a short room granted (the gateway asks for half). */
+  share: number;
   /** Which budgets it is under: the first, the second, or both. */
   under: 0 | 1 | 2;
   /** Settled at this fraction of its grant, or released (null). */
@@ -29,8 +32,14 @@ interface Ask {
 }
 
 const ask: fc.Arbitrary<Ask> = fc
-  .record({ cost: fc.integer({ min: 2, max: 2_000_000 }), floorPart: fc.double({ min: 0.0001, max: 1, noNaN: true }), under: fc.constantFrom(0 as const, 1 as const, 2 as const), settle: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: null }) })
-  .map(({ cost, floorPart, under, settle }) => ({ cost, floor: Math.max(1, Math.floor(cost * floorPart)), under, settle }));
+  .record({
+    cost: fc.integer({ min: 2, max: 2_000_000 }),
+    floorPart: fc.double({ min: 0.0001, max: 1, noNaN: true }),
+    share: fc.oneof(fc.constant(1), fc.constant(0.5), fc.double({ min: 0.01, max: 1, noNaN: true })),
+    under: fc.constantFrom(0 as const, 1 as const, 2 as const),
+    settle: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: null }),
+  })
+  .map(({ cost, floorPart, share, under, settle }) => ({ cost, floor: Math.max(1, Math.floor(cost * floorPart)), share, under, settle }));
 
 interface Scenario {
   limits: [number, number];
@@ -59,7 +68,7 @@ async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
         const id = `gen-${acct}-${++seq}`;
         const budgets = a.under === 2 ? [0, 1] : [a.under];
         const checks: HoldCheck[] = budgets.map((b) => ({ countedKeys: [counted[b]!], holdKey: hold[b]!, limitMicros: s.limits[b]!, amount: a.cost }));
-        const result = await ledgers[j % ledgers.length]!.reserve({ id, checks, floor: a.floor, ttlMs: 60_000 });
+        const result = await ledgers[j % ledgers.length]!.reserve({ id, checks, floor: a.floor, share: a.share, ttlMs: 60_000 });
         return { a, id, budgets, checks, result };
       }),
     );
@@ -75,6 +84,8 @@ async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
       }
       expect(r.result.granted).toBeGreaterThanOrEqual(r.a.floor);
       expect(r.result.granted).toBeLessThanOrEqual(r.a.cost);
+      // Short of its maximum: at most its share of what that budget had, unless that is below its floor.
+      if (r.result.granted < r.a.cost && r.result.granted > r.a.floor) for (const b of r.budgets) expect(r.result.granted).toBeLessThanOrEqual(Math.floor(s.limits[b]! * r.a.share));
       for (const b of r.budgets) held[b]! += r.result.granted;
     }
     expect((c0 ?? 0) + held[0]!).toBeLessThanOrEqual(Math.max(s.limits[0], s.spent[0]));
@@ -115,10 +126,12 @@ describe('shrinking reservations never pass a limit', () => {
     const ledger = await createRedisLedger({ url: redis.url });
     try {
       const checks: HoldCheck[] = [{ countedKeys: ['byok:ledger:{giveup}:c'], holdKey: 'byok:ledger:{giveup}:h', limitMicros: 1000, amount: 5000 }];
-      expect(await ledger.reserve({ id: 'gen-giveup', checks, floor: 10, ttlMs: 60_000 })).toEqual({ ok: true, granted: 1000 });
+      expect(await ledger.reserve({ id: 'gen-giveup', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 500 });
       // The caller timed out and knows only the maximum it asked for.
       await ledger.release('gen-giveup', 5000, ['byok:ledger:{giveup}:h']);
-      expect(await ledger.reserve({ id: 'gen-next', checks, floor: 10, ttlMs: 60_000 })).toEqual({ ok: true, granted: 1000 });
+      // Its 500 is free again: the next is granted its full share of all 1000.
+      expect(await ledger.reserve({ id: 'gen-next', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 500 });
+      expect(await ledger.reserve({ id: 'gen-third', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 250 });
     } finally {
       await ledger.close();
     }

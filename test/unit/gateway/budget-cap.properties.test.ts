@@ -7,7 +7,7 @@ import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { listCostMicros, priceMicros, type EndpointPrice, type Micros } from '../../../src/domain/index.ts';
 import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
-import { affordableTokens, MIN_CAPPED_TOKENS } from '../../../src/gateway/budget-cap.ts';
+import { affordableTokens, CAPPED_SHARE, MIN_CAPPED_TOKENS } from '../../../src/gateway/budget-cap.ts';
 import { costFields, reservedTokens, USAGE_CEILING_TOKENS, usageBounds, type ModelLimits } from '../../../src/gateway/usage.ts';
 
 const SEED = 43_0204;
@@ -61,7 +61,7 @@ describe('the max_tokens that fits', () => {
           fc.pre(longest(r) > MIN_CAPPED_TOKENS && floor < full);
           // As admission passes it: a floor that prices at 0 micros still asks for 1 (a reached budget refuses all).
           const asked = Math.max(1, floor);
-          const res = await ledger.reserve({ id: 'gen-cap', checks: [{ countedKeys: ['{a}:c'], holdKey: '{a}:h', limitMicros: r.room, amount: full }], floor: asked, ttlMs: 60_000 });
+          const res = await ledger.reserve({ id: 'gen-cap', checks: [{ countedKeys: ['{a}:c'], holdKey: '{a}:h', limitMicros: r.room, amount: full }], floor: asked, share: CAPPED_SHARE, ttlMs: 60_000 });
           if (!res.ok) return expect(r.room).toBeLessThan(asked);
           if (res.granted >= full) return;
           const cap = Math.max(MIN_CAPPED_TOKENS, affordableTokens((t) => costAt(r, t), longest(r), res.granted));
