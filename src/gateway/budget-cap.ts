@@ -66,7 +66,10 @@ export function describeBudget(r: BudgetRefusal): string {
   const need = r.uncapped
     ? `this request needs at least ${microsToUsd(r.requestMicros)} USD (its prompt and a ${MIN_CAPPED_TOKENS}-token answer)`
     : `this request would need up to ${microsToUsd(r.requestMicros)} USD`;
-  const fit = r.fitsMaxTokens > 0 ? `a max_tokens of at most ${r.fitsMaxTokens} would fit` : 'not even its prompt fits: shorten it';
-  const wait = r.heldMicros > 0 ? 'or retry when requests in flight finish, or wait' : 'or wait';
-  return `request over budget: ${need} and ${what} has ${microsToUsd(left)} USD left (${counted}); ${fit}, ${wait}: ${reset}`;
+  // What the app can do: a smaller max_tokens, waiting for requests in flight, a shorter prompt, or the reset.
+  let act: string;
+  if (r.fitsMaxTokens > 0) act = `a max_tokens of at most ${r.fitsMaxTokens} would fit, ${r.heldMicros > 0 ? 'or retry when requests in flight finish, ' : ''}or wait`;
+  else if (r.heldMicros > 0) act = 'nothing fits while requests in flight hold the rest: retry when they finish, or wait';
+  else act = 'not even its prompt fits: shorten it, or wait';
+  return `request over budget: ${need} and ${what} has ${microsToUsd(left)} USD left (${counted}); ${act}: ${reset}`;
 }
