@@ -252,6 +252,7 @@ export class CompletionRequest implements MeteredRequest {
         this.capped = Math.max(MIN_CAPPED_TOKENS, affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, granted));
         this.bounds = this.boundsAt(this.capped);
         this.reply.header(CAPPED_HEADER, String(this.capped));
+        this.rt.metrics.maxTokensCapped();
       }
       return undefined;
     }

@@ -63,6 +63,10 @@ describe('a request without max_tokens under a budget smaller than its longest a
     process.stderr.write(`[budget-cap] spent ${counted} of ${LIMIT_MICROS} micros\n`);
     expect(counted).toBeGreaterThan(0);
     expect(counted).toBeLessThanOrEqual(LIMIT_MICROS);
+    // Each replica counts the requests it capped.
+    let cappedTotal = 0;
+    for (const g of gateways) cappedTotal += Number(/^byok_gateway_max_tokens_capped_total (\d+)$/m.exec(await (await fetch(`${g.opsUrl}/metrics`)).text())?.[1] ?? 0);
+    expect(cappedTotal).toBe(served.length);
   });
 });
 
