@@ -54,6 +54,11 @@ options:
                               --export-namespace, and an Exported condition on each BYOKCredential (docs/export.md)
   --export-namespace <ns>     where the exported objects go (default: the routing namespace)
   --export-gateway [<ns>/]<name>  the Gateway the exported routes attach to (default byok-gateway)
+  --delivery-stream-port <n>  operator: push the routing ConfigMaps and bundle Secrets to gateway pods on this port
+                              (every replica, from its cache; off by default; docs/operator.md, "Delivery stream")
+  --delivery-stream-service-accounts <ns>/<name>[,...]
+                              the gateway ServiceAccounts the stream serves (their projected tokens, TokenReview)
+  --delivery-stream-audience <a>  audience of those tokens (default byok-delivery)
   --log-level <level>         pino level (default info)
 
 exit status: 0 stopped by SIGTERM/SIGINT; 1 failed to start or stop; 2 usage error (this page is printed on stderr)
@@ -96,6 +101,10 @@ options:
   --ledger-journal-fsync <p>  none | batch (default: one fdatasync per 10 ms, off the request path) | record
   --status-token-file <file>  token of GET /byok/status that the operator presents
   --egress-allow <cidr|ip|host>  as for the operator and the API (docs/gateway.md, "Egress policy")
+  --delivery-stream <url>     also take routing and bundles from the operator's delivery stream (the mount stays
+                              the floor; docs/gateway.md, "Delivery stream")
+  --delivery-stream-token-file <file>  the projected ServiceAccount token presented to it (re-read per connect)
+  --delivery-stream-dir <dir> writable directory (an emptyDir) for what it delivers (default under the temp dir)
   --log-level <level>         pino level (default info)
 
 exit status: 0 stopped by SIGTERM/SIGINT; 1 failed to start; 2 usage error (this page is printed on stderr)

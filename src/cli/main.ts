@@ -2,12 +2,14 @@
 // byok-operator command line: run the operator and/or API server, the local dev stack, offline validation,
 // routing explanations and management keys.
 import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
 import type { GatewayStatusConfig } from '../operator/health/writer.ts';
+import type { DeliveryStreamConfig } from '../operator/delivery/server.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';
 import { hardenPrototypes } from './harden.ts';
@@ -44,6 +46,29 @@ function readToken(file: string): string {
   const token = readFileSync(file, 'utf8').trim();
   if (token.length < 16) fail(`the status token in ${file} is shorter than 16 characters`);
   return token;
+}
+
+/** --delivery-stream-port with the gateway ServiceAccounts it serves: the operator's side of the delivery stream. */
+function deliveryStreamOption(portValue: string | undefined, accounts: string | undefined, audience: string | undefined): { deliveryStream?: DeliveryStreamConfig } {
+  if (portValue === undefined) {
+    if (accounts !== undefined || audience !== undefined) fail('--delivery-stream-service-accounts and --delivery-stream-audience need --delivery-stream-port');
+    return {};
+  }
+  const serviceAccounts = (accounts ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (serviceAccounts.length === 0) fail('--delivery-stream-port needs --delivery-stream-service-accounts <namespace>/<name>[,...] (the gateway ServiceAccounts it serves)');
+  for (const sa of serviceAccounts) if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(sa)) fail(`--delivery-stream-service-accounts: ${sa} is not <namespace>/<name>`);
+  return { deliveryStream: { port: port(portValue, 0), serviceAccounts, ...(audience ? { audience } : {}) } };
+}
+
+/** --delivery-stream <url> with its token file: the gateway's side. */
+function gatewayDeliveryOption(url: string | undefined, tokenFile: string | undefined, dir: string | undefined): { deliveryStream?: { url: string; tokenFile: string; dir: string } } {
+  if (url === undefined) {
+    if (tokenFile !== undefined || dir !== undefined) fail('--delivery-stream-token-file and --delivery-stream-dir need --delivery-stream');
+    return {};
+  }
+  if (!/^https?:\/\/[^/]+\/?$/.test(url)) fail(`--delivery-stream must be http(s)://<host>:<port>, got ${url}`);
+  if (!tokenFile) fail('--delivery-stream needs --delivery-stream-token-file (the projected ServiceAccount token)');
+  return { deliveryStream: { url, tokenFile, dir: dir ?? join(tmpdir(), `byok-delivery-${process.pid}`) } };
 }
 
 /** --gateway-service ns/name[:port] or --gateway-status-urls, with --status-token-file: the health writer's config. */
@@ -109,6 +134,9 @@ const SERVE_OPTIONS = {
   'export-target': { type: 'string' },
   'export-namespace': { type: 'string' },
   'export-gateway': { type: 'string' },
+  'delivery-stream-port': { type: 'string' },
+  'delivery-stream-service-accounts': { type: 'string' },
+  'delivery-stream-audience': { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
 const DEV_OPTIONS = {
@@ -136,6 +164,9 @@ const GATEWAY_OPTIONS = {
   'ledger-journal-fsync': { type: 'string' },
   'status-token-file': { type: 'string' },
   'egress-allow': { type: 'string', multiple: true },
+  'delivery-stream': { type: 'string' },
+  'delivery-stream-token-file': { type: 'string' },
+  'delivery-stream-dir': { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
 const VALIDATE_OPTIONS = {
@@ -355,6 +386,7 @@ async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[])
       ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
       ...(egress ? { egress } : {}),
       ...(await exportOption(values, routingNamespace)),
+      ...deliveryStreamOption(values['delivery-stream-port'], values['delivery-stream-service-accounts'], values['delivery-stream-audience']),
     });
     stops.push(() => operator.stop());
   }
@@ -402,6 +434,7 @@ async function gatewayCommand(rest: string[]): Promise<void> {
     metrics,
     spendGate,
     ...(egress ? { egress } : {}),
+    ...gatewayDeliveryOption(values['delivery-stream'], values['delivery-stream-token-file'], values['delivery-stream-dir']),
   });
   logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
   waitForSignal(async () => {

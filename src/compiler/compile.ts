@@ -1,7 +1,7 @@
 // The pure compiler: one account's cached state -> its routing document (CompiledAccount).
 // Only valid, non-conflicting state is compiled; the output is a function of the input alone
 // (snapshot.now included), with every list in a stable order.
-import { isApiKeyLive } from '../domain/api-keys.ts';
+import { isApiKeyLive, normalizeKeyHash } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import { ExclusionReason } from '../schema/conditions.ts';
 import type {
@@ -101,12 +101,15 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
     (a, b) => compareStrings(a.spec.hash, b.spec.hash) || compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''),
   );
   for (const key of keysInOrder) {
-    if (!isApiKeyLive(key.spec, snapshot.now.getTime()) || liveHashes.has(key.spec.hash)) continue;
+    const hash = normalizeKeyHash(key.spec.hash);
+    if (!isApiKeyLive(key.spec, snapshot.now.getTime()) || liveHashes.has(hash)) continue;
+    // Another key (here or in another account) holds this hash: compiling it too would let the hash select two accounts.
+    if (snapshot.conflictingApiKeys?.has(key.metadata.name ?? '')) continue;
     // A key scoped to a missing workspace has no determinable scope: leave it out (its filters stop resolving).
     if (key.spec.workspace !== undefined && !workspaceNames.has(key.spec.workspace)) continue;
-    liveHashes.add(key.spec.hash);
+    liveHashes.add(hash);
     apiKeys.push({
-      hash: key.spec.hash,
+      hash,
       workspaceId: key.spec.workspace !== undefined ? publicId('Workspace', ns, key.spec.workspace) : defaultWsId,
       guardrailId: guardrailId(key.spec.guardrail),
       expiresAt: key.spec.expiresAt ?? null,

@@ -2,7 +2,8 @@
 // (creationTimestamp, then name), so a later duplicate is the one marked conflicting and the winner
 // never flips while both exist. The reconciler uses the same functions for its Conflict conditions.
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import type { Account, Workspace } from '../schema/generated/types.ts';
+import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
+import { normalizeKeyHash } from '../domain/api-keys.ts';
 
 function createdMs(meta: V1ObjectMeta): number {
   const ts: unknown = meta.creationTimestamp;
@@ -43,6 +44,48 @@ export function electDefaultWorkspace(workspaces: readonly Workspace[]): { winne
 function electAccountLike<T extends { metadata: V1ObjectMeta }>(items: readonly T[]): { winner?: T; conflicting: T[] } {
   const [winner, ...conflicting] = [...items].sort(olderFirst);
   return winner ? { winner, conflicting } : { conflicting: [] };
+}
+
+/**
+ * Oldest first across accounts: creationTimestamp, then uid, then namespace and name. Every field is the object's
+ * own and immutable, so the order is the same however and in whatever order the objects were read.
+ */
+function olderAcrossAccounts(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): number {
+  const [x, y] = [a.metadata, b.metadata];
+  return (
+    createdMs(x) - createdMs(y) ||
+    compareStrings(x.uid ?? '', y.uid ?? '') ||
+    compareStrings(x.namespace ?? '', y.namespace ?? '') ||
+    compareStrings(x.name ?? '', y.name ?? '')
+  );
+}
+
+/**
+ * The GatewayAPIKey that holds a hash, among every key (of any account) that names it: the oldest, live or not
+ * (a disabled key keeps its hash, or disabling it would hand the hash to a copy). The others conflict and are
+ * never compiled: a hash selects exactly one account.
+ */
+export function electKeyHolder<T extends { metadata: V1ObjectMeta }>(holders: readonly T[]): { winner?: T; conflicting: T[] } {
+  const [winner, ...conflicting] = [...holders].sort(olderAcrossAccounts);
+  return winner ? { winner, conflicting } : { conflicting: [] };
+}
+
+/**
+ * Names of `keys` (one namespace's) whose hash an older key holds, in this account or another. `holdersOf` gives
+ * every key naming a hash (normalized, see normalizeKeyHash) across all accounts.
+ */
+export function keysNotHolding(keys: readonly GatewayAPIKey[], holdersOf: (hash: string) => readonly GatewayAPIKey[]): Set<string> {
+  const out = new Set<string>();
+  for (const k of keys) {
+    const { winner } = electKeyHolder(holdersOf(normalizeKeyHash(k.spec.hash)));
+    if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
+  }
+  return out;
+}
+
+/** The same object as read by two caches or two lists (not necessarily the same JS object). */
+export function sameObject(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): boolean {
+  return a === b || (a.metadata.namespace === b.metadata.namespace && a.metadata.name === b.metadata.name);
 }
 
 /** RFC 3339 time of creation, whatever form the client handed us. */

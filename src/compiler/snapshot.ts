@@ -29,6 +29,11 @@ export interface AccountSnapshot {
   workspaces: Workspace[];
   guardrails: Guardrail[];
   apiKeys: GatewayAPIKey[];
+  /**
+   * Names of `apiKeys` whose hash an older GatewayAPIKey holds, in this account or another (keysNotHolding in
+   * ./elect.ts, over every account's keys). They are never compiled. Absent: none.
+   */
+  conflictingApiKeys?: ReadonlySet<string>;
   credentials: SnapshotCredential[];
   /** Clock for API-key expiry; injected so compilation stays pure. */
   now: Date;

@@ -47,15 +47,23 @@ export function aad(namespace: string, credentialId: string): Buffer {
   return Buffer.from(`byok-bundle/v1\n${namespace}\n${credentialId}`, 'utf8');
 }
 
-const ivKeys = new WeakMap<Buffer, Buffer>();
-function ivKey(key: Buffer): Buffer {
-  let k = ivKeys.get(key);
+const derived = new Map<string, WeakMap<Buffer, Buffer>>();
+/** A 32-byte key derived from a data key by HKDF-SHA256 for one purpose (`info`), computed once per data key. */
+export function derivedKey(key: Buffer, info: string): Buffer {
+  let byKey = derived.get(info);
+  if (!byKey) {
+    byKey = new WeakMap();
+    derived.set(info, byKey);
+  }
+  let k = byKey.get(key);
   if (!k) {
-    k = Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'byok-bundle-iv', 32));
-    ivKeys.set(key, k);
+    k = Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), info, 32));
+    byKey.set(key, k);
   }
   return k;
 }
+
+const ivKey = (key: Buffer): Buffer => derivedKey(key, 'byok-bundle-iv');
 
 // A raw Buffer key makes every cipher call convert it, and Node's KeyObject brand check on a Buffer throws and
 // catches internally (tens of µs per call); a KeyObject per data key, created once, skips both.

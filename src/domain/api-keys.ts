@@ -18,3 +18,12 @@ export function isApiKeyLive(key: ApiKeyState, nowMs: number): boolean {
   const expires = Date.parse(key.expiresAt);
   return !Number.isNaN(expires) && expires > nowMs;
 }
+
+/**
+ * A gateway-key hash as every lookup compares it. The doors admit only lowercase hex (the CRD pattern, the REST
+ * filters); lookups lower it all the same, so a respelling that slipped past a door is the same hash, never a
+ * second holder of it.
+ */
+export function normalizeKeyHash(hash: string): string {
+  return hash.toLowerCase();
+}

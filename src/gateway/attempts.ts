@@ -230,14 +230,35 @@ export function failureAnswer(responses: readonly ProviderResponse[]): { status:
   return { status, message };
 }
 
+/** The largest buffered (non-stream) answer read from an upstream: the gateway's own request body limit. */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+/** What is read of a non-2xx body before it is dropped (its text is never passed on). */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+/** A body past the limit its reader set: the response is destroyed, nothing more is held. */
+export class BodyTooLarge extends Error {
+  constructor(limit: number) {
+    super(`the upstream response is larger than ${limit / (1024 * 1024)} MiB`);
+    this.name = 'BodyTooLarge';
+  }
+}
+
 /**
- * Reads a whole body. `on`, not `once`: each of these fires at most once that matters (the promise settles once),
- * `once` costs a wrapper per listener, and an 'error' listener that stays means a late error is never unhandled.
+ * Reads a whole body of at most `limit` bytes (a larger one rejects with BodyTooLarge: an upstream, maybe the
+ * tenant's, decides the size). `on`, not `once`: each of these fires at most once that matters (the promise settles
+ * once), `once` costs a wrapper per listener, and an 'error' listener that stays means a late error is never unhandled.
  */
-export function readAll(res: UpstreamResponse): Promise<Buffer> {
+export function readAll(res: UpstreamResponse, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
+    let bytes = 0;
+    res.on('data', (c: Buffer) => {
+      bytes += c.length;
+      if (bytes <= limit) return void chunks.push(c);
+      chunks.length = 0;
+      reject(new BodyTooLarge(limit));
+      res.destroy();
+    });
     res.on('end', () => (res.complete === false ? reject(new Error('upstream connection closed mid-response')) : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))));
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('upstream connection closed mid-response')));
@@ -253,9 +274,18 @@ export interface BufferedAnswer {
 /** A non-streaming answer: usable when it is a 2xx whose body is a JSON object. */
 export const bufferedSink: Sink<BufferedAnswer> = {
   async accept(res) {
-    const raw = await readAll(res);
     const status = res.statusCode!;
-    if (status < 200 || status >= 300) return { fail: { status, outcome: outcomeOfStatus(status) } };
+    if (status < 200 || status >= 300) {
+      await readAll(res, MAX_ERROR_BODY_BYTES).catch(() => undefined);
+      return { fail: { status, outcome: outcomeOfStatus(status) } };
+    }
+    let raw: Buffer;
+    try {
+      raw = await readAll(res, MAX_ANSWER_BYTES);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) return { fail: { status, error: err.message, outcome: 'upstream_error' } };
+      throw err;
+    }
     let parsed: unknown;
     try {
       parsed = parseUntrustedJson(raw);
@@ -274,7 +304,7 @@ export const streamingSink: Sink<UpstreamBody> = {
   async accept(res) {
     const status = res.statusCode!;
     if (status < 200 || status >= 300) {
-      await readAll(res).catch(() => undefined);
+      await readAll(res, MAX_ERROR_BODY_BYTES).catch(() => undefined);
       return { fail: { status, outcome: outcomeOfStatus(status) } };
     }
     const body = new UpstreamBody(res);

@@ -3,7 +3,7 @@
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, type Attempt, type CompiledAccount, type Micros, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
-import { BundleError, type GatewayRequest } from '../sdk/index.ts';
+import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
@@ -12,7 +12,7 @@ import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
-import { costFields, deliveredUnits, floorTokens, meteredUsage, promptFloorTokens, reservedTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
+import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
 import { affordableTokens, CAPPED_HEADER, CAPPED_SHARE, capField, describeBudget, MIN_CAPPED_TOKENS, refusalReason } from './budget-cap.ts';
 import { windowOf } from '../ledger/windows.ts';
 
@@ -27,6 +27,21 @@ export function apiKeyHash(authorization: string | undefined): { hash: string } 
     return specError(401, `this is a management key (${MANAGEMENT_KEY_PREFIX}…), which only the REST API takes; the gateway takes a gateway API key (${GATEWAY_KEY_PREFIX}…): create one with \`byok-operator gateway-key create\``, { reason: 'management_key_at_gateway' });
   }
   return { hash: digestOnce('sha256', key, 'hex') };
+}
+
+/** The answer to a key the planner refuses, the same on every route that takes a key. */
+export function keyRefusal(reason: Exclude<PlanOutcome, { ok: true }>['reason']): SpecError {
+  switch (reason) {
+    case 'no-workspace':
+      return specError(403, 'the API key has no workspace and the account has no default workspace');
+    // Never settled by order: the key is refused until one account holds its hash (the others' keys say Conflicting).
+    case 'api-key-contested':
+      return specError(403, 'this gateway API key is claimed by more than one account and is refused until only one holds it');
+    case 'api-key-expired':
+      return specError(401, 'the gateway API key has expired');
+    case 'unknown-api-key':
+      return specError(401, 'invalid gateway API key');
+  }
 }
 
 /** OpenRouter `provider` preferences → the planner's request fields; an error message on a wrong type. */
@@ -170,10 +185,7 @@ export class CompletionRequest implements MeteredRequest {
     if (known) this.apiKeyHash = known.key.hash;
     const userId = known?.key.owner ?? null;
     const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
-    if (!outcome.ok) {
-      if (outcome.reason === 'no-workspace') return specError(403, 'the API key has no workspace and the account has no default workspace');
-      return specError(401, outcome.reason === 'api-key-expired' ? 'the gateway API key has expired' : 'invalid gateway API key');
-    }
+    if (!outcome.ok) return keyRefusal(outcome.reason);
     this.account = outcome.account;
     this.identity = { apiKeyHash: this.apiKeyHash, workspaceId: outcome.workspaceId, userId };
     this.plan = outcome.plan;
@@ -288,7 +300,7 @@ export class CompletionRequest implements MeteredRequest {
     const { attempt, value } = result;
     this.journal.record(attempt, result.status, undefined, result.t0, 'ok', result.last);
     const source = this.source();
-    const seen = this.seen(source, value.bytes, source === 'tenant' ? deliveredUnits(value.body.choices) : 0);
+    const seen = this.seen(source, value.bytes, () => bodyFloorTokens(value.bytes, this.cost));
     this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage: meteredUsage(value.body.usage, this.bounds, source, seen) });
     value.body.id = this.generationId;
     value.body.provider = attempt.provider;
@@ -310,12 +322,11 @@ export class CompletionRequest implements MeteredRequest {
       headers: this.capped === null ? { 'x-generation-id': this.generationId } : { 'x-generation-id': this.generationId, [CAPPED_HEADER]: String(this.capped) },
       brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
       closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
-      countContent: source === 'tenant',
-      ended: (error, reported, units) => {
+      ended: (error, reported, relayed) => {
         this.journal.record(attempt, result.status, error, t0, error ? 'stream_broken' : 'ok', last);
         // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
         // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
-        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, units));
+        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, () => streamFloorTokens(relayed, this.cost)));
         this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage }, error);
         this.rt.metrics.answered(200);
       },
@@ -358,10 +369,14 @@ export class CompletionRequest implements MeteredRequest {
     return this.tenantUpstream ? 'tenant' : 'catalog';
   }
 
-  /** What crossed the gateway; floors only for a tenant upstream (a catalog count is never held below itself). */
-  private seen(source: UsageSource, responseBytes: number, units: number): Seen {
-    const tenant = source === 'tenant';
-    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: tenant ? promptFloorTokens(this.forward.messages) : 0, minCompletionTokens: tenant ? floorTokens(units) : 0 };
+  /**
+   * What crossed the gateway; floors only for a tenant upstream (a catalog count is never held below itself), from
+   * bytes: the body forwarded to it and what it relayed to the client (docs/ledger.md, "The floor").
+   */
+  private seen(source: UsageSource, responseBytes: number, completionFloor: () => number): Seen {
+    if (source !== 'tenant') return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: 0, minCompletionTokens: 0 };
+    const forwardedBytes = Buffer.byteLength(JSON.stringify(this.forward), 'utf8');
+    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: promptFloorTokens(forwardedBytes, this.cost), minCompletionTokens: completionFloor() };
   }
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {

@@ -7,7 +7,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Attempt, CatalogEndpoint } from '../domain/index.ts';
 import type { GatewayCatalog } from './catalog.ts';
-import { apiKeyHash } from './completions.ts';
+import { apiKeyHash, keyRefusal } from './completions.ts';
 import { specError, type GatewayRuntime } from './runtime.ts';
 
 type CatalogModel = GatewayCatalog['models'][number];
@@ -66,16 +66,14 @@ export function listModels(rt: GatewayRuntime, opts: { keyRequired: boolean }): 
     for (const m of catalog.models) {
       const outcome = rt.routing.planFor({ model: m.model, apiKeyHash: who.hash, userId, baseAddress: rt.baseAddress, isVideoGeneration: false }, catalog.catalog, at);
       // The key itself is refused (unknown, expired, no workspace): the same answers as chat completions.
-      if (!outcome.ok) return reply.code(outcome.reason === 'no-workspace' ? 403 : 401).send(specError(outcome.reason === 'no-workspace' ? 403 : 401, refusal(outcome.reason)));
+      if (!outcome.ok) {
+        const refused = keyRefusal(outcome.reason);
+        return reply.code(refused.error.code).send(refused);
+      }
       if (outcome.plan.attempts.some(usable)) reachable.push(m);
     }
     return modelList(catalog, reachable);
   };
-}
-
-function refusal(reason: string): string {
-  if (reason === 'no-workspace') return 'the API key has no workspace and the account has no default workspace';
-  return reason === 'api-key-expired' ? 'the gateway API key has expired' : 'invalid gateway API key';
 }
 
 function modelList(catalog: GatewayCatalog, models: readonly CatalogModel[]): ModelList {

@@ -10,11 +10,12 @@ import type { Logger } from 'pino';
 import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
 import type { BaseAddress } from '../domain/index.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
-import { watchRoutingConfig, type RoutingConfigWatcher } from '../sdk/index.ts';
+import type { RoutingConfigWatcher } from '../sdk/index.ts';
 import { watchCatalog, type CatalogWatcher } from './catalog.ts';
 import { apiKeyHash, chatCompletions } from './completions.ts';
 import { GenerationStore } from './generations.ts';
-import { bundleInventory, CredentialHealth, type GatewayStatusReport } from './health.ts';
+import { CredentialHealth, type GatewayStatusReport } from './health.ts';
+import { openGatewayRouting } from './delivered-routing.ts';
 import type { AccessLog } from './access-log.ts';
 import { Metering } from './metering.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
@@ -69,6 +70,11 @@ export interface GatewayOptions {
    * (docs/gateway.md, "Egress policy").
    */
   egress?: EgressAllowList;
+  /**
+   * The operator's delivery stream (docs/gateway.md, "Delivery stream"): its base URL, the projected ServiceAccount
+   * token file, and a writable directory for what it delivers. Absent: the mounted volumes alone.
+   */
+  deliveryStream?: { url: string; tokenFile: string; dir: string };
 }
 
 export interface RunningGateway {
@@ -95,35 +101,24 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const transport = new UpstreamTransport({ egress, upstreamCaPem: opts.upstreamCaPem });
   const generations = new GenerationStore(opts.generations ?? {});
   const health = new CredentialHealth();
-  const inventory = bundleInventory(opts.bundleDir, opts.keyDir);
   const instance = randomUUID();
 
-  const routing = watchRoutingConfig({
+  const opened = openGatewayRouting({
     configDir: opts.configDir,
     bundleDir: opts.bundleDir,
     keyDir: opts.keyDir,
     ...(opts.pollMs !== undefined ? { pollMs: opts.pollMs } : {}),
-    // Saves two readlink calls per attempt; a missing envelope or key still forces a fresh look.
-    generationCheckMs: 100,
-    onReload: (config) => {
+    ...(opts.deliveryStream ? { deliveryStream: opts.deliveryStream } : {}),
+    instance,
+    log,
+    metrics,
+    onServed: (config) => {
       health.retain((id) => config.credential(id) !== undefined);
       metrics.configVersion.reset();
       metrics.configVersion.set({ version: config.version.slice(0, 16) }, 1);
-      metrics.reloads.inc({ what: 'routing', result: 'ok' });
-      log?.info({ version: config.version, accounts: config.accounts.size }, 'routing config loaded');
-    },
-    onError: (err, failure) => {
-      const code = (err as { code?: string }).code;
-      // A half-projected config is normal while kubelet swaps the volume: counted apart, so only a real rejection alerts.
-      if (failure === 'pending') {
-        metrics.reloads.inc({ what: 'routing', result: 'pending' });
-        log?.info({ code, err: err.message }, 'routing config not fully projected yet; keeping the last good one');
-        return;
-      }
-      metrics.reloads.inc({ what: 'routing', result: 'error' });
-      log?.warn({ code, err: err.message }, 'routing config rejected; keeping the last good one');
     },
   });
+  const routing = opened.routing;
   const catalog = watchCatalog(opts.catalogFile, {
     ...(opts.pollMs !== undefined ? { pollMs: opts.pollMs } : {}),
     onReload: (c) => {
@@ -204,7 +199,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     instance,
     at: Date.now(),
     routing: { version: routing.current()?.version ?? null },
-    bundle: inventory(),
+    bundle: opened.inventory(),
     credentials: health.snapshot(),
     probes: health.probeSnapshot(),
   });
@@ -228,7 +223,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     health,
     statusReport,
     async close() {
-      routing.close();
+      opened.close();
       catalog.close();
       await app.close();
       if (ops !== app) await ops.close();

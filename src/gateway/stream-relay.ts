@@ -2,80 +2,10 @@
 // the usage the upstream reports on the way, and a closing event that always comes. A stream that breaks after
 // bytes were sent cannot fail over: the client gets a spec 7 error event, then the closing comment.
 import type { ServerResponse } from 'node:http';
-import { StringDecoder } from 'node:string_decoder';
 import { AttemptTimeout } from './attempts.ts';
 import type { UpstreamBody } from './upstream-body.ts';
-import { deliveredUnits } from './usage.ts';
-
-/**
- * Finds `usage` in SSE `data:` events as they pass, without holding more than one unfinished event. With
- * `countContent` (a tenant-chosen upstream, whose count has a floor) it also reads every event's choices for the
- * floor units of what was delivered (usage.ts, deliveredUnits); otherwise only events that mention usage are parsed.
- */
-export class SseUsageScanner {
-  /** The last usage object an event carried (unvalidated: metering checks it). */
-  reported: unknown;
-  /** Floor units of the content delivered so far (counted with `countContent` only). */
-  units = 0;
-  private pending = '';
-  /** A character split between two reads is decoded whole, not as two replacement characters. */
-  private readonly decoder = new StringDecoder('utf8');
-  private readonly countContent: boolean;
-
-  constructor(countContent = false) {
-    this.countContent = countContent;
-  }
-
-  scan(chunk: Buffer | string): void {
-    const text = this.pending + (typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
-    const cut = text.lastIndexOf('\n\n');
-    if (cut < 0) {
-      this.pending = text;
-      return;
-    }
-    this.pending = text.slice(cut + 2);
-    if (!this.countContent && !text.includes('"usage"')) return;
-    for (const event of text.slice(0, cut).split('\n\n')) {
-      if (!this.countContent && !event.includes('"usage"')) continue;
-      for (const line of event.split('\n')) {
-        if (line.startsWith('data:')) this.read(line.slice(5));
-      }
-    }
-  }
-
-  /**
-   * The stream is over: a trailing event without its blank line is still read; so is an upstream that answered
-   * `stream: true` with a plain JSON completion (the whole body is that one object).
-   */
-  finish(): unknown {
-    this.pending += this.decoder.end();
-    if (this.pending.length > 0) {
-      const tail = this.pending;
-      const before = this.units;
-      this.scan('\n\n');
-      if (this.reported === undefined && this.units === before && tail.trimStart().startsWith('{')) this.read(tail);
-    }
-    return this.reported;
-  }
-
-  private read(json: string): void {
-    const event = parsed(json);
-    if (event === undefined) return;
-    const usage = event.usage;
-    if (usage !== undefined && usage !== null) this.reported = usage;
-    if (this.countContent) this.units += deliveredUnits(event.choices);
-  }
-}
-
-function parsed(json: string): { usage?: unknown; choices?: unknown } | undefined {
-  try {
-    const v = JSON.parse(json) as unknown;
-    return typeof v === 'object' && v !== null ? (v as { usage?: unknown; choices?: unknown }) : undefined;
-  } catch {
-    // Not JSON (e.g. [DONE], or a cut body): nothing to read.
-    return undefined;
-  }
-}
+import { SseUsageScanner } from './sse-scanner.ts';
+import type { StreamBytes } from './usage.ts';
 
 /** The error a stream ends with when the client went away (metering tells it from upstream faults). */
 export const CLIENT_WENT_AWAY = 'client went away';
@@ -88,18 +18,14 @@ export interface RelayOptions {
   closing(): string;
   /** The spec 7 error event of a stream that broke after bytes were sent. */
   brokenEvent(error: string): string;
-  /** Read the delivered content's floor units too (a tenant-chosen upstream; every event is parsed then). */
-  countContent?: boolean;
-  /** Called once when the stream is over: why it broke (undefined when it completed), the usage it reported, and the floor units delivered (0 without countContent). */
-  ended(error: string | undefined, reportedUsage: unknown, deliveredUnits: number): void;
+  /** Called once when the stream is over: why it broke (undefined when it completed), the usage it reported, and the bytes relayed (for the floor). */
+  ended(error: string | undefined, reportedUsage: unknown, relayed: StreamBytes): void;
 }
 
 /** The relay of one committed stream; `leave()` is for the client going away. */
 export class StreamRelay {
-  private readonly usage: SseUsageScanner;
-  /** Whether what the client has so far ends on an SSE event boundary (a blank line). */
-  private atBoundary = true;
-  private lastByte = 0x0a;
+  /** Reads what the client gets: the usage, the bytes for the floor, and whether it ends on an event boundary. */
+  private readonly usage = new SseUsageScanner();
   private idle: NodeJS.Timeout | undefined;
   private done = false;
   private clientGone = false;
@@ -112,7 +38,6 @@ export class StreamRelay {
     this.out = out;
     this.body = body;
     this.opts = opts;
-    this.usage = new SseUsageScanner(opts.countContent === true);
   }
 
   /** Resolves when the stream is over (completed, broken or abandoned). */
@@ -149,10 +74,6 @@ export class StreamRelay {
   private chunk(c: Buffer): boolean {
     this.armIdle();
     this.usage.scan(c);
-    if (c.length > 0) {
-      this.atBoundary = c[c.length - 1] === 0x0a && (c.length >= 2 ? c[c.length - 2] : this.lastByte) === 0x0a;
-      this.lastByte = c[c.length - 1]!;
-    }
     if (this.out.write(c)) return true;
     this.out.once('drain', () => this.body.resume());
     return false;
@@ -163,11 +84,14 @@ export class StreamRelay {
     this.done = true;
     clearTimeout(this.idle);
     const clientGone = this.clientGone || this.out.destroyed;
-    this.opts.ended(error, this.usage.finish(), this.usage.units);
+    // Asked before finish(), which dispatches an unfinished trailing event as if it had ended.
+    const atBoundary = this.usage.atBoundary;
+    this.opts.ended(error, this.usage.finish(), this.usage);
     if (!clientGone) {
-      if (error) this.out.write(`${this.atBoundary ? '' : '\n\n'}${this.opts.brokenEvent(error)}`);
+      // In any framing: after a line cut short, or a CR whose LF may follow, a blank line still ends the event.
+      if (error) this.out.write(`${atBoundary ? '' : '\n\n'}${this.opts.brokenEvent(error)}`);
       // The closing comment is an event of its own, even after a body that did not end on an event boundary.
-      const separator = this.atBoundary || error !== undefined ? '' : '\n\n';
+      const separator = atBoundary || error !== undefined ? '' : '\n\n';
       this.out.end(`${separator}${this.opts.closing()}`);
     }
     this.resolveDone?.();

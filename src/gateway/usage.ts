@@ -3,7 +3,8 @@
 // - A catalog upstream (a URL the platform configured: the provider itself) is trusted: its well-formed count is
 //   metered as reported, even past the bounds below (then flagged, for an alert), never clamped below itself.
 // - A tenant-chosen upstream (an Azure endpoint_url: any https host the tenant names) is not: its count is clamped
-//   between a floor read from the content it delivered and the most the request could produce.
+//   between a floor from the bytes it was sent and relayed (never from the fields a client is expected to read) and
+//   the most the request could produce.
 // - Admission reserves the most the request can cost: every prompt part at an upper bound, n × the per-choice cap.
 // Counts that are not counts (fractional, negative, absurd, missing) become an estimate from the bytes seen, flagged.
 // Pure: no I/O, no clock.
@@ -33,11 +34,25 @@ export const MAX_REPORTED_TOKENS = 1_000_000_000;
 /** OpenAI's limit on `n`. */
 export const MAX_CHOICES = 128;
 /**
- * The delivered-content floor: one token per this many floor units (non-whitespace characters, a run of one repeated
- * character counted once). Measured on o200k and cl100k: prose 3.9-5.9 units per token, code 5.5-5.8, JSON 3.8, CJK
- * 1.0-1.4; the most found in any text was 14 (one long word repeated); rulers collapse to one unit.
+ * The floor under a tenant-chosen upstream's count is a pure function of byte counts: what was relayed to the client
+ * and what was forwarded to the upstream, less a fixed framing allowance, at one token per FLOOR_BYTES_PER_TOKEN
+ * bytes. No field is read: content in whitespace, escapes, an unexpected part type or a field beside `choices` weighs
+ * what its bytes weigh. Measured on o200k and cl100k: prose 3.9-5.9 bytes per token, code 5.5-5.8, JSON 3.8, CJK
+ * 3-4 (6-8 escaped); an honest answer's text stays under 16 bytes per token (docs/ledger.md, "The floor").
  */
-export const FLOOR_UNITS_PER_TOKEN = 16;
+export const FLOOR_BYTES_PER_TOKEN = 16;
+/** A buffered answer's framing outside its choices (id, model, usage, an Azure prompt filter report). */
+export const ANSWER_FRAMING_BYTES = 1024;
+/** Each choice's framing in a buffered answer (index, role, finish reason, an Azure content filter report). */
+export const CHOICE_FRAMING_BYTES = 1024;
+/** Each SSE event's framing: an honest event carries about one token in 200 (OpenAI) to 700 (Azure) bytes. */
+export const EVENT_FRAMING_BYTES = 1024;
+/** The forwarded request's framing outside its content (model settings, stream options, message roles). */
+export const REQUEST_FRAMING_BYTES = 1024;
+/** What one logprob entry may add per token (token, logprob, its bytes array), once plus once per top_logprobs. */
+export const LOGPROB_BYTES = 256;
+/** OpenAI's limit on top_logprobs. */
+const MAX_TOP_LOGPROBS = 20;
 /** Estimates (missing or invalid usage): about four bytes per token, rounded up, framing included: they err high. */
 const ESTIMATE_BYTES_PER_TOKEN = 4;
 
@@ -53,6 +68,8 @@ export interface CostFields {
   mediaParts: number;
   /** Bytes of a `prediction` (predicted outputs): its rejected tokens are billed as completion tokens. */
   predictionBytes: number;
+  /** Logprob entries per token the answer carries (1 + top_logprobs) when `logprobs` is asked for, else 0. */
+  logprobEntries: number;
 }
 
 /** Content part types read as text; any other part is a media part. */
@@ -95,7 +112,10 @@ export function costFields(body: Record<string, unknown>): CostFields | { error:
   const prediction = body.prediction;
   // Rare: a byte count of its JSON bounds its tokens (every token covers at least one byte).
   const predictionBytes = prediction === undefined || prediction === null ? 0 : Buffer.byteLength(JSON.stringify(prediction), 'utf8');
-  return { n, maxTokensPerChoice: cap, mediaParts, predictionBytes };
+  // Not validated here (the provider answers a bad top_logprobs): only read, within OpenAI's limit, for the floor.
+  const top = body.top_logprobs;
+  const logprobEntries = body.logprobs === true ? 1 + (typeof top === 'number' && Number.isInteger(top) ? Math.min(Math.max(top, 0), MAX_TOP_LOGPROBS) : 0) : 0;
+  return { n, maxTokensPerChoice: cap, mediaParts, predictionBytes, logprobEntries };
 }
 
 /** What the catalog says of a model. */
@@ -176,77 +196,49 @@ export function meteredUsage(reported: unknown, bounds: UsageBounds, source: Usa
   };
 }
 
-/** JavaScript's \s, by code point. */
-function isSpace(cp: number): boolean {
-  if (cp <= 0x20) return cp === 0x20 || (cp >= 0x09 && cp <= 0x0d);
-  if (cp < 0xa0) return false;
-  return cp === 0xa0 || cp === 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp === 0x2028 || cp === 0x2029 || cp === 0x202f || cp === 0x205f || cp === 0x3000 || cp === 0xfeff;
+/** Bytes per floor token of an answer: logprobs add their entries' bytes to every token. */
+const answerBytesPerToken = (cost: Pick<CostFields, 'logprobEntries'>) => FLOOR_BYTES_PER_TOKEN + LOGPROB_BYTES * cost.logprobEntries;
+
+/** The floor of a buffered answer: its body's bytes less the answer's and each choice's framing. */
+export function bodyFloorTokens(bodyBytes: number, cost: Pick<CostFields, 'n' | 'logprobEntries'>): number {
+  return Math.ceil(Math.max(0, bodyBytes - ANSWER_FRAMING_BYTES - CHOICE_FRAMING_BYTES * cost.n) / answerBytesPerToken(cost));
 }
 
-/** Floor units of a text: its non-whitespace code points, a run of one repeated character counted once. */
-export function floorUnits(text: string): number {
-  let units = 0;
-  let prev = -1;
-  for (let i = 0; i < text.length; i++) {
-    let cp = text.charCodeAt(i);
-    if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
-      const lo = text.charCodeAt(i + 1);
-      if (lo >= 0xdc00 && lo <= 0xdfff) {
-        cp = ((cp - 0xd800) << 10) + (lo - 0xdc00) + 0x10000;
-        i++;
-      }
-    }
-    if (isSpace(cp)) {
-      prev = -1;
-      continue;
-    }
-    if (cp !== prev) units++;
-    prev = cp;
-  }
-  return units;
+/** What an SSE stream relayed, as the scanner counts it (stream-relay.ts). */
+export interface StreamBytes {
+  /** Every byte relayed. */
+  bytes: number;
+  /** Summed over events: each event's bytes past EVENT_FRAMING_BYTES. */
+  excessBytes: number;
+  /** Events that carried a `data` field. */
+  dataEvents: number;
+  /** The body was one plain JSON object (an upstream that answered `stream: true` without SSE). */
+  plainJson: boolean;
 }
 
-export const floorTokens = (units: number): number => Math.ceil(units / FLOOR_UNITS_PER_TOKEN);
+/** What an event's bytes add to a stream's `excessBytes`. */
+export const eventExcessBytes = (eventBytes: number): number => Math.max(0, eventBytes - EVENT_FRAMING_BYTES);
 
-const stringUnits = (v: unknown): number => (typeof v === 'string' ? floorUnits(v) : 0);
+/**
+ * Events an honest stream sends without a token: per choice its role and its finish, then the usage event, [DONE]
+ * and a prompt filter report. Every other event carries at least one token.
+ */
+const tokenlessEvents = (n: number) => 2 * n + 3;
 
-/** Floor units of a message's `content`: a string, or parts whose `text` is read. */
-function contentUnits(content: unknown): number {
-  if (typeof content === 'string') return floorUnits(content);
-  if (!Array.isArray(content)) return 0;
-  let units = 0;
-  for (const p of content as unknown[]) if (typeof p === 'object' && p !== null) units += stringUnits((p as { text?: unknown }).text) + stringUnits((p as { refusal?: unknown }).refusal);
-  return units;
+/**
+ * The floor of a stream: its events' bytes past their framing, and at least one token per data event past the
+ * tokenless ones (so content cut into events under the framing allowance still counts). A plain JSON body is floored
+ * as a buffered answer.
+ */
+export function streamFloorTokens(s: StreamBytes, cost: Pick<CostFields, 'n' | 'logprobEntries'>): number {
+  if (s.plainJson) return bodyFloorTokens(s.bytes, cost);
+  return Math.max(Math.ceil(s.excessBytes / answerBytesPerToken(cost)), s.dataEvents - tokenlessEvents(cost.n));
 }
 
 /**
- * Floor units of what an answer's `choices` delivered, from `message` (a completion) or `delta` (a stream chunk): the
- * fields a client reads (content, refusal, reasoning, tool and function calls, an audio transcript).
+ * The prompt's floor: the whole forwarded body's bytes (messages, tools, any field: a tenant's endpoint reads them
+ * all) less the request framing and a `prediction`'s bytes (billed as completion, not prompt).
  */
-export function deliveredUnits(choices: unknown): number {
-  if (!Array.isArray(choices)) return 0;
-  let units = 0;
-  for (const choice of choices as unknown[]) {
-    if (typeof choice !== 'object' || choice === null) continue;
-    const m = (choice as { message?: unknown; delta?: unknown }).message ?? (choice as { delta?: unknown }).delta;
-    if (typeof m !== 'object' || m === null) continue;
-    const msg = m as Record<string, unknown>;
-    units += contentUnits(msg.content) + stringUnits(msg.refusal) + stringUnits(msg.reasoning) + stringUnits(msg.reasoning_content);
-    const calls = Array.isArray(msg.tool_calls) ? (msg.tool_calls as unknown[]) : [];
-    for (const call of [...calls, msg.function_call]) {
-      const fn = typeof call === 'object' && call !== null ? ((call as { function?: unknown }).function ?? call) : undefined;
-      if (typeof fn === 'object' && fn !== null) units += stringUnits((fn as { name?: unknown }).name) + stringUnits((fn as { arguments?: unknown }).arguments);
-    }
-    const audio = msg.audio;
-    if (typeof audio === 'object' && audio !== null) units += stringUnits((audio as { transcript?: unknown }).transcript);
-  }
-  return units;
-}
-
-/** The prompt's floor in tokens: its messages' text (tools and media add to it but have no floor here). */
-export function promptFloorTokens(messages: unknown): number {
-  if (!Array.isArray(messages)) return 0;
-  let units = 0;
-  for (const m of messages as unknown[]) if (typeof m === 'object' && m !== null) units += contentUnits((m as { content?: unknown }).content);
-  return floorTokens(units);
+export function promptFloorTokens(forwardedBytes: number, cost: Pick<CostFields, 'predictionBytes'>): number {
+  return Math.ceil(Math.max(0, forwardedBytes - REQUEST_FRAMING_BYTES - cost.predictionBytes) / FLOOR_BYTES_PER_TOKEN);
 }

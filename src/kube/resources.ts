@@ -1,10 +1,12 @@
 // Typed informers for our five kinds and the credential Secrets, with the indexes both the operator and the
-// REST API server look things up by. Index values are always namespace-qualified ("ns/value").
+// REST API server look things up by. Index values are namespace-qualified ("ns/value"), but for the one index
+// that looks across accounts (keyHolders).
 import type { V1Secret } from '@kubernetes/client-node';
 import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
+import { normalizeKeyHash } from '../domain/api-keys.ts';
 import { SupervisedInformer, compactForCache, type InformerOptions, type RestartReason } from './informer.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
@@ -22,6 +24,8 @@ export const INDEX = {
   apiKeyHash: 'apiKeyHash',
   /** BYOKCredential, GatewayAPIKey: "ns/workspaceName". */
   workspace: 'workspace',
+  /** GatewayAPIKey: the hash alone (normalized), across namespaces: every account's key that names it. */
+  keyHolders: 'keyHolders',
 } as const;
 
 export interface ResourceInformers {
@@ -71,6 +75,7 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
   credentials.addIndex(INDEX.apiKeyHash, (c) => (c.spec?.allowedApiKeyHashes ?? []).map((h) => `${ns(c)}/${h}`));
   credentials.addIndex(INDEX.workspace, (c) => (c.spec?.workspace ? [`${ns(c)}/${c.spec.workspace}`] : []));
   apiKeys.addIndex(INDEX.apiKeyHash, (k) => (k.spec?.hash ? [`${ns(k)}/${k.spec.hash}`] : []));
+  apiKeys.addIndex(INDEX.keyHolders, (k) => (k.spec?.hash ? [normalizeKeyHash(k.spec.hash)] : []));
   apiKeys.addIndex(INDEX.workspace, (k) => (k.spec?.workspace ? [`${ns(k)}/${k.spec.workspace}`] : []));
   return { credentials, workspaces, guardrails, apiKeys, accounts, secrets };
 }

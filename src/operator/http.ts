@@ -27,14 +27,19 @@ export async function startHealthServer(opts: { port: number; host?: string; reg
     }
     reply(404, 'not found\n');
   });
-  const host = opts.host ?? '0.0.0.0';
+  const { url, close } = await listen(server, opts.port, opts.host);
+  return { address: url, close };
+}
+
+/** Listens on `host:port` (default all interfaces); the URL to reach it (loopback for a wildcard) and a close that ends every connection. */
+export async function listen(server: Server, port: number, host = '0.0.0.0'): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, host, () => resolve());
+    server.listen(port, host, () => resolve());
   });
-  const { port } = server.address() as AddressInfo;
+  const { port: bound } = server.address() as AddressInfo;
   return {
-    address: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`,
+    url: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${bound}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -20,6 +20,7 @@ import { watchForCompile } from './compile/watches.ts';
 import { addReconcilers, Controllers } from './controllers.ts';
 import { ExportController, type ExportControllerConfig } from './export/controller.ts';
 import { startHealthServer, type HealthServer } from './http.ts';
+import { startDeliveryServer, type DeliveryServer, type DeliveryStreamConfig } from './delivery/server.ts';
 import { LEASE_DEFAULTS } from './leader.ts';
 import { Manager, type Component } from './manager.ts';
 import { AccountReconciler } from './reconcile/account.ts';
@@ -86,6 +87,8 @@ export interface OperatorOptions {
   gatewaySlots?: { routing: number; bundles: number };
   /** Keep Envoy AI Gateway's or agentgateway's objects in a namespace (`--export-target`; export/controller.ts). Needs the compile pipeline. */
   export?: ExportControllerConfig;
+  /** Serve the delivery stream to gateway pods from this replica's cache (every replica; delivery/server.ts). */
+  deliveryStream?: DeliveryStreamConfig;
 }
 
 export interface RunningOperator {
@@ -100,6 +103,8 @@ export interface RunningOperator {
   registry: Registry;
   informers: ResourceInformers;
   pipeline: CompilePipeline | undefined;
+  /** Base URL of the delivery stream, when it is on. */
+  deliveryUrl(): string | undefined;
 }
 
 export async function startOperator(opts: OperatorOptions): Promise<RunningOperator> {
@@ -178,6 +183,15 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     : undefined;
   const endpoints = httpEndpoints({ port: opts.httpPort ?? 8080, ...(opts.httpHost ? { host: opts.httpHost } : {}), registry: metrics.registry, ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()) });
   const resyncSeconds = opts.resyncSeconds ?? 300;
+  let delivery: DeliveryServer | undefined;
+  const deliveryStream: Component | undefined = opts.deliveryStream && {
+    name: 'delivery stream',
+    everyReplica: true,
+    start: async () => {
+      delivery = await startDeliveryServer(opts.deliveryStream!, { kubeConfig: opts.kubeConfig, routingNamespace: opts.routingNamespace, logger: childLogger(log, { component: 'delivery' }), registry: metrics.registry });
+    },
+    close: async () => delivery?.close(),
+  };
 
   // The components, in start order: every replica serves its endpoints and keeps its caches warm (fast failover,
   // readiness); the leader alone reconciles, compiles and writes status.
@@ -192,6 +206,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       },
       close: () => stopAll(informers),
     },
+    deliveryStream,
     // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
     // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
     resyncSeconds > 0 ? every('resync', resyncSeconds * 1000, () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true })) : undefined,
@@ -236,6 +251,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     registry: metrics.registry,
     informers,
     pipeline,
+    deliveryUrl: () => delivery?.url,
     async waitForIdle() {
       await manager.settled();
       for (let i = 0; i < 3; i++) {

@@ -9,6 +9,7 @@ import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
 import { secretRefKey } from '../domain/secret-ref.ts';
 import { secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { conflictingKeys } from './reconcile/key-holders.ts';
 
 export interface StoredVerdict {
   valid: boolean;
@@ -109,7 +110,8 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
         const verdict = stored ? lazyVerdict(stored) : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
         return { resource, verdict };
       });
-      return { ...budgetView(namespace), credentials };
+      // Spend reads budgetView alone and needs no keys: only a compile asks who holds each key's hash.
+      return { ...budgetView(namespace), conflictingApiKeys: conflictingKeys(informers.apiKeys, namespace), credentials };
     },
     budgetView,
   };

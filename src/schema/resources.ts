@@ -308,7 +308,7 @@ export const gatewayApiKey: ResourceDefinition = {
   categories: ['byok-all'],
   description: 'GatewayAPIKey records the SHA-256 hash of a gateway API key (never the key). Live means not disabled and not expired.',
   spec: obj('Desired state of the API key record.', {
-    hash: str('SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable.', {
+    hash: str('SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable. A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the oldest (creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.', {
       pattern: HASH_PATTERN,
       minLength: 64,
       maxLength: 64,

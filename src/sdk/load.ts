@@ -5,6 +5,7 @@ import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/model.ts';
+import { normalizeKeyHash } from '../domain/api-keys.ts';
 import { bucketOf, INDEX_KEY, indexVersion, isRoutingIndex, sha256Hex, type RoutingIndex, type ShardDocument } from '../contract/routing.ts';
 
 export type RoutingConfigErrorCode = 'missing' | 'incomplete' | 'checksum' | 'corrupt';
@@ -27,7 +28,12 @@ export interface RoutingConfig {
   /** Where the files were read from (the resolved `..<timestamp>` directory under kubelet). */
   source: string;
   credential(credentialId: string): { account: CompiledAccount; credential: CompiledCredential } | undefined;
+  /** The one account that holds `hash`; undefined when none does, or when more than one claims it (contested). */
   apiKey(hash: string): { account: CompiledAccount; key: CompiledApiKey } | undefined;
+  /** Whether the loaded config carries `hash` more than once (two accounts, e.g. while shards race): refused in all. */
+  apiKeyContested(hash: string): boolean;
+  /** How many hashes are contested. */
+  contestedApiKeys: number;
 }
 
 /** The directory a load should read: kubelet's current `..data` generation, or `dir` itself when not a kubelet volume. */
@@ -92,19 +98,27 @@ export function loadRoutingConfig(dir: string): RoutingConfig {
 
 function buildConfig(index: RoutingIndex, accounts: Map<string, CompiledAccount>, source: string): RoutingConfig {
   const credentials = new Map<string, { account: CompiledAccount; credential: CompiledCredential }>();
-  const keys = new Map<string, { account: CompiledAccount; key: CompiledApiKey }>();
+  // null: the hash appears more than once. The operator compiles a hash into one account only (its oldest holder);
+  // a config that still carries it twice is never settled by order here: the key is refused in every account.
+  const keys = new Map<string, { account: CompiledAccount; key: CompiledApiKey } | null>();
   for (const ns of [...accounts.keys()].sort()) {
     const account = accounts.get(ns)!;
     for (const credential of account.credentials) credentials.set(credential.id, { account, credential });
-    // A hash is a SHA-256 of a secret key: two accounts sharing one means the same key; first namespace wins.
-    for (const key of account.apiKeys) if (!keys.has(key.hash)) keys.set(key.hash, { account, key });
+    for (const key of account.apiKeys) {
+      const hash = normalizeKeyHash(key.hash);
+      keys.set(hash, keys.has(hash) ? null : { account, key });
+    }
   }
+  let contested = 0;
+  for (const v of keys.values()) if (v === null) contested++;
   return {
     version: index.version,
     index,
     accounts,
     source,
+    contestedApiKeys: contested,
     credential: (id) => credentials.get(id),
-    apiKey: (hash) => keys.get(hash),
+    apiKey: (hash) => keys.get(normalizeKeyHash(hash)) ?? undefined,
+    apiKeyContested: (hash) => keys.get(normalizeKeyHash(hash)) === null,
   };
 }

@@ -11,11 +11,11 @@ export interface GatewayRequest extends Omit<RouteRequest, 'workspaceId'> {
 
 export type PlanOutcome =
   | { ok: true; account: CompiledAccount; workspaceId: string; plan: RoutePlan }
-  | { ok: false; reason: 'unknown-api-key' | 'api-key-expired' | 'no-workspace' };
+  | { ok: false; reason: 'unknown-api-key' | 'api-key-contested' | 'api-key-expired' | 'no-workspace' };
 
 export function planFor(config: RoutingConfig, request: GatewayRequest, catalog: ModelCatalog, now: Date = new Date()): PlanOutcome {
   const found = config.apiKey(request.apiKeyHash);
-  if (!found) return { ok: false, reason: 'unknown-api-key' };
+  if (!found) return { ok: false, reason: config.apiKeyContested(request.apiKeyHash) ? 'api-key-contested' : 'unknown-api-key' };
   const { account, key } = found;
   // The compiler only writes live keys; expiry after the compile is checked here, per request.
   if (key.expiresAt !== null && !(Date.parse(key.expiresAt) > now.getTime())) return { ok: false, reason: 'api-key-expired' };

@@ -2,7 +2,8 @@
 // include our own observed writes, so a write is visible to the next read on this replica). Every credential's
 // REST form and its JSON text are computed once per resourceVersion, not per request.
 import type { V1Secret } from '@kubernetes/client-node';
-import { isApiKeyLive } from '../domain/api-keys.ts';
+import { isApiKeyLive, normalizeKeyHash } from '../domain/api-keys.ts';
+import { keysNotHolding } from '../compiler/elect.ts';
 import { publicId } from '../domain/ids.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { GroupedStore } from './grouped-store.ts';
@@ -240,25 +241,30 @@ export class ApiState {
     // The hash may have changed: drop the old one from the index first.
     this.removeApiKey(obj);
     this.apiKeys.set(ns, name, obj);
-    this.apiKeysByHash.set(obj.spec.hash, `${ns}/${name}`, obj);
+    this.apiKeysByHash.set(normalizeKeyHash(obj.spec.hash), `${ns}/${name}`, obj);
   }
 
   removeApiKey(obj: GatewayAPIKey): void {
     const [ns, name] = nsName(obj);
     const old = this.apiKeys.delete(ns, name);
-    if (old) this.apiKeysByHash.delete(old.spec.hash, `${ns}/${name}`);
+    if (old) this.apiKeysByHash.delete(normalizeKeyHash(old.spec.hash), `${ns}/${name}`);
   }
 
-  /** Hashes of the live gateway API keys of one account (filters may name only these). */
+  /**
+   * Hashes of the live gateway API keys of one account (filters may name only these); a key whose hash an older key
+   * holds (perhaps another account's, electKeyHolder) resolves nothing, as in the operator.
+   */
   liveApiKeyHashes(namespace: string, now = Date.now()): Set<string> {
+    const keys = [...this.apiKeys.values(namespace)];
+    const conflicting = keysNotHolding(keys, (h) => [...this.apiKeysByHash.values(h)]);
     const out = new Set<string>();
-    for (const k of this.apiKeys.values(namespace)) if (isApiKeyLive(k.spec, now)) out.add(k.spec.hash);
+    for (const k of keys) if (isApiKeyLive(k.spec, now) && !conflicting.has(k.metadata.name ?? '')) out.add(k.spec.hash);
     return out;
   }
 
   /** Whether a live gateway API key with this hash exists in any account. */
   isLiveApiKeyHash(hash: string, now = Date.now()): boolean {
-    for (const k of this.apiKeysByHash.values(hash)) if (isApiKeyLive(k.spec, now)) return true;
+    for (const k of this.apiKeysByHash.values(normalizeKeyHash(hash))) if (isApiKeyLive(k.spec, now)) return true;
     return false;
   }
 

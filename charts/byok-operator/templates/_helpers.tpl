@@ -86,3 +86,7 @@ the URL's host may be a Service, a managed Redis or an IP. Nothing when there is
     - { port: {{ $port }}, protocol: TCP }
 {{- end }}
 {{- end -}}
+{{- /* The delivery stream is on: the gateway and its stream both enabled (and the operator that serves it). */ -}}
+{{- define "byok.deliveryStreamEnabled" -}}
+{{- if and .Values.gateway.enabled .Values.gateway.deliveryStream.enabled .Values.operator.enabled }}true{{ end -}}
+{{- end -}}

@@ -1,11 +1,12 @@
 // What wakes the BYOKCredential reconciler (credential.ts): its own spec changes, and the siblings whose implicit
-// sort order they move; its Secret; the GatewayAPIKeys whose hash it allows; its Workspace; its namespace's Account
+// sort order they move; its Secret; the GatewayAPIKeys (of any account) naming a hash it allows; its Workspace; its namespace's Account
 // (the quota); and a deletion, which frees a place in the quota.
 import type { V1Secret } from '@kubernetes/client-node';
 import type { BYOKCredential } from '../../schema/generated/types.ts';
 import { INDEX } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
 import type { CredentialReconciler } from './credential.ts';
+import { namespacesNaming } from './key-holders.ts';
 import { keyOf, nsOf } from './objects.ts';
 import { sortSection } from './sort-order.ts';
 
@@ -43,9 +44,11 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       });
       secrets.on('delete', secretChanged);
 
+      // A key's arrival or deletion can move its hash's holder to another account: wake the filters of every holder.
       onSpecChange(apiKeys, (k, old) => {
         for (const h of new Set([k.spec.hash, old?.spec.hash])) {
-          if (h) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${nsOf(k)}/${h}`)) enqueue(keyOf(c));
+          if (!h) continue;
+          for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)])) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(keyOf(c));
         }
       });
       onSpecChange(workspaces, (w) => {

@@ -5,7 +5,7 @@ import type { BYOKCredential } from '../../schema/generated/types.ts';
 import { publicId } from '../../domain/ids.ts';
 import { isApiKeyLive, type EgressAllowList } from '../../domain/index.ts';
 import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
-import { creationTime, electAccount } from '../../compiler/elect.ts';
+import { creationTime, electAccount, sameObject } from '../../compiler/elect.ts';
 import { isNotFound, type KubeClient } from '../../kube/client.ts';
 import type { Applier } from '../../kube/apply.ts';
 import { secretRefKey } from '../../domain/secret-ref.ts';
@@ -15,6 +15,7 @@ import type { OperatorMetrics } from '../metrics.ts';
 import type { VerdictStore } from '../state.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { evaluateCredential, type CredentialEvaluation, type CredentialFacts } from './credential-checks.ts';
+import { holderOf } from './key-holders.ts';
 import { keyOf, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
 import { effectiveSortOrder } from './sort-order.ts';
 import type { StatusWriter } from './status-writer.ts';
@@ -97,7 +98,8 @@ export class CredentialReconciler {
     const now = Date.now();
     for (const h of spec.allowedApiKeyHashes ?? []) {
       for (const k of inf.apiKeys.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) {
-        if (!isApiKeyLive(k.spec, now)) continue;
+        // A key whose hash an older key (maybe another account's) holds is never compiled: it resolves nothing.
+        if (!isApiKeyLive(k.spec, now) || !sameObject(holderOf(inf.apiKeys, h) ?? k, k)) continue;
         live.add(h);
         const exp = k.spec.expiresAt ? Date.parse(k.spec.expiresAt) : NaN;
         // Re-check when a key this credential depends on expires.

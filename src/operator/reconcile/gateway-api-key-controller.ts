@@ -1,15 +1,22 @@
-// What wakes the GatewayAPIKey reconciler (gateway-api-key.ts): its own spec changes; its Workspace, and for keys
+// What wakes the GatewayAPIKey reconciler (gateway-api-key.ts): its own spec changes, and those of every key, in
+// any account, naming the same hash (one's arrival or deletion decides which holds it); its Workspace, and for keys
 // that name none the namespace's default flag; and, for keys that name a guardrail, any Guardrail of the namespace.
 import { INDEX } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
 import { reconcileApiKey, type ApiKeyReconcileDeps } from './gateway-api-key.ts';
+import { keysNaming } from './key-holders.ts';
 import { keyOf, nsOf } from './objects.ts';
 
 export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
   return {
     for: 'apiKeys',
     watch({ apiKeys, workspaces, guardrails }, enqueue) {
-      onSpecChange(apiKeys, (k) => enqueue(keyOf(k)));
+      onSpecChange(apiKeys, (k, old) => {
+        enqueue(keyOf(k));
+        for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
+          if (h) for (const other of keysNaming(apiKeys, h)) if (keyOf(other) !== keyOf(k)) enqueue(keyOf(other));
+        }
+      });
       onSpecChange(workspaces, (w, old) => {
         const ns = nsOf(w);
         for (const k of apiKeys.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) enqueue(keyOf(k));

@@ -1,6 +1,6 @@
-// GatewayAPIKey: gather (its workspace and guardrail, the clock) → evaluate (Live and Ready) → write. Expiry is
-// not an apiserver event, so the reconcile requeues itself at expiresAt and re-enqueues the credentials that
-// depend on the key when `live` flips.
+// GatewayAPIKey: gather (its workspace and guardrail, who holds its hash, the clock) → evaluate (Live and Ready) →
+// write. Expiry is not an apiserver event, so the reconcile requeues itself at expiresAt and re-enqueues the
+// credentials that depend on the key when `live` flips.
 import type { GatewayAPIKey } from '../../schema/generated/types.ts';
 import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
 import { isApiKeyLive } from '../../domain/index.ts';
@@ -8,7 +8,9 @@ import { INDEX, type ResourceInformers } from '../../kube/resources.ts';
 import { buildConditions, type CatalogCondition, type Condition } from '../conditions.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { missingGuardrails } from './guardrail.ts';
-import { baseStatus, keyOf, MAX_REQUEUE_MS, splitKey } from './objects.ts';
+import { baseStatus, keyOf, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
+import { holderOf } from './key-holders.ts';
+import { sameObject } from '../../compiler/elect.ts';
 import type { StatusWriter } from './status-writer.ts';
 
 export interface ApiKeyFacts {
@@ -20,6 +22,11 @@ export interface ApiKeyFacts {
   /** Whether the namespace has a default Workspace: where a key that names none lands. */
   hasDefaultWorkspace: boolean;
   missingGuardrails: readonly string[];
+  /**
+   * The older key that holds spec.hash when this key does not (holderOf in ./key-holders.ts): its name when it is
+   * in this account; another account's key is never named.
+   */
+  hashHeldBy?: { sameAccount: true; name: string } | { sameAccount: false } | undefined;
 }
 
 export interface ApiKeyEvaluation {
@@ -28,6 +35,12 @@ export interface ApiKeyEvaluation {
   liveCondition: CatalogCondition<'Live'>;
   /** When a live key with an expiry should be looked at again (ms from now). */
   requeueAfterMs: number | undefined;
+}
+
+/** ApiKeyFacts.hashHeldBy for `key`, given its hash's holder (holderOf): absent when the key holds its hash. */
+export function hashHeldBy(key: GatewayAPIKey, holder: GatewayAPIKey | undefined): ApiKeyFacts['hashHeldBy'] {
+  if (!holder || sameObject(holder, key)) return undefined;
+  return nsOf(holder) === nsOf(key) ? { sameAccount: true, name: holder.metadata.name ?? '' } : { sameAccount: false };
 }
 
 export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
@@ -40,8 +53,12 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
       ? { type: T.Live, status: 'False', reason: R.Disabled, message: 'the key is disabled' }
       : { type: T.Live, status: 'False', reason: R.Expired, message: `the key expired at ${spec.expiresAt}` };
   let ready: CatalogCondition<'Ready'> = { type: T.Ready, status: 'True', reason: R.Ready, message: 'the API key record is valid' };
-  // The gateway answers such a key 403 (no-workspace): Ready says so before the first request does.
-  if (spec.workspace && !f.workspaceExists) {
+  // A conflict outranks the rest: this key is never compiled, whatever else is right or wrong with it.
+  if (f.hashHeldBy) {
+    const holder = f.hashHeldBy.sameAccount ? `GatewayAPIKey "${f.hashHeldBy.name}" of this namespace` : "another account's key";
+    ready = { type: T.Ready, status: 'False', reason: R.Conflicting, message: `this hash is already held by ${holder} (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account` };
+  } else if (spec.workspace && !f.workspaceExists) {
+    // The gateway answers such a key 403 (no-workspace): Ready says so before the first request does.
     ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `Workspace "${spec.workspace}" not found in namespace ${namespace}: the gateway refuses this key (403) until you create that Workspace or set spec.workspace to an existing one` };
   } else if (!spec.workspace && !f.hasDefaultWorkspace) {
     ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `the key names no workspace and namespace ${namespace} has no default Workspace: the gateway refuses this key (403) until you create a Workspace with spec.default: true or set spec.workspace` };
@@ -71,6 +88,7 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
     workspaceExists: !k.spec.workspace || inf.workspaces.get(ns, k.spec.workspace) !== undefined,
     hasDefaultWorkspace: inf.workspaces.list(ns).some((w) => w.spec.default === true),
     missingGuardrails: missingGuardrails(inf.guardrails, ns, [k.spec.guardrail]),
+    hashHeldBy: hashHeldBy(k, holderOf(inf.apiKeys, k.spec.hash)),
   });
   const { live, ready } = verdict;
   const status = { ...baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, verdict.liveCondition], k.metadata.generation) };

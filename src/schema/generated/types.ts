@@ -493,7 +493,7 @@ export interface Guardrail {
  */
 export interface GatewayAPIKeySpec {
 /**
- * SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable.
+ * SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable. A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the oldest (creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.
  */
 hash: string
 /**

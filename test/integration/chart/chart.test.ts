@@ -115,6 +115,38 @@ describe('Helm chart', () => {
     expect(out).toMatch(/service\/rel-byok-gateway created \(server dry run\)/);
   });
 
+  test('gateway.deliveryStream: off by default; on, every operator replica serves it to the gateway\'s own ServiceAccount only (projected token, TokenReview, NetworkPolicy), accepted by the apiserver', async () => {
+    const gw = ['aggregatedApi.enabled=false', 'gateway.enabled=true', 'networkPolicy.enabled=true'];
+    const off = await helmTemplate(ns, ...gw);
+    expect(off).not.toContain('delivery-stream');
+    expect(off).not.toContain('tokenreviews');
+    const rendered = await helmTemplate(ns, ...gw, 'gateway.deliveryStream.enabled=true');
+    const docs = rendered.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown>; rules?: unknown[] } | null);
+    const find = (kind: string, name: string) => docs.find((d) => d?.kind === kind && d.metadata?.name === name);
+    const podSpec = (name: string) => (find('Deployment', name)!.spec as { template: { spec: { serviceAccountName?: string; automountServiceAccountToken?: boolean; containers: { args: string[] }[]; volumes: unknown[] } } }).template.spec;
+    const operator = podSpec('rel-byok-operator');
+    expect(operator.containers[0]!.args).toEqual(expect.arrayContaining(['--delivery-stream-port=8443', `--delivery-stream-service-accounts=${ns}/rel-byok-gateway`, '--delivery-stream-audience=byok-delivery']));
+    const gateway = podSpec('rel-byok-gateway');
+    expect(gateway.serviceAccountName).toBe('rel-byok-gateway');
+    expect(gateway.automountServiceAccountToken).toBe(false);
+    expect(gateway.containers[0]!.args).toEqual(expect.arrayContaining([`--delivery-stream=http://rel-byok-delivery.${ns}.svc:8443`, '--delivery-stream-token-file=/var/run/byok/delivery-token/token']));
+    // `defaultMode: 0400` as the chart writes it everywhere: octal to the apiserver's YAML 1.1, 400 to this YAML 1.2 parser.
+    expect(gateway.volumes).toContainEqual({ name: 'delivery-token', projected: { defaultMode: 400, sources: [{ serviceAccountToken: { audience: 'byok-delivery', expirationSeconds: 3600, path: 'token' } }] } });
+    // The gateway's ServiceAccount is bound to nothing; the operator may create TokenReviews and nothing more here.
+    expect(rendered).not.toMatch(/kind: ServiceAccount, name: rel-byok-gateway/);
+    expect(find('ClusterRole', 'rel-byok-delivery-tokenreview')?.rules).toEqual([{ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] }]);
+    const operatorPolicy = find('NetworkPolicy', 'rel-byok')!.spec as { ingress: { from?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[] };
+    const streamIngress = operatorPolicy.ingress.filter((r) => r.ports.some((p) => p.port === 8443));
+    expect(streamIngress).toHaveLength(1);
+    expect(streamIngress[0]!.from).toEqual([{ podSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'gateway' }) } }]);
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'delivery.yaml');
+    writeFileSync(file, rendered);
+    const out = await kubectl('apply', '--dry-run=server', '-f', file);
+    expect(out).toMatch(/serviceaccount\/rel-byok-gateway created \(server dry run\)/);
+    expect(out).toMatch(/service\/rel-byok-delivery created \(server dry run\)/);
+    expect(out).toMatch(/deployment\.apps\/rel-byok-gateway created \(server dry run\)/);
+  });
+
   test('ledger: several gateway replicas need the shared Redis ledger; with it, gateways and the operator get its URL', async () => {
     const gw = ['gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog'];
     await expect(helmTemplate(ns, ...gw, 'gateway.replicas=2')).rejects.toThrow(/ledger\.redisUrl/);

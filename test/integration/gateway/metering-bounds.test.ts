@@ -5,20 +5,14 @@
 // budget that fits 5 admit at most 5 (their reservation covers an image part at the model's context length).
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
-import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
-import { parseEgressAllowList } from '../../../src/domain/egress.ts';
-import { createGatewayMetrics, startGateway, type GatewayMetrics, type RunningGateway } from '../../../src/gateway/index.ts';
-import { floorTokens, floorUnits } from '../../../src/gateway/usage.ts';
-import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
+import { bodyFloorTokens, streamFloorTokens } from '../../../src/gateway/usage.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
+import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from './metered-gateway.ts';
 import { IMAGE_PART_TOKENS, LONG_ANSWER, PROMPT_TOKENS, startUpstreams, type Upstreams } from './upstreams.ts';
 
 const kc = testKubeConfig();
@@ -26,7 +20,6 @@ const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const KEY_N = 'sk-gw-bounds-n-0123456789abcdef0123';
 const KEY_IMG = 'sk-gw-bounds-img-0123456789abcdef01';
 const KEY_AZ = 'sk-gw-bounds-az-0123456789abcdef012';
-const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
 // gpt-4o's list prices: 2.5 and 10 USD per million tokens, i.e. 2.5 and 10 micros per token.
 const cost = (prompt: number, completion: number) => Math.round(prompt * 2.5) + completion * 10;
 /** An image request, as billed by the provider: one image part, max_tokens 10. */
@@ -38,15 +31,12 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
   let run: CapturedOperator;
   let up: Upstreams;
   let projector: Projector;
-  let gw: RunningGateway | undefined;
-  let gate: LedgerSpendGate | undefined;
-  let metrics: GatewayMetrics;
-  const root = mkdtempSync(join(tmpdir(), 'byok-int-bounds-'));
-  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared') };
+  let stack: MeteredGateway | undefined;
+  const dirs = gatewayDirs('byok-int-bounds-');
 
   const chat = async (key: string, body: Record<string, unknown>) => {
     const before = up.hits.length;
-    const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
+    const res = await fetch(`${stack!.gw.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
@@ -54,12 +44,7 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     const text = await res.text();
     return { status: res.status, text, json: (body.stream === true ? {} : JSON.parse(text)) as Record<string, any>, id: res.headers.get('x-generation-id'), hits: up.hits.length - before };
   };
-  /** The generation record once the ledger has answered (charged/fee set). */
-  const settled = (key: string, id: string) =>
-    until(`the settled record of ${id}`, async () => {
-      const g = gw!.generations.get(id, sha(key));
-      return g && g.charged_micros !== null ? g : undefined;
-    }, 10_000, 20);
+  const settled = (key: string, id: string) => stack!.settled(sha(key), id);
 
   beforeAll(async () => {
     up = await startUpstreams();
@@ -82,7 +67,7 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     up.behavior.set('api-key:az-zero-usage-key', 'zero-usage-long');
 
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+    writeFileSync(dirs.catalog, JSON.stringify({
       format: 'byok-gateway-catalog/v1',
       models: [
         // Shared capacity on the platform's key (a catalog upstream: trusted).
@@ -93,31 +78,15 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-    await until('the compiled credential, keys and guardrails', async () => {
-      await projector.sync();
-      try {
-        const account = loadRoutingConfig(dirs.config).accounts.get(ns);
-        return account?.credentials.length === 1 && account.apiKeys.length === 3 && account.apiKeys.filter((k) => k.guardrailId !== null).length === 2;
-      } catch {
-        return false;
-      }
-    }, 30_000, 200);
-    metrics = createGatewayMetrics({ defaultMetrics: false });
-    const log = pino({ level: 'silent' });
-    gate = await openGatewaySpendGate({ registry: metrics.registry, logger: log });
-    gw = await startGateway({
-      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
-      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate: gate, metrics, pollMs: 100, egress: LOOPBACK_ALLOWED, logger: log,
+    await projected(projector, dirs, 'the compiled credential, keys and guardrails', (accounts) => {
+      const account = accounts.get(ns);
+      return account?.credentials.length === 1 && account.apiKeys.length === 3 && account.apiKeys.filter((k) => k.guardrailId !== null).length === 2;
     });
+    stack = await startMeteredGateway(dirs, up);
   }, 60_000);
 
   afterAll(async () => {
-    await gw?.close();
-    await gate?.close();
-    await projector?.stop();
-    await run?.op.stop();
-    await up?.close();
-    rmSync(root, { recursive: true, force: true });
+    await stopAll({ stack, projector, run, up }, dirs);
   });
 
   test('n: 8 on shared capacity is metered as 8 completions, and the budget refuses once its limit is reached', async () => {
@@ -155,13 +124,17 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     expect([r.status, r.hits]).toEqual([200, 1]);
     expect(stream ? r.text : r.json.choices[0].message.content).toContain(LONG_ANSWER.slice(0, 40));
     const g = await settled(KEY_AZ, r.id!);
-    const floor = floorTokens(floorUnits(LONG_ANSWER));
-    expect(floor).toBeGreaterThan(300);
+    // At least the floor of the answer's text alone: buffered, its bytes past the framing allowances; streamed in
+    // 40-character events (each under the event allowance), one token per event past the 2n + 3 tokenless ones.
+    const one = { n: 1, logprobEntries: 0 };
+    const floor = stream ? streamFloorTokens({ bytes: 0, excessBytes: 0, dataEvents: LONG_ANSWER.length / 40, plainJson: false }, one) : bodyFloorTokens(Buffer.byteLength(LONG_ANSWER), one);
+    expect(floor).toBeGreaterThan(stream ? 190 : 370);
     expect(g.tokens_completion).toBeGreaterThanOrEqual(floor);
-    expect(g.tokens_prompt).toBeGreaterThanOrEqual(1);
+    // The prompt ("hi") is within the forwarded body's 1 KiB framing allowance: its floor is 0, as reported.
+    expect(g.tokens_prompt).toBe(0);
     expect(g).toMatchObject({ usage_estimated: 'out_of_bounds', is_byok: true });
-    expect(g.list_cost_micros).toBeGreaterThanOrEqual(cost(1, floor));
-    expect(await metrics.registry.getSingleMetricAsString('byok_gateway_usage_out_of_bounds_total')).toMatch(/byok_gateway_usage_out_of_bounds_total\{upstream="tenant",bound="below"\} [1-9]/);
+    expect(g.list_cost_micros).toBeGreaterThanOrEqual(cost(0, floor));
+    expect(await stack!.metrics.registry.getSingleMetricAsString('byok_gateway_usage_out_of_bounds_total')).toMatch(/byok_gateway_usage_out_of_bounds_total\{upstream="tenant",bound="below"\} [1-9]/);
   });
 
   test('60 concurrent image requests under a budget that fits 5 admit at most 5', async () => {

@@ -21,10 +21,40 @@ export type Behavior =
   | '307' | '200-not-json'
   // Issue 32: a provider that bills what it delivers (n choices of max_tokens each, 1,105 tokens per image part), and
   // a tenant endpoint that delivers LONG_ANSWER and reports zero usage.
-  | 'bills-honestly' | 'zero-usage-long';
+  | 'bills-honestly' | 'zero-usage-long'
+  // Issue 41: a tenant endpoint streaming 4 MiB in CRLF framing (BIG_CRLF_STREAM), paused halfway (Upstreams.pause).
+  | 'crlf-4mib';
 
 /** 8,000 characters of prose: what 'zero-usage-long' delivers (per choice), with usage {0, 0}. */
 export const LONG_ANSWER = 'It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith slipped quickly through the glass doors of Victory Mansions. '.repeat(60).slice(0, 8000);
+/**
+ * What 'crlf-4mib' sends: 4 MiB of content events framed with CRLF, then a usage event whose JSON spans two `data:`
+ * lines (SSE joins them with LF), then [DONE]. The usage is an honest count for the content (about 4.4 characters per
+ * token), above the floor of its bytes.
+ */
+export const BIG_CRLF_STREAM = (() => {
+  const words = 'It was a bright cold day in April and the clocks were striking thirteen. ';
+  const content = words.repeat(28).slice(0, 2000);
+  const event = `data: ${JSON.stringify({ id: 'chatcmpl-big', object: 'chat.completion.chunk', model: 'dep-big', choices: [{ index: 0, delta: { content } }] })}\r\n\r\n`;
+  const count = Math.ceil((4 * 1024 * 1024) / event.length);
+  const usage = { prompt_tokens: 12, completion_tokens: count * 455, total_tokens: 12 + count * 455 };
+  const events = [...Array.from({ length: count }, () => event), `data: {"id":"chatcmpl-big","choices":[],\r\ndata: "usage":${JSON.stringify(usage)}}\r\n\r\n`, 'data: [DONE]\r\n\r\n'];
+  return { events, usage, body: events.join('') };
+})();
+
+/** A stream that waits halfway until the test lets it go on: `reached` resolves when it waits. */
+export interface StreamPause {
+  reached: Promise<void>;
+  release(): void;
+}
+export function streamPause(): StreamPause & { arrive(): void; released: Promise<void> } {
+  let arrive!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((r) => (arrive = r));
+  const released = new Promise<void>((r) => (release = r));
+  return { reached, release, arrive, released };
+}
+
 /** What 'bills-honestly' bills per image part, and for the rest of a prompt. */
 export const IMAGE_PART_TOKENS = 1105;
 export const PROMPT_TOKENS = 40;
@@ -73,6 +103,8 @@ export interface Upstreams {
   tokenRedirectTo: string | undefined;
   /** GET .../models calls (idle-credential probes). */
   probes: { provider: string; path: string; auth: string }[];
+  /** Where 'crlf-4mib' waits halfway, when set. */
+  pause: ReturnType<typeof streamPause> | undefined;
   close(): Promise<void>;
 }
 
@@ -141,6 +173,25 @@ async function streamAnswer(res: ServerResponse, hit: Hit, model: string, behavi
   res.end('data: [DONE]\n\n');
 }
 
+/** BIG_CRLF_STREAM, waiting halfway for `pause` when one is set. */
+async function bigCrlfAnswer(res: ServerResponse, hit: Hit, pause: ReturnType<typeof streamPause> | undefined): Promise<void> {
+  hit.status = 200;
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const { events } = BIG_CRLF_STREAM;
+  const half = events.length >> 1;
+  // Writes of about 64 KiB, each after the last drained: the gateway reads the stream as a network delivers it.
+  const send = async (from: number, to: number) => {
+    for (let i = from; i < to; i += 30) if (!res.write(events.slice(i, Math.min(i + 30, to)).join(''))) await new Promise((r) => res.once('drain', r));
+  };
+  await send(0, half);
+  if (pause) {
+    pause.arrive();
+    await pause.released;
+  }
+  await send(half, events.length);
+  res.end();
+}
+
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
@@ -154,6 +205,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     tokenExchanges: 0,
     tokenRedirectTo: undefined as string | undefined,
     probes: [] as { provider: string; path: string; auth: string }[],
+    pause: undefined as ReturnType<typeof streamPause> | undefined,
   };
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
@@ -255,6 +307,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
           if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage })}\n\n`);
           return void res.end('data: [DONE]\n\n');
         }
+        if (behavior === 'crlf-4mib' && hit.stream) return bigCrlfAnswer(res, hit, state.pause);
         if (!hit.stream || behavior === 'plain-json-stream') return answer(200, completion(parsed.model, behavior));
         return streamAnswer(res, hit, parsed.model, behavior);
       })();
@@ -274,6 +327,12 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     },
     set tokenRedirectTo(to: string | undefined) {
       state.tokenRedirectTo = to;
+    },
+    get pause() {
+      return state.pause;
+    },
+    set pause(p: ReturnType<typeof streamPause> | undefined) {
+      state.pause = p;
     },
     close: () =>
       new Promise<void>((r) => {

@@ -19,6 +19,7 @@ import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } fr
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
 import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 import { credentialObject, one, startHarness } from '../api/harness.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();
@@ -26,57 +27,6 @@ const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
 const API_KEY = 'sk-health-test-key-0123456789abcdef';
 const TOKEN = 'status-token-health-test';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
-const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
-
-interface GatewayProcess {
-  child: ChildProcess;
-  url: string;
-  /** The ops listener (health, metrics, the status endpoint). */
-  opsUrl: string;
-  /** Everything the process wrote to stdout and stderr. */
-  output: string[];
-}
-
-/** One gateway as a pod runs it: the real CLI in its own Node process; its URL comes from the "gateway listening" log line. */
-function spawnGateway(args: string[], running: Set<ChildProcess>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [MAIN, 'gateway', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  running.add(child);
-  child.once('exit', () => running.delete(child));
-  const output: string[] = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not log "gateway listening" within 30 s:\n${output.join('')}`)), 30_000);
-    let pending = '';
-    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      output.push(text);
-      pending += text;
-      const lines = pending.split('\n');
-      pending = lines.pop()!;
-      for (const line of lines) {
-        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string; opsUrl?: string }; } catch { return undefined; } })();
-        if (entry?.msg === 'gateway listening' && entry.url && entry.opsUrl) {
-          clearTimeout(timer);
-          resolve({ child, url: entry.url, opsUrl: entry.opsUrl, output });
-        }
-      }
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${output.join('')}`));
-    });
-  });
-}
-
-/** SIGTERM (the CLI closes the gateway and its ledger), SIGKILL after 5 s. */
-async function stopProcess(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(timer);
-}
 
 describe('credential health and delivery from the gateways', () => {
   let ns = '';
@@ -154,14 +104,7 @@ describe('credential health and delivery from the gateways', () => {
         '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
       ], running));
     }
-    // The gateway Service's EndpointSlices, as kube-controller-manager would write them (FQDN: 127.0.0.0/8 is refused in IPv4 slices).
-    const discovery = kc.makeApiClient(DiscoveryV1Api);
-    for (const [i, gw] of gateways.entries()) {
-      await discovery.createNamespacedEndpointSlice({
-        namespace: routingNs,
-        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
-      });
-    }
+    await publishGatewayEndpoints(kc, routingNs, gateways);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
       watchNamespaces: [ns],

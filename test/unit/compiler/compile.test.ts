@@ -95,6 +95,20 @@ describe('compileAccount', () => {
     expect(out.apiKeys.map((k) => k.hash).sort()).toEqual([live.spec.hash, hashOf(`${NS}/future`)].sort());
   });
 
+  it('leaves out a key whose hash another key holds, and the filters that name only it', () => {
+    const ns = 'copier';
+    const copied = hashOf('someone else/key');
+    const snap = snapshot(ns, {
+      workspaces: [workspace(ns, 'main', { default: true })],
+      apiKeys: [apiKey(ns, 'copy', { hash: copied }), apiKey(ns, 'own')],
+      conflictingApiKeys: new Set(['copy']),
+      credentials: [credential(ns, 'rides-copy', { allowedApiKeyHashes: [copied] }), credential(ns, 'own-filter', { allowedApiKeyHashes: [hashOf(`${ns}/own`)] })],
+    });
+    const out = compileAccount(snap);
+    expect(out.apiKeys.map((k) => k.hash)).toEqual([hashOf(`${ns}/own`)]);
+    expect(out.credentials.map((c) => c.name)).toEqual(['own-filter']);
+  });
+
   it('keeps one default workspace (the oldest) and resolves references to ids', () => {
     const snap = snapshot(NS, {
       guardrails: [guardrail(NS, 'strict', { budget: { limitUsd: 5, includeByokInBudgets: true }, dataPolicy: { requireZdr: true, ignoredProviders: ['xai', 'groq'] } })],

@@ -1,13 +1,15 @@
 // The export's translation: attempt order and the shared tier per flag, the targets' limits (split or cut and
 // reported), determinism, no key material, and agentgateway's standalone form against its own JSON Schema.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadExportInput, renderExport, runExport } from '../../../src/cli/export.ts';
 import { createCatalog, validatePayload, type CompiledAccount, type CompiledCredential, type ProviderSlug } from '../../../src/domain/index.ts';
 import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
-import { allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
+import { stringify } from 'yaml';
+import { accountManifests, allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
 const CATALOG = join(repo, 'config', 'catalog', 'catalog.json');
@@ -86,6 +88,24 @@ describe('export: output hygiene', () => {
     const filtered = credentials.find((c) => c.namespace === 'flags-none' && c.name === 'openai-plain')!;
     expect(filtered.notes.filter((n) => n.treatment === 'dropped').map((n) => n.semantic)).toEqual(expect.arrayContaining(['allowed_api_key_hashes', 'allowed_user_ids']));
     expect(report.totalObjects).toBe(report.accounts.reduce((s, a) => s + a.objects, 0) + report.sharedObjects);
+  });
+});
+
+describe('export: a key hash named in two accounts', () => {
+  test('belongs to the older key alone: the copier\'s filter naming it is reported, not compiled', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'byok-export-copied-'));
+    const [victim, copier] = [accountManifests('z-victim', 'none'), accountManifests('a-copier', 'none')];
+    const key = (docs: Record<string, unknown>[]) => docs.find((d) => d['kind'] === 'GatewayAPIKey') as { metadata: Record<string, unknown>; spec: { hash: string } };
+    key(victim).metadata['creationTimestamp'] = '2026-01-01T00:00:00Z';
+    key(copier).metadata['creationTimestamp'] = '2026-01-02T00:00:00Z';
+    key(copier).spec.hash = key(victim).spec.hash;
+    for (const d of copier) if (d['kind'] === 'BYOKCredential' && (d['spec'] as { allowedApiKeyHashes?: string[] }).allowedApiKeyHashes) (d['spec'] as { allowedApiKeyHashes: string[] }).allowedApiKeyHashes = [key(victim).spec.hash];
+    writeFileSync(join(dir, 'accounts.yaml'), [...victim, ...copier].map((d) => stringify(d)).join('---\n'));
+    const copied = loadExportInput(dir, CATALOG).input;
+    expect(copied.accounts.find((a) => a.namespace === 'z-victim')!.apiKeys.map((k) => k.hash)).toEqual([key(victim).spec.hash]);
+    expect(copied.accounts.find((a) => a.namespace === 'a-copier')!.apiKeys).toEqual([]);
+    expect(copied.skipped.filter((s) => s.reason.includes('ApiKeyHashNotLive')).map((s) => `${s.namespace}/${s.name}`)).toEqual(['a-copier/openai-plain']);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 

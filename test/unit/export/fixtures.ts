@@ -1,6 +1,7 @@
 // GitOps folders for the export tests: every payload shape (plain key, {api_key, region}, Azure resource and
 // deployment configs, Bedrock IAM and API key, Vertex global and regional) under every flag combination, with fake
 // key material that each test checks never reaches the output.
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,10 +54,10 @@ export const FLAG_SETS = {
 
 export type FlagSet = keyof typeof FLAG_SETS;
 
-const HASH = '3b1f4b0c7e5e2f7f3d1c9a8b6e4d2c0a1f3e5d7c9b1a3f5e7d9c1b3a5f7e9d1c';
-
 /** Manifests of one account: a default workspace, a gateway key, every shape with the flag set, and one fallback. */
 export function accountManifests(namespace: string, flags: FlagSet): Record<string, unknown>[] {
+  // A key hash of the account's own: a hash several accounts name belongs to the oldest of them alone.
+  const HASH = createHash('sha256').update(`gateway key of ${namespace}`).digest('hex');
   const docs: Record<string, unknown>[] = [
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'default', namespace }, spec: { default: true } },
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name: 'ci', namespace }, spec: { hash: HASH } },

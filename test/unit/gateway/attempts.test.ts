@@ -15,7 +15,7 @@ import {
   type Outcome,
   type UpstreamResponse,
 } from '../../../src/gateway/attempts.ts';
-import { SseUsageScanner } from '../../../src/gateway/stream-relay.ts';
+import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { UpstreamSetupError, type UpstreamRequest } from '../../../src/gateway/upstream.ts';
 
 const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' }, price: { kind: 'per-token', promptMicrosPerMillionTokens: 1_000_000, completionMicrosPerMillionTokens: 2_000_000 } });
@@ -151,6 +151,18 @@ describe('the attempt loop, buffered', () => {
     await runAttempts([shared('openai'), shared('groq')], bufferedSink, h2.deps, h2.journal, h2.client);
     expect(h2.journal.responses.map((r) => r.error)).toEqual(['the upstream response is not a JSON object', undefined]);
     expect(failureAnswer(h2.journal.responses).status).toBe(502);
+  });
+
+  test('bounded reads: a 2xx body past 16 MiB fails over with a named error; a 4 MiB error body fails over with its status', async () => {
+    const MiB = 'x'.repeat(1024 * 1024);
+    const h = harness([{ status: 500, chunks: Array.from({ length: 4 }, () => MiB) }, { status: 200, chunks: ['{"pad":"', ...Array.from({ length: 17 }, () => MiB), '"}'] }, { status: 200, chunks: [completion(null)] }], 5_000);
+    const result = await runAttempts([shared('openai'), shared('groq'), shared('mistral')], bufferedSink, h.deps, h.journal, h.client);
+    expect(result.committed && result.attempt.provider).toBe('mistral');
+    expect(h.journal.responses.map((r) => [r.status, r.error])).toEqual([
+      [500, undefined],
+      [200, 'the upstream response is larger than 16 MiB'],
+    ]);
+    expect(h.observed.map((o) => o.outcome)).toEqual(['upstream_error', 'upstream_error']);
   });
 
   test('a payload that cannot be prepared is a credential_error and the loop goes on, sending nothing for it', async () => {

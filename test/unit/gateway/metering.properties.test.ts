@@ -10,8 +10,8 @@ import { listCostMicros, priceMicros, type EndpointPrice, type Micros } from '..
 import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
 import { createSpendGate } from '../../../src/ledger/spend-gate.ts';
 import type { Reservation } from '../../../src/contract/spend-gate.ts';
-import { SseUsageScanner } from '../../../src/gateway/stream-relay.ts';
-import { costFields, deliveredUnits, floorTokens as codeFloorTokens, meteredUsage, promptFloorTokens, reservedTokens, usageBounds, type CostFields } from '../../../src/gateway/usage.ts';
+import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
+import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, usageBounds, type CostFields } from '../../../src/gateway/usage.ts';
 import { account, guardrail, K1, WS1 } from '../domain/fixtures.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
@@ -22,26 +22,14 @@ const RUNS = 3000;
 
 /** No request is ever bounded by more than this when the catalog gives no context length. */
 const CEILING = 10_000_000;
-/** The floor: one token per 16 non-whitespace characters delivered, a run of one repeated character counted once. */
-const FLOOR_UNITS_PER_TOKEN = 16;
+/** The floor (tenant upstreams): one token per 16 bytes relayed or forwarded, past 1 KiB of framing per answer, choice, event or request. */
+const FLOOR_BYTES_PER_TOKEN = 16;
+const FRAMING = 1024;
 
-const isSpace = (s: string) => /^\s$/u.test(s);
-/** Floor units of a text: non-whitespace code points, a run of one repeated character counted once. */
-function units(text: string): number {
-  let n = 0;
-  let prev = '';
-  for (const ch of text) {
-    if (isSpace(ch)) {
-      prev = '';
-      continue;
-    }
-    if (ch !== prev) n++;
-    prev = ch;
-  }
-  return n;
-}
-const floorTokens = (u: number) => Math.ceil(u / FLOOR_UNITS_PER_TOKEN);
+const floorTokens = (u: number) => Math.ceil(u / FLOOR_BYTES_PER_TOKEN);
 const utf8 = (s: string) => Buffer.byteLength(s, 'utf8');
+/** Bytes of a text as a JSON string's content (escapes included). */
+const jsonBytes = (s: string) => utf8(JSON.stringify(s)) - 2;
 
 type Part = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } } | { type: 'file'; file: { file_id: string } };
 interface Message {
@@ -78,21 +66,25 @@ function oracle(c: Case) {
   const context = contextOf(c);
   const asked = Math.max(c.body.max_tokens ?? 0, c.body.max_completion_tokens ?? 0) || null;
   const perChoice = Math.min(asked ?? Infinity, c.model.maxOutputTokens ?? Infinity, context);
-  // A stream delivers each choice in pieces (a run split between two pieces counts twice).
-  const delivered = floorTokens(c.choices.reduce((s, ch) => s + (c.body.stream ? pieces(ch.content).reduce((t, p) => t + units(p), 0) : units(ch.content)), 0));
+  // A stream: each event's bytes past its framing, and a token per data event past 2n + 3; a body: its bytes past
+  // the framing of the answer and of each choice.
+  const events = sseEvents(c);
+  const delivered = c.body.stream
+    ? Math.max(floorTokens(events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0)), events.length - (2 * nOf(c) + 3))
+    : floorTokens(Math.max(0, utf8(bufferedBody(c)) - FRAMING - FRAMING * nOf(c)));
   return {
-    minPrompt: floorTokens(textsOf(c).reduce((s, t) => s + units(t), 0)),
+    minPrompt: floorTokens(Math.max(0, utf8(JSON.stringify(c.body)) - FRAMING)),
     maxPrompt: Math.min(context, requestBytes(c) + mediaOf(c) * context),
     minCompletion: delivered,
     maxCompletion: nOf(c) * perChoice,
   };
 }
 
-/** How a stream splits a choice's content: seven code points per chunk. */
+/** How a stream splits a choice's content: 16 code points per event (an honest event carries at least one token). */
 function pieces(content: string): string[] {
   const cps = [...content];
   const out: string[] = [];
-  for (let i = 0; i < cps.length || i === 0; i += 7) out.push(cps.slice(i, i + 7).join(''));
+  for (let i = 0; i < cps.length || i === 0; i += 16) out.push(cps.slice(i, i + 16).join(''));
   return out;
 }
 
@@ -131,8 +123,17 @@ const model: fc.Arbitrary<Model> = fc.record({
 });
 const cap = fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined });
 
-/** Truncates to at most `max` code points: content an honest provider delivers within its count. */
-const within = (t: string, max: number) => [...t].slice(0, max).join('');
+/** Truncates to at most `max` bytes as JSON text: content an honest provider delivers within its count. */
+function within(t: string, max: number): string {
+  let bytes = 0;
+  let out = '';
+  for (const ch of t) {
+    bytes += jsonBytes(ch);
+    if (bytes > max) break;
+    out += ch;
+  }
+  return out;
+}
 
 const caseArb: fc.Arbitrary<Case> = fc
   .record({
@@ -163,17 +164,17 @@ const caseArb: fc.Arbitrary<Case> = fc
     if (g.max_completion_tokens !== undefined) body.max_completion_tokens = g.max_completion_tokens;
     if (g.stream) body.stream = true;
     const partial: Case = { model: g.model, body, honours: g.honours, honestPrompt: 0, choices: [], source: g.source, usage: { kind: 'absent', value: undefined }, cuts: g.cuts };
-    // Honest prompt: each text between its floor and its UTF-8 bytes (every token covers at least one byte), each
+    // Honest prompt: each text between 1/16 and all of its UTF-8 bytes (every token covers at least one byte), each
     // message's framing (4 tokens, fewer than its JSON framing bytes), each media part as billed.
     const texts = textsOf(partial);
-    const textTokens = texts.reduce((s, t) => s + floorTokens(units(t)) + Math.floor(g.textShare * (utf8(t) - floorTokens(units(t)))), 0);
+    const textTokens = texts.reduce((s, t) => s + floorTokens(utf8(t)) + Math.floor(g.textShare * (utf8(t) - floorTokens(utf8(t)))), 0);
     const honestPrompt = textTokens + 4 * g.messages.length + mediaOf(partial) * g.mediaTokens;
     // Honest completion: each choice within the cap the provider honours (and the model's limits).
     const honoured = (g.honours === 'max_tokens' ? g.max_tokens : g.max_completion_tokens) ?? g.max_tokens ?? g.max_completion_tokens;
     const perChoice = Math.min(honoured ?? 20_000, g.model.maxOutputTokens ?? Infinity, g.model.contextLength ?? CEILING);
     const choices = Array.from({ length: body.n ?? 1 }, (_, i) => {
       const tokens = Math.max(1, Math.floor(g.choiceShares[i]! * perChoice));
-      const allowance = tokens * FLOOR_UNITS_PER_TOKEN * (g.overlong && g.source === 'tenant' ? 50 : 1);
+      const allowance = tokens * FLOOR_BYTES_PER_TOKEN * (g.overlong && g.source === 'tenant' ? 50 : 1);
       return { content: within(g.choiceTexts[i]!, allowance), tokens };
     });
     const completion = choices.reduce((s, ch) => s + ch.tokens, 0);
@@ -199,16 +200,17 @@ const bufferedBody = (c: Case) =>
     ...(c.usage.value === undefined ? {} : { usage: c.usage.value }),
   });
 
-/** The SSE answer: each choice's content in pieces, then the usage chunk (when any), then [DONE]. */
-function sseBody(c: Case): string {
+/** The SSE answer's events: each choice's content in pieces, then the usage chunk (when any), then [DONE]. */
+function sseEvents(c: Case): string[] {
   const events: string[] = [];
   c.choices.forEach((ch, index) => {
     for (const piece of pieces(ch.content)) events.push(`data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', choices: [{ index, delta: { content: piece } }] })}\n\n`);
   });
   if (c.usage.value !== undefined) events.push(`data: ${JSON.stringify({ id: 'chatcmpl-x', choices: [], usage: c.usage.value })}\n\n`);
   events.push('data: [DONE]\n\n');
-  return events.join('');
+  return events;
 }
+const sseBody = (c: Case) => sseEvents(c).join('');
 
 /** Cuts bytes anywhere (inside a UTF-8 sequence too), as a network may. */
 function chunked(body: string, cuts: number[]): Buffer[] {
@@ -246,21 +248,24 @@ const impl = {
   /** What the gateway meters for the answer, buffered or streamed. */
   meter(c: Case): Metered {
     const tenant = c.source === 'tenant';
-    const seen = (responseBytes: number, units: number) => ({ requestBytes: requestBytes(c), responseBytes, minPromptTokens: tenant ? promptFloorTokens(c.body.messages) : 0, minCompletionTokens: tenant ? codeFloorTokens(units) : 0 });
+    const seen = (responseBytes: number, completionFloor: number) => ({ requestBytes: requestBytes(c), responseBytes, minPromptTokens: tenant ? promptFloorTokens(utf8(JSON.stringify(c.body)), fieldsOf(c)) : 0, minCompletionTokens: tenant ? completionFloor : 0 });
     if (!c.body.stream) {
-      const body = JSON.parse(bufferedBody(c)) as { usage?: unknown; choices?: unknown };
-      return meteredUsage(body.usage, boundsOf(c), c.source, seen(utf8(bufferedBody(c)), tenant ? deliveredUnits(body.choices) : 0));
+      const text = bufferedBody(c);
+      const body = JSON.parse(text) as { usage?: unknown };
+      return meteredUsage(body.usage, boundsOf(c), c.source, seen(utf8(text), bodyFloorTokens(utf8(text), fieldsOf(c))));
     }
-    const scanner = new SseUsageScanner(tenant);
+    const scanner = new SseUsageScanner();
     const sse = sseBody(c);
     for (const chunk of chunked(sse, c.cuts)) scanner.scan(chunk);
-    return meteredUsage(scanner.finish(), boundsOf(c), c.source, seen(utf8(sse), scanner.units));
+    const reported = scanner.finish();
+    return meteredUsage(reported, boundsOf(c), c.source, seen(utf8(sse), streamFloorTokens(scanner, fieldsOf(c))));
   },
-  /** The usage a stream reported and the floor units it delivered, read in the case's chunking. */
-  stream(c: Case): { usage: unknown; units: number } {
-    const scanner = new SseUsageScanner(true);
+  /** The usage a stream reported and the byte counts of its floor, read in the case's chunking. */
+  stream(c: Case): { usage: unknown; bytes: number; excessBytes: number; dataEvents: number } {
+    const scanner = new SseUsageScanner();
     for (const chunk of chunked(sseBody(c), c.cuts)) scanner.scan(chunk);
-    return { usage: scanner.finish(), units: scanner.units };
+    const usage = scanner.finish();
+    return { usage, bytes: scanner.bytes, excessBytes: scanner.excessBytes, dataEvents: scanner.dataEvents };
   },
 };
 
@@ -308,13 +313,14 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
     );
   });
 
-  test('a stream reports the same usage and delivered floor however its bytes are cut', () => {
+  test('a stream reports the same usage and floor bytes however its bytes are cut', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
-        const delivered = c.choices.reduce((s, ch) => s + pieces(ch.content).reduce((t, p) => t + units(p), 0), 0);
+        const events = sseEvents(c);
         // null is no usage, as absent is.
         const usage = c.usage.value === undefined || c.usage.value === null ? undefined : (JSON.parse(JSON.stringify(c.usage.value)) as unknown);
-        expect(impl.stream(c)).toEqual({ usage, units: delivered });
+        const excessBytes = events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0);
+        expect(impl.stream(c)).toEqual({ usage, bytes: utf8(sseBody(c)), excessBytes, dataEvents: events.length });
       }),
       { seed: SEED, numRuns: RUNS },
     );

@@ -2,14 +2,13 @@
 // of each row of the table; test/unit/gateway/metering.properties.test.ts generates the rest.
 import { describe, expect, test } from '@jest/globals';
 import {
+  bodyFloorTokens,
   costFields,
-  deliveredUnits,
-  floorTokens,
-  floorUnits,
   meteredUsage,
   promptFloorTokens,
   readUsage,
   reservedTokens,
+  streamFloorTokens,
   USAGE_CEILING_TOKENS,
   usageBounds,
   type CostFields,
@@ -26,7 +25,7 @@ const seen = (over: Partial<Seen> = {}): Seen => ({ requestBytes: 400, responseB
 
 describe('the cost-driving fields of a request', () => {
   test('n, and the larger of max_tokens and max_completion_tokens (providers differ on which one wins)', () => {
-    expect(fields({})).toEqual({ n: 1, maxTokensPerChoice: null, mediaParts: 0, predictionBytes: 0 });
+    expect(fields({})).toEqual({ n: 1, maxTokensPerChoice: null, mediaParts: 0, predictionBytes: 0, logprobEntries: 0 });
     expect(fields({ n: 8, max_tokens: 500 })).toMatchObject({ n: 8, maxTokensPerChoice: 500 });
     expect(fields({ n: null, max_tokens: 900, max_completion_tokens: 50 })).toMatchObject({ n: 1, maxTokensPerChoice: 900 });
     expect(fields({ max_tokens: null, max_completion_tokens: 50 })).toMatchObject({ maxTokensPerChoice: 50 });
@@ -125,35 +124,37 @@ describe('metering: the side we trust, bounded from both sides', () => {
   });
 });
 
-describe('the delivered-content floor', () => {
-  test('units: non-whitespace code points, a run of one character counted once', () => {
-    expect(floorUnits('')).toBe(0);
-    expect(floorUnits('hello world')).toBe(9); // "ll" is one run
-    expect(floorUnits(' \t\n\u00a0\u3000')).toBe(0);
-    expect(floorUnits('-'.repeat(80))).toBe(1);
-    expect(floorUnits('人工智能')).toBe(4);
-    expect(floorUnits('😀😀x😀')).toBe(3);
-    expect(floorUnits('\ud800x')).toBe(2); // a lone surrogate is a unit of its own
-    expect(floorTokens(0)).toBe(0);
-    expect(floorTokens(1)).toBe(1);
-    expect(floorTokens(32)).toBe(2);
-    expect(floorTokens(33)).toBe(3);
+describe('the floor: a pure function of byte counts (docs/ledger.md, "The floor")', () => {
+  const one = { n: 1, logprobEntries: 0 };
+  test('a buffered answer: its bytes less 1 KiB for the answer and 1 KiB per choice, 16 bytes per token', () => {
+    expect(bodyFloorTokens(0, one)).toBe(0);
+    expect(bodyFloorTokens(2048, one)).toBe(0);
+    expect(bodyFloorTokens(2049, one)).toBe(1);
+    expect(bodyFloorTokens(2048 + 8000, one)).toBe(500);
+    expect(bodyFloorTokens(2048 + 8000, { n: 2, logprobEntries: 0 })).toBe(436);
   });
 
-  test('what a client reads from choices: content, refusal, reasoning, tool and function calls, an audio transcript', () => {
-    const choices = [
-      { message: { role: 'assistant', content: 'abc', refusal: 'no', reasoning: 'r', tool_calls: [{ id: 'x', type: 'function', function: { name: 'fn', arguments: '{"a":1}' } }] } },
-      { delta: { content: [{ type: 'text', text: 'de' }], function_call: { name: 'g', arguments: 'h' }, audio: { transcript: 'tt' } } },
-      { delta: {} },
-      null,
-      'junk',
-    ];
-    expect(deliveredUnits(choices)).toBe(3 + 2 + 1 + 2 + 7 + 2 + 1 + 1 + 1); // "tt" is one run
-    expect(deliveredUnits(undefined)).toBe(0);
+  test('logprobs: each token may carry 256 bytes per entry (1 + top_logprobs), so the bytes per token grow with them', () => {
+    expect(fields({ logprobs: true, top_logprobs: 5 }).logprobEntries).toBe(6);
+    expect(fields({ logprobs: true }).logprobEntries).toBe(1);
+    expect(fields({ logprobs: false, top_logprobs: 5 }).logprobEntries).toBe(0);
+    expect(fields({ logprobs: true, top_logprobs: 1e9 }).logprobEntries).toBe(21);
+    expect(bodyFloorTokens(2048 + 272 * 100, { n: 1, logprobEntries: 1 })).toBe(100);
   });
 
-  test('the prompt floor reads the messages text only', () => {
-    expect(promptFloorTokens([{ role: 'user', content: 'x'.repeat(10) + 'abcdefghijklmnopq' }, { role: 'user', content: [{ type: 'text', text: 'ab' }, { type: 'image_url' }] }])).toBe(2);
-    expect(promptFloorTokens('nope')).toBe(0);
+  test('a stream: its events past 1 KiB each, and at least one token per data event past 2n + 3 tokenless ones', () => {
+    const s = (excessBytes: number, dataEvents: number) => streamFloorTokens({ bytes: 0, excessBytes, dataEvents, plainJson: false }, one);
+    expect(s(0, 5)).toBe(0);
+    expect(s(0, 205)).toBe(200);
+    expect(s(16 * 300, 205)).toBe(300);
+    expect(s(17, 0)).toBe(2);
+    // A plain JSON body answered to stream: true is floored as a buffered answer.
+    expect(streamFloorTokens({ bytes: 2048 + 160, excessBytes: 0, dataEvents: 0, plainJson: true }, one)).toBe(10);
+  });
+
+  test('the prompt: the whole forwarded body less 1 KiB and a prediction', () => {
+    expect(promptFloorTokens(1024, { predictionBytes: 0 })).toBe(0);
+    expect(promptFloorTokens(1024 + 24_000, { predictionBytes: 0 })).toBe(1500);
+    expect(promptFloorTokens(1024 + 24_000, { predictionBytes: 24_000 })).toBe(0);
   });
 });

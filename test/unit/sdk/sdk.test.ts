@@ -11,8 +11,8 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
-import { BundleError, CredentialPayloadError, loadRoutingConfig, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
-import { hashOf, sizedSnapshot } from '../compiler/fixtures.ts';
+import { BundleError, CredentialPayloadError, loadRoutingConfig, planFor, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
+import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../compiler/fixtures.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 import { moduleReferences } from '../architecture/imports.ts';
 
@@ -85,6 +85,28 @@ describe('loadRoutingConfig', () => {
     tampered.buckets += 1;
     expect(code({ ...good, [INDEX_KEY]: JSON.stringify(tampered) })).toBe('checksum');
     expect(code({})).toBe('missing');
+  });
+});
+
+describe('a hash the config carries in two accounts', () => {
+  it('resolves to neither, whichever namespace sorts first, and a case respelling is the same hash', () => {
+    const catalog = createCatalog([]);
+    const request = (h: string) => ({ model: 'openai/gpt-1', apiKeyHash: h, userId: null, baseAddress: 'global' as const, isVideoGeneration: false });
+    const shared = hashOf('copied');
+    for (const [first, second] of [['aaa-attacker', 'mmm-victim'], ['zzz-attacker', 'mmm-victim']] as const) {
+      const dir = join(root, `contested-${first}`);
+      const victim = compileAccount(snapshot(second, { workspaces: [workspace(second, 'main', { default: true })], apiKeys: [apiKey(second, 'k', { hash: shared }), apiKey(second, 'own')] }));
+      // What a stale or racing shard could still carry: the copy, its hash respelled in upper case.
+      const attacker = compileAccount(snapshot(first, { workspaces: [workspace(first, 'main', { default: true })], apiKeys: [apiKey(first, 'k', { hash: shared.toUpperCase() }), apiKey(first, 'own')] }));
+      kubeletWrite(dir, configFiles(shardAccounts([attacker, victim], { targetBytes: 8 * 1024 })));
+      const cfg = loadRoutingConfig(dir);
+      expect(cfg.apiKey(shared)).toBeUndefined();
+      expect(cfg.apiKeyContested(shared)).toBe(true);
+      expect(planFor(cfg, request(shared), catalog)).toEqual({ ok: false, reason: 'api-key-contested' });
+      // The other keys of both accounts are untouched.
+      for (const ns of [first, second]) expect(cfg.apiKey(hashOf(`${ns}/own`))?.account.namespace).toBe(ns);
+      expect(cfg.apiKeyContested(hashOf(`${second}/own`))).toBe(false);
+    }
   });
 });
 

@@ -60,6 +60,18 @@ describe('ApiState per-kind stores', () => {
     expect(state.isLiveApiKeyHash(HASH_2)).toBe(false);
   });
 
+  it("resolves a filter hash only in the account whose key holds it, as the operator does (the REST door's filters)", () => {
+    const state = new ApiState();
+    const at = (namespace: string, name: string, hash: string, created: string) => ({ ...apiKey(namespace, name, hash), metadata: meta(namespace, name, { creationTimestamp: created, uid: `${namespace}-${name}` }) }) as unknown as GatewayAPIKey;
+    state.upsertApiKey(at('victim', 'k', HASH_1, '2026-01-01T00:00:00Z'));
+    // The copier's namespace sorts first, its key is newer, its hash a case respelling: it holds nothing.
+    state.upsertApiKey(at('a-copier', 'copy', HASH_1.toUpperCase(), '2026-01-02T00:00:00Z'));
+    expect([...state.liveApiKeyHashes('victim')]).toEqual([HASH_1]);
+    expect([...state.liveApiKeyHashes('a-copier')]).toEqual([]);
+    state.removeApiKey(at('victim', 'k', HASH_1, '2026-01-01T00:00:00Z'));
+    expect([...state.liveApiKeyHashes('a-copier')]).toEqual([HASH_1.toUpperCase()]);
+  });
+
   it('answers the default workspace and the credential limit per account', () => {
     const state = new ApiState();
     state.upsertWorkspace(workspace('acct-1', 'zeta', true));

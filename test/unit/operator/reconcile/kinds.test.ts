@@ -56,6 +56,21 @@ describe('GatewayAPIKey', () => {
   });
 });
 
+describe('GatewayAPIKey whose hash an older key holds', () => {
+  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), missingGuardrails: ['g'], spec: { hash: 'a'.repeat(64), workspace: 'gone' }, workspaceExists: false, hasDefaultWorkspace: false };
+  test("another account's key: Conflicting, naming neither its namespace nor its key, and outranking the rest", () => {
+    const { ready, live } = evaluateApiKey({ ...base, hashHeldBy: { sameAccount: false } });
+    expect(live).toBe(true);
+    expect(ready).toEqual({
+      type: 'Ready', status: 'False', reason: 'Conflicting',
+      message: "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account",
+    });
+  });
+  test('a key of the same account: Conflicting, naming it', () => {
+    expect(evaluateApiKey({ ...base, hashHeldBy: { sameAccount: true, name: 'first' } }).ready).toMatchObject({ status: 'False', reason: 'Conflicting', message: expect.stringContaining('GatewayAPIKey "first" of this namespace') });
+  });
+});
+
 describe('GatewayAPIKey without a usable workspace (the gateway would answer 403)', () => {
   const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), missingGuardrails: [] as string[] };
   test('no workspace named and no default Workspace: Ready=False NoWorkspace, saying what to do', () => {

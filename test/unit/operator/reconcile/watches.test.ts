@@ -155,6 +155,27 @@ describe('what wakes which reconciler', () => {
     expect(w.dirty).toEqual(['team']);
   });
 
+  test('a key arriving or leaving wakes every key naming its hash, their accounts and their filters, in any namespace', () => {
+    const h = '3'.repeat(64);
+    const held = apiKey('held', { hash: h });
+    w.informers.apiKeys.observe(held);
+    w.informers.apiKeys.observe(apiKey('unrelated', { hash: '4'.repeat(64) }));
+    w.informers.credentials.observe(cred('victim-filter', { allowedApiKeyHashes: [h] }));
+    w.informers.credentials.observe(cred('copier-filter', { allowedApiKeyHashes: [h] }, { namespace: 'copier' }));
+    w.clear();
+    // The copy arrives in another account (upper case, as if a door had let it through: the same hash).
+    const copy = obj<GatewayAPIKey>('GatewayAPIKey', 'copy', { hash: h.toUpperCase() }, { namespace: 'copier' });
+    w.informers.apiKeys.observe(copy);
+    expect(w.woken.apiKeys).toEqual(['copier/copy', 'team/held']);
+    expect(new Set(w.dirty)).toEqual(new Set(['copier', 'team']));
+    w.clear();
+    // The holder leaves: the copy may now hold the hash.
+    w.informers.apiKeys.observeDeleted('team', 'held');
+    expect(w.woken.apiKeys).toEqual(['team/held', 'copier/copy']);
+    expect(new Set(w.dirty)).toEqual(new Set(['copier', 'team']));
+    expect(new Set(w.woken.credentials)).toEqual(new Set(['team/victim-filter', 'copier/copier-filter']));
+  });
+
   test("a Workspace's default flag wakes the other defaults, its credentials and keys, and the keys that name none", () => {
     const ws = workspace('w');
     w.informers.workspaces.observe(ws);

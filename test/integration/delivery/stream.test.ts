@@ -1,0 +1,228 @@
+// The delivery stream end to end: real apiserver → operator (compile pipeline, and its own stream server) → a
+// second stream server (what any non-leader replica runs, from its own informer cache) → two real gateway
+// processes (`node src/cli/main.ts gateway --delivery-stream …`) with projected ServiceAccount tokens from the
+// TokenRequest API → loopback upstreams. The mounted directories are projected once and then frozen, so a rotated key
+// that reaches the upstream can only have come through the stream. A foreign or wrongly audienced token is refused,
+// and a stream outage falls back to the mount once the kubelet (the projector here) moves it.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import type { ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
+import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
+import { kubeClient } from '../../../src/kube/client.ts';
+import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../gateway/processes.ts';
+import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+
+const kc = testKubeConfig();
+const client = kubeClient(kc);
+const API_KEY = 'sk-delivery-test-key-0123456789abcdef';
+const STATUS_TOKEN = 'status-token-delivery-test';
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const ROTATIONS = 10;
+
+const quantile = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]!;
+};
+
+describe('the delivery stream', () => {
+  let ns = '';
+  let routingNs = '';
+  let run: CapturedOperator;
+  let up: Upstreams;
+  let replica: DeliveryServer;
+  let projector: Projector;
+  const gateways: GatewayProcess[] = [];
+  const running = new Set<ChildProcess>();
+  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  process.once('exit', killAll);
+  const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-'));
+  const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
+  let secretVersion = 0;
+
+  const token = async (namespace: string, sa: string, audiences: string[] | undefined) =>
+    (await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`, {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600, ...(audiences ? { audiences } : {}) } },
+    })).status.token;
+  const serviceAccount = (namespace: string, name: string) => client.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } } });
+  /** One chat through a gateway; the key the upstream saw. */
+  const keySent = async (gw: GatewayProcess): Promise<string | undefined> => {
+    const before = up.hits.length;
+    const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.text();
+    return up.hits.slice(before).find((h) => h.provider === 'openai')?.auth;
+  };
+  const rotate = async (): Promise<string> => {
+    secretVersion++;
+    const key = `sk-delivery-openai-v${secretVersion}`;
+    await createSecret(kc, ns, `oa-key-v${secretVersion}`, key);
+    await client.request('PATCH', `/apis/byok.gateway.dev/v1alpha1/namespaces/${ns}/byokcredentials/oa`, {
+      body: { spec: { secretRef: { name: `oa-key-v${secretVersion}` } } },
+      contentType: 'application/merge-patch+json',
+    });
+    return key;
+  };
+  const mountedBundle = () => readFileSync(join(mount.bundleDir, publicId('BYOKCredential', ns, 'oa')), 'utf8');
+  const metric = async (gw: GatewayProcess, name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await fetch(`${gw.opsUrl}/metrics`)).text())?.[1] ?? NaN);
+
+  beforeAll(async () => {
+    up = await startUpstreams();
+    ns = await createTestNamespace('delivery-acct');
+    routingNs = await createTestNamespace('delivery-routing');
+    await serviceAccount(routingNs, 'byok-gateway');
+    await serviceAccount(routingNs, 'someone-else');
+    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
+    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }] }],
+    }));
+    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+    writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
+    const serviceAccounts = [`${routingNs}/byok-gateway`];
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [ns],
+      compile: { coalesceMs: 10 },
+      egress: parseEgressAllowList(['127.0.0.1']),
+      deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts },
+      // Delivered from the pods' status reports, as without the stream: what each pod has loaded, whatever the source.
+      gatewayStatus: { token: STATUS_TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 500, pendingPollMs: 100, writeIntervalMs: 1000 },
+    });
+    // What a second, non-leading replica serves: its own informer cache of the routing namespace.
+    replica = await startDeliveryServer({ port: 0, host: '127.0.0.1', serviceAccounts }, { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() });
+    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
+    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
+    await createSecret(kc, ns, 'oa-key-v0', 'sk-delivery-openai-v0');
+    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key-v0' } } });
+    await resource('byokcredentials', ns).waitReady('oa', 'True');
+    await run.op.waitForIdle();
+    // The kubelet's one projection at pod start; then it "sleeps" (stopped), so the mount is frozen at v0.
+    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
+    await projector.sync();
+    await projector.stop();
+    writeFileSync(join(root, 'token'), await token(routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]));
+    for (const i of [0, 1]) {
+      gateways.push(await spawnGateway([
+        '--config-dir', mount.configDir, '--bundle-dir', mount.bundleDir, '--key-dir', mount.keyDir,
+        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
+        '--upstream-ca', join(root, 'upstream-ca.pem'), '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
+        '--egress-allow', '127.0.0.1/32',
+        '--delivery-stream', i === 0 ? run.op.deliveryUrl()! : replica.url, '--delivery-stream-token-file', join(root, 'token'),
+        '--delivery-stream-dir', join(root, `stream-${i}`), '--status-token-file', join(root, 'status-token'),
+      ], running));
+    }
+    await publishGatewayEndpoints(kc, routingNs, gateways);
+  }, 90_000);
+
+  afterAll(async () => {
+    await Promise.all([...running].map(stopProcess));
+    process.removeListener('exit', killAll);
+    await replica?.close();
+    await run?.op.stop();
+    await up?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test('both gateways connect (to the leader and to another replica), load and acknowledge', async () => {
+    for (const gw of gateways) {
+      await until('connected', async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 1, 20_000, 100);
+      expect(await until('the v0 key upstream', async () => (await keySent(gw)) === 'sk-delivery-openai-v0', 20_000, 100)).toBe(true);
+    }
+    expect([...replica.acks().values()]).toEqual([expect.objectContaining({ result: 'loaded', who: expect.objectContaining({ username: `system:serviceaccount:${routingNs}:byok-gateway` }) })]);
+  }, 60_000);
+
+  /** The credential's Delivered=True at a version other than `old`, with every pod counted. */
+  const delivered = (old: string | undefined) =>
+    until('Delivered=True at the new version', async () => {
+      const o = await resource('byokcredentials', ns).get('oa');
+      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+      return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2 ? d.configVersion : undefined;
+    }, 20_000, 20);
+
+  test(`${ROTATIONS} rotations reach both gateways through the stream while the mount stays at v0: Delivered=True 2/2, the new key upstream (p50/p99)`, async () => {
+    const frozen = mountedBundle();
+    let version = await delivered(undefined);
+    const toDelivered: number[] = [];
+    const toNewKey: number[] = [];
+    for (let r = 0; r < ROTATIONS; r++) {
+      const t0 = performance.now();
+      const key = await rotate();
+      await Promise.all([
+        delivered(version).then((v) => {
+          version = v;
+          toDelivered.push(performance.now() - t0);
+        }),
+        ...gateways.map(async (gw) => {
+          await until(`key ${key} upstream`, async () => (await keySent(gw)) === key, 20_000, 20);
+          toNewKey.push(performance.now() - t0);
+        }),
+      ]);
+      // Delivered=True means every pod serves the key: the next request through either sends it.
+      for (const gw of gateways) expect(await keySent(gw)).toBe(key);
+    }
+    // The mounted volume never moved: what reached the upstream, and what the pods reported, came through the stream.
+    expect(mountedBundle()).toBe(frozen);
+    expect(readdirSync(join(root, 'stream-0', 'bundles')).some((f) => f === '..data')).toBe(true);
+    const line = (xs: number[]) => `p50 ${quantile(xs, 0.5).toFixed(0)} ms, p99 ${quantile(xs, 0.99).toFixed(0)} ms, worst ${Math.max(...xs).toFixed(0)} ms`;
+    process.stdout.write(`delivery stream, ${ROTATIONS} rotations, 2 gateways, mount frozen: apply → Delivered=True ${line(toDelivered)}; apply → new key upstream ${line(toNewKey)}\n`);
+    // Key material never reaches a log: the operator's, the gateways' stdout and stderr.
+    for (const text of [run.logs.join('\n'), ...gateways.map((gw) => gw.output.join(''))]) expect(text).not.toContain('sk-delivery-openai');
+    expect(toDelivered).toHaveLength(ROTATIONS);
+    expect(toNewKey).toHaveLength(ROTATIONS * 2);
+  }, 240_000);
+
+  test('a foreign ServiceAccount, a token for another audience and no token are refused', async () => {
+    const open = async (url: string, bearer: string | undefined) => {
+      const res = await fetch(`${url}${DELIVERY_STREAM_PATH}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) },
+        body: JSON.stringify({ format: DELIVERY_FORMAT, instance: 'probe', held: [] }),
+      });
+      const body = await res.text();
+      return { status: res.status, body };
+    };
+    for (const url of [run.op.deliveryUrl()!, replica.url]) {
+      const foreign = await open(url, await token(routingNs, 'someone-else', [DEFAULT_DELIVERY_AUDIENCE]));
+      expect(foreign.status).toBe(403);
+      expect(foreign.body).toContain('is not a gateway ServiceAccount');
+      expect(foreign.body).not.toContain('sk-delivery');
+      expect((await open(url, await token(routingNs, 'byok-gateway', undefined))).status).toBe(401);
+      expect((await open(url, undefined)).status).toBe(401);
+      expect((await open(url, 'not-a-token')).status).toBe(401);
+    }
+  }, 60_000);
+
+  test('a stream outage keeps the last streamed key until the mount moves, then serves the mount', async () => {
+    const frozenAtStart = mountedBundle();
+    const streamed = await rotate();
+    const gw = gateways[1]!;
+    await until('the streamed key upstream', async () => (await keySent(gw)) === streamed, 20_000, 20);
+    await replica.close();
+    await until('disconnected', async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 0, 20_000, 100);
+    // Down, with the mount still at v0: the pod does not go back to the older mount.
+    expect(await keySent(gw)).toBe(streamed);
+    const next = await rotate();
+    // The kubelet catches up (the projector syncs as it would): the mount moved while the stream is down, so the
+    // mount wins, and the pod serves the rotation without the stream.
+    await until('the mounted key upstream', async () => {
+      await projector.sync();
+      return (await keySent(gw)) === next;
+    }, 20_000, 200);
+    expect(mountedBundle()).not.toBe(frozenAtStart);
+  }, 90_000);
+});

@@ -1,0 +1,149 @@
+// A copied gateway-key hash never takes over the key (issue 41 §1). The hash is public (the CLI prints it, GitOps
+// repos and credential filters hold it); a tenant applying a GatewayAPIKey with another account's hash used to have
+// the victim's requests, made with the victim's own secret key, routed through its own credentials when its
+// namespace sorted first. Real apiserver → operator → projected config → gateway → loopback upstreams: the copy
+// is Ready=False Conflicting with a Warning Event, a filter naming the hash in the copier's account resolves
+// nothing, and the victim's prompt reaches the victim's upstream whether the copier's namespace sorts first or last.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EventsV1Api } from '@kubernetes/client-node';
+import { parseEgressAllowList } from '../../../src/domain/egress.ts';
+import { startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
+import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createSecret, resource, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { stopStack, untilCompiled } from './compiled.ts';
+import { startUpstreams, type Upstreams } from './upstreams.ts';
+
+const kc = testKubeConfig();
+const VICTIM_KEY = 'sk-byok-gw-v1-victim-0123456789abcdef0123456789abcdef';
+const VICTIM_HASH = createHash('sha256').update(VICTIM_KEY).digest('hex');
+const VICTIM_UPSTREAM_KEY = 'sk-victim-openai-0001';
+const ATTACKER_AZURE_KEY = 'az-attacker-resource-key';
+const PROMPT = 'the victim prompt 7f3e: quarterly numbers, confidential';
+const OTHER_ACCOUNT = "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
+const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
+
+describe('a gateway-key hash copied into another account', () => {
+  // kh-a-* sorts before the victim's kh-m-*, kh-z-* after it.
+  const ns = { victim: '', first: '', last: '' };
+  let routingNs = '';
+  let run: CapturedOperator;
+  let up: Upstreams;
+  let projector: Projector;
+  let gw: RunningGateway;
+  const root = mkdtempSync(join(tmpdir(), 'byok-int-keyhash-'));
+  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key') };
+
+  const create = (plural: string, namespace: string, kind: string, name: string, spec: Record<string, unknown>) =>
+    resource(plural, namespace).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });
+  /** A default workspace and one credential whose upstream tells the accounts apart on the wire. */
+  const account = async (namespace: string, provider: 'openai' | 'azure', payload: string) => {
+    await create('workspaces', namespace, 'Workspace', 'main', { default: true });
+    await createSecret(kc, namespace, 'upstream-key', payload);
+    await create('byokcredentials', namespace, 'BYOKCredential', 'upstream', { provider, secretRef: { name: 'upstream-key' } });
+  };
+  /** The victim's chat completion, and the upstream hits it caused. */
+  const victimRequest = async () => {
+    const before = up.hits.length;
+    const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${VICTIM_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4.1', messages: [{ role: 'user', content: PROMPT }] }),
+    });
+    await res.text();
+    return { status: res.status, hits: up.hits.slice(before).map((h) => [h.path, h.auth]) };
+  };
+  /** Until the gateway serves what the operator last projected. */
+  const gatewayCaughtUp = async () => {
+    await until('the gateway on the projected config', async () => {
+      await projector.sync();
+      return gw.routing.current()?.version === loadRoutingConfig(dirs.config).version;
+    }, 30_000, 100);
+  };
+  const warningEvent = (namespace: string, name: string) =>
+    until(`a Warning Conflicting Event on ${namespace}/${name}`, async () => {
+      const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace });
+      return events.items.find((e) => e.regarding?.name === name && e.regarding.kind === 'GatewayAPIKey' && e.type === 'Warning' && e.reason === 'Conflicting');
+    }, 15_000, 200);
+
+  beforeAll(async () => {
+    up = await startUpstreams();
+    ns.victim = await createTestNamespace('kh-m');
+    ns.first = await createTestNamespace('kh-a');
+    ns.last = await createTestNamespace('kh-z');
+    routingNs = await createTestNamespace('kh-routing');
+    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns.victim, ns.first, ns.last], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });
+    await account(ns.victim, 'openai', VICTIM_UPSTREAM_KEY);
+    await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
+    await resource('gatewayapikeys', ns.victim).waitReady('victim', 'True');
+
+    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
+    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [{ model: 'openai/gpt-4.1', endpoints: [
+        { id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4.1' } },
+        { id: 'azure', provider: 'azure', pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4.1', azureOpenAiUrl: `${up.base}/azure/{resource_name}/openai/v1` } },
+      ] }],
+    }));
+    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+    await untilCompiled(projector, dirs.config, ns.victim, 1);
+    gw = await startGateway({
+      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'),
+      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, pollMs: 100, egress: LOOPBACK_ALLOWED,
+    });
+    expect(await victimRequest()).toEqual({ status: 200, hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]] });
+  }, 90_000);
+
+  afterAll(() => stopStack({ gw, projector, run, up }, root));
+
+  for (const where of ['first', 'last'] as const) {
+    test(`the copier's namespace sorts ${where}: its key is Conflicting with an Event, and the victim's requests stay the victim's`, async () => {
+      const copier = ns[where];
+      // creationTimestamp has one-second resolution: the copy is plainly the newer key.
+      await sleep(1100);
+      await account(copier, 'azure', JSON.stringify([{ api_key: ATTACKER_AZURE_KEY, resource_name: 'attacker-res' }]));
+      await create('gatewayapikeys', copier, 'GatewayAPIKey', 'copied', { hash: VICTIM_HASH });
+      // A filter naming the hash in the copier's account resolves nothing: the copy is not a live key of it.
+      await createSecret(kc, copier, 'filtered-key', 'sk-attacker-filtered-0001');
+      await create('byokcredentials', copier, 'BYOKCredential', 'filtered', { provider: 'openai', secretRef: { name: 'filtered-key' }, allowedApiKeyHashes: [VICTIM_HASH] });
+
+      const key = await resource('gatewayapikeys', copier).waitReady('copied', 'False', 'Conflicting');
+      const ready = key.status!.conditions!.find((c) => c.type === 'Ready')!;
+      expect(ready.message).toBe(OTHER_ACCOUNT);
+      expect((await warningEvent(copier, 'copied')).note).toBe(OTHER_ACCOUNT);
+      await resource('byokcredentials', copier).waitReady('filtered', 'False', 'UnknownApiKeyHash');
+      expect((await resource('gatewayapikeys', ns.victim).get('victim')).status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+
+      // The copier's account is compiled (its own credential) without the hash, and the gateway has loaded it.
+      await untilCompiled(projector, dirs.config, copier, 1);
+      await gatewayCaughtUp();
+      const loaded = gw.routing.current()!;
+      expect(loaded.accounts.get(copier)!.apiKeys).toEqual([]);
+      expect(loaded.apiKey(VICTIM_HASH)?.account.namespace).toBe(ns.victim);
+      for (let i = 0; i < 4; i++) expect(await victimRequest()).toEqual({ status: 200, hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]] });
+      expect(up.hits.some((h) => h.auth.includes(ATTACKER_AZURE_KEY) || h.auth === 'sk-attacker-filtered-0001')).toBe(false);
+    }, 60_000);
+  }
+
+  test('the holder deleted, the oldest copy holds the hash; a re-created key is then the newer one and Conflicting', async () => {
+    // Documented: a hash belongs to its oldest live object, so deleting a key releases its hash to the next holder.
+    await resource('gatewayapikeys', ns.victim).delete('victim');
+    await resource('gatewayapikeys', ns.first).waitReady('copied', 'True');
+    await resource('gatewayapikeys', ns.last).waitReady('copied', 'False', 'Conflicting');
+    await sleep(1100);
+    await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
+    await resource('gatewayapikeys', ns.victim).waitReady('victim', 'False', 'Conflicting');
+    await resource('byokcredentials', ns.first).waitReady('filtered', 'True');
+    await until('the hash compiled into the oldest holder alone', async () => {
+      await gatewayCaughtUp();
+      const loaded = gw.routing.current()!;
+      return loaded.apiKey(VICTIM_HASH)?.account.namespace === ns.first && loaded.accounts.get(ns.victim)!.apiKeys.length === 0 ? loaded : undefined;
+    }, 30_000, 200);
+  }, 60_000);
+});
