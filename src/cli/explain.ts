@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { kubeClient } from '../kube/client.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { createCatalog, validatePayload, type Attempt, type CatalogModelInput, type ProviderSlug } from '../domain/index.ts';
+import { createCatalog, modelSlugHint, validatePayload, type Attempt, type CatalogModelInput, type ProviderSlug } from '../domain/index.ts';
 import { validateManifest } from '../schema/validators.ts';
 import { parseCatalog } from '../gateway/catalog.ts';
 import { sharedKeyFileName } from '../gateway/upstream.ts';
@@ -150,7 +150,11 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
     for (const m of missing.missing) lines.push(`  - credential ${m.name} (${m.provider}): ${m.why}`);
     if (missing.missing.length === 0) lines.push('  (none)');
   }
-  if (outcome.plan.error) lines.push('', `error: ${outcome.plan.error.code}: ${outcome.plan.error.message}`);
+  if (outcome.plan.error) {
+    // The gateway's hint for the same refusal (`gpt-5` → `openai/gpt-5`), from the same function.
+    const hint = outcome.plan.error.code === 'model_not_in_catalog' ? modelSlugHint(request.model, [...catalog.models.keys()]) : '';
+    lines.push('', `error: ${outcome.plan.error.code}: ${outcome.plan.error.message}${hint}`);
+  }
   if (input.sharedKeysDir === undefined && outcome.plan.attempts.some((a) => a.kind === 'shared')) {
     lines.push('', "note: a shared attempt needs the gateway's own key for its provider (else it fails with 502): --shared-keys-dir checks them");
   }

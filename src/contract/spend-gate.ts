@@ -23,6 +23,14 @@ export interface AdmitRequest extends SpendRequestContext {
     /** Unique per request (the generation id). */
     id: string;
     costMicros: Micros;
+    /**
+     * Serve with less rather than refuse: hold what the budgets have room for, down to this much (the prompt and the
+     * least answer worth sending). The reservation's amountMicros says what was granted; the caller caps the answer
+     * to it. Absent: all of costMicros or nothing.
+     */
+    floorMicros?: Micros;
+    /** With a floor: the share of a room short of costMicros that is granted (never below the floor). Default 1. */
+    shareOfRoom?: number;
     /** Every attempt of the plan is a BYOK credential: budgets that exclude BYOK are only checked, not held. */
     byokOnly: boolean;
   };
@@ -31,7 +39,7 @@ export interface AdmitRequest extends SpendRequestContext {
 /** What a request holds against its budgets until record() settles it or release() gives it back. */
 export interface Reservation {
   id: string;
-  /** What it holds on each of its hold sets. */
+  /** What it holds on each of its hold sets: the maximum cost, or less when a floor let the ledger grant less. */
   amountMicros: Micros;
   holdKeys: readonly string[];
 }

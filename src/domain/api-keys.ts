@@ -1,6 +1,10 @@
 // Whether a gateway API key is live. One definition for the reconciler, the compiler and the REST API, so a
 // filter never resolves in one place and not in another.
 
+/** Prefixes of generated keys, so a leaked key is recognisable by secret scanners, and a key sent to the wrong door is told so. */
+export const MANAGEMENT_KEY_PREFIX = 'sk-byok-mgmt-v1-';
+export const GATEWAY_KEY_PREFIX = 'sk-byok-gw-v1-';
+
 export interface ApiKeyState {
   disabled?: boolean;
   /** RFC 3339; absent or null = never expires. */

@@ -127,3 +127,20 @@ export function budgetScopes(
   if (g.member !== null) guardrails.push(g.member);
   return { guardrails, workspace: acc.workspaces.get(who.workspaceId) ?? null };
 }
+
+const WINDOW_WORDS: Record<BudgetInterval, string> = {
+  daily: "today's (UTC) daily budget",
+  weekly: "this week's (UTC, from Monday) weekly budget",
+  monthly: "this month's (UTC) monthly budget",
+  lifetime: 'the lifetime budget',
+};
+
+/** A budget window in words for people (402 bodies, Events), never the ledger's window id: `today's (UTC) daily budget`. */
+export function budgetWindowWords(interval: BudgetInterval): string {
+  return WINDOW_WORDS[interval];
+}
+
+/** When a budget window starts over, in words: `it resets at 2026-11-29T00:00:00Z`, or that a lifetime budget never does. */
+export function budgetResetWords(endsAt: number | null): string {
+  return endsAt === null ? 'a lifetime budget never resets' : `it resets at ${new Date(endsAt).toISOString().replace('.000Z', 'Z')}`;
+}

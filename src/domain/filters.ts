@@ -1,6 +1,7 @@
 // Credential flags and filters (spec 2.2), shared by the REST API (create/update) and the reconciler (whole spec).
 // This layer speaks the REST wire names (snake_case); `patchFromSpec`/`specFromSettings` map the CRD's camelCase.
-import { violation, type Violation } from './errors.ts';
+import { violation, VIOLATIONS, type Violation } from './errors.ts';
+import { modelSlugHint } from './hints.ts';
 import { textIssue, UNSAFE_TEXT_CLASS } from './text.ts';
 
 export type { Violation, ViolationCode } from './errors.ts';
@@ -75,7 +76,7 @@ export function validateFilterShape(field: FilterField, value: unknown): Violati
     } else if (typeof entry !== 'string' || entry === '' || entry.trim() !== entry) {
       out.push(violation(at, 'invalid_entry'));
     } else if (field === 'allowed_models' && !MODEL_SLUG.test(entry)) {
-      out.push(violation(at, 'malformed_model_slug'));
+      out.push({ ...violation(at, 'malformed_model_slug'), message: `${VIOLATIONS.malformed_model_slug}${modelSlugHint(entry)}` });
     }
   });
   return out;

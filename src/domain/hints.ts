@@ -44,3 +44,33 @@ export function closestModel(model: string, slugs: readonly string[]): string | 
 export function didYouMean(hint: string | undefined): string {
   return hint === undefined ? '' : `; did you mean "${hint}"?`;
 }
+
+/**
+ * Vendors of the model families an SDK names without a vendor (`gpt-5`, `claude-sonnet-4`): what a slug is guessed
+ * from when no catalog is at hand (`validate` on manifests, the REST API). Only these shapes are ever echoed back, so
+ * a provider key pasted into a model field (`sk-…`, `AIza…`) never is.
+ */
+const BARE_MODEL_VENDORS: readonly (readonly [RegExp, string])[] = [
+  [/^(gpt-|chatgpt-|o[134](-|$)|text-embedding-)/, 'openai'],
+  [/^claude-/, 'anthropic'],
+  [/^gemini-/, 'google'],
+  [/^(mistral-|ministral-|codestral-|magistral-|pixtral-)/, 'mistralai'],
+  [/^llama-?\d/, 'meta-llama'],
+  [/^deepseek-/, 'deepseek'],
+  [/^grok-/, 'x-ai'],
+  [/^command-/, 'cohere'],
+  [/^qwen/, 'qwen'],
+];
+
+/**
+ * The did-you-mean suffix for a model slug, one function for every door (the gateway's 400, `explain`, `validate`,
+ * REST `allowed_models`): with the catalog's slugs, the slug closest to what was sent (`gpt-5` → `openai/gpt-5`);
+ * without a catalog, a bare name of a known family gets its vendor. '' when neither.
+ */
+export function modelSlugHint(model: unknown, slugs: readonly string[] | null = null): string {
+  if (typeof model !== 'string' || model.length > 128) return '';
+  if (slugs !== null) return didYouMean(closestModel(model, slugs));
+  if (model.includes('/') || !/^[a-z0-9][a-z0-9.:_-]*$/i.test(model)) return '';
+  const vendor = BARE_MODEL_VENDORS.find(([re]) => re.test(model.toLowerCase()))?.[1];
+  return vendor === undefined ? '' : didYouMean(`${vendor}/${model.toLowerCase()}`);
+}

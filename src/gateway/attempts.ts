@@ -204,10 +204,23 @@ export async function runAttempts<T>(attempts: readonly Attempt[], sink: Sink<T>
 }
 
 /** The answer to the client when no attempt committed: the last real upstream status, else 504 or 502. */
-export function failureAnswer(responses: readonly ProviderResponse[]): { status: number; message: string } {
+/** Status of an answer whose last upstream refused its key: not 401 (SDKs read that as a bad gateway key), not retried. */
+export const UPSTREAM_AUTH_STATUS = 424;
+export const UPSTREAM_AUTH_ERROR = 'upstream_auth_error';
+
+export function failureAnswer(responses: readonly ProviderResponse[]): { status: number; message: string; type?: typeof UPSTREAM_AUTH_ERROR } {
   // The last status an upstream actually answered; attempts that never got one (timeouts, missing keys) do not mask it.
   const answered = responses.findLast((r) => r.status !== null);
   const last = responses[responses.length - 1];
+  if (answered && (answered.status === 401 || answered.status === 403)) {
+    // The provider refused the key the gateway sent for it: the team's own (BYOK) or the platform's. The gateway key was fine.
+    const whose = answered.credential === 'shared' ? "the platform's shared key" : `the team's own key (BYOK credential ${answered.credential})`;
+    return {
+      status: UPSTREAM_AUTH_STATUS,
+      type: UPSTREAM_AUTH_ERROR,
+      message: `upstream authentication failed: ${answered.provider} refused ${whose} with ${answered.status}; your gateway API key was accepted. Every attempt failed; provider_responses lists them. Fix or rotate the provider key (kubectl get byok shows UPSTREAM)`,
+    };
+  }
   // An upstream's 4xx/5xx is passed on; its 1xx, 3xx or unusable 2xx is not an answer for the client: 502 (the
   // upstream's code stays in provider_responses).
   const status = answered?.status != null && answered.status >= 400 && answered.status <= 599 ? answered.status : last?.error?.startsWith('no response within') ? 504 : 502;

@@ -2,7 +2,7 @@
 // phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { closestModel, didYouMean, listCostMicros, microsToUsd, type Attempt, type BudgetCheck, type CompiledAccount, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, type Attempt, type CompiledAccount, type Micros, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
 import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
@@ -12,7 +12,8 @@ import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
 import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
-import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, usageBounds, type CostFields, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
+import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
+import { affordableTokens, CAPPED_HEADER, CAPPED_SHARE, capField, describeBudget, MIN_CAPPED_TOKENS, refusalReason } from './budget-cap.ts';
 import { windowOf } from '../ledger/windows.ts';
 
 const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
@@ -21,6 +22,10 @@ const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, n
 export function apiKeyHash(authorization: string | undefined): { hash: string } | SpecError {
   const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
   if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
+  // The other door's key: said so (the prefix only, never the key), or SDKs report a bare "invalid key".
+  if (key.startsWith(MANAGEMENT_KEY_PREFIX)) {
+    return specError(401, `this is a management key (${MANAGEMENT_KEY_PREFIX}…), which only the REST API takes; the gateway takes a gateway API key (${GATEWAY_KEY_PREFIX}…): create one with \`byok-operator gateway-key create\``, { reason: 'management_key_at_gateway' });
+  }
   return { hash: digestOnce('sha256', key, 'hex') };
 }
 
@@ -68,17 +73,6 @@ export function providerPreferences(value: unknown): { ok: true; prefs: Partial<
   return { ok: true, prefs };
 }
 
-/** Why a budget refused a request, with what it counted, held and has left. */
-export function describeBudget(b: BudgetCheck, heldMicros: number, requestMicros: number, resetsAt: Date | null): string {
-  const what = `the ${b.interval} budget of ${b.scope} "${b.name}"`;
-  const left = Math.max(0, b.limitMicros - b.countedMicros - heldMicros);
-  const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${heldMicros > 0 ? `, ${microsToUsd(heldMicros)} USD held by requests in flight` : ''}`;
-  // When a client can try again: the window's end in UTC, which is when the counters start over.
-  const reset = resetsAt ? `it resets at ${resetsAt.toISOString().replace('.000Z', 'Z')}` : 'a lifetime budget never resets';
-  if (b.countedMicros + heldMicros >= b.limitMicros) return `budget exhausted: ${what} has reached its limit (${counted}); ${reset}`;
-  return `budget exceeded: this request may cost up to ${microsToUsd(requestMicros)} USD and ${what} has ${microsToUsd(left)} USD left (${counted}); lower max_tokens (or n), or wait: ${reset}`;
-}
-
 // Generation ids keep randomUUID()'s v4 shape and its uniqueness across replicas (the ledger keys reservations by
 // them): the first 80 bits, version and variant included, are random per process, the last 48 count its requests.
 // About 500 bytes less garbage per request than a fresh randomUUID(). Reading a generation needs the API key that
@@ -107,7 +101,10 @@ export class CompletionRequest implements MeteredRequest {
   private plan!: RoutePlan;
   private catalog!: GatewayCatalog;
   private bounds!: UsageBounds;
+  private limits!: ModelLimits;
   private cost!: CostFields;
+  /** The per-choice max_tokens forwarded to a request that set none, when its budget could not cover the longest answer. */
+  private capped: number | null = null;
   private requestBytes = 0;
   /** Whether the attempt prepared last (the one that commits) goes to a URL the tenant chose (docs/ledger.md, "What drives cost"). */
   private tenantUpstream = false;
@@ -196,7 +193,7 @@ export class CompletionRequest implements MeteredRequest {
       const code = this.plan.error?.code ?? 'no_available_endpoint';
       const status = PLAN_ERROR_STATUS[code] ?? 404;
       // `gpt-5` for `openai/gpt-5` is the usual slip with the OpenAI SDK: name the slug, same status and body shape.
-      const hint = code === 'model_not_in_catalog' ? didYouMean(closestModel(this.model, this.catalog.models.map((m) => m.model))) : '';
+      const hint = code === 'model_not_in_catalog' ? modelSlugHint(this.model, this.catalog.models.map((m) => m.model)) : '';
       return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}${hint}`, {
         reason: code,
         excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
@@ -206,27 +203,52 @@ export class CompletionRequest implements MeteredRequest {
     if (this.cost.n > 1 && this.plan.attempts.some((a) => this.catalog.endpoint(this.model, a.endpoint.id)?.price.kind === 'per-request')) {
       return specError(400, `n > 1 cannot be priced: ${this.model} has an endpoint priced per request; send n: 1`);
     }
-    this.bounds = usageBounds({ contextLength: this.catalog.contextLength(this.model), maxOutputTokens: this.catalog.maxOutputTokens(this.model) }, this.cost, this.requestBytes);
+    this.limits = { contextLength: this.catalog.contextLength(this.model), maxOutputTokens: this.catalog.maxOutputTokens(this.model) };
+    this.bounds = usageBounds(this.limits, this.cost, this.requestBytes);
     return undefined;
   }
 
-  /** Reserve at admission, settle at completion (docs/ledger.md, "Reservations"): the most this request can cost. */
-  private async admit(): Promise<SpecError | undefined> {
-    const gate = this.rt.spendGate;
-    if (!gate) return undefined;
-    const maxTokens = reservedTokens(this.bounds);
+  /** The most this request can cost within `bounds`, at the priciest endpoint of its plan. */
+  private costAt(bounds: UsageBounds): Micros {
+    const maxTokens = reservedTokens(bounds);
     let costMicros = 0;
     for (const a of this.plan.attempts) {
       const e = this.catalog.endpoint(this.model, a.endpoint.id);
       if (e) costMicros = Math.max(costMicros, listCostMicros(e.price, maxTokens));
     }
+    return costMicros;
+  }
+
+  private boundsAt(perChoice: number): UsageBounds {
+    return usageBounds(this.limits, { ...this.cost, maxTokensPerChoice: perChoice }, this.requestBytes);
+  }
+
+  /** The model's longest answer per choice: what a request without max_tokens may get. */
+  private longestAnswer(): number {
+    const { contextLength, maxOutputTokens } = this.limits;
+    return Math.min(maxOutputTokens ?? Infinity, contextLength ?? USAGE_CEILING_TOKENS);
+  }
+
+  /**
+   * Reserve at admission, settle at completion (docs/ledger.md, "Reservations"): the most this request can cost. A
+   * request without max_tokens is served with less rather than refused: the ledger grants what its budgets have
+   * room for, down to the prompt and MIN_CAPPED_TOKENS, and the answer is capped to what was granted.
+   */
+  private async admit(): Promise<SpecError | undefined> {
+    const gate = this.rt.spendGate;
+    if (!gate) return undefined;
+    const costMicros = this.costAt(this.bounds);
+    const longest = this.longestAnswer();
+    const floorMicros = this.cost.maxTokensPerChoice === null && longest > MIN_CAPPED_TOKENS ? this.costAt(this.boundsAt(MIN_CAPPED_TOKENS)) : costMicros;
+    // A per-request price costs the same whatever the answer: nothing to cap.
+    const cappable = floorMicros < costMicros;
     let decision: Awaited<ReturnType<SpendGate['admit']>>;
     try {
       decision = await gate.admit({
         account: this.account,
         who: this.identity,
         at: this.at,
-        maximum: { id: this.generationId, costMicros, byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
+        maximum: { id: this.generationId, costMicros, ...(cappable ? { floorMicros, shareOfRoom: CAPPED_SHARE } : {}), byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
       });
     } catch (err) {
       // Fail closed: a budget that cannot be checked must not be bypassed.
@@ -236,13 +258,26 @@ export class CompletionRequest implements MeteredRequest {
     }
     if (decision.allowed) {
       this.reservation = decision.reservation;
+      const granted = decision.reservation?.amountMicros ?? costMicros;
+      if (cappable && granted < costMicros) {
+        // The largest answer the granted amount pays for (at least MIN_CAPPED_TOKENS: the floor was granted).
+        this.capped = Math.max(MIN_CAPPED_TOKENS, affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, granted));
+        this.bounds = this.boundsAt(this.capped);
+        this.reply.header(CAPPED_HEADER, String(this.capped));
+        this.rt.metrics.maxTokensCapped();
+      }
       return undefined;
     }
     const b = decision.blockedBy;
     this.rt.metrics.budgetRefused(b.scope, b.interval);
-    const windowEnd = windowOf(b.interval, this.at).endsAt;
-    const resetsAt = windowEnd === null ? null : new Date(windowEnd);
-    return specError(402, `${describeBudget(b, decision.heldMicros, decision.requestMicros, resetsAt)}; the request was not sent to any provider`, {
+    const endsAt = windowOf(b.interval, this.at).endsAt;
+    const room = Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros);
+    const fitsMaxTokens = affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, room);
+    const requestMicros = cappable ? floorMicros : decision.requestMicros;
+    const refusal = { check: b, heldMicros: decision.heldMicros, requestMicros, endsAt, fitsMaxTokens, uncapped: cappable };
+    return specError(402, `${describeBudget(refusal)}; the request was not sent to any provider`, {
+      reason: refusalReason(b),
+      fits_max_tokens: fitsMaxTokens,
       budget: {
         scope: b.scope,
         id: b.id,
@@ -252,9 +287,9 @@ export class CompletionRequest implements MeteredRequest {
         counted_micros: b.countedMicros,
         held_micros: decision.heldMicros,
         remaining_micros: Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros),
-        request_max_micros: decision.requestMicros,
+        request_max_micros: requestMicros,
         includes_byok: b.includesByok,
-        resets_at: resetsAt?.toISOString() ?? null,
+        resets_at: endsAt === null ? null : new Date(endsAt).toISOString(),
       },
     });
   }
@@ -284,7 +319,7 @@ export class CompletionRequest implements MeteredRequest {
     this.reply.hijack();
     const relay = new StreamRelay(this.reply.raw, body, {
       idleTimeoutMs: this.rt.attemptTimeoutMs,
-      headers: { 'x-generation-id': this.generationId },
+      headers: this.capped === null ? { 'x-generation-id': this.generationId } : { 'x-generation-id': this.generationId, [CAPPED_HEADER]: String(this.capped) },
       brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
       closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
       ended: (error, reported, relayed) => {
@@ -322,7 +357,8 @@ export class CompletionRequest implements MeteredRequest {
     const spec = this.catalog.upstream(this.model, a.endpoint.id);
     if (!spec) throw new UpstreamSetupError(`endpoint ${a.endpoint.id} is no longer in the catalog`);
     const owner: AuthOwner = a.kind === 'credential' ? { kind: 'credential', account: this.account.namespace, credentialId: a.credentialId } : { kind: 'shared', provider: a.provider };
-    const request = await this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, this.forward);
+    const body = this.capped === null ? this.forward : { ...this.forward, [capField(a.provider)]: this.capped };
+    const request = await this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, body);
     // Attempts run one at a time: the last one prepared is the one that commits.
     this.tenantUpstream = request.tenantUrl === true;
     return request;
@@ -353,10 +389,10 @@ export class CompletionRequest implements MeteredRequest {
   }
 
   private allFailed(): unknown {
-    const { status, message } = failureAnswer(this.journal.responses);
+    const { status, message, type } = failureAnswer(this.journal.responses);
     this.rt.metering.complete(this, status, null);
     this.reply.header('x-generation-id', this.generationId);
-    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }));
+    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }, type));
   }
 
   private answer(status: number, payload: unknown): FastifyReply {

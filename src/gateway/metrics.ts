@@ -61,6 +61,8 @@ export interface GatewayMetrics {
   series(provider: string, model: string): ModelSeries;
   /** A 402: the budget that refused the request, by scope and window. */
   budgetRefused(scope: string, interval: string): void;
+  /** A request without max_tokens served with its answer capped to what its budget granted. */
+  maxTokensCapped(): void;
 }
 
 export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): GatewayMetrics {
@@ -123,6 +125,11 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     name: 'byok_gateway_budget_refusals_total',
     help: 'Requests refused with 402 by a budget, by the refusing budget\'s scope (guardrail, workspace) and window (daily, weekly, monthly, lifetime).',
     labelNames: ['scope', 'interval'],
+    registers,
+  });
+  const capped = new Counter({
+    name: 'byok_gateway_max_tokens_capped_total',
+    help: 'Requests without max_tokens served with their answer capped because their budget could not cover the model\'s longest answer (the x-byok-max-tokens-capped header).',
     registers,
   });
 
@@ -197,6 +204,9 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       let slot = refusalSlots.get(key);
       if (!slot) refusalSlots.set(key, (slot = budgetRefusals.labels({ scope, interval })));
       slot.inc();
+    },
+    maxTokensCapped() {
+      capped.inc();
     },
   };
 }

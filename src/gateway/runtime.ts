@@ -30,8 +30,9 @@ export interface GatewayRuntime {
 }
 
 export interface SpecError {
-  error: { code: number; message: string; metadata: Record<string, unknown> | null };
+  /** `type`: set where an SDK must tell one failure from another with the same status family (upstream_auth_error). */
+  error: { code: number; message: string; metadata: Record<string, unknown> | null; type?: string };
 }
 
 /** The spec 7 error body. */
-export const specError = (code: number, message: string, metadata: Record<string, unknown> | null = null): SpecError => ({ error: { code, message, metadata } });
+export const specError = (code: number, message: string, metadata: Record<string, unknown> | null = null, type?: string): SpecError => ({ error: type === undefined ? { code, message, metadata } : { code, type, message, metadata } });

@@ -269,21 +269,27 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       const at = now();
       // A request already settled or released holds nothing again.
       if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
+      const floor = req.floor ?? 0;
+      const share = req.share ?? 1;
+      let granted = Infinity;
       // Synchronous from the first read to the last hold: no other request interleaves.
       for (let i = 0; i < req.checks.length; i++) {
         const c = req.checks[i]!;
         const counted = c.countedKeys.reduce((sum, k) => sum + (live(k, at)?.value ?? 0), 0);
         const held = heldOn(c.holdKey, at, req.id);
-        const fits = c.amount > 0 ? counted + held + c.amount <= c.limitMicros : counted + held < c.limitMicros;
+        const room = c.limitMicros - counted - held;
+        const fits = c.amount <= 0 ? room > 0 : floor > 0 ? room >= Math.min(floor, c.amount) : room >= c.amount;
         if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
+        if (c.amount > 0) granted = Math.min(granted, c.amount, floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount);
       }
+      if (granted === Infinity) granted = 0;
       for (const c of req.checks) {
         if (c.amount <= 0) continue;
         let set = holds.get(c.holdKey);
         if (!set) holds.set(c.holdKey, (set = new Map()));
-        set.set(req.id, { amount: c.amount, expiresAt: at + req.ttlMs });
+        set.set(req.id, { amount: granted, expiresAt: at + req.ttlMs });
       }
-      return { ok: true };
+      return { ok: true, granted };
     },
     async restore() {
       return { raisedCounters: 0, largestMicros: 0, alreadyValid: true };

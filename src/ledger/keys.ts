@@ -27,6 +27,8 @@ export interface KeySpace {
   hold(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Requests one budget window refused (402): counted by the gateways (ledger/refusals.ts), read by the operator. */
   refused(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
+  /** Of those, the requests refused before the limit was reached (each needed more than was left). */
+  refusedOver(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Expiry of a counter of this window. */
   expiresAt(window: BudgetWindow): number | null;
 }
@@ -40,6 +42,7 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
     validated: (accountId) => `${prefix}{${accountId}}:validated`,
     hold: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
     refused: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused`,
+    refusedOver: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused_over`,
     account: (accountId, month, meter) => {
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
       return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;

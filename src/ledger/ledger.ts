@@ -30,6 +30,17 @@ export interface ReserveRequest {
    */
   validatedKey?: string;
   checks: readonly HoldCheck[];
+  /**
+   * Shrink instead of refuse: every non-zero amount is lowered to the least room (limit - counted - held) any of
+   * them has, down to this floor; refused only when some room is below it. What is held is decided in the same
+   * atomic step as the check, so concurrent shrunk reservations still never pass a limit. Absent or 0: all or nothing.
+   */
+  floor?: Micros;
+  /**
+   * With a floor, when the room is short of the amount: grant this share of the room (rounded down), never below the
+   * floor. Below 1, concurrent shrinking reservations each leave room for the next. Default 1.
+   */
+  share?: number;
   /** How long the holds last unless released (a gateway that crashed mid-request never settles them), in ms. */
   ttlMs: number;
 }
@@ -42,7 +53,8 @@ export interface HoldRelease {
   holdKeys: readonly string[];
 }
 
-export type ReserveResult = { ok: true } | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
+/** `granted`: what every non-zero check now holds (the amount, or less with a floor). */
+export type ReserveResult = { ok: true; granted: Micros } | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
 
 export interface Ledger {
   readonly backend: 'embedded' | 'redis';
@@ -60,8 +72,9 @@ export interface Ledger {
   add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string): Promise<Micros[]>;
   /**
    * Check-and-reserve, atomically (one script in Redis, one synchronous step embedded): every check must fit
-   * (counted + live holds + amount <= limit, or < limit for a 0 amount), else nothing is held and the first
-   * failing check is reported; when all fit, each non-zero amount is held under `id` until released or expired.
+   * (counted + live holds + amount <= limit, or < limit for a 0 amount; with a floor, the amount shrinks to fit down
+   * to the floor), else nothing is held and the first failing check is reported; when all fit, each non-zero amount
+   * is held under `id` until released or expired.
    * Idempotent: a repeated reservation replaces its own hold (and does not count it against itself); one whose id
    * was already settled or released holds nothing and is refused with ReservationSettledError.
    */

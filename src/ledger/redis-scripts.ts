@@ -180,8 +180,10 @@ return {raised, largest, 0}
 
 // Check-and-reserve. KEYS: the account's validated key (or '' when not checked), its id sets (current, previous),
 // then per check its hold set and its counted keys. ARGV: now, expiresAt, id, number of checks, the run_id of the
-// process this connection reached (read once per connection with RUN_ID_SCRIPT), then per check: limit, amount, number
-// of counted keys. A hold is a sorted-set member "<id>|<amount>" scored by its
+// process this connection reached (read once per connection with RUN_ID_SCRIPT), the floor (0: all or nothing; else
+// every non-zero amount shrinks to the least room, down to the floor) and the share of a short room granted (1: all of
+// it; never below the floor), then per check: limit, amount, number of
+// counted keys. Returns {1, granted}: what every non-zero check holds. A hold is a sorted-set member "<id>|<amount>" scored by its
 // expiry: lapsed ones are dropped before summing, so a crashed gateway's holds free themselves. An id already
 // recorded or released holds nothing ({2}: a reservation that ran after its caller gave up); the request's own hold
 // (a repeated reservation) is not counted against it and is replaced.
@@ -191,11 +193,14 @@ local now = tonumber(ARGV[1])
 local expires = tonumber(ARGV[2])
 local id = ARGV[3]
 local n = tonumber(ARGV[4])
+local floor = tonumber(ARGV[6])
+local share = tonumber(ARGV[7])
 if redis.call('HEXISTS', KEYS[2], id) == 1 or redis.call('HEXISTS', KEYS[3], id) == 1 then return {2} end
 local own = id .. '|'
 local k = 4
-local a = 6
+local a = 8
 local plan = {}
+local granted = -1
 for i = 1, n do
   local hold = KEYS[k]
   k = k + 1
@@ -210,30 +215,48 @@ for i = 1, n do
   end
   redis.call('ZREMRANGEBYSCORE', hold, '-inf', now)
   local held = 0
+  local mine = {}
   for _, m in ipairs(redis.call('ZRANGE', hold, 0, -1)) do
-    if string.sub(m, 1, #own) ~= own then held = held + (tonumber(string.match(m, '|(%d+)$')) or 0) end
+    if string.sub(m, 1, #own) ~= own then held = held + (tonumber(string.match(m, '|(%d+)$')) or 0) else mine[#mine + 1] = m end
   end
+  local room = limit - counted - held
   local fits
-  if amount > 0 then fits = counted + held + amount <= limit else fits = counted + held < limit end
+  if amount <= 0 then fits = room > 0 elseif floor > 0 then fits = room >= math.min(floor, amount) else fits = room >= amount end
   if not fits then return {0, i - 1, counted, held} end
-  plan[i] = {hold, amount}
+  if amount > 0 then
+    local g = amount
+    if floor > 0 and room < g then g = math.max(floor, math.floor(room * share)) end
+    if granted < 0 or g < granted then granted = g end
+  end
+  plan[i] = {hold, amount, mine}
 end
+if granted < 0 then granted = 0 end
 for i = 1, n do
   if plan[i][2] > 0 then
-    redis.call('ZADD', plan[i][1], expires, id .. '|' .. plan[i][2])
+    -- A repeated reservation replaces its own hold, whatever amount that one was granted.
+    for _, m in ipairs(plan[i][3]) do redis.call('ZREM', plan[i][1], m) end
+    redis.call('ZADD', plan[i][1], expires, id .. '|' .. granted)
     local ttl = redis.call('PTTL', plan[i][1])
     if ttl < 0 or ttl < expires - now then redis.call('PEXPIREAT', plan[i][1], expires) end
   end
 end
-return {1}
+return {1, granted}
 `;
 
 // Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS from 2), in one round trip, and
 // remembers its id (ARGV[2]) as released in the account's current id set (KEYS[1], lapsing at ARGV[3]) unless it is
-// there already: a reservation sent before a stall and run after it then holds nothing.
+// there already: a reservation sent before a stall and run after it then holds nothing. A member not found under
+// that amount is looked for by its id: a reservation given up before its answer came may have been granted less.
 export const RELEASE_SCRIPT = `
 redis.call('HSETNX', KEYS[1], ARGV[2], 'R')
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+local own = ARGV[2] .. '|'
+for i = 2, #KEYS do
+  if redis.call('ZREM', KEYS[i], ARGV[1]) == 0 then
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+      if string.sub(m, 1, #own) == own then redis.call('ZREM', KEYS[i], m) end
+    end
+  end
+end
 return 1
 `;

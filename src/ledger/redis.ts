@@ -231,7 +231,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
         throw unavailable(err);
       }
       const now = Date.now();
-      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server];
+      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server, req.floor ?? 0, req.share ?? 1];
       const sets = idSets(req.checks[0]?.holdKey ?? '', now, idRetention);
       keys.push(req.validatedKey ?? '', sets.current, sets.previous);
       for (const c of req.checks) {
@@ -246,7 +246,7 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       if (out[0] === -1) throw new LedgerResetError('the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it');
       if (out[0] === 2) throw new ReservationSettledError(req.id);
-      return out[0] === 1 ? { ok: true } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
+      return out[0] === 1 ? { ok: true, granted: out[1] ?? 0 } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
     },
     async restore(validatedKey, entries) {
       const args: (string | number)[] = [];

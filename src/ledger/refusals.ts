@@ -32,10 +32,14 @@ export function countRefusals(gate: LedgerSpendGate, ledger: Ledger, keys: KeySp
     if (decision.allowed) return;
     const b = decision.blockedBy;
     const window = windowOf(b.interval, req.at);
-    const key = keys.refused(req.account.accountId, b.scope, b.id, window);
-    const hit = tally.get(key);
-    if (hit) hit.by += 1;
-    else tally.set(key, { key, by: 1, expiresAt: keys.expiresAt(window) });
+    const count = (key: string) => {
+      const hit = tally.get(key);
+      if (hit) hit.by += 1;
+      else tally.set(key, { key, by: 1, expiresAt: keys.expiresAt(window) });
+    };
+    count(keys.refused(req.account.accountId, b.scope, b.id, window));
+    // Not reached: this request needed more than was left (a RequestOverBudget Event, not BudgetExceeded).
+    if (b.countedMicros < b.limitMicros) count(keys.refusedOver(req.account.accountId, b.scope, b.id, window));
     timer ??= setTimeout(() => void flush(), flushMs).unref();
   }
 

@@ -37,6 +37,8 @@ export interface ScopeRef {
 /** Spend of one budget window with the requests it refused (402) in that window: what the operator publishes. */
 export interface WindowFigures extends WindowSpend {
   refused: number;
+  /** Of `refused`, those refused before the limit was reached (keys.refusedOver). */
+  refusedOver: number;
 }
 
 /** Spend of each scope's current windows, in one read. */
@@ -60,12 +62,12 @@ async function readScopes(
   refusals: boolean,
 ): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend | WindowFigures>>>> {
   const names: string[] = [];
-  const stride = refusals ? 3 : 2;
+  const stride = refusals ? 4 : 2;
   for (const s of scopes) {
     for (const interval of s.intervals) {
       const w = windowOf(interval, at);
       names.push(keys.budget(accountId, s.scope, s.id, w, 'nonbyok'), keys.budget(accountId, s.scope, s.id, w, 'byok'));
-      if (refusals) names.push(keys.refused(accountId, s.scope, s.id, w));
+      if (refusals) names.push(keys.refused(accountId, s.scope, s.id, w), keys.refusedOver(accountId, s.scope, s.id, w));
     }
   }
   const values = await ledger.read(names);
@@ -75,7 +77,7 @@ async function readScopes(
     const perInterval = out.get(`${s.scope}/${s.id}`) ?? {};
     for (const interval of s.intervals) {
       const spend: WindowSpend = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0 };
-      perInterval[interval] = refusals ? { ...spend, refused: values[i + 2] ?? 0 } : spend;
+      perInterval[interval] = refusals ? { ...spend, refused: values[i + 2] ?? 0, refusedOver: values[i + 3] ?? 0 } : spend;
       i += stride;
     }
     out.set(`${s.scope}/${s.id}`, perInterval);

@@ -16,6 +16,7 @@ import type { BudgetInterval } from '../domain/model.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { API_VERSION } from '../schema/resources.ts';
+import { budgetResetWords, budgetWindowWords } from '../domain/budgets.ts';
 import { EventReason } from '../schema/conditions.ts';
 
 export const BUDGET_EVENT_ACTION = 'RefuseRequests';
@@ -26,8 +27,10 @@ const FORGET_MS = 15 * 60_000;
 /** What one pass saw of one budget window. */
 export interface BudgetRefusals {
   regarding: { kind: 'Workspace' | 'Guardrail'; namespace: string; name: string; uid: string };
+  /** The limit was reached (BudgetExceeded), or the requests needed more than was left (RequestOverBudget). */
+  reason: 'reached' | 'over';
   interval: BudgetInterval;
-  /** The window id (d2026-11-26, w..., m2026-11, life) and its end (ms since epoch; null for lifetime). */
+  /** The window id (d2026-11-26, w..., m2026-11, life: what tells one series from the next, never shown) and its end (ms since epoch; null for lifetime). */
   window: { id: string; endsAt: number | null };
   limitUsd: number;
   includesByok: boolean;
@@ -44,6 +47,7 @@ export interface BudgetEvent {
   eventTime: Date;
   series: { count: number; lastObservedTime: Date } | null;
   note: string;
+  reason: typeof EventReason.BudgetExceeded | typeof EventReason.RequestOverBudget;
   regarding: BudgetRefusals['regarding'];
 }
 
@@ -56,6 +60,7 @@ export interface BudgetEventSink {
 
 interface Series {
   objectKey: string;
+  reason: BudgetEvent['reason'];
   regarding: BudgetRefusals['regarding'];
   window: string;
   note: string;
@@ -75,11 +80,16 @@ interface Series {
 
 const usd = (n: number) => `${Number(n.toFixed(6))} USD`;
 
-/** The Event note: budget, window, limit, what counts, and when it resets (UTC). */
-export function budgetNote(r: Pick<BudgetRefusals, 'regarding' | 'interval' | 'window' | 'limitUsd' | 'includesByok'>): string {
+/**
+ * The Event note: budget (its window in words, never the ledger's window id), limit, what counts, and when it resets
+ * (UTC). Reached: every request is refused until then. Over: only requests that need more than is left are.
+ */
+export function budgetNote(r: Pick<BudgetRefusals, 'regarding' | 'reason' | 'interval' | 'window' | 'limitUsd' | 'includesByok'>): string {
   const counts = r.includesByok ? 'shared-capacity charges and BYOK list cost count' : 'shared-capacity charges count, BYOK is excluded';
-  const until = r.window.endsAt === null ? 'until the limit is raised (a lifetime budget never resets)' : `until the window resets at ${new Date(r.window.endsAt).toISOString()} (UTC)`;
-  return `${r.regarding.kind} ${r.regarding.name}: its ${r.interval} budget of ${usd(r.limitUsd)} (${counts}) is reached in window ${r.window.id}; requests are refused with 402 ${until}`;
+  const what = `${r.regarding.kind} ${r.regarding.name}: ${budgetWindowWords(r.interval)} of ${usd(r.limitUsd)} (${counts})`;
+  const reset = r.window.endsAt === null ? 'a lifetime budget never resets: raise the limit' : `${budgetResetWords(r.window.endsAt)} (UTC)`;
+  if (r.reason === 'reached') return `${what} is reached; requests under it are refused with 402; ${reset}`;
+  return `${what} is not reached, but requests that would need more than it has left were refused with 402 (each 402 says how much it needed, what was left and the max_tokens that would fit); requests that fit are served, and one without max_tokens is capped to what is left; ${reset}`;
 }
 
 export interface BudgetEventsOptions {
@@ -103,7 +113,7 @@ export class BudgetEvents {
   }
 
   observe(r: BudgetRefusals, now: Date): void {
-    const key = `${r.regarding.uid}|${r.regarding.kind}|${r.interval}`;
+    const key = `${r.regarding.uid}|${r.regarding.kind}|${r.interval}|${r.reason}`;
     const note = budgetNote(r);
     let s = this.series.get(key);
     // The base: what this leader saw of this window, else what status mirrored (a new leader), else 0.
@@ -111,7 +121,7 @@ export class BudgetEvents {
     // A counter below its base was lost (a ledger restart) and counts again from 0: all of it is new.
     const fresh = r.refused >= base ? r.refused - base : r.refused;
     if (s === undefined || s.window !== r.window.id || s.note !== note) {
-      s = { objectKey: r.regarding.uid, regarding: r.regarding, window: r.window.id, note, seen: r.refused, total: 0, written: 0, firstAt: now, lastAt: now, name: null, writtenAt: 0, observedAt: now.getTime() };
+      s = { objectKey: r.regarding.uid, reason: r.reason === 'reached' ? EventReason.BudgetExceeded : EventReason.RequestOverBudget, regarding: r.regarding, window: r.window.id, note, seen: r.refused, total: 0, written: 0, firstAt: now, lastAt: now, name: null, writtenAt: 0, observedAt: now.getTime() };
       this.series.set(key, s);
     }
     s.seen = r.refused;
@@ -175,6 +185,7 @@ export class BudgetEvents {
       // events.k8s.io: a series needs at least two occurrences; a single one is the plain Event.
       series: count >= 2 ? { count, lastObservedTime: s.lastAt } : null,
       note: s.note,
+      reason: s.reason,
       regarding: s.regarding,
     };
   }
@@ -199,7 +210,7 @@ export function createKubeBudgetEventSink(kubeConfig: KubeAccess, deps: { instan
         reportingController: deps.controller ?? 'byok.gateway.dev/operator',
         reportingInstance: deps.instance,
         action: BUDGET_EVENT_ACTION,
-        reason: EventReason.BudgetExceeded,
+        reason: e.reason,
         type: 'Warning',
         note: e.note,
         regarding: { apiVersion: API_VERSION, kind: e.regarding.kind, name: e.regarding.name, namespace: e.regarding.namespace, uid: e.regarding.uid },

@@ -75,9 +75,11 @@ interface SpendWindowStatus {
   resetsAt?: string;
   /** Requests this budget refused (402) in the window; absent when none. */
   refusedRequests?: number;
+  /** Of those, the ones refused before the limit was reached; absent when none. */
+  overBudgetRequests?: number;
 }
 
-const ZERO: WindowFigures = { nonByokMicros: 0, byokMicros: 0, refused: 0 };
+const ZERO: WindowFigures = { nonByokMicros: 0, byokMicros: 0, refused: 0, refusedOver: 0 };
 
 /** A budget limit as configured (what status shows) and in micros (what decides), converted once per compile. */
 interface Limit {
@@ -108,6 +110,7 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowFigures, 
     countedUsd: microsToUsd(counted),
     blocked,
     ...(spend.refused > 0 ? { refusedRequests: spend.refused } : {}),
+    ...(spend.refusedOver > 0 ? { overBudgetRequests: Math.min(spend.refusedOver, spend.refused) } : {}),
   };
 }
 
@@ -137,18 +140,12 @@ function observeRefusals(events: BudgetEvents | undefined, kind: BudgetRefusals[
   for (const w of windows) {
     if (w.limitUsd === undefined) continue;
     const before = stored.find((s): s is Partial<SpendWindowStatus> => typeof s === 'object' && s !== null && (s as SpendWindowStatus).interval === w.interval && (s as SpendWindowStatus).window === w.window);
-    events.observe(
-      {
-        regarding: { kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', uid },
-        interval: w.interval,
-        window: { id: w.window, endsAt: windowOf(w.interval, at).endsAt },
-        limitUsd: w.limitUsd,
-        includesByok,
-        refused: w.refusedRequests ?? 0,
-        mirrored: before === undefined ? undefined : (before.refusedRequests ?? 0),
-      },
-      at,
-    );
+    const base = { regarding: { kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', uid }, interval: w.interval, window: { id: w.window, endsAt: windowOf(w.interval, at).endsAt }, limitUsd: w.limitUsd, includesByok };
+    // Two series per window: the limit reached (all refusals but the over-budget ones), and requests too large for what was left.
+    const over = w.overBudgetRequests ?? 0;
+    const overBefore = before === undefined ? undefined : (before.overBudgetRequests ?? 0);
+    events.observe({ ...base, reason: 'reached', refused: (w.refusedRequests ?? 0) - over, mirrored: before === undefined ? undefined : (before.refusedRequests ?? 0) - (overBefore ?? 0) }, at);
+    events.observe({ ...base, reason: 'over', refused: over, mirrored: overBefore }, at);
   }
 }
 

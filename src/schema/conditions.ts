@@ -113,8 +113,10 @@ export const EventReason = {
   GatewayPodStale: 'GatewayPodStale',
   /** Warning on an Account: the spend ledger lost its state. */
   LedgerReset: 'LedgerReset',
-  /** Warning on a Guardrail or Workspace: its budget refused requests (402); one throttled series per window. */
+  /** Warning on a Guardrail or Workspace: its budget has reached its limit and refused requests (402); one throttled series per window. */
   BudgetExceeded: 'BudgetExceeded',
+  /** Warning on a Guardrail or Workspace: requests that would need more than its budget has left were refused (402), the limit not reached. */
+  RequestOverBudget: 'RequestOverBudget',
   /** Warning on the routing index ConfigMap: more gateway slots are needed than configured. */
   GatewaySlotsExceeded: 'GatewaySlotsExceeded',
 } as const;

@@ -198,7 +198,8 @@ const spendWindow = obj(
     countedUsd: usd('What counts against the limit: nonByokUsd, plus byokUsd when includeByokInBudgets is true.'),
     blocked: bool('The counted total has reached the limit: new requests are refused until the window turns over.'),
     resetsAt: str('When this window ends and its counting starts again from 0 (UTC, RFC 3339). Absent for lifetime, which never resets.', { format: 'date-time' }),
-    refusedRequests: int('Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).', { minimum: 0 }),
+    refusedRequests: int('Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a Warning Event on this object (one series per window and reason, at most one write per minute): BudgetExceeded once the limit is reached, RequestOverBudget for requests that would need more than is left.', { minimum: 0 }),
+    overBudgetRequests: int('Of refusedRequests, those refused before the limit was reached: each would have needed more than the window had left (RequestOverBudget Events). Absent: none.', { minimum: 0 }),
   },
   { required: ['interval', 'window', 'nonByokUsd', 'byokUsd', 'countedUsd', 'blocked'] },
 );
@@ -242,6 +243,8 @@ export const workspace: ResourceDefinition = {
   printerColumns: [
     { name: 'Default', type: 'boolean', jsonPath: '.spec.default', description: 'Default workspace of the account.' },
     { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName', description: 'Human-readable name.', priority: 1 },
+    // The id the REST API (workspace_id) and `explain` print: without it a UUID there names nothing in kubectl.
+    { name: 'ID', type: 'string', jsonPath: '.status.id', description: 'Public id: the workspace_id of the REST API and of explain.', priority: 1 },
     // Counted and BYOK side by side: with BYOK excluded from the budgets a BYOK-only workspace counts 0 while it spends.
     { name: 'Counted Today USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="daily")].countedUsd', description: 'Spend today (UTC) that counts against the budgets: shared-capacity charges, plus the BYOK list cost when BYOK Counted is true.' },
     { name: 'BYOK Today USD', type: 'number', jsonPath: '.status.spend.windows[?(@.interval=="daily")].byokUsd', description: 'BYOK list cost today (UTC), shown whether or not it counts; included in Counted Today USD only when BYOK Counted is true.' },

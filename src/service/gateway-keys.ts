@@ -7,9 +7,9 @@ import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import type { GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { sha256Hex } from './management-keys.ts';
+import { GATEWAY_KEY_PREFIX } from '../domain/api-keys.ts';
 
-/** Prefix of generated gateway keys (like the management key's), so a leaked key is recognisable by secret scanners. */
-export const GATEWAY_KEY_PREFIX = 'sk-byok-gw-v1-';
+export { GATEWAY_KEY_PREFIX };
 
 export function generateGatewayKey(): string {
   return GATEWAY_KEY_PREFIX + randomBytes(32).toString('hex');

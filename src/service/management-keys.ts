@@ -7,6 +7,7 @@ import { kubeClient } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { MANAGEMENT_KEY_LABEL } from '../kube/resources.ts';
 import { sha256Hex } from '../contract/routing.ts';
+import { MANAGEMENT_KEY_PREFIX } from '../domain/api-keys.ts';
 
 export { MANAGEMENT_KEY_LABEL };
 /** Lowercase hex SHA-256 of a bearer token (management key or gateway API key): the one digest helper of src/. */
@@ -14,8 +15,7 @@ export { sha256Hex };
 export const MANAGEMENT_KEY_SELECTOR = `${MANAGEMENT_KEY_LABEL}=true`;
 /** Data key of the Secret holding the lowercase hex SHA-256 of the key. */
 export const MANAGEMENT_KEY_HASH_FIELD = 'sha256';
-/** Prefix of generated keys, so a leaked key is recognisable by secret scanners. */
-export const MANAGEMENT_KEY_PREFIX = 'sk-byok-mgmt-v1-';
+export { MANAGEMENT_KEY_PREFIX };
 
 /** Constant-time comparison of two hex digests of equal length. */
 export function sameDigest(a: string, b: string): boolean {

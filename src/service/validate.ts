@@ -4,9 +4,9 @@
 import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { describePayloadIssues, type Violation } from '../domain/errors.ts';
+import { describePayloadIssues, VIOLATIONS, type Violation } from '../domain/errors.ts';
 import { validatePayload } from '../domain/payloads.ts';
-import { closestName, didYouMean } from '../domain/hints.ts';
+import { closestName, didYouMean, modelSlugHint } from '../domain/hints.ts';
 import { isProviderSlug, PROVIDER_SLUGS, type ProviderSlug } from '../domain/providers.ts';
 import { bytesIssue, textIssue } from '../domain/text.ts';
 import { ApiError, badRequest } from './errors.ts';
@@ -85,6 +85,9 @@ function messageOf(e: ErrorObject, field: string, body: unknown, schema: JsonSch
     }
     case 'format':
       return `${field} must be a ${String(e.params.format)}`;
+    case 'pattern':
+      if (!field.startsWith('allowed_models[')) return `${field} ${e.message ?? 'is invalid'}`;
+      return `${field} ${VIOLATIONS.malformed_model_slug}${modelSlugHint(valueAt(body, e.instancePath))}`;
     default:
       return `${field} ${e.message ?? 'is invalid'}`;
   }

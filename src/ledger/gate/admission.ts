@@ -110,10 +110,12 @@ export class Admission {
     const { ledger, keys, metrics, retry, stopped, log } = this.opts;
     const { checks, meta } = holdChecks(req, maximum, keys);
     if (checks.length === 0) return { allowed: true, reservation: null };
+    // Given up on a timeout under this amount; the release finds a hold granted less by its id.
     const reservation: Reservation = { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) };
+    const floor = maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros ? { floor: Math.max(1, maximum.floorMicros), share: maximum.shareOfRoom ?? 1 } : {};
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
-      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: this.opts.reservationTtlMs, ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}) });
+      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: this.opts.reservationTtlMs, ...floor, ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}) });
     } catch (err) {
       // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
       if (err instanceof LedgerResetError) {
@@ -130,8 +132,9 @@ export class Admission {
       return this.unreachable(err);
     }
     if (result.ok) {
-      if (reservation.holdKeys.length > 0) this.opts.held?.(reservation);
-      return { allowed: true, reservation };
+      const granted: Reservation = reservation.holdKeys.length > 0 ? { ...reservation, amountMicros: result.granted } : reservation;
+      if (granted.holdKeys.length > 0) this.opts.held?.(granted);
+      return { allowed: true, reservation: granted };
     }
     const m = meta[result.index]!;
     return {

@@ -317,9 +317,13 @@ blocked: boolean
  */
 resetsAt?: string
 /**
- * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).
+ * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a Warning Event on this object (one series per window and reason, at most one write per minute): BudgetExceeded once the limit is reached, RequestOverBudget for requests that would need more than is left.
  */
 refusedRequests?: number
+/**
+ * Of refusedRequests, those refused before the limit was reached: each would have needed more than the window had left (RequestOverBudget Events). Absent: none.
+ */
+overBudgetRequests?: number
 }[]
 /**
  * When the operator last saw these figures change in the ledger.
@@ -452,9 +456,13 @@ blocked: boolean
  */
 resetsAt?: string
 /**
- * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a BudgetExceeded Warning Event on this object (one series per window, at most one write per minute).
+ * Requests this budget refused with 402 in this window, as the gateways counted them in the spend ledger. Absent: none. Each increase raises a Warning Event on this object (one series per window and reason, at most one write per minute): BudgetExceeded once the limit is reached, RequestOverBudget for requests that would need more than is left.
  */
 refusedRequests?: number
+/**
+ * Of refusedRequests, those refused before the limit was reached: each would have needed more than the window had left (RequestOverBudget Events). Absent: none.
+ */
+overBudgetRequests?: number
 }
 /**
  * Whether BYOK requests count toward this budget.

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
@@ -66,6 +66,22 @@ describe('explain against the cluster', () => {
     expect(stdout).toContain(`not in the routing config (cluster, namespace ${ns}):`);
     expect(stdout).toMatch(/- credential nokey \(openai\): Ready=False SecretNotFound: /);
     expect(stdout).not.toMatch(/- credential good /);
+  });
+
+  test('the workspace id explain prints is the ID column of kubectl get byokws -o wide', async () => {
+    const { stdout } = await explain({ model: 'openai/gpt-5', apiKeyHash: KEY_HASH });
+    const id = /workspace ([0-9a-f-]{36}),/.exec(stdout)?.[1];
+    expect(id).toBeDefined();
+    // Columns are read by position: an empty Display Name leaves a gap that splitting on spaces would skip.
+    const [header, row] = (await kubectl('get', 'byokws', 'main', '-n', ns, '-o', 'wide')).split('\n');
+    const at = header!.search(/\bID\b/);
+    expect(row!.slice(at, at + 36)).toBe(id);
+  });
+
+  test('a bare model name gets the gateway\'s hint, from the same function', async () => {
+    const { code, stdout } = await explain({ model: 'gpt-5', apiKeyHash: KEY_HASH });
+    expect(code).toBe(1);
+    expect(stdout).toContain('error: model_not_in_catalog: the model has no endpoints in the gateway catalog; did you mean "openai/gpt-5"?');
   });
 
   test('exits 1 when no attempt remains', async () => {

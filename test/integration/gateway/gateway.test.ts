@@ -428,13 +428,34 @@ describe('gateway on the operator\'s compiled config', () => {
     expect(r.json!.error.metadata.provider_responses.map((p: { status: number }) => p.status)).toEqual([307, 307, 307, 200]);
   });
 
+  test('a provider refusing the keys is its own error (424 upstream_auth_error), never the 401 of a bad gateway key', async () => {
+    for (const key of ['sk-oa-0-aaaaaaaaaaaa', `${CANARY}-oa1`, 'sk-shared-openai']) up.behavior.set(key, '500');
+    up.behavior.set('sk-oa-fb-ffffffffffff', '401');
+    const r = await wire(KEY_A, { model: 'openai/gpt-4o' });
+    expect(r.status).toBe(424);
+    expect(r.json!.error).toMatchObject({ code: 424, type: 'upstream_auth_error' });
+    expect(r.json!.error.message).toBe(`upstream authentication failed: openai refused the team's own key (BYOK credential ${credId('oa-fb')}) with 401; your gateway API key was accepted. Every attempt failed; provider_responses lists them. Fix or rotate the provider key (kubectl get byok shows UPSTREAM)`);
+    expect(r.json!.error.metadata.provider_responses.map((p: { status: number }) => p.status)).toEqual([500, 500, 500, 401]);
+    expect(r.text).not.toContain(CANARY);
+  });
+
+  test('a management key sent to the gateway is told which key this door takes, without echoing it', async () => {
+    const mk = 'sk-byok-mgmt-v1-0123456789abcdef0123456789abcdef';
+    const r = await wire(mk, { model: 'openai/gpt-4o' });
+    expect(r.status).toBe(401);
+    expect(r.json!.error.message).toBe('this is a management key (sk-byok-mgmt-v1-…), which only the REST API takes; the gateway takes a gateway API key (sk-byok-gw-v1-…): create one with `byok-operator gateway-key create`');
+    expect(r.text).not.toContain('0123456789abcdef');
+    expect(r.hits).toEqual([]);
+  });
+
   test('spend gate: a refused request reaches no upstream (402 naming the budget); finished requests are recorded with list cost', async () => {
     admitAllowed.value = false;
     const refused = await wire(KEY_A, { model: 'openai/gpt-4o' });
     admitAllowed.value = true;
     expect(refused.status).toBe(402);
     expect(refused.hits).toEqual([]);
-    expect(refused.json!.error.message).toContain('the monthly budget of workspace "team-budget" has reached its limit');
+    expect(refused.json!.error.message).toContain(`budget reached: this month's (UTC) monthly budget of workspace "team-budget" has reached its limit`);
+    expect(refused.json!.error.metadata.reason).toBe('budget_reached');
     admitAllowed.value = 'throw';
     const unavailable = await wire(KEY_A, { model: 'openai/gpt-4o' });
     admitAllowed.value = true;

@@ -109,7 +109,7 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     expect(served).toHaveLength(2);
     expect(served.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(100_000);
     expect(refused).toHaveLength(10);
-    expect(refused[0]).toMatch(/^budget exceeded: this request may cost up to 0\.040\d+ USD and the monthly budget of guardrail "n-budget" has 0\.0198 USD left/);
+    expect(refused[0]).toMatch(/^request over budget: this request would need up to 0\.040\d+ USD and this month's \(UTC\) monthly budget of guardrail "n-budget" has 0\.0198 USD left/);
   });
 
   test('n out of 1..128 is refused with the spec error body before any upstream', async () => {

@@ -102,7 +102,8 @@ describe('gateway metered by the embedded spend ledger', () => {
     const tooBig = await chat(4000);
     expect(tooBig.status).toBe(402);
     expect(tooBig.hits).toBe(0);
-    expect(tooBig.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.04\d+ USD and the monthly budget of guardrail "tight" has 0\.02 USD left/);
+    expect(tooBig.json.error.message).toMatch(/^request over budget: this request would need up to 0\.04\d+ USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.02 USD left \(0 of 0\.02 USD counted, BYOK included\); a max_tokens of at most 19\d\d would fit, or wait: /);
+    expect(tooBig.json.error.metadata.reason).toBe('request_over_budget');
     // When to try again: the end of the UTC month, in the message and the metadata.
     const monthEnd = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth() + 1, 1)).toISOString();
     expect(tooBig.json.error.metadata.budget.resets_at).toBe(monthEnd);
@@ -126,7 +127,10 @@ describe('gateway metered by the embedded spend ledger', () => {
     expect(noRoom.status).toBe(402);
     expect(noRoom.hits).toBe(0);
     expect(noRoom.json.error.metadata.budget).toMatchObject({ counted_micros: 15_000, remaining_micros: 5000, held_micros: 0 });
-    expect(noRoom.json.error.message).toMatch(/^budget exceeded: this request may cost up to 0\.005215 USD and the monthly budget of guardrail "tight" has 0\.005 USD left/);
+    expect(noRoom.json.error.message).toMatch(/^request over budget: this request would need up to 0\.005215 USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.005 USD left/);
+    // The max_tokens that fits what is left: 0.005 USD less the prompt's bound (86 bytes at 2.5 USD/M), at 10 USD/M.
+    expect(noRoom.json.error.metadata.fits_max_tokens).toBe(478);
+    expect(noRoom.json.error.message).toContain('a max_tokens of at most 478 would fit');
   });
 
   test('a restart from the embedded ledger snapshot keeps the month: the budget stays blocked', async () => {

@@ -1,6 +1,7 @@
-// Issue 37 §4: a request a budget refuses (402) raises a throttled BudgetExceeded Warning on the Guardrail or
-// Workspace whose budget refused it, and Workspace/Guardrail status says what is counted and what is BYOK. Real
-// kube-apiserver, real redis-server, the operator's spend pass; refusals counted by the gateway's wrapped spend gate.
+// A request a budget refuses (402) raises a throttled Warning on the Guardrail or Workspace whose budget refused it
+// (BudgetExceeded once the limit is reached, RequestOverBudget for a request that needed more than was left), and
+// Workspace/Guardrail status says what is counted and what is BYOK. Real kube-apiserver, real redis-server, the
+// operator's spend pass; refusals counted by the gateway's wrapped spend gate.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { EventsV1Api, type EventsV1Event } from '@kubernetes/client-node';
 import { compileAccount } from '../../../src/compiler/index.ts';
@@ -15,6 +16,7 @@ import { finished, USD } from './fixtures.ts';
 
 const CAPPED_KEY = 'c'.repeat(64);
 const PLAIN_KEY = 'd'.repeat(64);
+const PILOT_KEY = 'e'.repeat(64);
 /** Long enough that the second burst below lands inside it even on a loaded machine. */
 const THROTTLE_MS = 12_000;
 let redis: RedisServer;
@@ -34,6 +36,9 @@ beforeAll(async () => {
   await crApi('workspaces', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true, budgets: { daily: 12, monthly: 1000 } } });
   await crApi('gatewayapikeys', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name: 'capped-key' }, spec: { hash: CAPPED_KEY, guardrail: 'capped' } });
   await crApi('gatewayapikeys', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name: 'plain-key' }, spec: { hash: PLAIN_KEY } });
+  // The issue's case: one dollar a day, and a request that could cost 1.28 USD.
+  await crApi('guardrails', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Guardrail', metadata: { name: 'pilot' }, spec: { budget: { limitUsd: 1, resetInterval: 'daily' } } });
+  await crApi('gatewayapikeys', ns).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name: 'pilot-key' }, spec: { hash: PILOT_KEY, guardrail: 'pilot' } });
   run = await startTestOperator(testKubeConfig(), {
     routingNamespace: routing,
     watchNamespaces: [ns],
@@ -46,7 +51,7 @@ beforeAll(async () => {
   gate = countRefusals(createSpendGate(ledger), ledger, keySpace(), { flushMs: 100 });
   account = await until('account compiled with its workspace', () => {
     const a = compileAccount(createAccountStateSource(run.op.informers, new VerdictStore()).snapshot(ns));
-    return a.workspaces.length === 1 && a.guardrails.length === 1 && a.apiKeys.length === 2 ? a : undefined;
+    return a.workspaces.length === 1 && a.guardrails.length === 2 && a.apiKeys.length === 3 ? a : undefined;
   });
 });
 
@@ -65,9 +70,9 @@ async function refused(apiKeyHash: string, costMicros = 1): Promise<boolean> {
   return !d.allowed;
 }
 
-async function budgetEvents(name: string): Promise<EventsV1Event[]> {
+async function budgetEvents(name: string, reason = 'BudgetExceeded'): Promise<EventsV1Event[]> {
   const list = await testKubeConfig().makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: `regarding.name=${name}` });
-  return list.items.filter((e) => e.reason === 'BudgetExceeded');
+  return list.items.filter((e) => e.reason === reason);
 }
 
 const count = (e: EventsV1Event) => e.series?.count ?? 1;
@@ -127,8 +132,9 @@ test('refusals make one throttled BudgetExceeded Warning per budget window, with
   expect(e.regarding).toMatchObject({ kind: 'Guardrail', name: 'capped', namespace: ns, apiVersion: 'byok.gateway.dev/v1alpha1' });
   const today = windowOf('daily', new Date());
   expect(e.note).toBe(
-    `Guardrail capped: its daily budget of 5 USD (shared-capacity charges count, BYOK is excluded) is reached in window ${today.id}; requests are refused with 402 until the window resets at ${new Date(today.endsAt!).toISOString()} (UTC)`,
+    `Guardrail capped: today's (UTC) daily budget of 5 USD (shared-capacity charges count, BYOK is excluded) is reached; requests under it are refused with 402; it resets at ${new Date(today.endsAt!).toISOString().replace('.000Z', 'Z')} (UTC)`,
   );
+  expect(e.note).not.toContain(today.id);
   expect(e.note).not.toContain(CAPPED_KEY);
   // Nothing on the workspace: its budget did not refuse (the guardrail did, first).
   expect(await budgetEvents('main')).toEqual([]);
@@ -156,7 +162,7 @@ test('refusals make one throttled BudgetExceeded Warning per budget window, with
   expect(new Date(after[0]!.series!.lastObservedTime).getTime()).toBeGreaterThan(new Date(after[0]!.eventTime as unknown as string).getTime());
 
   const described = await kubectl('describe', 'guardrail', 'capped', '-n', ns);
-  expect(described).toMatch(/Warning\s+BudgetExceeded\s+.*\(x10 over .*\)\s+byok\.gateway\.dev\/operator\s+Guardrail capped: its daily budget of 5 USD/);
+  expect(described).toMatch(/Warning\s+BudgetExceeded\s+.*\(x10 over .*\)\s+byok\.gateway\.dev\/operator\s+Guardrail capped: today's \(UTC\) daily budget of 5 USD/);
 }, 90_000);
 
 test('a workspace budget that refuses gets its own Event; a single refusal is a plain Event', async () => {
@@ -172,12 +178,28 @@ test('a workspace budget that refuses gets its own Event; a single refusal is a 
   expect(events).toHaveLength(1);
   expect(events[0]!.series ?? null).toBeNull();
   expect(events[0]!.regarding).toMatchObject({ kind: 'Workspace', name: 'main' });
-  expect(events[0]!.note).toContain('Workspace main: its daily budget of 12 USD (shared-capacity charges count, BYOK is excluded)');
+  expect(events[0]!.note).toContain("Workspace main: today's (UTC) daily budget of 12 USD (shared-capacity charges count, BYOK is excluded) is reached");
   const ws = (await crApi('workspaces', ns).get('main')) as Obj;
   const daily = (ws.status?.spend as { windows?: { interval: string }[] } | undefined)?.windows?.find((w) => w.interval === 'daily');
   expect(daily).toMatchObject({ refusedRequests: 1, countedUsd: 12, byokUsd: 40, blocked: true });
   const described = await kubectl('describe', 'workspace', 'main', '-n', ns);
-  expect(described).toMatch(/Warning\s+BudgetExceeded\s+.*Workspace main: its daily budget of 12 USD/);
+  expect(described).toMatch(/Warning\s+BudgetExceeded\s+.*Workspace main: today's \(UTC\) daily budget of 12 USD/);
+}, 60_000);
+
+test('a request that would need more than is left is a RequestOverBudget Event, not "the budget is reached"', async () => {
+  // Nothing counted on the pilot guardrail; the request could cost 1.28 USD of its 1 USD.
+  expect(await refused(PILOT_KEY, 1_280_089)).toBe(true);
+  await gate.flushRefusals();
+  const events = await until('RequestOverBudget on Guardrail pilot', async () => {
+    const list = await budgetEvents('pilot', 'RequestOverBudget');
+    return list.length > 0 ? list : undefined;
+  }, 20_000, 100);
+  expect(events).toHaveLength(1);
+  expect(events[0]!.note).toContain("Guardrail pilot: today's (UTC) daily budget of 1 USD (shared-capacity charges count, BYOK is excluded) is not reached, but requests that would need more than it has left were refused with 402");
+  expect(events[0]!.note).not.toMatch(/window d|d20\d\d-/);
+  expect(await budgetEvents('pilot')).toEqual([]);
+  const o = (await crApi('guardrails', ns).get('pilot')) as Obj;
+  expect((o.status?.spend as { window?: unknown } | undefined)?.window).toMatchObject({ refusedRequests: 1, overBudgetRequests: 1, countedUsd: 0, blocked: false });
 }, 60_000);
 
 test('a new leader counts from what status mirrored: its own Event shows only the refusals after the change', async () => {

@@ -16,11 +16,15 @@ import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createRedisLedger, keySpace } from '../../../src/ledger/index.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+import { startUpstreams, type Behavior, type Upstreams } from '../gateway/upstreams.ts';
 
 const KEY = 'sk-spend-durability-0123456789abcdef';
+/** With budgets: the key under the Guardrail `pilot-<i>` that has the i-th. */
+export const budgetKey = (i: number): string => `sk-spend-durability-budgeted-${i}-0123456789`;
+const OPENAI_KEY = 'sk-durability-openai-aaaaaaaa';
 /** List cost of one request: 1000 prompt tokens at 2.5 USD/M + 500 completion tokens at 10 USD/M. */
 export const REQUEST_MICROS = 7500;
 
@@ -29,12 +33,22 @@ export type { GatewayProcess };
 export interface SpendStack {
   redis: RedisServer;
   root: string;
+  upstreams: Upstreams;
   /** Starts a gateway process on the shared Redis; with `journalDir`, its spend journal there. */
   gateway(journalDir?: string): Promise<GatewayProcess>;
   close(): Promise<void>;
 }
 
-export async function startSpendStack(prefix: string): Promise<SpendStack> {
+export interface SpendStackOptions {
+  /** Per entry a Guardrail `pilot-<i>` with this daily budget (BYOK counted) and budgetKey(i) under it; the account validated in Redis. */
+  budgetsUsd?: number[];
+  /** The model's output cap in the catalog: what a request without max_tokens reserves. */
+  maxOutputTokens?: number;
+  /** How the loopback OpenAI answers the credential. */
+  behavior?: Behavior;
+}
+
+export async function startSpendStack(prefix: string, opts: SpendStackOptions = {}): Promise<SpendStack> {
   const kc = testKubeConfig();
   const root = mkdtempSync(join(tmpdir(), `byok-${prefix}-`));
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key') };
@@ -46,19 +60,26 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
   await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
   await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
   await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: createHash('sha256').update(KEY).digest('hex') } });
-  await createSecret(kc, ns, 'oa-key', 'sk-durability-openai-aaaaaaaa');
+  const budgets = opts.budgetsUsd ?? [];
+  for (const [i, limitUsd] of budgets.entries()) {
+    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: `pilot-${i}` }, spec: { budget: { limitUsd, resetInterval: 'daily', includeByokInBudgets: true } } });
+    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: `pilot-${i}` }, spec: { hash: createHash('sha256').update(budgetKey(i)).digest('hex'), guardrail: `pilot-${i}` } });
+  }
+  if (opts.behavior) up.behavior.set(OPENAI_KEY, opts.behavior);
+  await createSecret(kc, ns, 'oa-key', OPENAI_KEY);
   await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
   const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
   writeFileSync(join(root, 'catalog.json'), JSON.stringify({
     format: 'byok-gateway-catalog/v1',
-    models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
+    models: [{ model: 'openai/gpt-4o', ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}), endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
   }));
   writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
   const projector: Projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
   await until('the compiled credential', async () => {
     await projector.sync();
     try {
-      return loadRoutingConfig(dirs.config).accounts.get(ns)?.credentials.length === 1;
+      const account = loadRoutingConfig(dirs.config).accounts.get(ns);
+      return account?.credentials.length === 1 && account.apiKeys.length === 1 + budgets.length && account.guardrails.length === budgets.length;
     } catch {
       return false;
     }
@@ -66,6 +87,12 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
   // The projected files are all a gateway needs from here on: stop watching.
   await projector.stop();
   await run.op.stop();
+  if (budgets.length > 0) {
+    // What the operator's first spend pass does: the account's counters validated for this Redis process.
+    const ledger = await createRedisLedger({ url: redis.url });
+    await ledger.restore(keySpace().validated(loadRoutingConfig(dirs.config).accounts.get(ns)!.accountId), []);
+    await ledger.close();
+  }
   const running = new Set<ChildProcess>();
   const killAll = () => {
     for (const c of running) c.kill('SIGKILL');
@@ -75,6 +102,7 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
   return {
     redis,
     root,
+    upstreams: up,
     async gateway(journalDir) {
       // Its own ports (0): the URLs come from its "gateway listening" line, so info level.
       const gw = await spawnGateway(['--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,

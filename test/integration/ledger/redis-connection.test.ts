@@ -41,7 +41,7 @@ test('the run_id is read once per connection: 200 reservations run INFO once', a
   try {
     await ledger.restore(`${acct('a')}:validated`, []);
     const before = await commandCalls('info');
-    for (let i = 0; i < 200; i++) expect(await ledger.reserve(reservation('a', `gen-a-${i}`))).toEqual({ ok: true });
+    for (let i = 0; i < 200; i++) expect(await ledger.reserve(reservation('a', `gen-a-${i}`))).toEqual({ ok: true, granted: 10 });
     // The restore above read it in its own script; the reservations read it once, for the connection (the INFO that
     // read `before` counts itself once it has run: the 1 subtracted).
     expect((await commandCalls('info')) - before - 1).toBe(1);
@@ -55,7 +55,7 @@ test('a restart that kept every key still closes budgets until the rebuild, then
   try {
     const validated = `${acct('b')}:validated`;
     await ledger.restore(validated, []);
-    expect(await ledger.reserve(reservation('b', 'gen-b-1'))).toEqual({ ok: true });
+    expect(await ledger.reserve(reservation('b', 'gen-b-1'))).toEqual({ ok: true, granted: 10 });
     const oldRunId = /run_id:(\w+)/.exec(await admin.info('server'))![1];
     expect(await admin.get(validated)).toBe(oldRunId);
     // An RDB snapshot, then kill -9 and a restart that loads it: the validated key survives, naming the old process.
@@ -74,7 +74,7 @@ test('a restart that kept every key still closes budgets until the rebuild, then
     expect(outcome).toBeInstanceOf(LedgerResetError);
     // The operator's rebuild validates the account for the new process: budgets reopen.
     expect((await ledger.restore(validated, [])).alreadyValid).toBe(false);
-    expect(await ledger.reserve(reservation('b', 'gen-b-rebuilt'))).toEqual({ ok: true });
+    expect(await ledger.reserve(reservation('b', 'gen-b-rebuilt'))).toEqual({ ok: true, granted: 10 });
   } finally {
     await ledger.close();
   }
@@ -85,7 +85,7 @@ test('the command timeout covers a command already written: a stalled Redis fail
   try {
     await ledger.restore(`${acct('c')}:validated`, []);
     // Read the run_id before the stall (a reservation on a fresh connection reads it first).
-    expect(await ledger.reserve(reservation('c', 'gen-c-0'))).toEqual({ ok: true });
+    expect(await ledger.reserve(reservation('c', 'gen-c-0'))).toEqual({ ok: true, granted: 10 });
     await admin.call('CLIENT', 'PAUSE', '3000', 'WRITE');
     const started = Date.now();
     // Both gave up at the timeout, before a cap of 2 s (the trap: waiting for the stall's end at 3 s) fired.
@@ -150,5 +150,5 @@ test('the ledger works in a process whose prototypes are frozen (the gateway har
   `;
   const out = spawnSync(process.execPath, ['--no-warnings=ExperimentalWarning', '--input-type=module', '-e', code, redis.url], { encoding: 'utf8', timeout: 20_000 });
   expect(out.stderr).toBe('');
-  expect(JSON.parse(out.stdout)).toEqual({ frozen: true, added: [5], reserved: { ok: true }, read: [5] });
+  expect(JSON.parse(out.stdout)).toEqual({ frozen: true, added: [5], reserved: { ok: true, granted: 10 }, read: [5] });
 });

@@ -50,6 +50,13 @@ describe('REST 400s that teach', () => {
     expect((res.json() as { error: { message: string } }).error.message).toBe('provider must be one of the BYOK provider slugs; did you mean "openai"?');
   });
 
+  test('a bare model name in allowed_models gets the slug, as at the gateway and in explain', async () => {
+    const r = await post({ provider: 'openai', key: SECRET, allowed_models: ['openai/gpt-5-mini', 'gpt-5'] });
+    expect(r.status).toBe(400);
+    expect(r.message).toBe('allowed_models[1] must be a model slug of the form <vendor>/<model>; did you mean "openai/gpt-5"?');
+    expect(r.body).not.toContain(SECRET);
+  });
+
   test('the field is named once: is_byok_only with is_fallback', async () => {
     const r = await post({ provider: 'openai', key: SECRET, is_byok_only: true, is_fallback: true });
     expect(r.status).toBe(400);

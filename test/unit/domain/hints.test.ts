@@ -1,6 +1,6 @@
 // One did-you-mean for every door (validate, REST, gateway).
 import { describe, expect, test } from '@jest/globals';
-import { closestModel, closestName, didYouMean } from '../../../src/domain/hints.ts';
+import { closestModel, closestName, didYouMean, modelSlugHint } from '../../../src/domain/hints.ts';
 import { PROVIDER_SLUGS } from '../../../src/domain/providers.ts';
 
 describe('did-you-mean hints', () => {
@@ -24,5 +24,21 @@ describe('did-you-mean hints', () => {
   test('the suffix', () => {
     expect(didYouMean('openai')).toBe('; did you mean "openai"?');
     expect(didYouMean(undefined)).toBe('');
+  });
+  test('one model hint for every door: the catalog when there is one, else the vendor of a known family', () => {
+    const slugs = ['openai/gpt-5', 'anthropic/claude-sonnet-4'];
+    expect(modelSlugHint('gpt-5', slugs)).toBe('; did you mean "openai/gpt-5"?');
+    expect(modelSlugHint('gpt-9', slugs)).toBe('');
+    expect(modelSlugHint('gpt-5')).toBe('; did you mean "openai/gpt-5"?');
+    expect(modelSlugHint('Claude-Sonnet-4')).toBe('; did you mean "anthropic/claude-sonnet-4"?');
+    expect(modelSlugHint('gemini-2.5-pro')).toBe('; did you mean "google/gemini-2.5-pro"?');
+    expect(modelSlugHint('openai/gpt-5')).toBe('');
+    expect(modelSlugHint(42)).toBe('');
+  });
+  test('a provider key pasted where a model goes is never echoed', () => {
+    for (const key of ['sk-proj-0123456789abcdef', 'sk-ant-api03-abcdef', 'AIzaSyA0123456789', 'gsk_0123456789']) {
+      expect(modelSlugHint(key)).toBe('');
+      expect(modelSlugHint(key, ['openai/gpt-5'])).not.toContain(key);
+    }
   });
 });

@@ -132,6 +132,18 @@ describe('the attempt loop, buffered', () => {
     expect(failureAnswer(h.journal.responses)).toEqual({ status: 503, message: 'every attempt failed; the last upstream status was 503 (openai)' });
   });
 
+  test("a provider refusing the key last is 424 upstream_auth_error, naming whose key: the team's or the platform's", () => {
+    const resp = (credential: string, status: number | null) => ({ provider: 'openai', endpoint_id: 'openai', credential, status, latency_ms: 1 });
+    const byok = failureAnswer([resp('cred-1', 500), resp('cred-2', 401), resp('shared', null)]);
+    expect(byok).toMatchObject({ status: 424, type: 'upstream_auth_error' });
+    expect(byok.message).toContain("openai refused the team's own key (BYOK credential cred-2) with 401; your gateway API key was accepted");
+    const shared = failureAnswer([resp('cred-1', 500), resp('shared', 403)]);
+    expect(shared).toMatchObject({ status: 424, type: 'upstream_auth_error' });
+    expect(shared.message).toContain("openai refused the platform's shared key with 403");
+    // A refusal followed by an answered 5xx: the last answer decides, as before.
+    expect(failureAnswer([resp('cred-1', 401), resp('shared', 503)])).toEqual({ status: 503, message: 'every attempt failed; the last upstream status was 503 (openai)' });
+  });
+
   test('only timeouts and no status: 504; a 2xx that is not an object, a 3xx: 502', async () => {
     const h = harness([{ hang: true }], 10);
     await runAttempts([shared('openai')], bufferedSink, h.deps, h.journal, h.client);

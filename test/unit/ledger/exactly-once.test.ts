@@ -64,8 +64,8 @@ describe('reservations are idempotent and never outlive their request', () => {
   test('a retried reservation holds once and does not count its own hold against itself', async () => {
     const ledger = createEmbeddedLedger();
     const req = { id: 'gen-r', checks: [check('a', 100, 100)], ttlMs: 60_000 };
-    expect(await ledger.reserve(req)).toEqual({ ok: true });
-    expect(await ledger.reserve(req)).toEqual({ ok: true });
+    expect(await ledger.reserve(req)).toEqual({ ok: true, granted: 100 });
+    expect(await ledger.reserve(req)).toEqual({ ok: true, granted: 100 });
     // Room for one: another request sees exactly one hold.
     expect(await ledger.reserve({ ...req, id: 'gen-other' })).toEqual({ ok: false, index: 0, countedMicros: 0, heldMicros: 100 });
     await ledger.close();
@@ -74,11 +74,11 @@ describe('reservations are idempotent and never outlive their request', () => {
   test('a reservation arriving after its release or its record holds nothing; a record after a release still counts', async () => {
     const ledger = createEmbeddedLedger();
     const req = { id: 'gen-late', checks: [check('a', 100, 100)], ttlMs: 60_000 };
-    expect(await ledger.reserve(req)).toEqual({ ok: true });
+    expect(await ledger.reserve(req)).toEqual({ ok: true, granted: 100 });
     await ledger.release('gen-late', 100, [holdOf('a')]);
     // Sent before a stall, run after its caller gave up and released it: refused, nothing held.
     await expect(ledger.reserve(req)).rejects.toBeInstanceOf(ReservationSettledError);
-    expect(await ledger.reserve({ ...req, id: 'gen-next' })).toEqual({ ok: true });
+    expect(await ledger.reserve({ ...req, id: 'gen-next' })).toEqual({ ok: true, granted: 100 });
     await ledger.release('gen-next', 100, [holdOf('a')]);
     // Admitted unchecked (fail open) and served: the record counts although the id was released, once.
     const settle = { id: 'gen-late', amount: 100, holdKeys: [holdOf('a')] };
@@ -87,10 +87,10 @@ describe('reservations are idempotent and never outlive their request', () => {
     expect(await ledger.read([counter('a')])).toEqual([30]);
     // Recorded, then a late reservation: nothing held, so 70 of room is left for the next request.
     const recorded = { id: 'gen-rec', checks: [check('a', 100, 70)], ttlMs: 60_000 };
-    expect(await ledger.reserve(recorded)).toEqual({ ok: true });
+    expect(await ledger.reserve(recorded)).toEqual({ ok: true, granted: 70 });
     await ledger.add([{ key: counter('a'), by: 0, expiresAt: null }], { id: 'gen-rec', amount: 70, holdKeys: [holdOf('a')] }, 'gen-rec');
     await expect(ledger.reserve(recorded)).rejects.toBeInstanceOf(ReservationSettledError);
-    expect(await ledger.reserve({ ...recorded, id: 'gen-after' })).toEqual({ ok: true });
+    expect(await ledger.reserve({ ...recorded, id: 'gen-after' })).toEqual({ ok: true, granted: 70 });
     await ledger.close();
   });
 

@@ -1,5 +1,5 @@
-// The BudgetExceeded series (operator/budget-events.ts): increases of a budget window's refusal counter become one
-// Event per window with a count, written at most once per object per throttle period; a new leader counts from what
+// The BudgetExceeded and RequestOverBudget series (operator/budget-events.ts): increases of a budget window's refusal
+// counters become one Event per window and reason with a count, written at most once per object per throttle period; a new leader counts from what
 // status mirrored; a lost counter counts again; a changed limit or a new window starts a new series; a lapsed Event
 // is created again. The sink records what would reach the API (the integration test writes to a real one).
 import { describe, expect, test } from '@jest/globals';
@@ -27,7 +27,7 @@ function recordingSink(): BudgetEventSink & { writes: { op: 'create' | 'update';
 
 const ws = { kind: 'Workspace' as const, namespace: 'acme', name: 'main', uid: 'uid-ws' };
 function refusals(refused: number, over: Partial<BudgetRefusals> = {}): BudgetRefusals {
-  return { regarding: ws, interval: 'daily', window: { id: 'd2026-11-26', endsAt: DAY + 86_400_000 }, limitUsd: 50, includesByok: false, refused, mirrored: undefined, ...over };
+  return { regarding: ws, reason: 'reached', interval: 'daily', window: { id: 'd2026-11-26', endsAt: DAY + 86_400_000 }, limitUsd: 50, includesByok: false, refused, mirrored: undefined, ...over };
 }
 
 const counts = (sink: ReturnType<typeof recordingSink>) => sink.writes.map((w) => [w.op, w.event.series?.count ?? 1]);
@@ -126,7 +126,8 @@ describe('BudgetEvents', () => {
     await events.flush(at(10));
     expect(counts(sink)).toEqual([['create', 3], ['create', 2], ['create', 1]]);
     expect(new Set(sink.writes.map((w) => w.event.name)).size).toBe(3);
-    expect(sink.writes[2]!.event.note).toContain('window d2026-11-27');
+    expect(sink.writes[2]!.event.note).toContain('it resets at 2026-11-28T00:00:00Z (UTC)');
+    for (const w of sink.writes) expect(w.event.note).not.toMatch(/window d|d2026/);
   });
 
   test('an Event the API server let lapse is created again with what it had not shown', async () => {
@@ -167,15 +168,36 @@ describe('BudgetEvents', () => {
   });
 });
 
+describe('two reasons, two series', () => {
+  test('requests too large for what is left and a reached limit are separate Events, each with its own reason', async () => {
+    const sink = recordingSink();
+    const events = new BudgetEvents({ sink, throttleMs: 0 });
+    events.observe(refusals(1, { reason: 'over' }), at(0));
+    await events.flush(at(0));
+    events.observe(refusals(4, { reason: 'reached' }), at(5));
+    events.observe(refusals(1, { reason: 'over' }), at(5));
+    await events.flush(at(5));
+    expect(sink.writes.map((w) => [w.event.reason, w.event.series?.count ?? 1])).toEqual([['RequestOverBudget', 1], ['BudgetExceeded', 4]]);
+    expect(sink.writes[0]!.event.note).toContain('is not reached');
+    expect(sink.writes[1]!.event.note).toContain('is reached');
+  });
+});
+
 describe('budgetNote', () => {
-  test('names the budget, window, limit, what counts and the reset time (UTC)', () => {
+  test('reached: names the budget, its window in words, limit, what counts and the reset time (UTC)', () => {
     expect(budgetNote(refusals(1, { includesByok: true, limitUsd: 12.5 }))).toBe(
-      'Workspace main: its daily budget of 12.5 USD (shared-capacity charges and BYOK list cost count) is reached in window d2026-11-26; requests are refused with 402 until the window resets at 2026-11-27T00:00:00.000Z (UTC)',
+      "Workspace main: today's (UTC) daily budget of 12.5 USD (shared-capacity charges and BYOK list cost count) is reached; requests under it are refused with 402; it resets at 2026-11-27T00:00:00Z (UTC)",
+    );
+  });
+
+  test('over: the budget is not reached; only requests that need more than is left were refused', () => {
+    expect(budgetNote(refusals(1, { reason: 'over', includesByok: true, limitUsd: 1 }))).toBe(
+      "Workspace main: today's (UTC) daily budget of 1 USD (shared-capacity charges and BYOK list cost count) is not reached, but requests that would need more than it has left were refused with 402 (each 402 says how much it needed, what was left and the max_tokens that would fit); requests that fit are served, and one without max_tokens is capped to what is left; it resets at 2026-11-27T00:00:00Z (UTC)",
     );
   });
 
   test('a lifetime budget says it never resets', () => {
     const note = budgetNote(refusals(1, { interval: 'lifetime', window: { id: 'life', endsAt: null }, regarding: { kind: 'Guardrail', namespace: 'acme', name: 'ci', uid: 'u' } }));
-    expect(note).toBe('Guardrail ci: its lifetime budget of 50 USD (shared-capacity charges count, BYOK is excluded) is reached in window life; requests are refused with 402 until the limit is raised (a lifetime budget never resets)');
+    expect(note).toBe('Guardrail ci: the lifetime budget of 50 USD (shared-capacity charges count, BYOK is excluded) is reached; requests under it are refused with 402; a lifetime budget never resets: raise the limit');
   });
 });
