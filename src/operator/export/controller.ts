@@ -57,6 +57,8 @@ export interface ExportControllerConfig {
   /** The Gateway the routes attach to (default byok-gateway in the export namespace). */
   gateway?: { name: string; namespace?: string };
   sharedVertexProject?: string;
+  /** Export hosts tenants name (ExportOptions.allowTenantHosts; `--export-allow-tenant-hosts`). */
+  allowTenantHosts?: boolean;
 }
 
 export interface ExportControllerDeps {
@@ -132,6 +134,7 @@ export class ExportController {
       namespace: config.namespace,
       gateway: config.gateway ?? { name: 'byok-gateway' },
       ...(config.sharedVertexProject ? { sharedVertexProject: config.sharedVertexProject } : {}),
+      ...(config.allowTenantHosts ? { allowTenantHosts: true } : {}),
     };
     this.client = kubeClient(deps.kubeConfig);
     const registers = deps.registry ? [deps.registry] : [];
