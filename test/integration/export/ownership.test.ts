@@ -27,7 +27,7 @@ const run = promisify(execFile);
 
 const BEDROCK = 'bedrock-runtime.eu-central-1.amazonaws.com';
 /** Found by a search against the old names: its Backend was `byok-host-bedrock-runtime-eu-central-1-amazonaws-com-dc2436`, like Bedrock's. */
-const TWIN = 'bedrock----------------runtime-------eu---------central-----1----------amazonaws----com.';
+const TWIN = 'bedrock--runtime-------------eu-----central----------------1.amazonaws---------------com.';
 const OLD_BEDROCK_NAME = 'byok-host-bedrock-runtime-eu-central-1-amazonaws-com-dc2436';
 
 interface Backend {

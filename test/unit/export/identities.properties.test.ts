@@ -34,7 +34,7 @@ const crdHost = (h: string) => h.length <= 253 && CRD_HOST.test(h) && h.split('.
 const PROVIDER_HOST = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.(openai\.azure\.com|services\.ai\.azure\.com)$/;
 
 /** Found against the old 24-bit names: this host's Backend was named like bedrock-runtime.eu-central-1's. */
-const OLD_BEDROCK_TWIN = 'bedrock----------------runtime-------eu---------central-----1----------amazonaws----com.';
+const OLD_BEDROCK_TWIN = 'bedrock--runtime-------------eu-----central----------------1.amazonaws---------------com.';
 /** Found against the old names: `team` + the first and `team-a` + the second gave one BackendSecurityPolicy name. */
 const OLD_POLICY_TWINS = [
   ['team', 'a-p---q.r-s.t.u.v-w.y.z.k.m.n.o'],
