@@ -95,9 +95,7 @@ describe('export ownership against the real CRDs (envoy-ai-gateway)', () => {
   test('with tenant hosts allowed: the colliding host gets its own Backend, Bedrock\'s stays; a_b.example.com fails its credential only; a stale Backend is deleted', async () => {
     op = await start(true);
     for (const ns of [victim, tenant]) expect({ ns, ...(await exported(ns)) }).toMatchObject({ ns, status: 'True', reason: 'Exported' });
-    const bad = await exported(refused);
-    expect(bad).toMatchObject({ status: 'False', reason: 'NotExported' });
-    expect(bad.message).toContain('a_b.example.com is not an RFC 1123 host name');
+    await exported(refused);
     await op.op.waitForIdle();
 
     const all = await backends(out);
@@ -111,6 +109,9 @@ describe('export ownership against the real CRDs (envoy-ai-gateway)', () => {
     // No Backend holds two hosts' names, and the refused host was never written.
     expect(new Set(all.map((b) => b.metadata.name)).size).toBe(all.length);
     expect(JSON.stringify(all)).not.toContain('a_b');
+    const bad = await exported(refused);
+    expect(bad).toMatchObject({ status: 'False', reason: 'NotExported' });
+    expect(bad.message).toContain('a_b.example.com is not an RFC 1123 host name');
 
     // The tenant's credential goes: its Backend is deleted although a_b.example.com's account still cannot be
     // exported, and Bedrock's Backend is untouched (same resourceVersion).
