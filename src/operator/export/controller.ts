@@ -16,6 +16,7 @@ import type { CompiledAccount } from '../../domain/model.ts';
 import { IDENTITY_ANNOTATION, type ExportOptions, type ExportTarget, type TargetObject } from '../../export/index.ts';
 import { KubeApiError, kindInfo, kubeClient, objectPath, type KubeClient } from '../../kube/client.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import type { EventRecorder } from '../../kube/events.ts';
 import { NotAllowedToWriteError } from '../../kube/apply.ts';
 import { canonicalJson } from '../../contract/canonical-json.ts';
 import { API_VERSION } from '../../schema/resources.ts';
@@ -68,6 +69,8 @@ export interface ExportControllerDeps {
   log: Logger;
   registry?: Registry;
   concurrency?: number;
+  /** Warning Events for refused exports (redacted like every Event). */
+  events?: EventRecorder;
 }
 
 type Pending = { snapshot: AccountSnapshot; account: CompiledAccount } | undefined;
@@ -389,6 +392,8 @@ export class ExportController {
       });
       this.stats.statusWrites++;
       this.writes.inc({ kind: 'status' });
+      // A refusal (a host, a name another account owns, a shared object refused) is also an Event on the credential.
+      if (condition!.status === 'False' && desired.refusals?.has(name)) void this.deps.events?.record({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, namespace: ns, ...(resource.metadata.uid ? { uid: resource.metadata.uid } : {}) } }, 'Warning', ConditionReason.NotExported, condition!.message).catch(() => undefined);
     });
   }
 
@@ -537,10 +542,12 @@ function refusedConditions(desired: AccountExport, taken: readonly string[], blo
   }
   if (refused.size === 0) return desired;
   const conditions = new Map(desired.conditions);
+  const refusals = new Set(desired.refusals);
   for (const [name, lines] of refused) {
     if (!conditions.has(name)) continue;
+    refusals.add(name);
     const condition: ExportCondition = { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${target}: ${lines.join('; ')}` };
     conditions.set(name, condition);
   }
-  return { ...desired, conditions };
+  return { ...desired, conditions, refusals };
 }

@@ -45,6 +45,8 @@ export interface AccountExport {
   secrets: SecretObject[];
   /** BYOKCredential name -> its Exported condition. */
   conditions: Map<string, ExportCondition>;
+  /** Credentials whose NotExported is a refusal of what the tenant named (a host, a name): also a Warning Event. */
+  refusals?: Set<string>;
 }
 
 const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
@@ -138,6 +140,7 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
     const hosts = c.notes.filter((n) => n.semantic === 'host').map((n) => n.detail);
     if (hosts.length > 0 && c.derivedSecrets.length === 0) {
       out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${hosts.join('; ')}` });
+      (out.refusals ??= new Set()).add(c.name);
       continue;
     }
     const notes = [...c.notes, ...accountNotes];

@@ -5,7 +5,9 @@
 //   - a host the URL check accepts but the Backend CRD refuses (`a_b.example.com`) fails its own credential only (a
 //     NotExported condition), while other accounts are written and a stale shared object is still deleted;
 //   - a DNS-name tenant host (`localtest.me`, which resolves to loopback) is not exported without
-//     `--export-allow-tenant-hosts` / `--allow-tenant-hosts`, and the condition and the report say why.
+//     `--export-allow-tenant-hosts` / `--allow-tenant-hosts`, and the condition and the report say why;
+//   - an object already holding a shared object's name that is not this export's copy is never overwritten: the
+//     credential that needs it is NotExported, with a Warning Event.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { stringify } from 'yaml';
+import { tenantName } from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SHARED_LABEL } from '../../../src/operator/export/desired.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
@@ -148,5 +151,30 @@ describe('export ownership against the real CRDs (envoy-ai-gateway)', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'byok-export-own-apply-')), 'objects.yaml');
     writeFileSync(file, allowed.stdout);
     await kubectl('apply', '--server-side', '--dry-run=server', '--field-manager=byok-export-test', '-f', file);
+  }, 180_000);
+
+  test('an existing object with a shared name that is not the export\'s copy is refused, not overwritten, and the credential says so', async () => {
+    await op?.op.stop();
+    const other = await createTestNamespace('own-out2');
+    // Someone else's Backend, under the name the export gives Bedrock's host.
+    const name = tenantName('byok-host', BEDROCK);
+    await apply([{ apiVersion: 'gateway.envoyproxy.io/v1alpha1', kind: 'Backend', metadata: { name, namespace: other }, spec: { endpoints: [{ fqdn: { hostname: 'platform-owned.example.com', port: 443 } }] } }]);
+    const planted = JSON.parse(await kubectl('get', 'backends.gateway.envoyproxy.io', name, '-n', other, '-o', 'json')) as Backend;
+    op = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [victim], compile: { coalesceMs: 20 }, export: { target: 'envoy-ai-gateway', namespace: other, catalog } });
+    const e = await until('own-bedrock NotExported', async () => {
+      const c = cond(await resource('byokcredentials', victim).get('key'), 'Exported');
+      return c?.status === 'False' ? c : undefined;
+    }, 60_000);
+    expect(e.message).toContain(`the shared Backend ${name} it uses: an object of that name exists and is not this export's copy of it`);
+    await op.op.waitForIdle();
+    const after = JSON.parse(await kubectl('get', 'backends.gateway.envoyproxy.io', name, '-n', other, '-o', 'json')) as Backend;
+    expect(after.metadata.resourceVersion).toBe(planted.metadata.resourceVersion);
+    expect(after.spec.endpoints[0]!.fqdn.hostname).toBe('platform-owned.example.com');
+    // The rest of the account is written (its route, its backend, its Secret), and the refusal is an Event on it.
+    expect(JSON.parse(await kubectl('get', 'aigatewayroutes.aigateway.envoyproxy.io', '-n', other, '-o', 'json')).items.length).toBeGreaterThan(0);
+    await until('a Warning Event on the credential', async () => {
+      const events = JSON.parse(await kubectl('get', 'events.events.k8s.io', '-n', victim, '-o', 'json')) as { items: { reason: string; type: string; regarding: { name: string } }[] };
+      return events.items.some((x) => x.reason === 'NotExported' && x.type === 'Warning' && x.regarding.name === 'key') || undefined;
+    }, 30_000);
   }, 180_000);
 });
