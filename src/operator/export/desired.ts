@@ -12,7 +12,6 @@ import { validatePayload, type ProviderPayload } from '../../domain/payloads.ts'
 import { derivedSecretData, exportAccounts, payloadFacts, type CredentialFacts, type ExportInput, type ExportOptions, type SemanticNote, type SkippedCredential, type TargetObject } from '../../export/index.ts';
 import { ENVOY_LIMITS } from '../../export/envoy.ts';
 import { objectName } from '../../export/names.ts';
-import { canonicalJson } from '../../contract/canonical-json.ts';
 import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
 import type { AccountSnapshot } from '../compile/pipeline.ts';
 import type { DesiredCondition } from '../conditions.ts';
@@ -156,8 +155,12 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
   return out;
 }
 
-/** What a shared object is, for comparing two accounts' copies: its fields, keys sorted. */
-const contentOf = (o: TargetObject): string => sha(canonicalJson(o));
+/**
+ * What a shared object is, for comparing two accounts' copies. Plain JSON: one code path builds each kind, so equal
+ * objects serialize alike; a difference in key order alone would be refused as a conflict, never merged (and it is
+ * several times cheaper than sorting keys, on every object of every share of a cold start).
+ */
+const contentOf = (o: TargetObject): string => JSON.stringify(o);
 
 /** The parts of a shared BackendSecurityPolicy that are not its name and targets: one per source, whatever the account. */
 const policyTemplateOf = (o: TargetObject): TargetObject => ({ ...o, metadata: { ...o.metadata, name: '' }, spec: { ...o.spec, targetRefs: [] } });
@@ -216,7 +219,7 @@ export class SharedIndex {
     this.policies.set(source, p);
     // The first chunk keeps the base name; later chunks are `<base>-<n>`: the base is the shortest name.
     const template = policyTemplateOf(o);
-    const tkey = `${String(o.metadata.name.length).padStart(4, '0')}|${o.metadata.name}|${canonicalJson(template)}`;
+    const tkey = `${String(o.metadata.name.length).padStart(4, '0')}|${o.metadata.name}|${JSON.stringify(template)}`;
     const t = p.templates.get(tkey) ?? { template: o, users: 0 };
     t.users += by;
     if (t.users > 0) p.templates.set(tkey, t);
