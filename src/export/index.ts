@@ -79,7 +79,7 @@ const keyOf = (o: TargetObject) => `${o.apiVersion}|${o.kind}|${o.metadata.name}
  * Names are digests of what they stand for, so this finds only what a digest collision or a defect would make; it
  * is settled the same way whatever the order of the accounts.
  */
-function refuseSharedNames(shared: TargetObject[], perAccount: Map<string, TargetObject[]>): { conflicts: string[]; byAccount: Map<string, string[]> } {
+export function refuseSharedNames(shared: TargetObject[], perAccount: Map<string, TargetObject[]>): { conflicts: string[]; byAccount: Map<string, string[]> } {
   const count = new Map<string, number>();
   const all = [...shared, ...[...perAccount.values()].flat()];
   for (const o of all) count.set(keyOf(o), (count.get(keyOf(o)) ?? 0) + 1);

@@ -6,7 +6,7 @@ import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadExportInput, renderExport, runExport } from '../../../src/cli/export.ts';
 import { createCatalog, validatePayload, type CompiledAccount, type CompiledCredential, type ProviderSlug } from '../../../src/domain/index.ts';
-import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
+import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, refuseSharedNames, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -115,6 +115,22 @@ describe('export: names', () => {
     const backends = objects.filter((o) => o.kind === 'Backend' && hosts.includes(((o.spec['endpoints'] as { fqdn: { hostname: string } }[])[0]!.fqdn.hostname)));
     expect(backends).toHaveLength(2);
     expect(new Set(backends.map((b) => b.metadata.name)).size).toBe(2);
+  });
+
+  test('a name two objects would share is written for neither, in any order, and reported on each account', () => {
+    const object = (name: string, account?: string, host = 'a.example.com'): TargetObject => ({
+      apiVersion: 'gateway.envoyproxy.io/v1alpha1', kind: 'Backend', metadata: { name, namespace: 'x', ...(account ? { labels: { 'byok.gateway.dev/account': account } } : {}) }, spec: { host },
+    });
+    for (const order of [['a', 'b'], ['b', 'a']]) {
+      const shared = [object('same'), object('kept', undefined, 'k.example.com')];
+      const perAccount = new Map(order.map((ns) => [ns, [object('same', ns, `${ns}.example.com`), object(`own-${ns}`, ns)]]));
+      const { conflicts, byAccount } = refuseSharedNames(shared, perAccount);
+      expect(shared.map((o) => o.metadata.name)).toEqual(['kept']);
+      expect(perAccount.get('a')!.map((o) => o.metadata.name)).toEqual(['own-a']);
+      expect(perAccount.get('b')!.map((o) => o.metadata.name)).toEqual(['own-b']);
+      expect(conflicts).toEqual(['Backend same: 3 objects would share this name; none is written (a)', 'Backend same: 3 objects would share this name; none is written (b)', 'Backend same: 3 objects would share this name; none is written (shared)']);
+      expect([...byAccount.keys()].sort()).toEqual(['a', 'b']);
+    }
   });
 
   test('an upstream on another port than 443 is left out and reported, never rewritten to 443', () => {
