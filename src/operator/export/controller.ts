@@ -514,7 +514,8 @@ class SharedNameTaken extends Error {
 /** Why a write is refused for what it is (not retried as such), or undefined for a failure worth retrying. */
 function refusalOf(err: unknown): string | undefined {
   if (err instanceof SharedNameTaken) return err.message;
-  if (err instanceof KubeApiError && [400, 403, 409, 422].includes(err.status) && !(err.status === 409 && err.reason === 'AlreadyExists')) {
+  // 403 is a permission (the Role), not the content: retried like any failure, and logged.
+  if (err instanceof KubeApiError && [400, 409, 422].includes(err.status) && !(err.status === 409 && err.reason === 'AlreadyExists')) {
     // Status and reason only: the apiserver's message can quote the object.
     return `the apiserver refused it (${err.status} ${err.reason ?? ''})`.replace(' )', ')');
   }
