@@ -14,7 +14,6 @@ export { payloadFacts } from './facts.ts';
 export { derivedSecretData } from './secret-data.ts';
 export { formatReport } from './report.ts';
 export { derivedSecretName, sharedSecretName, tenantName } from './names.ts';
-export { hostProblem } from './plan.ts';
 export { IDENTITY_ANNOTATION } from './envoy.ts';
 
 function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
