@@ -38,6 +38,7 @@ const OPTIONS = {
   gateway: { type: 'string', default: 'byok-gateway' },
   catalog: { type: 'string' },
   'shared-vertex-project': { type: 'string' },
+  'allow-tenant-hosts': { type: 'boolean', default: false },
   cluster: { type: 'boolean', default: false },
   kubeconfig: { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
@@ -217,6 +218,7 @@ async function runExportOrThrow(args: string[], repoRoot: string): Promise<Expor
     namespace: values.namespace,
     gateway: { name: gatewayMatch[2]!, ...(gatewayMatch[1] ? { namespace: gatewayMatch[1] } : {}) },
     ...(values['shared-vertex-project'] ? { sharedVertexProject: values['shared-vertex-project'] } : {}),
+    ...(values['allow-tenant-hosts'] ? { allowTenantHosts: true } : {}),
   };
   const catalogFile = values.catalog ? resolve(values.catalog) : resolve(repoRoot, 'config/catalog/catalog.json');
   let all: ExportInput;

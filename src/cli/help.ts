@@ -54,6 +54,7 @@ options:
                               --export-namespace, and an Exported condition on each BYOKCredential (docs/export.md)
   --export-namespace <ns>     where the exported objects go (default: the routing namespace)
   --export-gateway [<ns>/]<name>  the Gateway the exported routes attach to (default byok-gateway)
+  --export-allow-tenant-hosts export hosts tenants name (export --allow-tenant-hosts; docs/export.md)
   --delivery-stream-port <n>  operator: push the routing ConfigMaps and bundle Secrets to gateway pods on this port
                               (every replica, from its cache; off by default; docs/operator.md, "Delivery stream")
   --delivery-stream-service-accounts <ns>/<name>[,...]
@@ -207,6 +208,9 @@ options:
   --gateway [<ns>/]<name>       the Gateway the routes attach to (default byok-gateway)
   --catalog <file>              the gateway catalog (default config/catalog/catalog.json)
   --shared-vertex-project <id>  the platform's Google project for the shared google-vertex tier
+  --allow-tenant-hosts          export hosts tenants name (an Azure deployment's endpoint_url outside the provider's
+                                domain) although the target resolves them without our egress policy; without it
+                                they are left out and the report says why
   -h, --help                    this page
 
 exit status: 0 exported; 1 the folder has errors (unreadable YAML) or nothing to export; 2 usage error

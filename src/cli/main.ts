@@ -137,6 +137,7 @@ const SERVE_OPTIONS = {
   'delivery-stream-port': { type: 'string' },
   'delivery-stream-service-accounts': { type: 'string' },
   'delivery-stream-audience': { type: 'string' },
+  'export-allow-tenant-hosts': { type: 'boolean', default: false },
 } as const satisfies ParseArgsOptionsConfig;
 
 const DEV_OPTIONS = {
@@ -308,10 +309,10 @@ async function serveApiDoors(
 }
 
 /** `--export-target` (with `--export-namespace`, `--export-gateway`): the operator's export controller (docs/export.md). */
-async function exportOption(values: { 'export-target'?: string; 'export-namespace'?: string; 'export-gateway'?: string }, routingNamespace: string): Promise<{ export?: import('../operator/export/controller.ts').ExportControllerConfig }> {
+async function exportOption(values: { 'export-target'?: string; 'export-namespace'?: string; 'export-gateway'?: string; 'export-allow-tenant-hosts'?: boolean }, routingNamespace: string): Promise<{ export?: import('../operator/export/controller.ts').ExportControllerConfig }> {
   const target = values['export-target'];
   if (target === undefined) {
-    if (values['export-namespace'] !== undefined || values['export-gateway'] !== undefined) fail('--export-namespace and --export-gateway need --export-target');
+    if (values['export-namespace'] !== undefined || values['export-gateway'] !== undefined || values['export-allow-tenant-hosts']) fail('--export-namespace, --export-gateway and --export-allow-tenant-hosts need --export-target');
     return {};
   }
   const { EXPORT_TARGETS } = await import('../export/index.ts');
@@ -325,6 +326,7 @@ async function exportOption(values: { 'export-target'?: string; 'export-namespac
       target: target as (typeof EXPORT_TARGETS)[number],
       namespace: values['export-namespace'] ?? routingNamespace,
       gateway: { name: gateway[2]!, ...(gateway[1] ? { namespace: gateway[1] } : {}) },
+      ...(values['export-allow-tenant-hosts'] ? { allowTenantHosts: true } : {}),
       catalog: { catalog: catalog.catalog, upstream: (model, endpointId) => catalog.upstream(model, endpointId) },
     },
   };

@@ -1,7 +1,7 @@
 // agentgateway (agentgateway.dev/v1alpha1): per (account, model) an AgentgatewayBackend whose ai.groups are the
 // plan's attempts in order, one priority group each, every provider with its own auth policy reading a derived
 // Secret; per account an HTTPRoute whose rules match (x-byok-account, x-byok-model) and point at those backends.
-import { credentialSecret, objectName, sharedSecretName, shortHash, tenantName } from './names.ts';
+import { credentialSecret, objectName, sharedSecretName, tenantName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 import { ACCOUNT_HEADER, FAILOVER_STATUSES } from './envoy.ts';
@@ -63,8 +63,9 @@ function providerEntry(attempt: ResolvedAttempt, plan: AccountPlan, options: Exp
   const policies: Record<string, unknown> = { auth };
   // A provider with its own host needs TLS turned on by a policy; the typed clouds know theirs.
   if (tls === true) policies['tls'] = { sni: attempt.target.host };
-  // Prefixed by kind, so a credential named like a shared entry never shares its name within a group.
-  return { name: cred ? objectName('cred', cred.name, ...(attempt.target.credentialPart ? [shortHash(attempt.target.credentialPart, 6)] : [])) : objectName('shared', attempt.provider), ...provider, policies };
+  // Prefixed by kind, so a credential named like a shared entry never shares its name within a group; credential
+  // names that read alike (`a.b`, `a-b`) stay apart by the digest.
+  return { name: cred ? tenantName('cred', cred.name, ...(attempt.target.credentialPart ? [attempt.target.credentialPart] : [])) : objectName('shared', attempt.provider), ...provider, policies };
 }
 
 /** One priority group per attempt; past the 8th group the rest share the last one (their order is lost there). */

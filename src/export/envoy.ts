@@ -3,7 +3,7 @@
 // BackendTrafficPolicy that retries once per priority, and per credential an AIServiceBackend per upstream host and
 // a BackendSecurityPolicy reading its derived Secret. Backends (one per upstream host) and the shared tier's
 // backends and policies are the platform's, written once.
-import { credentialSecret, objectName, sharedSecretName, shortHash, tenantName } from './names.ts';
+import { credentialSecret, objectName, partsDigest, sharedSecretName, tenantName } from './names.ts';
 import type { AccountPlan } from './plan.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 
@@ -15,6 +15,16 @@ const EG = 'gateway.envoyproxy.io/v1alpha1';
 /** What our gateway fails over on (rule 3): rate limits, refused keys, upstream errors. */
 export const FAILOVER_STATUSES = [401, 403, 408, 429, 500, 502, 503, 504];
 const MANAGED = { 'app.kubernetes.io/managed-by': 'byok-operator' };
+/**
+ * On every object all accounts share: the full digest of the parts its name is derived from. The controller takes
+ * over an existing object of that name only when it carries the same identity.
+ */
+export const IDENTITY_ANNOTATION = 'byok.gateway.dev/identity';
+
+/** The name of a shared object and its identity annotation, from the parts that decide its content. */
+export function sharedName(...parts: string[]): { name: string; annotations: Record<string, string> } {
+  return { name: tenantName(...parts), annotations: { [IDENTITY_ANNOTATION]: partsDigest(parts) } };
+}
 
 export interface EnvoyBuild {
   perAccount: Map<string, TargetObject[]>;
@@ -87,14 +97,15 @@ export function hostBackends(options: ExportOptions, into: TargetObject[]): (hos
   return (host) => {
     let name = hosts.get(host);
     if (name === undefined) {
-      // Hosts come from tenants' payloads (an Azure endpoint_url): dots and dashes read alike once slugged, so the
-      // hash keeps `a-b.example.com` and `a.b-example.com` on two Backends.
-      name = tenantName('byok-host', host);
+      // Hosts come from tenants' payloads (an Azure endpoint_url): the name is the digest of the host, so no host
+      // names another host's Backend (dots, dashes and underscores read alike once slugged).
+      const shared = sharedName('byok-host', host);
+      name = shared.name;
       hosts.set(host, name);
       into.push({
         apiVersion: EG,
         kind: 'Backend',
-        metadata: meta(name, options, {}),
+        metadata: meta(name, options, {}, shared.annotations),
         spec: { endpoints: [{ fqdn: { hostname: host, port: 443 } }], tls: { wellKnownCACertificates: 'System', sni: host } },
       });
     }
@@ -122,12 +133,13 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
       pool.set(owner.source, list);
       const found = list.find((b) => b.key === key);
       if (found) return found.name;
-      const name = attempt.credentialId === null ? objectName(...owner.prefix, shortHash(key, 6)) : tenantName(...owner.prefix, key);
+      const shared = attempt.credentialId === null ? sharedName(...owner.prefix, key) : undefined;
+      const name = shared ? shared.name : tenantName(...owner.prefix, key);
       list.push({ key, name, target: attempt.target });
       const object: TargetObject = {
         apiVersion: AIGW,
         kind: 'AIServiceBackend',
-        metadata: meta(name, options, owner.labels, { 'byok.gateway.dev/source': owner.source }),
+        metadata: meta(name, options, owner.labels, { 'byok.gateway.dev/source': owner.source, ...shared?.annotations }),
         spec: { schema, backendRef: { name: backendName(attempt.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } },
       };
       (attempt.credentialId === null ? build.shared : objects).push(object);
@@ -195,19 +207,20 @@ function chunked<T>(items: readonly T[], size: number): T[][] {
   return out;
 }
 
-function securityPolicies(name: string, backends: PlacedBackend[], secretName: string, options: ExportOptions, labels: Record<string, string>, source: string): { objects: TargetObject[]; keys: string[] } {
+/** `nameOf(i)`: the name of the policy's i-th chunk of 16 targets. */
+function securityPolicies(nameOf: (i: number) => string, backends: PlacedBackend[], secretName: string, options: ExportOptions, labels: Record<string, string>, source: string): { objects: TargetObject[]; keys: string[] } {
   const { spec, keys } = envoyAuth(backends[0]!.target, secretName);
   const objects = chunked(backends, ENVOY_LIMITS.targetRefsPerPolicy).map((chunk, i) => ({
     apiVersion: AIGW,
     kind: 'BackendSecurityPolicy',
-    metadata: meta(i === 0 ? name : objectName(name, String(i + 1)), options, labels, { 'byok.gateway.dev/source': source }),
+    metadata: meta(nameOf(i), options, labels, { 'byok.gateway.dev/source': source }),
     spec: { ...spec, targetRefs: chunk.map((b) => ({ group: 'aigateway.envoyproxy.io', kind: 'AIServiceBackend', name: b.name })) },
   }));
   return { objects, keys };
 }
 
 function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
-  const { objects, keys } = securityPolicies(tenantName(...owner.prefix), list, owner.secretName, options, owner.labels, owner.source);
+  const { objects, keys } = securityPolicies((i) => tenantName(...owner.prefix, ...(i > 0 ? [`#${i + 1}`] : [])), list, owner.secretName, options, owner.labels, owner.source);
   build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}), ...(owner.part ? { part: owner.part } : {}) });
   return objects;
 }
@@ -215,7 +228,9 @@ function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, b
 export function sharedPolicies(source: string, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
   const provider = source.slice('shared:'.length);
   const secretName = sharedSecretName(options.target, provider);
-  const { objects, keys } = securityPolicies(objectName('byok-shared', provider), list, secretName, options, {}, source);
+  const base = objectName('byok-shared', provider);
+  const { objects, keys } = securityPolicies((i) => (i === 0 ? base : objectName(base, String(i + 1))), list, secretName, options, {}, source);
+  for (const o of objects) o.metadata.annotations = { ...o.metadata.annotations, [IDENTITY_ANNOTATION]: partsDigest([source]) };
   build.secrets.push({ name: secretName, keys, source });
   return objects;
 }

@@ -13,7 +13,8 @@ export { EXPORT_TARGETS } from './types.ts';
 export { payloadFacts } from './facts.ts';
 export { derivedSecretData } from './secret-data.ts';
 export { formatReport } from './report.ts';
-export { derivedSecretName, sharedSecretName } from './names.ts';
+export { derivedSecretName, sharedSecretName, tenantName } from './names.ts';
+export { IDENTITY_ANNOTATION } from './envoy.ts';
 
 function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
   const ns = plan.account.namespace;
@@ -69,17 +70,48 @@ function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
   return [...byNs.values()];
 }
 
+const ACCOUNT = 'byok.gateway.dev/account';
+const keyOf = (o: TargetObject) => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
+
+/**
+ * Names two objects share: none is written, whoever built it, and each is reported (on its account when it has one).
+ * Names are digests of what they stand for, so this finds only what a digest collision or a defect would make; it
+ * is settled the same way whatever the order of the accounts.
+ */
+export function refuseSharedNames(shared: TargetObject[], perAccount: Map<string, TargetObject[]>): { conflicts: string[]; byAccount: Map<string, string[]> } {
+  const count = new Map<string, number>();
+  const all = [...shared, ...[...perAccount.values()].flat()];
+  for (const o of all) count.set(keyOf(o), (count.get(keyOf(o)) ?? 0) + 1);
+  const taken = new Set([...count].filter(([, n]) => n > 1).map(([k]) => k));
+  const byAccount = new Map<string, string[]>();
+  if (taken.size === 0) return { conflicts: [], byAccount };
+  const conflicts = new Set<string>();
+  for (const o of all) {
+    if (!taken.has(keyOf(o))) continue;
+    const owner = o.metadata.labels?.[ACCOUNT];
+    const line = `${o.kind} ${o.metadata.name}: ${count.get(keyOf(o))} objects would share this name; none is written`;
+    conflicts.add(`${line} (${owner ?? 'shared'})`);
+    if (owner !== undefined) byAccount.set(owner, [...new Set([...(byAccount.get(owner) ?? []), line])]);
+  }
+  shared.splice(0, shared.length, ...shared.filter((o) => !taken.has(keyOf(o))));
+  for (const [ns, list] of perAccount) perAccount.set(ns, list.filter((o) => !taken.has(keyOf(o))));
+  return { conflicts: [...conflicts].sort(), byAccount };
+}
+
 /** The target's objects for every account (Kubernetes CRDs of the target), and the report. */
 export function exportAccounts(input: ExportInput, options: ExportOptions): ExportResult {
   const plans = input.accounts.map((a) => planAccount(a, input, options));
   if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
   const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
+  const { conflicts, byAccount } = refuseSharedNames(build.shared, build.perAccount);
   const objects: TargetObject[] = [...build.shared];
   const secrets = byCredentialOf(build.secrets);
   const accounts: AccountReport[] = plans.map((plan) => {
     const own = build.perAccount.get(plan.account.namespace) ?? [];
     for (const o of own) objects.push(o);
-    return accountReport(plan, input, options, own.length, secrets);
+    const report = accountReport(plan, input, options, own.length, secrets);
+    for (const line of byAccount.get(plan.account.namespace) ?? []) report.notes.push({ semantic: 'conflict', treatment: 'dropped', detail: line });
+    return report;
   });
   accounts.push(...skippedOnlyAccounts(input));
   accounts.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
@@ -90,6 +122,7 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
     sharedObjects: build.shared.length,
     derivedSecrets: build.secrets,
     limits: build.limits,
+    conflicts,
     totalObjects: objects.length,
   };
   return { objects, report };
@@ -106,6 +139,6 @@ export function exportStandalone(input: ExportInput, options: ExportOptions, nam
   for (const n of build.notes) accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
   accountEntry.notes.push({ semantic: 'account selection', treatment: 'kept', detail: 'one account per standalone file: every request the proxy serves is this account' });
   accountEntry.notes = accountEntry.notes.filter((n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'));
-  const report: ExportReport = { target: 'agentgateway', mode: 'static', accounts: [accountEntry], sharedObjects: 0, derivedSecrets: build.secrets, limits: [], totalObjects: count };
+  const report: ExportReport = { target: 'agentgateway', mode: 'static', accounts: [accountEntry], sharedObjects: 0, derivedSecrets: build.secrets, limits: [], conflicts: [], totalObjects: count };
   return { config: build.config, report };
 }

@@ -1,9 +1,33 @@
 // Deterministic object names: every export of the same input writes the same names, so a re-export is an update.
 // Names are DNS-1123 labels (at most 63 characters), readable where they can be and hashed where they must be.
+//
+// Whatever a tenant chooses (its namespace, credential names, an Azure host) reaches a name only through
+// `tenantName`: a readable prefix for people, then 130 bits of a digest of the exact parts as a tuple. The prefix is
+// not injective (`team` + `a-x` and `team-a` + `x` read alike); the digest is, for every feasible search, so no
+// tenant can name another account's object or a shared one by choosing its inputs.
 import { createHash } from 'node:crypto';
 import type { ExportTarget } from './types.ts';
 
 export const shortHash = (text: string, length = 10): string => createHash('sha256').update(text).digest('hex').slice(0, length);
+
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
+/** Characters of a name's digest: 26 base32 characters are 130 bits, beyond any collision search. */
+export const DIGEST_CHARS = 26;
+
+/** The first 130 bits of sha256(text) in lower-case base32 (letters and 2-7: DNS-safe). */
+export function digestLabel(text: string): string {
+  const bytes = createHash('sha256').update(text).digest();
+  let out = '';
+  for (let i = 0; i < DIGEST_CHARS; i++) {
+    const bit = i * 5;
+    const pair = (bytes[bit >> 3]! << 8) | (bytes[(bit >> 3) + 1] ?? 0);
+    out += BASE32[(pair >> (11 - (bit & 7))) & 31];
+  }
+  return out;
+}
+
+/** The full sha256 of a name's parts as a tuple: what a shared object's identity annotation holds. */
+export const partsDigest = (parts: readonly string[]): string => createHash('sha256').update(JSON.stringify(parts)).digest('hex');
 
 /** `openai/gpt-5` -> `openai-gpt-5`: lowercase, only [a-z0-9-], no leading or trailing dash. */
 export function slugify(text: string): string {
@@ -14,8 +38,8 @@ export function slugify(text: string): string {
 }
 
 /**
- * A readable label from parts, at most 63 characters: when the readable form is longer, it is cut and a hash of
- * the full form keeps it unique.
+ * A readable label from parts the platform controls (catalog models, provider slugs), at most 63 characters: when
+ * the readable form is longer, it is cut and a hash of the full form keeps it unique. Never for tenant input.
  */
 export function objectName(...parts: string[]): string {
   const full = parts.map(slugify).filter(Boolean).join('-');
@@ -25,22 +49,25 @@ export function objectName(...parts: string[]): string {
 }
 
 /**
- * The name of an object that belongs to one account: readable parts plus a hash of the parts as a tuple. Joined by
- * dashes alone, tenant-chosen namespaces and names could meet (`team-a` + `b-c` and `team-a-b` + `c`) and one
- * tenant's export would overwrite another's policy; the hash keeps them apart.
+ * The name of an object whose parts a tenant chooses or can learn: a readable prefix, cut to fit, and the 130-bit
+ * digest of the parts as a tuple (JSON of the array: `["team","a-x"]` and `["team-a","x"]` differ). Injective for
+ * every feasible input, whatever the prefix reads.
  */
 export function tenantName(...parts: string[]): string {
-  return objectName(...parts, shortHash(JSON.stringify(parts), 6));
+  const digest = digestLabel(JSON.stringify(parts));
+  const readable = parts.map(slugify).filter(Boolean).join('-').slice(0, 63 - DIGEST_CHARS - 1).replace(/-+$/, '');
+  return readable === '' ? digest : `${readable}-${digest}`;
 }
 
 const TARGET_SUFFIX: Record<ExportTarget, string> = { 'envoy-ai-gateway': 'eaig', agentgateway: 'agw' };
 
 /**
  * The Secret a target reads a credential from, in the target's own shape. Hashed from the credential's
- * namespace/name only, so it never changes with the payload and reveals nothing of it.
+ * namespace/name only (a namespace has no `/`, so the text is injective), 128 bits, so it never changes with the
+ * payload, reveals nothing of it, and no other credential's name reaches it.
  */
 export function derivedSecretName(target: ExportTarget, namespace: string, name: string, part?: string): string {
-  return `byok-${shortHash(`${namespace}/${name}${part ? `#${part}` : ''}`, 20)}-${TARGET_SUFFIX[target]}`;
+  return `byok-${shortHash(`${namespace}/${name}${part ? `#${part}` : ''}`, 32)}-${TARGET_SUFFIX[target]}`;
 }
 
 /** The derived Secret of one credential (or of one of its parts): its name and how the report names its source. */

@@ -77,6 +77,7 @@ export function credentialNotes(c: CompiledCredential, plan: AccountPlan, mode: 
     ),
   );
   if (c.allowedModels !== null) notes.push(note('allowed_models', 'kept', `only in the rules of its ${c.allowedModels.length} allowed model(s)`));
+  notes.push(...hostNotes(c, plan));
   if (c.isByokOnly) {
     notes.push(
       note(
@@ -103,6 +104,23 @@ export function credentialNotes(c: CompiledCredential, plan: AccountPlan, mode: 
     note('health', 'dropped', 'its health and Delivered are not reported'),
   );
   return notes;
+}
+
+/**
+ * The hosts of a credential the export refused (a host the target's schema or the egress policy refuses) and those
+ * it wrote only because the platform allowed tenant hosts: one note per host.
+ */
+function hostNotes(c: CompiledCredential, plan: AccountPlan): SemanticNote[] {
+  const refused = new Map<string, string>();
+  const allowed = new Set<string>();
+  for (const m of plan.models) {
+    for (const u of m.unplaced) if (u.credentialId === c.id && u.host !== undefined) refused.set(u.host, u.reason);
+    for (const a of m.attempts) if (a.credentialId === c.id && a.target.tenantHost) allowed.add(a.target.host);
+  }
+  return [
+    ...[...refused.values()].map((reason) => note('host', 'dropped', reason)),
+    ...[...allowed].map((host) => note('egress', 'approximated', `the tenant's host ${host} is exported because the platform allows tenant hosts: the target resolves it without our egress policy (loopback, private, link-local and metadata addresses)`)),
+  ];
 }
 
 /** Accounts whose credentials had API-key or member filters: the sum the report's summary line prints. */

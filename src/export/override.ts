@@ -5,8 +5,8 @@
 // service (credentialOverride.fromDynamicMetadata), which also sets x-byok-plan to the shape's id. Every BYOK slot has
 // fallbackToConfigured: false, so a slot without a credential never falls back to a configured key: shared capacity
 // is used only where the shape lists a shared backend (is_byok_only and is_required shape the shape).
-import { ENVOY_LIMITS, envoyAuth, envoySchema, hostBackends, meta, routes, sharedPolicies, type EnvoyBuild, type PlacedBackend } from './envoy.ts';
-import { objectName, shortHash } from './names.ts';
+import { ENVOY_LIMITS, envoyAuth, envoySchema, hostBackends, meta, routes, sharedName, sharedPolicies, type EnvoyBuild, type PlacedBackend } from './envoy.ts';
+import { digestLabel, tenantName } from './names.ts';
 import type { AccountPlan, ModelPlan } from './plan.ts';
 import type { ExportInput, ExportOptions, ResolvedAttempt } from './types.ts';
 
@@ -27,12 +27,13 @@ function slotClass(a: ResolvedAttempt, model: string): string {
 
 /** The id the ext_authz service sends in x-byok-plan: a hash of the model and its attempt sequence. */
 export function planShapeId(model: string, signature: readonly string[]): string {
-  return shortHash(`${model}\n${signature.join('\n')}`, 12);
+  // 130 bits: a shape holds tenants' hosts, and a shape id that met another's would route into its slots.
+  return digestLabel(`${model}\n${signature.join('\n')}`);
 }
 
 /** The metadata key a slot's credential is written under (the ext_authz service's contract). */
 export function slotMetadataKey(a: ResolvedAttempt, model: string, k: number): string {
-  return `byok-${objectName(a.section, a.provider, String(k), shortHash(slotClass(a, model), 6))}`;
+  return `byok-${tenantName(a.section, a.provider, String(k), slotClass(a, model))}`;
 }
 
 export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput, options: ExportOptions): EnvoyBuild {
@@ -46,15 +47,17 @@ export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput
     const key = slotMetadataKey(a, model, k);
     const found = slots.get(key);
     if (found !== undefined) return found;
-    const name = objectName('byok-slot', key.slice('byok-'.length));
+    // The slot class holds the tenant's host: its digest names the slot.
+    const shared = sharedName('byok-slot', a.section, a.provider, String(k), slotClass(a, model));
+    const name = shared.name;
     slots.set(key, name);
     const { spec } = envoyAuth(a.target, UNSET_SECRET);
     build.shared.push(
-      { apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}), spec: { schema: envoySchema(a.target, model), backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } },
+      { apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, shared.annotations), spec: { schema: envoySchema(a.target, model), backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } },
       {
         apiVersion: AIGW,
         kind: 'BackendSecurityPolicy',
-        metadata: meta(name, options, {}, { 'byok.gateway.dev/metadata-key': key }),
+        metadata: meta(name, options, {}, { 'byok.gateway.dev/metadata-key': key, ...shared.annotations }),
         spec: {
           ...spec,
           credentialOverride: { fromDynamicMetadata: { namespace: METADATA_NAMESPACE, key, fallbackToConfigured: false } },
@@ -72,9 +75,10 @@ export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput
     sharedBackends.set(source, list);
     const found = list.find((b) => b.key === key);
     if (found) return found.name;
-    const name = objectName('byok-shared', a.provider, shortHash(key, 6));
+    const shared = sharedName('byok-shared', a.provider, key);
+    const name = shared.name;
     list.push({ key, name, target: a.target });
-    build.shared.push({ apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, { 'byok.gateway.dev/source': source }), spec: { schema, backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } });
+    build.shared.push({ apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, { 'byok.gateway.dev/source': source, ...shared.annotations }), spec: { schema, backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } });
     return name;
   };
 
@@ -88,7 +92,7 @@ export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput
         modelNameOverride: attempt.target.model,
       }));
       rules.set(`${m.model}|${shape.id}`, {
-        name: objectName(m.model, shape.id),
+        name: tenantName(m.model, shape.id),
         matches: [{ headers: [{ type: 'Exact', name: PLAN_HEADER, value: shape.id }, { type: 'Exact', name: 'x-ai-eg-model', value: m.model }] }],
         backendRefs,
       });

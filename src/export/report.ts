@@ -13,6 +13,7 @@ export function formatReport(report: ExportReport): string {
   ];
   out.push(report.limits.length === 0 ? 'target limits: none hit' : 'target limits:');
   for (const l of report.limits) out.push(`  ${l}`);
+  if (report.conflicts.length > 0) out.push('name conflicts (refused, not written):', ...report.conflicts.map((c) => `  ${c}`));
   out.push('derived Secrets (the in-cluster controller writes them; this export never does):');
   for (const s of report.derivedSecrets) out.push(`  ${s.name}  keys: ${s.keys.join(', ') || '(none)'}  from ${s.source}`);
   for (const a of report.accounts) {

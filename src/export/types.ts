@@ -45,6 +45,12 @@ export interface ExportOptions {
   gateway: { name: string; namespace?: string };
   /** The platform's own Google project for the shared google-vertex tier (none: that tier is left out). */
   sharedVertexProject?: string;
+  /**
+   * Export hosts tenants name in their payloads (an Azure deployment's endpoint_url) although the target resolves
+   * them without our egress policy (`--allow-tenant-hosts`). Off: such a credential entry is not exported, and the
+   * report says why.
+   */
+  allowTenantHosts?: boolean;
 }
 
 export interface ExportInput {
@@ -115,6 +121,8 @@ export interface ExportReport {
   derivedSecrets: DerivedSecret[];
   /** Target limits hit and how they were handled (split or cut), one line each. */
   limits: string[];
+  /** Names two objects would have shared: neither is written (one line each). */
+  conflicts: string[];
   totalObjects: number;
 }
 
@@ -147,4 +155,6 @@ export interface UpstreamTarget {
   /** The part of a credential this attempt uses when the parts hold different keys (an Azure entry). */
   credentialPart?: string;
   azure?: { resourceName?: string; resourceType?: 'ai_foundry' | 'openai'; apiVersion?: string };
+  /** A host the tenant named, exported because the platform allowed it (`allowTenantHosts`). */
+  tenantHost?: true;
 }

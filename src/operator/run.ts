@@ -136,7 +136,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   const controllers = new Controllers({ informers, metrics, log, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) });
   const writer = new StatusWriter({ applier, events, log });
   const accounts = new AccountReconciler({ informers, writer, enqueueAccount: controllers.enqueuer('accounts') });
-  const exporter = opts.export && opts.compile?.enabled !== false ? new ExportController(opts.export, { kubeConfig: opts.kubeConfig, canWrite, log: childLogger(log, { component: 'export' }), registry: metrics.registry }) : undefined;
+  const exporter = opts.export && opts.compile?.enabled !== false ? new ExportController(opts.export, { kubeConfig: opts.kubeConfig, canWrite, log: childLogger(log, { component: 'export' }), registry: metrics.registry, events }) : undefined;
   const pipeline =
     opts.compile?.enabled === false
       ? undefined

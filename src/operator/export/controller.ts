@@ -13,18 +13,19 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { CompiledAccount } from '../../domain/model.ts';
-import type { ExportOptions, ExportTarget, TargetObject } from '../../export/index.ts';
+import { IDENTITY_ANNOTATION, type ExportOptions, type ExportTarget, type TargetObject } from '../../export/index.ts';
 import { KubeApiError, kindInfo, kubeClient, objectPath, type KubeClient } from '../../kube/client.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import type { EventRecorder } from '../../kube/events.ts';
 import { NotAllowedToWriteError } from '../../kube/apply.ts';
 import { canonicalJson } from '../../contract/canonical-json.ts';
 import { API_VERSION } from '../../schema/resources.ts';
-import { ConditionType } from '../../schema/conditions.ts';
+import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
 import type { AccountSnapshot, CompilePipeline } from '../compile/pipeline.ts';
 import { limited } from '../compile/writer.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type SecretObject } from './desired.ts';
+import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type ExportCondition, type SecretObject } from './desired.ts';
 
 export const EXPORT_FIELD_MANAGER = STATUS_OWNERS.export.fieldManager;
 /** Accounts exported per drain pass (see drain). */
@@ -57,6 +58,8 @@ export interface ExportControllerConfig {
   /** The Gateway the routes attach to (default byok-gateway in the export namespace). */
   gateway?: { name: string; namespace?: string };
   sharedVertexProject?: string;
+  /** Export hosts tenants name (ExportOptions.allowTenantHosts; `--export-allow-tenant-hosts`). */
+  allowTenantHosts?: boolean;
 }
 
 export interface ExportControllerDeps {
@@ -66,6 +69,8 @@ export interface ExportControllerDeps {
   log: Logger;
   registry?: Registry;
   concurrency?: number;
+  /** Warning Events for refused exports (redacted like every Event). */
+  events?: EventRecorder;
 }
 
 type Pending = { snapshot: AccountSnapshot; account: CompiledAccount } | undefined;
@@ -102,12 +107,16 @@ export class ExportController {
   private readonly failed = new Map<string, Pending>();
   /** Per account: key -> digest of each object it owns in the export namespace. */
   private readonly owned = new Map<string, Map<string, string>>();
+  /** key -> the account that owns it (the reverse of owned). */
+  private readonly ownerByKey = new Map<string, string>();
   /** Per account: the input digest of its last successful export. */
   private readonly exportedFrom = new Map<string, string>();
   /** Every account's share of the shared objects, as the export built it. */
   private readonly shared = new SharedIndex();
   /** Shared objects written: key -> digest. */
   private readonly sharedWritten = new Map<string, string>();
+  /** Shared objects refused for their content (or their name taken): not tried again until their digest changes. */
+  private readonly sharedRefused = new Map<string, { digest: string; why: string }>();
   private seenSinceStart = new Set<string>();
   private firstRunDone = false;
   /** A compile run ended since this term began (the manager starts the pipeline and this side by side). */
@@ -128,6 +137,7 @@ export class ExportController {
       namespace: config.namespace,
       gateway: config.gateway ?? { name: 'byok-gateway' },
       ...(config.sharedVertexProject ? { sharedVertexProject: config.sharedVertexProject } : {}),
+      ...(config.allowTenantHosts ? { allowTenantHosts: true } : {}),
     };
     this.client = kubeClient(deps.kubeConfig);
     const registers = deps.registry ? [deps.registry] : [];
@@ -160,7 +170,9 @@ export class ExportController {
     this.firstRunDone = false;
     for (let delayMs = 500; ; delayMs = Math.min(delayMs * 2, 30_000)) {
       this.owned.clear();
+      this.ownerByKey.clear();
       this.sharedWritten.clear();
+      this.sharedRefused.clear();
       this.exportedFrom.clear();
       this.shared.clear();
       try {
@@ -214,17 +226,24 @@ export class ExportController {
           const digest = k.kind === 'Secret' ? digestOf(secretAsApplied(o as SecretObject)) : ((o.metadata as { annotations?: Record<string, string> }).annotations?.[DIGEST_ANNOTATION] ?? '');
           const account = o.metadata.labels?.[ACCOUNT_LABEL];
           if (selector === SHARED_LABEL) this.sharedWritten.set(key, digest);
-          else if (account) this.ownedBy(account).set(key, digest);
+          else if (account) this.own(account, key, digest);
         }
         cont = page.metadata?.continue || undefined;
       } while (cont);
     }
   }
 
-  private ownedBy(ns: string): Map<string, string> {
+  private own(ns: string, key: string, digest: string): void {
     let m = this.owned.get(ns);
     if (!m) this.owned.set(ns, (m = new Map()));
-    return m;
+    m.set(key, digest);
+    this.ownerByKey.set(key, ns);
+  }
+
+  private disown(ns: string, key?: string): void {
+    for (const k of key === undefined ? [...(this.owned.get(ns)?.keys() ?? [])] : [key]) if (this.ownerByKey.get(k) === ns) this.ownerByKey.delete(k);
+    if (key === undefined) this.owned.delete(ns);
+    else this.owned.get(ns)?.delete(key);
   }
 
   /** Accounts that went while no leader ran: the first compile run compiled every live one, so the rest are gone. */
@@ -259,21 +278,35 @@ export class ExportController {
     if (this.pending.size > 0) this.again = true;
     const end = this.duration.startTimer();
     const failed: string[] = [];
-    await limited([...batch.keys()], this.deps.concurrency ?? 8, async (ns) => {
+    const why = (err: unknown) => (err instanceof KubeApiError ? { status: err.status, reason: err.reason } : { error: err instanceof Error ? err.name : 'unknown' });
+    // What each account wants, and its share of the shared objects, before anything is written: the shared objects
+    // are then written (and verified) once for the batch, before the routes that point at them.
+    const prepared = new Map<string, AccountExport>();
+    for (const ns of keys) {
+      const desired = this.prepare(ns, batch.get(ns));
+      if (desired !== undefined) prepared.set(ns, desired);
+    }
+    let blocked = new Map<string, string>();
+    try {
+      blocked = await this.writeShared();
+    } catch (err) {
+      failed.push('');
+      this.deps.log.warn(why(err), 'export of the shared objects failed; retrying');
+    }
+    await limited([...prepared.keys()], this.deps.concurrency ?? 8, async (ns) => {
       try {
-        await this.exportAccount(ns, batch.get(ns));
+        await this.exportAccount(ns, batch.get(ns), prepared.get(ns)!, blocked);
       } catch (err) {
         failed.push(ns);
         // Status and reason only: an apiserver message can quote what it refused.
-        const why = err instanceof KubeApiError ? { status: err.status, reason: err.reason } : { error: err instanceof Error ? err.name : 'unknown' };
-        if (!(err instanceof NotAllowedToWriteError)) this.deps.log.warn({ namespace: ns, ...why }, 'export of an account failed; retrying');
+        if (!(err instanceof NotAllowedToWriteError)) this.deps.log.warn({ namespace: ns, ...why(err) }, 'export of an account failed; retrying');
       }
     });
     try {
-      await this.writeShared();
+      await this.deleteStaleShared();
     } catch (err) {
       failed.push('');
-      this.deps.log.warn(err instanceof KubeApiError ? { status: err.status, reason: err.reason } : {}, 'export of the shared objects failed; retrying');
+      this.deps.log.warn(why(err), 'deleting stale shared objects failed; retrying');
     }
     end();
     if (failed.length === 0) {
@@ -293,37 +326,51 @@ export class ExportController {
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, 60_000);
   }
 
-  private async exportAccount(ns: string, compiled: Pending): Promise<void> {
+  /** The account's desired export (undefined: its input did not change), its share counted at once. */
+  private prepare(ns: string, compiled: Pending): AccountExport | undefined {
     const inputDigest = compiled ? exportInputDigest(compiled.snapshot, compiled.account) : undefined;
-    if (inputDigest !== undefined && this.exportedFrom.get(ns) === inputDigest) return;
+    if (inputDigest !== undefined && this.exportedFrom.get(ns) === inputDigest) return undefined;
     const t0 = performance.now();
     const desired: AccountExport = compiled ? desiredExport(compiled.snapshot, compiled.account, this.config.catalog, this.options) : { objects: [], shared: [], secrets: [], conditions: new Map() };
     this.stats.buildMs += performance.now() - t0;
+    // What it wants is known whatever its own writes do: a failing account keeps its shared objects, and stale
+    // ones are deleted without waiting for it.
+    this.shared.set(ns, compiled ? desired.shared : undefined);
+    return desired;
+  }
+
+  private async exportAccount(ns: string, compiled: Pending, desired: AccountExport, blocked: ReadonlyMap<string, string>): Promise<void> {
+    const inputDigest = compiled ? exportInputDigest(compiled.snapshot, compiled.account) : undefined;
     const t1 = performance.now();
     const had = this.owned.get(ns) ?? new Map<string, string>();
     const want = new Map<string, { object: AnyObject; digest: string }>();
-    for (const o of [...desired.objects, ...desired.secrets]) want.set(keyOf(o), { object: o, digest: digestOf(o) });
+    // A name another account already owns is refused here, never taken over: the later account is told.
+    const taken: string[] = [];
+    for (const o of [...desired.objects, ...desired.secrets]) {
+      const key = keyOf(o);
+      const owner = this.ownerByKey.get(key);
+      if (owner !== undefined && owner !== ns) taken.push(`${o.kind} ${o.metadata.name}`);
+      else want.set(key, { object: o, digest: digestOf(o) });
+    }
     const concurrency = this.deps.concurrency ?? 8;
     // Secrets first, so no route points at a Secret that is not there yet; deletions last, for the same reason.
     const changed = [...want].filter(([key, w]) => had.get(key) !== w.digest).sort(([a], [b]) => Number(b.startsWith('v1|Secret|')) - Number(a.startsWith('v1|Secret|')));
     await limited(changed, concurrency, async ([key, w]) => {
       await this.apply(w.object, w.digest);
-      this.ownedBy(ns).set(key, w.digest);
+      this.own(ns, key, w.digest);
     });
     const gone = [...had.keys()].filter((key) => !want.has(key));
     await limited(gone, concurrency, async (key) => {
       await this.remove(key);
-      this.owned.get(ns)?.delete(key);
+      this.disown(ns, key);
     });
-    if (compiled) await this.writeConditions(compiled.snapshot, desired);
+    if (compiled) await this.writeConditions(compiled.snapshot, refusedConditions(desired, taken, blocked, this.options.target));
     this.stats.writeMs += performance.now() - t1;
     if (compiled) {
-      this.shared.set(ns, desired.shared);
       this.exportedFrom.set(ns, inputDigest!);
     } else {
-      this.shared.set(ns, undefined);
       this.exportedFrom.delete(ns);
-      this.owned.delete(ns);
+      this.disown(ns);
     }
     this.stats.accountsExported++;
   }
@@ -345,24 +392,77 @@ export class ExportController {
       });
       this.stats.statusWrites++;
       this.writes.inc({ kind: 'status' });
+      // A refusal (a host, a name another account owns, a shared object refused) is also an Event on the credential.
+      if (condition!.status === 'False' && desired.refusals?.has(name)) void this.deps.events?.record({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, namespace: ns, ...(resource.metadata.uid ? { uid: resource.metadata.uid } : {}) } }, 'Warning', ConditionReason.NotExported, condition!.message).catch(() => undefined);
     });
   }
 
-  private async writeShared(): Promise<void> {
-    // Until the first run handed over every account, an absent shared object may still be wanted by one not seen yet.
+  /**
+   * Writes the shared objects that changed, each on its own: one refused object (the apiserver's 4xx, an existing
+   * object of that name that is not this one, two accounts' conflicting copies) blocks no other write. Returns the
+   * blocked ones, key -> why, for the Exported conditions of the accounts that use them.
+   */
+  private async writeShared(): Promise<Map<string, string>> {
+    const blocked = new Map<string, string>();
+    for (const c of this.shared.conflicts()) {
+      blocked.set(c.key, 'accounts build it with different content (a name collision): it is not written');
+      this.deps.log.warn({ object: c.key, accounts: c.accounts }, 'shared export object refused: accounts build it with different content');
+    }
     const want = new Map(this.shared.merged().map((o) => [keyOf(o), o as AnyObject]));
     const changed = [...want].map(([key, o]) => ({ key, o, digest: digestOf(o) })).filter((w) => this.sharedWritten.get(w.key) !== w.digest);
+    let retry: unknown;
     await limited(changed, this.deps.concurrency ?? 8, async (w) => {
-      await this.apply(w.o, w.digest);
-      this.sharedWritten.set(w.key, w.digest);
+      const refused = this.sharedRefused.get(w.key);
+      if (refused?.digest === w.digest) {
+        blocked.set(w.key, refused.why);
+        return;
+      }
+      try {
+        if (!this.sharedWritten.has(w.key)) await this.verifyFree(w.o);
+        await this.apply(w.o, w.digest);
+        this.sharedWritten.set(w.key, w.digest);
+        this.sharedRefused.delete(w.key);
+      } catch (err) {
+        const why = refusalOf(err);
+        if (why === undefined) {
+          retry = err;
+          return;
+        }
+        // Refused for what it is: tried again only when its content changes, never in a loop.
+        this.sharedRefused.set(w.key, { digest: w.digest, why });
+        blocked.set(w.key, why);
+        this.deps.log.warn({ object: w.key, accounts: this.shared.users(w.key), ...(err instanceof KubeApiError ? { status: err.status, reason: err.reason } : {}) }, 'shared export object refused');
+      }
     });
-    // Deleted only once every account handed over is exported: a share not counted yet may still need them.
-    if (!this.firstRunDone || this.pending.size > 0 || this.failed.size > 0) return;
+    if (retry !== undefined) throw retry;
+    return blocked;
+  }
+
+  /** An existing object of a shared object's name is taken over only when it is this export's copy of the same thing. */
+  private async verifyFree(o: AnyObject): Promise<void> {
+    let existing: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } };
+    try {
+      existing = await this.client.request('GET', this.pathOf(o.apiVersion, o.kind, o.metadata.name));
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return;
+      throw err;
+    }
+    const identity = (o as TargetObject).metadata.annotations?.[IDENTITY_ANNOTATION];
+    const mine = existing.metadata?.labels?.[SHARED_LABEL] === 'true' && existing.metadata.annotations?.[IDENTITY_ANNOTATION] === identity;
+    if (!mine) throw new SharedNameTaken();
+  }
+
+  /** Shared objects no account wants any more; not held up by accounts whose writes fail (their shares count). */
+  private async deleteStaleShared(): Promise<void> {
+    // Until the first run handed over every account, an absent shared object may still be wanted by one not seen yet.
+    if (!this.firstRunDone || this.pending.size > 0) return;
+    const want = new Set([...this.shared.merged().map((o) => keyOf(o)), ...this.shared.conflicts().map((c) => c.key)]);
     const gone = [...this.sharedWritten.keys()].filter((key) => !want.has(key));
     await limited(gone, this.deps.concurrency ?? 8, async (key) => {
       await this.remove(key);
       this.sharedWritten.delete(key);
     });
+    for (const key of this.sharedRefused.keys()) if (!want.has(key)) this.sharedRefused.delete(key);
   }
 
   private pathOf(apiVersion: string, kind: string, name: string): string {
@@ -401,4 +501,54 @@ function secretAsApplied(s: SecretObject): SecretObject {
   const labels = s.metadata.labels ?? {};
   const ours = Object.fromEntries(Object.entries(labels).filter(([k]) => k === ACCOUNT_LABEL || k === 'app.kubernetes.io/managed-by'));
   return { apiVersion: 'v1', kind: 'Secret', metadata: { name: s.metadata.name, namespace: s.metadata.namespace, labels: ours }, type: 'Opaque', data: s.data ?? {} };
+}
+
+/** An existing object has a shared object's name but is not this export's copy of it. */
+class SharedNameTaken extends Error {
+  constructor() {
+    super('an object of that name exists and is not this export\'s copy of it');
+    this.name = 'SharedNameTaken';
+  }
+}
+
+/** Why a write is refused for what it is (not retried as such), or undefined for a failure worth retrying. */
+function refusalOf(err: unknown): string | undefined {
+  if (err instanceof SharedNameTaken) return err.message;
+  // 403 is a permission (the Role), not the content: retried like any failure, and logged.
+  if (err instanceof KubeApiError && [400, 409, 422].includes(err.status) && !(err.status === 409 && err.reason === 'AlreadyExists')) {
+    // Status and reason only: the apiserver's message can quote the object.
+    return `the apiserver refused it (${err.status} ${err.reason ?? ''})`.replace(' )', ')');
+  }
+  return undefined;
+}
+
+/**
+ * The account's Exported conditions with what was refused on its behalf: an object name another account owns (every
+ * credential of this, the later, account is told), and a shared object it uses that was refused (the credentials
+ * whose backends point at it).
+ */
+function refusedConditions(desired: AccountExport, taken: readonly string[], blocked: ReadonlyMap<string, string>, target: ExportTarget): AccountExport {
+  const refused = new Map<string, string[]>();
+  const all = [...desired.conditions.keys()];
+  for (const t of taken) for (const name of all) refused.set(name, [...(refused.get(name) ?? []), `${t}: the name belongs to another account's object; not written`]);
+  for (const [key, why] of blocked) {
+    const [, kind, name] = key.split('|');
+    for (const o of desired.objects) {
+      const source = o.metadata.annotations?.['byok.gateway.dev/source'];
+      const ref = (o.spec['backendRef'] as { name?: string } | undefined)?.name;
+      if (!source || (ref !== name && o.metadata.name !== name)) continue;
+      const credential = source.replace(/ \(.*\)$/, '').split('/')[1];
+      if (credential !== undefined) refused.set(credential, [...new Set([...(refused.get(credential) ?? []), `the shared ${kind} ${name} it uses: ${why}`])]);
+    }
+  }
+  if (refused.size === 0) return desired;
+  const conditions = new Map(desired.conditions);
+  const refusals = new Set(desired.refusals);
+  for (const [name, lines] of refused) {
+    if (!conditions.has(name)) continue;
+    refusals.add(name);
+    const condition: ExportCondition = { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${target}: ${lines.join('; ')}` };
+    conditions.set(name, condition);
+  }
+  return { ...desired, conditions, refusals };
 }

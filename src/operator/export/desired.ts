@@ -44,6 +44,8 @@ export interface AccountExport {
   secrets: SecretObject[];
   /** BYOKCredential name -> its Exported condition. */
   conditions: Map<string, ExportCondition>;
+  /** Credentials whose NotExported is a refusal of what the tenant named (a host, a name): also a Warning Event. */
+  refusals?: Set<string>;
 }
 
 const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
@@ -133,8 +135,15 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
       out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${skipped.detail}` });
       continue;
     }
+    // A host the target or the egress policy refuses: said with its reason, and NotExported when nothing else went.
+    const hosts = c.notes.filter((n) => n.semantic === 'host').map((n) => n.detail);
+    if (hosts.length > 0 && c.derivedSecrets.length === 0) {
+      out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${hosts.join('; ')}` });
+      (out.refusals ??= new Set()).add(c.name);
+      continue;
+    }
     const notes = [...c.notes, ...accountNotes];
-    const parts = [summary(notes, 'dropped'), summary(notes, 'approximated')].filter(Boolean).join('; ');
+    const parts = [summary(notes, 'dropped'), summary(notes, 'approximated'), ...hosts].filter(Boolean).join('; ');
     const secrets = c.derivedSecrets.length > 0 ? ` with Secret ${c.derivedSecrets.map((s) => s.name).join(', ')}` : ' (in no model rule)';
     out.conditions.set(c.name, {
       type: ConditionType.Exported,
@@ -147,21 +156,42 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
 }
 
 /**
- * The shared objects every account uses, kept from each account's share: identical by name, except the shared
- * tier's BackendSecurityPolicies (Envoy), whose targetRefs are the union over all accounts, re-chunked at the target's
- * limit. Counted per use, so an account's change costs its own share, and merged() is O(providers x hosts).
+ * What a shared object is, for comparing two accounts' copies. Plain JSON: one code path builds each kind, so equal
+ * objects serialize alike; a difference in key order alone would be refused as a conflict, never merged (and it is
+ * several times cheaper than sorting keys, on every object of every share of a cold start).
+ */
+const contentOf = (o: TargetObject): string => JSON.stringify(o);
+
+/** The parts of a shared BackendSecurityPolicy that are not its name and targets: one per source, whatever the account. */
+const policyTemplateOf = (o: TargetObject): TargetObject => ({ ...o, metadata: { ...o.metadata, name: '' }, spec: { ...o.spec, targetRefs: [] } });
+
+/** A shared object two accounts' shares hold with different content: none is written, each account is told. */
+export interface SharedConflict {
+  key: string;
+  accounts: string[];
+}
+
+/**
+ * The shared objects every account uses, kept from each account's share. An object is written only when every share
+ * that names it holds the same content: two contents under one name (a collision, or a defect) are a conflict, and
+ * none of them is written, so no account's copy ever replaces another's. The shared tier's BackendSecurityPolicies
+ * (Envoy) are the exception by design: their targetRefs are the union over all accounts, re-chunked at the target's
+ * limit, and their other fields come from the smallest template (sorted), never from the last account set. The
+ * result depends on the set of shares only, not on the order they were set. Counted per use, so an account's change
+ * costs its own share, and merged() is O(providers x hosts).
  */
 export class SharedIndex {
   private readonly shares = new Map<string, readonly TargetObject[]>();
-  private readonly objects = new Map<string, { object: TargetObject; users: number }>();
-  private readonly policies = new Map<string, { template: TargetObject; refs: Map<string, { ref: unknown; users: number }> }>();
+  /** key -> content digest -> the object and the accounts whose share holds it. */
+  private readonly objects = new Map<string, Map<string, { object: TargetObject; accounts: Set<string> }>>();
+  private readonly policies = new Map<string, { templates: Map<string, { template: TargetObject; users: number }>; refs: Map<string, { ref: unknown; users: number }> }>();
 
   /** Replaces an account's share (undefined: the account is gone). */
   set(ns: string, share: readonly TargetObject[] | undefined): void {
-    for (const o of this.shares.get(ns) ?? []) this.count(o, -1);
+    for (const o of this.shares.get(ns) ?? []) this.count(ns, o, -1);
     if (share === undefined || share.length === 0) this.shares.delete(ns);
     else this.shares.set(ns, share);
-    for (const o of share ?? []) this.count(o, 1);
+    for (const o of share ?? []) this.count(ns, o, 1);
   }
 
   clear(): void {
@@ -170,34 +200,58 @@ export class SharedIndex {
     this.policies.clear();
   }
 
-  private count(o: TargetObject, by: 1 | -1): void {
+  private count(ns: string, o: TargetObject, by: 1 | -1): void {
     const source = o.metadata.annotations?.['byok.gateway.dev/source'];
     if (o.kind !== 'BackendSecurityPolicy' || !source) {
       const key = `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
-      const entry = this.objects.get(key) ?? { object: o, users: 0 };
-      entry.users += by;
-      if (by > 0) entry.object = o;
-      if (entry.users > 0) this.objects.set(key, entry);
+      const variants = this.objects.get(key) ?? new Map<string, { object: TargetObject; accounts: Set<string> }>();
+      const content = contentOf(o);
+      const entry = variants.get(content) ?? { object: o, accounts: new Set<string>() };
+      if (by > 0) entry.accounts.add(ns);
+      else entry.accounts.delete(ns);
+      if (entry.accounts.size > 0) variants.set(content, entry);
+      else variants.delete(content);
+      if (variants.size > 0) this.objects.set(key, variants);
       else this.objects.delete(key);
       return;
     }
-    const p = this.policies.get(source) ?? { template: o, refs: new Map() };
+    const p = this.policies.get(source) ?? { templates: new Map(), refs: new Map() };
     this.policies.set(source, p);
-    // The first chunk keeps the base name; later chunks are `<base>-<n>`.
-    if (by > 0 && o.metadata.name.length <= p.template.metadata.name.length) p.template = o;
+    // The first chunk keeps the base name; later chunks are `<base>-<n>`: the base is the shortest name.
+    const template = policyTemplateOf(o);
+    const tkey = `${String(o.metadata.name.length).padStart(4, '0')}|${o.metadata.name}|${JSON.stringify(template)}`;
+    const t = p.templates.get(tkey) ?? { template: o, users: 0 };
+    t.users += by;
+    if (t.users > 0) p.templates.set(tkey, t);
+    else p.templates.delete(tkey);
     for (const ref of (o.spec.targetRefs as { name: string }[] | undefined) ?? []) {
       const entry = p.refs.get(ref.name) ?? { ref, users: 0 };
       entry.users += by;
       if (entry.users > 0) p.refs.set(ref.name, entry);
       else p.refs.delete(ref.name);
     }
-    if (p.refs.size === 0) this.policies.delete(source);
+    if (p.refs.size === 0 || p.templates.size === 0) this.policies.delete(source);
+  }
+
+  /** Shared objects two shares hold with different content: refused, with the accounts involved. */
+  conflicts(): SharedConflict[] {
+    return [...this.objects]
+      .filter(([, variants]) => variants.size > 1)
+      .map(([key, variants]) => ({ key, accounts: [...new Set([...variants.values()].flatMap((v) => [...v.accounts]))].sort() }))
+      .sort((a, b) => (a.key < b.key ? -1 : 1));
+  }
+
+  /** The accounts whose share holds the object with this key (for attributing its refusal). */
+  users(key: string): string[] {
+    return [...new Set([...(this.objects.get(key)?.values() ?? [])].flatMap((v) => [...v.accounts]))].sort();
   }
 
   merged(): TargetObject[] {
-    const out = [...this.objects.values()].map((e) => e.object);
+    const out: TargetObject[] = [];
+    for (const variants of this.objects.values()) if (variants.size === 1) out.push([...variants.values()][0]!.object);
     const size = ENVOY_LIMITS.targetRefsPerPolicy;
-    for (const { template, refs } of this.policies.values()) {
+    for (const { templates, refs } of this.policies.values()) {
+      const template = templates.get([...templates.keys()].sort()[0]!)!.template;
       const sorted = [...refs.keys()].sort().map((n) => refs.get(n)!.ref);
       for (let i = 0; i * size < sorted.length; i++) {
         const name = i === 0 ? template.metadata.name : objectName(template.metadata.name, String(i + 1));

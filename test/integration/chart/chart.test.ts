@@ -236,6 +236,8 @@ describe('Helm chart', () => {
     expect(rendered).toContain('--export-target=envoy-ai-gateway');
     expect(rendered).toContain(`--export-namespace=${exportNs}`);
     expect(rendered).toContain('--export-gateway=gw/eg');
+    expect(rendered).not.toContain('--export-allow-tenant-hosts');
+    expect(await helmTemplate(ns, 'export.target=envoy-ai-gateway', 'export.allowTenantHosts=true')).toContain('--export-allow-tenant-hosts');
     // No -n: the export Role and RoleBinding name the export namespace, the rest the release's.
     await kubectl('apply', '-f', file);
     // A SubjectAccessReview, not `kubectl auth can-i`: the target's CRDs are not installed here, and can-i resolves the
@@ -250,6 +252,9 @@ describe('Helm chart', () => {
     };
     expect(await can('patch', 'aigatewayroutes.aigateway.envoyproxy.io', exportNs)).toBe('yes');
     expect(await can('delete', 'backends.gateway.envoyproxy.io', exportNs)).toBe('yes');
+    // The controller reads a shared object's name before it first takes it over.
+    expect(await can('get', 'backends.gateway.envoyproxy.io', exportNs)).toBe('yes');
+    expect(await can('get', 'aiservicebackends.aigateway.envoyproxy.io', exportNs)).toBe('yes');
     expect(await can('delete', 'secrets', exportNs)).toBe('yes');
     expect(await can('patch', 'aigatewayroutes.aigateway.envoyproxy.io', 'default')).toBe('no');
     expect(await can('delete', 'secrets', 'default')).toBe('no');

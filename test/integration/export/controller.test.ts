@@ -95,7 +95,7 @@ describe.each(['envoy-ai-gateway', 'agentgateway'] as const)('export controller 
       expect(e.message).toMatch(/dropped: .*fee.*allowance/);
     }
     // Every Secret an Exported message names exists.
-    const named = creds.flatMap((c) => [...(cond(c, 'Exported')!.message.match(/byok-[0-9a-f]{20}-(eaig|agw)/g) ?? [])]);
+    const named = creds.flatMap((c) => [...(cond(c, 'Exported')!.message.match(/byok-[0-9a-f]{32}-(eaig|agw)/g) ?? [])]);
     expect(named.length).toBeGreaterThan(0);
     for (const n of named) expect(secrets.map((s) => s.metadata.name)).toContain(n);
     // Written under the export's own field manager (the reconciler's status writes and these do not fight).

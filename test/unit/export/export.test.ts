@@ -7,7 +7,7 @@ import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { loadExportInput, renderExport, runExport } from '../../../src/cli/export.ts';
 import { createCatalog, validatePayload, type CompiledAccount, type CompiledCredential, type ProviderSlug } from '../../../src/domain/index.ts';
-import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
+import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, refuseSharedNames, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { stringify } from 'yaml';
 import { thirdPartyFile } from '../../support/third-party.ts';
 import { accountManifests, allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
@@ -131,10 +131,27 @@ describe('export: names', () => {
     const hosts = ['team-x.openai.azure.com', 'team.x-openai.azure.com'];
     const accounts = hosts.map((h, i): CompiledAccount => ({ ...a, namespace: `acct-${i}`, credentials: [{ ...azure, id: `acct-${i}`, allowedModels: ['openai/gpt-5'] }] }));
     const facts = new Map(hosts.map((h, i) => [`acct-${i}`, { kind: 'azure' as const, entries: [{ type: 'deployment' as const, modelSlug: 'openai/gpt-5', endpointUrl: `https://${h}/openai/deployments/d/chat/completions?api-version=2024-10-21`, modelId: 'd' }] }]));
-    const { objects } = exportAccounts({ ...input, accounts, facts }, options('envoy-ai-gateway'));
+    // The second host is outside Azure's domain: exported only when the platform allows tenant hosts.
+    const { objects } = exportAccounts({ ...input, accounts, facts }, options('envoy-ai-gateway', { allowTenantHosts: true }));
     const backends = objects.filter((o) => o.kind === 'Backend' && hosts.includes(((o.spec['endpoints'] as { fqdn: { hostname: string } }[])[0]!.fqdn.hostname)));
     expect(backends).toHaveLength(2);
     expect(new Set(backends.map((b) => b.metadata.name)).size).toBe(2);
+  });
+
+  test('a name two objects would share is written for neither, in any order, and reported on each account', () => {
+    const object = (name: string, account?: string, host = 'a.example.com'): TargetObject => ({
+      apiVersion: 'gateway.envoyproxy.io/v1alpha1', kind: 'Backend', metadata: { name, namespace: 'x', ...(account ? { labels: { 'byok.gateway.dev/account': account } } : {}) }, spec: { host },
+    });
+    for (const order of [['a', 'b'], ['b', 'a']]) {
+      const shared = [object('same'), object('kept', undefined, 'k.example.com')];
+      const perAccount = new Map(order.map((ns) => [ns, [object('same', ns, `${ns}.example.com`), object(`own-${ns}`, ns)]]));
+      const { conflicts, byAccount } = refuseSharedNames(shared, perAccount);
+      expect(shared.map((o) => o.metadata.name)).toEqual(['kept']);
+      expect(perAccount.get('a')!.map((o) => o.metadata.name)).toEqual(['own-a']);
+      expect(perAccount.get('b')!.map((o) => o.metadata.name)).toEqual(['own-b']);
+      expect(conflicts).toEqual(['Backend same: 3 objects would share this name; none is written (a)', 'Backend same: 3 objects would share this name; none is written (b)', 'Backend same: 3 objects would share this name; none is written (shared)']);
+      expect([...byAccount.keys()].sort()).toEqual(['a', 'b']);
+    }
   });
 
   test('an upstream on another port than 443 is left out and reported, never rewritten to 443', () => {
@@ -181,7 +198,7 @@ describe('export: target limits', () => {
     expect(backends).toHaveLength(20);
     const groups = (backends[0]!.spec['ai'] as { groups: { providers: { name: string }[] }[] }).groups;
     expect(groups.map((g) => g.providers.length)).toEqual([1, 1, 1, 1, 1, 1, 1, 16]);
-    expect(groups[0]!.providers[0]!.name).toBe('cred-key-000');
+    expect(groups[0]!.providers[0]!.name).toMatch(/^cred-key-000-[a-z2-7]{26}$/);
     expect(objects.filter((o) => o.kind === 'HTTPRoute').map((o) => (o.spec['rules'] as unknown[]).length)).toEqual([16, 4]);
     expect(report.limits).toEqual(expect.arrayContaining([expect.stringContaining('share priority group 8'), expect.stringContaining('cut (providers per group)')]));
   });

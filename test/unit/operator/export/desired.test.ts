@@ -92,4 +92,19 @@ describe('SharedIndex', () => {
     expect(index.merged().map((o) => o.metadata.name)).toEqual(['byok-shared-openai', 'byok-shared-openai-2']);
     expect(refsOf(index.merged())).toEqual(many);
   });
+
+  test('two accounts that build one name with different content: neither copy is written, both accounts are named, in either order', () => {
+    const host = (h: string): TargetObject => ({ ...backend, spec: { endpoints: [{ fqdn: { hostname: h, port: 443 } }] } });
+    for (const order of [['a', 'b'], ['b', 'a']]) {
+      const index = new SharedIndex();
+      const shares: Record<string, TargetObject[]> = { a: [host('bedrock-runtime.eu-central-1.amazonaws.com')], b: [host('tenant.example.com')] };
+      for (const ns of order) index.set(ns, shares[ns]);
+      expect(index.merged()).toEqual([]);
+      expect(index.conflicts()).toEqual([{ key: 'gateway.envoyproxy.io/v1alpha1|Backend|api-openai-com', accounts: ['a', 'b'] }]);
+      // The conflict ends with the account that caused it; the other's copy is written again.
+      index.set('b', undefined);
+      expect(index.conflicts()).toEqual([]);
+      expect(index.merged()).toEqual(shares['a']);
+    }
+  });
 });
