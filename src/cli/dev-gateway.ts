@@ -170,7 +170,8 @@ export async function startDevGateway(opts: {
   const metrics = createGatewayMetrics();
   const gatewayLog = opts.logger.child({ component: 'gateway' });
   // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
-  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
+  // With Redis, the spend journal beside it, as the chart mounts one.
+  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl, journalDir: join(root, 'spend-journal') } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
   const gateway = await startGateway({
     configDir: dirs.config,
     bundleDir: dirs.bundles,

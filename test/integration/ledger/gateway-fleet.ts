@@ -85,7 +85,7 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
       const [port, opsPort] = [await freePort(), await freePort()];
       const child = spawn(process.execPath, [MAIN, 'gateway', '--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
         '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', String(port), '--ops-port', String(opsPort),
-        '--ledger-redis-url', redis.url, '--log-level', 'error', ...(journalDir ? ['--ledger-journal', journalDir] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
+        '--ledger-redis-url', redis.url, '--log-level', 'error', '--ledger-journal', journalDir ?? 'none'], { stdio: ['ignore', 'ignore', 'pipe'] });
       running.add(child);
       child.once('exit', () => running.delete(child));
       const stderr: string[] = [];

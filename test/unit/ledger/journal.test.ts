@@ -16,6 +16,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
+const segments = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-'));
 const plan = (id: string, by = 1): RecordPlan => ({ id, increments: [{ key: `p:{a}:k:${id}`, by, expiresAt: null }], chargedMicros: by });
 const hold = (id: string) => ({ id, amountMicros: 5, holdKeys: ['p:{a}:gr:g:d2026-11-23:holds'] });
 
@@ -23,7 +24,7 @@ describe('SpendJournal', () => {
   test.each<FsyncPolicy>(['none', 'batch', 'record'])('fsync %s: a new process finds the records and holds not done, in order', (fsync) => {
     const dir = tmp();
     const { journal, recovered } = SpendJournal.open({ dir, fsync });
-    expect(recovered).toEqual({ records: [], holds: [], unreadableLines: 0 });
+    expect(recovered).toEqual({ records: [], holds: [], unreadableLines: 0, skipped: [], tookOverLock: null });
     journal.hold(hold('gen-1'));
     journal.hold(hold('gen-2'));
     journal.hold(hold('gen-3'));
@@ -37,6 +38,7 @@ describe('SpendJournal', () => {
     if (fsync === 'record') expect(journal.stats.fsyncs).toBe(6);
     // No close(): the process is killed with the acks still buffered (they ride on the next write, or leave after
     // batchMs). A lost ack only replays an entry that counts nothing again (idempotent by id).
+    journal.abandon();
     const again = SpendJournal.open({ dir, fsync });
     expect(again.recovered.records.map((p) => p.id)).toEqual(['gen-1', 'gen-4', 'gen-5']);
     expect(again.recovered.holds.map((h) => h.id)).toEqual(['gen-2', 'gen-3']);
@@ -52,13 +54,15 @@ describe('SpendJournal', () => {
     journal.hold(hold('gen-3'));
     journal.done('gen-1');
     journal.record(plan('gen-4')); // carries the ack of gen-1
+    journal.abandon();
     const { journal: next, recovered } = SpendJournal.open({ dir });
-    expect(recovered.records).toEqual([plan('gen-2'), plan('gen-4')]);
+    // Each record names where the ledger keeps its landed mark while the journal holds it: its segment's keep hash.
+    expect(recovered.records).toEqual([plan('gen-2'), plan('gen-4')].map((p) => ({ ...p, keep: `p:{a}:jids:${journal.id}:1` })));
     expect(recovered.holds).toEqual([hold('gen-3')]);
     // The new process settles them: close writes the acks, and no segment is left.
     for (const id of ['gen-2', 'gen-4', 'gen-3']) next.done(id);
     next.close();
-    expect(readdirSync(dir)).toEqual([]);
+    expect(segments(dir)).toEqual([]);
     expect(SpendJournal.open({ dir }).recovered.records).toEqual([]);
   });
 
@@ -66,12 +70,13 @@ describe('SpendJournal', () => {
     const dir = tmp();
     const { journal } = SpendJournal.open({ dir, fsync: 'none', segmentBytes: 300 });
     for (let i = 0; i < 20; i++) journal.record(plan(`gen-${i}`));
-    const many = readdirSync(dir).length;
+    const many = segments(dir).length;
     expect(many).toBeGreaterThan(3);
     for (let i = 0; i < 19; i++) journal.done(`gen-${i}`);
     // Only the segment of gen-19 and the one being written are left.
-    expect(readdirSync(dir).length).toBeLessThanOrEqual(2);
+    expect(segments(dir).length).toBeLessThanOrEqual(2);
     journal.record(plan('gen-20'));
+    journal.abandon();
     const { recovered } = SpendJournal.open({ dir });
     expect(recovered.records.map((p) => p.id)).toEqual(['gen-19', 'gen-20']);
   });
@@ -80,8 +85,9 @@ describe('SpendJournal', () => {
     const dir = tmp();
     const { journal } = SpendJournal.open({ dir, fsync: 'none' });
     journal.record(plan('gen-a'));
-    const file = join(dir, readdirSync(dir)[0]!);
+    const file = join(dir, segments(dir)[0]!);
     appendFileSync(file, '{"r":{"id":"gen-b","incr');
+    journal.abandon();
     const { recovered } = SpendJournal.open({ dir });
     expect(recovered.records.map((p) => p.id)).toEqual(['gen-a']);
     expect(recovered.unreadableLines).toBe(1);

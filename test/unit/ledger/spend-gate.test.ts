@@ -38,6 +38,7 @@ describe('spend gate with a journal', () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(dying.pendingRecords()).toBe(5);
     // kill -9: no close(). The ledger comes back; a new gate opens the same journal.
+    dying.abandon();
     ledger.down = false;
     const registry = new Registry();
     const next = createSpendGate(ledger, opts(dir, registry));
@@ -62,6 +63,7 @@ describe('spend gate with a journal', () => {
     expect((await admit(dying, 'gen-inflight')).allowed).toBe(true);
     // The budget has room for one 2 USD maximum: while the dead process's hold lives, the next request is refused.
     expect((await admit(dying, 'gen-next')).allowed).toBe(false);
+    dying.abandon();
     const registry = new Registry();
     const next = createSpendGate(ledger, opts(dir, registry));
     await new Promise((r) => setTimeout(r, 20));
