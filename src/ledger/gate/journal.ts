@@ -350,7 +350,8 @@ export class SpendJournal {
       while (off < buf.length) off += this.writer.write(this.fd, buf, off, buf.length - off);
     } catch (err) {
       this.stats.writeFailures++;
-      if (off > 0) this.cutTail();
+      // Even when no call reported bytes written: a failed write(2) on some file systems leaves some behind.
+      this.cutTail();
       throw err;
     }
     this.bytes += buf.length;
