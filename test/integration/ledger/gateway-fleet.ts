@@ -30,13 +30,15 @@ export interface GatewayProcess {
   url: string;
   opsUrl: string;
   stderr: string[];
+  /** Its log lines (pino JSON, at the level it was started with). */
+  stdout: string[];
 }
 
 export interface SpendStack {
   redis: RedisServer;
   root: string;
-  /** Starts a gateway process on the shared Redis; with `journalDir`, its spend journal there. */
-  gateway(journalDir?: string): Promise<GatewayProcess>;
+  /** Starts a gateway process on the shared Redis; with `journalDir`, its spend journal there (else `--ledger-journal none`). */
+  gateway(journalDir?: string, opts?: { logLevel?: string }): Promise<GatewayProcess>;
   close(): Promise<void>;
 }
 
@@ -81,24 +83,38 @@ export async function startSpendStack(prefix: string): Promise<SpendStack> {
   return {
     redis,
     root,
-    async gateway(journalDir) {
+    async gateway(journalDir, opts = {}) {
       const [port, opsPort] = [await freePort(), await freePort()];
       const child = spawn(process.execPath, [MAIN, 'gateway', '--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
         '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', String(port), '--ops-port', String(opsPort),
-        '--ledger-redis-url', redis.url, '--log-level', 'error', '--ledger-journal', journalDir ?? 'none'], { stdio: ['ignore', 'ignore', 'pipe'] });
+        '--ledger-redis-url', redis.url, '--log-level', opts.logLevel ?? 'error', '--ledger-journal', journalDir ?? 'none'], { stdio: ['ignore', 'pipe', 'pipe'] });
       running.add(child);
       child.once('exit', () => running.delete(child));
       const stderr: string[] = [];
+      const stdout: string[] = [];
       child.stderr!.on('data', (c: Buffer) => stderr.push(c.toString()));
-      const gw: GatewayProcess = { child, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, stderr };
-      await until('the gateway ready', async () => {
-        if (child.exitCode !== null) throw new Error(`gateway exited (${child.exitCode}): ${stderr.join('')}`);
-        try {
-          return (await fetch(`${gw.opsUrl}/readyz`)).ok;
-        } catch {
-          return false;
-        }
-      }, 30_000, 100);
+      child.stdout!.on('data', (c: Buffer) => stdout.push(c.toString()));
+      const gw: GatewayProcess = { child, url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, stderr, stdout };
+      // A gateway that refuses to start says why on stderr and exits: that is the answer, at once.
+      let gone = false;
+      const exited = new Promise<never>((_, reject) =>
+        child.once('close', (code) => {
+          gone = true;
+          reject(new Error(`gateway exited (${code}): ${stderr.join('')}`));
+        }),
+      );
+      exited.catch(() => {});
+      await Promise.race([
+        exited,
+        until('the gateway ready', async () => {
+          if (gone) return true; // settled by `exited`
+          try {
+            return (await fetch(`${gw.opsUrl}/readyz`)).ok;
+          } catch {
+            return false;
+          }
+        }, 30_000, 100),
+      ]);
       return gw;
     },
     async close() {
