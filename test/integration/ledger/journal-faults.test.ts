@@ -110,10 +110,17 @@ describe('the spend journal belongs to one process and survives bad lines and la
   test('a record that landed just before the kill, replayed after the id retention, counts once', async () => {
     const dir = journalDir(stack, 'journal-late');
     const gw = await stack.gateway(dir);
+    // Warm (its first requests set up the upstream connection), and everything of the warm-up landed and acked.
+    const warm = load(gw, LANES);
+    await sleep(1000);
+    await warm.stop();
+    await settle(stack.redis.url, warm.served, 10_000);
+    await sleep(100);
     // Redis holds the gateway's writes; the requests are answered (the record is journaled before the response).
     await admin.call('CLIENT', 'PAUSE', '2500', 'WRITE');
     const traffic = load(gw, LANES);
-    await sleep(300);
+    const t0 = Date.now();
+    while (traffic.served.length < 10 && Date.now() - t0 < 600) await sleep(20);
     // Frozen before its 1 s command timeout: it never sees the writes land, so it never writes their acks.
     gw.child.kill('SIGSTOP');
     const stopping = traffic.stop(); // requests in flight to the frozen gateway end with its kill
