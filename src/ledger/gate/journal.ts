@@ -220,13 +220,10 @@ export class SpendJournal {
     try {
       this.append(plan.id, { kind: 'r', segment, value: plan }, `{"r":${JSON.stringify(plan)}}\n`);
     } catch (err) {
-      delete plan.keep;
+      // Not on disk: nothing will replay it, so the ledger needs no mark of it. (On disk, and only the new segment
+      // failed to open: the mark stays, as the line names it.)
+      if (!this.open.get(plan.id)?.some((e) => e.value === plan)) delete plan.keep;
       throw err;
-    }
-    if (plan.keep !== undefined) {
-      let set = this.keeps.get(segment);
-      if (!set) this.keeps.set(segment, (set = new Set()));
-      set.add(plan.keep);
     }
   }
 
