@@ -3,7 +3,7 @@
 // to loopback, shared keys, and the gateway itself. The shared Anthropic key is rate-limited on purpose, so one curl
 // shows a failover from shared capacity to the account's fallback Bedrock credential; other words in a key inject the
 // other faults (DEV_UPSTREAM_FAULTS).
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -170,7 +170,11 @@ export async function startDevGateway(opts: {
   const metrics = createGatewayMetrics();
   const gatewayLog = opts.logger.child({ component: 'gateway' });
   // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
-  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
+  // With Redis, the spend journal beside it, as the chart mounts one. Started empty, as dev's Redis is: an earlier
+  // run's records must not replay into this run's ledger.
+  const journalDir = join(root, 'spend-journal');
+  if (opts.redisUrl) rmSync(journalDir, { recursive: true, force: true });
+  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl, journalDir } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
   const gateway = await startGateway({
     configDir: dirs.config,
     bundleDir: dirs.bundles,

@@ -13,8 +13,9 @@ export interface GatewayLedgerOptions {
   redisUrl?: string;
   snapshotPath?: string;
   /**
-   * Redis only: the spend journal's directory (the chart's emptyDir). Every record and reservation is written there
-   * before the response completes and replayed by the restarted gateway (docs/ledger.md, "Durability of records").
+   * Redis only, and required with it: the spend journal's directory (the chart's emptyDir), or 'none' to run
+   * without one. Every record and reservation is written there before the response completes and replayed by the
+   * restarted gateway (docs/ledger.md, "Durability of records").
    */
   journalDir?: string;
   journalFsync?: string;
@@ -22,8 +23,29 @@ export interface GatewayLedgerOptions {
   logger: Logger;
 }
 
+/** --ledger-journal none: a Redis gateway without a journal, said out loud. */
+export const NO_JOURNAL = 'none';
+
+/**
+ * A Redis gateway without a journal loses what it had queued through an outage when it is killed (docs/ledger.md),
+ * so one is required unless turned off by name; the embedded ledger keeps its month in its snapshot instead.
+ */
+export function journalDirOf(opts: Pick<GatewayLedgerOptions, 'redisUrl' | 'journalDir'>): string | undefined {
+  if (!opts.redisUrl) {
+    if (opts.journalDir !== undefined && opts.journalDir !== NO_JOURNAL) throw new Error('--ledger-journal needs --ledger-redis-url: the embedded ledger keeps its month in its snapshot (--ledger-snapshot)');
+    return undefined;
+  }
+  if (opts.journalDir === undefined || opts.journalDir === '') {
+    throw new Error(
+      '--ledger-redis-url needs --ledger-journal <dir>: without a spend journal, the spend queued while Redis is unreachable is lost when the gateway is killed. ' +
+        `Give it a directory of its own (the chart mounts an emptyDir), or --ledger-journal ${NO_JOURNAL} to run without one`,
+    );
+  }
+  return opts.journalDir === NO_JOURNAL ? undefined : opts.journalDir;
+}
+
 export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<LedgerSpendGate> {
-  if (opts.journalDir && !opts.redisUrl) throw new Error('--ledger-journal needs --ledger-redis-url: the embedded ledger keeps its month in its snapshot (--ledger-snapshot)');
+  const journalDir = journalDirOf(opts);
   const fsync = opts.journalFsync ?? 'batch';
   if (!FSYNC_POLICIES.includes(fsync)) throw new Error(`invalid --ledger-journal-fsync ${fsync}: use ${FSYNC_POLICIES.join(', ')}`);
   const quarantined = new Counter({ name: 'byok_ledger_snapshot_quarantined_total', help: 'Embedded ledger snapshot entries left out at load because they were malformed.', registers: [opts.registry] });
@@ -36,7 +58,7 @@ export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<
       opts.logger.error({ key, reason }, 'ledger snapshot entry quarantined (kept in <snapshot>.quarantine.json); the rest loaded');
     },
   });
-  opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null, journal: opts.journalDir ?? null }, 'spend ledger open');
+  opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null, journal: journalDir ?? null }, 'spend ledger open');
   // Every 402 is counted in the ledger, where the operator turns it into a BudgetExceeded Event (docs/ledger.md, "Refusals").
-  return countRefusals(createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger, ...(opts.journalDir ? { journal: { dir: opts.journalDir, fsync: fsync as FsyncPolicy } } : {}) }), ledger, keys, { logger: opts.logger });
+  return countRefusals(createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger, ...(journalDir ? { journal: { dir: journalDir, fsync: fsync as FsyncPolicy } } : {}) }), ledger, keys, { logger: opts.logger });
 }

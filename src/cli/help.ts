@@ -98,7 +98,9 @@ options:
   --upstream-ca <pem>         extra CA for upstream TLS
   --ledger-redis-url <url>    meter into the shared spend ledger (Redis; docs/ledger.md)
   --ledger-snapshot <file>    without Redis: where the embedded ledger keeps the month across restarts
-  --ledger-journal <dir>      with Redis: spend journal (an emptyDir); records survive kill -9 and Redis outages
+  --ledger-journal <dir|none> required with Redis: the spend journal's directory (an emptyDir; one gateway per
+                              directory: a second is refused), so records survive kill -9 and Redis outages;
+                              none runs without one (what was queued through an outage is lost on a kill)
   --ledger-journal-fsync <p>  none | batch (default: one fdatasync per 10 ms, off the request path) | record
   --status-token-file <file>  token of GET /byok/status that the operator presents
   --egress-allow <cidr|ip|host>  as for the operator and the API (docs/gateway.md, "Egress policy")

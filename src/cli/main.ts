@@ -404,7 +404,12 @@ async function gatewayCommand(rest: string[]): Promise<void> {
   const logger = createLogger({ level: values['log-level'] });
   const egress = egressOption(values['egress-allow']);
   const { createGatewayMetrics, directAccessLog, startGateway } = await import('../gateway/index.ts');
-  const { openGatewaySpendGate } = await import('./gateway-ledger.ts');
+  const { journalDirOf, openGatewaySpendGate } = await import('./gateway-ledger.ts');
+  try {
+    journalDirOf({ redisUrl: values['ledger-redis-url'], journalDir: values['ledger-journal'] });
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
   const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
   if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
   // No path redaction and synchronous stdout on the request path: see createLogger.
@@ -414,7 +419,7 @@ async function gatewayCommand(rest: string[]): Promise<void> {
   const spendGate = await openGatewaySpendGate({
     ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
     ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
-    ...(values['ledger-journal'] ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
+    ...(values['ledger-journal'] !== undefined ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
     registry: metrics.registry,
     logger: gatewayLog,
   });

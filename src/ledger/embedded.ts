@@ -171,6 +171,8 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   };
 
   const ids = new IdMemory(opts.idRetentionMs ?? ID_RETENTION_MS);
+  /** Keep marks of journaled records: key -> id -> first total, until forgetKept. */
+  const kept = new Map<string, Map<string, number>>();
 
   const dropHolds = (id: string, holdKeys: readonly string[]) => {
     for (const k of holdKeys) {
@@ -232,7 +234,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       const at = now();
       return keys.map((k) => live(k, at)?.value ?? 0);
     },
-    async add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string) {
+    async add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string) {
       ensureOpen();
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
@@ -241,7 +243,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       const ns = id === undefined ? '' : ids.namespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
       if (id !== undefined) {
         // Applied before: nothing changes; the first total as it was first returned, then the current ones.
-        const first = ids.recorded(ns, id, at);
+        const first = ids.recorded(ns, id, at) ?? (keep === undefined ? undefined : kept.get(keep)?.get(id));
         if (first !== undefined) return increments.map((inc, i) => (i === 0 ? first : (live(inc.key, at)?.value ?? 0)));
       }
       // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
@@ -260,7 +262,14 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         return c.value;
       });
       if (settle) dropHolds(settle.id, settle.holdKeys);
-      if (id !== undefined) ids.remember(ns, id, out[0] ?? 0, at, false);
+      if (id !== undefined) {
+        ids.remember(ns, id, out[0] ?? 0, at, false);
+        if (keep !== undefined) {
+          let marks = kept.get(keep);
+          if (!marks) kept.set(keep, (marks = new Map()));
+          marks.set(id, out[0] ?? 0);
+        }
+      }
       dirty = true;
       return out;
     },
@@ -290,6 +299,9 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         set.set(req.id, { amount: granted, expiresAt: at + req.ttlMs });
       }
       return { ok: true, granted };
+    },
+    async forgetKept(keys) {
+      for (const k of keys) kept.delete(k);
     },
     async restore() {
       return { raisedCounters: 0, largestMicros: 0, alreadyValid: true };

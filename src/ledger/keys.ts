@@ -58,6 +58,13 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
  */
 export const ID_RETENTION_MS = 20 * 60_000;
 
+/**
+ * How long a journaled record's landed mark outlives its last write when its journal never deletes it (the pod and
+ * its journal gone for good): past a month and the counters' margin, when the record's own counters have lapsed too.
+ * A journal deletes its marks with each segment it deletes, so they normally live for seconds.
+ */
+export const KEPT_ID_TTL_MS = 40 * 86_400_000;
+
 /** The account part of a key: everything up to its `{<accountId>}` hash tag ('' without one). */
 export function idNamespace(key: string): string {
   const open = key.indexOf('{');

@@ -68,8 +68,12 @@ export interface Ledger {
    * timed out on the client but ran) changes nothing and returns the first counter's total as its first application
    * returned it (what a BYOK fee is computed from), then the current totals. Ids are kept per account (the hash tag of
    * the keys) for ID_RETENTION_MS at least.
+   * With `keep` (a journaled record: a key of the same account), the id is also marked there, and found there until
+   * `forgetKept` deletes it (or KEPT_ID_TTL_MS passes): a replay at any age while its journal holds it counts once.
    */
-  add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string): Promise<Micros[]>;
+  add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string): Promise<Micros[]>;
+  /** Deletes keep marks (a journal segment whose records are all done was deleted). */
+  forgetKept(keys: readonly string[]): Promise<void>;
   /**
    * Check-and-reserve, atomically (one script in Redis, one synchronous step embedded): every check must fit
    * (counted + live holds + amount <= limit, or < limit for a 0 amount; with a floor, the amount shrinks to fit down

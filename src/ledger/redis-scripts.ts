@@ -1,3 +1,5 @@
+import { KEPT_ID_TTL_MS } from './keys.ts';
+
 // The ledger's Lua scripts (Redis runs each without interleaving: every script is one atomic step). redis.ts sends
 // them by EVALSHA; their KEYS all carry one account's hash tag, so each runs in one Redis Cluster slot.
 // Ids (issue 37): a call carrying an id is applied once. A call that timed out on the client still runs when Redis
@@ -25,10 +27,14 @@ end
 // running totals too, before anything is written. The expiry is set when the increment created the key (its value
 // equals the amount), once per window. The holds go in the same script: a request's spend and its hold are never
 // both counted. A call already applied (or earlier in this batch) returns its first total, then the current ones.
+// A journaled record also names a "keep" hash (ARGV[5]: its lifetime, ms; per call: its key index or ''): its id is
+// marked there too, and found there for as long as the journal segment holding the record exists (the gateway
+// deletes the hash with the segment), so a replay after the id sets lapsed still counts once.
 export const ADD_SCRIPT = `
 ${FIND_RECORDED}
 local idsAt = tonumber(ARGV[1])
 local nc = tonumber(ARGV[2])
+local keepTtl = tonumber(ARGV[5])
 local cur, prev
 if ARGV[3] == '1' then
   cur = KEYS[1]
@@ -40,10 +46,10 @@ for v in string.gmatch(ARGV[4], '[^,]+') do
   nk = nk + 1
   at[nk] = tonumber(v)
 end
--- Per call: id, increments (key index, amount as sent), hold key indexes, member, already applied.
-local ids, incs, holds, member, dup = {}, {}, {}, {}, {}
+-- Per call: id, increments (key index, amount as sent), hold key indexes, member, keep index, already applied.
+local ids, incs, holds, member, keep, dup = {}, {}, {}, {}, {}, {}
 for c = 1, nc do
-  local a = 1 + 4 * c
+  local a = 1 + 5 * c
   ids[c] = ARGV[a]
   local list = {}
   for k, by in string.gmatch(ARGV[a + 1], '(%d+):(%-?%d+)') do list[#list + 1] = {tonumber(k), by} end
@@ -52,6 +58,14 @@ for c = 1, nc do
   for k in string.gmatch(ARGV[a + 2], '%d+') do hl[#hl + 1] = tonumber(k) end
   holds[c] = hl
   member[c] = ARGV[a + 3]
+  keep[c] = tonumber(ARGV[a + 4])
+end
+local function landed(c)
+  local v = recorded(cur, prev, ids[c])
+  if v or not keep[c] then return v end
+  v = redis.call('HGET', KEYS[keep[c]], ids[c])
+  if v then return v end
+  return false
 end
 -- A batch is one account: one pair of id sets, so ids seen earlier in it are keyed by id alone.
 local running = {}
@@ -59,7 +73,7 @@ local seen = {}
 for c = 1, nc do
   local id = ids[c]
   if id ~= '' then
-    if seen[id] or recorded(cur, prev, id) then dup[c] = true else seen[id] = true end
+    if seen[id] or landed(c) then dup[c] = true else seen[id] = true end
   end
   if not dup[c] then
     for _, inc in ipairs(incs[c]) do
@@ -76,7 +90,7 @@ local n = 0
 local remembered = false
 for c = 1, nc do
   if dup[c] then
-    local first = recorded(cur, prev, ids[c])
+    local first = landed(c)
     for i, inc in ipairs(incs[c]) do
       n = n + 1
       if i == 1 then out[n] = tonumber(first) else out[n] = tonumber(redis.call('GET', KEYS[inc[1]]) or '0') or 0 end
@@ -95,6 +109,10 @@ for c = 1, nc do
     if ids[c] ~= '' then
       redis.call('HSET', cur, ids[c], first)
       remembered = true
+      if keep[c] then
+        redis.call('HSET', KEYS[keep[c]], ids[c], first)
+        redis.call('PEXPIRE', KEYS[keep[c]], keepTtl)
+      end
     end
   end
 end
@@ -108,6 +126,8 @@ export interface AddCall {
   id: string;
   increments: readonly { key: string; by: number; expiresAt: number | null }[];
   settle: { id: string; amount: number; holdKeys: readonly string[] } | undefined;
+  /** A journaled record's keep hash (needs an id). */
+  keep?: string | undefined;
 }
 
 /**
@@ -132,13 +152,13 @@ export function encodeAddBatch(calls: readonly AddCall[], idSets: { current: str
     }
     return i;
   };
-  const args: string[] = [String(idSets?.expiresAt ?? 0), String(calls.length), idSets ? '1' : '0', ''];
+  const args: string[] = [String(idSets?.expiresAt ?? 0), String(calls.length), idSets ? '1' : '0', '', String(KEPT_ID_TTL_MS)];
   for (const c of calls) {
     let incs = '';
     for (const inc of c.increments) incs += `${incs === '' ? '' : ','}${slot(inc.key, inc.expiresAt)}:${inc.by}`;
     let holds = '';
     for (const h of c.settle?.holdKeys ?? []) holds += `${holds === '' ? '' : ','}${slot(h, null)}`;
-    args.push(c.id, incs, holds, c.settle ? `${c.settle.id}|${c.settle.amount}` : '');
+    args.push(c.id, incs, holds, c.settle ? `${c.settle.id}|${c.settle.amount}` : '', c.keep && c.id !== '' ? String(slot(c.keep, null)) : '');
   }
   args[3] = expiries.map((e) => e ?? 0).join(',');
   return { keys, args };
@@ -241,6 +261,11 @@ for i = 1, n do
   end
 end
 return {1, granted}
+`;
+
+// Deletes one key (the keep hash of a deleted journal segment; one call per key: each may be another account's slot).
+export const FORGET_SCRIPT = `
+return redis.call('DEL', KEYS[1])
 `;
 
 // Drops one reservation's member ("<id>|<amount>", ARGV[1]) from its hold sets (KEYS from 2), in one round trip, and

@@ -24,6 +24,7 @@ interface PendingAdd {
   settle: HoldRelease | undefined;
   /** Applied once per id ('' = no id). */
   id: string;
+  keep: string | undefined;
   resolve(totals: Micros[]): void;
   reject(err: Error): void;
 }
@@ -215,12 +216,12 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       }
       return values.map((v) => (v === null ? 0 : Number(v)));
     },
-    add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string): Promise<Micros[]> {
+    add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string): Promise<Micros[]> {
       for (const inc of increments) {
         if (!Number.isSafeInteger(inc.by)) return Promise.reject(new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`));
       }
       if (increments.length === 0 && (settle?.holdKeys.length ?? 0) === 0) return Promise.resolve([]);
-      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, id: id ?? '', resolve, reject }));
+      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, id: id ?? '', keep, resolve, reject }));
     },
     async reserve(req) {
       const keys: string[] = [];
@@ -258,6 +259,13 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
         throw unavailable(err);
       }
       return { raisedCounters: out[0] ?? 0, largestMicros: out[1] ?? 0, alreadyValid: out[2] === 1 };
+    },
+    async forgetKept(keys) {
+      try {
+        for (const k of keys) await connection.run('forget', [k], []);
+      } catch (err) {
+        throw unavailable(err);
+      }
     },
     async release(id, amount, holdKeys) {
       if (holdKeys.length === 0) return;

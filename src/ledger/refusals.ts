@@ -71,6 +71,7 @@ export function countRefusals(gate: LedgerSpendGate, ledger: Ledger, keys: KeySp
     release: (reservation) => gate.release(reservation),
     pendingRecords: () => gate.pendingRecords(),
     drain: (timeoutMs) => gate.drain(timeoutMs),
+    abandon: () => gate.abandon(),
     async admit(req) {
       const decision = await gate.admit(req);
       note(req, decision);

@@ -6,14 +6,16 @@
 // - admit fails closed by default: a request under at least one budget limit is refused with
 //   LedgerUnavailableError (the gateway answers 503); `admitWhenUnavailable: 'open'` admits instead.
 // - record never drops silently: a failed write is queued in order and replayed with backoff; its promise settles
-//   when the replay lands. Past maxPendingRecords the oldest is dropped, counted and rejected.
+//   when the replay lands. Past maxPendingRecords the oldest is dropped, counted and rejected; with a journal it is
+//   kept on disk instead (not done) and queued again once the queue has room.
 // - with a journal, a record is on disk before record() returns its promise (synchronously, so before the gateway
 //   answers), and a restarted gateway replays what never landed; writes are idempotent by generation id.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { Admission, releaseInBackground } from './gate/admission.ts';
-import { SpendJournal, type FsyncPolicy, type RecoveredEntries } from './gate/journal.ts';
+import { SpendJournal, type FsyncPolicy, type JournalWriter, type RecoveredEntries } from './gate/journal.ts';
+import type { LockOptions } from './gate/journal-lock.ts';
 import { GateKeyCache } from './gate/key-cache.ts';
 import { createGateMetrics, type GateMetrics } from './gate/metrics.ts';
 import { planRecord, type RecordPlan } from './gate/record-plan.ts';
@@ -34,7 +36,7 @@ export interface SpendGateOptions {
   retryMinMs?: number;
   retryMaxMs?: number;
   /** A directory for the spend journal (the chart's emptyDir): spend survives the gateway's kill -9. */
-  journal?: { dir: string; fsync?: FsyncPolicy; batchMs?: number; segmentBytes?: number };
+  journal?: { dir: string; fsync?: FsyncPolicy; batchMs?: number; segmentBytes?: number; lock?: LockOptions; writer?: JournalWriter };
   registry?: Registry;
   logger?: Logger;
 }
@@ -47,6 +49,8 @@ export interface LedgerSpendGate extends SpendGate {
   pendingRecords(): number;
   /** Resolves when no record is waiting (or rejects after timeoutMs). */
   drain(timeoutMs?: number): Promise<void>;
+  /** As if the process were killed now (tests and the fault generator): nothing more is written, the journal's lock is left behind. */
+  abandon(): void;
 }
 
 class ComposedSpendGate implements LedgerSpendGate {
@@ -59,6 +63,11 @@ class ComposedSpendGate implements LedgerSpendGate {
   private readonly queue: ReplayQueue;
   private readonly journal: SpendJournal | undefined;
   private readonly retry: { minMs: number; maxMs: number };
+  /** Records applied outside the queue right now (a spilled record found in the journal is not queued twice meanwhile). */
+  private readonly applying = new Set<string>();
+  /** Some records past the queue's bound wait on disk only. */
+  private spilled = false;
+  private readonly maxPending: number;
   private closed = false;
 
   constructor(ledger: Ledger, opts: SpendGateOptions) {
@@ -69,7 +78,14 @@ class ComposedSpendGate implements LedgerSpendGate {
     this.retry = { minMs: opts.retryMinMs ?? 100, maxMs: opts.retryMaxMs ?? 5000 };
     const stopped = () => this.closed;
     let recovered: RecoveredEntries | undefined;
-    if (opts.journal) ({ journal: this.journal, recovered } = SpendJournal.open(opts.journal));
+    if (opts.journal) {
+      ({ journal: this.journal, recovered } = SpendJournal.open({
+        ...opts.journal,
+        onSegmentDropped: (keeps) => this.forgetKept(keeps),
+        onLockLost: () => this.log?.error({ journal: opts.journal?.dir }, 'spend journal lock removed or replaced while this gateway holds it: another process may be using the directory'),
+      }));
+    }
+    this.maxPending = opts.maxPendingRecords ?? (this.journal ? 100_000 : 10_000);
     const journal = this.journal;
     this.admission = new Admission({
       ledger,
@@ -89,7 +105,18 @@ class ComposedSpendGate implements LedgerSpendGate {
       settled: (plan, _landed, err) => {
         if (!(err instanceof FeeNotRecordedError)) journal?.done(plan.id);
       },
-      max: opts.maxPendingRecords ?? (journal ? 100_000 : 10_000),
+      max: this.maxPending,
+      ...(journal
+        ? {
+            spill: () => {
+              this.spilled = true;
+              this.metrics.journalSpilled.inc();
+            },
+            emptied: () => {
+              if (this.spilled) setImmediate(() => this.requeueSpilled());
+            },
+          }
+        : {}),
       retry: this.retry,
       metrics: this.metrics,
       log: this.log,
@@ -136,6 +163,11 @@ class ComposedSpendGate implements LedgerSpendGate {
     return this.queue.drain(timeoutMs);
   }
 
+  abandon(): void {
+    this.closed = true;
+    this.journal?.abandon();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     // One last replay attempt, then whatever still waits is lost, or (journal) left for the next start.
@@ -164,6 +196,15 @@ class ComposedSpendGate implements LedgerSpendGate {
   }
 
   private async applyNow(plan: RecordPlan): Promise<RecordedSpend> {
+    this.applying.add(plan.id);
+    try {
+      return await this.applyNowOnce(plan);
+    } finally {
+      this.applying.delete(plan.id);
+    }
+  }
+
+  private async applyNowOnce(plan: RecordPlan): Promise<RecordedSpend> {
     try {
       const spend = await this.recorder.apply(plan);
       this.journal?.done(plan.id);
@@ -188,8 +229,36 @@ class ComposedSpendGate implements LedgerSpendGate {
    * month-to-date stays in order), and the reservations of requests it never finished are released (docs/ledger.md,
    * "Lapsed holds": not charged).
    */
+  /**
+   * The queue has room again and records past its bound wait in the journal only: queue them again, in the order they
+   * were written, up to the bound (the rest wait for the next time it empties).
+   */
+  private requeueSpilled(): void {
+    if (this.closed || !this.journal || this.queue.size() > 0) return;
+    this.spilled = false;
+    let n = 0;
+    for (const plan of this.journal.pendingRecords()) {
+      if (this.applying.has(plan.id)) continue;
+      if (n >= this.maxPending) {
+        this.spilled = true;
+        break;
+      }
+      n++;
+      this.queue.enqueue(plan, n === 1).catch(() => {}); // its outcome is the journal's: done when it lands
+    }
+  }
+
+  /** Best effort: a segment's keep marks that cannot be deleted now lapse by themselves (KEPT_ID_TTL_MS). */
+  private forgetKept(keeps: readonly string[]): void {
+    this.ledger.forgetKept(keeps).catch((err: unknown) => this.log?.debug({ keys: keeps.length, err: err instanceof Error ? err.message : String(err) }, 'journal keep marks not deleted: they lapse by themselves'));
+  }
+
   private recover(recovered: RecoveredEntries): void {
-    if (recovered.unreadableLines > 0) this.log?.warn({ lines: recovered.unreadableLines }, 'spend journal: unreadable lines skipped (a write cut by the kill)');
+    if (recovered.tookOverLock) this.log?.warn({ journal: this.journal?.dir, previous: recovered.tookOverLock }, 'spend journal: took over the lock of a process that is gone');
+    if (recovered.unreadableLines > 0) {
+      this.metrics.journalUnreadableLines.inc(recovered.unreadableLines);
+      this.log?.warn({ lines: recovered.unreadableLines, first: recovered.skipped.slice(0, 5) }, 'spend journal: unreadable lines skipped (a write cut by a kill or a full disk, or a line of the wrong shape); the rest replays');
+    }
     for (const plan of recovered.records) {
       this.metrics.journalReplayed.inc();
       this.queue.enqueue(plan, true).catch((err: unknown) => this.log?.error({ generation_id: plan.id, err: err instanceof Error ? err.message : String(err) }, 'journaled record not replayed'));

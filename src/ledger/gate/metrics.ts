@@ -13,6 +13,10 @@ export interface GateMetrics {
   journalHoldsReleased: Counter;
   /** Journal writes that failed (disk full, I/O error): those requests were kept in memory only. */
   journalWriteFailures: Counter;
+  /** Journal lines that could not be used at start (cut by a kill or a full disk, or of the wrong shape): skipped. */
+  journalUnreadableLines: Counter;
+  /** Records past the replay queue's bound kept on disk only, queued again once it had room. */
+  journalSpilled: Counter;
 }
 
 export function createGateMetrics(registry: Registry | undefined): GateMetrics {
@@ -26,5 +30,7 @@ export function createGateMetrics(registry: Registry | undefined): GateMetrics {
     journalReplayed: new Counter({ name: 'byok_ledger_journal_replayed_total', help: 'Records a previous gateway process journaled but never saw land, replayed at start.', registers }),
     journalWriteFailures: new Counter({ name: 'byok_ledger_journal_write_failures_total', help: 'Spend journal writes that failed (disk full, I/O error): those requests were kept in memory only, as without a journal.', registers }),
     journalHoldsReleased: new Counter({ name: 'byok_ledger_journal_holds_released_total', help: 'Reservations of requests a previous gateway process never finished (killed mid-request), released at start.', registers }),
+    journalUnreadableLines: new Counter({ name: 'byok_ledger_journal_unreadable_lines_total', help: 'Spend journal lines skipped at start: cut by a kill or a full disk, or not of the shape this version writes.', registers }),
+    journalSpilled: new Counter({ name: 'byok_ledger_journal_spilled_total', help: 'Records past the replay queue bound kept in the spend journal only (not dropped), queued again when the queue had room.', registers }),
   };
 }

@@ -20,6 +20,11 @@ export interface RecordPlan {
   byok?: { plan: PlanName; listCostMicros: Micros; feeKey: string; feeExpiresAt: number | null };
   /** Shared capacity: what the gateway charged (the list cost); 0 for BYOK. */
   chargedMicros: Micros;
+  /**
+   * Journaled records only: a key of the account where the ledger keeps this id's landed mark until the journal
+   * segment holding the record is deleted (set by the journal; docs/ledger.md, "Replays at any age").
+   */
+  keep?: string;
 }
 
 // Every window of every budget scope of the request gets both parts, whatever the scope's limits and flag are

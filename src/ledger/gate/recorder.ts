@@ -33,22 +33,22 @@ export class Recorder {
   }
 
   async apply(plan: RecordPlan): Promise<RecordedSpend> {
-    const totals = await this.opts.ledger.add(plan.increments, plan.settle, plan.id);
+    const totals = await this.opts.ledger.add(plan.increments, plan.settle, plan.id, plan.keep);
     if (!plan.byok) return { feeMicros: 0, chargedMicros: plan.chargedMicros, freeListCostMicros: 0 };
     // A replayed add returns the month-to-date its first application saw, so the fee is the same whenever it lands.
     const cost = plan.byok.listCostMicros;
     const before = (totals[0] ?? cost) - cost;
     const charge = byokCharge({ plan: plan.byok.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
-    if (charge.feeMicros > 0) await this.addWithRetry([{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }], `${plan.id}:fee`);
+    if (charge.feeMicros > 0) await this.addWithRetry([{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }], `${plan.id}:fee`, plan.keep);
     return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
   }
 
-  private async addWithRetry(increments: CounterIncrement[], id: string): Promise<void> {
+  private async addWithRetry(increments: CounterIncrement[], id: string, keep: string | undefined): Promise<void> {
     const { ledger, metrics, retry, stopped } = this.opts;
     let delay = retry.minMs;
     for (;;) {
       try {
-        await ledger.add(increments, undefined, id);
+        await ledger.add(increments, undefined, id, keep);
         return;
       } catch (err) {
         if (!(err instanceof LedgerUnavailableError)) throw err;

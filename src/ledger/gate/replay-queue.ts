@@ -1,6 +1,7 @@
 // Records waiting for the ledger to come back, in order (later records wait behind them, so each replayed BYOK
-// request's month-to-date is exact), replayed with backoff, in chunks sent in order. Bounded: past `max` the oldest is dropped, counted and
-// rejected. The queue owns no durability: with a journal, every record in it is already on disk (spend-gate.ts).
+// request's month-to-date is exact), replayed with backoff, in chunks sent in order. Bounded: past `max` the oldest
+// leaves memory. Without a journal it is dropped, counted and rejected; with one (`spill`) it stays on disk, not done,
+// and the spend gate queues it again once the queue has room (spend-gate.ts). The queue owns no durability.
 import type { Logger } from 'pino';
 import type { RecordedSpend } from '../../contract/spend-gate.ts';
 import { LedgerUnavailableError } from '../ledger.ts';
@@ -23,6 +24,10 @@ export interface ReplayQueueOptions {
   apply: (plan: RecordPlan) => Promise<RecordedSpend>;
   /** Told when a record leaves the queue: landed, or failed for good (dropped or refused). */
   settled?: (plan: RecordPlan, landed: boolean, err?: Error) => void;
+  /** With a journal: past `max` the oldest leaves memory only (it is on disk, not done); told here instead of dropped. */
+  spill?: (plan: RecordPlan) => void;
+  /** Told whenever the queue becomes empty. */
+  emptied?: () => void;
   max: number;
   /** Records sent at once while draining; default 256. */
   chunk?: number;
@@ -56,6 +61,11 @@ export class ReplayQueue {
       while (this.waiting.length > this.opts.max) {
         const oldest = this.waiting.shift() as Waiting;
         oldest.done = true;
+        if (this.opts.spill) {
+          this.opts.spill(oldest.plan);
+          oldest.reject(new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend kept in the journal, replayed when the queue has room'));
+          continue;
+        }
         this.opts.metrics.dropped.inc();
         this.opts.log?.error({ generation_id: oldest.plan.id }, 'ledger replay queue full: spend of the oldest waiting request dropped');
         this.fail(oldest, new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend not recorded'));
@@ -168,6 +178,8 @@ export class ReplayQueue {
 
   private settleDrain(): void {
     this.opts.metrics.pending.set(this.waiting.length);
+    if (this.waiting.length > 0) return;
+    this.opts.emptied?.();
     if (this.waiting.length === 0) for (const w of this.drainWaiters) w();
   }
 }

@@ -34,7 +34,7 @@ export interface SpendStack {
   redis: RedisServer;
   root: string;
   upstreams: Upstreams;
-  /** Starts a gateway process on the shared Redis; with `journalDir`, its spend journal there. */
+  /** Starts a gateway process on the shared Redis; with `journalDir`, its spend journal there (else `--ledger-journal none`). */
   gateway(journalDir?: string): Promise<GatewayProcess>;
   close(): Promise<void>;
 }
@@ -107,7 +107,7 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
       // Its own ports (0): the URLs come from its "gateway listening" line, so info level.
       const gw = await spawnGateway(['--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
         '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', '0', '--ops-port', '0',
-        '--ledger-redis-url', redis.url, '--log-level', 'info', ...(journalDir ? ['--ledger-journal', journalDir] : [])], running);
+        '--ledger-redis-url', redis.url, '--log-level', 'info', '--ledger-journal', journalDir ?? 'none'], running);
       await until('the gateway ready', async () => {
         if (gw.child.exitCode !== null) throw new Error(`gateway exited (${gw.child.exitCode}): ${gw.output.join('')}`);
         try {

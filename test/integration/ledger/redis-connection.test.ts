@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { createRedisLedger, LedgerResetError, LedgerUnavailableError, type RedisLedger } from '../../../src/ledger/index.ts';
 import { encodeAddBatch } from '../../../src/ledger/redis-scripts.ts';
+import { KEPT_ID_TTL_MS } from '../../../src/ledger/keys.ts';
 import type { ReserveRequest } from '../../../src/ledger/ledger.ts';
 import { beforeCap } from '../../support/order.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
@@ -118,8 +119,10 @@ test('a record batch names each key once: 5 requests on the same 5 counters send
   }));
   const { keys, args } = encodeAddBatch(calls, { current: `${acct('d')}:ids:1`, previous: `${acct('d')}:ids:0`, expiresAt: 42 });
   expect(keys).toEqual([`${acct('d')}:ids:1`, `${acct('d')}:ids:0`, ...['list', 'd', 'w', 'm', 'life'].map((w) => `${acct('d')}:${w}`), `${acct('d')}:d:holds`]);
-  expect(args.slice(0, 4)).toEqual(['42', '5', '1', `0,0,${day},${day},${day},${day},0,0`]);
-  expect(args.slice(4, 8)).toEqual(['gen-d-0', '3:100,4:100,5:100,6:100,7:100', '8', 'gen-d-0|500']);
+  expect(args.slice(0, 5)).toEqual(['42', '5', '1', `0,0,${day},${day},${day},${day},0,0`, String(KEPT_ID_TTL_MS)]);
+  // Per call: id, increments, hold sets, hold member, keep hash ('' = not journaled).
+  expect(args.slice(5, 10)).toEqual(['gen-d-0', '3:100,4:100,5:100,6:100,7:100', '8', 'gen-d-0|500', '']);
+  expect(args).toHaveLength(5 + 5 * 5);
   // And the script applies it: every request learns its running total; the holds are dropped.
   const ledger = await createRedisLedger({ url: redis.url });
   try {
@@ -151,4 +154,24 @@ test('the ledger works in a process whose prototypes are frozen (the gateway har
   const out = spawnSync(process.execPath, ['--no-warnings=ExperimentalWarning', '--input-type=module', '-e', code, redis.url], { encoding: 'utf8', timeout: 20_000 });
   expect(out.stderr).toBe('');
   expect(JSON.parse(out.stdout)).toEqual({ frozen: true, added: [5], reserved: { ok: true, granted: 10 }, read: [5] });
+});
+
+test("a journaled record's keep mark outlives the id sets: replayed after they lapsed it counts once, until the journal forgets it", async () => {
+  const ledger = await createRedisLedger({ url: redis.url, batchWindowMs: 0 });
+  try {
+    const inc = [{ key: `${acct('k')}:list`, by: 250, expiresAt: null }];
+    const keep = `${acct('k')}:jids:journal-1:7`;
+    expect(await ledger.add(inc, undefined, 'gen-k-1', keep)).toEqual([250]);
+    expect(await admin.hget(keep, 'gen-k-1')).toBe('250');
+    expect(await admin.pttl(keep)).toBeGreaterThan(KEPT_ID_TTL_MS - 60_000);
+    // The id sets lapse (20-40 minutes); the replay finds the keep mark and returns the first total.
+    for (const key of await admin.keys(`${acct('k')}:ids:*`)) await admin.del(key);
+    expect(await ledger.add(inc, undefined, 'gen-k-1', keep)).toEqual([250]);
+    expect(await admin.get(`${acct('k')}:list`)).toBe('250');
+    // The journal deleted the segment: the mark goes, and (ids lapsed too) the id is unknown again.
+    await ledger.forgetKept([keep]);
+    expect(await admin.exists(keep)).toBe(0);
+  } finally {
+    await ledger.close();
+  }
 });

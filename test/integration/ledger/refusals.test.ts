@@ -114,7 +114,7 @@ test('close() writes the refusals still tallied', async () => {
 });
 
 test("the gateway's own wiring (cli/gateway-ledger.ts) counts its refusals", async () => {
-  const gate = await openGatewaySpendGate({ redisUrl: redis.url, registry: new Registry(), logger: pino({ level: 'silent' }) });
+  const gate = await openGatewaySpendGate({ redisUrl: redis.url, journalDir: 'none', registry: new Registry(), logger: pino({ level: 'silent' }) });
   const reader = await createRedisLedger({ url: redis.url });
   try {
     const acc = await setup(reader);

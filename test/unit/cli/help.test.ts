@@ -33,6 +33,9 @@ describe('CLI help', () => {
     ['a missing subcommand', ['management-key', '--namespace', 'x'], 'management-key', /usage: management-key create/],
     ['a missing argument', ['explain', '--config-dir', '/tmp'], 'explain', /explain needs --request/],
     ['a missing value', ['validate', 'config/samples', '-o'], 'validate', /argument missing|requires/i],
+    // Redis without a spend journal loses what it queued through an outage when killed: said, not silently allowed.
+    ['Redis without a spend journal', ['gateway', '--ledger-redis-url', 'redis://127.0.0.1:1', '--config-dir', '/tmp'], 'gateway', /--ledger-redis-url needs --ledger-journal <dir>.*--ledger-journal none to run without one/],
+    ['a spend journal without Redis', ['gateway', '--ledger-journal', '/tmp/j', '--config-dir', '/tmp'], 'gateway', /--ledger-journal needs --ledger-redis-url/],
   ])('%s exits 2 (as the page says) with the message and the page on stderr', (_what, args, command, message) => {
     const r = cli(...args);
     expect(r.status).toBe(EXIT.usage);

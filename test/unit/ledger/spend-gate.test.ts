@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, windowsAt } from '../../../src/ledger/index.ts';
+import { createEmbeddedLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, windowsAt } from '../../../src/ledger/index.ts';
 import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../integration/ledger/fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
@@ -38,6 +38,7 @@ describe('spend gate with a journal', () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(dying.pendingRecords()).toBe(5);
     // kill -9: no close(). The ledger comes back; a new gate opens the same journal.
+    dying.abandon();
     ledger.down = false;
     const registry = new Registry();
     const next = createSpendGate(ledger, opts(dir, registry));
@@ -62,6 +63,7 @@ describe('spend gate with a journal', () => {
     expect((await admit(dying, 'gen-inflight')).allowed).toBe(true);
     // The budget has room for one 2 USD maximum: while the dead process's hold lives, the next request is refused.
     expect((await admit(dying, 'gen-next')).allowed).toBe(false);
+    dying.abandon();
     const registry = new Registry();
     const next = createSpendGate(ledger, opts(dir, registry));
     await new Promise((r) => setTimeout(r, 20));
@@ -115,4 +117,53 @@ describe('spend gate with a journal', () => {
     expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 2 * USD });
     await gate.close();
   });
+
+  test('past the queue bound a journaled record stays on disk, not done: none is dropped, and all land once the ledger is back', async () => {
+    const dir = tmp();
+    const ledger = switchedLedger();
+    const acc = ledgerAccount();
+    const registry = new Registry();
+    const gate = createSpendGate(ledger, { ...opts(dir, registry), maxPendingRecords: 2 });
+    ledger.down = true;
+    const outcomes = Array.from({ length: 6 }, () => gate.record(finished(ctx(acc, AT), USD, false)).then(() => 'landed', (e: unknown) => (e as Error).message));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(gate.pendingRecords()).toBe(2);
+    expect(await metric(registry, 'byok_ledger_journal_spilled_total')).toBe(4);
+    expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(0);
+    ledger.down = false;
+    await gate.drain(2000);
+    // The spilled ones are queued again from the journal when the queue empties (two at a time: the bound).
+    for (let i = 0; i < 100 && (await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).chargedMicros < 6 * USD; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 6 * USD });
+    const said = await Promise.all(outcomes);
+    expect(said.filter((o) => o === 'landed')).toHaveLength(2);
+    expect(said.filter((o) => o !== 'landed').every((o) => o.includes('kept in the journal'))).toBe(true);
+    await gate.close();
+    // Nothing left for the next process.
+    const next = createSpendGate(ledger, opts(dir));
+    expect(next.pendingRecords()).toBe(0);
+    await next.close();
+  });
+
+  test('a record that landed just before a kill and is replayed long after the id retention counts once', async () => {
+    const dir = tmp();
+    let clock = AT.getTime();
+    const inner = createEmbeddedLedger({ now: () => clock, idRetentionMs: 60_000 });
+    const ledger = switchedLedger(inner);
+    const acc = ledgerAccount();
+    const dying = createSpendGate(ledger, { ...opts(dir), journal: { dir, fsync: 'none' as const, batchMs: 60_000 } });
+    await dying.record(finished(ctx(acc, AT), 3 * USD, true));
+    // Landed; its ack is still buffered when the process is killed.
+    dying.abandon();
+    clock += 10 * 60_000; // the id sets of that time have lapsed
+    const next = createSpendGate(ledger, opts(dir));
+    await next.drain(2000);
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 3 * USD });
+    await next.close();
+    // The segment is gone, and with it the keep marks: the next start has nothing to replay or keep.
+    const third = createSpendGate(ledger, opts(dir));
+    expect(third.pendingRecords()).toBe(0);
+    await third.close();
+  });
 });
+
