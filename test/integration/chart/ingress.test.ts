@@ -40,7 +40,7 @@ const objects = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
 
 const ROUTE_ON = ['httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=shared', 'httpRoute.parentRefs[0].namespace=gateway-system'];
-const EVERYTHING = ['gateway.enabled=true', 'ingress.enabled=true', ...ROUTE_ON, 'serviceMonitor.enabled=true', 'monitoring.grafanaDashboard.enabled=true'];
+const EVERYTHING = ['gateway.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.type=NodePort', 'ingress.enabled=true', ...ROUTE_ON, 'serviceMonitor.enabled=true', 'monitoring.grafanaDashboard.enabled=true'];
 
 async function dryRun(text: string, name: string): Promise<string> {
   const file = join(mkdtempSync(join(tmpdir(), 'chart-ingress-')), `${name}.yaml`);
@@ -173,23 +173,30 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     await expect(template('rel', ns, 'api.service.nodePort=30080')).rejects.toThrow(/api\.service\.nodePort needs api\.service\.type NodePort or LoadBalancer/);
   });
 
-  test('Service type, node port and annotations for the gateway and the REST API, accepted by the apiserver', async () => {
+  test('Service type, node port and annotations for the gateway and the REST API; a NodePort or LoadBalancer gateway exposes its tenant port alone', async () => {
     const text = await template('rel', ns, 'gateway.enabled=true', 'aggregatedApi.enabled=false', 'admissionPolicy.enabled=false',
       'gateway.service.type=NodePort', 'gateway.service.nodePort=31080', 'gateway.service.annotations.example\\.com/owner=llm',
       'api.service.type=LoadBalancer', 'api.service.port=8080', 'string:api.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-internal=true');
     const all = objects(text);
+    // The tenant port alone goes outside: the ops port (metrics, the status endpoint) stays on the ClusterIP Service.
     const gw = find(all, 'Service', 'rel-byok-gateway')!;
-    expect(gw.metadata.annotations).toEqual({ 'example.com/owner': 'llm' });
-    expect(gw.spec).toMatchObject({ type: 'NodePort', ports: [{ name: 'http', port: 80, targetPort: 'http', nodePort: 31080 }, { name: 'ops', port: 8081, targetPort: 'ops' }] });
+    expect(gw.metadata.annotations).toBeUndefined();
+    expect(gw.spec).toMatchObject({ type: 'ClusterIP', ports: [{ name: 'http', port: 80, targetPort: 'http' }, { name: 'ops', port: 8081, targetPort: 'ops' }] });
+    const external = find(all, 'Service', 'rel-byok-gateway-external')!;
+    expect(external.metadata.annotations).toEqual({ 'example.com/owner': 'llm' });
+    expect(external.spec).toMatchObject({ type: 'NodePort', ports: [{ name: 'http', port: 80, targetPort: 'http', nodePort: 31080 }] });
+    expect(find(all, 'NetworkPolicy', 'rel-byok-gateway')).toBeDefined();
     const api = find(all, 'Service', 'rel-byok-api')!;
     expect(api.metadata.annotations).toEqual({ 'service.beta.kubernetes.io/aws-load-balancer-internal': 'true' });
     expect(api.spec).toMatchObject({ type: 'LoadBalancer', ports: [{ name: 'http', port: 8080, targetPort: 'http' }] });
     const out = await dryRun(text, 'services');
     expect(out).toMatch(/service\/rel-byok-gateway created \(server dry run\)/);
+    expect(out).toMatch(/service\/rel-byok-gateway-external created \(server dry run\)/);
     expect(out).toMatch(/service\/rel-byok-api created \(server dry run\)/);
-    // By default: ClusterIP, no annotations.
-    const plain = find(objects(await template('rel', ns, 'gateway.enabled=true')), 'Service', 'rel-byok-gateway')!;
-    expect(plain.spec).toMatchObject({ type: 'ClusterIP' });
-    expect(plain.metadata.annotations).toBeUndefined();
+    // By default: ClusterIP, no external Service; annotations of a ClusterIP type go on the one Service.
+    const plain = objects(await template('rel', ns, 'gateway.enabled=true', 'gateway.service.annotations.example\\.com/owner=llm'));
+    expect(find(plain, 'Service', 'rel-byok-gateway')?.spec).toMatchObject({ type: 'ClusterIP' });
+    expect(find(plain, 'Service', 'rel-byok-gateway')?.metadata.annotations).toEqual({ 'example.com/owner': 'llm' });
+    expect(find(plain, 'Service', 'rel-byok-gateway-external')).toBeUndefined();
   });
 });

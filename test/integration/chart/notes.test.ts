@@ -82,7 +82,7 @@ describe('chart NOTES', () => {
     await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/httproutes.gateway.networking.k8s.io');
     const release = `u${ns.slice(-8)}`;
     const helm = (...args: string[]) => run(join(bin, 'helm'), [...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
-    const sets = ['aggregatedApi.enabled=false', 'admissionPolicy.enabled=false', `watchNamespaces[0]=${ns}`, 'gateway.enabled=true', 'api.service.port=8080',
+    const sets = ['aggregatedApi.enabled=false', 'admissionPolicy.enabled=false', `watchNamespaces[0]=${ns}`, 'gateway.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.port=8080',
       'ingress.enabled=true', 'ingress.hosts[0].host=llm.example.com', 'ingress.hosts[0].paths[0].path=/', 'ingress.hosts[0].paths[0].service=gateway',
       'ingress.tls[0].secretName=llm-tls', 'ingress.tls[0].hosts={llm.example.com}',
       'httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=shared', 'httpRoute.hostnames={api.example.com}', 'httpRoute.paths[0].path=/api/v1/byok', 'httpRoute.paths[0].service=api'];
@@ -103,6 +103,10 @@ describe('chart NOTES', () => {
       }
       expect(urls['REST API']!.port).toBe('8080');
       expect(printed).toContain(`gateway:  https://llm.example.com/v1/chat/completions (Ingress ${release}-byok)`);
+      // The LoadBalancer line names the Service that has the load balancer, and the command that shows its address.
+      const lb = /^ {2}gateway: +http:\/\/<address>\/v1\/chat\/completions \(LoadBalancer Service (\S+): kubectl (get service -n \S+ \S+)\)$/m.exec(printed);
+      expect(lb?.[1]).toBe(`${release}-byok-gateway-external`);
+      expect(JSON.parse(await kubectl(...lb![2]!.split(' '), '-o', 'json'))).toMatchObject({ spec: { type: 'LoadBalancer', ports: [{ name: 'http', port: 80 }] } });
       expect(printed).toMatch(new RegExp(`REST API: http\\(s\\)://api\\.example\\.com/api/v1/byok \\(HTTPRoute ${release}-byok`));
 
       // The gateway-key line, run as printed (the CLI for `byok-operator`) with an admin's kubeconfig.
