@@ -6,7 +6,7 @@
 // The generator attacks the name derivation (release names with and without the `byok` stem, near the length limit,
 // fullnameOverride, nameOverride): a doubled stem (byok-byok-*), truncation that leaves a trailing '-' or overflows a
 // Service's DNS label, two objects of one kind with one name, and every reference by name (the operator's
-// --gateway-service, ServiceAccounts of Deployments and bindings, the admission policy's users, the APIService's and
+// --gateway-service and delivery-stream flags, ServiceAccounts of Deployments and bindings, the admission policy's users, the APIService's and
 // the Ingress's and HTTPRoute's backends, Secret volumes) drifting from the object it names.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -40,7 +40,7 @@ const objects = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
 
 const ROUTE_ON = ['httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=shared', 'httpRoute.parentRefs[0].namespace=gateway-system'];
-const EVERYTHING = ['gateway.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.type=NodePort', 'ingress.enabled=true', ...ROUTE_ON, 'serviceMonitor.enabled=true', 'monitoring.grafanaDashboard.enabled=true'];
+const EVERYTHING = ['gateway.enabled=true', 'gateway.deliveryStream.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.type=NodePort', 'ingress.enabled=true', ...ROUTE_ON, 'serviceMonitor.enabled=true', 'monitoring.grafanaDashboard.enabled=true'];
 
 async function dryRun(text: string, name: string): Promise<string> {
   const file = join(mkdtempSync(join(tmpdir(), 'chart-ingress-')), `${name}.yaml`);
@@ -102,6 +102,9 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
         const text = JSON.stringify(all);
         const gatewayService = /--gateway-service=[^/]+\/([^:"]+):ops/.exec(text)?.[1];
         expect(services.get(gatewayService ?? '')?.some((p) => p.name === 'ops')).toBe(true);
+        const stream = /--delivery-stream=http:\/\/([^.]+)\.[^.]+\.svc:(\d+)"/.exec(text);
+        expect(services.get(stream?.[1] ?? '')?.some((p) => p.port === Number(stream?.[2]))).toBe(true);
+        expect(accounts).toContain(/--delivery-stream-service-accounts=[^/]+\/([^",]+)/.exec(text)?.[1]);
         for (const d of of('Deployment')) {
           const pod = (d.spec as { template: { spec: { serviceAccountName?: string; volumes?: { secret?: { secretName: string } }[] } } }).template.spec;
           if (pod.serviceAccountName) expect(accounts).toContain(pod.serviceAccountName);
