@@ -5,9 +5,10 @@
 //
 // The generator attacks the name derivation (release names with and without the `byok` stem, near the length limit,
 // fullnameOverride, nameOverride): a doubled stem (byok-byok-*), truncation that leaves a trailing '-' or overflows a
-// Service's DNS label, two objects of one kind with one name, and every reference by name (the operator's
-// --gateway-service and delivery-stream flags, ServiceAccounts of Deployments and bindings, the admission policy's users, the APIService's and
-// the Ingress's and HTTPRoute's backends, Secret volumes) drifting from the object it names.
+// Service's DNS label, two objects of one kind with one name, a chart object taking a name the operator writes, and
+// every reference by name (the operator's --gateway-service and delivery-stream flags, ServiceAccounts of Deployments
+// and bindings, the admission policy's users, the APIService's, the Ingress's and the HTTPRoute's backends, Secret
+// volumes) drifting from the object it names.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
