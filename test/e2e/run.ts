@@ -211,7 +211,7 @@ kind: BYOKCredential
 metadata: { name: openai, namespace: ${ACCT} }
 spec: { provider: openai, secretRef: { name: openai-1 } }
 `);
-  const svc = await json<{ spec: { clusterIP: string; ports: { port: number }[] } }>('get', 'service', '-n', NS, 'byok-byok-gateway');
+  const svc = await json<{ spec: { clusterIP: string; ports: { port: number }[] } }>('get', 'service', '-n', NS, 'byok-gateway');
   const gatewayUrl = `http://${svc.spec.clusterIP}:${svc.spec.ports[0]?.port ?? 80}`;
   const chat = async () => {
     const res = await fetch(`${gatewayUrl}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${GATEWAY_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), signal: AbortSignal.timeout(10_000) });

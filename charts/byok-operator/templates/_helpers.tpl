@@ -1,5 +1,19 @@
-{{- define "byok.name" -}}byok-operator{{- end -}}
-{{- define "byok.fullname" -}}{{ .Release.Name | trunc 40 | trimSuffix "-" }}-byok{{- end -}}
+{{- define "byok.name" -}}{{ .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- /* The prefix of every object's name: fullnameOverride; else the release name when it already holds the stem (byok,
+       or nameOverride), so `helm install byok` makes byok-gateway, not byok-byok-gateway; else <release>-byok.
+       45 characters at most: the longest suffix a Service gets (-aggregated-api) must still fit a DNS label (63). */ -}}
+{{- define "byok.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 45 | trimSuffix "-" -}}
+{{- else -}}
+{{- $stem := .Values.nameOverride | default "byok" -}}
+{{- if contains $stem .Release.Name -}}
+{{- .Release.Name | trunc 45 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" (.Release.Name | trunc 40 | trimSuffix "-") $stem | trunc 45 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- define "byok.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
 {{- define "byok.labels" -}}
 app.kubernetes.io/name: {{ include "byok.name" . }}
@@ -89,4 +103,41 @@ the URL's host may be a Service, a managed Redis or an IP. Nothing when there is
 {{- /* The delivery stream is on: the gateway and its stream both enabled (and the operator that serves it). */ -}}
 {{- define "byok.deliveryStreamEnabled" -}}
 {{- if and .Values.gateway.enabled .Values.gateway.deliveryStream.enabled .Values.operator.enabled }}true{{ end -}}
+{{- end -}}
+{{- /* A tenant-facing Service's http port (api.service, gateway.service): nodePort only where the type has node ports. */ -}}
+{{- define "byok.httpServicePort" -}}
+{{- $svc := index . 0 -}}
+{{- if and $svc.nodePort (eq $svc.type "ClusterIP") -}}
+{{- fail (printf "%s.service.nodePort needs %s.service.type NodePort or LoadBalancer, not ClusterIP" (index . 1) (index . 1)) -}}
+{{- end -}}
+- { name: http, port: {{ $svc.port }}, targetPort: http{{ with $svc.nodePort }}, nodePort: {{ . }}{{ end }} }
+{{- end -}}
+{{- /* The in-cluster base URL of a Service of this release: http://<name>.<namespace>.svc[:port]. */ -}}
+{{- define "byok.serviceUrl" -}}
+{{- $ := index . 0 -}}
+{{- $port := int (index . 2) -}}
+http://{{ include "byok.fullname" $ }}-{{ index . 1 }}.{{ $.Release.Namespace }}.svc{{ if ne $port 80 }}:{{ $port }}{{ end }}
+{{- end -}}
+{{- /* The Service and port an Ingress or HTTPRoute path goes to (service: gateway | api) as JSON, or {} when that
+       component is off. Only the gateway's tenant port: its ops port stays inside the cluster. */ -}}
+{{- define "byok.routedBackend" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- if and (eq $component "gateway") $.Values.gateway.enabled -}}
+{{- dict "name" (printf "%s-gateway" (include "byok.fullname" $)) "port" (int $.Values.gateway.service.port) | toJson -}}
+{{- else if and (eq $component "api") $.Values.api.enabled -}}
+{{- dict "name" (printf "%s-api" (include "byok.fullname" $)) "port" (int $.Values.api.service.port) | toJson -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+{{- /* What NOTES print for an Ingress or HTTPRoute path: the gateway's chat completions when it has the whole host
+       (path /), else the path itself. */ -}}
+{{- define "byok.externalUrl" -}}
+{{- $base := index . 0 -}}{{- $path := index . 1 -}}{{- $component := index . 2 -}}
+{{- if eq $component "gateway" -}}
+gateway:  {{ $base }}{{ if eq $path "/" }}/v1/chat/completions{{ else }}{{ $path }}{{ end }}
+{{- else -}}
+REST API: {{ $base }}{{ $path }}
+{{- end -}}
 {{- end -}}

@@ -47,6 +47,7 @@ const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = 
   { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
   { file: 'docs/install.md', firstLine: 'docker build', why: 'an image build and a registry' },
   { file: 'docs/install.md', firstLine: 'hack/image/build.sh', why: 'an image build (podman) and a containerd node' },
+  { file: 'docs/install.md', firstLine: 'podman build', why: 'an image build (podman) and a kind cluster' },
   { file: 'docs/install.md', firstLine: 'kubectl create namespace byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
   { file: 'docs/install.md', firstLine: 'kubectl rollout status -n byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
   { file: 'docs/install.md', firstLine: 'npm run e2e', why: 'the end-to-end run: a node from parts, a real kubelet' },

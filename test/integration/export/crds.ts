@@ -10,16 +10,24 @@ import { thirdPartyDir } from '../../support/third-party.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
 
+const fetchedCrds = () => execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+
+/** The Gateway API's CRD files (its experimental channel, from its Go module) of these resources (plural names). */
+export function gatewayApiCrdFiles(plurals: readonly string[]): string[] {
+  const dir = join(fetchedCrds(), 'gateway-api');
+  return readdirSync(dir).filter((f) => plurals.some((k) => f.includes(`_${k}.`))).map((f) => join(dir, f));
+}
+
 /** The CRD files of every kind an export writes (and of the kinds they reference). */
 export function crdFiles(): string[] {
-  const cache = execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+  const cache = fetchedCrds();
   const thirdParty = thirdPartyDir();
   const pick = (dir: string, names: string[]) => names.map((n) => join(dir, n));
   return [
     ...pick(join(thirdParty, 'envoy-ai-gateway'), ['aigateway.envoyproxy.io_aigatewayroutes.yaml', 'aigateway.envoyproxy.io_aiservicebackends.yaml', 'aigateway.envoyproxy.io_backendsecuritypolicies.yaml']),
     ...pick(join(thirdParty, 'agentgateway'), ['agentgateway.dev_agentgatewaybackends.yaml', 'agentgateway.dev_agentgatewaypolicies.yaml']),
     ...pick(join(cache, 'envoy-gateway'), ['gateway.envoyproxy.io_backends.yaml', 'gateway.envoyproxy.io_backendtrafficpolicies.yaml']),
-    ...pick(join(cache, 'gateway-api'), readdirSync(join(cache, 'gateway-api')).filter((f) => ['httproutes', 'gateways', 'backendtlspolicies', 'referencegrants'].some((k) => f.includes(`_${k}.`)))),
+    ...gatewayApiCrdFiles(['httproutes', 'gateways', 'backendtlspolicies', 'referencegrants']),
   ];
 }
 
