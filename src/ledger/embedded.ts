@@ -149,6 +149,13 @@ class IdMemory {
   }
 }
 
+/** A journaled record's keep mark: it outlives the id memory, until its segment is forgotten (`forgetKept`). */
+function markKept(kept: Map<string, Map<string, number>>, keep: string, id: string, firstTotal: number): void {
+  let marks = kept.get(keep);
+  if (!marks) kept.set(keep, (marks = new Map()));
+  marks.set(id, firstTotal);
+}
+
 export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): EmbeddedLedger {
   const now = opts.now ?? Date.now;
   const path = opts.snapshotPath;
@@ -264,11 +271,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       if (settle) dropHolds(settle.id, settle.holdKeys);
       if (id !== undefined) {
         ids.remember(ns, id, out[0] ?? 0, at, false);
-        if (keep !== undefined) {
-          let marks = kept.get(keep);
-          if (!marks) kept.set(keep, (marks = new Map()));
-          marks.set(id, out[0] ?? 0);
-        }
+        if (keep !== undefined) markKept(kept, keep, id, out[0] ?? 0);
       }
       dirty = true;
       return out;
