@@ -11,7 +11,9 @@ import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { AGG_GROUP, AGG_VERSION } from './group.ts';
 
 export const APISERVICE_NAME = `${AGG_VERSION}.${AGG_GROUP}`;
-export const DEFAULT_SERVICE = { namespace: 'byok-system', name: 'byok-aggregated-api' };
+/** Not the chart's Service name (`byok-aggregated-api` for a release named byok): a chart installed beside the dev
+ *  stack meets only the cluster-wide APIService, which docs/aggregated-api.md says how to adopt or leave. */
+export const DEFAULT_SERVICE = { namespace: 'byok-system', name: 'byok-dev-aggregated-api' };
 const PORT_NAME = 'https';
 const SERVICE_PORT = 443;
 const FIELD_MANAGER = 'byok-operator';

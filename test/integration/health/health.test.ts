@@ -27,6 +27,7 @@ const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
 const API_KEY = 'sk-health-test-key-0123456789abcdef';
 const TOKEN = 'status-token-health-test';
+const WRITE_INTERVAL_MS = 5000;
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('credential health and delivery from the gateways', () => {
@@ -115,7 +116,8 @@ describe('credential health and delivery from the gateways', () => {
         token: TOKEN,
         service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
         pollMs: 500,
-        writeIntervalMs: 1000,
+        // Long enough that a version change reaching status before it fires proves the exemption on a loaded machine.
+        writeIntervalMs: WRITE_INTERVAL_MS,
         thresholds: { windowMs: 8000 },
         staleAfterMs: 3000,
         probe: { idleMs: 1500, perProviderIntervalMs: 500 },
@@ -298,13 +300,13 @@ describe('credential health and delivery from the gateways', () => {
     }
   }, 90_000);
 
-  test('a new version reaches status as Delivered=False (Pending) within a second of the Secret change', async () => {
+  test('a new version reaches status as Delivered=False (Pending) before the status write interval', async () => {
     const before = await waitCond('oa', 'Delivered', 'True');
     const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
     const rotatedAt = Date.now();
-    // The write interval (1 s here, 30 s by default) does not hold back a version change: it reaches status before
+    // The write interval (5 s here, 30 s by default) does not hold back a version change: it reaches status before
     // a cap of that interval, started first, fires.
-    const moved = await beforeCap(1000, 'the status write interval', async () => {
+    const moved = await beforeCap(WRITE_INTERVAL_MS, 'the status write interval', async () => {
       await setSecret(kc, ns, 'oa-key-r1', 'sk-health-openai-runbook-second');
       return until('a new configVersion in status', async () => {
         const o = await creds.get('oa');
@@ -387,7 +389,8 @@ describe('credential health and delivery from the gateways', () => {
       return d && d.configVersion !== before.configVersion && d.loaded === 1 && d.total === 2 ? o : undefined;
     }, 30_000, 200);
     expect(cond(stuck, 'Delivered')).toMatchObject({ status: 'False', reason: 'Pending' });
-    const warning = await until('GatewayPodStale on the Account', async () => (await events('account')).find((e) => e.type === 'Warning' && e.reason === 'GatewayPodStale'), 30_000, 200);
+    // The frozen pod is named (a loaded machine may first name the other pod for a moment: it catches up).
+    const warning = await until('GatewayPodStale naming gateway-1 on the Account', async () => (await events('account')).find((e) => e.type === 'Warning' && e.reason === 'GatewayPodStale' && e.note?.includes('gateway-1')), 30_000, 200);
     expect(warning.note).toContain('gateway-1');
     await until('byok_gateway_pods_stale 1', async () => /byok_gateway_pods_stale 1\b/.test(await metricsText(run.op)), 15_000, 200);
     const a = await resource('accounts', ns).get('account');
