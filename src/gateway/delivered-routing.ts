@@ -53,6 +53,7 @@ export function switchingWatcher(mount: RoutingConfigWatcher, stream: RoutingCon
     openCredential: (id, read) => pick().openCredential(id, read),
     credentialPayload: (id, options) => pick().credentialPayload(id, options),
     planFor: (request, catalog, now) => pick().planFor(request, catalog, now),
+    bundleGeneration: () => pick().bundleGeneration(),
     close: () => {
       mount.close();
       stream.close();
@@ -127,7 +128,7 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
       },
     });
   const mount = watcher(o.configDir, o.bundleDir, 'mount');
-  const mountInventory = bundleInventory(o.bundleDir, o.keyDir);
+  const mountInventory = bundleInventory(o.bundleDir, o.keyDir, () => mount.bundleGeneration());
   if (!o.deliveryStream) {
     routing = Object.assign(mount, { source: (): RoutingSource => 'mount' });
     servedChanged();
@@ -140,7 +141,7 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
   mkdirSync(streamDirs.routing, { recursive: true });
   mkdirSync(streamDirs.bundles, { recursive: true });
   const streamed = watcher(streamDirs.routing, streamDirs.bundles, 'stream');
-  const streamInventory = bundleInventory(streamDirs.bundles, o.keyDir);
+  const streamInventory = bundleInventory(streamDirs.bundles, o.keyDir, () => streamed.bundleGeneration());
   routing = switchingWatcher(mount, streamed, rule);
   // A rotation often moves only the bundle volume (the routing index stays the same), which the SDK watcher does not
   // report: the mount's two generations are watched here, so the rule sees every move of the mount.

@@ -50,10 +50,11 @@ export class CredentialHealth {
 }
 
 /** The versions of the envelopes in the mounted bundle volume, recomputed only when kubelet swaps a new generation. */
-export function bundleInventory(bundleDir: string, keyDir: string): () => GatewayStatusReport['bundle'] {
+export function bundleInventory(bundleDir: string, keyDir: string, generationOf: () => string = () => resolveGeneration(bundleDir)): () => GatewayStatusReport['bundle'] {
   let cached: { gen: string; keyGen: string; value: GatewayStatusReport['bundle'] } | undefined;
   return () => {
-    const gen = resolveGeneration(bundleDir);
+    // The generation requests see from now on (the gateway's decryptor caches it for ~100 ms): never a newer one.
+    const gen = generationOf();
     const keyGen = resolveGeneration(keyDir);
     // A plain directory (no kubelet `..data`) has no generation to compare: always re-read.
     if (cached && cached.gen === gen && cached.keyGen === keyGen && gen !== bundleDir) return cached.value;

@@ -52,6 +52,11 @@ export interface CredentialDecryptor {
    * pass the same function each time). Uncached where envelopes are (a plain directory, rewritten in place).
    */
   open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T;
+  /**
+   * The bundle volume's generation as of now, re-resolved whatever `generationCheckMs` says: every call after this one
+   * opens envelopes from it or a later one. A status report built from it never claims a version requests do not see.
+   */
+  bundleGeneration(): string;
 }
 
 export interface DecryptorOptions {
@@ -146,6 +151,7 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
   return {
     decrypt: (config, credentialId) => openLocated(locate(config, credentialId)).plaintext,
     open,
+    bundleGeneration: () => generation('bundle', true),
     payload(config, credentialId, options = {}) {
       const provider = options.provider ?? config.credential(credentialId)?.credential.provider;
       if (provider === undefined) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);

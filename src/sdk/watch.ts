@@ -48,6 +48,8 @@ export interface RoutingConfigWatcher {
   /** The credential's parsed payload, decrypted and parsed once per mounted envelope (see CredentialDecryptor.payload). */
   credentialPayload(credentialId: string, options?: CredentialPayloadOptions): ProviderPayload;
   planFor(request: GatewayRequest, catalog: ModelCatalog, now?: Date): PlanOutcome;
+  /** See CredentialDecryptor.bundleGeneration: the generation requests from now on open envelopes from. */
+  bundleGeneration(): string;
   close(): void;
 }
 
@@ -134,6 +136,7 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
       if (!current) throw new Error('routing config not loaded');
       return decryptor.payload(current, credentialId, options);
     },
+    bundleGeneration: () => decryptor.bundleGeneration(),
     planFor(request, catalog, now) {
       if (!current) return { ok: false, reason: 'unknown-api-key' };
       return planFor(current, request, catalog, now);
