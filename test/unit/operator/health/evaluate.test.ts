@@ -1,7 +1,7 @@
 import { describe, expect, test } from '@jest/globals';
 import type { GatewayStatusReport } from '../../../../src/contract/gateway-status.ts';
 import {
-  accountDeliveryPart,
+  deliveryPart,
   accountVersion,
   counterDelta,
   decideDelivered,
@@ -162,10 +162,10 @@ describe('Events and the account part', () => {
   });
 
   test("an Account's delivery part, unchanged when stored", () => {
-    const { part, unchanged } = accountDeliveryPart(undefined, 3, { loaded: 1, total: 2, version: 'abc' }, NOW);
+    const { part, unchanged } = deliveryPart(undefined, 3, { loaded: 1, total: 2, version: 'abc' }, NOW);
     expect(part).toEqual({ delivery: { loaded: 1, total: 2, configVersion: 'abc' }, conditions: [{ ...condition('Delivered', 'False', 'Pending', '1 of 2 gateway pods have loaded version abc'), observedGeneration: 3, lastTransitionTime: '2026-11-26T12:00:00Z' }] });
     expect(unchanged).toBe(false);
-    expect(accountDeliveryPart({ ...part, conditions: [condition('Ready', 'True', 'Ready'), ...part.conditions] }, 3, { loaded: 1, total: 2, version: 'abc' }, NOW + 60_000).unchanged).toBe(true);
+    expect(deliveryPart({ ...part, conditions: [condition('Ready', 'True', 'Ready'), ...part.conditions] }, 3, { loaded: 1, total: 2, version: 'abc' }, NOW + 60_000).unchanged).toBe(true);
   });
 
   test('a pod serves a credential with its envelope in its bundles and a routing index from the run that brought the entry', () => {
