@@ -6,6 +6,7 @@ import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { kubeClient } from '../kube/client.ts';
 import { crPath } from '../kube/resources.ts';
 import { ACTIVE_KEY_ENTRY, DEFAULT_BUNDLE_KEY_SECRET } from '../contract/envelope.ts';
+import { ROUTING_LABEL } from '../contract/routing.ts';
 import { activateBundleKey, addBundleKey, ensureBundleKey } from '../operator/compile/bundle-key.ts';
 import { kubeRoutingStore } from '../operator/compile/store.ts';
 
@@ -14,7 +15,7 @@ export type BundleKeyAction = { action: 'stage' } | { action: 'rotate' } | { act
 /** How long activate and rotate wait for the operator to record the resealed versions. */
 export const RESEAL_WAIT_MS = 60_000;
 
-type Delivered = KubernetesObject & { status?: { delivery?: { configVersion?: string } } };
+type Delivered = KubernetesObject & { status?: { id?: string; delivery?: { configVersion?: string } } };
 
 export interface BundleKeyResult {
   keyId: string;
@@ -23,16 +24,19 @@ export interface BundleKeyResult {
 }
 
 /**
- * The delivery version of every Account that holds a sealed credential (one with status.delivery), by namespace:
- * those are the Accounts a new active key moves. None when no health writer records delivery.
+ * The delivery version of every Account with a credential sealed in this routing namespace's bundles (their data
+ * keys are credential ids), by namespace: the Accounts a new active key moves. Accounts of another installation, or
+ * of none, are not waited for; none at all when no health writer records delivery.
  */
-async function sealedAccountVersions(kubeConfig: KubeAccess): Promise<Map<string, string>> {
+async function sealedAccountVersions(kubeConfig: KubeAccess, routingNamespace: string): Promise<Map<string, string>> {
   const client = kubeClient(kubeConfig);
-  const [accounts, credentials] = await Promise.all([
+  const [bundles, accounts, credentials] = await Promise.all([
+    client.request<KubernetesListObject<KubernetesObject & { data?: Record<string, string> }>>('GET', `/api/v1/namespaces/${encodeURIComponent(routingNamespace)}/secrets`, { query: { labelSelector: `${ROUTING_LABEL}=bundle` } }),
     client.request<KubernetesListObject<Delivered>>('GET', crPath('accounts')),
     client.request<KubernetesListObject<Delivered>>('GET', crPath('byokcredentials')),
   ]);
-  const sealed = new Set(credentials.items.filter((c) => c.status?.delivery !== undefined).map((c) => c.metadata?.namespace ?? ''));
+  const sealedIds = new Set(bundles.items.flatMap((b) => Object.keys(b.data ?? {})));
+  const sealed = new Set(credentials.items.filter((c) => c.status?.id !== undefined && sealedIds.has(c.status.id)).map((c) => c.metadata?.namespace ?? ''));
   const out = new Map<string, string>();
   for (const a of accounts.items) {
     const ns = a.metadata?.namespace ?? '';
@@ -67,7 +71,7 @@ export async function bundleKeyCommand(kubeConfig: KubeAccess, routingNamespace:
   const store = kubeRoutingStore(kubeConfig, routingNamespace);
   await ensureBundleKey(store, routingNamespace, secretName);
   if (request.action === 'stage') return { keyId: await addBundleKey(store, secretName, { activate: false }), unrecorded: [] };
-  const before = await sealedAccountVersions(kubeConfig);
+  const before = await sealedAccountVersions(kubeConfig, routingNamespace);
   let keyId: string;
   if (request.action === 'activate') {
     const current = await store.readSecretWithVersion(secretName);
