@@ -24,6 +24,7 @@ import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
 const kc = testKubeConfig();
 const TOKEN = 'status-token-delivered-keys';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const versionOf = (o: Obj) => (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion;
 
 describe('Delivered for gateway keys and across a bundle-key rotation', () => {
   let routingNs = '';
@@ -158,16 +159,16 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
       expect(await kubectlWait(ns, 'account/account')).toMatchObject({ code: 0 });
       const reports = await Promise.all(gateways.map(statusReport));
       for (const [i, r] of reports.entries()) expect(r.bundle.credentials[credId]).not.toBe(oldEnvelopes[i]);
-      await until('the watch saw the True', async () => seen.some((o) => cond(o, 'Delivered')?.status === 'True' && (o.status?.delivery as { configVersion?: string }).configVersion !== oldVersion), 10_000, 50);
+      await until('the watch saw the True', async () => seen.some((o) => cond(o, 'Delivered')?.status === 'True' && versionOf(o) !== oldVersion), 10_000, 50);
     } finally {
       watch.abort();
     }
     // The watch, event by event: once the version moved it never showed the old version's True again, and the first
     // status that carried a new version carried Delivered=False with it.
-    const moved = seen.findIndex((o) => (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion !== oldVersion);
+    const moved = seen.findIndex((o) => versionOf(o) !== oldVersion);
     expect(moved).toBeGreaterThanOrEqual(0);
     expect(cond(seen[moved]!, 'Delivered')).toMatchObject({ status: 'False', reason: 'Pending' });
-    for (const o of seen.slice(moved)) expect((o.status?.delivery as { configVersion?: string }).configVersion).not.toBe(oldVersion);
+    for (const o of seen.slice(moved)) expect(versionOf(o)).not.toBe(oldVersion);
     for (const gw of gateways) expect(await chat(gw, 'sk-delivered-keys-new-account-b-0123456789')).toEqual({ status: 200, body: '' });
   }, 90_000);
 
