@@ -13,9 +13,9 @@ import { join } from 'node:path';
 import { Watch } from '@kubernetes/client-node';
 import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import type { Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
@@ -66,17 +66,9 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     }));
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
-    for (const i of [0, 1]) {
-      const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
-      projectors.push(startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...dirs, pollMs: 100 }));
-      gateways.push(await spawnGateway([
-        '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
-        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-        '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
-        '--ledger-redis-url', redis.url, '--ledger-journal', 'none', '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
-      ], running));
-    }
-    await publishGatewayEndpoints(kc, routingNs, gateways);
+    const pods = await spawnProjectedGateways(kc, routingNs, root, running, () => ['--ledger-redis-url', redis.url, '--ledger-journal', 'none']);
+    projectors.push(...pods.projectors);
+    gateways.push(...pods.gateways);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
       watchNamespaces: [acctA, acctB],
