@@ -180,7 +180,9 @@ ${EXIT_DEFAULT}
 const BUNDLE_KEY = `usage: byok-operator bundle-key stage | activate <key-id> | rotate [--routing-namespace <ns>]
 
 rotate the data key that seals credential bundles: stage, wait ~1 min (gateway pods load it), activate; rotate
-does both at once. Prints the key id on stdout.
+does both at once. Prints the key id on stdout. activate and rotate return once the operator has recorded every
+Account's resealed version (Delivered=False until the pods load it; at most 1 min), so a following
+kubectl wait --for=condition=Delivered accounts --all -A waits for the new key.
 
 options:
   --routing-namespace <ns>  where the bundle key Secret is (default: $POD_NAMESPACE or byok-system)

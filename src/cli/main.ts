@@ -481,8 +481,10 @@ async function bundleKeyCliCommand(rest: string[]): Promise<void> {
         ? { action, keyId: positionals[1] }
         : fail('usage: bundle-key stage | activate <key-id> | rotate');
   const { bundleKeyCommand } = await import('./bundle-key.ts');
-  const keyId = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
+  const { keyId, unrecorded } = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
   process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
+  // Otherwise every Account moved to Delivered=False (Pending): `kubectl wait --for=condition=Delivered` now waits for the new key.
+  if (unrecorded.length > 0) process.stderr.write(`the operator has not recorded the resealed versions of ${unrecorded.length} accounts yet (${unrecorded.slice(0, 5).join(', ')}${unrecorded.length > 5 ? ', …' : ''}): a kubectl wait for Delivered may still read the old key's True\n`);
   process.stdout.write(`${keyId}\n`);
 }
 

@@ -175,11 +175,15 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   if (pipeline) watchForCompile(informers, markDirty);
   if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
+  // A GatewayAPIKey is Delivered only once its account's budgets admit requests: with a shared ledger, when the spend
+  // writer has validated the account, which a compile asks it to do at once (a new account).
+  let healthStatus: ReturnType<typeof createGatewayHealthStatus> | undefined;
   const spendStatus = opts.spendStatus
-    ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset: ledgerResetEvents(informers, events), instance: identity })
+    ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset: ledgerResetEvents(informers, events), onValidated: () => healthStatus?.soon(), instance: identity })
     : undefined;
-  const healthStatus = opts.gatewayStatus
-    ? createGatewayHealthStatus(opts.gatewayStatus, { kubeConfig: opts.kubeConfig, canWrite, informers, pipeline, events, registry: metrics.registry, log })
+  if (spendStatus) pipeline?.onCompiled((r) => r.accounts.some((ns) => !spendStatus.validated(ns)) && spendStatus.soon());
+  healthStatus = opts.gatewayStatus
+    ? createGatewayHealthStatus(opts.gatewayStatus, { kubeConfig: opts.kubeConfig, canWrite, informers, pipeline, ...(spendStatus ? { budgetsOpen: (ns: string) => spendStatus.validated(ns) } : {}), events, registry: metrics.registry, log })
     : undefined;
   const endpoints = httpEndpoints({ port: opts.httpPort ?? 8080, ...(opts.httpHost ? { host: opts.httpHost } : {}), registry: metrics.registry, ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()) });
   const resyncSeconds = opts.resyncSeconds ?? 300;

@@ -54,6 +54,8 @@ export interface SpendStatusOptions {
   onReset?: (namespace: string, raisedCounters: number, largestMicros: number) => void;
   /** Turns the refusals each pass reads into BudgetExceeded Events; absent: refusals are only mirrored in status. */
   events?: BudgetEvents;
+  /** Told the first time an account is validated (its budgets open): GatewayAPIKey Delivered waits for it. */
+  onValidated?: (namespace: string) => void;
 }
 
 export interface SpendStatusWriter {
@@ -61,6 +63,13 @@ export interface SpendStatusWriter {
   stop(): Promise<void>;
   /** One pass over every account (also what the timer runs). */
   syncOnce(): Promise<void>;
+  /** Asks for a pass now (e.g. a compile brought a new account, whose budgets open only once it is validated). */
+  soon(): void;
+  /**
+   * Whether this writer has validated the account for the ledger's running process since it started (its budgets
+   * admit requests; a new account's answer 503 until then). A later ledger restart is not seen here.
+   */
+  validated(namespace: string): boolean;
 }
 
 interface SpendWindowStatus {
@@ -165,6 +174,8 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   /** namespace → the budgets compiled from the cached objects they came from (cached objects are never modified). */
   const compiledViews = new Map<string, { inputs: readonly unknown[]; compiled: CompiledAccount }>();
   let ledgerDown = false;
+  /** Accounts validated for the ledger by this writer (their budgets admit requests). */
+  const validated = new Set<string>();
 
   /** The account's guardrails, workspaces and plan, compiled again only when one of their objects changed. */
   function compiledBudgets(view: AccountBudgetView): CompiledAccount {
@@ -220,6 +231,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       add(keys.account(compiled.accountId, month, 'charged'), acct.sharedChargesUsd, month);
     }
     const result = await opts.ledger.restore(keys.validated(compiled.accountId), entries);
+    if (!validated.has(snapshot.namespace)) {
+      validated.add(snapshot.namespace);
+      opts.onValidated?.(snapshot.namespace);
+    }
     if (result.alreadyValid) return;
     if (result.raisedCounters > 0) {
       log.warn({ namespace: snapshot.namespace, counters: result.raisedCounters, largest_usd: microsToUsd(result.largestMicros) }, 'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost');
@@ -282,6 +297,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     const namespaces = opts.source.accountNamespaces();
     const current = new Set(namespaces);
     for (const ns of compiledViews.keys()) if (!current.has(ns)) compiledViews.delete(ns);
+    for (const ns of validated) if (!current.has(ns)) validated.delete(ns);
     for (const ns of namespaces) {
       try {
         await syncAccount(ns, at);
@@ -302,6 +318,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
 
   return {
     syncOnce,
+    validated: (ns) => validated.has(ns),
     ...periodicPass(syncOnce, intervalMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'spend status pass failed')),
   };
 }
@@ -324,6 +341,7 @@ export async function createRedisSpendStatus(
     source: SpendStateSource;
     log: Logger;
     onReset?: SpendStatusOptions['onReset'];
+    onValidated?: SpendStatusOptions['onValidated'];
     /** reportingInstance of the BudgetExceeded Events (the operator's identity); default the host name. */
     instance?: string;
   },
@@ -340,6 +358,7 @@ export async function createRedisSpendStatus(
     applier: createApplier(deps.kubeConfig, { fieldManager: SPEND_FIELD_MANAGER, canWrite: deps.canWrite }),
     log: deps.log,
     ...(deps.onReset ? { onReset: deps.onReset } : {}),
+    ...(deps.onValidated ? { onValidated: deps.onValidated } : {}),
     events,
     keys: keySpace(config.keyPrefix !== undefined ? { prefix: config.keyPrefix } : {}),
     ...(config.intervalMs !== undefined ? { intervalMs: config.intervalMs } : {}),

@@ -20,7 +20,7 @@ export const ConditionType = {
   Compiled: 'Compiled',
   /** BYOKCredential: what the gateway pods' attempts say about the provider (health writer). */
   UpstreamHealthy: 'UpstreamHealthy',
-  /** BYOKCredential and Account: every gateway pod has loaded the current routing version (health writer). */
+  /** BYOKCredential, Account and GatewayAPIKey: every gateway pod has loaded the current routing version (health writer). */
   Delivered: 'Delivered',
   /** BYOKCredential: present only with the export controller on: what the target (Envoy AI Gateway, agentgateway) keeps and drops. */
   Exported: 'Exported',

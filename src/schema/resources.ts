@@ -74,17 +74,26 @@ const commonStatus = (description: string, extra: Record<string, SchemaNode> = {
 
 // Written by the operator's leader from the gateway pods' status reports (docs/operator.md, "Upstream health and
 // delivery") under its own field manager (byok-operator-health).
-const deliveryStatus = (what: 'credential' | 'account'): SchemaNode =>
-  obj(
-    what === 'credential'
-      ? 'How many gateway pods have loaded this credential\'s current version (its sealed envelope: payload and bundle key). Rewritten when the version or the loaded count changes; once delivered, a change in the pod count alone is shown on Account.status.delivery. The Delivered condition says when every pod has it.'
-      : 'How many gateway pods have loaded the current version of every credential of this account. The Delivered condition says when every pod has.',
-    {
-      loaded: int('Gateway pods that have loaded the current version.', { minimum: 0 }),
-      total: int('Gateway pods reporting (ready endpoints of the gateway Service).', { minimum: 0 }),
-      configVersion: str(what === 'credential' ? 'The current version: a digest of the credential\'s sealed envelope.' : 'The current version: a digest of the versions of every credential of the account.', { maxLength: 64 }),
-    },
-  );
+const DELIVERY_TEXT = {
+  credential: {
+    what: 'How many gateway pods have loaded this credential\'s current version (its sealed envelope: payload and bundle key). Rewritten when the version or the loaded count changes; once delivered, a change in the pod count alone is shown on Account.status.delivery. The Delivered condition says when every pod has it.',
+    version: 'The current version: a digest of the credential\'s sealed envelope.',
+  },
+  account: {
+    what: 'How many gateway pods have loaded the current version of every credential of this account. The Delivered condition says when every pod has.',
+    version: 'The current version: a digest of the versions of every credential of the account.',
+  },
+  apiKey: {
+    what: 'How many gateway pods serve this key\'s current routing entry (hash, disabled, expiry, workspace, guardrail, owner) and can admit its requests under the account\'s budgets. The Delivered condition says when every pod does: the first call with a new key then works on each of them.',
+    version: 'The current version: a digest of the key\'s compiled routing entry (or of its absence, for a key that is not live).',
+  },
+} as const;
+const deliveryStatus = (what: keyof typeof DELIVERY_TEXT): SchemaNode =>
+  obj(DELIVERY_TEXT[what].what, {
+    loaded: int('Gateway pods that have loaded the current version.', { minimum: 0 }),
+    total: int('Gateway pods reporting (ready endpoints of the gateway Service).', { minimum: 0 }),
+    configVersion: str(DELIVERY_TEXT[what].version, { maxLength: 64 }),
+  });
 
 const readyColumns: PrinterColumn[] = [
   { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Whether the resource is valid and compiled into routing config.' },
@@ -326,12 +335,14 @@ export const gatewayApiKey: ResourceDefinition = {
   }, { required: ['hash'] }),
   status: commonStatus('Observed state of the API key record, written only by the operator.', {
     live: bool('Not disabled and not expired at the last reconcile.'),
+    delivery: deliveryStatus('apiKey'),
   }),
   printerColumns: [
     { name: 'Live', type: 'boolean', jsonPath: '.status.live', description: 'Not disabled and not expired.' },
     // A `date` column prints the time since the value (so a past expiry reads like an age and a future one as
     // <invalid>); the RFC 3339 text reads right either way and Live says whether it has passed.
     { name: 'Expires At', type: 'string', jsonPath: '.spec.expiresAt', description: 'Expiry time (RFC 3339); empty means never. Live shows whether it has passed.' },
+    { name: 'Delivered', type: 'string', jsonPath: '.status.conditions[?(@.type=="Delivered")].status', description: 'Every gateway pod serves the key\'s current routing entry and can admit its requests.', priority: 1 },
     ...readyColumns,
     ageColumn,
   ],

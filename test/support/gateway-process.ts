@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { loopbackEndpointSlice } from '../../src/kube/loopback-endpoints.ts';
+import { startProjector, type Projector } from '../../src/kube/projector.ts';
 
 const MAIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'main.ts');
 
@@ -73,4 +74,27 @@ export async function publishGatewayEndpoints(kc: KubeConfig, routingNs: string,
       body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
     });
   }
+}
+
+/**
+ * Gateway pods as the health tests run them: each process on its own kubelet-style projected directories under
+ * `root` (routing-<i>, bundles-<i>, key-<i>), with the catalog, upstream CA and status token `root` holds, the
+ * status endpoint on and loopback egress; `extraArgs` adds pod i's own flags (e.g. the ledger's). Listed for the health writer
+ * through EndpointSlices of the Service `byok-gateway`.
+ */
+export async function spawnProjectedGateways(kc: KubeConfig, routingNamespace: string, root: string, running: Set<ChildProcess>, extraArgs: (pod: number) => string[], count = 2): Promise<{ projectors: Projector[]; gateways: GatewayProcess[] }> {
+  const projectors: Projector[] = [];
+  const gateways: GatewayProcess[] = [];
+  for (let i = 0; i < count; i++) {
+    const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
+    projectors.push(startProjector({ kubeConfig: kc, routingNamespace, ...dirs, pollMs: 100 }));
+    gateways.push(await spawnGateway([
+      '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
+      '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
+      '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
+      '--log-level', 'info', '--egress-allow', '127.0.0.1/32', ...extraArgs(i),
+    ], running));
+  }
+  await publishGatewayEndpoints(kc, routingNamespace, gateways);
+  return { projectors, gateways };
 }

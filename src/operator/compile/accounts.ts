@@ -8,9 +8,10 @@ import { sha256Hex } from '../../contract/routing.ts';
 import { incrementalShardLayout, ownBuffer, serializeAccount, type SerializedAccount, type ShardOptions } from '../../compiler/shard.ts';
 import { incrementalBundleLayout, sealAccount, type BundleAccount, type BundleShardOptions } from '../../bundle/bundle.ts';
 import { envelopeVersion, type Keyring } from '../../contract/envelope.ts';
-import type { CompiledCredential } from '../../domain/model.ts';
+import { normalizeKeyHash } from '../../domain/api-keys.ts';
+import type { CompiledApiKey, CompiledCredential } from '../../domain/model.ts';
 import type { QuarantineBook } from './quarantine.ts';
-import type { AccountStateSource, CompilePipelineOptions, CredentialDelivery } from './types.ts';
+import type { AccountStateSource, ApiKeyDelivery, CompilePipelineOptions, CredentialDelivery } from './types.ts';
 
 /** One credential's compiled routing entry: its digest, and the compile run whose index first carried it. */
 export interface RoutingMark {
@@ -25,6 +26,8 @@ export interface AccountEntry {
   bundleFingerprint: string;
   /** Per credential id; the same map while the account's serialized routing is unchanged. */
   routing: ReadonlyMap<string, RoutingMark>;
+  /** Per GatewayAPIKey hash of the account (live or not); the same map while the serialized routing is unchanged. */
+  keys: ReadonlyMap<string, RoutingMark>;
 }
 
 /** What was compiled from: a quarantined account is held back until this changes. */
@@ -73,6 +76,25 @@ export function routingMarks(
   return marks;
 }
 
+/** What a key that is not compiled (disabled, expired, conflicting, or its workspace missing) compiles to. */
+const NOT_ROUTED = 'not-routed';
+
+/**
+ * Marks for the GatewayAPIKeys of a changed account, by hash: the digest of the key's compiled entry (or of its
+ * absence, for a key that is not live), kept with its `since` while unchanged, like routingMarks.
+ */
+export function apiKeyMarks(compiled: readonly CompiledApiKey[], hashes: Iterable<string>, previous: ReadonlyMap<string, RoutingMark> | undefined, since: number): ReadonlyMap<string, RoutingMark> {
+  const entries = new Map(compiled.map((k) => [k.hash, k]));
+  const marks = new Map<string, RoutingMark>();
+  for (const hash of hashes) {
+    const entry = entries.get(hash);
+    const digest = shortDigest(entry ? JSON.stringify(entry) : `${NOT_ROUTED}\n${hash}`);
+    const prev = previous?.get(hash);
+    marks.set(hash, prev?.digest === digest ? prev : { digest, since });
+  }
+  return marks;
+}
+
 /** The delivery version of one credential: moves with its envelope (payload, key) and with its routing entry. */
 export const deliveryVersion = (envelope: string, mark: RoutingMark | undefined): string =>
   mark ? shortDigest(`${envelope}\n${mark.digest}`) : envelope;
@@ -86,6 +108,7 @@ export class AccountCache {
   /** Envelope versions per sealed bundle (a bundle object is replaced when resealed, so the cache follows it). */
   private readonly versionCache = new WeakMap<BundleAccount, ReadonlyMap<string, string>>();
   private readonly deliveryCache = new WeakMap<AccountEntry, ReadonlyMap<string, CredentialDelivery>>();
+  private readonly keyDeliveryCache = new WeakMap<ReadonlyMap<string, RoutingMark>, ReadonlyMap<string, ApiKeyDelivery>>();
 
   private readonly onCompiled: CompilePipelineOptions['onAccountCompiled'];
 
@@ -151,9 +174,12 @@ export class AccountCache {
     // Unchanged parts stay the same objects: their buckets are not laid out again (e.g. the periodic resync).
     const same = prev !== undefined && prev.serialized.sha256 === serialized.sha256;
     const kept = same ? prev.serialized : keptSerialized(serialized);
-    if (prev && kept === prev.serialized && bundle === prev.bundle) return;
+    // A key that is not routed changes no routing bytes but still gets a version (a new disabled key is delivered).
+    const hashes = snap.apiKeys.map((k) => normalizeKeyHash(k.spec.hash));
+    const keys = same && hashes.length === prev.keys.size && hashes.every((h) => prev.keys.has(h)) ? prev.keys : apiKeyMarks(compiled.apiKeys, hashes, prev?.keys, since);
+    if (prev && kept === prev.serialized && bundle === prev.bundle && keys === prev.keys) return;
     const routing = same ? prev.routing : routingMarks(compiled.credentials, sealed.map((s) => s.id), prev?.routing, since);
-    this.set(ns, { serialized: kept, bundle, bundleFingerprint: fingerprint, routing });
+    this.set(ns, { serialized: kept, bundle, bundleFingerprint: fingerprint, routing, keys });
   }
 
   credentialVersions(ns: string): ReadonlyMap<string, string> | undefined {
@@ -162,6 +188,15 @@ export class AccountCache {
     let versions = this.versionCache.get(bundle);
     if (!versions) this.versionCache.set(bundle, (versions = new Map(bundle.entries.map((e) => [e.id, envelopeVersion(e.envelope)]))));
     return versions;
+  }
+
+  /** By key hash: the version of each GatewayAPIKey's compiled entry and the run whose index first carried it. */
+  apiKeyDelivery(ns: string): ReadonlyMap<string, ApiKeyDelivery> | undefined {
+    const keys = this.entries.get(ns)?.keys;
+    if (!keys) return undefined;
+    let delivery = this.keyDeliveryCache.get(keys);
+    if (!delivery) this.keyDeliveryCache.set(keys, (delivery = new Map([...keys].map(([hash, m]) => [hash, { version: m.digest, since: m.since }]))));
+    return delivery;
   }
 
   credentialDelivery(ns: string): ReadonlyMap<string, CredentialDelivery> | undefined {

@@ -163,6 +163,9 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
     credentialDelivery(ns) {
       return accounts.credentialDelivery(ns);
     },
+    apiKeyDelivery(ns) {
+      return accounts.apiKeyDelivery(ns);
+    },
     routingRun(indexVersion) {
       return routingRuns.get(indexVersion) ?? 0;
     },

@@ -97,6 +97,14 @@ export interface CredentialDelivery {
   since: number;
 }
 
+/** A GatewayAPIKey's delivered state: its compiled entry (or its absence) and when routing first carried it. */
+export interface ApiKeyDelivery {
+  /** Delivery version (status.delivery.configVersion): a digest of the key's compiled routing entry. */
+  version: string;
+  /** As CredentialDelivery.since: a pod holds the key when routingRun() of its index is at least this. */
+  since: number;
+}
+
 export interface CompileResult {
   /** Index version (sha256 of the index body) now live in the cluster. */
   version: string;
@@ -129,6 +137,8 @@ export interface CompilePipeline {
    * the sealed envelope and the compiled routing entry. Undefined before the account compiled.
    */
   credentialDelivery(namespace: string): ReadonlyMap<string, CredentialDelivery> | undefined;
+  /** What a gateway pod must serve for each GatewayAPIKey of an account, by key hash. Undefined before it compiled. */
+  apiKeyDelivery(namespace: string): ReadonlyMap<string, ApiKeyDelivery> | undefined;
   /**
    * The compile run from which a routing index version is known to be current (see CredentialDelivery.since);
    * 0 for a version this process did not see at the end of a run (older, or from before it started).

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
 import { ConditionReason, ConditionType, EventReason } from '../../schema/conditions.ts';
-import type { CredentialDelivery } from '../compile/types.ts';
+import type { ApiKeyDelivery, CredentialDelivery } from '../compile/types.ts';
 import { buildConditions, metaTime, sameStatus, type Condition, type ConditionStatus, type DesiredCondition } from '../conditions.ts';
 import { statusPartOf } from '../status/ownership.ts';
 
@@ -241,14 +241,26 @@ export function upstreamHealthEvent(health: DesiredCondition, recovered: boolean
   return undefined;
 }
 
-/** An Account's delivery part: how many pods serve every credential's current version. */
-export function accountDeliveryPart(stored: object | undefined, generation: number | undefined, delivery: { loaded: number; total: number; version: string }, now: number): { part: { delivery: { loaded: number; total: number; configVersion: string }; conditions: Condition[] }; unchanged: boolean } {
+/**
+ * Whether a pod serves a GatewayAPIKey's current routing entry: it has loaded a routing config and its index is from
+ * the compile run that first carried the entry or later (the rule `serves` applies to a credential's entry).
+ */
+export const servesApiKey = (report: GatewayStatusReport, routingRun: number, delivery: ApiKeyDelivery): boolean => report.routing.version !== null && routingRun >= delivery.since;
+
+/**
+ * The delivery part of an Account (how many pods serve every credential's current version) or of a GatewayAPIKey
+ * (how many serve its routing entry). `waiting`: what else must happen before Delivered can be True (a key whose
+ * account's budgets are not open yet): Delivered stays False, Pending, saying so.
+ */
+export function deliveryPart(stored: object | undefined, generation: number | undefined, delivery: { loaded: number; total: number; version: string }, now: number, waiting?: string): { part: { delivery: { loaded: number; total: number; configVersion: string }; conditions: Condition[] }; unchanged: boolean; pending: boolean } {
   const { loaded, total, version } = delivery;
+  let delivered = decideDelivered(loaded, total, version);
+  if (waiting !== undefined && delivered.status === 'True') delivered = { ...delivered, status: 'False', reason: ConditionReason.Pending, message: `all ${total} gateway pods have loaded version ${version}; ${waiting}` };
   const part = {
     delivery: { loaded, total, configVersion: version },
-    conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [decideDelivered(loaded, total, version)], generation, new Date(now)),
+    conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [delivered], generation, new Date(now)),
   };
-  return { part, unchanged: sameStatus(healthPart(stored), part) };
+  return { part, unchanged: sameStatus(healthPart(stored), part), pending: delivered.status === 'False' };
 }
 
 /** The Warning on an Account when a pod has lagged behind its current credentials for `lagMs`. */

@@ -14,7 +14,7 @@ import { conditionOf } from './evaluate.ts';
 export const HEALTH_STATUS_FIELDS = STATUS_OWNERS.health.fields;
 export const HEALTH_CONDITION_TYPES = STATUS_OWNERS.health.conditions;
 
-export type HealthKind = 'BYOKCredential' | 'Account';
+export type HealthKind = 'BYOKCredential' | 'Account' | 'GatewayAPIKey';
 
 /** The delivery record and Delivered status of a status part: what must reach the object without delay. */
 export function deliveryOf(part: Record<string, unknown>): string {

@@ -9,6 +9,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
+import { normalizeKeyHash } from '../../domain/api-keys.ts';
 import { publicId } from '../../domain/ids.ts';
 import { createApplier, type Applier } from '../../kube/apply.ts';
 import type { EventRecorder } from '../../kube/events.ts';
@@ -18,7 +19,7 @@ import { EventReason } from '../../schema/conditions.ts';
 import type { CompilePipeline } from '../compile/pipeline.ts';
 import { periodicPass } from '../periodic.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { accountDeliveryPart, accountVersion, DEFAULT_THRESHOLDS, evaluateCredentialHealth, serves, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
+import { accountVersion, DEFAULT_THRESHOLDS, deliveryPart, evaluateCredentialHealth, serves, servesApiKey, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
 import { GatewayCollector, type Target } from './gather.ts';
 import { HealthMemory } from './memory.ts';
 import { HealthStatusWrites } from './status-writes.ts';
@@ -65,6 +66,8 @@ export interface HealthStatusWriter {
   stop(): Promise<void>;
   /** One poll + write pass (what the timer runs). */
   syncOnce(): Promise<void>;
+  /** Asks for a pass now (e.g. an account's budgets opened). */
+  soon(): void;
 }
 
 export function createHealthStatusWriter(deps: {
@@ -72,6 +75,8 @@ export function createHealthStatusWriter(deps: {
   kubeConfig: KubeAccess;
   informers: ResourceInformers;
   pipeline: CompilePipeline | undefined;
+  /** See PassContext.budgetsOpen; absent: budgets are always open (the embedded ledger). */
+  budgetsOpen?: (namespace: string) => boolean;
   applier: Applier;
   events: EventRecorder;
   registry: Registry;
@@ -89,7 +94,7 @@ export function createHealthStatusWriter(deps: {
   const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
   const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
   const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
-  const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
+  const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account, GatewayAPIKey) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
   const context: PassContext = {
     clock,
     log,
@@ -99,6 +104,7 @@ export function createHealthStatusWriter(deps: {
     informers,
     events,
     pipeline: deps.pipeline,
+    budgetsOpen: deps.budgetsOpen ?? (() => true),
     collector: new GatewayCollector({ config, kubeConfig: deps.kubeConfig, log, probesTotal }),
     statusWrites: new HealthStatusWrites({ applier: deps.applier, log, writes, writeIntervalMs, concurrency: config.writeConcurrency ?? 8 }),
     memory: new HealthMemory(clock()),
@@ -117,6 +123,7 @@ export function createHealthStatusWriter(deps: {
   let unsubscribe: (() => void) | undefined;
   return {
     syncOnce,
+    soon: () => loop.soon(),
     start() {
       loop.start();
       unsubscribe ??= deps.pipeline?.onCompiled(() => loop.soon());
@@ -139,6 +146,8 @@ interface PassContext {
   informers: ResourceInformers;
   events: EventRecorder;
   pipeline: CompilePipeline | undefined;
+  /** Whether an account's budgets admit requests (the spend ledger has validated it); always with no shared ledger. */
+  budgetsOpen: (namespace: string) => boolean;
   collector: GatewayCollector;
   statusWrites: HealthStatusWrites;
   memory: HealthMemory;
@@ -183,7 +192,28 @@ async function healthPass(c: PassContext): Promise<boolean> {
   for (const id of c.memory.forgetCredentialsExcept(seen)) c.collector.forget(id);
   pass.jobs.push(c.collector.probeIdle(credentials, found.filter((f) => reports.has(f.pod)), now, (id) => c.memory.idleSince(id)));
   c.staleGauge.set(accountsPass(c, pass));
+  const keysPending = apiKeysPass(c, pass);
   await Promise.all(pass.jobs);
+  return pending || keysPending;
+}
+
+/**
+ * GatewayAPIKeys: how many pods serve each key's current routing entry; Delivered True only when every pod does and
+ * the account's budgets admit requests (`budgetsOpen`). Returns whether a key is still pending.
+ */
+function apiKeysPass(c: PassContext, pass: Gathered): boolean {
+  const { now, found, reports, routingRuns, jobs } = pass;
+  let pending = false;
+  for (const key of c.informers.apiKeys.list()) {
+    const ns = key.metadata?.namespace ?? '';
+    const delivery = c.pipeline?.apiKeyDelivery(ns)?.get(normalizeKeyHash(key.spec?.hash ?? ''));
+    if (!delivery) continue;
+    const loaded = [...reports.values()].filter((r) => servesApiKey(r, routingRuns.get(r)!, delivery)).length;
+    const waiting = c.budgetsOpen(ns) ? undefined : "the account's budgets are not open yet (the operator has not validated it in the spend ledger)";
+    const e = deliveryPart((key as { status?: object }).status, key.metadata?.generation, { loaded, total: found.length, version: delivery.version }, now, waiting);
+    if (e.pending) pending = true;
+    if (!e.unchanged) jobs.push(c.statusWrites.write('GatewayAPIKey', key, e.part, now));
+  }
   return pending;
 }
 
@@ -259,7 +289,7 @@ function accountsPass(c: PassContext, pass: Gathered): number {
       c.log.warn({ pod: target.pod, namespace: ns }, note);
       jobs.push(c.events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
     }
-    const { part, unchanged } = accountDeliveryPart((account as { status?: object }).status, account.metadata?.generation, { loaded, total: found.length, version }, now);
+    const { part, unchanged } = deliveryPart((account as { status?: object }).status, account.metadata?.generation, { loaded, total: found.length, version }, now);
     if (!unchanged) jobs.push(c.statusWrites.write('Account', account, part, now));
   }
   c.memory.forgetPodsExcept(found);
@@ -269,7 +299,7 @@ function accountsPass(c: PassContext, pass: Gathered): number {
 /** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */
 export function createGatewayHealthStatus(
   config: GatewayStatusConfig,
-  deps: { kubeConfig: KubeAccess; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; events: EventRecorder; registry: Registry; log: Logger },
+  deps: { kubeConfig: KubeAccess; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; budgetsOpen?: (namespace: string) => boolean; events: EventRecorder; registry: Registry; log: Logger },
 ): HealthStatusWriter {
   return createHealthStatusWriter({ ...deps, config, applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }) });
 }

@@ -544,6 +544,23 @@ conditions?: Condition[]
  * Not disabled and not expired at the last reconcile.
  */
 live?: boolean
+/**
+ * How many gateway pods serve this key's current routing entry (hash, disabled, expiry, workspace, guardrail, owner) and can admit its requests under the account's budgets. The Delivered condition says when every pod does: the first call with a new key then works on each of them.
+ */
+delivery?: {
+/**
+ * Gateway pods that have loaded the current version.
+ */
+loaded?: number
+/**
+ * Gateway pods reporting (ready endpoints of the gateway Service).
+ */
+total?: number
+/**
+ * The current version: a digest of the key's compiled routing entry (or of its absence, for a key that is not live).
+ */
+configVersion?: string
+}
 }
 
 /** GatewayAPIKey records the SHA-256 hash of a gateway API key (never the key). Live means not disabled and not expired. */

@@ -15,7 +15,7 @@ import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { spawnGateway, spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { beforeCap } from '../../support/order.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
@@ -96,17 +96,9 @@ describe('credential health and delivery from the gateways', () => {
     }));
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
-    for (const i of [0, 1]) {
-      const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
-      projectors.push(startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...dirs, pollMs: 100 }));
-      gateways.push(await spawnGateway([
-        '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
-        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-        '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
-        '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info', '--egress-allow', '127.0.0.1/32',
-      ], running));
-    }
-    await publishGatewayEndpoints(kc, routingNs, gateways);
+    const pods = await spawnProjectedGateways(kc, routingNs, root, running, (i) => ['--ledger-snapshot', join(root, `ledger-${i}.json`)]);
+    projectors.push(...pods.projectors);
+    gateways.push(...pods.gateways);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
       watchNamespaces: [ns],

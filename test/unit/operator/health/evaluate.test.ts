@@ -1,7 +1,7 @@
 import { describe, expect, test } from '@jest/globals';
 import type { GatewayStatusReport } from '../../../../src/contract/gateway-status.ts';
 import {
-  accountDeliveryPart,
+  deliveryPart,
   accountVersion,
   counterDelta,
   decideDelivered,
@@ -10,6 +10,7 @@ import {
   evaluateCredentialHealth,
   OutcomeWindow,
   serves,
+  servesApiKey,
   stalePodNote,
   upstreamHealthEvent,
   type CredentialHealthFacts,
@@ -162,10 +163,30 @@ describe('Events and the account part', () => {
   });
 
   test("an Account's delivery part, unchanged when stored", () => {
-    const { part, unchanged } = accountDeliveryPart(undefined, 3, { loaded: 1, total: 2, version: 'abc' }, NOW);
+    const { part, unchanged } = deliveryPart(undefined, 3, { loaded: 1, total: 2, version: 'abc' }, NOW);
     expect(part).toEqual({ delivery: { loaded: 1, total: 2, configVersion: 'abc' }, conditions: [{ ...condition('Delivered', 'False', 'Pending', '1 of 2 gateway pods have loaded version abc'), observedGeneration: 3, lastTransitionTime: '2026-11-26T12:00:00Z' }] });
     expect(unchanged).toBe(false);
-    expect(accountDeliveryPart({ ...part, conditions: [condition('Ready', 'True', 'Ready'), ...part.conditions] }, 3, { loaded: 1, total: 2, version: 'abc' }, NOW + 60_000).unchanged).toBe(true);
+    expect(deliveryPart({ ...part, conditions: [condition('Ready', 'True', 'Ready'), ...part.conditions] }, 3, { loaded: 1, total: 2, version: 'abc' }, NOW + 60_000).unchanged).toBe(true);
+  });
+
+  test("a key whose account's budgets are not open stays Delivered=False (Pending) on every pod, saying why; True once they open", () => {
+    const waiting = "the account's budgets are not open yet";
+    const held = deliveryPart(undefined, 2, { loaded: 2, total: 2, version: 'k1' }, NOW, waiting);
+    expect(held.pending).toBe(true);
+    expect(held.part.conditions[0]).toMatchObject({ type: 'Delivered', status: 'False', reason: 'Pending', message: `all 2 gateway pods have loaded version k1; ${waiting}` });
+    // Waiting adds nothing to a version the pods do not hold yet.
+    expect(deliveryPart(undefined, 2, { loaded: 1, total: 2, version: 'k1' }, NOW, waiting).part.conditions[0]!.message).toBe('1 of 2 gateway pods have loaded version k1');
+    const open = deliveryPart(held.part, 2, { loaded: 2, total: 2, version: 'k1' }, NOW + 1000);
+    expect(open).toMatchObject({ pending: false, unchanged: false });
+    expect(open.part.conditions[0]).toMatchObject({ status: 'True', reason: 'Delivered' });
+  });
+
+  test('a pod serves a key from the run that first carried its entry, once it has a routing config', () => {
+    const report = (routing: string | null) => ({ routing: { version: routing }, bundle: { credentials: {} } }) as unknown as GatewayStatusReport;
+    const delivery = { version: 'k', since: 5 };
+    expect(servesApiKey(report('idx'), 5, delivery)).toBe(true);
+    expect(servesApiKey(report('idx'), 4, delivery)).toBe(false);
+    expect(servesApiKey(report(null), 9, delivery)).toBe(false);
   });
 
   test('a pod serves a credential with its envelope in its bundles and a routing index from the run that brought the entry', () => {
