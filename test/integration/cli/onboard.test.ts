@@ -80,7 +80,8 @@ describe(`${PAGE} against the dev stack`, () => {
     for (const out of outputs) expect(out).not.toContain(key);
 
     const first = outputs.find((o) => o.includes('provider_responses'))!;
-    const answer = JSON.parse(first) as { provider_responses: { credential: string }[] };
+    // The block waits for the key's Delivered first (kubectl prints "condition met"), then the answer's JSON.
+    const answer = JSON.parse(first.slice(first.indexOf('{'))) as { provider_responses: { credential: string }[] };
     // The team's own credential, not the gateway's shared capacity.
     expect(answer.provider_responses[0]!.credential).not.toBe('shared');
 
