@@ -8,6 +8,7 @@
 // Every object is signed with HMAC-SHA256 under a key derived (HKDF) from the bundle data key the pod already
 // mounts, so a pod applies only what holds that key, and it never applies a version at or below the one it holds.
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { parseUntrustedJson } from '../domain/json.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { derivedKey, type Keyring } from './envelope.ts';
 import { sha256Hex } from './routing.ts';
@@ -159,7 +160,7 @@ export function deltaFor(
 export function parseDeliveryLine(text: string): DeliveryLine {
   let v: unknown;
   try {
-    v = JSON.parse(text);
+    v = parseUntrustedJson(text);
   } catch {
     throw new DeliveryError('a stream line is not JSON');
   }

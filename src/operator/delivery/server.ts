@@ -11,6 +11,7 @@ import {
   DEFAULT_DELIVERY_AUDIENCE, DELIVERY_ACK_PATH, DELIVERY_FORMAT, DELIVERY_STREAM_PATH, deltaFor, filesDigest, isDeliveryFileName, MAX_DELIVERY_REQUEST_BYTES, objectKey, signSubject,
   type DeliveryAck, type DeliveryKind,
 } from '../../contract/delivery.ts';
+import { parseUntrustedJson } from '../../domain/json.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET, keyringFromEntries, type Keyring } from '../../contract/envelope.ts';
 import { ROUTING_LABEL } from '../../contract/routing.ts';
 import { kubeClient } from '../../kube/client.ts';
@@ -102,7 +103,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
     chunks.push(chunk);
   }
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return parseUntrustedJson(Buffer.concat(chunks));
   } catch {
     throw Object.assign(new Error('request body is not JSON'), { status: 400 });
   }
