@@ -139,7 +139,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           // A key that does not hold its hash is left out of its account and says so; another account goes unnamed.
           expect(first.conflicting.get(ns)!.has(k.metadata.name!)).toBe(held !== undefined);
           if (held) {
-            const { ready } = evaluateApiKey({ namespace: ns, spec: k.spec, now: NOW.getTime(), workspaceExists: true, hasDefaultWorkspace: true, missingGuardrails: [], hashHeldBy: held });
+            const { ready } = evaluateApiKey({ namespace: ns, spec: k.spec, now: NOW.getTime(), workspaceExists: true, accountExists: true, hasDefaultWorkspace: true, missingGuardrails: [], hashHeldBy: held });
             expect(ready.reason).toBe('Conflicting');
             if (!held.sameAccount) expect(ready.message).toBe(OTHER_ACCOUNT);
             else expect(holder.metadata.namespace).toBe(ns);
