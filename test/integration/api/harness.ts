@@ -14,6 +14,7 @@ import { createManagementKey, sha256Hex } from '../../../src/service/management-
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, crApi, customObjects, testKubeConfig } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020) => Ajv2020;
 
@@ -43,8 +44,9 @@ export interface Account {
   otherWorkspaceId: string;
 }
 
-export async function seedAccount(prefix: string): Promise<Account> {
-  const namespace = await createTestNamespace(prefix);
+/** A tenant namespace for the REST door; `account: false` leaves out its Account (the operator then routes nothing). */
+export async function seedAccount(prefix: string, opts: { account?: boolean } = {}): Promise<Account> {
+  const namespace = opts.account === false ? await createTestNamespace(prefix) : await createAccountNamespace(prefix);
   const ws = crApi('workspaces', namespace);
   await ws.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true, displayName: 'Main' } });
   await ws.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'team-b' }, spec: { displayName: 'Team B' } });

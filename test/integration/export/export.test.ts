@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { stringify } from 'yaml';
 import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { installExportCrds } from './crds.ts';
 import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../unit/export/fixtures.ts';
 
@@ -76,7 +77,7 @@ describe('byok-operator export against the real CRDs', () => {
   }, 120_000);
 
   test('--cluster reads the same account from the apiserver (resources and Secrets) and exports the same objects', async () => {
-    const account = await createTestNamespace('export-src');
+    const account = await createAccountNamespace('export-src');
     const manifests = accountManifests(account, 'required').map((d) => stringify(d)).join('---\n');
     const dir = mkdtempSync(join(tmpdir(), 'byok-export-cluster-'));
     writeFileSync(join(dir, 'account.yaml'), manifests);

@@ -43,6 +43,7 @@ const bedrockIam = JSON.stringify({ accessKeyId: 'AKIACANARY0000000041', secretA
 
 function manifests(ns: string, provider: string, payload: string, allowedModels: string[]): Record<string, unknown>[] {
   return [
+    { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'account', namespace: ns }, spec: {} },
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'default', namespace: ns }, spec: { default: true } },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', namespace: ns }, stringData: { key: payload } },
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'key', namespace: ns }, spec: { provider, secretRef: { name: 'key' }, allowedModels } },

@@ -15,6 +15,7 @@ import { startGateway, type RunningGateway, type SpendGate, type FinishedRequest
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { createSecret, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { untilCompiled } from './compiled.ts';
 import { beforeCap } from '../../support/order.ts';
@@ -88,7 +89,7 @@ describe('gateway on the operator\'s compiled config', () => {
     up = await startUpstreams();
     up.iamSecrets.set('AKIAGATEWAYTEST0001', 'iam-secret-value-0001');
     up.vertexKeys.set(VERTEX_EMAIL, publicKeyOf(vertexKey.privateKey));
-    ns = await createTestNamespace('gw-acct');
+    ns = await createAccountNamespace('gw-acct');
     routingNs = await createTestNamespace('gw-routing');
     creds = resource('byokcredentials', ns);
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });

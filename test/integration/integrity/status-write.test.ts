@@ -10,6 +10,7 @@ import { createApplier } from '../../../src/kube/apply.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
 import { API_VERSION, GROUP } from '../../../src/schema/resources.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 
 const kc = testKubeConfig();
@@ -22,7 +23,7 @@ describe('status writes that keep failing', () => {
   let policy = '';
 
   beforeAll(async () => {
-    [ns, routing] = await Promise.all([createTestNamespace('integ-status'), createTestNamespace('integ-status-routing')]);
+    [ns, routing] = await Promise.all([createAccountNamespace('integ-status'), createTestNamespace('integ-status-routing')]);
     policy = `integrity-deny-status-${ns}`;
     const objects = {
       apiVersion: 'v1',
