@@ -20,7 +20,7 @@ import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { limited } from '../src/operator/compile/writer.ts';
 import { startOperator } from '../src/operator/run.ts';
 import { API_VERSION } from '../src/schema/resources.ts';
-import { CRD_NAMES, crdFiles } from '../test/integration/export/crds.ts';
+import { CRD_NAMES, crdFiles } from '../test/support/export-crds.ts';
 
 const run = promisify(execFile);
 const CREDENTIALS = Number(process.argv[2] ?? 1000);

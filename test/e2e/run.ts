@@ -10,13 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../src/controlplane/control-plane.ts';
-import { startUpstreams, type Upstreams } from '../integration/gateway/upstreams.ts';
+import { startUpstreams, type Upstreams } from '../support/upstreams.ts';
 import { BRIDGE_ADDRESS, createBridge, deleteBridge, NODE_NAME, PAUSE_IMAGE, startNode, type RunningNode } from './node.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..');
 const log = (line: string) => process.stderr.write(`[e2e] ${line}\n`);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const results: { name: string; ok: boolean; detail: string }[] = [];
 const figures: Record<string, unknown> = {};
 
@@ -35,19 +35,13 @@ async function check(name: string, fn: () => Promise<string>): Promise<boolean> 
   }
 }
 
+/** Polls fn every 500 ms until it returns something other than undefined. */
 async function until<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err instanceof Error ? err.message : String(err);
-    }
-    await sleep(500);
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (${last.slice(0, 500)})` : ''}`);
+  const found = await pollUntil(what, async () => {
+    const v = await fn();
+    return v === undefined ? undefined : { v };
+  }, timeoutMs, 500);
+  return found.v;
 }
 
 async function bash(script: string, args: string[] = []): Promise<string> {

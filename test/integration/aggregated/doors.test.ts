@@ -15,7 +15,7 @@ import { kubeClient } from '../../../src/kube/client.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { asAggregator } from '../../support/aggregated.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { seedAccount, type Account } from '../api/harness.ts';
+import { seedAccount, type Account } from '../../support/api-harness.ts';
 
 const P = '/apis/api.byok.gateway.dev/v1';
 const silent = pino({ level: 'silent' });

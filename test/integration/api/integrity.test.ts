@@ -12,7 +12,7 @@ import { buildApp } from '../../../src/api/server.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { beforeCap } from '../../support/order.ts';
 import { crApi, testKubeConfig } from '../../support/kube.ts';
-import { API_VERSION, credentialObject, eventually, expectContract, err, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { API_VERSION, credentialObject, eventually, expectContract, err, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
+import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 const run = promisify(execFile);

@@ -13,9 +13,10 @@ import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { ACCOUNT_LABEL } from '../../../src/operator/export/desired.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { accountManifests, SHAPES } from '../../unit/export/fixtures.ts';
-import { cond, metricsText, metricValue, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { installExportCrds } from './crds.ts';
+import { accountManifests, SHAPES } from '../../support/fixtures/export.ts';
+import { cond, metricsText, metricValue, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
 
 const kc = testKubeConfig();
 const repo = join(import.meta.dirname, '..', '..', '..');

@@ -13,8 +13,8 @@ import { parseAllDocuments } from 'yaml';
 import { stringify } from 'yaml';
 import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { installExportCrds } from './crds.ts';
-import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../unit/export/fixtures.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
+import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../support/fixtures/export.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..', '..');

@@ -19,8 +19,9 @@ import { tenantName } from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SHARED_LABEL } from '../../../src/operator/export/desired.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { cond, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { installExportCrds } from './crds.ts';
+import { cond, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
 
 const kc = testKubeConfig();
 const repo = join(import.meta.dirname, '..', '..', '..');

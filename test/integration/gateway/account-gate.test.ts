@@ -28,7 +28,7 @@ import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { cond, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { createAccount, createTenant } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const TOKEN = 'status-token-account-gate';
@@ -145,7 +145,12 @@ describe('a namespace without an Account is not routed', () => {
     expect((await warning('BYOKCredential', 'oa')).note).toContain('has no Account');
     expect((await warning('GatewayAPIKey', 'k')).note).toContain('has no Account');
     // The routing the gateway loads holds other compile runs' output (the operator has written its index), never this namespace.
-    await until('a routing index on the projector', async () => { await projectors[0]!.sync(); try { return loadRoutingConfig(join(root, 'routing-0')).version !== undefined; } catch { return false; } }, 30_000, 100);
+    // The gateway serves the routing the operator wrote (an index of other runs' output), which never carries this namespace.
+    await until('the gateway on the projected routing', async () => {
+      await projectors[0]!.sync();
+      const report = (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null } };
+      return report.routing.version !== null && report.routing.version === loadRoutingConfig(join(root, 'routing-0')).version;
+    }, 30_000, 100);
     expect(await projected()).toBe(false);
     expect(await chat()).toEqual({ status: 401, message: expect.stringContaining('invalid gateway API key'), upstream: [] });
   }, 60_000);

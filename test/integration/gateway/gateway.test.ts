@@ -16,10 +16,11 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { createSecret, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { untilCompiled } from './compiled.ts';
+import { createSecret, resource, setSecret, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
+import { untilCompiled } from '../../support/compiled.ts';
 import { beforeCap } from '../../support/order.ts';
-import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-9d1e2f3a4b5c6d7e8f90aabbccddeeff';

@@ -17,9 +17,10 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { createSecret, resource, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { stopStack, untilCompiled } from './compiled.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
+import { stopStack, untilCompiled } from '../../support/compiled.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const VICTIM_KEY = 'sk-byok-gw-v1-victim-0123456789abcdef0123456789abcdef';

@@ -14,8 +14,9 @@ import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const KEY = 'sk-gw-metering-0123456789abcdef0123';

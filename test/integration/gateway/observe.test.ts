@@ -11,9 +11,10 @@ import { startGateway, type RunningGateway, type SpendGate } from '../../../src/
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { untilCompiled } from './compiled.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { untilCompiled } from '../../support/compiled.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const KEY = 'sk-gw-observe-0123456789abcdef0123';

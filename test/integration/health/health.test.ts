@@ -18,9 +18,10 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { spawnGateway, spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { beforeCap } from '../../support/order.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { credentialObject, one, startHarness } from '../api/harness.ts';
+import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import { credentialObject, one, startHarness } from '../../support/api-harness.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();

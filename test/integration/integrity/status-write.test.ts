@@ -11,7 +11,8 @@ import { KubeApiError } from '../../../src/kube/client.ts';
 import { API_VERSION, GROUP } from '../../../src/schema/resources.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const DENY_LABEL = 'integrity.test/deny-status';

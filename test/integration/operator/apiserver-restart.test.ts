@@ -7,7 +7,8 @@ import { startControlPlane, type ControlPlane } from '../../../src/controlplane/
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { maskLabel } from '../../../src/domain/index.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { metricValue, metricsText, startTestOperator, until, type CapturedOperator, type Obj, cond } from './helpers.ts';
+import { metricValue, metricsText, startTestOperator, type CapturedOperator, type Obj, cond } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 import { account } from '../../support/builders.ts';
 
 describe('apiserver restart', () => {

@@ -9,7 +9,8 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 import { beforeCap } from '../../support/order.ts';
-import { createSecret, metricValue, metricsText, resource, sleep, startTestOperator, until, type CapturedOperator } from './helpers.ts';
+import { createSecret, metricValue, metricsText, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
 
 // A lease far longer than the retry period: a released lease is taken at the next retry, long before it would expire.
 const LEASE = { enabled: true, leaseName: 'byok-operator', leaseDurationSeconds: 10, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 };

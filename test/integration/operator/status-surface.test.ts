@@ -10,7 +10,8 @@ import { REDACT_PATHS } from '../../../src/operator/logger.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { core, createSecret, metricsText, metricValue, resource, until } from './helpers.ts';
+import { core, createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 

@@ -29,7 +29,7 @@ import { validateManifest } from '../../../src/schema/validators.ts';
 import { loadRoutingConfig, planFor, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { credential, hashOf, NOW, snapshot, workspace } from './fixtures.ts';
+import { credential, hashOf, NOW, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const SEED = 41;
 // Each case writes a config to disk and loads it as a pod does: 1,000 per property keep the file near 8 s of CPU.
