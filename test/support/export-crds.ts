@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { kubectl } from './kube.ts';
 import { thirdPartyDir } from './third-party.ts';
 
-const repo = join(import.meta.dirname, '..', '..', '..');
+const repo = join(import.meta.dirname, '..', '..');
 
 const fetchedCrds = () => execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
 
