@@ -175,7 +175,8 @@ async function checks({ cp, node, up, work }: Ctx): Promise<void> {
     return out.trim() === '' || out.includes('No resources') ? 'no keys yet (list answered)' : out.split('\n')[0] ?? '';
   });
 
-  // An account: a default Workspace, a gateway key, a Secret and a BYOKCredential.
+  // An account: its Account (the operator routes only namespaces with one), a default Workspace, a gateway key, a
+  // Secret and a BYOKCredential.
   const ACCT = 'e2e-acme';
   const GATEWAY_KEY = 'sk-e2e-gateway-0123456789abcdef';
   const keyHash = execFileSync('sh', ['-c', `printf %s '${GATEWAY_KEY}' | sha256sum | cut -d' ' -f1`], { encoding: 'utf8' }).trim();
@@ -186,6 +187,11 @@ async function checks({ cp, node, up, work }: Ctx): Promise<void> {
   };
   await kubectl('create', 'namespace', ACCT);
   await apply(`apiVersion: byok.gateway.dev/v1alpha1
+kind: Account
+metadata: { name: ${ACCT}, namespace: ${ACCT} }
+spec: {}
+---
+apiVersion: byok.gateway.dev/v1alpha1
 kind: Workspace
 metadata: { name: default, namespace: ${ACCT} }
 spec: { displayName: Default, default: true }
