@@ -21,6 +21,11 @@ export const withLabels = <T extends { metadata?: Meta | object }>(labels: Recor
   const m = o.metadata as Meta;
   m.labels = { ...m.labels, ...labels };
 };
+/** Any kind: annotations merged into metadata.annotations. */
+export const withAnnotations = <T extends { metadata?: Meta | object }>(annotations: Record<string, string>): Option<T> => (o) => {
+  const m = o.metadata as Meta;
+  m.annotations = { ...m.annotations, ...annotations };
+};
 /** Any kind: fields merged into spec (for what has no option of its own). */
 export const withSpec = <T extends { spec: object }>(spec: Partial<T['spec']>): Option<T> => (o) => void Object.assign(o.spec, spec);
 
