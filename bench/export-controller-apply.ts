@@ -20,7 +20,7 @@ import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
 import { limited } from '../src/operator/compile/writer.ts';
 import { startOperator } from '../src/operator/run.ts';
 import { API_VERSION } from '../src/schema/resources.ts';
-import { CRD_NAMES, crdFiles } from '../test/integration/export/crds.ts';
+import { CRD_NAMES, crdFiles } from '../test/support/export-crds.ts';
 
 const run = promisify(execFile);
 const CREDENTIALS = Number(process.argv[2] ?? 1000);
@@ -51,6 +51,8 @@ async function main(): Promise<void> {
     await limited(Array.from({ length: ACCOUNTS }, (_, a) => a), 16, async (a) => {
       const ns = accountNs(a);
       await client.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+      // The operator compiles, and so exports, only namespaces that hold an Account.
+      await client.request('POST', `/apis/${API_VERSION}/namespaces/${ns}/accounts`, { body: { apiVersion: API_VERSION, kind: 'Account', metadata: { name: ns }, spec: {} } });
       for (const [c, provider] of PROVIDERS.entries()) {
         await client.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: { metadata: { name: `${provider}-key` }, stringData: { key: `sk-bench-${a}-${c}-${'x'.repeat(40)}` } } });
         await client.request('POST', `/apis/${API_VERSION}/namespaces/${ns}/byokcredentials`, { body: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: provider }, spec: { provider, secretRef: { name: `${provider}-key` }, sortOrder: c } } });

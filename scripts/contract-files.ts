@@ -8,8 +8,8 @@ import { CONTRACT_SCHEMAS } from '../src/contract/schemas.ts';
 import { canonicalJson } from '../src/contract/canonical-json.ts';
 import { shardAccounts } from '../src/compiler/shard.ts';
 import { createCatalog, planRoute } from '../src/domain/index.ts';
-import { MODEL, OTHER_MODEL, account, defaultEndpoints, req } from '../test/unit/domain/fixtures.ts';
-import { cases } from '../test/unit/domain/planner.scenarios.ts';
+import { MODEL, OTHER_MODEL, account, defaultEndpoints, req } from '../test/support/fixtures/domain.ts';
+import { cases } from '../test/support/fixtures/planner-scenarios.ts';
 
 export const CONTRACT_DIR = 'docs/contract';
 

@@ -3,7 +3,7 @@
 //   node scripts/bootstrap.mjs -- node hack/export/measure.ts
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { scaleFolder } from '../../test/unit/export/fixtures.ts';
+import { scaleFolder } from '../../test/support/fixtures/export.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
 const main = join(repo, 'src', 'cli', 'main.ts');

@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import type { V1Secret } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { compileAccount, credentialExclusion, electAccount, keysNotHolding, type AccountSnapshot, type SnapshotCredential } from '../compiler/index.ts';
+import { accountMissingMessage, compileAccount, credentialExclusion, electAccount, isRoutedNamespace, keysNotHolding, type AccountSnapshot, type SnapshotCredential } from '../compiler/index.ts';
 import { normalizeKeyHash } from '../domain/api-keys.ts';
 import { describePayloadIssues } from '../domain/errors.ts';
 import { publicId } from '../domain/ids.ts';
@@ -20,6 +20,7 @@ import { Kubeconfig, type KubeAccess } from '../kube/kubeconfig.ts';
 import { secretPayloadBytes } from '../kube/secret-payload.ts';
 import { effectiveSortOrder } from '../operator/reconcile/sort-order.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
+import { ConditionReason } from '../schema/conditions.ts';
 import { GROUP, RESOURCES, VERSION } from '../schema/resources.ts';
 import { validateManifest } from '../schema/validators.ts';
 import { COMMAND_HELP } from './help.ts';
@@ -86,9 +87,12 @@ export async function loadClusterInput(access: KubeAccess, catalogFile: string):
     // A list's items carry neither apiVersion nor kind.
     for (const item of list.items) items.push({ object: { apiVersion: `${GROUP}/${VERSION}`, kind: resource.kind, ...item }, where: 'cluster' });
   }
+  // The operator routes only namespaces with an Account (src/compiler/gate.ts): the others' Secrets are not read.
+  const routed = new Set(items.filter((i) => (i.object as { kind: string }).kind === 'Account').map((i) => (i.object as Account).metadata.namespace ?? 'default'));
   for (const { object } of items.filter((i) => (i.object as { kind: string }).kind === 'BYOKCredential')) {
     const c = object as BYOKCredential;
     const ns = c.metadata.namespace ?? 'default';
+    if (!routed.has(ns)) continue;
     try {
       const secret = await whenReady(() => client.request<V1Secret>('GET', `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(c.spec.secretRef.name)}`));
       items.push({ object: { apiVersion: 'v1', kind: 'Secret', ...secret }, where: 'cluster' });
@@ -96,7 +100,7 @@ export async function loadClusterInput(access: KubeAccess, catalogFile: string):
       // Not found or not readable: the credential is reported as SecretNotFound.
     }
   }
-  return inputFromObjects(items, catalogFile);
+  return inputFromObjects(items, catalogFile, { requireAccount: true });
 }
 
 /** Retries while the apiserver answers 429 (a watch cache still initializing, priority and fairness), up to ~10 s. */
@@ -111,7 +115,11 @@ async function whenReady<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-function inputFromObjects(items: readonly { object: unknown; where: string }[], catalogFile: string): ExportInput {
+/**
+ * `requireAccount` (a cluster): a namespace without an Account is not routed by the operator, so its credentials are
+ * reported as skipped with the operator's reason. A folder may hold a team's objects without the platform's Account.
+ */
+function inputFromObjects(items: readonly { object: unknown; where: string }[], catalogFile: string, gate: { requireAccount: boolean } = { requireAccount: false }): ExportInput {
   const byNs = new Map<string, Resources>();
   const secrets = new Map<string, V1Secret>();
   const skipped: SkippedCredential[] = [];
@@ -142,6 +150,11 @@ function inputFromObjects(items: readonly { object: unknown; where: string }[], 
       const h = normalizeKeyHash(k.spec.hash);
       naming.set(h, [...(naming.get(h) ?? []), k]);
     }
+  }
+  for (const [ns, r] of byNs) {
+    if (!gate.requireAccount || isRoutedNamespace(r.accounts)) continue;
+    for (const cred of r.credentials) skipped.push({ namespace: ns, name: cred.metadata.name ?? '', provider: cred.spec.provider, reason: `${ConditionReason.AccountMissing}: ${accountMissingMessage(ns, 'credential')}` });
+    byNs.delete(ns);
   }
   const accounts = [...byNs].sort(([a], [b]) => (a < b ? -1 : 1)).filter(([, r]) => r.credentials.length > 0).map(([ns, r]) => {
     const credentials: SnapshotCredential[] = [];

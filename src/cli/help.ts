@@ -165,7 +165,8 @@ const GATEWAY_KEY = `usage: byok-operator gateway-key create --namespace <ns> [-
 create a gateway API key for the account <ns> (what an app sends as Authorization: Bearer <key>) and print it
 once on stdout; the GatewayAPIKey <name> (default gateway-key-<random>) holds only its SHA-256, which stderr
 also prints (for a credential's allowedApiKeyHashes). The key needs a workspace: --workspace, or the namespace's
-default Workspace (otherwise it is Ready=False NoWorkspace and the gateway answers 403; stderr warns).
+default Workspace (otherwise it is Ready=False NoWorkspace and the gateway answers 403; stderr warns). Its
+namespace needs an Account (otherwise it is Ready=False AccountMissing and the gateway answers 401; stderr warns).
 
 options:
   --namespace <ns>     the account namespace (required)

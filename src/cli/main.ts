@@ -355,7 +355,7 @@ async function gatewayKeyCommand(rest: string[]): Promise<void> {
   const created = await createGatewayKey(await userKubeConfig(values.kubeconfig), namespace, opts);
   const scope = `workspace ${values.workspace ?? '(the default Workspace)'}${values.guardrail ? `, guardrail ${values.guardrail}` : ''}`;
   process.stderr.write(`created GatewayAPIKey ${namespace}/${created.name} (${scope}; it holds only the key's SHA-256, ${created.hash}).\n`);
-  if (created.warning) process.stderr.write(`warning: ${created.warning}\n`);
+  for (const warning of created.warnings) process.stderr.write(`warning: ${warning}\n`);
   process.stderr.write('The key is shown once:\n');
   process.stdout.write(`${created.key}\n`);
 }

@@ -2,6 +2,7 @@
 export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from './snapshot.ts';
 export { compileAccount, compareCredentials, credentialExclusion, DEFAULT_RESET_INTERVAL } from './compile.ts';
 export { electAccount, electDefaultWorkspace, electKeyHolder, keysNotHolding } from './elect.ts';
+export { accountMissingMessage, isRoutedNamespace } from './gate.ts';
 export {
   shardAccounts,
   shardSerialized,

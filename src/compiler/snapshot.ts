@@ -22,8 +22,9 @@ export interface SnapshotCredential {
 export interface AccountSnapshot {
   namespace: string;
   /**
-   * The namespace's Account, when exactly one wins (see electAccount in ./elect.ts); absent means defaults
-   * (pay-as-you-go, no privacy restrictions). The compiler still compiles an account namespace without one.
+   * The namespace's Account (the oldest wins, see electAccount in ./elect.ts). The operator compiles only namespaces
+   * that hold one (./gate.ts); absent here means defaults (pay-as-you-go, no privacy restrictions), for offline
+   * callers that compile a folder of manifests.
    */
   account?: Account;
   workspaces: Workspace[];

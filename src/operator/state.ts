@@ -91,18 +91,14 @@ function lazyVerdict(stored: StoredVerdict): CredentialVerdict {
 }
 
 export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource & SpendStateSource {
-  // A namespace is an account while it holds any of these.
-  const accountKinds = [informers.accounts, informers.credentials, informers.workspaces, informers.guardrails, informers.apiKeys];
+  // A namespace is an account while it holds an Account (the gate, src/compiler/gate.ts): its credentials, keys and
+  // workspaces alone do not make it one.
   return {
     accountNamespaces(): string[] {
-      const all = new Set<string>();
-      for (const inf of accountKinds) {
-        for (const ns of inf.namespaces()) all.add(ns);
-      }
-      return [...all].sort();
+      return [...informers.accounts.namespaces()].sort();
     },
     isAccountNamespace(namespace: string): boolean {
-      return accountKinds.some((inf) => inf.hasNamespace(namespace));
+      return informers.accounts.hasNamespace(namespace);
     },
     snapshot(namespace: string): AccountSnapshot {
       const credentials = informers.credentials.list(namespace).map((resource) => {

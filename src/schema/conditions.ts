@@ -47,6 +47,8 @@ export const ConditionReason = {
   // Ready of Workspace, GatewayAPIKey and Account
   Conflicting: 'Conflicting',
   GuardrailNotFound: 'GuardrailNotFound',
+  /** BYOKCredential and GatewayAPIKey: the namespace has no Account, so nothing in it is compiled or routed. */
+  AccountMissing: 'AccountMissing',
   /** GatewayAPIKey: no usable workspace (none named and no default Workspace, or the named one is missing). */
   NoWorkspace: 'NoWorkspace',
   // Live
@@ -81,7 +83,7 @@ type Status = 'True' | 'False' | 'Unknown';
 export const REASONS_BY_CONDITION = {
   Ready: {
     True: ['Ready'],
-    False: ['SecretNotFound', 'KeyNotFound', 'PayloadInvalid', 'WorkspaceNotFound', 'UnknownApiKeyHash', 'ConflictingFlags', 'InvalidFilters', 'QuotaExceeded', 'Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'Quarantined'],
+    False: ['SecretNotFound', 'KeyNotFound', 'PayloadInvalid', 'WorkspaceNotFound', 'UnknownApiKeyHash', 'ConflictingFlags', 'InvalidFilters', 'QuotaExceeded', 'Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'Quarantined', 'AccountMissing'],
   },
   SecretResolved: { True: ['Resolved'], False: ['SecretNotFound', 'KeyNotFound'] },
   PayloadValid: { True: ['Valid'], False: ['PayloadInvalid'], Unknown: ['SecretNotResolved'] },
@@ -98,7 +100,7 @@ export const REASONS_BY_CONDITION = {
 export const EventReason = {
   /** Normal: the object became Ready. */
   Ready: 'Ready',
-  /** Warning, on credentials of a namespace without an Account: the account's routing is held back. */
+  /** Warning: the account's routing is held back (on the Account; on its credentials if it has no winning Account). */
   Quarantined: 'Quarantined',
   /** Normal: the account's routing is written again. */
   QuarantineLifted: 'QuarantineLifted',

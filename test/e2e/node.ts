@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
 import { freePort } from '../../src/controlplane/ports.ts';
+import { sleep } from '../support/until.ts';
 
 export const BRIDGE = 'byok-e2e0';
 export const BRIDGE_ADDRESS = '10.250.0.1';
@@ -47,7 +48,6 @@ export interface RunningNode {
   stop(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: string; images: string[]; log: (l: string) => void }): Promise<RunningNode> {
   const { nodeBin, cp, dir, log } = opts;

@@ -10,13 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../../src/controlplane/control-plane.ts';
-import { startUpstreams, type Upstreams } from '../integration/gateway/upstreams.ts';
+import { startUpstreams, type Upstreams } from '../support/upstreams.ts';
 import { BRIDGE_ADDRESS, createBridge, deleteBridge, NODE_NAME, PAUSE_IMAGE, startNode, type RunningNode } from './node.ts';
+import { until as pollUntil } from '../support/until.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..');
 const log = (line: string) => process.stderr.write(`[e2e] ${line}\n`);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const results: { name: string; ok: boolean; detail: string }[] = [];
 const figures: Record<string, unknown> = {};
 
@@ -35,19 +35,13 @@ async function check(name: string, fn: () => Promise<string>): Promise<boolean> 
   }
 }
 
+/** Polls fn every 500 ms until it returns something other than undefined. */
 async function until<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err instanceof Error ? err.message : String(err);
-    }
-    await sleep(500);
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (${last.slice(0, 500)})` : ''}`);
+  const found = await pollUntil(what, async () => {
+    const v = await fn();
+    return v === undefined ? undefined : { v };
+  }, timeoutMs, 500);
+  return found.v;
 }
 
 async function bash(script: string, args: string[] = []): Promise<string> {
@@ -181,7 +175,8 @@ async function checks({ cp, node, up, work }: Ctx): Promise<void> {
     return out.trim() === '' || out.includes('No resources') ? 'no keys yet (list answered)' : out.split('\n')[0] ?? '';
   });
 
-  // An account: a default Workspace, a gateway key, a Secret and a BYOKCredential.
+  // An account: its Account (the operator routes only namespaces with one), a default Workspace, a gateway key, a
+  // Secret and a BYOKCredential.
   const ACCT = 'e2e-acme';
   const GATEWAY_KEY = 'sk-e2e-gateway-0123456789abcdef';
   const keyHash = execFileSync('sh', ['-c', `printf %s '${GATEWAY_KEY}' | sha256sum | cut -d' ' -f1`], { encoding: 'utf8' }).trim();
@@ -192,6 +187,11 @@ async function checks({ cp, node, up, work }: Ctx): Promise<void> {
   };
   await kubectl('create', 'namespace', ACCT);
   await apply(`apiVersion: byok.gateway.dev/v1alpha1
+kind: Account
+metadata: { name: ${ACCT}, namespace: ${ACCT} }
+spec: {}
+---
+apiVersion: byok.gateway.dev/v1alpha1
 kind: Workspace
 metadata: { name: default, namespace: ${ACCT} }
 spec: { displayName: Default, default: true }

@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { DevConnection } from '../../src/cli/dev.ts';
+import { until } from './until.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
 
@@ -16,14 +17,13 @@ export interface DevStack {
   output(): string;
 }
 
+/** Polls fn until it returns something other than undefined (false and 0 count as answers), every 100 ms. */
 export async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  const found = await until(what, async () => {
     const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return value === undefined ? undefined : { value };
+  }, timeoutMs, 100);
+  return found.value;
 }
 
 export async function startDevStack(prefix: string, timeoutMs = 60_000): Promise<DevStack> {

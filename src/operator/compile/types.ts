@@ -17,7 +17,7 @@ import type { RoutingStore } from './store.ts';
 export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../../compiler/snapshot.ts';
 
 export interface AccountStateSource {
-  /** Every namespace that currently is an account (has an Account, or any BYOK resource); read from caches. */
+  /** Every namespace that currently is an account (holds an Account: the gate); read from caches. */
   accountNamespaces(): string[];
   /** Whether one namespace is an account, without listing them all (a compile run checks only its dirty ones). */
   isAccountNamespace?(namespace: string): boolean;

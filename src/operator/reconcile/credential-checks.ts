@@ -9,6 +9,7 @@ import { describePayloadIssues, maskLabel, patchFromSpec, resolveCredentialWrite
 import { bytesIssue } from '../../domain/text.ts';
 import { quotaMessage } from '../../domain/quota.ts';
 import { overQuota } from '../../compiler/elect.ts';
+import { accountMissingMessage } from '../../compiler/gate.ts';
 import { readyFrom, type CatalogCondition, type DesiredCondition } from '../conditions.ts';
 
 /** The conditions a credential's reconcile decides, in the order status lists them (after Ready). */
@@ -37,6 +38,8 @@ export interface CredentialFacts {
   liveApiKeyHashes: ReadonlySet<string>;
   /** Whether spec.workspace names an existing Workspace (true when it names none). */
   workspaceExists: boolean;
+  /** Whether the namespace holds an Account: without one nothing in it is compiled (src/compiler/gate.ts). */
+  accountExists: boolean;
   /** The namespace's credentials (this one included) and its account's credential limit. */
   quota: { credentials: readonly Pick<BYOKCredential, 'metadata'>[]; limit: number };
   /** What tenant URLs in payloads may point at beyond the egress policy. */
@@ -172,8 +175,12 @@ export function evaluateCredential(f: CredentialFacts, checks: readonly Credenti
   const conditions = CREDENTIAL_CONDITIONS.flatMap((type) => failures.get(type) ?? passed(type, f) ?? []);
   const payloadOk = !failures.has(T.PayloadValid) && !failures.has(T.SecretResolved);
   const value = f.secret?.value;
+  // The gate outranks the chain: the other conditions still say what else is wrong, but nothing here is compiled.
+  const ready: CredentialEvaluation['ready'] = f.accountExists
+    ? readyFrom(conditions, CREDENTIAL_READY_MESSAGE)
+    : { type: T.Ready, status: 'False', reason: R.AccountMissing, message: accountMissingMessage(f.namespace, 'credential') };
   return {
-    ready: readyFrom(conditions, CREDENTIAL_READY_MESSAGE),
+    ready,
     conditions,
     payloadValid: payloadOk,
     label: payloadOk && value ? maskLabel(f.spec.provider, value.text) : undefined,

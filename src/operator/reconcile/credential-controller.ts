@@ -1,6 +1,6 @@
 // What wakes the BYOKCredential reconciler (credential.ts): its own spec changes, and the siblings whose implicit
 // sort order they move; its Secret; the GatewayAPIKeys (of any account) naming a hash it allows; its Workspace; its namespace's Account
-// (the quota); and a deletion, which frees a place in the quota.
+// (the gate and the quota); and a deletion, which frees a place in the quota.
 import type { V1Secret } from '@kubernetes/client-node';
 import type { BYOKCredential } from '../../schema/generated/types.ts';
 import { INDEX } from '../../kube/resources.ts';
@@ -54,7 +54,7 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       onSpecChange(workspaces, (w) => {
         for (const c of credentials.byIndex(INDEX.workspace, `${nsOf(w)}/${w.metadata.name ?? ''}`)) enqueue(keyOf(c));
       });
-      // The credential quota may have changed.
+      // The credential quota may have changed, or the namespace gained or lost its Account (the gate).
       onSpecChange(accounts, (a) => {
         for (const c of credentials.list(nsOf(a))) enqueue(keyOf(c));
       });

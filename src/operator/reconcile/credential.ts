@@ -6,6 +6,7 @@ import { publicId } from '../../domain/ids.ts';
 import { isApiKeyLive, type EgressAllowList } from '../../domain/index.ts';
 import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
 import { creationTime, electAccount, sameObject } from '../../compiler/elect.ts';
+import { isRoutedNamespace } from '../../compiler/gate.ts';
 import { isNotFound, type KubeClient } from '../../kube/client.ts';
 import type { Applier } from '../../kube/apply.ts';
 import { secretRefKey } from '../../domain/secret-ref.ts';
@@ -107,7 +108,8 @@ export class CredentialReconciler {
       }
     }
     const siblings = inf.credentials.list(ns);
-    const limit = electAccount(inf.accounts.list(ns)).winner?.spec.limits?.maxCredentials ?? this.deps.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
+    const accounts = inf.accounts.list(ns);
+    const limit = electAccount(accounts).winner?.spec.limits?.maxCredentials ?? this.deps.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
     const facts: CredentialFacts = {
       namespace: ns,
       name,
@@ -116,6 +118,7 @@ export class CredentialReconciler {
       secret: secret ? { value } : undefined,
       liveApiKeyHashes: live,
       workspaceExists: !spec.workspace || inf.workspaces.get(ns, spec.workspace) !== undefined,
+      accountExists: isRoutedNamespace(accounts),
       quota: { credentials: siblings, limit },
       ...(this.deps.egress ? { egress: this.deps.egress } : {}),
     };

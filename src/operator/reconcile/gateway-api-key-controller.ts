@@ -1,6 +1,7 @@
 // What wakes the GatewayAPIKey reconciler (gateway-api-key.ts): its own spec changes, and those of every key, in
 // any account, naming the same hash (one's arrival or deletion decides which holds it); its Workspace, and for keys
-// that name none the namespace's default flag; and, for keys that name a guardrail, any Guardrail of the namespace.
+// that name none the namespace's default flag; for keys that name a guardrail, any Guardrail of the namespace; and
+// the namespace's Accounts (the gate).
 import { INDEX } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
 import { reconcileApiKey, type ApiKeyReconcileDeps } from './gateway-api-key.ts';
@@ -10,7 +11,7 @@ import { keyOf, nsOf } from './objects.ts';
 export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
   return {
     for: 'apiKeys',
-    watch({ apiKeys, workspaces, guardrails }, enqueue) {
+    watch({ apiKeys, workspaces, guardrails, accounts }, enqueue) {
       onSpecChange(apiKeys, (k, old) => {
         enqueue(keyOf(k));
         for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
@@ -25,6 +26,9 @@ export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
       });
       onSpecChange(guardrails, (g) => {
         for (const k of apiKeys.list(nsOf(g))) if (k.spec.guardrail) enqueue(keyOf(k));
+      });
+      onSpecChange(accounts, (a) => {
+        for (const k of apiKeys.list(nsOf(a))) enqueue(keyOf(k));
       });
     },
     reconcile: (key) => reconcileApiKey(deps, key),

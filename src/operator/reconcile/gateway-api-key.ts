@@ -11,6 +11,7 @@ import { missingGuardrails } from './guardrail.ts';
 import { baseStatus, keyOf, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
 import { holderOf } from './key-holders.ts';
 import { sameObject } from '../../compiler/elect.ts';
+import { accountMissingMessage, isRoutedNamespace } from '../../compiler/gate.ts';
 import type { StatusWriter } from './status-writer.ts';
 
 export interface ApiKeyFacts {
@@ -19,6 +20,8 @@ export interface ApiKeyFacts {
   now: number;
   /** Whether spec.workspace names an existing Workspace (true when it names none). */
   workspaceExists: boolean;
+  /** Whether the namespace holds an Account: without one the key is not compiled (src/compiler/gate.ts). */
+  accountExists: boolean;
   /** Whether the namespace has a default Workspace: where a key that names none lands. */
   hasDefaultWorkspace: boolean;
   missingGuardrails: readonly string[];
@@ -53,8 +56,10 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
       ? { type: T.Live, status: 'False', reason: R.Disabled, message: 'the key is disabled' }
       : { type: T.Live, status: 'False', reason: R.Expired, message: `the key expired at ${spec.expiresAt}` };
   let ready: CatalogCondition<'Ready'> = { type: T.Ready, status: 'True', reason: R.Ready, message: 'the API key record is valid' };
-  // A conflict outranks the rest: this key is never compiled, whatever else is right or wrong with it.
-  if (f.hashHeldBy) {
+  // The gate and then a conflict outrank the rest: such a key is never compiled, whatever else is right or wrong with it.
+  if (!f.accountExists) {
+    ready = { type: T.Ready, status: 'False', reason: R.AccountMissing, message: accountMissingMessage(namespace, 'key') };
+  } else if (f.hashHeldBy) {
     const holder = f.hashHeldBy.sameAccount ? `GatewayAPIKey "${f.hashHeldBy.name}" of this namespace` : "another account's key";
     ready = { type: T.Ready, status: 'False', reason: R.Conflicting, message: `this hash is already held by ${holder} (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account` };
   } else if (spec.workspace && !f.workspaceExists) {
@@ -86,6 +91,7 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
     spec: k.spec,
     now: Date.now(),
     workspaceExists: !k.spec.workspace || inf.workspaces.get(ns, k.spec.workspace) !== undefined,
+    accountExists: isRoutedNamespace(inf.accounts.list(ns)),
     hasDefaultWorkspace: inf.workspaces.list(ns).some((w) => w.spec.default === true),
     missingGuardrails: missingGuardrails(inf.guardrails, ns, [k.spec.guardrail]),
     hashHeldBy: hashHeldBy(k, holderOf(inf.apiKeys, k.spec.hash)),

@@ -16,8 +16,8 @@ import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/ids.ts';
 import { createTestNamespace, crApi, customObjects, kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
-import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
+import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const CANARY = 'sk-CANARY-aggregated-7f3a9c1e5b2d4a6f8e0c';
 const CANARY_2 = 'sk-CANARY-rotated-1b2c3d4e5f6a7b8c9d0e';

@@ -2,10 +2,7 @@
 // doors listening (liveness) while the runtime cannot reach the apiserver yet, ready only once its caches synced.
 // The aggregated door is reached directly here, as the kube-aggregator reaches it (the front-proxy client
 // certificate and X-Remote-* headers): an APIService is cluster-wide, and aggregated.test.ts owns the registration.
-import { readFileSync } from 'node:fs';
-import { request as httpsRequest } from 'node:https';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -16,38 +13,12 @@ import { createServingCertificate } from '../../../src/controlplane/pki.ts';
 import { startServiceRuntime, type ServiceRuntime } from '../../../src/service/runtime.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
+import { asAggregator } from '../../support/aggregated.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { seedAccount, type Account } from '../api/harness.ts';
+import { seedAccount, type Account } from '../../support/api-harness.ts';
 
 const P = '/apis/api.byok.gateway.dev/v1';
 const silent = pino({ level: 'silent' });
-
-/** A request to the aggregated server as the kube-aggregator sends it, for a user in system:masters. */
-function asAggregator(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown>; headers: Record<string, unknown> }> {
-  const workDir = process.env.BYOK_TEST_WORKDIR ?? '';
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      `${base}${path}`,
-      {
-        method,
-        rejectUnauthorized: false,
-        cert: readFileSync(join(workDir, 'front-proxy-client.crt')),
-        key: readFileSync(join(workDir, 'front-proxy-client.key')),
-        headers: { 'x-remote-user': 'doors-admin', 'x-remote-group': 'system:masters', ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        // Health probes answer text/plain; everything else here is JSON.
-        const json = () => (String(res.headers['content-type']).startsWith('application/json') ? (JSON.parse(text) as Record<string, unknown>) : { text });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: json(), headers: res.headers }));
-      },
-    );
-    req.on('error', reject);
-    req.end(body !== undefined ? JSON.stringify(body) : undefined);
-  });
-}
 
 /** The BYOKCredentials stored in the apiserver (not a cache). */
 const storedCredentials = (namespace: string) =>

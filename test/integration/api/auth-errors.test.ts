@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { byokCredential } from '../../../src/schema/resources.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
 

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { testKubeConfig } from '../../support/kube.ts';
-import { credentialObject, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { credentialObject, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 describe('BYOK REST API: secrets never leave', () => {
   const CANARY = `sk-canary-${randomBytes(12).toString('hex')}`;

@@ -10,8 +10,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { API_VERSION, credentialObject, err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { API_VERSION, credentialObject, err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';

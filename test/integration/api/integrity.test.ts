@@ -12,7 +12,8 @@ import { buildApp } from '../../../src/api/server.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { beforeCap } from '../../support/order.ts';
 import { crApi, testKubeConfig } from '../../support/kube.ts';
-import { API_VERSION, credentialObject, eventually, expectContract, err, many, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { API_VERSION, credentialObject, eventually, expectContract, err, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
+import { resource } from '../../support/operator.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
@@ -61,7 +62,8 @@ describe('REST API integrity under hostile input and faults', () => {
   let port: number;
   beforeAll(async () => {
     [a, q] = await Promise.all([seedAccount('api-integ'), seedAccount('api-quota')]);
-    await crApi('accounts', q.namespace).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { limits: { maxCredentials: 2 } } });
+    // The seeded Account, with a limit.
+    await resource('accounts', q.namespace).update(q.namespace, (o) => void (o.spec = { limits: { maxCredentials: 2 } }));
     [h, h2] = await Promise.all([startHarness([a.namespace, q.namespace]), startHarness([a.namespace, q.namespace])]);
     port = Number(new URL(h.base).port);
   });
@@ -260,7 +262,7 @@ describe('REST API integrity under hostile input and faults', () => {
       expect(err(over).metadata).toMatchObject({ reason: 'QuotaExceeded', limit: 'maxCredentials', max_credentials: 2, credentials: 2 });
       expect(many(await h.call('GET', '/byok', { key: q.managementKey }))).toHaveLength(2);
     });
-    test('without an Account limit the API default applies', async () => {
+    test('an Account without a limit: the API default applies', async () => {
       const tight = await startHarness([a.namespace], { defaultMaxCredentials: 1 });
       try {
         const r = await tight.call('POST', '/byok', { key: a.managementKey, body: { provider: 'groq', key: 'gsk_default_quota_00000001' } });

@@ -1,7 +1,7 @@
 // GET /metrics on the REST API server: requests and latency by route template and status, authentication
 // failures by reason, rate-limit refusals; labels never carry raw URLs or keys.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 function sample(text: string, name: string, labels: Record<string, string>): number {
   const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { maskLabel } from '../../../src/domain/label.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { credentialObject, eventually, expectContract, one, seedAccount, startHarness, type Account, type Harness } from './harness.ts';
+import { credentialObject, eventually, expectContract, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 

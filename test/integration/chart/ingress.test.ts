@@ -18,7 +18,7 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
 import { createTestNamespace, kubectl } from '../../support/kube.ts';
-import { gatewayApiCrdFiles } from '../export/crds.ts';
+import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
 
 const run = promisify(execFile);
 const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');

@@ -11,7 +11,7 @@ import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { createTestNamespace, kubeconfigFor, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { gatewayApiCrdFiles } from '../export/crds.ts';
+import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
 
 const run = promisify(execFile);
 const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');

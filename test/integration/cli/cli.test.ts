@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createAccount } from '../../support/tenant.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
@@ -29,7 +30,7 @@ describe('byok-operator CLI', () => {
     expect(JSON.stringify(secret)).not.toContain(key);
   });
 
-  test('gateway-key create prints the key once, writes a GatewayAPIKey with its SHA-256, and warns when it has no workspace', async () => {
+  test('gateway-key create prints the key once, writes a GatewayAPIKey with its SHA-256, and warns when it has no Account or workspace', async () => {
     const custom = testKubeConfig().makeApiClient(CustomObjectsApi);
     const read = async (name: string) => (await custom.getNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'gatewayapikeys', name })) as { spec: Record<string, unknown> };
     // No default Workspace yet: created all the same, with a warning on stderr that says what to do.
@@ -42,8 +43,11 @@ describe('byok-operator CLI', () => {
     expect(bare.stderr).toContain(`created GatewayAPIKey ${ns}/app-key`);
     expect(bare.stderr).toContain(hash);
     expect(bare.stderr).toMatch(/warning: namespace \S+ has no default Workspace/);
+    // Nor an Account: the gate comes first, saying what to create.
+    expect(bare.stderr).toMatch(/warning: namespace \S+ has no Account: .*create an Account/);
     expect(bare.stderr).not.toContain(key);
 
+    await createAccount(ns);
     await custom.createNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'workspaces', body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } } });
     const scoped = await cliFull('gateway-key', 'create', '--namespace', ns, '--workspace', 'main', '--guardrail', 'cap', '--name', 'scoped-key');
     expect((await read('scoped-key')).spec).toMatchObject({ hash: createHash('sha256').update(scoped.stdout.trim()).digest('hex'), workspace: 'main', guardrail: 'cap' });

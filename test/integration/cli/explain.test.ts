@@ -10,7 +10,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 const run = promisify(execFile);
@@ -30,7 +31,7 @@ describe('explain against the cluster', () => {
       .then((r) => ({ code: 0, stdout: r.stdout }), (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }));
 
   beforeAll(async () => {
-    ns = await createTestNamespace('explain');
+    ns = await createAccountNamespace('explain');
     routing = await createTestNamespace('explain-routing');
     op = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
     const create = (plural: string, kind: string, name: string, spec: object) => resource(plural, ns).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });

@@ -17,11 +17,13 @@ import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import { cond, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from '../../support/builders.ts';
+import { createTenant } from '../../support/tenant.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
@@ -104,11 +106,13 @@ describe('the delivery stream', () => {
     });
     // What a second, non-leading replica serves: its own informer cache of the routing namespace.
     replica = await startDeliveryServer({ port: 0, host: '127.0.0.1', serviceAccounts }, { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
-    await createSecret(kc, ns, 'oa-key-v0', 'sk-delivery-openai-v0');
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key-v0' } } });
+    await createTenant(ns, {
+      account: account('account'),
+      workspaces: [workspace('main', asDefault())],
+      gatewayKeys: [gatewayKey('k', sha(API_KEY))],
+      secrets: [secret('oa-key-v0', 'sk-delivery-openai-v0')],
+      credentials: [credential('oa', withSecret('oa-key-v0'))],
+    });
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     // The kubelet's one projection at pod start; then it "sleeps" (stopped), so the mount is frozen at v0.

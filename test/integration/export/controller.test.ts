@@ -12,9 +12,11 @@ import { derivedSecretName, type ExportTarget } from '../../../src/export/index.
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { ACCOUNT_LABEL } from '../../../src/operator/export/desired.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { accountManifests, SHAPES } from '../../unit/export/fixtures.ts';
-import { cond, metricsText, metricValue, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { installExportCrds } from './crds.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { accountManifests, SHAPES } from '../../support/fixtures/export.ts';
+import { cond, metricsText, metricValue, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
 
 const kc = testKubeConfig();
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -55,8 +57,8 @@ describe.each(['envoy-ai-gateway', 'agentgateway'] as const)('export controller 
 
   beforeAll(async () => {
     await installExportCrds();
-    a = await createTestNamespace('exp-a');
-    b = await createTestNamespace('exp-b');
+    a = await createAccountNamespace('exp-a');
+    b = await createAccountNamespace('exp-b');
     out = await createTestNamespace('exp-out');
     const routing = await createTestNamespace('exp-routing');
     await applyAccount(a);

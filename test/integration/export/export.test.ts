@@ -12,8 +12,9 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { stringify } from 'yaml';
 import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
-import { installExportCrds } from './crds.ts';
-import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../unit/export/fixtures.ts';
+import { createAccount, createAccountNamespace } from '../../support/tenant.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
+import { accountManifests, allShapesFolder, FLAG_SETS, serviceAccount, SHAPES } from '../../support/fixtures/export.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -76,7 +77,7 @@ describe('byok-operator export against the real CRDs', () => {
   }, 120_000);
 
   test('--cluster reads the same account from the apiserver (resources and Secrets) and exports the same objects', async () => {
-    const account = await createTestNamespace('export-src');
+    const account = await createAccountNamespace('export-src');
     const manifests = accountManifests(account, 'required').map((d) => stringify(d)).join('---\n');
     const dir = mkdtempSync(join(tmpdir(), 'byok-export-cluster-'));
     writeFileSync(join(dir, 'account.yaml'), manifests);
@@ -88,6 +89,29 @@ describe('byok-operator export against the real CRDs', () => {
     expect(fromCluster.stderr).toContain(`account ${account}:`);
     expect(`${fromCluster.stdout}${fromCluster.stderr}`).not.toMatch(/canary/i);
     expect((await dryRun(fromCluster.stdout)).length).toBe(kinds(fromCluster.stdout).length);
+  }, 120_000);
+
+  test('--cluster follows the Account gate: a namespace without an Account exports nothing and each credential says AccountMissing', async () => {
+    const bare = await createTestNamespace('export-no-account');
+    const dir = mkdtempSync(join(tmpdir(), 'byok-export-gate-'));
+    const docs = accountManifests(bare, 'required');
+    writeFileSync(join(dir, 'account.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+    await kubectl('apply', '--server-side', '--field-manager=byok-export-test', '-f', join(dir, 'account.yaml'));
+    const args = ['--target', 'envoy-ai-gateway', '--namespace', ns, '--cluster', '--kubeconfig', testKubeconfigPath(), '--account', bare];
+    const refused = await cli(...args).then(
+      () => undefined,
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
+    expect(refused).toMatchObject({ code: 1, stdout: '' });
+    expect(refused!.stderr).toContain(`no account with a credential to export (namespace ${bare})`);
+    const credentials = docs.filter((d) => d.kind === 'BYOKCredential').map((d) => (d.metadata as { name: string }).name);
+    expect(credentials.length).toBeGreaterThan(0);
+    for (const name of credentials) expect(refused!.stderr).toContain(`${bare}/${name} `);
+    expect(refused!.stderr.match(/: AccountMissing: namespace \S+ has no Account: .*create an Account/g)).toHaveLength(credentials.length);
+    // The folder it came from is read as it is; with the Account in the cluster the same objects come out.
+    await createAccount(bare);
+    const fromCluster = await cli(...args);
+    expect(fromCluster.stdout).toBe((await cli('--target', 'envoy-ai-gateway', '--namespace', ns, dir)).stdout);
   }, 120_000);
 
   test('a model with no attempt left keeps its rule with no backend, and both targets accept it', async () => {

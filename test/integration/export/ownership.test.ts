@@ -19,8 +19,9 @@ import { tenantName } from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SHARED_LABEL } from '../../../src/operator/export/desired.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { cond, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { installExportCrds } from './crds.ts';
+import { cond, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { installExportCrds } from '../../support/export-crds.ts';
 
 const kc = testKubeConfig();
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -43,6 +44,7 @@ const bedrockIam = JSON.stringify({ accessKeyId: 'AKIACANARY0000000041', secretA
 
 function manifests(ns: string, provider: string, payload: string, allowedModels: string[]): Record<string, unknown>[] {
   return [
+    { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'account', namespace: ns }, spec: {} },
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'default', namespace: ns }, spec: { default: true } },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', namespace: ns }, stringData: { key: payload } },
     { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'key', namespace: ns }, spec: { provider, secretRef: { name: 'key' }, allowedModels } },

@@ -11,9 +11,10 @@ import { egressLookup, tenantHttpsAgent } from '../../../src/gateway/egress.ts';
 import { UpstreamTransport } from '../../../src/gateway/transport.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
-import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
+import { cond, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const azure = (host: string) => JSON.stringify([{ api_key: 'az-egress-key', model_slug: 'openai/gpt-4o', endpoint_url: `https://${host}/openai/deployments/d/chat/completions?api-version=2024-10-21`, model_id: 'd' }]);
 const FORBIDDEN = ['127.0.0.1:8443', '2130706433:8443', '0177.0.0.1', 'localhost:6443', '[::1]:443', '[::ffff:127.0.0.1]', '169.254.169.254', '10.96.0.1', 'kubernetes', 'kubernetes.default.svc.cluster.local'];

@@ -15,10 +15,12 @@ import { startGateway, type RunningGateway, type SpendGate, type FinishedRequest
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { untilCompiled } from './compiled.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { createSecret, resource, setSecret, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
+import { untilCompiled } from '../../support/compiled.ts';
 import { beforeCap } from '../../support/order.ts';
-import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-9d1e2f3a4b5c6d7e8f90aabbccddeeff';
@@ -88,7 +90,7 @@ describe('gateway on the operator\'s compiled config', () => {
     up = await startUpstreams();
     up.iamSecrets.set('AKIAGATEWAYTEST0001', 'iam-secret-value-0001');
     up.vertexKeys.set(VERTEX_EMAIL, publicKeyOf(vertexKey.privateKey));
-    ns = await createTestNamespace('gw-acct');
+    ns = await createAccountNamespace('gw-acct');
     routingNs = await createTestNamespace('gw-routing');
     creds = resource('byokcredentials', ns);
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });

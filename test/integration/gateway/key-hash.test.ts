@@ -16,9 +16,11 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, sleep, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { stopStack, untilCompiled } from './compiled.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
+import { stopStack, untilCompiled } from '../../support/compiled.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const VICTIM_KEY = 'sk-byok-gw-v1-victim-0123456789abcdef0123456789abcdef';
@@ -74,9 +76,9 @@ describe('a gateway-key hash copied into another account', () => {
 
   beforeAll(async () => {
     up = await startUpstreams();
-    ns.victim = await createTestNamespace('kh-m');
-    ns.first = await createTestNamespace('kh-a');
-    ns.last = await createTestNamespace('kh-z');
+    ns.victim = await createAccountNamespace('kh-m');
+    ns.first = await createAccountNamespace('kh-a');
+    ns.last = await createAccountNamespace('kh-z');
     routingNs = await createTestNamespace('kh-routing');
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns.victim, ns.first, ns.last], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });
     await account(ns.victim, 'openai', VICTIM_UPSTREAM_KEY);

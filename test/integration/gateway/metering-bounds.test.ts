@@ -11,9 +11,9 @@ import { bodyFloorTokens, streamFloorTokens } from '../../../src/gateway/usage.t
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../operator/helpers.ts';
-import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from './metered-gateway.ts';
-import { IMAGE_PART_TOKENS, LONG_ANSWER, PROMPT_TOKENS, startUpstreams, type Upstreams } from './upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from '../../support/metered-gateway.ts';
+import { IMAGE_PART_TOKENS, LONG_ANSWER, PROMPT_TOKENS, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');

@@ -12,10 +12,12 @@ import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
 import { createGatewayMetrics, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
 import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { account, asDefault, credential, gatewayKey, guardrail, secret, withBudget, withGuardrail, withSecret, withSpec, workspace } from '../../support/builders.ts';
+import { createTenant } from '../../support/tenant.ts';
+import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const KEY = 'sk-gw-metering-0123456789abcdef0123';
@@ -63,13 +65,15 @@ describe('gateway metered by the embedded spend ledger', () => {
     ns = await createTestNamespace('gw-meter');
     const routingNs = await createTestNamespace('gw-meter-routing');
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    // 0.02 USD counting BYOK: each request below lists at 0.0075 USD (1000 prompt + 500 completion tokens).
-    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'tight' }, spec: { budget: { limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true } } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(KEY), guardrail: 'tight' } });
-    await createSecret(kc, ns, 'oa-key', 'sk-metering-openai-aaaaaaaa');
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
+    await createTenant(ns, {
+      account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
+      workspaces: [workspace('main', asDefault())],
+      // 0.02 USD counting BYOK: each request below lists at 0.0075 USD (1000 prompt + 500 completion tokens).
+      guardrails: [guardrail('tight', withBudget({ limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true }))],
+      gatewayKeys: [gatewayKey('k', sha(KEY), withGuardrail('tight'))],
+      secrets: [secret('oa-key', 'sk-metering-openai-aaaaaaaa')],
+      credentials: [credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true }))],
+    });
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
     writeFileSync(join(root, 'catalog.json'), JSON.stringify({
       format: 'byok-gateway-catalog/v1',

@@ -9,11 +9,13 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { startGateway, type RunningGateway, type SpendGate } from '../../../src/gateway/index.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { untilCompiled } from './compiled.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { account, asDefault, credential, gatewayKey, secret, withSecret, withSpec, workspace } from '../../support/builders.ts';
+import { createTenant } from '../../support/tenant.ts';
+import { until } from '../../support/until.ts';
+import { untilCompiled } from '../../support/compiled.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const KEY = 'sk-gw-observe-0123456789abcdef0123';
@@ -58,14 +60,13 @@ describe('gateway metrics and models list', () => {
     const ns = await createTestNamespace('gw-observe');
     const routingNs = await createTestNamespace('gw-observe-routing');
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(KEY) } });
-    await createSecret(kc, ns, 'oa-key', 'sk-observe-openai-aaaaaaaa');
-    // BYOK only on openai, and only for gpt-4o: gpt-4o-mini has neither a credential nor shared openai capacity.
-    await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' },
-      spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true, allowedModels: ['openai/gpt-4o'] },
+    await createTenant(ns, {
+      account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
+      workspaces: [workspace('main', asDefault())],
+      gatewayKeys: [gatewayKey('k', sha(KEY))],
+      secrets: [secret('oa-key', 'sk-observe-openai-aaaaaaaa')],
+      // BYOK only on openai, and only for gpt-4o: gpt-4o-mini has neither a credential nor shared openai capacity.
+      credentials: [credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true, allowedModels: ['openai/gpt-4o'] }))],
     });
     // The platform holds a shared key for anthropic only: mistral is planned on shared capacity nobody can use.
     mkdirSync(dirs.shared, { recursive: true });

@@ -13,9 +13,12 @@ import { streamFloorTokens } from '../../../src/gateway/usage.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
-import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from './metered-gateway.ts';
-import { BIG_CRLF_STREAM, startUpstreams, streamPause, type Upstreams } from './upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { account, asDefault, gatewayKey, workspace } from '../../support/builders.ts';
+import { createTenant } from '../../support/tenant.ts';
+import { until } from '../../support/until.ts';
+import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from '../../support/metered-gateway.ts';
+import { BIG_CRLF_STREAM, startUpstreams, streamPause, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -45,9 +48,7 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     const routingNs = await createTestNamespace('gw-framing-routing');
     run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [nsBig, nsOther], compile: { coalesceMs: 10 }, egress: LOOPBACK_ALLOWED });
     for (const [ns, key] of [[nsBig, KEY_BIG], [nsOther, KEY_OTHER]] as const) {
-      await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-      await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-      await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(key) } });
+      await createTenant(ns, { account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')), workspaces: [workspace('main', asDefault())], gatewayKeys: [gatewayKey('k', sha(key))] });
     }
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which streams 4 MiB framed with CRLF.
     await createSecret(kc, nsBig, 'az-key', JSON.stringify([{ api_key: 'az-big-key', model_slug: 'openai/gpt-4o-mini', endpoint_url: `${up.base}/azure/deployments/dep-big/chat/completions?api-version=2024-10-21`, model_id: 'dep-big' }]));

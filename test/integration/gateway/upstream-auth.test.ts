@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { parseEgressAllowList, validatePayload, type ProviderPayload } from '../../../src/domain/index.ts';
 import { parseCatalog, type UpstreamSpec } from '../../../src/gateway/catalog.ts';
 import { createUpstreamAuth, UpstreamSetupError, type AuthOwner } from '../../../src/gateway/upstream.ts';
-import { publicKeyOf, startUpstreams, type Upstreams } from './upstreams.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const keyPair = () => generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
 

@@ -18,8 +18,9 @@ import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
+import { cond, createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const TOKEN = 'status-token-delivered-keys';

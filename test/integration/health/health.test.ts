@@ -14,13 +14,16 @@ import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { loopbackEndpointSlice } from '../../../src/kube/loopback-endpoints.ts';
 import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { spawnGateway, spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
 import { beforeCap } from '../../support/order.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { publicKeyOf, startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { credentialObject, one, startHarness } from '../api/harness.ts';
+import { cond, createSecret, metricsText, resource, setSecret, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { account, asDefault, credential as byokCredential, gatewayKey, secret, withAnnotations, withProvider, withSpec, workspace } from '../../support/builders.ts';
+import { createObjects, createTenant } from '../../support/tenant.ts';
+import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import { until } from '../../support/until.ts';
+import { publicKeyOf, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import { credentialObject, one, startHarness } from '../../support/api-harness.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 
 const kc = testKubeConfig();
@@ -71,8 +74,7 @@ describe('credential health and delivery from the gateways', () => {
       return c && c.status === status && (!reason || c.reason === reason) ? o : undefined;
     }, timeoutMs, 200);
   const credential = async (name: string, provider: string, key: string, annotations?: Record<string, string>) => {
-    await createSecret(kc, ns, `${name}-key`, key);
-    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, ...(annotations ? { annotations } : {}) }, spec: { provider, secretRef: { name: `${name}-key` }, isRequired: true } });
+    await createObjects(ns, secret(`${name}-key`, key), byokCredential(name, withProvider(provider), withSpec({ isRequired: true }), ...(annotations ? [withAnnotations<BYOKCredential>(annotations)] : [])));
   };
 
   beforeAll(async () => {
@@ -115,9 +117,7 @@ describe('credential health and delivery from the gateways', () => {
         probe: { idleMs: 1500, perProviderIntervalMs: 500 },
       },
     });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
+    await createTenant(ns, { account: account('account'), workspaces: [workspace('main', asDefault())], gatewayKeys: [gatewayKey('k', sha(API_KEY))] });
     await credential('oa', 'openai', `${CANARY}-openai-old`);
     await credential('gq', 'groq', 'gsk-health-groq-key');
     await credential('idle', 'mistral', 'sk-health-mistral-idle');

@@ -9,8 +9,10 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { createTestNamespace, crApi, customObjects, kubectl, rejection, testKubeConfig } from '../../support/kube.ts';
-import { one, seedAccount, startHarness, type Account, type Harness } from '../api/harness.ts';
-import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
+import { cond, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 import { eventTexts, HOSTILE, jsonWithBytes, kubectlCreateRaw, kubectlYamlWorks, readRouting, routedCredentials, type HostileValue } from './helpers.ts';
 
 const kc = testKubeConfig();
@@ -28,7 +30,7 @@ describe('hostile text at both doors', () => {
   const deleteToRoutedMs: number[] = [];
 
   beforeAll(async () => {
-    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-routing'), createTestNamespace('integ-victim'), seedAccount('integ-hostile')]);
+    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-routing'), createAccountNamespace('integ-victim'), seedAccount('integ-hostile')]);
     await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
     await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'keep' }, spec: { provider: 'openai', secretRef: { name: 'keep-key' } } });
     // One bucket: every account shares the one routing shard, so a shard write refused for one freezes all.

@@ -17,8 +17,10 @@ import { createCompilePipeline, type CompilePipeline, type Quarantine } from '..
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { createTestNamespace, crApi, testKubeConfig } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { beforeCap } from '../../support/order.ts';
-import { cond, createSecret, metricsText, metricValue, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { cond, createSecret, metricsText, metricValue, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 import { readRouting, routedCredentials } from './helpers.ts';
 
 const kc = testKubeConfig();
@@ -165,7 +167,7 @@ describe('operator: a quarantined account is visible on its Account object', () 
   });
 
   beforeAll(async () => {
-    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-q2-routing'), createTestNamespace('integ-q2-victim'), createTestNamespace('integ-q2-hostile')]);
+    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-q2-routing'), createAccountNamespace('integ-q2-victim'), createTestNamespace('integ-q2-hostile')]);
     await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
     await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'keep' }, spec: { provider: 'openai', secretRef: { name: 'keep-key' } } });
     await createSecret(kc, victim, 'gone-key', 'sk-victim-gone-0123456789');

@@ -10,7 +10,9 @@ import { createApplier } from '../../../src/kube/apply.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
 import { API_VERSION, GROUP } from '../../../src/schema/resources.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const DENY_LABEL = 'integrity.test/deny-status';
@@ -22,7 +24,7 @@ describe('status writes that keep failing', () => {
   let policy = '';
 
   beforeAll(async () => {
-    [ns, routing] = await Promise.all([createTestNamespace('integ-status'), createTestNamespace('integ-status-routing')]);
+    [ns, routing] = await Promise.all([createAccountNamespace('integ-status'), createTestNamespace('integ-status-routing')]);
     policy = `integrity-deny-status-${ns}`;
     const objects = {
       apiVersion: 'v1',

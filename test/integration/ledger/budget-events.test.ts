@@ -11,8 +11,9 @@ import { countRefusals } from '../../../src/ledger/refusals.ts';
 import { createAccountStateSource, VerdictStore } from '../../../src/operator/state.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { finished, USD } from './fixtures.ts';
+import { startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { finished, USD } from '../../support/ledger-fixtures.ts';
 
 const CAPPED_KEY = 'c'.repeat(64);
 const PLAIN_KEY = 'd'.repeat(64);

@@ -4,7 +4,7 @@
 // max_tokens is served with its answer capped to what the budget has left (and says so in a header), concurrency
 // across replicas never spends past the limit, and each 402 says which of its two reasons it is, in words.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { budgetKey, recorded, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from './gateway-fleet.ts';
+import { budgetKey, recorded, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from '../../support/gateway-fleet.ts';
 
 let stack: SpendStack;
 let gateways: GatewayProcess[];

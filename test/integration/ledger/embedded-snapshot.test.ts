@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createSpendGate, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from './fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'byok-ledger-snapshot-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import { byokFeeMicros } from '../../../src/domain/billing.ts';
 import { createRedisLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, readWindows, windowOf, type RedisLedger } from '../../../src/ledger/index.ts';
 import type { Reservation } from '../../../src/contract/spend-gate.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { ctx, finished, ledgerAccount, USD, WS1 } from './fixtures.ts';
+import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 let redis: RedisServer;
 let admin: Redis;

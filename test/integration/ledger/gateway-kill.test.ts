@@ -5,10 +5,10 @@
 // bench/ledger-faults.ts (docs/ledger.md, "Durability of records").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { readdirSync } from 'node:fs';
-import { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway, type SpendStack } from './gateway-fleet.ts';
+import { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway, type SpendStack } from '../../support/gateway-fleet.ts';
+import { sleep } from '../../support/until.ts';
 
 const LANES = 8;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('spend survives the gateway: kill -9 and Redis outages', () => {
   let stack: SpendStack;

@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { appendFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { journalDir, kill9, load, recorded, REQUEST_MICROS, settle, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from './gateway-fleet.ts';
+import { journalDir, kill9, load, recorded, REQUEST_MICROS, settle, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from '../../support/gateway-fleet.ts';
+import { sleep } from '../../support/until.ts';
 
 const LANES = 4;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const segmentsOf = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-')).sort();
 /** The spend segments a process has open, and whether each still exists (not "(deleted)"). */
 const openSegments = (pid: number) =>

@@ -5,7 +5,7 @@ import { Registry } from 'prom-client';
 import { createRedisLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
 import { beforeCap } from '../../support/order.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from './fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {

@@ -10,8 +10,8 @@ import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
 import { countRefusals } from '../../../src/ledger/refusals.ts';
 import { readWindowFigures } from '../../../src/ledger/spend-view.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { until } from '../operator/helpers.ts';
-import { budgetGuardrail, ctx, finished, K1, K2, ledgerAccount, USD, WS1 } from './fixtures.ts';
+import { until } from '../../support/until.ts';
+import { budgetGuardrail, ctx, finished, K1, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, LedgerResetError, readWindows, windowOf, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import type { AdmitRequest } from '../../../src/contract/spend-gate.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { ctx, finished, ledgerAccount, USD, WS1 } from './fixtures.ts';
+import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createRedisLedger, createSpendGate, ID_RETENTION_MS, keySpace, openLedger, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from './fixtures.ts';
+import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {

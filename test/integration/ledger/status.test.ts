@@ -7,8 +7,9 @@ import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
 import { createAccountStateSource, VerdictStore } from '../../../src/operator/state.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { cond, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
-import { finished, USD } from './fixtures.ts';
+import { cond, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { finished, USD } from '../../support/ledger-fixtures.ts';
 
 const HASH = 'a'.repeat(64);
 let redis: RedisServer;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { byokFeeMicros, FREE_ALLOWANCE_MICROS } from '../../../src/domain/billing.ts';
 import { createRedisLedger, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { budgetGuardrail, ledgerAccount, WS1 } from './fixtures.ts';
+import { budgetGuardrail, ledgerAccount, WS1 } from '../../support/ledger-fixtures.ts';
 
 const run = promisify(execFile);
 let redis: RedisServer;

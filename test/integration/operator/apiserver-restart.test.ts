@@ -7,7 +7,9 @@ import { startControlPlane, type ControlPlane } from '../../../src/controlplane/
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { maskLabel } from '../../../src/domain/index.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { metricValue, metricsText, startTestOperator, until, type CapturedOperator, type Obj, cond } from './helpers.ts';
+import { metricValue, metricsText, startTestOperator, type CapturedOperator, type Obj, cond } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
+import { account } from '../../support/builders.ts';
 
 describe('apiserver restart', () => {
   let cp: ControlPlane;
@@ -24,6 +26,8 @@ describe('apiserver restart', () => {
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: ns } } });
     await core.createNamespace({ body: { metadata: { name: 'restart-routing' } } });
+    // Its own control plane: the Account through this kubeconfig (the operator routes only namespaces with one).
+    await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: 'accounts', body: account(ns) });
     run = await startTestOperator(kc, { routingNamespace: 'restart-routing', watchNamespaces: [ns], staleSeconds: 10 });
   }, 120_000);
   afterAll(async () => {

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { parse } from 'yaml';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator, type Obj } from './helpers.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const docs = join(import.meta.dirname, '..', '..', '..', 'docs', 'argocd');

@@ -7,7 +7,9 @@ import { maskLabel, publicId } from '../../../src/domain/index.ts';
 import { CREDENTIAL_SECRET_LABEL } from '../../../src/kube/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { cond, core, createSecret, metricsText, metricValue, resource, setSecret, sleep, startTestOperator, until, type CapturedOperator } from './helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { cond, core, createSecret, metricsText, metricValue, resource, setSecret, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const hash = (c: string) => c.repeat(64);
@@ -23,7 +25,7 @@ describe('operator reconciler', () => {
   const credential = (name: string, spec: Record<string, unknown>) => creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec });
 
   beforeAll(async () => {
-    ns = await createTestNamespace('op-cred');
+    ns = await createAccountNamespace('op-cred');
     routing = await createTestNamespace('op-routing');
     creds = resource('byokcredentials', ns);
     run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
@@ -170,16 +172,17 @@ describe('operator reconciler', () => {
   test('exactly one Account and one default Workspace per namespace: the oldest wins, extras are Conflicting', async () => {
     const accounts = resource('accounts', ns);
     const workspaces = resource('workspaces', ns);
-    await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'first' }, spec: { plan: 'enterprise' } });
+    // The namespace's own Account (createAccountNamespace) is the first.
+    const first = ns;
     await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
     await sleep(1100); // creationTimestamp has second precision
     await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'second' }, spec: {} });
     await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'other' }, spec: { default: true } });
-    await accounts.waitReady('first', 'True');
+    await accounts.waitReady(first, 'True');
     await accounts.waitReady('second', 'False', 'Conflicting');
     await workspaces.waitReady('main', 'True');
     await workspaces.waitReady('other', 'False', 'Conflicting');
-    await accounts.delete('first');
+    await accounts.delete(first);
     await workspaces.delete('main');
     await accounts.waitReady('second', 'True');
     await workspaces.waitReady('other', 'True');

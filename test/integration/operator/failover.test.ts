@@ -7,8 +7,10 @@ import { SupervisedInformer, crPath } from '../../../src/kube/index.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { beforeCap } from '../../support/order.ts';
-import { createSecret, metricValue, metricsText, resource, sleep, startTestOperator, until, type CapturedOperator } from './helpers.ts';
+import { createSecret, metricValue, metricsText, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
 
 // A lease far longer than the retry period: a released lease is taken at the next retry, long before it would expire.
 const LEASE = { enabled: true, leaseName: 'byok-operator', leaseDurationSeconds: 10, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 };
@@ -29,7 +31,7 @@ describe('leader election and failover', () => {
   };
 
   beforeAll(async () => {
-    ns = await createTestNamespace('op-ha');
+    ns = await createAccountNamespace('op-ha');
     routing = await createTestNamespace('op-ha-routing');
     // Counts every change to each credential's status as the apiserver sees it.
     watcher = new SupervisedInformer<BYOKCredential>({ kubeConfig: kc, path: crPath('byokcredentials'), namespaces: [ns], name: 'test-watch' });

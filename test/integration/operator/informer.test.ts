@@ -6,15 +6,7 @@ import { SupervisedInformer, createApplier, crPath, stripBulkyMetadata, type Res
 import type { Guardrail } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+import { sleep, until } from '../../support/until.ts';
 
 describe('SupervisedInformer', () => {
   const kc = testKubeConfig();

@@ -7,7 +7,9 @@ import { gunzipSync } from 'node:zlib';
 import { publicId } from '../../../src/domain/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { cond, core, createSecret, resource, sleep, startTestOperator, until, type CapturedOperator } from './helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { cond, core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { sleep, until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 
@@ -39,7 +41,7 @@ describe('per-account credential quota (operator)', () => {
   const id = (n: string, name: string) => publicId('BYOKCredential', n, name);
 
   beforeAll(async () => {
-    [ns, other, routing] = await Promise.all([createTestNamespace('op-quota'), createTestNamespace('op-quota-default'), createTestNamespace('op-quota-routing')]);
+    [ns, other, routing] = await Promise.all([createTestNamespace('op-quota'), createAccountNamespace('op-quota-default'), createTestNamespace('op-quota-routing')]);
     creds = resource('byokcredentials', ns);
     otherCreds = resource('byokcredentials', other);
     await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { limits: { maxCredentials: 2 } } });
@@ -76,7 +78,7 @@ describe('per-account credential quota (operator)', () => {
     await until('the freed place compiled', async () => (await routingText(routing)).includes(id(ns, 'third')));
   });
 
-  test('without an Account limit the operator default applies; raising the limit admits the rest', async () => {
+  test('an Account without a limit: the operator default applies; raising the limit admits the rest', async () => {
     for (const name of ['a', 'b']) {
       await createSecret(kc, other, `${name}-key`, `gsk_default_quota_${name}_0000000`);
       await otherCreds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider: 'groq', secretRef: { name: `${name}-key` } } });
@@ -84,7 +86,7 @@ describe('per-account credential quota (operator)', () => {
     }
     await otherCreds.waitReady('a', 'True');
     await otherCreds.waitReady('b', 'False', 'QuotaExceeded');
-    await resource('accounts', other).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { limits: { maxCredentials: 5 } } });
+    await resource('accounts', other).update(other, (a) => void (a.spec = { limits: { maxCredentials: 5 } }));
     await otherCreds.waitReady('b', 'True');
   });
 });

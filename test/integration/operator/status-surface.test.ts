@@ -9,7 +9,9 @@ import { startOperator, type RunningOperator } from '../../../src/operator/run.t
 import { REDACT_PATHS } from '../../../src/operator/logger.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { core, createSecret, metricsText, metricValue, resource, until } from './helpers.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { core, createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 
@@ -42,7 +44,7 @@ describe('operator status surface', () => {
   const logs: string[] = [];
 
   beforeAll(async () => {
-    ns = await createTestNamespace('op-surface');
+    ns = await createAccountNamespace('op-surface');
     routing = await createTestNamespace('op-surface-routing');
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {

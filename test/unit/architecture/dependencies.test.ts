@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { moduleReferences, type ModuleReference } from './imports.ts';
+import { moduleReferences, type ModuleReference } from '../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const src = join(root, 'src');

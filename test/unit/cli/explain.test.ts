@@ -10,7 +10,7 @@ import { NO_EGRESS_EXCEPTIONS } from '../../../src/domain/egress.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
-import { account, cred, defaultEndpoints, K1, MODEL } from '../domain/fixtures.ts';
+import { account, cred, defaultEndpoints, K1, MODEL } from '../../support/fixtures/domain.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 function mountedConfig(): string {

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { publicId } from '../../../src/domain/ids.ts';
-import { account, apiKey, credential, guardrail, hashOf, sizedSnapshot, snapshot, workspace } from './fixtures.ts';
+import { account, apiKey, credential, guardrail, hashOf, sizedSnapshot, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const NS = 'acme';
 

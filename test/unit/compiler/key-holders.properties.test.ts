@@ -29,7 +29,7 @@ import { validateManifest } from '../../../src/schema/validators.ts';
 import { loadRoutingConfig, planFor, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { credential, hashOf, NOW, snapshot, workspace } from './fixtures.ts';
+import { credential, hashOf, NOW, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const SEED = 41;
 // Each case writes a config to disk and loads it as a pod does: 1,000 per property keep the file near 8 s of CPU.
@@ -139,7 +139,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           // A key that does not hold its hash is left out of its account and says so; another account goes unnamed.
           expect(first.conflicting.get(ns)!.has(k.metadata.name!)).toBe(held !== undefined);
           if (held) {
-            const { ready } = evaluateApiKey({ namespace: ns, spec: k.spec, now: NOW.getTime(), workspaceExists: true, hasDefaultWorkspace: true, missingGuardrails: [], hashHeldBy: held });
+            const { ready } = evaluateApiKey({ namespace: ns, spec: k.spec, now: NOW.getTime(), workspaceExists: true, accountExists: true, hasDefaultWorkspace: true, missingGuardrails: [], hashHeldBy: held });
             expect(ready.reason).toBe('Conflicting');
             if (!held.sameAccount) expect(ready.message).toBe(OTHER_ACCOUNT);
             else expect(holder.metadata.namespace).toBe(ns);

@@ -6,7 +6,7 @@ import { bucketOf, indexVersion, namespaceHash, bucketOfHash, placementOrderKey 
 import { bucketCount } from '../../../src/compiler/buckets.ts';
 import { encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
-import { sizedSnapshot } from './fixtures.ts';
+import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 
 const MiB = 1024 * 1024;
 /** What the apiserver stores: binaryData is base64 in the object. */

@@ -10,7 +10,7 @@ import { openEnvelope, type BundleEnvelope } from '../../../src/contract/envelop
 import { CONTRACT_SCHEMAS } from '../../../src/contract/schemas.ts';
 import { createCatalog, planRoute, type CatalogModelInput, type CompiledAccount, type RouteRequest } from '../../../src/domain/index.ts';
 import { contractFiles } from '../../../scripts/contract-files.ts';
-import { cases } from '../domain/planner.scenarios.ts';
+import { cases } from '../../support/fixtures/planner-scenarios.ts';
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020) => Ajv2020;

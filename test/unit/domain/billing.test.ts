@@ -17,7 +17,7 @@ import {
   priceMicros,
   usdToMicros,
 } from '../../../src/domain/index.ts';
-import { K1, K2, WS1, account, ep, guardrail, workspace } from './fixtures.ts';
+import { K1, K2, WS1, account, ep, guardrail, workspace } from '../../support/fixtures/domain.ts';
 
 describe('money', () => {
   test('USD to micros is exact for decimal strings and for numbers via their shortest decimal form', () => {

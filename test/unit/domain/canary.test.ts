@@ -2,7 +2,7 @@
 // error path. It must never appear in an error, and a label may show at most its masked snippet.
 import { describe, expect, test } from '@jest/globals';
 import { PROVIDER_SLUGS, describePayloadIssues, maskLabel, validatePayload } from '../../../src/domain/index.ts';
-import { SA } from './fixtures.ts';
+import { SA } from '../../support/fixtures/domain.ts';
 
 const CANARY = 'CANARY-7f3a9c-SECRET';
 const url = 'https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=1';

@@ -12,7 +12,7 @@ import {
   type CredentialSettings,
   type CredentialWriteResult,
 } from '../../../src/domain/index.ts';
-import { hash } from './fixtures.ts';
+import { hash } from '../../support/fixtures/domain.ts';
 
 const H1 = hash(1);
 const H2 = hash(2);

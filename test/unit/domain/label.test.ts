@@ -2,7 +2,7 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { LABEL_ELLIPSIS, maskLabel, maskSecret, maxRevealed, type ProviderSlug } from '../../../src/domain/index.ts';
-import { SA } from './fixtures.ts';
+import { SA } from '../../support/fixtures/domain.ts';
 
 /** How many characters of `secret` the label shows, checking that they are a prefix plus a suffix. */
 function revealed(secret: string, label: string): number {

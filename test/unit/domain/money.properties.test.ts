@@ -18,7 +18,7 @@ import {
   type Micros,
   type PlanName,
 } from '../../../src/domain/index.ts';
-import { guardrail, workspace, WS1 } from './fixtures.ts';
+import { guardrail, workspace, WS1 } from '../../support/fixtures/domain.ts';
 
 /** The former ledger → domain hand-over: exact decimal text of micros. */
 const decimal = (m: Micros): string => `${m < 0 ? '-' : ''}${Math.trunc(Math.abs(m) / 1e6)}.${String(Math.abs(m) % 1e6).padStart(6, '0')}`;

@@ -15,7 +15,7 @@ import {
   type ProviderSlug,
   type VertexPayload,
 } from '../../../src/domain/index.ts';
-import { SA } from './fixtures.ts';
+import { SA } from '../../support/fixtures/domain.ts';
 
 
 const DEPLOYMENT_URL = 'https://res1.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21';

@@ -11,7 +11,7 @@ import {
   type ProviderSlug,
   type RouteRequest,
 } from '../../../src/domain/index.ts';
-import { account, cred, ep, guardrail, hash, workspace } from './fixtures.ts';
+import { account, cred, ep, guardrail, hash, workspace } from '../../support/fixtures/domain.ts';
 
 const PROVIDERS: ProviderSlug[] = ['openai', 'anthropic', 'azure', 'together', 'mistral'];
 const MODELS = ['m/a', 'm/b', 'm/c'];

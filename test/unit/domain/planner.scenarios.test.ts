@@ -2,8 +2,8 @@
 // exact attempt order and the exact explanation (every credential and shared endpoint left out, with its rule).
 import { describe, expect, test } from '@jest/globals';
 import { RULES, createCatalog, planRoute } from '../../../src/domain/index.ts';
-import { MODEL, OTHER_MODEL, account, attemptsOf, defaultEndpoints, exclusionsOf, req } from './fixtures.ts';
-import { cases } from './planner.scenarios.ts';
+import { MODEL, OTHER_MODEL, account, attemptsOf, defaultEndpoints, exclusionsOf, req } from '../../support/fixtures/domain.ts';
+import { cases } from '../../support/fixtures/planner-scenarios.ts';
 
 describe('route planner scenarios (spec 1.1)', () => {
   test.each(cases)('$name', (c) => {

@@ -10,7 +10,7 @@ import { createCatalog, validatePayload, type CompiledAccount, type CompiledCred
 import { derivedSecretData, derivedSecretName, exportAccounts, exportStandalone, refuseSharedNames, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
 import { stringify } from 'yaml';
 import { thirdPartyFile } from '../../support/third-party.ts';
-import { accountManifests, allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from './fixtures.ts';
+import { accountManifests, allShapesFolder, FLAG_SETS, scaleFolder, SHAPES } from '../../support/fixtures/export.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
 const CATALOG = join(repo, 'config', 'catalog', 'catalog.json');

@@ -15,7 +15,7 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { CATALOG_PATH } from '../../../src/cli/catalog.ts';
 import { startGateway, type RunningGateway } from '../../../src/gateway/server.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
-import { apiKey, hashOf, snapshot, workspace } from '../compiler/fixtures.ts';
+import { apiKey, hashOf, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-contested-key-'));
 const COPIED = 'sk-byok-gw-v1-copied-key';

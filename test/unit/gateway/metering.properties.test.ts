@@ -12,7 +12,7 @@ import { createSpendGate } from '../../../src/ledger/spend-gate.ts';
 import type { Reservation } from '../../../src/contract/spend-gate.ts';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, usageBounds, type CostFields } from '../../../src/gateway/usage.ts';
-import { account, guardrail, K1, WS1 } from '../domain/fixtures.ts';
+import { account, guardrail, K1, WS1 } from '../../support/fixtures/domain.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
 const SEED = 32_0402;

@@ -16,7 +16,7 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { CATALOG_PATH } from '../../../src/cli/catalog.ts';
 import { startGateway, type RunningGateway } from '../../../src/gateway/server.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
-import { sizedSnapshot } from '../compiler/fixtures.ts';
+import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-reload-metrics-'));
 const configDir = join(root, 'routing');

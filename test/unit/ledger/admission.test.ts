@@ -7,7 +7,7 @@ import { keySpace, LedgerUnavailableError, windowsAt } from '../../../src/ledger
 import { Admission, holdChecks } from '../../../src/ledger/gate/admission.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
-import { budgetGuardrail, ctx, ledgerAccount, USD, WS1 } from '../../integration/ledger/fixtures.ts';
+import { budgetGuardrail, ctx, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();

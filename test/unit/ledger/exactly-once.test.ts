@@ -4,7 +4,7 @@ import { describe, expect, test } from '@jest/globals';
 import { createEmbeddedLedger, createSpendGate, ID_RETENTION_MS, keySpace, readAccountMonth, readWindows, RESERVATION_TTL_MS, ReservationSettledError, windowOf } from '../../../src/ledger/index.ts';
 import { idSets } from '../../../src/ledger/keys.ts';
 import type { HoldCheck } from '../../../src/ledger/ledger.ts';
-import { ctx, finished, ledgerAccount, USD, WS1 } from '../../integration/ledger/fixtures.ts';
+import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace();
 const day = windowOf('daily', new Date('2026-11-23T10:00:00Z'));

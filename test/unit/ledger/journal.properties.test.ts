@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { createEmbeddedLedger, createSpendGate, keySpace, readAccountMonth, type EmbeddedLedger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import { nodeWriter, type JournalWriter } from '../../../src/ledger/gate/journal.ts';
 import { JournalLockedError } from '../../../src/ledger/gate/journal-lock.ts';
-import { ctx, finished, ledgerAccount } from '../../integration/ledger/fixtures.ts';
+import { ctx, finished, ledgerAccount } from '../../support/ledger-fixtures.ts';
 import { switchedLedger, type SwitchedLedger } from './outage.ts';
 
 const SEED = 410504;

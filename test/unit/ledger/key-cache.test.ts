@@ -2,7 +2,7 @@
 import { describe, expect, test } from '@jest/globals';
 import { keySpace, windowsAt } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
-import { ledgerAccount, WS1 } from '../../integration/ledger/fixtures.ts';
+import { ledgerAccount, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace({ prefix: 't:' });
 const NOV23 = windowsAt(new Date('2026-11-23T10:00:00Z'));

@@ -3,7 +3,7 @@ import { describe, expect, test } from '@jest/globals';
 import { keySpace, windowsAt } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { planRecord } from '../../../src/ledger/gate/record-plan.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD, WS1 } from '../../integration/ledger/fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace();
 const AT = new Date('2026-11-23T10:00:00Z');

@@ -6,7 +6,7 @@ import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
 import { planRecord } from '../../../src/ledger/gate/record-plan.ts';
 import { FeeNotRecordedError, Recorder } from '../../../src/ledger/gate/recorder.ts';
-import { ctx, finished, ledgerAccount, USD } from '../../integration/ledger/fixtures.ts';
+import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();

@@ -7,7 +7,7 @@ import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
 import { planRecord, type RecordPlan } from '../../../src/ledger/gate/record-plan.ts';
 import { Recorder } from '../../../src/ledger/gate/recorder.ts';
 import { ReplayQueue } from '../../../src/ledger/gate/replay-queue.ts';
-import { ctx, finished, ledgerAccount, USD } from '../../integration/ledger/fixtures.ts';
+import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { createEmbeddedLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, windowsAt } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../integration/ledger/fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();

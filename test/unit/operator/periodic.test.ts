@@ -2,8 +2,8 @@
 // pass now instead of at the next poll (issue 28 §1).
 import { describe, expect, test } from '@jest/globals';
 import { periodicPass } from '../../../src/operator/periodic.ts';
+import { sleep } from '../../support/until.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('periodicPass', () => {
   test('soon() runs an extra pass well before the interval, and requests in a burst coalesce into one', async () => {

@@ -8,7 +8,8 @@ import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
 import { beforeCap } from '../../support/order.ts';
-import { sizedSnapshot } from '../compiler/fixtures.ts';
+import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
+import { sleep } from '../../support/until.ts';
 
 interface Op { op: 'apply' | 'delete'; kind: string; name: string }
 
@@ -128,7 +129,6 @@ describe('compile pipeline', () => {
     await p.stop();
   });
 
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   /** A pipeline over 40 accounts whose writes take 10 ms each, as on a real apiserver (changes arrive mid-run). */
   async function slowPipeline(coalesceMs: number) {
     const { store: fast } = fakeStore();

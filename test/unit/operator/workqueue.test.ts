@@ -6,8 +6,8 @@ import { effectiveSortOrder } from '../../../src/operator/reconcile/sort-order.t
 import { buildConditions, readyFrom, sameStatus } from '../../../src/operator/conditions.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { beforeCap } from '../../support/order.ts';
+import { sleep } from '../../support/until.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('WorkQueue', () => {
   test('dedupes keys that are queued', async () => {

@@ -34,7 +34,7 @@ describe('condition catalog', () => {
       const byStatus: { False?: readonly string[] } = REASONS_BY_CONDITION[t];
       return byStatus.False ?? [];
     });
-    const own = ['Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'WorkspaceNotFound'];
+    const own = ['Conflicting', 'GuardrailNotFound', 'NoWorkspace', 'WorkspaceNotFound', 'AccountMissing'];
     expect([...REASONS_BY_CONDITION.Ready.False].sort()).toEqual([...new Set([...summarised, ...own])].sort());
   });
 

@@ -12,7 +12,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
-import { sizedSnapshot } from '../compiler/fixtures.ts';
+import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-cache-'));

@@ -12,9 +12,9 @@ import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/model.ts';
 import { BundleError, CredentialPayloadError, loadRoutingConfig, planFor, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
-import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../compiler/fixtures.ts';
+import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
-import { moduleReferences } from '../architecture/imports.ts';
+import { moduleReferences } from '../../support/module-imports.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -3,7 +3,7 @@
 import { describe, expect, test } from '@jest/globals';
 import { deliveryVersion, routingMarks } from '../../../../src/operator/compile/accounts.ts';
 import type { CompiledCredential } from '../../../../src/domain/model.ts';
-import { cred as domainCred } from '../../domain/fixtures.ts';
+import { cred as domainCred } from '../../../support/fixtures/domain.ts';
 
 const cred = (id: string, over: Partial<CompiledCredential> = {}): CompiledCredential => domainCred(id, 'openai', over);
 

@@ -4,7 +4,7 @@
 import { describe, expect, test } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { moduleReferences } from '../../architecture/imports.ts';
+import { moduleReferences } from '../../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '../../../..');
 const operator = join(root, 'src/operator');

@@ -2,8 +2,8 @@
 // arriving, backoff after failures, holding for a reconcile backlog, flush.
 import { describe, expect, test } from '@jest/globals';
 import { CompileScheduler } from '../../../../src/operator/compile/scheduler.ts';
+import { sleep } from '../../../support/until.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A scheduler over a counter of pending changes; each run takes them all, or fails while `failing`. */
 function harness(opts: { coalesceMs?: number; maxBatchDelayMs?: number; backlog?: () => boolean; backlogDelayMs?: number } = {}) {

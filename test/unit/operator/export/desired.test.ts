@@ -8,7 +8,7 @@ import { loadCatalog } from '../../../../src/gateway/catalog.ts';
 import type { AccountSnapshot, SnapshotCredential } from '../../../../src/operator/compile/pipeline.ts';
 import { ACCOUNT_LABEL, desiredExport, exportInputDigest, SHARED_LABEL, SharedIndex } from '../../../../src/operator/export/desired.ts';
 import type { BYOKCredential } from '../../../../src/schema/generated/types.ts';
-import { SHAPES } from '../../export/fixtures.ts';
+import { SHAPES } from '../../../support/fixtures/export.ts';
 
 const gatewayCatalog = loadCatalog(join(import.meta.dirname, '..', '..', '..', '..', 'config', 'catalog', 'catalog.json'));
 const catalog = { catalog: gatewayCatalog.catalog, upstream: (model: string, endpointId: string) => gatewayCatalog.upstream(model, endpointId) };

@@ -33,6 +33,7 @@ function facts(over: Partial<CredentialFacts> = {}, spec: Partial<BYOKCredential
     secret: { value: text('sk-test-1234567890') },
     liveApiKeyHashes: new Set(),
     workspaceExists: true,
+    accountExists: true,
     quota: { credentials: [meta('c', '2024-01-01T00:00:00Z')], limit: 10 },
     ...over,
   };
@@ -133,6 +134,17 @@ describe('the check chain', () => {
       ['FiltersValid', 'False', 'WorkspaceNotFound'],
     ]);
     expect(v).toMatchObject({ payloadValid: false, label: undefined });
+  });
+
+  test('a namespace without an Account: Ready=False AccountMissing over every check, the others still judged', () => {
+    const v = evaluateCredential(facts({ accountExists: false, secret: undefined }));
+    expect(v.ready).toMatchObject({ type: 'Ready', status: 'False', reason: 'AccountMissing' });
+    expect(v.ready.message).toContain('namespace team has no Account');
+    expect(v.ready.message).toContain('create an Account (apiVersion byok.gateway.dev/v1alpha1, kind Account) in namespace team');
+    expect(v.conditions[0]).toMatchObject({ type: 'SecretResolved', status: 'False', reason: 'SecretNotFound' });
+    // A valid payload keeps its label (status shows which key is held back), but Ready is not True: nothing compiles.
+    const valid = evaluateCredential(facts({ accountExists: false }));
+    expect(valid).toMatchObject({ payloadValid: true, label: maskLabel('openai', 'sk-test-1234567890'), ready: { status: 'False', reason: 'AccountMissing' } });
   });
 
   test('the quota wins over everything and comes first in status', () => {

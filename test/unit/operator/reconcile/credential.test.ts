@@ -33,6 +33,10 @@ const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec'
 });
 const secret = (name: string, value: string): V1Secret => ({ metadata: { name, namespace: 'team', resourceVersion: '7' }, data: { key: Buffer.from(value).toString('base64') } });
 
+const teamAccount = (spec: Account['spec'] = {}): Account =>
+  ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'acc', namespace: 'team', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date }, spec }) as Account;
+
+/** The namespace holds an Account unless `accounts` says otherwise (the gate). */
 function harness(opts: { creds: BYOKCredential[]; secrets?: V1Secret[]; apiKeys?: GatewayAPIKey[]; accounts?: Account[] }) {
   const informers = {
     credentials: cache(opts.creds),
@@ -40,7 +44,7 @@ function harness(opts: { creds: BYOKCredential[]; secrets?: V1Secret[]; apiKeys?
     apiKeys: cache(opts.apiKeys),
     workspaces: cache(),
     guardrails: cache(),
-    accounts: cache(opts.accounts),
+    accounts: cache(opts.accounts ?? [teamAccount()]),
   };
   const writes: { name: string; status: Record<string, unknown> }[] = [];
   const warnings: { reason: string; secrets: string[] }[] = [];
@@ -101,6 +105,18 @@ describe('CredentialReconciler', () => {
     expect(h.gets()).toBe(0);
   });
 
+  test('a namespace without an Account: AccountMissing, no valid verdict; its Account arriving makes it valid and dirty', async () => {
+    const h = harness({ creds: [cred('c', '2024-01-01T00:00:00Z')], secrets: [secret('c-key', 'sk-test-1234567890')], accounts: [] });
+    await h.reconciler.reconcile('team/c');
+    expect(h.warnings).toEqual([{ reason: 'AccountMissing', secrets: ['sk-test-1234567890'] }]);
+    expect(h.writes[0]?.status).toMatchObject({ conditions: [expect.objectContaining({ type: 'Ready', status: 'False', reason: 'AccountMissing' }), expect.anything(), expect.anything(), expect.anything()] });
+    expect(h.verdicts.get('team', 'c')).toMatchObject({ valid: false, payloadSecret: undefined });
+    h.informers.accounts.observe(teamAccount());
+    await h.reconciler.reconcile('team/c');
+    expect(h.verdicts.get('team', 'c')).toMatchObject({ valid: true });
+    expect(h.dirty).toEqual(['team', 'team']);
+  });
+
   test('a malformed payload is not requeued, and the warning names the payload for redaction', async () => {
     const h = harness({ creds: [cred('c', '2024-01-01T00:00:00Z')], secrets: [secret('c-key', 'sk\u0001bad')] });
     expect(await h.reconciler.reconcile('team/c')).toBeUndefined();
@@ -110,7 +126,7 @@ describe('CredentialReconciler', () => {
   test('beyond the quota: kept on the waiting list until forgotten; a deleted sibling frees the place', async () => {
     const older = cred('older', '2024-01-01T00:00:00Z');
     const newer = cred('newer', '2024-01-02T00:00:00Z');
-    const account = { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'acc', namespace: 'team', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date }, spec: { limits: { maxCredentials: 1 } } } as Account;
+    const account = teamAccount({ limits: { maxCredentials: 1 } });
     const h = harness({ creds: [older, newer], secrets: [secret('older-key', 'sk-a-1234567890'), secret('newer-key', 'sk-b-1234567890')], accounts: [account] });
     await h.reconciler.reconcile('team/older');
     await h.reconciler.reconcile('team/newer');

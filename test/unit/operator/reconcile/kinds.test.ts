@@ -29,6 +29,7 @@ describe('GatewayAPIKey', () => {
     spec: { hash: 'a'.repeat(64), ...spec } as ApiKeyFacts['spec'],
     now,
     workspaceExists: true,
+    accountExists: true,
     hasDefaultWorkspace: true,
     missingGuardrails: [],
     ...over,
@@ -50,6 +51,14 @@ describe('GatewayAPIKey', () => {
     const expired = evaluateApiKey(facts({ expiresAt: '2024-12-31T00:00:00Z' }));
     expect(expired).toMatchObject({ live: false, requeueAfterMs: undefined, liveCondition: { reason: 'Expired', message: 'the key expired at 2024-12-31T00:00:00Z' } });
   });
+  test('a namespace without an Account: AccountMissing outranks every other verdict, naming the Account to create', () => {
+    const { ready, live } = evaluateApiKey(facts({ workspace: 'gone' }, { accountExists: false, workspaceExists: false, hashHeldBy: { sameAccount: false } }));
+    expect(live).toBe(true);
+    expect(ready).toMatchObject({ type: 'Ready', status: 'False', reason: 'AccountMissing' });
+    expect(ready.message).toContain('namespace team has no Account');
+    expect(ready.message).toContain('kind Account');
+    expect(ready.message).toContain('(401)');
+  });
   test('a missing workspace wins over a missing guardrail', () => {
     expect(evaluateApiKey(facts({ workspace: 'gone' }, { workspaceExists: false, missingGuardrails: ['g'] })).ready).toMatchObject({ type: 'Ready', status: 'False', reason: 'NoWorkspace' });
     expect(evaluateApiKey(facts({ guardrail: 'g' }, { missingGuardrails: ['g'] })).ready).toEqual({ type: 'Ready', status: 'False', reason: 'GuardrailNotFound', message: 'Guardrail "g" not found in namespace team' });
@@ -57,7 +66,7 @@ describe('GatewayAPIKey', () => {
 });
 
 describe('GatewayAPIKey whose hash an older key holds', () => {
-  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), missingGuardrails: ['g'], spec: { hash: 'a'.repeat(64), workspace: 'gone' }, workspaceExists: false, hasDefaultWorkspace: false };
+  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), accountExists: true, missingGuardrails: ['g'], spec: { hash: 'a'.repeat(64), workspace: 'gone' }, workspaceExists: false, hasDefaultWorkspace: false };
   test("another account's key: Conflicting, naming neither its namespace nor its key, and outranking the rest", () => {
     const { ready, live } = evaluateApiKey({ ...base, hashHeldBy: { sameAccount: false } });
     expect(live).toBe(true);
@@ -72,7 +81,7 @@ describe('GatewayAPIKey whose hash an older key holds', () => {
 });
 
 describe('GatewayAPIKey without a usable workspace (the gateway would answer 403)', () => {
-  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), missingGuardrails: [] as string[] };
+  const base = { namespace: 'team', now: Date.parse('2025-01-01T00:00:00Z'), accountExists: true, missingGuardrails: [] as string[] };
   test('no workspace named and no default Workspace: Ready=False NoWorkspace, saying what to do', () => {
     const { ready, live } = evaluateApiKey({ ...base, spec: { hash: 'a'.repeat(64) }, workspaceExists: true, hasDefaultWorkspace: false });
     expect(live).toBe(true);
