@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idNamespace } from './keys.ts';
+import { EmbeddedRateSets } from './rate-embedded.ts';
 import { ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type ReserveRequest, type ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
@@ -24,6 +25,9 @@ export interface EmbeddedLedgerOptions {
   /** How long ids of records and reservations are remembered (at least; at most twice); default ID_RETENTION_MS. */
   idRetentionMs?: number;
 }
+
+/** Rate-limit members older than this are swept (longer than any rate window; in-flight slots lapse on their own). */
+const RATE_SWEEP_AFTER_MS = 5 * 60_000;
 
 /** An id that was released without being recorded: a later reservation holds nothing, a record still counts. */
 const RELEASED = -1;
@@ -178,6 +182,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   };
 
   const ids = new IdMemory(opts.idRetentionMs ?? ID_RETENTION_MS);
+  const rates = new EmbeddedRateSets(now);
   /** Keep marks of journaled records: key -> id -> first total, until forgetKept. */
   const kept = new Map<string, Map<string, number>>();
 
@@ -216,6 +221,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     const at = now();
     for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
     ids.sweep(at);
+    rates.sweep(RATE_SWEEP_AFTER_MS);
   };
   const timer = setInterval(() => {
     sweep();
@@ -302,6 +308,13 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         set.set(req.id, { amount: granted, expiresAt: at + req.ttlMs });
       }
       return { ok: true, granted };
+    },
+    async admitRate(check) {
+      ensureOpen();
+      return rates.admit(check);
+    },
+    async settleRate(check, usedTokens) {
+      rates.settle(check, usedTokens);
     },
     async forgetKept(keys) {
       for (const k of keys) kept.delete(k);

@@ -45,6 +45,33 @@ export interface ReserveRequest {
   ttlMs: number;
 }
 
+/**
+ * One API key's rate limits as one request meets them (docs/ledger.md, "Key rate limits"): the three sets it is
+ * counted in (keys of one account) and each limit (0: none, that set is neither read nor written).
+ */
+export interface RateCheck {
+  /** Request id (the generation id): its member in every set. */
+  id: string;
+  keys: { requests: string; tokens: string; inFlight: string };
+  requestsPerWindow: number;
+  tokensPerWindow: number;
+  /** What this request counts against tokensPerWindow until it settles: the most it can use. */
+  tokens: number;
+  maxInFlight: number;
+  /** The sliding window of the per-window limits, ms (60,000: per minute). */
+  windowMs: number;
+  /** When an in-flight slot frees itself if never settled (a replica that crashed mid-request), ms. */
+  lapseMs: number;
+}
+
+export type RateLimitName = 'requests' | 'tokens' | 'in_flight';
+
+/**
+ * Admitted, or the first limit that refused: what it counted and its limit, and in how many ms room comes back
+ * (null: unknown, a slot frees when a request finishes; or never, for a request needing more tokens than the limit).
+ */
+export type RateResult = { ok: true } | { ok: false; limit: RateLimitName; used: number; max: number; retryAfterMs: number | null };
+
 /** A reservation dropped in the same atomic step as the increments that settle its request. */
 export interface HoldRelease {
   /** The reservation's id (the request's generation id) and the amount it held. */
@@ -95,6 +122,16 @@ export interface Ledger {
    * The id is remembered as released, so a reservation that arrives later (sent before a stall, run after) holds nothing.
    */
   release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
+  /**
+   * Check-and-count a request against its key's rate limits, atomically (one script in Redis on Redis's clock, one
+   * synchronous step embedded): admitted only when every limit has room, and then counted in every set at once.
+   */
+  admitRate(check: RateCheck): Promise<RateResult>;
+  /**
+   * A rate-limited request finished: its in-flight slot frees, and its tokens become what it used; `usedTokens` null:
+   * it was never served (refused after admission, e.g. by a budget) and leaves every set.
+   */
+  settleRate(check: RateCheck, usedTokens: number | null): Promise<void>;
   close(): Promise<void>;
 }
 
