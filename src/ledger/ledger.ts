@@ -1,5 +1,6 @@
 // Where spend lives: integer counters (micro-dollars) under string keys, each expiring after its window. Two
 // backends implement it: embedded (one gateway replica, optional snapshot file) and Redis (several replicas).
+import type { RateHold } from '../contract/spend-gate.ts';
 import type { Micros } from '../domain/money.ts';
 
 export interface CounterIncrement {
@@ -49,20 +50,7 @@ export interface ReserveRequest {
  * One API key's rate limits as one request meets them (docs/ledger.md, "Key rate limits"): the three sets it is
  * counted in (keys of one account) and each limit (0: none, that set is neither read nor written).
  */
-export interface RateCheck {
-  /** Request id (the generation id): its member in every set. */
-  id: string;
-  keys: { requests: string; tokens: string; inFlight: string };
-  requestsPerWindow: number;
-  tokensPerWindow: number;
-  /** What this request counts against tokensPerWindow until it settles: the most it can use. */
-  tokens: number;
-  maxInFlight: number;
-  /** The sliding window of the per-window limits, ms (60,000: per minute). */
-  windowMs: number;
-  /** When an in-flight slot frees itself if never settled (a replica that crashed mid-request), ms. */
-  lapseMs: number;
-}
+export type RateCheck = RateHold;
 
 export type RateLimitName = 'requests' | 'tokens' | 'in_flight';
 
