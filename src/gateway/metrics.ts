@@ -73,6 +73,31 @@ export interface GatewayMetrics {
 export const KEY_SERIES_MAX = 200;
 export const OTHER_KEYS = 'other';
 
+/** The per-key series: refusals by a key's own limits, and spend by key with its cardinality bounded. */
+function keyMetrics(registers: Registry[]): Pick<GatewayMetrics, 'keyRateLimited' | 'keySpend'> {
+  const rateLimited = new Counter({ name: 'byok_gateway_key_rate_limited_total', help: "Requests refused with 429 by their API key's own rate limits, by limit (requests, tokens, in_flight).", labelNames: ['limit'], registers });
+  const spend = new BoundCounter<'key'>({
+    name: 'byok_gateway_key_spend_usd_total',
+    help: `List cost of served requests by API key (<namespace>/<GatewayAPIKey name>), in USD. At most ${KEY_SERIES_MAX} keys per gateway replica get their own series (the first seen since it started); the others add up under key="${OTHER_KEYS}".`,
+    labelNames: ['key'],
+    registers,
+  });
+  const slots = new Map<string, CounterSlot>();
+  let others: CounterSlot | undefined;
+  return {
+    keyRateLimited: (limit) => rateLimited.inc({ limit }),
+    keySpend(key, micros) {
+      let slot = slots.get(key);
+      if (!slot) {
+        // Bounded cardinality: past the cap every new key shares one series (labels are `<namespace>/<name>`, never "other").
+        if (slots.size < KEY_SERIES_MAX) slots.set(key, (slot = spend.bind({ key })));
+        else slot = others ??= spend.bind({ key: OTHER_KEYS });
+      }
+      slot.inc(micros / 1e6);
+    },
+  };
+}
+
 export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
@@ -148,15 +173,6 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
   const overheadSlots = { true: overhead.bind({ stream: 'true' }), false: overhead.bind({ stream: 'false' }) };
   const modelSlots = new Map<string, Map<string, ModelSeries>>();
   const refusalSlots = new Map<string, CounterSlot>();
-  const rateLimited = new Counter({ name: 'byok_gateway_key_rate_limited_total', help: "Requests refused with 429 by their API key's own rate limits, by limit (requests, tokens, in_flight).", labelNames: ['limit'], registers });
-  const keySpend = new BoundCounter<'key'>({
-    name: 'byok_gateway_key_spend_usd_total',
-    help: `List cost of served requests by API key (<namespace>/<GatewayAPIKey name>), in USD. At most ${KEY_SERIES_MAX} keys per gateway replica get their own series (the first seen since it started); the others add up under key="${OTHER_KEYS}".`,
-    labelNames: ['key'],
-    registers,
-  });
-  const keySlots = new Map<string, CounterSlot>();
-  let otherKeys: CounterSlot | undefined;
 
   return {
     registry,
@@ -225,18 +241,7 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     maxTokensCapped() {
       capped.inc();
     },
-    keyRateLimited(limit) {
-      rateLimited.inc({ limit });
-    },
-    keySpend(key, micros) {
-      let slot = keySlots.get(key);
-      if (!slot) {
-        // Bounded cardinality: past the cap every new key shares one series (labels are `<namespace>/<name>`, never "other").
-        if (keySlots.size < KEY_SERIES_MAX) keySlots.set(key, (slot = keySpend.bind({ key })));
-        else slot = otherKeys ??= keySpend.bind({ key: OTHER_KEYS });
-      }
-      slot.inc(micros / 1e6);
-    },
+    ...keyMetrics(registers),
   };
 }
 

@@ -26,9 +26,6 @@ export interface EmbeddedLedgerOptions {
   idRetentionMs?: number;
 }
 
-/** Rate-limit members older than this are swept (longer than any rate window; in-flight slots lapse on their own). */
-const RATE_SWEEP_AFTER_MS = 5 * 60_000;
-
 /** An id that was released without being recorded: a later reservation holds nothing, a record still counts. */
 const RELEASED = -1;
 
@@ -221,7 +218,6 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     const at = now();
     for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
     ids.sweep(at);
-    rates.sweep(RATE_SWEEP_AFTER_MS);
   };
   const timer = setInterval(() => {
     sweep();
@@ -309,13 +305,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       }
       return { ok: true, granted };
     },
-    async admitRate(check) {
-      ensureOpen();
-      return rates.admit(check);
-    },
-    async settleRate(check, usedTokens) {
-      rates.settle(check, usedTokens);
-    },
+    ...rates.ledgerMethods(ensureOpen),
     async forgetKept(keys) {
       for (const k of keys) kept.delete(k);
     },

@@ -1,6 +1,11 @@
 // Key rate limits in the embedded ledger (one replica): the same three sets as the Redis scripts (rate-scripts.ts),
 // in memory, each check-and-count one synchronous step, so no other request interleaves.
-import type { RateCheck, RateResult } from './ledger.ts';
+import type { Ledger, RateCheck, RateResult } from './ledger.ts';
+
+/** Members older than this are swept (longer than any rate window; in-flight slots lapse on their own). */
+const SWEEP_AFTER_MS = 5 * 60_000;
+/** Admissions between two sweeps of every set. */
+const SWEEP_EVERY = 1000;
 
 /** member id -> [score (ms), tokens]. */
 type RateSet = Map<string, [number, number]>;
@@ -8,12 +13,28 @@ type RateSet = Map<string, [number, number]>;
 export class EmbeddedRateSets {
   private readonly sets = new Map<string, RateSet>();
   private readonly now: () => number;
+  private sinceSweep = 0;
 
   constructor(now: () => number) {
     this.now = now;
   }
 
+  /** The Ledger's two rate-limit methods over these sets. */
+  ledgerMethods(ensureOpen: () => void): Pick<Ledger, 'admitRate' | 'settleRate'> {
+    return {
+      admitRate: async (check) => {
+        ensureOpen();
+        return this.admit(check);
+      },
+      settleRate: async (check, usedTokens) => this.settle(check, usedTokens),
+    };
+  }
+
   admit(c: RateCheck): RateResult {
+    if (++this.sinceSweep >= SWEEP_EVERY) {
+      this.sinceSweep = 0;
+      this.sweep(SWEEP_AFTER_MS);
+    }
     const now = this.now();
     if (c.maxInFlight > 0) {
       const flight = this.pruned(c.keys.inFlight, (score) => score <= now);

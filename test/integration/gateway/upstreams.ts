@@ -196,6 +196,13 @@ async function bigCrlfAnswer(res: ServerResponse, hit: Hit, pause: ReturnType<ty
   res.end();
 }
 
+/** Where 'held' requests wait until released. */
+function heldGate(): Upstreams['held'] {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  return { arrived: 0, release, released };
+}
+
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
@@ -210,11 +217,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     tokenRedirectTo: undefined as string | undefined,
     probes: [] as { provider: string; path: string; auth: string }[],
     pause: undefined as ReturnType<typeof streamPause> | undefined,
-    held: (() => {
-      let release!: () => void;
-      const released = new Promise<void>((r) => (release = r));
-      return { arrived: 0, release, released };
-    })(),
+    held: heldGate(),
   };
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
