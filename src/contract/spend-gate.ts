@@ -54,6 +54,8 @@ export type AdmitDecision =
 
 export interface FinishedRequest extends SpendRequestContext {
   generationId: string;
+  /** The GatewayAPIKey's name: its month's spend is counted under it. Absent: not counted per key. */
+  keyName?: string;
   /** The reservation admit() made, released once the real cost is recorded. */
   reservation?: Reservation | null;
   model: string;

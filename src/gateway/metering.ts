@@ -155,6 +155,7 @@ export class Metering {
         who: req.identity,
         at: req.at,
         generationId: req.generationId,
+        ...(req.key?.name ? { keyName: req.key.name } : {}),
         model: req.model,
         endpointId: attempt.endpoint.id,
         provider: attempt.provider,

@@ -358,12 +358,18 @@ export const gatewayApiKey: ResourceDefinition = {
   status: commonStatus('Observed state of the API key record, written only by the operator.', {
     live: bool('Not disabled and not expired at the last reconcile.'),
     delivery: deliveryStatus('apiKey'),
+    spend: obj('What the requests made with this key cost this calendar month (UTC) at list price, BYOK and shared capacity together, both secrets of a rotation included; from the spend ledger (present when the operator reads a shared ledger).', {
+      month: str('The calendar month, e.g. 2026-11.', { maxLength: 7 }),
+      spentUsd: usd('Month-to-date list cost of the requests made with this key.'),
+      updatedAt: spendUpdatedAt,
+    }),
   }),
   printerColumns: [
     { name: 'Live', type: 'boolean', jsonPath: '.status.live', description: 'Not disabled and not expired.' },
     // A `date` column prints the time since the value (so a past expiry reads like an age and a future one as
     // <invalid>); the RFC 3339 text reads right either way and Live says whether it has passed.
     { name: 'Expires At', type: 'string', jsonPath: '.spec.expiresAt', description: 'Expiry time (RFC 3339); empty means never. Live shows whether it has passed.' },
+    { name: 'Spend MTD USD', type: 'number', jsonPath: '.status.spend.spentUsd', description: 'Month-to-date list cost of the requests made with this key (status.spend).' },
     { name: 'RPM', type: 'integer', jsonPath: '.spec.limits.requestsPerMinute', description: 'Requests-per-minute limit; empty means none.', priority: 1 },
     { name: 'TPM', type: 'integer', jsonPath: '.spec.limits.tokensPerMinute', description: 'Tokens-per-minute limit; empty means none.', priority: 1 },
     { name: 'In Flight', type: 'integer', jsonPath: '.spec.limits.maxInFlight', description: 'Limit on requests in flight; empty means none.', priority: 1 },

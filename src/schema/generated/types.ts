@@ -595,6 +595,23 @@ total?: number
  */
 configVersion?: string
 }
+/**
+ * What the requests made with this key cost this calendar month (UTC) at list price, BYOK and shared capacity together, both secrets of a rotation included; from the spend ledger (present when the operator reads a shared ledger).
+ */
+spend?: {
+/**
+ * The calendar month, e.g. 2026-11.
+ */
+month?: string
+/**
+ * Month-to-date list cost of the requests made with this key. In US dollars.
+ */
+spentUsd?: number
+/**
+ * When the operator last saw these figures change in the ledger.
+ */
+updatedAt?: string
+}
 }
 
 /** GatewayAPIKey records the SHA-256 hash of a gateway API key (never the key). Live means not disabled and not expired. */

@@ -16,7 +16,7 @@ import { startProjector, type Projector } from '../../../src/kube/projector.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { createTestNamespace, rejection, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createTestNamespace, kubectl, rejection, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
 import { startUpstreams, type Upstreams } from './upstreams.ts';
@@ -80,7 +80,7 @@ beforeAll(async () => {
   up = await startUpstreams();
   ns = await createTestNamespace('keyctl-acct');
   const routingNs = await createTestNamespace('keyctl-routing');
-  op = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
+  op = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, spendStatus: { redisUrl: redis.url, intervalMs: 200 } });
   await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
   await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
   for (const [name, spec] of Object.entries(KEYS)) {
@@ -197,6 +197,23 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     // No series is named after a hash: the label is the key object's name.
     expect(text).not.toMatch(/byok_gateway_key_spend_usd_total\{key="[^"]*[0-9a-f]{64}/);
   }, 30_000);
+
+  test('the spend of each key is in its status and in `kubectl get gwkey` (Spend MTD USD)', async () => {
+    // The rpm key served 5 requests, each metered at 1,000 prompt + 500 completion tokens: 7,500 micros at this price.
+    const key = await until('GatewayAPIKey.status.spend', async () => {
+      const o = await resource('gatewayapikeys', ns).get('rpm');
+      return (o.status?.spend as { spentUsd?: number } | undefined)?.spentUsd === 0.0375 ? o : undefined;
+    }, 30_000, 200);
+    expect((key.status?.spend as { month: string }).month).toMatch(/^\d{4}-\d{2}$/);
+    const table = await kubectl('get', 'gwkey', 'rpm', '-n', ns);
+    const [header, row] = table.trim().split('\n');
+    expect(header).toContain('SPEND MTD USD');
+    // kubectl aligns each column at its header's offset (an empty column, such as EXPIRES AT, is blank there).
+    const at = header!.indexOf('SPEND MTD USD');
+    expect(row!.slice(at).split(/\s+/)[0]).toBe('0.0375');
+    // A key that served nothing has no spend written.
+    expect((await resource('gatewayapikeys', ns).get('models')).status?.spend).toBeUndefined();
+  }, 60_000);
 
   test('gateway-key create --expires writes the expiry (a duration or an RFC 3339 time) and refuses one in the past', async () => {
     const before = Date.now();
