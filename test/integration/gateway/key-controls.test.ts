@@ -204,7 +204,7 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       const o = await resource('gatewayapikeys', ns).get('rpm');
       return (o.status?.spend as { spentUsd?: number } | undefined)?.spentUsd === 0.0375 ? o : undefined;
     }, 30_000, 200);
-    expect((key.status?.spend as { month: string }).month).toMatch(/^\d{4}-\d{2}$/);
+    expect((key.status?.spend as { month?: string } | undefined)?.month).toMatch(/^\d{4}-\d{2}$/);
     const table = await kubectl('get', 'gwkey', 'rpm', '-n', ns);
     const [header, row] = table.trim().split('\n');
     expect(header).toContain('SPEND MTD USD');
@@ -245,6 +245,8 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     expect(rotated.code).toBe(0);
     const fresh = rotated.stdout.trim();
     expect(fresh).toMatch(/^sk-byok-gw-v1-[0-9a-f]{64}$/);
+    // The key is printed once, on stdout: never in what the command says.
+    expect(rotated.stderr).not.toContain(fresh);
     const spec = ((await resource('gatewayapikeys', ns).get('rotating')) as unknown as { spec: { hash: string; previousHash: string; previousHashExpiresAt: string } }).spec;
     expect(spec).toMatchObject({ hash: sha(fresh), previousHash: sha(old) });
     // The old secret, asked again and again from both replicas: served, then refused, and never served again.
