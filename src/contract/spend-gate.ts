@@ -85,7 +85,8 @@ export interface RecordedSpend {
  */
 export interface RateHold {
   id: string;
-  keys: { requests: string; tokens: string; inFlight: string };
+  /** tokensSum: the running sum of the tokens set (so admission never scans it). */
+  keys: { requests: string; tokens: string; tokensSum: string; inFlight: string };
   requestsPerWindow: number;
   tokensPerWindow: number;
   /** What the request counts against tokensPerWindow until it settles: the most it can use. */

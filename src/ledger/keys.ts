@@ -32,7 +32,7 @@ export interface KeySpace {
   /** What an API key's requests cost in a calendar month at list price (its name: both secrets of a rotation). */
   keySpend(accountId: string, keyName: string, month: BudgetWindow): string;
   /** One of an API key's rate-limit sets (its name: both secrets of a rotation count together). */
-  rate(accountId: string, keyName: string, set: 'rpm' | 'tpm' | 'inflight'): string;
+  rate(accountId: string, keyName: string, set: 'rpm' | 'tpm' | 'tpmsum' | 'inflight'): string;
   /** Expiry of a counter of this window. */
   expiresAt(window: BudgetWindow): number | null;
 }

@@ -16,7 +16,7 @@ const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
 
 /** RATE_ADMIT_SCRIPT's refusal codes, in order. */
 const RATE_LIMITS: readonly RateLimitName[] = ['requests', 'tokens', 'in_flight'];
-const rateKeys = (c: RateCheck): string[] => [c.keys.requests, c.keys.tokens, c.keys.inFlight];
+const rateKeys = (c: RateCheck): string[] => [c.keys.requests, c.keys.tokens, c.keys.inFlight, c.keys.tokensSum];
 
 /** How long an add waits for others of the same account before its script runs (see AddBatcher). */
 export const DEFAULT_BATCH_WINDOW_MS = 5;

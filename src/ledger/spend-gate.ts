@@ -52,7 +52,12 @@ export function rateHold(keys: KeySpace, req: RateAdmitRequest): RateHold {
   const l = req.key.limits;
   return {
     id: req.id,
-    keys: { requests: keys.rate(accountId, req.key.name, 'rpm'), tokens: keys.rate(accountId, req.key.name, 'tpm'), inFlight: keys.rate(accountId, req.key.name, 'inflight') },
+    keys: {
+      requests: keys.rate(accountId, req.key.name, 'rpm'),
+      tokens: keys.rate(accountId, req.key.name, 'tpm'),
+      tokensSum: keys.rate(accountId, req.key.name, 'tpmsum'),
+      inFlight: keys.rate(accountId, req.key.name, 'inflight'),
+    },
     requestsPerWindow: l.requestsPerMinute ?? 0,
     tokensPerWindow: l.tokensPerMinute ?? 0,
     tokens: Math.max(0, Math.ceil(req.tokens)),

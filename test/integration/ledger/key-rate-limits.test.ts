@@ -45,7 +45,7 @@ interface Admitted {
 
 async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
   const acct = `{rate-${++run}}`;
-  const keys = { requests: `byok:ledger:${acct}:key:k:rpm`, tokens: `byok:ledger:${acct}:key:k:tpm`, inFlight: `byok:ledger:${acct}:key:k:inflight` };
+  const keys = { requests: `byok:ledger:${acct}:key:k:rpm`, tokens: `byok:ledger:${acct}:key:k:tpm`, tokensSum: `byok:ledger:${acct}:key:k:tpmsum`, inFlight: `byok:ledger:${acct}:key:k:inflight` };
   const admitted: Admitted[] = [];
   let seq = 0;
   let settleIndex = 0;
@@ -110,7 +110,7 @@ describe('key rate limits in the ledger', () => {
   test.each(['embedded', 'redis'] as const)('%s: 20 concurrent requests at a limit of 5 per minute: exactly 5 admitted, the rest told when the oldest leaves the window', async (backend) => {
     const ledgers = backend === 'embedded' ? [createEmbeddedLedger()] : [await createRedisLedger({ url: redis.url }), await createRedisLedger({ url: redis.url })];
     try {
-      const keys = { requests: `byok:ledger:{burst-${backend}}:key:k:rpm`, tokens: `byok:ledger:{burst-${backend}}:key:k:tpm`, inFlight: `byok:ledger:{burst-${backend}}:key:k:inflight` };
+      const keys = { requests: `byok:ledger:{burst-${backend}}:key:k:rpm`, tokens: `byok:ledger:{burst-${backend}}:key:k:tpm`, tokensSum: `byok:ledger:{burst-${backend}}:key:k:tpmsum`, inFlight: `byok:ledger:{burst-${backend}}:key:k:inflight` };
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
         ledgers[i % ledgers.length]!.admitRate({ id: `gen-${i}`, keys, requestsPerWindow: 5, tokensPerWindow: 0, tokens: 10, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 })));
       expect(results.filter((r) => r.ok)).toHaveLength(5);
@@ -127,8 +127,57 @@ describe('key rate limits in the ledger', () => {
   test('a request that alone needs more tokens than the limit is refused with no retry time', async () => {
     const ledger = createEmbeddedLedger();
     try {
-      const keys = { requests: 'byok:ledger:{big}:key:k:rpm', tokens: 'byok:ledger:{big}:key:k:tpm', inFlight: 'byok:ledger:{big}:key:k:inflight' };
+      const keys = { requests: 'byok:ledger:{big}:key:k:rpm', tokens: 'byok:ledger:{big}:key:k:tpm', tokensSum: 'byok:ledger:{big}:key:k:tpmsum', inFlight: 'byok:ledger:{big}:key:k:inflight' };
       expect(await ledger.admitRate({ id: 'gen-big', keys, requestsPerWindow: 0, tokensPerWindow: 100, tokens: 101, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 })).toEqual({ ok: false, limit: 'tokens', used: 0, max: 100, retryAfterMs: null });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  test('embedded, on a clock the test controls: tokens leave the window with their admissions, and Retry-After says when', async () => {
+    let now = 1_000_000;
+    const ledger = createEmbeddedLedger({ now: () => now });
+    try {
+      const keys = { requests: 'byok:ledger:{clock}:key:k:rpm', tokens: 'byok:ledger:{clock}:key:k:tpm', tokensSum: 'byok:ledger:{clock}:key:k:tpmsum', inFlight: 'byok:ledger:{clock}:key:k:inflight' };
+      const ask = (id: string, tokens: number): RateCheck => ({ id, keys, requestsPerWindow: 0, tokensPerWindow: 1000, tokens, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 });
+      expect(await ledger.admitRate(ask('a', 400))).toEqual({ ok: true });
+      now += 10_000;
+      expect(await ledger.admitRate(ask('b', 400))).toEqual({ ok: true });
+      now += 10_000;
+      // 800 counted: 400 more fit once the first admission leaves the window, 40 s from now.
+      expect(await ledger.admitRate(ask('c', 400))).toEqual({ ok: false, limit: 'tokens', used: 800, max: 1000, retryAfterMs: 40_000 });
+      // The first one used 100: 500 counted, room for 400.
+      await ledger.settleRate(ask('a', 400), 100);
+      expect(await ledger.admitRate(ask('c', 400))).toEqual({ ok: true });
+      // 900 counted: 400 fit only once the first two have left (the second, admitted at +10 s, leaves 50 s from now).
+      expect(await ledger.admitRate(ask('d', 400))).toMatchObject({ ok: false, used: 900, retryAfterMs: 50_000 });
+      now += 40_000;
+      // The first (100) left the window: 800 counted.
+      expect(await ledger.admitRate(ask('d', 400))).toMatchObject({ ok: false, used: 800, retryAfterMs: 10_000 });
+      now += 10_000;
+      expect(await ledger.admitRate(ask('d', 400))).toEqual({ ok: true });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  test('redis: tokens that leave the window free room again (Redis keeps time; asserted by outcome, in order)', async () => {
+    const ledger = await createRedisLedger({ url: redis.url });
+    try {
+      const keys = { requests: 'byok:ledger:{slide}:key:k:rpm', tokens: 'byok:ledger:{slide}:key:k:tpm', tokensSum: 'byok:ledger:{slide}:key:k:tpmsum', inFlight: 'byok:ledger:{slide}:key:k:inflight' };
+      const ask = (id: string): RateCheck => ({ id, keys, requestsPerWindow: 0, tokensPerWindow: 1000, tokens: 600, maxInFlight: 0, windowMs: 300, lapseMs: 60_000 });
+      expect(await ledger.admitRate(ask('a'))).toEqual({ ok: true });
+      const refused = await ledger.admitRate(ask('b'));
+      expect(refused).toMatchObject({ ok: false, limit: 'tokens', used: 600 });
+      expect((refused as { retryAfterMs: number }).retryAfterMs).toBeLessThanOrEqual(300);
+      let admitted = false;
+      for (let i = 0; i < 200 && !admitted; i++) {
+        admitted = (await ledger.admitRate(ask('b'))).ok;
+        if (!admitted) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(admitted).toBe(true);
+      // The sum followed: 600 counted again, not 1,200.
+      expect(await ledger.admitRate(ask('c'))).toMatchObject({ ok: false, used: 600 });
     } finally {
       await ledger.close();
     }
