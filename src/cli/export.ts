@@ -6,8 +6,8 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import type { V1Secret } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { accountMissingMessage, compileAccount, credentialExclusion, electAccount, isRoutedNamespace, keysNotHolding, type AccountSnapshot, type SnapshotCredential } from '../compiler/index.ts';
-import { normalizeKeyHash } from '../domain/api-keys.ts';
+import { accountMissingMessage, compileAccount, credentialExclusion, electAccount, isRoutedNamespace, keysNotHolding, previousHashesNotHeld, type AccountSnapshot, type SnapshotCredential } from '../compiler/index.ts';
+import { hashesNamed } from '../domain/api-keys.ts';
 import { describePayloadIssues } from '../domain/errors.ts';
 import { publicId } from '../domain/ids.ts';
 import { maskLabel } from '../domain/label.ts';
@@ -146,10 +146,7 @@ function inputFromObjects(items: readonly { object: unknown; where: string }[], 
   // Who holds each key hash is decided across every account read, as the operator decides it across its caches.
   const naming = new Map<string, GatewayAPIKey[]>();
   for (const r of byNs.values()) {
-    for (const k of r.apiKeys) {
-      const h = normalizeKeyHash(k.spec.hash);
-      naming.set(h, [...(naming.get(h) ?? []), k]);
-    }
+    for (const k of r.apiKeys) for (const h of hashesNamed(k)) naming.set(h, [...(naming.get(h) ?? []), k]);
   }
   for (const [ns, r] of byNs) {
     if (!gate.requireAccount || isRoutedNamespace(r.accounts)) continue;
@@ -171,7 +168,7 @@ function inputFromObjects(items: readonly { object: unknown; where: string }[], 
       credentials.push({ resource: cred, verdict: { valid: true, label: maskLabel(cred.spec.provider, text), sortOrder: effectiveSortOrder(cred, r.credentials), payload: text } });
     }
     const account = electAccount(r.accounts).winner;
-    const snapshot: AccountSnapshot = { namespace: ns, ...(account ? { account } : {}), workspaces: r.workspaces, guardrails: r.guardrails, apiKeys: r.apiKeys, conflictingApiKeys: keysNotHolding(r.apiKeys, (h) => naming.get(h) ?? []), credentials, now: new Date() };
+    const snapshot: AccountSnapshot = { namespace: ns, ...(account ? { account } : {}), workspaces: r.workspaces, guardrails: r.guardrails, apiKeys: r.apiKeys, conflictingApiKeys: keysNotHolding(r.apiKeys, (h) => naming.get(h) ?? []), unheldPreviousHashes: previousHashesNotHeld(r.apiKeys, (h) => naming.get(h) ?? []), credentials, now: new Date() };
     const compiled = compileAccount(snapshot);
     // The compiler leaves out what it cannot route (a filter naming a dead key, a missing workspace): say so.
     const live = new Set(compiled.apiKeys.map((k) => k.hash));

@@ -161,6 +161,8 @@ ${EXIT_DEFAULT}
 `;
 
 const GATEWAY_KEY = `usage: byok-operator gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>]
+                                  [--expires <duration|RFC3339>] [--models <a,b,...>] [--rpm <n>] [--tpm <n>] [--max-in-flight <n>]
+       byok-operator gateway-key rotate --namespace <ns> --name <name> --overlap <duration>
 
 create a gateway API key for the account <ns> (what an app sends as Authorization: Bearer <key>) and print it
 once on stdout; the GatewayAPIKey <name> (default gateway-key-<random>) holds only its SHA-256, which stderr
@@ -172,7 +174,17 @@ options:
   --namespace <ns>     the account namespace (required)
   --workspace <name>   spec.workspace (default: the namespace's default Workspace)
   --guardrail <name>   spec.guardrail
-  --name <name>        the GatewayAPIKey's name
+  --name <name>        the GatewayAPIKey's name (rotate: the key to rotate)
+  --expires <when>     spec.expiresAt: a duration from now (90s, 15m, 12h, 30d, 2w, 1h30m) or an RFC 3339 time with
+                       its offset (2027-01-31T00:00:00Z); refused when in the past
+  --models <a,b>       spec.models: the only models the key may request (others: 403 naming these)
+  --rpm <n>            spec.limits.requestsPerMinute
+  --tpm <n>            spec.limits.tokensPerMinute
+  --max-in-flight <n>  spec.limits.maxInFlight
+  --overlap <duration> rotate: how long the old secret keeps working (0s: refused at once), then 401
+
+rotate gives the same GatewayAPIKey a new secret (printed once; hash and counts stay with the object) and moves
+the old hash to spec.previousHash until the overlap ends.
 ${KUBECONFIG_USER}
 
 ${EXIT_DEFAULT}
@@ -247,7 +259,7 @@ commands:
   explain                       why a request would try which credentials, from mounted routing config
   export --target <t> <path|->  compile a GitOps folder into Envoy AI Gateway or agentgateway objects (docs/export.md)
   management-key create         create a management key (REST API) for an account and print it once
-  gateway-key create            create a gateway API key for an app team and print it once
+  gateway-key create | rotate   create a gateway API key for an app team and print it once; rotate it with an overlap
   bundle-key stage | activate | rotate
                                 rotate the data key that seals credential bundles
   version                       print the version

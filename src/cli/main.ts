@@ -202,6 +202,12 @@ const GATEWAY_KEY_OPTIONS = {
   workspace: { type: 'string' },
   guardrail: { type: 'string' },
   name: { type: 'string' },
+  expires: { type: 'string' },
+  models: { type: 'string' },
+  rpm: { type: 'string' },
+  tpm: { type: 'string' },
+  'max-in-flight': { type: 'string' },
+  overlap: { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
 const BUNDLE_KEY_OPTIONS = {
@@ -345,19 +351,58 @@ async function managementKeyCommand(rest: string[]): Promise<void> {
   process.stdout.write(`${key}\n`);
 }
 
-/** `gateway-key create`: like management-key create, for the gateway's Authorization header (a GatewayAPIKey). */
+/** `gateway-key create` (like management-key create, for the gateway's Authorization header) and `gateway-key rotate`. */
 async function gatewayKeyCommand(rest: string[]): Promise<void> {
   const { values, positionals } = parseOptions(rest, GATEWAY_KEY_OPTIONS, true);
-  if (positionals[0] !== 'create' || positionals.length > 1) fail('usage: gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>]');
+  if (positionals[0] === 'rotate' && positionals.length === 1) return gatewayKeyRotate(values);
+  if (positionals[0] !== 'create' || positionals.length > 1) fail(`usage: ${GATEWAY_KEY_USAGE}`);
   const namespace = values.namespace ?? fail('gateway-key create needs --namespace');
-  const { createGatewayKey } = await import('../service/gateway-keys.ts');
-  const opts = { ...(values.name ? { name: values.name } : {}), ...(values.workspace ? { workspace: values.workspace } : {}), ...(values.guardrail ? { guardrail: values.guardrail } : {}) };
+  const { createGatewayKey, expiryTime } = await import('../service/gateway-keys.ts');
+  const expiry = values.expires === undefined ? undefined : expiryTime(values.expires, Date.now());
+  if (expiry && 'error' in expiry) fail(expiry.error);
+  const limits = {
+    ...(values.rpm !== undefined ? { requestsPerMinute: positive('rpm', values.rpm) } : {}),
+    ...(values.tpm !== undefined ? { tokensPerMinute: positive('tpm', values.tpm) } : {}),
+    ...(values['max-in-flight'] !== undefined ? { maxInFlight: positive('max-in-flight', values['max-in-flight']) } : {}),
+  };
+  const models = values.models?.split(',').map((m) => m.trim()).filter(Boolean);
+  if (models !== undefined && models.length === 0) fail('--models needs at least one model slug (comma-separated)');
+  const opts = {
+    ...(values.name ? { name: values.name } : {}),
+    ...(values.workspace ? { workspace: values.workspace } : {}),
+    ...(values.guardrail ? { guardrail: values.guardrail } : {}),
+    ...(expiry ? { expiresAt: expiry.at } : {}),
+    ...(models ? { models } : {}),
+    ...(Object.keys(limits).length > 0 ? { limits } : {}),
+  };
   const created = await createGatewayKey(await userKubeConfig(values.kubeconfig), namespace, opts);
-  const scope = `workspace ${values.workspace ?? '(the default Workspace)'}${values.guardrail ? `, guardrail ${values.guardrail}` : ''}`;
+  const scope = `workspace ${values.workspace ?? '(the default Workspace)'}${values.guardrail ? `, guardrail ${values.guardrail}` : ''}${expiry ? `, expires ${expiry.at}` : ''}`;
   process.stderr.write(`created GatewayAPIKey ${namespace}/${created.name} (${scope}; it holds only the key's SHA-256, ${created.hash}).\n`);
   for (const warning of created.warnings) process.stderr.write(`warning: ${warning}\n`);
   process.stderr.write('The key is shown once:\n');
   process.stdout.write(`${created.key}\n`);
+}
+
+const GATEWAY_KEY_USAGE = 'gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>] [--expires <duration|RFC3339>] [--models <a,b>] [--rpm <n>] [--tpm <n>] [--max-in-flight <n>] | gateway-key rotate --namespace <ns> --name <name> --overlap <duration>';
+
+function positive(flag: string, text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) fail(`--${flag} must be a whole number of at least 1, not ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** `gateway-key rotate`: a new secret for the key, the old one accepted until --overlap has passed. */
+async function gatewayKeyRotate(values: { namespace?: string | undefined; name?: string | undefined; overlap?: string | undefined; kubeconfig?: string | undefined }): Promise<void> {
+  const namespace = values.namespace ?? fail('gateway-key rotate needs --namespace');
+  const name = values.name ?? fail('gateway-key rotate needs --name (the GatewayAPIKey to rotate)');
+  const { parseDuration, rotateGatewayKey } = await import('../service/gateway-keys.ts');
+  const overlap = values.overlap === undefined ? fail('gateway-key rotate needs --overlap <duration> (how long the old secret keeps working: 0s, 15m, 1h, 7d)') : values.overlap === '0s' || values.overlap === '0' ? 0 : parseDuration(values.overlap);
+  if (overlap === undefined) fail(`--overlap ${JSON.stringify(values.overlap)} is not a duration (0s, 90s, 15m, 1h, 7d, 1h30m)`);
+  const r = await rotateGatewayKey(await userKubeConfig(values.kubeconfig), namespace, name, overlap);
+  process.stderr.write(`rotated GatewayAPIKey ${namespace}/${name}: new hash ${r.hash}; the previous secret (${r.previousHash}) works until ${r.previousUntil}, then the gateway refuses it (401).\n`);
+  if (r.cut) process.stderr.write(`warning: the secret before that one was still accepted until ${r.cut}; it is refused from now on\n`);
+  process.stderr.write('Credential filters (allowedApiKeyHashes) name hashes: add the new hash where the old one is listed. The new key is shown once:\n');
+  process.stdout.write(`${r.key}\n`);
 }
 
 /** `run`, `operator`, `api`: the operator and/or the two API doors, until a signal stops them. */

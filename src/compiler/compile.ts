@@ -108,15 +108,28 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
     // A key scoped to a missing workspace has no determinable scope: leave it out (its filters stop resolving).
     if (key.spec.workspace !== undefined && !workspaceNames.has(key.spec.workspace)) continue;
     liveHashes.add(hash);
-    apiKeys.push({
+    const entry: CompiledApiKey = {
       hash,
       workspaceId: key.spec.workspace !== undefined ? publicId('Workspace', ns, key.spec.workspace) : defaultWsId,
       guardrailId: guardrailId(key.spec.guardrail),
       expiresAt: key.spec.expiresAt ?? null,
       // Emitted only when set, so keys without an owner compile to the same bytes as before the field existed.
       ...(key.spec.owner !== undefined ? { owner: key.spec.owner } : {}),
-    });
+      name: key.metadata.name ?? '',
+      ...(key.spec.models !== undefined ? { models: sortedUnique(key.spec.models) ?? [] } : {}),
+      ...(key.spec.limits !== undefined && Object.keys(key.spec.limits).length > 0 ? { limits: { ...key.spec.limits } } : {}),
+    };
+    apiKeys.push(entry);
+    // The secret before a rotation: the same key under its old hash until the overlap ends (the earlier of that and
+    // the key's own expiry), when the gateway refuses it per request and the next compile drops it.
+    const previous = key.spec.previousHash !== undefined ? normalizeKeyHash(key.spec.previousHash) : null;
+    const until = earlier(key.spec.previousHashExpiresAt, key.spec.expiresAt);
+    if (previous !== null && until !== null && Date.parse(until) > snapshot.now.getTime() && !liveHashes.has(previous) && !snapshot.unheldPreviousHashes?.has(key.metadata.name ?? '')) {
+      liveHashes.add(previous);
+      apiKeys.push({ ...entry, hash: previous, expiresAt: until });
+    }
   }
+  apiKeys.sort((a, b) => compareStrings(a.hash, b.hash));
 
   const credentials: CompiledCredential[] = [];
   for (const entry of snapshot.credentials) {
@@ -157,6 +170,13 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
     guardrails,
     apiKeys,
   };
+}
+
+/** The earlier of two RFC 3339 times (either may be absent); null when both are. */
+function earlier(a: string | undefined, b: string | undefined): string | null {
+  if (a === undefined) return b ?? null;
+  if (b === undefined) return a;
+  return Date.parse(a) <= Date.parse(b) ? a : b;
 }
 
 /** Provider, then section (prioritized before fallback), then sortOrder, then id (model.ts contract). */

@@ -83,6 +83,21 @@ export function keysNotHolding(keys: readonly GatewayAPIKey[], holdersOf: (hash:
   return out;
 }
 
+/**
+ * Names of `keys` with a spec.previousHash (the secret before a rotation) that an older key holds. A key holds its
+ * previous hash as it holds its current one: while it names it, by age (rotation keeps the object, so its age); a
+ * copy of either hash made after it stays Conflicting.
+ */
+export function previousHashesNotHeld(keys: readonly GatewayAPIKey[], holdersOf: (hash: string) => readonly GatewayAPIKey[]): Set<string> {
+  const out = new Set<string>();
+  for (const k of keys) {
+    if (!k.spec.previousHash) continue;
+    const { winner } = electKeyHolder(holdersOf(normalizeKeyHash(k.spec.previousHash)));
+    if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
+  }
+  return out;
+}
+
 /** The same object as read by two caches or two lists (not necessarily the same JS object). */
 export function sameObject(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): boolean {
   return a === b || (a.metadata.namespace === b.metadata.namespace && a.metadata.name === b.metadata.name);

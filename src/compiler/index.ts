@@ -1,7 +1,7 @@
 // Public surface of the compiler: pure functions from cached account state to routing ConfigMap payloads.
 export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from './snapshot.ts';
 export { compileAccount, compareCredentials, credentialExclusion, DEFAULT_RESET_INTERVAL } from './compile.ts';
-export { electAccount, electDefaultWorkspace, electKeyHolder, keysNotHolding } from './elect.ts';
+export { electAccount, electDefaultWorkspace, electKeyHolder, keysNotHolding, previousHashesNotHeld } from './elect.ts';
 export { accountMissingMessage, isRoutedNamespace } from './gate.ts';
 export {
   shardAccounts,

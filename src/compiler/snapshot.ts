@@ -35,6 +35,11 @@ export interface AccountSnapshot {
    * ./elect.ts, over every account's keys). They are never compiled. Absent: none.
    */
   conflictingApiKeys?: ReadonlySet<string>;
+  /**
+   * Names of `apiKeys` whose spec.previousHash an older GatewayAPIKey holds (previousHashesNotHeld in ./elect.ts): the
+   * key itself compiles, its previous secret does not. Absent: none.
+   */
+  unheldPreviousHashes?: ReadonlySet<string>;
   credentials: SnapshotCredential[];
   /** Clock for API-key expiry; injected so compilation stays pure. */
   now: Date;

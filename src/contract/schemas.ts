@@ -5,7 +5,7 @@
 // against them, so the value types cannot drift either. Published as
 // docs/contract/*.schema.json by `npm run generate:contract`; test/unit/contract checks they are current.
 import type { BundleEnvelope } from './envelope.ts';
-import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from '../domain/model.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace, KeyRateLimits } from '../domain/model.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
 import { GATEWAY_STATUS_FORMAT, HEALTH_OUTCOMES, type CredentialCounters, type GatewayStatusReport, type ProbeResult } from './gateway-status.ts';
 import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './routing.ts';
@@ -112,7 +112,14 @@ const apiKey = obj<CompiledApiKey>({
   guardrailId: nullableString,
   expiresAt: { ...nullableString, description: 'RFC 3339; the gateway re-checks expiry per request.' },
   owner: { ...str, description: "User id of the key's owner: the requesting member for allowed_user_ids. Absent when the key names none." },
-}, undefined, ['owner']);
+  name: { ...str, description: 'The GatewayAPIKey name: its rate limits and spend are counted under it (both secrets of a rotation).' },
+  models: { type: 'array', items: str, description: 'Models the key may request; absent: every model.' },
+  limits: obj<KeyRateLimits>({
+    requestsPerMinute: { type: 'integer', minimum: 1 },
+    tokensPerMinute: { type: 'integer', minimum: 1 },
+    maxInFlight: { type: 'integer', minimum: 1 },
+  }, 'Rate limits of the key; each absent: none.', ['requestsPerMinute', 'tokensPerMinute', 'maxInFlight']),
+}, undefined, ['owner', 'name', 'models', 'limits']);
 
 const compiledAccount = obj<CompiledAccount>({
   namespace: str,

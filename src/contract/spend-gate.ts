@@ -3,7 +3,7 @@
 // from month-to-date and per-window totals it keeps (embedded or Redis). Plain data only, so either side can be
 // tested without the other.
 import type { RequestIdentity } from '../domain/account.ts';
-import type { CompiledAccount } from '../domain/model.ts';
+import type { CompiledAccount, KeyRateLimits } from '../domain/model.ts';
 import type { BudgetCheck } from '../domain/budgets.ts';
 import type { Micros } from '../domain/money.ts';
 
@@ -54,6 +54,8 @@ export type AdmitDecision =
 
 export interface FinishedRequest extends SpendRequestContext {
   generationId: string;
+  /** The GatewayAPIKey's name: its month's spend is counted under it. Absent: not counted per key. */
+  keyName?: string;
   /** The reservation admit() made, released once the real cost is recorded. */
   reservation?: Reservation | null;
   model: string;
@@ -77,8 +79,47 @@ export interface RecordedSpend {
   freeListCostMicros: Micros;
 }
 
+/**
+ * One request counted against its API key's rate limits (requests and tokens per minute, requests in flight), until
+ * settleRate: the sets it is counted in and what it counts. Plain data, built by the gate.
+ */
+export interface RateHold {
+  id: string;
+  /** tokensSum: the running sum of the tokens set (so admission never scans it). */
+  keys: { requests: string; tokens: string; tokensSum: string; inFlight: string };
+  requestsPerWindow: number;
+  tokensPerWindow: number;
+  /** What the request counts against tokensPerWindow until it settles: the most it can use. */
+  tokens: number;
+  maxInFlight: number;
+  windowMs: number;
+  lapseMs: number;
+}
+
+export interface RateAdmitRequest {
+  account: CompiledAccount;
+  /** The key's name (what its limits are counted under, both secrets of a rotation) and its limits. */
+  key: { name: string; limits: KeyRateLimits };
+  /** Unique per request (the generation id). */
+  id: string;
+  /** The most tokens the request can use (prompt estimate plus its answer's bound). */
+  tokens: number;
+}
+
+export type RateDecision =
+  | { allowed: true; hold: RateHold }
+  /** The first limit without room: what it counts, its limit, and in how many seconds room comes back (null: unknown or never). */
+  | { allowed: false; limit: 'requests' | 'tokens' | 'in_flight'; used: number; max: number; retryAfterSeconds: number | null };
+
 export interface SpendGate {
   admit(req: AdmitRequest): Promise<AdmitDecision>;
+  /**
+   * Check-and-count against the key's rate limits, atomically across replicas (throws when the ledger is unreachable).
+   * A gate without it cannot count rate limits: the gateway refuses (503) the requests of keys that have some.
+   */
+  admitRate?(req: RateAdmitRequest): Promise<RateDecision>;
+  /** The request is over: its in-flight slot frees, its tokens become `usedTokens`; null: never served, it leaves every count. Never throws. */
+  settleRate?(hold: RateHold | null, usedTokens: number | null): Promise<void>;
   record(req: FinishedRequest): Promise<RecordedSpend>;
   /** Gives a reservation back when nothing was served (every attempt failed). Never throws. */
   release(reservation: Reservation | null): Promise<void>;

@@ -27,3 +27,10 @@ export function isApiKeyLive(key: ApiKeyState, nowMs: number): boolean {
 export function normalizeKeyHash(hash: string): string {
   return hash.toLowerCase();
 }
+
+/** Every hash a key names: its current one and, after a rotation, its previous one (normalized). */
+export function hashesNamed(key: { spec?: { hash?: string; previousHash?: string } }): string[] {
+  const out = key.spec?.hash ? [normalizeKeyHash(key.spec.hash)] : [];
+  if (key.spec?.previousHash) out.push(normalizeKeyHash(key.spec.previousHash));
+  return out;
+}

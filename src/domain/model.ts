@@ -69,6 +69,22 @@ export interface CompiledApiKey {
   expiresAt: string | null;
   /** User id of the member owning the key (the requesting member for allowed_user_ids); absent = no member. */
   owner?: string;
+  /**
+   * The GatewayAPIKey object's name: what its rate limits and its spend are counted under, the same for both secrets
+   * of a rotation (two entries, two hashes, one name). Absent only in configs compiled before it existed.
+   */
+  name?: string;
+  /** Models this key may request (sorted); absent = every model. */
+  models?: string[];
+  /** Rate limits counted across replicas in the ledger; absent = none. */
+  limits?: KeyRateLimits;
+}
+
+/** A key's rate limits (GatewayAPIKey spec.limits); each absent = no limit. */
+export interface KeyRateLimits {
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+  maxInFlight?: number;
 }
 
 export interface CompiledAccount {

@@ -2,14 +2,14 @@
 // phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, type Attempt, type CompiledAccount, type Micros, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, type Attempt, type CompiledAccount, type CompiledApiKey, type Micros, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
 import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
 import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
 import { attemptKind, type MeteredRequest } from './metering.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
-import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
+import type { RateDecision, RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { StreamRelay } from './stream-relay.ts';
 import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
 import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
@@ -97,6 +97,8 @@ export class CompletionRequest implements MeteredRequest {
   account!: CompiledAccount;
   identity!: RequestIdentity;
   reservation: Reservation | null = null;
+  rateHold: RateHold | null = null;
+  key: CompiledApiKey | undefined;
   firstByteAt: number | undefined;
   private plan!: RoutePlan;
   private catalog!: GatewayCatalog;
@@ -188,6 +190,10 @@ export class CompletionRequest implements MeteredRequest {
     if (!outcome.ok) return keyRefusal(outcome.reason);
     this.account = outcome.account;
     this.identity = { apiKeyHash: this.apiKeyHash, workspaceId: outcome.workspaceId, userId };
+    this.key = known?.key;
+    const allowed = this.key?.models;
+    // The key's model allowlist: before any endpoint is looked at, so a refused model says nothing about routing.
+    if (allowed !== undefined && !allowed.includes(this.model)) return modelNotAllowed(this.model, allowed);
     this.plan = outcome.plan;
     if (this.plan.attempts.length === 0) {
       const code = this.plan.error?.code ?? 'no_available_endpoint';
@@ -235,6 +241,43 @@ export class CompletionRequest implements MeteredRequest {
    * room for, down to the prompt and MIN_CAPPED_TOKENS, and the answer is capped to what was granted.
    */
   private async admit(): Promise<SpecError | undefined> {
+    const limited = await this.admitRate();
+    if (limited) return limited;
+    const refused = await this.admitBudget();
+    // Refused by its budget after its key counted it: it was never served and leaves the key's counts.
+    if (refused && this.rateHold) void this.rt.spendGate?.settleRate?.(this.rateHold, null);
+    return refused;
+  }
+
+  /**
+   * The key's own rate limits (docs/gateway.md, "Key controls"), counted in the ledger across replicas: requests and
+   * tokens per minute, requests in flight. Tokens count the most this request can use, corrected when it finishes.
+   */
+  private async admitRate(): Promise<SpecError | undefined> {
+    const limits = this.key?.limits;
+    if (!limits) return undefined;
+    const gate = this.rt.spendGate;
+    const name = this.key?.name ?? this.apiKeyHash;
+    let decision: RateDecision;
+    try {
+      if (!gate?.admitRate) throw new Error('this gateway has no ledger to count rate limits in');
+      const { promptTokens, completionTokens } = reservedTokens(this.bounds);
+      decision = await gate.admitRate({ account: this.account, key: { name, limits }, id: this.generationId, tokens: promptTokens + completionTokens });
+    } catch (err) {
+      // Fail closed, as budgets: a limit that cannot be counted must not be bypassed.
+      this.rt.log?.error({ err: err instanceof Error ? err.message : String(err) }, 'rate-limit check failed');
+      this.reply.header('retry-after', '5');
+      return specError(503, 'the rate-limit check is unavailable; the request was not sent to any provider, retry later');
+    }
+    if (decision.allowed) {
+      this.rateHold = decision.hold;
+      return undefined;
+    }
+    this.rt.metrics.keyRateLimited(decision.limit);
+    return rateLimited(decision, this.reply);
+  }
+
+  private async admitBudget(): Promise<SpecError | undefined> {
     const gate = this.rt.spendGate;
     if (!gate) return undefined;
     const costMicros = this.costAt(this.bounds);
@@ -251,7 +294,7 @@ export class CompletionRequest implements MeteredRequest {
         maximum: { id: this.generationId, costMicros, ...(cappable ? { floorMicros, shareOfRoom: CAPPED_SHARE } : {}), byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
       });
     } catch (err) {
-      // Fail closed: a budget that cannot be checked must not be bypassed.
+      // Fail closed: a budget that cannot be checked must not be bypassed. (The key's counts are settled by admit.)
       this.rt.log?.error({ err: err instanceof Error ? err.message : String(err) }, 'budget check failed');
       this.reply.header('retry-after', '5');
       return specError(503, 'the budget check is unavailable; the request was not sent to any provider, retry later');
@@ -399,6 +442,32 @@ export class CompletionRequest implements MeteredRequest {
     this.rt.metrics.answered(status);
     return this.reply.code(status).send(payload);
   }
+}
+
+/** 403 for a model outside the key's allowlist: the error names the models the key may request. */
+export function modelNotAllowed(model: string, allowed: readonly string[]): SpecError {
+  return specError(403, `model ${model} is not allowed for this API key; it may request: ${allowed.join(', ')}`, { reason: 'model_not_allowed', model, allowed_models: [...allowed] });
+}
+
+const RATE_WORDS: Record<Extract<RateDecision, { allowed: false }>['limit'], string> = {
+  requests: 'requests per minute',
+  tokens: 'tokens per minute',
+  in_flight: 'requests in flight',
+};
+
+/**
+ * 429 for a key over one of its rate limits, with Retry-After: the seconds until the window has room (requests and
+ * tokens per minute), 1 for requests in flight (a slot frees when one of them finishes, which nobody can know). A
+ * request that alone needs more tokens than the per-minute limit gets no Retry-After: waiting never admits it.
+ */
+export function rateLimited(d: Extract<RateDecision, { allowed: false }>, reply: FastifyReply): SpecError {
+  const retryAfter = d.limit === 'in_flight' ? 1 : d.retryAfterSeconds;
+  if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
+  const message =
+    d.limit === 'tokens' && retryAfter === null
+      ? `this request may use more tokens than this API key's limit of ${d.max} tokens per minute: lower max_tokens (or the prompt) so that both fit`
+      : `this API key's limit of ${d.max} ${RATE_WORDS[d.limit]} is reached (${d.used} counted); retry in ${retryAfter} s`;
+  return specError(429, message, { reason: 'key_rate_limited', limit: d.limit, limit_value: d.max, used: d.used, retry_after_seconds: retryAfter });
 }
 
 function setupFailure(err: unknown): string {

@@ -3,11 +3,11 @@
 // The ledger write is off the response path: its result only amends the generation record.
 import type { Logger } from 'pino';
 import { pinoAccessLog, type AccessLog } from './access-log.ts';
-import { listCostMicros, type Attempt, type CompiledAccount, type RequestIdentity } from '../domain/index.ts';
+import { listCostMicros, type Attempt, type CompiledAccount, type CompiledApiKey, type RequestIdentity } from '../domain/index.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import type { Reservation, SpendGate } from '../contract/spend-gate.ts';
+import type { RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { CLIENT_WENT_AWAY } from './stream-relay.ts';
 import type { MeteredUsage, UsageSource } from './usage.ts';
 
@@ -27,6 +27,10 @@ export interface MeteredRequest {
   started: number;
   streamed: boolean;
   reservation: Reservation | null;
+  /** What the key's rate limits counted at admission (null: the key has none). */
+  rateHold?: RateHold | null;
+  /** The key's compiled entry (its name labels the key spend metric). */
+  key?: CompiledApiKey | undefined;
   responses: readonly ProviderResponse[];
   /** Time spent waiting on upstreams. */
   upstreamMs: number;
@@ -116,6 +120,9 @@ export class Metering {
       overheadMs,
     });
     this.report(req, record, attempt, usage, listCost);
+    // The key's in-flight slot frees now, and its tokens per minute count what was used (0 when nothing answered).
+    if (req.rateHold) void this.spendGate?.settleRate?.(req.rateHold, usage ? usage.promptTokens + usage.completionTokens : 0);
+    if (listCost !== null && listCost > 0 && req.key?.name) this.metrics.keySpend(`${req.account.namespace}/${req.key.name}`, listCost);
   }
 
   /** The GenAI series of the request: duration, time to first token, tokens, list cost (docs/gateway.md, "Metrics"). */
@@ -148,6 +155,7 @@ export class Metering {
         who: req.identity,
         at: req.at,
         generationId: req.generationId,
+        ...(req.key?.name ? { keyName: req.key.name } : {}),
         model: req.model,
         endpointId: attempt.endpoint.id,
         provider: attempt.provider,

@@ -59,10 +59,43 @@ export interface GatewayMetrics {
   overheadOf(streamed: boolean, seconds: number): void;
   /** The bound series of a served (provider, catalog model); '' provider when no attempt ran. */
   series(provider: string, model: string): ModelSeries;
+  /** A 429 of a key's own rate limit (requests, tokens, in_flight). */
+  keyRateLimited(limit: string): void;
+  /** What a served request cost at list price (micros), under its key: `<namespace>/<key name>`, bounded (KEY_SERIES_MAX). */
+  keySpend(key: string, micros: number): void;
   /** A 402: the budget that refused the request, by scope and window. */
   budgetRefused(scope: string, interval: string): void;
   /** A request without max_tokens served with its answer capped to what its budget granted. */
   maxTokensCapped(): void;
+}
+
+/** Keys with a spend series of their own per gateway replica; the rest share key="other". */
+export const KEY_SERIES_MAX = 200;
+export const OTHER_KEYS = 'other';
+
+/** The per-key series: refusals by a key's own limits, and spend by key with its cardinality bounded. */
+function keyMetrics(registers: Registry[]): Pick<GatewayMetrics, 'keyRateLimited' | 'keySpend'> {
+  const rateLimited = new Counter({ name: 'byok_gateway_key_rate_limited_total', help: "Requests refused with 429 by their API key's own rate limits, by limit (requests, tokens, in_flight).", labelNames: ['limit'], registers });
+  const spend = new BoundCounter<'key'>({
+    name: 'byok_gateway_key_spend_usd_total',
+    help: `List cost of served requests by API key (<namespace>/<GatewayAPIKey name>), in USD. At most ${KEY_SERIES_MAX} keys per gateway replica get their own series (the first seen since it started); the others add up under key="${OTHER_KEYS}".`,
+    labelNames: ['key'],
+    registers,
+  });
+  const slots = new Map<string, CounterSlot>();
+  let others: CounterSlot | undefined;
+  return {
+    keyRateLimited: (limit) => rateLimited.inc({ limit }),
+    keySpend(key, micros) {
+      let slot = slots.get(key);
+      if (!slot) {
+        // Bounded cardinality: past the cap every new key shares one series (labels are `<namespace>/<name>`, never "other").
+        if (slots.size < KEY_SERIES_MAX) slots.set(key, (slot = spend.bind({ key })));
+        else slot = others ??= spend.bind({ key: OTHER_KEYS });
+      }
+      slot.inc(micros / 1e6);
+    },
+  };
 }
 
 export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): GatewayMetrics {
@@ -208,6 +241,7 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     maxTokensCapped() {
       capped.inc();
     },
+    ...keyMetrics(registers),
   };
 }
 

@@ -6,7 +6,7 @@ import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { normalizeKeyHash } from '../domain/api-keys.ts';
+import { hashesNamed } from '../domain/api-keys.ts';
 import { SupervisedInformer, compactForCache, type InformerOptions, type RestartReason } from './informer.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
@@ -75,7 +75,8 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
   credentials.addIndex(INDEX.apiKeyHash, (c) => (c.spec?.allowedApiKeyHashes ?? []).map((h) => `${ns(c)}/${h}`));
   credentials.addIndex(INDEX.workspace, (c) => (c.spec?.workspace ? [`${ns(c)}/${c.spec.workspace}`] : []));
   apiKeys.addIndex(INDEX.apiKeyHash, (k) => (k.spec?.hash ? [`${ns(k)}/${k.spec.hash}`] : []));
-  apiKeys.addIndex(INDEX.keyHolders, (k) => (k.spec?.hash ? [normalizeKeyHash(k.spec.hash)] : []));
+  // Both hashes of a rotated key: it holds its previous one too until the next rotation replaces it.
+  apiKeys.addIndex(INDEX.keyHolders, (k) => hashesNamed(k));
   apiKeys.addIndex(INDEX.workspace, (k) => (k.spec?.workspace ? [`${ns(k)}/${k.spec.workspace}`] : []));
   return { credentials, workspaces, guardrails, apiKeys, accounts, secrets };
 }

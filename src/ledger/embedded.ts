@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idNamespace } from './keys.ts';
+import { EmbeddedRateSets } from './rate-embedded.ts';
 import { ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type ReserveRequest, type ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
@@ -178,6 +179,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   };
 
   const ids = new IdMemory(opts.idRetentionMs ?? ID_RETENTION_MS);
+  const rates = new EmbeddedRateSets(now);
   /** Keep marks of journaled records: key -> id -> first total, until forgetKept. */
   const kept = new Map<string, Map<string, number>>();
 
@@ -303,6 +305,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       }
       return { ok: true, granted };
     },
+    ...rates.ledgerMethods(ensureOpen),
     async forgetKept(keys) {
       for (const k of keys) kept.delete(k);
     },

@@ -29,6 +29,10 @@ export interface KeySpace {
   refused(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
   /** Of those, the requests refused before the limit was reached (each needed more than was left). */
   refusedOver(accountId: string, scope: BudgetScopeKind, scopeId: string, window: BudgetWindow): string;
+  /** What an API key's requests cost in a calendar month at list price (its name: both secrets of a rotation). */
+  keySpend(accountId: string, keyName: string, month: BudgetWindow): string;
+  /** One of an API key's rate-limit sets (its name: both secrets of a rotation count together). */
+  rate(accountId: string, keyName: string, set: 'rpm' | 'tpm' | 'tpmsum' | 'inflight'): string;
   /** Expiry of a counter of this window. */
   expiresAt(window: BudgetWindow): number | null;
 }
@@ -47,6 +51,11 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
       return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;
     },
+    keySpend: (accountId, keyName, month) => {
+      if (month.interval !== 'monthly') throw new RangeError('key spend is kept per calendar month');
+      return `${prefix}{${accountId}}:key:${keyName}:${month.id}:spend`;
+    },
+    rate: (accountId, keyName, set) => `${prefix}{${accountId}}:key:${keyName}:${set}`,
     expiresAt: (window) => (window.endsAt === null ? null : window.endsAt + margin),
   };
 }

@@ -1,5 +1,6 @@
 // Where spend lives: integer counters (micro-dollars) under string keys, each expiring after its window. Two
 // backends implement it: embedded (one gateway replica, optional snapshot file) and Redis (several replicas).
+import type { RateHold } from '../contract/spend-gate.ts';
 import type { Micros } from '../domain/money.ts';
 
 export interface CounterIncrement {
@@ -44,6 +45,20 @@ export interface ReserveRequest {
   /** How long the holds last unless released (a gateway that crashed mid-request never settles them), in ms. */
   ttlMs: number;
 }
+
+/**
+ * One API key's rate limits as one request meets them (docs/ledger.md, "Key rate limits"): the three sets it is
+ * counted in (keys of one account) and each limit (0: none, that set is neither read nor written).
+ */
+export type RateCheck = RateHold;
+
+export type RateLimitName = 'requests' | 'tokens' | 'in_flight';
+
+/**
+ * Admitted, or the first limit that refused: what it counted and its limit, and in how many ms room comes back
+ * (null: unknown, a slot frees when a request finishes; or never, for a request needing more tokens than the limit).
+ */
+export type RateResult = { ok: true } | { ok: false; limit: RateLimitName; used: number; max: number; retryAfterMs: number | null };
 
 /** A reservation dropped in the same atomic step as the increments that settle its request. */
 export interface HoldRelease {
@@ -95,6 +110,16 @@ export interface Ledger {
    * The id is remembered as released, so a reservation that arrives later (sent before a stall, run after) holds nothing.
    */
   release(id: string, amount: Micros, holdKeys: readonly string[]): Promise<void>;
+  /**
+   * Check-and-count a request against its key's rate limits, atomically (one script in Redis on Redis's clock, one
+   * synchronous step embedded): admitted only when every limit has room, and then counted in every set at once.
+   */
+  admitRate(check: RateCheck): Promise<RateResult>;
+  /**
+   * A rate-limited request finished: its in-flight slot frees, and its tokens become what it used; `usedTokens` null:
+   * it was never served (refused after admission, e.g. by a budget) and leaves every set.
+   */
+  settleRate(check: RateCheck, usedTokens: number | null): Promise<void>;
   close(): Promise<void>;
 }
 

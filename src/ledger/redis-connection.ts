@@ -6,6 +6,7 @@
 // LedgerUnavailableError.
 import { createClient, defineScript, type CommandParser } from '@redis/client';
 import { ADD_SCRIPT, FORGET_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from './redis-scripts.ts';
+import { RATE_ADMIT_SCRIPT, RATE_SETTLE_SCRIPT } from './rate-scripts.ts';
 
 /** A script call: KEYS, then ARGV (numbers go as their decimal text, as ioredis sends them). */
 export function scriptOf(lua: string) {
@@ -20,7 +21,7 @@ export function scriptOf(lua: string) {
   });
 }
 
-const SCRIPTS = { add: scriptOf(ADD_SCRIPT), reserve: scriptOf(RESERVE_SCRIPT), release: scriptOf(RELEASE_SCRIPT), restore: scriptOf(RESTORE_SCRIPT), runId: scriptOf(RUN_ID_SCRIPT), forget: scriptOf(FORGET_SCRIPT) };
+const SCRIPTS = { add: scriptOf(ADD_SCRIPT), reserve: scriptOf(RESERVE_SCRIPT), release: scriptOf(RELEASE_SCRIPT), restore: scriptOf(RESTORE_SCRIPT), runId: scriptOf(RUN_ID_SCRIPT), forget: scriptOf(FORGET_SCRIPT), rateAdmit: scriptOf(RATE_ADMIT_SCRIPT), rateSettle: scriptOf(RATE_SETTLE_SCRIPT) };
 export type LedgerScript = keyof typeof SCRIPTS;
 
 export interface LedgerConnection {

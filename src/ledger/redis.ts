@@ -7,12 +7,16 @@ import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idSets } from './keys.ts';
-import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger } from './ledger.ts';
+import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type RateCheck, type RateLimitName } from './ledger.ts';
 import { openLedgerConnection } from './redis-connection.ts';
 import { encodeAddBatch } from './redis-scripts.ts';
 
 /** A reservation's member in its hold sets (RESERVE_SCRIPT writes it as id .. '|' .. amount). */
 const holdMember = (id: string, amount: Micros) => `${id}|${amount}`;
+
+/** RATE_ADMIT_SCRIPT's refusal codes, in order. */
+const RATE_LIMITS: readonly RateLimitName[] = ['requests', 'tokens', 'in_flight'];
+const rateKeys = (c: RateCheck): string[] => [c.keys.requests, c.keys.tokens, c.keys.inFlight, c.keys.tokensSum];
 
 /** How long an add waits for others of the same account before its script runs (see AddBatcher). */
 export const DEFAULT_BATCH_WINDOW_MS = 5;
@@ -248,6 +252,24 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       if (out[0] === -1) throw new LedgerResetError('the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it');
       if (out[0] === 2) throw new ReservationSettledError(req.id);
       return out[0] === 1 ? { ok: true, granted: out[1] ?? 0 } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
+    },
+    async admitRate(c) {
+      let out: number[];
+      try {
+        out = (await connection.run('rateAdmit', rateKeys(c), [c.id, c.windowMs, c.lapseMs, c.requestsPerWindow, c.tokensPerWindow, c.tokens, c.maxInFlight])) as number[];
+      } catch (err) {
+        throw unavailable(err);
+      }
+      if (out[0] === 1) return { ok: true };
+      const retry = out[4] ?? -1;
+      return { ok: false, limit: RATE_LIMITS[(out[1] ?? 1) - 1]!, used: out[2] ?? 0, max: out[3] ?? 0, retryAfterMs: retry < 0 ? null : retry };
+    },
+    async settleRate(c, usedTokens) {
+      try {
+        await connection.run('rateSettle', rateKeys(c), [c.id, c.tokens, usedTokens === null ? -1 : usedTokens]);
+      } catch (err) {
+        throw unavailable(err);
+      }
     },
     async restore(validatedKey, entries) {
       const args: (string | number)[] = [];

@@ -69,6 +69,8 @@ export function countRefusals(gate: LedgerSpendGate, ledger: Ledger, keys: KeySp
   return {
     record: (req) => gate.record(req),
     release: (reservation) => gate.release(reservation),
+    admitRate: (req) => gate.admitRate(req),
+    settleRate: (hold, used) => gate.settleRate(hold, used),
     pendingRecords: () => gate.pendingRecords(),
     drain: (timeoutMs) => gate.drain(timeoutMs),
     abandon: () => gate.abandon(),

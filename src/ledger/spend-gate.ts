@@ -12,7 +12,7 @@
 //   answers), and a restarted gateway replays what never landed; writes are idempotent by generation id.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { AdmitDecision, AdmitRequest, FinishedRequest, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
+import type { AdmitDecision, AdmitRequest, FinishedRequest, RateAdmitRequest, RateDecision, RateHold, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { Admission, releaseInBackground } from './gate/admission.ts';
 import { SpendJournal, type FsyncPolicy, type JournalWriter, type RecoveredEntries } from './gate/journal.ts';
 import type { LockOptions } from './gate/journal-lock.ts';
@@ -41,10 +41,38 @@ export interface SpendGateOptions {
   logger?: Logger;
 }
 
+/** The window of the per-minute key limits. */
+export const RATE_WINDOW_MS = 60_000;
+/** When an in-flight slot frees itself if its request never settles (a replica that crashed mid-request). */
+export const IN_FLIGHT_LAPSE_MS = 10 * 60_000;
+
+/** The sets a request of this key is counted in, and its limits (0: none). */
+export function rateHold(keys: KeySpace, req: RateAdmitRequest): RateHold {
+  const { accountId } = req.account;
+  const l = req.key.limits;
+  return {
+    id: req.id,
+    keys: {
+      requests: keys.rate(accountId, req.key.name, 'rpm'),
+      tokens: keys.rate(accountId, req.key.name, 'tpm'),
+      tokensSum: keys.rate(accountId, req.key.name, 'tpmsum'),
+      inFlight: keys.rate(accountId, req.key.name, 'inflight'),
+    },
+    requestsPerWindow: l.requestsPerMinute ?? 0,
+    tokensPerWindow: l.tokensPerMinute ?? 0,
+    tokens: Math.max(0, Math.ceil(req.tokens)),
+    maxInFlight: l.maxInFlight ?? 0,
+    windowMs: RATE_WINDOW_MS,
+    lapseMs: IN_FLIGHT_LAPSE_MS,
+  };
+}
+
 /** How long a reservation holds budget room when nothing settles it (a gateway that crashed mid-request). */
 export const RESERVATION_TTL_MS = 15 * 60_000;
 
 export interface LedgerSpendGate extends SpendGate {
+  admitRate(req: RateAdmitRequest): Promise<RateDecision>;
+  settleRate(hold: RateHold | null, usedTokens: number | null): Promise<void>;
   /** Records waiting for the ledger to come back. */
   pendingRecords(): number;
   /** Resolves when no record is waiting (or rejects after timeoutMs). */
@@ -58,6 +86,7 @@ class ComposedSpendGate implements LedgerSpendGate {
   private readonly metrics: GateMetrics;
   private readonly log: Logger | undefined;
   private readonly keys: GateKeyCache;
+  private readonly keySpace: KeySpace;
   private readonly admission: Admission;
   private readonly recorder: Recorder;
   private readonly queue: ReplayQueue;
@@ -74,7 +103,8 @@ class ComposedSpendGate implements LedgerSpendGate {
     this.ledger = ledger;
     this.metrics = createGateMetrics(opts.registry);
     this.log = opts.logger?.child({ component: 'ledger' });
-    this.keys = new GateKeyCache(opts.keys ?? keySpace());
+    this.keySpace = opts.keys ?? keySpace();
+    this.keys = new GateKeyCache(this.keySpace);
     this.retry = { minMs: opts.retryMinMs ?? 100, maxMs: opts.retryMaxMs ?? 5000 };
     const stopped = () => this.closed;
     let recovered: RecoveredEntries | undefined;
@@ -126,6 +156,22 @@ class ComposedSpendGate implements LedgerSpendGate {
 
   admit(req: AdmitRequest): Promise<AdmitDecision> {
     return this.admission.admit(req);
+  }
+
+  async admitRate(req: RateAdmitRequest): Promise<RateDecision> {
+    const hold = rateHold(this.keySpace, req);
+    const result = await this.ledger.admitRate(hold);
+    if (result.ok) return { allowed: true, hold };
+    return { allowed: false, limit: result.limit, used: result.used, max: result.max, retryAfterSeconds: result.retryAfterMs === null ? null : Math.max(1, Math.ceil(result.retryAfterMs / 1000)) };
+  }
+
+  async settleRate(hold: RateHold | null, usedTokens: number | null): Promise<void> {
+    if (!hold) return;
+    try {
+      await this.ledger.settleRate(hold, usedTokens);
+    } catch (err) {
+      this.log?.warn({ generation_id: hold.id, err: err instanceof Error ? err.message : String(err) }, 'rate-limit settle failed: the in-flight slot lapses by itself');
+    }
   }
 
   async record(req: FinishedRequest): Promise<RecordedSpend> {

@@ -164,6 +164,29 @@ const withoutTimestamp = (spend: unknown): unknown => {
   return rest;
 };
 
+/**
+ * GatewayAPIKey.status.spend: each key's month at list price (both secrets of a rotation count under its name).
+ * Written for a key that has spent this month, or to set a stored figure of an earlier month back to 0.
+ */
+async function publishKeySpend(
+  deps: { ledger: Ledger; keys: KeySpace; publish: (kind: 'GatewayAPIKey', ns: string, name: string, stored: unknown, spend: object, at: Date) => Promise<void> },
+  snapshot: AccountBudgetView,
+  accountId: string,
+  at: Date,
+): Promise<void> {
+  if (snapshot.apiKeys.length === 0) return;
+  const month = windowOf('monthly', at);
+  const totals = await deps.ledger.read(snapshot.apiKeys.map((k) => deps.keys.keySpend(accountId, k.metadata.name ?? '', month)));
+  await Promise.all(
+    snapshot.apiKeys.map((k, i) => {
+      const stored = (k.status as { spend?: unknown } | undefined)?.spend;
+      const micros = totals[i] ?? 0;
+      if (micros === 0 && stored === undefined) return undefined;
+      return deps.publish('GatewayAPIKey', snapshot.namespace, k.metadata.name ?? '', stored, { month: month.id.slice(1), spentUsd: microsToUsd(micros) }, at);
+    }),
+  );
+}
+
 export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWriter {
   const keys = opts.keys ?? keySpace();
   const clock = opts.clock ?? (() => new Date());
@@ -188,7 +211,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     return compiled;
   }
 
-  async function publish(kind: 'Account' | 'Workspace' | 'Guardrail', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
+  async function publish(kind: 'Account' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
     const id = `${kind}/${ns}/${name}`;
     if (sameStatus(withoutTimestamp(stored), spend) || sameStatus(lastWritten.get(id), spend)) return;
     try {
@@ -224,6 +247,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     const workspaceObjects = byName(snapshot.workspaces);
     for (const w of compiled.workspaces) for (const win of (workspaceObjects.get(w.name)?.status as { spend?: { windows?: unknown[] } } | undefined)?.spend?.windows ?? []) mirrored(win, 'workspace', w.id);
     const month = windowOf('monthly', at);
+    for (const k of snapshot.apiKeys) {
+      const s = (k.status as { spend?: { month?: string; spentUsd?: unknown } } | undefined)?.spend;
+      if (s && `m${s.month}` === month.id) add(keys.keySpend(compiled.accountId, k.metadata.name ?? '', month), s.spentUsd, month);
+    }
     const acct = (snapshot.account?.status as { spend?: { month?: string; byokListCostUsd?: unknown; byokFeesUsd?: unknown; sharedChargesUsd?: unknown } } | undefined)?.spend;
     if (acct && `m${acct.month}` === month.id) {
       add(keys.account(compiled.accountId, month, 'byok_list'), acct.byokListCostUsd, month);
@@ -289,6 +316,7 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       observeRefusals(opts.events, 'Workspace', obj, figures.windows, stored?.windows ?? [], figures.includeByokInBudgets, at);
       writes.push(publish('Workspace', ns, w.name, stored, figures, at));
     }
+    writes.push(publishKeySpend({ ledger: opts.ledger, keys, publish }, snapshot, compiled.accountId, at));
     await Promise.all(writes);
   }
 

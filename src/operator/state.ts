@@ -9,7 +9,7 @@ import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
 import { secretRefKey } from '../domain/secret-ref.ts';
 import { secretPayload, type ResourceInformers } from '../kube/resources.ts';
-import { conflictingKeys } from './reconcile/key-holders.ts';
+import { conflictingKeys, unheldPreviousHashes } from './reconcile/key-holders.ts';
 
 export interface StoredVerdict {
   valid: boolean;
@@ -107,7 +107,7 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
         return { resource, verdict };
       });
       // Spend reads budgetView alone and needs no keys: only a compile asks who holds each key's hash.
-      return { ...budgetView(namespace), conflictingApiKeys: conflictingKeys(informers.apiKeys, namespace), credentials };
+      return { ...budgetView(namespace), conflictingApiKeys: conflictingKeys(informers.apiKeys, namespace), unheldPreviousHashes: unheldPreviousHashes(informers.apiKeys, namespace), credentials };
     },
     budgetView,
   };

@@ -321,8 +321,13 @@ export const gatewayApiKey: ResourceDefinition = {
       pattern: HASH_PATTERN,
       minLength: 64,
       maxLength: 64,
-      'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'hash is immutable' }],
     }),
+    previousHash: str('SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it.', {
+      pattern: HASH_PATTERN,
+      minLength: 64,
+      maxLength: 64,
+    }),
+    previousHashExpiresAt: str('End of the rotation overlap (RFC 3339): until then the previous secret works as the current one (same workspace, guardrail, models and limits, counted against the same limits); from then on it is refused with 401. Required with previousHash.', { format: 'date-time' }),
     displayName: text('Human-readable name.', { maxLength: 256 }),
     disabled: bool('A disabled key is not live: credential filters that name it stop resolving.', { default: false }),
     expiresAt: str('When the key stops being live (RFC 3339). Absent means never.', { format: 'date-time' }),
@@ -332,16 +337,43 @@ export const gatewayApiKey: ResourceDefinition = {
       'User id of the member who owns the key. The gateway uses it as the requesting member for credential member filters (allowedUserIds) and member guardrails. Absent means the key is not tied to a member.',
       { minLength: 1, maxLength: 256 },
     ),
-  }, { required: ['hash'] }),
+    models: arr(
+      `Only these models may be requested with this key (model slugs as in the request, e.g. openai/gpt-4o). A request for any other is refused with 403, and the error names the allowed models. Absent means every model the account can route. At most ${MAX_FILTER_ENTRIES} entries.`,
+      text('A model slug.', { minLength: 1, maxLength: 256 }),
+      { minItems: 1, maxItems: MAX_FILTER_ENTRIES, 'x-kubernetes-list-type': 'set' },
+    ),
+    limits: obj('Rate limits of this key, counted across every gateway replica through the spend ledger (both secrets of a rotation count as one key). A request over a limit is refused with 429 and Retry-After. An absent limit means none.', {
+      requestsPerMinute: int('Most requests admitted in any 60-second span (a sliding window over admission times).', { minimum: 1, maximum: 1000000 }),
+      tokensPerMinute: int('Most tokens admitted in any 60-second span. Each request counts the most it can use when admitted (its prompt estimate plus max_tokens, or the model\'s longest answer without max_tokens) and is corrected to what it used when it finishes; a request that alone needs more is refused.', { minimum: 1, maximum: 1000000000 }),
+      maxInFlight: int('Most requests of this key being answered at once, across every gateway replica.', { minimum: 1, maximum: 100000 }),
+    }),
+  }, {
+    required: ['hash'],
+    'x-kubernetes-validations': [
+      { rule: 'self.hash == oldSelf.hash || (has(self.previousHash) && self.previousHash == oldSelf.hash)', message: 'hash may change only by a rotation: the old hash moves to previousHash in the same update', fieldPath: '.hash' },
+      { rule: 'has(self.previousHash) == has(self.previousHashExpiresAt)', message: 'previousHash and previousHashExpiresAt go together' },
+      { rule: '!has(self.previousHash) || self.previousHash != self.hash', message: 'previousHash must differ from hash', fieldPath: '.previousHash' },
+    ],
+  }),
   status: commonStatus('Observed state of the API key record, written only by the operator.', {
     live: bool('Not disabled and not expired at the last reconcile.'),
     delivery: deliveryStatus('apiKey'),
+    spend: obj('What the requests made with this key cost this calendar month (UTC) at list price, BYOK and shared capacity together, both secrets of a rotation included; from the spend ledger (present when the operator reads a shared ledger).', {
+      month: str('The calendar month, e.g. 2026-11.', { maxLength: 7 }),
+      spentUsd: usd('Month-to-date list cost of the requests made with this key.'),
+      updatedAt: spendUpdatedAt,
+    }),
   }),
   printerColumns: [
     { name: 'Live', type: 'boolean', jsonPath: '.status.live', description: 'Not disabled and not expired.' },
     // A `date` column prints the time since the value (so a past expiry reads like an age and a future one as
     // <invalid>); the RFC 3339 text reads right either way and Live says whether it has passed.
     { name: 'Expires At', type: 'string', jsonPath: '.spec.expiresAt', description: 'Expiry time (RFC 3339); empty means never. Live shows whether it has passed.' },
+    { name: 'Spend MTD USD', type: 'number', jsonPath: '.status.spend.spentUsd', description: 'Month-to-date list cost of the requests made with this key (status.spend).' },
+    { name: 'RPM', type: 'integer', jsonPath: '.spec.limits.requestsPerMinute', description: 'Requests-per-minute limit; empty means none.', priority: 1 },
+    { name: 'TPM', type: 'integer', jsonPath: '.spec.limits.tokensPerMinute', description: 'Tokens-per-minute limit; empty means none.', priority: 1 },
+    { name: 'In Flight', type: 'integer', jsonPath: '.spec.limits.maxInFlight', description: 'Limit on requests in flight; empty means none.', priority: 1 },
+    { name: 'Previous Until', type: 'string', jsonPath: '.spec.previousHashExpiresAt', description: 'End of the rotation overlap: until then the previous secret still works.', priority: 1 },
     { name: 'Delivered', type: 'string', jsonPath: '.status.conditions[?(@.type=="Delivered")].status', description: 'Every gateway pod serves the key\'s current routing entry and can admit its requests.', priority: 1 },
     ...readyColumns,
     ageColumn,

@@ -23,6 +23,37 @@ export interface CreateGatewayKeyOptions {
   workspace?: string;
   /** spec.guardrail. */
   guardrail?: string;
+  /** spec.expiresAt (RFC 3339, see expiryTime). */
+  expiresAt?: string;
+  /** spec.models: the model allowlist. */
+  models?: string[];
+  /** spec.limits. */
+  limits?: { requestsPerMinute?: number; tokensPerMinute?: number; maxInFlight?: number };
+}
+
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 7 * 86_400_000 };
+
+/** `90s`, `15m`, `1h30m`, `30d`, `2w`: a positive duration in ms; undefined when the text is not one. */
+export function parseDuration(text: string): number | undefined {
+  if (!/^(\d+[smhdw])+$/.test(text)) return undefined;
+  let ms = 0;
+  for (const [, n, unit] of text.matchAll(/(\d+)([smhdw])/g)) ms += Number(n) * UNIT_MS[unit!]!;
+  return ms > 0 && Number.isSafeInteger(ms) ? ms : undefined;
+}
+
+/**
+ * `--expires`: a duration from `now` (`30d`, `12h`, `1h30m`) or an RFC 3339 time with its offset (`2027-01-31T00:00:00Z`),
+ * in the future. Returns the RFC 3339 UTC time for spec.expiresAt, or an error message saying what was wrong.
+ */
+export function expiryTime(text: string, now: number): { at: string } | { error: string } {
+  const ms = parseDuration(text);
+  if (ms !== undefined) return { at: new Date(now + ms).toISOString().replace(/\.\d{3}Z$/, 'Z') };
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(text) || Number.isNaN(Date.parse(text))) {
+    return { error: `--expires ${JSON.stringify(text)} is neither a duration (90s, 15m, 12h, 30d, 2w, 1h30m) nor an RFC 3339 time with an offset (2027-01-31T00:00:00Z)` };
+  }
+  const at = Date.parse(text);
+  if (at <= now) return { error: `--expires ${text} is in the past: the key would never work` };
+  return { at: new Date(at).toISOString().replace(/\.000Z$/, 'Z') };
 }
 
 /** The GatewayAPIKey object for a key with the given hash. */
@@ -31,7 +62,14 @@ export function gatewayKeyObject(namespace: string, name: string, hash: string, 
     apiVersion: API_VERSION,
     kind: 'GatewayAPIKey',
     metadata: { name, namespace, labels: { 'app.kubernetes.io/managed-by': 'byok-operator' } },
-    spec: { hash, ...(opts.workspace ? { workspace: opts.workspace } : {}), ...(opts.guardrail ? { guardrail: opts.guardrail } : {}) },
+    spec: {
+      hash,
+      ...(opts.workspace ? { workspace: opts.workspace } : {}),
+      ...(opts.guardrail ? { guardrail: opts.guardrail } : {}),
+      ...(opts.expiresAt ? { expiresAt: opts.expiresAt } : {}),
+      ...(opts.models ? { models: opts.models } : {}),
+      ...(opts.limits && Object.keys(opts.limits).length > 0 ? { limits: opts.limits } : {}),
+    },
   } as GatewayAPIKey;
 }
 
@@ -82,4 +120,33 @@ export async function createGatewayKey(
   const warnings = await usabilityWarnings(kubeConfig, namespace, opts.workspace);
   await kubeClient(kubeConfig).request('POST', `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys`, { body: gatewayKeyObject(namespace, name, hash, opts) });
   return { key, hash, name, warnings };
+}
+
+/**
+ * Rotates the key `name`: a new secret for the same GatewayAPIKey (same workspace, guardrail, models, limits and
+ * counts), the old one still accepted for `overlapMs`, then refused. One update (merge patch with the read
+ * resourceVersion, so a concurrent rotation fails with 409 instead of losing a secret): hash becomes the new
+ * secret's, previousHash the old one, previousHashExpiresAt the end of the overlap. A previous secret still in its
+ * overlap is cut at once (`cut` says so). Returns the new key, shown once.
+ */
+export async function rotateGatewayKey(
+  kubeConfig: KubeAccess,
+  namespace: string,
+  name: string,
+  overlapMs: number,
+  now: number = Date.now(),
+): Promise<{ key: string; hash: string; previousHash: string; previousUntil: string; cut: string | undefined }> {
+  const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys/${encodeURIComponent(name)}`;
+  const client = kubeClient(kubeConfig);
+  const current = await client.request<GatewayAPIKey>('GET', path);
+  const key = generateGatewayKey();
+  const hash = sha256Hex(key);
+  const previousUntil = new Date(now + overlapMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const earlier = current.spec.previousHashExpiresAt;
+  const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
+  await client.request('PATCH', path, {
+    contentType: 'application/merge-patch+json',
+    body: { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil } },
+  });
+  return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
 }

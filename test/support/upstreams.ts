@@ -23,7 +23,9 @@ export type Behavior =
   // a tenant endpoint that delivers LONG_ANSWER and reports zero usage.
   | 'bills-honestly' | 'zero-usage-long'
   // Issue 41: a tenant endpoint streaming 4 MiB in CRLF framing (BIG_CRLF_STREAM), paused halfway (Upstreams.pause).
-  | 'crlf-4mib';
+  | 'crlf-4mib'
+  // Key limits: answers only once Upstreams.held is released (requests in flight stay in flight until then).
+  | 'held';
 
 /** 8,000 characters of prose: what 'zero-usage-long' delivers (per choice), with usage {0, 0}. */
 export const LONG_ANSWER = 'It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith slipped quickly through the glass doors of Victory Mansions. '.repeat(60).slice(0, 8000);
@@ -105,6 +107,8 @@ export interface Upstreams {
   probes: { provider: string; path: string; auth: string }[];
   /** Where 'crlf-4mib' waits halfway, when set. */
   pause: ReturnType<typeof streamPause> | undefined;
+  /** What 'held' requests wait for: `arrived` counts them, `release()` answers them all (and every later one). */
+  held: { arrived: number; release(): void; released: Promise<void> };
   close(): Promise<void>;
 }
 
@@ -192,6 +196,13 @@ async function bigCrlfAnswer(res: ServerResponse, hit: Hit, pause: ReturnType<ty
   res.end();
 }
 
+/** Where 'held' requests wait until released. */
+function heldGate(): Upstreams['held'] {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  return { arrived: 0, release, released };
+}
+
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
@@ -206,6 +217,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     tokenRedirectTo: undefined as string | undefined,
     probes: [] as { provider: string; path: string; auth: string }[],
     pause: undefined as ReturnType<typeof streamPause> | undefined,
+    held: heldGate(),
   };
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
@@ -292,6 +304,10 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
         if (behavior === '307') return answer(307, '');
         if (behavior === '200-not-json') return answer(200, '<html>not json</html>');
         if (behavior === 'slow') await new Promise((r) => setTimeout(r, 4000));
+        if (behavior === 'held') {
+          state.held.arrived++;
+          await state.held.released;
+        }
         if (res.destroyed) return;
         if (behavior === 'bills-honestly' || behavior === 'zero-usage-long') {
           const { contents, usage } = meteredAnswer(parsed, behavior);

@@ -57,6 +57,8 @@ export function planRecord(req: FinishedRequest, cache: GateKeyCache): RecordPla
   const increments = budgetIncrements(req, cache, always, withFlag);
   const r = req.reservation;
   const settle = r && r.holdKeys.length > 0 ? { id: r.id, amount: r.amountMicros, holdKeys: r.holdKeys } : undefined;
+  // The key's month (kubectl get gwkey), in the same atomic write as the budgets.
+  if (req.keyName !== undefined && cost > 0) increments.push({ key: cache.keys.keySpend(req.account.accountId, req.keyName, windowsAt(req.at).monthly), by: cost, expiresAt: acct.expiresAt });
   const plan: RecordPlan = { id: req.generationId, increments, chargedMicros: isByok ? 0 : cost, ...(settle ? { settle } : {}) };
   if (!isByok) {
     increments.push({ key: acct.charged, by: cost, expiresAt: acct.expiresAt });

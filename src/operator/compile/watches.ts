@@ -12,7 +12,7 @@ export function watchForCompile(informers: ResourceInformers, markDirty: (namesp
   // Which account holds a hash can move when a key naming it arrives or leaves: every account naming it compiles again.
   onSpecChange(informers.apiKeys, (k, old) => {
     dirty(k);
-    for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
+    for (const h of new Set([k.spec?.hash, old?.spec?.hash, k.spec?.previousHash, old?.spec?.previousHash])) {
       if (h) for (const ns of namespacesNaming(informers.apiKeys, h)) if (ns !== nsOf(k)) markDirty(ns);
     }
   });

@@ -46,7 +46,7 @@ export function credentialController(reconciler: CredentialReconciler): Controll
 
       // A key's arrival or deletion can move its hash's holder to another account: wake the filters of every holder.
       onSpecChange(apiKeys, (k, old) => {
-        for (const h of new Set([k.spec.hash, old?.spec.hash])) {
+        for (const h of new Set([k.spec.hash, old?.spec.hash, k.spec.previousHash, old?.spec.previousHash])) {
           if (!h) continue;
           for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)])) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(keyOf(c));
         }

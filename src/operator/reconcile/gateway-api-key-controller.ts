@@ -14,7 +14,7 @@ export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
     watch({ apiKeys, workspaces, guardrails, accounts }, enqueue) {
       onSpecChange(apiKeys, (k, old) => {
         enqueue(keyOf(k));
-        for (const h of new Set([k.spec?.hash, old?.spec?.hash])) {
+        for (const h of new Set([k.spec?.hash, old?.spec?.hash, k.spec?.previousHash, old?.spec?.previousHash])) {
           if (h) for (const other of keysNaming(apiKeys, h)) if (keyOf(other) !== keyOf(k)) enqueue(keyOf(other));
         }
       });

@@ -70,9 +70,22 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
   } else if (f.missingGuardrails.length > 0) {
     ready = { type: T.Ready, status: 'False', reason: R.GuardrailNotFound, message: `Guardrail "${f.missingGuardrails[0]}" not found in namespace ${namespace}` };
   }
-  const requeueAfterMs = live && !Number.isNaN(exp) ? Math.max(1, Math.min(exp - now + 50, MAX_REQUEUE_MS)) : undefined;
+  // Looked at again when the key expires, and when a rotation's overlap ends (its old hash is compiled out then).
+  const ends = [live ? exp : NaN, previousHashEnd(spec)].filter((t) => !Number.isNaN(t) && t > now);
+  const requeueAfterMs = ends.length > 0 ? Math.max(1, Math.min(Math.min(...ends) - now + 50, MAX_REQUEUE_MS)) : undefined;
   return { live, ready, liveCondition, requeueAfterMs };
 }
+
+/** When the previous secret of a rotation stops working (ms since epoch), or NaN. */
+function previousHashEnd(spec: GatewayAPIKey['spec']): number {
+  return spec.previousHash && spec.previousHashExpiresAt ? Date.parse(spec.previousHashExpiresAt) : NaN;
+}
+
+/**
+ * How long after a rotation's overlap ended a reconcile still recompiles the account: the requeue at the end lands
+ * inside it; later reconciles have nothing to drop (a restarted operator compiles every account anyway).
+ */
+const OVERLAP_END_RECOMPILE_MS = 5 * 60_000;
 
 export interface ApiKeyReconcileDeps {
   informers: ResourceInformers;
@@ -100,6 +113,8 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
   const status = { ...baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, verdict.liveCondition], k.metadata.generation) };
   const wasLive = k.status?.live;
   await deps.writer.write('GatewayAPIKey', k, status, inf.apiKeys);
+  const sinceOverlapEnd = Date.now() - previousHashEnd(k.spec);
+  if (sinceOverlapEnd >= 0 && sinceOverlapEnd < OVERLAP_END_RECOMPILE_MS) deps.markDirty(ns);
   if (wasLive !== undefined && wasLive !== live) {
     // Expiry is not an apiserver event: tell the dependants ourselves.
     for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) deps.enqueueCredential(keyOf(c));

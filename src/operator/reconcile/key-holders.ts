@@ -3,7 +3,7 @@
 // key counts as its hash's holder in one place and not in another only for as long as a cache lags.
 import type { GatewayAPIKey } from '../../schema/generated/types.ts';
 import { normalizeKeyHash } from '../../domain/api-keys.ts';
-import { electKeyHolder, keysNotHolding } from '../../compiler/elect.ts';
+import { electKeyHolder, keysNotHolding, previousHashesNotHeld } from '../../compiler/elect.ts';
 import type { ObjectCache } from '../../kube/informer.ts';
 import { INDEX } from '../../kube/resources.ts';
 import { nsOf } from './objects.ts';
@@ -18,6 +18,9 @@ export const holderOf = (apiKeys: KeyCache, hash: string): GatewayAPIKey | undef
 
 /** Names of the namespace's keys whose hash an older key holds (never compiled; Ready=False Conflicting). */
 export const conflictingKeys = (apiKeys: KeyCache, namespace: string): Set<string> => keysNotHolding(apiKeys.list(namespace), (h) => keysNaming(apiKeys, h));
+
+/** Names of the namespace's keys whose previous hash (before a rotation) an older key holds: that secret is not compiled. */
+export const unheldPreviousHashes = (apiKeys: KeyCache, namespace: string): Set<string> => previousHashesNotHeld(apiKeys.list(namespace), (h) => keysNaming(apiKeys, h));
 
 /** The namespaces whose keys name `hash`: a change to one holder can change what the others hold. */
 export function namespacesNaming(apiKeys: KeyCache, hash: string): Set<string> {

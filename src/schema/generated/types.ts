@@ -497,6 +497,14 @@ export interface GatewayAPIKeySpec {
  */
 hash: string
 /**
+ * SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it.
+ */
+previousHash?: string
+/**
+ * End of the rotation overlap (RFC 3339): until then the previous secret works as the current one (same workspace, guardrail, models and limits, counted against the same limits); from then on it is refused with 401. Required with previousHash.
+ */
+previousHashExpiresAt?: string
+/**
  * Human-readable name. No control characters, Unicode line separators or noncharacters.
  */
 displayName?: string
@@ -520,6 +528,32 @@ guardrail?: string
  * User id of the member who owns the key. The gateway uses it as the requesting member for credential member filters (allowedUserIds) and member guardrails. Absent means the key is not tied to a member.
  */
 owner?: string
+/**
+ * Only these models may be requested with this key (model slugs as in the request, e.g. openai/gpt-4o). A request for any other is refused with 403, and the error names the allowed models. Absent means every model the account can route. At most 100 entries.
+ * 
+ * @minItems 1
+ * @maxItems 100
+ * 
+ * Items: A model slug. No control characters, Unicode line separators or noncharacters.
+ */
+models?: string[]
+/**
+ * Rate limits of this key, counted across every gateway replica through the spend ledger (both secrets of a rotation count as one key). A request over a limit is refused with 429 and Retry-After. An absent limit means none.
+ */
+limits?: {
+/**
+ * Most requests admitted in any 60-second span (a sliding window over admission times).
+ */
+requestsPerMinute?: number
+/**
+ * Most tokens admitted in any 60-second span. Each request counts the most it can use when admitted (its prompt estimate plus max_tokens, or the model's longest answer without max_tokens) and is corrected to what it used when it finishes; a request that alone needs more is refused.
+ */
+tokensPerMinute?: number
+/**
+ * Most requests of this key being answered at once, across every gateway replica.
+ */
+maxInFlight?: number
+}
 }
 
 /**
@@ -560,6 +594,23 @@ total?: number
  * The current version: a digest of the key's compiled routing entry (or of its absence, for a key that is not live).
  */
 configVersion?: string
+}
+/**
+ * What the requests made with this key cost this calendar month (UTC) at list price, BYOK and shared capacity together, both secrets of a rotation included; from the spend ledger (present when the operator reads a shared ledger).
+ */
+spend?: {
+/**
+ * The calendar month, e.g. 2026-11.
+ */
+month?: string
+/**
+ * Month-to-date list cost of the requests made with this key. In US dollars.
+ */
+spentUsd?: number
+/**
+ * When the operator last saw these figures change in the ledger.
+ */
+updatedAt?: string
 }
 }
 

@@ -149,3 +149,31 @@ describe('compileAccount', () => {
     expect(out).not.toContain(canary);
   });
 });
+
+describe('key controls in the compiled key', () => {
+  const ws = workspace('ns', 'main', { default: true });
+
+  it('carries the key name, its sorted allowlist and its limits', () => {
+    const out = compileAccount(snapshot('ns', { workspaces: [ws], apiKeys: [apiKey('ns', 'app', { models: ['openai/gpt-4o', 'anthropic/claude-sonnet-4'], limits: { requestsPerMinute: 60 } })] }));
+    expect(out.apiKeys).toEqual([expect.objectContaining({ name: 'app', models: ['anthropic/claude-sonnet-4', 'openai/gpt-4o'], limits: { requestsPerMinute: 60 } })]);
+  });
+
+  it('a rotated key compiles its previous hash until the overlap ends (or the key expires, if earlier), under the same name', () => {
+    const previous = hashOf('old-secret');
+    const rotated = (until: string, extra: Record<string, unknown> = {}) => apiKey('ns', 'app', { previousHash: previous, previousHashExpiresAt: until, limits: { maxInFlight: 2 }, ...extra });
+    const inside = compileAccount(snapshot('ns', { workspaces: [ws], apiKeys: [rotated('2026-01-01T01:00:00Z')] }));
+    expect(inside.apiKeys.map((k) => [k.hash === previous ? 'previous' : 'current', k.name, k.expiresAt, k.limits])).toEqual(
+      expect.arrayContaining([
+        ['current', 'app', null, { maxInFlight: 2 }],
+        ['previous', 'app', '2026-01-01T01:00:00Z', { maxInFlight: 2 }],
+      ]),
+    );
+    const capped = compileAccount(snapshot('ns', { workspaces: [ws], apiKeys: [rotated('2026-01-01T01:00:00Z', { expiresAt: '2026-01-01T00:30:00Z' })] }));
+    expect(capped.apiKeys.find((k) => k.hash === previous)?.expiresAt).toBe('2026-01-01T00:30:00Z');
+    const after = compileAccount(snapshot('ns', { workspaces: [ws], apiKeys: [rotated('2025-12-31T23:59:59Z')] }));
+    expect(after.apiKeys.map((k) => k.hash)).not.toContain(previous);
+    // An older key holding that hash keeps it: the rotated key's old secret is not compiled, its new one is.
+    const held = compileAccount(snapshot('ns', { workspaces: [ws], apiKeys: [rotated('2026-01-01T01:00:00Z')], unheldPreviousHashes: new Set(['app']) }));
+    expect(held.apiKeys.map((k) => k.hash)).toEqual([hashOf('ns/app')]);
+  });
+});

@@ -17,7 +17,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compileAccount } from '../../../src/compiler/compile.ts';
-import { electKeyHolder, keysNotHolding } from '../../../src/compiler/elect.ts';
+import { electKeyHolder, keysNotHolding, previousHashesNotHeld } from '../../../src/compiler/elect.ts';
+import { hashesNamed } from '../../../src/domain/api-keys.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
@@ -189,3 +190,21 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
   });
 });
 
+
+describe('a rotated key holds its previous hash by its age', () => {
+  const key = (ns: string, name: string, created: string, spec: Record<string, unknown>) =>
+    ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { namespace: ns, name, uid: `${ns}-${name}`, creationTimestamp: created }, spec }) as unknown as GatewayAPIKey;
+  const OLD = 'a'.repeat(64);
+  const NEW = 'b'.repeat(64);
+
+  test('a copy of the old hash made after the key is Conflicting; a copy made before holds it and the rotated key does not compile it', () => {
+    const rotated = key('team-a', 'app', '2026-01-01T00:00:00Z', { hash: NEW, previousHash: OLD, previousHashExpiresAt: '2026-01-02T00:00:00Z' });
+    const later = key('team-b', 'copy', '2026-01-01T00:05:00Z', { hash: OLD });
+    const earlier = key('team-c', 'first', '2025-12-31T00:00:00Z', { hash: OLD });
+    const naming = (all: GatewayAPIKey[]) => (h: string) => all.filter((k) => hashesNamed(k).includes(h));
+    expect(keysNotHolding([later], naming([rotated, later]))).toEqual(new Set(['copy']));
+    expect(previousHashesNotHeld([rotated], naming([rotated, later]))).toEqual(new Set());
+    expect(previousHashesNotHeld([rotated], naming([rotated, earlier]))).toEqual(new Set(['app']));
+    expect(keysNotHolding([rotated], naming([rotated, earlier]))).toEqual(new Set());
+  });
+});

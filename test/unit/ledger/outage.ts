@@ -28,6 +28,8 @@ export function switchedLedger(inner: EmbeddedLedger = createEmbeddedLedger()): 
     reserve: (req) => gate('reserve', () => inner.reserve(req)),
     restore: (validatedKey, entries) => gate('restore', () => inner.restore(validatedKey, entries)),
     release: (id, amount, holdKeys) => gate('release', () => inner.release(id, amount, holdKeys)),
+    admitRate: (check) => gate('admitRate', () => inner.admitRate(check)),
+    settleRate: (check, used) => gate('settleRate', () => inner.settleRate(check, used)),
     // The counters outlive the gateway, as Redis does: closing a gate leaves them readable (close `inner` to end them).
     close: async () => {},
   };
