@@ -36,6 +36,8 @@ export interface DeliveryStreamOptions {
   idleMs?: number;
   backoffMinMs?: number;
   backoffMaxMs?: number;
+  /** How often a pod without a mounted bundle key looks for it before connecting (default 500 ms). */
+  keyPollMs?: number;
 }
 
 export interface DeliveryStream {
@@ -48,6 +50,15 @@ export interface DeliveryStream {
 }
 
 type Item = DeliveryObject | DeliveryRemoval;
+
+function hasKey(keyDir: string): boolean {
+  try {
+    readKeyring(keyDir);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream {
   const routingDir = join(opts.dir, 'routing');
@@ -178,8 +189,21 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
     });
   };
 
+  let keyMissingLogged = false;
   const connect = () => {
     if (closed) return;
+    // Nothing on the stream verifies without the bundle key: while its volume is empty (a fresh install whose key the
+    // kubelet has not mounted yet), wait for it here instead of fetching batches only to refuse them.
+    if (!hasKey(opts.keyDir)) {
+      if (!keyMissingLogged) opts.log?.info('no bundle key mounted yet; the delivery stream connects once it is');
+      keyMissingLogged = true;
+      retry = setTimeout(() => {
+        retry = undefined;
+        connect();
+      }, opts.keyPollMs ?? 500);
+      retry.unref?.();
+      return;
+    }
     try {
       const hello: DeliveryHello = { format: DELIVERY_FORMAT, instance: opts.instance, held: state.held() };
       post(DELIVERY_STREAM_PATH, hello, onStream);

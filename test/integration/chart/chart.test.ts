@@ -102,7 +102,12 @@ describe('Helm chart', () => {
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
     expect(rendered).not.toContain('rel-byok-gateway-catalog');
     expect(rendered).toContain('configMap: { name: gw-catalog }');
-    expect(rendered).toContain('- configMap: { name: byok-routing-index }');
+    // Every volume the operator writes is optional (a pod starts before they exist), and such a pod restarts its
+    // container after 5 s without a config, so the kubelet mounts them again.
+    expect(rendered).toContain('- configMap: { name: byok-routing-index, optional: true }');
+    expect(rendered).toContain('secret: { secretName: byok-bundle-key, defaultMode: 0400, optional: true }');
+    expect(rendered).toContain('--restart-without-config-after=5');
+    expect(await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.restartWithoutConfigSeconds=0')).not.toContain('--restart-without-config-after');
     expect(rendered).toContain('- configMap: { name: byok-routing-2, optional: true }');
     expect(rendered).not.toContain('byok-routing-3');
     expect(rendered).toContain('- secret: { name: byok-bundle-1, optional: true }');
