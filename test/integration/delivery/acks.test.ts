@@ -24,8 +24,9 @@ import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { cond, createSecret, resource, startTestOperator, until, type CapturedOperator, type Obj } from '../operator/helpers.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import { cond, createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);

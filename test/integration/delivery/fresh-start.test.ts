@@ -18,8 +18,9 @@ import { kubeClient } from '../../../src/kube/client.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../gateway/upstreams.ts';
-import { createSecret, resource, startTestOperator, until, type CapturedOperator } from '../operator/helpers.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
