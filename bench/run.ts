@@ -3,7 +3,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
-const ALL = ['planner', 'layout', 'api', 'operator', 'ledger', 'aggregated', 'gateway', 'gateway-gc', 'stream-framing', 'peers', 'health'] as const;
+const ALL = ['planner', 'layout', 'api', 'operator', 'ledger', 'aggregated', 'gateway', 'gateway-gc', 'stream-framing', 'peers', 'health', 'delivery-stream'] as const;
 type Name = (typeof ALL)[number];
 
 const args = process.argv.slice(2);

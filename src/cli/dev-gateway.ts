@@ -13,6 +13,36 @@ import { createGatewayMetrics, sharedKeyFileName, startGateway } from '../gatewa
 import { defaultCatalogFile, deriveCatalog } from './catalog.ts';
 import { openGatewaySpendGate } from './gateway-ledger.ts';
 import { startProjector } from '../kube/projector.ts';
+import { kubeClient } from '../kube/client.ts';
+import { DEFAULT_DELIVERY_AUDIENCE } from '../contract/delivery.ts';
+
+/** The dev gateway's ServiceAccount in the routing namespace: the identity it presents to the delivery stream. */
+export const DEV_GATEWAY_SERVICE_ACCOUNT = 'byok-gateway';
+/** The kubelet renews a projected token at 80 % of its life; dev does the same for its one-hour token. */
+const TOKEN_SECONDS = 3600;
+
+/**
+ * What the kubelet does for a pod's projected ServiceAccount token: the ServiceAccount exists, a token with the
+ * stream's audience is requested (TokenRequest API) into `file` and renewed before it expires.
+ */
+async function projectDeliveryToken(kubeConfig: KubeAccess, namespace: string, serviceAccount: string, file: string): Promise<() => void> {
+  const client = kubeClient(kubeConfig);
+  try {
+    await client.request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount } } });
+  } catch (err) {
+    if ((err as { status?: number }).status !== 409) throw err;
+  }
+  const write = async () => {
+    const r = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`, {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [DEFAULT_DELIVERY_AUDIENCE], expirationSeconds: TOKEN_SECONDS } },
+    });
+    writeFileSync(file, r.status.token, { mode: 0o600 });
+  };
+  await write();
+  const renew = setInterval(() => void write().catch(() => undefined), TOKEN_SECONDS * 800);
+  renew.unref();
+  return () => clearInterval(renew);
+}
 
 export interface DevGateway {
   url: string;
@@ -132,6 +162,8 @@ export async function startDevGateway(opts: {
   redisUrl?: string;
   /** Default: config/catalog/catalog.json. */
   catalogSource?: string;
+  /** The operator's delivery stream and the ServiceAccount whose token the gateway presents; absent: the mount alone. */
+  deliveryStream?: { url: string; serviceAccount: string };
 }): Promise<DevGateway> {
   const root = join(opts.devDir, 'gateway');
   const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared-keys') };
@@ -167,6 +199,8 @@ export async function startDevGateway(opts: {
     if (Date.now() > deadline) throw new Error('the operator did not compile a routing config within 30 s');
     await new Promise((r) => setTimeout(r, 200));
   }
+  const tokenFile = join(root, 'delivery-token');
+  const stopToken = opts.deliveryStream ? await projectDeliveryToken(opts.kubeConfig, opts.routingNamespace, opts.deliveryStream.serviceAccount, tokenFile) : undefined;
   const metrics = createGatewayMetrics();
   const gatewayLog = opts.logger.child({ component: 'gateway' });
   // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
@@ -189,6 +223,7 @@ export async function startDevGateway(opts: {
     metrics,
     spendGate,
     ...(opts.statusToken ? { statusToken: opts.statusToken } : {}),
+    ...(opts.deliveryStream ? { deliveryStream: { url: opts.deliveryStream.url, tokenFile, dir: join(root, 'delivery') } } : {}),
   });
   const curl = (apiKey: string, model: string) =>
     `curl -s -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' ${gateway.url}/api/v1/chat/completions -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`;
@@ -206,6 +241,7 @@ export async function startDevGateway(opts: {
       ...DEV_UPSTREAM_FAULTS.map((f) => `  ${f.marker.padEnd(13)} ${f.answer} -> UPSTREAM ${f.health}`),
     ],
     async stop() {
+      stopToken?.();
       catalog.stop();
       await gateway.close();
       await spendGate.close();

@@ -20,7 +20,7 @@ import { hardenPrototypes } from './harden.ts';
 import { startOperator } from '../operator/run.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { applyObjects } from './apply.ts';
-import { startDevGateway } from './dev-gateway.ts';
+import { DEV_GATEWAY_SERVICE_ACCOUNT, startDevGateway } from './dev-gateway.ts';
 import { devRedisDir, startDevRedis } from './dev-redis.ts';
 import { loadManifests } from './manifests.ts';
 
@@ -128,6 +128,8 @@ export async function runDev(options: DevOptions): Promise<void> {
       httpPort: 0,
       ...(redis ? { spendStatus: { redisUrl: redis.url, intervalMs: 2000 } } : {}),
       gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'ops' }, pollMs: 2000, writeIntervalMs: 5000 },
+      // The delivery stream, as the chart turns it on: the dev gateway presents a token of its own ServiceAccount.
+      deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts: [`${ROUTING_NAMESPACE}/${DEV_GATEWAY_SERVICE_ACCOUNT}`] },
     });
     stoppers.push(() => operator.stop());
     const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
@@ -166,7 +168,16 @@ export async function runDev(options: DevOptions): Promise<void> {
     // Budgets on a Redis ledger open once the operator's spend pass validated the account (docs/ledger.md, "Resets").
     await redis?.validated(publicId('Account', ACCOUNT_NAMESPACE, 'acme'), 30_000);
     // Gateway: loopback upstreams, kubelet-like projection of the compiled objects, the gateway on top.
-    const devGateway = await startDevGateway({ kubeConfig: kc, routingNamespace: ROUTING_NAMESPACE, devDir, logger, apiKeyHash: gatewayApiKeyHash, statusToken, ...(redis ? { redisUrl: redis.url } : {}) });
+    const devGateway = await startDevGateway({
+      kubeConfig: kc,
+      routingNamespace: ROUTING_NAMESPACE,
+      devDir,
+      logger,
+      apiKeyHash: gatewayApiKeyHash,
+      statusToken,
+      ...(redis ? { redisUrl: redis.url } : {}),
+      deliveryStream: { url: operator.deliveryUrl()!, serviceAccount: DEV_GATEWAY_SERVICE_ACCOUNT },
+    });
     stoppers.push(() => devGateway.stop());
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: ROUTING_NAMESPACE,

@@ -108,9 +108,12 @@ options:
                               the floor; docs/gateway.md, "Delivery stream")
   --delivery-stream-token-file <file>  the projected ServiceAccount token presented to it (re-read per connect)
   --delivery-stream-dir <dir> writable directory (an emptyDir) for what it delivers (default under the temp dir)
+  --restart-without-config-after <s>  exit (75) if no routing config has loaded this many seconds after start, so
+                              the kubelet restarts the container and mounts its volumes again (the chart: 5; 0 = never)
   --log-level <level>         pino level (default info)
 
-exit status: 0 stopped by SIGTERM/SIGINT; 1 failed to start; 2 usage error (this page is printed on stderr)
+exit status: 0 stopped by SIGTERM/SIGINT; 1 failed to start; 2 usage error (this page is printed on stderr);
+             75 no routing config loaded within --restart-without-config-after
 `;
 
 const VALIDATE = `usage: byok-operator validate <path|-> [-o text|json|junit|sarif|github] [--strict]

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
+import type { Logger } from 'pino';
 import type { GatewayStatusConfig } from '../operator/health/writer.ts';
 import type { DeliveryStreamConfig } from '../operator/delivery/server.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
@@ -168,6 +169,7 @@ const GATEWAY_OPTIONS = {
   'delivery-stream': { type: 'string' },
   'delivery-stream-token-file': { type: 'string' },
   'delivery-stream-dir': { type: 'string' },
+  'restart-without-config-after': { type: 'string' },
 } as const satisfies ParseArgsOptionsConfig;
 
 const VALIDATE_OPTIONS = {
@@ -489,10 +491,30 @@ async function gatewayCommand(rest: string[]): Promise<void> {
     ...gatewayDeliveryOption(values['delivery-stream'], values['delivery-stream-token-file'], values['delivery-stream-dir']),
   });
   logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
-  waitForSignal(async () => {
+  const stop = async () => {
     await gateway.close();
     await spendGate.close();
-  });
+  };
+  restartWithoutConfig(values['restart-without-config-after'], () => gateway.routing.current() !== undefined, stop, logger);
+  waitForSignal(stop);
+}
+
+/**
+ * `--restart-without-config-after <s>`: a pod that started before the operator wrote its routing objects and bundle
+ * key mounted empty (optional) volumes, which the kubelet refreshes only on its next pod sync, about a minute later.
+ * If nothing has loaded by then, the process exits (75) so the kubelet restarts the container, and its sync mounts
+ * the volumes again at once (the first restart is immediate; later ones back off).
+ */
+function restartWithoutConfig(value: string | undefined, loaded: () => boolean, stop: () => Promise<void>, logger: Logger): void {
+  if (value === undefined) return;
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds < 0) fail(`invalid --restart-without-config-after ${value}`);
+  if (seconds === 0) return;
+  setTimeout(() => {
+    if (loaded()) return;
+    logger.warn({ seconds }, 'no routing config loaded since start (empty mounts, no delivery stream yet): exiting so the kubelet restarts the container and mounts its volumes again');
+    void stop().finally(() => process.exit(75));
+  }, seconds * 1000).unref();
 }
 
 /** `explain`: the plan a request would get, offline or against the cluster's credentials. */

@@ -5,6 +5,13 @@
 
 export const GATEWAY_STATUS_FORMAT = 'byok-gateway-status/v1';
 export const GATEWAY_STATUS_PATH = '/byok/status';
+/**
+ * Query parameters of a held GET /byok/status: `after` is the `delivery.seq` the caller has seen; the pod answers
+ * once its seq is past it (it loaded or refused something) or after `waitMs` (at most MAX_STATUS_WAIT_MS).
+ */
+export const STATUS_AFTER_PARAM = 'after';
+export const STATUS_WAIT_PARAM = 'waitMs';
+export const MAX_STATUS_WAIT_MS = 60_000;
 /** POST {credentialId}: the operator asks one gateway pod to probe an idle credential (same status token). */
 export const GATEWAY_PROBE_PATH = '/byok/probe';
 
@@ -42,6 +49,18 @@ export interface GatewayStatusReport {
   credentials: Record<string, CredentialCounters>;
   /** The last probe of each probed credential (not counted in `credentials`: a probe is not use). */
   probes: Record<string, ProbeResult>;
+  /** What the pod loaded and acknowledged; absent from gateways that cannot hold a status request. */
+  delivery?: DeliveryReport;
+}
+
+/** The pod's side of delivery: a sequence that moves whenever what it serves may have changed, and its last ack. */
+export interface DeliveryReport {
+  /** Moves (per `instance`) on every stream batch and every reload of what the pod serves. */
+  seq: number;
+  /** Whether the pod holds the operator's delivery stream now. */
+  stream: 'connected' | 'down' | 'off';
+  /** The last stream batch this pod acknowledged, with the refusal reason when it refused one. */
+  lastBatch?: { batch: number; result: 'loaded' | 'refused'; reason?: string };
 }
 
 export class GatewayStatusError extends Error {
@@ -107,5 +126,29 @@ export function parseGatewayStatusReport(value: unknown): GatewayStatusReport {
     },
     credentials: record(value.credentials, 'credentials', isCounters),
     probes: value.probes === undefined ? {} : record(value.probes, 'probes', isProbe),
+    ...(value.delivery === undefined ? {} : { delivery: deliveryReport(value.delivery) }),
   };
+}
+
+const MAX_REASON = 512;
+
+function deliveryReport(value: unknown): DeliveryReport {
+  if (!isObject(value) || !isCount(value.seq)) fail('delivery.seq is invalid');
+  if (value.stream !== 'connected' && value.stream !== 'down' && value.stream !== 'off') fail('delivery.stream is invalid');
+  const out: DeliveryReport = { seq: value.seq, stream: value.stream };
+  const b = value.lastBatch;
+  if (b === undefined) return out;
+  if (!isObject(b) || !isCount(b.batch) || (b.result !== 'loaded' && b.result !== 'refused') || (b.reason !== undefined && typeof b.reason !== 'string')) fail('delivery.lastBatch is invalid');
+  out.lastBatch = { batch: b.batch, result: b.result, ...(typeof b.reason === 'string' ? { reason: deliveryReason(b.reason) } : {}) };
+  return out;
+}
+
+/**
+ * A refusal reason as it may travel into an Event: printable ASCII only, at most 512 characters. The gateway builds
+ * it from object names of the routing namespace (`Secret/byok-bundle-3`), key ids and its own fixed phrases, never
+ * from key material or tenant text.
+ */
+export function deliveryReason(text: string): string {
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > MAX_REASON ? `${clean.slice(0, MAX_REASON - 3)}...` : clean;
 }

@@ -7,7 +7,7 @@
 import type { BundleEnvelope } from './envelope.ts';
 import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace, KeyRateLimits } from '../domain/model.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
-import { GATEWAY_STATUS_FORMAT, HEALTH_OUTCOMES, type CredentialCounters, type GatewayStatusReport, type ProbeResult } from './gateway-status.ts';
+import { GATEWAY_STATUS_FORMAT, HEALTH_OUTCOMES, type CredentialCounters, type DeliveryReport, type GatewayStatusReport, type ProbeResult } from './gateway-status.ts';
 import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './routing.ts';
 
 const BASE = 'https://byok.gateway.dev/schemas/v1';
@@ -195,7 +195,16 @@ export const gatewayStatusSchema = {
     }),
     credentials: byCredential(counters, 'Credential id -> attempt outcome counters.'),
     probes: byCredential(probe, 'Credential id -> its last probe (not counted in credentials).'),
-  }),
+    delivery: obj<DeliveryReport>({
+      seq: { ...count, description: 'Moves on every stream batch and every reload of what the pod serves; a status request with ?after=<seq>&waitMs=<ms> is held until it does.' },
+      stream: { type: 'string', enum: ['connected', 'down', 'off'], description: "The operator's delivery stream: held now, configured but down, or not configured." },
+      lastBatch: obj<NonNullable<DeliveryReport['lastBatch']>>({
+        batch: count,
+        result: { type: 'string', enum: ['loaded', 'refused'] },
+        reason: { type: 'string', maxLength: 512, description: 'Why the batch was refused: object names of the routing namespace, key ids and fixed phrases, never key material.' },
+      }, 'The last stream batch the pod acknowledged.', ['reason']),
+    }, 'What the pod loaded and acknowledged; absent from gateways that cannot hold a status request.', ['lastBatch']),
+  }, undefined, ['delivery']),
 };
 
 export const CONTRACT_SCHEMAS = {

@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
-import type { GatewayStatusReport } from '../contract/gateway-status.ts';
+import type { DeliveryReport, GatewayStatusReport } from '../contract/gateway-status.ts';
 import { resolveGeneration, watchRoutingConfig, type RoutingConfig, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { startDeliveryStream, type DeliveryStream } from './delivery-stream.ts';
 import { bundleInventory } from './health.ts';
@@ -61,6 +61,65 @@ export function switchingWatcher(mount: RoutingConfigWatcher, stream: RoutingCon
   };
 }
 
+/**
+ * The pod's delivery sequence: it moves whenever what the pod serves may have changed (a stream batch loaded or
+ * refused, a reload of either source, the stream going up or down), and a held status request waits on it, so the
+ * operator's leader learns of an acknowledgement the moment it happens.
+ */
+export class DeliveryTracker {
+  private seq = 0;
+  private lastBatch: DeliveryReport['lastBatch'];
+  private readonly waiters = new Set<() => void>();
+  private stream: DeliveryReport['stream'];
+  private closing = false;
+
+  constructor(stream: DeliveryReport['stream']) {
+    this.stream = stream;
+  }
+
+  moved(): void {
+    this.seq++;
+    for (const wake of this.waiters) wake();
+  }
+
+  batch(outcome: NonNullable<DeliveryReport['lastBatch']>): void {
+    this.lastBatch = outcome;
+    this.moved();
+  }
+
+  connection(up: boolean): void {
+    this.stream = up ? 'connected' : 'down';
+    this.moved();
+  }
+
+  report(): DeliveryReport {
+    return { seq: this.seq, stream: this.stream, ...(this.lastBatch ? { lastBatch: this.lastBatch } : {}) };
+  }
+
+  /** Resolves once the sequence is past `after`, after `ms`, or on close(), whichever comes first. */
+  waitPast(after: number, ms: number): Promise<void> {
+    if (this.seq > after || this.closing) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const wake = () => {
+        if (this.seq > after || this.closing) done();
+      };
+      const timer = setTimeout(done, ms);
+      this.waiters.add(wake);
+    });
+  }
+
+  /** Releases every held request (the gateway is shutting down). */
+  close(): void {
+    this.closing = true;
+    for (const wake of this.waiters) wake();
+  }
+}
+
 export interface GatewayRoutingOptions {
   configDir: string;
   bundleDir: string;
@@ -81,6 +140,7 @@ export interface GatewayRouting {
   inventory: () => GatewayStatusReport['bundle'];
   source(): RoutingSource;
   stream: DeliveryStream | undefined;
+  delivery: DeliveryTracker;
   close(): void;
 }
 
@@ -91,12 +151,27 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
   let routing: (RoutingConfigWatcher & { source(): RoutingSource }) | undefined;
   let streamProblem: string | undefined;
   const rule = new SourceRule();
+  const tracker = new DeliveryTracker(o.deliveryStream ? 'down' : 'off');
   const servedChanged = () => {
     const now = routing?.current();
     if (now === undefined || now === served) return;
     served = now;
     o.onServed(now);
+    tracker.moved();
   };
+  // A rotation often moves only the bundle volume (the routing index stays the same), which the SDK watcher does not
+  // report: the mount's two generations are watched here, so the rule and the tracker see every move of the mount.
+  const mountGeneration = () => `${resolveGeneration(o.configDir)}|${resolveGeneration(o.bundleDir)}`;
+  let lastMount = mountGeneration();
+  const mountPoll = setInterval(() => {
+    const g = mountGeneration();
+    if (g === lastMount) return;
+    lastMount = g;
+    rule.mountReloaded();
+    servedChanged();
+    tracker.moved();
+  }, o.pollMs ?? 1000);
+  mountPoll.unref?.();
   const watcher = (configDir: string, bundleDir: string, from: RoutingSource) =>
     watchRoutingConfig({
       configDir,
@@ -116,7 +191,8 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
       },
       onError: (err, failure) => {
         const code = (err as { code?: string }).code;
-        if (from === 'stream') streamProblem = `the delivered routing config does not load (${code ?? 'error'}): ${err.message}`;
+        // The code only: the reason travels into Events on Accounts, and the loader's text may name other accounts.
+        if (from === 'stream') streamProblem = `the delivered routing config does not load (${code ?? 'error'})`;
         // A half-projected config is normal while kubelet swaps the volume: counted apart, so only a real rejection alerts.
         if (failure === 'pending') {
           metrics.reloads.inc({ what: 'routing', result: 'pending' });
@@ -132,7 +208,18 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
   if (!o.deliveryStream) {
     routing = Object.assign(mount, { source: (): RoutingSource => 'mount' });
     servedChanged();
-    return { routing, inventory: mountInventory, source: () => 'mount', stream: undefined, close: () => mount.close() };
+    return {
+      routing,
+      inventory: mountInventory,
+      source: () => 'mount',
+      stream: undefined,
+      delivery: tracker,
+      close: () => {
+        clearInterval(mountPoll);
+        tracker.close();
+        mount.close();
+      },
+    };
   }
   const ds = o.deliveryStream;
   const connected = new Gauge({ name: 'byok_gateway_delivery_stream_connected', help: '1 while this pod is connected to the operator\'s delivery stream.', registers: [metrics.registry] });
@@ -143,18 +230,6 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
   const streamed = watcher(streamDirs.routing, streamDirs.bundles, 'stream');
   const streamInventory = bundleInventory(streamDirs.bundles, o.keyDir, () => streamed.bundleGeneration());
   routing = switchingWatcher(mount, streamed, rule);
-  // A rotation often moves only the bundle volume (the routing index stays the same), which the SDK watcher does not
-  // report: the mount's two generations are watched here, so the rule sees every move of the mount.
-  const mountGeneration = () => `${resolveGeneration(o.configDir)}|${resolveGeneration(o.bundleDir)}`;
-  let lastMount = mountGeneration();
-  const mountPoll = setInterval(() => {
-    const g = mountGeneration();
-    if (g === lastMount) return;
-    lastMount = g;
-    rule.mountReloaded();
-    servedChanged();
-  }, o.pollMs ?? 1000);
-  mountPoll.unref?.();
   const stream = startDeliveryStream({
     url: ds.url,
     tokenFile: ds.tokenFile,
@@ -174,8 +249,12 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
       connected.set(up ? 1 : 0);
       rule.connection(up);
       servedChanged();
+      tracker.connection(up);
     },
-    onBatch: (result) => batches.inc({ result }),
+    onBatch: ({ batch, result, reason }) => {
+      batches.inc({ result });
+      tracker.batch({ batch, result, ...(reason !== undefined ? { reason } : {}) });
+    },
   });
   servedChanged();
   const both = routing;
@@ -184,8 +263,10 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
     inventory: () => (both.source() === 'stream' ? streamInventory() : mountInventory()),
     source: () => both.source(),
     stream,
+    delivery: tracker,
     close: () => {
       clearInterval(mountPoll);
+      tracker.close();
       stream.close();
       both.close();
     },

@@ -29,13 +29,15 @@ export interface DeliveryStreamOptions {
   load: () => { routingVersion: string | null; problem?: string };
   /** Connected or not (the gateway falls back to the mount while not). */
   onConnection?: (connected: boolean) => void;
-  /** Each batch's outcome, for metrics. */
-  onBatch?: (result: DeliveryAck['result'], objects: number) => void;
+  /** Each batch's outcome once loaded (before the acknowledgement leaves): metrics and the status report. */
+  onBatch?: (outcome: { batch: number; result: DeliveryAck['result']; objects: number; reason?: string }) => void;
   log?: Logger;
   /** Drop a connection that sent nothing (not even a ping) for this long (default 45 s). */
   idleMs?: number;
   backoffMinMs?: number;
   backoffMaxMs?: number;
+  /** How often a pod without a mounted bundle key looks for it before connecting (default 500 ms). */
+  keyPollMs?: number;
 }
 
 export interface DeliveryStream {
@@ -49,6 +51,15 @@ export interface DeliveryStream {
 
 type Item = DeliveryObject | DeliveryRemoval;
 
+function hasKey(keyDir: string): boolean {
+  try {
+    readKeyring(keyDir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream {
   const routingDir = join(opts.dir, 'routing');
   const bundleDir = join(opts.dir, 'bundles');
@@ -58,6 +69,8 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
   let live = false;
   let closed = false;
   let failures = 0;
+  /** Refused batches in a row: each drops the stream, and the next connect waits longer. */
+  let refusedInARow = 0;
   let applied = 0;
   let current: IncomingMessage | undefined;
   let retry: NodeJS.Timeout | undefined;
@@ -102,16 +115,23 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
         else touched.add(item.kind);
       }
     } catch (err) {
-      problem = `the bundle key could not be read: ${(err as Error).message}`;
+      // The code only: the reason travels into Events (a file path or parser text has no place there).
+      problem = `the mounted bundle key could not be read (${(err as { code?: string }).code ?? 'invalid'})`;
     }
     if (touched.has('ConfigMap') || (applied === 0 && state.size > 0)) kubeletWrite(routingDir, state.files('ConfigMap'));
     if (touched.has('Secret') || (applied === 0 && state.size > 0)) kubeletWrite(bundleDir, state.files('Secret'));
     const loaded = opts.load();
     problem ??= loaded.problem;
     applied++;
-    opts.onBatch?.(problem ? 'refused' : 'loaded', items.length);
+    opts.onBatch?.({ batch, result: problem ? 'refused' : 'loaded', objects: items.length, ...(problem ? { reason: problem } : {}) });
     if (problem) opts.log?.warn({ batch, reason: problem }, 'delivery batch refused in part; keeping what verified');
     ack({ batch, result: problem ? 'refused' : 'loaded', ...(problem ? { reason: problem } : {}), routingVersion: loaded.routingVersion });
+    // The operator counts what it sent as held. After a refusal, reconnect (with backoff) so the hello says what this
+    // pod really holds and the refused objects come again: they load once the cause is gone (a new key mounted).
+    if (problem) {
+      refusedInARow++;
+      current?.destroy();
+    } else refusedInARow = 0;
   };
 
   const reconnectLater = (why: string) => {
@@ -119,7 +139,8 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
     setLive(false);
     if (closed || retry) return;
     failures++;
-    const ceiling = Math.min(opts.backoffMaxMs ?? 5000, (opts.backoffMinMs ?? 250) * 2 ** Math.min(failures - 1, 10));
+    const tries = Math.max(failures, refusedInARow);
+    const ceiling = Math.min(opts.backoffMaxMs ?? 5000, (opts.backoffMinMs ?? 250) * 2 ** Math.min(tries - 1, 10));
     const delay = ceiling / 2 + Math.random() * (ceiling / 2);
     opts.log?.info({ why, retryMs: Math.round(delay) }, 'delivery stream down; serving the mounted config until it is back');
     retry = setTimeout(() => {
@@ -168,8 +189,21 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
     });
   };
 
+  let keyMissingLogged = false;
   const connect = () => {
     if (closed) return;
+    // Nothing on the stream verifies without the bundle key: while its volume is empty (a fresh install whose key the
+    // kubelet has not mounted yet), wait for it here instead of fetching batches only to refuse them.
+    if (!hasKey(opts.keyDir)) {
+      if (!keyMissingLogged) opts.log?.info('no bundle key mounted yet; the delivery stream connects once it is');
+      keyMissingLogged = true;
+      retry = setTimeout(() => {
+        retry = undefined;
+        connect();
+      }, opts.keyPollMs ?? 500);
+      retry.unref?.();
+      return;
+    }
     try {
       const hello: DeliveryHello = { format: DELIVERY_FORMAT, instance: opts.instance, held: state.held() };
       post(DELIVERY_STREAM_PATH, hello, onStream);

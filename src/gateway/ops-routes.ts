@@ -2,7 +2,7 @@
 // token). The CLI and the chart serve them on their own port, never beside tenants (docs/gateway.md, "Ports").
 import { hash as digestOnce, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH } from '../contract/gateway-status.ts';
+import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH, MAX_STATUS_WAIT_MS, STATUS_AFTER_PARAM, STATUS_WAIT_PARAM } from '../contract/gateway-status.ts';
 import type { ProviderPayload } from '../domain/index.ts';
 import { healthOutcome, type GatewayStatusReport, type ProbeResult } from './health.ts';
 import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
@@ -12,6 +12,17 @@ export interface OpsOptions {
   /** Bearer token of /byok/status and /byok/probe; without it both answer 404 (they list credential ids). */
   statusToken?: string | undefined;
   statusReport(): GatewayStatusReport;
+  /** Resolves once the delivery sequence is past `after` or after `ms` (a held status request). */
+  waitPast?(after: number, ms: number): Promise<void>;
+}
+
+/** `after` and `waitMs` of a held status request; undefined when absent or not whole numbers in range (answer now). */
+function heldFor(query: unknown): { after: number; waitMs: number } | undefined {
+  const q = query as Record<string, unknown> | undefined;
+  const after = Number(q?.[STATUS_AFTER_PARAM]);
+  const waitMs = Number(q?.[STATUS_WAIT_PARAM]);
+  if (!Number.isSafeInteger(after) || after < 0 || !Number.isSafeInteger(waitMs) || waitMs <= 0) return undefined;
+  return { after, waitMs: Math.min(waitMs, MAX_STATUS_WAIT_MS) };
 }
 
 export function registerOpsRoutes(ops: FastifyInstance, rt: GatewayRuntime, opts: OpsOptions): void {
@@ -25,6 +36,9 @@ export function registerOpsRoutes(ops: FastifyInstance, rt: GatewayRuntime, opts
   ops.get(GATEWAY_STATUS_PATH, async (req, reply) => {
     if (!statusAuth) return reply.code(404).send(specError(404, `no route GET ${GATEWAY_STATUS_PATH}`));
     if (!statusAllowed(req.headers.authorization)) return reply.code(401).send(specError(401, "the status endpoint needs the operator's status token"));
+    // The operator's leader holds this request until the pod loads or refuses something (docs/gateway.md).
+    const held = heldFor(req.query);
+    if (held && opts.waitPast) await opts.waitPast(held.after, held.waitMs);
     return opts.statusReport();
   });
   // The operator asks one pod to probe an idle credential (spec: the gateway owns upstream auth and egress).

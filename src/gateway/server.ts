@@ -202,8 +202,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     bundle: opened.inventory(),
     credentials: health.snapshot(),
     probes: health.probeSnapshot(),
+    delivery: opened.delivery.report(),
   });
-  registerOpsRoutes(ops, rt, { statusToken: opts.statusToken, statusReport });
+  registerOpsRoutes(ops, rt, { statusToken: opts.statusToken, statusReport, waitPast: (after, ms) => opened.delivery.waitPast(after, ms) });
 
   const urlOf = (a: AddressInfo) => {
     const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;

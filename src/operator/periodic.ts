@@ -13,6 +13,7 @@ export interface PeriodicPass {
 export function periodicPass(pass: () => Promise<void>, intervalMs: number, onError: (err: unknown) => void): PeriodicPass {
   let timer: NodeJS.Timeout | undefined;
   let extra: NodeJS.Timeout | undefined;
+  let extraAt = 0;
   let running: Promise<void> | undefined;
   let again = false;
   // The interval skips a tick that finds a pass running; an extra pass asked for during one runs after it.
@@ -47,7 +48,11 @@ export function periodicPass(pass: () => Promise<void>, intervalMs: number, onEr
       await running;
     },
     soon(delayMs = 0) {
-      if (!timer || extra) return;
+      if (!timer) return;
+      // An earlier request replaces a later one: a pass asked for now never waits for one asked for in a second.
+      if (extra && extraAt <= Date.now() + delayMs) return;
+      if (extra) clearTimeout(extra);
+      extraAt = Date.now() + delayMs;
       extra = setTimeout(() => {
         extra = undefined;
         tick(true);

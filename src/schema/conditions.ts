@@ -113,6 +113,8 @@ export const EventReason = {
   UpstreamRecovered: 'UpstreamRecovered',
   /** Warning on an Account: a gateway pod has not loaded the current routing for long. */
   GatewayPodStale: 'GatewayPodStale',
+  /** Warning on an Account: a gateway pod refused a delivery stream batch and lacks the account's current version. */
+  DeliveryRefused: 'DeliveryRefused',
   /** Warning on an Account: the spend ledger lost its state. */
   LedgerReset: 'LedgerReset',
   /** Warning on a Guardrail or Workspace: its budget has reached its limit and refused requests (402); one throttled series per window. */

@@ -263,6 +263,14 @@ export function deliveryPart(stored: object | undefined, generation: number | un
   return { part, unchanged: sameStatus(healthPart(stored), part), pending: delivered.status === 'False' };
 }
 
+/**
+ * The Warning on an Account when a gateway pod refused a delivery stream batch and does not serve the account's
+ * current version. The reason is the pod's (object names of the routing namespace, key ids, fixed phrases).
+ */
+export function refusedBatchNote(pod: string, batch: number, reason: string | undefined, version: string): string {
+  return `gateway pod ${pod} refused delivery batch ${batch} and does not serve this account's current credentials (version ${version}): ${reason ?? 'no reason given'}; it keeps serving what it held, and Delivered stays False until it loads this version`;
+}
+
 /** The Warning on an Account when a pod has lagged behind its current credentials for `lagMs`. */
 export function stalePodNote(pod: string, answered: boolean, version: string, lagMs: number): string {
   const seconds = Math.round(lagMs / 1000);

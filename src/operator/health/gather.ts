@@ -7,7 +7,7 @@ import type { Counter } from 'prom-client';
 import { publicId } from '../../domain/ids.ts';
 import { kubeClient } from '../../kube/client.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
-import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH, parseGatewayStatusReport, type GatewayStatusReport } from '../../contract/gateway-status.ts';
+import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH, parseGatewayStatusReport, STATUS_AFTER_PARAM, STATUS_WAIT_PARAM, type GatewayStatusReport } from '../../contract/gateway-status.ts';
 
 export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
 
@@ -69,10 +69,16 @@ export class GatewayCollector {
     return [...out.values()];
   }
 
-  /** One pod's status report; undefined when it does not answer with the known format. */
-  async report(target: Target): Promise<Report | undefined> {
+  /**
+   * One pod's status report; undefined when it does not answer with the known format. With `held`, the pod holds the
+   * request until its delivery sequence is past `after` (it loaded or refused something) or `waitMs` passed.
+   */
+  async report(target: Target, held?: { after: number; waitMs: number; signal?: AbortSignal }): Promise<Report | undefined> {
     try {
-      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}`, { headers: { authorization: `Bearer ${this.config.token}` }, signal: AbortSignal.timeout(this.timeoutMs) });
+      const query = held ? `?${STATUS_AFTER_PARAM}=${held.after}&${STATUS_WAIT_PARAM}=${held.waitMs}` : '';
+      const timeout = AbortSignal.timeout(this.timeoutMs + (held?.waitMs ?? 0));
+      const signal = held?.signal ? AbortSignal.any([timeout, held.signal]) : timeout;
+      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}${query}`, { headers: { authorization: `Bearer ${this.config.token}` }, signal });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       // Every field checked (src/contract/gateway-status.ts): a malformed report counts that pod as failed for the pass.
       return parseGatewayStatusReport(await res.json());

@@ -26,6 +26,8 @@ export class HealthMemory {
   private readonly rotatedFromFalse = new Set<string>();
   /** pod\0namespace → since when it lags, and whether it was reported. */
   private readonly lagging = new Map<string, { since: number; warned: boolean }>();
+  /** pod\0instance\0namespace\0reason of the refusals already reported: one Event each (a pod retries a refused batch on every reconnect). */
+  private readonly refusals = new Set<string>();
   /** Before the first report a credential counts as used at start: it is not probed the moment a leader starts. */
   private readonly startedAt: number;
 
@@ -129,8 +131,19 @@ export class HealthMemory {
     return { stale, firstStale, lagMs: now - lag.since };
   }
 
-  /** Forgets the lag of pods no longer found. */
+  /** True the first time a pod's refusal (by its reason) is seen for an account. */
+  firstRefusal(pod: string, instance: string, ns: string, reason: string): boolean {
+    const key = `${pod}\u0000${instance}\u0000${ns}\u0000${reason}`;
+    if (this.refusals.has(key)) return false;
+    if (this.refusals.size >= 10_000) this.refusals.delete(this.refusals.values().next().value!);
+    this.refusals.add(key);
+    return true;
+  }
+
+  /** Forgets the lag and refusals of pods no longer found. */
   forgetPodsExcept(found: readonly { pod: string }[]): void {
-    for (const key of this.lagging.keys()) if (!found.some((f) => key.startsWith(`${f.pod}\u0000`))) this.lagging.delete(key);
+    const gone = (key: string) => !found.some((f) => key.startsWith(`${f.pod}\u0000`));
+    for (const key of this.lagging.keys()) if (gone(key)) this.lagging.delete(key);
+    for (const key of this.refusals) if (gone(key)) this.refusals.delete(key);
   }
 }

@@ -19,10 +19,11 @@ import { EventReason } from '../../schema/conditions.ts';
 import type { CompilePipeline } from '../compile/pipeline.ts';
 import { periodicPass } from '../periodic.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { accountVersion, DEFAULT_THRESHOLDS, deliveryPart, evaluateCredentialHealth, serves, servesApiKey, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
+import { accountVersion, DEFAULT_THRESHOLDS, deliveryPart, evaluateCredentialHealth, refusedBatchNote, serves, servesApiKey, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
 import { GatewayCollector, type Target } from './gather.ts';
 import { HealthMemory } from './memory.ts';
 import { HealthStatusWrites } from './status-writes.ts';
+import { DeliveryWatch } from './watch.ts';
 
 export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
 export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './status-writes.ts';
@@ -59,6 +60,11 @@ export interface GatewayStatusConfig {
    * per perProviderIntervalMs (default 10 s), pods taken in turn.
    */
   probe?: { idleMs?: number; perProviderIntervalMs?: number };
+  /**
+   * How long each pod holds the leader's status request before answering unchanged (default 25 s); 0 turns the
+   * held requests off, leaving Delivered to the polls.
+   */
+  heldRequestMs?: number;
 }
 
 export interface HealthStatusWriter {
@@ -111,13 +117,37 @@ export function createHealthStatusWriter(deps: {
     healthyGauge,
     podsGauge,
     staleGauge,
+    latest: new Map(),
+    lastFound: [],
+    watch: undefined,
   };
+  const failed = (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed');
 
+  // One pass at a time, polled or pushed: a pass never writes over a newer pass's Delivered.
+  let chain: Promise<void> = Promise.resolve();
+  const exclusive = (pass: () => Promise<void>): Promise<void> => {
+    const next = chain.then(pass);
+    chain = next.catch(() => undefined);
+    return next;
+  };
   async function syncOnce(): Promise<void> {
-    if (await healthPass(context)) loop.soon(pendingPollMs);
+    await exclusive(async () => {
+      // Pods that hold the status request push their next load; the others are polled again soon while pending.
+      const pending = await healthPass(context, true);
+      if (pending.volumeOnly) loop.soon(pendingPollMs);
+    });
   }
-
-  const loop = periodicPass(syncOnce, pollMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed'));
+  let pushQueued = false;
+  const pushed = () => {
+    if (pushQueued) return;
+    pushQueued = true;
+    exclusive(async () => {
+      pushQueued = false;
+      await healthPass(context, false);
+    }).catch(failed);
+  };
+  const heldRequestMs = config.heldRequestMs ?? 25_000;
+  const loop = periodicPass(syncOnce, pollMs, failed);
   // A compile that changed something may carry new credential versions: record them (Delivered False, Pending, in
   // the same write as the new version) now rather than at the next poll.
   let unsubscribe: (() => void) | undefined;
@@ -125,15 +155,38 @@ export function createHealthStatusWriter(deps: {
     syncOnce,
     soon: () => loop.soon(),
     start() {
+      if (heldRequestMs > 0) {
+        context.watch ??= new DeliveryWatch({
+          collector: context.collector,
+          log,
+          waitMs: heldRequestMs,
+          onReport: (pod, report) => {
+            if (!absorbNewer(context.latest, pod, report)) return;
+            pushed();
+          },
+        });
+      }
       loop.start();
       unsubscribe ??= deps.pipeline?.onCompiled(() => loop.soon());
     },
     async stop() {
       unsubscribe?.();
       unsubscribe = undefined;
+      context.watch?.stop();
+      context.watch = undefined;
       await loop.stop();
+      await chain;
     },
   };
+}
+
+/** Keeps `report` as the pod's latest when it is newer than the one kept; true when kept. */
+function absorbNewer(latest: Map<string, GatewayStatusReport>, pod: string, report: GatewayStatusReport): boolean {
+  const kept = latest.get(pod);
+  if (kept && kept.instance === report.instance && kept.at > report.at) return false;
+  if (kept && kept.instance === report.instance && (kept.delivery?.seq ?? 0) > (report.delivery?.seq ?? 0)) return false;
+  latest.set(pod, report);
+  return true;
 }
 
 /** What a pass reads and keeps: the writer's settings, parts and metrics, and its memory between passes. */
@@ -154,6 +207,11 @@ interface PassContext {
   healthyGauge: Gauge<'namespace' | 'provider' | 'reason'>;
   podsGauge: Gauge<'result'>;
   staleGauge: Gauge;
+  /** Each pod's newest report, polled or pushed (a held request's answer). */
+  latest: Map<string, GatewayStatusReport>;
+  /** The pods the last poll found (a pushed pass counts these). */
+  lastFound: Target[];
+  watch: DeliveryWatch | undefined;
 }
 
 /** What one pass gathered from the pods. */
@@ -168,20 +226,35 @@ interface Gathered {
   jobs: Promise<unknown>[];
 }
 
-/** One poll and write pass; true while a credential's new version is still pending on a pod (poll again soon). */
-async function healthPass(c: PassContext): Promise<boolean> {
+/**
+ * One write pass. `poll`: find the pods and pull every report first (the timer, a compile); otherwise a pushed pass
+ * over the pods the last poll found and the newest report of each (a held request answered). `pending`: a version
+ * is still missing on some pod; `volumeOnly`: and some pod will not push when it loads it (poll again soon).
+ */
+async function healthPass(c: PassContext, poll: boolean): Promise<{ pending: boolean; volumeOnly: boolean }> {
   const now = c.clock();
-  let found: Target[];
-  try {
-    found = await c.collector.targets();
-  } catch (err) {
-    c.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
-    return false;
+  let found = c.lastFound;
+  if (poll) {
+    try {
+      found = await c.collector.targets();
+    } catch (err) {
+      c.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'listing gateway pods failed');
+      return { pending: false, volumeOnly: false };
+    }
+    const polled = await c.collector.reports(found);
+    c.podsGauge.set({ result: 'ok' }, polled.size);
+    c.podsGauge.set({ result: 'failed' }, found.length - polled.size);
+    c.memory.absorb(polled, found, now);
+    for (const pod of c.latest.keys()) if (!polled.has(pod)) c.latest.delete(pod);
+    for (const [pod, r] of polled) absorbNewer(c.latest, pod, r);
+    c.lastFound = found;
+    c.watch?.sync(found, c.latest);
   }
-  const reports = await c.collector.reports(found);
-  c.podsGauge.set({ result: 'ok' }, reports.size);
-  c.podsGauge.set({ result: 'failed' }, found.length - reports.size);
-  c.memory.absorb(reports, found, now);
+  const reports = new Map<string, GatewayStatusReport>();
+  for (const t of found) {
+    const r = c.latest.get(t.pod);
+    if (r) reports.set(t.pod, r);
+  }
   // A routing entry changed in run n is on the pods whose index is from run n or later.
   const routingRuns = new Map<GatewayStatusReport, number>();
   for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (c.pipeline?.routingRun(r.routing.version) ?? 0));
@@ -189,12 +262,16 @@ async function healthPass(c: PassContext): Promise<boolean> {
 
   const credentials = c.informers.credentials.list();
   const { pending, seen } = credentialsPass(c, pass, credentials);
-  for (const id of c.memory.forgetCredentialsExcept(seen)) c.collector.forget(id);
-  pass.jobs.push(c.collector.probeIdle(credentials, found.filter((f) => reports.has(f.pod)), now, (id) => c.memory.idleSince(id)));
+  if (poll) {
+    for (const id of c.memory.forgetCredentialsExcept(seen)) c.collector.forget(id);
+    pass.jobs.push(c.collector.probeIdle(credentials, found.filter((f) => reports.has(f.pod)), now, (id) => c.memory.idleSince(id)));
+  }
   c.staleGauge.set(accountsPass(c, pass));
   const keysPending = apiKeysPass(c, pass);
   await Promise.all(pass.jobs);
-  return pending || keysPending;
+  // A pod whose report is not held (an older gateway, a failed report) is polled.
+  const volumeOnly = c.watch === undefined || found.some((t) => c.latest.get(t.pod)?.delivery === undefined);
+  return { pending: pending || keysPending, volumeOnly: (pending || keysPending) && volumeOnly };
 }
 
 /**
@@ -278,6 +355,13 @@ function accountsPass(c: PassContext, pass: Gathered): number {
     for (const target of found) {
       const r = reports.get(target.pod);
       const current = r !== undefined && [...versions].every(([id, d]) => serves(r, routingRuns.get(r)!, id, d));
+      // A pod that refused a stream batch and lacks this account's versions: a Warning with its reason, once.
+      const refused = r?.delivery?.lastBatch?.result === 'refused' ? r.delivery.lastBatch : undefined;
+      if (!current && refused && c.memory.firstRefusal(target.pod, r!.instance, ns, refused.reason ?? '')) {
+        const note = refusedBatchNote(target.pod, refused.batch, refused.reason, version);
+        c.log.warn({ pod: target.pod, namespace: ns, batch: refused.batch }, note);
+        jobs.push(c.events.record(account, 'Warning', EventReason.DeliveryRefused, note).catch(() => undefined));
+      }
       const lag = c.memory.lag(target.pod, ns, current, now, c.staleAfterMs);
       if (!lag) {
         loaded++;

@@ -102,7 +102,12 @@ describe('Helm chart', () => {
     const rendered = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.sharedKeys.secret=gw-shared', 'gateway.routingSlots=3', 'gateway.bundleSlots=2');
     expect(rendered).not.toContain('rel-byok-gateway-catalog');
     expect(rendered).toContain('configMap: { name: gw-catalog }');
-    expect(rendered).toContain('- configMap: { name: byok-routing-index }');
+    // Every volume the operator writes is optional (a pod starts before they exist), and such a pod restarts its
+    // container after 5 s without a config, so the kubelet mounts them again.
+    expect(rendered).toContain('- configMap: { name: byok-routing-index, optional: true }');
+    expect(rendered).toContain('secret: { secretName: byok-bundle-key, defaultMode: 0400, optional: true }');
+    expect(rendered).toContain('--restart-without-config-after=5');
+    expect(await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.restartWithoutConfigSeconds=0')).not.toContain('--restart-without-config-after');
     expect(rendered).toContain('- configMap: { name: byok-routing-2, optional: true }');
     expect(rendered).not.toContain('byok-routing-3');
     expect(rendered).toContain('- secret: { name: byok-bundle-1, optional: true }');
@@ -115,12 +120,12 @@ describe('Helm chart', () => {
     expect(out).toMatch(/service\/rel-byok-gateway created \(server dry run\)/);
   });
 
-  test('gateway.deliveryStream: off by default; on, every operator replica serves it to the gateway\'s own ServiceAccount only (projected token, TokenReview, NetworkPolicy), accepted by the apiserver', async () => {
+  test('gateway.deliveryStream: on by default, every operator replica serves it to the gateway\'s own ServiceAccount only (projected token, TokenReview, NetworkPolicy), accepted by the apiserver; off, none of it', async () => {
     const gw = ['aggregatedApi.enabled=false', 'gateway.enabled=true', 'networkPolicy.enabled=true'];
-    const off = await helmTemplate(ns, ...gw);
+    const off = await helmTemplate(ns, ...gw, 'gateway.deliveryStream.enabled=false');
     expect(off).not.toContain('delivery-stream');
     expect(off).not.toContain('tokenreviews');
-    const rendered = await helmTemplate(ns, ...gw, 'gateway.deliveryStream.enabled=true');
+    const rendered = await helmTemplate(ns, ...gw);
     const docs = rendered.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown>; rules?: unknown[] } | null);
     const find = (kind: string, name: string) => docs.find((d) => d?.kind === kind && d.metadata?.name === name);
     const podSpec = (name: string) => (find('Deployment', name)!.spec as { template: { spec: { serviceAccountName?: string; automountServiceAccountToken?: boolean; containers: { args: string[] }[]; volumes: unknown[] } } }).template.spec;
@@ -281,5 +286,18 @@ describe('Helm chart', () => {
     expect(await can('rel-byok-api', 'patch', 'byokcredentials.byok.gateway.dev/status')).toBe('no');
     expect(await can('rel-byok-api', 'create', 'workspaces.byok.gateway.dev')).toBe('no');
     expect(await can('rel-byok-api', 'list', 'secrets', 'default')).toBe('no');
+  });
+
+  test('RBAC with the gateway and its delivery stream (the default): the gateway\'s ServiceAccount reads and watches nothing; the operator may review its tokens', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac-gateway.yaml');
+    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`, 'aggregatedApi.enabled=false', 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog'));
+    expect(readFileSync(file, 'utf8')).toContain('--delivery-stream=');
+    await kubectl('apply', '-f', file);
+    const can = async (sa: string, verb: string, resource: string, namespace = ns) =>
+      (await kubectl('auth', 'can-i', verb, resource, '-n', namespace, `--as=system:serviceaccount:${ns}:${sa}`).catch((e: { stdout?: string }) => e.stdout ?? '')).trim();
+    for (const [verb, resource] of [['get', 'secrets'], ['list', 'secrets'], ['watch', 'secrets'], ['get', 'configmaps'], ['watch', 'configmaps'], ['list', 'pods']]) {
+      expect({ verb, resource, answer: await can('rel-byok-gateway', verb!, resource!) }).toEqual({ verb, resource, answer: 'no' });
+    }
+    expect(await can('rel-byok-operator', 'create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
   });
 });

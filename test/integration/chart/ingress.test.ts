@@ -60,10 +60,10 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
   test('a release named byok makes byok-gateway, byok-api, byok-operator; other names get <release>-byok; fullnameOverride wins', async () => {
     const names = async (release: string, ...sets: string[]) =>
       objects(await template(release, ns, 'gateway.enabled=true', ...sets)).filter((o) => ['Deployment', 'Service'].includes(o.kind)).map((o) => `${o.kind}/${o.metadata.name}`).sort();
-    expect(await names('byok')).toEqual(['Deployment/byok-api', 'Deployment/byok-gateway', 'Deployment/byok-operator', 'Service/byok-aggregated-api', 'Service/byok-api', 'Service/byok-gateway', 'Service/byok-metrics']);
+    expect(await names('byok')).toEqual(['Deployment/byok-api', 'Deployment/byok-gateway', 'Deployment/byok-operator', 'Service/byok-aggregated-api', 'Service/byok-api', 'Service/byok-delivery', 'Service/byok-gateway', 'Service/byok-metrics']);
     expect(await names('my-byok')).toContain('Service/my-byok-gateway');
     expect(await names('platform')).toContain('Service/platform-byok-gateway');
-    expect(await names('platform', 'fullnameOverride=llm')).toEqual(['Deployment/llm-api', 'Deployment/llm-gateway', 'Deployment/llm-operator', 'Service/llm-aggregated-api', 'Service/llm-api', 'Service/llm-gateway', 'Service/llm-metrics']);
+    expect(await names('platform', 'fullnameOverride=llm')).toEqual(['Deployment/llm-api', 'Deployment/llm-gateway', 'Deployment/llm-operator', 'Service/llm-aggregated-api', 'Service/llm-api', 'Service/llm-delivery', 'Service/llm-gateway', 'Service/llm-metrics']);
     expect(await names('platform', 'nameOverride=keys')).toContain('Service/platform-keys-gateway');
     expect(await names('keys', 'nameOverride=keys')).toContain('Service/keys-gateway');
     await expect(template('byok', ns, 'fullnameOverride=Not_A_Name')).rejects.toThrow(/fullnameOverride/);

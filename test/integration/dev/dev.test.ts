@@ -48,6 +48,15 @@ describe('npm run dev', () => {
     expect((await fetch(`${connection.gatewayOpsUrl}/readyz`)).status).toBe(200);
   });
 
+  test("the dev gateway holds the operator's delivery stream with its ServiceAccount's token and loads what it pushes", async () => {
+    const connected = async () => /^byok_gateway_delivery_stream_connected 1$/m.test(await (await fetch(`${connection.gatewayOpsUrl}/metrics`)).text());
+    const deadline = Date.now() + 20_000;
+    while (!(await connected()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const text = await (await fetch(`${connection.gatewayOpsUrl}/metrics`)).text();
+    expect(text).toMatch(/^byok_gateway_delivery_stream_connected 1$/m);
+    expect(Number(/^byok_gateway_delivery_stream_batches_total\{result="loaded"\} (\d+)$/m.exec(text)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
+  });
+
   test('start-up logs no warning for the apiserver filling its watch caches (429 "storage is (re)initializing")', () => {
     const warnings = output().split('\n').filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 40);
     expect(warnings.filter((l) => l.includes('initializing'))).toEqual([]);

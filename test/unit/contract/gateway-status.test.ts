@@ -8,6 +8,7 @@ import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { GATEWAY_STATUS_FORMAT, GatewayStatusError, parseGatewayStatusReport, type GatewayStatusReport } from '../../../src/contract/gateway-status.ts';
 import { gatewayStatusSchema } from '../../../src/contract/schemas.ts';
+import { DeliveryTracker } from '../../../src/gateway/delivered-routing.ts';
 import { bundleInventory, CredentialHealth } from '../../../src/gateway/health.ts';
 
 /** A report as the gateway assembles it (src/gateway/server.ts), from real counters and a real bundle directory. */
@@ -21,6 +22,9 @@ function gatewayReport(): GatewayStatusReport {
     health.record('cred-b', 'rateLimited', 3000);
     health.recordProbe('cred-b', { at: 4000, outcome: 'unauthorized', status: 401 });
     health.recordProbe('cred-c', { at: 5000, outcome: 'upstreamError', status: null });
+    const delivery = new DeliveryTracker('down');
+    delivery.connection(true);
+    delivery.batch({ batch: 3, result: 'refused', reason: 'Secret/byok-bundle-0: signed with key id k2, which this pod does not hold' });
     return {
       format: GATEWAY_STATUS_FORMAT,
       instance: '0b6c8f1e-5d0a-4f8e-9c1a-3e2d1f0a9b8c',
@@ -29,6 +33,7 @@ function gatewayReport(): GatewayStatusReport {
       bundle: bundleInventory(dir, join(dir, 'no-key'))(),
       credentials: health.snapshot(),
       probes: health.probeSnapshot(),
+      delivery: delivery.report(),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -47,6 +52,16 @@ describe('gateway status report (src/contract/gateway-status.ts)', () => {
     const cold = { ...report, routing: { version: null }, bundle: { keyId: null, generation: '', credentials: {} }, credentials: {}, probes: {} };
     expect(parseGatewayStatusReport(wire(cold))).toEqual(cold);
     expect(validate(wire(cold))).toBe(true);
+  });
+
+  test('a report without delivery (gateways that cannot hold a status request) reads without it; a reason is kept printable and bounded', () => {
+    const { delivery: _delivery, ...old } = gatewayReport();
+    expect(parseGatewayStatusReport(wire(old)).delivery).toBeUndefined();
+    expect(validate(wire(old))).toBe(true);
+    const long = { ...gatewayReport(), delivery: { seq: 1, stream: 'connected', lastBatch: { batch: 1, result: 'refused', reason: `bad\u0000${'x'.repeat(600)}` } } };
+    const reason = parseGatewayStatusReport(wire(long)).delivery!.lastBatch!.reason!;
+    expect(reason.length).toBe(512);
+    expect(reason).toMatch(/^bad\?x+\.\.\.$/);
   });
 
   test('a report without probes (gateways from before probes) reads as no probes', () => {
@@ -70,6 +85,10 @@ describe('gateway status report (src/contract/gateway-status.ts)', () => {
       { ...good, credentials: { 'cred-secret-id': { ...counters, lastSuccess: 'yesterday' } } },
       { ...good, probes: { 'cred-secret-id': { at: 1, outcome: 'fine', status: 200 } } },
       { ...good, probes: { 'cred-secret-id': { at: 1, outcome: 'ok', status: '200' } } },
+      { ...good, delivery: { seq: -1, stream: 'connected' } },
+      { ...good, delivery: { seq: 1, stream: 'sideways' } },
+      { ...good, delivery: { seq: 1, stream: 'off', lastBatch: { batch: 1, result: 'maybe' } } },
+      { ...good, delivery: { seq: 1, stream: 'off', lastBatch: { batch: 1, result: 'refused', reason: 5 } } },
     ];
     for (const report of bad) {
       let error: unknown;

@@ -84,8 +84,10 @@ describe('delivery stream client', () => {
     }
   };
 
-  test('applies a signed batch, writes the volume layout, acknowledges loaded; a forged object is refused with its reason and the rest kept', async () => {
-    const p = await peer((_hello, res, n) => {
+  test('applies a signed batch, writes the volume layout, acknowledges loaded; a forged object is refused with its reason, the rest kept, and the pod reconnects saying what it holds', async () => {
+    const hellos: DeliveryHello[] = [];
+    const p = await peer((hello, res, n) => {
+      hellos.push(hello);
       if (n > 0) return;
       res.write(line('ConfigMap', 'byok-routing-index', '10', { 'byok-routing-index.json': '{"i":10}' }) + line('Secret', 'byok-bundle-0', '11', { 'cred-a': 'envelope-a' }));
       res.write('{"type":"commit","batch":1}\n');
@@ -100,7 +102,10 @@ describe('delivery stream client', () => {
     expect(p.acks[1]!.reason).toMatch(/Secret\/byok-bundle-0: the signature does not verify/);
     expect(readFileSync(join(dir, 'out', 'bundles', 'cred-a'), 'utf8')).toBe('envelope-a');
     expect(readFileSync(join(dir, 'out', 'routing', 'byok-routing-0.json'), 'utf8')).toBe('{"s":0}');
-    expect(stream.connected()).toBe(true);
+    // The operator counts what it sent as held: after a refusal the pod reconnects, and its hello says what it really
+    // holds (the bundle at 11, not the refused 12), so the refused object comes again.
+    await until('a second hello', () => hellos.length === 2);
+    expect(hellos[1]!.held).toEqual(expect.arrayContaining([{ kind: 'Secret', name: 'byok-bundle-0', version: '11' }, { kind: 'ConfigMap', name: 'byok-routing-0', version: '13' }]));
     expect(stream.batches()).toBe(2);
   });
 

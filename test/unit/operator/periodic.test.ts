@@ -18,6 +18,18 @@ describe('periodicPass', () => {
     await loop.stop();
   });
 
+  test('an earlier soon() replaces a later one: a pass asked for now does not wait for one asked for later', async () => {
+    let passes = 0;
+    const loop = periodicPass(async () => void passes++, 60_000, () => undefined);
+    loop.start();
+    await sleep(5);
+    loop.soon(60_000);
+    loop.soon(0);
+    await sleep(20);
+    expect(passes).toBe(2);
+    await loop.stop();
+  });
+
   test('soon() during a running pass runs once more right after it; an interval tick during one is skipped', async () => {
     let passes = 0;
     let release: (() => void) | undefined;
