@@ -92,12 +92,14 @@ EndpointSlice's addresses as looked up at install (empty under helm template, wh
 An egress rule to the spend ledger's Redis port (from ledger.redisUrl; 6379 when it names none), to any address:
 the URL's host may be a Service, a managed Redis or an IP. Nothing when there is no Redis.
 */}}
+{{- define "byok.redisPort" -}}
+{{- regexFind ":[0-9]+" (regexReplaceAll "^[a-z]+://([^@/]*@)?" .Values.ledger.redisUrl "") | trimPrefix ":" | default "6379" }}
+{{- end -}}
 {{- define "byok.redisEgress" -}}
-{{- with .Values.ledger.redisUrl }}
-{{- $port := regexFind ":[0-9]+" (regexReplaceAll "^[a-z]+://([^@/]*@)?" . "") | trimPrefix ":" | default "6379" }}
+{{- if .Values.ledger.redisUrl }}
 # The spend ledger's Redis (ledger.redisUrl).
 - ports:
-    - { port: {{ $port }}, protocol: TCP }
+    - { port: {{ include "byok.redisPort" . }}, protocol: TCP }
 {{- end }}
 {{- end -}}
 {{- /* The delivery stream is on: the gateway and its stream both enabled (and the operator that serves it). */ -}}

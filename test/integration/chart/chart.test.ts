@@ -140,10 +140,14 @@ describe('Helm chart', () => {
     // The gateway's ServiceAccount is bound to nothing; the operator may create TokenReviews and nothing more here.
     expect(rendered).not.toMatch(/kind: ServiceAccount, name: rel-byok-gateway/);
     expect(find('ClusterRole', 'rel-byok-delivery-tokenreview')?.rules).toEqual([{ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] }]);
-    const operatorPolicy = find('NetworkPolicy', 'rel-byok')!.spec as { ingress: { from?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[] };
-    const streamIngress = operatorPolicy.ingress.filter((r) => r.ports.some((p) => p.port === 8443));
-    expect(streamIngress).toHaveLength(1);
-    expect(streamIngress[0]!.from).toEqual([{ podSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'gateway' }) } }]);
+    type Policy = { podSelector: { matchLabels?: Record<string, string> }; ingress: { from?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[] };
+    // The stream's port admits gateway pods on the operator's pods only: the API pods, which the main policy also
+    // selects, serve the aggregated API on the same port number by default, and that port admits the apiserver alone.
+    const mainPolicy = find('NetworkPolicy', 'rel-byok')!.spec as Policy;
+    expect(mainPolicy.ingress.flatMap((r) => r.ports.map((p) => p.port))).not.toContain(8443);
+    const streamPolicy = find('NetworkPolicy', 'rel-byok-delivery-stream')!.spec as Policy;
+    expect(streamPolicy.podSelector.matchLabels).toEqual(expect.objectContaining({ 'app.kubernetes.io/component': 'operator' }));
+    expect(streamPolicy.ingress).toEqual([{ from: [{ podSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'gateway' }) } }], ports: [{ port: 8443, protocol: 'TCP' }] }]);
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'delivery.yaml');
     writeFileSync(file, rendered);
     const out = await kubectl('apply', '--dry-run=server', '-f', file);
@@ -161,6 +165,23 @@ describe('Helm chart', () => {
     const shared = await helmTemplate(ns, ...gw, 'gateway.replicas=3', 'ledger.redisUrl=redis://redis.byok:6379');
     // The gateway Deployment and the operator (spend status) both point at it.
     expect(shared.match(/--ledger-redis-url=redis:\/\/redis\.byok:6379/g)).toHaveLength(2);
+  });
+
+  test('networkPolicy.ledgerRedisPodLabels: a Redis in the namespace admits the operator and the gateways only, on the URL\'s port', async () => {
+    const gw = ['gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog', 'gateway.replicas=2'];
+    const policyOf = (rendered: string) => rendered.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown> } | null)
+      .find((d) => d?.kind === 'NetworkPolicy' && d.metadata?.name === 'rel-byok-ledger-redis')?.spec;
+    expect(policyOf(await helmTemplate(ns, ...gw, 'ledger.redisUrl=redis://redis.byok:6379'))).toBeUndefined();
+    const rendered = await helmTemplate(ns, ...gw, 'ledger.redisUrl=rediss://:pw@ledger-redis:6380/0', 'networkPolicy.ledgerRedisPodLabels.app=ledger-redis');
+    const component = (c: string) => ({ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'byok-operator', 'app.kubernetes.io/instance': 'rel', 'app.kubernetes.io/component': c } } });
+    expect(policyOf(rendered)).toEqual({
+      podSelector: { matchLabels: { app: 'ledger-redis' } },
+      policyTypes: ['Ingress'],
+      ingress: [{ from: [component('operator'), component('gateway')], ports: [{ port: 6380, protocol: 'TCP' }] }],
+    });
+    const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'ledger-redis.yaml');
+    writeFileSync(file, rendered);
+    expect(await kubectl('apply', '--dry-run=server', '-f', file)).toMatch(/networkpolicy\.networking\.k8s\.io\/rel-byok-ledger-redis created \(server dry run\)/);
   });
 
   test('aggregatedApi.apiService.create=false renders everything but the APIService', async () => {
