@@ -125,6 +125,11 @@ describe('Helm chart', () => {
     const off = await helmTemplate(ns, ...gw, 'gateway.deliveryStream.enabled=false');
     expect(off).not.toContain('delivery-stream');
     expect(off).not.toContain('tokenreviews');
+    // The gateway's own ServiceAccount either way: switching the stream off with helm upgrade must not leave the pod
+    // template naming a deleted account (the apiserver keeps the deprecated serviceAccount field the name was copied to).
+    const offDocs = off.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: { template?: { spec: { serviceAccountName?: string } } } } | null);
+    expect(offDocs.find((d) => d?.kind === 'Deployment' && d.metadata?.name === 'rel-byok-gateway')?.spec?.template?.spec.serviceAccountName).toBe('rel-byok-gateway');
+    expect(offDocs.some((d) => d?.kind === 'ServiceAccount' && d.metadata?.name === 'rel-byok-gateway')).toBe(true);
     const rendered = await helmTemplate(ns, ...gw);
     const docs = rendered.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown>; rules?: unknown[] } | null);
     const find = (kind: string, name: string) => docs.find((d) => d?.kind === kind && d.metadata?.name === name);
@@ -165,6 +170,15 @@ describe('Helm chart', () => {
     const shared = await helmTemplate(ns, ...gw, 'gateway.replicas=3', 'ledger.redisUrl=redis://redis.byok:6379');
     // The gateway Deployment and the operator (spend status) both point at it.
     expect(shared.match(/--ledger-redis-url=redis:\/\/redis\.byok:6379/g)).toHaveLength(2);
+  });
+
+  test('the gateway has minutes to start before its liveness probe counts (a startup probe on /healthz)', async () => {
+    const rendered = await helmTemplate(ns, 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog');
+    const gateway = rendered.split('\n---\n').map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: { template: { spec: { containers: { startupProbe?: { httpGet: { path: string; port: string }; periodSeconds: number; failureThreshold: number } }[] } } } } | null)
+      .find((d) => d?.kind === 'Deployment' && d.metadata?.name === 'rel-byok-gateway');
+    const probe = gateway!.spec!.template.spec.containers[0]!.startupProbe!;
+    expect(probe.httpGet).toEqual({ path: '/healthz', port: 'ops' });
+    expect(probe.periodSeconds * probe.failureThreshold).toBeGreaterThanOrEqual(300);
   });
 
   test('networkPolicy.ledgerRedisPodLabels: a Redis in the namespace admits the operator and the gateways only, on the URL\'s port', async () => {
