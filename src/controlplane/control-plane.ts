@@ -25,6 +25,13 @@ export interface ControlPlaneOptions {
   address?: string;
   /** Run the ServiceAccount admission plugin (pods get their token volume); off for the suite, which runs no pods. */
   serviceAccountAdmission?: boolean;
+  /**
+   * A fixed secure port instead of a free one. The e2e node gives 6443 on its own bridge address: a NetworkPolicy
+   * matches the port after kube-proxy's DNAT, and the chart's egress rule for the Kubernetes API names 443 and 6443.
+   */
+  port?: number;
+  /** Write every request's metadata (user, verb, resource) to this JSON-lines audit log: the e2e counts requests by user. */
+  auditLogPath?: string;
 }
 
 export interface ControlPlane {
@@ -208,7 +215,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       '--enable-aggregator-routing=true',
       // A node's name need not resolve (the e2e node's does not): reach kubelets by the address they report.
       '--kubelet-preferred-address-types=InternalIP',
+      ...(options.auditLogPath ? [`--audit-policy-file=${path('audit-policy.yaml')}`, `--audit-log-path=${options.auditLogPath}`, '--audit-log-format=json', '--audit-log-maxsize=0'] : []),
     ];
+    if (options.auditLogPath) {
+      writeFileSync(path('audit-policy.yaml'), stringify({ apiVersion: 'audit.k8s.io/v1', kind: 'Policy', omitStages: ['RequestReceived'], rules: [{ level: 'Metadata' }] }));
+    }
     const adminTls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
     // Only this apiserver's certificate passes adminTls: another worker's on a taken port is never taken for it.
     const startApiServer = async (port?: number) => {
@@ -224,7 +235,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       });
       return started.ports;
     };
-    const apiPort = await startApiServer();
+    const apiPort = await startApiServer(options.port);
     const server = `https://${address}:${apiPort}`;
     const version = (JSON.parse((await get(`${server}/version`, adminTls)).body) as { gitVersion: string }).gitVersion;
     const kubeconfigPath = path('kubeconfig');

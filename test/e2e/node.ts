@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
 import { freePort } from '../../src/controlplane/ports.ts';
+import { kubeRouterArgs } from './netpol.ts';
 import { sleep } from '../support/until.ts';
 
 export const BRIDGE = 'byok-e2e0';
@@ -15,6 +16,7 @@ export const BRIDGE_ADDRESS = '10.250.0.1';
 export const POD_CIDR = '10.250.0.0/24';
 export const NODE_NAME = 'byok-e2e';
 export const PAUSE_IMAGE = 'localhost/byok-pause:e2e';
+export const SERVICE_CIDR = '10.96.0.0/24';
 
 const sh = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], ...(input !== undefined ? { input } : {}) });
 const quiet = (cmd: string, args: string[]) => {
@@ -39,6 +41,22 @@ export function deleteBridge(): void {
   if (quiet('ip', ['link', 'show', BRIDGE]) !== '') quiet('ip', ['link', 'del', BRIDGE]);
 }
 
+/**
+ * kube-router's filter chains and ipsets. Its own `--cleanup-config` reports success yet leaves them with the nftables
+ * flavour of iptables (and then crashes in its service-proxy cleanup), so they are removed here: the jumps from the
+ * built-in chains (commented `kube-router netpol`), then its chains, then its ipsets.
+ */
+export function removeKubeRouterRules(): void {
+  const rules = quiet('iptables-save', ['-t', 'filter']).split('\n');
+  for (const rule of rules.filter((r) => /^-A (INPUT|FORWARD|OUTPUT) .*kube-router netpol/.test(r))) {
+    quiet('sh', ['-c', `iptables -t filter ${rule.replace(/^-A /, '-D ')}`]);
+  }
+  const chains = rules.map((r) => /^:(KUBE-ROUTER-\S+|KUBE-POD-FW-\S+|KUBE-NWPLCY-\S+)/.exec(r)?.[1]).filter((c): c is string => !!c);
+  for (const chain of chains) quiet('iptables', ['-t', 'filter', '-F', chain]);
+  for (const chain of chains) quiet('iptables', ['-t', 'filter', '-X', chain]);
+  for (const set of quiet('ipset', ['list', '-n']).split('\n').filter((n) => /^(KUBE-DST-|KUBE-SRC-|kube-router-)/.test(n))) quiet('ipset', ['destroy', set]);
+}
+
 export interface RunningNode {
   readonly dir: string;
   readonly containerdSocket: string;
@@ -49,7 +67,8 @@ export interface RunningNode {
 }
 
 
-export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: string; images: string[]; log: (l: string) => void }): Promise<RunningNode> {
+/** `netpolBin`: the directory holding kube-router (hack/netpol/build.sh), which enforces NetworkPolicies on the node. */
+export async function startNode(opts: { nodeBin: string; netpolBin: string; cp: ControlPlane; dir: string; images: string[]; log: (l: string) => void }): Promise<RunningNode> {
   const { nodeBin, cp, dir, log } = opts;
   mkdirSync(dir, { recursive: true });
   // The kubelet and containerd get 10 s to stop their pods and tasks before SIGKILL.
@@ -144,6 +163,9 @@ export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: 
     authorization: { mode: 'Webhook' },
     evictionHard: { 'memory.available': '50Mi', 'nodefs.available': '1%', 'imagefs.available': '1%' },
     maxPods: 30,
+    // The e2e's DNS (dns.ts) on the bridge address: pods resolve the chart's Service names.
+    clusterDNS: [BRIDGE_ADDRESS],
+    clusterDomain: 'cluster.local',
     // Left at kubelet's defaults on purpose: the delivery lag measured here is the one users get.
     // (syncFrequency 1m; configMapAndSecretChangeDetectionStrategy Watch.)
   }));
@@ -152,6 +174,14 @@ export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: 
     `--config=${path('kubelet.yaml')}`, `--kubeconfig=${kubeconfig}`, `--root-dir=${path('kubelet')}`, `--cert-dir=${path('kubelet-pki')}`,
     `--container-runtime-endpoint=unix://${socket}`, `--hostname-override=${NODE_NAME}`, `--node-ip=${BRIDGE_ADDRESS}`, '--v=1',
   ]);
+
+  // NetworkPolicies: kube-router's firewall alone (iptables and ipset; this kernel lacks nftables' queue expression,
+  // which kube-network-policies needs). It matches pods by address in ipsets and filters bridged traffic too. It
+  // looks its node up once at start, so it starts once the kubelet has registered the node.
+  for (let i = 0; i < 120 && quiet(join(cp.binDir, 'kubectl'), ['--kubeconfig', kubeconfig, 'get', 'node', NODE_NAME, '-o', 'name']) === ''; i++) await sleep(500);
+  removeKubeRouterRules();
+  log('starting kube-router (network policy only)');
+  procs.start('kube-router', join(opts.netpolBin, 'kube-router'), kubeRouterArgs({ kubeconfig, nodeName: NODE_NAME, serviceCidr: SERVICE_CIDR }));
 
   const stop = async () => {
     await procs.stop('kubelet');
@@ -162,8 +192,9 @@ export async function startNode(opts: { nodeBin: string; cp: ControlPlane; dir: 
     await sleep(1000);
     for (const id of ids('tasks')) ctrQuiet('tasks', 'delete', '-f', id);
     for (const id of ids('containers')) ctrQuiet('containers', 'delete', id);
-    for (const name of ['kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'containerd']) await procs.stop(name);
+    for (const name of ['kube-router', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'containerd']) await procs.stop(name);
     quiet(join(nodeBin, 'kube-proxy'), ['--cleanup']);
+    removeKubeRouterRules();
     // Whatever is still mounted under the node's directories (pod volumes, sandboxes' shm, overlay snapshots).
     const mounts = readFileSync('/proc/mounts', 'utf8').split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m.startsWith(dir)).sort((a, b) => b.length - a.length);
     for (const m of mounts) quiet('umount', ['-l', m]);

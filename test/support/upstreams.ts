@@ -94,6 +94,8 @@ export interface Upstreams {
   base: string;
   caPem: string;
   hits: Hit[];
+  /** Told of each completion request and its body as it arrives (the e2e times when a rotated key is first used). */
+  hitListeners: Set<(hit: Hit, body: string) => void>;
   /** What to do for a given accepted auth value (default ok). */
   behavior: Map<string, Behavior>;
   /** Every raw header/body the upstream saw (for the canary check: only the auth headers may carry keys). */
@@ -209,6 +211,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const leaf = await ca.issue({ commonName: host, usage: 'server', ipAddresses: [...new Set(['127.0.0.1', host])], dnsNames: ['localhost'] });
   const state = {
     hits: [] as Hit[],
+    hitListeners: new Set<(hit: Hit, body: string) => void>(),
     behavior: new Map<string, Behavior>(),
     bodies: [] as string[],
     iamSecrets: new Map<string, string>(),
@@ -292,6 +295,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
         const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } } & MeteredRequestBody;
         const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
         state.hits.push(hit);
+        for (const listener of state.hitListeners) listener(hit, body);
         const answer = (status: number, text: string) => {
           hit.status = status;
           res.writeHead(status, { 'content-type': 'application/json' }).end(text);
