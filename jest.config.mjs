@@ -1,4 +1,6 @@
 // Two projects: `unit` needs nothing; `integration` starts one real kube-apiserver + etcd for the whole run.
+import { availableParallelism } from 'node:os';
+
 const transform = {
   '^.+\\.ts$': ['@swc/jest', {
     jsc: { parser: { syntax: 'typescript' }, target: 'es2024' },
@@ -11,6 +13,9 @@ const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'n
 export default {
   // testTimeout is a global option in Jest (ignored inside projects); integration tests need the room.
   testTimeout: 60_000,
+  // Jest's default is one worker fewer than the cores, which on 2 cores runs every file in one process while the
+  // other core idles (the main process only collects results). `--maxWorkers` on the command line still wins.
+  maxWorkers: Math.max(2, availableParallelism() - 1),
   reporters: ['default', '<rootDir>/test/support/summary-reporter.mjs'],
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },

@@ -12,7 +12,8 @@ export async function installCrds(kubeconfigPath: string, timeoutMs = 30_000): P
   // Our applier, not client-node's patch: the text patterns hold U+2028 and noncharacters, which an apply body
   // must escape (src/kube/client.ts serializeBody).
   const applier = createApplier(kc);
-  for (const crd of crds) await applier.apply(crd as KubernetesObject);
+  // Independent objects: applied side by side, which saves the round trips of a fresh apiserver at every start.
+  await Promise.all(crds.map((crd) => applier.apply(crd as KubernetesObject)));
   const deadline = Date.now() + timeoutMs;
   for (const crd of crds) {
     for (;;) {

@@ -1,5 +1,5 @@
 // The masked `label` shown instead of a secret (spec 2.1): the first and last few characters of the identifying key.
-import { payloadShapeFor } from './payloads.ts';
+import { payloadShapeFor, payloadShapeModule } from './payloads.ts';
 import type { ProviderSlug } from './providers.ts';
 
 /** Characters shown at the start and end of a long key: `sk-...AbCd`. */
@@ -35,14 +35,14 @@ export const OPAQUE_OBJECT_LABEL = '{...}';
 export const OPAQUE_ARRAY_LABEL = '[...]';
 
 /**
- * The label of a provider payload. For JSON payloads the identifying field is masked: the AWS accessKeyId, the first
- * Azure api_key, the Vertex private_key_id, or api_key of `{api_key, region}`. Total: never throws, also for
- * invalid payloads, and never returns an empty string or the whole secret.
+ * The label of a provider payload. For JSON payloads the field its shape names is masked (payloads/<shape>.ts: the
+ * AWS accessKeyId, the first Azure api_key, the Vertex private_key_id, api_key of `{api_key, region}`). Total: never
+ * throws, also for invalid payloads, and never returns an empty string or the whole secret.
  */
 export function maskLabel(provider: ProviderSlug, raw: string): string {
   const text = typeof raw === 'string' ? raw.trim() : '';
-  const shape = payloadShapeFor(provider);
-  const isJson = shape !== 'plain' && (text.startsWith('{') || text.startsWith('['));
+  const shape = payloadShapeModule(payloadShapeFor(provider));
+  const isJson = shape.takesJson && (text.startsWith('{') || text.startsWith('['));
   if (!isJson) return maskSecret(text);
   const opaque = text.startsWith('[') ? OPAQUE_ARRAY_LABEL : OPAQUE_OBJECT_LABEL;
   let value: unknown;
@@ -51,26 +51,6 @@ export function maskLabel(provider: ProviderSlug, raw: string): string {
   } catch {
     return opaque;
   }
-  const id = identifyingField(shape, value);
+  const id = shape.labelField(value);
   return id === null || id.trim() === '' ? opaque : maskSecret(id);
-}
-
-function identifyingField(shape: string, value: unknown): string | null {
-  if (shape === 'azure') {
-    if (!Array.isArray(value)) return null;
-    for (const entry of value as unknown[]) {
-      const key = field(entry, 'api_key');
-      if (key !== null) return key;
-    }
-    return null;
-  }
-  if (shape === 'bedrock') return field(value, 'accessKeyId');
-  if (shape === 'vertex') return field(value, 'private_key_id');
-  return field(value, 'api_key');
-}
-
-function field(value: unknown, name: string): string | null {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
-  const v = (value as Record<string, unknown>)[name];
-  return typeof v === 'string' ? v : null;
 }

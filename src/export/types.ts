@@ -3,6 +3,7 @@
 // No type here holds key material: payloads are reduced to CredentialFacts before they reach this room.
 import type { CatalogEndpoint, ModelCatalog, UpstreamSpec } from '../domain/catalog.ts';
 import type { CompiledAccount } from '../domain/model.ts';
+import type { CredentialFacts } from '../domain/payloads.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 
 export const EXPORT_TARGETS = ['envoy-ai-gateway', 'agentgateway'] as const;
@@ -11,19 +12,8 @@ export type ExportTarget = (typeof EXPORT_TARGETS)[number];
 /** Static: one object set per (account, model). Override: per-provider objects, the credential chosen per request. */
 export type ExportMode = 'static' | 'override';
 
-/** An Azure entry without its api_key. */
-export type AzureEntryFacts =
-  | { type: 'resource'; resourceName: string; resourceType: 'ai_foundry' | 'openai' }
-  | { type: 'deployment'; modelSlug: string; endpointUrl: string; modelId: string };
-
-/** What routing needs from a payload: its shape and the non-secret fields (regions, projects, Azure resources). */
-export type CredentialFacts =
-  | { kind: 'api-key' }
-  | { kind: 'api-key-region'; region: string }
-  | { kind: 'azure'; entries: AzureEntryFacts[] }
-  | { kind: 'bedrock-key' }
-  | { kind: 'bedrock-iam'; region: string }
-  | { kind: 'vertex'; projectId: string; region: string };
+/** What routing needs from a payload, and an Azure entry without its api_key: each payload shape defines its own. */
+export type { AzureEntryFacts, CredentialFacts } from '../domain/payloads.ts';
 
 /** How a catalog endpoint is reached: the gateway catalog's upstream, without the wire protocol the export never reads. */
 export type ExportUpstream = Omit<UpstreamSpec, 'api'>;

@@ -1,5 +1,6 @@
-// Turns one attempt into an upstream HTTP request: the URL (catalog base URL, regional and per-payload variants) and
-// the authentication of every payload shape of spec 2.4. The payload lives only in this call's locals; the only thing
+// Turns one attempt into an upstream HTTP request. The payload's shape module (domain/payloads/) says where it goes and
+// how it authenticates; this edge does the I/O that needs: SigV4 signing and the service-account token exchange. The
+// payload lives only in this call's locals; the only thing
 // kept is a Vertex access token (until its expiry), keyed by who proved possession of the key that obtained it: the
 // owner (account and credential, or the platform's shared key) and a digest of the whole payload, private key
 // included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them (issue 24).
@@ -7,7 +8,7 @@ import { createHash, sign } from 'node:crypto';
 import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { azureDeploymentFor, type BedrockIamPayload, type ProviderPayload, type VertexPayload } from '../domain/index.ts';
+import { shapeOfPayload, type ProviderPayload, type UpstreamAuthPlan, type VertexPayload } from '../domain/index.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
 export interface UpstreamRequest {
@@ -114,10 +115,6 @@ function exchangeServiceAccountKey(payload: VertexPayload, agent: HttpsAgent | u
   });
 }
 
-function fill(template: string, values: Record<string, string>): string {
-  return template.replace(/\{([a-z_]+)\}/g, (whole, name: string) => values[name] ?? whole);
-}
-
 /** Chat URLs by base URL: a URL per request was ~350 bytes of garbage. Bounded: tenants' Azure resources vary it. */
 const chatUrls = new Map<string, URL>();
 const chatUrl = (base: string): URL => {
@@ -188,72 +185,52 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
     return (await pending).token;
   };
 
-  const self: UpstreamAuth = {
+  /** The request head of one planned attempt: its URL and the headers that authenticate it. */
+  const head = async (owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>, probe: boolean) => {
+    const plan = shapeOfPayload(payload).upstream(payload, spec, modelSlug);
+    if ('problem' in plan) throw new UpstreamSetupError(plan.problem);
+    const chat = 'full' in plan.url ? new URL(plan.url.full) : chatUrl(plan.url.chat);
+    const url = probe ? modelsUrl(chat) : chat;
+    const text = probe ? undefined : JSON.stringify({ ...body, model: plan.model });
+    const headers = await authHeaders(owner, payload, plan.auth, probe ? 'GET' : 'POST', url, text, probe);
+    return { url, headers, text, tenantUrl: plan.tenantUrl };
+  };
+
+  const authHeaders = async (owner: AuthOwner, payload: ProviderPayload, auth: UpstreamAuthPlan, method: 'GET' | 'POST', url: URL, body: string | undefined, fresh: boolean): Promise<Record<string, string>> => {
+    switch (auth.kind) {
+      case 'header':
+        return { [auth.name]: auth.value };
+      case 'aws-sigv4':
+        return signAwsRequest(auth, method, url, body);
+      case 'google-service-account':
+        if (payload.kind !== 'vertex') throw new UpstreamSetupError('a service-account token needs a service-account key');
+        return { authorization: `Bearer ${await vertexToken(owner, payload, fresh)}` };
+    }
+  };
+
+  return {
     async probe(owner, payload, spec, modelSlug): Promise<ProbeRequest | null> {
+      // For a service-account key a fresh token exchange is the check (it throws on refusal); no call follows.
       if (payload.kind === 'vertex') {
         await vertexToken(owner, payload, true);
         return null;
       }
-      if (payload.kind === 'bedrock-iam') {
-        const url = modelsUrl(chatUrl(fill(spec.baseUrl, { region: payload.region })));
-        return { url, headers: await signBedrockRequest(payload, 'GET', url) };
-      }
-      const prepared = await self.prepare(owner, payload, spec, modelSlug, {});
-      return { url: modelsUrl(prepared.url), headers: prepared.headers, ...(prepared.tenantUrl ? { tenantUrl: true as const } : {}) };
+      const { url, headers, tenantUrl } = await head(owner, payload, spec, modelSlug, {}, true);
+      return { url, headers, ...(tenantUrl ? { tenantUrl } : {}) };
     },
     async prepare(owner, payload, spec, modelSlug, body): Promise<UpstreamRequest> {
-      const json = (model: string) => JSON.stringify({ ...body, model });
-      switch (payload.kind) {
-        case 'api-key':
-          return { url: chatUrl(spec.baseUrl), headers: { authorization: `Bearer ${payload.apiKey}` }, body: json(spec.model) };
-        case 'api-key-region': {
-          const base = spec.regionalBaseUrls[payload.region];
-          if (base === undefined) throw new UpstreamSetupError(`the catalog has no base URL for region ${payload.region} of this endpoint`);
-          return { url: chatUrl(base.replace(/\/+$/, '')), headers: { authorization: `Bearer ${payload.apiKey}` }, body: json(spec.model) };
-        }
-        case 'azure': {
-          const entry = azureDeploymentFor(payload, modelSlug);
-          if (entry === null) throw new UpstreamSetupError(`no Azure deployment or resource config serves ${modelSlug}`);
-          if (entry.type === 'deployment') {
-            return { url: new URL(entry.endpoint_url), headers: { 'api-key': entry.api_key }, body: json(entry.model_id), tenantUrl: true };
-          }
-          const template = entry.resource_type === 'ai_foundry' ? spec.azureFoundryUrl : spec.azureOpenAiUrl;
-          return { url: chatUrl(fill(template, { resource_name: entry.resource_name })), headers: { 'api-key': entry.api_key }, body: json(spec.model) };
-        }
-        case 'bedrock-key':
-          return {
-            url: chatUrl(fill(spec.baseUrl, { region: spec.defaultRegion })),
-            headers: { authorization: `Bearer ${payload.apiKey}` },
-            body: json(spec.model),
-          };
-        case 'bedrock-iam': {
-          const url = chatUrl(fill(spec.baseUrl, { region: payload.region }));
-          const text = json(spec.model);
-          return { url, headers: await signBedrockRequest(payload, 'POST', url, text), body: text };
-        }
-        case 'vertex': {
-          const location = payload.region;
-          const base = fill(spec.baseUrl, {
-            project: payload.projectId,
-            location,
-            location_prefix: location === 'global' ? '' : `${location}-`,
-            region: location,
-          });
-          const token = await vertexToken(owner, payload);
-          return { url: chatUrl(base), headers: { authorization: `Bearer ${token}` }, body: json(spec.model) };
-        }
-      }
+      const { url, headers, text, tenantUrl } = await head(owner, payload, spec, modelSlug, body, false);
+      return { url, headers, body: text ?? '', ...(tenantUrl ? { tenantUrl } : {}) };
     },
   };
-  return self;
 }
 
-/** The SigV4 headers of one Bedrock call with IAM keys (a POST carries its JSON body, which the signature covers). */
-async function signBedrockRequest(payload: BedrockIamPayload, method: 'GET' | 'POST', url: URL, body?: string): Promise<Record<string, string>> {
+/** The SigV4 headers of one call with AWS access keys (a POST carries its JSON body, which the signature covers). */
+async function signAwsRequest(auth: Extract<UpstreamAuthPlan, { kind: 'aws-sigv4' }>, method: 'GET' | 'POST', url: URL, body?: string): Promise<Record<string, string>> {
   const signer = new SignatureV4({
-    service: 'bedrock',
-    region: payload.region,
-    credentials: { accessKeyId: payload.accessKeyId, secretAccessKey: payload.secretAccessKey },
+    service: auth.service,
+    region: auth.region,
+    credentials: { accessKeyId: auth.accessKeyId, secretAccessKey: auth.secretAccessKey },
     sha256: Sha256,
   });
   const query: Record<string, string> = {};

@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { kubectl } from './kube.ts';
+import { kubectl, untilEstablished } from './kube.ts';
 import { thirdPartyDir } from './third-party.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
@@ -45,5 +45,5 @@ export const CRD_NAMES = [
 /** Installs the CRDs (idempotent: server-side apply) and waits until the apiserver serves them. */
 export async function installExportCrds(): Promise<void> {
   for (const file of crdFiles()) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-export-test', '-f', file);
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s', ...CRD_NAMES.map((n) => `crd/${n}`));
+  await untilEstablished(CRD_NAMES);
 }

@@ -100,3 +100,20 @@ export async function kubectlAs(kubeconfig: string, ...args: string[]): Promise<
     return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
   }
 }
+
+/**
+ * Waits until the apiserver serves these CRDs (condition Established). Not `kubectl wait`: right after an apply a CRD
+ * can have no status.conditions yet, and kubectl then fails at once ("accessor error: <nil>") instead of waiting.
+ */
+export async function untilEstablished(names: readonly string[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const name of names) {
+    for (;;) {
+      // Read as JSON: a jsonpath filter over conditions that are not there yet fails as kubectl wait does.
+      const crd = JSON.parse(await kubectl('get', `crd/${name}`, '-o', 'json')) as { status?: { conditions?: { type: string; status: string }[] | null } };
+      if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

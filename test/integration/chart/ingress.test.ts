@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
-import { createTestNamespace, kubectl } from '../../support/kube.ts';
+import { createTestNamespace, kubectl, untilEstablished } from '../../support/kube.ts';
 import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
 
 const run = promisify(execFile);
@@ -33,9 +33,43 @@ interface Obj {
 }
 
 /** Renders with these values; `string:a=b` is --set-string (annotation values that look like numbers). */
-async function template(release: string, namespace: string, ...sets: string[]): Promise<string> {
+function render(release: string, namespace: string, sets: readonly string[]): Promise<string> {
   const args = ['template', release, chart, '-n', namespace, '--kube-version', '1.34.4', ...sets.flatMap((s) => (s.startsWith('string:') ? ['--set-string', s.slice(7)] : ['--set', s]))];
-  return (await run(helm, args, { encoding: 'utf8', maxBuffer: 64 << 20 })).stdout;
+  return run(helm, args, { encoding: 'utf8', maxBuffer: 64 << 20 }).then((r) => r.stdout);
+}
+
+/** Renders started ahead of the test that reads them, by their arguments; each is taken once. */
+const ahead = new Map<string, Promise<string>>();
+const renderKey = (release: string, namespace: string, sets: readonly string[]) => JSON.stringify([release, namespace, sets]);
+
+async function template(release: string, namespace: string, ...sets: string[]): Promise<string> {
+  const key = renderKey(release, namespace, sets);
+  const started = ahead.get(key);
+  ahead.delete(key);
+  return started ?? render(release, namespace, sets);
+}
+
+/**
+ * Starts these renders a few at a time, ahead of the cases that read them: each is a helm process that mostly waits
+ * on its own start-up, so they overlap. A case whose render was not started ahead renders when it asks.
+ */
+function renderAhead(cases: readonly (readonly [release: string, namespace: string, sets: readonly string[]])[], concurrency = 4): void {
+  let next = 0;
+  const slots: Promise<void>[] = [];
+  const results = cases.map(() => Promise.withResolvers<string>());
+  const worker = async () => {
+    while (next < cases.length) {
+      const i = next++;
+      const [release, namespace, sets] = cases[i]!;
+      await render(release, namespace, sets).then(results[i]!.resolve, results[i]!.reject);
+    }
+  };
+  for (let i = 0; i < concurrency; i++) slots.push(worker());
+  cases.forEach(([release, namespace, sets], i) => {
+    // A refused render is read (and asserted) by its case; until then it must not count as unhandled.
+    results[i]!.promise.catch(() => undefined);
+    ahead.set(renderKey(release, namespace, sets), results[i]!.promise);
+  });
 }
 const objects = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Obj | null).filter((o): o is Obj => o !== null);
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
@@ -54,18 +88,27 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
   beforeAll(async () => {
     ns = await createTestNamespace('chart-ingress');
     for (const file of gatewayApiCrdFiles(['httproutes'])) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
-    await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/httproutes.gateway.networking.k8s.io');
+    await untilEstablished(['httproutes.gateway.networking.k8s.io']);
   });
 
   test('a release named byok makes byok-gateway, byok-api, byok-operator; other names get <release>-byok; fullnameOverride wins', async () => {
     const names = async (release: string, ...sets: string[]) =>
       objects(await template(release, ns, 'gateway.enabled=true', ...sets)).filter((o) => ['Deployment', 'Service'].includes(o.kind)).map((o) => `${o.kind}/${o.metadata.name}`).sort();
-    expect(await names('byok')).toEqual(['Deployment/byok-api', 'Deployment/byok-gateway', 'Deployment/byok-operator', 'Service/byok-aggregated-api', 'Service/byok-api', 'Service/byok-delivery', 'Service/byok-gateway', 'Service/byok-metrics']);
-    expect(await names('my-byok')).toContain('Service/my-byok-gateway');
-    expect(await names('platform')).toContain('Service/platform-byok-gateway');
-    expect(await names('platform', 'fullnameOverride=llm')).toEqual(['Deployment/llm-api', 'Deployment/llm-gateway', 'Deployment/llm-operator', 'Service/llm-aggregated-api', 'Service/llm-api', 'Service/llm-delivery', 'Service/llm-gateway', 'Service/llm-metrics']);
-    expect(await names('platform', 'nameOverride=keys')).toContain('Service/platform-keys-gateway');
-    expect(await names('keys', 'nameOverride=keys')).toContain('Service/keys-gateway');
+    // Rendered side by side: each render is a helm process that mostly waits on its own start-up.
+    const [byok, myByok, platform, full, stem, stemInRelease] = await Promise.all([
+      names('byok'),
+      names('my-byok'),
+      names('platform'),
+      names('platform', 'fullnameOverride=llm'),
+      names('platform', 'nameOverride=keys'),
+      names('keys', 'nameOverride=keys'),
+    ]);
+    expect(byok).toEqual(['Deployment/byok-api', 'Deployment/byok-gateway', 'Deployment/byok-operator', 'Service/byok-aggregated-api', 'Service/byok-api', 'Service/byok-delivery', 'Service/byok-gateway', 'Service/byok-metrics']);
+    expect(myByok).toContain('Service/my-byok-gateway');
+    expect(platform).toContain('Service/platform-byok-gateway');
+    expect(full).toEqual(['Deployment/llm-api', 'Deployment/llm-gateway', 'Deployment/llm-operator', 'Service/llm-aggregated-api', 'Service/llm-api', 'Service/llm-delivery', 'Service/llm-gateway', 'Service/llm-metrics']);
+    expect(stem).toContain('Service/platform-keys-gateway');
+    expect(stemInRelease).toContain('Service/keys-gateway');
     await expect(template('byok', ns, 'fullnameOverride=Not_A_Name')).rejects.toThrow(/fullnameOverride/);
   });
 
@@ -78,9 +121,13 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     ).filter((r) => r.length > 0 && r.length <= 53 && !r.includes('--'));
     const override = fc.oneof(fc.constant(''), fc.stringMatching(/^[a-z][a-z0-9-]{0,43}[a-z0-9]$/).filter((s) => !s.includes('--')));
     const stem = fc.constantFrom('', 'keys', 'byok');
+    const setsOf = (fullnameOverride: string, nameOverride: string) => [...EVERYTHING, `fullnameOverride=${fullnameOverride}`, `nameOverride=${nameOverride}`, `networkPolicy.kubeApiServerCidrs={192.0.2.10/32}`];
+    const RUNS = { numRuns: 60, seed: 43 };
+    // The same seed draws the same cases: their renders start now, a few at a time, and each case reads its own.
+    renderAhead(fc.sample(fc.tuple(release, override, stem), RUNS).map(([rel, f, n]) => [rel, ns, setsOf(f, n)] as const));
     await fc.assert(
       fc.asyncProperty(release, override, stem, async (rel, fullnameOverride, nameOverride) => {
-        const sets = [...EVERYTHING, `fullnameOverride=${fullnameOverride}`, `nameOverride=${nameOverride}`, `networkPolicy.kubeApiServerCidrs={192.0.2.10/32}`];
+        const sets = setsOf(fullnameOverride, nameOverride);
         const all = objects(await template(rel, ns, ...sets));
         const of = (kind: string) => all.filter((o) => o.kind === kind);
         const fullname = of('Deployment').find((d) => d.metadata.name.endsWith('-api'))!.metadata.name.replace(/-api$/, '');
@@ -126,7 +173,7 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
         expect(backends).toHaveLength(4);
         for (const b of backends) expect(services.get(b.name)?.find((p) => p.port === b.port)?.name).toBe('http');
       }),
-      { numRuns: 60, seed: 43 },
+      RUNS,
     );
   }, 240_000);
 

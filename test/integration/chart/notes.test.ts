@@ -10,7 +10,7 @@ import pino from 'pino';
 import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
-import { createTestNamespace, kubeconfigFor, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { createTestNamespace, kubeconfigFor, kubectl, testKubeConfig, testKubeconfigPath, untilEstablished } from '../../support/kube.ts';
 import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
 
 const run = promisify(execFile);
@@ -79,7 +79,7 @@ describe('chart NOTES', () => {
 
   test('with the gateway, NOTES print in-cluster URLs of the installed Services, the external URLs and a gateway-key line that works as printed', async () => {
     for (const file of gatewayApiCrdFiles(['httproutes'])) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
-    await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/httproutes.gateway.networking.k8s.io');
+    await untilEstablished(['httproutes.gateway.networking.k8s.io']);
     const release = `u${ns.slice(-8)}`;
     const helm = (...args: string[]) => run(join(bin, 'helm'), [...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
     const sets = ['aggregatedApi.enabled=false', 'admissionPolicy.enabled=false', `watchNamespaces[0]=${ns}`, 'gateway.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.port=8080',

@@ -13,10 +13,12 @@ import { appendFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { journalDir, kill9, load, recorded, REQUEST_MICROS, settle, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from '../../support/gateway-fleet.ts';
-import { sleep } from '../../support/until.ts';
+import { sleep, until } from '../../support/until.ts';
 
 const LANES = 4;
 const segmentsOf = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-')).sort();
+/** Waits until `traffic` has been served at least `count` answers (not a fixed time: a loaded machine serves slower). */
+const untilServed = (traffic: { served: string[] }, count: number) => until(`${count} answers served`, () => traffic.served.length >= count, 30_000);
 /** The spend segments a process has open, and whether each still exists (not "(deleted)"). */
 const openSegments = (pid: number) =>
   readdirSync(`/proc/${pid}/fd`)
@@ -49,7 +51,7 @@ describe('the spend journal belongs to one process and survives bad lines and la
     const dir = journalDir(stack, 'journal-two');
     const first = await stack.gateway(dir);
     const traffic = load(first, LANES);
-    await sleep(1000);
+    await untilServed(traffic, 25);
     let refusal = '';
     await stack.gateway(dir).then(
       (second) => {
@@ -64,9 +66,7 @@ describe('the spend journal belongs to one process and survives bad lines and la
     expect(refusal).toContain(`spend journal ${dir} is in use by another gateway (pid ${first.child.pid} on `);
     expect(refusal).toContain(`remove ${join(dir, 'journal.lock')}`);
     // The first goes on serving and journaling into a segment that was not deleted under it.
-    const servedBefore = traffic.served.length;
-    await sleep(1000);
-    expect(traffic.served.length).toBeGreaterThan(servedBefore);
+    await untilServed(traffic, traffic.served.length + 10);
     const open = openSegments(first.child.pid!);
     expect(open.length).toBeGreaterThan(0);
     expect(open.filter((l) => l.endsWith('(deleted)'))).toEqual([]);
@@ -86,7 +86,7 @@ describe('the spend journal belongs to one process and survives bad lines and la
     const dir = journalDir(stack, 'journal-bad');
     const gw = await stack.gateway(dir);
     const traffic = load(gw, LANES);
-    await sleep(1000);
+    await untilServed(traffic, 10);
     await kill9(gw);
     await traffic.stop();
     const file = join(dir, segmentsOf(dir).at(-1)!);
@@ -112,7 +112,7 @@ describe('the spend journal belongs to one process and survives bad lines and la
     const gw = await stack.gateway(dir);
     // Warm (its first requests set up the upstream connection), and everything of the warm-up landed and acked.
     const warm = load(gw, LANES);
-    await sleep(1000);
+    await untilServed(warm, 10);
     await warm.stop();
     await settle(stack.redis.url, warm.served, 10_000);
     await sleep(100);

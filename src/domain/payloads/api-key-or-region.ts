@@ -1,0 +1,60 @@
+// A plain API key, or `{api_key, region}` for providers with regional hosts (OpenAI's data residency, Fireworks):
+// the region picks the catalog endpoint's regional base URL.
+import type { PayloadShapeModule } from './shape.ts';
+import { bearer, plainShape, type ApiKeyFacts, type ApiKeyPayload } from './plain.ts';
+import { compileSchema, isObject, NO_SPACE, parseJson, plainKey, runSchema, stringField } from './validation.ts';
+
+export interface ApiKeyRegionPayload {
+  kind: 'api-key-region';
+  apiKey: string;
+  region: string;
+}
+
+export type ApiKeyRegionFacts = { kind: 'api-key-region'; region: string };
+
+const validateApiKeyRegion = compileSchema({
+  type: 'object',
+  required: ['api_key', 'region'],
+  additionalProperties: false,
+  properties: {
+    api_key: { type: 'string', minLength: 1, pattern: NO_SPACE },
+    region: { type: 'string', minLength: 1, pattern: '^[a-z0-9]+(-[a-z0-9]+)*$' },
+  },
+});
+
+const RULES = {
+  api_key: 'must not contain whitespace',
+  region: 'must be a region identifier (lower-case letters, digits, hyphens)',
+};
+
+export const apiKeyOrRegionShape: PayloadShapeModule<ApiKeyPayload | ApiKeyRegionPayload, ApiKeyFacts | ApiKeyRegionFacts> = {
+  kinds: ['api-key-region'],
+  takesJson: true,
+  validate({ text, looksJson }, errors) {
+    if (!looksJson) {
+      const key = plainKey(text, errors);
+      return key === null ? null : { kind: 'api-key', apiKey: key };
+    }
+    const parsed = parseJson(text);
+    if (!parsed.ok) {
+      errors.push(parsed.issue);
+      return null;
+    }
+    const v = parsed.value;
+    if (!isObject(v)) {
+      errors.push({ field: '', message: 'must be a plain API key or an object {api_key, region}' });
+      return null;
+    }
+    if (!runSchema(validateApiKeyRegion, v, '', RULES, errors)) return null;
+    return { kind: 'api-key-region', apiKey: v['api_key'] as string, region: v['region'] as string };
+  },
+  labelField: (document) => stringField(document, 'api_key'),
+  upstream(payload, spec, modelSlug) {
+    if (payload.kind === 'api-key') return plainShape.upstream(payload, spec, modelSlug);
+    const base = spec.regionalBaseUrls[payload.region];
+    if (base === undefined) return { problem: `the catalog has no base URL for region ${payload.region} of this endpoint` };
+    return { url: { chat: base.replace(/\/+$/, '') }, model: spec.model, auth: bearer(payload.apiKey) };
+  },
+  facts: (payload) => (payload.kind === 'api-key' ? { kind: 'api-key' } : { kind: 'api-key-region', region: payload.region }),
+  secret: (payload) => ({ kind: 'api-key', apiKey: payload.apiKey }),
+};
