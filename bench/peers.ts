@@ -10,6 +10,7 @@
 // ledger and with Redis; then the gateway with Node's defaults and with the operator's flags, for comparison.
 //
 //   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--gateway-flags "<a>|<b>"] [--oha <path>]
+//                          [--baseline-cli <other checkout>/dist/cli/main.js]
 //
 // Prints one JSON document on stdout; progress on stderr.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -366,7 +367,7 @@ async function main(): Promise<void> {
     else delete env.LD_PRELOAD;
     return env;
   };
-  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis' | 'redis-journal', note: string): System => ({
+  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis' | 'redis-journal', note: string, entry = cli): System => ({
     name,
     path: '/api/v1/chat/completions',
     auth: true,
@@ -381,7 +382,7 @@ async function main(): Promise<void> {
         await l.restore(keys.validated(ctx.fixture.accountId), []);
         await l.close();
       }
-      const args = [cli, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
+      const args = [entry, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
       // gateway-redis: no journal, as in the figures this bench recorded before the journal was required;
       // gateway-redis-journal: the journal the CLI requires by default (fsync 'batch'), in a directory of its own (under the fixture, removed with it).
       if (ledger === 'redis') args.push('--ledger-redis-url', ctx.redisUrl!, '--ledger-journal', 'none');
@@ -407,10 +408,13 @@ async function main(): Promise<void> {
     gateway('gateway-node-defaults', null, 'embedded', "the gateway with Node's default heap flags"),
     gateway('gateway-operator-flags', OPERATOR_NODE_OPTIONS, 'embedded', `the gateway with the operator's flags (${OPERATOR_NODE_OPTIONS}), what the image gave every process before`),
   ];
+  // --baseline-cli <dist/cli/main.js of another checkout>: that build as one more system, for before/after in one run.
+  const baseline = arg('baseline-cli');
+  if (baseline) all.push(gateway('gateway-baseline', GATEWAY_NODE_OPTIONS, 'embedded', `the gateway built from ${baseline}, embedded ledger`, resolve(baseline)));
   // --gateway-flags "a|b": more gateway variants with these NODE_OPTIONS, for the flags table in docs/gateway.md.
   for (const flags of (arg('gateway-flags') ?? '').split('|').filter(Boolean)) all.push(gateway(`gateway[${flags}]`, flags, 'embedded', `the gateway with NODE_OPTIONS=${flags}`));
   const wanted = arg('systems')?.split(',');
-  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway['));
+  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway[') || s.name === 'gateway-baseline');
   if (!redis) log('redis-server not found: gateway-redis is skipped');
 
   const upstreamPort = await freePort();
