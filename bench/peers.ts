@@ -10,10 +10,11 @@
 // ledger and with Redis; then the gateway with Node's defaults and with the operator's flags, for comparison.
 //
 //   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--gateway-flags "<a>|<b>"] [--oha <path>]
+//                          [--baseline-cli <other checkout>/dist/cli/main.js]
 //
 // Prints one JSON document on stdout; progress on stderr.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { Agent, createServer, request, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -366,7 +367,7 @@ async function main(): Promise<void> {
     else delete env.LD_PRELOAD;
     return env;
   };
-  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis', note: string): System => ({
+  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis' | 'redis-journal', note: string, entry = cli): System => ({
     name,
     path: '/api/v1/chat/completions',
     auth: true,
@@ -374,16 +375,18 @@ async function main(): Promise<void> {
     async start(ctx) {
       const port = await freePort();
       const opsPort = await freePort();
-      if (ledger === 'redis') {
+      if (ledger !== 'embedded') {
         if (!ctx.redisUrl) throw new Error('redis-server is not installed');
         // In a cluster the operator's spend pass validates an account's counters; here the bench does it.
         const { ledger: l, keys } = await openLedger({ redisUrl: ctx.redisUrl });
         await l.restore(keys.validated(ctx.fixture.accountId), []);
         await l.close();
       }
-      const args = [cli, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
-      // No journal, as in the figures this bench recorded before the journal was required (docs/ledger.md has the journal's own cost).
+      const args = [entry, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
+      // gateway-redis: no journal, as in the figures this bench recorded before the journal was required;
+      // gateway-redis-journal: the journal the CLI requires by default (fsync 'batch'), in a directory of its own (under the fixture, removed with it).
       if (ledger === 'redis') args.push('--ledger-redis-url', ctx.redisUrl!, '--ledger-journal', 'none');
+      if (ledger === 'redis-journal') args.push('--ledger-redis-url', ctx.redisUrl!, '--ledger-journal', mkdtempSync(join(ctx.fixture.root, 'journal-')));
       const proc = launch(pin, 'sut', process.execPath, args, imageEnv(nodeOptions));
       await waitHttp(`http://127.0.0.1:${opsPort}/readyz`);
       return { proc, port };
@@ -400,26 +403,31 @@ async function main(): Promise<void> {
     { name: 'node-http-pipe', path: '/v1/chat/completions', auth: false, start: nodeChild('--pipe', GATEWAY_NODE_OPTIONS), note: 'node:http server piping to node:http client, nothing parsed' },
     { name: 'fastify-proxy', path: '/api/v1/chat/completions', auth: false, start: nodeChild('--fastify', GATEWAY_NODE_OPTIONS), note: 'bare fastify route: JSON parsed, forwarded with node:http, answered as JSON' },
     gateway('gateway', GATEWAY_NODE_OPTIONS, 'embedded', `the CLI (dist/cli/main.js gateway) with the image's gateway flags (${GATEWAY_NODE_OPTIONS || 'none'}) and the embedded ledger`),
-    gateway('gateway-redis', GATEWAY_NODE_OPTIONS, 'redis', 'the same with the Redis ledger (redis-server with AOF on the other cores)'),
+    gateway('gateway-redis', GATEWAY_NODE_OPTIONS, 'redis', 'the same with the Redis ledger (redis-server with AOF on the other cores), without a spend journal'),
+    gateway('gateway-redis-journal', GATEWAY_NODE_OPTIONS, 'redis-journal', 'the Redis gateway with its spend journal (the default: the CLI requires one unless told none)'),
     gateway('gateway-node-defaults', null, 'embedded', "the gateway with Node's default heap flags"),
     gateway('gateway-operator-flags', OPERATOR_NODE_OPTIONS, 'embedded', `the gateway with the operator's flags (${OPERATOR_NODE_OPTIONS}), what the image gave every process before`),
   ];
+  // --baseline-cli <dist/cli/main.js of another checkout>: that build as one more system, for before/after in one run.
+  const baseline = arg('baseline-cli');
+  if (baseline) all.push(gateway('gateway-baseline', GATEWAY_NODE_OPTIONS, 'embedded', `the gateway built from ${baseline}, embedded ledger`, resolve(baseline)));
   // --gateway-flags "a|b": more gateway variants with these NODE_OPTIONS, for the flags table in docs/gateway.md.
   for (const flags of (arg('gateway-flags') ?? '').split('|').filter(Boolean)) all.push(gateway(`gateway[${flags}]`, flags, 'embedded', `the gateway with NODE_OPTIONS=${flags}`));
   const wanted = arg('systems')?.split(',');
-  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway['));
+  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway[') || s.name === 'gateway-baseline');
   if (!redis) log('redis-server not found: gateway-redis is skipped');
 
   const upstreamPort = await freePort();
   const upstreamProc = launch(pin, 'others', process.execPath, [self, '--upstream', String(upstreamPort)]);
   const upstream = `http://127.0.0.1:${upstreamPort}`;
   await waitHttp(`${upstream}/count`);
-  const fixture = writeGatewayFixture(upstream);
+  // A budgeted account: admission reserves on the ledger for every request (on Redis, a round trip before the upstream).
+  const fixture = writeGatewayFixture(upstream, { budget: true });
   const results = new Map<string, RoundResult[]>();
   try {
     for (let round = 1; round <= rounds; round++) {
       for (const system of systems) {
-        if (system.name === 'gateway-redis' && !redis) continue;
+        if (system.name.startsWith('gateway-redis') && !redis) continue;
         log(`round ${round}/${rounds}: ${system.name}`);
         const r = await runSystem(system, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, seconds);
         results.set(system.name, [...(results.get(system.name) ?? []), r]);
@@ -462,11 +470,6 @@ async function main(): Promise<void> {
       rounds: rs,
     };
   }
-  const get = (name: string) => summary[name] as { added_us_at_1000: { p50: number; p99: number }; max_rps: number; cpu_us_per_request_at_500: number; rss_mb_after: number; stream: { added_ttfb_us: { p50: number } } } | undefined;
-  const gw = get('gateway');
-  const fastify = get('fastify-proxy');
-  const redisGw = summary['gateway-redis'] as { latency_us_at_1000: { p99: number } } | undefined;
-  const gwLatency = (summary.gateway as { latency_us_at_1000: { p99: number } } | undefined)?.latency_us_at_1000;
   const result = {
     bench: 'peers',
     date: new Date().toISOString(),
@@ -477,19 +480,50 @@ async function main(): Promise<void> {
     warm_up: `2 s at 500/s, ${WARM_MAX_SECONDS} s at the maximum rate, 2 s of streams at 200/s (not measured)`,
     flags: { gateway: GATEWAY_NODE_OPTIONS, operator: OPERATOR_NODE_OPTIONS },
     systems: summary,
-    targets: gw
-      ? {
-          added_p50_at_1000_le_250us: { value: gw.added_us_at_1000.p50, met: gw.added_us_at_1000.p50 <= 250 },
-          added_p99_at_1000_le_1500us: { value: gw.added_us_at_1000.p99, met: gw.added_us_at_1000.p99 <= 1500 },
-          max_rps_ge_0_6x_fastify: fastify ? { value: Math.round((gw.max_rps / fastify.max_rps) * 100) / 100, met: gw.max_rps / fastify.max_rps >= 0.6 } : null,
-          cpu_us_per_request_at_500_le_350: { value: gw.cpu_us_per_request_at_500, met: gw.cpu_us_per_request_at_500 <= 350 },
-          rss_mb_after_le_120: { value: gw.rss_mb_after, met: gw.rss_mb_after <= 120 },
-          stream_added_ttfb_p50_le_300us: { value: gw.stream.added_ttfb_us.p50, met: gw.stream.added_ttfb_us.p50 <= 300 },
-          redis_p99_over_embedded_le_500us: redisGw && gwLatency ? { value: redisGw.latency_us_at_1000.p99 - gwLatency.p99, met: redisGw.latency_us_at_1000.p99 - gwLatency.p99 <= 500 } : null,
-        }
-      : null,
+    // The gateway against the bare fastify proxy of the same run (medians over the rounds), and per round.
+    targets: targetsOf(summary, results),
   };
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+}
+
+/** The issue's targets: the gateway against the bare fastify proxy of the same run, and Redis against embedded. */
+function targetsOf(summary: Record<string, unknown>, results: Map<string, RoundResult[]>) {
+  const directRounds = results.get('direct')!;
+  const get = (name: string) => summary[name] as { added_us_at_1000: { p50: number; p99: number }; max_rps: number; cpu_us_per_request_at_500: number; cpu_us_per_request_at_1000: number; rss_mb_after: number; latency_us_at_1000: { p99: number } } | undefined;
+  const gw = get('gateway');
+  const fastify = get('fastify-proxy');
+  const redisGw = get('gateway-redis');
+  const journalGw = get('gateway-redis-journal');
+  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+  // Per round, the gateway against the bare fastify proxy of the same round: [lowest, highest] over the rounds.
+  const roundRatios = (f: (gwRound: RoundResult, fastifyRound: RoundResult, direct: RoundResult) => number | null) => {
+    const g = results.get('gateway');
+    const fp = results.get('fastify-proxy');
+    if (!g || !fp) return null;
+    const v = g.map((r, i) => f(r, fp[i]!, directRounds[i]!)).filter((x): x is number => x !== null && Number.isFinite(x));
+    return v.length ? [ratio(Math.min(...v), 1), ratio(Math.max(...v), 1)] : null;
+  };
+  return gw && fastify
+    ? {
+        max_rps_ge_0_8x_fastify: { value: ratio(gw.max_rps, fastify.max_rps), met: gw.max_rps / fastify.max_rps >= 0.8, per_round: roundRatios((g, f) => g.max.rps / f.max.rps) },
+        added_p99_at_1000_le_2x_fastify: {
+          value: ratio(gw.added_us_at_1000.p99, fastify.added_us_at_1000.p99),
+          met: gw.added_us_at_1000.p99 <= 2 * fastify.added_us_at_1000.p99,
+          per_round: roundRatios((g, f, d) => (g.open_1000.p99_us - d.open_1000.p99_us) / (f.open_1000.p99_us - d.open_1000.p99_us)),
+        },
+        cpu_per_request_at_500_le_1_2x_fastify: {
+          value: ratio(gw.cpu_us_per_request_at_500, fastify.cpu_us_per_request_at_500),
+          met: gw.cpu_us_per_request_at_500 <= 1.2 * fastify.cpu_us_per_request_at_500,
+          per_round: roundRatios((g, f) => (g.open_500.cpu_us_per_request ?? NaN) / (f.open_500.cpu_us_per_request ?? NaN)),
+        },
+        rss_after_le_1_2x_fastify: { value: ratio(gw.rss_mb_after, fastify.rss_mb_after), met: gw.rss_mb_after <= 1.2 * fastify.rss_mb_after, per_round: roundRatios((g, f) => (g.rss_mb_after ?? NaN) / (f.rss_mb_after ?? NaN)) },
+        redis_p99_at_1000_over_embedded_le_500us: redisGw ? { value: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99, met: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99 <= 500 } : null,
+        redis_cpu_at_1000_le_1_15x_embedded: redisGw ? { value: ratio(redisGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000), met: redisGw.cpu_us_per_request_at_1000 <= 1.15 * gw.cpu_us_per_request_at_1000 } : null,
+        // The same two with the spend journal the CLI requires by default for Redis.
+        redis_journal_p99_at_1000_over_embedded_us: journalGw ? journalGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99 : null,
+        redis_journal_cpu_at_1000_over_embedded: journalGw ? ratio(journalGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000) : null,
+      }
+    : null;
 }
 
 const role = process.argv[2];

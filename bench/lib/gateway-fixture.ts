@@ -1,7 +1,8 @@
 // A gateway's mounted files for benchmarks: one account with one gateway API key and one BYOK OpenAI credential
 // (so every request decrypts a credential, plans, authenticates upstream and meters), compiled, sharded and sealed
 // by the real compiler and bundle code and written in kubelet's atomic-writer layout; plus a catalog whose one
-// endpoint points at the given upstream.
+// endpoint points at the given upstream. With `budget`, the workspace has a monthly budget that counts BYOK spend,
+// so every request is admitted against the ledger (a reservation, then its settlement) as a budgeted account's is.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -16,6 +17,11 @@ import { kubeletWrite } from '../../src/kube/kubelet-writer.ts';
 
 export const BENCH_API_KEY = 'sk-gw-bench-0123456789abcdef0123456789abcdef';
 export const BENCH_MODEL = 'openai/gpt-4o';
+/**
+ * Far above what a run spends: a request without max_tokens reserves its longest answer (the usage ceiling, ~100 USD
+ * at the catalog price below) until it settles at ~0.0001 USD.
+ */
+export const BENCH_MONTHLY_BUDGET_USD = 10_000_000;
 
 export interface GatewayFixture {
   root: string;
@@ -27,7 +33,7 @@ export interface GatewayFixture {
   accountId: string;
 }
 
-export function writeGatewayFixture(upstreamUrl: string): GatewayFixture {
+export function writeGatewayFixture(upstreamUrl: string, opts: { budget?: boolean } = {}): GatewayFixture {
   const root = mkdtempSync(join(os.tmpdir(), 'byok-bench-gateway-'));
   const ns = 'bench';
   const now = new Date();
@@ -35,7 +41,7 @@ export function writeGatewayFixture(upstreamUrl: string): GatewayFixture {
   const payload = 'sk-bench-upstream-key-0123456789';
   const account = compileAccount({
     namespace: ns,
-    workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true } }],
+    workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true, ...(opts.budget ? { budgets: { monthly: BENCH_MONTHLY_BUDGET_USD }, includeByokInBudgets: true } : {}) } }],
     guardrails: [],
     apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('k'), spec: { hash: createHash('sha256').update(BENCH_API_KEY).digest('hex') } }],
     credentials: [

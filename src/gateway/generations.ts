@@ -36,10 +36,19 @@ export interface GenerationRecord {
   status: number;
 }
 
+interface StoredGeneration {
+  apiKeyHash: string;
+  at: number;
+  record: GenerationRecord;
+}
+
 export class GenerationStore {
-  private readonly records = new Map<string, { apiKeyHash: string; at: number; record: GenerationRecord }>();
-  /** Ids in arrival order, a ring: evicting the oldest is O(1) (a Map walked from its front skips its deleted slots). */
-  private readonly order: ({ id: string; at: number } | undefined)[];
+  private readonly records = new Map<string, StoredGeneration>();
+  /**
+   * The same entries in arrival order, a ring: evicting the oldest is O(1) (a Map walked from its front skips its
+   * deleted slots). One object per record serves both, as every request's record outlives several scavenges.
+   */
+  private readonly order: (StoredGeneration | undefined)[];
   private oldest = 0;
   private held = 0;
   private readonly maxRecords: number;
@@ -56,14 +65,15 @@ export class GenerationStore {
   put(apiKeyHash: string, record: GenerationRecord): void {
     const at = this.now();
     while (this.held > 0 && (this.held >= this.maxRecords || at - this.order[this.oldest]!.at > this.ttlMs)) {
-      this.records.delete(this.order[this.oldest]!.id);
+      this.records.delete(this.order[this.oldest]!.record.id);
       this.order[this.oldest] = undefined;
       this.oldest = (this.oldest + 1) % this.maxRecords;
       this.held--;
     }
-    this.order[(this.oldest + this.held) % this.maxRecords] = { id: record.id, at };
+    const entry: StoredGeneration = { apiKeyHash, at, record };
+    this.order[(this.oldest + this.held) % this.maxRecords] = entry;
     this.held++;
-    this.records.set(record.id, { apiKeyHash, at, record });
+    this.records.set(record.id, entry);
   }
 
   /** The record when it exists, is fresh and was made with this API key; undefined otherwise (no existence leak). */

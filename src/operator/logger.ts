@@ -1,6 +1,7 @@
 // pino JSON logs with every path that could hold key material censored. The reconciler never logs Secrets or
 // payloads on purpose; the redaction is the second line of defence.
 import pino, { type DestinationStream, type Logger } from 'pino';
+import { TurnBatchedDestination } from './turn-batched-destination.ts';
 
 export const REDACT_PATHS = [
   'data', 'stringData', 'payload', 'secret', 'apiKey', 'key', 'token', 'password', 'authorization',
@@ -22,9 +23,9 @@ export function createLogger(opts: { level?: string; name?: string; destination?
   };
   if (opts.destination) return pino(options, opts.destination);
   // Synchronous writes to stdout: the default hands every line to libuv's thread pool, a thread switch per line
-  // (its cost: docs/gateway.md, "Speed"). A stalled log reader then blocks the process, as it does any program that
-  // logs to a full pipe.
-  return opts.syncStdout ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
+  // (its cost: docs/perf/gateway-speed.md). A stalled log reader then blocks the process, as it does any program
+  // that logs to a full pipe. The lines of one event-loop turn go out in one write (TurnBatchedDestination).
+  return opts.syncStdout ? pino(options, new TurnBatchedDestination(pino.destination({ dest: 1, sync: true }))) : pino(options);
 }
 
 /**
