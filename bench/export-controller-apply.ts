@@ -17,7 +17,7 @@ import type { ExportTarget } from '../src/export/index.ts';
 import { loadCatalog } from '../src/gateway/catalog.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
-import { limited } from '../src/operator/compile/writer.ts';
+import { limited } from '../src/operator/compile/routing-writer.ts';
 import { startOperator } from '../src/operator/run.ts';
 import { API_VERSION } from '../src/schema/resources.ts';
 import { CRD_NAMES, crdFiles } from '../test/support/export-crds.ts';

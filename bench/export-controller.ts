@@ -9,7 +9,7 @@
 // measurements use. Timings are of this process on a shared machine: read them as ratios within one run.
 import { join } from 'node:path';
 import { compileAccount } from '../src/compiler/compile.ts';
-import type { CompiledAccount } from '../src/domain/model.ts';
+import type { CompiledAccount } from '../src/domain/compiled.ts';
 import { EXPORT_TARGETS, type ExportOptions, type ExportTarget } from '../src/export/index.ts';
 import { loadCatalog } from '../src/gateway/catalog.ts';
 import type { AccountSnapshot, SnapshotCredential } from '../src/operator/compile/pipeline.ts';

@@ -1,4 +1,4 @@
-// Benchmark of the leader's health/delivery writer (src/operator/health/writer.ts) at a given credential count:
+// Benchmark of the leader's health/delivery writer (src/operator/health/health-status-writer.ts) at a given credential count:
 // three child processes play gateway pods, each with the real CredentialHealth counters fed by a steady synthetic
 // attempt stream (a share of the credentials active, a few answering 401/429 so verdicts change) and the real status
 // report shape (counters + the envelope version of every credential). The parent runs the writer against them with
@@ -16,7 +16,7 @@ import { publicId } from '../src/domain/ids.ts';
 import { CredentialHealth, type GatewayStatusReport } from '../src/gateway/health.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import type { CompilePipeline } from '../src/operator/compile/pipeline.ts';
-import { createHealthStatusWriter } from '../src/operator/health/writer.ts';
+import { createHealthStatusWriter } from '../src/operator/health/health-status-writer.ts';
 import type { Applier } from '../src/kube/apply.ts';
 import type { EventRecorder } from '../src/kube/events.ts';
 

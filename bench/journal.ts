@@ -14,7 +14,7 @@ import type { FinishedRequest } from '../src/contract/spend-gate.ts';
 import { createRedisLedger, createSpendGate, keySpace } from '../src/ledger/index.ts';
 import { GateKeyCache } from '../src/ledger/gate/key-cache.ts';
 import { SpendJournal, type FsyncPolicy } from '../src/ledger/gate/journal.ts';
-import { planRecord } from '../src/ledger/gate/record-plan.ts';
+import { spendRecordOf } from '../src/ledger/gate/spend-record.ts';
 import { startRedis } from '../test/support/redis.ts';
 
 setFlagsFromString('--expose_gc');
@@ -51,7 +51,7 @@ async function appends(fsync: FsyncPolicy) {
   const until = performance.now() + seconds * 1000;
   let n = 0;
   while (performance.now() < until) {
-    const plan = planRecord(finished(n++, at), cache);
+    const plan = spendRecordOf(finished(n++, at), cache);
     const t = performance.now();
     journal.record(plan);
     samples.push(performance.now() - t);
@@ -73,7 +73,7 @@ function queuedHeapBytes(): number {
   const keep: unknown[] = [];
   gc();
   const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < 50_000; i++) keep.push(planRecord(finished(i, at), cache));
+  for (let i = 0; i < 50_000; i++) keep.push(spendRecordOf(finished(i, at), cache));
   gc();
   const per = (process.memoryUsage().heapUsed - before) / keep.length;
   return Math.round(per);

@@ -13,7 +13,7 @@ import type { ResourceInformers } from '../src/kube/resources.ts';
 import { createEmbeddedLedger, keySpace } from '../src/ledger/index.ts';
 import { windowsAt } from '../src/ledger/windows.ts';
 import { createSpendStatusWriter } from '../src/operator/spend-status.ts';
-import { createAccountStateSource, VerdictStore } from '../src/operator/state.ts';
+import { createAccountStateSource, VerdictStore } from '../src/operator/verdicts.ts';
 import { publicId } from '../src/domain/ids.ts';
 
 const accounts = Number(process.argv[2] ?? '1000');

@@ -13,7 +13,7 @@ import { canonicalJson } from '../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../src/contract/routing.ts';
 import { shardAccounts } from '../../src/compiler/shard.ts';
 import { API_VERSION } from '../../src/schema/resources.ts';
-import { kubeletWrite } from '../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../src/contract/atomic-dir.ts';
 
 export const BENCH_API_KEY = 'sk-gw-bench-0123456789abcdef0123456789abcdef';
 export const BENCH_MODEL = 'openai/gpt-4o';

@@ -13,7 +13,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { compactForCache } from '../../src/kube/informer.ts';
 import { secretRefKey } from '../../src/domain/secret-ref.ts';
 import type { ResourceInformers } from '../../src/kube/resources.ts';
-import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/state.ts';
+import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/verdicts.ts';
 import type { AccountSnapshot } from '../../src/operator/compile/pipeline.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;

@@ -17,7 +17,7 @@ import { NOT_SYNCED_MESSAGE, startServiceRuntime, type ServiceRuntime, type Serv
 import { ByokService } from '../service/service.ts';
 import { invalidUtf8Error } from '../service/validate.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
-import type { ApiState, CredentialEntry } from '../service/state.ts';
+import type { ApiState, CredentialEntry } from '../service/read-model.ts';
 
 export const API_PREFIX = '/api/v1';
 

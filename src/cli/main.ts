@@ -9,7 +9,7 @@ import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import { createLogger } from '../operator/logger.ts';
 import type { Logger } from 'pino';
-import type { GatewayStatusConfig } from '../operator/health/writer.ts';
+import type { GatewayStatusConfig } from '../operator/health/health-status-writer.ts';
 import type { DeliveryStreamConfig } from '../operator/delivery/server.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
 import type { OutputFormat } from './validate.ts';

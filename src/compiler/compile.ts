@@ -12,7 +12,7 @@ import type {
   CompiledCredential,
   CompiledGuardrail,
   CompiledWorkspace,
-} from '../domain/model.ts';
+} from '../domain/compiled.ts';
 import { compareStrings, creationTime, electDefaultWorkspace } from './elect.ts';
 import type { AccountSnapshot, SnapshotCredential } from './snapshot.ts';
 

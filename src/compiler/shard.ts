@@ -2,7 +2,7 @@
 // options, the same bytes), with an optional cache so an incremental compile re-encodes only the buckets
 // whose accounts changed.
 import { gzipSync } from 'node:zlib';
-import type { CompiledAccount } from '../domain/model.ts';
+import type { CompiledAccount } from '../domain/compiled.ts';
 import { IncrementalPlacement, layoutAll, LayoutPassCache } from './buckets.ts';
 import { canonicalJson } from '../contract/canonical-json.ts';
 import {

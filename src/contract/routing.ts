@@ -1,7 +1,7 @@
 // Wire format of the compiled routing config: ConfigMap names and keys, the index and shard documents,
 // and the namespace -> bucket function. Node built-ins and the domain only: the gateway SDK imports this.
 import { createHash } from 'node:crypto';
-import type { CompiledAccount } from '../domain/model.ts';
+import type { CompiledAccount } from '../domain/compiled.ts';
 import { canonicalJson } from './canonical-json.ts';
 
 export const INDEX_NAME = 'byok-routing-index';

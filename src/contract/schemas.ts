@@ -5,7 +5,7 @@
 // against them, so the value types cannot drift either. Published as
 // docs/contract/*.schema.json by `npm run generate:contract`; test/unit/contract checks they are current.
 import type { BundleEnvelope } from './envelope.ts';
-import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace, KeyRateLimits } from '../domain/model.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace, KeyRateLimits } from '../domain/compiled.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
 import { GATEWAY_STATUS_FORMAT, HEALTH_OUTCOMES, type CredentialCounters, type DeliveryReport, type GatewayStatusReport, type ProbeResult } from './gateway-status.ts';
 import { INDEX_FORMAT, type IndexPart, type IndexShard, type RoutingIndex, type ShardDocument } from './routing.ts';

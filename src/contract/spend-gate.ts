@@ -3,7 +3,7 @@
 // from month-to-date and per-window totals it keeps (embedded or Redis). Plain data only, so either side can be
 // tested without the other.
 import type { RequestIdentity } from '../domain/account.ts';
-import type { CompiledAccount, KeyRateLimits } from '../domain/model.ts';
+import type { CompiledAccount, KeyRateLimits } from '../domain/compiled.ts';
 import type { BudgetCheck } from '../domain/budgets.ts';
 import type { Micros } from '../domain/money.ts';
 

@@ -1,7 +1,7 @@
 // Per-account indexes for the planner and budget checks, built once per compiled account (prepareAccount), and the
 // resolution of which guardrails govern a request.
 import { PROVIDER_INDEX } from './catalog.ts';
-import type { BudgetInterval, CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './model.ts';
+import type { BudgetInterval, CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './compiled.ts';
 import { assertNonNegativeMicros, usdToMicros, type Micros } from './money.ts';
 import type { ProviderSlug } from './providers.ts';
 

@@ -1,5 +1,5 @@
 // BYOK fee and the monthly free allowance (spec 1 and 8), in exact micro-dollars.
-import type { PlanName } from './model.ts';
+import type { PlanName } from './compiled.ts';
 import { assertNonNegativeMicros, microsToUsd, mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
 
 /** The BYOK fee is 5% of the list cost of the same model and provider. */

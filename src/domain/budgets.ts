@@ -2,7 +2,7 @@
 // include_byok_in_budgets flag is set, in which case what the gateway would have charged counts too.
 // Amounts are integer micros throughout; limits come converted from the loaded account (see prepareAccount).
 import { applicableGuardrails, prepareAccount, type BudgetedGuardrail, type BudgetedWorkspace, type PreparedAccount, type PreparedGuardrail, type PreparedWorkspace, type RequestIdentity } from './account.ts';
-import type { BudgetInterval, CompiledAccount } from './model.ts';
+import type { BudgetInterval, CompiledAccount } from './compiled.ts';
 import { assertNonNegativeMicros, type Micros } from './money.ts';
 
 /** Spend recorded in the current window of one budget. */

@@ -2,7 +2,7 @@
 export * from './providers.ts';
 export * from './ids.ts';
 export * from './api-keys.ts';
-export type * from './model.ts';
+export type * from './compiled.ts';
 export * from './errors.ts';
 export * from './money.ts';
 export * from './payloads.ts';

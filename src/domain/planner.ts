@@ -7,7 +7,7 @@
 import { applicableGuardrails, prepareAccount, type PreparedAccount, type PreparedCredential, type PreparedGuardrail, type PreparedProviderGroup } from './account.ts';
 import type { CatalogEndpoint, CatalogModel, ModelCatalog, RouteRequest } from './catalog.ts';
 import { ROUTE_ERRORS, type RouteErrorCode } from './errors.ts';
-import type { CompiledAccount } from './model.ts';
+import type { CompiledAccount } from './compiled.ts';
 import { PROVIDER_SLUGS, type ProviderSlug } from './providers.ts';
 
 /** Every reason a credential or shared endpoint can be left out, with its stable explanation. */

@@ -2,7 +2,7 @@
 // plan's attempts in order, one priority group each, every provider with its own auth policy reading a derived
 // Secret; per account an HTTPRoute whose rules match (x-byok-account, x-byok-model) and point at those backends.
 import { credentialSecret, objectName, sharedSecretName, tenantName } from './names.ts';
-import type { AccountPlan } from './plan.ts';
+import type { AccountAttempts } from './attempt-order.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 import { ACCOUNT_HEADER, FAILOVER_STATUSES } from './envoy.ts';
 
@@ -52,7 +52,7 @@ export function agentgatewayAuth(target: UpstreamTarget, secretName: string): { 
   }
 }
 
-function providerEntry(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOptions, secrets: Map<string, DerivedSecret>): Record<string, unknown> {
+function providerEntry(attempt: ResolvedAttempt, plan: AccountAttempts, options: ExportOptions, secrets: Map<string, DerivedSecret>): Record<string, unknown> {
   const ns = plan.account.namespace;
   const cred = attempt.credentialId === null ? undefined : plan.account.credentials.find((c) => c.id === attempt.credentialId);
   const owned = cred ? credentialSecret(options.target, ns, cred.name, attempt.target.credentialPart) : undefined;
@@ -82,7 +82,7 @@ function groupsOf(attempts: readonly ResolvedAttempt[], toProvider: (a: Resolved
   return merged.length > 0 ? [...head, { providers: merged }] : head;
 }
 
-export function buildAgentgateway(plans: readonly AccountPlan[], options: ExportOptions): AgentgatewayBuild {
+export function buildAgentgateway(plans: readonly AccountAttempts[], options: ExportOptions): AgentgatewayBuild {
   const build: AgentgatewayBuild = { perAccount: new Map(), secrets: [], limits: [] };
   const secrets = new Map<string, DerivedSecret>();
   for (const plan of plans) {

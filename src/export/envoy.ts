@@ -4,7 +4,7 @@
 // a BackendSecurityPolicy reading its derived Secret. Backends (one per upstream host) and the shared tier's
 // backends and policies are the platform's, written once.
 import { credentialSecret, objectName, partsDigest, sharedSecretName, tenantName } from './names.ts';
-import type { AccountPlan } from './plan.ts';
+import type { AccountAttempts } from './attempt-order.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 
 export const ENVOY_LIMITS = { rulesPerRoute: 15, backendRefsPerRule: 128, targetRefsPerPolicy: 16 } as const;
@@ -114,7 +114,7 @@ export function hostBackends(options: ExportOptions, into: TargetObject[]): (hos
 }
 
 /** Builds the Envoy AI Gateway objects of every account plan; the shared ones once. */
-export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions): EnvoyBuild {
+export function buildEnvoy(plans: readonly AccountAttempts[], options: ExportOptions): EnvoyBuild {
   const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
   const sharedBackends = new Map<string, PlacedBackend[]>();
   const backendName = hostBackends(options, build.shared);
@@ -165,7 +165,7 @@ export function buildEnvoy(plans: readonly AccountPlan[], options: ExportOptions
   return build;
 }
 
-function ownerOf(attempt: ResolvedAttempt, plan: AccountPlan, options: ExportOptions): Owner {
+function ownerOf(attempt: ResolvedAttempt, plan: AccountAttempts, options: ExportOptions): Owner {
   const ns = plan.account.namespace;
   if (attempt.credentialId === null) {
     return { source: `shared:${attempt.provider}`, secretName: sharedSecretName(options.target, attempt.provider), prefix: ['byok-shared', attempt.provider], labels: {} };

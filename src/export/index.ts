@@ -4,7 +4,7 @@ import { buildAgentgateway } from './agentgateway.ts';
 import { buildEnvoy } from './envoy.ts';
 import { buildOverride, shapeOf } from './override.ts';
 import { accountNotes, credentialNotes } from './notes.ts';
-import { planAccount, type AccountPlan } from './plan.ts';
+import { accountAttempts, type AccountAttempts } from './attempt-order.ts';
 import { buildStandalone } from './standalone.ts';
 import type { AccountReport, CredentialReport, DerivedSecret, SkippedCredential, ExportInput, ExportOptions, ExportReport, ExportResult, SemanticNote, TargetObject } from './types.ts';
 
@@ -13,10 +13,11 @@ export { EXPORT_TARGETS } from './types.ts';
 export { payloadFacts } from './facts.ts';
 export { derivedSecretData } from './secret-data.ts';
 export { formatReport } from './report.ts';
-export { derivedSecretName, sharedSecretName, tenantName } from './names.ts';
+export { derivedSecretName, sharedSecretName, targetObjectKey, tenantName } from './names.ts';
 export { IDENTITY_ANNOTATION } from './envoy.ts';
+import { targetObjectKey } from './names.ts';
 
-function accountReport(plan: AccountPlan, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
+function accountReport(plan: AccountAttempts, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
   const ns = plan.account.namespace;
   const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
   for (const m of plan.models) {
@@ -71,7 +72,6 @@ function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
 }
 
 const ACCOUNT = 'byok.gateway.dev/account';
-const keyOf = (o: TargetObject) => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
 
 /**
  * Names two objects share: none is written, whoever built it, and each is reported (on its account when it has one).
@@ -81,26 +81,26 @@ const keyOf = (o: TargetObject) => `${o.apiVersion}|${o.kind}|${o.metadata.name}
 export function refuseSharedNames(shared: TargetObject[], perAccount: Map<string, TargetObject[]>): { conflicts: string[]; byAccount: Map<string, string[]> } {
   const count = new Map<string, number>();
   const all = [...shared, ...[...perAccount.values()].flat()];
-  for (const o of all) count.set(keyOf(o), (count.get(keyOf(o)) ?? 0) + 1);
+  for (const o of all) count.set(targetObjectKey(o), (count.get(targetObjectKey(o)) ?? 0) + 1);
   const taken = new Set([...count].filter(([, n]) => n > 1).map(([k]) => k));
   const byAccount = new Map<string, string[]>();
   if (taken.size === 0) return { conflicts: [], byAccount };
   const conflicts = new Set<string>();
   for (const o of all) {
-    if (!taken.has(keyOf(o))) continue;
+    if (!taken.has(targetObjectKey(o))) continue;
     const owner = o.metadata.labels?.[ACCOUNT];
-    const line = `${o.kind} ${o.metadata.name}: ${count.get(keyOf(o))} objects would share this name; none is written`;
+    const line = `${o.kind} ${o.metadata.name}: ${count.get(targetObjectKey(o))} objects would share this name; none is written`;
     conflicts.add(`${line} (${owner ?? 'shared'})`);
     if (owner !== undefined) byAccount.set(owner, [...new Set([...(byAccount.get(owner) ?? []), line])]);
   }
-  shared.splice(0, shared.length, ...shared.filter((o) => !taken.has(keyOf(o))));
-  for (const [ns, list] of perAccount) perAccount.set(ns, list.filter((o) => !taken.has(keyOf(o))));
+  shared.splice(0, shared.length, ...shared.filter((o) => !taken.has(targetObjectKey(o))));
+  for (const [ns, list] of perAccount) perAccount.set(ns, list.filter((o) => !taken.has(targetObjectKey(o))));
   return { conflicts: [...conflicts].sort(), byAccount };
 }
 
 /** The target's objects for every account (Kubernetes CRDs of the target), and the report. */
 export function exportAccounts(input: ExportInput, options: ExportOptions): ExportResult {
-  const plans = input.accounts.map((a) => planAccount(a, input, options));
+  const plans = input.accounts.map((a) => accountAttempts(a, input, options));
   if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
   const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
   const { conflicts, byAccount } = refuseSharedNames(build.shared, build.perAccount);
@@ -132,7 +132,7 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
 export function exportStandalone(input: ExportInput, options: ExportOptions, namespace: string): { config: Record<string, unknown>; report: ExportReport } {
   const account = input.accounts.find((a) => a.namespace === namespace);
   if (account === undefined) throw new Error(`no compiled account ${namespace} in the input`);
-  const plan = planAccount(account, input, options);
+  const plan = accountAttempts(account, input, options);
   const build = buildStandalone(plan, options);
   const count = build.config.llm.models.length + build.config.llm.virtualModels.length;
   const accountEntry = accountReport(plan, input, options, count, byCredentialOf(build.secrets));

@@ -80,3 +80,6 @@ export function credentialSecret(target: ExportTarget, namespace: string, name: 
 export function sharedSecretName(target: ExportTarget, provider: string): string {
   return objectName('byok-shared', provider, TARGET_SUFFIX[target]);
 }
+
+/** The identity of an exported object within one target: its apiVersion, kind and name. */
+export const targetObjectKey = (o: { apiVersion: string; kind: string; metadata: { name: string } }): string => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;

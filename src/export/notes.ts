@@ -1,8 +1,8 @@
 // What the report says per account and per credential: for each of our semantics, whether the target keeps it,
 // approximates it or drops it, in one line. The same facts for both targets; only their names differ.
-import type { CompiledAccount, CompiledCredential } from '../domain/model.ts';
+import type { CompiledAccount, CompiledCredential } from '../domain/compiled.ts';
 import { FAILOVER_STATUSES } from './envoy.ts';
-import { inExportScope, type AccountPlan } from './plan.ts';
+import { inExportScope, type AccountAttempts } from './attempt-order.ts';
 import type { ExportMode, ExportTarget, SemanticNote } from './types.ts';
 
 const TARGET_NAME: Record<ExportTarget, string> = { 'envoy-ai-gateway': 'Envoy AI Gateway', agentgateway: 'agentgateway' };
@@ -10,7 +10,7 @@ const TARGET_NAME: Record<ExportTarget, string> = { 'envoy-ai-gateway': 'Envoy A
 const note = (semantic: string, treatment: SemanticNote['treatment'], detail: string): SemanticNote => ({ semantic, treatment, detail });
 
 /** Semantics no target can express, said once per account. */
-export function accountNotes(plan: AccountPlan, target: ExportTarget, mode: ExportMode): SemanticNote[] {
+export function accountNotes(plan: AccountAttempts, target: ExportTarget, mode: ExportMode): SemanticNote[] {
   const { account } = plan;
   const name = TARGET_NAME[target];
   const budgets = account.workspaces.some((w) => w.budgets.length > 0) || account.guardrails.some((g) => g.budget !== null);
@@ -48,7 +48,7 @@ export function accountNotes(plan: AccountPlan, target: ExportTarget, mode: Expo
 }
 
 /** Where a credential landed in the account's exported rules. */
-function placement(c: CompiledCredential, plan: AccountPlan): { models: number; priorities: Set<number> } {
+function placement(c: CompiledCredential, plan: AccountAttempts): { models: number; priorities: Set<number> } {
   const priorities = new Set<number>();
   let models = 0;
   for (const m of plan.models) {
@@ -61,7 +61,7 @@ function placement(c: CompiledCredential, plan: AccountPlan): { models: number; 
   return { models, priorities };
 }
 
-export function credentialNotes(c: CompiledCredential, plan: AccountPlan, mode: ExportMode): SemanticNote[] {
+export function credentialNotes(c: CompiledCredential, plan: AccountAttempts, mode: ExportMode): SemanticNote[] {
   const notes: SemanticNote[] = [];
   if (c.disabled) return [note('disabled', 'kept', 'disabled: left out of every rule')];
   if (!inExportScope(c, plan.workspaceId)) return [note('workspace', 'dropped', 'scoped to a workspace other than the default: not exported')];
@@ -110,7 +110,7 @@ export function credentialNotes(c: CompiledCredential, plan: AccountPlan, mode: 
  * The hosts of a credential the export refused (a host the target's schema or the egress policy refuses) and those
  * it wrote only because the platform allowed tenant hosts: one note per host.
  */
-function hostNotes(c: CompiledCredential, plan: AccountPlan): SemanticNote[] {
+function hostNotes(c: CompiledCredential, plan: AccountAttempts): SemanticNote[] {
   const refused = new Map<string, string>();
   const allowed = new Set<string>();
   for (const m of plan.models) {

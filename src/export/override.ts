@@ -7,7 +7,7 @@
 // is used only where the shape lists a shared backend (is_byok_only and is_required shape the shape).
 import { ENVOY_LIMITS, envoyAuth, envoySchema, hostBackends, meta, routes, sharedName, sharedPolicies, type EnvoyBuild, type PlacedBackend } from './envoy.ts';
 import { digestLabel, tenantName } from './names.ts';
-import type { AccountPlan, ModelPlan } from './plan.ts';
+import type { AccountAttempts, ModelAttempts } from './attempt-order.ts';
 import type { ExportInput, ExportOptions, ResolvedAttempt } from './types.ts';
 
 export const PLAN_HEADER = 'x-byok-plan';
@@ -36,7 +36,7 @@ export function slotMetadataKey(a: ResolvedAttempt, model: string, k: number): s
   return `byok-${tenantName(a.section, a.provider, String(k), slotClass(a, model))}`;
 }
 
-export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput, options: ExportOptions): EnvoyBuild {
+export function buildOverride(plans: readonly AccountAttempts[], _input: ExportInput, options: ExportOptions): EnvoyBuild {
   const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
   const backendName = hostBackends(options, build.shared);
   const slots = new Map<string, string>();
@@ -110,7 +110,7 @@ export function buildOverride(plans: readonly AccountPlan[], _input: ExportInput
  * A model plan's shape: its attempts (at most a rule's backendRefs) with each BYOK attempt numbered within its slot
  * class (k = null for the shared tier), and the shape's id.
  */
-export function shapeOf(m: ModelPlan): { id: string; slots: { attempt: ResolvedAttempt; k: number | null }[] } {
+export function shapeOf(m: ModelAttempts): { id: string; slots: { attempt: ResolvedAttempt; k: number | null }[] } {
   const counters = new Map<string, number>();
   const signature: string[] = [];
   const slots = m.attempts.slice(0, ENVOY_LIMITS.backendRefsPerRule).map((attempt) => {

@@ -2,7 +2,7 @@
 // internal concrete model (`llm.models[]`, its key read from a file the platform mounts), and every model the
 // account routes is a public virtual model whose failover targets are those attempts in order.
 import { credentialSecret, objectName, sharedSecretName, shortHash } from './names.ts';
-import type { AccountPlan } from './plan.ts';
+import type { AccountAttempts } from './attempt-order.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, UpstreamTarget } from './types.ts';
 
 /** Where the standalone proxy finds each derived Secret: mounted as a folder per Secret, one file per key. */
@@ -41,7 +41,7 @@ function concrete(target: UpstreamTarget, secretName: string): { provider: strin
   }
 }
 
-export function buildStandalone(plan: AccountPlan, options: ExportOptions): StandaloneBuild {
+export function buildStandalone(plan: AccountAttempts, options: ExportOptions): StandaloneBuild {
   const ns = plan.account.namespace;
   const models = new Map<string, Record<string, unknown>>();
   const secrets = new Map<string, DerivedSecret>();

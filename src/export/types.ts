@@ -2,7 +2,7 @@
 // the target's Kubernetes objects (or a standalone config) and a report of every semantic the target drops out.
 // No type here holds key material: payloads are reduced to CredentialFacts before they reach this room.
 import type { CatalogEndpoint, ModelCatalog, UpstreamSpec } from '../domain/catalog.ts';
-import type { CompiledAccount } from '../domain/model.ts';
+import type { CompiledAccount } from '../domain/compiled.ts';
 import type { CredentialFacts } from '../domain/payloads.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 

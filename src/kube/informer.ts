@@ -222,7 +222,7 @@ interface ListResponse<T> {
   items?: T[];
 }
 
-const keyOf = (ns: string, name: string) => `${ns}/${name}`;
+const namespacedName = (ns: string, name: string) => `${ns}/${name}`;
 const nsOf = (o: KubernetesObject) => o.metadata?.namespace ?? '';
 const nameOf = (o: KubernetesObject) => o.metadata?.name ?? '';
 const rvOf = (o: KubernetesObject | undefined) => o?.metadata?.resourceVersion;
@@ -280,7 +280,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
   addIndex(name: string, fn: IndexFn<T>): void {
     const entry = { fn, values: new Map<string, IndexEntry>() };
     this.indexes.set(name, entry);
-    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(entry, keyOf(nsOf(obj), nameOf(obj)), obj);
+    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(entry, namespacedName(nsOf(obj), nameOf(obj)), obj);
   }
 
   // ---- read API ----
@@ -339,7 +339,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const cached = this.get(namespace, name);
     if (!cached) return;
     const rv = rvOf(cached);
-    if (rv) this.tombstones.set(keyOf(namespace, name), { rv, at: Date.now() });
+    if (rv) this.tombstones.set(namespacedName(namespace, name), { rv, at: Date.now() });
     this.remove(cached);
   }
 
@@ -505,7 +505,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
 
     const seen = new Set<string>();
     for (const item of items) {
-      seen.add(keyOf(nsOf(item), nameOf(item)));
+      seen.add(namespacedName(nsOf(item), nameOf(item)));
       this.upsert(item, 'list');
     }
     // Anything cached in this stream's scope that the list no longer has was deleted while we were not
@@ -513,7 +513,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const scope = s.namespace !== undefined ? [this.objects.get(s.namespace)] : [...this.objects.values()];
     for (const byName of scope) {
       for (const obj of Array.from(byName?.values() ?? [])) {
-        if (seen.has(keyOf(nsOf(obj), nameOf(obj)))) continue;
+        if (seen.has(namespacedName(nsOf(obj), nameOf(obj)))) continue;
         if (rv && rvNewer(rvOf(obj), rv)) continue;
         this.remove(obj);
       }
@@ -569,7 +569,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
       case 'DELETED': {
         const ns = nsOf(obj);
         const name = nameOf(obj);
-        this.tombstones.delete(keyOf(ns, name));
+        this.tombstones.delete(namespacedName(ns, name));
         const cached = this.get(ns, name);
         // A newer object (recreated and observed from a write) must not be removed by an older delete.
         if (cached && !rvNewer(rvOf(cached), rvOf(obj))) this.remove(cached, this.transformed(obj as T));
@@ -586,7 +586,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const obj = this.transformed(input);
     const ns = nsOf(obj);
     const name = nameOf(obj);
-    const key = keyOf(ns, name);
+    const key = namespacedName(ns, name);
     const tomb = this.tombstones.get(key);
     if (tomb && !rvNewer(rvOf(obj), tomb.rv)) return;
     if (tomb) this.tombstones.delete(key);
@@ -621,7 +621,7 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     const byName = this.objects.get(ns);
     if (!byName?.delete(name)) return;
     if (byName.size === 0) this.objects.delete(ns);
-    this.unindex(keyOf(ns, name), cached);
+    this.unindex(namespacedName(ns, name), cached);
     this.emit('delete', finalState ?? cached);
   }
 

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { KubeAccess } from './kubeconfig.ts';
 import { ROUTING_LABEL } from '../contract/routing.ts';
-import { kubeletWrite } from './kubelet-writer.ts';
+import { kubeletWrite } from '../contract/atomic-dir.ts';
 import { kubeClient } from './client.ts';
 
 export interface ProjectorOptions {

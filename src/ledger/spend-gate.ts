@@ -1,5 +1,5 @@
 // The SpendGate (src/contract/spend-gate.ts) over a Ledger, composed of parts (src/ledger/gate/): the key cache,
-// admission (check-and-reserve, outage rule), the record plan (what a finished request writes), the recorder (the
+// admission (check-and-reserve, outage rule), the spend record (what a finished request writes), the recorder (the
 // ledger writes and the BYOK fee), the replay queue (records waiting through an outage) and, when configured, the
 // journal (records and reservations on local disk before the response completes). Outage and crash behaviour
 // (docs/ledger.md):
@@ -18,7 +18,7 @@ import { SpendJournal, type FsyncPolicy, type JournalWriter, type RecoveredEntri
 import type { LockOptions } from './gate/journal-lock.ts';
 import { GateKeyCache } from './gate/key-cache.ts';
 import { createGateMetrics, type GateMetrics } from './gate/metrics.ts';
-import { planRecord, type RecordPlan } from './gate/record-plan.ts';
+import { spendRecordOf, type SpendRecord } from './gate/spend-record.ts';
 import { FeeNotRecordedError, Recorder } from './gate/recorder.ts';
 import { ReplayQueue } from './gate/replay-queue.ts';
 import { keySpace, type KeySpace } from './keys.ts';
@@ -177,7 +177,7 @@ class ComposedSpendGate implements LedgerSpendGate {
   async record(req: FinishedRequest): Promise<RecordedSpend> {
     try {
       if (this.closed) throw new Error('the spend gate is closed');
-      const plan = planRecord(req, this.keys);
+      const plan = spendRecordOf(req, this.keys);
       // On disk (the kernel's page cache at least) before the caller answers its client: a kill -9 from here on loses nothing.
       if (this.journal) this.journaled(plan.id, () => this.journal!.record(plan));
       // Keep order: while anything waits for replay, later records wait behind it (month-to-date stays exact).
@@ -241,7 +241,7 @@ class ComposedSpendGate implements LedgerSpendGate {
     }
   }
 
-  private async applyNow(plan: RecordPlan): Promise<RecordedSpend> {
+  private async applyNow(plan: SpendRecord): Promise<RecordedSpend> {
     this.applying.add(plan.id);
     try {
       return await this.applyNowOnce(plan);
@@ -250,7 +250,7 @@ class ComposedSpendGate implements LedgerSpendGate {
     }
   }
 
-  private async applyNowOnce(plan: RecordPlan): Promise<RecordedSpend> {
+  private async applyNowOnce(plan: SpendRecord): Promise<RecordedSpend> {
     try {
       const spend = await this.recorder.apply(plan);
       this.journal?.done(plan.id);

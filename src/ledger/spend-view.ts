@@ -2,7 +2,7 @@
 // spend gate (admit) and the operator's status writer, so both read the same keys the same way.
 import { FREE_ALLOWANCE_MICROS } from '../domain/billing.ts';
 import type { SpendSnapshot } from '../domain/budgets.ts';
-import type { BudgetInterval, PlanName } from '../domain/model.ts';
+import type { BudgetInterval, PlanName } from '../domain/compiled.ts';
 import { MICROS_PER_USD, type Micros } from '../domain/money.ts';
 import type { BudgetScopeKind, KeySpace } from './keys.ts';
 import type { Ledger } from './ledger.ts';

@@ -1,6 +1,6 @@
 // Budget windows aligned to UTC boundaries: a day is 00:00-24:00 UTC, a week is the ISO week (Monday 00:00 UTC to
 // the next Monday), a month is the calendar month, lifetime never resets. Pure: the clock is an argument.
-import type { BudgetInterval } from '../domain/model.ts';
+import type { BudgetInterval } from '../domain/compiled.ts';
 
 export const INTERVALS: readonly BudgetInterval[] = ['daily', 'weekly', 'monthly', 'lifetime'];
 

@@ -12,7 +12,7 @@
 // events.k8s.io Event, a changed limit or a new window starts a new series.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { BudgetInterval } from '../domain/model.ts';
+import type { BudgetInterval } from '../domain/compiled.ts';
 import { kubeClient, KubeApiError } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { API_VERSION } from '../schema/resources.ts';

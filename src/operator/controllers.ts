@@ -10,7 +10,7 @@ import type { Applier } from '../kube/apply.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { ResourceInformers } from '../kube/resources.ts';
 import type { OperatorMetrics } from './metrics.ts';
-import type { VerdictStore } from './state.ts';
+import type { VerdictStore } from './verdicts.ts';
 import { WorkQueue } from './workqueue.ts';
 import { accountController } from './reconcile/account-controller.ts';
 import type { AccountReconciler } from './reconcile/account.ts';
@@ -19,7 +19,7 @@ import { credentialController } from './reconcile/credential-controller.ts';
 import { CredentialReconciler } from './reconcile/credential.ts';
 import { apiKeyController } from './reconcile/gateway-api-key-controller.ts';
 import { guardrailController } from './reconcile/guardrail-controller.ts';
-import { keyOf, nsOf } from './reconcile/objects.ts';
+import { namespacedName, nsOf } from './reconcile/objects.ts';
 import type { StatusWriter } from './reconcile/status-writer.ts';
 import { workspaceController } from './reconcile/workspace-controller.ts';
 
@@ -88,17 +88,17 @@ export class Controllers {
       if (r === undefined) order.set(ns, (r = placementOrderKey(ns)));
       return r;
     };
-    const creds = inf.credentials.list().map((c) => ({ key: keyOf(c), ns: nsOf(c), rank: rank(nsOf(c)) }));
+    const creds = inf.credentials.list().map((c) => ({ key: namespacedName(c), ns: nsOf(c), rank: rank(nsOf(c)) }));
     creds.sort((a, b) => a.rank - b.rank || (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const q = this.queues;
     // The periodic resync re-checks in the background, behind any real change; becoming leader queues for real.
     const put = (queue: WorkQueue, keys: string[]) => (opts.background ? queue.addBackground(keys) : keys.forEach((k) => queue.add(k)));
     if (opts.background) q.credentials.addBackground(creds.map((c) => c.key));
     else q.credentials.addAllInOrder(creds.map((c) => c.key));
-    put(q.workspaces, inf.workspaces.list().map(keyOf));
-    put(q.guardrails, inf.guardrails.list().map(keyOf));
-    put(q.apiKeys, inf.apiKeys.list().map(keyOf));
-    put(q.accounts, inf.accounts.list().map(keyOf));
+    put(q.workspaces, inf.workspaces.list().map(namespacedName));
+    put(q.guardrails, inf.guardrails.list().map(namespacedName));
+    put(q.apiKeys, inf.apiKeys.list().map(namespacedName));
+    put(q.accounts, inf.accounts.list().map(namespacedName));
   }
 
   start(): void {

@@ -25,12 +25,12 @@ import { LEASE_DEFAULTS } from './leader.ts';
 import { Manager, type Component } from './manager.ts';
 import { AccountReconciler } from './reconcile/account.ts';
 import { StatusWriter } from './reconcile/status-writer.ts';
-import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/writer.ts';
+import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/health-status-writer.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
 import { childLogger, createLogger } from './logger.ts';
 import { registerAccountDelivery } from './delivery-metrics.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
-import { VerdictStore, createAccountStateSource } from './state.ts';
+import { VerdictStore, createAccountStateSource } from './verdicts.ts';
 
 export interface LeaderElectionOptions {
   enabled: boolean;

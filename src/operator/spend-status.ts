@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
 import { prepareAccount, type PreparedGuardrail, type PreparedWorkspace } from '../domain/account.ts';
 import { decideBudget } from '../domain/budgets.ts';
-import type { BudgetInterval, CompiledAccount } from '../domain/model.ts';
+import type { BudgetInterval, CompiledAccount } from '../domain/compiled.ts';
 import { microsToUsd, usdToMicros, type Micros } from '../domain/money.ts';
 import { createApplier, type Applier } from '../kube/apply.ts';
 import { keySpace, type KeySpace } from '../ledger/keys.ts';

@@ -4,7 +4,7 @@
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/model.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/compiled.ts';
 import { normalizeKeyHash } from '../domain/api-keys.ts';
 import { bucketOf, INDEX_KEY, indexVersion, isRoutingIndex, sha256Hex, type RoutingIndex, type ShardDocument } from '../contract/routing.ts';
 

@@ -1,7 +1,7 @@
 // Hands the domain planner its input: the request's API key finds the account, workspace and (via the planner)
 // guardrails in the loaded config.
 import { planRoute, type ModelCatalog, type RoutePlan, type RouteRequest } from '../domain/index.ts';
-import type { CompiledAccount } from '../domain/model.ts';
+import type { CompiledAccount } from '../domain/compiled.ts';
 import type { RoutingConfig } from './load.ts';
 
 export interface GatewayRequest extends Omit<RouteRequest, 'workspaceId'> {

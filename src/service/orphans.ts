@@ -5,7 +5,7 @@ import { KubeApiError } from '../kube/client.ts';
 import { CREDENTIAL_SECRET_LABEL } from '../kube/resources.ts';
 import type { Backend } from './backend.ts';
 import { MANAGED_BY_API, MANAGED_BY_LABEL } from './mapping.ts';
-import type { ApiState } from './state.ts';
+import type { ApiState } from './read-model.ts';
 
 export const ORPHAN_SELECTOR = `${MANAGED_BY_LABEL}=${MANAGED_BY_API},${CREDENTIAL_SECRET_LABEL}=true`;
 /** Longer than any write in flight (creates and rotations take well under the 10 s backend timeout). */

@@ -15,7 +15,7 @@ import { REDACT_PATHS } from './limits.ts';
 import { MANAGEMENT_KEY_SELECTOR } from './management-keys.ts';
 import { startOrphanCollector } from './orphans.ts';
 import { ByokService } from './service.ts';
-import { ApiState } from './state.ts';
+import { ApiState } from './read-model.ts';
 
 export interface ServiceRuntimeOptions {
   kubeConfig: KubeAccess;

@@ -22,7 +22,7 @@ import {
   MANAGED_BY_LABEL,
   type BYOKKey,
 } from './mapping.ts';
-import type { ApiState, CredentialEntry } from './state.ts';
+import type { ApiState, CredentialEntry } from './read-model.ts';
 import { checkCreateBody, checkPayload, checkUpdateBody, isUuid, parseListQuery, violationsError } from './validate.ts';
 
 export const SECRET_DATA_KEY = 'key';

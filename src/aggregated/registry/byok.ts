@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, MESSAGES } from '../../service/errors.ts';
 import { NOT_SYNCED_MESSAGE } from '../../service/runtime.ts';
 import type { ByokService } from '../../service/service.ts';
-import type { CredentialEntry } from '../../service/state.ts';
+import type { CredentialEntry } from '../../service/read-model.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../../domain/json.ts';
 import { resourceAccess } from '../access.ts';
 import { contentType } from '../request.ts';

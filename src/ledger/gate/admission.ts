@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import { budgetScopes, decideBudget, type BudgetCheck } from '../../domain/budgets.ts';
 import type { BudgetedGuardrail, BudgetedWorkspace } from '../../domain/account.ts';
-import type { BudgetInterval } from '../../domain/model.ts';
+import type { BudgetInterval } from '../../domain/compiled.ts';
 import { assertNonNegativeMicros, type Micros } from '../../domain/money.ts';
 import type { AdmitDecision, AdmitRequest, Reservation } from '../../contract/spend-gate.ts';
 import { LedgerResetError, LedgerUnavailableError, type HoldCheck, type Ledger } from '../ledger.ts';

@@ -4,15 +4,15 @@
 // and names its file and line), never a TypeError that stops every start. Work is linear in the line's bytes
 // (JSON.parse plus one walk of what it built), and a line longer than any real entry is skipped unparsed.
 import type { Reservation } from '../../contract/spend-gate.ts';
-import type { PlanName } from '../../domain/model.ts';
+import type { PlanName } from '../../domain/compiled.ts';
 import { idNamespace } from '../keys.ts';
 import type { CounterIncrement } from '../ledger.ts';
-import type { RecordPlan } from './record-plan.ts';
+import type { SpendRecord } from './spend-record.ts';
 
 /** Longer than any entry this code writes (a record of the most keys a request has is ~1.5 KB; an ack line of a 10 ms burst well under this). */
 export const MAX_LINE_BYTES = 1 << 20;
 
-export type JournalLine = { kind: 'r'; plan: RecordPlan } | { kind: 'h'; hold: Reservation } | { kind: 'a'; ids: string[] };
+export type JournalLine = { kind: 'r'; plan: SpendRecord } | { kind: 'h'; hold: Reservation } | { kind: 'a'; ids: string[] };
 
 const PLANS: readonly string[] = ['pay-as-you-go', 'enterprise'] satisfies PlanName[];
 
@@ -40,7 +40,7 @@ function increment(v: unknown): CounterIncrement | string {
   return { key, by, expiresAt };
 }
 
-function recordPlan(v: unknown): RecordPlan | string {
+function recordPlan(v: unknown): SpendRecord | string {
   if (!isObj(v)) return 'the record is not an object';
   const id = own(v, 'id');
   if (!isStr(id)) return 'the record has no id';
@@ -54,7 +54,7 @@ function recordPlan(v: unknown): RecordPlan | string {
   }
   const charged = own(v, 'chargedMicros');
   if (!isMicros(charged)) return `record ${id}: chargedMicros is not a non-negative safe integer`;
-  const plan: RecordPlan = { id, increments, chargedMicros: charged };
+  const plan: SpendRecord = { id, increments, chargedMicros: charged };
   const settle = own(v, 'settle');
   if (settle !== undefined) {
     const s = holdRelease(settle, 'amount');

@@ -7,7 +7,7 @@
 // refused, naming the holder. Lines are checked for their shape when read back (journal-lines.ts): a bad one is
 // skipped and counted with its file and line, never a crash at every start.
 //
-// Files: segments `spend-<n>.jsonl`, one JSON object a line: {"r": RecordPlan}, {"h": Reservation}, {"a": [ids]}.
+// Files: segments `spend-<n>.jsonl`, one JSON object a line: {"r": SpendRecord}, {"h": Reservation}, {"a": [ids]}.
 // A segment is deleted when it is no longer written and every entry in it is done, so the journal holds about one
 // segment plus whatever waits for the ledger. Acks are buffered for a few ms (a lost ack only replays a record that
 // counts nothing again). fsync policy (docs/ledger.md, "Durability of records"): a write survives the process's death
@@ -22,7 +22,7 @@ import type { Reservation } from '../../contract/spend-gate.ts';
 import { idNamespace } from '../keys.ts';
 import { parseJournalLine } from './journal-lines.ts';
 import { JournalLock, type LockOptions } from './journal-lock.ts';
-import type { RecordPlan } from './record-plan.ts';
+import type { SpendRecord } from './spend-record.ts';
 
 /** none: no fsync (survives kill -9, not a kernel crash); batch: one fdatasync per interval, off the request path; record: fdatasync before each write returns. */
 export type FsyncPolicy = 'none' | 'batch' | 'record';
@@ -55,7 +55,7 @@ export interface JournalOptions {
   lock?: LockOptions;
   writer?: JournalWriter;
   /**
-   * A deleted segment's landed marks (RecordPlan.keep) may go: every record in it is done. Called with the keys its
+   * A deleted segment's landed marks (SpendRecord.keep) may go: every record in it is done. Called with the keys its
    * records named; the spend gate asks the ledger to forget them.
    */
   onSegmentDropped?: (keeps: readonly string[]) => void;
@@ -73,7 +73,7 @@ export interface SkippedLine {
 /** What a previous process left undone. */
 export interface RecoveredEntries {
   /** Records never confirmed by the ledger, in the order they were written. */
-  records: RecordPlan[];
+  records: SpendRecord[];
   /** Reservations of requests neither recorded nor released (the process died mid-request). */
   holds: Reservation[];
   /** Lines that could not be read (a write cut by the kill, a line of the wrong shape): skipped. */
@@ -93,7 +93,7 @@ const SKIPPED_NAMED = 20;
 interface Entry {
   kind: 'r' | 'h';
   segment: number;
-  value: RecordPlan | Reservation;
+  value: SpendRecord | Reservation;
 }
 
 /** The journal's own id, kept in its directory: names the landed marks of its segments in the ledger. */
@@ -201,7 +201,7 @@ export class SpendJournal {
     }
     for (const entries of this.open.values()) {
       const record = entries.find((e) => e.kind === 'r');
-      if (record) out.records.push(record.value as RecordPlan);
+      if (record) out.records.push(record.value as SpendRecord);
       else out.holds.push(entries[0]!.value as Reservation);
     }
     // Records replay in the order they were written (Map order is first insertion: a hold written before its record
@@ -212,7 +212,7 @@ export class SpendJournal {
   }
 
   /** Appends a finished request's record; returns once the kernel has it (and the disk, with fsync 'record'). */
-  record(plan: RecordPlan): void {
+  record(plan: SpendRecord): void {
     this.ready();
     const ns = idNamespace(plan.increments[0]?.key ?? plan.settle?.holdKeys[0] ?? '');
     const segment = this.segment;
@@ -247,8 +247,8 @@ export class SpendJournal {
   }
 
   /** Records not done yet, in the order they were written (what waits for the ledger, in memory or not). */
-  *pendingRecords(): Iterable<RecordPlan> {
-    for (const entries of this.open.values()) for (const e of entries) if (e.kind === 'r') yield e.value as RecordPlan;
+  *pendingRecords(): Iterable<SpendRecord> {
+    for (const entries of this.open.values()) for (const e of entries) if (e.kind === 'r') yield e.value as SpendRecord;
   }
 
   close(): void {
@@ -279,7 +279,7 @@ export class SpendJournal {
     else this.open.set(id, [entry]);
     this.perSegment.set(entry.segment, (this.perSegment.get(entry.segment) ?? 0) + 1);
     if (entry.kind === 'r') {
-      const keep = (entry.value as RecordPlan).keep;
+      const keep = (entry.value as SpendRecord).keep;
       if (keep !== undefined) {
         let set = this.keeps.get(entry.segment);
         if (!set) this.keeps.set(entry.segment, (set = new Set()));

@@ -2,7 +2,7 @@
 // request: the same string objects every time, so the counters' lookups hash nothing new (bench/ledger.ts). Keyed by
 // the scope or account object of a loaded routing config: a config reload brings new objects and new keys.
 import type { CompiledAccount } from '../../domain/index.ts';
-import type { BudgetInterval } from '../../domain/model.ts';
+import type { BudgetInterval } from '../../domain/compiled.ts';
 import type { BudgetScopeKind, KeySpace } from '../keys.ts';
 import type { DayWindows } from '../windows.ts';
 

@@ -1,4 +1,4 @@
-// Applies a RecordPlan to the ledger: one add (idempotent by the generation id, settling the reservation), then for
+// Applies a SpendRecord to the ledger: one add (idempotent by the generation id, settling the reservation), then for
 // a BYOK request above the free allowance its fee, a write of its own (`<id>:fee`) retried until it lands, so a
 // failure there never replays the list cost.
 import type { Logger } from 'pino';
@@ -6,7 +6,7 @@ import { byokCharge } from '../../domain/billing.ts';
 import type { RecordedSpend } from '../../contract/spend-gate.ts';
 import { LedgerUnavailableError, type CounterIncrement, type Ledger } from '../ledger.ts';
 import type { GateMetrics } from './metrics.ts';
-import type { RecordPlan } from './record-plan.ts';
+import type { SpendRecord } from './spend-record.ts';
 
 /** The gate closed while a BYOK fee was still being retried: the list cost is recorded, the fee is not. */
 export class FeeNotRecordedError extends Error {
@@ -32,7 +32,7 @@ export class Recorder {
     this.opts = opts;
   }
 
-  async apply(plan: RecordPlan): Promise<RecordedSpend> {
+  async apply(plan: SpendRecord): Promise<RecordedSpend> {
     const totals = await this.opts.ledger.add(plan.increments, plan.settle, plan.id, plan.keep);
     if (!plan.byok) return { feeMicros: 0, chargedMicros: plan.chargedMicros, freeListCostMicros: 0 };
     // A replayed add returns the month-to-date its first application saw, so the fee is the same whenever it lands.

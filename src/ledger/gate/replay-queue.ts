@@ -6,13 +6,13 @@ import type { Logger } from 'pino';
 import type { RecordedSpend } from '../../contract/spend-gate.ts';
 import { LedgerUnavailableError } from '../ledger.ts';
 import type { GateMetrics } from './metrics.ts';
-import type { RecordPlan } from './record-plan.ts';
+import type { SpendRecord } from './spend-record.ts';
 
 /** Records sent at once when the queue drains (a few ledger batches' worth). */
 const DEFAULT_CHUNK = 256;
 
 interface Waiting {
-  plan: RecordPlan;
+  plan: SpendRecord;
   /** Landed or failed for good: leaves the queue. */
   done?: boolean;
   resolve(spend: RecordedSpend): void;
@@ -21,11 +21,11 @@ interface Waiting {
 
 export interface ReplayQueueOptions {
   /** Applies one record; a LedgerUnavailableError keeps it at the head for the next try. */
-  apply: (plan: RecordPlan) => Promise<RecordedSpend>;
+  apply: (plan: SpendRecord) => Promise<RecordedSpend>;
   /** Told when a record leaves the queue: landed, or failed for good (dropped or refused). */
-  settled?: (plan: RecordPlan, landed: boolean, err?: Error) => void;
+  settled?: (plan: SpendRecord, landed: boolean, err?: Error) => void;
   /** With a journal: past `max` the oldest leaves memory only (it is on disk, not done); told here instead of dropped. */
-  spill?: (plan: RecordPlan) => void;
+  spill?: (plan: SpendRecord) => void;
   /** Told whenever the queue becomes empty. */
   emptied?: () => void;
   max: number;
@@ -55,7 +55,7 @@ export class ReplayQueue {
   }
 
   /** Queues a record behind the others; settles when it lands (or is dropped). `now`: try at once, not after the backoff. */
-  enqueue(plan: RecordPlan, now = false): Promise<RecordedSpend> {
+  enqueue(plan: SpendRecord, now = false): Promise<RecordedSpend> {
     const p = new Promise<RecordedSpend>((resolve, reject) => {
       this.waiting.push({ plan, resolve, reject });
       while (this.waiting.length > this.opts.max) {

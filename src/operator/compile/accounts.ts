@@ -9,7 +9,7 @@ import { incrementalShardLayout, ownBuffer, serializeAccount, type SerializedAcc
 import { incrementalBundleLayout, sealAccount, type BundleAccount, type BundleShardOptions } from '../../bundle/bundle.ts';
 import { envelopeVersion, type Keyring } from '../../contract/envelope.ts';
 import { normalizeKeyHash } from '../../domain/api-keys.ts';
-import type { CompiledApiKey, CompiledCredential } from '../../domain/model.ts';
+import type { CompiledApiKey, CompiledCredential } from '../../domain/compiled.ts';
 import type { QuarantineBook } from './quarantine.ts';
 import type { AccountStateSource, ApiKeyDelivery, CompilePipelineOptions, CredentialDelivery } from './types.ts';
 

@@ -15,7 +15,7 @@ import { QuarantineBook } from './quarantine.ts';
 import { CompileScheduler } from './scheduler.ts';
 import { kubeRoutingStore, type RoutingStore } from './store.ts';
 import type { AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
-import { limited, RoutingWriter, slotsFor, type RefusedWrite, type WriteOutcome } from './writer.ts';
+import { limited, RoutingWriter, slotsFor, type RefusedWrite, type WriteOutcome } from './routing-writer.ts';
 
 export type { AccountSnapshot, AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult, CredentialDelivery, CredentialVerdict, Quarantine, SnapshotCredential } from './types.ts';
 export { kubeRoutingStore, type RoutingStore } from './store.ts';

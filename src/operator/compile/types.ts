@@ -8,7 +8,7 @@ import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../compiler/snapshot.ts';
-import type { CompiledAccount } from '../../domain/model.ts';
+import type { CompiledAccount } from '../../domain/compiled.ts';
 import type { ShardOptions } from '../../compiler/shard.ts';
 import type { BundleShardOptions } from '../../bundle/bundle.ts';
 import type { Applier } from '../../kube/apply.ts';

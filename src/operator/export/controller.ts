@@ -12,8 +12,8 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
-import type { CompiledAccount } from '../../domain/model.ts';
-import { IDENTITY_ANNOTATION, type ExportOptions, type ExportTarget, type TargetObject } from '../../export/index.ts';
+import type { CompiledAccount } from '../../domain/compiled.ts';
+import { IDENTITY_ANNOTATION, targetObjectKey, type ExportOptions, type ExportTarget, type TargetObject } from '../../export/index.ts';
 import { KubeApiError, kindInfo, kubeClient, objectPath, type KubeClient } from '../../kube/client.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { EventRecorder } from '../../kube/events.ts';
@@ -22,7 +22,7 @@ import { canonicalJson } from '../../contract/canonical-json.ts';
 import { API_VERSION } from '../../schema/resources.ts';
 import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
 import type { AccountSnapshot, CompilePipeline } from '../compile/pipeline.ts';
-import { limited } from '../compile/writer.ts';
+import { limited } from '../compile/routing-writer.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
 import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type ExportCondition, type SecretObject } from './desired.ts';
@@ -77,7 +77,6 @@ type Pending = { snapshot: AccountSnapshot; account: CompiledAccount } | undefin
 type AnyObject = TargetObject | SecretObject;
 
 const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
-const keyOf = (o: { apiVersion: string; kind: string; metadata: { name: string } }): string => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
 /** What is applied, as a digest: the object's own fields (Secrets: in memory only, never written down). */
 // 128 bits: the controller holds one per object it owns (hundreds of thousands at 100k credentials).
 export const digestOf = (o: AnyObject): string => sha(canonicalJson(o)).slice(0, 32);
@@ -221,7 +220,7 @@ export class ExportController {
         const page = await this.client.request<{ items: AnyObject[]; metadata?: { continue?: string } }>('GET', path, { query: { labelSelector: selector, limit: 500, ...(cont ? { continue: cont } : {}) } });
         for (const item of page.items) {
           const o = { ...item, apiVersion: k.apiVersion, kind: k.kind } as AnyObject;
-          const key = keyOf(o);
+          const key = targetObjectKey(o);
           // Secrets: the digest of what they hold, computed here and kept in memory; others carry theirs.
           const digest = k.kind === 'Secret' ? digestOf(secretAsApplied(o as SecretObject)) : ((o.metadata as { annotations?: Record<string, string> }).annotations?.[DIGEST_ANNOTATION] ?? '');
           const account = o.metadata.labels?.[ACCOUNT_LABEL];
@@ -347,7 +346,7 @@ export class ExportController {
     // A name another account already owns is refused here, never taken over: the later account is told.
     const taken: string[] = [];
     for (const o of [...desired.objects, ...desired.secrets]) {
-      const key = keyOf(o);
+      const key = targetObjectKey(o);
       const owner = this.ownerByKey.get(key);
       if (owner !== undefined && owner !== ns) taken.push(`${o.kind} ${o.metadata.name}`);
       else want.set(key, { object: o, digest: digestOf(o) });
@@ -408,7 +407,7 @@ export class ExportController {
       blocked.set(c.key, 'accounts build it with different content (a name collision): it is not written');
       this.deps.log.warn({ object: c.key, accounts: c.accounts }, 'shared export object refused: accounts build it with different content');
     }
-    const want = new Map(this.shared.merged().map((o) => [keyOf(o), o as AnyObject]));
+    const want = new Map(this.shared.merged().map((o) => [targetObjectKey(o), o as AnyObject]));
     const changed = [...want].map(([key, o]) => ({ key, o, digest: digestOf(o) })).filter((w) => this.sharedWritten.get(w.key) !== w.digest);
     let retry: unknown;
     await limited(changed, this.deps.concurrency ?? 8, async (w) => {
@@ -456,7 +455,7 @@ export class ExportController {
   private async deleteStaleShared(): Promise<void> {
     // Until the first run handed over every account, an absent shared object may still be wanted by one not seen yet.
     if (!this.firstRunDone || this.pending.size > 0) return;
-    const want = new Set([...this.shared.merged().map((o) => keyOf(o)), ...this.shared.conflicts().map((c) => c.key)]);
+    const want = new Set([...this.shared.merged().map((o) => targetObjectKey(o)), ...this.shared.conflicts().map((c) => c.key)]);
     const gone = [...this.sharedWritten.keys()].filter((key) => !want.has(key));
     await limited(gone, this.deps.concurrency ?? 8, async (key) => {
       await this.remove(key);

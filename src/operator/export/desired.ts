@@ -5,7 +5,7 @@
 // Secrets' data, which goes nowhere but the Secret objects this returns.
 import { createHash } from 'node:crypto';
 import { credentialExclusion } from '../../compiler/compile.ts';
-import type { CompiledAccount } from '../../domain/model.ts';
+import type { CompiledAccount } from '../../domain/compiled.ts';
 import type { ProviderSlug } from '../../domain/providers.ts';
 import { publicId } from '../../domain/ids.ts';
 import { validatePayload, type ProviderPayload } from '../../domain/payloads.ts';

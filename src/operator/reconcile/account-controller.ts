@@ -2,15 +2,15 @@
 // account; the others are Conflicting). The compile pipeline's quarantines enqueue through setQuarantine().
 import type { AccountReconciler } from './account.ts';
 import { onSpecChange, type Controller } from './controller.ts';
-import { keyOf, nsOf } from './objects.ts';
+import { namespacedName, nsOf } from './objects.ts';
 
 export function accountController(reconciler: AccountReconciler): Controller {
   return {
     for: 'accounts',
     watch({ accounts }, enqueue) {
       onSpecChange(accounts, (a) => {
-        for (const other of accounts.list(nsOf(a))) enqueue(keyOf(other));
-        enqueue(keyOf(a));
+        for (const other of accounts.list(nsOf(a))) enqueue(namespacedName(other));
+        enqueue(namespacedName(a));
       });
     },
     reconcile: (key) => reconciler.reconcile(key),

@@ -8,7 +8,7 @@ import type { ResourceInformers } from '../../kube/resources.ts';
 import type { Quarantine } from '../compile/pipeline.ts';
 import { buildConditions, readyFrom, type CatalogCondition, type Condition } from '../conditions.ts';
 import type { ReconcileResult } from '../workqueue.ts';
-import { baseStatus, keyOf, splitKey } from './objects.ts';
+import { baseStatus, namespacedName, splitKey } from './objects.ts';
 import type { StatusWriter } from './status-writer.ts';
 
 /** Credentials that carry a quarantine Event when the namespace has no Account object. */
@@ -65,7 +65,7 @@ export class AccountReconciler {
     else if (!this.quarantines.delete(ns)) return;
     const { informers, writer } = this.deps;
     const accounts = informers.accounts.list(ns);
-    for (const a of accounts) this.deps.enqueueAccount(keyOf(a));
+    for (const a of accounts) this.deps.enqueueAccount(namespacedName(a));
     // The Account object is where the owner looks; a namespace without one gets the Event on its credentials.
     const { winner } = electAccount(accounts);
     const targets: KubernetesObject[] = winner ? [winner] : informers.credentials.list(ns).slice(0, QUARANTINE_EVENT_FANOUT);

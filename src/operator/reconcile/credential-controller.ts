@@ -7,7 +7,7 @@ import { INDEX } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
 import type { CredentialReconciler } from './credential.ts';
 import { namespacesNaming } from './key-holders.ts';
-import { keyOf, nsOf } from './objects.ts';
+import { namespacedName, nsOf } from './objects.ts';
 import { sortSection } from './sort-order.ts';
 
 export function credentialController(reconciler: CredentialReconciler): Controller {
@@ -19,13 +19,13 @@ export function credentialController(reconciler: CredentialReconciler): Controll
         for (const other of credentials.list(nsOf(c))) {
           if (other.spec.sortOrder !== undefined || other.metadata.name === c.metadata.name) continue;
           const same = (x: BYOKCredential) => x.spec.provider === other.spec.provider && sortSection(x) === sortSection(other);
-          if (same(c) || (old && same(old))) enqueue(keyOf(other));
+          if (same(c) || (old && same(old))) enqueue(namespacedName(other));
         }
       };
       onSpecChange(
         credentials,
         (c, old) => {
-          enqueue(keyOf(c));
+          enqueue(namespacedName(c));
           if (!old || old.spec.provider !== c.spec.provider || sortSection(old) !== sortSection(c) || old.spec.sortOrder !== c.spec.sortOrder) implicitSiblings(c, old);
         },
         (c) => {
@@ -36,7 +36,7 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       );
 
       const secretChanged = (s: V1Secret) => {
-        for (const c of credentials.byIndex(INDEX.secret, `${nsOf(s)}/${s.metadata?.name ?? ''}`)) enqueue(keyOf(c));
+        for (const c of credentials.byIndex(INDEX.secret, `${nsOf(s)}/${s.metadata?.name ?? ''}`)) enqueue(namespacedName(c));
       };
       secrets.on('add', secretChanged);
       secrets.on('update', (s, old) => {
@@ -48,15 +48,15 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       onSpecChange(apiKeys, (k, old) => {
         for (const h of new Set([k.spec.hash, old?.spec.hash, k.spec.previousHash, old?.spec.previousHash])) {
           if (!h) continue;
-          for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)])) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(keyOf(c));
+          for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)])) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(namespacedName(c));
         }
       });
       onSpecChange(workspaces, (w) => {
-        for (const c of credentials.byIndex(INDEX.workspace, `${nsOf(w)}/${w.metadata.name ?? ''}`)) enqueue(keyOf(c));
+        for (const c of credentials.byIndex(INDEX.workspace, `${nsOf(w)}/${w.metadata.name ?? ''}`)) enqueue(namespacedName(c));
       });
       // The credential quota may have changed, or the namespace gained or lost its Account (the gate).
       onSpecChange(accounts, (a) => {
-        for (const c of credentials.list(nsOf(a))) enqueue(keyOf(c));
+        for (const c of credentials.list(nsOf(a))) enqueue(namespacedName(c));
       });
     },
     reconcile: (key) => reconciler.reconcile(key),

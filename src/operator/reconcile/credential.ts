@@ -13,11 +13,11 @@ import { secretRefKey } from '../../domain/secret-ref.ts';
 import { CREDENTIAL_SECRET_LABEL, INDEX, secretPayloadValue, type ResourceInformers } from '../../kube/resources.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import type { OperatorMetrics } from '../metrics.ts';
-import type { VerdictStore } from '../state.ts';
+import type { VerdictStore } from '../verdicts.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { evaluateCredential, type CredentialEvaluation, type CredentialFacts } from './credential-checks.ts';
 import { holderOf } from './key-holders.ts';
-import { keyOf, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
+import { namespacedName, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
 import { effectiveSortOrder } from './sort-order.ts';
 import type { StatusWriter } from './status-writer.ts';
 
@@ -66,7 +66,7 @@ export class CredentialReconciler {
    */
   forget(c: BYOKCredential): string[] {
     this.deps.verdicts.delete(nsOf(c), c.metadata.name ?? '');
-    const key = keyOf(c);
+    const key = namespacedName(c);
     this.overQuota.delete(key);
     const waiting = [...this.overQuota].filter((k) => k.startsWith(`${nsOf(c)}/`));
     this.missingSecretAttempts.delete(key);

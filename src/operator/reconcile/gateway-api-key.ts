@@ -8,7 +8,7 @@ import { INDEX, type ResourceInformers } from '../../kube/resources.ts';
 import { buildConditions, type CatalogCondition, type Condition } from '../conditions.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { missingGuardrails } from './guardrail.ts';
-import { baseStatus, keyOf, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
+import { baseStatus, namespacedName, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
 import { holderOf } from './key-holders.ts';
 import { sameObject } from '../../compiler/elect.ts';
 import { accountMissingMessage, isRoutedNamespace } from '../../compiler/gate.ts';
@@ -117,7 +117,7 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
   if (sinceOverlapEnd >= 0 && sinceOverlapEnd < OVERLAP_END_RECOMPILE_MS) deps.markDirty(ns);
   if (wasLive !== undefined && wasLive !== live) {
     // Expiry is not an apiserver event: tell the dependants ourselves.
-    for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) deps.enqueueCredential(keyOf(c));
+    for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) deps.enqueueCredential(namespacedName(c));
     deps.markDirty(ns);
   }
   if (ready.status !== 'True') deps.writer.warn(k, ready.reason, ready.message);

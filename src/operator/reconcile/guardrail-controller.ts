@@ -4,13 +4,13 @@ import type { StatusWriter } from './status-writer.ts';
 import type { ResourceInformers } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
 import { reconcileGuardrail } from './guardrail.ts';
-import { keyOf } from './objects.ts';
+import { namespacedName } from './objects.ts';
 
 export function guardrailController(deps: { informers: ResourceInformers; writer: StatusWriter }): Controller {
   return {
     for: 'guardrails',
     watch({ guardrails }, enqueue) {
-      onSpecChange(guardrails, (g) => enqueue(keyOf(g)));
+      onSpecChange(guardrails, (g) => enqueue(namespacedName(g)));
     },
     reconcile: (key) => reconcileGuardrail(deps, key),
   };

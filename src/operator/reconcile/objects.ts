@@ -13,7 +13,7 @@ export const splitKey = (key: string): [string, string] => {
   const i = key.indexOf('/');
   return [key.slice(0, i), key.slice(i + 1)];
 };
-export const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+export const namespacedName = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 export const nsOf = (o: KubernetesObject): string => o.metadata?.namespace ?? '';
 
 /** Spec changes (and the start of deletion) move the generation; status-only updates do not. */

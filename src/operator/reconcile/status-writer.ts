@@ -9,7 +9,7 @@ import type { Applier } from '../../kube/apply.ts';
 import type { EventRecorder } from '../../kube/events.ts';
 import { sameStatus, type Condition } from '../conditions.ts';
 import { ownedStatus } from '../spend-status.ts';
-import { keyOf, nsOf, type Kind } from './objects.ts';
+import { namespacedName, nsOf, type Kind } from './objects.ts';
 
 /** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */
 export const STATUS_WRITE_FAILURES_BEFORE_EVENT = 3;
@@ -80,7 +80,7 @@ export class StatusWriter {
    */
   async write<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
     if (sameStatus(ownedStatus(obj.status), status)) return;
-    const key = `${kind}/${keyOf(obj)}`;
+    const key = `${kind}/${namespacedName(obj)}`;
     try {
       const written = await this.deps.applier.applyStatus<T>(kind, nsOf(obj), obj.metadata?.name ?? '', status);
       this.failures.delete(key);

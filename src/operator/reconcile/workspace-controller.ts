@@ -3,7 +3,7 @@
 import type { StatusWriter } from './status-writer.ts';
 import type { ResourceInformers } from '../../kube/resources.ts';
 import { onSpecChange, type Controller } from './controller.ts';
-import { keyOf, nsOf } from './objects.ts';
+import { namespacedName, nsOf } from './objects.ts';
 import { reconcileWorkspace } from './workspace.ts';
 
 export function workspaceController(deps: { informers: ResourceInformers; writer: StatusWriter }): Controller {
@@ -11,11 +11,11 @@ export function workspaceController(deps: { informers: ResourceInformers; writer
     for: 'workspaces',
     watch({ workspaces, guardrails }, enqueue) {
       onSpecChange(workspaces, (w, old) => {
-        enqueue(keyOf(w));
-        if (w.spec.default || old?.spec.default) for (const other of workspaces.list(nsOf(w))) if (other.spec.default) enqueue(keyOf(other));
+        enqueue(namespacedName(w));
+        if (w.spec.default || old?.spec.default) for (const other of workspaces.list(nsOf(w))) if (other.spec.default) enqueue(namespacedName(other));
       });
       onSpecChange(guardrails, (g) => {
-        for (const w of workspaces.list(nsOf(g))) enqueue(keyOf(w));
+        for (const w of workspaces.list(nsOf(g))) enqueue(namespacedName(w));
       });
     },
     reconcile: (key) => reconcileWorkspace(deps, key),

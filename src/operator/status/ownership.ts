@@ -17,7 +17,7 @@ export interface StatusOwner {
 export const STATUS_OWNERS = {
   /** Spend from the shared ledger (spend-status.ts), on the leader. */
   spend: { fieldManager: 'byok-operator-spend', fields: ['spend'], conditions: [] },
-  /** Upstream health and delivery reported by the gateway pods (health/writer.ts), on the leader. */
+  /** Upstream health and delivery reported by the gateway pods (health/health-status-writer.ts), on the leader. */
   health: { fieldManager: 'byok-operator-health', fields: ['lastUsedTime', 'delivery'], conditions: [ConditionType.UpstreamHealthy, ConditionType.Delivered] },
   /** What the export target keeps and drops (export/controller.ts), on the leader, only with --export-target. */
   export: { fieldManager: 'byok-operator-export', fields: [], conditions: [ConditionType.Exported] },

@@ -16,7 +16,7 @@ import { createEmbeddedLedger, createSpendGate } from '../../../src/ledger/index
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { createGatewayMetrics } from '../../../src/gateway/metrics.ts';
 import { registerAccountDelivery } from '../../../src/operator/delivery-metrics.ts';
-import { createHealthStatusWriter } from '../../../src/operator/health/writer.ts';
+import { createHealthStatusWriter } from '../../../src/operator/health/health-status-writer.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from '../../../src/operator/metrics.ts';
 import { testKubeConfig } from '../../support/kube.ts';
 

@@ -23,7 +23,7 @@ import { publicId } from '../../../src/domain/ids.ts';
 import { sharedKeyFileName, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
 import type { BYOKCredentialSpec } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');

@@ -12,7 +12,7 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 const run = promisify(execFile);
 const kc = testKubeConfig();

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, EventsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { INDEX_KEY, INDEX_NAME, type RoutingIndex, type ShardDocument } from '../../../src/contract/routing.ts';
-import type { CompiledAccount } from '../../../src/domain/model.ts';
+import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { kubectl } from '../../support/kube.ts';
 
 /** A hostile text value: `text` for JSON-capable doors, or raw bytes (invalid UTF-8) where only bytes can carry it. */

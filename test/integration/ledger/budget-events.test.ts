@@ -8,7 +8,7 @@ import { compileAccount } from '../../../src/compiler/index.ts';
 import type { CompiledAccount } from '../../../src/domain/index.ts';
 import { createRedisLedger, createSpendGate, keySpace, windowOf } from '../../../src/ledger/index.ts';
 import { countRefusals } from '../../../src/ledger/refusals.ts';
-import { createAccountStateSource, VerdictStore } from '../../../src/operator/state.ts';
+import { createAccountStateSource, VerdictStore } from '../../../src/operator/verdicts.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';

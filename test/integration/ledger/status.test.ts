@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { compileAccount } from '../../../src/compiler/index.ts';
 import { createRedisLedger, createSpendGate, type LedgerSpendGate } from '../../../src/ledger/index.ts';
 import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
-import { createAccountStateSource, VerdictStore } from '../../../src/operator/state.ts';
+import { createAccountStateSource, VerdictStore } from '../../../src/operator/verdicts.ts';
 import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { cond, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';

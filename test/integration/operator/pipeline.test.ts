@@ -20,7 +20,7 @@ import { parseEnvelope } from '../../../src/contract/envelope.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { createTestNamespace, crApi, customObjects, testKubeConfig } from '../../support/kube.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
 

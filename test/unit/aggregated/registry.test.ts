@@ -7,7 +7,7 @@ import { compareCursor, decodeCursor as decode, encodeCursor } from '../../../sr
 import { byokKeysResource } from '../../../src/aggregated/registry/byokkeys/index.ts';
 import { byokKeysStrategy, listOrderKey } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
 import { compareKeys } from '../../../src/service/mapping.ts';
-import type { CredentialEntry } from '../../../src/service/state.ts';
+import type { CredentialEntry } from '../../../src/service/read-model.ts';
 import { StatusError } from '../../../src/aggregated/status.ts';
 
 /** A byokkeys cursor: namespace, then the REST list order (provider, section, sort order, creation, id). */

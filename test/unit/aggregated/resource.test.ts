@@ -1,7 +1,7 @@
 // The BYOKKey object ↔ REST body mapping, selectors, Table cells, patches and the watch hub: the pure parts of
 // the aggregated API (the protocol itself is tested through the kube-aggregator in test/integration/aggregated).
 import { describe, expect, test } from '@jest/globals';
-import { ApiState } from '../../../src/service/state.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
 import { InvalidObject } from '../../../src/aggregated/status.ts';
 import { matches, parseSelector, SelectorError } from '../../../src/aggregated/handlers/selection.ts';

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import type { Backend } from '../../../src/service/backend.ts';
 import { buildApp } from '../../../src/api/server.ts';
 import { ByokService } from '../../../src/service/service.ts';
-import { ApiState } from '../../../src/service/state.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 import { parseListQuery } from '../../../src/service/validate.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';

@@ -4,7 +4,7 @@ import { describe, expect, test } from '@jest/globals';
 import { pino } from 'pino';
 import type { Backend } from '../../../src/service/backend.ts';
 import { buildApp } from '../../../src/api/server.ts';
-import { ApiState } from '../../../src/service/state.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 import { managementKeySecret, sha256Hex } from '../../../src/service/management-keys.ts';
 import { violationText } from '../../../src/service/validate.ts';
 

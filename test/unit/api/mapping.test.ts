@@ -1,6 +1,6 @@
 import { describe, expect, test } from '@jest/globals';
 import { compareKeys, credentialStatus, effectiveSortOrder, pickLabel, toByokKey, LABEL_ANNOTATION, LABEL_SECRET_VERSION_ANNOTATION } from '../../../src/service/mapping.ts';
-import { ApiState } from '../../../src/service/state.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 import { publicId } from '../../../src/domain/ids.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 

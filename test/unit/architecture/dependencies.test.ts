@@ -1,5 +1,5 @@
-// The dependency rules of docs/ARCHITECTURE.md, checked on the import statements of src/: every room on a floor
-// and every import pointing into its own room or to a lower floor (the diagram, which is checked against the
+// The dependency rules of docs/ARCHITECTURE.md, checked on the import statements of src/: every room on a level
+// and every import pointing into its own room or to a lower level (the diagram, which is checked against the
 // table here), a pure domain core and compiler, the formats between processes only in contract/, process rooms
 // that never import each other, two API doors (REST and aggregated) over one service that never import each other,
 // no import cycle between rooms nor between files, and a CLI nothing imports.
@@ -37,10 +37,10 @@ interface Import {
 }
 
 /**
- * The floors of docs/ARCHITECTURE.md's diagram, top to bottom. An import (type-only ones included: they are
- * dependencies too) may point into its own room or to a lower floor; rooms on one floor never import each other.
+ * The levels of docs/ARCHITECTURE.md's diagram, top to bottom. An import (type-only ones included: they are
+ * dependencies too) may point into its own room or to a lower level; rooms on one level never import each other.
  */
-const FLOORS: Record<string, number> = {
+const LEVELS: Record<string, number> = {
   // Wiring: the `byok` command. Nothing imports it.
   cli: 6,
   // The doors and the processes, and the dev/test control plane (etcd + kube-apiserver) the CLI starts.
@@ -56,7 +56,7 @@ const FLOORS: Record<string, number> = {
   bundle: 4,
   // The compiler's second output (other data planes' objects): pure, above the compiler it reads.
   export: 4,
-  // Half a floor lower, because rooms above build on them: the service on the Kubernetes client, bundle/ on the
+  // Half a level lower, because rooms above build on them: the service on the Kubernetes client, bundle/ on the
   // compiler's bucket placement (bundle Secrets are placed like the routing ConfigMaps).
   kube: 3,
   compiler: 3,
@@ -68,10 +68,10 @@ const FLOORS: Record<string, number> = {
 };
 
 /**
- * Imports that break the floors on purpose, each with its reason (`from -> file`). The floor test fails on any
+ * Imports that break the levels on purpose, each with its reason (`from -> file`). The level test fails on any
  * violation not listed here and on any entry whose import is gone.
  */
-const FLOOR_EXCEPTIONS: Record<string, string> = {};
+const LEVEL_EXCEPTIONS: Record<string, string> = {};
 
 /** The rooms of the long-running processes and doors: none may import another's. */
 const PROCESSES = ['operator', 'gateway', 'api', 'aggregated'];
@@ -209,30 +209,30 @@ const runtime = (imports: Import[]) => imports.filter((i) => !i.typeOnly);
 const targets = (imports: Import[]) => [...new Set(imports.map((i) => i.target))].sort();
 
 describe('dependency rules', () => {
-  test('every room of src/ has a floor in the diagram', () => {
+  test('every room of src/ has a level in the diagram', () => {
     const rooms = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-    expect(rooms.filter((r) => !(r in FLOORS)).sort()).toEqual([]);
-    expect(Object.keys(FLOORS).filter((r) => !rooms.includes(r)).sort()).toEqual([]);
+    expect(rooms.filter((r) => !(r in LEVELS)).sort()).toEqual([]);
+    expect(Object.keys(LEVELS).filter((r) => !rooms.includes(r)).sort()).toEqual([]);
   });
 
-  test('every import points into its own room or to a lower floor (type-only and dynamic imports included)', () => {
-    const crossing = Object.keys(FLOORS).flatMap((room) =>
+  test('every import points into its own room or to a lower level (type-only and dynamic imports included)', () => {
+    const crossing = Object.keys(LEVELS).flatMap((room) =>
       importsOf(room)
-        .filter((i) => i.target in FLOORS && i.target !== room && FLOORS[i.target]! >= FLOORS[room]!)
+        .filter((i) => i.target in LEVELS && i.target !== room && LEVELS[i.target]! >= LEVELS[room]!)
         .map((i) => `${i.from} -> ${i.file}`),
     );
-    const unexplained = crossing.filter((edge) => !(edge in FLOOR_EXCEPTIONS));
-    const floorOf = (edge: string) => edge.split(' -> ').map((f) => `${f.split('/')[0]} (floor ${FLOORS[f.split('/')[0]!]})`).join(' -> ');
-    expect(unexplained.map((edge) => `${edge}   [${floorOf(edge)}]`).sort()).toEqual([]);
+    const unexplained = crossing.filter((edge) => !(edge in LEVEL_EXCEPTIONS));
+    const levelOf = (edge: string) => edge.split(' -> ').map((f) => `${f.split('/')[0]} (level ${LEVELS[f.split('/')[0]!]})`).join(' -> ');
+    expect(unexplained.map((edge) => `${edge}   [${levelOf(edge)}]`).sort()).toEqual([]);
     // An exception is removed once its import is gone, so the list only shrinks.
-    expect(Object.keys(FLOOR_EXCEPTIONS).filter((edge) => !crossing.includes(edge))).toEqual([]);
+    expect(Object.keys(LEVEL_EXCEPTIONS).filter((edge) => !crossing.includes(edge))).toEqual([]);
   });
 
   test('the domain core imports only itself and pure libraries (no I/O, no Kubernetes, no HTTP)', () => {
     expect(targets(runtime(importsOf('domain'))).filter((t) => !['domain', 'uuid', 'ajv', 'ajv-formats'].includes(t))).toEqual([]);
   });
 
-  test('the compiler is pure: domain, schema types, the condition catalog and node hashing/compression only', () => {
+  test('the compiler is pure: domain, schema types, the condition vocabulary and node hashing/compression only', () => {
     const loaded = runtime(importsOf('compiler')).filter((i) => i.file !== 'schema/conditions.ts');
     expect(targets(loaded).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
   });
@@ -241,7 +241,7 @@ describe('dependency rules', () => {
     expect(targets(runtime(importsOf('export'))).filter((t) => !['export', 'domain', 'node:crypto'].includes(t))).toEqual([]);
   });
 
-  test('the condition catalog is constants only: it imports nothing (the compiler and every door load it)', () => {
+  test('the condition vocabulary is constants only: it imports nothing (the compiler and every door load it)', () => {
     expect(referencesOf('schema/conditions.ts')).toEqual([]);
   });
 
@@ -385,21 +385,21 @@ describe('the checks themselves', () => {
 });
 
 describe('docs/ARCHITECTURE.md', () => {
-  test('the floor diagram shows exactly the floors of FLOORS', () => {
+  test('the level diagram shows exactly the levels of LEVELS', () => {
     const doc = readFileSync(join(root, 'docs', 'ARCHITECTURE.md'), 'utf8');
-    const block = /## Rooms and floors[\s\S]*?```text\n([\s\S]*?)```/.exec(doc)?.[1];
+    const block = /## Rooms and levels[\s\S]*?```text\n([\s\S]*?)```/.exec(doc)?.[1];
     expect(block).toBeDefined();
-    // `floor N   room  room    description`, and continuation lines (indented) that add rooms to floor N.
+    // `level N   room  room    description`, and continuation lines (indented) that add rooms to level N.
     const drawn: Record<string, number> = {};
-    let floor: number | undefined;
+    let level: number | undefined;
     for (const line of block!.split('\n')) {
-      const head = /^floor (\d+)\s/.exec(line);
-      if (head) floor = Number(head[1]);
-      if (floor === undefined || line.trim() === '') continue;
+      const head = /^level (\d+)\s/.exec(line);
+      if (head) level = Number(head[1]);
+      if (level === undefined || line.trim() === '') continue;
       const rooms = line.slice(head ? head[0].length : 0).trim().split(/\s{3,}/)[0]!.split(/\s+/);
-      for (const room of rooms) drawn[room] = floor;
+      for (const room of rooms) drawn[room] = level;
     }
-    const sorted = (floors: Record<string, number>) => Object.entries(floors).sort(([a], [b]) => a.localeCompare(b));
-    expect(sorted(drawn)).toEqual(sorted(FLOORS));
+    const sorted = (levels: Record<string, number>) => Object.entries(levels).sort(([a], [b]) => a.localeCompare(b));
+    expect(sorted(drawn)).toEqual(sorted(LEVELS));
   });
 });

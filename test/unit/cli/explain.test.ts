@@ -11,7 +11,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { account, cred, defaultEndpoints, K1, MODEL } from '../../support/fixtures/domain.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 function mountedConfig(): string {
   const accounts = [

@@ -23,7 +23,7 @@ import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { normalizeKeyHash } from '../../../src/domain/api-keys.ts';
-import type { CompiledAccount } from '../../../src/domain/model.ts';
+import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { evaluateApiKey, hashHeldBy } from '../../../src/operator/reconcile/gateway-api-key.ts';
 import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import { validateManifest } from '../../../src/schema/validators.ts';

@@ -5,7 +5,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { bucketOf, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/contract/routing.ts';
 import { bucketCount } from '../../../src/compiler/buckets.ts';
 import { encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
-import type { CompiledAccount } from '../../../src/domain/model.ts';
+import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 
 const MiB = 1024 * 1024;

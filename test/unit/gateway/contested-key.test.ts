@@ -14,7 +14,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { CATALOG_PATH } from '../../../src/cli/catalog.ts';
 import { startGateway, type RunningGateway } from '../../../src/gateway/server.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { apiKey, hashOf, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-contested-key-'));

@@ -6,7 +6,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nodeWriter, SpendJournal, type FsyncPolicy, type JournalWriter } from '../../../src/ledger/gate/journal.ts';
 import { JournalLockedError, LOCK_FILE } from '../../../src/ledger/gate/journal-lock.ts';
-import type { RecordPlan } from '../../../src/ledger/gate/record-plan.ts';
+import type { SpendRecord } from '../../../src/ledger/gate/spend-record.ts';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -19,7 +19,7 @@ afterEach(() => {
 });
 
 const segments = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-'));
-const plan = (id: string, by = 1): RecordPlan => ({ id, increments: [{ key: `p:{a}:k:${id}`, by, expiresAt: null }], chargedMicros: by });
+const plan = (id: string, by = 1): SpendRecord => ({ id, increments: [{ key: `p:{a}:k:${id}`, by, expiresAt: null }], chargedMicros: by });
 const hold = (id: string) => ({ id, amountMicros: 5, holdKeys: ['p:{a}:gr:g:d2026-11-23:holds'] });
 
 describe('SpendJournal', () => {

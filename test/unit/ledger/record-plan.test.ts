@@ -1,19 +1,19 @@
-// The record plan: what one finished request writes, as plain data (it is journaled and may be applied by a later process).
+// The spend record: what one finished request writes, as plain data (it is journaled and may be applied by a later process).
 import { describe, expect, test } from '@jest/globals';
 import { keySpace, windowsAt } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
-import { planRecord } from '../../../src/ledger/gate/record-plan.ts';
+import { spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
 import { budgetGuardrail, ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace();
 const AT = new Date('2026-11-23T10:00:00Z');
 const W = windowsAt(AT);
 
-describe('planRecord', () => {
+describe('spendRecordOf', () => {
   const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 100, 'daily', false)], keyGuardrail: 'g' });
 
   test('shared capacity: the nonbyok part in every window of every scope, then the month charge', () => {
-    const plan = planRecord({ ...finished(ctx(acc, AT), 3 * USD, false), generationId: 'gen-a' }, new GateKeyCache(keys));
+    const plan = spendRecordOf({ ...finished(ctx(acc, AT), 3 * USD, false), generationId: 'gen-a' }, new GateKeyCache(keys));
     expect(plan.id).toBe('gen-a');
     expect(plan.byok).toBeUndefined();
     expect(plan.chargedMicros).toBe(3 * USD);
@@ -26,7 +26,7 @@ describe('planRecord', () => {
   });
 
   test('BYOK: the month list cost first (its total gives the month-to-date), the byok part in every window, the fee key', () => {
-    const plan = planRecord(finished(ctx(acc, AT), 2 * USD, true), new GateKeyCache(keys));
+    const plan = spendRecordOf(finished(ctx(acc, AT), 2 * USD, true), new GateKeyCache(keys));
     expect(plan.chargedMicros).toBe(0);
     expect(plan.increments[0]).toEqual({ key: keys.account(acc.accountId, W.monthly, 'byok_list'), by: 2 * USD, expiresAt: keys.expiresAt(W.monthly) });
     expect(plan.increments.slice(1).every((i) => i.key.endsWith(':byok') && i.by === 2 * USD)).toBe(true);
@@ -36,17 +36,17 @@ describe('planRecord', () => {
 
   test('the reservation is settled in the same write; a plan survives JSON unchanged (the journal)', () => {
     const reservation = { id: 'gen-r', amountMicros: 5 * USD, holdKeys: [keys.hold(acc.accountId, 'guardrail', 'g', W.daily)] };
-    const plan = planRecord({ ...finished(ctx(acc, AT), 1 * USD, true), generationId: 'gen-r', reservation }, new GateKeyCache(keys));
+    const plan = spendRecordOf({ ...finished(ctx(acc, AT), 1 * USD, true), generationId: 'gen-r', reservation }, new GateKeyCache(keys));
     expect(plan.settle).toEqual({ id: 'gen-r', amount: 5 * USD, holdKeys: reservation.holdKeys });
     expect(JSON.parse(JSON.stringify(plan))).toEqual(plan);
     // A reservation that held nothing (no budget with a limit took a hold) settles nothing.
-    expect(planRecord({ ...finished(ctx(acc, AT), 1, false), reservation: { ...reservation, holdKeys: [] } }, new GateKeyCache(keys)).settle).toBeUndefined();
+    expect(spendRecordOf({ ...finished(ctx(acc, AT), 1, false), reservation: { ...reservation, holdKeys: [] } }, new GateKeyCache(keys)).settle).toBeUndefined();
   });
 
   test('a zero cost writes nothing to the windows; a negative or fractional one is refused', () => {
-    const plan = planRecord(finished(ctx(acc, AT), 0, false), new GateKeyCache(keys));
+    const plan = spendRecordOf(finished(ctx(acc, AT), 0, false), new GateKeyCache(keys));
     expect(plan.increments).toEqual([{ key: keys.account(acc.accountId, W.monthly, 'charged'), by: 0, expiresAt: keys.expiresAt(W.monthly) }]);
-    expect(() => planRecord(finished(ctx(acc, AT), -1, false), new GateKeyCache(keys))).toThrow(RangeError);
-    expect(() => planRecord(finished(ctx(acc, AT), 0.5, true), new GateKeyCache(keys))).toThrow(RangeError);
+    expect(() => spendRecordOf(finished(ctx(acc, AT), -1, false), new GateKeyCache(keys))).toThrow(RangeError);
+    expect(() => spendRecordOf(finished(ctx(acc, AT), 0.5, true), new GateKeyCache(keys))).toThrow(RangeError);
   });
 });

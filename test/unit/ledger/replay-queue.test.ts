@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { keySpace, LedgerUnavailableError, readAccountMonth } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
-import { planRecord, type RecordPlan } from '../../../src/ledger/gate/record-plan.ts';
+import { spendRecordOf, type SpendRecord } from '../../../src/ledger/gate/spend-record.ts';
 import { Recorder } from '../../../src/ledger/gate/recorder.ts';
 import { ReplayQueue } from '../../../src/ledger/gate/replay-queue.ts';
 import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
@@ -43,7 +43,7 @@ describe('ReplayQueue', () => {
     const { registry, ledger, queue, applied, settled, cache } = setup();
     const acc = ledgerAccount();
     ledger.down = true;
-    const plans: RecordPlan[] = [1, 2, 3].map((n) => planRecord({ ...finished(ctx(acc, AT), n * USD, false), generationId: `gen-q${n}` }, cache));
+    const plans: SpendRecord[] = [1, 2, 3].map((n) => spendRecordOf({ ...finished(ctx(acc, AT), n * USD, false), generationId: `gen-q${n}` }, cache));
     const results = plans.map((p) => queue.enqueue(p));
     await new Promise((r) => setTimeout(r, 40));
     expect(queue.size()).toBe(3);
@@ -62,7 +62,7 @@ describe('ReplayQueue', () => {
     const { registry, ledger, queue, settled, cache } = setup(2);
     const acc = ledgerAccount();
     ledger.down = true;
-    const [a, b, c] = [1, 2, 3].map((n) => queue.enqueue(planRecord({ ...finished(ctx(acc, AT), USD, false), generationId: `gen-d${n}` }, cache)).catch((e: unknown) => e));
+    const [a, b, c] = [1, 2, 3].map((n) => queue.enqueue(spendRecordOf({ ...finished(ctx(acc, AT), USD, false), generationId: `gen-d${n}` }, cache)).catch((e: unknown) => e));
     expect(await a).toBeInstanceOf(LedgerUnavailableError);
     expect(settled).toEqual([['gen-d1', false]]);
     expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(1);
@@ -76,10 +76,10 @@ describe('ReplayQueue', () => {
     const { ledger, queue, settled, cache } = setup();
     const acc = ledgerAccount();
     ledger.down = true;
-    const bad = planRecord(finished(ctx(acc, AT), USD, false), cache);
+    const bad = spendRecordOf(finished(ctx(acc, AT), USD, false), cache);
     bad.increments[0]!.by = Number.MAX_SAFE_INTEGER + 2; // the ledger refuses it (RangeError)
     const failed = queue.enqueue(bad).catch((e: unknown) => e);
-    const good = queue.enqueue(planRecord(finished(ctx(acc, AT), USD, false), cache));
+    const good = queue.enqueue(spendRecordOf(finished(ctx(acc, AT), USD, false), cache));
     ledger.down = false;
     await queue.drain(2000);
     expect(await failed).toBeInstanceOf(RangeError);
@@ -91,7 +91,7 @@ describe('ReplayQueue', () => {
     const { ledger, queue, cache } = setup(1000);
     const acc = ledgerAccount();
     ledger.down = true;
-    const plans = Array.from({ length: 600 }, (_, n) => planRecord({ ...finished(ctx(acc, AT), 100 * USD, true), generationId: `gen-c${n}` }, cache));
+    const plans = Array.from({ length: 600 }, (_, n) => spendRecordOf({ ...finished(ctx(acc, AT), 100 * USD, true), generationId: `gen-c${n}` }, cache));
     const results = plans.map((p) => queue.enqueue(p));
     // The ledger comes back for the first 300 adds only, then goes down again mid-chunk.
     const inner = ledger.inner;

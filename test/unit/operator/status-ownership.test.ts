@@ -2,7 +2,7 @@
 // writers and the reconcilers' comparison read it, so a field moved between writers moves everywhere at once.
 import { describe, expect, test } from '@jest/globals';
 import { FIELD_MANAGER } from '../../../src/kube/apply.ts';
-import { HEALTH_CONDITION_TYPES, HEALTH_FIELD_MANAGER, HEALTH_STATUS_FIELDS } from '../../../src/operator/health/writer.ts';
+import { HEALTH_CONDITION_TYPES, HEALTH_FIELD_MANAGER, HEALTH_STATUS_FIELDS } from '../../../src/operator/health/health-status-writer.ts';
 import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
 import { ownedStatus, STATUS_OWNERS, statusPartOf } from '../../../src/operator/status/ownership.ts';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ResourceInformers } from '../../../src/kube/resources.ts';
-import { createAccountStateSource, VerdictStore, type StoredVerdict } from '../../../src/operator/state.ts';
+import { createAccountStateSource, VerdictStore, type StoredVerdict } from '../../../src/operator/verdicts.ts';
 
 const secret = (payload: string, rv: string): V1Secret => ({ metadata: { name: 's', namespace: 'ns', resourceVersion: rv }, data: { key: Buffer.from(payload).toString('base64') } });
 const verdict = (s: V1Secret | undefined, extra: Partial<StoredVerdict> = {}): StoredVerdict => ({

@@ -1,4 +1,4 @@
-// The condition catalog is the one list of condition types and reasons: consistent with itself, documented,
+// The condition vocabulary is the one list of condition types and reasons: consistent with itself, documented,
 // and used by the operator's reconcilers instead of string literals.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -15,7 +15,7 @@ const docs = readdirSync(join(root, 'docs'))
   .join('\n');
 const operatorDoc = readFileSync(join(root, 'docs', 'operator.md'), 'utf8');
 
-describe('condition catalog', () => {
+describe('condition vocabulary', () => {
   test('each entry is spelled as its key (the key is what code names, the value what users see)', () => {
     for (const catalog of [ConditionType, ConditionReason, EventReason, PendingReason, ApiErrorReason, ExclusionReason]) {
       for (const [k, v] of Object.entries(catalog)) expect(v).toBe(k);

@@ -13,7 +13,7 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-cache-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -10,10 +10,10 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
-import type { CompiledAccount } from '../../../src/domain/model.ts';
+import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { BundleError, CredentialPayloadError, loadRoutingConfig, planFor, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../../support/fixtures/compiler.ts';
-import { kubeletWrite } from '../../../src/kube/kubelet-writer.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { moduleReferences } from '../../support/module-imports.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Account, GatewayAPIKey, Workspace } from '../../../src/schema/generated/types.ts';
 import { GroupedStore } from '../../../src/service/grouped-store.ts';
-import { ApiState } from '../../../src/service/state.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 
 describe('GroupedStore', () => {
   it('keeps values by group then name, and returns what a set replaced or a delete removed', () => {

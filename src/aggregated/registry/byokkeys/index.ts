@@ -1,7 +1,7 @@
 // byokkeys (api.byok.gateway.dev/v1, kind BYOKKey): the credentials of an account namespace as a Kubernetes
 // resource. The verbs are the generic handlers'; this folder gives the names, strategy, storage, table and OpenAPI.
 import type { ByokService } from '../../../service/service.ts';
-import type { ApiState, CredentialEntry } from '../../../service/state.ts';
+import type { ApiState, CredentialEntry } from '../../../service/read-model.ts';
 import type { DiscoveredResource, ResourceDetails, ServedResource } from '../../handlers/resource.ts';
 import { CATEGORIES, KIND, RESOURCE, SHORT_NAMES, SINGULAR, VERBS, type ByokKeyObject } from './object.ts';
 import { byokKeysOpenApi } from './openapi.ts';

@@ -1,6 +1,6 @@
 // The BYOKKey object (group api.byok.gateway.dev/v1, resource byokkeys): its names, labels and fields, and the
 // read model entry (a BYOKCredential and its REST shape) as that object. Pure: no I/O.
-import type { CredentialEntry } from '../../../service/state.ts';
+import type { CredentialEntry } from '../../../service/read-model.ts';
 import { MANAGED_BY_LABEL } from '../../../service/mapping.ts';
 import { SPEC_FIELD_NAMES } from '../../../domain/filters.ts';
 import { AGG_GROUP, AGG_GROUP_VERSION } from '../../group.ts';

@@ -2,7 +2,7 @@
 // this door and the REST door share one cache and one write path. Every write goes through the strategy's mapping.
 import { ApiError } from '../../../service/errors.ts';
 import type { ByokService } from '../../../service/service.ts';
-import type { ApiState, CredentialEntry } from '../../../service/state.ts';
+import type { ApiState, CredentialEntry } from '../../../service/read-model.ts';
 import type { ChangeSource, Storage } from '../../handlers/resource.ts';
 import { InvalidObject } from '../../status.ts';
 import { createRequestFrom, updateRequestFrom } from './strategy.ts';

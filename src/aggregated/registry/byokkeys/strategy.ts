@@ -1,7 +1,7 @@
 // How a BYOKKey becomes a request of ByokService and back (sample-apiserver's strategy): the object a client sends
 // checked and mapped to the REST create or update body, the service's field names mapped to the object's paths,
 // the fields a selector may name, the list order, and the answers this resource gives in its own words. Pure.
-import type { CredentialEntry } from '../../../service/state.ts';
+import type { CredentialEntry } from '../../../service/read-model.ts';
 import { MANAGED_BY_API, MANAGED_BY_LABEL } from '../../../service/mapping.ts';
 import { AGG_GROUP, AGG_GROUP_VERSION } from '../../group.ts';
 import type { CursorField, ObjectMeta, Strategy } from '../../handlers/resource.ts';

@@ -2,7 +2,7 @@
 // version moves with its envelope and with its compiled routing entry, and nothing else.
 import { describe, expect, test } from '@jest/globals';
 import { deliveryVersion, routingMarks } from '../../../../src/operator/compile/accounts.ts';
-import type { CompiledCredential } from '../../../../src/domain/model.ts';
+import type { CompiledCredential } from '../../../../src/domain/compiled.ts';
 import { cred as domainCred } from '../../../support/fixtures/domain.ts';
 
 const cred = (id: string, over: Partial<CompiledCredential> = {}): CompiledCredential => domainCred(id, 'openai', over);

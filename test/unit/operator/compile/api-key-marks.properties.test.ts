@@ -6,7 +6,7 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { apiKeyMarks, type RoutingMark } from '../../../../src/operator/compile/accounts.ts';
-import type { CompiledApiKey } from '../../../../src/domain/model.ts';
+import type { CompiledApiKey } from '../../../../src/domain/compiled.ts';
 
 const SEED = 42_0201;
 const RUNS = 3000;

@@ -45,16 +45,16 @@ describe('compile pipeline and health writer parts', () => {
 
   test('the parts exist and pipeline.ts assembles them', () => {
     const names = files.map((f) => relative(operator, f));
-    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts', 'compile/pipeline.ts', 'health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts', 'health/writer.ts']) expect(names).toContain(part);
+    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/routing-writer.ts', 'compile/pipeline.ts', 'health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts', 'health/health-status-writer.ts']) expect(names).toContain(part);
     expect(names).not.toContain('compile/pipeline-impl.ts');
     const assembled = importsOf(join(operator, 'compile/pipeline.ts')).map((f) => relative(operator, f));
-    expect(assembled).toEqual(expect.arrayContaining(['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/writer.ts']));
-    expect(importsOf(join(operator, 'health/writer.ts')).map((f) => relative(operator, f))).toEqual(expect.arrayContaining(['health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts']));
+    expect(assembled).toEqual(expect.arrayContaining(['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/routing-writer.ts']));
+    expect(importsOf(join(operator, 'health/health-status-writer.ts')).map((f) => relative(operator, f))).toEqual(expect.arrayContaining(['health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts']));
     expect(readdirSync(operator).filter((f) => f.startsWith('health'))).toEqual(['health']);
   });
 
   test('the health evaluation is pure: no I/O, no Kubernetes, no clock of its own', () => {
-    // What evaluate.ts and memory.ts may load: each other, the condition catalog and bookkeeping, the status
+    // What evaluate.ts and memory.ts may load: each other, the condition vocabulary and bookkeeping, the status
     // ownership map, and types (the gateway's report, the pipeline's delivery versions).
     const allowed = ['operator/health/evaluate.ts', 'operator/conditions.ts', 'operator/status/ownership.ts', 'operator/compile/types.ts', 'schema/conditions.ts', 'contract/gateway-status.ts', 'node:crypto'];
     for (const part of ['health/evaluate.ts', 'health/memory.ts']) {

@@ -4,7 +4,7 @@ import { describe, expect, test } from '@jest/globals';
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import { CredentialReconciler } from '../../../../src/operator/reconcile/credential.ts';
 import type { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
-import { VerdictStore } from '../../../../src/operator/state.ts';
+import { VerdictStore } from '../../../../src/operator/verdicts.ts';
 import { KubeApiError, type KubeClient } from '../../../../src/kube/client.ts';
 import type { Applier } from '../../../../src/kube/apply.ts';
 import { INDEX, type ResourceInformers } from '../../../../src/kube/resources.ts';

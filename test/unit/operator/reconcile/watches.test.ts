@@ -21,7 +21,7 @@ import { apiKeyController } from '../../../../src/operator/reconcile/gateway-api
 import { guardrailController } from '../../../../src/operator/reconcile/guardrail-controller.ts';
 import { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
 import { workspaceController } from '../../../../src/operator/reconcile/workspace-controller.ts';
-import { VerdictStore } from '../../../../src/operator/state.ts';
+import { VerdictStore } from '../../../../src/operator/verdicts.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../../../src/schema/generated/types.ts';
 
 // Nothing listens here: the informers are never started and nothing is written.

@@ -2,14 +2,14 @@
 // what its BYOK fee is computed from. Computed once when the request finishes (the routing config of that moment),
 // then journaled and applied, possibly by a later process: it never needs the config again.
 import { budgetContributionMicros, budgetScopes } from '../../domain/budgets.ts';
-import type { PlanName } from '../../domain/model.ts';
+import type { PlanName } from '../../domain/compiled.ts';
 import { assertNonNegativeMicros, type Micros } from '../../domain/money.ts';
 import type { FinishedRequest } from '../../contract/spend-gate.ts';
 import type { CounterIncrement, HoldRelease } from '../ledger.ts';
 import { INTERVALS, windowsAt } from '../windows.ts';
 import type { GateKeyCache, ScopeKeys } from './key-cache.ts';
 
-export interface RecordPlan {
+export interface SpendRecord {
   /** The request's generation id: the write's idempotency key. */
   id: string;
   /** For a BYOK request the first increment is the month's BYOK list cost: its new total gives the month-to-date. */
@@ -46,7 +46,7 @@ function budgetIncrements(req: FinishedRequest, cache: GateKeyCache, nonByok: Mi
   return out;
 }
 
-export function planRecord(req: FinishedRequest, cache: GateKeyCache): RecordPlan {
+export function spendRecordOf(req: FinishedRequest, cache: GateKeyCache): SpendRecord {
   const cost = req.listCostMicros;
   assertNonNegativeMicros(cost, 'list cost');
   const isByok = req.byokCredentialId !== null;
@@ -59,7 +59,7 @@ export function planRecord(req: FinishedRequest, cache: GateKeyCache): RecordPla
   const settle = r && r.holdKeys.length > 0 ? { id: r.id, amount: r.amountMicros, holdKeys: r.holdKeys } : undefined;
   // The key's month (kubectl get gwkey), in the same atomic write as the budgets.
   if (req.keyName !== undefined && cost > 0) increments.push({ key: cache.keys.keySpend(req.account.accountId, req.keyName, windowsAt(req.at).monthly), by: cost, expiresAt: acct.expiresAt });
-  const plan: RecordPlan = { id: req.generationId, increments, chargedMicros: isByok ? 0 : cost, ...(settle ? { settle } : {}) };
+  const plan: SpendRecord = { id: req.generationId, increments, chargedMicros: isByok ? 0 : cost, ...(settle ? { settle } : {}) };
   if (!isByok) {
     increments.push({ key: acct.charged, by: cost, expiresAt: acct.expiresAt });
     return plan;

@@ -3,12 +3,12 @@
 // members or per-request options, so the plan is made for the account's default workspace with the API-key and
 // member filters lifted (the report names every credential that had one).
 import type { CatalogEndpoint } from '../domain/catalog.ts';
-import type { CompiledAccount, CompiledCredential } from '../domain/model.ts';
+import type { CompiledAccount, CompiledCredential } from '../domain/compiled.ts';
 import { payloadShapeFor } from '../domain/payloads.ts';
 import { planRoute } from '../domain/planner.ts';
 import type { CredentialFacts, ExportInput, ExportOptions, ExportUpstream, ResolvedAttempt, UpstreamTarget } from './types.ts';
 
-export interface ModelPlan {
+export interface ModelAttempts {
   model: string;
   attempts: ResolvedAttempt[];
   /**
@@ -18,11 +18,11 @@ export interface ModelPlan {
   unplaced: { credentialId: string | null; provider: string; reason: string; host?: string }[];
 }
 
-export interface AccountPlan {
+export interface AccountAttempts {
   account: CompiledAccount;
   /** The default workspace's public id, or '' when the account has none (then only global credentials count). */
   workspaceId: string;
-  models: ModelPlan[];
+  models: ModelAttempts[];
 }
 
 /** The account as the target sees it: API-key and member filters lifted (they cannot be expressed). */
@@ -49,13 +49,13 @@ function modelsOf(account: CompiledAccount, workspaceId: string, input: ExportIn
   return out.sort();
 }
 
-export function planAccount(account: CompiledAccount, input: ExportInput, options: ExportOptions): AccountPlan {
+export function accountAttempts(account: CompiledAccount, input: ExportInput, options: ExportOptions): AccountAttempts {
   const workspaceId = account.workspaces.find((w) => w.isDefault)?.id ?? '';
   const lifted = withoutRequestFilters(account);
-  const models = modelsOf(account, workspaceId, input).map((model): ModelPlan => {
+  const models = modelsOf(account, workspaceId, input).map((model): ModelAttempts => {
     const plan = planRoute(lifted, input.catalog, { model, apiKeyHash: '', userId: null, workspaceId, baseAddress: 'global', isVideoGeneration: false });
     const attempts: ResolvedAttempt[] = [];
-    const unplaced: ModelPlan['unplaced'] = [];
+    const unplaced: ModelAttempts['unplaced'] = [];
     for (const a of plan.attempts) {
       const credentialId = a.kind === 'credential' ? a.credentialId : null;
       const facts = credentialId === null ? null : input.facts.get(credentialId);
