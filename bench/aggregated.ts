@@ -5,18 +5,18 @@
 //
 //   node bench/aggregated.ts [--seed 50] [--requests 200] [--kubectl 15]
 import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../src/aggregated/register.ts';
-import { createServingCertificate } from '../src/controlplane/pki.ts';
 import { startAggregatedServer } from '../src/aggregated/server.ts';
 import { startApiServer } from '../src/api/server.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
+import { createServingCertificate } from '../src/controlplane/pki.ts';
 import { kubeClient } from '../src/kube/client.ts';
 import { API_VERSION } from '../src/schema/resources.ts';
 import { createManagementKey } from '../src/service/management-keys.ts';
@@ -29,7 +29,12 @@ function arg(name: string, dflt: number): number {
 function stats(ms: number[]): { n: number; p50: number; p95: number; mean: number } {
   const s = [...ms].sort((a, b) => a - b);
   const at = (q: number) => Number((s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? 0).toFixed(2));
-  return { n: s.length, p50: at(0.5), p95: at(0.95), mean: Number((s.reduce((x, y) => x + y, 0) / s.length).toFixed(2)) };
+  return {
+    n: s.length,
+    p50: at(0.5),
+    p95: at(0.95),
+    mean: Number((s.reduce((x, y) => x + y, 0) / s.length).toFixed(2)),
+  };
 }
 
 async function main(): Promise<void> {
@@ -43,25 +48,41 @@ async function main(): Promise<void> {
     kc.loadFromFile(cp.kubeconfigPath);
     const client = kubeClient(kc);
     const ns = 'bench';
-    await client.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
-    await client.request('POST', `/apis/${API_VERSION}/namespaces/${ns}/workspaces`, { body: { apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } } });
+    await client.request('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    });
+    await client.request('POST', `/apis/${API_VERSION}/namespaces/${ns}/workspaces`, {
+      body: { apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } },
+    });
     const { key } = await createManagementKey(kc, ns, { name: 'bench' });
     const logger = pino({ level: 'warn' });
     const api = await startApiServer({ kubeConfig: kc, logger, watchNamespaces: [ns], rateLimit: false });
     const serving = await createServingCertificate(DEFAULT_SERVICE);
-    const agg = await startAggregatedServer({ kubeConfig: kc, runtime: api.runtime, tls: serving, logger, host: '127.0.0.1', port: 0 });
+    const agg = await startAggregatedServer({
+      kubeConfig: kc,
+      runtime: api.runtime,
+      tls: serving,
+      logger,
+      host: '127.0.0.1',
+      port: 0,
+    });
     await registerLoopback({ kubeConfig: kc, port: agg.port, caPem: serving.caPem });
     await waitForAvailable(kc, 60_000);
 
     const auth = { authorization: `Bearer ${key}` };
     for (let i = 0; i < seed; i++) {
-      const r = await fetch(`${api.url}/byok`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ provider: 'openai', key: `sk-bench-${i}-0123456789abcdef` }) });
+      const r = await fetch(`${api.url}/byok`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ provider: 'openai', key: `sk-bench-${i}-0123456789abcdef` }),
+      });
       if (r.status !== 201) throw new Error(`seed failed: ${r.status}`);
     }
 
     const restUrl = `${api.url}/byok?limit=100`;
     const aggPath = `/apis/api.byok.gateway.dev/v1/namespaces/${ns}/byokkeys`;
-    const tableAccept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json';
+    const tableAccept =
+      'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json';
     const restOnce = async () => {
       const t = performance.now();
       const r = await fetch(restUrl, { headers: auth });
@@ -151,7 +172,11 @@ async function main(): Promise<void> {
       `${JSON.stringify({
         credentials: seed,
         http: { restList: stats(rest), aggregatedList: stats(aggJson), aggregatedTable: stats(aggTable) },
-        commands: { kubectlGetByokkeys: stats(kAgg), kubectlGetByokcredentialsCrd: stats(kCrd), curlRestList: stats(curl) },
+        commands: {
+          kubectlGetByokkeys: stats(kAgg),
+          kubectlGetByokcredentialsCrd: stats(kCrd),
+          curlRestList: stats(curl),
+        },
       })}\n`,
     );
     tableAgent.destroy();

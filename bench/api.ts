@@ -4,13 +4,13 @@
 // measured in the same run as the baseline. Prints one JSON document.
 //
 //   node bench/api.ts [--duration 5] [--rounds 5] [--seed 1000]
-import { fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import Fastify from 'fastify';
 import { pino } from 'pino';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { startApiServer } from '../src/api/server.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
@@ -38,7 +38,18 @@ interface AutocannonOptions {
 const require = createRequire(import.meta.url);
 const autocannon = require('autocannon') as (opts: AutocannonOptions) => Promise<AutocannonResult>;
 
-const PROVIDERS = ['openai', 'anthropic', 'groq', 'mistral', 'together', 'deepseek', 'fireworks', 'xai', 'cohere', 'perplexity'];
+const PROVIDERS = [
+  'openai',
+  'anthropic',
+  'groq',
+  'mistral',
+  'together',
+  'deepseek',
+  'fireworks',
+  'xai',
+  'cohere',
+  'perplexity',
+];
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -83,7 +94,14 @@ function median(xs: CaseResult[], by: 'rps' | 'p99_ms' = 'rps'): CaseResult {
 }
 
 function summarise(r: AutocannonResult): CaseResult {
-  return { rps: Math.round(r.requests.average), p50_ms: r.latency.p50, p99_ms: r.latency.p99, requests: r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+  return {
+    rps: Math.round(r.requests.average),
+    p50_ms: r.latency.p50,
+    p99_ms: r.latency.p99,
+    requests: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
 }
 
 async function seed(apiUrl: string, key: string, count: number): Promise<string[]> {
@@ -96,7 +114,12 @@ async function seed(apiUrl: string, key: string, count: number): Promise<string[
       const res = await fetch(`${apiUrl}/byok`, {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ provider, key: `sk-bench-${String(i).padStart(8, '0')}-abcdefghijklmnop`, name: `bench ${i}`, allowed_models: [`${provider}/model-${i % 7}`] }),
+        body: JSON.stringify({
+          provider,
+          key: `sk-bench-${String(i).padStart(8, '0')}-abcdefghijklmnop`,
+          name: `bench ${i}`,
+          allowed_models: [`${provider}/model-${i % 7}`],
+        }),
       });
       if (res.status !== 201) throw new Error(`seed POST ${res.status}: ${await res.text()}`);
       ids.push(((await res.json()) as { data: { id: string } }).data.id);
@@ -123,11 +146,18 @@ async function main(): Promise<void> {
       version: VERSION,
       namespace,
       plural: 'workspaces',
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } },
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'Workspace',
+        metadata: { name: 'main' },
+        spec: { default: true },
+      },
     });
     const { key } = await createManagementKey(kc, namespace);
 
-    child = fork(fileURLToPath(import.meta.url), ['--serve', cp.kubeconfigPath, namespace], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child = fork(fileURLToPath(import.meta.url), ['--serve', cp.kubeconfigPath, namespace], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const urls = await new Promise<{ apiUrl: string; bareUrl: string }>((resolve, reject) => {
       child?.once('message', (m) => resolve(m as { apiUrl: string; bareUrl: string }));
       child?.once('exit', (code) => reject(new Error(`server process exited with ${code}`)));
@@ -139,7 +169,9 @@ async function main(): Promise<void> {
     log(`seeded ${ids.length} credentials through POST /byok in ${Date.now() - seedStarted} ms`);
 
     const auth = { authorization: `Bearer ${key}` };
-    const getRequests = ids.slice(0, 200).map((id) => ({ method: 'GET', path: new URL(`${urls.apiUrl}/byok/${id}`).pathname, headers: auth }));
+    const getRequests = ids
+      .slice(0, 200)
+      .map((id) => ({ method: 'GET', path: new URL(`${urls.apiUrl}/byok/${id}`).pathname, headers: auth }));
     const listUrl = `${urls.apiUrl}/byok`;
     const connections = 16;
     const run = (opts: AutocannonOptions) => autocannon({ connections, duration, ...opts });
@@ -152,12 +184,20 @@ async function main(): Promise<void> {
     // is taken against the mean of the bare runs just before and after it in the same round; the median over
     // rounds is reported.
     const rounds = arg('rounds', 5);
-    const samples: Record<'bare' | 'list' | 'get' | 'listFixed' | 'getFixed', CaseResult[]> = { bare: [], list: [], get: [], listFixed: [], getFixed: [] };
+    const samples: Record<'bare' | 'list' | 'get' | 'listFixed' | 'getFixed', CaseResult[]> = {
+      bare: [],
+      list: [],
+      get: [],
+      listFixed: [],
+      getFixed: [],
+    };
     const ratios: { list: number[]; get: number[] } = { list: [], get: [] };
     // The 1-minute load average after each round shows how much other work shared the machine's cores.
     const loadAfterRound: number[] = [];
     for (let round = 1; round <= rounds; round++) {
-      log(`round ${round}/${rounds}: bare, GET /byok, GET /byok/{id}, bare; then both API cases at a fixed 2,000 req/s`);
+      log(
+        `round ${round}/${rounds}: bare, GET /byok, GET /byok/{id}, bare; then both API cases at a fixed 2,000 req/s`,
+      );
       const bareBefore = summarise(await run({ url: urls.bareUrl }));
       const l = summarise(await run({ url: listUrl, headers: auth }));
       const g = summarise(await run({ url: urls.apiUrl, requests: getRequests }));
@@ -171,7 +211,9 @@ async function main(): Promise<void> {
       samples.listFixed.push(summarise(await run({ url: listUrl, headers: auth, overallRate: 2000 })));
       // One URL: autocannon's rate limiter overshoots (bursts above the rate) when cycling a `requests` array,
       // which would measure the load generator's queueing, not the server. The lookup cost is the same per id.
-      samples.getFixed.push(summarise(await run({ url: `${urls.apiUrl}/byok/${ids[ids.length >> 1]}`, headers: auth, overallRate: 2000 })));
+      samples.getFixed.push(
+        summarise(await run({ url: `${urls.apiUrl}/byok/${ids[ids.length >> 1]}`, headers: auth, overallRate: 2000 })),
+      );
       loadAfterRound.push(round2(os.loadavg()[0] ?? 0));
     }
     const bare = median(samples.bare);
@@ -209,7 +251,10 @@ async function main(): Promise<void> {
         note: 'server (API + bare route) in a child process; autocannon in the parent; kube-apiserver and etcd on the same machine',
       },
       ratios_per_round: ratios,
-      p99_ms_per_round_at_2000: { list: samples.listFixed.map((c) => c.p99_ms), get: samples.getFixed.map((c) => c.p99_ms) },
+      p99_ms_per_round_at_2000: {
+        list: samples.listFixed.map((c) => c.p99_ms),
+        get: samples.getFixed.map((c) => c.p99_ms),
+      },
       rounds: samples,
       cases: { bare, list, get, post },
       fixed_rate_2000: { list: listFixed, get: getFixed },

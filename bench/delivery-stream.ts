@@ -10,17 +10,17 @@
 // its CPU per rotation with N pods. Prints one JSON object.
 //
 //   node bench/delivery-stream.ts [--gateways 10] [--rotations 20] [--idle 20] [--ask-ms 100]
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createHash, randomBytes } from 'node:crypto';
 import { DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { DEFAULT_DELIVERY_AUDIENCE } from '../src/contract/delivery.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
-import { DEFAULT_DELIVERY_AUDIENCE } from '../src/contract/delivery.ts';
 import { kubeClient } from '../src/kube/client.ts';
 import { loopbackEndpointSlice } from '../src/kube/loopback-endpoints.ts';
 import { startProjector } from '../src/kube/projector.ts';
@@ -60,17 +60,27 @@ async function upstream(): Promise<{ server: Server; url: string; seen: string[]
     seen.push((req.headers.authorization ?? '').replace(/^Bearer /, ''));
     req.resume();
     req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
-        id: 'x', object: 'chat.completion', created: 0, model: 'gpt-4o',
-        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-      }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'gpt-4o',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
 }
 
-interface Gateway { child: ChildProcess; url: string; opsUrl: string }
+interface Gateway {
+  child: ChildProcess;
+  url: string;
+  opsUrl: string;
+}
 
 async function until(what: string, check: () => Promise<boolean>, ms = 60_000, every = 20): Promise<void> {
   const end = Date.now() + ms;
@@ -121,12 +131,26 @@ async function main(): Promise<void> {
     const client = kubeClient(kc);
     const ns = 'bench-acct';
     const routingNs = 'byok-system';
-    for (const n of [ns, routingNs]) await client.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } } });
-    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } } });
+    for (const n of [ns, routingNs])
+      await client.request('POST', '/api/v1/namespaces', {
+        body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } },
+      });
+    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } },
+    });
     const statusToken = randomBytes(24).toString('hex');
     writeFileSync(join(root, 'status-token'), statusToken);
 
-    const op = spawn(process.execPath, [join(import.meta.dirname, 'lib', 'delivery-operator-child.ts'), cp.kubeconfigPath, routingNs, join(root, 'status-token')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const op = spawn(
+      process.execPath,
+      [
+        join(import.meta.dirname, 'lib', 'delivery-operator-child.ts'),
+        cp.kubeconfigPath,
+        routingNs,
+        join(root, 'status-token'),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     children.push(op);
     const deliveryUrl = await new Promise<string>((resolve, reject) => {
       op.stdout!.on('data', (c: Buffer) => {
@@ -138,68 +162,154 @@ async function main(): Promise<void> {
     const pid = op.pid!;
 
     const cr = (plural: string) => `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
-    const create = (plural: string, kind: string, name: string, spec: object) => client.request('POST', cr(plural), { body: { apiVersion: API_VERSION, kind, metadata: { name }, spec } });
-    const secret = (name: string, key: string) => client.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: { apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { key } } });
+    const create = (plural: string, kind: string, name: string, spec: object) =>
+      client.request('POST', cr(plural), { body: { apiVersion: API_VERSION, kind, metadata: { name }, spec } });
+    const secret = (name: string, key: string) =>
+      client.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+        body: { apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { key } },
+      });
     await create('accounts', 'Account', 'account', {});
     await create('workspaces', 'Workspace', 'main', { default: true });
     await create('gatewayapikeys', 'GatewayAPIKey', 'k', { hash: createHash('sha256').update(API_KEY).digest('hex') });
     await secret('oa-v0', 'sk-bench-delivery-v0');
     await create('byokcredentials', 'BYOKCredential', 'oa', { provider: 'openai', secretRef: { name: 'oa-v0' } });
-    type Cred = { status?: { delivery?: { configVersion?: string; loaded?: number; total?: number }; conditions?: { type: string; status: string }[] } };
+    type Cred = {
+      status?: {
+        delivery?: { configVersion?: string; loaded?: number; total?: number };
+        conditions?: { type: string; status: string }[];
+      };
+    };
     const credential = () => client.request<Cred>('GET', `${cr('byokcredentials')}/oa`);
-    await until('credential Ready', async () => ((await credential()).status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'), 60_000, 100);
+    await until(
+      'credential Ready',
+      async () =>
+        ((await credential()).status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      60_000,
+      100,
+    );
     // The routing objects exist: project the mount once, then "the kubelet sleeps".
     const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
     const projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
-    await until('routing projected', async () => {
-      await projector.sync();
-      try {
-        return readFileSync(join(mount.configDir, 'byok-routing-index.json')).length > 0;
-      } catch {
-        return false;
-      }
-    }, 60_000, 200);
+    await until(
+      'routing projected',
+      async () => {
+        await projector.sync();
+        try {
+          return readFileSync(join(mount.configDir, 'byok-routing-index.json')).length > 0;
+        } catch {
+          return false;
+        }
+      },
+      60_000,
+      200,
+    );
     await projector.stop();
 
     const idle = async () => {
       const c0 = cpuSeconds(pid);
       await sleep(IDLE_S * 1000);
-      return { rssMB: +procStatusMB(pid, 'VmRSS').toFixed(1), cpuPercent: +((100 * (cpuSeconds(pid) - c0)) / IDLE_S).toFixed(2) };
+      return {
+        rssMB: +procStatusMB(pid, 'VmRSS').toFixed(1),
+        cpuPercent: +((100 * (cpuSeconds(pid) - c0)) / IDLE_S).toFixed(2),
+      };
     };
     log(`operator idle, 0 gateways (${IDLE_S} s)`);
     const idle0 = await idle();
 
-    const token = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600, audiences: [DEFAULT_DELIVERY_AUDIENCE] } },
-    });
+    const token = await client.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`,
+      {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { expirationSeconds: 3600, audiences: [DEFAULT_DELIVERY_AUDIENCE] },
+        },
+      },
+    );
     writeFileSync(join(root, 'token'), token.status.token);
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' }, upstream: { baseUrl: `${up.url}/v1`, model: 'gpt-4o' } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' },
+                upstream: { baseUrl: `${up.url}/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
     log(`starting ${GATEWAYS} gateways`);
     const gateways: Gateway[] = [];
     for (let i = 0; i < GATEWAYS; i++) {
       const gw = await spawnGateway([
-        '--config-dir', mount.configDir, '--bundle-dir', mount.bundleDir, '--key-dir', mount.keyDir, '--catalog', join(root, 'catalog.json'),
-        '--port', '0', '--ops-port', '0', '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
-        '--status-token-file', join(root, 'status-token'),
-        '--delivery-stream', deliveryUrl, '--delivery-stream-token-file', join(root, 'token'), '--delivery-stream-dir', join(root, `stream-${i}`),
+        '--config-dir',
+        mount.configDir,
+        '--bundle-dir',
+        mount.bundleDir,
+        '--key-dir',
+        mount.keyDir,
+        '--catalog',
+        join(root, 'catalog.json'),
+        '--port',
+        '0',
+        '--ops-port',
+        '0',
+        '--ledger-snapshot',
+        join(root, `ledger-${i}.json`),
+        '--log-level',
+        'info',
+        '--status-token-file',
+        join(root, 'status-token'),
+        '--delivery-stream',
+        deliveryUrl,
+        '--delivery-stream-token-file',
+        join(root, 'token'),
+        '--delivery-stream-dir',
+        join(root, `stream-${i}`),
       ]);
       children.push(gw.child);
       gateways.push(gw);
       await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
         namespace: routingNs,
-        body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
+        body: loopbackEndpointSlice({
+          namespace: routingNs,
+          name: `byok-gateway-${i}`,
+          service: 'byok-gateway',
+          portName: 'ops',
+          port: Number(new URL(gw.opsUrl).port),
+          pod: `gateway-${i}`,
+        }),
       });
     }
-    const status = async (gw: Gateway) => (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${statusToken}` } })).json()) as { delivery?: { stream?: string } };
-    await until('all on the stream', async () => (await Promise.all(gateways.map(status))).every((s) => s.delivery?.stream === 'connected'), 60_000, 200);
+    const status = async (gw: Gateway) =>
+      (await (
+        await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${statusToken}` } })
+      ).json()) as { delivery?: { stream?: string } };
+    await until(
+      'all on the stream',
+      async () => (await Promise.all(gateways.map(status))).every((s) => s.delivery?.stream === 'connected'),
+      60_000,
+      200,
+    );
     // The Account's count (a delivered credential keeps its record while only the pod count moves).
-    await until('Delivered to all', async () => {
-      const d = (await client.request<Cred>('GET', `${cr('accounts')}/account`)).status?.delivery;
-      return d?.loaded === GATEWAYS && d.total === GATEWAYS;
-    }, 60_000, 200);
+    await until(
+      'Delivered to all',
+      async () => {
+        const d = (await client.request<Cred>('GET', `${cr('accounts')}/account`)).status?.delivery;
+        return d?.loaded === GATEWAYS && d.total === GATEWAYS;
+      },
+      60_000,
+      200,
+    );
     log(`operator idle, ${GATEWAYS} gateways connected (${IDLE_S} s)`);
     const idleN = await idle();
 
@@ -212,42 +322,57 @@ async function main(): Promise<void> {
       const key = `sk-bench-delivery-v${r}`;
       await secret(`oa-v${r}`, key);
       const t0 = performance.now();
-      await client.request('PATCH', `${cr('byokcredentials')}/oa`, { body: { spec: { secretRef: { name: `oa-v${r}` } } }, contentType: 'application/merge-patch+json' });
+      await client.request('PATCH', `${cr('byokcredentials')}/oa`, {
+        body: { spec: { secretRef: { name: `oa-v${r}` } } },
+        contentType: 'application/merge-patch+json',
+      });
       const old = version;
       await Promise.all([
         until(`rotation ${r} Delivered`, async () => {
           const s = (await credential()).status;
-          const ok = s?.delivery?.configVersion !== old && s?.delivery?.loaded === GATEWAYS && (s.conditions ?? []).some((c) => c.type === 'Delivered' && c.status === 'True');
+          const ok =
+            s?.delivery?.configVersion !== old &&
+            s?.delivery?.loaded === GATEWAYS &&
+            (s.conditions ?? []).some((c) => c.type === 'Delivered' && c.status === 'True');
           if (ok) {
             toDelivered.push(performance.now() - t0);
             version = s!.delivery!.configVersion;
           }
           return ok;
         }),
-        ...gateways.map((gw) => until(`rotation ${r} key upstream`, async () => {
-          const ok = (await keySent(up, gw)) === key;
-          if (ok) toNewKey.push(performance.now() - t0);
-          return ok;
-        }, 60_000, ASK_MS)),
+        ...gateways.map((gw) =>
+          until(
+            `rotation ${r} key upstream`,
+            async () => {
+              const ok = (await keySent(up, gw)) === key;
+              if (ok) toNewKey.push(performance.now() - t0);
+              return ok;
+            },
+            60_000,
+            ASK_MS,
+          ),
+        ),
       ]);
       await sleep(200);
     }
     const rotationCpu = cpuSeconds(pid) - c0;
-    process.stdout.write(`${JSON.stringify({
-      gateways: GATEWAYS,
-      rotations: ROTATIONS,
-      applyToDeliveredMs: quantiles(toDelivered),
-      applyToNewKeyUpstreamMs: quantiles(toNewKey),
-      operator: {
-        idleNoGateways: idle0,
-        idleWithGateways: idleN,
-        cpuSecondsPerRotation: +(rotationCpu / ROTATIONS).toFixed(3),
-        peakRssMB: +procStatusMB(pid, 'VmHWM').toFixed(1),
-      },
-      loadAverage1m: +loadavg()[0]!.toFixed(1),
-      cores: availableParallelism(),
-      notes: `mounts frozen after start: every rotation reached the pods through the stream; Delivered polled every 20 ms, each pod asked every ${ASK_MS} ms; idle CPU is the operator process (user+system) over the idle window`,
-    })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({
+        gateways: GATEWAYS,
+        rotations: ROTATIONS,
+        applyToDeliveredMs: quantiles(toDelivered),
+        applyToNewKeyUpstreamMs: quantiles(toNewKey),
+        operator: {
+          idleNoGateways: idle0,
+          idleWithGateways: idleN,
+          cpuSecondsPerRotation: +(rotationCpu / ROTATIONS).toFixed(3),
+          peakRssMB: +procStatusMB(pid, 'VmHWM').toFixed(1),
+        },
+        loadAverage1m: +loadavg()[0]!.toFixed(1),
+        cores: availableParallelism(),
+        notes: `mounts frozen after start: every rotation reached the pods through the stream; Delivered polled every 20 ms, each pod asked every ${ASK_MS} ms; idle CPU is the operator process (user+system) over the idle window`,
+      })}\n`,
+    );
   } finally {
     for (const c of children.reverse()) c.kill('SIGTERM');
     await sleep(1000);

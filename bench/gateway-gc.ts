@@ -17,7 +17,7 @@
 // --ledger embedded|redis runs the gateway with a spend ledger as the CLI wires it (default: none, as the figures in
 // docs/gateway.md were measured; redis starts a redis-server on loopback).
 //   node bench/gateway-gc.ts [--requests 3000] [--rate 500] [--connections 64] [--stream] [--no-fastify] [--ledger embedded|redis]
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { openSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import os from 'node:os';
@@ -26,12 +26,12 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { openGatewaySpendGate } from '../src/cli/gateway-ledger.ts';
+import { freePort } from '../src/controlplane/ports.ts';
 import { directAccessLog, startGateway } from '../src/gateway/index.ts';
 import { openLedger } from '../src/ledger/open.ts';
-import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { createLogger } from '../src/operator/logger.ts';
-import { freePort } from '../src/controlplane/ports.ts';
-import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
+import { type RedisServer, startRedis } from '../test/support/redis.ts';
+import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 
 /** The image's heap flags (Dockerfile): the young generation's size decides how long garbage has to die young. */
 const HEAP_FLAGS = ['--max-semi-space-size=16', '--max-old-space-size=128'];
@@ -72,7 +72,12 @@ function waitForPort(port: number, timeoutMs = 20_000): Promise<void> {
     const attempt = () => {
       const s = connect(port, '127.0.0.1');
       s.once('connect', () => (s.destroy(), resolve()));
-      s.once('error', () => (s.destroy(), Date.now() > until ? reject(new Error(`port ${port} never opened`)) : setTimeout(attempt, 100)));
+      s.once(
+        'error',
+        () => (
+          s.destroy(), Date.now() > until ? reject(new Error(`port ${port} never opened`)) : setTimeout(attempt, 100)
+        ),
+      );
     };
     attempt();
   });
@@ -94,17 +99,46 @@ interface Load {
 
 /** Drives `port` with oha; resolves with the count of 2xx answers. */
 function drive(port: number, load: Load): Promise<number> {
-  const body = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }], ...(load.stream ? { stream: true } : {}) });
-  const args = ['--no-tui', '--output-format', 'json', '-n', String(load.requests), '-q', String(load.rate), '--latency-correction', '-c', String(load.connections)];
-  args.push('-m', 'POST', '-T', 'application/json', '-H', `authorization: Bearer ${BENCH_API_KEY}`, '-d', body, `http://127.0.0.1:${port}/api/v1/chat/completions`);
+  const body = JSON.stringify({
+    model: BENCH_MODEL,
+    messages: [{ role: 'user', content: 'Say hello.' }],
+    ...(load.stream ? { stream: true } : {}),
+  });
+  const args = [
+    '--no-tui',
+    '--output-format',
+    'json',
+    '-n',
+    String(load.requests),
+    '-q',
+    String(load.rate),
+    '--latency-correction',
+    '-c',
+    String(load.connections),
+  ];
+  args.push(
+    '-m',
+    'POST',
+    '-T',
+    'application/json',
+    '-H',
+    `authorization: Bearer ${BENCH_API_KEY}`,
+    '-d',
+    body,
+    `http://127.0.0.1:${port}/api/v1/chat/completions`,
+  );
   return new Promise((resolve, reject) => {
-    const o = spawn(OHA, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TOKIO_WORKER_THREADS: '1' } });
+    const o = spawn(OHA, args, {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TOKIO_WORKER_THREADS: '1' },
+    });
     let out = '';
     o.stdout.on('data', (c: Buffer) => (out += c.toString()));
     o.once('error', reject);
     o.once('exit', () => {
       try {
-        const codes = (JSON.parse(out) as { statusCodeDistribution?: Record<string, number> }).statusCodeDistribution ?? {};
+        const codes =
+          (JSON.parse(out) as { statusCodeDistribution?: Record<string, number> }).statusCodeDistribution ?? {};
         resolve(Object.entries(codes).reduce((n, [code, count]) => (code.startsWith('2') ? n + count : n), 0));
       } catch (err) {
         reject(new Error(`oha output unreadable: ${String(err)}`));
@@ -127,7 +161,10 @@ async function measure(name: string, child: ChildProcess, port: number, load: Lo
   const exited = new Promise((r) => child.once('exit', r));
   child.send('gc-exit');
   await exited;
-  const lines = stdout.split('\n').map(parseNvp).filter((l): l is GcLine => l !== null);
+  const lines = stdout
+    .split('\n')
+    .map(parseNvp)
+    .filter((l): l is GcLine => l !== null);
   if (lines.length === 0) throw new Error(`${name}: no GC trace`);
   // The last line is the probe's own scavenge closing the window: its bytes count, its pause does not.
   const forced = lines[lines.length - 1]!;
@@ -151,14 +188,33 @@ async function measure(name: string, child: ChildProcess, port: number, load: Lo
       background: per1000(sum((l) => l.background, natural)),
     },
     // The longest pause shows when a shared machine stalled one GC (then the pause sums above are not comparable).
-    gcs: { scavenges: scavenges.length - (forced.kind === 's' ? 1 : 0), mark_compacts: natural.filter((l) => l.kind !== 's').length, longest_pause_ms: natural.reduce((m, l) => Math.max(m, l.pause), 0) },
+    gcs: {
+      scavenges: scavenges.length - (forced.kind === 's' ? 1 : 0),
+      mark_compacts: natural.filter((l) => l.kind !== 's').length,
+      longest_pause_ms: natural.reduce((m, l) => Math.max(m, l.pause), 0),
+    },
   };
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { requests: { type: 'string', default: '3000' }, rate: { type: 'string', default: '500' }, connections: { type: 'string', default: '64' }, stream: { type: 'boolean', default: false }, 'no-fastify': { type: 'boolean', default: false }, ledger: { type: 'string', default: 'none' } } });
-  if (!['none', 'embedded', 'redis'].includes(values.ledger)) throw new Error(`--ledger ${values.ledger}: use none, embedded or redis`);
-  const load: Load = { requests: Number(values.requests), rate: Number(values.rate), connections: Number(values.connections), stream: values.stream };
+  const { values } = parseArgs({
+    options: {
+      requests: { type: 'string', default: '3000' },
+      rate: { type: 'string', default: '500' },
+      connections: { type: 'string', default: '64' },
+      stream: { type: 'boolean', default: false },
+      'no-fastify': { type: 'boolean', default: false },
+      ledger: { type: 'string', default: 'none' },
+    },
+  });
+  if (!['none', 'embedded', 'redis'].includes(values.ledger))
+    throw new Error(`--ledger ${values.ledger}: use none, embedded or redis`);
+  const load: Load = {
+    requests: Number(values.requests),
+    rate: Number(values.rate),
+    connections: Number(values.connections),
+    stream: values.stream,
+  };
   const upstreamPort = await freePort();
   const upstream = spawn(process.execPath, [peers, '--upstream', String(upstreamPort)], { stdio: 'ignore' });
   const children: ChildProcess[] = [upstream];
@@ -179,13 +235,19 @@ async function main(): Promise<void> {
     }
     const execArgv = [...HEAP_FLAGS, '--expose-gc', '--import', probe];
     const gwPort = await freePort();
-    const gw = fork(self, ['--gateway', JSON.stringify(fixture), String(gwPort), ledgerArg], { execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+    const gw = fork(self, ['--gateway', JSON.stringify(fixture), String(gwPort), ledgerArg], {
+      execArgv,
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
     children.push(gw);
     const gateway = await measure('gateway', gw, gwPort, load);
     let fastify: Awaited<ReturnType<typeof measure>> | null = null;
     if (!values['no-fastify']) {
       const fPort = await freePort();
-      const f = fork(peers, ['--fastify', `${upstreamUrl}`, String(fPort)], { execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+      const f = fork(peers, ['--fastify', `${upstreamUrl}`, String(fPort)], {
+        execArgv,
+        stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      });
       children.push(f);
       fastify = await measure('fastify', f, fPort, load);
     }
@@ -215,10 +277,36 @@ async function main(): Promise<void> {
 
 /** The measured gateway: logs at info, synchronously, to /dev/null (the line is built and written as in production). */
 async function serveGateway(fixture: GatewayFixture, port: number, ledger: string): Promise<void> {
-  const logger = createLogger({ level: 'info', redact: false, destination: pino.destination({ dest: openSync('/dev/null', 'w'), sync: true }) });
-  const spendGate = ledger === 'none' ? undefined : await openGatewaySpendGate({ ...(ledger === 'embedded' ? {} : { redisUrl: ledger }), registry: new Registry(), logger });
-  await startGateway({ configDir: fixture.configDir, bundleDir: fixture.bundleDir, keyDir: fixture.keyDir, catalogFile: fixture.catalogFile, host: '127.0.0.1', port, logger, accessLog: directAccessLog(logger), ...(spendGate ? { spendGate } : {}) });
+  const logger = createLogger({
+    level: 'info',
+    redact: false,
+    destination: pino.destination({ dest: openSync('/dev/null', 'w'), sync: true }),
+  });
+  const spendGate =
+    ledger === 'none'
+      ? undefined
+      : await openGatewaySpendGate({
+          ...(ledger === 'embedded' ? {} : { redisUrl: ledger }),
+          registry: new Registry(),
+          logger,
+        });
+  await startGateway({
+    configDir: fixture.configDir,
+    bundleDir: fixture.bundleDir,
+    keyDir: fixture.keyDir,
+    catalogFile: fixture.catalogFile,
+    host: '127.0.0.1',
+    port,
+    logger,
+    accessLog: directAccessLog(logger),
+    ...(spendGate ? { spendGate } : {}),
+  });
 }
 
-if (process.argv[2] === '--gateway') await serveGateway(JSON.parse(process.argv[3]!) as GatewayFixture, Number(process.argv[4]), process.argv[5] ?? 'none');
+if (process.argv[2] === '--gateway')
+  await serveGateway(
+    JSON.parse(process.argv[3]!) as GatewayFixture,
+    Number(process.argv[4]),
+    process.argv[5] ?? 'none',
+  );
 else await main();

@@ -43,12 +43,42 @@ function promClient(cached: boolean): Recorder {
   const registers = [new Registry()];
   const requests = new Counter({ name: 'r', help: 'r', labelNames: ['status'], registers });
   const attempts = new Counter({ name: 'a', help: 'a', labelNames: ['provider', 'kind', 'outcome'], registers });
-  const overhead = new Histogram({ name: 'o', help: 'o', labelNames: ['stream'], buckets: [0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1], registers });
+  const overhead = new Histogram({
+    name: 'o',
+    help: 'o',
+    labelNames: ['stream'],
+    buckets: [0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1],
+    registers,
+  });
   const genAi = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'];
-  const duration = new Histogram({ name: 'd', help: 'd', labelNames: [...genAi, 'error_type'], buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92], registers });
-  const ttft = new Histogram({ name: 't', help: 't', labelNames: genAi, buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10], registers });
-  const tpot = new Histogram({ name: 'p', help: 'p', labelNames: genAi, buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5], registers });
-  const tokens = new Histogram({ name: 'k', help: 'k', labelNames: [...genAi, 'gen_ai_token_type'], buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864], registers });
+  const duration = new Histogram({
+    name: 'd',
+    help: 'd',
+    labelNames: [...genAi, 'error_type'],
+    buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+    registers,
+  });
+  const ttft = new Histogram({
+    name: 't',
+    help: 't',
+    labelNames: genAi,
+    buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+    registers,
+  });
+  const tpot = new Histogram({
+    name: 'p',
+    help: 'p',
+    labelNames: genAi,
+    buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+    registers,
+  });
+  const tokens = new Histogram({
+    name: 'k',
+    help: 'k',
+    labelNames: [...genAi, 'gen_ai_token_type'],
+    buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+    registers,
+  });
   const cost = new Counter({ name: 'c', help: 'c', labelNames: ['type', 'provider', 'model', 'kind'], registers });
   if (!cached) {
     return (i) => {

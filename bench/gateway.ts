@@ -10,9 +10,9 @@
 // Prints one JSON document. Targets: added p50 ≤ 200 µs and p99 ≤ 2 ms at 1k req/s; throughput ≥ 0.5× direct.
 //
 //   node bench/gateway.ts [--duration 5] [--connections 32]
-import { fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { Agent, createServer, request, type IncomingMessage } from 'node:http';
+import { Agent, createServer, type IncomingMessage, request } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -42,7 +42,9 @@ const COMPLETION = JSON.stringify({
   object: 'chat.completion',
   created: 1,
   model: 'gpt-4o',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' }],
+  choices: [
+    { index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' },
+  ],
   usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
 });
 const REQUEST = JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello.' }] });
@@ -58,7 +60,9 @@ async function serveUpstream(): Promise<void> {
     });
   });
   server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => process.send?.({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
+  server.listen(0, '127.0.0.1', () =>
+    process.send?.({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+  );
 }
 
 async function serveGateway(upstreamUrl: string): Promise<void> {
@@ -75,11 +79,15 @@ async function serveGateway(upstreamUrl: string): Promise<void> {
   });
   process.send?.({ url: gw.url });
   process.on('message', (m) => {
-    if (m === 'metrics') void gw.metrics.registry.getSingleMetricAsString('byok_gateway_overhead_seconds').then((t) => process.send?.({ metrics: t }));
-    if (m === 'stop') void gw.close().then(() => {
-      rmSync(root, { recursive: true, force: true });
-      process.exit(0);
-    });
+    if (m === 'metrics')
+      void gw.metrics.registry
+        .getSingleMetricAsString('byok_gateway_overhead_seconds')
+        .then((t) => process.send?.({ metrics: t }));
+    if (m === 'stop')
+      void gw.close().then(() => {
+        rmSync(root, { recursive: true, force: true });
+        process.exit(0);
+      });
   });
 }
 
@@ -91,7 +99,15 @@ async function serveBareProxy(upstreamUrl: string): Promise<void> {
   app.post('/v1/chat/completions', async (req) => {
     const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, resolve);
+      const r = request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        resolve,
+      );
       r.once('error', reject);
       r.end(body);
     });
@@ -117,7 +133,12 @@ function child(args: string[]): Promise<{ proc: ChildProcess; url: string }> {
 }
 
 /** Open-loop load at a fixed rate; latencies in µs. */
-async function fixedRate(url: string, rate: number, seconds: number, headers: Record<string, string>): Promise<{ p50_us: number; p99_us: number; sent: number; failed: number }> {
+async function fixedRate(
+  url: string,
+  rate: number,
+  seconds: number,
+  headers: Record<string, string>,
+): Promise<{ p50_us: number; p99_us: number; sent: number; failed: number }> {
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const target = new URL(url);
   const latencies: number[] = [];
@@ -127,15 +148,23 @@ async function fixedRate(url: string, rate: number, seconds: number, headers: Re
     new Promise<void>((resolve) => {
       const t0 = performance.now();
       inflight++;
-      const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(REQUEST), ...headers } }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          inflight--;
-          if (res.statusCode === 200) latencies.push((performance.now() - t0) * 1000);
-          else failed++;
-          resolve();
-        });
-      });
+      const r = request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(REQUEST), ...headers },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => {
+            inflight--;
+            if (res.statusCode === 200) latencies.push((performance.now() - t0) * 1000);
+            else failed++;
+            resolve();
+          });
+        },
+      );
       r.on('error', () => {
         inflight--;
         failed++;
@@ -159,12 +188,17 @@ async function fixedRate(url: string, rate: number, seconds: number, headers: Re
   agent.destroy();
   void inflight;
   latencies.sort((a, b) => a - b);
-  const q = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN);
+  const q = (p: number) =>
+    Math.round(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN);
   return { p50_us: q(0.5), p99_us: q(0.99), sent, failed };
 }
 
 /** Closed loop on one connection: latency without queueing, for a loaded machine where 1k req/s saturates. */
-async function sequential(url: string, count: number, headers: Record<string, string>): Promise<{ p50_us: number; p99_us: number }> {
+async function sequential(
+  url: string,
+  count: number,
+  headers: Record<string, string>,
+): Promise<{ p50_us: number; p99_us: number }> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const target = new URL(url);
   const latencies: number[] = [];
@@ -172,10 +206,18 @@ async function sequential(url: string, count: number, headers: Record<string, st
     latencies.push(
       await new Promise<number>((resolve, reject) => {
         const t0 = performance.now();
-        const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(REQUEST), ...headers } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve((performance.now() - t0) * 1000));
-        });
+        const r = request(
+          target,
+          {
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(REQUEST), ...headers },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve((performance.now() - t0) * 1000));
+          },
+        );
         r.on('error', reject);
         r.end(REQUEST);
       }),
@@ -183,12 +225,28 @@ async function sequential(url: string, count: number, headers: Record<string, st
   }
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  return { p50_us: Math.round(latencies[Math.floor(count / 2)]!), p99_us: Math.round(latencies[Math.floor(count * 0.99)]!) };
+  return {
+    p50_us: Math.round(latencies[Math.floor(count / 2)]!),
+    p99_us: Math.round(latencies[Math.floor(count * 0.99)]!),
+  };
 }
 
 async function maxRate(url: string, seconds: number, connections: number, headers: Record<string, string>) {
-  const r = await autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: REQUEST, connections, duration: seconds });
-  return { rps: Math.round(r.requests.average), p50_ms: r.latency.p50, p99_ms: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+  const r = await autocannon({
+    url,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: REQUEST,
+    connections,
+    duration: seconds,
+  });
+  return {
+    rps: Math.round(r.requests.average),
+    p50_ms: r.latency.p50,
+    p99_ms: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
 }
 
 async function main(): Promise<void> {
@@ -220,10 +278,15 @@ async function main(): Promise<void> {
     const maxGateway = await maxRate(through, duration, connections, auth);
     const maxBare = await maxRate(proxied, duration, connections, {});
     gateway.proc.send('metrics');
-    const metricsText = await new Promise<string>((r) => gateway.proc.once('message', (m) => r((m as { metrics: string }).metrics)));
+    const metricsText = await new Promise<string>((r) =>
+      gateway.proc.once('message', (m) => r((m as { metrics: string }).metrics)),
+    );
     const sum = Number(/byok_gateway_overhead_seconds_sum\{[^}]*\} ([0-9.e+-]+)/.exec(metricsText)?.[1]);
     const count = Number(/byok_gateway_overhead_seconds_count\{[^}]*\} ([0-9.e+-]+)/.exec(metricsText)?.[1]);
-    const added = { p50_us: fixedGateway.p50_us - fixedDirect.p50_us, p99_us: fixedGateway.p99_us - fixedDirect.p99_us };
+    const added = {
+      p50_us: fixedGateway.p50_us - fixedDirect.p50_us,
+      p99_us: fixedGateway.p99_us - fixedDirect.p99_us,
+    };
     const ratio = Math.round((maxGateway.rps / maxDirect.rps) * 100) / 100;
     const result = {
       machine: { cpus: os.cpus().length, load1: Math.round(os.loadavg()[0]! * 100) / 100 },
@@ -233,15 +296,27 @@ async function main(): Promise<void> {
         gateway: fixedGateway,
         added_latency_us: added,
         // What a proxy hop alone costs on this machine, and what the gateway's logic adds on top of it.
-        bare_proxy_added_latency_us: { p50_us: fixedBare.p50_us - fixedDirect.p50_us, p99_us: fixedBare.p99_us - fixedDirect.p99_us },
-        gateway_over_bare_proxy_us: { p50_us: fixedGateway.p50_us - fixedBare.p50_us, p99_us: fixedGateway.p99_us - fixedBare.p99_us },
+        bare_proxy_added_latency_us: {
+          p50_us: fixedBare.p50_us - fixedDirect.p50_us,
+          p99_us: fixedBare.p99_us - fixedDirect.p99_us,
+        },
+        gateway_over_bare_proxy_us: {
+          p50_us: fixedGateway.p50_us - fixedBare.p50_us,
+          p99_us: fixedGateway.p99_us - fixedBare.p99_us,
+        },
       },
       sequential_one_connection: {
         direct: seqDirect,
         bare_proxy: seqBare,
         gateway: seqGateway,
-        added_latency_us: { p50_us: seqGateway.p50_us - seqDirect.p50_us, p99_us: seqGateway.p99_us - seqDirect.p99_us },
-        gateway_over_bare_proxy_us: { p50_us: seqGateway.p50_us - seqBare.p50_us, p99_us: seqGateway.p99_us - seqBare.p99_us },
+        added_latency_us: {
+          p50_us: seqGateway.p50_us - seqDirect.p50_us,
+          p99_us: seqGateway.p99_us - seqDirect.p99_us,
+        },
+        gateway_over_bare_proxy_us: {
+          p50_us: seqGateway.p50_us - seqBare.p50_us,
+          p99_us: seqGateway.p99_us - seqBare.p99_us,
+        },
       },
       max_rate: {
         connections,

@@ -14,11 +14,11 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { publicId } from '../src/domain/ids.ts';
 import { CredentialHealth, type GatewayStatusReport } from '../src/gateway/health.ts';
+import type { Applier } from '../src/kube/apply.ts';
+import type { EventRecorder } from '../src/kube/events.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import type { CompilePipeline } from '../src/operator/compile/pipeline.ts';
 import { createHealthStatusWriter } from '../src/operator/health/health-status-writer.ts';
-import type { Applier } from '../src/kube/apply.ts';
-import type { EventRecorder } from '../src/kube/events.ts';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -50,20 +50,26 @@ async function child(): Promise<void> {
       const j = n++ % active.length;
       // The refused / rate-limited set moves every 20 s, so verdicts keep changing (transitions, writes, Events).
       const shift = Math.floor(Date.now() / 20_000);
-      health.record(active[j]!, (j + shift) % 250 === 0 ? 'unauthorized' : (j + shift) % 250 === 1 ? 'rateLimited' : 'ok');
+      health.record(
+        active[j]!,
+        (j + shift) % 250 === 0 ? 'unauthorized' : (j + shift) % 250 === 1 ? 'rateLimited' : 'ok',
+      );
     }
   }, 100);
   const app = Fastify();
   const instance = String(process.pid);
-  app.get('/byok/status', async (): Promise<GatewayStatusReport> => ({
-    format: 'byok-gateway-status/v1',
-    instance,
-    at: Date.now(),
-    routing: { version: 'bench' },
-    bundle: { keyId: 'k1', generation: 'g1', credentials: versions },
-    credentials: health.snapshot(),
-    probes: {},
-  }));
+  app.get(
+    '/byok/status',
+    async (): Promise<GatewayStatusReport> => ({
+      format: 'byok-gateway-status/v1',
+      instance,
+      at: Date.now(),
+      routing: { version: 'bench' },
+      bundle: { keyId: 'k1', generation: 'g1', credentials: versions },
+      credentials: health.snapshot(),
+      probes: {},
+    }),
+  );
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send!({ port: (app.server.address() as { port: number }).port });
   process.on('message', () => {
@@ -74,7 +80,9 @@ async function child(): Promise<void> {
 
 async function parent(): Promise<void> {
   const children = [0, 1, 2].map(() => fork(fileURLToPath(import.meta.url), ['--child', ...process.argv.slice(2)]));
-  const ports = await Promise.all(children.map((c) => new Promise<number>((r) => c.once('message', (m: { port: number }) => r(m.port)))));
+  const ports = await Promise.all(
+    children.map((c) => new Promise<number>((r) => c.once('message', (m: { port: number }) => r(m.port)))),
+  );
   const creds = Array.from({ length: CREDENTIALS }, (_, i) => ({
     apiVersion: 'byok.gateway.dev/v1alpha1',
     kind: 'BYOKCredential',
@@ -82,8 +90,16 @@ async function parent(): Promise<void> {
     spec: { provider: ['openai', 'anthropic', 'groq', 'mistral'][i % 4] },
     status: {} as Record<string, unknown>,
   }));
-  const accounts = Array.from({ length: Math.ceil(CREDENTIALS / PER_ACCOUNT) }, (_, a) => ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { namespace: `acct-${a}`, name: 'account', generation: 1 }, status: {} as Record<string, unknown> }));
-  const byKey = new Map<string, { status: Record<string, unknown> }>([...creds.map((c) => [`BYOKCredential/${c.metadata.namespace}/${c.metadata.name}`, c] as const), ...accounts.map((a) => [`Account/${a.metadata.namespace}/${a.metadata.name}`, a] as const)]);
+  const accounts = Array.from({ length: Math.ceil(CREDENTIALS / PER_ACCOUNT) }, (_, a) => ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'Account',
+    metadata: { namespace: `acct-${a}`, name: 'account', generation: 1 },
+    status: {} as Record<string, unknown>,
+  }));
+  const byKey = new Map<string, { status: Record<string, unknown> }>([
+    ...creds.map((c) => [`BYOKCredential/${c.metadata.namespace}/${c.metadata.name}`, c] as const),
+    ...accounts.map((a) => [`Account/${a.metadata.namespace}/${a.metadata.name}`, a] as const),
+  ]);
   const versions = new Map<string, Map<string, string>>();
   for (let i = 0; i < CREDENTIALS; i++) {
     let m = versions.get(ns(i));
@@ -103,10 +119,19 @@ async function parent(): Promise<void> {
     },
   } as unknown as Applier;
   const recorder: EventRecorder = { record: async () => void events++ } as unknown as EventRecorder;
-  const informers = { credentials: { list: () => creds }, accounts: { list: () => accounts } } as unknown as ResourceInformers;
+  const informers = {
+    credentials: { list: () => creds },
+    accounts: { list: () => accounts },
+  } as unknown as ResourceInformers;
   // Routing entries as old as the pods' index (since 0): delivery follows the envelope versions the pods report.
-  const delivery = new Map([...versions].map(([n, m]) => [n, new Map([...m].map(([id, v]) => [id, { version: v, envelope: v, since: 0 }]))]));
-  const pipeline = { credentialVersions: (n: string) => versions.get(n), credentialDelivery: (n: string) => delivery.get(n), routingRun: () => 0 } as unknown as CompilePipeline;
+  const delivery = new Map(
+    [...versions].map(([n, m]) => [n, new Map([...m].map(([id, v]) => [id, { version: v, envelope: v, since: 0 }]))]),
+  );
+  const pipeline = {
+    credentialVersions: (n: string) => versions.get(n),
+    credentialDelivery: (n: string) => delivery.get(n),
+    routingRun: () => 0,
+  } as unknown as CompilePipeline;
   const writer = createHealthStatusWriter({
     config: { token: TOKEN, urls: ports.map((p) => `http://127.0.0.1:${p}`), pollMs: POLL_MS },
     kubeConfig: undefined as never,

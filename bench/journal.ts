@@ -9,12 +9,12 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { CompiledAccount } from '../src/domain/index.ts';
 import type { FinishedRequest } from '../src/contract/spend-gate.ts';
-import { createRedisLedger, createSpendGate, keySpace } from '../src/ledger/index.ts';
+import type { CompiledAccount } from '../src/domain/index.ts';
+import { type FsyncPolicy, SpendJournal } from '../src/ledger/gate/journal.ts';
 import { GateKeyCache } from '../src/ledger/gate/key-cache.ts';
-import { SpendJournal, type FsyncPolicy } from '../src/ledger/gate/journal.ts';
 import { spendRecordOf } from '../src/ledger/gate/spend-record.ts';
+import { createRedisLedger, createSpendGate, keySpace } from '../src/ledger/index.ts';
 import { startRedis } from '../test/support/redis.ts';
 
 setFlagsFromString('--expose_gc');
@@ -26,18 +26,48 @@ const budget = { limitUsd: 1e9, resetInterval: 'daily' as const, includeByokInBu
 const policy = { requireZdr: false, denyDataCollection: false, allowedProviders: null, ignoredProviders: [] };
 // bench/ledger.ts's account: two guardrails with budgets and a workspace budget on every interval (the most keys).
 const account: CompiledAccount = {
-  namespace: 'bench', accountId: 'bench-journal', plan: 'pay-as-you-go', privacy: { denyDataCollection: false, alwaysZdr: false }, credentials: [],
-  guardrails: [{ id: 'g-key', name: 'g-key', budget, dataPolicy: policy }, { id: 'g-member', name: 'g-member', budget, dataPolicy: policy }],
-  workspaces: [{ id: 'ws', name: 'ws', displayName: null, isDefault: true, budgets: (['daily', 'weekly', 'monthly', 'lifetime'] as const).map((interval) => ({ interval, limitUsd: 1e9 })), includeByokInBudgets: true, defaultGuardrailId: null, members: [{ userId: 'u1', guardrailId: 'g-member' }] }],
+  namespace: 'bench',
+  accountId: 'bench-journal',
+  plan: 'pay-as-you-go',
+  privacy: { denyDataCollection: false, alwaysZdr: false },
+  credentials: [],
+  guardrails: [
+    { id: 'g-key', name: 'g-key', budget, dataPolicy: policy },
+    { id: 'g-member', name: 'g-member', budget, dataPolicy: policy },
+  ],
+  workspaces: [
+    {
+      id: 'ws',
+      name: 'ws',
+      displayName: null,
+      isDefault: true,
+      budgets: (['daily', 'weekly', 'monthly', 'lifetime'] as const).map((interval) => ({ interval, limitUsd: 1e9 })),
+      includeByokInBudgets: true,
+      defaultGuardrailId: null,
+      members: [{ userId: 'u1', guardrailId: 'g-member' }],
+    },
+  ],
   apiKeys: [{ hash, workspaceId: 'ws', guardrailId: 'g-key', expiresAt: null }],
 };
 const who = { apiKeyHash: hash, workspaceId: 'ws', userId: 'u1' };
 const finished = (n: number, at: Date, reservation: FinishedRequest['reservation'] = null): FinishedRequest => ({
-  account, who, at, generationId: `gen-${n}-${'x'.repeat(28)}`, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: n % 2 ? 'c' : null, promptTokens: 1, completionTokens: 1, listCostMicros: 1234, reservation,
+  account,
+  who,
+  at,
+  generationId: `gen-${n}-${'x'.repeat(28)}`,
+  model: 'm',
+  endpointId: 'e',
+  provider: 'openai',
+  byokCredentialId: n % 2 ? 'c' : null,
+  promptTokens: 1,
+  completionTokens: 1,
+  listCostMicros: 1234,
+  reservation,
 });
 const quantiles = (samples: number[]) => {
   samples.sort((a, b) => a - b);
-  const q = (p: number) => Number(((samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? 0) * 1000).toFixed(1));
+  const q = (p: number) =>
+    Number(((samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? 0) * 1000).toFixed(1));
   return { n: samples.length, p50Us: q(0.5), p99Us: q(0.99), maxUs: q(1) };
 };
 
@@ -102,16 +132,22 @@ async function gateOnRedis(url: string, fsync: FsyncPolicy | null, round: number
   }
   let done = 0;
   const stopAt = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (performance.now() < stopAt) {
-      await one();
-      done++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (performance.now() < stopAt) {
+        await one();
+        done++;
+      }
+    }),
+  );
   await gate.close();
   rmSync(dir, { recursive: true, force: true });
   const q = quantiles(samples);
-  return { sequentialP50Ms: q.p50Us / 1000, sequentialP99Ms: q.p99Us / 1000, concurrent64PerSecond: Math.round(done / seconds) };
+  return {
+    sequentialP50Ms: q.p50Us / 1000,
+    sequentialP99Ms: q.p99Us / 1000,
+    concurrent64PerSecond: Math.round(done / seconds),
+  };
 }
 
 const journalAppend: Record<string, unknown> = {};
@@ -121,15 +157,18 @@ const gate: Record<string, unknown> = {};
 try {
   // Interleaved twice, so load drift on a shared machine hits every variant alike.
   for (const round of [1, 2]) {
-    for (const p of [null, ...POLICIES]) gate[`${p ?? 'no journal'} #${round}`] = await gateOnRedis(redis.url, p, round);
+    for (const p of [null, ...POLICIES])
+      gate[`${p ?? 'no journal'} #${round}`] = await gateOnRedis(redis.url, p, round);
   }
 } finally {
   await redis.stop();
 }
-process.stdout.write(`${JSON.stringify({
-  what: 'spend journal append per fsync policy (the synchronous part a request pays), bytes per record, heap per queued record; the spend gate on Redis (admit with reservation + record) without and with a journal',
-  secondsPerMeasurement: seconds,
-  journalAppend,
-  queuedRecordHeapBytes: queuedHeapBytes(),
-  gateOnRedis: gate,
-})}\n`);
+process.stdout.write(
+  `${JSON.stringify({
+    what: 'spend journal append per fsync policy (the synchronous part a request pays), bytes per record, heap per queued record; the spend gate on Redis (admit with reservation + record) without and with a journal',
+    secondsPerMeasurement: seconds,
+    journalAppend,
+    queuedRecordHeapBytes: queuedHeapBytes(),
+    gateOnRedis: gate,
+  })}\n`,
+);

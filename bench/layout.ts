@@ -5,15 +5,34 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { getHeapStatistics } from 'node:v8';
-import { bundlesFromLayout, incrementalBundleLayout, layoutBundles, sealAccount, type BundleAccount, type BundleLayout, type BundlePart } from '../src/bundle/bundle.ts';
+import {
+  type BundleAccount,
+  type BundleLayout,
+  type BundlePart,
+  bundlesFromLayout,
+  incrementalBundleLayout,
+  layoutBundles,
+  sealAccount,
+} from '../src/bundle/bundle.ts';
+import {
+  type EncodedBucket,
+  incrementalShardLayout,
+  layoutSerialized,
+  type SerializedAccount,
+  type ShardLayout,
+  shardFromLayout,
+} from '../src/compiler/shard.ts';
 import { namespaceHash, sha256Hex } from '../src/contract/routing.ts';
-import { incrementalShardLayout, layoutSerialized, shardFromLayout, type EncodedBucket, type SerializedAccount, type ShardLayout } from '../src/compiler/shard.ts';
 
 // Allocation is read off the heap size, so no scavenge may run during a measurement: re-run with a young
 // generation larger than what the runs allocate.
 const YOUNG = '--max-semi-space-size=512';
 if (!process.execArgv.includes(YOUNG)) {
-  const child = spawnSync(process.execPath, [YOUNG, '--min-semi-space-size=512', ...process.execArgv, import.meta.filename, ...process.argv.slice(2)], { stdio: 'inherit' });
+  const child = spawnSync(
+    process.execPath,
+    [YOUNG, '--min-semi-space-size=512', ...process.execArgv, import.meta.filename, ...process.argv.slice(2)],
+    { stdio: 'inherit' },
+  );
   process.exit(child.status ?? 1);
 }
 
@@ -25,23 +44,43 @@ const ring = { active: 'k1', keys: new Map([['k1', randomBytes(32)]]) };
 const namespaceOf = (i: number) => `bench-a${String(i).padStart(5, '0')}`;
 function serialized(i: number, version: number): SerializedAccount {
   const namespace = namespaceOf(i);
-  const json = JSON.stringify({ namespace, version, credentials: Array.from({ length: CREDS }, (_, c) => ({ id: `${namespace}-${c}`, provider: 'openai', label: 'sk-b...xxxx', pad: 'y'.repeat(300) })) });
+  const json = JSON.stringify({
+    namespace,
+    version,
+    credentials: Array.from({ length: CREDS }, (_, c) => ({
+      id: `${namespace}-${c}`,
+      provider: 'openai',
+      label: 'sk-b...xxxx',
+      pad: 'y'.repeat(300),
+    })),
+  });
   return { namespace, json, sha256: sha256Hex(json), bytes: Buffer.byteLength(json), hash: namespaceHash(namespace) };
 }
 const shardAccounts = Array.from({ length: ACCOUNTS }, (_, i) => serialized(i, 0));
 const bundleAccounts: BundleAccount[] = shardAccounts.map((s, i) =>
-  sealAccount(ring, s.namespace, Array.from({ length: CREDS }, (_, c) => ({ id: `id-${i}-${c}`, payload: `sk-${i}-${c}-${'x'.repeat(40)}` }))));
+  sealAccount(
+    ring,
+    s.namespace,
+    Array.from({ length: CREDS }, (_, c) => ({ id: `id-${i}-${c}`, payload: `sk-${i}-${c}-${'x'.repeat(40)}` })),
+  ),
+);
 
 interface Mode {
   set(i: number, account: SerializedAccount): void;
-  layouts(shardBuckets: number | undefined, bundleBuckets: number | undefined): { shards: ShardLayout; bundles: BundleLayout };
+  layouts(
+    shardBuckets: number | undefined,
+    bundleBuckets: number | undefined,
+  ): { shards: ShardLayout; bundles: BundleLayout };
 }
 
 function fromScratch(): Mode {
   const shards = [...shardAccounts];
   return {
     set: (i, account) => void (shards[i] = account),
-    layouts: (sb, bb) => ({ shards: layoutSerialized(shards, { previousBuckets: sb }), bundles: layoutBundles(bundleAccounts, { previousBuckets: bb }) }),
+    layouts: (sb, bb) => ({
+      shards: layoutSerialized(shards, { previousBuckets: sb }),
+      bundles: layoutBundles(bundleAccounts, { previousBuckets: bb }),
+    }),
   };
 }
 
@@ -50,7 +89,10 @@ function keptPlaced(): Mode {
   const bundles = incrementalBundleLayout();
   shardAccounts.forEach((a) => shards.set(a.namespace, a));
   bundleAccounts.forEach((a) => bundles.set(a.namespace, a));
-  return { set: (_i, account) => shards.set(account.namespace, account), layouts: (sb, bb) => ({ shards: shards.layout(sb), bundles: bundles.layout(bb) }) };
+  return {
+    set: (_i, account) => shards.set(account.namespace, account),
+    layouts: (sb, bb) => ({ shards: shards.layout(sb), bundles: bundles.layout(bb) }),
+  };
 }
 
 function measure(mode: Mode): { msPerRun: number; allocatedMBPerRun: number; objects: number; finalState: string } {
@@ -70,7 +112,9 @@ function measure(mode: Mode): { msPerRun: number; allocatedMBPerRun: number; obj
     shardBuckets = shardSet.index.buckets;
     bundleBuckets = bundleSet.buckets;
     objects = shardSet.shards.length + bundleSet.objects.length;
-    finalState = sha256Hex([shardSet.index.version, ...bundleSet.objects.map((o) => `${o.name}:${o.sha256}`)].join('\n'));
+    finalState = sha256Hex(
+      [shardSet.index.version, ...bundleSet.objects.map((o) => `${o.name}:${o.sha256}`)].join('\n'),
+    );
   };
   for (let w = 0; w < 5; w++) run();
   globalThis.gc?.();
@@ -84,12 +128,21 @@ function measure(mode: Mode): { msPerRun: number; allocatedMBPerRun: number; obj
 
 const baseline = measure(fromScratch());
 const kept = measure(keptPlaced());
-process.stdout.write(`${JSON.stringify({
-  benchmark: 'layout',
-  config: { accounts: ACCOUNTS, credentialsPerAccount: CREDS, runs: RUNS, changedAccountsPerRun: 1 },
-  baselineFromScratch: baseline,
-  keptPlaced: kept,
-  ratio: { time: +(kept.msPerRun / baseline.msPerRun).toFixed(3), allocated: +(kept.allocatedMBPerRun / baseline.allocatedMBPerRun).toFixed(3) },
-  // The same changes in the same order: both must end with the same index version and bundle digests.
-  sameResult: kept.finalState === baseline.finalState,
-}, null, 2)}\n`);
+process.stdout.write(
+  `${JSON.stringify(
+    {
+      benchmark: 'layout',
+      config: { accounts: ACCOUNTS, credentialsPerAccount: CREDS, runs: RUNS, changedAccountsPerRun: 1 },
+      baselineFromScratch: baseline,
+      keptPlaced: kept,
+      ratio: {
+        time: +(kept.msPerRun / baseline.msPerRun).toFixed(3),
+        allocated: +(kept.allocatedMBPerRun / baseline.allocatedMBPerRun).toFixed(3),
+      },
+      // The same changes in the same order: both must end with the same index version and bundle digests.
+      sameResult: kept.finalState === baseline.finalState,
+    },
+    null,
+    2,
+  )}\n`,
+);

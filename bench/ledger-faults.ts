@@ -16,7 +16,9 @@ try {
   await installCrds(cp.kubeconfigPath);
   process.env.BYOK_TEST_KUBECONFIG = cp.kubeconfigPath;
   // Loaded after the kubeconfig is set: the harness is the integration tests' (test/integration/ledger/gateway-fleet.ts).
-  const { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway } = await import('../test/support/gateway-fleet.ts');
+  const { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway } = await import(
+    '../test/support/gateway-fleet.ts'
+  );
   const stack = await startSpendStack('bench-faults');
   const results: Record<string, unknown> = {};
   try {
@@ -60,14 +62,20 @@ try {
       await sleep(2000);
       await traffic.stop();
       const r = await settle(stack.redis.url, traffic.served, journaled ? 120_000 : 20_000);
-      results[`${outageSeconds} s Redis outage under load (${tag})`] = { ...r, servedPerSecondDuringOutage: outageRate, settledSecondsAfterRedisBack: Math.round((Date.now() - back) / 100) / 10 };
+      results[`${outageSeconds} s Redis outage under load (${tag})`] = {
+        ...r,
+        servedPerSecondDuringOutage: outageRate,
+        settledSecondsAfterRedisBack: Math.round((Date.now() - back) / 100) / 10,
+      };
       await stopGateway(gw);
       process.stderr.write(`[ledger-faults] ${tag}: ${JSON.stringify(results)}\n`);
     }
   } finally {
     await stack.close();
   }
-  process.stdout.write(`${JSON.stringify({ what: 'issue 37 §2 faults with real gateway processes and redis-server, without and with the spend journal (fsync batch)', lanes, outageSeconds, results })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ what: 'issue 37 §2 faults with real gateway processes and redis-server, without and with the spend journal (fsync batch)', lanes, outageSeconds, results })}\n`,
+  );
 } finally {
   await cp.stop();
 }

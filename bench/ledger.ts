@@ -8,15 +8,23 @@
 // budget that fits 50, with and without reservations: admitted count and overshoot.
 // Prints one JSON object. Run: node bench/ledger.ts [seconds-per-measurement]
 import { performance } from 'node:perf_hooks';
-import type { CompiledAccount } from '../src/domain/index.ts';
 import type { FinishedRequest } from '../src/contract/spend-gate.ts';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate as currentGate, keySpace, type Ledger } from '../src/ledger/index.ts';
+import type { CompiledAccount } from '../src/domain/index.ts';
+import {
+  createEmbeddedLedger,
+  createRedisLedger,
+  createSpendGate as currentGate,
+  keySpace,
+  type Ledger,
+} from '../src/ledger/index.ts';
 import { startRedis } from '../test/support/redis.ts';
 
 const seconds = Number(process.argv[2] ?? '2');
 // LEDGER_BENCH_GATE=<module exporting createSpendGate>: measure another build of the gate (e.g. the one before a
 // refactor) in the same conditions.
-const createSpendGate: typeof currentGate = process.env.LEDGER_BENCH_GATE ? ((await import(process.env.LEDGER_BENCH_GATE)) as { createSpendGate: typeof currentGate }).createSpendGate : currentGate;
+const createSpendGate: typeof currentGate = process.env.LEDGER_BENCH_GATE
+  ? ((await import(process.env.LEDGER_BENCH_GATE)) as { createSpendGate: typeof currentGate }).createSpendGate
+  : currentGate;
 const hash = 'b'.repeat(64);
 const budget = (limitUsd: number) => ({ limitUsd, resetInterval: 'daily' as const, includeByokInBudgets: true });
 const policy = { requireZdr: false, denyDataCollection: false, allowedProviders: null, ignoredProviders: [] };
@@ -57,9 +65,27 @@ async function measure(ledger: Ledger, reserve: boolean) {
     const at = new Date();
     const n = i++;
     const generationId = `g${reserve ? 'r' : ''}${n}`;
-    const decision = await gate.admit({ account, who, at, ...(reserve ? { maximum: { id: generationId, costMicros: 5000, byokOnly: false } } : {}) });
+    const decision = await gate.admit({
+      account,
+      who,
+      at,
+      ...(reserve ? { maximum: { id: generationId, costMicros: 5000, byokOnly: false } } : {}),
+    });
     if (!decision.allowed) throw new Error('bench budget blocked');
-    const req: FinishedRequest = { account, who, at, generationId, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: n % 2 ? 'c' : null, promptTokens: 1, completionTokens: 1, listCostMicros: 1234, reservation: decision.reservation };
+    const req: FinishedRequest = {
+      account,
+      who,
+      at,
+      generationId,
+      model: 'm',
+      endpointId: 'e',
+      provider: 'openai',
+      byokCredentialId: n % 2 ? 'c' : null,
+      promptTokens: 1,
+      completionTokens: 1,
+      listCostMicros: 1234,
+      reservation: decision.reservation,
+    };
     await gate.record(req);
   };
   for (let w = 0; w < 500; w++) await one(); // warm-up
@@ -71,7 +97,8 @@ async function measure(ledger: Ledger, reserve: boolean) {
     samples.push(performance.now() - t);
   }
   samples.sort((a, b) => a - b);
-  const q = (p: number) => Number((samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? 0).toFixed(4));
+  const q = (p: number) =>
+    Number((samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? 0).toFixed(4));
   let done = 0;
   const started = performance.now();
   const stopAt = started + seconds * 1000;
@@ -86,7 +113,12 @@ async function measure(ledger: Ledger, reserve: boolean) {
   const elapsed = (performance.now() - started) / 1000;
   await gate.close();
   return {
-    sequential: { requests: samples.length, meanMs: Number((samples.reduce((a, b) => a + b, 0) / samples.length).toFixed(4)), p50Ms: q(0.5), p99Ms: q(0.99) },
+    sequential: {
+      requests: samples.length,
+      meanMs: Number((samples.reduce((a, b) => a + b, 0) / samples.length).toFixed(4)),
+      p50Ms: q(0.5),
+      p99Ms: q(0.99),
+    },
     concurrent64: { requestsPerSecond: Math.round(done / elapsed) },
   };
 }
@@ -96,7 +128,20 @@ async function concurrency(makeLedgers: () => Promise<Ledger[]>, n: number, rese
   const COST = 100_000;
   const ledgers = await makeLedgers();
   const gates = ledgers.map((l) => createSpendGate(l));
-  const acct: CompiledAccount = { ...account, accountId: `burst-${n}-${reserve}-${Math.random()}`, guardrails: [], apiKeys: [{ hash, workspaceId: 'ws', guardrailId: null, expiresAt: null }], workspaces: [{ ...account.workspaces[0]!, members: [], budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false }] };
+  const acct: CompiledAccount = {
+    ...account,
+    accountId: `burst-${n}-${reserve}-${Math.random()}`,
+    guardrails: [],
+    apiKeys: [{ hash, workspaceId: 'ws', guardrailId: null, expiresAt: null }],
+    workspaces: [
+      {
+        ...account.workspaces[0]!,
+        members: [],
+        budgets: [{ interval: 'daily', limitUsd: 5 }],
+        includeByokInBudgets: false,
+      },
+    ],
+  };
   const w = { apiKeyHash: hash, workspaceId: 'ws', userId: null };
   await validate(ledgers[0]!, acct.accountId);
   let seq = 0;
@@ -105,10 +150,28 @@ async function concurrency(makeLedgers: () => Promise<Ledger[]>, n: number, rese
       const gate = gates[k % gates.length]!;
       const at = new Date();
       const id = `burst-${++seq}`;
-      const d = await gate.admit({ account: acct, who: w, at, ...(reserve ? { maximum: { id, costMicros: COST, byokOnly: false } } : {}) });
+      const d = await gate.admit({
+        account: acct,
+        who: w,
+        at,
+        ...(reserve ? { maximum: { id, costMicros: COST, byokOnly: false } } : {}),
+      });
       if (!d.allowed) return false;
       await new Promise((r) => setTimeout(r, 20));
-      await gate.record({ account: acct, who: w, at, generationId: id, model: 'm', endpointId: 'e', provider: 'openai', byokCredentialId: null, promptTokens: 1, completionTokens: 1, listCostMicros: COST, reservation: d.reservation });
+      await gate.record({
+        account: acct,
+        who: w,
+        at,
+        generationId: id,
+        model: 'm',
+        endpointId: 'e',
+        provider: 'openai',
+        byokCredentialId: null,
+        promptTokens: 1,
+        completionTokens: 1,
+        listCostMicros: COST,
+        reservation: d.reservation,
+      });
       return true;
     }),
   );
@@ -127,8 +190,18 @@ try {
   for (const n of [10, 50, 200, 1000]) {
     for (const reserve of [false, true]) {
       // Embedded is one replica by design: one gate; Redis: two gates (two replicas' connections).
-      scenarios.embedded!.push({ reservations: reserve, ...(await concurrency(async () => [createEmbeddedLedger()], n, reserve)) });
-      scenarios.redis!.push({ reservations: reserve, ...(await concurrency(async () => Promise.all([0, 1].map(() => createRedisLedger({ url: redis.url }))), n, reserve)) });
+      scenarios.embedded!.push({
+        reservations: reserve,
+        ...(await concurrency(async () => [createEmbeddedLedger()], n, reserve)),
+      });
+      scenarios.redis!.push({
+        reservations: reserve,
+        ...(await concurrency(
+          async () => Promise.all([0, 1].map(() => createRedisLedger({ url: redis.url }))),
+          n,
+          reserve,
+        )),
+      });
     }
   }
   process.stdout.write(
@@ -139,10 +212,19 @@ try {
       embeddedWithReservations: embeddedReserve,
       redis: viaRedis,
       redisWithReservations: viaRedisReserve,
-      addedByRedisMs: { p50: Number((viaRedis.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)), p99: Number((viaRedis.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)) },
+      addedByRedisMs: {
+        p50: Number((viaRedis.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)),
+        p99: Number((viaRedis.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)),
+      },
       addedByReservationsMs: {
-        embedded: { p50: Number((embeddedReserve.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)), p99: Number((embeddedReserve.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)) },
-        redis: { p50: Number((viaRedisReserve.sequential.p50Ms - viaRedis.sequential.p50Ms).toFixed(4)), p99: Number((viaRedisReserve.sequential.p99Ms - viaRedis.sequential.p99Ms).toFixed(4)) },
+        embedded: {
+          p50: Number((embeddedReserve.sequential.p50Ms - embedded.sequential.p50Ms).toFixed(4)),
+          p99: Number((embeddedReserve.sequential.p99Ms - embedded.sequential.p99Ms).toFixed(4)),
+        },
+        redis: {
+          p50: Number((viaRedisReserve.sequential.p50Ms - viaRedis.sequential.p50Ms).toFixed(4)),
+          p99: Number((viaRedisReserve.sequential.p99Ms - viaRedis.sequential.p99Ms).toFixed(4)),
+        },
       },
       concurrency: scenarios,
     })}\n`,

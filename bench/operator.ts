@@ -14,21 +14,21 @@
 // BENCH_DIAG=<file>: memory/queue samples from the operator (bench/lib/operator-child.ts) and apiserver request
 // totals during the cold start.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
+import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, type RoutingIndex, SHA_ANNOTATION } from '../src/contract/routing.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
-import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION, type RoutingIndex } from '../src/contract/routing.ts';
+import { publicId } from '../src/domain/ids.ts';
+import { createApplier } from '../src/kube/apply.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadKubeConfig } from '../src/kube/kubeconfig.ts';
-import { procStatusMB } from './lib/proc.ts';
-import { createApplier } from '../src/kube/apply.ts';
-import { publicId } from '../src/domain/ids.ts';
 import { API_VERSION, GROUP, VERSION } from '../src/schema/resources.ts';
+import { procStatusMB } from './lib/proc.ts';
 import { dockerfileEnv, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const arg = (name: string, env: string, dflt: number): number => {
@@ -74,13 +74,29 @@ function buildOperatorChild(root: string): { script: string; cleanup: () => void
   // Under dist/ (git-ignored) so the compiled files resolve node_modules like the image's dist/ does.
   mkdirSync(join(root, 'dist'), { recursive: true });
   const dir = mkdtempSync(join(root, 'dist', 'bench-'));
-  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
-    extends: join(root, 'tsconfig.build.json'),
-    compilerOptions: { outDir: join(dir, 'out'), rootDir: root, sourceMap: false, declaration: false, tsBuildInfoFile: null },
-    include: [join(root, 'src'), join(root, 'bench', 'lib', 'operator-child.ts')],
-  }));
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json')], { stdio: 'inherit' });
-  return { script: join(dir, 'out', 'bench', 'lib', 'operator-child.js'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      extends: join(root, 'tsconfig.build.json'),
+      compilerOptions: {
+        outDir: join(dir, 'out'),
+        rootDir: root,
+        sourceMap: false,
+        declaration: false,
+        tsBuildInfoFile: null,
+      },
+      include: [join(root, 'src'), join(root, 'bench', 'lib', 'operator-child.ts')],
+    }),
+  );
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json')],
+    { stdio: 'inherit' },
+  );
+  return {
+    script: join(dir, 'out', 'bench', 'lib', 'operator-child.js'),
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -88,9 +104,11 @@ const crPath = (ns: string, plural: string) => `/apis/${GROUP}/${VERSION}/namesp
 
 async function pool<T>(items: readonly T[], n: number, fn: (t: T) => Promise<void>): Promise<void> {
   let i = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (i < items.length) await fn(items[i++]!);
+    }),
+  );
 }
 
 async function retry<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
@@ -105,7 +123,7 @@ async function retry<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
 }
 
 const accountNs = (a: number) => `bench-a${String(a).padStart(5, '0')}`;
-const hashFor = (a: number) => (a.toString(16).padStart(8, '0')).repeat(8);
+const hashFor = (a: number) => a.toString(16).padStart(8, '0').repeat(8);
 
 async function seed(client: KubeClient): Promise<void> {
   const post = (path: string, body: object) => retry(() => client.request('POST', path, { body }));
@@ -113,9 +131,24 @@ async function seed(client: KubeClient): Promise<void> {
   await pool(namespaces, CONCURRENCY, async (a) => {
     const ns = accountNs(a);
     await post('/api/v1/namespaces', { metadata: { name: ns } });
-    await post(crPath(ns, 'accounts'), { apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { plan: 'pay-as-you-go' } });
-    await post(crPath(ns, 'workspaces'), { apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await post(crPath(ns, 'gatewayapikeys'), { apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'key' }, spec: { hash: hashFor(a) } });
+    await post(crPath(ns, 'accounts'), {
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'account' },
+      spec: { plan: 'pay-as-you-go' },
+    });
+    await post(crPath(ns, 'workspaces'), {
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
+    await post(crPath(ns, 'gatewayapikeys'), {
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'key' },
+      spec: { hash: hashFor(a) },
+    });
   });
   const creds = namespaces.flatMap((a) => Array.from({ length: CREDS }, (_, c) => ({ a, c })));
   const providers = ['openai', 'anthropic', 'mistral', 'groq', 'deepseek'];
@@ -130,14 +163,22 @@ async function seed(client: KubeClient): Promise<void> {
       apiVersion: API_VERSION,
       kind: 'BYOKCredential',
       metadata: { name },
-      spec: { provider: providers[c % providers.length], secretRef: { name: `${name}-key`, key: 'key' }, displayName: `bench ${a}/${c}`, ...(c % 3 === 0 ? { allowedApiKeyHashes: [hashFor(a)] } : {}) },
+      spec: {
+        provider: providers[c % providers.length],
+        secretRef: { name: `${name}-key`, key: 'key' },
+        displayName: `bench ${a}/${c}`,
+        ...(c % 3 === 0 ? { allowedApiKeyHashes: [hashFor(a)] } : {}),
+      },
     });
   });
 }
 
 interface Cred {
   metadata: { namespace: string; name: string; generation?: number; resourceVersion: string };
-  status?: { observedGeneration?: number; conditions?: { type: string; status: string; observedGeneration?: number }[] };
+  status?: {
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; observedGeneration?: number }[];
+  };
 }
 interface ConfigMap {
   metadata: { name: string; resourceVersion: string; annotations?: Record<string, string> };
@@ -162,19 +203,26 @@ function watchAll<T extends { metadata: { name: string; resourceVersion: string;
     while (!ac.signal.aborted) {
       try {
         if (rv === undefined) {
-          const list = await client.request<{ metadata: { resourceVersion: string }; items: T[] }>('GET', path, { query });
+          const list = await client.request<{ metadata: { resourceVersion: string }; items: T[] }>('GET', path, {
+            query,
+          });
           for (const item of list.items) onEvent({ type: 'ADDED', object: item });
           rv = list.metadata.resourceVersion;
         }
-        await client.stream(path, { ...query, watch: true, resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: 300 }, (raw) => {
-          const e = raw as WatchEvent<T>;
-          if (e.type === 'ERROR') {
-            rv = undefined;
-            return;
-          }
-          rv = e.object.metadata.resourceVersion;
-          if (e.type !== 'BOOKMARK') onEvent(e);
-        }, ac.signal);
+        await client.stream(
+          path,
+          { ...query, watch: true, resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: 300 },
+          (raw) => {
+            const e = raw as WatchEvent<T>;
+            if (e.type === 'ERROR') {
+              rv = undefined;
+              return;
+            }
+            rv = e.object.metadata.resourceVersion;
+            if (e.type !== 'BOOKMARK') onEvent(e);
+          },
+          ac.signal,
+        );
       } catch {
         if (ac.signal.aborted) return;
         rv = undefined;
@@ -205,16 +253,23 @@ function compiledCredentials(cms: Map<string, ConfigMap>): number | undefined {
       const cm = cms.get(part.name);
       // Mid-run the shards are newer than the index (it is written last): not compiled yet, as a gateway sees it.
       if (!cm || cm.metadata.annotations?.[SHA_ANNOTATION] !== part.sha256) return undefined;
-      chunks.push(cm.data?.[part.key] !== undefined ? Buffer.from(cm.data[part.key]!, 'utf8') : Buffer.from(cm.binaryData?.[part.key] ?? '', 'base64'));
+      chunks.push(
+        cm.data?.[part.key] !== undefined
+          ? Buffer.from(cm.data[part.key]!, 'utf8')
+          : Buffer.from(cm.binaryData?.[part.key] ?? '', 'base64'),
+      );
     }
     const payload = Buffer.concat(chunks);
-    const doc = JSON.parse((shard.encoding === 'gzip' ? gunzipSync(payload) : payload).toString('utf8')) as { accounts: { credentials: unknown[] }[] };
+    const doc = JSON.parse((shard.encoding === 'gzip' ? gunzipSync(payload) : payload).toString('utf8')) as {
+      accounts: { credentials: unknown[] }[];
+    };
     for (const a of doc.accounts) total += a.credentials.length;
   }
   return total;
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 
 /**
  * The apiserver's /metrics. Asynchronous: while a synchronous child ran (seconds at 100k) this process read
@@ -223,7 +278,11 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
  */
 async function apiserverMetrics(kubeconfigPath: string): Promise<string | undefined> {
   try {
-    const { stdout } = await execFileAsync(join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'), ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'], { encoding: 'utf8', maxBuffer: 256 << 20 });
+    const { stdout } = await execFileAsync(
+      join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl'),
+      ['--kubeconfig', kubeconfigPath, 'get', '--raw', '/metrics'],
+      { encoding: 'utf8', maxBuffer: 256 << 20 },
+    );
     return stdout;
   } catch {
     return undefined;
@@ -231,7 +290,10 @@ async function apiserverMetrics(kubeconfigPath: string): Promise<string | undefi
 }
 
 /** Diagnostics (BENCH_DIAG): apiserver request count and total seconds by verb/resource/subresource, minus `before`. */
-async function apiserverRequestSummary(kubeconfigPath: string, before?: Record<string, { n: number; s: number }>): Promise<Record<string, { n: number; s: number }>> {
+async function apiserverRequestSummary(
+  kubeconfigPath: string,
+  before?: Record<string, { n: number; s: number }>,
+): Promise<Record<string, { n: number; s: number }>> {
   const raw = await apiserverMetrics(kubeconfigPath);
   if (raw === undefined) return {};
   const out: Record<string, { n: number; s: number }> = {};
@@ -245,8 +307,16 @@ async function apiserverRequestSummary(kubeconfigPath: string, before?: Record<s
     if (m[1] === 'sum') e.s += Number(m[3]);
     else e.n += Number(m[3]);
   }
-  if (before) for (const [k, v] of Object.entries(out)) { v.n -= before[k]?.n ?? 0; v.s = +(v.s - (before[k]?.s ?? 0)).toFixed(2); }
-  return Object.fromEntries(Object.entries(out).filter(([, v]) => v.n > 0).sort((a, b) => b[1].s - a[1].s));
+  if (before)
+    for (const [k, v] of Object.entries(out)) {
+      v.n -= before[k]?.n ?? 0;
+      v.s = +(v.s - (before[k]?.s ?? 0)).toFixed(2);
+    }
+  return Object.fromEntries(
+    Object.entries(out)
+      .filter(([, v]) => v.n > 0)
+      .sort((a, b) => b[1].s - a[1].s),
+  );
 }
 
 /**
@@ -257,28 +327,53 @@ async function apiserverRequestSummary(kubeconfigPath: string, before?: Record<s
  */
 async function baseline(kubeconfigPath: string): Promise<{ seconds: number; writes: number; concurrency: number }> {
   const applier = createApplier(loadKubeConfig(kubeconfigPath));
-  const creds = Array.from({ length: ACCOUNTS }, (_, a) => a).flatMap((a) => Array.from({ length: CREDS }, (_, c) => ({ ns: accountNs(a), name: `cred-${c}` })));
+  const creds = Array.from({ length: ACCOUNTS }, (_, a) => a).flatMap((a) =>
+    Array.from({ length: CREDS }, (_, c) => ({ ns: accountNs(a), name: `cred-${c}` })),
+  );
   const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  const cond = (type: string) => ({ type, status: 'Unknown', reason: 'Baseline', message: 'written by the benchmark baseline, not by the operator', lastTransitionTime: now, observedGeneration: 1 });
+  const cond = (type: string) => ({
+    type,
+    status: 'Unknown',
+    reason: 'Baseline',
+    message: 'written by the benchmark baseline, not by the operator',
+    lastTransitionTime: now,
+    observedGeneration: 1,
+  });
   const t0 = performance.now();
   await pool(creds, OPERATOR_CONCURRENCY, async ({ ns, name }) => {
-    await retry(() => applier.applyStatus('BYOKCredential', ns, name, {
-      id: publicId('BYOKCredential', ns, name),
-      observedGeneration: 1,
-      conditions: ['Ready', 'SecretResolved', 'PayloadValid', 'FiltersValid'].map(cond),
-      label: 'sk-b...xxxx',
-      createdAt: now,
-      sortOrder: 0,
-      secretResourceVersion: '0000000',
-    }));
+    await retry(() =>
+      applier.applyStatus('BYOKCredential', ns, name, {
+        id: publicId('BYOKCredential', ns, name),
+        observedGeneration: 1,
+        conditions: ['Ready', 'SecretResolved', 'PayloadValid', 'FiltersValid'].map(cond),
+        label: 'sk-b...xxxx',
+        createdAt: now,
+        sortOrder: 0,
+        secretResourceVersion: '0000000',
+      }),
+    );
   });
-  return { seconds: +((performance.now() - t0) / 1000).toFixed(2), writes: creds.length, concurrency: OPERATOR_CONCURRENCY };
+  return {
+    seconds: +((performance.now() - t0) / 1000).toFixed(2),
+    writes: creds.length,
+    concurrency: OPERATOR_CONCURRENCY,
+  };
 }
 
-interface CmEvent { at: number; name: string; type: string; text?: string }
+interface CmEvent {
+  at: number;
+  name: string;
+  type: string;
+  text?: string;
+}
 
 /** Changes at a fixed rate, each to a different credential, not waiting for the previous one to be compiled. */
-async function steadyStream(client: KubeClient, cmEvents: CmEvent[], rate: number, seconds: number): Promise<Record<string, unknown>> {
+async function steadyStream(
+  client: KubeClient,
+  cmEvents: CmEvent[],
+  rate: number,
+  seconds: number,
+): Promise<Record<string, unknown>> {
   const n = Math.max(1, Math.round(rate * seconds));
   const pending = new Map<string, { sent: number; i: number }>();
   const latencies: number[] = [];
@@ -307,10 +402,14 @@ async function steadyStream(client: KubeClient, cmEvents: CmEvent[], rate: numbe
     const c = (i + 3) % CREDS;
     const marker = `steady-${i}-${Date.now().toString(36)}`;
     pending.set(marker, { sent: performance.now(), i });
-    sends.push(client.request('PATCH', `${crPath(accountNs(a), 'byokcredentials')}/cred-${c}`, {
-      body: { spec: { displayName: marker } },
-      contentType: 'application/merge-patch+json',
-    }).catch(() => pending.delete(marker)));
+    sends.push(
+      client
+        .request('PATCH', `${crPath(accountNs(a), 'byokcredentials')}/cred-${c}`, {
+          body: { spec: { displayName: marker } },
+          contentType: 'application/merge-patch+json',
+        })
+        .catch(() => pending.delete(marker)),
+    );
   }
   await Promise.all(sends);
   const deadline = performance.now() + 10_000;
@@ -351,7 +450,10 @@ async function storageSummary(kubeconfigPath: string): Promise<{ etcdDbMB?: numb
 }
 
 /** Steady state: one change at a time; latency = PATCH sent -> a shard ConfigMap carrying the change observed. */
-async function steadyChanges(client: KubeClient, cmEvents: CmEvent[]): Promise<{ applyToCompiled: Record<string, unknown>; configMapWritesPerChange: Record<string, unknown> }> {
+async function steadyChanges(
+  client: KubeClient,
+  cmEvents: CmEvent[],
+): Promise<{ applyToCompiled: Record<string, unknown>; configMapWritesPerChange: Record<string, unknown> }> {
   await sleep(1000);
   const latencies: number[] = [];
   const writes: number[] = [];
@@ -401,7 +503,10 @@ async function steadyChanges(client: KubeClient, cmEvents: CmEvent[]): Promise<{
   };
   const maxShard = Math.max(...shardWrites);
   const configMapWritesPerChange = {
-    median: percentile([...writes].sort((x, y) => x - y), 50),
+    median: percentile(
+      [...writes].sort((x, y) => x - y),
+      50,
+    ),
     max: Math.max(...writes),
     shardWritesMax: maxShard,
     target: 'one change touches one shard (plus the index)',
@@ -413,7 +518,14 @@ async function steadyChanges(client: KubeClient, cmEvents: CmEvent[]): Promise<{
 async function main(): Promise<void> {
   const out: Record<string, unknown> = {
     benchmark: 'operator',
-    config: { accounts: ACCOUNTS, credentialsPerAccount: CREDS, credentials: ACCOUNTS * CREDS, changes: CHANGES, steadyRate: STEADY_RATE, steadySeconds: STEADY_SECONDS },
+    config: {
+      accounts: ACCOUNTS,
+      credentialsPerAccount: CREDS,
+      credentials: ACCOUNTS * CREDS,
+      changes: CHANGES,
+      steadyRate: STEADY_RATE,
+      steadySeconds: STEADY_SECONDS,
+    },
     machine: { cpus: cpus().length, loadAverageAtStart: loadavg().map((x) => +x.toFixed(2)) },
   };
   const cp = await startControlPlane();
@@ -430,18 +542,37 @@ async function main(): Promise<void> {
 
     // Observers: credential readiness and routing ConfigMaps (with every write event, for counting).
     const ready = new Map<string, boolean>();
-    watches.push(watchAll<Cred>(client, `/apis/${GROUP}/${VERSION}/byokcredentials`, {}, (e) => {
-      const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
-      const cond = e.object.status?.conditions?.find((c) => c.type === 'Ready');
-      ready.set(key, e.type !== 'DELETED' && cond?.status === 'True' && (cond.observedGeneration ?? e.object.status?.observedGeneration) === e.object.metadata.generation);
-    }));
+    watches.push(
+      watchAll<Cred>(client, `/apis/${GROUP}/${VERSION}/byokcredentials`, {}, (e) => {
+        const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
+        const cond = e.object.status?.conditions?.find((c) => c.type === 'Ready');
+        ready.set(
+          key,
+          e.type !== 'DELETED' &&
+            cond?.status === 'True' &&
+            (cond.observedGeneration ?? e.object.status?.observedGeneration) === e.object.metadata.generation,
+        );
+      }),
+    );
     const cms = new Map<string, ConfigMap>();
     const cmEvents: CmEvent[] = [];
-    watches.push(watchAll<ConfigMap>(client, `/api/v1/namespaces/${ROUTING_NS}/configmaps`, { labelSelector: ROUTING_LABEL }, (e) => {
-      if (e.type === 'DELETED') cms.delete(e.object.metadata.name);
-      else cms.set(e.object.metadata.name, e.object);
-      cmEvents.push({ at: performance.now(), name: e.object.metadata.name, type: e.type, ...(e.object.metadata.name !== INDEX_NAME && e.type !== 'DELETED' ? { text: cmPayload(e.object) } : {}) });
-    }));
+    watches.push(
+      watchAll<ConfigMap>(
+        client,
+        `/api/v1/namespaces/${ROUTING_NS}/configmaps`,
+        { labelSelector: ROUTING_LABEL },
+        (e) => {
+          if (e.type === 'DELETED') cms.delete(e.object.metadata.name);
+          else cms.set(e.object.metadata.name, e.object);
+          cmEvents.push({
+            at: performance.now(),
+            name: e.object.metadata.name,
+            type: e.type,
+            ...(e.object.metadata.name !== INDEX_NAME && e.type !== 'DELETED' ? { text: cmPayload(e.object) } : {}),
+          });
+        },
+      ),
+    );
 
     const here = dirname(fileURLToPath(import.meta.url));
     const compiled = process.env.BENCH_FROM_SOURCE ? undefined : buildOperatorChild(join(here, '..'));
@@ -462,16 +593,25 @@ async function main(): Promise<void> {
     const mallocConf = process.env.BENCH_MALLOC_CONF ?? imageEnv('MALLOC_CONF');
     out.operatorNodeOptions = nodeOptions ?? null;
     out.operatorMallocArenaMax = arenas ?? null;
-    child = spawn(process.execPath, [...(process.env.BENCH_MEMORY ? ['--expose-gc'] : []), compiled?.script ?? join(here, 'lib', 'operator-child.ts'), cp.kubeconfigPath, ROUTING_NS], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        NODE_OPTIONS: nodeOptions ?? '',
-        ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}),
-        ...(preload ? { LD_PRELOAD: preload } : {}),
-        ...(mallocConf ? { MALLOC_CONF: mallocConf } : {}),
+    child = spawn(
+      process.execPath,
+      [
+        ...(process.env.BENCH_MEMORY ? ['--expose-gc'] : []),
+        compiled?.script ?? join(here, 'lib', 'operator-child.ts'),
+        cp.kubeconfigPath,
+        ROUTING_NS,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: {
+          ...process.env,
+          NODE_OPTIONS: nodeOptions ?? '',
+          ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}),
+          ...(preload ? { LD_PRELOAD: preload } : {}),
+          ...(mallocConf ? { MALLOC_CONF: mallocConf } : {}),
+        },
       },
-    });
+    );
     // Which allocator the operator really got: a missing libjemalloc2 is skipped by the loader with a warning.
     out.operatorAllocator = await loadedAllocator(child.pid!, preload);
     let childErr = '';
@@ -508,7 +648,8 @@ async function main(): Promise<void> {
       await sleep(100);
     }
     peak = Math.max(peak, procStatusMB(child.pid!, 'VmHWM') || 0);
-    if (process.env.BENCH_DIAG) out.apiserverDuringColdStart = await apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
+    if (process.env.BENCH_DIAG)
+      out.apiserverDuringColdStart = await apiserverRequestSummary(cp.kubeconfigPath, apiBefore);
     const ratio = coldSeconds / floor.seconds;
     const rssTarget = total <= 10_000 ? 200 : 512;
     out.coldStart = {
@@ -524,16 +665,22 @@ async function main(): Promise<void> {
     out.storageAfterColdStart = await storageSummary(cp.kubeconfigPath);
 
     // Right after the cold start: a steady stream of changes (the pipeline's batching must not linger; issue 11).
-    out.steadyStream = STEADY_RATE > 0 && STEADY_SECONDS > 0 && Number.isFinite(coldSeconds)
-      ? await steadyStream(client, cmEvents, STEADY_RATE, STEADY_SECONDS)
-      : null;
+    out.steadyStream =
+      STEADY_RATE > 0 && STEADY_SECONDS > 0 && Number.isFinite(coldSeconds)
+        ? await steadyStream(client, cmEvents, STEADY_RATE, STEADY_SECONDS)
+        : null;
 
     // Steady state: one change at a time, once the cold start has finished.
     const steady = Number.isFinite(coldSeconds) ? await steadyChanges(client, cmEvents) : undefined;
     out.applyToCompiled = steady?.applyToCompiled ?? { samples: 0, missed: CHANGES, met: false };
     out.configMapWritesPerChange = steady?.configMapWritesPerChange ?? { met: false };
     const index = cms.get(INDEX_NAME)?.data?.[INDEX_KEY];
-    out.routing = index ? { shards: (JSON.parse(index) as RoutingIndex).shards.length, buckets: (JSON.parse(index) as RoutingIndex).buckets } : null;
+    out.routing = index
+      ? {
+          shards: (JSON.parse(index) as RoutingIndex).shards.length,
+          buckets: (JSON.parse(index) as RoutingIndex).buckets,
+        }
+      : null;
     out.operatorRssMBAtEnd = +procStatusMB(child.pid!, 'VmRSS').toFixed(1);
     out.operatorOutputBytes = { stdout: childOutBytes, stderr: childErrBytes };
     out.operatorPeakRssMBOverall = +procStatusMB(child.pid!, 'VmHWM').toFixed(1);
@@ -543,10 +690,17 @@ async function main(): Promise<void> {
       const until = performance.now() + 120_000;
       while (!/\nmemory .*\n/.test(`\n${childOut.slice(from)}`) && performance.now() < until) await sleep(200);
       const line = /memory (.*)\n/.exec(childOut.slice(from))?.[1];
-      out.memoryBreakdown = line ? JSON.parse(line) as unknown : { error: childErr.slice(-1000) || 'no answer from the operator' };
+      out.memoryBreakdown = line
+        ? (JSON.parse(line) as unknown)
+        : { error: childErr.slice(-1000) || 'no answer from the operator' };
     }
     out.machine = { ...(out.machine as object), loadAverageAtEnd: loadavg().map((x) => +x.toFixed(2)) };
-    out.met = [out.coldStart, out.applyToCompiled, out.configMapWritesPerChange, ...(out.steadyStream ? [out.steadyStream] : [])].every((x) => (x as { met: boolean }).met);
+    out.met = [
+      out.coldStart,
+      out.applyToCompiled,
+      out.configMapWritesPerChange,
+      ...(out.steadyStream ? [out.steadyStream] : []),
+    ].every((x) => (x as { met: boolean }).met);
     child.kill('SIGTERM');
     await Promise.race([exited, sleep(5000)]);
   } catch (err) {

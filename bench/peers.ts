@@ -13,16 +13,16 @@
 //                          [--baseline-cli <other checkout>/dist/cli/main.js]
 //
 // Prints one JSON document on stdout; progress on stderr.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { Agent, createServer, request, type IncomingMessage } from 'node:http';
+import { Agent, createServer, type IncomingMessage, request } from 'node:http';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
-import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture, type GatewayFixture } from './lib/gateway-fixture.ts';
+import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,15 +33,25 @@ const COMPLETION = JSON.stringify({
   object: 'chat.completion',
   created: 1,
   model: 'gpt-4o',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' }],
+  choices: [
+    { index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' },
+  ],
   usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
 });
 const SSE_EVENTS = [
-  ...Array.from({ length: CHUNKS - 1 }, (_, i) => `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `tok${i} ` } }] })}\n\n`),
+  ...Array.from(
+    { length: CHUNKS - 1 },
+    (_, i) =>
+      `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `tok${i} ` } }] })}\n\n`,
+  ),
   `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 12, completion_tokens: CHUNKS - 1, total_tokens: 31 } })}\n\ndata: [DONE]\n\n`,
 ];
 const REQUEST = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }] });
-const STREAM_REQUEST = JSON.stringify({ model: BENCH_MODEL, stream: true, messages: [{ role: 'user', content: 'Say hello.' }] });
+const STREAM_REQUEST = JSON.stringify({
+  model: BENCH_MODEL,
+  stream: true,
+  messages: [{ role: 'user', content: 'Say hello.' }],
+});
 
 // ---- child roles ----
 
@@ -81,10 +91,23 @@ function servePipe(upstream: string, port: number): void {
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
   const target = new URL(upstream);
   const server = createServer((req, res) => {
-    const out = request({ host: target.hostname, port: target.port, path: '/v1/chat/completions', method: 'POST', agent, headers: { 'content-type': 'application/json', ...(req.headers['content-length'] ? { 'content-length': req.headers['content-length'] } : {}) } }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
+    const out = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: '/v1/chat/completions',
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          ...(req.headers['content-length'] ? { 'content-length': req.headers['content-length'] } : {}),
+        },
+      },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
     out.once('error', () => res.destroy());
     req.pipe(out);
   });
@@ -100,7 +123,15 @@ async function serveFastify(upstream: string, port: number): Promise<void> {
   app.post('/api/v1/chat/completions', async (req, reply) => {
     const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const r = request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, resolve);
+      const r = request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        resolve,
+      );
       r.once('error', reject);
       r.end(body);
     });
@@ -140,11 +171,31 @@ function pinning(): Pinning {
   // The machine's cpus, not this process's affinity (availableParallelism shrinks once the parent pins itself).
   const cpus = os.cpus().length;
   const taskset = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0;
-  if (cpus >= 2 && taskset) return { pinned: true, sut: '0', others: cpus === 2 ? '1' : `1-${cpus - 1}`, note: `system under test alone on cpu 0; generator, upstream (and Redis) on cpus ${cpus === 2 ? '1' : `1-${cpus - 1}`}` };
-  return { pinned: false, sut: '', others: '', note: cpus < 2 ? 'NOT PINNED: fewer than 2 cpus; the generator shares the core with the system under test' : 'NOT PINNED: taskset not found (util-linux); figures are noisier' };
+  if (cpus >= 2 && taskset)
+    return {
+      pinned: true,
+      sut: '0',
+      others: cpus === 2 ? '1' : `1-${cpus - 1}`,
+      note: `system under test alone on cpu 0; generator, upstream (and Redis) on cpus ${cpus === 2 ? '1' : `1-${cpus - 1}`}`,
+    };
+  return {
+    pinned: false,
+    sut: '',
+    others: '',
+    note:
+      cpus < 2
+        ? 'NOT PINNED: fewer than 2 cpus; the generator shares the core with the system under test'
+        : 'NOT PINNED: taskset not found (util-linux); figures are noisier',
+  };
 }
 
-function launch(pin: Pinning, cpus: 'sut' | 'others', cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+function launch(
+  pin: Pinning,
+  cpus: 'sut' | 'others',
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ChildProcess {
   const set = cpus === 'sut' ? pin.sut : pin.others;
   const [file, argv] = pin.pinned ? ['taskset', ['-c', set, cmd, ...args]] : [cmd, args];
   return spawn(file, argv, { stdio: ['ignore', 'ignore', 'inherit'], env, cwd: repoRoot });
@@ -217,13 +268,37 @@ interface Phase {
   cpu_us_per_request: number | null;
 }
 
-function oha(bin: string, pin: Pinning, url: string, opts: { seconds: number; rate?: number; connections: number; body: string; auth: boolean }): OhaReport {
-  const args = ['--no-tui', '--output-format', 'json', '-z', `${opts.seconds}s`, '-w', '-c', String(opts.connections), '-m', 'POST', '-T', 'application/json', '-d', opts.body];
+function oha(
+  bin: string,
+  pin: Pinning,
+  url: string,
+  opts: { seconds: number; rate?: number; connections: number; body: string; auth: boolean },
+): OhaReport {
+  const args = [
+    '--no-tui',
+    '--output-format',
+    'json',
+    '-z',
+    `${opts.seconds}s`,
+    '-w',
+    '-c',
+    String(opts.connections),
+    '-m',
+    'POST',
+    '-T',
+    'application/json',
+    '-d',
+    opts.body,
+  ];
   if (opts.rate) args.push('-q', String(opts.rate), '--latency-correction');
   if (opts.auth) args.push('-H', `authorization: Bearer ${BENCH_API_KEY}`);
   args.push(url);
   const [file, argv] = pin.pinned ? ['taskset', ['-c', pin.others, bin, ...args]] : [bin, args];
-  const out = spawnSync(file, argv, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, TOKIO_WORKER_THREADS: '1' } });
+  const out = spawnSync(file, argv, {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, TOKIO_WORKER_THREADS: '1' },
+  });
   if (out.status !== 0) throw new Error(`oha failed: ${out.stderr}`);
   return JSON.parse(out.stdout) as OhaReport;
 }
@@ -259,7 +334,13 @@ interface RoundResult {
   ok_total: number;
 }
 
-async function runSystem(system: System, ctx: RoundContext, pin: Pinning, bin: string, seconds: number): Promise<RoundResult> {
+async function runSystem(
+  system: System,
+  ctx: RoundContext,
+  pin: Pinning,
+  bin: string,
+  seconds: number,
+): Promise<RoundResult> {
   let proc: ChildProcess | undefined;
   let base = ctx.upstream;
   if (system.start) {
@@ -292,7 +373,15 @@ async function runSystem(system: System, ctx: RoundContext, pin: Pinning, bin: s
     const rss = pid ? rssMb(pid) : null;
     const served = (await upstreamServed(ctx.upstream)) - served0;
     const okTotal = [...warm, open500, open1000, max, stream].reduce((a, p) => a + p.ok, 0);
-    return { open_500: open500, open_1000: open1000, max, stream_200: stream, rss_mb_after: rss, upstream_served: served, ok_total: okTotal };
+    return {
+      open_500: open500,
+      open_1000: open1000,
+      max,
+      stream_200: stream,
+      rss_mb_after: rss,
+      upstream_served: served,
+      ok_total: okTotal,
+    };
   } finally {
     if (proc) {
       proc.kill('SIGTERM');
@@ -308,11 +397,16 @@ function median(values: number[]): number {
 }
 
 function ensureOha(explicit: string | undefined): string {
-  const candidates = [explicit, process.env.OHA, join(os.homedir(), '.cache', 'byok-operator', 'oha', 'bin', 'oha')].filter((c): c is string => !!c);
+  const candidates = [
+    explicit,
+    process.env.OHA,
+    join(os.homedir(), '.cache', 'byok-operator', 'oha', 'bin', 'oha'),
+  ].filter((c): c is string => !!c);
   for (const c of candidates) if (existsSync(c)) return c;
   if (spawnSync('oha', ['--version'], { stdio: 'ignore' }).status === 0) return 'oha';
   const installed = spawnSync('bash', [join(repoRoot, 'scripts', 'install-oha.sh')], { stdio: ['ignore', 2, 2] });
-  if (installed.status === 0 && existsSync(candidates[candidates.length - 1]!)) return candidates[candidates.length - 1]!;
+  if (installed.status === 0 && existsSync(candidates[candidates.length - 1]!))
+    return candidates[candidates.length - 1]!;
   throw new Error('oha is not installed and scripts/install-oha.sh could not build it (it needs cargo)');
 }
 
@@ -320,7 +414,10 @@ function ensureBuilt(): string {
   const entry = join(repoRoot, 'dist', 'cli', 'main.js');
   const newest = (dir: string): number => {
     let t = 0;
-    for (const e of spawnSync('find', [dir, '-name', '*.ts', '-newer', entry], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean)) t = Math.max(t, statSync(e).mtimeMs);
+    for (const e of spawnSync('find', [dir, '-name', '*.ts', '-newer', entry], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter(Boolean))
+      t = Math.max(t, statSync(e).mtimeMs);
     return t;
   };
   if (!existsSync(entry) || newest(join(repoRoot, 'src')) > 0) {
@@ -334,7 +431,22 @@ function ensureBuilt(): string {
 async function startRedis(pin: Pinning): Promise<{ url: string; stop(): void } | null> {
   if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) return null;
   const port = await freePort();
-  const proc = launch(pin, 'others', 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec', '--dir', os.tmpdir(), '--appendfilename', `bench-${port}.aof`]);
+  const proc = launch(pin, 'others', 'redis-server', [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--dir',
+    os.tmpdir(),
+    '--appendfilename',
+    `bench-${port}.aof`,
+  ]);
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
@@ -358,7 +470,9 @@ async function main(): Promise<void> {
   const cli = ensureBuilt();
   const redis = await startRedis(pin);
 
-  const jemalloc = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find((p) => existsSync(p));
+  const jemalloc = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find(
+    (p) => existsSync(p),
+  );
   const imageEnv = (nodeOptions: string | null): NodeJS.ProcessEnv => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...IMAGE_ENV, NODE_ENV: 'production' };
     delete env.NODE_OPTIONS;
@@ -367,7 +481,13 @@ async function main(): Promise<void> {
     else delete env.LD_PRELOAD;
     return env;
   };
-  const gateway = (name: string, nodeOptions: string | null, ledger: 'embedded' | 'redis' | 'redis-journal', note: string, entry = cli): System => ({
+  const gateway = (
+    name: string,
+    nodeOptions: string | null,
+    ledger: 'embedded' | 'redis' | 'redis-journal',
+    note: string,
+    entry = cli,
+  ): System => ({
     name,
     path: '/api/v1/chat/completions',
     auth: true,
@@ -382,11 +502,34 @@ async function main(): Promise<void> {
         await l.restore(keys.validated(ctx.fixture.accountId), []);
         await l.close();
       }
-      const args = [entry, 'gateway', '--config-dir', ctx.fixture.configDir, '--bundle-dir', ctx.fixture.bundleDir, '--key-dir', ctx.fixture.keyDir, '--catalog', ctx.fixture.catalogFile, '--port', String(port), '--ops-port', String(opsPort), '--attempt-timeout-ms', '60000'];
+      const args = [
+        entry,
+        'gateway',
+        '--config-dir',
+        ctx.fixture.configDir,
+        '--bundle-dir',
+        ctx.fixture.bundleDir,
+        '--key-dir',
+        ctx.fixture.keyDir,
+        '--catalog',
+        ctx.fixture.catalogFile,
+        '--port',
+        String(port),
+        '--ops-port',
+        String(opsPort),
+        '--attempt-timeout-ms',
+        '60000',
+      ];
       // gateway-redis: no journal, as in the figures this bench recorded before the journal was required;
       // gateway-redis-journal: the journal the CLI requires by default (fsync 'batch'), in a directory of its own (under the fixture, removed with it).
       if (ledger === 'redis') args.push('--ledger-redis-url', ctx.redisUrl!, '--ledger-journal', 'none');
-      if (ledger === 'redis-journal') args.push('--ledger-redis-url', ctx.redisUrl!, '--ledger-journal', mkdtempSync(join(ctx.fixture.root, 'journal-')));
+      if (ledger === 'redis-journal')
+        args.push(
+          '--ledger-redis-url',
+          ctx.redisUrl!,
+          '--ledger-journal',
+          mkdtempSync(join(ctx.fixture.root, 'journal-')),
+        );
       const proc = launch(pin, 'sut', process.execPath, args, imageEnv(nodeOptions));
       await waitHttp(`http://127.0.0.1:${opsPort}/readyz`);
       return { proc, port };
@@ -399,22 +542,76 @@ async function main(): Promise<void> {
     return { proc, port };
   };
   const all: System[] = [
-    { name: 'direct', path: '/v1/chat/completions', auth: false, note: 'the upstream itself: the baseline every "added" figure subtracts' },
-    { name: 'node-http-pipe', path: '/v1/chat/completions', auth: false, start: nodeChild('--pipe', GATEWAY_NODE_OPTIONS), note: 'node:http server piping to node:http client, nothing parsed' },
-    { name: 'fastify-proxy', path: '/api/v1/chat/completions', auth: false, start: nodeChild('--fastify', GATEWAY_NODE_OPTIONS), note: 'bare fastify route: JSON parsed, forwarded with node:http, answered as JSON' },
-    gateway('gateway', GATEWAY_NODE_OPTIONS, 'embedded', `the CLI (dist/cli/main.js gateway) with the image's gateway flags (${GATEWAY_NODE_OPTIONS || 'none'}) and the embedded ledger`),
-    gateway('gateway-redis', GATEWAY_NODE_OPTIONS, 'redis', 'the same with the Redis ledger (redis-server with AOF on the other cores), without a spend journal'),
-    gateway('gateway-redis-journal', GATEWAY_NODE_OPTIONS, 'redis-journal', 'the Redis gateway with its spend journal (the default: the CLI requires one unless told none)'),
+    {
+      name: 'direct',
+      path: '/v1/chat/completions',
+      auth: false,
+      note: 'the upstream itself: the baseline every "added" figure subtracts',
+    },
+    {
+      name: 'node-http-pipe',
+      path: '/v1/chat/completions',
+      auth: false,
+      start: nodeChild('--pipe', GATEWAY_NODE_OPTIONS),
+      note: 'node:http server piping to node:http client, nothing parsed',
+    },
+    {
+      name: 'fastify-proxy',
+      path: '/api/v1/chat/completions',
+      auth: false,
+      start: nodeChild('--fastify', GATEWAY_NODE_OPTIONS),
+      note: 'bare fastify route: JSON parsed, forwarded with node:http, answered as JSON',
+    },
+    gateway(
+      'gateway',
+      GATEWAY_NODE_OPTIONS,
+      'embedded',
+      `the CLI (dist/cli/main.js gateway) with the image's gateway flags (${GATEWAY_NODE_OPTIONS || 'none'}) and the embedded ledger`,
+    ),
+    gateway(
+      'gateway-redis',
+      GATEWAY_NODE_OPTIONS,
+      'redis',
+      'the same with the Redis ledger (redis-server with AOF on the other cores), without a spend journal',
+    ),
+    gateway(
+      'gateway-redis-journal',
+      GATEWAY_NODE_OPTIONS,
+      'redis-journal',
+      'the Redis gateway with its spend journal (the default: the CLI requires one unless told none)',
+    ),
     gateway('gateway-node-defaults', null, 'embedded', "the gateway with Node's default heap flags"),
-    gateway('gateway-operator-flags', OPERATOR_NODE_OPTIONS, 'embedded', `the gateway with the operator's flags (${OPERATOR_NODE_OPTIONS}), what the image gave every process before`),
+    gateway(
+      'gateway-operator-flags',
+      OPERATOR_NODE_OPTIONS,
+      'embedded',
+      `the gateway with the operator's flags (${OPERATOR_NODE_OPTIONS}), what the image gave every process before`,
+    ),
   ];
   // --baseline-cli <dist/cli/main.js of another checkout>: that build as one more system, for before/after in one run.
   const baseline = arg('baseline-cli');
-  if (baseline) all.push(gateway('gateway-baseline', GATEWAY_NODE_OPTIONS, 'embedded', `the gateway built from ${baseline}, embedded ledger`, resolve(baseline)));
+  if (baseline)
+    all.push(
+      gateway(
+        'gateway-baseline',
+        GATEWAY_NODE_OPTIONS,
+        'embedded',
+        `the gateway built from ${baseline}, embedded ledger`,
+        resolve(baseline),
+      ),
+    );
   // --gateway-flags "a|b": more gateway variants with these NODE_OPTIONS, for the flags table in docs/gateway.md.
-  for (const flags of (arg('gateway-flags') ?? '').split('|').filter(Boolean)) all.push(gateway(`gateway[${flags}]`, flags, 'embedded', `the gateway with NODE_OPTIONS=${flags}`));
+  for (const flags of (arg('gateway-flags') ?? '').split('|').filter(Boolean))
+    all.push(gateway(`gateway[${flags}]`, flags, 'embedded', `the gateway with NODE_OPTIONS=${flags}`));
   const wanted = arg('systems')?.split(',');
-  const systems = all.filter((s) => s.name === 'direct' || !wanted || wanted.includes(s.name) || s.name.startsWith('gateway[') || s.name === 'gateway-baseline');
+  const systems = all.filter(
+    (s) =>
+      s.name === 'direct' ||
+      !wanted ||
+      wanted.includes(s.name) ||
+      s.name.startsWith('gateway[') ||
+      s.name === 'gateway-baseline',
+  );
   if (!redis) log('redis-server not found: gateway-redis is skipped');
 
   const upstreamPort = await freePort();
@@ -445,23 +642,48 @@ async function main(): Promise<void> {
     const rs = results.get(system.name);
     if (!rs) continue;
     const m = (f: (r: RoundResult, i: number) => number | null) => median(rs.map((r, i) => f(r, i) ?? NaN));
-    const added = (key: 'open_500' | 'open_1000' | 'stream_200', p: 'p50_us' | 'p99_us' | 'p999_us' | 'ttfb_p50_us' | 'ttfb_p99_us') => m((r, i) => r[key][p] - directRounds[i]![key][p]);
+    const added = (
+      key: 'open_500' | 'open_1000' | 'stream_200',
+      p: 'p50_us' | 'p99_us' | 'p999_us' | 'ttfb_p50_us' | 'ttfb_p99_us',
+    ) => m((r, i) => r[key][p] - directRounds[i]![key][p]);
     summary[system.name] = {
       note: system.note,
-      added_us_at_500: system.name === 'direct' ? null : { p50: added('open_500', 'p50_us'), p99: added('open_500', 'p99_us'), p999: added('open_500', 'p999_us') },
-      added_us_at_1000: system.name === 'direct' ? null : { p50: added('open_1000', 'p50_us'), p99: added('open_1000', 'p99_us'), p999: added('open_1000', 'p999_us') },
-      latency_us_at_1000: { p50: m((r) => r.open_1000.p50_us), p99: m((r) => r.open_1000.p99_us), p999: m((r) => r.open_1000.p999_us) },
+      added_us_at_500:
+        system.name === 'direct'
+          ? null
+          : { p50: added('open_500', 'p50_us'), p99: added('open_500', 'p99_us'), p999: added('open_500', 'p999_us') },
+      added_us_at_1000:
+        system.name === 'direct'
+          ? null
+          : {
+              p50: added('open_1000', 'p50_us'),
+              p99: added('open_1000', 'p99_us'),
+              p999: added('open_1000', 'p999_us'),
+            },
+      latency_us_at_1000: {
+        p50: m((r) => r.open_1000.p50_us),
+        p99: m((r) => r.open_1000.p99_us),
+        p999: m((r) => r.open_1000.p999_us),
+      },
       max_rps: m((r) => r.max.rps),
       cpu_us_per_request_at_500: m((r) => r.open_500.cpu_us_per_request),
       cpu_us_per_request_at_1000: m((r) => r.open_1000.cpu_us_per_request),
       rss_mb_after: m((r) => r.rss_mb_after),
       stream: {
         chunks: CHUNKS,
-        added_ttfb_us: system.name === 'direct' ? null : { p50: added('stream_200', 'ttfb_p50_us'), p99: added('stream_200', 'ttfb_p99_us') },
-        added_total_us: system.name === 'direct' ? null : { p50: added('stream_200', 'p50_us'), p99: added('stream_200', 'p99_us') },
+        added_ttfb_us:
+          system.name === 'direct'
+            ? null
+            : { p50: added('stream_200', 'ttfb_p50_us'), p99: added('stream_200', 'ttfb_p99_us') },
+        added_total_us:
+          system.name === 'direct' ? null : { p50: added('stream_200', 'p50_us'), p99: added('stream_200', 'p99_us') },
         cpu_us_per_stream: m((r) => r.stream_200.cpu_us_per_request),
         // What each relayed chunk costs beyond a buffered request's work (CPU), from the same round's figures.
-        cpu_us_per_chunk: m((r) => (r.stream_200.cpu_us_per_request !== null && r.open_500.cpu_us_per_request !== null ? Math.round(((r.stream_200.cpu_us_per_request - r.open_500.cpu_us_per_request) / CHUNKS) * 10) / 10 : null)),
+        cpu_us_per_chunk: m((r) =>
+          r.stream_200.cpu_us_per_request !== null && r.open_500.cpu_us_per_request !== null
+            ? Math.round(((r.stream_200.cpu_us_per_request - r.open_500.cpu_us_per_request) / CHUNKS) * 10) / 10
+            : null,
+        ),
       },
       errors: rs.reduce((a, r) => a + r.open_500.errors + r.open_1000.errors + r.max.errors + r.stream_200.errors, 0),
       non2xx: rs.reduce((a, r) => a + r.open_500.non2xx + r.open_1000.non2xx + r.max.non2xx + r.stream_200.non2xx, 0),
@@ -473,7 +695,13 @@ async function main(): Promise<void> {
   const result = {
     bench: 'peers',
     date: new Date().toISOString(),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', node: process.version, load1: Math.round(os.loadavg()[0]! * 100) / 100, jemalloc: jemalloc ?? null },
+    machine: {
+      cpus: os.cpus().length,
+      model: os.cpus()[0]?.model ?? 'unknown',
+      node: process.version,
+      load1: Math.round(os.loadavg()[0]! * 100) / 100,
+      jemalloc: jemalloc ?? null,
+    },
     pinning: pin,
     rounds,
     seconds_per_phase: seconds,
@@ -489,7 +717,17 @@ async function main(): Promise<void> {
 /** The issue's targets: the gateway against the bare fastify proxy of the same run, and Redis against embedded. */
 function targetsOf(summary: Record<string, unknown>, results: Map<string, RoundResult[]>) {
   const directRounds = results.get('direct')!;
-  const get = (name: string) => summary[name] as { added_us_at_1000: { p50: number; p99: number }; max_rps: number; cpu_us_per_request_at_500: number; cpu_us_per_request_at_1000: number; rss_mb_after: number; latency_us_at_1000: { p99: number } } | undefined;
+  const get = (name: string) =>
+    summary[name] as
+      | {
+          added_us_at_1000: { p50: number; p99: number };
+          max_rps: number;
+          cpu_us_per_request_at_500: number;
+          cpu_us_per_request_at_1000: number;
+          rss_mb_after: number;
+          latency_us_at_1000: { p99: number };
+        }
+      | undefined;
   const gw = get('gateway');
   const fastify = get('fastify-proxy');
   const redisGw = get('gateway-redis');
@@ -500,28 +738,56 @@ function targetsOf(summary: Record<string, unknown>, results: Map<string, RoundR
     const g = results.get('gateway');
     const fp = results.get('fastify-proxy');
     if (!g || !fp) return null;
-    const v = g.map((r, i) => f(r, fp[i]!, directRounds[i]!)).filter((x): x is number => x !== null && Number.isFinite(x));
+    const v = g
+      .map((r, i) => f(r, fp[i]!, directRounds[i]!))
+      .filter((x): x is number => x !== null && Number.isFinite(x));
     return v.length ? [ratio(Math.min(...v), 1), ratio(Math.max(...v), 1)] : null;
   };
   return gw && fastify
     ? {
-        max_rps_ge_0_8x_fastify: { value: ratio(gw.max_rps, fastify.max_rps), met: gw.max_rps / fastify.max_rps >= 0.8, per_round: roundRatios((g, f) => g.max.rps / f.max.rps) },
+        max_rps_ge_0_8x_fastify: {
+          value: ratio(gw.max_rps, fastify.max_rps),
+          met: gw.max_rps / fastify.max_rps >= 0.8,
+          per_round: roundRatios((g, f) => g.max.rps / f.max.rps),
+        },
         added_p99_at_1000_le_2x_fastify: {
           value: ratio(gw.added_us_at_1000.p99, fastify.added_us_at_1000.p99),
           met: gw.added_us_at_1000.p99 <= 2 * fastify.added_us_at_1000.p99,
-          per_round: roundRatios((g, f, d) => (g.open_1000.p99_us - d.open_1000.p99_us) / (f.open_1000.p99_us - d.open_1000.p99_us)),
+          per_round: roundRatios(
+            (g, f, d) => (g.open_1000.p99_us - d.open_1000.p99_us) / (f.open_1000.p99_us - d.open_1000.p99_us),
+          ),
         },
         cpu_per_request_at_500_le_1_2x_fastify: {
           value: ratio(gw.cpu_us_per_request_at_500, fastify.cpu_us_per_request_at_500),
           met: gw.cpu_us_per_request_at_500 <= 1.2 * fastify.cpu_us_per_request_at_500,
-          per_round: roundRatios((g, f) => (g.open_500.cpu_us_per_request ?? NaN) / (f.open_500.cpu_us_per_request ?? NaN)),
+          per_round: roundRatios(
+            (g, f) => (g.open_500.cpu_us_per_request ?? NaN) / (f.open_500.cpu_us_per_request ?? NaN),
+          ),
         },
-        rss_after_le_1_2x_fastify: { value: ratio(gw.rss_mb_after, fastify.rss_mb_after), met: gw.rss_mb_after <= 1.2 * fastify.rss_mb_after, per_round: roundRatios((g, f) => (g.rss_mb_after ?? NaN) / (f.rss_mb_after ?? NaN)) },
-        redis_p99_at_1000_over_embedded_le_500us: redisGw ? { value: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99, met: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99 <= 500 } : null,
-        redis_cpu_at_1000_le_1_15x_embedded: redisGw ? { value: ratio(redisGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000), met: redisGw.cpu_us_per_request_at_1000 <= 1.15 * gw.cpu_us_per_request_at_1000 } : null,
+        rss_after_le_1_2x_fastify: {
+          value: ratio(gw.rss_mb_after, fastify.rss_mb_after),
+          met: gw.rss_mb_after <= 1.2 * fastify.rss_mb_after,
+          per_round: roundRatios((g, f) => (g.rss_mb_after ?? NaN) / (f.rss_mb_after ?? NaN)),
+        },
+        redis_p99_at_1000_over_embedded_le_500us: redisGw
+          ? {
+              value: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99,
+              met: redisGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99 <= 500,
+            }
+          : null,
+        redis_cpu_at_1000_le_1_15x_embedded: redisGw
+          ? {
+              value: ratio(redisGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000),
+              met: redisGw.cpu_us_per_request_at_1000 <= 1.15 * gw.cpu_us_per_request_at_1000,
+            }
+          : null,
         // The same two with the spend journal the CLI requires by default for Redis.
-        redis_journal_p99_at_1000_over_embedded_us: journalGw ? journalGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99 : null,
-        redis_journal_cpu_at_1000_over_embedded: journalGw ? ratio(journalGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000) : null,
+        redis_journal_p99_at_1000_over_embedded_us: journalGw
+          ? journalGw.latency_us_at_1000.p99 - gw.latency_us_at_1000.p99
+          : null,
+        redis_journal_cpu_at_1000_over_embedded: journalGw
+          ? ratio(journalGw.cpu_us_per_request_at_1000, gw.cpu_us_per_request_at_1000)
+          : null,
       }
     : null;
 }

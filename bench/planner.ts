@@ -3,13 +3,13 @@
 // 50 credentials doing the cheapest comparable check (disabled, workspace, model allowlist) into a fresh array.
 // Prints one JSON object. Run: node bench/planner.ts [seconds-per-measurement]
 import {
-  createCatalog,
-  planRoute,
-  prepareAccount,
   type CatalogEndpointInput,
   type CompiledAccount,
   type CompiledCredential,
+  createCatalog,
   type ProviderSlug,
+  planRoute,
+  prepareAccount,
   type RouteRequest,
 } from '../src/domain/index.ts';
 
@@ -74,14 +74,28 @@ const account: CompiledAccount = {
         { userId: 'user-2', guardrailId: 'g-strict' },
       ],
     },
-    { id: WS_B, name: 'b', displayName: null, isDefault: false, budgets: [], includeByokInBudgets: false, defaultGuardrailId: null, members: [] },
+    {
+      id: WS_B,
+      name: 'b',
+      displayName: null,
+      isDefault: false,
+      budgets: [],
+      includeByokInBudgets: false,
+      defaultGuardrailId: null,
+      members: [],
+    },
   ],
   guardrails: [
     {
       id: 'g-default',
       name: 'default',
       budget: null,
-      dataPolicy: { requireZdr: false, denyDataCollection: false, allowedProviders: null, ignoredProviders: ['mistral'] },
+      dataPolicy: {
+        requireZdr: false,
+        denyDataCollection: false,
+        allowedProviders: null,
+        ignoredProviders: ['mistral'],
+      },
     },
     {
       id: 'g-strict',
@@ -108,7 +122,9 @@ PROVIDERS.forEach((provider, i) => {
     pricing: { kind: 'per-token', promptUsdPerMillionTokens: 1 + i / 10, completionUsdPerMillionTokens: 4 + i / 10 },
   });
 });
-for (const [i, provider] of (['openai', 'azure', 'amazon-bedrock', 'google-vertex', 'together'] as ProviderSlug[]).entries()) {
+for (const [i, provider] of (
+  ['openai', 'azure', 'amazon-bedrock', 'google-vertex', 'together'] as ProviderSlug[]
+).entries()) {
   endpoints.push({
     id: `${provider}/eu`,
     provider,
@@ -119,7 +135,14 @@ for (const [i, provider] of (['openai', 'azure', 'amazon-bedrock', 'google-verte
   });
 }
 for (const provider of ['perplexity', 'cohere', 'xai', 'nebius', 'sambanova'] as ProviderSlug[]) {
-  endpoints.push({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: 0.01 } });
+  endpoints.push({
+    id: provider,
+    provider,
+    region: null,
+    zdr: false,
+    dataCollection: false,
+    pricing: { kind: 'per-request', usdPerRequest: 0.01 },
+  });
 }
 const catalog = createCatalog([{ model: MODEL, endpoints }]);
 
@@ -162,7 +185,11 @@ function runBaseline(iterations: number): void {
     const out: CompiledCredential[] = [];
     for (let k = 0; k < creds.length; k++) {
       const c = creds[k] as CompiledCredential;
-      if (!c.disabled && (c.workspaceId === null || c.workspaceId === r.workspaceId) && (c.allowedModels === null || c.allowedModels.includes(r.model))) {
+      if (
+        !c.disabled &&
+        (c.workspaceId === null || c.workspaceId === r.workspaceId) &&
+        (c.allowedModels === null || c.allowedModels.includes(r.model))
+      ) {
         out.push(c);
       }
     }

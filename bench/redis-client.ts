@@ -20,10 +20,15 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
+import { type AddCall, encodeAddBatch } from '../src/ledger/redis-scripts.ts';
 import { startRedis } from '../test/support/redis.ts';
-import { encodeAddBatch, type AddCall } from '../src/ledger/redis-scripts.ts';
+import {
+  createLedgerScriptClient,
+  LEDGER_SCRIPTS,
+  type LedgerScriptClient,
+  type ScriptName,
+} from './lib/redis-clients.ts';
 import { GATEWAY_NODE_OPTIONS } from './lib/runtime-flags.ts';
-import { createLedgerScriptClient, LEDGER_SCRIPTS, type LedgerScriptClient, type ScriptName } from './lib/redis-clients.ts';
 
 const self = fileURLToPath(import.meta.url);
 const CLIENTS = ['none', 'ioredis', 'ioredis-autopipelining', 'iovalkey', 'node-redis', 'ledger'] as const;
@@ -42,7 +47,12 @@ function parseNvp(line: string): GcLine | null {
   if (!line.includes(' gc=')) return null;
   const f = new Map<string, string>();
   for (const m of line.matchAll(/([a-z_.]+)=([^\s]+)/g)) f.set(m[1]!, m[2]!);
-  return { kind: f.get('gc') ?? '?', allocated: Number(f.get('allocated') ?? 0), survived: Number(f.get('new_space_survived') ?? 0), promoted: Number(f.get('promoted') ?? 0) };
+  return {
+    kind: f.get('gc') ?? '?',
+    allocated: Number(f.get('allocated') ?? 0),
+    survived: Number(f.get('new_space_survived') ?? 0),
+    promoted: Number(f.get('promoted') ?? 0),
+  };
 }
 
 const ACCOUNT = 'bench-acct';
@@ -50,25 +60,45 @@ const PREFIX = `byok:ledger:{${ACCOUNT}}`;
 const VALIDATED = `${PREFIX}:validated`;
 
 /** The keys and arguments of one call of `op` (`n` makes its ids unique). */
-function callOf(op: Op, n: number, now: number, runId: string): { script: ScriptName; keys: string[]; args: (string | number)[] } {
+function callOf(
+  op: Op,
+  n: number,
+  now: number,
+  runId: string,
+): { script: ScriptName; keys: string[]; args: (string | number)[] } {
   const period = Math.floor(now / 1_200_000);
   const ids = [`${PREFIX}:ids:${period}`, `${PREFIX}:ids:${period - 1}`];
   if (op === 'reserve' || op === 'reserve-info') {
     const id = `gen-${n}-0000-0000-0000-000000000000`;
-    const keys = [VALIDATED, ...ids, `${PREFIX}:ws:main:d2026-11-26:holds`, `${PREFIX}:ws:main:d2026-11-26:nonbyok`, `${PREFIX}:ws:main:d2026-11-26:byok`];
+    const keys = [
+      VALIDATED,
+      ...ids,
+      `${PREFIX}:ws:main:d2026-11-26:holds`,
+      `${PREFIX}:ws:main:d2026-11-26:nonbyok`,
+      `${PREFIX}:ws:main:d2026-11-26:byok`,
+    ];
     // Each hold lapses 1 ms after it is made, so the hold set stays as small as a real budget's.
-    return { script: op === 'reserve' ? 'reserve' : 'reserveInfo', keys, args: [now, now + 1, id, 1, runId, 1e15, 5000, 2] };
+    return {
+      script: op === 'reserve' ? 'reserve' : 'reserveInfo',
+      keys,
+      args: [now, now + 1, id, 1, runId, 1e15, 5000, 2],
+    };
   }
   const batch = op === 'add10' ? 10 : op === 'add5' ? 5 : 1;
   const day = now + 86_400_000;
   const calls: AddCall[] = [];
   for (let i = 0; i < batch; i++) {
     const increments = [{ key: `${PREFIX}:acct:m2026-11:byok_list`, by: 132, expiresAt: day }];
-    for (const w of ['d2026-11-26', 'w2026-11-23', 'm2026-11', 'life']) increments.push({ key: `${PREFIX}:ws:main:${w}:byok`, by: 132, expiresAt: w === 'life' ? 0 : day });
+    for (const w of ['d2026-11-26', 'w2026-11-23', 'm2026-11', 'life'])
+      increments.push({ key: `${PREFIX}:ws:main:${w}:byok`, by: 132, expiresAt: w === 'life' ? 0 : day });
     calls.push({ id: `gen-${n}-${i}-000-0000-000000000000`, increments, settle: undefined });
   }
   // The ledger's own encoding (src/ledger/redis-scripts.ts): each key once per batch.
-  const { keys, args } = encodeAddBatch(calls, { current: ids[0]!, previous: ids[1]!, expiresAt: (period + 2) * 1_200_000 });
+  const { keys, args } = encodeAddBatch(calls, {
+    current: ids[0]!,
+    previous: ids[1]!,
+    expiresAt: (period + 2) * 1_200_000,
+  });
   return { script: 'add', keys, args };
 }
 
@@ -78,7 +108,10 @@ type Gc = (opts?: { type: 'minor' | 'major'; execution?: 'sync' }) => void;
 async function child(client: ClientName, op: Op, url: string, calls: number, inFlight: number): Promise<void> {
   const gc = (globalThis as { gc?: Gc }).gc!;
   // 'none': the bench's own cost (building each call's keys and arguments, the loop), what every client's figures include.
-  const c: LedgerScriptClient = client === 'none' ? { run: () => Promise.resolve('none'), info: () => Promise.resolve(''), close: () => Promise.resolve() } : await createLedgerScriptClient(client, url, { commandTimeoutMs: 1000 });
+  const c: LedgerScriptClient =
+    client === 'none'
+      ? { run: () => Promise.resolve('none'), info: () => Promise.resolve(''), close: () => Promise.resolve() }
+      : await createLedgerScriptClient(client, url, { commandTimeoutMs: 1000 });
   // What RedisLedger does once per connection: the run_id of the process its scripts run in.
   const runId = String(await c.run('runId', [], []));
   let n = 0;
@@ -112,7 +145,8 @@ async function serverUsec(url: string): Promise<Map<string, { calls: number; use
   const text = await c.info('commandstats');
   await c.close();
   const out = new Map<string, { calls: number; usec: number }>();
-  for (const m of text.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)) out.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+  for (const m of text.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g))
+    out.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
   return out;
 }
 
@@ -121,7 +155,10 @@ const round = (v: number, d = 0) => Math.round(v * 10 ** d) / 10 ** d;
 async function measure(url: string, client: ClientName, op: Op, calls: number, inFlight: number) {
   const before = await serverUsec(url);
   const execArgv = [...GATEWAY_NODE_OPTIONS.split(/\s+/).filter(Boolean), '--expose-gc'];
-  const p = fork(self, ['--child', client, op, url, String(calls), String(inFlight)], { execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const p = fork(self, ['--child', client, op, url, String(calls), String(inFlight)], {
+    execArgv,
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
   let stdout = '';
   p.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
   const reply = await new Promise<{ cpuUs: number; wallMs: number }>((resolve, reject) => {
@@ -130,7 +167,10 @@ async function measure(url: string, client: ClientName, op: Op, calls: number, i
   });
   await new Promise((r) => (p.exitCode === null ? p.once('exit', r) : r(null)));
   const after = await serverUsec(url);
-  const lines = stdout.split('\n').map(parseNvp).filter((l): l is GcLine => l !== null);
+  const lines = stdout
+    .split('\n')
+    .map(parseNvp)
+    .filter((l): l is GcLine => l !== null);
   const sum = (f: (l: GcLine) => number) => lines.reduce((a, l) => a + f(l), 0);
   const scavenges = lines.filter((l) => l.kind === 's');
   const ev = (m: Map<string, { calls: number; usec: number }>) => {
@@ -160,7 +200,15 @@ async function measure(url: string, client: ClientName, op: Op, calls: number, i
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { calls: { type: 'string', default: '20000' }, 'in-flight': { type: 'string', default: '8' }, clients: { type: 'string', default: CLIENTS.join(',') }, ops: { type: 'string', default: OPS.join(',') }, repeat: { type: 'string', default: '1' } } });
+  const { values } = parseArgs({
+    options: {
+      calls: { type: 'string', default: '20000' },
+      'in-flight': { type: 'string', default: '8' },
+      clients: { type: 'string', default: CLIENTS.join(',') },
+      ops: { type: 'string', default: OPS.join(',') },
+      repeat: { type: 'string', default: '1' },
+    },
+  });
   const clients = values.clients.split(',') as ClientName[];
   const ops = values.ops.split(',') as Op[];
   for (const c of clients) if (!CLIENTS.includes(c)) throw new Error(`unknown client ${c}: ${CLIENTS.join(', ')}`);
@@ -173,7 +221,8 @@ async function main(): Promise<void> {
     // The account is validated for this Redis process (what the operator's spend pass does), so reservations pass.
     const admin = await createLedgerScriptClient('ioredis', redis.url, { commandTimeoutMs: 5000 });
     await admin.run('restore', [VALIDATED], []);
-    if (String(await admin.run('runId', [], [])) !== (await admin.info('server')).match(/run_id:(\w+)/)?.[1]) throw new Error('RUN_ID_SCRIPT disagrees with INFO');
+    if (String(await admin.run('runId', [], [])) !== (await admin.info('server')).match(/run_id:(\w+)/)?.[1])
+      throw new Error('RUN_ID_SCRIPT disagrees with INFO');
     await admin.close();
     // Interleaved: each client measured once per repeat, in turn, so a busy machine weighs on all alike.
     for (let r = 0; r < Number(values.repeat); r++) {
@@ -187,8 +236,17 @@ async function main(): Promise<void> {
   } finally {
     await redis.stop();
   }
-  process.stdout.write(`${JSON.stringify({ bench: 'redis-client', node: process.version, flags: GATEWAY_NODE_OPTIONS, calls, in_flight: inFlight, scripts: Object.keys(LEDGER_SCRIPTS), per_call: results }, null, 2)}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ bench: 'redis-client', node: process.version, flags: GATEWAY_NODE_OPTIONS, calls, in_flight: inFlight, scripts: Object.keys(LEDGER_SCRIPTS), per_call: results }, null, 2)}\n`,
+  );
 }
 
-if (process.argv[2] === '--child') await child(process.argv[3] as ClientName, process.argv[4] as Op, process.argv[5]!, Number(process.argv[6]), Number(process.argv[7]));
+if (process.argv[2] === '--child')
+  await child(
+    process.argv[3] as ClientName,
+    process.argv[4] as Op,
+    process.argv[5]!,
+    Number(process.argv[6]),
+    Number(process.argv[7]),
+  );
 else await main();

@@ -3,12 +3,27 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
-const ALL = ['planner', 'layout', 'api', 'operator', 'ledger', 'aggregated', 'gateway', 'gateway-gc', 'stream-framing', 'peers', 'health', 'delivery-stream'] as const;
+const ALL = [
+  'planner',
+  'layout',
+  'api',
+  'operator',
+  'ledger',
+  'aggregated',
+  'gateway',
+  'gateway-gc',
+  'stream-framing',
+  'peers',
+  'health',
+  'delivery-stream',
+] as const;
 type Name = (typeof ALL)[number];
 
 const args = process.argv.slice(2);
 const split = args.indexOf('--');
-const names = (split === -1 ? args : args.slice(0, split)).filter((a): a is Name => (ALL as readonly string[]).includes(a));
+const names = (split === -1 ? args : args.slice(0, split)).filter((a): a is Name =>
+  (ALL as readonly string[]).includes(a),
+);
 const passThrough = split === -1 ? [] : args.slice(split + 1);
 const selected: readonly Name[] = names.length > 0 ? names : ALL;
 
@@ -21,7 +36,11 @@ for (const name of selected) {
     stdio: ['ignore', 'pipe', 'inherit'],
     maxBuffer: 64 * 1024 * 1024,
   });
-  const lastJsonLine = run.stdout.trim().split('\n').reverse().find((l) => l.trimStart().startsWith('{'));
+  const lastJsonLine = run.stdout
+    .trim()
+    .split('\n')
+    .reverse()
+    .find((l) => l.trimStart().startsWith('{'));
   const json = run.stdout.trim().startsWith('{') ? run.stdout.trim() : lastJsonLine;
   try {
     results[name] = json ? (JSON.parse(json) as unknown) : { error: `no JSON output (exit ${run.status})` };
@@ -30,5 +49,7 @@ for (const name of selected) {
   }
   if (run.status !== 0) failed = true;
 }
-process.stdout.write(`${JSON.stringify({ node: process.version, when: new Date().toISOString(), results }, null, 2)}\n`);
+process.stdout.write(
+  `${JSON.stringify({ node: process.version, when: new Date().toISOString(), results }, null, 2)}\n`,
+);
 process.exitCode = failed ? 1 : 0;

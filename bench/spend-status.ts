@@ -8,13 +8,13 @@
 import { performance } from 'node:perf_hooks';
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import pino from 'pino';
+import { publicId } from '../src/domain/ids.ts';
 import type { Applier } from '../src/kube/apply.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import { createEmbeddedLedger, keySpace } from '../src/ledger/index.ts';
 import { windowsAt } from '../src/ledger/windows.ts';
 import { createSpendStatusWriter } from '../src/operator/spend-status.ts';
 import { createAccountStateSource, VerdictStore } from '../src/operator/verdicts.ts';
-import { publicId } from '../src/domain/ids.ts';
 
 const accounts = Number(process.argv[2] ?? '1000');
 const passes = Number(process.argv[3] ?? '7');
@@ -53,25 +53,73 @@ const gcpPayload = (i: number) =>
   });
 
 const verdicts = new VerdictStore();
-const all = { accounts: [] as Obj[], workspaces: [] as Obj[], guardrails: [] as Obj[], apiKeys: [] as Obj[], credentials: [] as Obj[], secrets: [] as V1Secret[] };
-const meta = (namespace: string, name: string) => ({ namespace, name, uid: `${namespace}-${name}`, generation: 1, resourceVersion: '1', creationTimestamp: created as unknown as Date });
+const all = {
+  accounts: [] as Obj[],
+  workspaces: [] as Obj[],
+  guardrails: [] as Obj[],
+  apiKeys: [] as Obj[],
+  credentials: [] as Obj[],
+  secrets: [] as V1Secret[],
+};
+const meta = (namespace: string, name: string) => ({
+  namespace,
+  name,
+  uid: `${namespace}-${name}`,
+  generation: 1,
+  resourceVersion: '1',
+  creationTimestamp: created as unknown as Date,
+});
 for (let a = 0; a < accounts; a++) {
   const ns = `acct-${a}`;
-  all.accounts.push({ apiVersion: group, kind: 'Account', metadata: meta(ns, 'account'), spec: { plan: 'pay-as-you-go' }, status: {} });
+  all.accounts.push({
+    apiVersion: group,
+    kind: 'Account',
+    metadata: meta(ns, 'account'),
+    spec: { plan: 'pay-as-you-go' },
+    status: {},
+  });
   all.workspaces.push({
     apiVersion: group,
     kind: 'Workspace',
     metadata: meta(ns, 'default'),
-    spec: { default: true, budgets: { daily: { limitUsd: 50 }, monthly: { limitUsd: 1000 } }, includeByokInBudgets: true, defaultGuardrail: 'team' },
+    spec: {
+      default: true,
+      budgets: { daily: { limitUsd: 50 }, monthly: { limitUsd: 1000 } },
+      includeByokInBudgets: true,
+      defaultGuardrail: 'team',
+    },
     status: {},
   });
-  all.guardrails.push({ apiVersion: group, kind: 'Guardrail', metadata: meta(ns, 'team'), spec: { budget: { limitUsd: 200, resetInterval: 'weekly' } }, status: {} });
-  all.guardrails.push({ apiVersion: group, kind: 'Guardrail', metadata: meta(ns, 'zdr'), spec: { dataPolicy: { requireZdr: true } }, status: {} });
-  all.apiKeys.push({ apiVersion: group, kind: 'GatewayAPIKey', metadata: meta(ns, 'key'), spec: { keyHash: `${a}`.padStart(64, '0'), workspace: 'default' }, status: {} });
+  all.guardrails.push({
+    apiVersion: group,
+    kind: 'Guardrail',
+    metadata: meta(ns, 'team'),
+    spec: { budget: { limitUsd: 200, resetInterval: 'weekly' } },
+    status: {},
+  });
+  all.guardrails.push({
+    apiVersion: group,
+    kind: 'Guardrail',
+    metadata: meta(ns, 'zdr'),
+    spec: { dataPolicy: { requireZdr: true } },
+    status: {},
+  });
+  all.apiKeys.push({
+    apiVersion: group,
+    kind: 'GatewayAPIKey',
+    metadata: meta(ns, 'key'),
+    spec: { keyHash: `${a}`.padStart(64, '0'), workspace: 'default' },
+    status: {},
+  });
   for (let c = 0; c < CREDENTIALS; c++) {
     const gcp = c % 5 === 0;
     const payload = gcp ? gcpPayload(c) : JSON.stringify({ api_key: `sk-${ns}-${c}-${'x'.repeat(40)}` });
-    const secret: V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: meta(ns, `cred-${c}`), data: { payload: Buffer.from(payload).toString('base64') } };
+    const secret: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: meta(ns, `cred-${c}`),
+      data: { payload: Buffer.from(payload).toString('base64') },
+    };
     all.secrets.push(secret);
     all.credentials.push({
       apiVersion: group,
@@ -80,7 +128,15 @@ for (let a = 0; a < accounts; a++) {
       spec: { provider: gcp ? 'google-vertex' : 'openai', secretRef: { name: `cred-${c}`, key: 'payload' } },
       status: { id: publicId('BYOKCredential', ns, `cred-${c}`) },
     });
-    verdicts.set(ns, `cred-${c}`, { valid: true, sortOrder: 0, label: 'sk-...xxxx', payloadSecret: secret, payloadKey: 'payload', generation: 1, secretResourceVersion: '1' });
+    verdicts.set(ns, `cred-${c}`, {
+      valid: true,
+      sortOrder: 0,
+      label: 'sk-...xxxx',
+      payloadSecret: secret,
+      payloadKey: 'payload',
+      generation: 1,
+      secretResourceVersion: '1',
+    });
   }
 }
 const informers = {
@@ -116,13 +172,28 @@ for (let a = 0; a < accounts; a++) {
   const ns = `acct-${a}`;
   const accountId = publicId('Account', ns, 'account');
   for (const w of Object.values(windows)) {
-    increments.push({ key: keys.budget(accountId, 'workspace', publicId('Workspace', ns, 'default'), w, 'nonbyok'), by: 1_000_000 + a, expiresAt: keys.expiresAt(w) });
-    increments.push({ key: keys.budget(accountId, 'guardrail', publicId('Guardrail', ns, 'team'), w, 'byok'), by: 2_000_000 + a, expiresAt: keys.expiresAt(w) });
+    increments.push({
+      key: keys.budget(accountId, 'workspace', publicId('Workspace', ns, 'default'), w, 'nonbyok'),
+      by: 1_000_000 + a,
+      expiresAt: keys.expiresAt(w),
+    });
+    increments.push({
+      key: keys.budget(accountId, 'guardrail', publicId('Guardrail', ns, 'team'), w, 'byok'),
+      by: 2_000_000 + a,
+      expiresAt: keys.expiresAt(w),
+    });
   }
 }
 await ledger.add(increments);
 
-const writer = createSpendStatusWriter({ source, ledger, applier, log: pino({ level: 'silent' }), keys, clock: () => at });
+const writer = createSpendStatusWriter({
+  source,
+  ledger,
+  applier,
+  log: pino({ level: 'silent' }),
+  keys,
+  clock: () => at,
+});
 await writer.syncOnce(); // first pass: publishes everything
 const firstPassWrites = writes;
 const times: number[] = [];

@@ -11,7 +11,7 @@
 // `git archive <rev> src package.json | tar -x -C <dir>` and a node_modules symlink in <dir>).
 //
 //   node bench/stream-framing.ts [--rounds 3] [--gateway-root /tmp/byok-old]
-import { fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,15 +32,24 @@ const USAGE = { prompt_tokens: 12, completion_tokens: 900_000, total_tokens: 900
 /** The 4 MiB answer in one framing, ending with a usage event and [DONE]. */
 function streamBody(framing: Framing): string {
   const content = 'It was a bright cold day in April, and the clocks were striking thirteen. '.repeat(2);
-  const chunk = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', model: 'gpt-4o', choices: [{ index: 0, delta: { content } }] });
+  const chunk = JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion.chunk',
+    model: 'gpt-4o',
+    choices: [{ index: 0, delta: { content } }],
+  });
   const usage = JSON.stringify({ id: 'chatcmpl-bench', choices: [], usage: USAGE });
   const t = framing === 'crlf' ? '\r\n' : framing === 'cr' ? '\r' : '\n';
   if (framing === 'giant-event') {
-    const giant = JSON.stringify({ id: 'chatcmpl-bench', choices: [{ index: 0, delta: { content: 'x'.repeat(SIZE) } }] });
+    const giant = JSON.stringify({
+      id: 'chatcmpl-bench',
+      choices: [{ index: 0, delta: { content: 'x'.repeat(SIZE) } }],
+    });
     return `data: ${giant}\n\ndata: ${usage}\n\ndata: [DONE]\n\n`;
   }
   // Two data lines per event: the JSON cut after its first member (SSE joins the lines with LF).
-  const event = framing === 'multiline-data' ? `data: ${chunk.replace(',', ',\ndata: ')}\n\n` : `data: ${chunk}${t}${t}`;
+  const event =
+    framing === 'multiline-data' ? `data: ${chunk.replace(',', ',\ndata: ')}\n\n` : `data: ${chunk}${t}${t}`;
   return `${event.repeat(Math.ceil(SIZE / event.length))}data: ${usage}${t}${t}data: [DONE]${t}${t}`;
 }
 
@@ -54,7 +63,12 @@ function serveUpstream(): void {
     req.on('end', () => {
       const asked = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { user?: Framing; stream?: boolean };
       if (asked.stream !== true) {
-        const completion = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'Hello!' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 2 } });
+        const completion = JSON.stringify({
+          id: 'chatcmpl-bench',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'Hello!' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 5, completion_tokens: 2 },
+        });
         return void res.writeHead(200, { 'content-type': 'application/json' }).end(completion);
       }
       const body = bodies.get(asked.user ?? 'lf')!;
@@ -68,19 +82,31 @@ function serveUpstream(): void {
       })();
     });
   });
-  server.listen(0, '127.0.0.1', () => process.send?.({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
+  server.listen(0, '127.0.0.1', () =>
+    process.send?.({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+  );
 }
 
 async function serveGateway(upstreamUrl: string, root: string): Promise<void> {
-  const { startGateway } = (await import(join(root, 'src/gateway/index.ts'))) as typeof import('../src/gateway/index.ts');
+  const { startGateway } = (await import(
+    join(root, 'src/gateway/index.ts')
+  )) as typeof import('../src/gateway/index.ts');
   const fixture = writeGatewayFixture(upstreamUrl);
-  const gw = await startGateway({ configDir: fixture.configDir, bundleDir: fixture.bundleDir, keyDir: fixture.keyDir, catalogFile: fixture.catalogFile, host: '127.0.0.1', port: 0 });
+  const gw = await startGateway({
+    configDir: fixture.configDir,
+    bundleDir: fixture.bundleDir,
+    keyDir: fixture.keyDir,
+    catalogFile: fixture.catalogFile,
+    host: '127.0.0.1',
+    port: 0,
+  });
   process.send?.({ url: gw.url });
   process.on('message', (m) => {
-    if (m === 'stop') void gw.close().then(() => {
-      rmSync(fixture.root, { recursive: true, force: true });
-      process.exit(0);
-    });
+    if (m === 'stop')
+      void gw.close().then(() => {
+        rmSync(fixture.root, { recursive: true, force: true });
+        process.exit(0);
+      });
   });
 }
 
@@ -102,18 +128,34 @@ function cpuMs(pid: number): number {
 
 /** One streamed request read to its end: the bytes and whether the closing comment came. */
 function stream(gatewayUrl: string, framing: Framing): Promise<{ bytes: number; closed: boolean }> {
-  const body = JSON.stringify({ model: BENCH_MODEL, stream: true, user: framing, messages: [{ role: 'user', content: 'Tell me a long story.' }] });
+  const body = JSON.stringify({
+    model: BENCH_MODEL,
+    stream: true,
+    user: framing,
+    messages: [{ role: 'user', content: 'Tell me a long story.' }],
+  });
   return new Promise((resolve, reject) => {
-    const r = request(`${gatewayUrl}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${BENCH_API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      let bytes = 0;
-      let tail = '';
-      res.on('data', (c: Buffer) => {
-        bytes += c.length;
-        tail = (tail + c.toString('latin1')).slice(-4096);
-      });
-      res.on('end', () => resolve({ bytes, closed: tail.includes(': provider_responses') }));
-      res.on('error', reject);
-    });
+    const r = request(
+      `${gatewayUrl}/api/v1/chat/completions`,
+      {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${BENCH_API_KEY}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        let bytes = 0;
+        let tail = '';
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          tail = (tail + c.toString('latin1')).slice(-4096);
+        });
+        res.on('end', () => resolve({ bytes, closed: tail.includes(': provider_responses') }));
+        res.on('error', reject);
+      },
+    );
     r.on('error', reject);
     r.end(body);
   });
@@ -128,10 +170,21 @@ async function alongside(gatewayUrl: string, done: Promise<unknown>): Promise<nu
   while (!over) {
     const t0 = performance.now();
     await new Promise<void>((resolve, reject) => {
-      const r = request(`${gatewayUrl}/api/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${BENCH_API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve());
-      });
+      const r = request(
+        `${gatewayUrl}/api/v1/chat/completions`,
+        {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${BENCH_API_KEY}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve());
+        },
+      );
       r.on('error', reject);
       r.end(body);
     });
@@ -146,7 +199,17 @@ async function main(): Promise<void> {
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   const upstream = await child(['--upstream']);
   const gateway = await child(['--gateway', upstream.url, root]);
-  const results: Record<string, { cpu_ms: number; cpu_ms_rounds: number[]; wall_ms: number; bytes: number; closed: boolean; alongside: { requests: number; p50_ms: number; max_ms: number } }> = {};
+  const results: Record<
+    string,
+    {
+      cpu_ms: number;
+      cpu_ms_rounds: number[];
+      wall_ms: number;
+      bytes: number;
+      closed: boolean;
+      alongside: { requests: number; p50_ms: number; max_ms: number };
+    }
+  > = {};
   try {
     // One warm-up stream: the first request compiles the gateway's hot paths.
     await stream(gateway.url, 'lf');
@@ -168,15 +231,28 @@ async function main(): Promise<void> {
         others.push(...(await alongside(gateway.url, streamed)));
       }
       const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-      const alongsideStats = { requests: others.length, p50_ms: Math.round(median(others) * 10) / 10, max_ms: Math.round(Math.max(...others)) };
-      results[framing] = { cpu_ms: median(cpu), cpu_ms_rounds: cpu, wall_ms: Math.round(median(wall)), bytes: last.bytes, closed: last.closed, alongside: alongsideStats };
+      const alongsideStats = {
+        requests: others.length,
+        p50_ms: Math.round(median(others) * 10) / 10,
+        max_ms: Math.round(Math.max(...others)),
+      };
+      results[framing] = {
+        cpu_ms: median(cpu),
+        cpu_ms_rounds: cpu,
+        wall_ms: Math.round(median(wall)),
+        bytes: last.bytes,
+        closed: last.closed,
+        alongside: alongsideStats,
+      };
       log(`${framing}: ${median(cpu)} ms CPU`);
     }
   } finally {
     gateway.proc.send('stop');
     upstream.proc.kill();
   }
-  process.stdout.write(`${JSON.stringify({ bench: 'stream-framing', gateway_root: root, stream_bytes: SIZE, upstream_write_bytes: WRITE, rounds, results }, null, 2)}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ bench: 'stream-framing', gateway_root: root, stream_bytes: SIZE, upstream_write_bytes: WRITE, rounds, results }, null, 2)}\n`,
+  );
 }
 
 if (process.argv[2] === '--upstream') serveUpstream();

@@ -7,7 +7,7 @@
 //   node scripts/bootstrap.mjs [--control-plane] [--] <command> [args...]
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -40,13 +40,29 @@ function ensureNode() {
   const nodeBin = join(binDir, 'node');
   const current = existsSync(nodeBin) ? spawnSync(nodeBin, ['--version'], { encoding: 'utf8' }).stdout.trim() : '';
   if (current !== `v${NODE_PACKAGE_VERSION}`) {
-    log(`system Node ${process.version} is older than ${MIN_NODE.join('.')}; fetching ${pkg}@${NODE_PACKAGE_VERSION} into tools/node`);
+    log(
+      `system Node ${process.version} is older than ${MIN_NODE.join('.')}; fetching ${pkg}@${NODE_PACKAGE_VERSION} into tools/node`,
+    );
     mkdirSync(prefix, { recursive: true });
     writeFileSync(join(prefix, 'package.json'), '{"private":true}\n');
     // Installs report on stderr: the wrapped command's stdout (a benchmark's JSON) stays its own.
-    const status = run('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund',
-      '--loglevel=error', `${pkg}@${NODE_PACKAGE_VERSION}`], { stdio: ['ignore', 2, 2] });
-    if (status !== 0 || !existsSync(nodeBin)) fail(`could not install ${pkg}@${NODE_PACKAGE_VERSION} from the npm registry`);
+    const status = run(
+      'npm',
+      [
+        'install',
+        '--prefix',
+        prefix,
+        '--no-save',
+        '--no-package-lock',
+        '--no-audit',
+        '--no-fund',
+        '--loglevel=error',
+        `${pkg}@${NODE_PACKAGE_VERSION}`,
+      ],
+      { stdio: ['ignore', 2, 2] },
+    );
+    if (status !== 0 || !existsSync(nodeBin))
+      fail(`could not install ${pkg}@${NODE_PACKAGE_VERSION} from the npm registry`);
   }
   return binDir;
 }
@@ -54,13 +70,22 @@ function ensureNode() {
 function ensureDependencies(env) {
   const lock = join(root, 'package-lock.json');
   if (!existsSync(lock)) fail('package-lock.json is missing');
-  const wanted = createHash('sha256').update(readFileSync(lock)).update(process.platform + process.arch).digest('hex');
+  const wanted = createHash('sha256')
+    .update(readFileSync(lock))
+    .update(process.platform + process.arch)
+    .digest('hex');
   const stamp = join(root, 'node_modules', '.bootstrap-lock-sha256');
   if (existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === wanted) return;
   // `npm install --no-save` rather than `npm ci`: it installs the locked versions too, but tolerates a
   // registry mirror that lacks other platforms' optional binaries (e.g. @swc/core-darwin-arm64).
   log('installing npm dependencies from package-lock.json');
-  if (run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error'], { env, stdio: ['ignore', 2, 2] }) !== 0) fail('npm install failed');
+  if (
+    run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error'], {
+      env,
+      stdio: ['ignore', 2, 2],
+    }) !== 0
+  )
+    fail('npm install failed');
   writeFileSync(stamp, `${wanted}\n`);
 }
 
@@ -70,7 +95,10 @@ function ensureDependencies(env) {
  * network while Go compiles; it needs only bash and Go, none of what they install.
  */
 function startControlPlaneBuild() {
-  const child = spawn('bash', [join(root, 'hack', 'control-plane', 'build.sh')], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn('bash', [join(root, 'hack', 'control-plane', 'build.sh')], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
   const done = new Promise((resolvePath) => {

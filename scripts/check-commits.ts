@@ -21,9 +21,13 @@ export function messageProblems(message: string, merge: boolean): string[] {
   if (merge && GIT_MERGE.test(subject)) return [];
   const problems: string[] = [];
   if (subject.trim() === '') return ['the subject is empty'];
-  if ([...subject].length > MAX_SUBJECT) problems.push(`the subject has ${[...subject].length} characters (at most ${MAX_SUBJECT})`);
+  if ([...subject].length > MAX_SUBJECT)
+    problems.push(`the subject has ${[...subject].length} characters (at most ${MAX_SUBJECT})`);
   if (merge) return problems;
-  if (!SUBJECT.test(subject)) problems.push('the subject is not `area: what` (a lower-case area such as `gateway` or `docs/perf`, a colon, a space, the change)');
+  if (!SUBJECT.test(subject))
+    problems.push(
+      'the subject is not `area: what` (a lower-case area such as `gateway` or `docs/perf`, a colon, a space, the change)',
+    );
   if (lines.length > 1 && lines[1]!.trim() !== '') problems.push('no blank line after the subject');
   if (lines.slice(1).every((l) => l.trim() === '')) problems.push('no body: say why, after a blank line');
   return problems;
@@ -37,7 +41,8 @@ interface Commit {
 
 /** The commits reachable from `head` and not from `baseline`, oldest first. */
 function commitsSince(repo: string, baseline: string, head: string): Commit[] | 'shallow' {
-  const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-C', repo, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   try {
     git('cat-file', '-e', `${baseline}^{commit}`);
   } catch {
@@ -61,7 +66,9 @@ function main(): void {
   const baseline = process.argv[2] ?? readFileSync(join(repo, '.ci', 'commit-baseline'), 'utf8').trim();
   const commits = commitsSince(repo, baseline, 'HEAD');
   if (commits === 'shallow') {
-    process.stderr.write(`[commits] a shallow clone without the baseline ${baseline.slice(0, 12)}: nothing checked (git fetch --unshallow to check)\n`);
+    process.stderr.write(
+      `[commits] a shallow clone without the baseline ${baseline.slice(0, 12)}: nothing checked (git fetch --unshallow to check)\n`,
+    );
     return;
   }
   let bad = 0;
@@ -69,10 +76,14 @@ function main(): void {
     const problems = messageProblems(c.message, c.merge);
     if (problems.length === 0) continue;
     bad++;
-    process.stderr.write(`[commits] ${c.hash.slice(0, 12)} "${c.message.split('\n')[0]}":\n${problems.map((p) => `  - ${p}\n`).join('')}`);
+    process.stderr.write(
+      `[commits] ${c.hash.slice(0, 12)} "${c.message.split('\n')[0]}":\n${problems.map((p) => `  - ${p}\n`).join('')}`,
+    );
   }
   if (bad > 0) {
-    process.stderr.write(`[commits] ${bad} of ${commits.length} commits after ${baseline.slice(0, 12)} break the message rule (scripts/check-commits.ts); reword them (git rebase -i, reword)\n`);
+    process.stderr.write(
+      `[commits] ${bad} of ${commits.length} commits after ${baseline.slice(0, 12)} break the message rule (scripts/check-commits.ts); reword them (git rebase -i, reword)\n`,
+    );
     process.exit(1);
   }
   process.stderr.write(`[commits] ${commits.length} commits after ${baseline.slice(0, 12)}: messages ok\n`);

@@ -3,8 +3,8 @@
 import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generatedFiles } from '../src/schema/generated-files.ts';
 import { CATALOG_PATH, CHART_CATALOG_PATH } from '../src/cli/catalog.ts';
+import { generatedFiles } from '../src/schema/generated-files.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const files = await generatedFiles();

@@ -7,7 +7,8 @@ import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
 import { startOperator } from '../../src/operator/run.ts';
 
 const [kubeconfigPath, routingNamespace, tokenFile] = process.argv.slice(2);
-if (!kubeconfigPath || !routingNamespace || !tokenFile) throw new Error('usage: delivery-operator-child.ts <kubeconfig> <routingNamespace> <statusTokenFile>');
+if (!kubeconfigPath || !routingNamespace || !tokenFile)
+  throw new Error('usage: delivery-operator-child.ts <kubeconfig> <routingNamespace> <statusTokenFile>');
 
 const operator = await startOperator({
   kubeConfig: loadKubeConfig(kubeconfigPath),
@@ -18,7 +19,10 @@ const operator = await startOperator({
   leaderElection: { enabled: false },
   // As the chart runs them: the stream on every replica, the health writer with its default intervals.
   deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts: [`${routingNamespace}/byok-gateway`] },
-  gatewayStatus: { token: readFileSync(tokenFile, 'utf8').trim(), service: { namespace: routingNamespace, name: 'byok-gateway', port: 'ops' } },
+  gatewayStatus: {
+    token: readFileSync(tokenFile, 'utf8').trim(),
+    service: { namespace: routingNamespace, name: 'byok-gateway', port: 'ops' },
+  },
 });
 process.stdout.write(`ready ${operator.deliveryUrl()}\n`);
 process.once('SIGTERM', () => {

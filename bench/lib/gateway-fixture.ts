@@ -9,11 +9,11 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
 import { compileAccount } from '../../src/compiler/compile.ts';
+import { shardAccounts } from '../../src/compiler/shard.ts';
+import { kubeletWrite } from '../../src/contract/atomic-dir.ts';
 import { canonicalJson } from '../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../src/contract/routing.ts';
-import { shardAccounts } from '../../src/compiler/shard.ts';
 import { API_VERSION } from '../../src/schema/resources.ts';
-import { kubeletWrite } from '../../src/contract/atomic-dir.ts';
 
 export const BENCH_API_KEY = 'sk-gw-bench-0123456789abcdef0123456789abcdef';
 export const BENCH_MODEL = 'openai/gpt-4o';
@@ -37,16 +37,44 @@ export function writeGatewayFixture(upstreamUrl: string, opts: { budget?: boolea
   const root = mkdtempSync(join(os.tmpdir(), 'byok-bench-gateway-'));
   const ns = 'bench';
   const now = new Date();
-  const meta = (name: string) => ({ name, namespace: ns, creationTimestamp: now.toISOString(), uid: name, generation: 1 });
+  const meta = (name: string) => ({
+    name,
+    namespace: ns,
+    creationTimestamp: now.toISOString(),
+    uid: name,
+    generation: 1,
+  });
   const payload = 'sk-bench-upstream-key-0123456789';
   const account = compileAccount({
     namespace: ns,
-    workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true, ...(opts.budget ? { budgets: { monthly: BENCH_MONTHLY_BUDGET_USD }, includeByokInBudgets: true } : {}) } }],
+    workspaces: [
+      {
+        apiVersion: API_VERSION,
+        kind: 'Workspace',
+        metadata: meta('main'),
+        spec: {
+          default: true,
+          ...(opts.budget ? { budgets: { monthly: BENCH_MONTHLY_BUDGET_USD }, includeByokInBudgets: true } : {}),
+        },
+      },
+    ],
     guardrails: [],
-    apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('k'), spec: { hash: createHash('sha256').update(BENCH_API_KEY).digest('hex') } }],
+    apiKeys: [
+      {
+        apiVersion: API_VERSION,
+        kind: 'GatewayAPIKey',
+        metadata: meta('k'),
+        spec: { hash: createHash('sha256').update(BENCH_API_KEY).digest('hex') },
+      },
+    ],
     credentials: [
       {
-        resource: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: meta('openai'), spec: { provider: 'openai', secretRef: { name: 'openai-key' } } },
+        resource: {
+          apiVersion: API_VERSION,
+          kind: 'BYOKCredential',
+          metadata: meta('openai'),
+          spec: { provider: 'openai', secretRef: { name: 'openai-key' } },
+        },
         verdict: { valid: true, label: 'sk-...bench', sortOrder: 0, payload },
       },
     ],
@@ -60,7 +88,11 @@ export function writeGatewayFixture(upstreamUrl: string, opts: { budget?: boolea
   const keyDir = join(root, 'key');
   kubeletWrite(configDir, files);
   const keyring = { active: 'k1', keys: new Map([['k1', randomBytes(32)]]) };
-  const sealed = sealAccount(keyring, ns, account.credentials.map((c) => ({ id: c.id, payload })));
+  const sealed = sealAccount(
+    keyring,
+    ns,
+    account.credentials.map((c) => ({ id: c.id, payload })),
+  );
   const bundles: Record<string, string> = {};
   for (const o of shardBundles([sealed]).objects) Object.assign(bundles, o.entries());
   kubeletWrite(bundleDir, bundles);
@@ -69,7 +101,17 @@ export function writeGatewayFixture(upstreamUrl: string, opts: { budget?: boolea
   const catalogFile = join(root, 'catalog.json');
   writeFileSync(
     catalogFile,
-    JSON.stringify({ format: 'byok-gateway-catalog/v1', models: [{ model: BENCH_MODEL, endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${upstreamUrl}/v1`, model: 'gpt-4o' } }] }] }),
+    JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [
+        {
+          model: BENCH_MODEL,
+          endpoints: [
+            { id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${upstreamUrl}/v1`, model: 'gpt-4o' } },
+          ],
+        },
+      ],
+    }),
   );
   return { root, configDir, bundleDir, keyDir, catalogFile, accountId: account.accountId };
 }

@@ -5,16 +5,16 @@
 // uses). Retained sizes from a heap snapshot would be the exact figure; this is within a few percent and costs
 // seconds instead of a snapshot of the whole heap.
 import { getHeapStatistics } from 'node:v8';
-import { compileAccount } from '../../src/compiler/compile.ts';
-import { serializeAccount, shardSerialized, type EncodedBucket } from '../../src/compiler/shard.ts';
-import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
-import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/contract/envelope.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { compactForCache } from '../../src/kube/informer.ts';
+import { sealAccount, shardBundles } from '../../src/bundle/bundle.ts';
+import { compileAccount } from '../../src/compiler/compile.ts';
+import { type EncodedBucket, serializeAccount, shardSerialized } from '../../src/compiler/shard.ts';
+import { ACTIVE_KEY_ENTRY, keyringFromEntries, newDataKey, newKeyId } from '../../src/contract/envelope.ts';
 import { secretRefKey } from '../../src/domain/secret-ref.ts';
+import { compactForCache } from '../../src/kube/informer.ts';
 import type { ResourceInformers } from '../../src/kube/resources.ts';
-import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/verdicts.ts';
 import type { AccountSnapshot } from '../../src/operator/compile/pipeline.ts';
+import { createAccountStateSource, VerdictStore, verdictFromStatus } from '../../src/operator/verdicts.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -42,7 +42,11 @@ export function memoryBreakdown(informers: ResourceInformers): Record<string, nu
     return measure(() => json.map((j) => compactForCache(JSON.parse(j) as KubernetesObject))).mb;
   };
   out.cachedCredentialsMB = cached(informers.credentials.list());
-  out.cachedOtherCrsMB = cached([informers.accounts, informers.workspaces, informers.guardrails, informers.apiKeys].flatMap((i): KubernetesObject[] => i.list()));
+  out.cachedOtherCrsMB = cached(
+    [informers.accounts, informers.workspaces, informers.guardrails, informers.apiKeys].flatMap(
+      (i): KubernetesObject[] => i.list(),
+    ),
+  );
   out.cachedSecretsMB = cached(informers.secrets.list());
   out.cachedObjects = informers.credentials.list().length + informers.secrets.list().length;
 
@@ -74,11 +78,24 @@ export function memoryBreakdown(informers: ResourceInformers): Record<string, nu
   const serialized = measure(() => compiled.value.map((c) => serializeAccount(c)));
   out.serializedAccountsMB = serialized.mb;
   const kid = newKeyId();
-  const ring = keyringFromEntries(new Map([[ACTIVE_KEY_ENTRY, Buffer.from(kid)], [kid, newDataKey()]]));
-  const sealed = measure(() => compiled.value.map((c) => {
-    const payloads = new Map(snapshots.get(c.namespace)!.credentials.map((s) => [s.resource.metadata.name ?? '', s.verdict.payload ?? '']));
-    return sealAccount(ring, c.namespace, c.credentials.map((x) => ({ id: x.id, payload: payloads.get(x.name) ?? '' })));
-  }));
+  const ring = keyringFromEntries(
+    new Map([
+      [ACTIVE_KEY_ENTRY, Buffer.from(kid)],
+      [kid, newDataKey()],
+    ]),
+  );
+  const sealed = measure(() =>
+    compiled.value.map((c) => {
+      const payloads = new Map(
+        snapshots.get(c.namespace)!.credentials.map((s) => [s.resource.metadata.name ?? '', s.verdict.payload ?? '']),
+      );
+      return sealAccount(
+        ring,
+        c.namespace,
+        c.credentials.map((x) => ({ id: x.id, payload: payloads.get(x.name) ?? '' })),
+      );
+    }),
+  );
   out.sealedBundlesMB = sealed.mb;
   const cache = new Map<string, EncodedBucket>();
   const shards = measure(() => shardSerialized(serialized.value, { cache }));

@@ -3,8 +3,9 @@
 // never on a second parse of the raw URL: a percent-escape the router decodes (`v%31`, `%61pis`) reaches the same
 // declaration as the plain spelling, so it gets the same SubjectAccessReview (issue 32). A route that declares
 // nothing cannot be registered, and a resource route must have the one URL shape the authorizer understands.
-import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
+
 import type { TLSSocket } from 'node:tls';
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { DelegatedAuth, ResourceAttributes, UserInfo } from './auth.ts';
 import { AGG_GROUP, AGG_PREFIX, AGG_VERSION } from './group.ts';
@@ -50,7 +51,11 @@ const OBJECT_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/i;
 
 /** The URL shapes a resource route may have: cluster list, namespaced collection, namespaced object. */
 function resourceShapes(resource: string): string[] {
-  return [`${AGG_PREFIX}/${resource}`, `${AGG_PREFIX}/namespaces/:ns/${resource}`, `${AGG_PREFIX}/namespaces/:ns/${resource}/:name`];
+  return [
+    `${AGG_PREFIX}/${resource}`,
+    `${AGG_PREFIX}/namespaces/:ns/${resource}`,
+    `${AGG_PREFIX}/namespaces/:ns/${resource}/:name`,
+  ];
 }
 
 /** Refuses, at registration, a route the authorizer could not judge exactly (deny by default, decided at boot). */
@@ -59,12 +64,19 @@ export function checkRouteDeclaration(route: Pick<RouteOptions, 'url' | 'method'
   const where = `${String(route.method)} ${route.url}`;
   if (!declared) throw new Error(`aggregated API route ${where} declares no access`);
   if (declared.kind === 'resource') {
-    if (!resourceShapes(declared.resource).includes(route.url ?? '')) throw new Error(`aggregated API route ${where} is not a resource URL of ${declared.resource}`);
+    if (!resourceShapes(declared.resource).includes(route.url ?? ''))
+      throw new Error(`aggregated API route ${where} is not a resource URL of ${declared.resource}`);
     return;
   }
   // Only resource routes may take params or sit under the group version: nothing else there escapes a review.
-  if ((route.url ?? '').includes(':') || (route.url ?? '').includes('*') || (route.url ?? '').startsWith(`${AGG_PREFIX}/`)) {
-    throw new Error(`aggregated API route ${where} is under the group version or takes params but is declared ${declared.kind}`);
+  if (
+    (route.url ?? '').includes(':') ||
+    (route.url ?? '').includes('*') ||
+    (route.url ?? '').startsWith(`${AGG_PREFIX}/`)
+  ) {
+    throw new Error(
+      `aggregated API route ${where} is under the group version or takes params but is declared ${declared.kind}`,
+    );
   }
 }
 
@@ -88,10 +100,18 @@ export function verbOf(method: string, named: boolean, watch: boolean): string {
   }
 }
 
-const notFound = (req: FastifyRequest) => new StatusError(404, 'NotFound', `the server could not find the requested resource (${req.method} ${(req.url.split('?')[0] ?? '').slice(0, 200)})`);
+const notFound = (req: FastifyRequest) =>
+  new StatusError(
+    404,
+    'NotFound',
+    `the server could not find the requested resource (${req.method} ${(req.url.split('?')[0] ?? '').slice(0, 200)})`,
+  );
 
 /** The resource attributes of a matched resource route, from the router's params; undefined when they are not valid names. */
-export function attributesOf(req: Pick<FastifyRequest, 'method' | 'params' | 'query'>, resource: string): ResourceAttributes | undefined {
+export function attributesOf(
+  req: Pick<FastifyRequest, 'method' | 'params' | 'query'>,
+  resource: string,
+): ResourceAttributes | undefined {
   const { ns, name, ...other } = (req.params ?? {}) as Record<string, unknown>;
   if (Object.keys(other).length > 0) return undefined;
   if (ns !== undefined && (typeof ns !== 'string' || !NAMESPACE.test(ns))) return undefined;

@@ -4,9 +4,9 @@
 //  - a bearer token sent directly is checked with a TokenReview;
 //  - every resource request is checked with a SubjectAccessReview, cached briefly.
 import { X509Certificate } from 'node:crypto';
-import { sha256Hex } from '../contract/routing.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { DetailedPeerCertificate, TLSSocket } from 'node:tls';
+import { sha256Hex } from '../contract/routing.ts';
 import type { KubeClient } from '../kube/client.ts';
 
 export interface UserInfo {
@@ -41,7 +41,10 @@ function jsonList(v: string | undefined, dflt: string[]): string[] {
 
 /** Reads kube-system/extension-apiserver-authentication (needs the extension-apiserver-authentication-reader Role). */
 export async function loadRequestHeaderConfig(client: KubeClient): Promise<RequestHeaderConfig | undefined> {
-  const cm = await client.request<{ data?: Record<string, string> }>('GET', '/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication');
+  const cm = await client.request<{ data?: Record<string, string> }>(
+    'GET',
+    '/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication',
+  );
   const d = cm.data ?? {};
   const ca = d['requestheader-client-ca-file'];
   if (!ca) return undefined;
@@ -51,12 +54,16 @@ export async function loadRequestHeaderConfig(client: KubeClient): Promise<Reque
     usernameHeaders: jsonList(d['requestheader-username-headers'], ['X-Remote-User']).map((h) => h.toLowerCase()),
     uidHeaders: jsonList(d['requestheader-uid-headers'], ['X-Remote-Uid']).map((h) => h.toLowerCase()),
     groupHeaders: jsonList(d['requestheader-group-headers'], ['X-Remote-Group']).map((h) => h.toLowerCase()),
-    extraHeaderPrefixes: jsonList(d['requestheader-extra-headers-prefix'], ['X-Remote-Extra-']).map((h) => h.toLowerCase()),
+    extraHeaderPrefixes: jsonList(d['requestheader-extra-headers-prefix'], ['X-Remote-Extra-']).map((h) =>
+      h.toLowerCase(),
+    ),
   };
 }
 
 function splitPem(pem: string): X509Certificate[] {
-  return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((p) => new X509Certificate(p));
+  return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
+    (p) => new X509Certificate(p),
+  );
 }
 
 function valid(c: X509Certificate, now: number): boolean {
@@ -71,7 +78,11 @@ function commonName(c: X509Certificate): string | undefined {
  * Whether the peer's certificate chain ends at one of the request-header CAs, with client-auth usage, and the
  * leaf's CN is allowed. Checked here rather than by the TLS layer, which may trust other CAs too.
  */
-export function isFrontProxy(peer: DetailedPeerCertificate | undefined, config: RequestHeaderConfig, now = Date.now()): boolean {
+export function isFrontProxy(
+  peer: DetailedPeerCertificate | undefined,
+  config: RequestHeaderConfig,
+  now = Date.now(),
+): boolean {
   if (!peer?.raw) return false;
   const roots = splitPem(config.clientCaPem);
   const chain: X509Certificate[] = [];
@@ -90,8 +101,11 @@ export function isFrontProxy(peer: DetailedPeerCertificate | undefined, config: 
   // Walk up through presented intermediates until one of the roots signed the current certificate.
   let child = leaf;
   for (let i = 0; i < 5; i++) {
-    for (const root of roots) if (valid(root, now) && child.checkIssued(root) && child.verify(root.publicKey)) return true;
-    const next = chain.find((c) => c !== child && c.ca && valid(c, now) && child.checkIssued(c) && child.verify(c.publicKey));
+    for (const root of roots)
+      if (valid(root, now) && child.checkIssued(root) && child.verify(root.publicKey)) return true;
+    const next = chain.find(
+      (c) => c !== child && c.ca && valid(c, now) && child.checkIssued(c) && child.verify(c.publicKey),
+    );
     if (!next) return false;
     child = next;
   }
@@ -106,7 +120,9 @@ function headerValues(headers: IncomingHttpHeaders | NodeJS.Dict<string[]>, name
 
 /** The user the aggregator asserts. Node joins repeated headers with ", ", so groups come from headersDistinct. */
 export function userFromHeaders(distinct: NodeJS.Dict<string[]>, config: RequestHeaderConfig): UserInfo | undefined {
-  const username = config.usernameHeaders.map((h) => headerValues(distinct, h)[0]).find((v) => v !== undefined && v !== '');
+  const username = config.usernameHeaders
+    .map((h) => headerValues(distinct, h)[0])
+    .find((v) => v !== undefined && v !== '');
   if (!username) return undefined;
   const uid = config.uidHeaders.map((h) => headerValues(distinct, h)[0]).find((v) => v !== undefined && v !== '');
   const groups = config.groupHeaders.flatMap((h) => headerValues(distinct, h));
@@ -124,7 +140,10 @@ export function userFromHeaders(distinct: NodeJS.Dict<string[]>, config: Request
 /** Every header name the front proxy may set: stripped from requests that are not from the front proxy. */
 export function isIdentityHeader(name: string, config: RequestHeaderConfig): boolean {
   const n = name.toLowerCase();
-  return [...config.usernameHeaders, ...config.uidHeaders, ...config.groupHeaders].includes(n) || config.extraHeaderPrefixes.some((p) => n.startsWith(p));
+  return (
+    [...config.usernameHeaders, ...config.uidHeaders, ...config.groupHeaders].includes(n) ||
+    config.extraHeaderPrefixes.some((p) => n.startsWith(p))
+  );
 }
 
 class TtlCache<V> {
@@ -193,7 +212,11 @@ export class DelegatedAuth {
     this.o.requestHeader = config;
   }
 
-  async authenticate(socket: TLSSocket, headers: IncomingHttpHeaders, distinct: NodeJS.Dict<string[]>): Promise<AuthResult> {
+  async authenticate(
+    socket: TLSSocket,
+    headers: IncomingHttpHeaders,
+    distinct: NodeJS.Dict<string[]>,
+  ): Promise<AuthResult> {
     const rh = this.o.requestHeader;
     if (rh && isFrontProxy(socket.getPeerCertificate(true), rh)) {
       const user = userFromHeaders(distinct, rh);
@@ -201,7 +224,12 @@ export class DelegatedAuth {
     }
     const m = typeof headers.authorization === 'string' ? BEARER.exec(headers.authorization) : null;
     if (m) {
-      if (this.o.acceptBearerTokens !== true) return { ok: false, reason: 'a bearer token sent directly is refused (this server is reached through the kube-apiserver; --aggregated-accept-tokens allows direct tokens)' };
+      if (this.o.acceptBearerTokens !== true)
+        return {
+          ok: false,
+          reason:
+            'a bearer token sent directly is refused (this server is reached through the kube-apiserver; --aggregated-accept-tokens allows direct tokens)',
+        };
       const user = await this.reviewToken(m[1] as string);
       if (user) return { ok: true, user, via: 'token' };
       return { ok: false, reason: 'the bearer token was not accepted by the TokenReview' };
@@ -213,11 +241,14 @@ export class DelegatedAuth {
     const cacheKey = sha256Hex(token);
     const cached = this.tokens.get(cacheKey);
     if (cached !== undefined) return cached ?? undefined;
-    const review = await this.o.client.request<{ status?: { authenticated?: boolean; user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> } } }>(
-      'POST',
-      '/apis/authentication.k8s.io/v1/tokenreviews',
-      { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } },
-    );
+    const review = await this.o.client.request<{
+      status?: {
+        authenticated?: boolean;
+        user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+      };
+    }>('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } },
+    });
     const u = review.status?.user;
     const user: UserInfo | null =
       review.status?.authenticated === true && u?.username
@@ -240,11 +271,20 @@ export class DelegatedAuth {
         body: {
           apiVersion: 'authorization.k8s.io/v1',
           kind: 'SubjectAccessReview',
-          spec: { user: user.username, ...(user.uid ? { uid: user.uid } : {}), groups: user.groups, extra: user.extra, resourceAttributes: attrs },
+          spec: {
+            user: user.username,
+            ...(user.uid ? { uid: user.uid } : {}),
+            groups: user.groups,
+            extra: user.extra,
+            resourceAttributes: attrs,
+          },
         },
       },
     );
-    const decision = { allowed: sar.status?.allowed === true && sar.status.denied !== true, reason: sar.status?.reason ?? '' };
+    const decision = {
+      allowed: sar.status?.allowed === true && sar.status.denied !== true,
+      reason: sar.status?.reason ?? '',
+    };
     this.decisions.set(key, decision, decision.allowed ? (this.o.allowTtlMs ?? 10_000) : (this.o.denyTtlMs ?? 5_000));
     return decision;
   }

@@ -18,7 +18,15 @@ export function discoveryDocuments(resources: readonly DiscoveredResource[]) {
     kind: 'APIResourceList',
     apiVersion: 'v1',
     groupVersion: AGG_GROUP_VERSION,
-    resources: resources.map((r) => ({ name: r.name, singularName: r.singularName, namespaced: r.namespaced, kind: r.kind, verbs: r.verbs, shortNames: r.shortNames, categories: r.categories })),
+    resources: resources.map((r) => ({
+      name: r.name,
+      singularName: r.singularName,
+      namespaced: r.namespaced,
+      kind: r.kind,
+      verbs: r.verbs,
+      shortNames: r.shortNames,
+      categories: r.categories,
+    })),
   };
   const apiGroup = {
     kind: 'APIGroup',
@@ -74,13 +82,17 @@ export function openApiV3(resources: readonly ResourceDetails[]): JsonSchema {
     openapi: '3.0.0',
     info: INFO,
     paths: Object.assign({}, ...resources.map((r) => r.openapi.paths(false))) as Record<string, unknown>,
-    components: { schemas: Object.assign({}, ...resources.map((r) => r.openapi.definitions(false))) as Record<string, JsonSchema> },
+    components: {
+      schemas: Object.assign({}, ...resources.map((r) => r.openapi.definitions(false))) as Record<string, JsonSchema>,
+    },
   };
 }
 
 /** Routes for /apis, the group, the group version and the OpenAPI v2/v3 documents. Any authenticated user may read them. */
 export function registerDiscovery(app: FastifyInstance, resources: readonly ResourceDetails[]): void {
-  const { resourceList, apiGroup, apiGroupList, aggregatedDiscovery } = discoveryDocuments(resources.map((r) => r.names));
+  const { resourceList, apiGroup, apiGroupList, aggregatedDiscovery } = discoveryDocuments(
+    resources.map((r) => r.names),
+  );
   // The kube-apiserver parses downloaded OpenAPI documents with a YAML reader, which refuses the raw U+2028 and
   // noncharacters of the text-hygiene patterns: one such character makes the cluster's merged OpenAPI answer 503.
   const openapiV2 = yamlSafeJson(openApiV2(resources));
@@ -90,7 +102,8 @@ export function registerDiscovery(app: FastifyInstance, resources: readonly Reso
 
   app.get('/apis', seen, async (req, reply) => {
     const accept = req.headers.accept ?? '';
-    if (/as=APIGroupDiscoveryList/.test(accept) && /v=v2(?![a-z0-9])/.test(accept)) return reply.type(DISCOVERY_V2_TYPE).send(aggregatedDiscovery);
+    if (/as=APIGroupDiscoveryList/.test(accept) && /v=v2(?![a-z0-9])/.test(accept))
+      return reply.type(DISCOVERY_V2_TYPE).send(aggregatedDiscovery);
     return reply.type('application/json').send(apiGroupList);
   });
   app.get(`/apis/${AGG_GROUP}`, seen, async (_req, reply) => reply.type('application/json').send(apiGroup));
@@ -98,7 +111,15 @@ export function registerDiscovery(app: FastifyInstance, resources: readonly Reso
 
   app.get('/openapi/v2', seen, async (_req, reply) => reply.type('application/json').send(openapiV2));
   app.get('/openapi/v3', seen, async (_req, reply) =>
-    reply.type('application/json').send({ paths: { [`apis/${AGG_GROUP}/${AGG_VERSION}`]: { serverRelativeURL: `/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}?hash=${openapiV3Hash}` } } }),
+    reply.type('application/json').send({
+      paths: {
+        [`apis/${AGG_GROUP}/${AGG_VERSION}`]: {
+          serverRelativeURL: `/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}?hash=${openapiV3Hash}`,
+        },
+      },
+    }),
   );
-  app.get(`/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}`, seen, async (_req, reply) => reply.type('application/json').send(openapiV3));
+  app.get(`/openapi/v3/apis/${AGG_GROUP}/${AGG_VERSION}`, seen, async (_req, reply) =>
+    reply.type('application/json').send(openapiV3),
+  );
 }

@@ -8,7 +8,8 @@ export class PatchError extends Error {}
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const refusePrototypeKey = (key: string) => {
-  if (PROTOTYPE_KEYS.has(key)) throw new PatchError(`the key ${JSON.stringify(key)} cannot be patched: no field here has that name`);
+  if (PROTOTYPE_KEYS.has(key))
+    throw new PatchError(`the key ${JSON.stringify(key)} cannot be patched: no field here has that name`);
 };
 
 /** An object's own property, never one it inherits. */
@@ -26,8 +27,15 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 }
 
 function pointer(path: unknown): string[] {
-  if (typeof path !== 'string' || (path !== '' && !path.startsWith('/'))) throw new PatchError(`invalid JSON pointer ${JSON.stringify(path)}`);
-  const tokens = path === '' ? [] : path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (typeof path !== 'string' || (path !== '' && !path.startsWith('/')))
+    throw new PatchError(`invalid JSON pointer ${JSON.stringify(path)}`);
+  const tokens =
+    path === ''
+      ? []
+      : path
+          .slice(1)
+          .split('/')
+          .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   tokens.forEach(refusePrototypeKey);
   return tokens;
 }
@@ -99,7 +107,8 @@ export function jsonPatch(target: unknown, ops: unknown): unknown {
         doc = add(remove(doc, path), path, structuredClone(raw.value));
         break;
       case 'test':
-        if (JSON.stringify(read(doc, path)) !== JSON.stringify(raw.value)) throw new PatchError(`test failed at ${String(raw.path)}`);
+        if (JSON.stringify(read(doc, path)) !== JSON.stringify(raw.value))
+          throw new PatchError(`test failed at ${String(raw.path)}`);
         break;
       case 'move': {
         const from = pointer(raw.from);

@@ -5,8 +5,9 @@
 // validation checks DNS syntax only). The chart registers the same APIService against a normal Service instead.
 // Its serving certificate comes from the dev PKI (createServingCertificate in src/controlplane/pki.ts), which the
 // production path (--aggregated-tls-dir) never loads.
+
+import { KubeApiError, kubeClient } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { kubeClient, KubeApiError } from '../kube/client.ts';
 import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { AGG_GROUP, AGG_VERSION } from './group.ts';
 
@@ -27,13 +28,21 @@ export interface LoopbackRegistration {
 }
 
 async function apply(kubeConfig: KubeAccess, path: string, obj: object): Promise<void> {
-  await kubeClient(kubeConfig).request('PATCH', path, { body: obj, contentType: 'application/apply-patch+yaml', query: { fieldManager: FIELD_MANAGER, force: true } });
+  await kubeClient(kubeConfig).request('PATCH', path, {
+    body: obj,
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: FIELD_MANAGER, force: true },
+  });
 }
 
 export async function registerLoopback(r: LoopbackRegistration): Promise<void> {
   const svc = r.service ?? DEFAULT_SERVICE;
   const ns = encodeURIComponent(svc.namespace);
-  await apply(r.kubeConfig, `/api/v1/namespaces/${svc.namespace}`, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: svc.namespace } });
+  await apply(r.kubeConfig, `/api/v1/namespaces/${svc.namespace}`, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: svc.namespace },
+  });
   await apply(r.kubeConfig, `/api/v1/namespaces/${ns}/services/${svc.name}`, {
     apiVersion: 'v1',
     kind: 'Service',
@@ -43,7 +52,13 @@ export async function registerLoopback(r: LoopbackRegistration): Promise<void> {
   await apply(
     r.kubeConfig,
     `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices/${svc.name}-loopback`,
-    loopbackEndpointSlice({ namespace: svc.namespace, name: `${svc.name}-loopback`, service: svc.name, portName: PORT_NAME, port: r.port }),
+    loopbackEndpointSlice({
+      namespace: svc.namespace,
+      name: `${svc.name}-loopback`,
+      service: svc.name,
+      portName: PORT_NAME,
+      port: r.port,
+    }),
   );
   await apply(r.kubeConfig, `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`, {
     apiVersion: 'apiregistration.k8s.io/v1',
@@ -77,7 +92,10 @@ export async function waitForAvailable(kubeConfig: KubeAccess, timeoutMs = 60_00
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
-    const s = await kubeClient(kubeConfig).request<ApiServiceStatus>('GET', `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`);
+    const s = await kubeClient(kubeConfig).request<ApiServiceStatus>(
+      'GET',
+      `/apis/apiregistration.k8s.io/v1/apiservices/${APISERVICE_NAME}`,
+    );
     const c = s.status?.conditions?.find((x) => x.type === 'Available');
     // Available alone is not enough for kubectl: its client-side validation downloads the apiserver's merged
     // OpenAPI, which answers 503 until the aggregator has fetched ours. Wait for that too.

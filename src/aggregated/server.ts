@@ -4,23 +4,24 @@
 // request, a strict path parse, errors as Status); discovery.ts serves discovery and OpenAPI from the resources'
 // details, the generic verb handlers (handlers/) serve each resource, and each resource's strategy, storage, table
 // and OpenAPI live in registry/<resource>/, so a second resource is a folder there plus its entry below.
-import type { KubeAccess } from '../kube/kubeconfig.ts';
+
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
+import { kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
 import type { ServiceRuntime } from '../service/runtime.ts';
-import { kubeClient } from '../kube/client.ts';
 import { access, escapedSlashesAsSeparators, installAccessControl } from './access.ts';
 import { DelegatedAuth, loadRequestHeaderConfig, type RequestHeaderConfig } from './auth.ts';
 import { registerDiscovery } from './discovery.ts';
 import { AGG_GROUP } from './group.ts';
 import { installResource } from './handlers/install.ts';
 import type { ResourceDetails } from './handlers/resource.ts';
-import { registerByokRest, BYOK_REST_RESOURCE } from './registry/byok.ts';
+import { BYOK_REST_RESOURCE, registerByokRest } from './registry/byok.ts';
 import { byokKeys } from './registry/byokkeys/index.ts';
 import { str } from './request.ts';
-import { REASONS, statusBody, StatusError, statusFromApiError, type StatusTarget } from './status.ts';
+import { REASONS, StatusError, type StatusTarget, statusBody, statusFromApiError } from './status.ts';
 
 export interface AggregatedServerOptions {
   /** The server's own identity: reads the authentication ConfigMap, posts TokenReviews and SubjectAccessReviews. */
@@ -46,16 +47,25 @@ export interface AggregatedServer {
 }
 
 export async function startAggregatedServer(opts: AggregatedServerOptions): Promise<AggregatedServer> {
-  const log = opts.logger.child({ component: 'aggregated-api' }, { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } });
+  const log = opts.logger.child(
+    { component: 'aggregated-api' },
+    { redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } },
+  );
   const client = kubeClient(opts.kubeConfig);
   // Without read access to the ConfigMap only bearer tokens work until a later re-read succeeds; start anyway.
   const requestHeader =
     opts.requestHeader ??
     (await loadRequestHeaderConfig(client).catch((err: unknown) => {
-      log.warn({ code: (err as { status?: number }).status }, 'could not read kube-system/extension-apiserver-authentication (needs the extension-apiserver-authentication-reader Role)');
+      log.warn(
+        { code: (err as { status?: number }).status },
+        'could not read kube-system/extension-apiserver-authentication (needs the extension-apiserver-authentication-reader Role)',
+      );
       return undefined;
     }));
-  if (!requestHeader) log.warn('no requestheader-client-ca-file in kube-system/extension-apiserver-authentication: only bearer tokens are accepted');
+  if (!requestHeader)
+    log.warn(
+      'no requestheader-client-ca-file in kube-system/extension-apiserver-authentication: only bearer tokens are accepted',
+    );
   const auth = new DelegatedAuth({ client, requestHeader, acceptBearerTokens: opts.acceptBearerTokens === true });
   // The front-proxy CA and allowed names can rotate: re-read them, keeping the last good copy on errors.
   const refresh = opts.requestHeader
@@ -63,7 +73,11 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
     : setInterval(() => {
         loadRequestHeaderConfig(client).then(
           (c) => c && auth.setRequestHeader(c),
-          (err: unknown) => log.warn({ code: (err as { status?: number }).status }, 'could not re-read kube-system/extension-apiserver-authentication'),
+          (err: unknown) =>
+            log.warn(
+              { code: (err as { status?: number }).status },
+              'could not re-read kube-system/extension-apiserver-authentication',
+            ),
         );
       }, 60_000);
   refresh?.unref();
@@ -73,12 +87,24 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   const resources: readonly ResourceDetails[] = [keys];
   const targets = new Map<string, StatusTarget>(resources.map((r) => [r.names.name, r.errors]));
   const targetOf = (resource: string | undefined): StatusTarget =>
-    targets.get(resource ?? '') ?? { group: AGG_GROUP, resource: resource ?? '', kind: resource ?? '', fieldOf: (f) => f, messageOf: (m) => m };
+    targets.get(resource ?? '') ?? {
+      group: AGG_GROUP,
+      resource: resource ?? '',
+      kind: resource ?? '',
+      fieldOf: (f) => f,
+      messageOf: (m) => m,
+    };
 
   const app = Fastify({
     loggerInstance: log,
     bodyLimit: BODY_LIMIT,
-    https: { key: opts.tls.keyPem, cert: opts.tls.certPem, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' },
+    https: {
+      key: opts.tls.keyPem,
+      cert: opts.tls.certPem,
+      requestCert: true,
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.2',
+    },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 300 },
     // The kube-apiserver reads an escaped slash as a separator (Go decodes the whole path once); the router here would
     // keep it inside a segment. Read it as the apiserver does, so both doors route one spelling the same way.
@@ -90,9 +116,21 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  const sendStatus = (reply: FastifyReply, e: StatusError) => reply.code(e.code).type('application/json').send(statusBody(e.code, e.reason, e.message, e.details));
-  const sendRestError = (reply: FastifyReply, status: number, message: string, metadata: Record<string, unknown> | null = null) =>
-    reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
+  const sendStatus = (reply: FastifyReply, e: StatusError) =>
+    reply
+      .code(e.code)
+      .type('application/json')
+      .send(statusBody(e.code, e.reason, e.message, e.details));
+  const sendRestError = (
+    reply: FastifyReply,
+    status: number,
+    message: string,
+    metadata: Record<string, unknown> | null = null,
+  ) =>
+    reply
+      .code(status)
+      .type('application/json; charset=utf-8')
+      .send(errorBody(status, message, metadata));
 
   app.setErrorHandler((err: unknown, req, reply) => {
     const declared = req.is404 ? undefined : req.routeOptions.config.access;
@@ -104,18 +142,33 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
         return sendRestError(reply, err.status, err.message, err.metadata);
       }
       const resource = declared?.kind === 'resource' ? declared.resource : undefined;
-      return sendStatus(reply, statusFromApiError(err, targetOf(resource), str((req.params as Record<string, unknown> | undefined)?.name)));
+      return sendStatus(
+        reply,
+        statusFromApiError(err, targetOf(resource), str((req.params as Record<string, unknown> | undefined)?.name)),
+      );
     }
     const e = err as { code?: string; statusCode?: number; name?: string };
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return rest ? sendRestError(reply, 413, MESSAGES.tooLarge, { limit_bytes: BODY_LIMIT }) : sendStatus(reply, new StatusError(413, 'RequestEntityTooLarge', MESSAGES.tooLarge));
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return rest
+        ? sendRestError(reply, 413, MESSAGES.tooLarge, { limit_bytes: BODY_LIMIT })
+        : sendStatus(reply, new StatusError(413, 'RequestEntityTooLarge', MESSAGES.tooLarge));
     const status = typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 500;
     if (status === 500) req.log.error({ err: { name: e.name, code: e.code } }, 'request failed');
     const message = status === 500 ? MESSAGES.internal : 'Bad request';
-    return rest ? sendRestError(reply, status, message) : sendStatus(reply, new StatusError(status, REASONS[status] ?? 'Unknown', message));
+    return rest
+      ? sendRestError(reply, status, message)
+      : sendStatus(reply, new StatusError(status, REASONS[status] ?? 'Unknown', message));
   });
   app.setNotFoundHandler((req, reply) => {
     // Never 503 under /apis (that marks the group stale); unknown paths are plain 404s.
-    return sendStatus(reply, new StatusError(404, 'NotFound', `the server could not find the requested resource (${req.method} ${(req.url.split('?')[0] ?? '').slice(0, 200)})`));
+    return sendStatus(
+      reply,
+      new StatusError(
+        404,
+        'NotFound',
+        `the server could not find the requested resource (${req.method} ${(req.url.split('?')[0] ?? '').slice(0, 200)})`,
+      ),
+    );
   });
 
   // ---- health ----
@@ -123,7 +176,9 @@ export async function startAggregatedServer(opts: AggregatedServerOptions): Prom
   const open = access({ kind: 'public' });
   app.get('/healthz', open, async (_req, reply) => ok(reply));
   app.get('/livez', open, async (_req, reply) => ok(reply));
-  app.get('/readyz', open, async (_req, reply) => (ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced')));
+  app.get('/readyz', open, async (_req, reply) =>
+    ready() ? ok(reply) : reply.code(503).type('text/plain; charset=utf-8').send('informer caches not synced'),
+  );
 
   // ---- discovery, OpenAPI and the resources ----
   registerDiscovery(app, resources);

@@ -48,8 +48,22 @@ export class StatusError extends Error {
   }
 }
 
-export function statusBody(code: number, reason: string, message: string, details?: Record<string, unknown>): Record<string, unknown> {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+export function statusBody(
+  code: number,
+  reason: string,
+  message: string,
+  details?: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  };
 }
 
 export const REASONS: Record<number, string> = {
@@ -71,14 +85,29 @@ export const REASONS: Record<number, string> = {
 
 function causesOf(err: ApiError, target: StatusTarget): Cause[] {
   const md = (err.metadata ?? {}) as { field?: unknown; errors?: unknown; violations?: unknown };
-  const list = (Array.isArray(md.violations) ? md.violations : Array.isArray(md.errors) ? md.errors : []) as { field?: unknown; message?: unknown }[];
+  const list = (Array.isArray(md.violations) ? md.violations : Array.isArray(md.errors) ? md.errors : []) as {
+    field?: unknown;
+    message?: unknown;
+  }[];
   if (md.field === 'key') {
     // Payload problems: the sub-field is inside the secret's document; the message never quotes the value.
     const sub = list.map((e) => `${String(e.field ?? '')}: ${String(e.message ?? '')}`);
-    return [{ type: 'FieldValueInvalid', field: target.fieldOf('key'), message: sub.length > 0 ? sub.join('; ') : err.message }];
+    return [
+      {
+        type: 'FieldValueInvalid',
+        field: target.fieldOf('key'),
+        message: sub.length > 0 ? sub.join('; ') : err.message,
+      },
+    ];
   }
-  if (list.length > 0) return list.map((e) => ({ type: 'FieldValueInvalid', field: target.fieldOf(String(e.field ?? '')), message: target.messageOf(String(e.message ?? '')) }));
-  if (typeof md.field === 'string' && md.field !== '') return [{ type: 'FieldValueInvalid', field: target.fieldOf(md.field), message: target.messageOf(err.message) }];
+  if (list.length > 0)
+    return list.map((e) => ({
+      type: 'FieldValueInvalid',
+      field: target.fieldOf(String(e.field ?? '')),
+      message: target.messageOf(String(e.message ?? '')),
+    }));
+  if (typeof md.field === 'string' && md.field !== '')
+    return [{ type: 'FieldValueInvalid', field: target.fieldOf(md.field), message: target.messageOf(err.message) }];
   return [];
 }
 
@@ -88,11 +117,22 @@ export function statusFromApiError(err: ApiError, target: StatusTarget, name?: s
   if (err.status === 400) {
     const causes = causesOf(err, target);
     if (causes.length > 0) {
-      return new StatusError(422, 'Invalid', `${target.kind}${name ? ` "${name}"` : ''} is invalid: ${target.messageOf(err.message)}`, { ...details, kind: target.kind, causes });
+      return new StatusError(
+        422,
+        'Invalid',
+        `${target.kind}${name ? ` "${name}"` : ''} is invalid: ${target.messageOf(err.message)}`,
+        { ...details, kind: target.kind, causes },
+      );
     }
     return new StatusError(400, 'BadRequest', target.messageOf(err.message), details);
   }
-  if (err.status === 404) return new StatusError(404, 'NotFound', `${target.resource}.${target.group}${name ? ` "${name}"` : ''} not found`, details);
+  if (err.status === 404)
+    return new StatusError(
+      404,
+      'NotFound',
+      `${target.resource}.${target.group}${name ? ` "${name}"` : ''} not found`,
+      details,
+    );
   return new StatusError(err.status, REASONS[err.status] ?? 'Unknown', err.message, details);
 }
 

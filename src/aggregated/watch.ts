@@ -59,7 +59,8 @@ export class WatchHub<E> {
    */
   subscribe(fromRv: string, listener: (e: HubEvent<E>) => void): { replay: HubEvent<E>[]; stop: () => void } {
     const from = toBig(fromRv);
-    if (from < this.droppedUpTo) throw new ExpiredError(`too old resource version: ${fromRv} (${String(this.droppedUpTo)})`);
+    if (from < this.droppedUpTo)
+      throw new ExpiredError(`too old resource version: ${fromRv} (${String(this.droppedUpTo)})`);
     const idx = this.buffer.findIndex((e) => e.maxAfter >= from);
     const replay = idx < 0 ? [] : this.buffer.slice(this.buffer[idx]?.maxAfter === from ? idx + 1 : idx);
     this.listeners.add(listener);

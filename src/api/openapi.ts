@@ -1,6 +1,14 @@
 // The OpenAPI 3.1 document of the REST door (/api/v1/openapi.json): paths, responses and the error body around the
 // shared BYOKKey and request schemas of src/service/key-schema.ts.
-import { byokKeySchema, createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, providerSchema, updateRequestSchema, type JsonSchema } from '../service/key-schema.ts';
+import {
+  byokKeySchema,
+  createRequestSchema,
+  type JsonSchema,
+  LIST_LIMIT_DEFAULT,
+  LIST_LIMIT_MAX,
+  providerSchema,
+  updateRequestSchema,
+} from '../service/key-schema.ts';
 
 /** On a create without workspace_id: the default workspace's id (docs/api.md, "Workspaces"). */
 export const WORKSPACE_DEFAULTED_HEADER = 'X-Byok-Workspace-Defaulted';
@@ -45,7 +53,9 @@ const deleteResponseSchema: JsonSchema = {
   title: 'DeleteBYOKKeyResponse',
   additionalProperties: false,
   required: ['deleted'],
-  properties: { deleted: { const: true, description: 'Confirmation that the credential and its Secret were deleted.' } },
+  properties: {
+    deleted: { const: true, description: 'Confirmation that the credential and its Secret were deleted.' },
+  },
 };
 
 const ERROR_TEXT: Record<number, string> = {
@@ -64,13 +74,36 @@ const ERROR_TEXT: Record<number, string> = {
 
 function errors(...codes: number[]): Record<string, JsonSchema> {
   return Object.fromEntries(
-    codes.map((c) => [String(c), { description: ERROR_TEXT[c], content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } }]),
+    codes.map((c) => [
+      String(c),
+      {
+        description: ERROR_TEXT[c],
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+      },
+    ]),
   );
 }
-const ok = (description: string, ref: string): JsonSchema => ({ description, content: { 'application/json': { schema: { $ref: `#/components/schemas/${ref}` } } } });
-const json = (ref: string): JsonSchema => ({ required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${ref}` } } } });
-const idParam: JsonSchema = { name: 'id', in: 'path', required: true, description: 'The credential id (UUID).', schema: { type: 'string', format: 'uuid' } };
-const fallbackError = { default: { description: 'Any other error (404 unknown route, 405 wrong method, ...)', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } } };
+const ok = (description: string, ref: string): JsonSchema => ({
+  description,
+  content: { 'application/json': { schema: { $ref: `#/components/schemas/${ref}` } } },
+});
+const json = (ref: string): JsonSchema => ({
+  required: true,
+  content: { 'application/json': { schema: { $ref: `#/components/schemas/${ref}` } } },
+});
+const idParam: JsonSchema = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'The credential id (UUID).',
+  schema: { type: 'string', format: 'uuid' },
+};
+const fallbackError = {
+  default: {
+    description: 'Any other error (404 unknown route, 405 wrong method, ...)',
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+  },
+};
 
 /** The OpenAPI 3.1 document served at /api/v1/openapi.json. Paths are relative to the server URL (…/api/v1). */
 export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
@@ -89,19 +122,40 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
       '/byok': {
         get: {
           operationId: 'listBYOKKeys',
-          summary: 'List credentials of a workspace (default workspace unless workspace_id), global credentials included',
+          summary:
+            'List credentials of a workspace (default workspace unless workspace_id), global credentials included',
           parameters: [
             {
               name: 'offset',
               in: 'query',
-              description: 'Records to skip. Omit it for 0 (a query string cannot carry null: `offset=` and `offset=null` are refused).',
+              description:
+                'Records to skip. Omit it for 0 (a query string cannot carry null: `offset=` and `offset=null` are refused).',
               schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 },
             },
-            { name: 'limit', in: 'query', description: 'Maximum records returned.', schema: { type: 'integer', minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT } },
-            { name: 'workspace_id', in: 'query', description: 'Workspace to list; defaults to the account’s default workspace.', schema: { type: 'string', format: 'uuid' } },
-            { name: 'provider', in: 'query', description: 'Only credentials of this provider.', schema: { $ref: '#/components/schemas/BYOKProviderSlug' } },
+            {
+              name: 'limit',
+              in: 'query',
+              description: 'Maximum records returned.',
+              schema: { type: 'integer', minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT },
+            },
+            {
+              name: 'workspace_id',
+              in: 'query',
+              description: 'Workspace to list; defaults to the account’s default workspace.',
+              schema: { type: 'string', format: 'uuid' },
+            },
+            {
+              name: 'provider',
+              in: 'query',
+              description: 'Only credentials of this provider.',
+              schema: { $ref: '#/components/schemas/BYOKProviderSlug' },
+            },
           ],
-          responses: { '200': ok('A page of credentials', 'ListBYOKKeysResponse'), ...errors(400, 401, 403, 429, 500, 503), ...fallbackError },
+          responses: {
+            '200': ok('A page of credentials', 'ListBYOKKeysResponse'),
+            ...errors(400, 401, 403, 429, 500, 503),
+            ...fallbackError,
+          },
         },
         post: {
           operationId: 'createBYOKKey',
@@ -129,7 +183,10 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
               },
               // What a client (or a stateful test) can do next with the new id.
               links: Object.fromEntries(
-                ['getBYOKKey', 'updateBYOKKey', 'deleteBYOKKey'].map((op) => [op.replace('BYOKKey', 'Created'), { operationId: op, parameters: { id: '$response.body#/data/id' } }]),
+                ['getBYOKKey', 'updateBYOKKey', 'deleteBYOKKey'].map((op) => [
+                  op.replace('BYOKKey', 'Created'),
+                  { operationId: op, parameters: { id: '$response.body#/data/id' } },
+                ]),
               ),
             },
             ...errors(400, 401, 403, 413, 415, 422, 429, 500, 503),
@@ -142,28 +199,48 @@ export function buildOpenApiDocument(serverUrl = '/api/v1'): JsonSchema {
           operationId: 'getBYOKKey',
           summary: 'Read one credential',
           parameters: [idParam],
-          responses: { '200': ok('The credential', 'GetBYOKKeyResponse'), ...errors(400, 401, 403, 404, 429, 500, 503), ...fallbackError },
+          responses: {
+            '200': ok('The credential', 'GetBYOKKeyResponse'),
+            ...errors(400, 401, 403, 404, 429, 500, 503),
+            ...fallbackError,
+          },
         },
         patch: {
           operationId: 'updateBYOKKey',
           summary: 'Update a credential; `key` rotates the secret in place',
           parameters: [idParam],
           requestBody: json('UpdateBYOKKeyRequest'),
-          responses: { '200': ok('The updated credential', 'UpdateBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 413, 415, 429, 500, 503), ...fallbackError },
+          responses: {
+            '200': ok('The updated credential', 'UpdateBYOKKeyResponse'),
+            ...errors(400, 401, 403, 404, 409, 413, 415, 429, 500, 503),
+            ...fallbackError,
+          },
         },
         delete: {
           operationId: 'deleteBYOKKey',
           summary: 'Delete a credential and its Secret',
           parameters: [idParam],
-          responses: { '200': ok('Deleted', 'DeleteBYOKKeyResponse'), ...errors(400, 401, 403, 404, 409, 429, 500, 503), ...fallbackError },
+          responses: {
+            '200': ok('Deleted', 'DeleteBYOKKeyResponse'),
+            ...errors(400, 401, 403, 404, 409, 429, 500, 503),
+            ...fallbackError,
+          },
         },
       },
     },
     components: {
-      securitySchemes: { managementKey: { type: 'http', scheme: 'bearer', description: 'A management key (not a gateway API key).' } },
+      securitySchemes: {
+        managementKey: { type: 'http', scheme: 'bearer', description: 'A management key (not a gateway API key).' },
+      },
       schemas: {
         BYOKProviderSlug: providerSchema,
-        BYOKKey: { ...byokKeySchema, properties: { ...(byokKeySchema.properties as object), provider: { $ref: '#/components/schemas/BYOKProviderSlug' } } },
+        BYOKKey: {
+          ...byokKeySchema,
+          properties: {
+            ...(byokKeySchema.properties as object),
+            provider: { $ref: '#/components/schemas/BYOKProviderSlug' },
+          },
+        },
         ListBYOKKeysResponse: listResponseSchema,
         CreateBYOKKeyRequest: createRequestSchema,
         UpdateBYOKKeyRequest: updateRequestSchema,

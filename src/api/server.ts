@@ -1,23 +1,29 @@
 // The REST API server (`/api/v1/byok`), wire-compatible with the public OpenRouter BYOK management API.
 // buildApp wires routes onto injected dependencies (tests, bench); startApiServer adds the informers and the
 // Kubernetes writer and listens.
-import rateLimit from '@fastify/rate-limit';
-import { registerApiMetrics } from './metrics.ts';
+
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
+import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
-import { sha256Hex } from '../service/management-keys.ts';
 import type { Backend } from '../service/backend.ts';
 import { ApiError, errorBody, MESSAGES } from '../service/errors.ts';
 import { BODY_LIMIT, REDACT_PATHS } from '../service/limits.ts';
-import { buildOpenApiDocument, WORKSPACE_DEFAULTED_HEADER } from './openapi.ts';
-import { NOT_SYNCED_MESSAGE, startServiceRuntime, type ServiceRuntime, type ServiceRuntimeOptions } from '../service/runtime.ts';
+import { sha256Hex } from '../service/management-keys.ts';
+import type { ApiState, CredentialEntry } from '../service/read-model.ts';
+import {
+  NOT_SYNCED_MESSAGE,
+  type ServiceRuntime,
+  type ServiceRuntimeOptions,
+  startServiceRuntime,
+} from '../service/runtime.ts';
 import { ByokService } from '../service/service.ts';
 import { invalidUtf8Error } from '../service/validate.ts';
-import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
-import type { ApiState, CredentialEntry } from '../service/read-model.ts';
+import { registerApiMetrics } from './metrics.ts';
+import { buildOpenApiDocument, WORKSPACE_DEFAULTED_HEADER } from './openapi.ts';
 
 export const API_PREFIX = '/api/v1';
 
@@ -56,8 +62,16 @@ declare module 'fastify' {
 const DEFAULT_RATE_LIMIT: RateLimitOptions = { max: 600, timeWindowMs: 10_000 };
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
-function sendError(reply: FastifyReply, status: number, message: string, metadata: Record<string, unknown> | null = null): FastifyReply {
-  return reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message, metadata));
+function sendError(
+  reply: FastifyReply,
+  status: number,
+  message: string,
+  metadata: Record<string, unknown> | null = null,
+): FastifyReply {
+  return reply
+    .code(status)
+    .type('application/json; charset=utf-8')
+    .send(errorBody(status, message, metadata));
 }
 
 /**
@@ -107,7 +121,8 @@ function bodySecrets(req: FastifyRequest): string[] {
  */
 function markDefaultedWorkspace(reply: FastifyReply, body: unknown, created: CredentialEntry): CredentialEntry {
   const omitted = body !== null && typeof body === 'object' && !Object.hasOwn(body, 'workspace_id');
-  if (omitted && created.key.workspace_id !== null) void reply.header(WORKSPACE_DEFAULTED_HEADER, created.key.workspace_id);
+  if (omitted && created.key.workspace_id !== null)
+    void reply.header(WORKSPACE_DEFAULTED_HEADER, created.key.workspace_id);
   return created;
 }
 
@@ -186,11 +201,24 @@ function installErrorHandling(app: FastifyInstance): void {
     const status = typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 500;
     if (status === 500) {
       const secrets = bodySecrets(req);
-      req.log.error({ err: { name: e.name, message: scrub(String(e.message ?? ''), secrets), stack: scrub(String(e.stack ?? ''), secrets) } }, 'request failed');
+      req.log.error(
+        {
+          err: {
+            name: e.name,
+            message: scrub(String(e.message ?? ''), secrets),
+            stack: scrub(String(e.stack ?? ''), secrets),
+          },
+        },
+        'request failed',
+      );
       return sendError(reply, 500, MESSAGES.internal);
     }
     // Other framework 4xx (bad content-length, aborted body, ...): a fixed message per status.
-    return sendError(reply, status, status === 413 ? MESSAGES.tooLarge : status === 415 ? MESSAGES.unsupportedMediaType : 'Bad request');
+    return sendError(
+      reply,
+      status,
+      status === 413 ? MESSAGES.tooLarge : status === 415 ? MESSAGES.unsupportedMediaType : 'Bad request',
+    );
   });
 
   // Methods fastify has no route table for (PROPFIND, LOCK, ...) land here: still 405 on the API's own paths.
@@ -208,7 +236,8 @@ function installErrorHandling(app: FastifyInstance): void {
  * from onRequest, before fastify looks at a body (QUERY without Content-Type would otherwise be a 400).
  */
 function registerMethodNotAllowed(app: FastifyInstance): void {
-  const others = (allowed: readonly string[]): HTTPMethods[] => (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
+  const others = (allowed: readonly string[]): HTTPMethods[] =>
+    (app.supportedMethods as HTTPMethods[]).filter((m) => !allowed.includes(m));
   for (const [url, , allowed] of KNOWN_PATHS) {
     const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
       void reply.header('allow', allowed.join(', '));
@@ -220,8 +249,14 @@ function registerMethodNotAllowed(app: FastifyInstance): void {
 
 type Authenticate = (req: FastifyRequest) => Promise<void>;
 
-function registerByokRoutes(app: FastifyInstance, service: ByokService, authenticate: Authenticate, limited: object): void {
-  const json = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
+function registerByokRoutes(
+  app: FastifyInstance,
+  service: ByokService,
+  authenticate: Authenticate,
+  limited: object,
+): void {
+  const json = (reply: FastifyReply, status: number, body: string | Buffer) =>
+    reply.code(status).type('application/json; charset=utf-8').send(body);
   const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
 
   app.route({
@@ -238,8 +273,19 @@ function registerByokRoutes(app: FastifyInstance, service: ByokService, authenti
     config: limited,
     handler: async (req, reply) => {
       const idem = req.headers['idempotency-key'];
-      if (Array.isArray(idem)) throw new ApiError(400, 'Idempotency-Key must be sent at most once', { field: 'Idempotency-Key' });
-      return json(reply, 201, single(markDefaultedWorkspace(reply, req.body, await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {}))));
+      if (Array.isArray(idem))
+        throw new ApiError(400, 'Idempotency-Key must be sent at most once', { field: 'Idempotency-Key' });
+      return json(
+        reply,
+        201,
+        single(
+          markDefaultedWorkspace(
+            reply,
+            req.body,
+            await service.create(req.account, req.body, idem !== undefined ? { idempotencyKey: idem } : {}),
+          ),
+        ),
+      );
     },
   });
   app.route<{ Params: { id: string } }>({
@@ -320,7 +366,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         const hash = bearerHash(req);
         return hash !== undefined && deps.state.managementKeys.namespaceOf(hash) !== undefined ? hash : `ip:${req.ip}`;
       },
-      errorResponseBuilder: (_req, ctx) => new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
+      errorResponseBuilder: (_req, ctx) =>
+        new ApiError(429, MESSAGES.rateLimited, { retry_after_seconds: Math.ceil(ctx.ttl / 1000), limit: ctx.max }),
     });
   }
   const limited = limits ? { rateLimit: { max: limits.max, timeWindow: limits.timeWindowMs } } : {};
@@ -329,11 +376,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // apiserver: a process that cannot reach it yet is not ready, but restarting it would not help.
   app.get('/healthz', async (_req, reply) => reply.type('application/json; charset=utf-8').send('{"status":"ok"}'));
   app.get('/readyz', async (_req, reply) =>
-    (deps.ready?.() ?? true) ? reply.type('application/json; charset=utf-8').send('{"status":"ready"}') : sendError(reply, 503, NOT_SYNCED_MESSAGE),
+    (deps.ready?.() ?? true)
+      ? reply.type('application/json; charset=utf-8').send('{"status":"ready"}')
+      : sendError(reply, 503, NOT_SYNCED_MESSAGE),
   );
 
   const openapi = JSON.stringify(buildOpenApiDocument(API_PREFIX));
-  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json; charset=utf-8').send(openapi));
+  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) =>
+    reply.type('application/json; charset=utf-8').send(openapi),
+  );
 
   registerByokRoutes(app, service, authenticate, limited);
   registerMethodNotAllowed(app);
@@ -355,7 +406,8 @@ export interface ApiDoorOptions {
  * answers 503 until the caches sync), or the runtime's options: the door then starts its own runtime, owns it, and
  * returns once the caches have synced (tests and benchmarks).
  */
-export type StartApiServerOptions = ApiDoorOptions & ({ runtime: ServiceRuntime } | Omit<ServiceRuntimeOptions, 'logger'>);
+export type StartApiServerOptions = ApiDoorOptions &
+  ({ runtime: ServiceRuntime } | Omit<ServiceRuntimeOptions, 'logger'>);
 
 export interface ApiServer {
   /** Base URL ending in /api/v1. */
@@ -371,11 +423,16 @@ export interface ApiServer {
 }
 
 export function defaultLogger(): Logger {
-  return pino({ name: 'byok-api', level: process.env.LOG_LEVEL ?? 'info', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } });
+  return pino({
+    name: 'byok-api',
+    level: process.env.LOG_LEVEL ?? 'info',
+    redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+  });
 }
 
 export async function startApiServer(opts: StartApiServerOptions): Promise<ApiServer> {
-  const owned = 'runtime' in opts ? undefined : startServiceRuntime({ ...opts, logger: opts.logger ?? defaultLogger() });
+  const owned =
+    'runtime' in opts ? undefined : startServiceRuntime({ ...opts, logger: opts.logger ?? defaultLogger() });
   const runtime = 'runtime' in opts ? opts.runtime : (owned as ServiceRuntime);
   const { state, service, backend, ready } = runtime;
   const app = await buildApp({

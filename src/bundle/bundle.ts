@@ -1,10 +1,10 @@
 // Credential bundle Secrets (`byok-bundle-<n>`): {credentialId: envelope JSON}, sharded by account namespace
 // with the same linear-hashing placement as the routing ConfigMaps. Mounted, each entry is a file named by
 // the credential id, so the SDK opens `<bundleDir>/<credentialId>` without an index.
-import { IncrementalPlacement, layoutAll, LayoutPassCache } from '../compiler/buckets.ts';
+import { IncrementalPlacement, LayoutPassCache, layoutAll } from '../compiler/buckets.ts';
 import { canonicalJson } from '../contract/canonical-json.ts';
+import { type BundleEnvelope, ENVELOPE_VERSION, type Keyring, sealPayload } from '../contract/envelope.ts';
 import { bundleName, namespaceHash, sha256Hex } from '../contract/routing.ts';
-import { ENVELOPE_VERSION, sealPayload, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
 
 /**
  * One sealed credential, held for the life of the operator (100k of them at 100k credentials). The envelope
@@ -29,7 +29,8 @@ export class SealedEntry {
     const tag = Buffer.from(envelope.tag, 'base64');
     this.sealed = Buffer.concat([iv, tag, Buffer.from(envelope.ct, 'base64')]).toString('latin1');
     this.length = text.length;
-    if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES || this.envelope !== text) throw new Error('sealed envelope does not have the layout SealedEntry keeps');
+    if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES || this.envelope !== text)
+      throw new Error('sealed envelope does not have the layout SealedEntry keeps');
   }
 
   /** The envelope JSON, byte for byte what JSON.stringify of the sealed envelope gives. */
@@ -82,7 +83,11 @@ export interface BundlePart {
   bytes: number;
 }
 
-export function sealAccount(keyring: Keyring, namespace: string, credentials: readonly { id: string; payload: string }[]): BundleAccount {
+export function sealAccount(
+  keyring: Keyring,
+  namespace: string,
+  credentials: readonly { id: string; payload: string }[],
+): BundleAccount {
   const head = `{"v":${ENVELOPE_VERSION},"alg":"A256GCM","kid":${JSON.stringify(keyring.active)},"ns":${JSON.stringify(namespace)},"id":`;
   const sealed = credentials
     .map((c) => {
@@ -93,7 +98,13 @@ export function sealAccount(keyring: Keyring, namespace: string, credentials: re
     .sort((a, b) => (a.entry.id < b.entry.id ? -1 : a.entry.id > b.entry.id ? 1 : 0));
   const entries = sealed.map((s) => s.entry);
   const digest = sha256Hex(sealed.map((s) => `${s.entry.id}\u0000${s.text}`).join('\n'));
-  return { namespace, hash: namespaceHash(namespace), entries, bytes: entries.reduce((s, e) => s + e.length + e.id.length, 0), digest };
+  return {
+    namespace,
+    hash: namespaceHash(namespace),
+    entries,
+    bytes: entries.reduce((s, e) => s + e.length + e.id.length, 0),
+    digest,
+  };
 }
 
 /** Where each account's envelopes go: buckets in slot order, with the bucket's content digest and size. */
@@ -122,14 +133,26 @@ export interface IncrementalBundleLayout {
   layout(previousBuckets?: number): BundleLayout;
 }
 
-export function incrementalBundleLayout(opts: Omit<BundleShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalBundleLayout {
+export function incrementalBundleLayout(
+  opts: Omit<BundleShardOptions, 'previousBuckets' | 'cache'> = {},
+): IncrementalBundleLayout {
   const maxPart = opts.maxPartBytes ?? 384 * 1024;
-  const placed = new IncrementalPlacement<BundleAccount, BundleMember>(opts.targetBytes ?? 256 * 1024, (bucket, list) => {
-    const bytes = list.reduce((s, a) => s + a.bytes, 0);
-    // The object's digest comes from the accounts' digests: no per-entry work per compile.
-    const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
-    return { bucket, list, accounts: list.map((a) => a.namespace), bytes, digest, splitKey: bytes > maxPart ? `${maxPart}:${digest}` : undefined };
-  });
+  const placed = new IncrementalPlacement<BundleAccount, BundleMember>(
+    opts.targetBytes ?? 256 * 1024,
+    (bucket, list) => {
+      const bytes = list.reduce((s, a) => s + a.bytes, 0);
+      // The object's digest comes from the accounts' digests: no per-entry work per compile.
+      const digest = sha256Hex(list.map((a) => `${a.namespace}:${a.digest}`).join('\n'));
+      return {
+        bucket,
+        list,
+        accounts: list.map((a) => a.namespace),
+        bytes,
+        digest,
+        splitKey: bytes > maxPart ? `${maxPart}:${digest}` : undefined,
+      };
+    },
+  );
   return {
     // An account without credentials has no entries to place (and no bytes to count).
     set: (namespace, account) => placed.set(namespace, account && account.entries.length > 0 ? account : undefined),
@@ -150,7 +173,10 @@ export function splitLayoutBucket(member: BundleMember, layout: BundleLayout): B
   return splitBucket(member.list, layout.maxPart);
 }
 
-export function shardBundles(accounts: readonly BundleAccount[], opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+export function shardBundles(
+  accounts: readonly BundleAccount[],
+  opts: BundleShardOptions = {},
+): { buckets: number; objects: BundleObject[] } {
   return bundlesFromLayout(layoutBundles(accounts, opts), opts);
 }
 
@@ -158,19 +184,38 @@ export function shardBundles(accounts: readonly BundleAccount[], opts: BundleSha
  * The second half: the objects. Linear hashing leaves unsplit buckets at twice the target, so oversized buckets
  * are common: they are split once per content, not on every compile (docs/operator.md has what that saved). A caller that must not hold the event loop long splits the missing ones into the cache first.
  */
-export function bundlesFromLayout(layout: BundleLayout, opts: BundleShardOptions = {}): { buckets: number; objects: BundleObject[] } {
+export function bundlesFromLayout(
+  layout: BundleLayout,
+  opts: BundleShardOptions = {},
+): { buckets: number; objects: BundleObject[] } {
   const objects: BundleObject[] = [];
   const cache = new LayoutPassCache(opts.cache);
   let overflow = layout.buckets;
   for (const member of layout.members) {
     const { bucket, list, bytes, digest, splitKey, accounts: accountNames } = member;
     if (splitKey === undefined) {
-      objects.push({ name: bundleName(bucket), bucket, part: 0, entries: () => entriesOf(list.flatMap((a) => a.entries)), sha256: digest, bytes, accounts: accountNames });
+      objects.push({
+        name: bundleName(bucket),
+        bucket,
+        part: 0,
+        entries: () => entriesOf(list.flatMap((a) => a.entries)),
+        sha256: digest,
+        bytes,
+        accounts: accountNames,
+      });
       continue;
     }
     const parts = cache.get(splitKey, () => splitLayoutBucket(member, layout));
     parts.forEach((p, part) => {
-      objects.push({ name: bundleName(part === 0 ? bucket : overflow++), bucket, part, entries: () => entriesOf(p.items), sha256: p.sha256, bytes: p.bytes, accounts: accountNames });
+      objects.push({
+        name: bundleName(part === 0 ? bucket : overflow++),
+        bucket,
+        part,
+        entries: () => entriesOf(p.items),
+        sha256: p.sha256,
+        bytes: p.bytes,
+        accounts: accountNames,
+      });
     });
   }
   cache.evictUnused();

@@ -1,5 +1,5 @@
 // Server-Side Apply of arbitrary manifests (the dev command's sample data), with the project's field manager.
-import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { type KubeConfig, type KubernetesObject, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../kube/apply.ts';
 
 export async function applyObjects(kubeConfig: KubeConfig, objects: KubernetesObject[]): Promise<void> {

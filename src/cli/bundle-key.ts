@@ -2,11 +2,11 @@
 // bundles. Stage first, let kubelet deliver the new key to gateway pods (about a minute), then activate; the
 // leader reseals every bundle within seconds. See docs/compiler.md ("The key Secret and rotation").
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { kubeClient } from '../kube/client.ts';
-import { crPath } from '../kube/resources.ts';
 import { ACTIVE_KEY_ENTRY, DEFAULT_BUNDLE_KEY_SECRET } from '../contract/envelope.ts';
 import { ROUTING_LABEL } from '../contract/routing.ts';
+import { kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { crPath } from '../kube/resources.ts';
 import { activateBundleKey, addBundleKey, ensureBundleKey } from '../operator/compile/bundle-key.ts';
 import { kubeRoutingStore } from '../operator/compile/store.ts';
 
@@ -31,12 +31,20 @@ export interface BundleKeyResult {
 async function sealedAccountVersions(kubeConfig: KubeAccess, routingNamespace: string): Promise<Map<string, string>> {
   const client = kubeClient(kubeConfig);
   const [bundles, accounts, credentials] = await Promise.all([
-    client.request<KubernetesListObject<KubernetesObject & { data?: Record<string, string> }>>('GET', `/api/v1/namespaces/${encodeURIComponent(routingNamespace)}/secrets`, { query: { labelSelector: `${ROUTING_LABEL}=bundle` } }),
+    client.request<KubernetesListObject<KubernetesObject & { data?: Record<string, string> }>>(
+      'GET',
+      `/api/v1/namespaces/${encodeURIComponent(routingNamespace)}/secrets`,
+      { query: { labelSelector: `${ROUTING_LABEL}=bundle` } },
+    ),
     client.request<KubernetesListObject<Delivered>>('GET', crPath('accounts')),
     client.request<KubernetesListObject<Delivered>>('GET', crPath('byokcredentials')),
   ]);
   const sealedIds = new Set(bundles.items.flatMap((b) => Object.keys(b.data ?? {})));
-  const sealed = new Set(credentials.items.filter((c) => c.status?.id !== undefined && sealedIds.has(c.status.id)).map((c) => c.metadata?.namespace ?? ''));
+  const sealed = new Set(
+    credentials.items
+      .filter((c) => c.status?.id !== undefined && sealedIds.has(c.status.id))
+      .map((c) => c.metadata?.namespace ?? ''),
+  );
   const out = new Map<string, string>();
   for (const a of accounts.items) {
     const ns = a.metadata?.namespace ?? '';
@@ -51,7 +59,11 @@ async function sealedAccountVersions(kubeConfig: KubeAccess, routingNamespace: s
  * it carries Delivered=False), so a `kubectl wait --for=condition=Delivered` run after this command returns can never
  * read the old key's True. Returns the namespaces still on their old version after `timeoutMs`.
  */
-async function awaitResealRecorded(kubeConfig: KubeAccess, before: ReadonlyMap<string, string>, timeoutMs: number): Promise<string[]> {
+async function awaitResealRecorded(
+  kubeConfig: KubeAccess,
+  before: ReadonlyMap<string, string>,
+  timeoutMs: number,
+): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   let left = [...before.keys()];
   while (left.length > 0) {
@@ -67,16 +79,24 @@ async function awaitResealRecorded(kubeConfig: KubeAccess, before: ReadonlyMap<s
 }
 
 /** Stages, activates or rotates; activate and rotate return once the operator has recorded the resealed versions. */
-export async function bundleKeyCommand(kubeConfig: KubeAccess, routingNamespace: string, request: BundleKeyAction, secretName = DEFAULT_BUNDLE_KEY_SECRET, waitMs = RESEAL_WAIT_MS): Promise<BundleKeyResult> {
+export async function bundleKeyCommand(
+  kubeConfig: KubeAccess,
+  routingNamespace: string,
+  request: BundleKeyAction,
+  secretName = DEFAULT_BUNDLE_KEY_SECRET,
+  waitMs = RESEAL_WAIT_MS,
+): Promise<BundleKeyResult> {
   const store = kubeRoutingStore(kubeConfig, routingNamespace);
   await ensureBundleKey(store, routingNamespace, secretName);
-  if (request.action === 'stage') return { keyId: await addBundleKey(store, secretName, { activate: false }), unrecorded: [] };
+  if (request.action === 'stage')
+    return { keyId: await addBundleKey(store, secretName, { activate: false }), unrecorded: [] };
   const before = await sealedAccountVersions(kubeConfig, routingNamespace);
   let keyId: string;
   if (request.action === 'activate') {
     const current = await store.readSecretWithVersion(secretName);
     // Activating the active key changes nothing: no version moves.
-    if (current && Buffer.from(current.data[ACTIVE_KEY_ENTRY] ?? '', 'base64').toString() === request.keyId) return { keyId: request.keyId, unrecorded: [] };
+    if (current && Buffer.from(current.data[ACTIVE_KEY_ENTRY] ?? '', 'base64').toString() === request.keyId)
+      return { keyId: request.keyId, unrecorded: [] };
     await activateBundleKey(store, secretName, request.keyId);
     keyId = request.keyId;
   } else keyId = await addBundleKey(store, secretName, { activate: true });

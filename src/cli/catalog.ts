@@ -49,7 +49,8 @@ export function withLoopbackUpstreams(catalogText: string, base: string): string
       for (const k of ['baseUrl', 'azureOpenAiUrl', 'azureFoundryUrl']) if (k in u) u[k] = rehome(u[k], base, provider);
       if (isObject(u.regionalBaseUrls)) {
         const regional = u.regionalBaseUrls;
-        for (const region of Object.keys(regional)) regional[region] = rehome(regional[region], base, `${provider}/${region}`);
+        for (const region of Object.keys(regional))
+          regional[region] = rehome(regional[region], base, `${provider}/${region}`);
       }
     }
   }
@@ -67,7 +68,12 @@ export interface DerivedCatalog {
  * catalog watcher never reads half a file) whenever the source changes. A source that no longer parses is
  * reported and the last good target stays, as the gateway itself does with a bad catalog.
  */
-export function deriveCatalog(source: string, target: string, base: string, opts: { pollMs?: number; onError?: (err: Error) => void } = {}): DerivedCatalog {
+export function deriveCatalog(
+  source: string,
+  target: string,
+  base: string,
+  opts: { pollMs?: number; onError?: (err: Error) => void } = {},
+): DerivedCatalog {
   let stamp = '';
   const sync = (): boolean => {
     let s: string;

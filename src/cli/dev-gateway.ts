@@ -7,14 +7,14 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Logger } from 'pino';
+import { DEFAULT_DELIVERY_AUDIENCE } from '../contract/delivery.ts';
 import { createGatewayMetrics, sharedKeyFileName, startGateway } from '../gateway/index.ts';
+import { kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { startProjector } from '../kube/projector.ts';
 import { defaultCatalogFile, deriveCatalog } from './catalog.ts';
 import { openGatewaySpendGate } from './gateway-ledger.ts';
-import { startProjector } from '../kube/projector.ts';
-import { kubeClient } from '../kube/client.ts';
-import { DEFAULT_DELIVERY_AUDIENCE } from '../contract/delivery.ts';
 
 /** The dev gateway's ServiceAccount in the routing namespace: the identity it presents to the delivery stream. */
 export const DEV_GATEWAY_SERVICE_ACCOUNT = 'byok-gateway';
@@ -25,17 +25,32 @@ const TOKEN_SECONDS = 3600;
  * What the kubelet does for a pod's projected ServiceAccount token: the ServiceAccount exists, a token with the
  * stream's audience is requested (TokenRequest API) into `file` and renewed before it expires.
  */
-async function projectDeliveryToken(kubeConfig: KubeAccess, namespace: string, serviceAccount: string, file: string): Promise<() => void> {
+async function projectDeliveryToken(
+  kubeConfig: KubeAccess,
+  namespace: string,
+  serviceAccount: string,
+  file: string,
+): Promise<() => void> {
   const client = kubeClient(kubeConfig);
   try {
-    await client.request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount } } });
+    await client.request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount } },
+    });
   } catch (err) {
     if ((err as { status?: number }).status !== 409) throw err;
   }
   const write = async () => {
-    const r = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [DEFAULT_DELIVERY_AUDIENCE], expirationSeconds: TOKEN_SECONDS } },
-    });
+    const r = await client.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`,
+      {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { audiences: [DEFAULT_DELIVERY_AUDIENCE], expirationSeconds: TOKEN_SECONDS },
+        },
+      },
+    );
     writeFileSync(file, r.status.token, { mode: 0o600 });
   };
   await write();
@@ -67,7 +82,11 @@ export const DEV_UPSTREAM_FAULTS = [
   { marker: 'ratelimited', answer: '429', health: 'RateLimited' },
   { marker: 'servererror', answer: '500', health: 'UpstreamErrors' },
   { marker: 'timeout', answer: 'nothing: the attempt times out (10 s in dev)', health: 'UpstreamErrors' },
-  { marker: 'cutstream', answer: '200, then the stream (or body) stops mid-event and the connection closes', health: 'UpstreamErrors' },
+  {
+    marker: 'cutstream',
+    answer: '200, then the stream (or body) stops mid-event and the connection closes',
+    health: 'UpstreamErrors',
+  },
 ] as const;
 export type DevUpstreamFault = (typeof DEV_UPSTREAM_FAULTS)[number]['marker'];
 
@@ -91,11 +110,15 @@ export function startLoopbackUpstream(): Promise<Server> {
     req.on('end', () => {
       const auth = `${req.headers.authorization ?? ''}${req.headers['api-key'] ?? ''}`;
       const upstream = (req.url ?? '/').split('/')[1] ?? 'upstream';
-      const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const json = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       const fault = devUpstreamFault(auth);
-      if (fault === 'unauthorized') return json(401, { error: { message: `${upstream}: invalid API key (dev loopback)` } });
-      if (fault === 'ratelimited') return json(429, { error: { message: `${upstream}: rate limit reached (dev loopback)` } });
-      if (fault === 'servererror') return json(500, { error: { message: `${upstream}: internal error (dev loopback)` } });
+      if (fault === 'unauthorized')
+        return json(401, { error: { message: `${upstream}: invalid API key (dev loopback)` } });
+      if (fault === 'ratelimited')
+        return json(429, { error: { message: `${upstream}: rate limit reached (dev loopback)` } });
+      if (fault === 'servererror')
+        return json(500, { error: { message: `${upstream}: internal error (dev loopback)` } });
       if (fault === 'timeout') {
         // Never answer; the gateway's attempt timeout ends it (the socket closes), or the cap does.
         const cap = setTimeout(() => res.destroy(), HANG_MS);
@@ -114,7 +137,14 @@ export function startLoopbackUpstream(): Promise<Server> {
       const created = Math.floor(Date.now() / 1000);
       if (request.stream === true) {
         const event = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`;
-        const chunk = (delta: Record<string, unknown>, finish: string | null) => event({ id: 'chatcmpl-dev', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
+        const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+          event({
+            id: 'chatcmpl-dev',
+            object: 'chat.completion.chunk',
+            created,
+            model,
+            choices: [{ index: 0, delta, finish_reason: finish }],
+          });
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
         res.write(chunk({ role: 'assistant', content: 'Hello ' }, null));
         if (fault === 'cutstream') {
@@ -125,7 +155,9 @@ export function startLoopbackUpstream(): Promise<Server> {
         }
         res.write(chunk({ content: content.slice('Hello '.length) }, null));
         res.write(chunk({}, 'stop'));
-        res.end(`${event({ id: 'chatcmpl-dev', object: 'chat.completion.chunk', created, model, choices: [], usage })}data: [DONE]\n\n`);
+        res.end(
+          `${event({ id: 'chatcmpl-dev', object: 'chat.completion.chunk', created, model, choices: [], usage })}data: [DONE]\n\n`,
+        );
         return;
       }
       const body = JSON.stringify({
@@ -166,7 +198,12 @@ export async function startDevGateway(opts: {
   deliveryStream?: { url: string; serviceAccount: string };
 }): Promise<DevGateway> {
   const root = join(opts.devDir, 'gateway');
-  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared-keys') };
+  const dirs = {
+    config: join(root, 'routing'),
+    bundles: join(root, 'bundles'),
+    key: join(root, 'key'),
+    shared: join(root, 'shared-keys'),
+  };
   mkdirSync(dirs.shared, { recursive: true });
   const upstream = await startLoopbackUpstream();
   const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
@@ -174,10 +211,13 @@ export async function startDevGateway(opts: {
   // the source while dev runs: `explain` over config/catalog/catalog.json plans what this gateway plans.
   const catalogFile = join(root, 'catalog.json');
   const catalog = deriveCatalog(opts.catalogSource ?? defaultCatalogFile(), catalogFile, base, {
-    onError: (err) => opts.logger.warn({ err: err.message }, 'dev catalog not rewritten; the gateway keeps the last good one'),
+    onError: (err) =>
+      opts.logger.warn({ err: err.message }, 'dev catalog not rewritten; the gateway keeps the last good one'),
   });
   writeFileSync(join(dirs.shared, sharedKeyFileName('openai')), 'sk-dev-shared-openai\n', { mode: 0o600 });
-  writeFileSync(join(dirs.shared, sharedKeyFileName('anthropic')), 'sk-dev-shared-anthropic-ratelimited\n', { mode: 0o600 });
+  writeFileSync(join(dirs.shared, sharedKeyFileName('anthropic')), 'sk-dev-shared-anthropic-ratelimited\n', {
+    mode: 0o600,
+  });
 
   const projector = startProjector({
     kubeConfig: opts.kubeConfig,
@@ -200,7 +240,9 @@ export async function startDevGateway(opts: {
     await new Promise((r) => setTimeout(r, 200));
   }
   const tokenFile = join(root, 'delivery-token');
-  const stopToken = opts.deliveryStream ? await projectDeliveryToken(opts.kubeConfig, opts.routingNamespace, opts.deliveryStream.serviceAccount, tokenFile) : undefined;
+  const stopToken = opts.deliveryStream
+    ? await projectDeliveryToken(opts.kubeConfig, opts.routingNamespace, opts.deliveryStream.serviceAccount, tokenFile)
+    : undefined;
   const metrics = createGatewayMetrics();
   const gatewayLog = opts.logger.child({ component: 'gateway' });
   // The embedded ledger, snapshot beside the projected config: the dev stack meters fees and enforces budgets.
@@ -208,7 +250,11 @@ export async function startDevGateway(opts: {
   // run's records must not replay into this run's ledger.
   const journalDir = join(root, 'spend-journal');
   if (opts.redisUrl) rmSync(journalDir, { recursive: true, force: true });
-  const spendGate = await openGatewaySpendGate({ ...(opts.redisUrl ? { redisUrl: opts.redisUrl, journalDir } : { snapshotPath: join(root, 'ledger.json') }), registry: metrics.registry, logger: gatewayLog });
+  const spendGate = await openGatewaySpendGate({
+    ...(opts.redisUrl ? { redisUrl: opts.redisUrl, journalDir } : { snapshotPath: join(root, 'ledger.json') }),
+    registry: metrics.registry,
+    logger: gatewayLog,
+  });
   const gateway = await startGateway({
     configDir: dirs.config,
     bundleDir: dirs.bundles,
@@ -223,7 +269,9 @@ export async function startDevGateway(opts: {
     metrics,
     spendGate,
     ...(opts.statusToken ? { statusToken: opts.statusToken } : {}),
-    ...(opts.deliveryStream ? { deliveryStream: { url: opts.deliveryStream.url, tokenFile, dir: join(root, 'delivery') } } : {}),
+    ...(opts.deliveryStream
+      ? { deliveryStream: { url: opts.deliveryStream.url, tokenFile, dir: join(root, 'delivery') } }
+      : {}),
   });
   const curl = (apiKey: string, model: string) =>
     `curl -s -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' ${gateway.url}/api/v1/chat/completions -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`;

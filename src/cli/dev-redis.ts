@@ -42,11 +42,29 @@ export async function startDevRedis(dir: string): Promise<DevRedis | undefined> 
   mkdirSync(dir, { recursive: true });
   const { ports: port, child } = await startOwnPorts('redis-server', {
     ports: freePort,
-    start: (p) => spawn(
-      'redis-server',
-      ['--port', String(p), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--loglevel', 'warning'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    ),
+    start: (p) =>
+      spawn(
+        'redis-server',
+        [
+          '--port',
+          String(p),
+          '--bind',
+          '127.0.0.1',
+          '--dir',
+          dir,
+          '--appendonly',
+          'yes',
+          '--appendfsync',
+          'everysec',
+          '--save',
+          '',
+          '--daemonize',
+          'no',
+          '--loglevel',
+          'warning',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      ),
     ready: (p, proc) => isRedisProcess(p, proc.pid),
     beforeRetry: () => {
       rmSync(dir, { recursive: true, force: true });
@@ -64,7 +82,10 @@ export async function startDevRedis(dir: string): Promise<DevRedis | undefined> 
         const key = keySpace().validated(accountId);
         const deadline = Date.now() + timeoutMs;
         while ((await ledger.client.get(key)) === null) {
-          if (Date.now() > deadline) throw new Error(`the operator did not validate account ${accountId} in the dev ledger within ${timeoutMs} ms`);
+          if (Date.now() > deadline)
+            throw new Error(
+              `the operator did not validate account ${accountId} in the dev ledger within ${timeoutMs} ms`,
+            );
           await new Promise((r) => setTimeout(r, 100));
         }
       } finally {

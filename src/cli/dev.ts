@@ -1,27 +1,28 @@
 // `byok-operator dev`: a real control plane, the CRDs, the operator, the API server and sample data in one
 // command. Writes .dev/connection.json for scripts and stays up until Ctrl-C.
-import { publicId } from '../domain/ids.ts';
+
 import { randomBytes } from 'node:crypto';
-import { sha256Hex } from '../contract/routing.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CustomObjectsApi, DiscoveryV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { startApiServer } from '../api/server.ts';
-import { APISERVICE_NAME, DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
-import { createServingCertificate } from '../controlplane/pki.ts';
 import { AGG_GROUP, AGG_VERSION } from '../aggregated/group.ts';
+import { APISERVICE_NAME, DEFAULT_SERVICE, registerLoopback, waitForAvailable } from '../aggregated/register.ts';
 import { startAggregatedServer } from '../aggregated/server.ts';
-import { startControlPlane, type ControlPlane } from '../controlplane/control-plane.ts';
+import { startApiServer } from '../api/server.ts';
+import { sha256Hex } from '../contract/routing.ts';
+import { type ControlPlane, startControlPlane } from '../controlplane/control-plane.ts';
 import { installCrds } from '../controlplane/install-crds.ts';
+import { createServingCertificate } from '../controlplane/pki.ts';
+import { publicId } from '../domain/ids.ts';
+import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
+import { startOperator } from '../operator/run.ts';
 import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { createManagementKey } from '../service/management-keys.ts';
-import { hardenPrototypes } from './harden.ts';
-import { startOperator } from '../operator/run.ts';
-import { loopbackEndpointSlice } from '../kube/loopback-endpoints.ts';
 import { applyObjects } from './apply.ts';
 import { DEV_GATEWAY_SERVICE_ACCOUNT, startDevGateway } from './dev-gateway.ts';
 import { devRedisDir, startDevRedis } from './dev-redis.ts';
+import { hardenPrototypes } from './harden.ts';
 import { loadManifests } from './manifests.ts';
 
 export interface DevOptions {
@@ -64,12 +65,24 @@ async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
   await applyObjects(kc, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }]);
 }
 
-async function waitForReadyCredentials(kc: KubeConfig, namespace: string, timeoutMs: number): Promise<{ name: string; ready: string; label: string }[]> {
+async function waitForReadyCredentials(
+  kc: KubeConfig,
+  namespace: string,
+  timeoutMs: number,
+): Promise<{ name: string; ready: string; label: string }[]> {
   const api = kc.makeApiClient(CustomObjectsApi);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const list = (await api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'byokcredentials' })) as {
-      items: { metadata: { name: string }; status?: { label?: string; conditions?: { type: string; status: string }[] } }[];
+    const list = (await api.listNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: 'byokcredentials',
+    })) as {
+      items: {
+        metadata: { name: string };
+        status?: { label?: string; conditions?: { type: string; status: string }[] };
+      }[];
     };
     const rows = list.items.map((c) => ({
       name: c.metadata.name,
@@ -118,7 +131,10 @@ export async function runDev(options: DevOptions): Promise<void> {
     // The shared ledger, as in the chart: a redis-server with AOF; the operator mirrors its spend into status.
     const redis = options.embeddedLedger ? undefined : await startDevRedis(devRedisDir(devDir));
     if (redis) stoppers.push(() => redis.stop());
-    else if (!options.embeddedLedger) logger.warn('redis-server is not installed: the dev gateway keeps the embedded ledger and no spend reaches status');
+    else if (!options.embeddedLedger)
+      logger.warn(
+        'redis-server is not installed: the dev gateway keeps the embedded ledger and no spend reaches status',
+      );
     // Health and delivery: the operator finds the dev gateway through an FQDN EndpointSlice, as in a cluster.
     const statusToken = randomBytes(24).toString('hex');
     const operator = await startOperator({
@@ -127,12 +143,26 @@ export async function runDev(options: DevOptions): Promise<void> {
       logger: logger.child({ component: 'operator' }),
       httpPort: 0,
       ...(redis ? { spendStatus: { redisUrl: redis.url, intervalMs: 2000 } } : {}),
-      gatewayStatus: { token: statusToken, service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'ops' }, pollMs: 2000, writeIntervalMs: 5000 },
+      gatewayStatus: {
+        token: statusToken,
+        service: { namespace: ROUTING_NAMESPACE, name: 'byok-gateway', port: 'ops' },
+        pollMs: 2000,
+        writeIntervalMs: 5000,
+      },
       // The delivery stream, as the chart turns it on: the dev gateway presents a token of its own ServiceAccount.
-      deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts: [`${ROUTING_NAMESPACE}/${DEV_GATEWAY_SERVICE_ACCOUNT}`] },
+      deliveryStream: {
+        port: 0,
+        host: '127.0.0.1',
+        serviceAccounts: [`${ROUTING_NAMESPACE}/${DEV_GATEWAY_SERVICE_ACCOUNT}`],
+      },
     });
     stoppers.push(() => operator.stop());
-    const api = await startApiServer({ kubeConfig: kc, port: options.apiPort, host: '127.0.0.1', logger: logger.child({ component: 'api' }) });
+    const api = await startApiServer({
+      kubeConfig: kc,
+      port: options.apiPort,
+      host: '127.0.0.1',
+      logger: logger.child({ component: 'api' }),
+    });
     stoppers.push(() => api.close());
     // The second door: served on loopback and registered through a Service + FQDN EndpointSlice (docs/aggregated-api.md).
     const serving = await createServingCertificate(DEFAULT_SERVICE);
@@ -149,8 +179,14 @@ export async function runDev(options: DevOptions): Promise<void> {
     await waitForAvailable(kc, 60_000);
 
     const { manifests, parseErrors } = loadManifests(join(options.repoRoot, 'config', 'samples'));
-    if (parseErrors.length > 0) throw new Error(`sample data does not parse: ${parseErrors.map((e) => `${e.file}:${e.position.line}: ${e.message}`).join('; ')}`);
-    await applyObjects(kc, manifests.map((m) => m.object as KubernetesObject));
+    if (parseErrors.length > 0)
+      throw new Error(
+        `sample data does not parse: ${parseErrors.map((e) => `${e.file}:${e.position.line}: ${e.message}`).join('; ')}`,
+      );
+    await applyObjects(
+      kc,
+      manifests.map((m) => m.object as KubernetesObject),
+    );
 
     const gatewayApiKey = `sk-gw-dev-${randomBytes(24).toString('hex')}`;
     const gatewayApiKeyHash = sha256Hex(gatewayApiKey);
@@ -182,7 +218,14 @@ export async function runDev(options: DevOptions): Promise<void> {
     await kc.makeApiClient(DiscoveryV1Api).createNamespacedEndpointSlice({
       namespace: ROUTING_NAMESPACE,
       // The status endpoint is on the gateway's ops port, never on the tenant-facing one.
-      body: loopbackEndpointSlice({ namespace: ROUTING_NAMESPACE, name: 'byok-gateway-dev', service: 'byok-gateway', portName: 'ops', port: Number(new URL(devGateway.opsUrl).port), pod: 'dev-gateway' }),
+      body: loopbackEndpointSlice({
+        namespace: ROUTING_NAMESPACE,
+        name: 'byok-gateway-dev',
+        service: 'byok-gateway',
+        portName: 'ops',
+        port: Number(new URL(devGateway.opsUrl).port),
+        pod: 'dev-gateway',
+      }),
     });
     const connection: DevConnection = {
       kubeconfig: controlPlane.kubeconfigPath,

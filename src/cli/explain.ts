@@ -4,16 +4,23 @@
 // config with their Ready condition, read from the cluster (--cluster) or from manifests (--manifests).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { kubeClient } from '../kube/client.ts';
-import { GROUP, VERSION } from '../schema/resources.ts';
-import { createCatalog, modelSlugHint, validatePayload, type Attempt, type CatalogModelInput, type ProviderSlug } from '../domain/index.ts';
-import { validateManifest } from '../schema/validators.ts';
+import {
+  type Attempt,
+  type CatalogModelInput,
+  createCatalog,
+  modelSlugHint,
+  type ProviderSlug,
+  validatePayload,
+} from '../domain/index.ts';
+import { ROUTING_RULES_URL, RULE_NAMES } from '../domain/routing-rules.ts';
 import { parseCatalog } from '../gateway/catalog.ts';
 import { sharedKeyFileName } from '../gateway/upstream.ts';
-import { loadRoutingConfig, planFor, type GatewayRequest } from '../sdk/index.ts';
+import { kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { GROUP, VERSION } from '../schema/resources.ts';
+import { validateManifest } from '../schema/validators.ts';
+import { type GatewayRequest, loadRoutingConfig, planFor } from '../sdk/index.ts';
 import { loadManifests } from './manifests.ts';
-import { ROUTING_RULES_URL, RULE_NAMES } from '../domain/routing-rules.ts';
 
 /** A BYOKCredential as read from the cluster or a manifest: only what explain needs. */
 export interface CredentialSource {
@@ -56,19 +63,26 @@ function whyMissing(c: CredentialSource, fromManifest: boolean): string {
   if (ready) return `Ready=${ready.status} ${ready.reason ?? ''}${ready.message ? `: ${ready.message}` : ''}`.trim();
   if (fromManifest) {
     const verdict = validateManifest({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', ...c });
-    if (verdict && verdict.problems.length > 0) return `invalid manifest: ${verdict.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
+    if (verdict && verdict.problems.length > 0)
+      return `invalid manifest: ${verdict.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
     return 'valid manifest, not compiled: not applied yet, or not Ready in the cluster (its Secret, payload or filters); run with --cluster to see its Ready condition';
   }
   return 'not reconciled yet (no Ready condition)';
 }
 
 /** Credentials of the account that the compiled config does not contain, with the reason. */
-async function missingCredentials(input: ExplainInput, namespace: string, compiled: ReadonlySet<string>): Promise<{ source: string; missing: Missing[] } | undefined> {
+async function missingCredentials(
+  input: ExplainInput,
+  namespace: string,
+  compiled: ReadonlySet<string>,
+): Promise<{ source: string; missing: Missing[] } | undefined> {
   if (!input.credentials) return undefined;
   const { source, items } = await input.credentials(namespace);
   const fromManifest = source.startsWith('manifests');
   const missing = items
-    .filter((c) => (c.metadata?.namespace ?? namespace) === namespace && c.metadata?.name && !compiled.has(c.metadata.name))
+    .filter(
+      (c) => (c.metadata?.namespace ?? namespace) === namespace && c.metadata?.name && !compiled.has(c.metadata.name),
+    )
     .map((c) => ({ name: c.metadata!.name!, provider: c.spec?.provider ?? '?', why: whyMissing(c, fromManifest) }))
     .sort((a, b) => a.name.localeCompare(b.name));
   return { source, missing };
@@ -105,19 +119,30 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   const config = loadRoutingConfig(input.configDir);
   const rawCatalog = readJson(input.catalogFile);
   // The domain's bare array of models, or the gateway's catalog file (docs/gateway.md).
-  const catalog = Array.isArray(rawCatalog) ? createCatalog(rawCatalog as CatalogModelInput[]) : parseCatalog(JSON.stringify(rawCatalog)).catalog;
+  const catalog = Array.isArray(rawCatalog)
+    ? createCatalog(rawCatalog as CatalogModelInput[])
+    : parseCatalog(JSON.stringify(rawCatalog)).catalog;
   const given = readJson(input.request) as Partial<GatewayRequest>;
   // The requesting member is the key's owner unless the request names one: what the gateway does (docs/gateway.md).
   const owner = typeof given.apiKeyHash === 'string' ? (config.apiKey(given.apiKeyHash)?.key.owner ?? null) : null;
   const request = { userId: owner, baseAddress: 'global', isVideoGeneration: false, ...given } as GatewayRequest;
   const outcome = planFor(config, request, catalog);
-  const missing = outcome.ok ? await missingCredentials(input, outcome.account.namespace, new Set(outcome.account.credentials.map((c) => c.name))) : undefined;
+  const missing = outcome.ok
+    ? await missingCredentials(
+        input,
+        outcome.account.namespace,
+        new Set(outcome.account.credentials.map((c) => c.name)),
+      )
+    : undefined;
   const failing = outcome.ok ? failingAttempts(outcome.plan.attempts, input.sharedKeysDir) : new Map<number, string>();
   // Exit 1 also when every attempt the plan keeps would fail at the gateway (it would answer 502).
   const exitCode = outcome.ok && outcome.plan.attempts.length > failing.size ? 0 : 1;
   if (input.json) {
     const willFail = [...failing].map(([i, reason]) => ({ attempt: i + 1, reason }));
-    return { output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(input.sharedKeysDir !== undefined ? { willFail } : {}), ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`, exitCode };
+    return {
+      output: `${JSON.stringify({ catalog: input.catalogFile, ...outcome, ...(input.sharedKeysDir !== undefined ? { willFail } : {}), ...(missing ? { notCompiled: missing.missing } : {}) }, null, 2)}\n`,
+      exitCode,
+    };
   }
   const catalogLine = `catalog: ${input.catalogFile}`;
   if (!outcome.ok) return { output: `${catalogLine}\nno plan: ${outcome.reason}\n`, exitCode };
@@ -133,14 +158,22 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   ];
   outcome.plan.attempts.forEach((a, i) => {
     const fails = failing.has(i) ? ` (will fail: ${failing.get(i)!})` : '';
-    lines.push(a.kind === 'credential' ? `  ${i + 1}. credential ${label(a.credentialId)} via ${a.endpoint.id} [${a.section}]` : `  ${i + 1}. shared ${a.endpoint.id}${fails}`);
+    lines.push(
+      a.kind === 'credential'
+        ? `  ${i + 1}. credential ${label(a.credentialId)} via ${a.endpoint.id} [${a.section}]`
+        : `  ${i + 1}. shared ${a.endpoint.id}${fails}`,
+    );
   });
   if (outcome.plan.attempts.length === 0) lines.push('  (none: the request would fail)');
-  else if (failing.size === outcome.plan.attempts.length) lines.push('  (every attempt will fail: the gateway would answer 502)');
+  else if (failing.size === outcome.plan.attempts.length)
+    lines.push('  (every attempt will fail: the gateway would answer 502)');
 
   lines.push('', 'left out:');
   for (const e of outcome.plan.excluded) {
-    const what = e.subject.kind === 'credential' ? `credential ${label(e.subject.credentialId)}` : `shared ${e.subject.endpointId}`;
+    const what =
+      e.subject.kind === 'credential'
+        ? `credential ${label(e.subject.credentialId)}`
+        : `shared ${e.subject.endpointId}`;
     // The rule's plain name, not its identifier (`rule-11-model-filter`): --json keeps the identifier for scripts.
     lines.push(`  - ${what}: ${RULE_NAMES[e.rule]}: ${e.reason}`);
   }
@@ -152,28 +185,45 @@ export async function explain(input: ExplainInput): Promise<ExplainResult> {
   }
   if (outcome.plan.error) {
     // The gateway's hint for the same refusal (`gpt-5` → `openai/gpt-5`), from the same function.
-    const hint = outcome.plan.error.code === 'model_not_in_catalog' ? modelSlugHint(request.model, [...catalog.models.keys()]) : '';
+    const hint =
+      outcome.plan.error.code === 'model_not_in_catalog'
+        ? modelSlugHint(request.model, [...catalog.models.keys()])
+        : '';
     lines.push('', `error: ${outcome.plan.error.code}: ${outcome.plan.error.message}${hint}`);
   }
   if (input.sharedKeysDir === undefined && outcome.plan.attempts.some((a) => a.kind === 'shared')) {
-    lines.push('', "note: a shared attempt needs the gateway's own key for its provider (else it fails with 502): --shared-keys-dir checks them");
+    lines.push(
+      '',
+      "note: a shared attempt needs the gateway's own key for its provider (else it fails with 502): --shared-keys-dir checks them",
+    );
   }
   return { output: `${lines.join('\n')}\n`, exitCode };
 }
 
 /** The account's BYOKCredentials from manifests on disk (for --manifests). */
-export function credentialsFromManifests(path: string): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
+export function credentialsFromManifests(
+  path: string,
+): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
   return async () => ({
     source: `manifests in ${path}`,
-    items: loadManifests(path).manifests.map((m) => m.object as CredentialSource & { kind?: unknown }).filter((o) => o && o.kind === 'BYOKCredential'),
+    items: loadManifests(path)
+      .manifests.map((m) => m.object as CredentialSource & { kind?: unknown })
+      .filter((o) => o && o.kind === 'BYOKCredential'),
   });
 }
 
 /** The account's BYOKCredentials with the status the operator wrote (for --cluster). */
-export function credentialsFromCluster(kubeConfig: KubeAccess): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
+export function credentialsFromCluster(
+  kubeConfig: KubeAccess,
+): (namespace: string) => Promise<{ source: string; items: CredentialSource[] }> {
   const client = kubeClient(kubeConfig);
   return async (namespace) => ({
     source: `cluster, namespace ${namespace}`,
-    items: (await client.request<{ items: CredentialSource[] }>('GET', `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/byokcredentials`)).items,
+    items: (
+      await client.request<{ items: CredentialSource[] }>(
+        'GET',
+        `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/byokcredentials`,
+      )
+    ).items,
   });
 }

@@ -2,10 +2,10 @@
 // snapshot file), Redis when several replicas share budgets. The gateway only knows the SpendGate contract.
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
+import type { FsyncPolicy } from '../ledger/gate/journal.ts';
 import { openLedger } from '../ledger/open.ts';
 import { countRefusals } from '../ledger/refusals.ts';
 import { createSpendGate, type LedgerSpendGate } from '../ledger/spend-gate.ts';
-import type { FsyncPolicy } from '../ledger/gate/journal.ts';
 
 const FSYNC_POLICIES: readonly string[] = ['none', 'batch', 'record'] satisfies FsyncPolicy[];
 
@@ -32,7 +32,10 @@ export const NO_JOURNAL = 'none';
  */
 export function journalDirOf(opts: Pick<GatewayLedgerOptions, 'redisUrl' | 'journalDir'>): string | undefined {
   if (!opts.redisUrl) {
-    if (opts.journalDir !== undefined && opts.journalDir !== NO_JOURNAL) throw new Error('--ledger-journal needs --ledger-redis-url: the embedded ledger keeps its month in its snapshot (--ledger-snapshot)');
+    if (opts.journalDir !== undefined && opts.journalDir !== NO_JOURNAL)
+      throw new Error(
+        '--ledger-journal needs --ledger-redis-url: the embedded ledger keeps its month in its snapshot (--ledger-snapshot)',
+      );
     return undefined;
   }
   if (opts.journalDir === undefined || opts.journalDir === '') {
@@ -47,18 +50,43 @@ export function journalDirOf(opts: Pick<GatewayLedgerOptions, 'redisUrl' | 'jour
 export async function openGatewaySpendGate(opts: GatewayLedgerOptions): Promise<LedgerSpendGate> {
   const journalDir = journalDirOf(opts);
   const fsync = opts.journalFsync ?? 'batch';
-  if (!FSYNC_POLICIES.includes(fsync)) throw new Error(`invalid --ledger-journal-fsync ${fsync}: use ${FSYNC_POLICIES.join(', ')}`);
-  const quarantined = new Counter({ name: 'byok_ledger_snapshot_quarantined_total', help: 'Embedded ledger snapshot entries left out at load because they were malformed.', registers: [opts.registry] });
+  if (!FSYNC_POLICIES.includes(fsync))
+    throw new Error(`invalid --ledger-journal-fsync ${fsync}: use ${FSYNC_POLICIES.join(', ')}`);
+  const quarantined = new Counter({
+    name: 'byok_ledger_snapshot_quarantined_total',
+    help: 'Embedded ledger snapshot entries left out at load because they were malformed.',
+    registers: [opts.registry],
+  });
   const { ledger, keys } = await openLedger({
     ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
     ...(opts.snapshotPath ? { snapshotPath: opts.snapshotPath } : {}),
-    onSnapshotError: (err) => opts.logger.error({ err: err.message }, 'ledger snapshot could not be written; spend since the last snapshot would be lost on restart'),
+    onSnapshotError: (err) =>
+      opts.logger.error(
+        { err: err.message },
+        'ledger snapshot could not be written; spend since the last snapshot would be lost on restart',
+      ),
     onQuarantine: (key, reason) => {
       quarantined.inc();
-      opts.logger.error({ key, reason }, 'ledger snapshot entry quarantined (kept in <snapshot>.quarantine.json); the rest loaded');
+      opts.logger.error(
+        { key, reason },
+        'ledger snapshot entry quarantined (kept in <snapshot>.quarantine.json); the rest loaded',
+      );
     },
   });
-  opts.logger.info({ backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null, journal: journalDir ?? null }, 'spend ledger open');
+  opts.logger.info(
+    { backend: opts.redisUrl ? 'redis' : 'embedded', snapshot: opts.snapshotPath ?? null, journal: journalDir ?? null },
+    'spend ledger open',
+  );
   // Every 402 is counted in the ledger, where the operator turns it into a BudgetExceeded Event (docs/ledger.md, "Refusals").
-  return countRefusals(createSpendGate(ledger, { keys, registry: opts.registry, logger: opts.logger, ...(journalDir ? { journal: { dir: journalDir, fsync: fsync as FsyncPolicy } } : {}) }), ledger, keys, { logger: opts.logger });
+  return countRefusals(
+    createSpendGate(ledger, {
+      keys,
+      registry: opts.registry,
+      logger: opts.logger,
+      ...(journalDir ? { journal: { dir: journalDir, fsync: fsync as FsyncPolicy } } : {}),
+    }),
+    ledger,
+    keys,
+    { logger: opts.logger },
+  );
 }

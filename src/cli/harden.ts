@@ -12,4 +12,3 @@ export function hardenPrototypes(): void {
   Object.freeze(Object.prototype);
   Object.freeze(Array.prototype);
 }
-

@@ -29,7 +29,8 @@ export function chooseKubeconfig(inputs: KubeconfigChoiceInputs): KubeconfigChoi
   const readText = inputs.readText ?? ((p: string) => readFileSync(p, 'utf8'));
   if (inputs.explicit) return { path: inputs.explicit, source: '--kubeconfig' };
   if (inputs.env.KUBECONFIG) return { path: undefined, source: `$KUBECONFIG (${inputs.env.KUBECONFIG})` };
-  if (inputs.env.KUBERNETES_SERVICE_HOST && exists(join(SERVICE_ACCOUNT_DIR, 'token'))) return { path: undefined, source: 'in-cluster ServiceAccount' };
+  if (inputs.env.KUBERNETES_SERVICE_HOST && exists(join(SERVICE_ACCOUNT_DIR, 'token')))
+    return { path: undefined, source: 'in-cluster ServiceAccount' };
   const home = join(inputs.home ?? homedir(), '.kube', 'config');
   if (exists(home)) return { path: home, source: '~/.kube/config' };
   if (exists(inputs.devConnectionFile)) {
@@ -39,7 +40,8 @@ export function chooseKubeconfig(inputs: KubeconfigChoiceInputs): KubeconfigChoi
     } catch {
       kubeconfig = undefined;
     }
-    if (typeof kubeconfig === 'string' && exists(kubeconfig)) return { path: kubeconfig, source: `the dev stack (${inputs.devConnectionFile})` };
+    if (typeof kubeconfig === 'string' && exists(kubeconfig))
+      return { path: kubeconfig, source: `the dev stack (${inputs.devConnectionFile})` };
   }
   // Nothing found: the loader's error names ~/.kube/config.
   return { path: undefined, source: '~/.kube/config' };

@@ -5,17 +5,18 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
-import { createLogger } from '../operator/logger.ts';
+import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import type { Logger } from 'pino';
-import type { GatewayStatusConfig } from '../operator/health/health-status-writer.ts';
+import { type EgressAllowList, parseEgressAllowList } from '../domain/egress.ts';
+import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import type { DeliveryStreamConfig } from '../operator/delivery/server.ts';
+import type { GatewayStatusConfig } from '../operator/health/health-status-writer.ts';
+import { createLogger } from '../operator/logger.ts';
 import type { BundleKeyAction } from './bundle-key.ts';
-import type { OutputFormat } from './validate.ts';
 import { hardenPrototypes } from './harden.ts';
-import { parseEgressAllowList, type EgressAllowList } from '../domain/egress.ts';
 import { COMMAND_HELP, EXIT, USAGE } from './help.ts';
+import type { OutputFormat } from './validate.ts';
+
 // Each subcommand imports its own module graph when it runs: the operator process then never loads the
 // gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
 
@@ -38,7 +39,11 @@ function fail(message: string): never {
  */
 async function userKubeConfig(explicit: string | undefined): Promise<Kubeconfig> {
   const { chooseKubeconfig } = await import('./kubeconfig-choice.ts');
-  const choice = chooseKubeconfig({ explicit, env: process.env, devConnectionFile: resolve(repoRoot, process.env.BYOK_DEV_DIR ?? '.dev', 'connection.json') });
+  const choice = chooseKubeconfig({
+    explicit,
+    env: process.env,
+    devConnectionFile: resolve(repoRoot, process.env.BYOK_DEV_DIR ?? '.dev', 'connection.json'),
+  });
   process.stderr.write(`kubeconfig: ${choice.path ?? ''}${choice.path ? ' ' : ''}(${choice.source})\n`);
   return Kubeconfig.load(choice.path);
 }
@@ -50,21 +55,39 @@ function readToken(file: string): string {
 }
 
 /** --delivery-stream-port with the gateway ServiceAccounts it serves: the operator's side of the delivery stream. */
-function deliveryStreamOption(portValue: string | undefined, accounts: string | undefined, audience: string | undefined): { deliveryStream?: DeliveryStreamConfig } {
+function deliveryStreamOption(
+  portValue: string | undefined,
+  accounts: string | undefined,
+  audience: string | undefined,
+): { deliveryStream?: DeliveryStreamConfig } {
   if (portValue === undefined) {
-    if (accounts !== undefined || audience !== undefined) fail('--delivery-stream-service-accounts and --delivery-stream-audience need --delivery-stream-port');
+    if (accounts !== undefined || audience !== undefined)
+      fail('--delivery-stream-service-accounts and --delivery-stream-audience need --delivery-stream-port');
     return {};
   }
-  const serviceAccounts = (accounts ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  if (serviceAccounts.length === 0) fail('--delivery-stream-port needs --delivery-stream-service-accounts <namespace>/<name>[,...] (the gateway ServiceAccounts it serves)');
-  for (const sa of serviceAccounts) if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(sa)) fail(`--delivery-stream-service-accounts: ${sa} is not <namespace>/<name>`);
+  const serviceAccounts = (accounts ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (serviceAccounts.length === 0)
+    fail(
+      '--delivery-stream-port needs --delivery-stream-service-accounts <namespace>/<name>[,...] (the gateway ServiceAccounts it serves)',
+    );
+  for (const sa of serviceAccounts)
+    if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(sa))
+      fail(`--delivery-stream-service-accounts: ${sa} is not <namespace>/<name>`);
   return { deliveryStream: { port: port(portValue, 0), serviceAccounts, ...(audience ? { audience } : {}) } };
 }
 
 /** --delivery-stream <url> with its token file: the gateway's side. */
-function gatewayDeliveryOption(url: string | undefined, tokenFile: string | undefined, dir: string | undefined): { deliveryStream?: { url: string; tokenFile: string; dir: string } } {
+function gatewayDeliveryOption(
+  url: string | undefined,
+  tokenFile: string | undefined,
+  dir: string | undefined,
+): { deliveryStream?: { url: string; tokenFile: string; dir: string } } {
   if (url === undefined) {
-    if (tokenFile !== undefined || dir !== undefined) fail('--delivery-stream-token-file and --delivery-stream-dir need --delivery-stream');
+    if (tokenFile !== undefined || dir !== undefined)
+      fail('--delivery-stream-token-file and --delivery-stream-dir need --delivery-stream');
     return {};
   }
   if (!/^https?:\/\/[^/]+\/?$/.test(url)) fail(`--delivery-stream must be http(s)://<host>:<port>, got ${url}`);
@@ -73,28 +96,51 @@ function gatewayDeliveryOption(url: string | undefined, tokenFile: string | unde
 }
 
 /** --gateway-service ns/name[:port] or --gateway-status-urls, with --status-token-file: the health writer's config. */
-function gatewayStatusOption(tokenFile: string | undefined, service: string | undefined, urls: string | undefined): { gatewayStatus?: GatewayStatusConfig } {
+function gatewayStatusOption(
+  tokenFile: string | undefined,
+  service: string | undefined,
+  urls: string | undefined,
+): { gatewayStatus?: GatewayStatusConfig } {
   if (!service && !urls) return {};
-  if (!tokenFile) fail('--gateway-service / --gateway-status-urls need --status-token-file (the token the gateways expect)');
+  if (!tokenFile)
+    fail('--gateway-service / --gateway-status-urls need --status-token-file (the token the gateways expect)');
   const token = readToken(tokenFile);
-  if (urls) return { gatewayStatus: { token, urls: urls.split(',').map((u) => u.trim()).filter(Boolean) } };
+  if (urls)
+    return {
+      gatewayStatus: {
+        token,
+        urls: urls
+          .split(',')
+          .map((u) => u.trim())
+          .filter(Boolean),
+      },
+    };
   const m = /^([a-z0-9-]+)\/([a-z0-9-]+)(?::([A-Za-z0-9-]+))?$/.exec(service!);
   if (!m) fail(`--gateway-service must be <namespace>/<service>[:<port>], got ${service}`);
   const portRef = m[3] === undefined ? undefined : /^\d+$/.test(m[3]) ? Number(m[3]) : m[3];
-  return { gatewayStatus: { token, service: { namespace: m[1]!, name: m[2]!, ...(portRef !== undefined ? { port: portRef } : {}) } } };
+  return {
+    gatewayStatus: {
+      token,
+      service: { namespace: m[1]!, name: m[2]!, ...(portRef !== undefined ? { port: portRef } : {}) },
+    },
+  };
 }
 
 function parseRateLimit(value: string): { max: number; timeWindowMs: number } | false {
   if (value === '0') return false;
   const m = /^(\d+)\/(\d+)ms$/.exec(value);
-  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) fail(`invalid --rate-limit ${value}: use <requests>/<window>ms, e.g. 600/10000ms, or 0`);
+  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1)
+    fail(`invalid --rate-limit ${value}: use <requests>/<window>ms, e.g. 600/10000ms, or 0`);
   return { max: Number(m[1]), timeWindowMs: Number(m[2]) };
 }
 
 function waitForSignal(stop: () => Promise<void>): void {
   hardenPrototypes();
   const handler = () => {
-    void stop().then(() => process.exit(0), () => process.exit(1));
+    void stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.once('SIGTERM', handler);
   process.once('SIGINT', handler);
@@ -261,7 +307,10 @@ function egressOption(values: string[] | undefined): EgressAllowList | undefined
 
 /** The dev PKI is loaded only here, never on the production path (--aggregated-tls-dir). */
 async function devServingCertificate(): Promise<{ certPem: string; keyPem: string }> {
-  const [{ createServingCertificate }, { DEFAULT_SERVICE }] = await Promise.all([import('../controlplane/pki.ts'), import('../aggregated/register.ts')]);
+  const [{ createServingCertificate }, { DEFAULT_SERVICE }] = await Promise.all([
+    import('../controlplane/pki.ts'),
+    import('../aggregated/register.ts'),
+  ]);
   return createServingCertificate(DEFAULT_SERVICE);
 }
 
@@ -271,7 +320,14 @@ async function devServingCertificate(): Promise<{ certPem: string; keyPem: strin
  */
 async function serveApiDoors(
   values: ReturnType<typeof parseOptions<typeof SERVE_OPTIONS>>['values'],
-  common: { kubeConfig: ReturnType<typeof loadKubeConfig>; logger: ReturnType<typeof createLogger>; watchNamespaces: string[] | undefined; maxCredentials: number | undefined; orphanGrace: number | undefined; egress: EgressAllowList | undefined },
+  common: {
+    kubeConfig: ReturnType<typeof loadKubeConfig>;
+    logger: ReturnType<typeof createLogger>;
+    watchNamespaces: string[] | undefined;
+    maxCredentials: number | undefined;
+    orphanGrace: number | undefined;
+    egress: EgressAllowList | undefined;
+  },
   stops: (() => Promise<void>)[],
 ): Promise<void> {
   const { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress } = common;
@@ -298,9 +354,13 @@ async function serveApiDoors(
     const { startAggregatedServer } = await import('../aggregated/server.ts');
     const tlsDir = values['aggregated-tls-dir'];
     const tls = tlsDir
-      ? { certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'), keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8') }
+      ? {
+          certPem: readFileSync(resolve(tlsDir, 'tls.crt'), 'utf8'),
+          keyPem: readFileSync(resolve(tlsDir, 'tls.key'), 'utf8'),
+        }
       : await devServingCertificate();
-    if (!tlsDir) logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
+    if (!tlsDir)
+      logger.warn('aggregated API: no --aggregated-tls-dir, serving a self-signed certificate (development only)');
     const aggregated = await startAggregatedServer({
       kubeConfig,
       runtime,
@@ -317,14 +377,28 @@ async function serveApiDoors(
 }
 
 /** `--export-target` (with `--export-namespace`, `--export-gateway`): the operator's export controller (docs/export.md). */
-async function exportOption(values: { 'export-target'?: string; 'export-namespace'?: string; 'export-gateway'?: string; 'export-allow-tenant-hosts'?: boolean }, routingNamespace: string): Promise<{ export?: import('../operator/export/controller.ts').ExportControllerConfig }> {
+async function exportOption(
+  values: {
+    'export-target'?: string;
+    'export-namespace'?: string;
+    'export-gateway'?: string;
+    'export-allow-tenant-hosts'?: boolean;
+  },
+  routingNamespace: string,
+): Promise<{ export?: import('../operator/export/controller.ts').ExportControllerConfig }> {
   const target = values['export-target'];
   if (target === undefined) {
-    if (values['export-namespace'] !== undefined || values['export-gateway'] !== undefined || values['export-allow-tenant-hosts']) fail('--export-namespace, --export-gateway and --export-allow-tenant-hosts need --export-target');
+    if (
+      values['export-namespace'] !== undefined ||
+      values['export-gateway'] !== undefined ||
+      values['export-allow-tenant-hosts']
+    )
+      fail('--export-namespace, --export-gateway and --export-allow-tenant-hosts need --export-target');
     return {};
   }
   const { EXPORT_TARGETS } = await import('../export/index.ts');
-  if (!(EXPORT_TARGETS as readonly string[]).includes(target)) fail(`invalid --export-target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
+  if (!(EXPORT_TARGETS as readonly string[]).includes(target))
+    fail(`invalid --export-target ${target}: use ${EXPORT_TARGETS.join(' or ')}`);
   const gateway = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(values['export-gateway'] ?? 'byok-gateway');
   if (!gateway) fail(`--export-gateway must be [<namespace>/]<name>, got ${values['export-gateway']}`);
   const { loadCatalog } = await import('../gateway/catalog.ts');
@@ -345,11 +419,18 @@ const routingNamespaceOf = (value: string | undefined): string => value ?? proce
 /** `management-key create`: the key on stdout, once; what was done on stderr. */
 async function managementKeyCommand(rest: string[]): Promise<void> {
   const { values, positionals } = parseOptions(rest, MANAGEMENT_KEY_OPTIONS, true);
-  if (positionals[0] !== 'create' || positionals.length > 1) fail('usage: management-key create --namespace <ns> [--name <name>]');
+  if (positionals[0] !== 'create' || positionals.length > 1)
+    fail('usage: management-key create --namespace <ns> [--name <name>]');
   const namespace = values.namespace ?? fail('management-key create needs --namespace');
   const { createManagementKey } = await import('../service/management-keys.ts');
-  const { key, secretName } = await createManagementKey(await userKubeConfig(values.kubeconfig), namespace, values.name ? { name: values.name } : {});
-  process.stderr.write(`created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`);
+  const { key, secretName } = await createManagementKey(
+    await userKubeConfig(values.kubeconfig),
+    namespace,
+    values.name ? { name: values.name } : {},
+  );
+  process.stderr.write(
+    `created Secret ${namespace}/${secretName} (it holds only the key's SHA-256). The key is shown once:\n`,
+  );
   process.stdout.write(`${key}\n`);
 }
 
@@ -365,9 +446,14 @@ async function gatewayKeyCommand(rest: string[]): Promise<void> {
   const limits = {
     ...(values.rpm !== undefined ? { requestsPerMinute: positive('rpm', values.rpm) } : {}),
     ...(values.tpm !== undefined ? { tokensPerMinute: positive('tpm', values.tpm) } : {}),
-    ...(values['max-in-flight'] !== undefined ? { maxInFlight: positive('max-in-flight', values['max-in-flight']) } : {}),
+    ...(values['max-in-flight'] !== undefined
+      ? { maxInFlight: positive('max-in-flight', values['max-in-flight']) }
+      : {}),
   };
-  const models = values.models?.split(',').map((m) => m.trim()).filter(Boolean);
+  const models = values.models
+    ?.split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
   if (models !== undefined && models.length === 0) fail('--models needs at least one model slug (comma-separated)');
   const opts = {
     ...(values.name ? { name: values.name } : {}),
@@ -379,31 +465,53 @@ async function gatewayKeyCommand(rest: string[]): Promise<void> {
   };
   const created = await createGatewayKey(await userKubeConfig(values.kubeconfig), namespace, opts);
   const scope = `workspace ${values.workspace ?? '(the default Workspace)'}${values.guardrail ? `, guardrail ${values.guardrail}` : ''}${expiry ? `, expires ${expiry.at}` : ''}`;
-  process.stderr.write(`created GatewayAPIKey ${namespace}/${created.name} (${scope}; it holds only the key's SHA-256, ${created.hash}).\n`);
+  process.stderr.write(
+    `created GatewayAPIKey ${namespace}/${created.name} (${scope}; it holds only the key's SHA-256, ${created.hash}).\n`,
+  );
   for (const warning of created.warnings) process.stderr.write(`warning: ${warning}\n`);
   process.stderr.write('The key is shown once:\n');
   process.stdout.write(`${created.key}\n`);
 }
 
-const GATEWAY_KEY_USAGE = 'gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>] [--expires <duration|RFC3339>] [--models <a,b>] [--rpm <n>] [--tpm <n>] [--max-in-flight <n>] | gateway-key rotate --namespace <ns> --name <name> --overlap <duration>';
+const GATEWAY_KEY_USAGE =
+  'gateway-key create --namespace <ns> [--workspace <name>] [--guardrail <name>] [--name <name>] [--expires <duration|RFC3339>] [--models <a,b>] [--rpm <n>] [--tpm <n>] [--max-in-flight <n>] | gateway-key rotate --namespace <ns> --name <name> --overlap <duration>';
 
 function positive(flag: string, text: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) fail(`--${flag} must be a whole number of at least 1, not ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    fail(`--${flag} must be a whole number of at least 1, not ${JSON.stringify(text)}`);
   return n;
 }
 
 /** `gateway-key rotate`: a new secret for the key, the old one accepted until --overlap has passed. */
-async function gatewayKeyRotate(values: { namespace?: string | undefined; name?: string | undefined; overlap?: string | undefined; kubeconfig?: string | undefined }): Promise<void> {
+async function gatewayKeyRotate(values: {
+  namespace?: string | undefined;
+  name?: string | undefined;
+  overlap?: string | undefined;
+  kubeconfig?: string | undefined;
+}): Promise<void> {
   const namespace = values.namespace ?? fail('gateway-key rotate needs --namespace');
   const name = values.name ?? fail('gateway-key rotate needs --name (the GatewayAPIKey to rotate)');
   const { parseDuration, rotateGatewayKey } = await import('../service/gateway-keys.ts');
-  const overlap = values.overlap === undefined ? fail('gateway-key rotate needs --overlap <duration> (how long the old secret keeps working: 0s, 15m, 1h, 7d)') : values.overlap === '0s' || values.overlap === '0' ? 0 : parseDuration(values.overlap);
-  if (overlap === undefined) fail(`--overlap ${JSON.stringify(values.overlap)} is not a duration (0s, 90s, 15m, 1h, 7d, 1h30m)`);
+  const overlap =
+    values.overlap === undefined
+      ? fail('gateway-key rotate needs --overlap <duration> (how long the old secret keeps working: 0s, 15m, 1h, 7d)')
+      : values.overlap === '0s' || values.overlap === '0'
+        ? 0
+        : parseDuration(values.overlap);
+  if (overlap === undefined)
+    fail(`--overlap ${JSON.stringify(values.overlap)} is not a duration (0s, 90s, 15m, 1h, 7d, 1h30m)`);
   const r = await rotateGatewayKey(await userKubeConfig(values.kubeconfig), namespace, name, overlap);
-  process.stderr.write(`rotated GatewayAPIKey ${namespace}/${name}: new hash ${r.hash}; the previous secret (${r.previousHash}) works until ${r.previousUntil}, then the gateway refuses it (401).\n`);
-  if (r.cut) process.stderr.write(`warning: the secret before that one was still accepted until ${r.cut}; it is refused from now on\n`);
-  process.stderr.write('Credential filters (allowedApiKeyHashes) name hashes: add the new hash where the old one is listed. The new key is shown once:\n');
+  process.stderr.write(
+    `rotated GatewayAPIKey ${namespace}/${name}: new hash ${r.hash}; the previous secret (${r.previousHash}) works until ${r.previousUntil}, then the gateway refuses it (401).\n`,
+  );
+  if (r.cut)
+    process.stderr.write(
+      `warning: the secret before that one was still accepted until ${r.cut}; it is refused from now on\n`,
+    );
+  process.stderr.write(
+    'Credential filters (allowedApiKeyHashes) name hashes: add the new hash where the old one is listed. The new key is shown once:\n',
+  );
   process.stdout.write(`${r.key}\n`);
 }
 
@@ -412,7 +520,10 @@ async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[])
   const { values } = parseOptions(rest, SERVE_OPTIONS, false);
   const logger = createLogger({ level: values['log-level'] });
   const routingNamespace = routingNamespaceOf(values['routing-namespace']);
-  const watchNamespaces = values.namespaces?.split(',').map((s) => s.trim()).filter(Boolean);
+  const watchNamespaces = values.namespaces
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const maxCredentials = count('max-credentials', values['max-credentials']);
   const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
   const egress = egressOption(values['egress-allow']);
@@ -430,16 +541,26 @@ async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[])
       ...(values['ledger-redis-url'] ? { spendStatus: { redisUrl: values['ledger-redis-url'] } } : {}),
       ...gatewayStatusOption(values['status-token-file'], values['gateway-service'], values['gateway-status-urls']),
       ...(values['gateway-routing-slots'] !== undefined || values['gateway-bundle-slots'] !== undefined
-        ? { gatewaySlots: { routing: slots(values['gateway-routing-slots']), bundles: slots(values['gateway-bundle-slots']) } }
+        ? {
+            gatewaySlots: {
+              routing: slots(values['gateway-routing-slots']),
+              bundles: slots(values['gateway-bundle-slots']),
+            },
+          }
         : {}),
       ...(maxCredentials !== undefined ? { defaultMaxCredentials: maxCredentials } : {}),
       ...(egress ? { egress } : {}),
       ...(await exportOption(values, routingNamespace)),
-      ...deliveryStreamOption(values['delivery-stream-port'], values['delivery-stream-service-accounts'], values['delivery-stream-audience']),
+      ...deliveryStreamOption(
+        values['delivery-stream-port'],
+        values['delivery-stream-service-accounts'],
+        values['delivery-stream-audience'],
+      ),
     });
     stops.push(() => operator.stop());
   }
-  if (command !== 'operator') await serveApiDoors(values, { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress }, stops);
+  if (command !== 'operator')
+    await serveApiDoors(values, { kubeConfig, logger, watchNamespaces, maxCredentials, orphanGrace, egress }, stops);
   waitForSignal(async () => {
     for (const stop of stops.reverse()) await stop();
   });
@@ -460,13 +581,17 @@ async function gatewayCommand(rest: string[]): Promise<void> {
   const timeout = Number(values['attempt-timeout-ms'] ?? 60_000);
   if (!Number.isInteger(timeout) || timeout < 1) fail(`invalid --attempt-timeout-ms ${values['attempt-timeout-ms']}`);
   // No path redaction and synchronous stdout on the request path: see createLogger.
-  const gatewayLog = createLogger({ level: values['log-level'], redact: false, syncStdout: true }).child({ component: 'gateway' });
+  const gatewayLog = createLogger({ level: values['log-level'], redact: false, syncStdout: true }).child({
+    component: 'gateway',
+  });
   const catalogFile = resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG));
   const metrics = createGatewayMetrics();
   const spendGate = await openGatewaySpendGate({
     ...(values['ledger-redis-url'] ? { redisUrl: values['ledger-redis-url'] } : {}),
     ...(values['ledger-snapshot'] ? { snapshotPath: values['ledger-snapshot'] } : {}),
-    ...(values['ledger-journal'] !== undefined ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' } : {}),
+    ...(values['ledger-journal'] !== undefined
+      ? { journalDir: values['ledger-journal'], journalFsync: values['ledger-journal-fsync'] ?? 'batch' }
+      : {}),
     registry: metrics.registry,
     logger: gatewayLog,
   });
@@ -488,14 +613,23 @@ async function gatewayCommand(rest: string[]): Promise<void> {
     metrics,
     spendGate,
     ...(egress ? { egress } : {}),
-    ...gatewayDeliveryOption(values['delivery-stream'], values['delivery-stream-token-file'], values['delivery-stream-dir']),
+    ...gatewayDeliveryOption(
+      values['delivery-stream'],
+      values['delivery-stream-token-file'],
+      values['delivery-stream-dir'],
+    ),
   });
   logger.info({ url: gateway.url, opsUrl: gateway.opsUrl, catalog: catalogFile }, 'gateway listening');
   const stop = async () => {
     await gateway.close();
     await spendGate.close();
   };
-  restartWithoutConfig(values['restart-without-config-after'], () => gateway.routing.current() !== undefined, stop, logger);
+  restartWithoutConfig(
+    values['restart-without-config-after'],
+    () => gateway.routing.current() !== undefined,
+    stop,
+    logger,
+  );
   waitForSignal(stop);
 }
 
@@ -505,14 +639,22 @@ async function gatewayCommand(rest: string[]): Promise<void> {
  * If nothing has loaded by then, the process exits (75) so the kubelet restarts the container, and its sync mounts
  * the volumes again at once (the first restart is immediate; later ones back off).
  */
-function restartWithoutConfig(value: string | undefined, loaded: () => boolean, stop: () => Promise<void>, logger: Logger): void {
+function restartWithoutConfig(
+  value: string | undefined,
+  loaded: () => boolean,
+  stop: () => Promise<void>,
+  logger: Logger,
+): void {
   if (value === undefined) return;
   const seconds = Number(value);
   if (!Number.isFinite(seconds) || seconds < 0) fail(`invalid --restart-without-config-after ${value}`);
   if (seconds === 0) return;
   setTimeout(() => {
     if (loaded()) return;
-    logger.warn({ seconds }, 'no routing config loaded since start (empty mounts, no delivery stream yet): exiting so the kubelet restarts the container and mounts its volumes again');
+    logger.warn(
+      { seconds },
+      'no routing config loaded since start (empty mounts, no delivery stream yet): exiting so the kubelet restarts the container and mounts its volumes again',
+    );
     void stop().finally(() => process.exit(75));
   }, seconds * 1000).unref();
 }
@@ -523,7 +665,11 @@ async function explainCommand(rest: string[]): Promise<void> {
   const { credentialsFromCluster, credentialsFromManifests, explain } = await import('./explain.ts');
   const configDir = values['config-dir'] ?? fail('explain needs --config-dir (the mounted routing config)');
   const request = values.request ?? fail('explain needs --request <json|file.json>');
-  const credentials = values.cluster ? credentialsFromCluster(await userKubeConfig(values.kubeconfig)) : values.manifests ? credentialsFromManifests(values.manifests) : undefined;
+  const credentials = values.cluster
+    ? credentialsFromCluster(await userKubeConfig(values.kubeconfig))
+    : values.manifests
+      ? credentialsFromManifests(values.manifests)
+      : undefined;
   const result = await explain({
     configDir,
     catalogFile: resolve(values.catalog ?? resolve(repoRoot, DEFAULT_CATALOG)),
@@ -548,10 +694,19 @@ async function bundleKeyCliCommand(rest: string[]): Promise<void> {
         ? { action, keyId: positionals[1] }
         : fail('usage: bundle-key stage | activate <key-id> | rotate');
   const { bundleKeyCommand } = await import('./bundle-key.ts');
-  const { keyId, unrecorded } = await bundleKeyCommand(await userKubeConfig(values.kubeconfig), routingNamespace, request);
-  process.stderr.write(`${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`);
+  const { keyId, unrecorded } = await bundleKeyCommand(
+    await userKubeConfig(values.kubeconfig),
+    routingNamespace,
+    request,
+  );
+  process.stderr.write(
+    `${action === 'stage' ? 'staged' : action === 'rotate' ? 'added and activated' : 'activated'} bundle key in ${routingNamespace}:\n`,
+  );
   // Otherwise every Account moved to Delivered=False (Pending): `kubectl wait --for=condition=Delivered` now waits for the new key.
-  if (unrecorded.length > 0) process.stderr.write(`the operator has not recorded the resealed versions of ${unrecorded.length} accounts yet (${unrecorded.slice(0, 5).join(', ')}${unrecorded.length > 5 ? ', …' : ''}): a kubectl wait for Delivered may still read the old key's True\n`);
+  if (unrecorded.length > 0)
+    process.stderr.write(
+      `the operator has not recorded the resealed versions of ${unrecorded.length} accounts yet (${unrecorded.slice(0, 5).join(', ')}${unrecorded.length > 5 ? ', …' : ''}): a kubectl wait for Delivered may still read the old key's True\n`,
+    );
   process.stdout.write(`${keyId}\n`);
 }
 
@@ -589,7 +744,8 @@ async function main(argv: string[]): Promise<void> {
       const { exitCode, formatReport, OUTPUT_FORMATS, validatePath } = await import('./validate.ts');
       const path = positionals[0] ?? fail('validate needs a file or folder (or - for stdin)');
       const format = values.output ?? 'text';
-      if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) fail(`invalid --output ${format}: use ${OUTPUT_FORMATS.join(', ')}`);
+      if (!(OUTPUT_FORMATS as readonly string[]).includes(format))
+        fail(`invalid --output ${format}: use ${OUTPUT_FORMATS.join(', ')}`);
       const report = validatePath(path);
       process.stdout.write(formatReport(report, format as OutputFormat));
       process.exitCode = exitCode(report, values.strict);
@@ -607,7 +763,9 @@ async function main(argv: string[]): Promise<void> {
     case 'bundle-key':
       return bundleKeyCliCommand(rest);
     case 'version':
-      process.stdout.write(`${(JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`);
+      process.stdout.write(
+        `${(JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`,
+      );
       return;
     default:
       fail(`unknown command ${command}`);

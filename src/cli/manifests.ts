@@ -2,7 +2,7 @@
 // (what `kubectl get -o yaml` prints), and keeps source positions so problems can be reported as file:line.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { isMap, isNode, LineCounter, parseAllDocuments, type Document } from 'yaml';
+import { type Document, isMap, isNode, LineCounter, parseAllDocuments } from 'yaml';
 
 export type FieldPath = readonly (string | number)[];
 
@@ -64,13 +64,21 @@ export function parseManifests(file: string, text: string): { manifests: LoadedM
         opened < 0
           ? { file, index, position: at(err.pos[0]), message }
           : // An unterminated quote is noticed where the text ends; the mistake is where the quote opens.
-            { file, index, position: at(opened), message: `unterminated ${quote === '"' ? 'double' : 'single'}-quoted value: the ${quote} opened here is never closed` },
+            {
+              file,
+              index,
+              position: at(opened),
+              message: `unterminated ${quote === '"' ? 'double' : 'single'}-quoted value: the ${quote} opened here is never closed`,
+            },
       );
       return;
     }
     const object: unknown = doc.toJS();
     if (object === null || object === undefined) return;
-    const locator = (prefix: FieldPath) => (path: FieldPath): Position => locateIn(doc, [...prefix, ...path], at);
+    const locator =
+      (prefix: FieldPath) =>
+      (path: FieldPath): Position =>
+        locateIn(doc, [...prefix, ...path], at);
     const list = object as { kind?: unknown; items?: unknown };
     if (typeof list === 'object' && list.kind === 'List' && Array.isArray(list.items)) {
       list.items.forEach((item: unknown, i) => {
@@ -115,7 +123,10 @@ function locateIn(doc: Document, path: FieldPath, at: (offset: number) => Positi
   return { line: 1, column: 1 };
 }
 
-export function loadManifests(path: string, readStdin: () => string = () => readFileSync(0, 'utf8')): { manifests: LoadedManifest[]; parseErrors: ParseError[]; files: string[] } {
+export function loadManifests(
+  path: string,
+  readStdin: () => string = () => readFileSync(0, 'utf8'),
+): { manifests: LoadedManifest[]; parseErrors: ParseError[]; files: string[] } {
   const manifests: LoadedManifest[] = [];
   const parseErrors: ParseError[] = [];
   const files = manifestFiles(path);

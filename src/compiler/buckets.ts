@@ -9,7 +9,8 @@ export interface Placeable {
   readonly bytes: number;
 }
 
-export const byNamespace = (a: Placeable, b: Placeable): number => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0);
+export const byNamespace = (a: Placeable, b: Placeable): number =>
+  a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0;
 
 /**
  * `layout(n)` gives, in bucket order, `derive(bucket, accounts sorted by namespace)` for every non-empty bucket

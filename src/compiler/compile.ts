@@ -2,8 +2,6 @@
 // Only valid, non-conflicting state is compiled; the output is a function of the input alone
 // (snapshot.now included), with every list in a stable order.
 import { isApiKeyLive, normalizeKeyHash } from '../domain/api-keys.ts';
-import { publicId } from '../domain/ids.ts';
-import { ExclusionReason } from '../schema/conditions.ts';
 import type {
   BudgetInterval,
   BudgetLimit,
@@ -13,6 +11,8 @@ import type {
   CompiledGuardrail,
   CompiledWorkspace,
 } from '../domain/compiled.ts';
+import { publicId } from '../domain/ids.ts';
+import { ExclusionReason } from '../schema/conditions.ts';
 import { compareStrings, creationTime, electDefaultWorkspace } from './elect.ts';
 import type { AccountSnapshot, SnapshotCredential } from './snapshot.ts';
 
@@ -32,7 +32,8 @@ export function credentialExclusion(
   const spec = resource.spec;
   if (spec.isFallback === true && spec.isByokOnly === true) return ExclusionReason.FallbackAndByokOnly;
   if (spec.workspace !== undefined && !workspaceNames.has(spec.workspace)) return ExclusionReason.WorkspaceNotFound;
-  for (const hash of spec.allowedApiKeyHashes ?? []) if (!liveHashes.has(hash)) return ExclusionReason.ApiKeyHashNotLive;
+  for (const hash of spec.allowedApiKeyHashes ?? [])
+    if (!liveHashes.has(hash)) return ExclusionReason.ApiKeyHashNotLive;
   return null;
 }
 
@@ -83,7 +84,11 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
         id: publicId('Guardrail', ns, name),
         name,
         budget: b
-          ? { limitUsd: b.limitUsd, resetInterval: b.resetInterval ?? DEFAULT_RESET_INTERVAL, includeByokInBudgets: b.includeByokInBudgets === true }
+          ? {
+              limitUsd: b.limitUsd,
+              resetInterval: b.resetInterval ?? DEFAULT_RESET_INTERVAL,
+              includeByokInBudgets: b.includeByokInBudgets === true,
+            }
           : null,
         dataPolicy: {
           requireZdr: dp.requireZdr === true,
@@ -117,14 +122,22 @@ export function compileAccount(snapshot: AccountSnapshot): CompiledAccount {
       ...(key.spec.owner !== undefined ? { owner: key.spec.owner } : {}),
       name: key.metadata.name ?? '',
       ...(key.spec.models !== undefined ? { models: sortedUnique(key.spec.models) ?? [] } : {}),
-      ...(key.spec.limits !== undefined && Object.keys(key.spec.limits).length > 0 ? { limits: { ...key.spec.limits } } : {}),
+      ...(key.spec.limits !== undefined && Object.keys(key.spec.limits).length > 0
+        ? { limits: { ...key.spec.limits } }
+        : {}),
     };
     apiKeys.push(entry);
     // The secret before a rotation: the same key under its old hash until the overlap ends (the earlier of that and
     // the key's own expiry), when the gateway refuses it per request and the next compile drops it.
     const previous = key.spec.previousHash !== undefined ? normalizeKeyHash(key.spec.previousHash) : null;
     const until = earlier(key.spec.previousHashExpiresAt, key.spec.expiresAt);
-    if (previous !== null && until !== null && Date.parse(until) > snapshot.now.getTime() && !liveHashes.has(previous) && !snapshot.unheldPreviousHashes?.has(key.metadata.name ?? '')) {
+    if (
+      previous !== null &&
+      until !== null &&
+      Date.parse(until) > snapshot.now.getTime() &&
+      !liveHashes.has(previous) &&
+      !snapshot.unheldPreviousHashes?.has(key.metadata.name ?? '')
+    ) {
       liveHashes.add(previous);
       apiKeys.push({ ...entry, hash: previous, expiresAt: until });
     }

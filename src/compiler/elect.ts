@@ -2,8 +2,8 @@
 // (creationTimestamp, then name), so a later duplicate is the one marked conflicting and the winner
 // never flips while both exist. The reconciler uses the same functions for its Conflict conditions.
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { normalizeKeyHash } from '../domain/api-keys.ts';
+import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 
 function createdMs(meta: V1ObjectMeta): number {
   const ts: unknown = meta.creationTimestamp;
@@ -26,7 +26,12 @@ export function compareStrings(a: string, b: string): number {
 /** Names of the credentials beyond the account's quota: the `limit` oldest are within, the newer ones are not. */
 export function overQuota<T extends { metadata: V1ObjectMeta }>(credentials: readonly T[], limit: number): Set<string> {
   if (credentials.length <= limit) return new Set();
-  return new Set([...credentials].sort(olderFirst).slice(Math.max(0, limit)).map((c) => c.metadata.name ?? ''));
+  return new Set(
+    [...credentials]
+      .sort(olderFirst)
+      .slice(Math.max(0, limit))
+      .map((c) => c.metadata.name ?? ''),
+  );
 }
 
 /** The namespace's one Account (the oldest); the others conflict. */
@@ -37,7 +42,10 @@ export function electAccount(accounts: readonly Account[]): { winner?: Account; 
 }
 
 /** The default Workspace (the oldest with default: true); other defaults conflict and are compiled as non-default. */
-export function electDefaultWorkspace(workspaces: readonly Workspace[]): { winner?: Workspace; conflicting: Workspace[] } {
+export function electDefaultWorkspace(workspaces: readonly Workspace[]): {
+  winner?: Workspace;
+  conflicting: Workspace[];
+} {
   return electAccountLike(workspaces.filter((w) => w.spec.default === true));
 }
 
@@ -65,7 +73,9 @@ function olderAcrossAccounts(a: { metadata: V1ObjectMeta }, b: { metadata: V1Obj
  * (a disabled key keeps its hash, or disabling it would hand the hash to a copy). The others conflict and are
  * never compiled: a hash selects exactly one account.
  */
-export function electKeyHolder<T extends { metadata: V1ObjectMeta }>(holders: readonly T[]): { winner?: T; conflicting: T[] } {
+export function electKeyHolder<T extends { metadata: V1ObjectMeta }>(
+  holders: readonly T[],
+): { winner?: T; conflicting: T[] } {
   const [winner, ...conflicting] = [...holders].sort(olderAcrossAccounts);
   return winner ? { winner, conflicting } : { conflicting: [] };
 }
@@ -74,7 +84,10 @@ export function electKeyHolder<T extends { metadata: V1ObjectMeta }>(holders: re
  * Names of `keys` (one namespace's) whose hash an older key holds, in this account or another. `holdersOf` gives
  * every key naming a hash (normalized, see normalizeKeyHash) across all accounts.
  */
-export function keysNotHolding(keys: readonly GatewayAPIKey[], holdersOf: (hash: string) => readonly GatewayAPIKey[]): Set<string> {
+export function keysNotHolding(
+  keys: readonly GatewayAPIKey[],
+  holdersOf: (hash: string) => readonly GatewayAPIKey[],
+): Set<string> {
   const out = new Set<string>();
   for (const k of keys) {
     const { winner } = electKeyHolder(holdersOf(normalizeKeyHash(k.spec.hash)));
@@ -88,7 +101,10 @@ export function keysNotHolding(keys: readonly GatewayAPIKey[], holdersOf: (hash:
  * previous hash as it holds its current one: while it names it, by age (rotation keeps the object, so its age); a
  * copy of either hash made after it stays Conflicting.
  */
-export function previousHashesNotHeld(keys: readonly GatewayAPIKey[], holdersOf: (hash: string) => readonly GatewayAPIKey[]): Set<string> {
+export function previousHashesNotHeld(
+  keys: readonly GatewayAPIKey[],
+  holdersOf: (hash: string) => readonly GatewayAPIKey[],
+): Set<string> {
   const out = new Set<string>();
   for (const k of keys) {
     if (!k.spec.previousHash) continue;

@@ -8,6 +8,9 @@ export const isRoutedNamespace = (accounts: readonly unknown[]): boolean => acco
 
 /** What to tell the owner of an object in a namespace without an Account: what is missing and what to create. */
 export function accountMissingMessage(namespace: string, what: 'credential' | 'key'): string {
-  const effect = what === 'key' ? 'the gateway does not know this key (401) and routes nothing for it' : 'this credential is not compiled and the gateway never uses it';
+  const effect =
+    what === 'key'
+      ? 'the gateway does not know this key (401) and routes nothing for it'
+      : 'this credential is not compiled and the gateway never uses it';
   return `namespace ${namespace} has no Account: the operator routes only namespaces with one, so ${effect}; create an Account (apiVersion byok.gateway.dev/v1alpha1, kind Account) in namespace ${namespace}`;
 }

@@ -2,21 +2,21 @@
 // options, the same bytes), with an optional cache so an incremental compile re-encodes only the buckets
 // whose accounts changed.
 import { gzipSync } from 'node:zlib';
-import type { CompiledAccount } from '../domain/compiled.ts';
-import { IncrementalPlacement, layoutAll, LayoutPassCache } from './buckets.ts';
 import { canonicalJson } from '../contract/canonical-json.ts';
 import {
   INDEX_FORMAT,
+  type IndexPart,
+  type IndexShard,
   indexVersion,
   namespaceHash,
   partKey,
-  sha256Hex,
-  shardName,
-  type IndexPart,
-  type IndexShard,
   type RoutingIndex,
   type ShardEncoding,
+  sha256Hex,
+  shardName,
 } from '../contract/routing.ts';
+import type { CompiledAccount } from '../domain/compiled.ts';
+import { IncrementalPlacement, LayoutPassCache, layoutAll } from './buckets.ts';
 
 export interface ShardOptions {
   /** Average decoded bytes per bucket the bucket count aims for (default 128 KiB). */
@@ -74,7 +74,13 @@ export interface EncodedBucket {
 
 export function serializeAccount(account: CompiledAccount): SerializedAccount {
   const json = canonicalJson(account);
-  return { namespace: account.namespace, json, sha256: sha256Hex(json), bytes: Buffer.byteLength(json), hash: namespaceHash(account.namespace) };
+  return {
+    namespace: account.namespace,
+    json,
+    sha256: sha256Hex(json),
+    bytes: Buffer.byteLength(json),
+    hash: namespaceHash(account.namespace),
+  };
 }
 
 export function shardAccounts(compiled: readonly CompiledAccount[], opts: ShardOptions = {}): ShardSet {
@@ -104,13 +110,18 @@ export interface IncrementalShardLayout {
   layout(previousBuckets?: number): ShardLayout;
 }
 
-export function incrementalShardLayout(opts: Omit<ShardOptions, 'previousBuckets' | 'cache'> = {}): IncrementalShardLayout {
+export function incrementalShardLayout(
+  opts: Omit<ShardOptions, 'previousBuckets' | 'cache'> = {},
+): IncrementalShardLayout {
   const gzipAbove = opts.gzipAboveBytes ?? DEFAULTS.gzipAboveBytes;
-  const placed = new IncrementalPlacement<SerializedAccount, ShardMember>(opts.targetBytes ?? DEFAULTS.targetBytes, (bucket, list) => ({
-    bucket,
-    list,
-    fingerprint: sha256Hex(`${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`),
-  }));
+  const placed = new IncrementalPlacement<SerializedAccount, ShardMember>(
+    opts.targetBytes ?? DEFAULTS.targetBytes,
+    (bucket, list) => ({
+      bucket,
+      list,
+      fingerprint: sha256Hex(`${bucket}:${gzipAbove}:${list.map((a) => a.sha256).join(',')}`),
+    }),
+  );
   return {
     set: (namespace, account) => placed.set(namespace, account),
     layout(previousBuckets) {
@@ -157,7 +168,17 @@ export function shardFromLayout(layout: ShardLayout, opts: ShardOptions = {}): S
       const sha256 = part === 0 && data.length === encoded.payload.length ? encoded.sha256 : sha256Hex(data);
       const key = partKey(name, encoded.encoding);
       parts.push({ name, key, sha256, bytes: data.length });
-      shards.push({ name, key, encoding: encoded.encoding, bucket, part, data, sha256, bytes: data.length, accounts: encoded.accounts });
+      shards.push({
+        name,
+        key,
+        encoding: encoded.encoding,
+        bucket,
+        part,
+        data,
+        sha256,
+        bytes: data.length,
+        accounts: encoded.accounts,
+      });
     }
     indexShards.push({
       bucket,
@@ -192,5 +213,11 @@ function encodeBucket(bucket: number, list: readonly SerializedAccount[], gzipAb
   // Encoded buckets are cached between runs; gzipSync returns a view of its 64 KB output chunk, so a small
   // shard would keep the whole chunk alive. Copy it to its own exact-size buffer.
   const payload = encoding === 'gzip' ? ownBuffer(gzipSync(raw, { level: 6 })) : raw;
-  return { encoding, payload, sha256: sha256Hex(payload), rawBytes: raw.length, accounts: list.map((a) => a.namespace) };
+  return {
+    encoding,
+    payload,
+    sha256: sha256Hex(payload),
+    rawBytes: raw.length,
+    accounts: list.map((a) => a.namespace),
+  };
 }

@@ -3,7 +3,18 @@
 // file is a symlink `<name> -> ..data/<name>`. The previous generation is removed afterwards. It is the layout
 // the SDK reads (load.ts resolves `..data` once per load), written by the dev projector and by the gateway's
 // delivery stream client (src/sdk/stream.ts). Node built-ins only.
-import { existsSync, mkdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync, lstatSync, readdirSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 let counter = 0;

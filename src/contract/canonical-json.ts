@@ -16,7 +16,8 @@ export function canonicalJson(value: unknown): string {
     if (!(err instanceof IntegerLikeKey)) throw err;
     text = write(value, '');
   }
-  if (text === undefined) throw new TypeError('canonicalJson: the value has no JSON form (undefined, a function or a symbol)');
+  if (text === undefined)
+    throw new TypeError('canonicalJson: the value has no JSON form (undefined, a function or a symbol)');
   return text;
 }
 
@@ -42,7 +43,8 @@ function sortedCopy(value: unknown, key: string): unknown {
     const v = record[k];
     if (v === undefined) continue;
     // Tenant data may carry a "__proto__" key: an own property, never the copy's prototype.
-    if (k === '__proto__') Object.defineProperty(out, k, { value: sortedCopy(v, k), enumerable: true, writable: true, configurable: true });
+    if (k === '__proto__')
+      Object.defineProperty(out, k, { value: sortedCopy(v, k), enumerable: true, writable: true, configurable: true });
     else out[k] = sortedCopy(v, k);
   }
   return out;

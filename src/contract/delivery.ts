@@ -113,7 +113,9 @@ const signingKey = (dataKey: Buffer): Buffer => derivedKey(dataKey, 'byok-delive
 type Subject = { kind: DeliveryKind; name: string; version: string; digest: string };
 
 function mac(key: Buffer, s: Subject): Buffer {
-  return createHmac('sha256', signingKey(key)).update(canonicalJson({ f: DELIVERY_FORMAT, kind: s.kind, name: s.name, version: s.version, digest: s.digest })).digest();
+  return createHmac('sha256', signingKey(key))
+    .update(canonicalJson({ f: DELIVERY_FORMAT, kind: s.kind, name: s.name, version: s.version, digest: s.digest }))
+    .digest();
 }
 
 /** Signs under the keyring's active key. A removal signs an empty digest. */
@@ -124,7 +126,10 @@ export function signSubject(ring: Keyring, s: Subject): { kid: string; sig: stri
 }
 
 /** Undefined when the signature holds; otherwise why not. */
-export function signatureProblem(keys: ReadonlyMap<string, Buffer>, s: Subject & { kid: string; sig: string }): string | undefined {
+export function signatureProblem(
+  keys: ReadonlyMap<string, Buffer>,
+  s: Subject & { kid: string; sig: string },
+): string | undefined {
   const key = keys.get(s.kid);
   if (!key) return `signed with key id ${s.kid}, which this pod does not hold`;
   const given = Buffer.from(s.sig, 'base64');
@@ -174,15 +179,18 @@ export function parseDeliveryLine(text: string): DeliveryLine {
   if (o.type !== 'object' && o.type !== 'removed') throw new DeliveryError('a stream line has an unknown type');
   if (o.kind !== 'ConfigMap' && o.kind !== 'Secret') throw new DeliveryError('an object has an unknown kind');
   if (typeof o.name !== 'string' || !NAME.test(o.name)) throw new DeliveryError('an object has an invalid name');
-  if (typeof o.version !== 'string' || !VERSION.test(o.version)) throw new DeliveryError('an object has an invalid version');
+  if (typeof o.version !== 'string' || !VERSION.test(o.version))
+    throw new DeliveryError('an object has an invalid version');
   if (typeof o.kid !== 'string' || typeof o.sig !== 'string') throw new DeliveryError('an object is not signed');
   const head = { kind: o.kind, name: o.name, version: o.version, kid: o.kid, sig: o.sig } as const;
   if (o.type === 'removed') return { type: 'removed', ...head };
-  if (typeof o.digest !== 'string' || !o.files || typeof o.files !== 'object' || Array.isArray(o.files)) throw new DeliveryError('an object has no files');
+  if (typeof o.digest !== 'string' || !o.files || typeof o.files !== 'object' || Array.isArray(o.files))
+    throw new DeliveryError('an object has no files');
   const files: Record<string, string> = {};
   for (const [name, content] of Object.entries(o.files as Record<string, unknown>)) {
     if (!isDeliveryFileName(name)) throw new DeliveryError('an object has an invalid file name');
-    if (typeof content !== 'string' || !BASE64.test(content)) throw new DeliveryError('an object has a file that is not base64');
+    if (typeof content !== 'string' || !BASE64.test(content))
+      throw new DeliveryError('an object has a file that is not base64');
     files[name] = content;
   }
   return { type: 'object', ...head, digest: o.digest, files };
@@ -209,17 +217,26 @@ export class DeliveryState {
     const have = this.objects.get(key);
     const digest = item.type === 'object' ? filesDigest(item.files) : '';
     if (item.type === 'object' && digest !== item.digest) return `${key}: the files do not match the digest`;
-    const bad = signatureProblem(keys, { kind: item.kind, name: item.name, version: item.version, digest, kid: item.kid, sig: item.sig });
+    const bad = signatureProblem(keys, {
+      kind: item.kind,
+      name: item.name,
+      version: item.version,
+      digest,
+      kid: item.kid,
+      sig: item.sig,
+    });
     if (bad) return `${key}: ${bad}`;
     if (item.type === 'removed') {
-      if (have && compareVersions(item.version, have.version) < 0) return `${key}: a removal older than the held version ${have.version}`;
+      if (have && compareVersions(item.version, have.version) < 0)
+        return `${key}: a removal older than the held version ${have.version}`;
       this.objects.delete(key);
       return undefined;
     }
     if (have) {
       const order = compareVersions(item.version, have.version);
       if (order < 0) return `${key}: version ${item.version} is older than the held ${have.version} (never backwards)`;
-      if (order === 0) return have.digest === digest ? undefined : `${key}: different content at the held version ${have.version}`;
+      if (order === 0)
+        return have.digest === digest ? undefined : `${key}: different content at the held version ${have.version}`;
     }
     this.objects.set(key, { kind: item.kind, name: item.name, version: item.version, digest, files: item.files });
     return undefined;

@@ -5,7 +5,15 @@
 // by HKDF. Same key + same (namespace, credential, payload) => the same envelope, so recompiling (or a new
 // leader) does not rewrite every bundle Secret; a different payload gets a different IV (except with
 // negligible HMAC-collision probability), which is what GCM needs.
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
 import { sha256Hex } from './routing.ts';
 
 export const ENVELOPE_VERSION = 1;
@@ -77,12 +85,22 @@ function keyObject(key: Buffer): KeyObject {
   return k;
 }
 
-export function sealPayload(keyring: Keyring, namespace: string, credentialId: string, payload: string): BundleEnvelope {
+export function sealPayload(
+  keyring: Keyring,
+  namespace: string,
+  credentialId: string,
+  payload: string,
+): BundleEnvelope {
   const key = keyring.keys.get(keyring.active);
   if (!key) throw new BundleError('unknown-key', `active key id ${keyring.active} has no key`);
   const additional = aad(namespace, credentialId);
   const plain = Buffer.from(payload, 'utf8');
-  const iv = createHmac('sha256', ivKey(key)).update(additional).update(Buffer.from([0])).update(plain).digest().subarray(0, 12);
+  const iv = createHmac('sha256', ivKey(key))
+    .update(additional)
+    .update(Buffer.from([0]))
+    .update(plain)
+    .digest()
+    .subarray(0, 12);
   const cipher = createCipheriv('aes-256-gcm', keyObject(key), iv);
   cipher.setAAD(additional);
   const ct = Buffer.concat([cipher.update(plain), cipher.final()]);
@@ -107,9 +125,15 @@ export function parseEnvelope(text: string): BundleEnvelope {
   }
   const e = value as Partial<BundleEnvelope> | null;
   if (
-    !e || e.v !== ENVELOPE_VERSION || e.alg !== 'A256GCM' ||
-    typeof e.kid !== 'string' || typeof e.ns !== 'string' || typeof e.id !== 'string' ||
-    typeof e.iv !== 'string' || typeof e.tag !== 'string' || typeof e.ct !== 'string'
+    !e ||
+    e.v !== ENVELOPE_VERSION ||
+    e.alg !== 'A256GCM' ||
+    typeof e.kid !== 'string' ||
+    typeof e.ns !== 'string' ||
+    typeof e.id !== 'string' ||
+    typeof e.iv !== 'string' ||
+    typeof e.tag !== 'string' ||
+    typeof e.ct !== 'string'
   ) {
     throw new BundleError('bad-envelope', 'envelope has missing or invalid fields');
   }
@@ -117,7 +141,11 @@ export function parseEnvelope(text: string): BundleEnvelope {
 }
 
 /** Decrypts; `expected` pins the namespace and credential so an envelope cannot be replayed under another id. */
-export function openEnvelope(keys: ReadonlyMap<string, Buffer>, envelope: BundleEnvelope, expected: { namespace: string; credentialId: string }): string {
+export function openEnvelope(
+  keys: ReadonlyMap<string, Buffer>,
+  envelope: BundleEnvelope,
+  expected: { namespace: string; credentialId: string },
+): string {
   const key = keys.get(envelope.kid);
   if (!key) throw new BundleError('unknown-key', `no data key with id ${envelope.kid}`);
   if (envelope.ns !== expected.namespace || envelope.id !== expected.credentialId) {
@@ -154,7 +182,10 @@ export function keyringFromEntries(entries: ReadonlyMap<string, Buffer>): Keyrin
 }
 
 export function newKeyId(now: Date = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:TZ]/g, '').slice(0, 14);
+  const stamp = now
+    .toISOString()
+    .replace(/[-:TZ]/g, '')
+    .slice(0, 14);
   return `k${stamp}-${randomBytes(3).toString('hex')}`;
 }
 

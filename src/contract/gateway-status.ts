@@ -99,7 +99,10 @@ const isCounters = (v: unknown): v is CredentialCounters =>
   (v.lastFailure === undefined || isTime(v.lastFailure));
 
 const isProbe = (v: unknown): v is ProbeResult =>
-  isObject(v) && isTime(v.at) && (HEALTH_OUTCOMES as readonly unknown[]).includes(v.outcome) && (v.status === null || (Number.isInteger(v.status) && (v.status as number) >= 0 && (v.status as number) <= 999));
+  isObject(v) &&
+  isTime(v.at) &&
+  (HEALTH_OUTCOMES as readonly unknown[]).includes(v.outcome) &&
+  (v.status === null || (Number.isInteger(v.status) && (v.status as number) >= 0 && (v.status as number) <= 999));
 
 /**
  * The report in a GET /byok/status body (already JSON-parsed), checked field by field; throws GatewayStatusError.
@@ -113,7 +116,8 @@ export function parseGatewayStatusReport(value: unknown): GatewayStatusReport {
   const routing = value.routing;
   if (!isObject(routing) || !isNullableString(routing.version)) fail('routing.version is invalid');
   const bundle = value.bundle;
-  if (!isObject(bundle) || !isNullableString(bundle.keyId) || typeof bundle.generation !== 'string') fail('bundle is invalid');
+  if (!isObject(bundle) || !isNullableString(bundle.keyId) || typeof bundle.generation !== 'string')
+    fail('bundle is invalid');
   return {
     format: GATEWAY_STATUS_FORMAT,
     instance: value.instance,
@@ -134,12 +138,23 @@ const MAX_REASON = 512;
 
 function deliveryReport(value: unknown): DeliveryReport {
   if (!isObject(value) || !isCount(value.seq)) fail('delivery.seq is invalid');
-  if (value.stream !== 'connected' && value.stream !== 'down' && value.stream !== 'off') fail('delivery.stream is invalid');
+  if (value.stream !== 'connected' && value.stream !== 'down' && value.stream !== 'off')
+    fail('delivery.stream is invalid');
   const out: DeliveryReport = { seq: value.seq, stream: value.stream };
   const b = value.lastBatch;
   if (b === undefined) return out;
-  if (!isObject(b) || !isCount(b.batch) || (b.result !== 'loaded' && b.result !== 'refused') || (b.reason !== undefined && typeof b.reason !== 'string')) fail('delivery.lastBatch is invalid');
-  out.lastBatch = { batch: b.batch, result: b.result, ...(typeof b.reason === 'string' ? { reason: deliveryReason(b.reason) } : {}) };
+  if (
+    !isObject(b) ||
+    !isCount(b.batch) ||
+    (b.result !== 'loaded' && b.result !== 'refused') ||
+    (b.reason !== undefined && typeof b.reason !== 'string')
+  )
+    fail('delivery.lastBatch is invalid');
+  out.lastBatch = {
+    batch: b.batch,
+    result: b.result,
+    ...(typeof b.reason === 'string' ? { reason: deliveryReason(b.reason) } : {}),
+  };
   return out;
 }
 

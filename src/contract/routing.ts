@@ -120,5 +120,10 @@ export function indexVersion(body: Omit<RoutingIndex, 'version'>): string {
 export function isRoutingIndex(value: unknown): value is RoutingIndex {
   if (value === null || typeof value !== 'object') return false;
   const v = value as Partial<RoutingIndex>;
-  return v.format === INDEX_FORMAT && typeof v.version === 'string' && typeof v.buckets === 'number' && Array.isArray(v.shards);
+  return (
+    v.format === INDEX_FORMAT &&
+    typeof v.version === 'string' &&
+    typeof v.buckets === 'number' &&
+    Array.isArray(v.shards)
+  );
 }

@@ -3,8 +3,8 @@
 // from month-to-date and per-window totals it keeps (embedded or Redis). Plain data only, so either side can be
 // tested without the other.
 import type { RequestIdentity } from '../domain/account.ts';
-import type { CompiledAccount, KeyRateLimits } from '../domain/compiled.ts';
 import type { BudgetCheck } from '../domain/budgets.ts';
+import type { CompiledAccount, KeyRateLimits } from '../domain/compiled.ts';
 import type { Micros } from '../domain/money.ts';
 
 export interface SpendRequestContext {
@@ -109,7 +109,13 @@ export interface RateAdmitRequest {
 export type RateDecision =
   | { allowed: true; hold: RateHold }
   /** The first limit without room: what it counts, its limit, and in how many seconds room comes back (null: unknown or never). */
-  | { allowed: false; limit: 'requests' | 'tokens' | 'in_flight'; used: number; max: number; retryAfterSeconds: number | null };
+  | {
+      allowed: false;
+      limit: 'requests' | 'tokens' | 'in_flight';
+      used: number;
+      max: number;
+      retryAfterSeconds: number | null;
+    };
 
 export interface SpendGate {
   admit(req: AdmitRequest): Promise<AdmitDecision>;

@@ -1,14 +1,14 @@
 // A real etcd + kube-apiserver on loopback, the way controller-runtime's envtest runs them: generated
 // certificates, an admin identity, RBAC, service-account keys and the front-proxy flags API aggregation needs.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { createWriteStream, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
-import { createCertificateAuthority, type CertificateAuthority } from './pki.ts';
+import { type CertificateAuthority, createCertificateAuthority } from './pki.ts';
 import { freePort, startOwnPorts } from './ports.ts';
 
 export interface ControlPlaneOptions {
@@ -48,7 +48,9 @@ export interface ControlPlane {
 }
 
 export function resolveBinDir(explicit?: string): string {
-  const candidates = [explicit, process.env.BYOK_CONTROL_PLANE_BIN, process.env.KUBEBUILDER_ASSETS].filter((d): d is string => !!d);
+  const candidates = [explicit, process.env.BYOK_CONTROL_PLANE_BIN, process.env.KUBEBUILDER_ASSETS].filter(
+    (d): d is string => !!d,
+  );
   for (const dir of candidates) {
     if (existsSync(join(dir, 'kube-apiserver')) && existsSync(join(dir, 'etcd'))) return dir;
   }
@@ -65,12 +67,16 @@ interface Probe {
 
 function get(url: string, tls?: { ca: string; cert: string; key: string }, body?: string): Promise<Probe> {
   return new Promise((resolve, reject) => {
-    const req = (tls ? httpsRequest : httpRequest)(url, { ...tls, timeout: 2000, method: body === undefined ? 'GET' : 'POST' }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = (tls ? httpsRequest : httpRequest)(
+      url,
+      { ...tls, timeout: 2000, method: body === undefined ? 'GET' : 'POST' },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body);
@@ -160,7 +166,12 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const frontProxyCa = await createCertificateAuthority('byok-front-proxy-ca');
     const address = options.address ?? '127.0.0.1';
     // 10.96.0.1: the `kubernetes` Service's ClusterIP in --service-cluster-ip-range, which pods dial.
-    const serving = await ca.issue({ commonName: 'kube-apiserver', usage: 'server', dnsNames: ['localhost', 'kubernetes', 'kubernetes.default.svc'], ipAddresses: [...new Set(['127.0.0.1', address, '10.96.0.1'])] });
+    const serving = await ca.issue({
+      commonName: 'kube-apiserver',
+      usage: 'server',
+      dnsNames: ['localhost', 'kubernetes', 'kubernetes.default.svc'],
+      ipAddresses: [...new Set(['127.0.0.1', address, '10.96.0.1'])],
+    });
     const admin = await ca.issue({ commonName: 'byok-admin', organizations: ['system:masters'], usage: 'client' });
     const proxyClient = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
     const serviceAccountKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -180,45 +191,81 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 
     // The member name tells this etcd from another worker's that took its port first.
     const etcdName = `byok-${basename(workDir)}`;
-    const { ports: [etcdPort] } = await startOwnPorts('etcd', {
+    const {
+      ports: [etcdPort],
+    } = await startOwnPorts('etcd', {
       ports: async () => [await freePort(), await freePort()] as const,
       start: ([client, peer]) => {
         const etcdUrl = `http://127.0.0.1:${client}`;
         const peerUrl = `http://127.0.0.1:${peer}`;
         log(`starting etcd on 127.0.0.1:${client}`);
         return processes.start('etcd', join(binDir, 'etcd'), [
-          `--name=${etcdName}`, `--data-dir=${path('etcd-data')}`,
-          `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-          `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=${etcdName}=${peerUrl}`,
-          '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
+          `--name=${etcdName}`,
+          `--data-dir=${path('etcd-data')}`,
+          `--listen-client-urls=${etcdUrl}`,
+          `--advertise-client-urls=${etcdUrl}`,
+          `--listen-peer-urls=${peerUrl}`,
+          `--initial-advertise-peer-urls=${peerUrl}`,
+          `--initial-cluster=${etcdName}=${peerUrl}`,
+          '--unsafe-no-fsync',
+          '--log-level=warn',
+          '--quota-backend-bytes=8589934592',
         ]);
       },
-      ready: async ([client]) => (await get(`http://127.0.0.1:${client}/v3/cluster/member/list`, undefined, '{}')).body.includes(`"name":"${etcdName}"`),
+      ready: async ([client]) =>
+        (await get(`http://127.0.0.1:${client}/v3/cluster/member/list`, undefined, '{}')).body.includes(
+          `"name":"${etcdName}"`,
+        ),
       beforeRetry: () => rmSync(path('etcd-data'), { recursive: true, force: true }),
       deadline: deadline(),
     });
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
 
     const apiServerArgs = (apiPort: number) => [
-      `--etcd-servers=${etcdUrl}`, `--cert-dir=${path('certs')}`,
-      `--bind-address=${address}`, `--advertise-address=${address}`, `--secure-port=${apiPort}`,
-      `--tls-cert-file=${path('apiserver.crt')}`, `--tls-private-key-file=${path('apiserver.key')}`,
-      `--client-ca-file=${path('ca.crt')}`, '--authorization-mode=RBAC',
+      `--etcd-servers=${etcdUrl}`,
+      `--cert-dir=${path('certs')}`,
+      `--bind-address=${address}`,
+      `--advertise-address=${address}`,
+      `--secure-port=${apiPort}`,
+      `--tls-cert-file=${path('apiserver.crt')}`,
+      `--tls-private-key-file=${path('apiserver.key')}`,
+      `--client-ca-file=${path('ca.crt')}`,
+      '--authorization-mode=RBAC',
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-account-key-file=${path('sa.pub')}`, `--service-account-signing-key-file=${path('sa.key')}`,
-      '--service-cluster-ip-range=10.96.0.0/24', '--allow-privileged=true',
+      `--service-account-key-file=${path('sa.pub')}`,
+      `--service-account-signing-key-file=${path('sa.key')}`,
+      '--service-cluster-ip-range=10.96.0.0/24',
+      '--allow-privileged=true',
       ...(options.serviceAccountAdmission ? [] : ['--disable-admission-plugins=ServiceAccount']),
-      `--requestheader-client-ca-file=${path('front-proxy-ca.crt')}`, '--requestheader-allowed-names=front-proxy-client',
-      '--requestheader-username-headers=X-Remote-User', '--requestheader-group-headers=X-Remote-Group',
+      `--requestheader-client-ca-file=${path('front-proxy-ca.crt')}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
       '--requestheader-extra-headers-prefix=X-Remote-Extra-',
-      `--proxy-client-cert-file=${path('front-proxy-client.crt')}`, `--proxy-client-key-file=${path('front-proxy-client.key')}`,
+      `--proxy-client-cert-file=${path('front-proxy-client.crt')}`,
+      `--proxy-client-key-file=${path('front-proxy-client.key')}`,
       '--enable-aggregator-routing=true',
       // A node's name need not resolve (the e2e node's does not): reach kubelets by the address they report.
       '--kubelet-preferred-address-types=InternalIP',
-      ...(options.auditLogPath ? [`--audit-policy-file=${path('audit-policy.yaml')}`, `--audit-log-path=${options.auditLogPath}`, '--audit-log-format=json', '--audit-log-maxsize=0'] : []),
+      ...(options.auditLogPath
+        ? [
+            `--audit-policy-file=${path('audit-policy.yaml')}`,
+            `--audit-log-path=${options.auditLogPath}`,
+            '--audit-log-format=json',
+            '--audit-log-maxsize=0',
+          ]
+        : []),
     ];
     if (options.auditLogPath) {
-      writeFileSync(path('audit-policy.yaml'), stringify({ apiVersion: 'audit.k8s.io/v1', kind: 'Policy', omitStages: ['RequestReceived'], rules: [{ level: 'Metadata' }] }));
+      writeFileSync(
+        path('audit-policy.yaml'),
+        stringify({
+          apiVersion: 'audit.k8s.io/v1',
+          kind: 'Policy',
+          omitStages: ['RequestReceived'],
+          rules: [{ level: 'Metadata' }],
+        }),
+      );
     }
     const adminTls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
     // Only this apiserver's certificate passes adminTls: another worker's on a taken port is never taken for it.
@@ -239,7 +286,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const server = `https://${address}:${apiPort}`;
     const version = (JSON.parse((await get(`${server}/version`, adminTls)).body) as { gitVersion: string }).gitVersion;
     const kubeconfigPath = path('kubeconfig');
-    writeFileSync(kubeconfigPath, kubeconfig(server, ca.certPem, 'byok-admin', admin.certPem, admin.keyPem), { mode: 0o600 });
+    writeFileSync(kubeconfigPath, kubeconfig(server, ca.certPem, 'byok-admin', admin.certPem, admin.keyPem), {
+      mode: 0o600,
+    });
     log(`kube-apiserver ${version} ready`);
 
     return {
@@ -248,7 +297,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       workDir,
       binDir,
       version,
-      kubeconfigFor: (user, groups) => writeUserKubeconfig(ca, server, path(`kubeconfig-${user.replace(/[^a-z0-9-]/gi, '_')}`), user, groups ?? []),
+      kubeconfigFor: (user, groups) =>
+        writeUserKubeconfig(ca, server, path(`kubeconfig-${user.replace(/[^a-z0-9-]/gi, '_')}`), user, groups ?? []),
       restartApiServer: async () => {
         await processes.stop('kube-apiserver');
         await startApiServer(apiPort);
@@ -261,7 +311,13 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   }
 }
 
-async function writeUserKubeconfig(ca: CertificateAuthority, server: string, file: string, user: string, groups: string[]): Promise<string> {
+async function writeUserKubeconfig(
+  ca: CertificateAuthority,
+  server: string,
+  file: string,
+  user: string,
+  groups: string[],
+): Promise<string> {
   const cert = await ca.issue({ commonName: user, organizations: groups, usage: 'client' });
   writeFileSync(file, kubeconfig(server, ca.certPem, user, cert.certPem, cert.keyPem), { mode: 0o600 });
   return file;

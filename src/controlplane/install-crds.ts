@@ -3,7 +3,6 @@ import { ApiextensionsV1Api, KubeConfig, type KubernetesObject } from '@kubernet
 import { createApplier } from '../kube/apply.ts';
 import { buildCrds } from '../schema/crd.ts';
 
-
 export async function installCrds(kubeconfigPath: string, timeoutMs = 30_000): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);

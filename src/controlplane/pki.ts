@@ -31,7 +31,10 @@ export interface LeafRequest {
 
 async function exportKeyPem(key: webcrypto.CryptoKey): Promise<string> {
   const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key));
-  const body = der.toString('base64').replace(/(.{64})/g, '$1\n').trimEnd();
+  const body = der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .trimEnd();
   return `-----BEGIN PRIVATE KEY-----\n${body}\n-----END PRIVATE KEY-----\n`;
 }
 
@@ -69,13 +72,19 @@ export async function loadCertificateAuthority(certPem: string, keyPem: string):
   return authority(caCert, privateKey, keyPem);
 }
 
-function authority(caCert: x509.X509Certificate, signingKey: webcrypto.CryptoKey, keyPem: string): CertificateAuthority {
+function authority(
+  caCert: x509.X509Certificate,
+  signingKey: webcrypto.CryptoKey,
+  keyPem: string,
+): CertificateAuthority {
   const issue = async (request: LeafRequest): Promise<PemPair> => {
     const leafKeys = await newKeys();
     const extensions: x509.Extension[] = [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-      new x509.ExtendedKeyUsageExtension([request.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth]),
+      new x509.ExtendedKeyUsageExtension([
+        request.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
+      ]),
       await x509.AuthorityKeyIdentifierExtension.create(caCert),
     ];
     const names = [
@@ -108,9 +117,21 @@ export interface ServingCertificate {
  * Development only (the dev stack, tests, and `api` without --aggregated-tls-dir): a throwaway CA and a serving
  * certificate for the aggregated API's <svc>.<ns>.svc, the name the aggregator checks whatever address it dials.
  */
-export async function createServingCertificate(service: { namespace: string; name: string }): Promise<ServingCertificate> {
+export async function createServingCertificate(service: {
+  namespace: string;
+  name: string;
+}): Promise<ServingCertificate> {
   const ca = await createCertificateAuthority(`${service.name}-ca`);
-  const dns = [`${service.name}.${service.namespace}.svc`, `${service.name}.${service.namespace}.svc.cluster.local`, 'localhost'];
-  const leaf = await ca.issue({ commonName: dns[0] as string, usage: 'server', dnsNames: dns, ipAddresses: ['127.0.0.1'] });
+  const dns = [
+    `${service.name}.${service.namespace}.svc`,
+    `${service.name}.${service.namespace}.svc.cluster.local`,
+    'localhost',
+  ];
+  const leaf = await ca.issue({
+    commonName: dns[0] as string,
+    usage: 'server',
+    dnsNames: dns,
+    ipAddresses: ['127.0.0.1'],
+  });
   return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem };
 }

@@ -45,7 +45,10 @@ export interface OwnPortsOptions<P> {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Starts `what` until it holds its ports (see the file header); an error names the child's last output. */
-export async function startOwnPorts<P>(what: string, opts: OwnPortsOptions<P>): Promise<{ ports: P; child: ChildProcess }> {
+export async function startOwnPorts<P>(
+  what: string,
+  opts: OwnPortsOptions<P>,
+): Promise<{ ports: P; child: ChildProcess }> {
   const attempts = opts.attempts ?? 5;
   for (let attempt = 1; ; attempt++) {
     if (attempt > 1) {
@@ -79,6 +82,8 @@ export async function startOwnPorts<P>(what: string, opts: OwnPortsOptions<P>): 
     await closed;
     const clash = BIND_CLASH.test(output);
     if (clash && attempt < attempts && Date.now() < opts.deadline) continue;
-    throw new Error(`${what} exited (${child.exitCode ?? child.signalCode})${clash ? `: its port was taken, ${attempt} times` : ''}\n${output}`);
+    throw new Error(
+      `${what} exited (${child.exitCode ?? child.signalCode})${clash ? `: its port was taken, ${attempt} times` : ''}\n${output}`,
+    );
   }
 }

@@ -1,8 +1,15 @@
 // Per-account indexes for the planner and budget checks, built once per compiled account (prepareAccount), and the
 // resolution of which guardrails govern a request.
 import { PROVIDER_INDEX } from './catalog.ts';
-import type { BudgetInterval, CompiledAccount, CompiledApiKey, CompiledCredential, CompiledGuardrail, CompiledWorkspace } from './compiled.ts';
-import { assertNonNegativeMicros, usdToMicros, type Micros } from './money.ts';
+import type {
+  BudgetInterval,
+  CompiledAccount,
+  CompiledApiKey,
+  CompiledCredential,
+  CompiledGuardrail,
+  CompiledWorkspace,
+} from './compiled.ts';
+import { assertNonNegativeMicros, type Micros, usdToMicros } from './money.ts';
 import type { ProviderSlug } from './providers.ts';
 
 export interface PreparedCredential {
@@ -43,7 +50,11 @@ export interface BudgetedGuardrail {
   readonly id: string;
   readonly name: string;
   /** null = no budget limit. */
-  readonly budget: { readonly limitMicros: Micros; readonly resetInterval: BudgetInterval; readonly includeByokInBudgets: boolean } | null;
+  readonly budget: {
+    readonly limitMicros: Micros;
+    readonly resetInterval: BudgetInterval;
+    readonly includeByokInBudgets: boolean;
+  } | null;
 }
 
 /** A workspace as budget checks read it: one limit in micros per interval that has one. */
@@ -159,7 +170,14 @@ export function prepareGuardrail(g: CompiledGuardrail): PreparedGuardrail {
     source: g,
     id: g.id,
     name: g.name,
-    budget: g.budget === null ? null : { limitMicros: limitMicros(g.budget.limitUsd), resetInterval: g.budget.resetInterval, includeByokInBudgets: g.budget.includeByokInBudgets },
+    budget:
+      g.budget === null
+        ? null
+        : {
+            limitMicros: limitMicros(g.budget.limitUsd),
+            resetInterval: g.budget.resetInterval,
+            includeByokInBudgets: g.budget.includeByokInBudgets,
+          },
     allowed: g.dataPolicy.allowedProviders === null ? null : new Set(g.dataPolicy.allowedProviders),
     ignored: new Set(g.dataPolicy.ignoredProviders),
     blockedFor: undefined,
@@ -227,7 +245,10 @@ export function applicableGuardrails(account: PreparedAccount, who: RequestIdent
 }
 
 /** The distinct guardrails of a request as a list (API key's first). */
-export function resolveGuardrails(account: CompiledAccount | PreparedAccount, who: RequestIdentity): CompiledGuardrail[] {
+export function resolveGuardrails(
+  account: CompiledAccount | PreparedAccount,
+  who: RequestIdentity,
+): CompiledGuardrail[] {
   const g = applicableGuardrails(prepareAccount(account), who);
   const out: CompiledGuardrail[] = [];
   if (g.apiKey) out.push(g.apiKey.source);

@@ -1,6 +1,6 @@
 // BYOK fee and the monthly free allowance (spec 1 and 8), in exact micro-dollars.
 import type { PlanName } from './compiled.ts';
-import { assertNonNegativeMicros, microsToUsd, mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
+import { assertNonNegativeMicros, type Micros, microsToUsd, mulDivRound, type UsdInput, usdToMicros } from './money.ts';
 
 /** The BYOK fee is 5% of the list cost of the same model and provider. */
 export const BYOK_FEE_PERCENT = 5;

@@ -1,7 +1,16 @@
 // Budget decisions (spec 1.1 rule 12): BYOK spend is left out of guardrail and workspace budgets unless the budget's
 // include_byok_in_budgets flag is set, in which case what the gateway would have charged counts too.
 // Amounts are integer micros throughout; limits come converted from the loaded account (see prepareAccount).
-import { applicableGuardrails, prepareAccount, type BudgetedGuardrail, type BudgetedWorkspace, type PreparedAccount, type PreparedGuardrail, type PreparedWorkspace, type RequestIdentity } from './account.ts';
+import {
+  applicableGuardrails,
+  type BudgetedGuardrail,
+  type BudgetedWorkspace,
+  type PreparedAccount,
+  type PreparedGuardrail,
+  type PreparedWorkspace,
+  prepareAccount,
+  type RequestIdentity,
+} from './account.ts';
 import type { BudgetInterval, CompiledAccount } from './compiled.ts';
 import { assertNonNegativeMicros, type Micros } from './money.ts';
 
@@ -142,5 +151,7 @@ export function budgetWindowWords(interval: BudgetInterval): string {
 
 /** When a budget window starts over, in words: `it resets at 2026-11-29T00:00:00Z`, or that a lifetime budget never does. */
 export function budgetResetWords(endsAt: number | null): string {
-  return endsAt === null ? 'a lifetime budget never resets' : `it resets at ${new Date(endsAt).toISOString().replace('.000Z', 'Z')}`;
+  return endsAt === null
+    ? 'a lifetime budget never resets'
+    : `it resets at ${new Date(endsAt).toISOString().replace('.000Z', 'Z')}`;
 }

@@ -1,7 +1,7 @@
 // The gateway's catalog of shared endpoints per model, and the routing request (spec 1.1). The catalog is indexed
 // once by `createCatalog` so the planner does no per-request setup work.
-import { assertNonNegativeMicros, mulDivRound, usdToMicros, type Micros, type UsdInput } from './money.ts';
-import { PROVIDER_SLUGS, isProviderSlug, type ProviderSlug } from './providers.ts';
+import { assertNonNegativeMicros, type Micros, mulDivRound, type UsdInput, usdToMicros } from './money.ts';
+import { isProviderSlug, PROVIDER_SLUGS, type ProviderSlug } from './providers.ts';
 
 export type EndpointPricing =
   | { kind: 'per-token'; promptUsdPerMillionTokens: UsdInput; completionUsdPerMillionTokens: UsdInput }
@@ -9,7 +9,11 @@ export type EndpointPricing =
 
 /** An endpoint's price in exact micros: converted once from its EndpointPricing when the catalog is built. */
 export type EndpointPrice =
-  | { readonly kind: 'per-token'; readonly promptMicrosPerMillionTokens: Micros; readonly completionMicrosPerMillionTokens: Micros }
+  | {
+      readonly kind: 'per-token';
+      readonly promptMicrosPerMillionTokens: Micros;
+      readonly completionMicrosPerMillionTokens: Micros;
+    }
   | { readonly kind: 'per-request'; readonly microsPerRequest: Micros };
 
 /** A catalog endpoint as configured (prices in USD). */
@@ -104,14 +108,20 @@ export function createCatalog(models: Iterable<CatalogModelInput>): ModelCatalog
         pricing: Object.freeze({ ...e.pricing }),
       };
       // Derived at load, not part of any format: not enumerable, so plans and explanations serialize as before.
-      return Object.freeze(Object.defineProperty(endpoint, 'price', { value: priceMicros(e.pricing), enumerable: false }) as CatalogEndpoint);
+      return Object.freeze(
+        Object.defineProperty(endpoint, 'price', {
+          value: priceMicros(e.pricing),
+          enumerable: false,
+        }) as CatalogEndpoint,
+      );
     });
     const ids = new Set<string>();
     const providerIdx = new Int32Array(endpoints.length);
     const lists: number[][] = [];
     const hasStandard = new Uint8Array(PROVIDER_SLUGS.length);
     endpoints.forEach((e, i) => {
-      if (!isProviderSlug(e.provider)) throw new TypeError(`catalog endpoint ${e.id} of ${input.model} has an unknown provider`);
+      if (!isProviderSlug(e.provider))
+        throw new TypeError(`catalog endpoint ${e.id} of ${input.model} has an unknown provider`);
       if (ids.has(e.id)) throw new TypeError(`catalog lists endpoint ${e.id} of ${input.model} twice`);
       ids.add(e.id);
       const p = PROVIDER_INDEX.get(e.provider) as number;
@@ -156,7 +166,8 @@ export function priceMicros(pricing: EndpointPricing): EndpointPrice {
     assertNonNegativeMicros(m, 'catalog price');
     return m;
   };
-  if (pricing.kind === 'per-request') return Object.freeze({ kind: 'per-request', microsPerRequest: micros(pricing.usdPerRequest) });
+  if (pricing.kind === 'per-request')
+    return Object.freeze({ kind: 'per-request', microsPerRequest: micros(pricing.usdPerRequest) });
   return Object.freeze({
     kind: 'per-token',
     promptMicrosPerMillionTokens: micros(pricing.promptUsdPerMillionTokens),

@@ -91,7 +91,8 @@ const V6: readonly [string, number, string][] = [
   ['3fff::', 20, 'documentation'],
   ['2001:2::', 48, 'benchmarking'],
 ];
-const inRange = (bits: bigint, base: bigint, prefix: number, width: number) => bits >> BigInt(width - prefix) === base >> BigInt(width - prefix);
+const inRange = (bits: bigint, base: bigint, prefix: number, width: number) =>
+  bits >> BigInt(width - prefix) === base >> BigInt(width - prefix);
 const V4_RANGES = V4.map(([a, p, why]) => ({ base: parseIPv4(a)!, prefix: p, why }));
 const V6_RANGES = V6.map(([a, p, why]) => ({ base: parseIPv6(a)!, prefix: p, why }));
 
@@ -192,7 +193,9 @@ export function urlEgressProblem(url: string, allow: EgressAllowList = NO_EGRESS
   if (allow.hosts.has(host)) return null;
   const ip = parseIp(host);
   const why = ip === null ? forbiddenName(host) : addressAllowed(ip, allow) ? null : forbiddenAddress(ip);
-  return why === null ? null : `must not point at a ${why} address (the egress policy refuses it; an operator can allow it explicitly)`;
+  return why === null
+    ? null
+    : `must not point at a ${why} address (the egress policy refuses it; an operator can allow it explicitly)`;
 }
 
 /** Text of a network address, for messages (IPv6 uncompressed). */
@@ -212,7 +215,10 @@ function formatIp(ip: Parsed): string {
 export function parseEgressAllowList(entries: readonly string[]): EgressAllowList {
   const ranges: { bits: bigint; prefix: number; v6: boolean }[] = [];
   const hosts = new Set<string>();
-  for (const raw of entries.flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e !== '')) {
+  for (const raw of entries
+    .flatMap((e) => e.split(','))
+    .map((e) => e.trim())
+    .filter((e) => e !== '')) {
     const refuse = (why: string) => new RangeError(`egress allow-list entry ${JSON.stringify(raw)} ${why}`);
     if (raw.includes('%')) throw refuse('has a zone id (%…), which an allow-list entry cannot use');
     const slash = raw.indexOf('/');
@@ -220,21 +226,28 @@ export function parseEgressAllowList(entries: readonly string[]): EgressAllowLis
     const prefixText = slash < 0 ? undefined : raw.slice(slash + 1);
     const ip = parseIp(addr);
     if (ip === null) {
-      if (prefixText !== undefined || !/^[a-z0-9.-]+$/i.test(addr)) throw refuse('is neither a CIDR (IPv4 in dotted decimal, or IPv6), an IP nor a host name');
+      if (prefixText !== undefined || !/^[a-z0-9.-]+$/i.test(addr))
+        throw refuse('is neither a CIDR (IPv4 in dotted decimal, or IPv6), an IP nor a host name');
       // A host the URL parser would read as an IPv4 address (010.0.0.1, 10.1, 0x0a000001) would never match a URL.
       const host = normalHost(addr);
-      if (endsInNumber(host)) throw refuse('reads as an IPv4 address in a spelling other than dotted decimal: write it as a.b.c.d');
+      if (endsInNumber(host))
+        throw refuse('reads as an IPv4 address in a spelling other than dotted decimal: write it as a.b.c.d');
       if (!/^[a-z0-9-]+(\.[a-z0-9-]+)*$/.test(host)) throw refuse('is not a host name (empty labels)');
       hosts.add(host);
       continue;
     }
     const width = ip.v6 ? 128 : 32;
     if (prefixText !== undefined && (!/^(0|[1-9]\d{0,2})$/.test(prefixText) || Number(prefixText) > width)) {
-      throw refuse(`has an invalid prefix length: a plain decimal number from 0 to ${width} (no sign, leading zero, space or fraction)`);
+      throw refuse(
+        `has an invalid prefix length: a plain decimal number from 0 to ${width} (no sign, leading zero, space or fraction)`,
+      );
     }
     const prefix = prefixText === undefined ? width : Number(prefixText);
     const network = (ip.bits >> BigInt(width - prefix)) << BigInt(width - prefix);
-    if (network !== ip.bits) throw refuse(`has bits set beyond its /${prefix} prefix: write the network address, ${formatIp({ ...ip, bits: network })}/${prefix}`);
+    if (network !== ip.bits)
+      throw refuse(
+        `has bits set beyond its /${prefix} prefix: write the network address, ${formatIp({ ...ip, bits: network })}/${prefix}`,
+      );
     ranges.push({ bits: ip.bits, prefix, v6: ip.v6 });
   }
   return { ranges, hosts };

@@ -15,7 +15,8 @@ export const VIOLATIONS = {
   malformed_api_key_hash: 'must be exactly 64 lowercase hexadecimal characters (the SHA-256 hash of a gateway API key)',
   unknown_api_key_hash: 'does not match a live API key of this account',
   invalid_entry: 'must be a non-empty string without leading or trailing whitespace',
-  invalid_text: 'must not contain control characters, Unicode line separators, noncharacters, unpaired surrogates or U+FFFD',
+  invalid_text:
+    'must not contain control characters, Unicode line separators, noncharacters, unpaired surrogates or U+FFFD',
   malformed_model_slug: 'must be a model slug of the form <vendor>/<model>',
   invalid_type: 'has the wrong type',
   byok_only_with_fallback: 'is_byok_only=true cannot be combined with is_fallback=true',
@@ -39,7 +40,8 @@ export const ROUTE_ERRORS = {
   model_not_in_catalog: 'the model has no endpoints in the gateway catalog',
   no_compliant_endpoint:
     'no endpoint complies with the data policies (request, account privacy settings and guardrails) for this model',
-  no_available_endpoint: 'no endpoint remains for this request after applying credentials, filters and provider restrictions',
+  no_available_endpoint:
+    'no endpoint remains for this request after applying credentials, filters and provider restrictions',
 } as const;
 
 export type RouteErrorCode = keyof typeof ROUTE_ERRORS;
@@ -47,6 +49,8 @@ export type RouteErrorCode = keyof typeof ROUTE_ERRORS;
 /** Renders payload issues as one line for an HTTP error message or a status condition, e.g. `key[1].endpoint_url ...`. */
 export function describePayloadIssues(issues: readonly PayloadIssue[], root = 'key'): string {
   return issues
-    .map((i) => `${i.field === '' ? root : i.field.startsWith('[') ? root + i.field : `${root}.${i.field}`} ${i.message}`)
+    .map(
+      (i) => `${i.field === '' ? root : i.field.startsWith('[') ? root + i.field : `${root}.${i.field}`} ${i.message}`,
+    )
     .join('; ');
 }

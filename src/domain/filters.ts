@@ -1,6 +1,6 @@
 // Credential flags and filters (spec 2.2), shared by the REST API (create/update) and the reconciler (whole spec).
 // This layer speaks the REST wire names (snake_case); `patchFromSpec`/`specFromSettings` map the CRD's camelCase.
-import { violation, VIOLATIONS, type Violation } from './errors.ts';
+import { VIOLATIONS, type Violation, violation } from './errors.ts';
 import { modelSlugHint } from './hints.ts';
 import { textIssue, UNSAFE_TEXT_CLASS } from './text.ts';
 
@@ -76,7 +76,10 @@ export function validateFilterShape(field: FilterField, value: unknown): Violati
     } else if (typeof entry !== 'string' || entry === '' || entry.trim() !== entry) {
       out.push(violation(at, 'invalid_entry'));
     } else if (field === 'allowed_models' && !MODEL_SLUG.test(entry)) {
-      out.push({ ...violation(at, 'malformed_model_slug'), message: `${VIOLATIONS.malformed_model_slug}${modelSlugHint(entry)}` });
+      out.push({
+        ...violation(at, 'malformed_model_slug'),
+        message: `${VIOLATIONS.malformed_model_slug}${modelSlugHint(entry)}`,
+      });
     }
   });
   return out;
@@ -117,8 +120,17 @@ export function resolveCredentialWrite(input: CredentialWriteInput): CredentialW
   }
 
   // Rule 6 holds within one request and against the stored value of the flag not sent.
-  if (next.is_byok_only && next.is_fallback && !violations.some((x) => x.field === 'is_byok_only' || x.field === 'is_fallback')) {
-    violations.push(violation(patch.is_byok_only === true || patch.is_fallback !== true ? 'is_byok_only' : 'is_fallback', 'byok_only_with_fallback'));
+  if (
+    next.is_byok_only &&
+    next.is_fallback &&
+    !violations.some((x) => x.field === 'is_byok_only' || x.field === 'is_fallback')
+  ) {
+    violations.push(
+      violation(
+        patch.is_byok_only === true || patch.is_fallback !== true ? 'is_byok_only' : 'is_fallback',
+        'byok_only_with_fallback',
+      ),
+    );
   }
 
   return violations.length === 0 ? { ok: true, settings: next } : { ok: false, violations };

@@ -6,7 +6,8 @@ function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const row = [i];
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     prev = row;
   }
   return prev[b.length]!;
@@ -23,7 +24,9 @@ export function closestName(value: string, names: readonly string[]): string | u
   if (value === '' || names.includes(value)) return undefined;
   const same = names.find((n) => folded(n) === folded(value));
   if (same !== undefined) return same;
-  const [best] = names.map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) })).sort((x, y) => x.d - y.d);
+  const [best] = names
+    .map((n) => ({ n, d: editDistance(value.toLowerCase(), n.toLowerCase()) }))
+    .sort((x, y) => x.d - y.d);
   return best && best.d <= Math.max(2, Math.floor(value.length / 3)) ? best.n : undefined;
 }
 

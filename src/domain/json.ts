@@ -72,7 +72,8 @@ export function exceedsDepth(text: string, limit: number): boolean {
 function ownProtoKey(value: unknown, depth: number): boolean {
   if (depth > MAX_JSON_DEPTH || typeof value !== 'object' || value === null) return false;
   if (Array.isArray(value)) return value.some((v) => ownProtoKey(v, depth + 1));
-  for (const k of Object.keys(value)) if (k === '__proto__' || ownProtoKey((value as Record<string, unknown>)[k], depth + 1)) return true;
+  for (const k of Object.keys(value))
+    if (k === '__proto__' || ownProtoKey((value as Record<string, unknown>)[k], depth + 1)) return true;
   return false;
 }
 
@@ -88,10 +89,18 @@ export function parseUntrustedJson(body: Uint8Array | string, maxDepth = MAX_JSO
       text = strictUtf8.decode(body);
     } catch {
       const bad = invalidUtf8Offset(body);
-      throw new UntrustedJsonError({ code: 'invalid_utf8', message: `the request body is not valid UTF-8 (byte ${bad})`, byteOffset: bad });
+      throw new UntrustedJsonError({
+        code: 'invalid_utf8',
+        message: `the request body is not valid UTF-8 (byte ${bad})`,
+        byteOffset: bad,
+      });
     }
   }
-  if (exceedsDepth(text, maxDepth)) throw new UntrustedJsonError({ code: 'too_deep', message: `the request body nests deeper than ${maxDepth} levels` });
+  if (exceedsDepth(text, maxDepth))
+    throw new UntrustedJsonError({
+      code: 'too_deep',
+      message: `the request body nests deeper than ${maxDepth} levels`,
+    });
   let value: unknown;
   try {
     value = JSON.parse(text) as unknown;
@@ -100,7 +109,10 @@ export function parseUntrustedJson(body: Uint8Array | string, maxDepth = MAX_JSO
   }
   // The walk runs only when the text could hold the key: plainly, or spelled with \u escapes.
   if ((text.includes('__proto__') || text.includes('\\u')) && ownProtoKey(value, 0)) {
-    throw new UntrustedJsonError({ code: 'forbidden_key', message: 'the request body contains the key "__proto__", which no field here uses' });
+    throw new UntrustedJsonError({
+      code: 'forbidden_key',
+      message: 'the request body contains the key "__proto__", which no field here uses',
+    });
   }
   return value;
 }

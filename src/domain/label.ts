@@ -25,7 +25,8 @@ export function maskSecret(secret: string): string {
   // The head gets the odd character of short secrets; a long one shows 3 + 4.
   const head = Math.min(LABEL_HEAD, Math.ceil(reveal / 2));
   const tail = reveal - head;
-  const text = chars.slice(0, head).join('') + LABEL_ELLIPSIS + (tail > 0 ? chars.slice(chars.length - tail).join('') : '');
+  const text =
+    chars.slice(0, head).join('') + LABEL_ELLIPSIS + (tail > 0 ? chars.slice(chars.length - tail).join('') : '');
   // Only a 4-character secret ending in '...' could come out unchanged; it gets the bare ellipsis instead.
   return text === chars.join('') ? LABEL_ELLIPSIS : text.replace(CONTROL, '?');
 }

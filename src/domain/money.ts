@@ -56,7 +56,13 @@ export function mulDivRound(micros: Micros, numerator: number, denominator: numb
   const product = micros * numerator;
   // A safe-integer product divides exactly in doubles: the remainder (fmod) is exact, product - remainder is an exact
   // multiple of the denominator, and so is their quotient. Per request this skips four BigInt allocations.
-  if (Number.isSafeInteger(product) && Number.isSafeInteger(micros) && Number.isSafeInteger(numerator) && Number.isSafeInteger(denominator) && denominator > 0) {
+  if (
+    Number.isSafeInteger(product) &&
+    Number.isSafeInteger(micros) &&
+    Number.isSafeInteger(numerator) &&
+    Number.isSafeInteger(denominator) &&
+    denominator > 0
+  ) {
     const r = product % denominator;
     const q = (product - r) / denominator;
     return q + (r * 2 >= denominator ? 1 : r * 2 <= -denominator ? -1 : 0);

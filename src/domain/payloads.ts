@@ -2,45 +2,51 @@
 // validates a payload. Each shape is one module under payloads/ that owns its validation, the field its label masks,
 // its upstream authentication (the pure part), its export facts and its exported Secret's key material; adding a
 // shape is a module there and a row here (docs/ARCHITECTURE.md).
-import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from './egress.ts';
+import { type EgressAllowList, NO_EGRESS_EXCEPTIONS } from './egress.ts';
 import type { PayloadIssue } from './errors.ts';
+import { type ApiKeyRegionFacts, type ApiKeyRegionPayload, apiKeyOrRegionShape } from './payloads/api-key-or-region.ts';
+import { type AzureFacts, type AzurePayload, azureShape } from './payloads/azure.ts';
+import { type BedrockFacts, type BedrockIamPayload, type BedrockKeyPayload, bedrockShape } from './payloads/bedrock.ts';
+import { type ApiKeyFacts, type ApiKeyPayload, plainShape } from './payloads/plain.ts';
+import type { PayloadShapeModule } from './payloads/shape.ts';
+import { type VertexFacts, type VertexPayload, vertexShape } from './payloads/vertex.ts';
 import type { ProviderSlug } from './providers.ts';
 import { textIssue } from './text.ts';
-import { apiKeyOrRegionShape, type ApiKeyRegionFacts, type ApiKeyRegionPayload } from './payloads/api-key-or-region.ts';
-import { azureShape, type AzureFacts, type AzurePayload } from './payloads/azure.ts';
-import { bedrockShape, type BedrockFacts, type BedrockIamPayload, type BedrockKeyPayload } from './payloads/bedrock.ts';
-import { plainShape, type ApiKeyFacts, type ApiKeyPayload } from './payloads/plain.ts';
-import type { PayloadShapeModule } from './payloads/shape.ts';
-import { vertexShape, type VertexFacts, type VertexPayload } from './payloads/vertex.ts';
 
 export type { PayloadIssue } from './errors.ts';
-export type { ApiKeyPayload } from './payloads/plain.ts';
 export type { ApiKeyRegionPayload } from './payloads/api-key-or-region.ts';
-export type { BedrockIamPayload, BedrockKeyPayload } from './payloads/bedrock.ts';
 export {
-  azureDeploymentFor,
-  endpointUrlProblem,
   type AzureDeploymentConfig,
   type AzureEntryFacts,
   type AzurePayload,
   type AzureResourceConfig,
   type AzureResourceType,
+  azureDeploymentFor,
+  endpointUrlProblem,
 } from './payloads/azure.ts';
+export type { BedrockIamPayload, BedrockKeyPayload } from './payloads/bedrock.ts';
+export type { ApiKeyPayload } from './payloads/plain.ts';
+export type { SecretMaterial, UpstreamAuthPlan, UpstreamPlan } from './payloads/shape.ts';
+export { PLAIN_KEY_PATTERN } from './payloads/validation.ts';
 export {
+  type BucketOwnershipCheck,
+  type BucketOwnershipResult,
   batchBucketFor,
   bucketName,
   defaultBatchBucket,
   OFFLINE_BUCKET_OWNERSHIP_CHECK,
-  type BucketOwnershipCheck,
-  type BucketOwnershipResult,
   type VertexPayload,
   type VertexServiceAccount,
 } from './payloads/vertex.ts';
-export { PLAIN_KEY_PATTERN } from './payloads/validation.ts';
-export type { SecretMaterial, UpstreamAuthPlan, UpstreamPlan } from './payloads/shape.ts';
 
 /** A payload as the gateway and the export use it, parsed by its shape. */
-export type ProviderPayload = ApiKeyPayload | ApiKeyRegionPayload | AzurePayload | BedrockKeyPayload | BedrockIamPayload | VertexPayload;
+export type ProviderPayload =
+  | ApiKeyPayload
+  | ApiKeyRegionPayload
+  | AzurePayload
+  | BedrockKeyPayload
+  | BedrockIamPayload
+  | VertexPayload;
 
 /** What routing needs from a payload: its kind and the non-secret fields (regions, projects, Azure resources). */
 export type CredentialFacts = ApiKeyFacts | ApiKeyRegionFacts | AzureFacts | BedrockFacts | VertexFacts;
@@ -82,7 +88,9 @@ export function payloadShapeModule(shape: PayloadShape): AnyShape {
 
 /** Parsed kind -> the shape that owns it (the plain key, also produced by api-key-or-region, is the plain shape's). */
 const SHAPE_OF_KIND = new Map<ProviderPayload['kind'], PayloadShape>(
-  (Object.keys(PAYLOAD_SHAPES) as PayloadShape[]).flatMap((shape) => PAYLOAD_SHAPES[shape].kinds.map((kind) => [kind, shape] as const)),
+  (Object.keys(PAYLOAD_SHAPES) as PayloadShape[]).flatMap((shape) =>
+    PAYLOAD_SHAPES[shape].kinds.map((kind) => [kind, shape] as const),
+  ),
 );
 
 /** The module that owns a parsed payload: its upstream authentication, export facts and Secret material. */
@@ -117,7 +125,11 @@ export function validatePayload(provider: ProviderSlug, raw: string, opts: Paylo
   if (bad) return { ok: false, errors: [{ field: '', message: bad.message }] };
   const text = raw.trim();
   const errors: PayloadIssue[] = [];
-  const input = { text, looksJson: text.startsWith('{') || text.startsWith('['), egress: opts.egress ?? NO_EGRESS_EXCEPTIONS };
+  const input = {
+    text,
+    looksJson: text.startsWith('{') || text.startsWith('['),
+    egress: opts.egress ?? NO_EGRESS_EXCEPTIONS,
+  };
   const payload = payloadShapeModule(payloadShapeFor(provider)).validate(input, errors);
   return payload !== null && errors.length === 0 ? { ok: true, payload } : { ok: false, errors };
 }

@@ -4,10 +4,17 @@
 // Hot path: per-request state lives in module-level scratch arrays (planRoute is synchronous, so there is no
 // interleaving), and every attempt / exclusion object is frozen and cached on the prepared account or the catalog,
 // so a plan allocates its two result arrays and little else.
-import { applicableGuardrails, prepareAccount, type PreparedAccount, type PreparedCredential, type PreparedGuardrail, type PreparedProviderGroup } from './account.ts';
+import {
+  applicableGuardrails,
+  type PreparedAccount,
+  type PreparedCredential,
+  type PreparedGuardrail,
+  type PreparedProviderGroup,
+  prepareAccount,
+} from './account.ts';
 import type { CatalogEndpoint, CatalogModel, ModelCatalog, RouteRequest } from './catalog.ts';
-import { ROUTE_ERRORS, type RouteErrorCode } from './errors.ts';
 import type { CompiledAccount } from './compiled.ts';
+import { ROUTE_ERRORS, type RouteErrorCode } from './errors.ts';
 import { PROVIDER_SLUGS, type ProviderSlug } from './providers.ts';
 
 /** Every reason a credential or shared endpoint can be left out, with its stable explanation. */
@@ -29,8 +36,10 @@ export const RULES = {
   'rule-9-regional-not-targeted':
     'region-pinned endpoint on the global API, not targeted explicitly by provider.order or provider.only',
   'rule-9-regional-fallback': 'fallback credentials never unlock region-pinned endpoints on the global API',
-  'rule-6-byok-only': 'a credential of this provider has is_byok_only=true: shared endpoints are removed for every model',
-  'rule-5-is-required': 'a credential of this provider has is_required=true for this model: shared endpoints are removed',
+  'rule-6-byok-only':
+    'a credential of this provider has is_byok_only=true: shared endpoints are removed for every model',
+  'rule-5-is-required':
+    'a credential of this provider has is_required=true for this model: shared endpoints are removed',
 } as const;
 
 export type RuleId = keyof typeof RULES;
@@ -141,7 +150,11 @@ const EMPTY: readonly never[] = [];
  * Plans the attempts for one request. Accepts a CompiledAccount (prepared once and cached per object) or the result
  * of prepareAccount. Pure and deterministic: the same inputs give an equal plan.
  */
-export function planRoute(account: CompiledAccount | PreparedAccount, catalog: ModelCatalog, request: RouteRequest): RoutePlan {
+export function planRoute(
+  account: CompiledAccount | PreparedAccount,
+  catalog: ModelCatalog,
+  request: RouteRequest,
+): RoutePlan {
   const acc = prepareAccount(account);
   const model = catalog.models.get(request.model) ?? null;
   const n = model === null ? 0 : model.endpoints.length;
@@ -212,7 +225,10 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
       // Insertion by provider rank (rule 8: requested order, else the catalog's), stable on the slug order.
       const rank = provRank[grp.providerIdx] as number;
       let pos = selected++;
-      while (pos > 0 && (provRank[(groups[groupSel[pos - 1] as number] as PreparedProviderGroup).providerIdx] as number) > rank) {
+      while (
+        pos > 0 &&
+        (provRank[(groups[groupSel[pos - 1] as number] as PreparedProviderGroup).providerIdx] as number) > rank
+      ) {
         groupSel[pos] = groupSel[pos - 1] as number;
         pos--;
       }
@@ -259,14 +275,24 @@ export function planRoute(account: CompiledAccount | PreparedAccount, catalog: M
 }
 
 /** Decides every credential of one section; returns whether any of them will be attempted. */
-function evalCredentials(list: readonly PreparedCredential[], model: CatalogModel | null, excluded: Exclusion[]): boolean {
+function evalCredentials(
+  list: readonly PreparedCredential[],
+  model: CatalogModel | null,
+  excluded: Exclusion[],
+): boolean {
   let any = false;
   for (let k = 0; k < list.length; k++) if (evalCredential(list[k] as PreparedCredential, model, excluded)) any = true;
   return any;
 }
 
 /** Appends one section's attempted credentials (chosen by evalCredential), provider group by group in rank order. */
-function pushCredentialAttempts(attempts: Attempt[], groups: readonly PreparedProviderGroup[], selected: number, model: CatalogModel | null, section: Section): void {
+function pushCredentialAttempts(
+  attempts: Attempt[],
+  groups: readonly PreparedProviderGroup[],
+  selected: number,
+  model: CatalogModel | null,
+  section: Section,
+): void {
   const { chosen, groupSel } = S;
   for (let s = 0; s < selected; s++) {
     const group = groups[groupSel[s] as number] as PreparedProviderGroup;
@@ -410,7 +436,13 @@ function credentialAttempt(c: PreparedCredential, m: CatalogModel, j: number, se
   const hit = c.attempts[j] as CredentialAttempt | undefined;
   if (hit !== undefined) return hit;
   const e = m.endpoints[j] as CatalogEndpoint;
-  const a: CredentialAttempt = Object.freeze({ kind: 'credential', credentialId: c.id, provider: c.provider, endpoint: e, section });
+  const a: CredentialAttempt = Object.freeze({
+    kind: 'credential',
+    credentialId: c.id,
+    provider: c.provider,
+    endpoint: e,
+    section,
+  });
   c.attempts[j] = a;
   return a;
 }

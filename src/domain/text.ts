@@ -4,7 +4,13 @@
 // controls, terminals interpret them, and replaced or lone UTF-16 halves mean the stored value differs from the
 // one sent. Messages name the problem and its position, never the text.
 
-export type TextIssueCode = 'control_character' | 'line_separator' | 'noncharacter' | 'lone_surrogate' | 'replacement_character' | 'invalid_utf8';
+export type TextIssueCode =
+  | 'control_character'
+  | 'line_separator'
+  | 'noncharacter'
+  | 'lone_surrogate'
+  | 'replacement_character'
+  | 'invalid_utf8';
 
 export interface TextIssue {
   readonly code: TextIssueCode;
@@ -101,8 +107,7 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  * shared write fail.
  */
 export function yamlSafeJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? v.replace(LONE_SURROGATE, '\ufffd') : v)).replace(
-    YAML_UNSAFE,
-    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  return JSON.stringify(value, (_k, v: unknown) =>
+    typeof v === 'string' ? v.replace(LONE_SURROGATE, '\ufffd') : v,
+  ).replace(YAML_UNSAFE, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

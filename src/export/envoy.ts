@@ -3,8 +3,9 @@
 // BackendTrafficPolicy that retries once per priority, and per credential an AIServiceBackend per upstream host and
 // a BackendSecurityPolicy reading its derived Secret. Backends (one per upstream host) and the shared tier's
 // backends and policies are the platform's, written once.
-import { credentialSecret, objectName, partsDigest, sharedSecretName, tenantName } from './names.ts';
+
 import type { AccountAttempts } from './attempt-order.ts';
+import { credentialSecret, objectName, partsDigest, sharedSecretName, tenantName } from './names.ts';
 import type { DerivedSecret, ExportOptions, ResolvedAttempt, TargetObject, UpstreamTarget } from './types.ts';
 
 export const ENVOY_LIMITS = { rulesPerRoute: 15, backendRefsPerRule: 128, targetRefsPerPolicy: 16 } as const;
@@ -53,8 +54,18 @@ interface Owner {
   labels: Record<string, string>;
 }
 
-export function meta(name: string, options: ExportOptions, labels: Record<string, string>, annotations?: Record<string, string>): TargetObject['metadata'] {
-  return { name, namespace: options.namespace, labels: { ...MANAGED, ...labels }, ...(annotations ? { annotations } : {}) };
+export function meta(
+  name: string,
+  options: ExportOptions,
+  labels: Record<string, string>,
+  annotations?: Record<string, string>,
+): TargetObject['metadata'] {
+  return {
+    name,
+    namespace: options.namespace,
+    labels: { ...MANAGED, ...labels },
+    ...(annotations ? { annotations } : {}),
+  };
 }
 
 export function envoySchema(target: UpstreamTarget, model: string): Record<string, string> {
@@ -65,7 +76,9 @@ export function envoySchema(target: UpstreamTarget, model: string): Record<strin
     case 'anthropic':
       return { name: 'Anthropic', prefix: target.basePath };
     case 'azure-deployment':
-      return target.azure?.apiVersion ? { name: 'AzureOpenAI', version: target.azure.apiVersion } : { name: 'AzureOpenAI' };
+      return target.azure?.apiVersion
+        ? { name: 'AzureOpenAI', version: target.azure.apiVersion }
+        : { name: 'AzureOpenAI' };
     case 'bedrock':
       return { name: 'AWSBedrock' };
     case 'vertex':
@@ -74,7 +87,10 @@ export function envoySchema(target: UpstreamTarget, model: string): Record<strin
 }
 
 /** The BackendSecurityPolicy body for one auth kind, and the keys its Secret must hold. */
-export function envoyAuth(target: UpstreamTarget, secretName: string): { spec: Record<string, unknown>; keys: string[] } {
+export function envoyAuth(
+  target: UpstreamTarget,
+  secretName: string,
+): { spec: Record<string, unknown>; keys: string[] } {
   const secretRef = { name: secretName };
   switch (target.auth) {
     case 'api-key':
@@ -85,9 +101,18 @@ export function envoyAuth(target: UpstreamTarget, secretName: string): { spec: R
     case 'anthropic-api-key':
       return { spec: { type: 'AnthropicAPIKey', anthropicAPIKey: { secretRef } }, keys: ['apiKey'] };
     case 'aws-iam':
-      return { spec: { type: 'AWSCredentials', awsCredentials: { region: target.region, credentialsFile: { secretRef } } }, keys: ['credentials'] };
+      return {
+        spec: { type: 'AWSCredentials', awsCredentials: { region: target.region, credentialsFile: { secretRef } } },
+        keys: ['credentials'],
+      };
     case 'gcp-service-account':
-      return { spec: { type: 'GCPCredentials', gcpCredentials: { projectName: target.projectId, region: target.region, credentialsFile: { secretRef } } }, keys: ['service_account.json'] };
+      return {
+        spec: {
+          type: 'GCPCredentials',
+          gcpCredentials: { projectName: target.projectId, region: target.region, credentialsFile: { secretRef } },
+        },
+        keys: ['service_account.json'],
+      };
   }
 }
 
@@ -106,7 +131,10 @@ export function hostBackends(options: ExportOptions, into: TargetObject[]): (hos
         apiVersion: EG,
         kind: 'Backend',
         metadata: meta(name, options, {}, shared.annotations),
-        spec: { endpoints: [{ fqdn: { hostname: host, port: 443 } }], tls: { wellKnownCACertificates: 'System', sni: host } },
+        spec: {
+          endpoints: [{ fqdn: { hostname: host, port: 443 } }],
+          tls: { wellKnownCACertificates: 'System', sni: host },
+        },
       });
     }
     return name;
@@ -139,8 +167,14 @@ export function buildEnvoy(plans: readonly AccountAttempts[], options: ExportOpt
       const object: TargetObject = {
         apiVersion: AIGW,
         kind: 'AIServiceBackend',
-        metadata: meta(name, options, owner.labels, { 'byok.gateway.dev/source': owner.source, ...shared?.annotations }),
-        spec: { schema, backendRef: { name: backendName(attempt.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } },
+        metadata: meta(name, options, owner.labels, {
+          'byok.gateway.dev/source': owner.source,
+          ...shared?.annotations,
+        }),
+        spec: {
+          schema,
+          backendRef: { name: backendName(attempt.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' },
+        },
       };
       (attempt.credentialId === null ? build.shared : objects).push(object);
       return name;
@@ -148,13 +182,26 @@ export function buildEnvoy(plans: readonly AccountAttempts[], options: ExportOpt
     const rules = plan.models.map((m) => {
       let attempts = m.attempts;
       if (attempts.length > ENVOY_LIMITS.backendRefsPerRule) {
-        build.limits.push(`${ns} ${m.model}: ${attempts.length} attempts, cut to the first ${ENVOY_LIMITS.backendRefsPerRule} (backendRefs per rule)`);
+        build.limits.push(
+          `${ns} ${m.model}: ${attempts.length} attempts, cut to the first ${ENVOY_LIMITS.backendRefsPerRule} (backendRefs per rule)`,
+        );
         attempts = attempts.slice(0, ENVOY_LIMITS.backendRefsPerRule);
       }
       return {
         name: objectName(m.model),
-        matches: [{ headers: [{ type: 'Exact', name: ACCOUNT_HEADER, value: ns }, { type: 'Exact', name: MODEL_HEADER, value: m.model }] }],
-        backendRefs: attempts.map((a, priority) => ({ name: aiBackend(a, m.model), priority, modelNameOverride: a.target.model })),
+        matches: [
+          {
+            headers: [
+              { type: 'Exact', name: ACCOUNT_HEADER, value: ns },
+              { type: 'Exact', name: MODEL_HEADER, value: m.model },
+            ],
+          },
+        ],
+        backendRefs: attempts.map((a, priority) => ({
+          name: aiBackend(a, m.model),
+          priority,
+          modelNameOverride: a.target.model,
+        })),
       };
     });
     objects.push(...routes(ns, rules, options, build.limits));
@@ -168,24 +215,55 @@ export function buildEnvoy(plans: readonly AccountAttempts[], options: ExportOpt
 function ownerOf(attempt: ResolvedAttempt, plan: AccountAttempts, options: ExportOptions): Owner {
   const ns = plan.account.namespace;
   if (attempt.credentialId === null) {
-    return { source: `shared:${attempt.provider}`, secretName: sharedSecretName(options.target, attempt.provider), prefix: ['byok-shared', attempt.provider], labels: {} };
+    return {
+      source: `shared:${attempt.provider}`,
+      secretName: sharedSecretName(options.target, attempt.provider),
+      prefix: ['byok-shared', attempt.provider],
+      labels: {},
+    };
   }
   const cred = plan.account.credentials.find((c) => c.id === attempt.credentialId)!;
   const part = attempt.target.credentialPart;
   const secret = credentialSecret(options.target, ns, cred.name, part);
-  return { source: secret.source, secretName: secret.name, credential: secret.credential, ...(part ? { part } : {}), prefix: [ns, cred.name, ...(part ? [part] : [])], labels: { 'byok.gateway.dev/account': ns } };
+  return {
+    source: secret.source,
+    secretName: secret.name,
+    credential: secret.credential,
+    ...(part ? { part } : {}),
+    prefix: [ns, cred.name, ...(part ? [part] : [])],
+    labels: { 'byok.gateway.dev/account': ns },
+  };
 }
 
 /** AIGatewayRoutes of one account, 15 rules each, with a BackendTrafficPolicy per route for the failover. */
-export function routes(ns: string, rules: { name: string; backendRefs: unknown[] }[], options: ExportOptions, limits: string[], labels: Record<string, string> = { 'byok.gateway.dev/account': ns }): TargetObject[] {
+export function routes(
+  ns: string,
+  rules: { name: string; backendRefs: unknown[] }[],
+  options: ExportOptions,
+  limits: string[],
+  labels: Record<string, string> = { 'byok.gateway.dev/account': ns },
+): TargetObject[] {
   const out: TargetObject[] = [];
   const chunks = Math.max(1, Math.ceil(rules.length / ENVOY_LIMITS.rulesPerRoute));
-  if (chunks > 1) limits.push(`${ns}: ${rules.length} model rules split over ${chunks} AIGatewayRoutes (${ENVOY_LIMITS.rulesPerRoute} rules per route)`);
+  if (chunks > 1)
+    limits.push(
+      `${ns}: ${rules.length} model rules split over ${chunks} AIGatewayRoutes (${ENVOY_LIMITS.rulesPerRoute} rules per route)`,
+    );
   for (let i = 0; i < chunks; i++) {
     const chunk = rules.slice(i * ENVOY_LIMITS.rulesPerRoute, (i + 1) * ENVOY_LIMITS.rulesPerRoute);
     const name = tenantName('byok', ns, ...(i > 0 ? [String(i + 1)] : []));
-    const parentRef = { group: 'gateway.networking.k8s.io', kind: 'Gateway', name: options.gateway.name, ...(options.gateway.namespace ? { namespace: options.gateway.namespace } : {}) };
-    out.push({ apiVersion: AIGW, kind: 'AIGatewayRoute', metadata: meta(name, options, labels), spec: { parentRefs: [parentRef], rules: chunk } });
+    const parentRef = {
+      group: 'gateway.networking.k8s.io',
+      kind: 'Gateway',
+      name: options.gateway.name,
+      ...(options.gateway.namespace ? { namespace: options.gateway.namespace } : {}),
+    };
+    out.push({
+      apiVersion: AIGW,
+      kind: 'AIGatewayRoute',
+      metadata: meta(name, options, labels),
+      spec: { parentRefs: [parentRef], rules: chunk },
+    });
     const most = Math.max(1, ...chunk.map((r) => r.backendRefs.length));
     out.push({
       apiVersion: EG,
@@ -194,7 +272,11 @@ export function routes(ns: string, rules: { name: string; backendRefs: unknown[]
       spec: {
         // Envoy AI Gateway writes an HTTPRoute named after the AIGatewayRoute: the retry attaches there.
         targetRefs: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name }],
-        retry: { numRetries: Math.max(1, most - 1), numAttemptsPerPriority: 1, retryOn: { triggers: ['connect-failure', 'retriable-status-codes'], httpStatusCodes: FAILOVER_STATUSES } },
+        retry: {
+          numRetries: Math.max(1, most - 1),
+          numAttemptsPerPriority: 1,
+          retryOn: { triggers: ['connect-failure', 'retriable-status-codes'], httpStatusCodes: FAILOVER_STATUSES },
+        },
       },
     });
   }
@@ -208,29 +290,65 @@ function chunked<T>(items: readonly T[], size: number): T[][] {
 }
 
 /** `nameOf(i)`: the name of the policy's i-th chunk of 16 targets. */
-function securityPolicies(nameOf: (i: number) => string, backends: PlacedBackend[], secretName: string, options: ExportOptions, labels: Record<string, string>, source: string): { objects: TargetObject[]; keys: string[] } {
+function securityPolicies(
+  nameOf: (i: number) => string,
+  backends: PlacedBackend[],
+  secretName: string,
+  options: ExportOptions,
+  labels: Record<string, string>,
+  source: string,
+): { objects: TargetObject[]; keys: string[] } {
   const { spec, keys } = envoyAuth(backends[0]!.target, secretName);
   const objects = chunked(backends, ENVOY_LIMITS.targetRefsPerPolicy).map((chunk, i) => ({
     apiVersion: AIGW,
     kind: 'BackendSecurityPolicy',
     metadata: meta(nameOf(i), options, labels, { 'byok.gateway.dev/source': source }),
-    spec: { ...spec, targetRefs: chunk.map((b) => ({ group: 'aigateway.envoyproxy.io', kind: 'AIServiceBackend', name: b.name })) },
+    spec: {
+      ...spec,
+      targetRefs: chunk.map((b) => ({ group: 'aigateway.envoyproxy.io', kind: 'AIServiceBackend', name: b.name })),
+    },
   }));
   return { objects, keys };
 }
 
 function policies(owner: Owner, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
-  const { objects, keys } = securityPolicies((i) => tenantName(...owner.prefix, ...(i > 0 ? [`#${i + 1}`] : [])), list, owner.secretName, options, owner.labels, owner.source);
-  build.secrets.push({ name: owner.secretName, keys, source: owner.source, ...(owner.credential ? { credential: owner.credential } : {}), ...(owner.part ? { part: owner.part } : {}) });
+  const { objects, keys } = securityPolicies(
+    (i) => tenantName(...owner.prefix, ...(i > 0 ? [`#${i + 1}`] : [])),
+    list,
+    owner.secretName,
+    options,
+    owner.labels,
+    owner.source,
+  );
+  build.secrets.push({
+    name: owner.secretName,
+    keys,
+    source: owner.source,
+    ...(owner.credential ? { credential: owner.credential } : {}),
+    ...(owner.part ? { part: owner.part } : {}),
+  });
   return objects;
 }
 
-export function sharedPolicies(source: string, list: PlacedBackend[], options: ExportOptions, build: EnvoyBuild): TargetObject[] {
+export function sharedPolicies(
+  source: string,
+  list: PlacedBackend[],
+  options: ExportOptions,
+  build: EnvoyBuild,
+): TargetObject[] {
   const provider = source.slice('shared:'.length);
   const secretName = sharedSecretName(options.target, provider);
   const base = objectName('byok-shared', provider);
-  const { objects, keys } = securityPolicies((i) => (i === 0 ? base : objectName(base, String(i + 1))), list, secretName, options, {}, source);
-  for (const o of objects) o.metadata.annotations = { ...o.metadata.annotations, [IDENTITY_ANNOTATION]: partsDigest([source]) };
+  const { objects, keys } = securityPolicies(
+    (i) => (i === 0 ? base : objectName(base, String(i + 1))),
+    list,
+    secretName,
+    options,
+    {},
+    source,
+  );
+  for (const o of objects)
+    o.metadata.annotations = { ...o.metadata.annotations, [IDENTITY_ANNOTATION]: partsDigest([source]) };
   build.secrets.push({ name: secretName, keys, source });
   return objects;
 }

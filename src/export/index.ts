@@ -1,40 +1,79 @@
 // The export: compiled accounts (and the non-secret facts of their payloads) -> a target's objects and the report
 // of what the target keeps, approximates and drops. Pure: no I/O; the CLI reads the folder and writes the YAML.
 import { buildAgentgateway } from './agentgateway.ts';
+import { type AccountAttempts, accountAttempts } from './attempt-order.ts';
 import { buildEnvoy } from './envoy.ts';
-import { buildOverride, shapeOf } from './override.ts';
 import { accountNotes, credentialNotes } from './notes.ts';
-import { accountAttempts, type AccountAttempts } from './attempt-order.ts';
+import { buildOverride, shapeOf } from './override.ts';
 import { buildStandalone } from './standalone.ts';
-import type { AccountReport, CredentialReport, DerivedSecret, SkippedCredential, ExportInput, ExportOptions, ExportReport, ExportResult, SemanticNote, TargetObject } from './types.ts';
+import type {
+  AccountReport,
+  CredentialReport,
+  DerivedSecret,
+  ExportInput,
+  ExportOptions,
+  ExportReport,
+  ExportResult,
+  SemanticNote,
+  SkippedCredential,
+  TargetObject,
+} from './types.ts';
 
+export { IDENTITY_ANNOTATION } from './envoy.ts';
+export { payloadFacts } from './facts.ts';
+export { derivedSecretName, sharedSecretName, targetObjectKey, tenantName } from './names.ts';
+export { formatReport } from './report.ts';
+export { derivedSecretData } from './secret-data.ts';
 export type * from './types.ts';
 export { EXPORT_TARGETS } from './types.ts';
-export { payloadFacts } from './facts.ts';
-export { derivedSecretData } from './secret-data.ts';
-export { formatReport } from './report.ts';
-export { derivedSecretName, sharedSecretName, targetObjectKey, tenantName } from './names.ts';
-export { IDENTITY_ANNOTATION } from './envoy.ts';
+
 import { targetObjectKey } from './names.ts';
 
-function accountReport(plan: AccountAttempts, input: ExportInput, options: ExportOptions, objects: number, byCredential: ReadonlyMap<string, DerivedSecret[]>): AccountReport {
+function accountReport(
+  plan: AccountAttempts,
+  input: ExportInput,
+  options: ExportOptions,
+  objects: number,
+  byCredential: ReadonlyMap<string, DerivedSecret[]>,
+): AccountReport {
   const ns = plan.account.namespace;
   const notes: SemanticNote[] = accountNotes(plan, options.target, options.mode);
   for (const m of plan.models) {
-    if (m.attempts.length === 0) notes.push({ semantic: 'no attempt', treatment: 'kept', detail: `${m.model}: no attempt remains (is_required, is_byok_only or a data policy removed every one): its rule has no backend, so requests fail` });
+    if (m.attempts.length === 0)
+      notes.push({
+        semantic: 'no attempt',
+        treatment: 'kept',
+        detail: `${m.model}: no attempt remains (is_required, is_byok_only or a data policy removed every one): its rule has no backend, so requests fail`,
+      });
     for (const u of m.unplaced) {
-      const who = u.credentialId === null ? `shared ${u.provider}` : (plan.account.credentials.find((c) => c.id === u.credentialId)?.name ?? u.credentialId);
+      const who =
+        u.credentialId === null
+          ? `shared ${u.provider}`
+          : (plan.account.credentials.find((c) => c.id === u.credentialId)?.name ?? u.credentialId);
       notes.push({ semantic: 'attempt left out', treatment: 'dropped', detail: `${m.model}: ${who}: ${u.reason}` });
     }
   }
   if (options.mode === 'override') {
-    for (const m of plan.models) notes.push({ semantic: 'plan shape', treatment: 'kept', detail: `${m.model}: x-byok-plan ${shapeOf(m).id}` });
+    for (const m of plan.models)
+      notes.push({ semantic: 'plan shape', treatment: 'kept', detail: `${m.model}: x-byok-plan ${shapeOf(m).id}` });
   }
   const credentials: CredentialReport[] = plan.account.credentials.map((c) => {
-    return { namespace: ns, name: c.name, provider: c.provider, derivedSecrets: byCredential.get(`${ns}/${c.name}`) ?? [], notes: credentialNotes(c, plan, options.mode) };
+    return {
+      namespace: ns,
+      name: c.name,
+      provider: c.provider,
+      derivedSecrets: byCredential.get(`${ns}/${c.name}`) ?? [],
+      notes: credentialNotes(c, plan, options.mode),
+    };
   });
   for (const s of skippedIn(input, ns)) {
-    credentials.push({ namespace: ns, name: s.name, provider: s.provider, derivedSecrets: [], notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+    credentials.push({
+      namespace: ns,
+      name: s.name,
+      provider: s.provider,
+      derivedSecrets: [],
+      notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }],
+    });
   }
   credentials.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return { namespace: ns, models: plan.models.map((m) => m.model), objects, notes, credentials };
@@ -64,8 +103,20 @@ function skippedOnlyAccounts(input: ExportInput): AccountReport[] {
   const byNs = new Map<string, AccountReport>();
   for (const s of input.skipped) {
     if (compiled.has(s.namespace)) continue;
-    const report = byNs.get(s.namespace) ?? { namespace: s.namespace, models: [], objects: 0, notes: [], credentials: [] };
-    report.credentials.push({ namespace: s.namespace, name: s.name, provider: s.provider, derivedSecrets: [], notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }] });
+    const report = byNs.get(s.namespace) ?? {
+      namespace: s.namespace,
+      models: [],
+      objects: 0,
+      notes: [],
+      credentials: [],
+    };
+    report.credentials.push({
+      namespace: s.namespace,
+      name: s.name,
+      provider: s.provider,
+      derivedSecrets: [],
+      notes: [{ semantic: 'not exported', treatment: 'dropped', detail: s.reason }],
+    });
     byNs.set(s.namespace, report);
   }
   return [...byNs.values()];
@@ -78,7 +129,10 @@ const ACCOUNT = 'byok.gateway.dev/account';
  * Names are digests of what they stand for, so this finds only what a digest collision or a defect would make; it
  * is settled the same way whatever the order of the accounts.
  */
-export function refuseSharedNames(shared: TargetObject[], perAccount: Map<string, TargetObject[]>): { conflicts: string[]; byAccount: Map<string, string[]> } {
+export function refuseSharedNames(
+  shared: TargetObject[],
+  perAccount: Map<string, TargetObject[]>,
+): { conflicts: string[]; byAccount: Map<string, string[]> } {
   const count = new Map<string, number>();
   const all = [...shared, ...[...perAccount.values()].flat()];
   for (const o of all) count.set(targetObjectKey(o), (count.get(targetObjectKey(o)) ?? 0) + 1);
@@ -94,15 +148,27 @@ export function refuseSharedNames(shared: TargetObject[], perAccount: Map<string
     if (owner !== undefined) byAccount.set(owner, [...new Set([...(byAccount.get(owner) ?? []), line])]);
   }
   shared.splice(0, shared.length, ...shared.filter((o) => !taken.has(targetObjectKey(o))));
-  for (const [ns, list] of perAccount) perAccount.set(ns, list.filter((o) => !taken.has(targetObjectKey(o))));
+  for (const [ns, list] of perAccount)
+    perAccount.set(
+      ns,
+      list.filter((o) => !taken.has(targetObjectKey(o))),
+    );
   return { conflicts: [...conflicts].sort(), byAccount };
 }
 
 /** The target's objects for every account (Kubernetes CRDs of the target), and the report. */
 export function exportAccounts(input: ExportInput, options: ExportOptions): ExportResult {
   const plans = input.accounts.map((a) => accountAttempts(a, input, options));
-  if (options.mode === 'override' && options.target !== 'envoy-ai-gateway') throw new Error('the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")');
-  const build = options.mode === 'override' ? buildOverride(plans, input, options) : options.target === 'envoy-ai-gateway' ? buildEnvoy(plans, options) : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
+  if (options.mode === 'override' && options.target !== 'envoy-ai-gateway')
+    throw new Error(
+      'the per-request mode is built for envoy-ai-gateway only (docs/export.md, "Per-request credentials")',
+    );
+  const build =
+    options.mode === 'override'
+      ? buildOverride(plans, input, options)
+      : options.target === 'envoy-ai-gateway'
+        ? buildEnvoy(plans, options)
+        : { ...buildAgentgateway(plans, options), shared: [] as TargetObject[] };
   const { conflicts, byAccount } = refuseSharedNames(build.shared, build.perAccount);
   const objects: TargetObject[] = [...build.shared];
   const secrets = byCredentialOf(build.secrets);
@@ -110,7 +176,8 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
     const own = build.perAccount.get(plan.account.namespace) ?? [];
     for (const o of own) objects.push(o);
     const report = accountReport(plan, input, options, own.length, secrets);
-    for (const line of byAccount.get(plan.account.namespace) ?? []) report.notes.push({ semantic: 'conflict', treatment: 'dropped', detail: line });
+    for (const line of byAccount.get(plan.account.namespace) ?? [])
+      report.notes.push({ semantic: 'conflict', treatment: 'dropped', detail: line });
     return report;
   });
   accounts.push(...skippedOnlyAccounts(input));
@@ -129,16 +196,36 @@ export function exportAccounts(input: ExportInput, options: ExportOptions): Expo
 }
 
 /** agentgateway's standalone config for one account, and the report (objects counts the config's models). */
-export function exportStandalone(input: ExportInput, options: ExportOptions, namespace: string): { config: Record<string, unknown>; report: ExportReport } {
+export function exportStandalone(
+  input: ExportInput,
+  options: ExportOptions,
+  namespace: string,
+): { config: Record<string, unknown>; report: ExportReport } {
   const account = input.accounts.find((a) => a.namespace === namespace);
   if (account === undefined) throw new Error(`no compiled account ${namespace} in the input`);
   const plan = accountAttempts(account, input, options);
   const build = buildStandalone(plan, options);
   const count = build.config.llm.models.length + build.config.llm.virtualModels.length;
   const accountEntry = accountReport(plan, input, options, count, byCredentialOf(build.secrets));
-  for (const n of build.notes) accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
-  accountEntry.notes.push({ semantic: 'account selection', treatment: 'kept', detail: 'one account per standalone file: every request the proxy serves is this account' });
-  accountEntry.notes = accountEntry.notes.filter((n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'));
-  const report: ExportReport = { target: 'agentgateway', mode: 'static', accounts: [accountEntry], sharedObjects: 0, derivedSecrets: build.secrets, limits: [], conflicts: [], totalObjects: count };
+  for (const n of build.notes)
+    accountEntry.notes.push({ semantic: 'standalone auth', treatment: 'approximated', detail: n });
+  accountEntry.notes.push({
+    semantic: 'account selection',
+    treatment: 'kept',
+    detail: 'one account per standalone file: every request the proxy serves is this account',
+  });
+  accountEntry.notes = accountEntry.notes.filter(
+    (n) => !(n.semantic === 'account selection' && n.treatment === 'approximated'),
+  );
+  const report: ExportReport = {
+    target: 'agentgateway',
+    mode: 'static',
+    accounts: [accountEntry],
+    sharedObjects: 0,
+    derivedSecrets: build.secrets,
+    limits: [],
+    conflicts: [],
+    totalObjects: count,
+  };
   return { config: build.config, report };
 }

@@ -8,7 +8,8 @@
 import { createHash } from 'node:crypto';
 import type { ExportTarget } from './types.ts';
 
-export const shortHash = (text: string, length = 10): string => createHash('sha256').update(text).digest('hex').slice(0, length);
+export const shortHash = (text: string, length = 10): string =>
+  createHash('sha256').update(text).digest('hex').slice(0, length);
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 /** Characters of a name's digest: 26 base32 characters are 130 bits, beyond any collision search. */
@@ -27,7 +28,8 @@ export function digestLabel(text: string): string {
 }
 
 /** The full sha256 of a name's parts as a tuple: what a shared object's identity annotation holds. */
-export const partsDigest = (parts: readonly string[]): string => createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+export const partsDigest = (parts: readonly string[]): string =>
+  createHash('sha256').update(JSON.stringify(parts)).digest('hex');
 
 /** `openai/gpt-5` -> `openai-gpt-5`: lowercase, only [a-z0-9-], no leading or trailing dash. */
 export function slugify(text: string): string {
@@ -55,7 +57,12 @@ export function objectName(...parts: string[]): string {
  */
 export function tenantName(...parts: string[]): string {
   const digest = digestLabel(JSON.stringify(parts));
-  const readable = parts.map(slugify).filter(Boolean).join('-').slice(0, 63 - DIGEST_CHARS - 1).replace(/-+$/, '');
+  const readable = parts
+    .map(slugify)
+    .filter(Boolean)
+    .join('-')
+    .slice(0, 63 - DIGEST_CHARS - 1)
+    .replace(/-+$/, '');
   return readable === '' ? digest : `${readable}-${digest}`;
 }
 
@@ -71,9 +78,19 @@ export function derivedSecretName(target: ExportTarget, namespace: string, name:
 }
 
 /** The derived Secret of one credential (or of one of its parts): its name and how the report names its source. */
-export function credentialSecret(target: ExportTarget, namespace: string, name: string, part?: string): { name: string; source: string; credential: string; part?: string } {
+export function credentialSecret(
+  target: ExportTarget,
+  namespace: string,
+  name: string,
+  part?: string,
+): { name: string; source: string; credential: string; part?: string } {
   const credential = `${namespace}/${name}`;
-  return { name: derivedSecretName(target, namespace, name, part), source: part ? `${credential} (${part})` : credential, credential, ...(part ? { part } : {}) };
+  return {
+    name: derivedSecretName(target, namespace, name, part),
+    source: part ? `${credential} (${part})` : credential,
+    credential,
+    ...(part ? { part } : {}),
+  };
 }
 
 /** The platform's own key for a provider's shared capacity, in the target's shape (the platform provides it). */
@@ -82,4 +99,5 @@ export function sharedSecretName(target: ExportTarget, provider: string): string
 }
 
 /** The identity of an exported object within one target: its apiVersion, kind and name. */
-export const targetObjectKey = (o: { apiVersion: string; kind: string; metadata: { name: string } }): string => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
+export const targetObjectKey = (o: { apiVersion: string; kind: string; metadata: { name: string } }): string =>
+  `${o.apiVersion}|${o.kind}|${o.metadata.name}`;

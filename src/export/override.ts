@@ -5,9 +5,21 @@
 // service (credentialOverride.fromDynamicMetadata), which also sets x-byok-plan to the shape's id. Every BYOK slot has
 // fallbackToConfigured: false, so a slot without a credential never falls back to a configured key: shared capacity
 // is used only where the shape lists a shared backend (is_byok_only and is_required shape the shape).
-import { ENVOY_LIMITS, envoyAuth, envoySchema, hostBackends, meta, routes, sharedName, sharedPolicies, type EnvoyBuild, type PlacedBackend } from './envoy.ts';
-import { digestLabel, tenantName } from './names.ts';
+
 import type { AccountAttempts, ModelAttempts } from './attempt-order.ts';
+import {
+  ENVOY_LIMITS,
+  type EnvoyBuild,
+  envoyAuth,
+  envoySchema,
+  hostBackends,
+  meta,
+  type PlacedBackend,
+  routes,
+  sharedName,
+  sharedPolicies,
+} from './envoy.ts';
+import { digestLabel, tenantName } from './names.ts';
 import type { ExportInput, ExportOptions, ResolvedAttempt } from './types.ts';
 
 export const PLAN_HEADER = 'x-byok-plan';
@@ -22,7 +34,15 @@ const AIGW = 'aigateway.envoyproxy.io/v1beta1';
  */
 function slotClass(a: ResolvedAttempt, model: string): string {
   const t = a.target;
-  return [a.section, a.provider, t.host, JSON.stringify(envoySchema(t, model)), t.auth, t.region ?? '', t.projectId ?? ''].join('|');
+  return [
+    a.section,
+    a.provider,
+    t.host,
+    JSON.stringify(envoySchema(t, model)),
+    t.auth,
+    t.region ?? '',
+    t.projectId ?? '',
+  ].join('|');
 }
 
 /** The id the ext_authz service sends in x-byok-plan: a hash of the model and its attempt sequence. */
@@ -36,7 +56,11 @@ export function slotMetadataKey(a: ResolvedAttempt, model: string, k: number): s
   return `byok-${tenantName(a.section, a.provider, String(k), slotClass(a, model))}`;
 }
 
-export function buildOverride(plans: readonly AccountAttempts[], _input: ExportInput, options: ExportOptions): EnvoyBuild {
+export function buildOverride(
+  plans: readonly AccountAttempts[],
+  _input: ExportInput,
+  options: ExportOptions,
+): EnvoyBuild {
   const build: EnvoyBuild = { perAccount: new Map(), shared: [], secrets: [], limits: [] };
   const backendName = hostBackends(options, build.shared);
   const slots = new Map<string, string>();
@@ -53,14 +77,24 @@ export function buildOverride(plans: readonly AccountAttempts[], _input: ExportI
     slots.set(key, name);
     const { spec } = envoyAuth(a.target, UNSET_SECRET);
     build.shared.push(
-      { apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, shared.annotations), spec: { schema: envoySchema(a.target, model), backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } },
+      {
+        apiVersion: AIGW,
+        kind: 'AIServiceBackend',
+        metadata: meta(name, options, {}, shared.annotations),
+        spec: {
+          schema: envoySchema(a.target, model),
+          backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' },
+        },
+      },
       {
         apiVersion: AIGW,
         kind: 'BackendSecurityPolicy',
         metadata: meta(name, options, {}, { 'byok.gateway.dev/metadata-key': key, ...shared.annotations }),
         spec: {
           ...spec,
-          credentialOverride: { fromDynamicMetadata: { namespace: METADATA_NAMESPACE, key, fallbackToConfigured: false } },
+          credentialOverride: {
+            fromDynamicMetadata: { namespace: METADATA_NAMESPACE, key, fallbackToConfigured: false },
+          },
           targetRefs: [{ group: 'aigateway.envoyproxy.io', kind: 'AIServiceBackend', name }],
         },
       },
@@ -78,7 +112,15 @@ export function buildOverride(plans: readonly AccountAttempts[], _input: ExportI
     const shared = sharedName('byok-shared', a.provider, key);
     const name = shared.name;
     list.push({ key, name, target: a.target });
-    build.shared.push({ apiVersion: AIGW, kind: 'AIServiceBackend', metadata: meta(name, options, {}, { 'byok.gateway.dev/source': source, ...shared.annotations }), spec: { schema, backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' } } });
+    build.shared.push({
+      apiVersion: AIGW,
+      kind: 'AIServiceBackend',
+      metadata: meta(name, options, {}, { 'byok.gateway.dev/source': source, ...shared.annotations }),
+      spec: {
+        schema,
+        backendRef: { name: backendName(a.target.host), kind: 'Backend', group: 'gateway.envoyproxy.io' },
+      },
+    });
     return name;
   };
 
@@ -93,7 +135,14 @@ export function buildOverride(plans: readonly AccountAttempts[], _input: ExportI
       }));
       rules.set(`${m.model}|${shape.id}`, {
         name: tenantName(m.model, shape.id),
-        matches: [{ headers: [{ type: 'Exact', name: PLAN_HEADER, value: shape.id }, { type: 'Exact', name: 'x-ai-eg-model', value: m.model }] }],
+        matches: [
+          {
+            headers: [
+              { type: 'Exact', name: PLAN_HEADER, value: shape.id },
+              { type: 'Exact', name: 'x-ai-eg-model', value: m.model },
+            ],
+          },
+        ],
         backendRefs,
       });
     }
@@ -101,7 +150,11 @@ export function buildOverride(plans: readonly AccountAttempts[], _input: ExportI
   const ordered = [...rules.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
   build.shared.push(...routes('per-request', ordered, options, build.limits, {}));
   for (const [source, list] of sharedBackends) build.shared.push(...sharedPolicies(source, list, options, build));
-  build.secrets.unshift({ name: UNSET_SECRET, keys: [], source: 'placeholder: per-request slots name it; fallbackToConfigured: false means it is never read' });
+  build.secrets.unshift({
+    name: UNSET_SECRET,
+    keys: [],
+    source: 'placeholder: per-request slots name it; fallbackToConfigured: false means it is never read',
+  });
   for (const plan of plans) build.perAccount.set(plan.account.namespace, []);
   return build;
 }

@@ -2,7 +2,11 @@
 // drops, the derived Secrets the in-cluster controller would write, the target limits hit, and the object counts.
 import type { ExportReport, SemanticNote, Treatment } from './types.ts';
 
-const WIDTH: Record<Treatment, string> = { kept: 'kept        ', approximated: 'approximated', dropped: 'dropped     ' };
+const WIDTH: Record<Treatment, string> = {
+  kept: 'kept        ',
+  approximated: 'approximated',
+  dropped: 'dropped     ',
+};
 const line = (indent: string, n: SemanticNote) => `${indent}${WIDTH[n.treatment]}  ${n.semantic}: ${n.detail}`;
 
 export function formatReport(report: ExportReport): string {
@@ -13,15 +17,19 @@ export function formatReport(report: ExportReport): string {
   ];
   out.push(report.limits.length === 0 ? 'target limits: none hit' : 'target limits:');
   for (const l of report.limits) out.push(`  ${l}`);
-  if (report.conflicts.length > 0) out.push('name conflicts (refused, not written):', ...report.conflicts.map((c) => `  ${c}`));
+  if (report.conflicts.length > 0)
+    out.push('name conflicts (refused, not written):', ...report.conflicts.map((c) => `  ${c}`));
   out.push('derived Secrets (the in-cluster controller writes them; this export never does):');
-  for (const s of report.derivedSecrets) out.push(`  ${s.name}  keys: ${s.keys.join(', ') || '(none)'}  from ${s.source}`);
+  for (const s of report.derivedSecrets)
+    out.push(`  ${s.name}  keys: ${s.keys.join(', ') || '(none)'}  from ${s.source}`);
   for (const a of report.accounts) {
     out.push(`account ${a.namespace}: ${a.models.length} model(s), ${a.objects} object(s)`);
     for (const n of a.notes) out.push(line('  ', n));
     for (const c of a.credentials) {
       const secrets = c.derivedSecrets.map((s) => s.name);
-      out.push(`  credential ${c.name} (${c.provider})${secrets.length > 0 ? `, Secret${secrets.length > 1 ? 's' : ''} ${secrets.join(', ')}` : ''}`);
+      out.push(
+        `  credential ${c.name} (${c.provider})${secrets.length > 0 ? `, Secret${secrets.length > 1 ? 's' : ''} ${secrets.join(', ')}` : ''}`,
+      );
       for (const n of c.notes) out.push(line('    ', n));
     }
   }

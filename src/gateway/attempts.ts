@@ -8,11 +8,21 @@ import type { UpstreamRequest } from './upstream.ts';
 import { UpstreamBody, type UpstreamResponse } from './upstream-body.ts';
 
 export type { UpstreamResponse };
+
 import { parseUntrustedJson } from '../domain/json.ts';
 
-export type Outcome = 'ok' | 'rate_limited' | 'upstream_error' | 'rejected' | 'timeout' | 'transport_error' | 'credential_error' | 'stream_broken';
+export type Outcome =
+  | 'ok'
+  | 'rate_limited'
+  | 'upstream_error'
+  | 'rejected'
+  | 'timeout'
+  | 'transport_error'
+  | 'credential_error'
+  | 'stream_broken';
 
-export const outcomeOfStatus = (status: number): Outcome => (status < 300 ? 'ok' : status === 429 ? 'rate_limited' : status >= 500 ? 'upstream_error' : 'rejected');
+export const outcomeOfStatus = (status: number): Outcome =>
+  status < 300 ? 'ok' : status === 429 ? 'rate_limited' : status >= 500 ? 'upstream_error' : 'rejected';
 
 export class AttemptTimeout extends Error {
   constructor(ms: number) {
@@ -105,7 +115,14 @@ export class AttemptJournal {
     this.observe = observe;
   }
 
-  record(attempt: Attempt, status: number | null, error: string | undefined, t0: number, outcome: Outcome, last: boolean): void {
+  record(
+    attempt: Attempt,
+    status: number | null,
+    error: string | undefined,
+    t0: number,
+    outcome: Outcome,
+    last: boolean,
+  ): void {
     const latency = performance.now() - t0;
     this.upstreamMs += latency;
     const entry: ProviderResponse = {
@@ -163,7 +180,13 @@ export type LoopResult<T> =
  * Runs the attempts in order until a sink commits one. Failed attempts are recorded in the journal; the committed one
  * is not (a buffered answer settles at once, a stream when it ends), so the caller records it with `t0`.
  */
-export async function runAttempts<T>(attempts: readonly Attempt[], sink: Sink<T>, deps: AttemptLoopDeps, journal: AttemptJournal, client: ClientLink): Promise<LoopResult<T>> {
+export async function runAttempts<T>(
+  attempts: readonly Attempt[],
+  sink: Sink<T>,
+  deps: AttemptLoopDeps,
+  journal: AttemptJournal,
+  client: ClientLink,
+): Promise<LoopResult<T>> {
   for (let i = 0; i < attempts.length; i++) {
     if (client.gone) break;
     const attempt = attempts[i]!;
@@ -184,7 +207,8 @@ export async function runAttempts<T>(attempts: readonly Attempt[], sink: Sink<T>
       res = await deps.send(request, timer);
       const read = await sink.accept(res);
       timer.clear();
-      if ('commit' in read) return { committed: true, value: read.commit, attempt, last, t0, status: res.statusCode ?? 200 };
+      if ('commit' in read)
+        return { committed: true, value: read.commit, attempt, last, t0, status: res.statusCode ?? 200 };
       journal.record(attempt, read.fail.status, read.fail.error, t0, read.fail.outcome, last);
     } catch (err) {
       timer.clear();
@@ -195,7 +219,8 @@ export async function runAttempts<T>(attempts: readonly Attempt[], sink: Sink<T>
           ? { status: null, error: 'client went away', outcome: 'transport_error' }
           : res?.statusCode !== undefined
             ? sink.brokenAfterHead(res.statusCode)
-            : (deps.transportFailure?.(err), { status: null, error: 'upstream unreachable', outcome: 'transport_error' });
+            : (deps.transportFailure?.(err),
+              { status: null, error: 'upstream unreachable', outcome: 'transport_error' });
       journal.record(attempt, f.status, f.error, t0, f.outcome, last);
       if (client.gone) break;
     }
@@ -208,13 +233,20 @@ export async function runAttempts<T>(attempts: readonly Attempt[], sink: Sink<T>
 export const UPSTREAM_AUTH_STATUS = 424;
 export const UPSTREAM_AUTH_ERROR = 'upstream_auth_error';
 
-export function failureAnswer(responses: readonly ProviderResponse[]): { status: number; message: string; type?: typeof UPSTREAM_AUTH_ERROR } {
+export function failureAnswer(responses: readonly ProviderResponse[]): {
+  status: number;
+  message: string;
+  type?: typeof UPSTREAM_AUTH_ERROR;
+} {
   // The last status an upstream actually answered; attempts that never got one (timeouts, missing keys) do not mask it.
   const answered = responses.findLast((r) => r.status !== null);
   const last = responses[responses.length - 1];
   if (answered && (answered.status === 401 || answered.status === 403)) {
     // The provider refused the key the gateway sent for it: the team's own (BYOK) or the platform's. The gateway key was fine.
-    const whose = answered.credential === 'shared' ? "the platform's shared key" : `the team's own key (BYOK credential ${answered.credential})`;
+    const whose =
+      answered.credential === 'shared'
+        ? "the platform's shared key"
+        : `the team's own key (BYOK credential ${answered.credential})`;
     return {
       status: UPSTREAM_AUTH_STATUS,
       type: UPSTREAM_AUTH_ERROR,
@@ -223,7 +255,12 @@ export function failureAnswer(responses: readonly ProviderResponse[]): { status:
   }
   // An upstream's 4xx/5xx is passed on; its 1xx, 3xx or unusable 2xx is not an answer for the client: 502 (the
   // upstream's code stays in provider_responses).
-  const status = answered?.status != null && answered.status >= 400 && answered.status <= 599 ? answered.status : last?.error?.startsWith('no response within') ? 504 : 502;
+  const status =
+    answered?.status != null && answered.status >= 400 && answered.status <= 599
+      ? answered.status
+      : last?.error?.startsWith('no response within')
+        ? 504
+        : 502;
   const message = answered
     ? `every attempt failed; the last upstream status was ${answered.status} (${answered.provider})`
     : `every attempt failed without an upstream status; the last (${last?.provider ?? 'none'}): ${last?.error ?? 'unknown'}`;
@@ -259,7 +296,11 @@ export function readAll(res: UpstreamResponse, limit: number): Promise<Buffer> {
       reject(new BodyTooLarge(limit));
       res.destroy();
     });
-    res.on('end', () => (res.complete === false ? reject(new Error('upstream connection closed mid-response')) : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))));
+    res.on('end', () =>
+      res.complete === false
+        ? reject(new Error('upstream connection closed mid-response'))
+        : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)),
+    );
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('upstream connection closed mid-response')));
   });
@@ -292,7 +333,8 @@ export const bufferedSink: Sink<BufferedAnswer> = {
     } catch {
       return { fail: { status, error: 'invalid JSON in the upstream response', outcome: 'upstream_error' } };
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { fail: { status, error: 'the upstream response is not a JSON object', outcome: 'upstream_error' } };
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      return { fail: { status, error: 'the upstream response is not a JSON object', outcome: 'upstream_error' } };
     return { commit: { body: parsed as Record<string, unknown>, bytes: raw.length } };
   },
   // As before any status: which transport failure it was stays in the log.

@@ -28,7 +28,8 @@ abstract class BoundMetric<T extends string, S extends { labels: Record<string, 
 
   constructor(config: { name: string; help: string; labelNames: readonly T[]; registers: readonly Registry[] }) {
     if (!METRIC_NAME.test(config.name)) throw new TypeError(`invalid metric name ${config.name}`);
-    for (const l of config.labelNames) if (!LABEL_NAME.test(l) || l === 'le') throw new TypeError(`invalid label name ${l}`);
+    for (const l of config.labelNames)
+      if (!LABEL_NAME.test(l) || l === 'le') throw new TypeError(`invalid label name ${l}`);
     this.name = config.name;
     this.help = config.help;
     this.labelNames = config.labelNames;
@@ -37,7 +38,8 @@ abstract class BoundMetric<T extends string, S extends { labels: Record<string, 
   }
 
   protected slot(labels: LabelSet<T>, make: (labels: Record<string, string | number>) => S): S {
-    for (const k of Object.keys(labels)) if (!this.labelNames.includes(k as T)) throw new TypeError(`label ${k} is not a label of ${this.name}`);
+    for (const k of Object.keys(labels))
+      if (!this.labelNames.includes(k as T)) throw new TypeError(`label ${k} is not a label of ${this.name}`);
     // The series key: built once per bind, never per record.
     const key = this.labelNames.map((n) => String(labels[n] ?? '')).join('\u0000');
     let s = this.series.get(key);
@@ -54,7 +56,14 @@ abstract class BoundMetric<T extends string, S extends { labels: Record<string, 
 
   protected exposition<V extends MetricValue<string>>(values: V[]): MetricObjectWithValues<V> {
     // `type` is prom-client's MetricType, a string at runtime.
-    return { name: this.name, help: this.help, type: this.type as unknown as MetricType, aggregator: this.aggregator, values, collect: () => undefined };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type as unknown as MetricType,
+      aggregator: this.aggregator,
+      values,
+      collect: () => undefined,
+    };
   }
 }
 
@@ -67,7 +76,8 @@ class CounterSeries implements CounterSlot {
   }
 
   inc(value = 1): void {
-    if (!(value >= 0) || !Number.isFinite(value)) throw new TypeError(`a counter only goes up by a finite amount, not ${value}`);
+    if (!(value >= 0) || !Number.isFinite(value))
+      throw new TypeError(`a counter only goes up by a finite amount, not ${value}`);
     this.value += value;
   }
 }
@@ -120,7 +130,13 @@ export class BoundHistogram<T extends string> extends BoundMetric<T, HistogramSe
   readonly type = 'histogram';
   private readonly bounds: Float64Array;
 
-  constructor(config: { name: string; help: string; labelNames: readonly T[]; buckets: readonly number[]; registers: readonly Registry[] }) {
+  constructor(config: {
+    name: string;
+    help: string;
+    labelNames: readonly T[];
+    buckets: readonly number[];
+    registers: readonly Registry[];
+  }) {
     super(config);
     this.bounds = Float64Array.from([...config.buckets].sort((a, b) => a - b));
   }
@@ -142,7 +158,11 @@ export class BoundHistogram<T extends string> extends BoundMetric<T, HistogramSe
       let cumulative = 0;
       for (let i = 0; i < this.bounds.length; i++) {
         cumulative += s.counts[i]!;
-        values.push({ labels: { le: this.bounds[i]!, ...labels } as LabelSet<T>, value: cumulative, metricName: bucket });
+        values.push({
+          labels: { le: this.bounds[i]!, ...labels } as LabelSet<T>,
+          value: cumulative,
+          metricName: bucket,
+        });
       }
       values.push({ labels: { le: '+Inf', ...labels } as LabelSet<T>, value: s.count, metricName: bucket });
       values.push({ labels, value: s.sum, metricName: `${this.name}_sum` });
@@ -153,7 +173,10 @@ export class BoundHistogram<T extends string> extends BoundMetric<T, HistogramSe
 }
 
 /** Labels in declaration order, without empty values: an empty label is no label in Prometheus. */
-function clean(names: readonly string[], labels: Record<string, string | number | undefined>): Record<string, string | number> {
+function clean(
+  names: readonly string[],
+  labels: Record<string, string | number | undefined>,
+): Record<string, string | number> {
   const out: Record<string, string | number> = {};
   for (const k of names) {
     const v = labels[k];

@@ -2,7 +2,7 @@
 // the answer a request without max_tokens is capped to, the field that carries the cap upstream, and the 402's words.
 // The cap is computed from what the ledger granted in its atomic check-and-reserve, never from a read before it, so
 // concurrent capped requests together still never pass a limit. Pure: no I/O, no clock.
-import { budgetResetWords, budgetWindowWords, microsToUsd, type BudgetCheck, type Micros } from '../domain/index.ts';
+import { type BudgetCheck, budgetResetWords, budgetWindowWords, type Micros, microsToUsd } from '../domain/index.ts';
 
 /** The least answer a request without max_tokens is served with; below it, a 402 (a few tokens are no answer). */
 export const MIN_CAPPED_TOKENS = 16;
@@ -61,15 +61,18 @@ export function describeBudget(r: BudgetRefusal): string {
   const held = r.heldMicros > 0 ? `, ${microsToUsd(r.heldMicros)} USD held by requests in flight` : '';
   const counted = `${microsToUsd(b.countedMicros)} of ${microsToUsd(b.limitMicros)} USD counted${b.includesByok ? ', BYOK included' : ''}${held}`;
   const reset = budgetResetWords(r.endsAt);
-  if (refusalReason(b) === 'budget_reached') return `budget reached: ${what} has reached its limit (${counted}); requests under it are refused: ${reset}`;
+  if (refusalReason(b) === 'budget_reached')
+    return `budget reached: ${what} has reached its limit (${counted}); requests under it are refused: ${reset}`;
   const left = Math.max(0, b.limitMicros - b.countedMicros - r.heldMicros);
   const need = r.uncapped
     ? `this request needs at least ${microsToUsd(r.requestMicros)} USD (its prompt and a ${MIN_CAPPED_TOKENS}-token answer)`
     : `this request would need up to ${microsToUsd(r.requestMicros)} USD`;
   // What the app can do: a smaller max_tokens, waiting for requests in flight, a shorter prompt, or the reset.
   let act: string;
-  if (r.fitsMaxTokens > 0) act = `a max_tokens of at most ${r.fitsMaxTokens} would fit, ${r.heldMicros > 0 ? 'or retry when requests in flight finish, ' : ''}or wait`;
-  else if (r.heldMicros > 0) act = 'nothing fits while requests in flight hold the rest: retry when they finish, or wait';
+  if (r.fitsMaxTokens > 0)
+    act = `a max_tokens of at most ${r.fitsMaxTokens} would fit, ${r.heldMicros > 0 ? 'or retry when requests in flight finish, ' : ''}or wait`;
+  else if (r.heldMicros > 0)
+    act = 'nothing fits while requests in flight hold the rest: retry when they finish, or wait';
   else act = 'not even its prompt fits: shorten it, or wait';
   return `request over budget: ${need} and ${what} has ${microsToUsd(left)} USD left (${counted}); ${act}: ${reset}`;
 }

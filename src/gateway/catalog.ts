@@ -1,10 +1,18 @@
 // The gateway catalog: a mounted JSON file listing, per model, the endpoints the planner may use (the domain's
 // CatalogEndpoint) plus where and how each endpoint is reached upstream. Validated with ajv, hot-reloaded; a bad
 // file keeps the last good catalog. Format documented in docs/gateway.md.
-import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { dirname } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { createCatalog, isProviderSlug, type CatalogEndpoint, type CatalogEndpointInput, type CatalogModelInput, type ModelCatalog, type UpstreamSpec } from '../domain/index.ts';
+import {
+  type CatalogEndpoint,
+  type CatalogEndpointInput,
+  type CatalogModelInput,
+  createCatalog,
+  isProviderSlug,
+  type ModelCatalog,
+  type UpstreamSpec,
+} from '../domain/index.ts';
 
 export const CATALOG_FORMAT = 'byok-gateway-catalog/v1';
 
@@ -19,7 +27,12 @@ export interface GatewayCatalog {
   contextLength(model: string): number | null;
   /** The model's output cap in tokens (what admission reserves when a request sets no max_tokens), when given. */
   maxOutputTokens(model: string): number | null;
-  models: readonly { model: string; name: string | null; contextLength: number | null; endpoints: readonly CatalogEndpoint[] }[];
+  models: readonly {
+    model: string;
+    name: string | null;
+    contextLength: number | null;
+    endpoints: readonly CatalogEndpoint[];
+  }[];
   /** sha-ish stamp of the source, for logs. */
   loadedAt: Date;
 }
@@ -130,7 +143,8 @@ interface RawModel {
   endpoints: RawEndpoint[];
 }
 
-const describe = (e: ErrorObject | undefined) => (e ? `${e.instancePath || '(root)'} ${e.message ?? 'is invalid'}` : 'is invalid');
+const describe = (e: ErrorObject | undefined) =>
+  e ? `${e.instancePath || '(root)'} ${e.message ?? 'is invalid'}` : 'is invalid';
 
 /** Parses and validates catalog JSON text. Throws CatalogError with the first problem. */
 export function parseCatalog(text: string): GatewayCatalog {
@@ -148,8 +162,16 @@ export function parseCatalog(text: string): GatewayCatalog {
     const byId = new Map<string, UpstreamSpec>();
     const endpoints: CatalogEndpointInput[] = [];
     for (const e of m.endpoints) {
-      if (!isProviderSlug(e.provider)) throw new CatalogError(`catalog endpoint ${e.id} of ${m.model} has an unknown provider`);
-      endpoints.push({ id: e.id, provider: e.provider, region: e.region ?? null, zdr: e.zdr ?? false, dataCollection: e.dataCollection ?? false, pricing: e.pricing });
+      if (!isProviderSlug(e.provider))
+        throw new CatalogError(`catalog endpoint ${e.id} of ${m.model} has an unknown provider`);
+      endpoints.push({
+        id: e.id,
+        provider: e.provider,
+        region: e.region ?? null,
+        zdr: e.zdr ?? false,
+        dataCollection: e.dataCollection ?? false,
+        pricing: e.pricing,
+      });
       byId.set(e.id, {
         api: 'openai-chat',
         baseUrl: e.upstream.baseUrl.replace(/\/+$/, ''),
@@ -163,8 +185,12 @@ export function parseCatalog(text: string): GatewayCatalog {
     upstreams.set(m.model, byId);
     inputs.push({ model: m.model, endpoints });
   }
-  const contexts = new Map(raw.flatMap((m) => (m.contextLength !== undefined ? [[m.model, m.contextLength] as const] : [])));
-  const outputs = new Map(raw.flatMap((m) => (m.maxOutputTokens !== undefined ? [[m.model, m.maxOutputTokens] as const] : [])));
+  const contexts = new Map(
+    raw.flatMap((m) => (m.contextLength !== undefined ? [[m.model, m.contextLength] as const] : [])),
+  );
+  const outputs = new Map(
+    raw.flatMap((m) => (m.maxOutputTokens !== undefined ? [[m.model, m.maxOutputTokens] as const] : [])),
+  );
   let catalog: ModelCatalog;
   try {
     catalog = createCatalog(inputs);
@@ -177,7 +203,12 @@ export function parseCatalog(text: string): GatewayCatalog {
     endpoint: (model, endpointId) => catalog.models.get(model)?.endpoints.find((e) => e.id === endpointId),
     contextLength: (model) => contexts.get(model) ?? null,
     maxOutputTokens: (model) => outputs.get(model) ?? null,
-    models: raw.map((m) => ({ model: m.model, name: m.name ?? null, contextLength: m.contextLength ?? null, endpoints: catalog.models.get(m.model)!.endpoints })),
+    models: raw.map((m) => ({
+      model: m.model,
+      name: m.name ?? null,
+      contextLength: m.contextLength ?? null,
+      endpoints: catalog.models.get(m.model)!.endpoints,
+    })),
     loadedAt: new Date(),
   };
 }
@@ -203,7 +234,10 @@ export interface CatalogWatcher {
  * Loads the catalog (throws when the first load fails) and reloads it when the file changes. Works for a plain file
  * and for a ConfigMap mount (kubelet swaps `..data`; the stat of the followed symlink changes).
  */
-export function watchCatalog(file: string, opts: { pollMs?: number; onReload?: (c: GatewayCatalog) => void; onError?: (err: Error) => void } = {}): CatalogWatcher {
+export function watchCatalog(
+  file: string,
+  opts: { pollMs?: number; onReload?: (c: GatewayCatalog) => void; onError?: (err: Error) => void } = {},
+): CatalogWatcher {
   let current = loadCatalog(file);
   const stampOf = () => {
     try {

@@ -2,29 +2,82 @@
 // phases as methods: read → authenticate → plan → admit → attempt → answer. Metering runs whatever the answer.
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { GATEWAY_KEY_PREFIX, listCostMicros, MANAGEMENT_KEY_PREFIX, modelSlugHint, type Attempt, type CompiledAccount, type CompiledApiKey, type Micros, type RequestIdentity, type RoutePlan } from '../domain/index.ts';
+import type { RateDecision, RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
+import {
+  type Attempt,
+  type CompiledAccount,
+  type CompiledApiKey,
+  GATEWAY_KEY_PREFIX,
+  listCostMicros,
+  MANAGEMENT_KEY_PREFIX,
+  type Micros,
+  modelSlugHint,
+  type RequestIdentity,
+  type RoutePlan,
+} from '../domain/index.ts';
+import { windowOf } from '../ledger/windows.ts';
 import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
-import { AttemptJournal, bufferedSink, ClientLink, failureAnswer, runAttempts, streamingSink, type AttemptLoopDeps, type Outcome } from './attempts.ts';
+import {
+  AttemptJournal,
+  type AttemptLoopDeps,
+  bufferedSink,
+  ClientLink,
+  failureAnswer,
+  type Outcome,
+  runAttempts,
+  streamingSink,
+} from './attempts.ts';
+import {
+  affordableTokens,
+  CAPPED_HEADER,
+  CAPPED_SHARE,
+  capField,
+  describeBudget,
+  MIN_CAPPED_TOKENS,
+  refusalReason,
+} from './budget-cap.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { healthOutcome } from './health.ts';
 import { attemptKind, type MeteredRequest } from './metering.ts';
-import { specError, type GatewayRuntime, type SpecError } from './runtime.ts';
-import type { RateDecision, RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
+import { type GatewayRuntime, type SpecError, specError } from './runtime.ts';
 import { StreamRelay } from './stream-relay.ts';
-import { UpstreamSetupError, type AuthOwner, type UpstreamRequest } from './upstream.ts';
-import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, USAGE_CEILING_TOKENS, usageBounds, type CostFields, type ModelLimits, type Seen, type UsageBounds, type UsageSource } from './usage.ts';
-import { affordableTokens, CAPPED_HEADER, CAPPED_SHARE, capField, describeBudget, MIN_CAPPED_TOKENS, refusalReason } from './budget-cap.ts';
-import { windowOf } from '../ledger/windows.ts';
+import { type AuthOwner, type UpstreamRequest, UpstreamSetupError } from './upstream.ts';
+import {
+  bodyFloorTokens,
+  type CostFields,
+  costFields,
+  type ModelLimits,
+  meteredUsage,
+  promptFloorTokens,
+  reservedTokens,
+  type Seen,
+  streamFloorTokens,
+  USAGE_CEILING_TOKENS,
+  type UsageBounds,
+  type UsageSource,
+  usageBounds,
+} from './usage.ts';
 
-const PLAN_ERROR_STATUS: Record<string, number> = { model_not_in_catalog: 400, no_compliant_endpoint: 404, no_available_endpoint: 404 };
+const PLAN_ERROR_STATUS: Record<string, number> = {
+  model_not_in_catalog: 400,
+  no_compliant_endpoint: 404,
+  no_available_endpoint: 404,
+};
 
 /** The gateway API key's digest from `Authorization: Bearer <key>` (the scheme is case-insensitive, RFC 9110 §11.1). */
 export function apiKeyHash(authorization: string | undefined): { hash: string } | SpecError {
-  const key = authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer ' ? authorization.slice(7).trim() : '';
+  const key =
+    authorization !== undefined && authorization.length > 7 && authorization.slice(0, 7).toLowerCase() === 'bearer '
+      ? authorization.slice(7).trim()
+      : '';
   if (key === '') return specError(401, 'missing gateway API key: send Authorization: Bearer <key>');
   // The other door's key: said so (the prefix only, never the key), or SDKs report a bare "invalid key".
   if (key.startsWith(MANAGEMENT_KEY_PREFIX)) {
-    return specError(401, `this is a management key (${MANAGEMENT_KEY_PREFIX}…), which only the REST API takes; the gateway takes a gateway API key (${GATEWAY_KEY_PREFIX}…): create one with \`byok-operator gateway-key create\``, { reason: 'management_key_at_gateway' });
+    return specError(
+      401,
+      `this is a management key (${MANAGEMENT_KEY_PREFIX}…), which only the REST API takes; the gateway takes a gateway API key (${GATEWAY_KEY_PREFIX}…): create one with \`byok-operator gateway-key create\``,
+      { reason: 'management_key_at_gateway' },
+    );
   }
   return { hash: digestOnce('sha256', key, 'hex') };
 }
@@ -36,7 +89,10 @@ export function keyRefusal(reason: Exclude<PlanOutcome, { ok: true }>['reason'])
       return specError(403, 'the API key has no workspace and the account has no default workspace');
     // Never settled by order: the key is refused until one account holds its hash (the others' keys say Conflicting).
     case 'api-key-contested':
-      return specError(403, 'this gateway API key is claimed by more than one account and is refused until only one holds it');
+      return specError(
+        403,
+        'this gateway API key is claimed by more than one account and is refused until only one holds it',
+      );
     case 'api-key-expired':
       return specError(401, 'the gateway API key has expired');
     case 'unknown-api-key':
@@ -45,7 +101,9 @@ export function keyRefusal(reason: Exclude<PlanOutcome, { ok: true }>['reason'])
 }
 
 /** OpenRouter `provider` preferences → the planner's request fields; an error message on a wrong type. */
-export function providerPreferences(value: unknown): { ok: true; prefs: Partial<GatewayRequest> } | { ok: false; message: string } {
+export function providerPreferences(
+  value: unknown,
+): { ok: true; prefs: Partial<GatewayRequest> } | { ok: false; message: string } {
   if (value === undefined || value === null) return { ok: true, prefs: {} };
   if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, message: 'provider must be an object' };
   const p = value as Record<string, unknown>;
@@ -58,7 +116,8 @@ export function providerPreferences(value: unknown): { ok: true; prefs: Partial<
   };
   const order = list('order');
   const only = list('only');
-  if (order === false) return { ok: false, message: 'provider.order must be an array of provider slugs or endpoint ids' };
+  if (order === false)
+    return { ok: false, message: 'provider.order must be an array of provider slugs or endpoint ids' };
   if (only === false) return { ok: false, message: 'provider.only must be an array of provider slugs or endpoint ids' };
   if (order) prefs.providerOrder = order;
   if (only) prefs.providerOnly = only;
@@ -67,7 +126,8 @@ export function providerPreferences(value: unknown): { ok: true; prefs: Partial<
     prefs.requireZdr = p.zdr;
   }
   if (p.data_collection !== undefined && p.data_collection !== null) {
-    if (p.data_collection !== 'allow' && p.data_collection !== 'deny') return { ok: false, message: "provider.data_collection must be 'allow' or 'deny'" };
+    if (p.data_collection !== 'allow' && p.data_collection !== 'deny')
+      return { ok: false, message: "provider.data_collection must be 'allow' or 'deny'" };
     prefs.denyDataCollection = p.data_collection === 'deny';
   }
   return { ok: true, prefs };
@@ -79,7 +139,8 @@ export function providerPreferences(value: unknown): { ok: true; prefs: Partial<
 // made it, so a guessable neighbour reveals nothing.
 const GENERATION_ID_PREFIX = `gen-${randomUUID().slice(0, 24)}`;
 let generationCount = 0;
-export const nextGenerationId = (): string => `${GENERATION_ID_PREFIX}${(generationCount++).toString(16).padStart(12, '0')}`;
+export const nextGenerationId = (): string =>
+  `${GENERATION_ID_PREFIX}${(generationCount++).toString(16).padStart(12, '0')}`;
 
 /** The route handler. */
 export function chatCompletions(rt: GatewayRuntime): (req: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
@@ -147,9 +208,11 @@ export class CompletionRequest implements MeteredRequest {
   /** The body: a JSON object with a model; `stream` a boolean; `provider` preferences well-typed. */
   private read(): SpecError | undefined {
     const body = this.req.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) return specError(400, 'the request body must be a JSON object');
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      return specError(400, 'the request body must be a JSON object');
     const { model, provider, stream, ...rest } = body as Record<string, unknown>;
-    if (typeof model !== 'string' || model === '') return specError(400, 'model is required (a model slug such as openai/gpt-4o)');
+    if (typeof model !== 'string' || model === '')
+      return specError(400, 'model is required (a model slug such as openai/gpt-4o)');
     if (stream !== undefined && typeof stream !== 'boolean') return specError(400, 'stream must be a boolean');
     const prefs = providerPreferences(provider);
     if (!prefs.ok) return specError(400, prefs.message);
@@ -161,11 +224,16 @@ export class CompletionRequest implements MeteredRequest {
     this.cost = cost;
     this.forward = rest;
     // UTF-8 bytes of the client's body (fastify holds a body to its content-length): an upper bound on its text tokens.
-    this.requestBytes = Number(this.req.headers['content-length'] ?? 0) || Buffer.byteLength(JSON.stringify(body), 'utf8');
+    this.requestBytes =
+      Number(this.req.headers['content-length'] ?? 0) || Buffer.byteLength(JSON.stringify(body), 'utf8');
     if (this.streamed) {
       // Usage arrives only in the final chunk, and only when asked for: needed for list cost and fees.
       const asked = rest.stream_options;
-      this.forward = { ...rest, stream: true, stream_options: { ...(typeof asked === 'object' && asked !== null ? asked : {}), include_usage: true } };
+      this.forward = {
+        ...rest,
+        stream: true,
+        stream_options: { ...(typeof asked === 'object' && asked !== null ? asked : {}), include_usage: true },
+      };
     }
     return undefined;
   }
@@ -186,7 +254,18 @@ export class CompletionRequest implements MeteredRequest {
     // The config's copy of the digest: this request's own then dies young instead of living on in its generation record.
     if (known) this.apiKeyHash = known.key.hash;
     const userId = known?.key.owner ?? null;
-    const outcome = this.rt.routing.planFor({ model: this.model, apiKeyHash: this.apiKeyHash, userId, baseAddress: this.rt.baseAddress, isVideoGeneration: false, ...this.prefs }, this.catalog.catalog, this.at);
+    const outcome = this.rt.routing.planFor(
+      {
+        model: this.model,
+        apiKeyHash: this.apiKeyHash,
+        userId,
+        baseAddress: this.rt.baseAddress,
+        isVideoGeneration: false,
+        ...this.prefs,
+      },
+      this.catalog.catalog,
+      this.at,
+    );
     if (!outcome.ok) return keyRefusal(outcome.reason);
     this.account = outcome.account;
     this.identity = { apiKeyHash: this.apiKeyHash, workspaceId: outcome.workspaceId, userId };
@@ -199,17 +278,35 @@ export class CompletionRequest implements MeteredRequest {
       const code = this.plan.error?.code ?? 'no_available_endpoint';
       const status = PLAN_ERROR_STATUS[code] ?? 404;
       // `gpt-5` for `openai/gpt-5` is the usual slip with the OpenAI SDK: name the slug, same status and body shape.
-      const hint = code === 'model_not_in_catalog' ? modelSlugHint(this.model, this.catalog.models.map((m) => m.model)) : '';
+      const hint =
+        code === 'model_not_in_catalog'
+          ? modelSlugHint(
+              this.model,
+              this.catalog.models.map((m) => m.model),
+            )
+          : '';
       return specError(status, `${code}: ${this.plan.error?.message ?? 'no endpoint to attempt'}${hint}`, {
         reason: code,
-        excluded: this.plan.excluded.map((e) => ({ ...(e.subject.kind === 'credential' ? { credential: e.subject.credentialId } : { endpoint_id: e.subject.endpointId }), rule: e.rule, reason: e.reason })),
+        excluded: this.plan.excluded.map((e) => ({
+          ...(e.subject.kind === 'credential'
+            ? { credential: e.subject.credentialId }
+            : { endpoint_id: e.subject.endpointId }),
+          rule: e.rule,
+          reason: e.reason,
+        })),
       });
     }
     // A per-request price says nothing of n choices: refused rather than guessed.
-    if (this.cost.n > 1 && this.plan.attempts.some((a) => this.catalog.endpoint(this.model, a.endpoint.id)?.price.kind === 'per-request')) {
+    if (
+      this.cost.n > 1 &&
+      this.plan.attempts.some((a) => this.catalog.endpoint(this.model, a.endpoint.id)?.price.kind === 'per-request')
+    ) {
       return specError(400, `n > 1 cannot be priced: ${this.model} has an endpoint priced per request; send n: 1`);
     }
-    this.limits = { contextLength: this.catalog.contextLength(this.model), maxOutputTokens: this.catalog.maxOutputTokens(this.model) };
+    this.limits = {
+      contextLength: this.catalog.contextLength(this.model),
+      maxOutputTokens: this.catalog.maxOutputTokens(this.model),
+    };
     this.bounds = usageBounds(this.limits, this.cost, this.requestBytes);
     return undefined;
   }
@@ -262,12 +359,20 @@ export class CompletionRequest implements MeteredRequest {
     try {
       if (!gate?.admitRate) throw new Error('this gateway has no ledger to count rate limits in');
       const { promptTokens, completionTokens } = reservedTokens(this.bounds);
-      decision = await gate.admitRate({ account: this.account, key: { name, limits }, id: this.generationId, tokens: promptTokens + completionTokens });
+      decision = await gate.admitRate({
+        account: this.account,
+        key: { name, limits },
+        id: this.generationId,
+        tokens: promptTokens + completionTokens,
+      });
     } catch (err) {
       // Fail closed, as budgets: a limit that cannot be counted must not be bypassed.
       this.rt.log?.error({ err: err instanceof Error ? err.message : String(err) }, 'rate-limit check failed');
       this.reply.header('retry-after', '5');
-      return specError(503, 'the rate-limit check is unavailable; the request was not sent to any provider, retry later');
+      return specError(
+        503,
+        'the rate-limit check is unavailable; the request was not sent to any provider, retry later',
+      );
     }
     if (decision.allowed) {
       this.rateHold = decision.hold;
@@ -282,7 +387,10 @@ export class CompletionRequest implements MeteredRequest {
     if (!gate) return undefined;
     const costMicros = this.costAt(this.bounds);
     const longest = this.longestAnswer();
-    const floorMicros = this.cost.maxTokensPerChoice === null && longest > MIN_CAPPED_TOKENS ? this.costAt(this.boundsAt(MIN_CAPPED_TOKENS)) : costMicros;
+    const floorMicros =
+      this.cost.maxTokensPerChoice === null && longest > MIN_CAPPED_TOKENS
+        ? this.costAt(this.boundsAt(MIN_CAPPED_TOKENS))
+        : costMicros;
     // A per-request price costs the same whatever the answer: nothing to cap.
     const cappable = floorMicros < costMicros;
     let decision: Awaited<ReturnType<SpendGate['admit']>>;
@@ -291,7 +399,12 @@ export class CompletionRequest implements MeteredRequest {
         account: this.account,
         who: this.identity,
         at: this.at,
-        maximum: { id: this.generationId, costMicros, ...(cappable ? { floorMicros, shareOfRoom: CAPPED_SHARE } : {}), byokOnly: this.plan.attempts.every((a) => a.kind === 'credential') },
+        maximum: {
+          id: this.generationId,
+          costMicros,
+          ...(cappable ? { floorMicros, shareOfRoom: CAPPED_SHARE } : {}),
+          byokOnly: this.plan.attempts.every((a) => a.kind === 'credential'),
+        },
       });
     } catch (err) {
       // Fail closed: a budget that cannot be checked must not be bypassed. (The key's counts are settled by admit.)
@@ -304,7 +417,10 @@ export class CompletionRequest implements MeteredRequest {
       const granted = decision.reservation?.amountMicros ?? costMicros;
       if (cappable && granted < costMicros) {
         // The largest answer the granted amount pays for (at least MIN_CAPPED_TOKENS: the floor was granted).
-        this.capped = Math.max(MIN_CAPPED_TOKENS, affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, granted));
+        this.capped = Math.max(
+          MIN_CAPPED_TOKENS,
+          affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, granted),
+        );
         this.bounds = this.boundsAt(this.capped);
         this.reply.header(CAPPED_HEADER, String(this.capped));
         this.rt.metrics.maxTokensCapped();
@@ -317,7 +433,14 @@ export class CompletionRequest implements MeteredRequest {
     const room = Math.max(0, b.limitMicros - b.countedMicros - decision.heldMicros);
     const fitsMaxTokens = affordableTokens((n) => this.costAt(this.boundsAt(n)), longest, room);
     const requestMicros = cappable ? floorMicros : decision.requestMicros;
-    const refusal = { check: b, heldMicros: decision.heldMicros, requestMicros, endsAt, fitsMaxTokens, uncapped: cappable };
+    const refusal = {
+      check: b,
+      heldMicros: decision.heldMicros,
+      requestMicros,
+      endsAt,
+      fitsMaxTokens,
+      uncapped: cappable,
+    };
     return specError(402, `${describeBudget(refusal)}; the request was not sent to any provider`, {
       reason: refusalReason(b),
       fits_max_tokens: fitsMaxTokens,
@@ -344,7 +467,12 @@ export class CompletionRequest implements MeteredRequest {
     this.journal.record(attempt, result.status, undefined, result.t0, 'ok', result.last);
     const source = this.source();
     const seen = this.seen(source, value.bytes, () => bodyFloorTokens(value.bytes, this.cost));
-    this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage: meteredUsage(value.body.usage, this.bounds, source, seen) });
+    this.rt.metering.complete(this, 200, {
+      attempt,
+      catalog: this.catalog,
+      upstream: source,
+      usage: meteredUsage(value.body.usage, this.bounds, source, seen),
+    });
     value.body.id = this.generationId;
     value.body.provider = attempt.provider;
     value.body.provider_responses = this.journal.responses;
@@ -362,14 +490,24 @@ export class CompletionRequest implements MeteredRequest {
     this.reply.hijack();
     const relay = new StreamRelay(this.reply.raw, body, {
       idleTimeoutMs: this.rt.attemptTimeoutMs,
-      headers: this.capped === null ? { 'x-generation-id': this.generationId } : { 'x-generation-id': this.generationId, [CAPPED_HEADER]: String(this.capped) },
-      brokenEvent: (error) => `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
-      closing: () => `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
+      headers:
+        this.capped === null
+          ? { 'x-generation-id': this.generationId }
+          : { 'x-generation-id': this.generationId, [CAPPED_HEADER]: String(this.capped) },
+      brokenEvent: (error) =>
+        `data: ${JSON.stringify(specError(502, `the upstream stream broke after data was sent: ${error}`))}\n\n`,
+      closing: () =>
+        `: provider_responses ${JSON.stringify({ generation_id: this.generationId, provider_responses: this.journal.responses })}\n\n`,
       ended: (error, reported, relayed) => {
         this.journal.record(attempt, result.status, error, t0, error ? 'stream_broken' : 'ok', last);
         // Every stream that delivered bytes is metered, broken or abandoned ones included: the upstream's usage when
         // it sent a usable one, else an estimate from what was delivered (docs/ledger.md, "Streams").
-        const usage = meteredUsage(reported, this.bounds, source, this.seen(source, body.bytes, () => streamFloorTokens(relayed, this.cost)));
+        const usage = meteredUsage(
+          reported,
+          this.bounds,
+          source,
+          this.seen(source, body.bytes, () => streamFloorTokens(relayed, this.cost)),
+        );
         this.rt.metering.complete(this, 200, { attempt, catalog: this.catalog, upstream: source, usage }, error);
         this.rt.metrics.answered(200);
       },
@@ -391,7 +529,13 @@ export class CompletionRequest implements MeteredRequest {
       transportFailure: (err) =>
         // One string for the tenant whatever happened (ECONNREFUSED, EPROTO, a private CA...): provider_responses
         // must not map the pod's network. The detail goes to the gateway's own log.
-        rt.log?.warn({ generation_id: this.generationId, code: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.name : 'unknown') }, 'upstream transport failure'),
+        rt.log?.warn(
+          {
+            generation_id: this.generationId,
+            code: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.name : 'unknown'),
+          },
+          'upstream transport failure',
+        ),
     };
   }
 
@@ -399,7 +543,10 @@ export class CompletionRequest implements MeteredRequest {
     this.tenantUpstream = false;
     const spec = this.catalog.upstream(this.model, a.endpoint.id);
     if (!spec) throw new UpstreamSetupError(`endpoint ${a.endpoint.id} is no longer in the catalog`);
-    const owner: AuthOwner = a.kind === 'credential' ? { kind: 'credential', account: this.account.namespace, credentialId: a.credentialId } : { kind: 'shared', provider: a.provider };
+    const owner: AuthOwner =
+      a.kind === 'credential'
+        ? { kind: 'credential', account: this.account.namespace, credentialId: a.credentialId }
+        : { kind: 'shared', provider: a.provider };
     const body = this.capped === null ? this.forward : { ...this.forward, [capField(a.provider)]: this.capped };
     const request = await this.rt.auth.prepare(owner, this.rt.payloads.for(a), spec, this.model, body);
     // Attempts run one at a time: the last one prepared is the one that commits.
@@ -417,9 +564,15 @@ export class CompletionRequest implements MeteredRequest {
    * bytes: the body forwarded to it and what it relayed to the client (docs/ledger.md, "The floor").
    */
   private seen(source: UsageSource, responseBytes: number, completionFloor: () => number): Seen {
-    if (source !== 'tenant') return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: 0, minCompletionTokens: 0 };
+    if (source !== 'tenant')
+      return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: 0, minCompletionTokens: 0 };
     const forwardedBytes = Buffer.byteLength(JSON.stringify(this.forward), 'utf8');
-    return { requestBytes: this.requestBytes, responseBytes, minPromptTokens: promptFloorTokens(forwardedBytes, this.cost), minCompletionTokens: completionFloor() };
+    return {
+      requestBytes: this.requestBytes,
+      responseBytes,
+      minPromptTokens: promptFloorTokens(forwardedBytes, this.cost),
+      minCompletionTokens: completionFloor(),
+    };
   }
 
   private observe(a: Attempt, outcome: Outcome, status: number | null, last: boolean): void {
@@ -435,7 +588,15 @@ export class CompletionRequest implements MeteredRequest {
     const { status, message, type } = failureAnswer(this.journal.responses);
     this.rt.metering.complete(this, status, null);
     this.reply.header('x-generation-id', this.generationId);
-    return this.answer(status, specError(status, message, { generation_id: this.generationId, provider_responses: this.journal.responses }, type));
+    return this.answer(
+      status,
+      specError(
+        status,
+        message,
+        { generation_id: this.generationId, provider_responses: this.journal.responses },
+        type,
+      ),
+    );
   }
 
   private answer(status: number, payload: unknown): FastifyReply {
@@ -446,7 +607,11 @@ export class CompletionRequest implements MeteredRequest {
 
 /** 403 for a model outside the key's allowlist: the error names the models the key may request. */
 export function modelNotAllowed(model: string, allowed: readonly string[]): SpecError {
-  return specError(403, `model ${model} is not allowed for this API key; it may request: ${allowed.join(', ')}`, { reason: 'model_not_allowed', model, allowed_models: [...allowed] });
+  return specError(403, `model ${model} is not allowed for this API key; it may request: ${allowed.join(', ')}`, {
+    reason: 'model_not_allowed',
+    model,
+    allowed_models: [...allowed],
+  });
 }
 
 const RATE_WORDS: Record<Extract<RateDecision, { allowed: false }>['limit'], string> = {
@@ -467,7 +632,13 @@ export function rateLimited(d: Extract<RateDecision, { allowed: false }>, reply:
     d.limit === 'tokens' && retryAfter === null
       ? `this request may use more tokens than this API key's limit of ${d.max} tokens per minute: lower max_tokens (or the prompt) so that both fit`
       : `this API key's limit of ${d.max} ${RATE_WORDS[d.limit]} is reached (${d.used} counted); retry in ${retryAfter} s`;
-  return specError(429, message, { reason: 'key_rate_limited', limit: d.limit, limit_value: d.max, used: d.used, retry_after_seconds: retryAfter });
+  return specError(429, message, {
+    reason: 'key_rate_limited',
+    limit: d.limit,
+    limit_value: d.max,
+    used: d.used,
+    retry_after_seconds: retryAfter,
+  });
 }
 
 function setupFailure(err: unknown): string {

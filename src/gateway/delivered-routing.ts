@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import type { DeliveryReport, GatewayStatusReport } from '../contract/gateway-status.ts';
-import { resolveGeneration, watchRoutingConfig, type RoutingConfig, type RoutingConfigWatcher } from '../sdk/index.ts';
-import { startDeliveryStream, type DeliveryStream } from './delivery-stream.ts';
+import { type RoutingConfig, type RoutingConfigWatcher, resolveGeneration, watchRoutingConfig } from '../sdk/index.ts';
+import { type DeliveryStream, startDeliveryStream } from './delivery-stream.ts';
 import { bundleInventory } from './health.ts';
 import type { GatewayMetrics } from './metrics.ts';
 
@@ -39,7 +39,11 @@ export class SourceRule {
 }
 
 /** One RoutingConfigWatcher over two: every call goes to the source the rule picks. */
-export function switchingWatcher(mount: RoutingConfigWatcher, stream: RoutingConfigWatcher, rule: SourceRule): RoutingConfigWatcher & { source(): RoutingSource } {
+export function switchingWatcher(
+  mount: RoutingConfigWatcher,
+  stream: RoutingConfigWatcher,
+  rule: SourceRule,
+): RoutingConfigWatcher & { source(): RoutingSource } {
   const pick = () => (rule.pick(stream.current() !== undefined) === 'stream' ? stream : mount);
   return {
     source: () => (pick() === stream ? 'stream' : 'mount'),
@@ -184,7 +188,11 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
         metrics.reloads.inc({ what: 'routing', result: 'ok' });
         log?.info({ version: config.version, accounts: config.accounts.size, from }, 'routing config loaded');
         // A count only: the hashes are public, but which accounts claim one is not this log's to spread.
-        if (config.contestedApiKeys > 0) log?.warn({ version: config.version, contestedApiKeys: config.contestedApiKeys, from }, 'routing config carries gateway-key hashes in more than one account: those keys are refused until one account holds each');
+        if (config.contestedApiKeys > 0)
+          log?.warn(
+            { version: config.version, contestedApiKeys: config.contestedApiKeys, from },
+            'routing config carries gateway-key hashes in more than one account: those keys are refused until one account holds each',
+          );
         if (from === 'mount') rule.mountReloaded();
         else streamProblem = undefined;
         servedChanged();
@@ -196,7 +204,10 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
         // A half-projected config is normal while kubelet swaps the volume: counted apart, so only a real rejection alerts.
         if (failure === 'pending') {
           metrics.reloads.inc({ what: 'routing', result: 'pending' });
-          log?.info({ code, err: err.message, from }, 'routing config not fully projected yet; keeping the last good one');
+          log?.info(
+            { code, err: err.message, from },
+            'routing config not fully projected yet; keeping the last good one',
+          );
           return;
         }
         metrics.reloads.inc({ what: 'routing', result: 'error' });
@@ -222,8 +233,17 @@ export function openGatewayRouting(o: GatewayRoutingOptions): GatewayRouting {
     };
   }
   const ds = o.deliveryStream;
-  const connected = new Gauge({ name: 'byok_gateway_delivery_stream_connected', help: '1 while this pod is connected to the operator\'s delivery stream.', registers: [metrics.registry] });
-  const batches = new Counter({ name: 'byok_gateway_delivery_stream_batches_total', help: 'Delivery stream batches applied, by result (loaded, refused).', labelNames: ['result'], registers: [metrics.registry] });
+  const connected = new Gauge({
+    name: 'byok_gateway_delivery_stream_connected',
+    help: "1 while this pod is connected to the operator's delivery stream.",
+    registers: [metrics.registry],
+  });
+  const batches = new Counter({
+    name: 'byok_gateway_delivery_stream_batches_total',
+    help: 'Delivery stream batches applied, by result (loaded, refused).',
+    labelNames: ['result'],
+    registers: [metrics.registry],
+  });
   const streamDirs = { routing: join(ds.dir, 'routing'), bundles: join(ds.dir, 'bundles') };
   mkdirSync(streamDirs.routing, { recursive: true });
   mkdirSync(streamDirs.bundles, { recursive: true });

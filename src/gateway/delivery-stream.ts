@@ -10,8 +10,17 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { kubeletWrite } from '../contract/atomic-dir.ts';
 import {
-  DELIVERY_ACK_PATH, DELIVERY_FORMAT, DELIVERY_STREAM_PATH, DeliveryState, LineSplitter, parseDeliveryLine,
-  type DeliveryAck, type DeliveryHello, type DeliveryKind, type DeliveryObject, type DeliveryRemoval,
+  DELIVERY_ACK_PATH,
+  DELIVERY_FORMAT,
+  DELIVERY_STREAM_PATH,
+  type DeliveryAck,
+  type DeliveryHello,
+  type DeliveryKind,
+  type DeliveryObject,
+  type DeliveryRemoval,
+  DeliveryState,
+  LineSplitter,
+  parseDeliveryLine,
 } from '../contract/delivery.ts';
 import { readKeyring } from '../sdk/index.ts';
 
@@ -84,10 +93,18 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
 
   const post = (path: string, body: unknown, onResponse: (res: IncomingMessage) => void) => {
     const payload = JSON.stringify(body);
-    const req = send(new URL(path, base), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token()}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) },
-    }, onResponse);
+    const req = send(
+      new URL(path, base),
+      {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token()}`,
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(payload)),
+        },
+      },
+      onResponse,
+    );
     req.on('error', (err) => {
       if (path === DELIVERY_STREAM_PATH) reconnectLater(err.message);
     });
@@ -118,14 +135,25 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
       // The code only: the reason travels into Events (a file path or parser text has no place there).
       problem = `the mounted bundle key could not be read (${(err as { code?: string }).code ?? 'invalid'})`;
     }
-    if (touched.has('ConfigMap') || (applied === 0 && state.size > 0)) kubeletWrite(routingDir, state.files('ConfigMap'));
+    if (touched.has('ConfigMap') || (applied === 0 && state.size > 0))
+      kubeletWrite(routingDir, state.files('ConfigMap'));
     if (touched.has('Secret') || (applied === 0 && state.size > 0)) kubeletWrite(bundleDir, state.files('Secret'));
     const loaded = opts.load();
     problem ??= loaded.problem;
     applied++;
-    opts.onBatch?.({ batch, result: problem ? 'refused' : 'loaded', objects: items.length, ...(problem ? { reason: problem } : {}) });
+    opts.onBatch?.({
+      batch,
+      result: problem ? 'refused' : 'loaded',
+      objects: items.length,
+      ...(problem ? { reason: problem } : {}),
+    });
     if (problem) opts.log?.warn({ batch, reason: problem }, 'delivery batch refused in part; keeping what verified');
-    ack({ batch, result: problem ? 'refused' : 'loaded', ...(problem ? { reason: problem } : {}), routingVersion: loaded.routingVersion });
+    ack({
+      batch,
+      result: problem ? 'refused' : 'loaded',
+      ...(problem ? { reason: problem } : {}),
+      routingVersion: loaded.routingVersion,
+    });
     // The operator counts what it sent as held. After a refusal, reconnect (with backoff) so the hello says what this
     // pod really holds and the refused objects come again: they load once the cause is gone (a new key mounted).
     if (problem) {
@@ -142,7 +170,10 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
     const tries = Math.max(failures, refusedInARow);
     const ceiling = Math.min(opts.backoffMaxMs ?? 5000, (opts.backoffMinMs ?? 250) * 2 ** Math.min(tries - 1, 10));
     const delay = ceiling / 2 + Math.random() * (ceiling / 2);
-    opts.log?.info({ why, retryMs: Math.round(delay) }, 'delivery stream down; serving the mounted config until it is back');
+    opts.log?.info(
+      { why, retryMs: Math.round(delay) },
+      'delivery stream down; serving the mounted config until it is back',
+    );
     retry = setTimeout(() => {
       retry = undefined;
       connect();
@@ -162,7 +193,10 @@ export function startDeliveryStream(opts: DeliveryStreamOptions): DeliveryStream
     let idle: NodeJS.Timeout | undefined;
     const touch = () => {
       if (idle) clearTimeout(idle);
-      idle = setTimeout(() => res.destroy(new Error('no line from the operator within the idle time')), opts.idleMs ?? 45_000);
+      idle = setTimeout(
+        () => res.destroy(new Error('no line from the operator within the idle time')),
+        opts.idleMs ?? 45_000,
+      );
       idle.unref?.();
     };
     const splitter = new LineSplitter((line) => {

@@ -6,10 +6,10 @@
 // validation did not know, gets no pass).
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import type { ClientRequestArgs } from 'node:http';
-import { Agent as HttpsAgent, type AgentOptions } from 'node:https';
+import { type AgentOptions, Agent as HttpsAgent } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { parseIp, resolvedAddressProblem, type EgressAllowList } from '../domain/egress.ts';
+import { type EgressAllowList, parseIp, resolvedAddressProblem } from '../domain/egress.ts';
 
 /** Raised by the lookup or the agent; the request path reports it to the tenant as `upstream unreachable`, like any transport error. */
 export class EgressDeniedError extends Error {
@@ -21,7 +21,11 @@ export class EgressDeniedError extends Error {
 }
 
 /** The resolver the lookup asks (node:dns by default; a test passes a rebinding one). */
-export type Resolver = (hostname: string, options: LookupAllOptions, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+export type Resolver = (
+  hostname: string,
+  options: LookupAllOptions,
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 export function egressLookup(allow: EgressAllowList, resolve: Resolver = dnsLookup): LookupFunction {
   return (hostname, options, callback) => {
@@ -29,10 +33,13 @@ export function egressLookup(allow: EgressAllowList, resolve: Resolver = dnsLook
       if (err) return callback(err, '', 0);
       const refused = addresses.find((a) => resolvedAddressProblem(hostname, a.address, allow) !== null);
       if (refused || addresses.length === 0) {
-        const why = refused ? `it resolves to a ${resolvedAddressProblem(hostname, refused.address, allow)} address` : 'it resolves to no address';
+        const why = refused
+          ? `it resolves to a ${resolvedAddressProblem(hostname, refused.address, allow)} address`
+          : 'it resolves to no address';
         return callback(new EgressDeniedError(`egress to ${hostname} refused: ${why}`), '', 0);
       }
-      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+      if ((options as { all?: boolean }).all)
+        (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
       else callback(null, addresses[0]!.address, addresses[0]!.family);
     });
   };
@@ -57,7 +64,10 @@ class TenantHttpsAgent extends HttpsAgent {
     this.#allow = allow;
   }
 
-  override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+  override createConnection(
+    options: ClientRequestArgs,
+    callback?: (err: Error | null, stream: Duplex) => void,
+  ): Duplex | null | undefined {
     // node:http sets `host` from the URL's hostname, brackets removed; net.connect's default is localhost (a name).
     const host = options.host ?? 'localhost';
     const why = literalHostProblem(host, this.#allow);

@@ -4,7 +4,12 @@
 // The report's format is src/contract/gateway-status.ts; this file keeps the counting.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CredentialCounters, GatewayStatusReport, HealthOutcome, ProbeResult } from '../contract/gateway-status.ts';
+import type {
+  CredentialCounters,
+  GatewayStatusReport,
+  HealthOutcome,
+  ProbeResult,
+} from '../contract/gateway-status.ts';
 import { envelopeVersion, readKeyring, resolveGeneration } from '../sdk/index.ts';
 
 export type { CredentialCounters, GatewayStatusReport, HealthOutcome, ProbeResult };
@@ -14,7 +19,13 @@ export function healthOutcome(status: number | null, outcome: string): HealthOut
   if (outcome === 'ok') return 'ok';
   if (status === 401 || status === 403) return 'unauthorized';
   if (status === 429 || outcome === 'rate_limited') return 'rateLimited';
-  if (outcome === 'upstream_error' || outcome === 'timeout' || outcome === 'transport_error' || outcome === 'stream_broken') return 'upstreamError';
+  if (
+    outcome === 'upstream_error' ||
+    outcome === 'timeout' ||
+    outcome === 'transport_error' ||
+    outcome === 'stream_broken'
+  )
+    return 'upstreamError';
   return null;
 }
 
@@ -50,7 +61,11 @@ export class CredentialHealth {
 }
 
 /** The versions of the envelopes in the mounted bundle volume, recomputed only when kubelet swaps a new generation. */
-export function bundleInventory(bundleDir: string, keyDir: string, generationOf: () => string = () => resolveGeneration(bundleDir)): () => GatewayStatusReport['bundle'] {
+export function bundleInventory(
+  bundleDir: string,
+  keyDir: string,
+  generationOf: () => string = () => resolveGeneration(bundleDir),
+): () => GatewayStatusReport['bundle'] {
   let cached: { gen: string; keyGen: string; value: GatewayStatusReport['bundle'] } | undefined;
   return () => {
     // The generation requests see from now on (the gateway's decryptor caches it for ~100 ms): never a newer one.

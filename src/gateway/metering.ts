@@ -2,12 +2,18 @@
 // log line and metrics, and the spend report to the ledger (settling the admission's reservation, or giving it back).
 // The ledger write is off the response path: its result only amends the generation record.
 import type { Logger } from 'pino';
-import { pinoAccessLog, type AccessLog } from './access-log.ts';
-import { listCostMicros, type Attempt, type CompiledAccount, type CompiledApiKey, type RequestIdentity } from '../domain/index.ts';
+import type { RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
+import {
+  type Attempt,
+  type CompiledAccount,
+  type CompiledApiKey,
+  listCostMicros,
+  type RequestIdentity,
+} from '../domain/index.ts';
+import { type AccessLog, pinoAccessLog } from './access-log.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import type { RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
 import { CLIENT_WENT_AWAY } from './stream-relay.ts';
 import type { MeteredUsage, UsageSource } from './usage.ts';
 
@@ -53,7 +59,13 @@ export class Metering {
   private readonly log: Logger | undefined;
   private readonly accessLog: AccessLog;
 
-  constructor(deps: { generations: GenerationStore; metrics: GatewayMetrics; spendGate?: SpendGate | undefined; log?: Logger | undefined; accessLog?: AccessLog | undefined }) {
+  constructor(deps: {
+    generations: GenerationStore;
+    metrics: GatewayMetrics;
+    spendGate?: SpendGate | undefined;
+    log?: Logger | undefined;
+    accessLog?: AccessLog | undefined;
+  }) {
     this.generations = deps.generations;
     this.metrics = deps.metrics;
     this.spendGate = deps.spendGate;
@@ -70,17 +82,40 @@ export class Metering {
       listCost = endpoint && usage ? listCostMicros(endpoint.price, usage) : null;
     } catch (err) {
       // Bounded usage cannot overflow the pricing math; if a catalog price still does, the answer stands, unmetered.
-      this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'list cost failed');
+      this.log?.error(
+        { generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) },
+        'list cost failed',
+      );
     }
     if (usage?.estimated) {
       this.metrics.usageEstimated.inc({ reason: usage.estimated });
-      this.log?.warn({ generation_id: req.generationId, reason: usage.estimated, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, 'upstream usage unusable: metered an estimate');
+      this.log?.warn(
+        {
+          generation_id: req.generationId,
+          reason: usage.estimated,
+          prompt_tokens: usage.promptTokens,
+          completion_tokens: usage.completionTokens,
+        },
+        'upstream usage unusable: metered an estimate',
+      );
     }
     if (usage?.outOfBounds && served) {
       // A catalog upstream billed past what the request allows (metered as reported: budgets may pass their limit by
       // it), or a tenant's endpoint answered outside its bounds (clamped): either way someone should look.
       this.metrics.usageOutOfBounds.inc({ upstream: served.upstream, bound: usage.outOfBounds });
-      this.log?.warn({ generation_id: req.generationId, upstream: served.upstream, bound: usage.outOfBounds, provider: served.attempt.provider, prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens }, served.upstream === 'catalog' ? 'upstream usage out of bounds: metered as reported' : 'tenant upstream usage out of bounds: clamped');
+      this.log?.warn(
+        {
+          generation_id: req.generationId,
+          upstream: served.upstream,
+          bound: usage.outOfBounds,
+          provider: served.attempt.provider,
+          prompt_tokens: usage.promptTokens,
+          completion_tokens: usage.completionTokens,
+        },
+        served.upstream === 'catalog'
+          ? 'upstream usage out of bounds: metered as reported'
+          : 'tenant upstream usage out of bounds: clamped',
+      );
     }
     const attempt = served?.attempt ?? null;
     const record: GenerationRecord = {
@@ -121,27 +156,51 @@ export class Metering {
     });
     this.report(req, record, attempt, usage, listCost);
     // The key's in-flight slot frees now, and its tokens per minute count what was used (0 when nothing answered).
-    if (req.rateHold) void this.spendGate?.settleRate?.(req.rateHold, usage ? usage.promptTokens + usage.completionTokens : 0);
-    if (listCost !== null && listCost > 0 && req.key?.name) this.metrics.keySpend(`${req.account.namespace}/${req.key.name}`, listCost);
+    if (req.rateHold)
+      void this.spendGate?.settleRate?.(req.rateHold, usage ? usage.promptTokens + usage.completionTokens : 0);
+    if (listCost !== null && listCost > 0 && req.key?.name)
+      this.metrics.keySpend(`${req.account.namespace}/${req.key.name}`, listCost);
   }
 
   /** The GenAI series of the request: duration, time to first token, tokens, list cost (docs/gateway.md, "Metrics"). */
-  private observe(req: MeteredRequest, status: number, attempt: Attempt | null, usage: MeteredUsage | null, listCost: number | null, now: number, streamError: string | undefined): void {
+  private observe(
+    req: MeteredRequest,
+    status: number,
+    attempt: Attempt | null,
+    usage: MeteredUsage | null,
+    listCost: number | null,
+    now: number,
+    streamError: string | undefined,
+  ): void {
     // The model passed the planner (it is a catalog slug); the provider is the serving attempt's, else the last tried.
     const provider = attempt?.provider ?? req.responses[req.responses.length - 1]?.provider ?? '';
     const series = this.metrics.series(provider, req.model);
-    const errorType = streamError !== undefined ? (streamError === CLIENT_WENT_AWAY ? 'client_closed' : 'stream_broken') : status >= 400 ? status : '';
+    const errorType =
+      streamError !== undefined
+        ? streamError === CLIENT_WENT_AWAY
+          ? 'client_closed'
+          : 'stream_broken'
+        : status >= 400
+          ? status
+          : '';
     series.duration((now - req.started) / 1000, errorType);
     if (!attempt || !usage) return;
     series.tokens(usage.promptTokens, usage.completionTokens);
     if (listCost !== null) series.cost(attemptKind(attempt), 'list', listCost);
     if (req.firstByteAt !== undefined && streamError === undefined) {
       series.firstToken((req.firstByteAt - req.started) / 1000);
-      if (usage.completionTokens > 1 && !usage.estimated) series.perOutputToken((now - req.firstByteAt) / 1000 / (usage.completionTokens - 1));
+      if (usage.completionTokens > 1 && !usage.estimated)
+        series.perOutputToken((now - req.firstByteAt) / 1000 / (usage.completionTokens - 1));
     }
   }
 
-  private report(req: MeteredRequest, record: GenerationRecord, attempt: Attempt | null, usage: MeteredUsage | null, listCost: number | null): void {
+  private report(
+    req: MeteredRequest,
+    record: GenerationRecord,
+    attempt: Attempt | null,
+    usage: MeteredUsage | null,
+    listCost: number | null,
+  ): void {
     const gate = this.spendGate;
     if (!gate) return;
     if (!attempt || !usage || listCost === null) {
@@ -173,7 +232,11 @@ export class Metering {
           series.cost(kind, 'fee', spend.feeMicros);
           series.cost(kind, 'charged', spend.chargedMicros);
         },
-        (err: unknown) => this.log?.error({ generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) }, 'spend record failed'),
+        (err: unknown) =>
+          this.log?.error(
+            { generation_id: req.generationId, err: err instanceof Error ? err.message : String(err) },
+            'spend record failed',
+          ),
       );
   }
 }

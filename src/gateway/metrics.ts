@@ -3,7 +3,7 @@
 // Labels carry provider slugs, catalog model slugs, outcomes and statuses: never account, key or credential ids, and
 // never request text the catalog has not validated, so every label set is bounded by the catalog.
 // The request path records through bound series (bound-metrics.ts): each (provider, model) binds its series once.
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { BoundCounter, BoundHistogram, type CounterSlot, type HistogramSlot } from './bound-metrics.ts';
 
 export type AttemptKind = 'byok' | 'shared';
@@ -75,7 +75,12 @@ export const OTHER_KEYS = 'other';
 
 /** The per-key series: refusals by a key's own limits, and spend by key with its cardinality bounded. */
 function keyMetrics(registers: Registry[]): Pick<GatewayMetrics, 'keyRateLimited' | 'keySpend'> {
-  const rateLimited = new Counter({ name: 'byok_gateway_key_rate_limited_total', help: "Requests refused with 429 by their API key's own rate limits, by limit (requests, tokens, in_flight).", labelNames: ['limit'], registers });
+  const rateLimited = new Counter({
+    name: 'byok_gateway_key_rate_limited_total',
+    help: "Requests refused with 429 by their API key's own rate limits, by limit (requests, tokens, in_flight).",
+    labelNames: ['limit'],
+    registers,
+  });
   const spend = new BoundCounter<'key'>({
     name: 'byok_gateway_key_spend_usd_total',
     help: `List cost of served requests by API key (<namespace>/<GatewayAPIKey name>), in USD. At most ${KEY_SERIES_MAX} keys per gateway replica get their own series (the first seen since it started); the others add up under key="${OTHER_KEYS}".`,
@@ -104,14 +109,24 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
   // Standard process_* / nodejs_* names, as the operator and the API server expose them.
   if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
 
-  const requests = new BoundCounter({ name: 'byok_gateway_requests_total', help: 'Chat completion requests by HTTP status answered.', labelNames: ['status'], registers });
+  const requests = new BoundCounter({
+    name: 'byok_gateway_requests_total',
+    help: 'Chat completion requests by HTTP status answered.',
+    labelNames: ['status'],
+    registers,
+  });
   const attempts = new BoundCounter({
     name: 'byok_gateway_attempts_total',
     help: 'Upstream attempts by provider, kind (byok or shared) and outcome (ok, rate_limited, upstream_error, rejected, timeout, transport_error, credential_error, stream_broken).',
     labelNames: ['provider', 'kind', 'outcome'],
     registers,
   });
-  const failovers = new BoundCounter({ name: 'byok_gateway_failovers_total', help: "Failed attempts followed by another attempt, by the failed attempt's provider and kind.", labelNames: ['provider', 'kind'], registers });
+  const failovers = new BoundCounter({
+    name: 'byok_gateway_failovers_total',
+    help: "Failed attempts followed by another attempt, by the failed attempt's provider and kind.",
+    labelNames: ['provider', 'kind'],
+    registers,
+  });
   const overhead = new BoundHistogram({
     name: 'byok_gateway_overhead_seconds',
     help: 'Time a request spent in the gateway itself (total minus time waiting on upstreams).',
@@ -156,13 +171,13 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
   });
   const budgetRefusals = new Counter({
     name: 'byok_gateway_budget_refusals_total',
-    help: 'Requests refused with 402 by a budget, by the refusing budget\'s scope (guardrail, workspace) and window (daily, weekly, monthly, lifetime).',
+    help: "Requests refused with 402 by a budget, by the refusing budget's scope (guardrail, workspace) and window (daily, weekly, monthly, lifetime).",
     labelNames: ['scope', 'interval'],
     registers,
   });
   const capped = new Counter({
     name: 'byok_gateway_max_tokens_capped_total',
-    help: 'Requests without max_tokens served with their answer capped because their budget could not cover the model\'s longest answer (the x-byok-max-tokens-capped header).',
+    help: "Requests without max_tokens served with their answer capped because their budget could not cover the model's longest answer (the x-byok-max-tokens-capped header).",
     registers,
   });
 
@@ -186,7 +201,12 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     tokenUsage,
     cost,
     budgetRefusals,
-    configVersion: new Gauge({ name: 'byok_gateway_routing_config_info', help: 'The loaded routing config version (value 1).', labelNames: ['version'], registers }),
+    configVersion: new Gauge({
+      name: 'byok_gateway_routing_config_info',
+      help: 'The loaded routing config version (value 1).',
+      labelNames: ['version'],
+      registers,
+    }),
     usageEstimated: new Counter({
       name: 'byok_gateway_usage_estimated_total',
       help: 'Served requests metered with an estimate because the upstream usage was missing, invalid or out of bounds (reason).',
@@ -216,7 +236,10 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       if (!byKind) attemptSlots.set(provider, (byKind = { byok: new Map(), shared: new Map() }));
       let slots = byKind[kind].get(outcome);
       if (!slots) {
-        slots = { attempt: attempts.bind({ provider, kind, outcome }), failover: outcome === 'ok' ? undefined : failovers.bind({ provider, kind }) };
+        slots = {
+          attempt: attempts.bind({ provider, kind, outcome }),
+          failover: outcome === 'ok' ? undefined : failovers.bind({ provider, kind }),
+        };
         byKind[kind].set(outcome, slots);
       }
       slots.attempt.inc();
@@ -229,7 +252,17 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
       let byModel = modelSlots.get(provider);
       if (!byModel) modelSlots.set(provider, (byModel = new Map()));
       let s = byModel.get(model);
-      if (!s) byModel.set(model, (s = new BoundModelSeries(provider, model, { requestDuration, timeToFirstToken, timePerOutputToken, tokenUsage, cost })));
+      if (!s)
+        byModel.set(
+          model,
+          (s = new BoundModelSeries(provider, model, {
+            requestDuration,
+            timeToFirstToken,
+            timePerOutputToken,
+            tokenUsage,
+            cost,
+          })),
+        );
       return s;
     },
     budgetRefused(scope, interval) {
@@ -254,7 +287,10 @@ class BoundModelSeries implements ModelSeries {
   private readonly output: HistogramSlot;
   private readonly costs: Record<AttemptKind, Map<CostType, CounterSlot>> = { byok: new Map(), shared: new Map() };
   private readonly labels: Record<GenAiLabel, string>;
-  private readonly metrics: Pick<GatewayMetrics, 'requestDuration' | 'timeToFirstToken' | 'timePerOutputToken' | 'tokenUsage' | 'cost'>;
+  private readonly metrics: Pick<
+    GatewayMetrics,
+    'requestDuration' | 'timeToFirstToken' | 'timePerOutputToken' | 'tokenUsage' | 'cost'
+  >;
 
   constructor(provider: string, model: string, metrics: BoundModelSeries['metrics']) {
     this.metrics = metrics;
@@ -269,7 +305,11 @@ class BoundModelSeries implements ModelSeries {
   duration(seconds: number, errorType: number | string): void {
     if (errorType === '') return this.ok.observe(seconds);
     let slot = this.errors.get(errorType);
-    if (!slot) this.errors.set(errorType, (slot = this.metrics.requestDuration.bind({ ...this.labels, error_type: String(errorType) })));
+    if (!slot)
+      this.errors.set(
+        errorType,
+        (slot = this.metrics.requestDuration.bind({ ...this.labels, error_type: String(errorType) })),
+      );
     slot.observe(seconds);
   }
 
@@ -289,7 +329,16 @@ class BoundModelSeries implements ModelSeries {
   cost(kind: AttemptKind, type: CostType, micros: number): void {
     if (!(micros > 0)) return;
     let slot = this.costs[kind].get(type);
-    if (!slot) this.costs[kind].set(type, (slot = this.metrics.cost.bind({ type, provider: this.labels.gen_ai_provider_name, model: this.labels.gen_ai_request_model, kind })));
+    if (!slot)
+      this.costs[kind].set(
+        type,
+        (slot = this.metrics.cost.bind({
+          type,
+          provider: this.labels.gen_ai_provider_name,
+          model: this.labels.gen_ai_request_model,
+          kind,
+        })),
+      );
     slot.inc(micros / 1_000_000);
   }
 }

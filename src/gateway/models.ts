@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Attempt, CatalogEndpoint } from '../domain/index.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import { apiKeyHash, keyRefusal } from './completions.ts';
-import { specError, type GatewayRuntime } from './runtime.ts';
+import { type GatewayRuntime, specError } from './runtime.ts';
 
 type CatalogModel = GatewayCatalog['models'][number];
 
@@ -37,7 +37,10 @@ export interface ModelList {
 }
 
 /** The route handler; `keyRequired` for /v1/models. */
-export function listModels(rt: GatewayRuntime, opts: { keyRequired: boolean }): (req: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
+export function listModels(
+  rt: GatewayRuntime,
+  opts: { keyRequired: boolean },
+): (req: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
   return async (req, reply) => {
     const catalog = rt.catalog.current();
     if (!opts.keyRequired && req.headers.authorization === undefined) return modelList(catalog, catalog.models);
@@ -64,7 +67,11 @@ export function listModels(rt: GatewayRuntime, opts: { keyRequired: boolean }): 
     };
     const reachable: CatalogModel[] = [];
     for (const m of catalog.models) {
-      const outcome = rt.routing.planFor({ model: m.model, apiKeyHash: who.hash, userId, baseAddress: rt.baseAddress, isVideoGeneration: false }, catalog.catalog, at);
+      const outcome = rt.routing.planFor(
+        { model: m.model, apiKeyHash: who.hash, userId, baseAddress: rt.baseAddress, isVideoGeneration: false },
+        catalog.catalog,
+        at,
+      );
       // The key itself is refused (unknown, expired, no workspace): the same answers as chat completions.
       if (!outcome.ok) {
         const refused = keyRefusal(outcome.reason);
@@ -98,7 +105,11 @@ function modelEntry(m: CatalogModel, created: number): ModelEntry {
       data_collection: e.dataCollection,
       pricing:
         e.pricing.kind === 'per-token'
-          ? { prompt: perToken(e.pricing.promptUsdPerMillionTokens), completion: perToken(e.pricing.completionUsdPerMillionTokens), request: '0' }
+          ? {
+              prompt: perToken(e.pricing.promptUsdPerMillionTokens),
+              completion: perToken(e.pricing.completionUsdPerMillionTokens),
+              request: '0',
+            }
           : { prompt: '0', completion: '0', request: String(e.pricing.usdPerRequest) },
     })),
   };

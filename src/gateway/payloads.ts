@@ -2,7 +2,13 @@
 // platform's shared key for the provider (read from its mounted file).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { validatePayload, type Attempt, type EgressAllowList, type ProviderPayload, type ProviderSlug } from '../domain/index.ts';
+import {
+  type Attempt,
+  type EgressAllowList,
+  type ProviderPayload,
+  type ProviderSlug,
+  validatePayload,
+} from '../domain/index.ts';
 import { CredentialPayloadError, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { sharedKeyFileName, UpstreamSetupError } from './upstream.ts';
 
@@ -22,7 +28,8 @@ export class AttemptPayloads {
     try {
       return this.routing.credentialPayload(credentialId, { provider, egress: this.egress });
     } catch (err) {
-      if (err instanceof CredentialPayloadError) throw new UpstreamSetupError('the credential payload does not parse for its provider');
+      if (err instanceof CredentialPayloadError)
+        throw new UpstreamSetupError('the credential payload does not parse for its provider');
       throw err;
     }
   }
@@ -41,6 +48,8 @@ export class AttemptPayloads {
   }
 
   for(attempt: Attempt): ProviderPayload {
-    return attempt.kind === 'credential' ? this.credential(attempt.provider, attempt.credentialId) : this.shared(attempt.provider);
+    return attempt.kind === 'credential'
+      ? this.credential(attempt.provider, attempt.credentialId)
+      : this.shared(attempt.provider);
   }
 }

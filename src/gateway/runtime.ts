@@ -1,6 +1,7 @@
 // What every part of a running gateway shares: the loaded config and catalog, the upstream side (auth, payloads,
 // transport), and what is recorded (metrics, health, generations, spend). Built once by server.ts.
 import type { Logger } from 'pino';
+import type { SpendGate } from '../contract/spend-gate.ts';
 import type { BaseAddress } from '../domain/index.ts';
 import type { RoutingConfigWatcher } from '../sdk/index.ts';
 import type { CatalogWatcher } from './catalog.ts';
@@ -9,7 +10,6 @@ import type { CredentialHealth } from './health.ts';
 import type { Metering } from './metering.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { AttemptPayloads } from './payloads.ts';
-import type { SpendGate } from '../contract/spend-gate.ts';
 import type { UpstreamTransport } from './transport.ts';
 import type { UpstreamAuth } from './upstream.ts';
 
@@ -35,4 +35,9 @@ export interface SpecError {
 }
 
 /** The spec 7 error body. */
-export const specError = (code: number, message: string, metadata: Record<string, unknown> | null = null, type?: string): SpecError => ({ error: type === undefined ? { code, message, metadata } : { code, type, message, metadata } });
+export const specError = (
+  code: number,
+  message: string,
+  metadata: Record<string, unknown> | null = null,
+  type?: string,
+): SpecError => ({ error: type === undefined ? { code, message, metadata } : { code, type, message, metadata } });

@@ -7,24 +7,24 @@ import type { AddressInfo } from 'node:net';
 import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
+import { GATEWAY_STATUS_FORMAT } from '../contract/gateway-status.ts';
+import type { SpendGate } from '../contract/spend-gate.ts';
+import { type EgressAllowList, NO_EGRESS_EXCEPTIONS } from '../domain/egress.ts';
 import type { BaseAddress } from '../domain/index.ts';
 import { parseUntrustedJson, UntrustedJsonError } from '../domain/json.ts';
 import type { RoutingConfigWatcher } from '../sdk/index.ts';
-import { watchCatalog, type CatalogWatcher } from './catalog.ts';
+import type { AccessLog } from './access-log.ts';
+import { type CatalogWatcher, watchCatalog } from './catalog.ts';
 import { apiKeyHash, chatCompletions } from './completions.ts';
+import { openGatewayRouting } from './delivered-routing.ts';
 import { GenerationStore } from './generations.ts';
 import { CredentialHealth, type GatewayStatusReport } from './health.ts';
-import { openGatewayRouting } from './delivered-routing.ts';
-import type { AccessLog } from './access-log.ts';
 import { Metering } from './metering.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import { listModels } from './models.ts';
 import { registerOpsRoutes } from './ops-routes.ts';
 import { AttemptPayloads } from './payloads.ts';
-import { specError, type GatewayRuntime } from './runtime.ts';
-import { GATEWAY_STATUS_FORMAT } from '../contract/gateway-status.ts';
-import type { SpendGate } from '../contract/spend-gate.ts';
+import { type GatewayRuntime, specError } from './runtime.ts';
 import { UpstreamTransport } from './transport.ts';
 import { createUpstreamAuth } from './upstream.ts';
 
@@ -157,14 +157,20 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       done(null, parseUntrustedJson(body as Buffer));
     } catch (err) {
       if (!(err instanceof UntrustedJsonError)) return done(err as Error, undefined);
-      done(Object.assign(new Error(err.message), { statusCode: 400, code: `BYOK_${err.problem.code.toUpperCase()}` }), undefined);
+      done(
+        Object.assign(new Error(err.message), { statusCode: 400, code: `BYOK_${err.problem.code.toUpperCase()}` }),
+        undefined,
+      );
     }
   });
   // Framework-level failures (malformed JSON, oversized or wrongly typed bodies, unknown routes) in the spec 7 body too.
   app.setErrorHandler((err: { statusCode?: number; message: string; code?: string }, _req, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     const message =
-      err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'BYOK_MALFORMED' || /JSON/.test(err.code ?? '')
+      err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ||
+      err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ||
+      err.code === 'BYOK_MALFORMED' ||
+      /JSON/.test(err.code ?? '')
         ? 'the request body is not valid JSON'
         : status === 500
           ? 'internal gateway error'
@@ -173,7 +179,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     metrics.answered(status);
     return reply.code(status).send(specError(status, message));
   });
-  app.setNotFoundHandler((req, reply) => reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)));
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(404).send(specError(404, `no route ${req.method} ${req.url.split('?')[0]}`)),
+  );
 
   const completions = chatCompletions(rt);
   app.post('/api/v1/chat/completions', completions);
@@ -186,9 +194,18 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if ('error' in who) return reply.code(401).send(who);
     if (!routing.current()?.apiKey(who.hash)) return reply.code(401).send(specError(401, 'invalid gateway API key'));
     const id = (req.query as { id?: unknown }).id;
-    if (typeof id !== 'string' || id === '') return reply.code(400).send(specError(400, 'query parameter id is required'));
+    if (typeof id !== 'string' || id === '')
+      return reply.code(400).send(specError(400, 'query parameter id is required'));
     const record = generations.get(id, who.hash);
-    if (!record) return reply.code(404).send(specError(404, `generation ${id} not found for this API key (records are kept in this gateway process for a limited time)`));
+    if (!record)
+      return reply
+        .code(404)
+        .send(
+          specError(
+            404,
+            `generation ${id} not found for this API key (records are kept in this gateway process for a limited time)`,
+          ),
+        );
     return { data: record };
   });
 
@@ -204,7 +221,11 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     probes: health.probeSnapshot(),
     delivery: opened.delivery.report(),
   });
-  registerOpsRoutes(ops, rt, { statusToken: opts.statusToken, statusReport, waitPast: (after, ms) => opened.delivery.waitPast(after, ms) });
+  registerOpsRoutes(ops, rt, {
+    statusToken: opts.statusToken,
+    statusReport,
+    waitPast: (after, ms) => opened.delivery.waitPast(after, ms),
+  });
 
   const urlOf = (a: AddressInfo) => {
     const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;

@@ -120,7 +120,8 @@ export class SseUsageScanner implements StreamBytes {
       const event = parsed(body);
       if (event !== undefined) {
         this.plainJson = true;
-        if (this.reported === undefined && event.usage !== undefined && event.usage !== null) this.reported = event.usage;
+        if (this.reported === undefined && event.usage !== undefined && event.usage !== null)
+          this.reported = event.usage;
       }
     }
     this.head = null;
@@ -155,7 +156,12 @@ export class SseUsageScanner implements StreamBytes {
       return;
     }
     // A line shorter than `data:` is a data field only when it is exactly `data` (an empty value).
-    const kind = this.lineKind !== 'unknown' ? this.lineKind : length === DATA.length && !this.overflow && Buffer.concat(this.line).equals(DATA) ? 'data' : 'other';
+    const kind =
+      this.lineKind !== 'unknown'
+        ? this.lineKind
+        : length === DATA.length && !this.overflow && Buffer.concat(this.line).equals(DATA)
+          ? 'data'
+          : 'other';
     if (kind === 'data') {
       if (!this.overflow) {
         const whole = this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line, length);

@@ -3,8 +3,8 @@
 // bytes were sent cannot fail over: the client gets a spec 7 error event, then the closing comment.
 import type { ServerResponse } from 'node:http';
 import { AttemptTimeout } from './attempts.ts';
-import type { UpstreamBody } from './upstream-body.ts';
 import { SseUsageScanner } from './sse-scanner.ts';
+import type { UpstreamBody } from './upstream-body.ts';
 import type { StreamBytes } from './usage.ts';
 
 /** The error a stream ends with when the client went away (metering tells it from upstream faults). */
@@ -42,7 +42,12 @@ export class StreamRelay {
 
   /** Resolves when the stream is over (completed, broken or abandoned). */
   run(): Promise<void> {
-    this.out.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', ...this.opts.headers });
+    this.out.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      ...this.opts.headers,
+    });
     // 'close' also follows a normal end; only an unfinished response means the client went away.
     this.out.on('close', () => {
       if (!this.out.writableFinished) this.leave();

@@ -10,8 +10,8 @@ import { getCACertificates } from 'node:tls';
 import type { EgressAllowList } from '../domain/egress.ts';
 import type { AttemptTimer } from './attempts.ts';
 import { tenantHttpsAgent } from './egress.ts';
-import type { UpstreamResponse } from './upstream-body.ts';
 import type { UpstreamRequest } from './upstream.ts';
+import type { UpstreamResponse } from './upstream-body.ts';
 
 export class UpstreamTransport {
   /** The egress-checked agent, also used by the Vertex token exchange. */
@@ -20,7 +20,11 @@ export class UpstreamTransport {
   private readonly httpsAgent: HttpsAgent;
 
   constructor(opts: { egress: EgressAllowList; upstreamCaPem?: string | undefined }) {
-    const tls = { keepAlive: true, maxSockets: 1024, ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}) };
+    const tls = {
+      keepAlive: true,
+      maxSockets: 1024,
+      ...(opts.upstreamCaPem ? { ca: [...getCACertificates('default'), opts.upstreamCaPem] } : {}),
+    };
     this.httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 1024 });
     this.httpsAgent = new HttpsAgent(tls);
     this.tenantAgent = tenantHttpsAgent(opts.egress, tls);
@@ -59,7 +63,12 @@ export class UpstreamTransport {
         resolve(null);
         return;
       }
-      const r = (req.url.protocol === 'https:' ? httpsRequest : httpRequest)(req.url, { method: 'GET', agent, headers: { ...req.headers, accept: 'application/json' }, timeout: timeoutMs });
+      const r = (req.url.protocol === 'https:' ? httpsRequest : httpRequest)(req.url, {
+        method: 'GET',
+        agent,
+        headers: { ...req.headers, accept: 'application/json' },
+        timeout: timeoutMs,
+      });
       r.once('response', (res) => {
         res.resume();
         res.once('end', () => resolve(res.statusCode ?? null));
@@ -105,6 +114,13 @@ function headerList(req: UpstreamRequest): string[] {
     list.push(name, req.headers[name]!);
   }
   if (!host) list.push('host', req.url.host);
-  list.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(req.body)), 'accept', 'application/json, text/event-stream');
+  list.push(
+    'content-type',
+    'application/json',
+    'content-length',
+    String(Buffer.byteLength(req.body)),
+    'accept',
+    'application/json, text/event-stream',
+  );
   return list;
 }

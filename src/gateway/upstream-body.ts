@@ -37,7 +37,9 @@ export class UpstreamBody {
       this.settleWaiter();
     });
     res.once('end', () => this.finish(res.complete !== false ? undefined : 'upstream connection closed mid-stream'));
-    res.once('error', (err) => this.finish(err.name === 'AttemptTimeout' ? err.message : 'upstream connection failed mid-stream', err));
+    res.once('error', (err) =>
+      this.finish(err.name === 'AttemptTimeout' ? err.message : 'upstream connection failed mid-stream', err),
+    );
     res.once('aborted', () => this.finish('upstream connection closed mid-stream'));
   }
 

@@ -5,10 +5,10 @@
 // owner (account and credential, or the platform's shared key) and a digest of the whole payload, private key
 // included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them (issue 24).
 import { createHash, sign } from 'node:crypto';
-import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
+import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { shapeOfPayload, type ProviderPayload, type UpstreamAuthPlan, type VertexPayload } from '../domain/index.ts';
+import { type ProviderPayload, shapeOfPayload, type UpstreamAuthPlan, type VertexPayload } from '../domain/index.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
 export interface UpstreamRequest {
@@ -31,14 +31,17 @@ export class UpstreamSetupError extends Error {
 }
 
 /** Whose credential an upstream call authenticates with: a tenant's BYOK credential, or the platform's shared key. */
-export type AuthOwner = { kind: 'credential'; account: string; credentialId: string } | { kind: 'shared'; provider: string };
+export type AuthOwner =
+  | { kind: 'credential'; account: string; credentialId: string }
+  | { kind: 'shared'; provider: string };
 
 const VERTEX_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 /** A token answer is a few hundred bytes; anything past this is not one. */
 const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
 const TOKEN_EXCHANGE_TIMEOUT_MS = 10_000;
 
-const ownerKey = (owner: AuthOwner) => (owner.kind === 'credential' ? `credential\n${owner.account}\n${owner.credentialId}` : `shared\n${owner.provider}`);
+const ownerKey = (owner: AuthOwner) =>
+  owner.kind === 'credential' ? `credential\n${owner.account}\n${owner.credentialId}` : `shared\n${owner.provider}`;
 
 /** sha256 over the owner and the whole payload (the private key included): possession, not identity, keys a token. */
 function tokenCacheKey(owner: AuthOwner, payload: VertexPayload): string {
@@ -52,7 +55,11 @@ const b64url = (v: string | Buffer) => Buffer.from(v).toString('base64url');
  * rather than by a library so that it never follows a redirect (a 3xx is a refusal), reads a bounded answer, goes
  * through the gateway's agent (the egress policy's checks) and reports failures without upstream text.
  */
-function exchangeServiceAccountKey(payload: VertexPayload, agent: HttpsAgent | undefined, now: number): Promise<{ token: string; expiresAt: number }> {
+function exchangeServiceAccountKey(
+  payload: VertexPayload,
+  agent: HttpsAgent | undefined,
+  now: number,
+): Promise<{ token: string; expiresAt: number }> {
   const sa = payload.serviceAccount;
   let url: URL;
   try {
@@ -63,23 +70,36 @@ function exchangeServiceAccountKey(payload: VertexPayload, agent: HttpsAgent | u
   if (url.protocol !== 'https:') return Promise.reject(new UpstreamSetupError('the token_uri must be https'));
   const iat = Math.floor(now / 1000);
   const header = b64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: sa.private_key_id }));
-  const claims = b64url(JSON.stringify({ iss: sa.client_email, scope: VERTEX_SCOPE, aud: sa.token_uri, iat, exp: iat + 3600 }));
+  const claims = b64url(
+    JSON.stringify({ iss: sa.client_email, scope: VERTEX_SCOPE, aud: sa.token_uri, iat, exp: iat + 3600 }),
+  );
   let signature: string;
   try {
     signature = b64url(sign('RSA-SHA256', Buffer.from(`${header}.${claims}`), sa.private_key));
   } catch {
     return Promise.reject(new UpstreamSetupError('the service account private key cannot sign'));
   }
-  const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: `${header}.${claims}.${signature}` }).toString();
+  const body = new URLSearchParams({
+    grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+    assertion: `${header}.${claims}.${signature}`,
+  }).toString();
   return new Promise((resolve, reject) => {
     const req = httpsRequest(url, {
       method: 'POST',
       ...(agent ? { agent } : {}),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': Buffer.byteLength(body),
+        accept: 'application/json',
+      },
       timeout: TOKEN_EXCHANGE_TIMEOUT_MS,
     });
     req.once('timeout', () => req.destroy(new UpstreamSetupError('token exchange timed out')));
-    req.once('error', (err) => reject(err instanceof UpstreamSetupError ? err : new UpstreamSetupError('token exchange failed: upstream unreachable')));
+    req.once('error', (err) =>
+      reject(
+        err instanceof UpstreamSetupError ? err : new UpstreamSetupError('token exchange failed: upstream unreachable'),
+      ),
+    );
     req.once('response', (res) => {
       const status = res.statusCode ?? 0;
       const chunks: Buffer[] = [];
@@ -96,17 +116,25 @@ function exchangeServiceAccountKey(payload: VertexPayload, agent: HttpsAgent | u
       res.once('error', () => reject(new UpstreamSetupError('token exchange failed: upstream unreachable')));
       res.once('end', () => {
         // A redirect is never followed (it could lead to plain http or into the pod's network): it is a refusal.
-        if (status < 200 || status >= 300) return reject(new UpstreamSetupError(`token exchange refused (HTTP ${status})`, status));
+        if (status < 200 || status >= 300)
+          return reject(new UpstreamSetupError(`token exchange refused (HTTP ${status})`, status));
         let answer: { access_token?: unknown; expires_in?: unknown };
         try {
           answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof answer;
         } catch {
           return reject(new UpstreamSetupError('token exchange failed: the answer is not JSON', status));
         }
-        if (typeof answer?.access_token !== 'string' || answer.access_token === '' || /[\s\0]/.test(answer.access_token)) {
+        if (
+          typeof answer?.access_token !== 'string' ||
+          answer.access_token === '' ||
+          /[\s\0]/.test(answer.access_token)
+        ) {
           return reject(new UpstreamSetupError('the token endpoint returned no access token', status));
         }
-        const ttl = typeof answer.expires_in === 'number' && Number.isFinite(answer.expires_in) && answer.expires_in > 0 ? Math.min(answer.expires_in, 86_400) : 3600;
+        const ttl =
+          typeof answer.expires_in === 'number' && Number.isFinite(answer.expires_in) && answer.expires_in > 0
+            ? Math.min(answer.expires_in, 86_400)
+            : 3600;
         // Refresh a minute early so a token never expires in flight.
         resolve({ token: answer.access_token, expiresAt: now + ttl * 1000 - 60_000 });
       });
@@ -147,12 +175,23 @@ export interface UpstreamAuth {
    * Builds the request for `payload` (a decrypted BYOK payload or a shared key) against the endpoint `spec`.
    * `body` is the client's request without `model`; the upstream model name is set here.
    */
-  prepare(owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>): Promise<UpstreamRequest>;
+  prepare(
+    owner: AuthOwner,
+    payload: ProviderPayload,
+    spec: UpstreamSpec,
+    modelSlug: string,
+    body: Record<string, unknown>,
+  ): Promise<UpstreamRequest>;
   /**
    * The cheapest authenticated call for an idle-credential probe: the models list (bearer keys, Azure, Bedrock keys;
    * SigV4-signed for Bedrock IAM), or null for Vertex, where a fresh token exchange is the check (it throws on refusal).
    */
-  probe(owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string): Promise<ProbeRequest | null>;
+  probe(
+    owner: AuthOwner,
+    payload: ProviderPayload,
+    spec: UpstreamSpec,
+    modelSlug: string,
+  ): Promise<ProbeRequest | null>;
 }
 
 interface CachedToken {
@@ -186,7 +225,14 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
   };
 
   /** The request head of one planned attempt: its URL and the headers that authenticate it. */
-  const head = async (owner: AuthOwner, payload: ProviderPayload, spec: UpstreamSpec, modelSlug: string, body: Record<string, unknown>, probe: boolean) => {
+  const head = async (
+    owner: AuthOwner,
+    payload: ProviderPayload,
+    spec: UpstreamSpec,
+    modelSlug: string,
+    body: Record<string, unknown>,
+    probe: boolean,
+  ) => {
     const plan = shapeOfPayload(payload).upstream(payload, spec, modelSlug);
     if ('problem' in plan) throw new UpstreamSetupError(plan.problem);
     const chat = 'full' in plan.url ? new URL(plan.url.full) : chatUrl(plan.url.chat);
@@ -196,14 +242,23 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
     return { url, headers, text, tenantUrl: plan.tenantUrl };
   };
 
-  const authHeaders = async (owner: AuthOwner, payload: ProviderPayload, auth: UpstreamAuthPlan, method: 'GET' | 'POST', url: URL, body: string | undefined, fresh: boolean): Promise<Record<string, string>> => {
+  const authHeaders = async (
+    owner: AuthOwner,
+    payload: ProviderPayload,
+    auth: UpstreamAuthPlan,
+    method: 'GET' | 'POST',
+    url: URL,
+    body: string | undefined,
+    fresh: boolean,
+  ): Promise<Record<string, string>> => {
     switch (auth.kind) {
       case 'header':
         return { [auth.name]: auth.value };
       case 'aws-sigv4':
         return signAwsRequest(auth, method, url, body);
       case 'google-service-account':
-        if (payload.kind !== 'vertex') throw new UpstreamSetupError('a service-account token needs a service-account key');
+        if (payload.kind !== 'vertex')
+          throw new UpstreamSetupError('a service-account token needs a service-account key');
         return { authorization: `Bearer ${await vertexToken(owner, payload, fresh)}` };
     }
   };
@@ -226,7 +281,12 @@ export function createUpstreamAuth(opts: { now?: () => number; agent?: HttpsAgen
 }
 
 /** The SigV4 headers of one call with AWS access keys (a POST carries its JSON body, which the signature covers). */
-async function signAwsRequest(auth: Extract<UpstreamAuthPlan, { kind: 'aws-sigv4' }>, method: 'GET' | 'POST', url: URL, body?: string): Promise<Record<string, string>> {
+async function signAwsRequest(
+  auth: Extract<UpstreamAuthPlan, { kind: 'aws-sigv4' }>,
+  method: 'GET' | 'POST',
+  url: URL,
+  body?: string,
+): Promise<Record<string, string>> {
   const signer = new SignatureV4({
     service: auth.service,
     region: auth.region,

@@ -56,7 +56,8 @@ const MAX_TOP_LOGPROBS = 20;
 /** Estimates (missing or invalid usage): about four bytes per token, rounded up, framing included: they err high. */
 const ESTIMATE_BYTES_PER_TOKEN = 4;
 
-const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
+const positiveInt = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined;
 
 /** The fields of a request body that drive its cost, validated. */
 export interface CostFields {
@@ -83,7 +84,8 @@ const SERVICE_TIERS = new Set(['auto', 'default', 'flex']);
  */
 export function costFields(body: Record<string, unknown>): CostFields | { error: string } {
   const n = body.n ?? 1;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_CHOICES) return { error: `n must be an integer from 1 to ${MAX_CHOICES}` };
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_CHOICES)
+    return { error: `n must be an integer from 1 to ${MAX_CHOICES}` };
   let cap: number | null = null;
   for (const name of ['max_tokens', 'max_completion_tokens'] as const) {
     const v = body[name];
@@ -92,11 +94,15 @@ export function costFields(body: Record<string, unknown>): CostFields | { error:
     if (ok === undefined) return { error: `${name} must be a positive integer` };
     cap = Math.max(cap ?? 0, ok);
   }
-  if (body.audio !== undefined && body.audio !== null) return { error: 'audio output cannot be priced: the catalog prices text tokens only' };
-  if (Array.isArray(body.modalities) && body.modalities.some((m) => m !== 'text')) return { error: 'only the text modality can be priced: the catalog prices text tokens only' };
-  if (body.web_search_options !== undefined && body.web_search_options !== null) return { error: 'web search cannot be priced: the catalog has no price per search' };
+  if (body.audio !== undefined && body.audio !== null)
+    return { error: 'audio output cannot be priced: the catalog prices text tokens only' };
+  if (Array.isArray(body.modalities) && body.modalities.some((m) => m !== 'text'))
+    return { error: 'only the text modality can be priced: the catalog prices text tokens only' };
+  if (body.web_search_options !== undefined && body.web_search_options !== null)
+    return { error: 'web search cannot be priced: the catalog has no price per search' };
   const tier = body.service_tier;
-  if (tier !== undefined && tier !== null && !(typeof tier === 'string' && SERVICE_TIERS.has(tier))) return { error: 'service_tier must be auto, default or flex: other tiers cost more than the catalog price' };
+  if (tier !== undefined && tier !== null && !(typeof tier === 'string' && SERVICE_TIERS.has(tier)))
+    return { error: 'service_tier must be auto, default or flex: other tiers cost more than the catalog price' };
   let mediaParts = 0;
   if (Array.isArray(body.messages)) {
     for (const m of body.messages as unknown[]) {
@@ -104,17 +110,22 @@ export function costFields(body: Record<string, unknown>): CostFields | { error:
       if (!Array.isArray(content)) continue;
       for (const p of content as unknown[]) {
         const type = typeof p === 'object' && p !== null ? (p as { type?: unknown }).type : undefined;
-        if (type === 'input_audio') return { error: 'audio input cannot be priced: the catalog prices text tokens only' };
+        if (type === 'input_audio')
+          return { error: 'audio input cannot be priced: the catalog prices text tokens only' };
         if (typeof type !== 'string' || !TEXT_PARTS.has(type)) mediaParts++;
       }
     }
   }
   const prediction = body.prediction;
   // Rare: a byte count of its JSON bounds its tokens (every token covers at least one byte).
-  const predictionBytes = prediction === undefined || prediction === null ? 0 : Buffer.byteLength(JSON.stringify(prediction), 'utf8');
+  const predictionBytes =
+    prediction === undefined || prediction === null ? 0 : Buffer.byteLength(JSON.stringify(prediction), 'utf8');
   // Not validated here (the provider answers a bad top_logprobs): only read, within OpenAI's limit, for the floor.
   const top = body.top_logprobs;
-  const logprobEntries = body.logprobs === true ? 1 + (typeof top === 'number' && Number.isInteger(top) ? Math.min(Math.max(top, 0), MAX_TOP_LOGPROBS) : 0) : 0;
+  const logprobEntries =
+    body.logprobs === true
+      ? 1 + (typeof top === 'number' && Number.isInteger(top) ? Math.min(Math.max(top, 0), MAX_TOP_LOGPROBS) : 0)
+      : 0;
   return { n, maxTokensPerChoice: cap, mediaParts, predictionBytes, logprobEntries };
 }
 
@@ -139,7 +150,9 @@ export interface UsageBounds {
  */
 export function usageBounds(model: ModelLimits, cost: CostFields, requestBytes: number): UsageBounds {
   const context = positiveInt(model.contextLength) ?? USAGE_CEILING_TOKENS;
-  const perChoice = Math.min(cost.maxTokensPerChoice ?? Infinity, positiveInt(model.maxOutputTokens) ?? Infinity, context) + cost.predictionBytes;
+  const perChoice =
+    Math.min(cost.maxTokensPerChoice ?? Infinity, positiveInt(model.maxOutputTokens) ?? Infinity, context) +
+    cost.predictionBytes;
   return {
     maxPromptTokens: Math.min(context, Math.max(0, Math.ceil(requestBytes)) + cost.mediaParts * context),
     maxCompletionTokens: cost.n * perChoice,
@@ -155,8 +168,12 @@ export function reservedTokens(bounds: UsageBounds): Usage {
 export function readUsage(value: unknown): { usage: Usage } | { problem: 'missing' | 'invalid' } {
   if (value === undefined || value === null) return { problem: 'missing' };
   if (typeof value !== 'object') return { problem: 'invalid' };
-  const { prompt_tokens: prompt, completion_tokens: completion } = value as { prompt_tokens?: unknown; completion_tokens?: unknown };
-  const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_REPORTED_TOKENS;
+  const { prompt_tokens: prompt, completion_tokens: completion } = value as {
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+  };
+  const count = (v: unknown): v is number =>
+    typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_REPORTED_TOKENS;
   if (!count(prompt) || !count(completion)) return { problem: 'invalid' };
   return { usage: { promptTokens: prompt, completionTokens: completion } };
 }
@@ -178,8 +195,16 @@ export function meteredUsage(reported: unknown, bounds: UsageBounds, source: Usa
   const read = readUsage(reported);
   if ('problem' in read) {
     return {
-      promptTokens: clamp(Math.ceil(seen.requestBytes / ESTIMATE_BYTES_PER_TOKEN), seen.minPromptTokens, bounds.maxPromptTokens),
-      completionTokens: clamp(Math.ceil(seen.responseBytes / ESTIMATE_BYTES_PER_TOKEN), seen.minCompletionTokens, bounds.maxCompletionTokens),
+      promptTokens: clamp(
+        Math.ceil(seen.requestBytes / ESTIMATE_BYTES_PER_TOKEN),
+        seen.minPromptTokens,
+        bounds.maxPromptTokens,
+      ),
+      completionTokens: clamp(
+        Math.ceil(seen.responseBytes / ESTIMATE_BYTES_PER_TOKEN),
+        seen.minCompletionTokens,
+        bounds.maxCompletionTokens,
+      ),
       estimated: read.problem,
     };
   }
@@ -197,11 +222,14 @@ export function meteredUsage(reported: unknown, bounds: UsageBounds, source: Usa
 }
 
 /** Bytes per floor token of an answer: logprobs add their entries' bytes to every token. */
-const answerBytesPerToken = (cost: Pick<CostFields, 'logprobEntries'>) => FLOOR_BYTES_PER_TOKEN + LOGPROB_BYTES * cost.logprobEntries;
+const answerBytesPerToken = (cost: Pick<CostFields, 'logprobEntries'>) =>
+  FLOOR_BYTES_PER_TOKEN + LOGPROB_BYTES * cost.logprobEntries;
 
 /** The floor of a buffered answer: its body's bytes less the answer's and each choice's framing. */
 export function bodyFloorTokens(bodyBytes: number, cost: Pick<CostFields, 'n' | 'logprobEntries'>): number {
-  return Math.ceil(Math.max(0, bodyBytes - ANSWER_FRAMING_BYTES - CHOICE_FRAMING_BYTES * cost.n) / answerBytesPerToken(cost));
+  return Math.ceil(
+    Math.max(0, bodyBytes - ANSWER_FRAMING_BYTES - CHOICE_FRAMING_BYTES * cost.n) / answerBytesPerToken(cost),
+  );
 }
 
 /** What an SSE stream relayed, as the scanner counts it (stream-relay.ts). */

@@ -2,9 +2,9 @@
 // ownership is visible in managedFields and the operator can never clobber spec it does not own: it only ever
 // applies status (status subresource) or the metadata/data of objects it creates itself.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { KubeAccess } from './kubeconfig.ts';
-import { kubeClient, objectPath, type KubeClient } from './client.ts';
 import { API_VERSION } from '../schema/resources.ts';
+import { type KubeClient, kubeClient, objectPath } from './client.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 export const FIELD_MANAGER = 'byok-operator';
 const APPLY_CONTENT_TYPE = 'application/apply-patch+yaml';
@@ -80,7 +80,10 @@ export function createApplier(kubeConfig: KubeAccess, options: ApplierOptions = 
       await send(obj, opts, true);
     },
     applyStatus<T extends KubernetesObject>(kind: string, namespace: string, name: string, status: object): Promise<T> {
-      return applier.apply<T>({ apiVersion: API_VERSION, kind, metadata: { name, namespace }, status } as unknown as T, { subresource: 'status' });
+      return applier.apply<T>(
+        { apiVersion: API_VERSION, kind, metadata: { name, namespace }, status } as unknown as T,
+        { subresource: 'status' },
+      );
     },
     async delete(apiVersion: string, kind: string, namespace: string | undefined, name: string): Promise<void> {
       guard(`delete ${kind} ${namespace ?? ''}/${name}`);

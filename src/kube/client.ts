@@ -3,10 +3,11 @@
 // auth) instead of through client-node's generated clients for list/watch/apply, because the informer needs
 // full control over timeouts, aborts and streaming, and the generated clients hide the status code on watch
 // failures.
-import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import type { KubeAccess } from './kubeconfig.ts';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { yamlSafeJson } from '../domain/text.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 /** metav1.Status as the apiserver returns it on failures. */
 export interface KubeStatus {
@@ -77,7 +78,10 @@ export class KubeClient {
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('no current cluster in kubeconfig');
     this.base = new URL(cluster.server);
-    this.agent = this.base.protocol === 'http:' ? new HttpAgent({ keepAlive: true, maxSockets: 64 }) : new HttpsAgent({ keepAlive: true, maxSockets: 64 });
+    this.agent =
+      this.base.protocol === 'http:'
+        ? new HttpAgent({ keepAlive: true, maxSockets: 64 })
+        : new HttpsAgent({ keepAlive: true, maxSockets: 64 });
   }
 
   private async authOptions(): Promise<RequestOptions> {
@@ -99,8 +103,16 @@ export class KubeClient {
   private async open(method: string, path: string, opts: RequestOpts): Promise<IncomingMessage> {
     const auth = await this.authOptions();
     const url = this.url(path, opts.query);
-    const payload = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : serializeBody(opts.body, opts.contentType);
-    const headers: Record<string, string> = { Accept: 'application/json', ...(auth.headers as Record<string, string> | undefined) };
+    const payload =
+      opts.body === undefined
+        ? undefined
+        : typeof opts.body === 'string'
+          ? opts.body
+          : serializeBody(opts.body, opts.contentType);
+    const headers: Record<string, string> = {
+      Accept: 'application/json',
+      ...(auth.headers as Record<string, string> | undefined),
+    };
     if (payload !== undefined) {
       headers['Content-Type'] = opts.contentType ?? 'application/json';
       headers['Content-Length'] = String(Buffer.byteLength(payload));
@@ -112,7 +124,10 @@ export class KubeClient {
         { ...auth, method, headers, agent: this.agent, ...(opts.signal ? { signal: opts.signal } : {}) },
         resolve,
       );
-      if (opts.timeoutMs) req.setTimeout(opts.timeoutMs, () => req.destroy(new Error(`${method} ${path} timed out after ${opts.timeoutMs} ms`)));
+      if (opts.timeoutMs)
+        req.setTimeout(opts.timeoutMs, () =>
+          req.destroy(new Error(`${method} ${path} timed out after ${opts.timeoutMs} ms`)),
+        );
       req.on('error', reject);
       req.end(payload);
     });
@@ -217,7 +232,13 @@ const CRD_PLURALS: Record<string, string> = {
   Account: 'accounts',
 };
 
-export function objectPath(apiVersion: string, kind: string, namespace: string | undefined, name: string, subresource?: string): string {
+export function objectPath(
+  apiVersion: string,
+  kind: string,
+  namespace: string | undefined,
+  name: string,
+  subresource?: string,
+): string {
   const info = kindInfo(apiVersion, kind);
   return `${namespacedPath(info.collectionPath, info.namespaced ? namespace : undefined)}/${encodeURIComponent(name)}${subresource ? `/${subresource}` : ''}`;
 }

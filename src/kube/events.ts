@@ -1,17 +1,24 @@
 // Kubernetes Events (events.k8s.io/v1) whose text always passes through a redaction function first, so a
 // message built from a validation error can never carry key material into the Event API. Identical events for
 // the same object are suppressed for a while instead of piling up.
-import type { KubernetesObject } from '@kubernetes/client-node';
-import type { KubeAccess } from './kubeconfig.ts';
-import type { Logger } from 'pino';
+
 import { randomBytes } from 'node:crypto';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import { kubeClient } from './client.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
 export interface EventRecorder {
   /** Records an event about `regarding`. `secrets` are extra literal values to scrub from the note. */
-  record(regarding: KubernetesObject, type: EventType, reason: string, note: string, secrets?: readonly string[]): Promise<void>;
+  record(
+    regarding: KubernetesObject,
+    type: EventType,
+    reason: string,
+    note: string,
+    secrets?: readonly string[],
+  ): Promise<void>;
 }
 
 export interface EventRecorderOptions {

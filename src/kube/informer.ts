@@ -7,9 +7,9 @@
 //  - a staleness watchdog restarts a watch that delivered no event and no bookmark for `staleSeconds`;
 //  - a periodic full relist (default 5 min) diffs as well, as a last line of defence.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
-import { KubeApiError, kubeClient, namespacedPath, type KubeClient, type KubeStatus, type Query } from './client.ts';
+import { KubeApiError, type KubeClient, type KubeStatus, kubeClient, namespacedPath, type Query } from './client.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 export interface ObjectCache<T> {
   get(namespace: string, name: string): T | undefined;
@@ -61,7 +61,9 @@ export interface InformerOptions {
 
 /** The apiserver's 429 while its watch cache (re)initializes, as opposed to a throttling or a real failure. */
 export function warmingUp(err: unknown): boolean {
-  return err instanceof KubeApiError && err.status === 429 && /\(re\)initializing/.test(err.body?.message ?? err.message);
+  return (
+    err instanceof KubeApiError && err.status === 429 && /\(re\)initializing/.test(err.body?.message ?? err.message)
+  );
 }
 
 export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
@@ -74,7 +76,8 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
  */
 export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
   const meta = obj.metadata;
-  if (!meta || (meta.managedFields === undefined && meta.annotations?.[LAST_APPLIED_ANNOTATION] === undefined)) return obj;
+  if (!meta || (meta.managedFields === undefined && meta.annotations?.[LAST_APPLIED_ANNOTATION] === undefined))
+    return obj;
   const { managedFields: _managedFields, annotations, ...rest } = meta;
   let kept = annotations;
   if (annotations?.[LAST_APPLIED_ANNOTATION] !== undefined) {
@@ -108,8 +111,19 @@ export class StringInterner {
 }
 
 /** The spec fields many credentials share: the provider, the workspace, the Secret key name, gateway key hashes. */
-interface SpecLike { provider?: unknown; workspace?: unknown; secretRef?: { key?: unknown; name?: unknown }; allowedApiKeyHashes?: unknown[] }
-interface ConditionLike { type?: string; status?: string; reason?: string; message?: string; lastTransitionTime?: string }
+interface SpecLike {
+  provider?: unknown;
+  workspace?: unknown;
+  secretRef?: { key?: unknown; name?: unknown };
+  allowedApiKeyHashes?: unknown[];
+}
+interface ConditionLike {
+  type?: string;
+  status?: string;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+}
 const cacheStrings = new StringInterner();
 const cacheValues = new Map<string, unknown>();
 
@@ -156,14 +170,20 @@ export function compactForCache<T extends KubernetesObject>(obj: T): T {
   const stripped = stripBulkyMetadata(obj);
   // A Secret's uid: nothing in the operator reads it (at 100k credentials, 100k 36-character strings).
   // JSON.stringify leaves out the undefined.
-  const source = stripped.kind === 'Secret' && stripped.metadata?.uid !== undefined ? { ...stripped, metadata: { ...stripped.metadata, uid: undefined } } : stripped;
-  const out = JSON.parse(JSON.stringify(source)) as T & { status?: { conditions?: unknown; createdAt?: unknown; workspaceScope?: unknown } };
+  const source =
+    stripped.kind === 'Secret' && stripped.metadata?.uid !== undefined
+      ? { ...stripped, metadata: { ...stripped.metadata, uid: undefined } }
+      : stripped;
+  const out = JSON.parse(JSON.stringify(source)) as T & {
+    status?: { conditions?: unknown; createdAt?: unknown; workspaceScope?: unknown };
+  };
   if (typeof out.apiVersion === 'string') out.apiVersion = cacheStrings.intern(out.apiVersion);
   if (typeof out.kind === 'string') out.kind = cacheStrings.intern(out.kind);
   const meta = out.metadata;
   if (meta) {
     if (meta.namespace !== undefined) meta.namespace = cacheStrings.intern(meta.namespace);
-    if (typeof meta.creationTimestamp === 'string') meta.creationTimestamp = cacheStrings.intern(meta.creationTimestamp) as unknown as Date;
+    if (typeof meta.creationTimestamp === 'string')
+      meta.creationTimestamp = cacheStrings.intern(meta.creationTimestamp) as unknown as Date;
     if (meta.labels) meta.labels = sharedValue(meta.labels);
     // Secret names repeat across namespaces (one per provider).
     if (out.kind === 'Secret' && typeof meta.name === 'string') meta.name = cacheStrings.intern(meta.name);
@@ -250,7 +270,11 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
    *  credentials most values (ids, Secret refs) belong to one object, and a Set each cost ~150 bytes. */
   private readonly indexes = new Map<string, { fn: IndexFn<T>; values: Map<string, IndexEntry> }>();
   private readonly tombstones = new Map<string, { rv: string; at: number }>();
-  private readonly handlers: { add: ((o: T) => void)[]; update: ((o: T, old: T) => void)[]; delete: ((o: T) => void)[] } = { add: [], update: [], delete: [] };
+  private readonly handlers: {
+    add: ((o: T) => void)[];
+    update: ((o: T, old: T) => void)[];
+    delete: ((o: T) => void)[];
+  } = { add: [], update: [], delete: [] };
   private readonly streams: Stream[];
   private loops: Promise<void>[] = [];
   private timers: NodeJS.Timeout[] = [];
@@ -266,7 +290,14 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     this.log = opts.logger?.child({ informer: opts.name });
     const namespaces = opts.namespaces && opts.namespaces.length > 0 ? [...new Set(opts.namespaces)] : [undefined];
     this.streams = namespaces.map((namespace) => ({
-      namespace, rv: undefined, needList: true, synced: false, lastActivity: Date.now(), abort: undefined, gate: undefined, openGate: undefined,
+      namespace,
+      rv: undefined,
+      needList: true,
+      synced: false,
+      lastActivity: Date.now(),
+      abort: undefined,
+      gate: undefined,
+      openGate: undefined,
     }));
   }
 
@@ -280,7 +311,8 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
   addIndex(name: string, fn: IndexFn<T>): void {
     const entry = { fn, values: new Map<string, IndexEntry>() };
     this.indexes.set(name, entry);
-    for (const byName of this.objects.values()) for (const obj of byName.values()) this.indexOne(entry, namespacedName(nsOf(obj), nameOf(obj)), obj);
+    for (const byName of this.objects.values())
+      for (const obj of byName.values()) this.indexOne(entry, namespacedName(nsOf(obj), nameOf(obj)), obj);
   }
 
   // ---- read API ----
@@ -363,16 +395,22 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
       this.timers.push(t);
     }
     const staleMs = (this.opts.staleSeconds ?? 150) * 1000;
-    const watchdog = setInterval(() => {
-      const now = Date.now();
-      for (const s of this.streams) {
-        if (s.abort && !s.abort.signal.aborted && now - s.lastActivity > staleMs) {
-          this.log?.warn({ namespace: s.namespace, silentMs: now - s.lastActivity }, 'watch went quiet; restarting it');
-          s.abort.abort(new RestartSignal('stale'));
+    const watchdog = setInterval(
+      () => {
+        const now = Date.now();
+        for (const s of this.streams) {
+          if (s.abort && !s.abort.signal.aborted && now - s.lastActivity > staleMs) {
+            this.log?.warn(
+              { namespace: s.namespace, silentMs: now - s.lastActivity },
+              'watch went quiet; restarting it',
+            );
+            s.abort.abort(new RestartSignal('stale'));
+          }
         }
-      }
-      for (const [k, t] of this.tombstones) if (now - t.at > TOMBSTONE_TTL_MS) this.tombstones.delete(k);
-    }, Math.max(100, Math.min(staleMs / 4, 5000)));
+        for (const [k, t] of this.tombstones) if (now - t.at > TOMBSTONE_TTL_MS) this.tombstones.delete(k);
+      },
+      Math.max(100, Math.min(staleMs / 4, 5000)),
+    );
     watchdog.unref();
     this.timers.push(watchdog);
     return synced;
@@ -458,7 +496,11 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
         const warming = warmingUp(err);
         this.opts.onRestart?.(warming ? 'warming' : 'error');
         const delay = this.backoff(failures);
-        const detail = { namespace: s.namespace, err: err instanceof Error ? err.message : String(err), retryInMs: delay };
+        const detail = {
+          namespace: s.namespace,
+          err: err instanceof Error ? err.message : String(err),
+          retryInMs: delay,
+        };
         if (warming) this.log?.info(detail, 'the apiserver is still filling its watch cache; retrying');
         else this.log?.warn(detail, 'list/watch failed; retrying');
         await this.sleep(delay);
@@ -491,13 +533,20 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     let cont: string | undefined;
     let rv: string | undefined;
     do {
-      const query: Query = { limit: this.opts.pageSize ?? 500, continue: cont, labelSelector: this.opts.labelSelector, fieldSelector: this.opts.fieldSelector };
+      const query: Query = {
+        limit: this.opts.pageSize ?? 500,
+        continue: cont,
+        labelSelector: this.opts.labelSelector,
+        fieldSelector: this.opts.fieldSelector,
+      };
       const page = await this.client.request<ListResponse<T>>('GET', path, { query });
       const kind = page.kind?.replace(/List$/, '');
       for (const item of page.items ?? []) {
         // List items come without apiVersion/kind; restore them so cached objects look like watched ones.
         // Transformed as they arrive, so a large list never holds every object's bulky parts at once.
-        items.push(this.transformed({ ...item, apiVersion: item.apiVersion ?? page.apiVersion, kind: item.kind ?? kind }));
+        items.push(
+          this.transformed({ ...item, apiVersion: item.apiVersion ?? page.apiVersion, kind: item.kind ?? kind }),
+        );
       }
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion;
@@ -542,7 +591,12 @@ export class SupervisedInformer<T extends KubernetesObject> implements ObjectCac
     };
     try {
       if (s.gate || this.stopped) throw new RestartSignal('closed');
-      await this.client.stream(namespacedPath(this.opts.path, s.namespace), query, (ev) => this.onWatchEvent(s, ev as WatchEvent), ac.signal);
+      await this.client.stream(
+        namespacedPath(this.opts.path, s.namespace),
+        query,
+        (ev) => this.onWatchEvent(s, ev as WatchEvent),
+        ac.signal,
+      );
     } catch (err) {
       // Our own aborts (watchdog, resync, pause, stop) surface as whatever the socket threw; report the intent.
       if (ac.signal.aborted && ac.signal.reason instanceof RestartSignal) throw ac.signal.reason;

@@ -65,7 +65,8 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 type Yaml = Record<string, unknown>;
 const asRecord = (v: unknown): Yaml => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Yaml) : {});
 const asString = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-const named = (list: unknown): Yaml[] => (Array.isArray(list) ? list.map(asRecord).filter((e) => typeof e.name === 'string') : []);
+const named = (list: unknown): Yaml[] =>
+  Array.isArray(list) ? list.map(asRecord).filter((e) => typeof e.name === 'string') : [];
 
 /** One loaded kubeconfig: the current context's cluster and user, nothing else. */
 export class Kubeconfig implements KubeAccess {
@@ -85,7 +86,11 @@ export class Kubeconfig implements KubeAccess {
   static load(path?: string, env: NodeJS.ProcessEnv = process.env): Kubeconfig {
     if (path) return Kubeconfig.fromFiles([path], undefined);
     const fromEnv = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '');
-    if (fromEnv.length > 0) return Kubeconfig.fromFiles(fromEnv.filter((p) => existsSync(p)), fromEnv.join(delimiter));
+    if (fromEnv.length > 0)
+      return Kubeconfig.fromFiles(
+        fromEnv.filter((p) => existsSync(p)),
+        fromEnv.join(delimiter),
+      );
     if (env.KUBERNETES_SERVICE_HOST && existsSync(join(SERVICE_ACCOUNT_DIR, 'token'))) return Kubeconfig.inCluster(env);
     return Kubeconfig.fromFiles([join(homedir(), '.kube', 'config')], undefined);
   }
@@ -96,7 +101,10 @@ export class Kubeconfig implements KubeAccess {
     const port = env.KUBERNETES_SERVICE_PORT ?? '443';
     if (!host) throw new Error('not running in a cluster: KUBERNETES_SERVICE_HOST is not set');
     const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
-    return new Kubeconfig({ name: 'inCluster', server, caFile: join(dir, 'ca.crt'), skipTLSVerify: false }, { tokenFile: join(dir, 'token') });
+    return new Kubeconfig(
+      { name: 'inCluster', server, caFile: join(dir, 'ca.crt'), skipTLSVerify: false },
+      { tokenFile: join(dir, 'token') },
+    );
   }
 
   static fromString(text: string, baseDir: string = process.cwd()): Kubeconfig {
@@ -111,7 +119,9 @@ export class Kubeconfig implements KubeAccess {
       try {
         text = readFileSync(file, 'utf8');
       } catch (err) {
-        throw new Error(`cannot read kubeconfig ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
+        throw new Error(`cannot read kubeconfig ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, {
+          cause: err,
+        });
       }
       return { doc: asRecord(parse(text)), baseDir: dirname(file) };
     });
@@ -126,9 +136,12 @@ export class Kubeconfig implements KubeAccess {
     let current: string | undefined;
     for (const { doc, baseDir } of docs) {
       current ??= asString(doc['current-context']);
-      for (const c of named(doc.clusters)) if (!clusters.has(c.name as string)) clusters.set(c.name as string, { entry: asRecord(c.cluster), baseDir });
-      for (const u of named(doc.users)) if (!users.has(u.name as string)) users.set(u.name as string, { entry: asRecord(u.user), baseDir });
-      for (const x of named(doc.contexts)) if (!contexts.has(x.name as string)) contexts.set(x.name as string, asRecord(x.context));
+      for (const c of named(doc.clusters))
+        if (!clusters.has(c.name as string)) clusters.set(c.name as string, { entry: asRecord(c.cluster), baseDir });
+      for (const u of named(doc.users))
+        if (!users.has(u.name as string)) users.set(u.name as string, { entry: asRecord(u.user), baseDir });
+      for (const x of named(doc.contexts))
+        if (!contexts.has(x.name as string)) contexts.set(x.name as string, asRecord(x.context));
     }
     if (!current) throw new Error(`kubeconfig ${what} has no current-context`);
     const context = contexts.get(current);
@@ -189,7 +202,9 @@ export class Kubeconfig implements KubeAccess {
     const c = this.cluster;
     const u = this.user;
     if (u.authProvider) {
-      throw new Error(`kubeconfig user uses auth-provider "${u.authProvider}", which byok-operator does not support: use an exec credential plugin (for example kubelogin) instead`);
+      throw new Error(
+        `kubeconfig user uses auth-provider "${u.authProvider}", which byok-operator does not support: use an exec credential plugin (for example kubelogin) instead`,
+      );
     }
     if (c.caData) opts.ca = Buffer.from(c.caData, 'base64');
     else if (c.caFile) opts.ca = readFileSync(c.caFile);
@@ -197,15 +212,28 @@ export class Kubeconfig implements KubeAccess {
     if (c.tlsServerName) opts.servername = c.tlsServerName;
     const headers: Record<string, string | string[]> = { ...(opts.headers as Record<string, string> | undefined) };
     const exec = u.exec ? this.execCredential(u.exec) : undefined;
-    const cert = exec?.clientCertificateData ?? (u.certData ? Buffer.from(u.certData, 'base64').toString() : u.certFile ? readFileSync(u.certFile, 'utf8') : undefined);
-    const key = exec?.clientKeyData ?? (u.keyData ? Buffer.from(u.keyData, 'base64').toString() : u.keyFile ? readFileSync(u.keyFile, 'utf8') : undefined);
+    const cert =
+      exec?.clientCertificateData ??
+      (u.certData
+        ? Buffer.from(u.certData, 'base64').toString()
+        : u.certFile
+          ? readFileSync(u.certFile, 'utf8')
+          : undefined);
+    const key =
+      exec?.clientKeyData ??
+      (u.keyData
+        ? Buffer.from(u.keyData, 'base64').toString()
+        : u.keyFile
+          ? readFileSync(u.keyFile, 'utf8')
+          : undefined);
     if (cert && key) {
       opts.cert = cert;
       opts.key = key;
     }
     const token = exec?.token ?? u.token ?? (u.tokenFile ? readFileSync(u.tokenFile, 'utf8').trim() : undefined);
     if (token) headers.Authorization = `Bearer ${token}`;
-    else if (u.username !== undefined && u.password !== undefined) headers.Authorization = `Basic ${Buffer.from(`${u.username}:${u.password}`).toString('base64')}`;
+    else if (u.username !== undefined && u.password !== undefined)
+      headers.Authorization = `Basic ${Buffer.from(`${u.username}:${u.password}`).toString('base64')}`;
     if (u.impersonate) headers['Impersonate-User'] = u.impersonate;
     if (u.impersonateGroups?.length) headers['Impersonate-Group'] = u.impersonateGroups;
     opts.headers = headers;
@@ -223,7 +251,11 @@ export class Kubeconfig implements KubeAccess {
         server: this.cluster.server,
         ...(this.cluster.tlsServerName ? { 'tls-server-name': this.cluster.tlsServerName } : {}),
         'insecure-skip-tls-verify': this.cluster.skipTLSVerify,
-        ...(this.cluster.caData ? { 'certificate-authority-data': this.cluster.caData } : this.cluster.caFile ? { 'certificate-authority-data': readFileSync(this.cluster.caFile).toString('base64') } : {}),
+        ...(this.cluster.caData
+          ? { 'certificate-authority-data': this.cluster.caData }
+          : this.cluster.caFile
+            ? { 'certificate-authority-data': readFileSync(this.cluster.caFile).toString('base64') }
+            : {}),
       };
     }
     let stdout: string;
@@ -232,12 +264,18 @@ export class Kubeconfig implements KubeAccess {
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],
         timeout: 60_000,
-        env: { ...process.env, ...Object.fromEntries((exec.env ?? []).map((v) => [v.name, v.value])), KUBERNETES_EXEC_INFO: JSON.stringify({ apiVersion, kind: 'ExecCredential', spec }) },
+        env: {
+          ...process.env,
+          ...Object.fromEntries((exec.env ?? []).map((v) => [v.name, v.value])),
+          KUBERNETES_EXEC_INFO: JSON.stringify({ apiVersion, kind: 'ExecCredential', spec }),
+        },
       });
     } catch (err) {
       // The plugin's stderr may echo credentials; only its exit status goes into the error.
       const status = (err as { status?: number | null }).status;
-      throw new Error(`kubeconfig exec plugin ${exec.command} failed${status !== undefined && status !== null ? ` (exit ${status})` : ''}`);
+      throw new Error(
+        `kubeconfig exec plugin ${exec.command} failed${status !== undefined && status !== null ? ` (exit ${status})` : ''}`,
+      );
     }
     let status: Yaml;
     try {
@@ -253,7 +291,9 @@ export class Kubeconfig implements KubeAccess {
       ...(expiry ? { expiresAt: Date.parse(expiry) } : {}),
     };
     if (!credential.token && !(credential.clientCertificateData && credential.clientKeyData)) {
-      throw new Error(`kubeconfig exec plugin ${exec.command} returned neither a token nor a client certificate and key`);
+      throw new Error(
+        `kubeconfig exec plugin ${exec.command} returned neither a token nor a client certificate and key`,
+      );
     }
     this.execCache = credential;
     return credential;

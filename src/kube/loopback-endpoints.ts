@@ -21,9 +21,19 @@ export function loopbackEndpointSlice(e: LoopbackEndpoint): V1EndpointSlice & { 
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
-    metadata: { name: e.name, namespace: e.namespace, labels: { 'kubernetes.io/service-name': e.service, 'endpointslice.kubernetes.io/managed-by': 'byok-operator' } },
+    metadata: {
+      name: e.name,
+      namespace: e.namespace,
+      labels: { 'kubernetes.io/service-name': e.service, 'endpointslice.kubernetes.io/managed-by': 'byok-operator' },
+    },
     addressType: 'FQDN',
-    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true }, ...(e.pod ? { targetRef: { kind: 'Pod', name: e.pod, namespace: e.namespace } } : {}) }],
+    endpoints: [
+      {
+        addresses: ['127.0.0.1'],
+        conditions: { ready: true },
+        ...(e.pod ? { targetRef: { kind: 'Pod', name: e.pod, namespace: e.namespace } } : {}),
+      },
+    ],
     ports: [{ name: e.portName, port: e.port, protocol: 'TCP' }],
   };
 }

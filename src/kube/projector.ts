@@ -3,10 +3,10 @@
 // projected volumes (routing ConfigMaps, bundle Secrets, the bundle key Secret). Each volume is swapped on its own,
 // as kubelet does, so readers meet the same cross-volume orderings as in a cluster.
 import { createHash } from 'node:crypto';
-import type { KubeAccess } from './kubeconfig.ts';
-import { ROUTING_LABEL } from '../contract/routing.ts';
 import { kubeletWrite } from '../contract/atomic-dir.ts';
+import { ROUTING_LABEL } from '../contract/routing.ts';
 import { kubeClient } from './client.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 export interface ProjectorOptions {
   kubeConfig: KubeAccess;
@@ -41,7 +41,11 @@ export function startProjector(opts: ProjectorOptions): Projector {
   const client = kubeClient(opts.kubeConfig);
   const written = new Map<string, string>();
   const list = async (kind: 'configmaps' | 'secrets') =>
-    (await client.request<{ items: Item[] }>('GET', `/api/v1/namespaces/${opts.routingNamespace}/${kind}`, { query: { labelSelector: ROUTING_LABEL } })).items;
+    (
+      await client.request<{ items: Item[] }>('GET', `/api/v1/namespaces/${opts.routingNamespace}/${kind}`, {
+        query: { labelSelector: ROUTING_LABEL },
+      })
+    ).items;
 
   const write = (dir: string, files: Record<string, Buffer>) => {
     const d = digest(files);
@@ -60,7 +64,12 @@ export function startProjector(opts: ProjectorOptions): Projector {
     const bundles: Record<string, Buffer> = {};
     const keys: Record<string, Buffer> = {};
     for (const s of secrets) {
-      const target = s.metadata.labels?.[ROUTING_LABEL] === 'bundle-key' ? keys : s.metadata.labels?.[ROUTING_LABEL] === 'bundle' ? bundles : undefined;
+      const target =
+        s.metadata.labels?.[ROUTING_LABEL] === 'bundle-key'
+          ? keys
+          : s.metadata.labels?.[ROUTING_LABEL] === 'bundle'
+            ? bundles
+            : undefined;
       if (!target) continue;
       for (const [k, v] of Object.entries(s.data ?? {})) target[k] = Buffer.from(v, 'base64');
     }

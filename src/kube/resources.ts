@@ -2,12 +2,12 @@
 // REST API server look things up by. Index values are namespace-qualified ("ns/value"), but for the one index
 // that looks across accounts (keyHolders).
 import type { V1Secret } from '@kubernetes/client-node';
-import type { KubeAccess } from './kubeconfig.ts';
 import type { Logger } from 'pino';
+import { hashesNamed } from '../domain/api-keys.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { hashesNamed } from '../domain/api-keys.ts';
-import { SupervisedInformer, compactForCache, type InformerOptions, type RestartReason } from './informer.ts';
+import { compactForCache, type InformerOptions, type RestartReason, SupervisedInformer } from './informer.ts';
+import type { KubeAccess } from './kubeconfig.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
 export const CREDENTIAL_SECRET_LABEL = 'byok.gateway.dev/credential-secret';
@@ -68,7 +68,9 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
   const guardrails = new SupervisedInformer<Guardrail>(base('guardrails', crPath('guardrails')));
   const apiKeys = new SupervisedInformer<GatewayAPIKey>(base('gatewayapikeys', crPath('gatewayapikeys')));
   const accounts = new SupervisedInformer<Account>(base('accounts', crPath('accounts')));
-  const secrets = new SupervisedInformer<V1Secret>(base('credential-secrets', SECRETS_PATH, { labelSelector: `${CREDENTIAL_SECRET_LABEL}=true` }));
+  const secrets = new SupervisedInformer<V1Secret>(
+    base('credential-secrets', SECRETS_PATH, { labelSelector: `${CREDENTIAL_SECRET_LABEL}=true` }),
+  );
 
   const ns = (o: { metadata?: { namespace?: string } }) => o.metadata?.namespace ?? '';
   credentials.addIndex(INDEX.secret, (c) => [`${ns(c)}/${c.spec?.secretRef?.name ?? ''}`]);

@@ -21,7 +21,10 @@ export function secretPayload(secret: V1Secret | undefined, key: string): string
  * The payload as text and as the bytes it was decoded from, with one base64 decode: for a reader that checks the
  * bytes (invalid UTF-8 would be decoded to U+FFFD silently) and then uses the text.
  */
-export function secretPayloadValue(secret: V1Secret | undefined, key: string): { text: string; bytes: Uint8Array } | undefined {
+export function secretPayloadValue(
+  secret: V1Secret | undefined,
+  key: string,
+): { text: string; bytes: Uint8Array } | undefined {
   const b64 = secret?.data?.[key];
   if (b64 !== undefined) {
     const bytes = Buffer.from(b64, 'base64');

@@ -5,8 +5,15 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idNamespace } from './keys.ts';
+import {
+  type CounterIncrement,
+  type HoldRelease,
+  type Ledger,
+  ReservationSettledError,
+  type ReserveRequest,
+  type ReserveResult,
+} from './ledger.ts';
 import { EmbeddedRateSets } from './rate-embedded.ts';
-import { ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type ReserveRequest, type ReserveResult } from './ledger.ts';
 
 export interface EmbeddedLedgerOptions {
   /** Snapshot file; absent = memory only (a restart forgets the month). */
@@ -51,7 +58,11 @@ export interface EmbeddedLedger extends Ledger {
   idCount(): number;
 }
 
-function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, reason: string) => void): Map<string, Counter> {
+function loadSnapshot(
+  path: string,
+  now: number,
+  onQuarantine?: (key: string, reason: string) => void,
+): Map<string, Counter> {
   const counters = new Map<string, Counter>();
   let text: string;
   try {
@@ -61,10 +72,13 @@ function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, re
     throw err;
   }
   const parsed = JSON.parse(text) as Partial<SnapshotFile>;
-  if (parsed.version !== 1 || !Array.isArray(parsed.counters)) throw new Error(`ledger snapshot ${path} has an unknown format`);
+  if (parsed.version !== 1 || !Array.isArray(parsed.counters))
+    throw new Error(`ledger snapshot ${path} has an unknown format`);
   const quarantined: unknown[] = [];
   for (const entry of parsed.counters as unknown[]) {
-    const [key, value, expiresAt] = Array.isArray(entry) ? (entry as [unknown, unknown, unknown]) : [undefined, undefined, undefined];
+    const [key, value, expiresAt] = Array.isArray(entry)
+      ? (entry as [unknown, unknown, unknown])
+      : [undefined, undefined, undefined];
     const reason =
       typeof key !== 'string'
         ? 'the key is not a string'
@@ -78,10 +92,16 @@ function loadSnapshot(path: string, now: number, onQuarantine?: (key: string, re
       onQuarantine?.(typeof key === 'string' ? key : '(not a string)', reason);
       continue;
     }
-    if (expiresAt === null || (expiresAt as number) > now) counters.set(key as string, { value: value as number, expiresAt: expiresAt as number | null });
+    if (expiresAt === null || (expiresAt as number) > now)
+      counters.set(key as string, { value: value as number, expiresAt: expiresAt as number | null });
   }
   // Kept for whoever investigates; never loaded again.
-  if (quarantined.length > 0) writeFileSync(`${path}.quarantine.json`, JSON.stringify({ quarantinedAt: new Date(now).toISOString(), counters: quarantined }), { mode: 0o600 });
+  if (quarantined.length > 0)
+    writeFileSync(
+      `${path}.quarantine.json`,
+      JSON.stringify({ quarantinedAt: new Date(now).toISOString(), counters: quarantined }),
+      { mode: 0o600 },
+    );
   return counters;
 }
 
@@ -113,7 +133,14 @@ class IdMemory {
   /** Whether the id was applied or released (current or previous period). */
   known(ns: string, id: string, at: number): boolean {
     const p = Math.floor(at / this.retention);
-    return (this.periods.get(p)?.get(ns)?.has(id) ?? false) || (this.periods.get(p - 1)?.get(ns)?.has(id) ?? false);
+    return (
+      (this.periods.get(p)?.get(ns)?.has(id) ?? false) ||
+      (this.periods
+        .get(p - 1)
+        ?.get(ns)
+        ?.has(id) ??
+        false)
+    );
   }
 
   /** The first total of an applied id, or undefined when it was never applied (released only, or unknown). */
@@ -121,7 +148,10 @@ class IdMemory {
     const p = Math.floor(at / this.retention);
     const cur = this.periods.get(p)?.get(ns)?.get(id);
     if (cur !== undefined && cur !== RELEASED) return cur;
-    const prev = this.periods.get(p - 1)?.get(ns)?.get(id);
+    const prev = this.periods
+      .get(p - 1)
+      ?.get(ns)
+      ?.get(id);
     return prev !== undefined && prev !== RELEASED ? prev : undefined;
   }
 
@@ -205,7 +235,8 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     if (!path || !dirty) return;
     const at = now();
     const body: SnapshotFile = { version: 1, writtenAt: new Date(at).toISOString(), counters: [] };
-    for (const [key, c] of counters) if (c.expiresAt === null || c.expiresAt > at) body.counters.push([key, c.value, c.expiresAt]);
+    for (const [key, c] of counters)
+      if (c.expiresAt === null || c.expiresAt > at) body.counters.push([key, c.value, c.expiresAt]);
     mkdirSync(dirname(path), { recursive: true });
     const tmp = `${path}.${process.pid}.tmp`;
     writeFileSync(tmp, JSON.stringify(body), { mode: 0o600 });
@@ -219,14 +250,17 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     for (const [key, c] of counters) if (c.expiresAt !== null && c.expiresAt <= at) counters.delete(key);
     ids.sweep(at);
   };
-  const timer = setInterval(() => {
-    sweep();
-    try {
-      snapshot();
-    } catch (err) {
-      opts.onSnapshotError?.(err instanceof Error ? err : new Error(String(err)));
-    }
-  }, path ? (opts.snapshotIntervalMs ?? 5000) : 60_000);
+  const timer = setInterval(
+    () => {
+      sweep();
+      try {
+        snapshot();
+      } catch (err) {
+        opts.onSnapshotError?.(err instanceof Error ? err : new Error(String(err)));
+      }
+    },
+    path ? (opts.snapshotIntervalMs ?? 5000) : 60_000,
+  );
   timer.unref();
 
   const ensureOpen = () => {
@@ -246,7 +280,8 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     async add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string) {
       ensureOpen();
       for (const inc of increments) {
-        if (!Number.isSafeInteger(inc.by)) throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
+        if (!Number.isSafeInteger(inc.by))
+          throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
       }
       const at = now();
       const ns = id === undefined ? '' : ids.namespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
@@ -258,7 +293,8 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
       // snapshot could no longer be loaded) refuses the whole call before anything changes.
       for (const inc of increments) {
-        if ((live(inc.key, at)?.value ?? 0) + inc.by > Number.MAX_SAFE_INTEGER) throw new RangeError(`ledger counter ${inc.key} would pass 2^53 micros: increment refused`);
+        if ((live(inc.key, at)?.value ?? 0) + inc.by > Number.MAX_SAFE_INTEGER)
+          throw new RangeError(`ledger counter ${inc.key} would pass 2^53 micros: increment refused`);
       }
       // Synchronous: no other request interleaves, so the increments of one call are atomic.
       const out = increments.map((inc) => {
@@ -282,7 +318,8 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       ensureOpen();
       const at = now();
       // A request already settled or released holds nothing again.
-      if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at)) throw new ReservationSettledError(req.id);
+      if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at))
+        throw new ReservationSettledError(req.id);
       const floor = req.floor ?? 0;
       const share = req.share ?? 1;
       let granted = Infinity;
@@ -294,7 +331,12 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
         const room = c.limitMicros - counted - held;
         const fits = c.amount <= 0 ? room > 0 : floor > 0 ? room >= Math.min(floor, c.amount) : room >= c.amount;
         if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
-        if (c.amount > 0) granted = Math.min(granted, c.amount, floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount);
+        if (c.amount > 0)
+          granted = Math.min(
+            granted,
+            c.amount,
+            floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount,
+          );
       }
       if (granted === Infinity) granted = 0;
       for (const c of req.checks) {

@@ -42,11 +42,15 @@ export function keySpace(opts: { prefix?: string; expiryMarginMs?: number } = {}
   const margin = opts.expiryMarginMs ?? DEFAULT_EXPIRY_MARGIN_MS;
   return {
     prefix,
-    budget: (accountId, scope, scopeId, window, part) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
+    budget: (accountId, scope, scopeId, window, part) =>
+      `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:${part}`,
     validated: (accountId) => `${prefix}{${accountId}}:validated`,
-    hold: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
-    refused: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused`,
-    refusedOver: (accountId, scope, scopeId, window) => `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused_over`,
+    hold: (accountId, scope, scopeId, window) =>
+      `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:holds`,
+    refused: (accountId, scope, scopeId, window) =>
+      `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused`,
+    refusedOver: (accountId, scope, scopeId, window) =>
+      `${prefix}{${accountId}}:${SCOPE_TAG[scope]}:${scopeId}:${window.id}:refused_over`,
     account: (accountId, month, meter) => {
       if (month.interval !== 'monthly') throw new RangeError('account meters are kept per calendar month');
       return `${prefix}{${accountId}}:acct:${month.id}:${meter}`;

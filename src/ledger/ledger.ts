@@ -58,7 +58,9 @@ export type RateLimitName = 'requests' | 'tokens' | 'in_flight';
  * Admitted, or the first limit that refused: what it counted and its limit, and in how many ms room comes back
  * (null: unknown, a slot frees when a request finishes; or never, for a request needing more tokens than the limit).
  */
-export type RateResult = { ok: true } | { ok: false; limit: RateLimitName; used: number; max: number; retryAfterMs: number | null };
+export type RateResult =
+  | { ok: true }
+  | { ok: false; limit: RateLimitName; used: number; max: number; retryAfterMs: number | null };
 
 /** A reservation dropped in the same atomic step as the increments that settle its request. */
 export interface HoldRelease {
@@ -69,7 +71,9 @@ export interface HoldRelease {
 }
 
 /** `granted`: what every non-zero check now holds (the amount, or less with a floor). */
-export type ReserveResult = { ok: true; granted: Micros } | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
+export type ReserveResult =
+  | { ok: true; granted: Micros }
+  | { ok: false; index: number; countedMicros: Micros; heldMicros: Micros };
 
 export interface Ledger {
   readonly backend: 'embedded' | 'redis';
@@ -104,7 +108,10 @@ export interface Ledger {
    * raised and the largest raise (spend the restart had lost; 0: nothing was lost). Embedded: a no-op (its snapshot
    * is its durable copy).
    */
-  restore(validatedKey: string, entries: readonly RestoreEntry[]): Promise<{ raisedCounters: number; largestMicros: Micros; alreadyValid: boolean }>;
+  restore(
+    validatedKey: string,
+    entries: readonly RestoreEntry[],
+  ): Promise<{ raisedCounters: number; largestMicros: Micros; alreadyValid: boolean }>;
   /**
    * Drops the holds of a reservation (settled or abandoned): its id and the amount it held; unknown ones are ignored.
    * The id is remembered as released, so a reservation that arrives later (sent before a stall, run after) holds nothing.

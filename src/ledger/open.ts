@@ -1,7 +1,7 @@
 // One entry point for the gateway's wiring: Redis when a URL is given (several replicas), else embedded with an
 // optional snapshot file (one replica).
 import { createEmbeddedLedger } from './embedded.ts';
-import { keySpace, type KeySpace } from './keys.ts';
+import { type KeySpace, keySpace } from './keys.ts';
 import type { Ledger } from './ledger.ts';
 
 export interface LedgerConfig {

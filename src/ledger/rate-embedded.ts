@@ -45,7 +45,8 @@ export class EmbeddedRateSets {
     const now = this.now();
     if (c.maxInFlight > 0) {
       const flight = this.pruned(c.keys.inFlight, now);
-      if (flight.members.size >= c.maxInFlight) return { ok: false, limit: 'in_flight', used: flight.members.size, max: c.maxInFlight, retryAfterMs: null };
+      if (flight.members.size >= c.maxInFlight)
+        return { ok: false, limit: 'in_flight', used: flight.members.size, max: c.maxInFlight, retryAfterMs: null };
     }
     if (c.requestsPerWindow > 0) {
       const requests = this.pruned(c.keys.requests, now - c.windowMs);
@@ -53,18 +54,28 @@ export class EmbeddedRateSets {
       if (n >= c.requestsPerWindow) {
         // Room comes back when the (n - limit + 1) oldest admissions have left the window.
         let i = 0;
-        for (const [score] of requests.members.values()) if (i++ === n - c.requestsPerWindow) return { ok: false, limit: 'requests', used: n, max: c.requestsPerWindow, retryAfterMs: score + c.windowMs - now };
+        for (const [score] of requests.members.values())
+          if (i++ === n - c.requestsPerWindow)
+            return {
+              ok: false,
+              limit: 'requests',
+              used: n,
+              max: c.requestsPerWindow,
+              retryAfterMs: score + c.windowMs - now,
+            };
       }
     }
     if (c.tokensPerWindow > 0) {
       const tokens = this.pruned(c.keys.tokens, now - c.windowMs);
       const used = tokens.tokens;
-      if (c.tokens > c.tokensPerWindow) return { ok: false, limit: 'tokens', used, max: c.tokensPerWindow, retryAfterMs: null };
+      if (c.tokens > c.tokensPerWindow)
+        return { ok: false, limit: 'tokens', used, max: c.tokensPerWindow, retryAfterMs: null };
       if (used + c.tokens > c.tokensPerWindow) {
         let left = used;
         for (const [score, n] of tokens.members.values()) {
           left -= n;
-          if (left + c.tokens <= c.tokensPerWindow) return { ok: false, limit: 'tokens', used, max: c.tokensPerWindow, retryAfterMs: score + c.windowMs - now };
+          if (left + c.tokens <= c.tokensPerWindow)
+            return { ok: false, limit: 'tokens', used, max: c.tokensPerWindow, retryAfterMs: score + c.windowMs - now };
         }
         return { ok: false, limit: 'tokens', used, max: c.tokensPerWindow, retryAfterMs: null };
       }

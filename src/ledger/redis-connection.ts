@@ -4,9 +4,16 @@
 // disconnected fails at once), a per-command timeout, reconnect with capped backoff, scripts sent by EVALSHA and
 // sent whole again on NOSCRIPT (a restarted Redis has an empty script cache). Failures are the caller's to map to
 // LedgerUnavailableError.
-import { createClient, defineScript, type CommandParser } from '@redis/client';
-import { ADD_SCRIPT, FORGET_SCRIPT, RELEASE_SCRIPT, RESERVE_SCRIPT, RESTORE_SCRIPT, RUN_ID_SCRIPT } from './redis-scripts.ts';
+import { type CommandParser, createClient, defineScript } from '@redis/client';
 import { RATE_ADMIT_SCRIPT, RATE_SETTLE_SCRIPT } from './rate-scripts.ts';
+import {
+  ADD_SCRIPT,
+  FORGET_SCRIPT,
+  RELEASE_SCRIPT,
+  RESERVE_SCRIPT,
+  RESTORE_SCRIPT,
+  RUN_ID_SCRIPT,
+} from './redis-scripts.ts';
 
 /** A script call: KEYS, then ARGV (numbers go as their decimal text, as ioredis sends them). */
 export function scriptOf(lua: string) {
@@ -21,7 +28,16 @@ export function scriptOf(lua: string) {
   });
 }
 
-const SCRIPTS = { add: scriptOf(ADD_SCRIPT), reserve: scriptOf(RESERVE_SCRIPT), release: scriptOf(RELEASE_SCRIPT), restore: scriptOf(RESTORE_SCRIPT), runId: scriptOf(RUN_ID_SCRIPT), forget: scriptOf(FORGET_SCRIPT), rateAdmit: scriptOf(RATE_ADMIT_SCRIPT), rateSettle: scriptOf(RATE_SETTLE_SCRIPT) };
+const SCRIPTS = {
+  add: scriptOf(ADD_SCRIPT),
+  reserve: scriptOf(RESERVE_SCRIPT),
+  release: scriptOf(RELEASE_SCRIPT),
+  restore: scriptOf(RESTORE_SCRIPT),
+  runId: scriptOf(RUN_ID_SCRIPT),
+  forget: scriptOf(FORGET_SCRIPT),
+  rateAdmit: scriptOf(RATE_ADMIT_SCRIPT),
+  rateSettle: scriptOf(RATE_SETTLE_SCRIPT),
+};
 export type LedgerScript = keyof typeof SCRIPTS;
 
 export interface LedgerConnection {
@@ -120,7 +136,8 @@ class Deadlines {
       }
     }
     this.passSettled();
-    if (this.head < this.waiting.length) this.timer = setTimeout(this.expire, Math.max(1, this.waiting[this.head]!.at - now));
+    if (this.head < this.waiting.length)
+      this.timer = setTimeout(this.expire, Math.max(1, this.waiting[this.head]!.at - now));
   };
 
   /** Stops the timer (the connection is closing: node-redis settles every call under way). */
@@ -152,7 +169,10 @@ export async function openLedgerConnection(opts: LedgerConnectionOptions): Promi
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([connected, new Promise((r) => (timer = setTimeout(r, opts.connectWaitMs)))]);
   clearTimeout(timer);
-  const scripted = client as unknown as Record<LedgerScript, (keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown>>;
+  const scripted = client as unknown as Record<
+    LedgerScript,
+    (keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown>
+  >;
   const deadlines = new Deadlines(opts.commandTimeoutMs);
   return {
     run: (script, keys, args) => deadlines.within(scripted[script](keys, args)),

@@ -134,7 +134,10 @@ export interface AddCall {
  * ADD_SCRIPT's KEYS and ARGV for a batch of one account's adds. `idSets`: the account's id sets and when the current
  * one lapses, when any call carries an id. A key's expiry is its first increment's (a key is one window: all agree).
  */
-export function encodeAddBatch(calls: readonly AddCall[], idSets: { current: string; previous: string; expiresAt: number } | undefined): { keys: string[]; args: string[] } {
+export function encodeAddBatch(
+  calls: readonly AddCall[],
+  idSets: { current: string; previous: string; expiresAt: number } | undefined,
+): { keys: string[]; args: string[] } {
   const keys: string[] = [];
   const expiries: (number | null)[] = [];
   const index = new Map<string, number>();
@@ -152,13 +155,25 @@ export function encodeAddBatch(calls: readonly AddCall[], idSets: { current: str
     }
     return i;
   };
-  const args: string[] = [String(idSets?.expiresAt ?? 0), String(calls.length), idSets ? '1' : '0', '', String(KEPT_ID_TTL_MS)];
+  const args: string[] = [
+    String(idSets?.expiresAt ?? 0),
+    String(calls.length),
+    idSets ? '1' : '0',
+    '',
+    String(KEPT_ID_TTL_MS),
+  ];
   for (const c of calls) {
     let incs = '';
     for (const inc of c.increments) incs += `${incs === '' ? '' : ','}${slot(inc.key, inc.expiresAt)}:${inc.by}`;
     let holds = '';
     for (const h of c.settle?.holdKeys ?? []) holds += `${holds === '' ? '' : ','}${slot(h, null)}`;
-    args.push(c.id, incs, holds, c.settle ? `${c.settle.id}|${c.settle.amount}` : '', c.keep && c.id !== '' ? String(slot(c.keep, null)) : '');
+    args.push(
+      c.id,
+      incs,
+      holds,
+      c.settle ? `${c.settle.id}|${c.settle.amount}` : '',
+      c.keep && c.id !== '' ? String(slot(c.keep, null)) : '',
+    );
   }
   args[3] = expiries.map((e) => e ?? 0).join(',');
   return { keys, args };

@@ -7,7 +7,16 @@ import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idSets } from './keys.ts';
-import { LedgerResetError, LedgerUnavailableError, ReservationSettledError, type CounterIncrement, type HoldRelease, type Ledger, type RateCheck, type RateLimitName } from './ledger.ts';
+import {
+  type CounterIncrement,
+  type HoldRelease,
+  type Ledger,
+  LedgerResetError,
+  LedgerUnavailableError,
+  type RateCheck,
+  type RateLimitName,
+  ReservationSettledError,
+} from './ledger.ts';
 import { openLedgerConnection } from './redis-connection.ts';
 import { encodeAddBatch } from './redis-scripts.ts';
 
@@ -160,13 +169,19 @@ export interface RedisLedger extends Ledger {
 }
 
 export async function createRedisLedger(opts: RedisLedgerOptions): Promise<RedisLedger> {
-  const connection = await openLedgerConnection({ url: opts.url, commandTimeoutMs: opts.commandTimeoutMs ?? 1000, connectWaitMs: opts.connectWaitMs ?? 5000 });
+  const connection = await openLedgerConnection({
+    url: opts.url,
+    commandTimeoutMs: opts.commandTimeoutMs ?? 1000,
+    connectWaitMs: opts.connectWaitMs ?? 5000,
+  });
   const runId = new ConnectionRunId(async () => String(await connection.run('runId', [], [])));
   connection.onReconnect(() => runId.forget());
   let admin: Redis | undefined;
 
   const unavailable = (err: unknown): LedgerUnavailableError =>
-    new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    new LedgerUnavailableError(`ledger Redis unavailable: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
 
   const idRetention = opts.idRetentionMs ?? ID_RETENTION_MS;
 
@@ -174,7 +189,9 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
   const runAdds = async (calls: readonly PendingAdd[]): Promise<void> => {
     // A batch is one account: its id sets are computed once.
     const first = calls.find((c) => c.id !== '');
-    const sets = first ? idSets(first.increments[0]?.key ?? first.settle?.holdKeys[0] ?? '', Date.now(), idRetention) : undefined;
+    const sets = first
+      ? idSets(first.increments[0]?.key ?? first.settle?.holdKeys[0] ?? '', Date.now(), idRetention)
+      : undefined;
     const { keys, args } = encodeAddBatch(calls, sets);
     let out: number[];
     try {
@@ -183,7 +200,8 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       // All or none, as embedded: past 2^53 micros a counter is no longer exact in a JavaScript number. In a batch,
       // each add is tried alone, so only the one that overflows is refused.
       if (err instanceof Error && err.message.includes('BYOK_OVERFLOW')) {
-        if (calls.length === 1) return calls[0]!.reject(new RangeError('a ledger counter would pass 2^53 micros: increment refused'));
+        if (calls.length === 1)
+          return calls[0]!.reject(new RangeError('a ledger counter would pass 2^53 micros: increment refused'));
         for (const c of calls) await runAdds([c]);
         return;
       }
@@ -222,10 +240,13 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
     },
     add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string): Promise<Micros[]> {
       for (const inc of increments) {
-        if (!Number.isSafeInteger(inc.by)) return Promise.reject(new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`));
+        if (!Number.isSafeInteger(inc.by))
+          return Promise.reject(new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`));
       }
       if (increments.length === 0 && (settle?.holdKeys.length ?? 0) === 0) return Promise.resolve([]);
-      return new Promise<Micros[]>((resolve, reject) => batcher.add({ increments, settle, id: id ?? '', keep, resolve, reject }));
+      return new Promise<Micros[]>((resolve, reject) =>
+        batcher.add({ increments, settle, id: id ?? '', keep, resolve, reject }),
+      );
     },
     async reserve(req) {
       const keys: string[] = [];
@@ -236,7 +257,15 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
         throw unavailable(err);
       }
       const now = Date.now();
-      const args: (string | number)[] = [now, now + req.ttlMs, req.id, req.checks.length, server, req.floor ?? 0, req.share ?? 1];
+      const args: (string | number)[] = [
+        now,
+        now + req.ttlMs,
+        req.id,
+        req.checks.length,
+        server,
+        req.floor ?? 0,
+        req.share ?? 1,
+      ];
       const sets = idSets(req.checks[0]?.holdKey ?? '', now, idRetention);
       keys.push(req.validatedKey ?? '', sets.current, sets.previous);
       for (const c of req.checks) {
@@ -249,20 +278,39 @@ export async function createRedisLedger(opts: RedisLedgerOptions): Promise<Redis
       } catch (err) {
         throw unavailable(err);
       }
-      if (out[0] === -1) throw new LedgerResetError('the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it');
+      if (out[0] === -1)
+        throw new LedgerResetError(
+          'the ledger restarted since this account was last checked against its durable copy: budgets are closed until the operator rebuilds it',
+        );
       if (out[0] === 2) throw new ReservationSettledError(req.id);
-      return out[0] === 1 ? { ok: true, granted: out[1] ?? 0 } : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
+      return out[0] === 1
+        ? { ok: true, granted: out[1] ?? 0 }
+        : { ok: false, index: out[1] ?? 0, countedMicros: out[2] ?? 0, heldMicros: out[3] ?? 0 };
     },
     async admitRate(c) {
       let out: number[];
       try {
-        out = (await connection.run('rateAdmit', rateKeys(c), [c.id, c.windowMs, c.lapseMs, c.requestsPerWindow, c.tokensPerWindow, c.tokens, c.maxInFlight])) as number[];
+        out = (await connection.run('rateAdmit', rateKeys(c), [
+          c.id,
+          c.windowMs,
+          c.lapseMs,
+          c.requestsPerWindow,
+          c.tokensPerWindow,
+          c.tokens,
+          c.maxInFlight,
+        ])) as number[];
       } catch (err) {
         throw unavailable(err);
       }
       if (out[0] === 1) return { ok: true };
       const retry = out[4] ?? -1;
-      return { ok: false, limit: RATE_LIMITS[(out[1] ?? 1) - 1]!, used: out[2] ?? 0, max: out[3] ?? 0, retryAfterMs: retry < 0 ? null : retry };
+      return {
+        ok: false,
+        limit: RATE_LIMITS[(out[1] ?? 1) - 1]!,
+        used: out[2] ?? 0,
+        max: out[3] ?? 0,
+        retryAfterMs: retry < 0 ? null : retry,
+      };
     },
     async settleRate(c, usedTokens) {
       try {

@@ -20,7 +20,12 @@ export interface RefusalCountOptions {
 }
 
 /** The gate, with every refusal it gives counted in the ledger under keys.refused. */
-export function countRefusals(gate: LedgerSpendGate, ledger: Ledger, keys: KeySpace, opts: RefusalCountOptions = {}): LedgerSpendGate & { flushRefusals(): Promise<void> } {
+export function countRefusals(
+  gate: LedgerSpendGate,
+  ledger: Ledger,
+  keys: KeySpace,
+  opts: RefusalCountOptions = {},
+): LedgerSpendGate & { flushRefusals(): Promise<void> } {
   const flushMs = opts.flushMs ?? 1000;
   const log = opts.logger?.child({ component: 'ledger-refusals' });
   /** key → refusals not yet written, and the counter's expiry (its window's end plus the usual margin). */

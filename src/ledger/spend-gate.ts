@@ -12,17 +12,27 @@
 //   answers), and a restarted gateway replays what never landed; writes are idempotent by generation id.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { AdmitDecision, AdmitRequest, FinishedRequest, RateAdmitRequest, RateDecision, RateHold, RecordedSpend, Reservation, SpendGate } from '../contract/spend-gate.ts';
+import type {
+  AdmitDecision,
+  AdmitRequest,
+  FinishedRequest,
+  RateAdmitRequest,
+  RateDecision,
+  RateHold,
+  RecordedSpend,
+  Reservation,
+  SpendGate,
+} from '../contract/spend-gate.ts';
 import { Admission, releaseInBackground } from './gate/admission.ts';
-import { SpendJournal, type FsyncPolicy, type JournalWriter, type RecoveredEntries } from './gate/journal.ts';
+import { type FsyncPolicy, type JournalWriter, type RecoveredEntries, SpendJournal } from './gate/journal.ts';
 import type { LockOptions } from './gate/journal-lock.ts';
 import { GateKeyCache } from './gate/key-cache.ts';
 import { createGateMetrics, type GateMetrics } from './gate/metrics.ts';
-import { spendRecordOf, type SpendRecord } from './gate/spend-record.ts';
 import { FeeNotRecordedError, Recorder } from './gate/recorder.ts';
 import { ReplayQueue } from './gate/replay-queue.ts';
-import { keySpace, type KeySpace } from './keys.ts';
-import { LedgerUnavailableError, type Ledger } from './ledger.ts';
+import { type SpendRecord, spendRecordOf } from './gate/spend-record.ts';
+import { type KeySpace, keySpace } from './keys.ts';
+import { type Ledger, LedgerUnavailableError } from './ledger.ts';
 
 export interface SpendGateOptions {
   keys?: KeySpace;
@@ -36,7 +46,14 @@ export interface SpendGateOptions {
   retryMinMs?: number;
   retryMaxMs?: number;
   /** A directory for the spend journal (the chart's emptyDir): spend survives the gateway's kill -9. */
-  journal?: { dir: string; fsync?: FsyncPolicy; batchMs?: number; segmentBytes?: number; lock?: LockOptions; writer?: JournalWriter };
+  journal?: {
+    dir: string;
+    fsync?: FsyncPolicy;
+    batchMs?: number;
+    segmentBytes?: number;
+    lock?: LockOptions;
+    writer?: JournalWriter;
+  };
   registry?: Registry;
   logger?: Logger;
 }
@@ -112,7 +129,11 @@ class ComposedSpendGate implements LedgerSpendGate {
       ({ journal: this.journal, recovered } = SpendJournal.open({
         ...opts.journal,
         onSegmentDropped: (keeps) => this.forgetKept(keeps),
-        onLockLost: () => this.log?.error({ journal: opts.journal?.dir }, 'spend journal lock removed or replaced while this gateway holds it: another process may be using the directory'),
+        onLockLost: () =>
+          this.log?.error(
+            { journal: opts.journal?.dir },
+            'spend journal lock removed or replaced while this gateway holds it: another process may be using the directory',
+          ),
       }));
     }
     this.maxPending = opts.maxPendingRecords ?? (this.journal ? 100_000 : 10_000);
@@ -162,7 +183,13 @@ class ComposedSpendGate implements LedgerSpendGate {
     const hold = rateHold(this.keySpace, req);
     const result = await this.ledger.admitRate(hold);
     if (result.ok) return { allowed: true, hold };
-    return { allowed: false, limit: result.limit, used: result.used, max: result.max, retryAfterSeconds: result.retryAfterMs === null ? null : Math.max(1, Math.ceil(result.retryAfterMs / 1000)) };
+    return {
+      allowed: false,
+      limit: result.limit,
+      used: result.used,
+      max: result.max,
+      retryAfterSeconds: result.retryAfterMs === null ? null : Math.max(1, Math.ceil(result.retryAfterMs / 1000)),
+    };
   }
 
   async settleRate(hold: RateHold | null, usedTokens: number | null): Promise<void> {
@@ -170,7 +197,10 @@ class ComposedSpendGate implements LedgerSpendGate {
     try {
       await this.ledger.settleRate(hold, usedTokens);
     } catch (err) {
-      this.log?.warn({ generation_id: hold.id, err: err instanceof Error ? err.message : String(err) }, 'rate-limit settle failed: the in-flight slot lapses by itself');
+      this.log?.warn(
+        { generation_id: hold.id, err: err instanceof Error ? err.message : String(err) },
+        'rate-limit settle failed: the in-flight slot lapses by itself',
+      );
     }
   }
 
@@ -197,7 +227,10 @@ class ComposedSpendGate implements LedgerSpendGate {
       await this.ledger.release(reservation.id, reservation.amountMicros, reservation.holdKeys);
       this.journal?.done(reservation.id);
     } catch (err) {
-      this.log?.warn({ generation_id: reservation.id, err: err instanceof Error ? err.message : String(err) }, 'reservation release failed: it lapses at its expiry');
+      this.log?.warn(
+        { generation_id: reservation.id, err: err instanceof Error ? err.message : String(err) },
+        'reservation release failed: it lapses at its expiry',
+      );
     }
   }
 
@@ -217,10 +250,21 @@ class ComposedSpendGate implements LedgerSpendGate {
   async close(): Promise<void> {
     if (this.closed) return;
     // One last replay attempt, then whatever still waits is lost, or (journal) left for the next start.
-    const left = await this.queue.close(() => new LedgerUnavailableError(this.journal ? 'spend gate closed before the ledger came back: spend kept in the journal for the next start' : 'spend gate closed before the ledger came back: spend not recorded'));
+    const left = await this.queue.close(
+      () =>
+        new LedgerUnavailableError(
+          this.journal
+            ? 'spend gate closed before the ledger came back: spend kept in the journal for the next start'
+            : 'spend gate closed before the ledger came back: spend not recorded',
+        ),
+    );
     this.closed = true;
     if (this.journal) {
-      if (left.length > 0) this.log?.warn({ records: left.length, journal: this.journal.dir }, 'ledger unreachable at shutdown: records kept in the journal, replayed at the next start');
+      if (left.length > 0)
+        this.log?.warn(
+          { records: left.length, journal: this.journal.dir },
+          'ledger unreachable at shutdown: records kept in the journal, replayed at the next start',
+        );
       this.journal.close();
     } else {
       this.metrics.dropped.inc(left.length);
@@ -237,7 +281,10 @@ class ComposedSpendGate implements LedgerSpendGate {
       write();
     } catch (err) {
       this.metrics.journalWriteFailures.inc();
-      this.log?.error({ generation_id: id, err: err instanceof Error ? err.message : String(err) }, 'spend journal write failed: this request is kept in memory only');
+      this.log?.error(
+        { generation_id: id, err: err instanceof Error ? err.message : String(err) },
+        'spend journal write failed: this request is kept in memory only',
+      );
     }
   }
 
@@ -296,27 +343,58 @@ class ComposedSpendGate implements LedgerSpendGate {
 
   /** Best effort: a segment's keep marks that cannot be deleted now lapse by themselves (KEPT_ID_TTL_MS). */
   private forgetKept(keeps: readonly string[]): void {
-    this.ledger.forgetKept(keeps).catch((err: unknown) => this.log?.debug({ keys: keeps.length, err: err instanceof Error ? err.message : String(err) }, 'journal keep marks not deleted: they lapse by themselves'));
+    this.ledger
+      .forgetKept(keeps)
+      .catch((err: unknown) =>
+        this.log?.debug(
+          { keys: keeps.length, err: err instanceof Error ? err.message : String(err) },
+          'journal keep marks not deleted: they lapse by themselves',
+        ),
+      );
   }
 
   private recover(recovered: RecoveredEntries): void {
-    if (recovered.tookOverLock) this.log?.warn({ journal: this.journal?.dir, previous: recovered.tookOverLock }, 'spend journal: took over the lock of a process that is gone');
+    if (recovered.tookOverLock)
+      this.log?.warn(
+        { journal: this.journal?.dir, previous: recovered.tookOverLock },
+        'spend journal: took over the lock of a process that is gone',
+      );
     if (recovered.unreadableLines > 0) {
       this.metrics.journalUnreadableLines.inc(recovered.unreadableLines);
-      this.log?.warn({ lines: recovered.unreadableLines, first: recovered.skipped.slice(0, 5) }, 'spend journal: unreadable lines skipped (a write cut by a kill or a full disk, or a line of the wrong shape); the rest replays');
+      this.log?.warn(
+        { lines: recovered.unreadableLines, first: recovered.skipped.slice(0, 5) },
+        'spend journal: unreadable lines skipped (a write cut by a kill or a full disk, or a line of the wrong shape); the rest replays',
+      );
     }
     for (const plan of recovered.records) {
       this.metrics.journalReplayed.inc();
-      this.queue.enqueue(plan, true).catch((err: unknown) => this.log?.error({ generation_id: plan.id, err: err instanceof Error ? err.message : String(err) }, 'journaled record not replayed'));
+      this.queue
+        .enqueue(plan, true)
+        .catch((err: unknown) =>
+          this.log?.error(
+            { generation_id: plan.id, err: err instanceof Error ? err.message : String(err) },
+            'journaled record not replayed',
+          ),
+        );
     }
     for (const hold of recovered.holds) {
-      releaseInBackground(this.ledger, hold, this.retry, () => this.closed, (released) => {
-        if (!released) return; // kept in the journal: the next start tries again; the hold lapses at its expiry meanwhile
-        this.metrics.journalHoldsReleased.inc();
-        this.journal?.done(hold.id);
-      });
+      releaseInBackground(
+        this.ledger,
+        hold,
+        this.retry,
+        () => this.closed,
+        (released) => {
+          if (!released) return; // kept in the journal: the next start tries again; the hold lapses at its expiry meanwhile
+          this.metrics.journalHoldsReleased.inc();
+          this.journal?.done(hold.id);
+        },
+      );
     }
-    if (recovered.records.length + recovered.holds.length > 0) this.log?.warn({ records: recovered.records.length, holds: recovered.holds.length }, 'spend journal: replaying what the previous process left undone');
+    if (recovered.records.length + recovered.holds.length > 0)
+      this.log?.warn(
+        { records: recovered.records.length, holds: recovered.holds.length },
+        'spend journal: replaying what the previous process left undone',
+      );
   }
 }
 

@@ -42,17 +42,43 @@ export interface WindowFigures extends WindowSpend {
 }
 
 /** Spend of each scope's current windows, in one read. */
-export function readWindows(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>> {
+export function readWindows(
+  ledger: Ledger,
+  keys: KeySpace,
+  accountId: string,
+  scopes: readonly ScopeRef[],
+  at: Date,
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>> {
   return readScopes(ledger, keys, accountId, scopes, at, false);
 }
 
 /** Spend and refusals (keys.refused, counted by ledger/refusals.ts) of each scope's current windows, in one read. */
-export function readWindowFigures(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>> {
+export function readWindowFigures(
+  ledger: Ledger,
+  keys: KeySpace,
+  accountId: string,
+  scopes: readonly ScopeRef[],
+  at: Date,
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>> {
   return readScopes(ledger, keys, accountId, scopes, at, true);
 }
 
-function readScopes(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date, refusals: false): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>>;
-function readScopes(ledger: Ledger, keys: KeySpace, accountId: string, scopes: readonly ScopeRef[], at: Date, refusals: true): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>>;
+function readScopes(
+  ledger: Ledger,
+  keys: KeySpace,
+  accountId: string,
+  scopes: readonly ScopeRef[],
+  at: Date,
+  refusals: false,
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowSpend>>>>;
+function readScopes(
+  ledger: Ledger,
+  keys: KeySpace,
+  accountId: string,
+  scopes: readonly ScopeRef[],
+  at: Date,
+  refusals: true,
+): Promise<Map<string, Partial<Record<BudgetInterval, WindowFigures>>>>;
 async function readScopes(
   ledger: Ledger,
   keys: KeySpace,
@@ -67,7 +93,8 @@ async function readScopes(
     for (const interval of s.intervals) {
       const w = windowOf(interval, at);
       names.push(keys.budget(accountId, s.scope, s.id, w, 'nonbyok'), keys.budget(accountId, s.scope, s.id, w, 'byok'));
-      if (refusals) names.push(keys.refused(accountId, s.scope, s.id, w), keys.refusedOver(accountId, s.scope, s.id, w));
+      if (refusals)
+        names.push(keys.refused(accountId, s.scope, s.id, w), keys.refusedOver(accountId, s.scope, s.id, w));
     }
   }
   const values = await ledger.read(names);
@@ -77,7 +104,9 @@ async function readScopes(
     const perInterval = out.get(`${s.scope}/${s.id}`) ?? {};
     for (const interval of s.intervals) {
       const spend: WindowSpend = { nonByokMicros: values[i] ?? 0, byokMicros: values[i + 1] ?? 0 };
-      perInterval[interval] = refusals ? { ...spend, refused: values[i + 2] ?? 0, refusedOver: values[i + 3] ?? 0 } : spend;
+      perInterval[interval] = refusals
+        ? { ...spend, refused: values[i + 2] ?? 0, refusedOver: values[i + 3] ?? 0 }
+        : spend;
       i += stride;
     }
     out.set(`${s.scope}/${s.id}`, perInterval);
@@ -85,7 +114,13 @@ async function readScopes(
   return out;
 }
 
-export async function readAccountMonth(ledger: Ledger, keys: KeySpace, accountId: string, plan: PlanName, at: Date): Promise<AccountMonth> {
+export async function readAccountMonth(
+  ledger: Ledger,
+  keys: KeySpace,
+  accountId: string,
+  plan: PlanName,
+  at: Date,
+): Promise<AccountMonth> {
   const month = windowOf('monthly', at);
   const [byokList = 0, fees = 0, charged = 0] = await ledger.read([
     keys.account(accountId, month, 'byok_list'),
@@ -102,4 +137,3 @@ export async function readAccountMonth(ledger: Ledger, keys: KeySpace, accountId
     freeAllowanceRemainingMicros: Math.max(0, allowance - byokList),
   };
 }
-

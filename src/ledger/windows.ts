@@ -31,7 +31,12 @@ function computeWindows(at: Date, dayStart: number): DayWindows {
   return Object.freeze({
     daily: Object.freeze({ interval: 'daily', id: `d${ymd(dayStart)}`, startsAt: dayStart, endsAt: dayStart + DAY_MS }),
     weekly: Object.freeze({ interval: 'weekly', id: `w${ymd(monday)}`, startsAt: monday, endsAt: monday + 7 * DAY_MS }),
-    monthly: Object.freeze({ interval: 'monthly', id: `m${ymd(monthStart).slice(0, 7)}`, startsAt: monthStart, endsAt: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1) }),
+    monthly: Object.freeze({
+      interval: 'monthly',
+      id: `m${ymd(monthStart).slice(0, 7)}`,
+      startsAt: monthStart,
+      endsAt: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1),
+    }),
     lifetime: Object.freeze({ interval: 'lifetime', id: 'life', startsAt: 0, endsAt: null }),
   } as const);
 }

@@ -12,12 +12,12 @@
 // events.k8s.io Event, a changed limit or a new window starts a new series.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { BudgetInterval } from '../domain/compiled.ts';
-import { kubeClient, KubeApiError } from '../kube/client.ts';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { API_VERSION } from '../schema/resources.ts';
 import { budgetResetWords, budgetWindowWords } from '../domain/budgets.ts';
+import type { BudgetInterval } from '../domain/compiled.ts';
+import { KubeApiError, kubeClient } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { EventReason } from '../schema/conditions.ts';
+import { API_VERSION } from '../schema/resources.ts';
 
 export const BUDGET_EVENT_ACTION = 'RefuseRequests';
 const DEFAULT_THROTTLE_MS = 60_000;
@@ -84,10 +84,17 @@ const usd = (n: number) => `${Number(n.toFixed(6))} USD`;
  * The Event note: budget (its window in words, never the ledger's window id), limit, what counts, and when it resets
  * (UTC). Reached: every request is refused until then. Over: only requests that need more than is left are.
  */
-export function budgetNote(r: Pick<BudgetRefusals, 'regarding' | 'reason' | 'interval' | 'window' | 'limitUsd' | 'includesByok'>): string {
-  const counts = r.includesByok ? 'shared-capacity charges and BYOK list cost count' : 'shared-capacity charges count, BYOK is excluded';
+export function budgetNote(
+  r: Pick<BudgetRefusals, 'regarding' | 'reason' | 'interval' | 'window' | 'limitUsd' | 'includesByok'>,
+): string {
+  const counts = r.includesByok
+    ? 'shared-capacity charges and BYOK list cost count'
+    : 'shared-capacity charges count, BYOK is excluded';
   const what = `${r.regarding.kind} ${r.regarding.name}: ${budgetWindowWords(r.interval)} of ${usd(r.limitUsd)} (${counts})`;
-  const reset = r.window.endsAt === null ? 'a lifetime budget never resets: raise the limit' : `${budgetResetWords(r.window.endsAt)} (UTC)`;
+  const reset =
+    r.window.endsAt === null
+      ? 'a lifetime budget never resets: raise the limit'
+      : `${budgetResetWords(r.window.endsAt)} (UTC)`;
   if (r.reason === 'reached') return `${what} is reached; requests under it are refused with 402; ${reset}`;
   return `${what} is not reached, but requests that would need more than it has left were refused with 402 (each 402 says how much it needed, what was left and the max_tokens that would fit); requests that fit are served, and one without max_tokens is capped to what is left; ${reset}`;
 }
@@ -121,7 +128,21 @@ export class BudgetEvents {
     // A counter below its base was lost (a ledger restart) and counts again from 0: all of it is new.
     const fresh = r.refused >= base ? r.refused - base : r.refused;
     if (s === undefined || s.window !== r.window.id || s.note !== note) {
-      s = { objectKey: r.regarding.uid, reason: r.reason === 'reached' ? EventReason.BudgetExceeded : EventReason.RequestOverBudget, regarding: r.regarding, window: r.window.id, note, seen: r.refused, total: 0, written: 0, firstAt: now, lastAt: now, name: null, writtenAt: 0, observedAt: now.getTime() };
+      s = {
+        objectKey: r.regarding.uid,
+        reason: r.reason === 'reached' ? EventReason.BudgetExceeded : EventReason.RequestOverBudget,
+        regarding: r.regarding,
+        window: r.window.id,
+        note,
+        seen: r.refused,
+        total: 0,
+        written: 0,
+        firstAt: now,
+        lastAt: now,
+        name: null,
+        writtenAt: 0,
+        observedAt: now.getTime(),
+      };
       this.series.set(key, s);
     }
     s.seen = r.refused;
@@ -173,7 +194,15 @@ export class BudgetEvents {
       s.written = s.total;
     } catch (err) {
       // Best effort, like every Event: retried at the next write slot.
-      this.log?.warn({ kind: s.regarding.kind, namespace: s.regarding.namespace, name: s.regarding.name, err: err instanceof Error ? err.message : String(err) }, 'BudgetExceeded event not written');
+      this.log?.warn(
+        {
+          kind: s.regarding.kind,
+          namespace: s.regarding.namespace,
+          name: s.regarding.name,
+          err: err instanceof Error ? err.message : String(err),
+        },
+        'BudgetExceeded event not written',
+      );
     }
   }
 
@@ -194,10 +223,15 @@ export class BudgetEvents {
 const microTime = (d: Date) => d.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
 /** Events through the API server (events.k8s.io/v1): POST to create, a merge patch of series to count. */
-export function createKubeBudgetEventSink(kubeConfig: KubeAccess, deps: { instance: string; controller?: string; canWrite?: () => boolean }): BudgetEventSink {
+export function createKubeBudgetEventSink(
+  kubeConfig: KubeAccess,
+  deps: { instance: string; controller?: string; canWrite?: () => boolean },
+): BudgetEventSink {
   const client = kubeClient(kubeConfig);
-  const path = (ns: string, name?: string) => `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/events${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
-  const series = (e: BudgetEvent) => (e.series === null ? null : { count: e.series.count, lastObservedTime: microTime(e.series.lastObservedTime) });
+  const path = (ns: string, name?: string) =>
+    `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/events${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+  const series = (e: BudgetEvent) =>
+    e.series === null ? null : { count: e.series.count, lastObservedTime: microTime(e.series.lastObservedTime) };
   return {
     async create(e) {
       if (deps.canWrite && !deps.canWrite()) return;
@@ -213,13 +247,23 @@ export function createKubeBudgetEventSink(kubeConfig: KubeAccess, deps: { instan
         reason: e.reason,
         type: 'Warning',
         note: e.note,
-        regarding: { apiVersion: API_VERSION, kind: e.regarding.kind, name: e.regarding.name, namespace: e.regarding.namespace, uid: e.regarding.uid },
+        regarding: {
+          apiVersion: API_VERSION,
+          kind: e.regarding.kind,
+          name: e.regarding.name,
+          namespace: e.regarding.namespace,
+          uid: e.regarding.uid,
+        },
       };
       await client.request('POST', path(e.namespace), { body, discardBody: true });
     },
     async updateSeries(e) {
       if (deps.canWrite && !deps.canWrite()) return;
-      await client.request('PATCH', path(e.namespace, e.name), { body: { series: series(e) }, contentType: 'application/merge-patch+json', discardBody: true });
+      await client.request('PATCH', path(e.namespace, e.name), {
+        body: { series: series(e) },
+        contentType: 'application/merge-patch+json',
+        discardBody: true,
+      });
     },
   };
 }

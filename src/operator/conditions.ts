@@ -1,7 +1,8 @@
 // metav1.Condition bookkeeping: lastTransitionTime only moves when a condition's status changes, so a
 // reconcile with unchanged inputs produces a byte-identical status and Server-Side Apply is a no-op.
-import { ConditionReason, ConditionType } from '../schema/conditions.ts';
+
 import { canonicalJson } from '../contract/canonical-json.ts';
+import { ConditionReason, ConditionType } from '../schema/conditions.ts';
 
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
@@ -30,7 +31,12 @@ export function metaTime(d = new Date()): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-export function buildConditions(existing: readonly Condition[] | undefined, desired: readonly DesiredCondition[], generation: number | undefined, now = new Date()): Condition[] {
+export function buildConditions(
+  existing: readonly Condition[] | undefined,
+  desired: readonly DesiredCondition[],
+  generation: number | undefined,
+  now = new Date(),
+): Condition[] {
   return desired.map((d) => {
     const prev = existing?.find((c) => c.type === d.type);
     const lastTransitionTime = prev && prev.status === d.status ? prev.lastTransitionTime : metaTime(now);
@@ -41,10 +47,19 @@ export function buildConditions(existing: readonly Condition[] | undefined, desi
 }
 
 /** Ready summarises the others: True when all are True, else False with the first failing reason. */
-export function readyFrom<R extends string>(conditions: readonly DesiredCondition<string, R>[], readyMessage: string): DesiredCondition<typeof ConditionType.Ready, R | typeof ConditionReason.Ready> {
+export function readyFrom<R extends string>(
+  conditions: readonly DesiredCondition<string, R>[],
+  readyMessage: string,
+): DesiredCondition<typeof ConditionType.Ready, R | typeof ConditionReason.Ready> {
   const failing = conditions.find((c) => c.status !== 'True');
-  if (!failing) return { type: ConditionType.Ready, status: 'True', reason: ConditionReason.Ready, message: readyMessage };
-  return { type: ConditionType.Ready, status: 'False', reason: failing.reason, message: `${failing.type}: ${failing.message}` };
+  if (!failing)
+    return { type: ConditionType.Ready, status: 'True', reason: ConditionReason.Ready, message: readyMessage };
+  return {
+    type: ConditionType.Ready,
+    status: 'False',
+    reason: failing.reason,
+    message: `${failing.type}: ${failing.message}`,
+  };
 }
 
 /** Equal statuses whatever their key order (canonical JSON). */

@@ -4,24 +4,24 @@
 // status writer only when it differs from what is cached. The operator never writes spec. Credential verdicts feed
 // the compile pipeline through markDirty().
 import type { Logger } from 'pino';
-import type { EgressAllowList } from '../domain/index.ts';
 import { placementOrderKey } from '../contract/routing.ts';
+import type { EgressAllowList } from '../domain/index.ts';
 import type { Applier } from '../kube/apply.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { ResourceInformers } from '../kube/resources.ts';
 import type { OperatorMetrics } from './metrics.ts';
-import type { VerdictStore } from './verdicts.ts';
-import { WorkQueue } from './workqueue.ts';
-import { accountController } from './reconcile/account-controller.ts';
 import type { AccountReconciler } from './reconcile/account.ts';
+import { accountController } from './reconcile/account-controller.ts';
 import type { Controller, Enqueue, ReconciledKind } from './reconcile/controller.ts';
-import { credentialController } from './reconcile/credential-controller.ts';
 import { CredentialReconciler } from './reconcile/credential.ts';
+import { credentialController } from './reconcile/credential-controller.ts';
 import { apiKeyController } from './reconcile/gateway-api-key-controller.ts';
 import { guardrailController } from './reconcile/guardrail-controller.ts';
 import { namespacedName, nsOf } from './reconcile/objects.ts';
 import type { StatusWriter } from './reconcile/status-writer.ts';
 import { workspaceController } from './reconcile/workspace-controller.ts';
+import type { VerdictStore } from './verdicts.ts';
+import { WorkQueue } from './workqueue.ts';
 
 export class Controllers {
   readonly queues: Record<ReconciledKind, WorkQueue>;
@@ -29,7 +29,12 @@ export class Controllers {
   private readonly controllers: Controller[] = [];
   private readonly backlogThreshold: number;
 
-  constructor(opts: { informers: ResourceInformers; metrics: OperatorMetrics; log: Logger; concurrency?: { credentials?: number; others?: number } }) {
+  constructor(opts: {
+    informers: ResourceInformers;
+    metrics: OperatorMetrics;
+    log: Logger;
+    concurrency?: { credentials?: number; others?: number };
+  }) {
     this.informers = opts.informers;
     const credentialConcurrency = opts.concurrency?.credentials ?? 8;
     // Routing depends on credential verdicts only; Account, Workspace, Guardrail and key statuses are for people.
@@ -45,7 +50,11 @@ export class Controllers {
         metrics: opts.metrics,
         baseDelayMs: 5,
         maxDelayMs: 60_000,
-        onError: (key, err) => opts.log.warn({ controller: name, object: key, err: err instanceof Error ? err.message : String(err) }, 'reconcile failed; will retry with backoff'),
+        onError: (key, err) =>
+          opts.log.warn(
+            { controller: name, object: key, err: err instanceof Error ? err.message : String(err) },
+            'reconcile failed; will retry with backoff',
+          ),
       });
     // One worker per status-only kind: after a cold start their deferred writes drain without crowding the
     // apiserver for the credential changes that follow (issue 11).
@@ -89,10 +98,14 @@ export class Controllers {
       return r;
     };
     const creds = inf.credentials.list().map((c) => ({ key: namespacedName(c), ns: nsOf(c), rank: rank(nsOf(c)) }));
-    creds.sort((a, b) => a.rank - b.rank || (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    creds.sort(
+      (a, b) =>
+        a.rank - b.rank || (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+    );
     const q = this.queues;
     // The periodic resync re-checks in the background, behind any real change; becoming leader queues for real.
-    const put = (queue: WorkQueue, keys: string[]) => (opts.background ? queue.addBackground(keys) : keys.forEach((k) => queue.add(k)));
+    const put = (queue: WorkQueue, keys: string[]) =>
+      opts.background ? queue.addBackground(keys) : keys.forEach((k) => queue.add(k));
     if (opts.background) q.credentials.addBackground(creds.map((c) => c.key));
     else q.credentials.addAllInOrder(creds.map((c) => c.key));
     put(q.workspaces, inf.workspaces.list().map(namespacedName));
@@ -158,6 +171,8 @@ export function addReconcilers(controllers: Controllers, deps: ReconcilerDeps): 
   controllers.add(credentialController(credential));
   controllers.add(workspaceController({ informers, writer }));
   controllers.add(guardrailController({ informers, writer }));
-  controllers.add(apiKeyController({ informers, writer, markDirty, enqueueCredential: controllers.enqueuer('credentials') }));
+  controllers.add(
+    apiKeyController({ informers, writer, markDirty, enqueueCredential: controllers.enqueuer('credentials') }),
+  );
   controllers.add(accountController(deps.accounts));
 }

@@ -8,7 +8,11 @@ interface WithConditions {
   status?: { conditions?: readonly { type: string; status: string; reason?: string; lastTransitionTime?: string }[] };
 }
 
-export function registerAccountDelivery(registry: Registry, accounts: () => Iterable<WithConditions>, clock: () => number = Date.now): void {
+export function registerAccountDelivery(
+  registry: Registry,
+  accounts: () => Iterable<WithConditions>,
+  clock: () => number = Date.now,
+): void {
   const read = () => {
     const counts = new Map<string, { status: string; reason: string; n: number }>();
     let lagMs = 0;

@@ -8,7 +8,13 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
-export async function startHealthServer(opts: { port: number; host?: string; registry: Registry; ready: () => boolean; healthy?: () => boolean }): Promise<HealthServer> {
+export async function startHealthServer(opts: {
+  port: number;
+  host?: string;
+  registry: Registry;
+  ready: () => boolean;
+  healthy?: () => boolean;
+}): Promise<HealthServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const reply = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
@@ -16,7 +22,8 @@ export async function startHealthServer(opts: { port: number; host?: string; reg
       res.end(body);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'method not allowed\n');
-    if (path === '/healthz' || path === '/livez') return (opts.healthy?.() ?? true) ? reply(200, 'ok\n') : reply(500, 'unhealthy\n');
+    if (path === '/healthz' || path === '/livez')
+      return (opts.healthy?.() ?? true) ? reply(200, 'ok\n') : reply(500, 'unhealthy\n');
     if (path === '/readyz') return opts.ready() ? reply(200, 'ok\n') : reply(503, 'caches not synced\n');
     if (path === '/metrics') {
       opts.registry.metrics().then(
@@ -32,7 +39,11 @@ export async function startHealthServer(opts: { port: number; host?: string; reg
 }
 
 /** Listens on `host:port` (default all interfaces); the URL to reach it (loopback for a wildcard) and a close that ends every connection. */
-export async function listen(server: Server, port: number, host = '0.0.0.0'): Promise<{ url: string; close(): Promise<void> }> {
+export async function listen(
+  server: Server,
+  port: number,
+  host = '0.0.0.0',
+): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

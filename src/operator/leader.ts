@@ -5,10 +5,11 @@
 //    (renewDeadline < leaseDuration, so it stops writing before anyone else may take over);
 //  - on graceful shutdown the leader releases the lease (empty holder), so a successor takes over at once.
 // Updates carry the resourceVersion we read, so two candidates can never both win the same round.
-import type { KubeAccess } from '../kube/kubeconfig.ts';
+
 import type { Logger } from 'pino';
-import { KubeApiError, kubeClient, objectPath, type KubeClient } from '../kube/client.ts';
 import { FIELD_MANAGER } from '../kube/apply.ts';
+import { KubeApiError, type KubeClient, kubeClient, objectPath } from '../kube/client.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { childLogger } from './logger.ts';
 
 export interface LeaderElectionConfig {
@@ -62,7 +63,13 @@ export class LeaderElector {
     this.cfg = cfg;
     this.client = kubeClient(kubeConfig);
     this.cb = cb;
-    this.log = logger && childLogger(logger, { component: 'leader-election', lease: `${cfg.leaseNamespace}/${cfg.leaseName}`, identity: cfg.identity });
+    this.log =
+      logger &&
+      childLogger(logger, {
+        component: 'leader-election',
+        lease: `${cfg.leaseNamespace}/${cfg.leaseName}`,
+        identity: cfg.identity,
+      });
   }
 
   isLeader(): boolean {
@@ -154,11 +161,20 @@ export class LeaderElector {
     };
     if (!lease) {
       try {
-        const created = await this.client.request<Lease>('POST', objectPath('coordination.k8s.io/v1', 'Lease', this.cfg.leaseNamespace, '').replace(/\/$/, ''), {
-          query: { fieldManager: FIELD_MANAGER },
-          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.cfg.leaseName, namespace: this.cfg.leaseNamespace }, spec: mine },
-          timeoutMs,
-        });
+        const created = await this.client.request<Lease>(
+          'POST',
+          objectPath('coordination.k8s.io/v1', 'Lease', this.cfg.leaseNamespace, '').replace(/\/$/, ''),
+          {
+            query: { fieldManager: FIELD_MANAGER },
+            body: {
+              apiVersion: 'coordination.k8s.io/v1',
+              kind: 'Lease',
+              metadata: { name: this.cfg.leaseName, namespace: this.cfg.leaseNamespace },
+              spec: mine,
+            },
+            timeoutMs,
+          },
+        );
         this.remember(created);
         return true;
       } catch (err) {
@@ -177,7 +193,12 @@ export class LeaderElector {
     if (holder && holder !== this.cfg.identity && this.observedAt + duration > now.getTime()) return false;
     const next: LeaseSpec =
       holder === this.cfg.identity
-        ? { ...spec, ...mine, acquireTime: spec.acquireTime ?? mine.acquireTime, leaseTransitions: spec.leaseTransitions ?? 0 }
+        ? {
+            ...spec,
+            ...mine,
+            acquireTime: spec.acquireTime ?? mine.acquireTime,
+            leaseTransitions: spec.leaseTransitions ?? 0,
+          }
         : { ...mine, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 };
     try {
       // Server-Side Apply with the resourceVersion we read as a precondition: a concurrent winner makes this 409.
@@ -187,7 +208,11 @@ export class LeaderElector {
         body: {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
-          metadata: { name: this.cfg.leaseName, namespace: this.cfg.leaseNamespace, resourceVersion: lease.metadata.resourceVersion },
+          metadata: {
+            name: this.cfg.leaseName,
+            namespace: this.cfg.leaseNamespace,
+            resourceVersion: lease.metadata.resourceVersion,
+          },
           spec: next,
         },
         timeoutMs,
@@ -201,8 +226,13 @@ export class LeaderElector {
   }
 
   private remember(lease: Lease): void {
-    const rec = { holder: lease.spec?.holderIdentity ?? '', renewTime: lease.spec?.renewTime ?? '', rv: lease.metadata.resourceVersion };
-    if (!this.observed || this.observed.holder !== rec.holder || this.observed.renewTime !== rec.renewTime) this.observedAt = Date.now();
+    const rec = {
+      holder: lease.spec?.holderIdentity ?? '',
+      renewTime: lease.spec?.renewTime ?? '',
+      rv: lease.metadata.resourceVersion,
+    };
+    if (!this.observed || this.observed.holder !== rec.holder || this.observed.renewTime !== rec.renewTime)
+      this.observedAt = Date.now();
     this.observed = rec;
   }
 
@@ -215,7 +245,10 @@ export class LeaderElector {
       await this.client.request('PATCH', this.path(), {
         query: { fieldManager: FIELD_MANAGER },
         contentType: 'application/merge-patch+json',
-        body: { metadata: { resourceVersion: lease.metadata.resourceVersion }, spec: { holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now } },
+        body: {
+          metadata: { resourceVersion: lease.metadata.resourceVersion },
+          spec: { holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
+        },
         timeoutMs: 3000,
       });
       this.log?.info('released lease');

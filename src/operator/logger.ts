@@ -4,9 +4,27 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import { TurnBatchedDestination } from './turn-batched-destination.ts';
 
 export const REDACT_PATHS = [
-  'data', 'stringData', 'payload', 'secret', 'apiKey', 'key', 'token', 'password', 'authorization',
-  '*.data', '*.stringData', '*.payload', '*.secret', '*.apiKey', '*.key', '*.token', '*.password', '*.authorization',
-  'req.headers.authorization', 'req.headers.cookie', '*.headers.authorization',
+  'data',
+  'stringData',
+  'payload',
+  'secret',
+  'apiKey',
+  'key',
+  'token',
+  'password',
+  'authorization',
+  '*.data',
+  '*.stringData',
+  '*.payload',
+  '*.secret',
+  '*.apiKey',
+  '*.key',
+  '*.token',
+  '*.password',
+  '*.authorization',
+  'req.headers.authorization',
+  'req.headers.cookie',
+  '*.headers.authorization',
 ];
 
 /**
@@ -14,7 +32,9 @@ export const REDACT_PATHS = [
  * timings, never a payload or a header (test/integration/gateway canaries check), and path redaction was a
  * measurable part of every request's CPU there (docs/gateway.md, "Speed").
  */
-export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream; redact?: boolean; syncStdout?: boolean } = {}): Logger {
+export function createLogger(
+  opts: { level?: string; name?: string; destination?: DestinationStream; redact?: boolean; syncStdout?: boolean } = {},
+): Logger {
   const options = {
     name: opts.name ?? 'byok-operator',
     level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
@@ -25,7 +45,9 @@ export function createLogger(opts: { level?: string; name?: string; destination?
   // Synchronous writes to stdout: the default hands every line to libuv's thread pool, a thread switch per line
   // (its cost: docs/perf/gateway-speed.md). A stalled log reader then blocks the process, as it does any program
   // that logs to a full pipe. The lines of one event-loop turn go out in one write (TurnBatchedDestination).
-  return opts.syncStdout ? pino(options, new TurnBatchedDestination(pino.destination({ dest: 1, sync: true }))) : pino(options);
+  return opts.syncStdout
+    ? pino(options, new TurnBatchedDestination(pino.destination({ dest: 1, sync: true })))
+    : pino(options);
 }
 
 /**

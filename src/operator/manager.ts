@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { Gauge } from 'prom-client';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { LeaderElector, type LeaderElectionConfig } from './leader.ts';
+import { type LeaderElectionConfig, LeaderElector } from './leader.ts';
 
 export interface Component {
   name: string;
@@ -66,7 +66,11 @@ export class Manager {
     this.elector = new LeaderElector(
       campaign.kubeConfig,
       campaign.lease,
-      { onStartedLeading: () => this.lead(), onStoppedLeading: () => this.unlead(), onNewLeader: (id) => this.log.info({ leader: id }, 'leader observed') },
+      {
+        onStartedLeading: () => this.lead(),
+        onStoppedLeading: () => this.unlead(),
+        onNewLeader: (id) => this.log.info({ leader: id }, 'leader observed'),
+      },
       this.log,
     );
     this.elector.start();
@@ -96,7 +100,9 @@ export class Manager {
       this.leaderStatus.set(this.lease, 1);
       for (const c of this.leader()) {
         // A leader component's start is not awaited (the compile pipeline's first run is long): its failure is logged.
-        c.start()?.catch((err: unknown) => this.log.error({ err: err instanceof Error ? err.message : String(err) }, `${c.name} failed to start`));
+        c.start()?.catch((err: unknown) =>
+          this.log.error({ err: err instanceof Error ? err.message : String(err) }, `${c.name} failed to start`),
+        );
       }
     });
   }

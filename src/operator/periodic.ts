@@ -10,7 +10,11 @@ export interface PeriodicPass {
   soon(delayMs?: number): void;
 }
 
-export function periodicPass(pass: () => Promise<void>, intervalMs: number, onError: (err: unknown) => void): PeriodicPass {
+export function periodicPass(
+  pass: () => Promise<void>,
+  intervalMs: number,
+  onError: (err: unknown) => void,
+): PeriodicPass {
   let timer: NodeJS.Timeout | undefined;
   let extra: NodeJS.Timeout | undefined;
   let extraAt = 0;

@@ -2,35 +2,36 @@
 // pipeline, leader election, metrics/health endpoints and graceful shutdown. startOperator builds the components and
 // hands them to the manager (manager.ts) as one list: informers run on every replica (warm caches, fast failover,
 // readiness); reconcile workers, writes and compiles run only on the leader.
-import { microsToUsd } from '../domain/money.ts';
-import type { EgressAllowList } from '../domain/egress.ts';
-import { hostname } from 'node:os';
+
 import { randomBytes } from 'node:crypto';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import { INDEX_NAME } from '../contract/routing.ts';
-import { EventReason } from '../schema/conditions.ts';
-import { kubeClient } from '../kube/client.ts';
+import type { EgressAllowList } from '../domain/egress.ts';
+import { microsToUsd } from '../domain/money.ts';
 import { createApplier } from '../kube/apply.ts';
+import { kubeClient } from '../kube/client.ts';
 import { createEventRecorder, type EventRecorder } from '../kube/events.ts';
-import { createResourceInformers, startAll, stopAll, type ResourceInformers } from '../kube/resources.ts';
-import { createCompilePipeline, type CompilePipeline, type CompilePipelineOptions } from './compile/pipeline.ts';
+import type { KubeAccess } from '../kube/kubeconfig.ts';
+import { createResourceInformers, type ResourceInformers, startAll, stopAll } from '../kube/resources.ts';
+import { EventReason } from '../schema/conditions.ts';
+import { type CompilePipeline, type CompilePipelineOptions, createCompilePipeline } from './compile/pipeline.ts';
 import { watchForCompile } from './compile/watches.ts';
 import { addReconcilers, Controllers } from './controllers.ts';
+import { type DeliveryServer, type DeliveryStreamConfig, startDeliveryServer } from './delivery/server.ts';
+import { registerAccountDelivery } from './delivery-metrics.ts';
 import { ExportController, type ExportControllerConfig } from './export/controller.ts';
-import { startHealthServer, type HealthServer } from './http.ts';
-import { startDeliveryServer, type DeliveryServer, type DeliveryStreamConfig } from './delivery/server.ts';
+import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/health-status-writer.ts';
+import { type HealthServer, startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS } from './leader.ts';
-import { Manager, type Component } from './manager.ts';
+import { childLogger, createLogger } from './logger.ts';
+import { type Component, Manager } from './manager.ts';
+import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
 import { AccountReconciler } from './reconcile/account.ts';
 import { StatusWriter } from './reconcile/status-writer.ts';
-import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/health-status-writer.ts';
 import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
-import { childLogger, createLogger } from './logger.ts';
-import { registerAccountDelivery } from './delivery-metrics.ts';
-import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
-import { VerdictStore, createAccountStateSource } from './verdicts.ts';
+import { createAccountStateSource, VerdictStore } from './verdicts.ts';
 
 export interface LeaderElectionOptions {
   enabled: boolean;
@@ -75,7 +76,12 @@ export interface OperatorOptions {
   egress?: EgressAllowList;
   concurrency?: { credentials?: number; others?: number };
   /** Compile pipeline (on by default). */
-  compile?: { enabled?: boolean; coalesceMs?: number; bundleKeySecretName?: string; shardOptions?: CompilePipelineOptions['shardOptions'] };
+  compile?: {
+    enabled?: boolean;
+    coalesceMs?: number;
+    bundleKeySecretName?: string;
+    shardOptions?: CompilePipelineOptions['shardOptions'];
+  };
   /** Publish spend from the gateways' shared Redis ledger into Account/Workspace/Guardrail status (leader only). */
   spendStatus?: SpendStatusConfig;
   /** Pull gateway pods' status endpoints into UpstreamHealthy, lastUsedTime and Delivered (leader only; docs/operator.md). */
@@ -116,7 +122,13 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   // Every write is fenced on leading.
   const canWrite = () => manager.leading;
   const applier = createApplier(opts.kubeConfig, { canWrite });
-  const events = createEventRecorder({ kubeConfig: opts.kubeConfig, controller: 'byok.gateway.dev/operator', instance: identity, logger: log, canWrite });
+  const events = createEventRecorder({
+    kubeConfig: opts.kubeConfig,
+    controller: 'byok.gateway.dev/operator',
+    instance: identity,
+    logger: log,
+    canWrite,
+  });
 
   const informers = createResourceInformers({
     kubeConfig: opts.kubeConfig,
@@ -133,10 +145,24 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
 
   // The work queues and the account reconciler come before the compile pipeline, which yields to a credential
   // backlog and reports quarantines to the account reconciler; the other reconcilers mark its accounts dirty.
-  const controllers = new Controllers({ informers, metrics, log, ...(opts.concurrency ? { concurrency: opts.concurrency } : {}) });
+  const controllers = new Controllers({
+    informers,
+    metrics,
+    log,
+    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+  });
   const writer = new StatusWriter({ applier, events, log });
   const accounts = new AccountReconciler({ informers, writer, enqueueAccount: controllers.enqueuer('accounts') });
-  const exporter = opts.export && opts.compile?.enabled !== false ? new ExportController(opts.export, { kubeConfig: opts.kubeConfig, canWrite, log: childLogger(log, { component: 'export' }), registry: metrics.registry, events }) : undefined;
+  const exporter =
+    opts.export && opts.compile?.enabled !== false
+      ? new ExportController(opts.export, {
+          kubeConfig: opts.kubeConfig,
+          canWrite,
+          log: childLogger(log, { component: 'export' }),
+          registry: metrics.registry,
+          events,
+        })
+      : undefined;
   const pipeline =
     opts.compile?.enabled === false
       ? undefined
@@ -173,26 +199,55 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   });
   // After the reconcilers' watches, so a deleted credential's verdict is gone before its account is marked.
   if (pipeline) watchForCompile(informers, markDirty);
-  if (pipeline && opts.gatewaySlots) watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
+  if (pipeline && opts.gatewaySlots)
+    watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
   // A GatewayAPIKey is Delivered only once its account's budgets admit requests: with a shared ledger, when the spend
   // writer has validated the account, which a compile asks it to do at once (a new account).
   let healthStatus: ReturnType<typeof createGatewayHealthStatus> | undefined;
   const spendStatus = opts.spendStatus
-    ? await createRedisSpendStatus(opts.spendStatus, { kubeConfig: opts.kubeConfig, canWrite, source, log, onReset: ledgerResetEvents(informers, events), onValidated: () => healthStatus?.soon(), instance: identity })
+    ? await createRedisSpendStatus(opts.spendStatus, {
+        kubeConfig: opts.kubeConfig,
+        canWrite,
+        source,
+        log,
+        onReset: ledgerResetEvents(informers, events),
+        onValidated: () => healthStatus?.soon(),
+        instance: identity,
+      })
     : undefined;
-  if (spendStatus) pipeline?.onCompiled((r) => r.accounts.some((ns) => !spendStatus.validated(ns)) && spendStatus.soon());
+  if (spendStatus)
+    pipeline?.onCompiled((r) => r.accounts.some((ns) => !spendStatus.validated(ns)) && spendStatus.soon());
   healthStatus = opts.gatewayStatus
-    ? createGatewayHealthStatus(opts.gatewayStatus, { kubeConfig: opts.kubeConfig, canWrite, informers, pipeline, ...(spendStatus ? { budgetsOpen: (ns: string) => spendStatus.validated(ns) } : {}), events, registry: metrics.registry, log })
+    ? createGatewayHealthStatus(opts.gatewayStatus, {
+        kubeConfig: opts.kubeConfig,
+        canWrite,
+        informers,
+        pipeline,
+        ...(spendStatus ? { budgetsOpen: (ns: string) => spendStatus.validated(ns) } : {}),
+        events,
+        registry: metrics.registry,
+        log,
+      })
     : undefined;
-  const endpoints = httpEndpoints({ port: opts.httpPort ?? 8080, ...(opts.httpHost ? { host: opts.httpHost } : {}), registry: metrics.registry, ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()) });
+  const endpoints = httpEndpoints({
+    port: opts.httpPort ?? 8080,
+    ...(opts.httpHost ? { host: opts.httpHost } : {}),
+    registry: metrics.registry,
+    ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()),
+  });
   const resyncSeconds = opts.resyncSeconds ?? 300;
   let delivery: DeliveryServer | undefined;
   const deliveryStream: Component | undefined = opts.deliveryStream && {
     name: 'delivery stream',
     everyReplica: true,
     start: async () => {
-      delivery = await startDeliveryServer(opts.deliveryStream!, { kubeConfig: opts.kubeConfig, routingNamespace: opts.routingNamespace, logger: childLogger(log, { component: 'delivery' }), registry: metrics.registry });
+      delivery = await startDeliveryServer(opts.deliveryStream!, {
+        kubeConfig: opts.kubeConfig,
+        routingNamespace: opts.routingNamespace,
+        logger: childLogger(log, { component: 'delivery' }),
+        registry: metrics.registry,
+      });
     },
     close: async () => delivery?.close(),
   };
@@ -213,7 +268,13 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     deliveryStream,
     // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
     // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
-    resyncSeconds > 0 ? every('resync', resyncSeconds * 1000, () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true })) : undefined,
+    resyncSeconds > 0
+      ? every(
+          'resync',
+          resyncSeconds * 1000,
+          () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true }),
+        )
+      : undefined,
     {
       name: 'controllers',
       start: () => {
@@ -223,7 +284,12 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
       stop: () => controllers.stop(),
       close: () => controllers.shutdown(),
     },
-    spendStatus && { name: 'spend status', start: () => spendStatus.start(), stop: () => spendStatus.stop(), close: () => spendStatus.close() },
+    spendStatus && {
+      name: 'spend status',
+      start: () => spendStatus.start(),
+      stop: () => spendStatus.stop(),
+      close: () => spendStatus.close(),
+    },
     healthStatus && { name: 'health status', start: () => healthStatus.start(), stop: () => healthStatus.stop() },
     exporter && { name: 'export', start: () => exporter.start(), stop: () => exporter.stop() },
     pipeline && { name: 'compile pipeline', start: () => pipeline.start(), stop: () => pipeline.stop() },
@@ -310,7 +376,10 @@ function exitOnSignals(stop: () => Promise<void>, log: Logger): void {
 }
 
 /** A ledger reset that lost spend is reported on the Account, where `kubectl describe` shows it. */
-function ledgerResetEvents(informers: ResourceInformers, events: EventRecorder): (namespace: string, raisedCounters: number, largestMicros: number) => void {
+function ledgerResetEvents(
+  informers: ResourceInformers,
+  events: EventRecorder,
+): (namespace: string, raisedCounters: number, largestMicros: number) => void {
   return (namespace, raisedCounters, largestMicros) => {
     const account = informers.accounts.list().find((a) => a.metadata?.namespace === namespace);
     if (!account) return;
@@ -323,10 +392,25 @@ function ledgerResetEvents(informers: ResourceInformers, events: EventRecorder):
 function watchGatewaySlots(
   pipeline: CompilePipeline,
   slots: { routing: number; bundles: number },
-  ctx: { log: Logger; metrics: ReturnType<typeof createOperatorMetrics>; events: ReturnType<typeof createEventRecorder>; routingNamespace: string },
+  ctx: {
+    log: Logger;
+    metrics: ReturnType<typeof createOperatorMetrics>;
+    events: ReturnType<typeof createEventRecorder>;
+    routingNamespace: string;
+  },
 ): void {
-  const needed = new Gauge({ name: 'byok_gateway_slots_needed', help: 'Projected-volume slots the compiled config needs in gateway pods, by kind (routing, bundles).', labelNames: ['kind'], registers: [ctx.metrics.registry] });
-  const exceeded = new Gauge({ name: 'byok_gateway_slots_exceeded', help: '1 when the compiled config needs more slots of this kind than gateway pods mount.', labelNames: ['kind'], registers: [ctx.metrics.registry] });
+  const needed = new Gauge({
+    name: 'byok_gateway_slots_needed',
+    help: 'Projected-volume slots the compiled config needs in gateway pods, by kind (routing, bundles).',
+    labelNames: ['kind'],
+    registers: [ctx.metrics.registry],
+  });
+  const exceeded = new Gauge({
+    name: 'byok_gateway_slots_exceeded',
+    help: '1 when the compiled config needs more slots of this kind than gateway pods mount.',
+    labelNames: ['kind'],
+    registers: [ctx.metrics.registry],
+  });
   const warned = { routing: 0, bundles: 0 };
   pipeline.onCompiled((result) => {
     for (const kind of ['routing', 'bundles'] as const) {
@@ -341,7 +425,14 @@ function watchGatewaySlots(
       warned[kind] = need;
       const note = `the compiled routing config needs ${need} ${kind} slots but gateway pods mount ${slots[kind]}: raise gateway.${kind === 'routing' ? 'routingSlots' : 'bundleSlots'}, or pods miss ${kind === 'routing' ? 'shards' : 'credential bundles'}`;
       ctx.log.warn({ kind, needed: need, mounted: slots[kind] }, note);
-      void ctx.events.record({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: INDEX_NAME, namespace: ctx.routingNamespace } }, 'Warning', EventReason.GatewaySlotsExceeded, note).catch(() => undefined);
+      void ctx.events
+        .record(
+          { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: INDEX_NAME, namespace: ctx.routingNamespace } },
+          'Warning',
+          EventReason.GatewaySlotsExceeded,
+          note,
+        )
+        .catch(() => undefined);
     }
   });
 }

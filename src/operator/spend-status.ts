@@ -8,26 +8,27 @@
 // stored one without status.spend (ownedStatus), so spend updates do not make them rewrite status. Who owns which
 // field: status/ownership.ts.
 import { hostname } from 'node:os';
-import { periodicPass } from './periodic.ts';
 import type { Logger } from 'pino';
 import { compileAccount } from '../compiler/index.ts';
-import { prepareAccount, type PreparedGuardrail, type PreparedWorkspace } from '../domain/account.ts';
+import { type PreparedGuardrail, type PreparedWorkspace, prepareAccount } from '../domain/account.ts';
 import { decideBudget } from '../domain/budgets.ts';
 import type { BudgetInterval, CompiledAccount } from '../domain/compiled.ts';
-import { microsToUsd, usdToMicros, type Micros } from '../domain/money.ts';
-import { createApplier, type Applier } from '../kube/apply.ts';
-import { keySpace, type KeySpace } from '../ledger/keys.ts';
-import { LedgerUnavailableError, type Ledger, type RestoreEntry } from '../ledger/ledger.ts';
+import { type Micros, microsToUsd, usdToMicros } from '../domain/money.ts';
+import { type Applier, createApplier } from '../kube/apply.ts';
+import { type KeySpace, keySpace } from '../ledger/keys.ts';
+import { type Ledger, LedgerUnavailableError, type RestoreEntry } from '../ledger/ledger.ts';
 import { createRedisLedger } from '../ledger/redis.ts';
 import { readAccountMonth, readWindowFigures, type WindowFigures } from '../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../ledger/windows.ts';
-import { BudgetEvents, createKubeBudgetEventSink, type BudgetRefusals } from './budget-events.ts';
+import { BudgetEvents, type BudgetRefusals, createKubeBudgetEventSink } from './budget-events.ts';
 import type { AccountSnapshot } from './compile/pipeline.ts';
 import { sameStatus } from './conditions.ts';
+import { periodicPass } from './periodic.ts';
 import { STATUS_OWNERS } from './status/ownership.ts';
 
 export const SPEND_FIELD_MANAGER = STATUS_OWNERS.spend.fieldManager;
 const [SPEND_FIELD] = STATUS_OWNERS.spend.fields;
+
 /** The reconcilers' part of a status: status/ownership.ts (re-exported for callers that still import it from here). */
 export { ownedStatus } from './status/ownership.ts';
 
@@ -96,7 +97,13 @@ interface Limit {
   micros: Micros;
 }
 
-function windowStatus(interval: BudgetInterval, at: Date, spend: WindowFigures, limit: Limit | undefined, includeByok: boolean): SpendWindowStatus {
+function windowStatus(
+  interval: BudgetInterval,
+  at: Date,
+  spend: WindowFigures,
+  limit: Limit | undefined,
+  includeByok: boolean,
+): SpendWindowStatus {
   const counted = spend.nonByokMicros + (includeByok ? spend.byokMicros : 0);
   // decideBudget is the one definition of "blocked" (counted total has reached the limit).
   const blocked =
@@ -104,7 +111,12 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowFigures, 
     decideBudget({
       guardrails: [],
       workspace: {
-        workspace: { id: '', name: '', budgets: [{ interval, limitMicros: limit.micros }], includeByokInBudgets: includeByok },
+        workspace: {
+          id: '',
+          name: '',
+          budgets: [{ interval, limitMicros: limit.micros }],
+          includeByokInBudgets: includeByok,
+        },
         spend: { [interval]: spend },
       },
     }).blockedBy !== null;
@@ -123,16 +135,29 @@ function windowStatus(interval: BudgetInterval, at: Date, spend: WindowFigures, 
   };
 }
 
-function guardrailSpend(g: PreparedGuardrail, at: Date, spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined): { window: SpendWindowStatus; includeByokInBudgets: boolean; blocked: boolean } {
+function guardrailSpend(
+  g: PreparedGuardrail,
+  at: Date,
+  spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined,
+): { window: SpendWindowStatus; includeByokInBudgets: boolean; blocked: boolean } {
   const interval = g.budget?.resetInterval ?? 'monthly';
   const include = g.budget?.includeByokInBudgets ?? false;
-  const limit = g.budget !== null && g.source.budget !== null ? { usd: g.source.budget.limitUsd, micros: g.budget.limitMicros } : undefined;
+  const limit =
+    g.budget !== null && g.source.budget !== null
+      ? { usd: g.source.budget.limitUsd, micros: g.budget.limitMicros }
+      : undefined;
   const window = windowStatus(interval, at, spend?.[interval] ?? ZERO, limit, include);
   return { window, includeByokInBudgets: include, blocked: window.blocked };
 }
 
-function workspaceSpend(ws: PreparedWorkspace, at: Date, spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined): { includeByokInBudgets: boolean; blocked: boolean; windows: SpendWindowStatus[] } {
-  const limits = new Map(ws.budgets.map((b, i) => [b.interval, { usd: ws.source.budgets[i]!.limitUsd, micros: b.limitMicros }]));
+function workspaceSpend(
+  ws: PreparedWorkspace,
+  at: Date,
+  spend: Partial<Record<BudgetInterval, WindowFigures>> | undefined,
+): { includeByokInBudgets: boolean; blocked: boolean; windows: SpendWindowStatus[] } {
+  const limits = new Map(
+    ws.budgets.map((b, i) => [b.interval, { usd: ws.source.budgets[i]!.limitUsd, micros: b.limitMicros }]),
+  );
   const windows = INTERVALS.map((i) => windowStatus(i, at, spend?.[i] ?? ZERO, limits.get(i), ws.includeByokInBudgets));
   return { includeByokInBudgets: ws.includeByokInBudgets, blocked: windows.some((w) => w.blocked), windows };
 }
@@ -143,17 +168,45 @@ type BudgetObject = { metadata: { uid?: string; name?: string; namespace?: strin
  * Hands the refusal counter of each limited window to the Event writer (operator/budget-events.ts), with what
  * status.spend last mirrored for the same window: the base a new leader counts from.
  */
-function observeRefusals(events: BudgetEvents | undefined, kind: BudgetRefusals['regarding']['kind'], obj: BudgetObject, windows: readonly SpendWindowStatus[], stored: readonly unknown[], includesByok: boolean, at: Date): void {
+function observeRefusals(
+  events: BudgetEvents | undefined,
+  kind: BudgetRefusals['regarding']['kind'],
+  obj: BudgetObject,
+  windows: readonly SpendWindowStatus[],
+  stored: readonly unknown[],
+  includesByok: boolean,
+  at: Date,
+): void {
   const uid = obj.metadata.uid;
   if (!events || !uid) return;
   for (const w of windows) {
     if (w.limitUsd === undefined) continue;
-    const before = stored.find((s): s is Partial<SpendWindowStatus> => typeof s === 'object' && s !== null && (s as SpendWindowStatus).interval === w.interval && (s as SpendWindowStatus).window === w.window);
-    const base = { regarding: { kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', uid }, interval: w.interval, window: { id: w.window, endsAt: windowOf(w.interval, at).endsAt }, limitUsd: w.limitUsd, includesByok };
+    const before = stored.find(
+      (s): s is Partial<SpendWindowStatus> =>
+        typeof s === 'object' &&
+        s !== null &&
+        (s as SpendWindowStatus).interval === w.interval &&
+        (s as SpendWindowStatus).window === w.window,
+    );
+    const base = {
+      regarding: { kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', uid },
+      interval: w.interval,
+      window: { id: w.window, endsAt: windowOf(w.interval, at).endsAt },
+      limitUsd: w.limitUsd,
+      includesByok,
+    };
     // Two series per window: the limit reached (all refusals but the over-budget ones), and requests too large for what was left.
     const over = w.overBudgetRequests ?? 0;
     const overBefore = before === undefined ? undefined : (before.overBudgetRequests ?? 0);
-    events.observe({ ...base, reason: 'reached', refused: (w.refusedRequests ?? 0) - over, mirrored: before === undefined ? undefined : (before.refusedRequests ?? 0) - (overBefore ?? 0) }, at);
+    events.observe(
+      {
+        ...base,
+        reason: 'reached',
+        refused: (w.refusedRequests ?? 0) - over,
+        mirrored: before === undefined ? undefined : (before.refusedRequests ?? 0) - (overBefore ?? 0),
+      },
+      at,
+    );
     events.observe({ ...base, reason: 'over', refused: over, mirrored: overBefore }, at);
   }
 }
@@ -169,20 +222,40 @@ const withoutTimestamp = (spend: unknown): unknown => {
  * Written for a key that has spent this month, or to set a stored figure of an earlier month back to 0.
  */
 async function publishKeySpend(
-  deps: { ledger: Ledger; keys: KeySpace; publish: (kind: 'GatewayAPIKey', ns: string, name: string, stored: unknown, spend: object, at: Date) => Promise<void> },
+  deps: {
+    ledger: Ledger;
+    keys: KeySpace;
+    publish: (
+      kind: 'GatewayAPIKey',
+      ns: string,
+      name: string,
+      stored: unknown,
+      spend: object,
+      at: Date,
+    ) => Promise<void>;
+  },
   snapshot: AccountBudgetView,
   accountId: string,
   at: Date,
 ): Promise<void> {
   if (snapshot.apiKeys.length === 0) return;
   const month = windowOf('monthly', at);
-  const totals = await deps.ledger.read(snapshot.apiKeys.map((k) => deps.keys.keySpend(accountId, k.metadata.name ?? '', month)));
+  const totals = await deps.ledger.read(
+    snapshot.apiKeys.map((k) => deps.keys.keySpend(accountId, k.metadata.name ?? '', month)),
+  );
   await Promise.all(
     snapshot.apiKeys.map((k, i) => {
       const stored = (k.status as { spend?: unknown } | undefined)?.spend;
       const micros = totals[i] ?? 0;
       if (micros === 0 && stored === undefined) return undefined;
-      return deps.publish('GatewayAPIKey', snapshot.namespace, k.metadata.name ?? '', stored, { month: month.id.slice(1), spentUsd: microsToUsd(micros) }, at);
+      return deps.publish(
+        'GatewayAPIKey',
+        snapshot.namespace,
+        k.metadata.name ?? '',
+        stored,
+        { month: month.id.slice(1), spentUsd: microsToUsd(micros) },
+        at,
+      );
     }),
   );
 }
@@ -211,7 +284,14 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     return compiled;
   }
 
-  async function publish(kind: 'Account' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey', ns: string, name: string, stored: unknown, spend: object, at: Date): Promise<void> {
+  async function publish(
+    kind: 'Account' | 'Workspace' | 'Guardrail' | 'GatewayAPIKey',
+    ns: string,
+    name: string,
+    stored: unknown,
+    spend: object,
+    at: Date,
+  ): Promise<void> {
     const id = `${kind}/${ns}/${name}`;
     if (sameStatus(withoutTimestamp(stored), spend) || sameStatus(lastWritten.get(id), spend)) return;
     try {
@@ -219,7 +299,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       lastWritten.set(id, spend);
     } catch (err) {
       if ((err as { status?: number }).status === 404) return;
-      log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'spend status write failed');
+      log.warn(
+        { kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) },
+        'spend status write failed',
+      );
     }
   }
 
@@ -231,7 +314,8 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   async function restore(snapshot: AccountBudgetView, compiled: CompiledAccount, at: Date): Promise<void> {
     const entries: RestoreEntry[] = [];
     const add = (key: string, usd: unknown, window: ReturnType<typeof windowOf>) => {
-      if (typeof usd === 'number' && Number.isFinite(usd) && usd > 0) entries.push({ key, floorMicros: usdToMicros(usd), expiresAt: keys.expiresAt(window) });
+      if (typeof usd === 'number' && Number.isFinite(usd) && usd > 0)
+        entries.push({ key, floorMicros: usdToMicros(usd), expiresAt: keys.expiresAt(window) });
     };
     const mirrored = (w: unknown, scope: 'guardrail' | 'workspace', id: string) => {
       const s = w as Partial<SpendWindowStatus> | undefined;
@@ -241,17 +325,31 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       add(keys.budget(compiled.accountId, scope, id, window, 'nonbyok'), s.nonByokUsd, window);
       add(keys.budget(compiled.accountId, scope, id, window, 'byok'), s.byokUsd, window);
     };
-    const byName = <T extends { metadata: { name?: string }; status?: unknown }>(list: T[]) => new Map(list.map((o) => [o.metadata.name ?? '', o]));
+    const byName = <T extends { metadata: { name?: string }; status?: unknown }>(list: T[]) =>
+      new Map(list.map((o) => [o.metadata.name ?? '', o]));
     const guardrailObjects = byName(snapshot.guardrails);
-    for (const g of compiled.guardrails) mirrored((guardrailObjects.get(g.name)?.status as { spend?: { window?: unknown } } | undefined)?.spend?.window, 'guardrail', g.id);
+    for (const g of compiled.guardrails)
+      mirrored(
+        (guardrailObjects.get(g.name)?.status as { spend?: { window?: unknown } } | undefined)?.spend?.window,
+        'guardrail',
+        g.id,
+      );
     const workspaceObjects = byName(snapshot.workspaces);
-    for (const w of compiled.workspaces) for (const win of (workspaceObjects.get(w.name)?.status as { spend?: { windows?: unknown[] } } | undefined)?.spend?.windows ?? []) mirrored(win, 'workspace', w.id);
+    for (const w of compiled.workspaces)
+      for (const win of (workspaceObjects.get(w.name)?.status as { spend?: { windows?: unknown[] } } | undefined)?.spend
+        ?.windows ?? [])
+        mirrored(win, 'workspace', w.id);
     const month = windowOf('monthly', at);
     for (const k of snapshot.apiKeys) {
       const s = (k.status as { spend?: { month?: string; spentUsd?: unknown } } | undefined)?.spend;
-      if (s && `m${s.month}` === month.id) add(keys.keySpend(compiled.accountId, k.metadata.name ?? '', month), s.spentUsd, month);
+      if (s && `m${s.month}` === month.id)
+        add(keys.keySpend(compiled.accountId, k.metadata.name ?? '', month), s.spentUsd, month);
     }
-    const acct = (snapshot.account?.status as { spend?: { month?: string; byokListCostUsd?: unknown; byokFeesUsd?: unknown; sharedChargesUsd?: unknown } } | undefined)?.spend;
+    const acct = (
+      snapshot.account?.status as
+        | { spend?: { month?: string; byokListCostUsd?: unknown; byokFeesUsd?: unknown; sharedChargesUsd?: unknown } }
+        | undefined
+    )?.spend;
     if (acct && `m${acct.month}` === month.id) {
       add(keys.account(compiled.accountId, month, 'byok_list'), acct.byokListCostUsd, month);
       add(keys.account(compiled.accountId, month, 'fee'), acct.byokFeesUsd, month);
@@ -264,7 +362,14 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     }
     if (result.alreadyValid) return;
     if (result.raisedCounters > 0) {
-      log.warn({ namespace: snapshot.namespace, counters: result.raisedCounters, largest_usd: microsToUsd(result.largestMicros) }, 'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost');
+      log.warn(
+        {
+          namespace: snapshot.namespace,
+          counters: result.raisedCounters,
+          largest_usd: microsToUsd(result.largestMicros),
+        },
+        'ledger reset: counters rebuilt from status.spend; spend since the last mirror is lost',
+      );
       opts.onReset?.(snapshot.namespace, result.raisedCounters, result.largestMicros);
     } else log.info({ namespace: snapshot.namespace }, 'ledger validated for this Redis process (nothing to restore)');
   }
@@ -275,25 +380,38 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
     // First, so a restarted ledger's lower figures are never published over the durable copy.
     await restore(snapshot, compiled, at);
     const scopes = [
-      ...compiled.guardrails.map((g) => ({ scope: 'guardrail' as const, id: g.id, intervals: [g.budget?.resetInterval ?? 'monthly'] })),
+      ...compiled.guardrails.map((g) => ({
+        scope: 'guardrail' as const,
+        id: g.id,
+        intervals: [g.budget?.resetInterval ?? 'monthly'],
+      })),
       ...compiled.workspaces.map((w) => ({ scope: 'workspace' as const, id: w.id, intervals: INTERVALS })),
     ];
     const [spend, month] = await Promise.all([
       readWindowFigures(opts.ledger, keys, compiled.accountId, scopes, at),
-      snapshot.account ? readAccountMonth(opts.ledger, keys, compiled.accountId, compiled.plan, at) : Promise.resolve(null),
+      snapshot.account
+        ? readAccountMonth(opts.ledger, keys, compiled.accountId, compiled.plan, at)
+        : Promise.resolve(null),
     ]);
     const writes: Promise<void>[] = [];
     if (snapshot.account && month) {
       const a = snapshot.account;
       writes.push(
-        publish('Account', ns, a.metadata.name ?? '', (a.status as { spend?: unknown } | undefined)?.spend, {
-          month: month.month,
-          byokListCostUsd: microsToUsd(month.byokListCostMicros),
-          byokFeesUsd: microsToUsd(month.feesMicros),
-          sharedChargesUsd: microsToUsd(month.chargedMicros),
-          freeAllowanceUsd: microsToUsd(month.freeAllowanceMicros),
-          freeAllowanceRemainingUsd: microsToUsd(month.freeAllowanceRemainingMicros),
-        }, at),
+        publish(
+          'Account',
+          ns,
+          a.metadata.name ?? '',
+          (a.status as { spend?: unknown } | undefined)?.spend,
+          {
+            month: month.month,
+            byokListCostUsd: microsToUsd(month.byokListCostMicros),
+            byokFeesUsd: microsToUsd(month.feesMicros),
+            sharedChargesUsd: microsToUsd(month.chargedMicros),
+            freeAllowanceUsd: microsToUsd(month.freeAllowanceMicros),
+            freeAllowanceRemainingUsd: microsToUsd(month.freeAllowanceRemainingMicros),
+          },
+          at,
+        ),
       );
     }
     // Limits in micros, converted once per compiled account (prepareAccount caches per object).
@@ -304,7 +422,15 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       if (!obj) continue;
       const stored = (obj.status as { spend?: { window?: unknown } } | undefined)?.spend;
       const figures = guardrailSpend(g, at, spend.get(`guardrail/${g.id}`));
-      observeRefusals(opts.events, 'Guardrail', obj, [figures.window], [stored?.window], figures.includeByokInBudgets, at);
+      observeRefusals(
+        opts.events,
+        'Guardrail',
+        obj,
+        [figures.window],
+        [stored?.window],
+        figures.includeByokInBudgets,
+        at,
+      );
       writes.push(publish('Guardrail', ns, g.name, stored, figures, at));
     }
     const workspaceObjects = new Map(snapshot.workspaces.map((w) => [w.metadata.name ?? '', w]));
@@ -313,7 +439,15 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
       if (!obj) continue;
       const stored = (obj.status as { spend?: { windows?: unknown[] } } | undefined)?.spend;
       const figures = workspaceSpend(w, at, spend.get(`workspace/${w.id}`));
-      observeRefusals(opts.events, 'Workspace', obj, figures.windows, stored?.windows ?? [], figures.includeByokInBudgets, at);
+      observeRefusals(
+        opts.events,
+        'Workspace',
+        obj,
+        figures.windows,
+        stored?.windows ?? [],
+        figures.includeByokInBudgets,
+        at,
+      );
       writes.push(publish('Workspace', ns, w.name, stored, figures, at));
     }
     writes.push(publishKeySpend({ ledger: opts.ledger, keys, publish }, snapshot, compiled.accountId, at));
@@ -338,7 +472,10 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
           ledgerDown = true;
           return;
         }
-        log.warn({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'spend status of an account failed');
+        log.warn(
+          { namespace: ns, err: err instanceof Error ? err.message : String(err) },
+          'spend status of an account failed',
+        );
       }
     }
     await opts.events?.flush(at);
@@ -347,7 +484,9 @@ export function createSpendStatusWriter(opts: SpendStatusOptions): SpendStatusWr
   return {
     syncOnce,
     validated: (ns) => validated.has(ns),
-    ...periodicPass(syncOnce, intervalMs, (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'spend status pass failed')),
+    ...periodicPass(syncOnce, intervalMs, (err) =>
+      log.error({ err: err instanceof Error ? err.message : String(err) }, 'spend status pass failed'),
+    ),
   };
 }
 
@@ -376,7 +515,10 @@ export async function createRedisSpendStatus(
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
   const ledger = await createRedisLedger({ url: config.redisUrl });
   const events = new BudgetEvents({
-    sink: createKubeBudgetEventSink(deps.kubeConfig, { instance: deps.instance ?? hostname(), canWrite: deps.canWrite }),
+    sink: createKubeBudgetEventSink(deps.kubeConfig, {
+      instance: deps.instance ?? hostname(),
+      canWrite: deps.canWrite,
+    }),
     log: deps.log.child({ component: 'budget-events' }),
     ...(config.eventThrottleMs !== undefined ? { throttleMs: config.eventThrottleMs } : {}),
   });

@@ -3,13 +3,13 @@
 // verdict falls back to the status the previous leader wrote (Ready=True for the current generation and the
 // Secret resourceVersion still in our cache): routing does not flap while the new leader catches up.
 import type { V1Secret } from '@kubernetes/client-node';
-import type { AccountStateSource, AccountSnapshot, CredentialVerdict } from './compile/pipeline.ts';
-import type { AccountBudgetView, SpendStateSource } from './spend-status.ts';
-import type { BYOKCredential } from '../schema/generated/types.ts';
 import { electAccount } from '../compiler/elect.ts';
 import { secretRefKey } from '../domain/secret-ref.ts';
-import { secretPayload, type ResourceInformers } from '../kube/resources.ts';
+import { type ResourceInformers, secretPayload } from '../kube/resources.ts';
+import type { BYOKCredential } from '../schema/generated/types.ts';
+import type { AccountSnapshot, AccountStateSource, CredentialVerdict } from './compile/pipeline.ts';
 import { conflictingKeys, unheldPreviousHashes } from './reconcile/key-holders.ts';
+import type { AccountBudgetView, SpendStateSource } from './spend-status.ts';
 
 export interface StoredVerdict {
   valid: boolean;
@@ -26,7 +26,8 @@ export interface StoredVerdict {
   secretResourceVersion: string | undefined;
 }
 
-const payloadOf = (v: StoredVerdict): string | undefined => (v.payloadSecret && v.payloadKey !== undefined ? secretPayload(v.payloadSecret, v.payloadKey) : undefined);
+const payloadOf = (v: StoredVerdict): string | undefined =>
+  v.payloadSecret && v.payloadKey !== undefined ? secretPayload(v.payloadSecret, v.payloadKey) : undefined;
 
 /** Whether two verdicts carry the same payload: the same Secret object and key, or the same decoded text. */
 function samePayload(a: StoredVerdict, b: StoredVerdict): boolean {
@@ -48,7 +49,14 @@ export class VerdictStore {
   set(namespace: string, name: string, v: StoredVerdict, key = `${namespace}/${name}`): boolean {
     const prev = this.map.get(key);
     this.map.set(key, v);
-    return !prev || prev.valid !== v.valid || prev.label !== v.label || prev.sortOrder !== v.sortOrder || !samePayload(prev, v) || prev.generation !== v.generation;
+    return (
+      !prev ||
+      prev.valid !== v.valid ||
+      prev.label !== v.label ||
+      prev.sortOrder !== v.sortOrder ||
+      !samePayload(prev, v) ||
+      prev.generation !== v.generation
+    );
   }
 
   delete(namespace: string, name: string): boolean {
@@ -81,7 +89,11 @@ export function verdictFromStatus(cred: BYOKCredential, secret: V1Secret | undef
  * but the spend writer reads none).
  */
 function lazyVerdict(stored: StoredVerdict): CredentialVerdict {
-  const verdict: CredentialVerdict = { valid: stored.valid, sortOrder: stored.sortOrder, ...(stored.label !== undefined ? { label: stored.label } : {}) };
+  const verdict: CredentialVerdict = {
+    valid: stored.valid,
+    sortOrder: stored.sortOrder,
+    ...(stored.label !== undefined ? { label: stored.label } : {}),
+  };
   if (!stored.payloadSecret) return verdict;
   let decoded: { text: string | undefined } | undefined;
   return Object.defineProperty(verdict, 'payload', {
@@ -90,7 +102,11 @@ function lazyVerdict(stored: StoredVerdict): CredentialVerdict {
   });
 }
 
-export function createAccountStateSource(informers: ResourceInformers, verdicts: VerdictStore, clock: () => Date = () => new Date()): AccountStateSource & SpendStateSource {
+export function createAccountStateSource(
+  informers: ResourceInformers,
+  verdicts: VerdictStore,
+  clock: () => Date = () => new Date(),
+): AccountStateSource & SpendStateSource {
   // A namespace is an account while it holds an Account (the gate, src/compiler/gate.ts): its credentials, keys and
   // workspaces alone do not make it one.
   return {
@@ -103,11 +119,18 @@ export function createAccountStateSource(informers: ResourceInformers, verdicts:
     snapshot(namespace: string): AccountSnapshot {
       const credentials = informers.credentials.list(namespace).map((resource) => {
         const stored = verdicts.get(namespace, resource.metadata.name ?? '');
-        const verdict = stored ? lazyVerdict(stored) : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
+        const verdict = stored
+          ? lazyVerdict(stored)
+          : verdictFromStatus(resource, informers.secrets.get(namespace, resource.spec.secretRef.name));
         return { resource, verdict };
       });
       // Spend reads budgetView alone and needs no keys: only a compile asks who holds each key's hash.
-      return { ...budgetView(namespace), conflictingApiKeys: conflictingKeys(informers.apiKeys, namespace), unheldPreviousHashes: unheldPreviousHashes(informers.apiKeys, namespace), credentials };
+      return {
+        ...budgetView(namespace),
+        conflictingApiKeys: conflictingKeys(informers.apiKeys, namespace),
+        unheldPreviousHashes: unheldPreviousHashes(informers.apiKeys, namespace),
+        credentials,
+      };
     },
     budgetView,
   };

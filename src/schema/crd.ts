@@ -1,6 +1,6 @@
 // Builds CustomResourceDefinition objects from the resource definitions.
 import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
-import { GROUP, RESOURCES, VERSION, type ResourceDefinition } from './resources.ts';
+import { GROUP, RESOURCES, type ResourceDefinition, VERSION } from './resources.ts';
 
 export function crdName(resource: ResourceDefinition): string {
   return `${resource.plural}.${GROUP}`;
@@ -35,8 +35,14 @@ export function buildCrd(resource: ResourceDefinition): ICustomResourceDefinitio
               description: resource.description,
               required: ['spec'],
               properties: {
-                apiVersion: { type: 'string', description: 'APIVersion defines the versioned schema of this representation of an object.' },
-                kind: { type: 'string', description: 'Kind is a string value representing the REST resource this object represents.' },
+                apiVersion: {
+                  type: 'string',
+                  description: 'APIVersion defines the versioned schema of this representation of an object.',
+                },
+                kind: {
+                  type: 'string',
+                  description: 'Kind is a string value representing the REST resource this object represents.',
+                },
                 metadata: { type: 'object' },
                 spec: resource.spec as object,
                 status: resource.status as object,

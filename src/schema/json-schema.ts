@@ -32,12 +32,37 @@ export interface SchemaNode {
   'x-kubernetes-preserve-unknown-fields'?: boolean;
 }
 
-export const str = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({ type: 'string', description, ...extra });
-export const bool = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({ type: 'boolean', description, ...extra });
-export const int = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({ type: 'integer', description, ...extra });
-export const num = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({ type: 'number', description, ...extra });
-export const arr = (description: string, items: SchemaNode, extra: Partial<SchemaNode> = {}): SchemaNode => ({ type: 'array', description, items, ...extra });
-export const obj = (description: string, properties: Record<string, SchemaNode>, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+export const str = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: 'string',
+  description,
+  ...extra,
+});
+export const bool = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: 'boolean',
+  description,
+  ...extra,
+});
+export const int = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: 'integer',
+  description,
+  ...extra,
+});
+export const num = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: 'number',
+  description,
+  ...extra,
+});
+export const arr = (description: string, items: SchemaNode, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: 'array',
+  description,
+  items,
+  ...extra,
+});
+export const obj = (
+  description: string,
+  properties: Record<string, SchemaNode>,
+  extra: Partial<SchemaNode> = {},
+): SchemaNode => ({
   type: 'object',
   description,
   properties,

@@ -2,8 +2,8 @@
 // test checks the committed copies are current.
 import { compile } from 'json-schema-to-typescript';
 import { stringify } from 'yaml';
-import { buildCrd, crdName } from './crd.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
+import { buildCrd, crdName } from './crd.ts';
 import type { SchemaNode } from './json-schema.ts';
 import { API_VERSION, condition, RESOURCES } from './resources.ts';
 
@@ -23,7 +23,9 @@ function yamlSafeScalars(yaml: string): string {
       const m = /^(\s*[\w-]+: )/.exec(line);
       if (!m || !/[\u2028\u2029\ufffd-\uffff]/u.test(line)) return line;
       const value = line.slice(m[0].length);
-      return m[0] + JSON.stringify(value).replace(special, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+      return (
+        m[0] + JSON.stringify(value).replace(special, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`)
+      );
     })
     .join('\n');
 }
@@ -38,13 +40,20 @@ export function renderCrdFiles(): Map<string, string> {
 }
 
 type Compilable = Parameters<typeof compile>[0];
-const COMPILE_OPTIONS = { bannerComment: '', additionalProperties: false, format: false, declareExternallyReferenced: true, ignoreMinAndMaxItems: true } as const;
+const COMPILE_OPTIONS = {
+  bannerComment: '',
+  additionalProperties: false,
+  format: false,
+  declareExternallyReferenced: true,
+  ignoreMinAndMaxItems: true,
+} as const;
 
 /** A copy of `node` where the shared condition schema is referenced by name instead of inlined per kind. */
 function withConditionRef(node: SchemaNode): Compilable {
   if (node === condition) return { tsType: 'Condition' } as Compilable;
   const copy: Record<string, unknown> = { ...node };
-  if (node.properties) copy.properties = Object.fromEntries(Object.entries(node.properties).map(([k, v]) => [k, withConditionRef(v)]));
+  if (node.properties)
+    copy.properties = Object.fromEntries(Object.entries(node.properties).map(([k, v]) => [k, withConditionRef(v)]));
   if (node.items) copy.items = withConditionRef(node.items);
   return copy as Compilable;
 }
@@ -57,10 +66,20 @@ export async function renderTypes(): Promise<string> {
     '',
   ];
   const providerUnion = `(${PROVIDER_SLUGS.map((s) => JSON.stringify(s)).join(' | ')})`;
-  parts.push((await compile({ ...condition, title: 'Condition' } as Compilable, 'Condition', COMPILE_OPTIONS)).trim(), '');
+  parts.push(
+    (await compile({ ...condition, title: 'Condition' } as Compilable, 'Condition', COMPILE_OPTIONS)).trim(),
+    '',
+  );
   for (const resource of RESOURCES) {
-    for (const [suffix, schema] of [['Spec', resource.spec], ['Status', resource.status]] as const) {
-      const ts = await compile({ ...withConditionRef(schema), title: `${resource.kind}${suffix}` }, `${resource.kind}${suffix}`, COMPILE_OPTIONS);
+    for (const [suffix, schema] of [
+      ['Spec', resource.spec],
+      ['Status', resource.status],
+    ] as const) {
+      const ts = await compile(
+        { ...withConditionRef(schema), title: `${resource.kind}${suffix}` },
+        `${resource.kind}${suffix}`,
+        COMPILE_OPTIONS,
+      );
       parts.push(ts.trim().replaceAll(providerUnion, 'ProviderSlug'), '');
     }
     parts.push(

@@ -4,9 +4,9 @@
 import { evaluate } from '@marcbachmann/cel-js';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { closestName } from '../domain/hints.ts';
 import type { CelRule, SchemaNode } from './json-schema.ts';
 import { API_VERSION, RESOURCES, type ResourceDefinition } from './resources.ts';
-import { closestName } from '../domain/hints.ts';
 
 export interface ManifestProblem {
   path: string;
@@ -30,7 +30,13 @@ let compiledByKind: Compiled | undefined;
 function compiled(): Compiled {
   if (compiledByKind) return compiledByKind;
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, strict: true, strictRequired: false });
-  ajv.addVocabulary(['x-kubernetes-validations', 'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-preserve-unknown-fields']);
+  ajv.addVocabulary([
+    'x-kubernetes-validations',
+    'x-kubernetes-list-type',
+    'x-kubernetes-list-map-keys',
+    'x-kubernetes-map-type',
+    'x-kubernetes-preserve-unknown-fields',
+  ]);
   addFormats(ajv);
   compiledByKind = new Map(RESOURCES.map((r) => [r.kind, { resource: r, validate: ajv.compile(closed(r.spec)) }]));
   return compiledByKind;
@@ -45,7 +51,8 @@ function closed(node: SchemaNode): SchemaNode {
   const out: SchemaNode = { ...node };
   if (node.properties) {
     out.properties = Object.fromEntries(Object.entries(node.properties).map(([k, v]) => [k, closed(v)]));
-    if (node.additionalProperties === undefined && !node['x-kubernetes-preserve-unknown-fields']) out.additionalProperties = false;
+    if (node.additionalProperties === undefined && !node['x-kubernetes-preserve-unknown-fields'])
+      out.additionalProperties = false;
   }
   if (node.items) out.items = closed(node.items);
   return out;
@@ -59,7 +66,8 @@ function ajvProblem(error: ErrorObject): ManifestProblem {
     const hint = closestName(field, known);
     return { path, message: `unknown field "${field}"${hint ? `; did you mean "${hint}"?` : ''}`, source: 'schema' };
   }
-  if (error.keyword === 'enum') return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]), source: 'schema' };
+  if (error.keyword === 'enum')
+    return { path, message: enumMessage(error.data, error.params.allowedValues as unknown[]), source: 'schema' };
   return { path, message: error.message ?? error.keyword, source: 'schema' };
 }
 
@@ -94,16 +102,32 @@ function celProblems(node: SchemaNode, value: unknown, path: string): ManifestPr
 /** Validates one parsed manifest. Objects outside the byok.gateway.dev group are not ours: returns null. */
 export function validateManifest(manifest: unknown): ManifestVerdict | null {
   if (!manifest || typeof manifest !== 'object') return null;
-  const { apiVersion, kind, metadata, spec } = manifest as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown }; spec?: unknown };
+  const { apiVersion, kind, metadata, spec } = manifest as {
+    apiVersion?: unknown;
+    kind?: unknown;
+    metadata?: { name?: unknown };
+    spec?: unknown;
+  };
   if (typeof apiVersion !== 'string' || !apiVersion.startsWith('byok.gateway.dev/')) return null;
   const name = typeof metadata?.name === 'string' ? metadata.name : '<unnamed>';
   const entry = typeof kind === 'string' ? compiled().get(kind) : undefined;
   if (apiVersion !== API_VERSION || !entry) {
-    return { kind: String(kind), name, problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}`, source: 'schema' }] };
+    return {
+      kind: String(kind),
+      name,
+      problems: [{ path: 'apiVersion', message: `unknown kind ${String(kind)} in ${apiVersion}`, source: 'schema' }],
+    };
   }
-  if (spec === undefined) return { kind: entry.resource.kind, name, problems: [{ path: 'spec', message: 'Required value', source: 'schema' }] };
+  if (spec === undefined)
+    return {
+      kind: entry.resource.kind,
+      name,
+      problems: [{ path: 'spec', message: 'Required value', source: 'schema' }],
+    };
   // JSON round-trip rather than structuredClone: the copy must belong to this realm for the CEL evaluator.
   const copy: unknown = JSON.parse(JSON.stringify(spec));
-  const problems = entry.validate(copy) ? celProblems(entry.resource.spec, copy, 'spec') : (entry.validate.errors ?? []).map(ajvProblem);
+  const problems = entry.validate(copy)
+    ? celProblems(entry.resource.spec, copy, 'spec')
+    : (entry.validate.errors ?? []).map(ajvProblem);
   return { kind: entry.resource.kind, name, problems };
 }

@@ -6,9 +6,22 @@
 // "Speed"). A new generation or a re-sealed envelope is a new object and opens afresh.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, type BundleEnvelope, type Keyring } from '../contract/envelope.ts';
-import { validatePayload, type EgressAllowList, type PayloadResult, type ProviderPayload, type ProviderSlug } from '../domain/index.ts';
-import { resolveGeneration, type RoutingConfig } from './load.ts';
+import {
+  type BundleEnvelope,
+  BundleError,
+  type Keyring,
+  keyringFromEntries,
+  openEnvelope,
+  parseEnvelope,
+} from '../contract/envelope.ts';
+import {
+  type EgressAllowList,
+  type PayloadResult,
+  type ProviderPayload,
+  type ProviderSlug,
+  validatePayload,
+} from '../domain/index.ts';
+import { type RoutingConfig, resolveGeneration } from './load.ts';
 
 /** The parsers' key for "no egress exceptions". */
 const NO_EGRESS = Object.freeze({});
@@ -103,13 +116,17 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
   };
   const locate = (config: RoutingConfig, credentialId: string) => {
     const found = config.credential(credentialId);
-    if (!found || !CREDENTIAL_ID.test(credentialId)) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
+    if (!found || !CREDENTIAL_ID.test(credentialId))
+      throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
     const envelope = envelopeOf(credentialId, false) ?? (checkMs > 0 ? envelopeOf(credentialId, true) : undefined);
     if (!envelope) throw new BundleError('not-found', `no bundle entry for credential ${credentialId} yet`);
     return { envelope, expected: { namespace: found.account.namespace, credentialId } };
   };
   /** The envelope that opened (a fresh one when the cached generation predated a re-seal), and its plaintext. */
-  const openLocated = ({ envelope, expected }: ReturnType<typeof locate>): { envelope: BundleEnvelope; plaintext: string } => {
+  const openLocated = ({
+    envelope,
+    expected,
+  }: ReturnType<typeof locate>): { envelope: BundleEnvelope; plaintext: string } => {
     let ring = keys(false);
     // A rotated key can reach this pod after envelopes sealed with it: re-read the key volume once.
     if (!ring.keys.has(envelope.kid)) ring = keys(true);
@@ -124,15 +141,25 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
     }
   };
   /** What readers made of an envelope's plaintext, under the routing config that bound it to its namespace. */
-  const readings = new WeakMap<BundleEnvelope, { config: RoutingConfig; byReader: Map<(plaintext: string) => unknown, unknown> }>();
+  const readings = new WeakMap<
+    BundleEnvelope,
+    { config: RoutingConfig; byReader: Map<(plaintext: string) => unknown, unknown> }
+  >();
   /** One reader per egress policy and provider, so `open` keeps one parsed payload per envelope for each. */
-  const parsers = new WeakMap<EgressAllowList | typeof NO_EGRESS, Map<ProviderSlug, (plaintext: string) => PayloadResult>>();
+  const parsers = new WeakMap<
+    EgressAllowList | typeof NO_EGRESS,
+    Map<ProviderSlug, (plaintext: string) => PayloadResult>
+  >();
   const parserFor = (provider: ProviderSlug, egress: EgressAllowList | undefined) => {
     const policy = egress ?? NO_EGRESS;
     let byProvider = parsers.get(policy);
     if (!byProvider) parsers.set(policy, (byProvider = new Map()));
     let parse = byProvider.get(provider);
-    if (!parse) byProvider.set(provider, (parse = (plaintext: string) => validatePayload(provider, plaintext, egress ? { egress } : {})));
+    if (!parse)
+      byProvider.set(
+        provider,
+        (parse = (plaintext: string) => validatePayload(provider, plaintext, egress ? { egress } : {})),
+      );
     return parse;
   };
   function open<T>(config: RoutingConfig, credentialId: string, read: (plaintext: string) => T): T {
@@ -154,9 +181,13 @@ export function createCredentialDecryptor(opts: DecryptorOptions): CredentialDec
     bundleGeneration: () => generation('bundle', true),
     payload(config, credentialId, options = {}) {
       const provider = options.provider ?? config.credential(credentialId)?.credential.provider;
-      if (provider === undefined) throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
+      if (provider === undefined)
+        throw new BundleError('not-found', `credential ${credentialId} is not in the routing config`);
       const parsed = open(config, credentialId, parserFor(provider, options.egress));
-      if (!parsed.ok) throw new CredentialPayloadError(`the payload of credential ${credentialId} does not parse for provider ${provider}`);
+      if (!parsed.ok)
+        throw new CredentialPayloadError(
+          `the payload of credential ${credentialId} does not parse for provider ${provider}`,
+        );
       return parsed.payload;
     },
   };

@@ -4,9 +4,17 @@
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/compiled.ts';
+import {
+  bucketOf,
+  INDEX_KEY,
+  indexVersion,
+  isRoutingIndex,
+  type RoutingIndex,
+  type ShardDocument,
+  sha256Hex,
+} from '../contract/routing.ts';
 import { normalizeKeyHash } from '../domain/api-keys.ts';
-import { bucketOf, INDEX_KEY, indexVersion, isRoutingIndex, sha256Hex, type RoutingIndex, type ShardDocument } from '../contract/routing.ts';
+import type { CompiledAccount, CompiledApiKey, CompiledCredential } from '../domain/compiled.ts';
 
 export type RoutingConfigErrorCode = 'missing' | 'incomplete' | 'checksum' | 'corrupt';
 
@@ -64,7 +72,8 @@ export function loadRoutingConfig(dir: string): RoutingConfig {
     throw new RoutingConfigError('corrupt', 'index is not valid JSON');
   }
   if (!isRoutingIndex(index)) throw new RoutingConfigError('corrupt', 'index has an unknown format');
-  if (indexVersion(index) !== index.version) throw new RoutingConfigError('checksum', 'index version does not match its content');
+  if (indexVersion(index) !== index.version)
+    throw new RoutingConfigError('checksum', 'index version does not match its content');
 
   const accounts = new Map<string, CompiledAccount>();
   for (const shard of index.shards) {
@@ -77,7 +86,8 @@ export function loadRoutingConfig(dir: string): RoutingConfig {
       chunks.push(data);
     }
     const payload = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    if (sha256Hex(payload) !== shard.sha256) throw new RoutingConfigError('checksum', `shard ${shard.bucket} does not match the index checksum`);
+    if (sha256Hex(payload) !== shard.sha256)
+      throw new RoutingConfigError('checksum', `shard ${shard.bucket} does not match the index checksum`);
     let doc: ShardDocument;
     try {
       const raw = shard.encoding === 'gzip' ? gunzipSync(payload) : payload;
@@ -89,7 +99,8 @@ export function loadRoutingConfig(dir: string): RoutingConfig {
       throw new RoutingConfigError('corrupt', `shard ${shard.bucket} content does not match the index`);
     }
     for (const account of doc.accounts) {
-      if (bucketOf(account.namespace, index.buckets) !== shard.bucket) throw new RoutingConfigError('corrupt', `account ${account.namespace} is in the wrong shard`);
+      if (bucketOf(account.namespace, index.buckets) !== shard.bucket)
+        throw new RoutingConfigError('corrupt', `account ${account.namespace} is in the wrong shard`);
       accounts.set(account.namespace, account);
     }
   }

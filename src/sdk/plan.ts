@@ -1,7 +1,8 @@
 // Hands the domain planner its input: the request's API key finds the account, workspace and (via the planner)
 // guardrails in the loaded config.
-import { planRoute, type ModelCatalog, type RoutePlan, type RouteRequest } from '../domain/index.ts';
+
 import type { CompiledAccount } from '../domain/compiled.ts';
+import { type ModelCatalog, planRoute, type RoutePlan, type RouteRequest } from '../domain/index.ts';
 import type { RoutingConfig } from './load.ts';
 
 export interface GatewayRequest extends Omit<RouteRequest, 'workspaceId'> {
@@ -13,12 +14,19 @@ export type PlanOutcome =
   | { ok: true; account: CompiledAccount; workspaceId: string; plan: RoutePlan }
   | { ok: false; reason: 'unknown-api-key' | 'api-key-contested' | 'api-key-expired' | 'no-workspace' };
 
-export function planFor(config: RoutingConfig, request: GatewayRequest, catalog: ModelCatalog, now: Date = new Date()): PlanOutcome {
+export function planFor(
+  config: RoutingConfig,
+  request: GatewayRequest,
+  catalog: ModelCatalog,
+  now: Date = new Date(),
+): PlanOutcome {
   const found = config.apiKey(request.apiKeyHash);
-  if (!found) return { ok: false, reason: config.apiKeyContested(request.apiKeyHash) ? 'api-key-contested' : 'unknown-api-key' };
+  if (!found)
+    return { ok: false, reason: config.apiKeyContested(request.apiKeyHash) ? 'api-key-contested' : 'unknown-api-key' };
   const { account, key } = found;
   // The compiler only writes live keys; expiry after the compile is checked here, per request.
-  if (key.expiresAt !== null && !(Date.parse(key.expiresAt) > now.getTime())) return { ok: false, reason: 'api-key-expired' };
+  if (key.expiresAt !== null && !(Date.parse(key.expiresAt) > now.getTime()))
+    return { ok: false, reason: 'api-key-expired' };
   const workspaceId = request.workspaceId ?? key.workspaceId ?? account.workspaces.find((w) => w.isDefault)?.id;
   if (workspaceId === undefined) return { ok: false, reason: 'no-workspace' };
   const plan = planRoute(account, catalog, { ...request, workspaceId });

@@ -2,14 +2,13 @@
 // points `..data_tmp` at it and renames it over `..data`; visible files are symlinks through `..data`.
 // We watch the directory (rename events) and also poll the `..data` target (fs.watch is best effort), load
 // the new generation fully, and swap only when every checksum verifies: a bad generation keeps the last good one.
-import { statSync, watch, type FSWatcher } from 'node:fs';
+import { type FSWatcher, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
-import type { ModelCatalog } from '../domain/index.ts';
 import { INDEX_KEY } from '../contract/routing.ts';
-import type { ProviderPayload } from '../domain/index.ts';
-import { createCredentialDecryptor, type CredentialPayloadOptions } from './credentials.ts';
-import { loadRoutingConfig, resolveGeneration, RoutingConfigError, type RoutingConfig } from './load.ts';
-import { planFor, type GatewayRequest, type PlanOutcome } from './plan.ts';
+import type { ModelCatalog, ProviderPayload } from '../domain/index.ts';
+import { type CredentialPayloadOptions, createCredentialDecryptor } from './credentials.ts';
+import { loadRoutingConfig, type RoutingConfig, RoutingConfigError, resolveGeneration } from './load.ts';
+import { type GatewayRequest, type PlanOutcome, planFor } from './plan.ts';
 
 export interface WatchOptions {
   configDir: string;
@@ -34,7 +33,10 @@ export type ReloadFailure = 'pending' | 'rejected';
 
 /** Errors kubelet cures by itself: the volume's ConfigMaps were not all refreshed yet (docs/gateway.md, "Metrics"). */
 function halfProjected(err: unknown): boolean {
-  return err instanceof RoutingConfigError && (err.code === 'incomplete' || err.code === 'checksum' || err.code === 'missing');
+  return (
+    err instanceof RoutingConfigError &&
+    (err.code === 'incomplete' || err.code === 'checksum' || err.code === 'missing')
+  );
 }
 
 export interface RoutingConfigWatcher {
@@ -72,7 +74,11 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
   /** Refused loads since the last good one, across generations (a lagging ConfigMap may span several swaps). */
   let refusedLoads = 0;
   const pendingPolls = opts.pendingPolls ?? 120;
-  const decryptor = createCredentialDecryptor({ bundleDir: opts.bundleDir, keyDir: opts.keyDir, ...(opts.generationCheckMs ? { generationCheckMs: opts.generationCheckMs } : {}) });
+  const decryptor = createCredentialDecryptor({
+    bundleDir: opts.bundleDir,
+    keyDir: opts.keyDir,
+    ...(opts.generationCheckMs ? { generationCheckMs: opts.generationCheckMs } : {}),
+  });
 
   const reload = (): boolean => {
     const s = stamp(opts.configDir);
@@ -93,7 +99,8 @@ export function watchRoutingConfig(opts: WatchOptions): RoutingConfigWatcher {
       // (kubelet may complete it without a new swap).
       refusedLoads++;
       const failure: ReloadFailure = halfProjected(err) && refusedLoads < pendingPolls ? 'pending' : 'rejected';
-      if (failedStamp !== s || failedAs !== failure) opts.onError?.(err instanceof Error ? err : new Error(String(err)), failure);
+      if (failedStamp !== s || failedAs !== failure)
+        opts.onError?.(err instanceof Error ? err : new Error(String(err)), failure);
       failedStamp = s;
       failedAs = failure;
       return false;

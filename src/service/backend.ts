@@ -1,8 +1,8 @@
 // The write side: Secrets and BYOKCredentials through the Kubernetes API, as field manager `byok-api`.
 import type { V1Secret } from '@kubernetes/client-node';
 import { KubeApiError, type KubeClient } from '../kube/client.ts';
-import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
+import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 
 export const API_FIELD_MANAGER = 'byok-api';
 const MERGE_PATCH = 'application/merge-patch+json';
@@ -32,14 +32,21 @@ export interface Backend {
 
 const crPath = (ns: string, name?: string) =>
   `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(ns)}/byokcredentials${name !== undefined ? `/${encodeURIComponent(name)}` : ''}`;
-const secretPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets${name !== undefined ? `/${encodeURIComponent(name)}` : ''}`;
+const secretPath = (ns: string, name?: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets${name !== undefined ? `/${encodeURIComponent(name)}` : ''}`;
 const q = { fieldManager: API_FIELD_MANAGER };
 
 export function kubeBackend(client: KubeClient, timeoutMs = BACKEND_TIMEOUT_MS): Backend {
   const t = { timeoutMs };
   return {
     createSecret: (ns, body) => client.request<V1Secret>('POST', secretPath(ns), { body, query: q, ...t }),
-    patchSecret: (ns, name, patch) => client.request<V1Secret>('PATCH', secretPath(ns, name), { body: patch, contentType: MERGE_PATCH, query: q, ...t }),
+    patchSecret: (ns, name, patch) =>
+      client.request<V1Secret>('PATCH', secretPath(ns, name), {
+        body: patch,
+        contentType: MERGE_PATCH,
+        query: q,
+        ...t,
+      }),
     deleteSecret: async (ns, name, preconditions) => {
       const body = preconditions ? { apiVersion: 'v1', kind: 'DeleteOptions', preconditions } : undefined;
       await client.request('DELETE', secretPath(ns, name), { ...(body ? { body } : {}), ...t });
@@ -49,7 +56,12 @@ export function kubeBackend(client: KubeClient, timeoutMs = BACKEND_TIMEOUT_MS):
       const list = await client.request<{ items?: V1Secret[] }>('GET', path, { query: { labelSelector }, ...t });
       return list.items ?? [];
     },
-    createCredential: (ns, body) => client.request<BYOKCredential>('POST', crPath(ns), { body: { ...body, apiVersion: API_VERSION, kind: 'BYOKCredential' }, query: q, ...t }),
+    createCredential: (ns, body) =>
+      client.request<BYOKCredential>('POST', crPath(ns), {
+        body: { ...body, apiVersion: API_VERSION, kind: 'BYOKCredential' },
+        query: q,
+        ...t,
+      }),
     getCredential: async (ns, name) => {
       try {
         return await client.request<BYOKCredential>('GET', crPath(ns, name), t);
@@ -58,7 +70,13 @@ export function kubeBackend(client: KubeClient, timeoutMs = BACKEND_TIMEOUT_MS):
         throw err;
       }
     },
-    patchCredential: (ns, name, patch) => client.request<BYOKCredential>('PATCH', crPath(ns, name), { body: patch, contentType: MERGE_PATCH, query: q, ...t }),
+    patchCredential: (ns, name, patch) =>
+      client.request<BYOKCredential>('PATCH', crPath(ns, name), {
+        body: patch,
+        contentType: MERGE_PATCH,
+        query: q,
+        ...t,
+      }),
     deleteCredential: async (ns, name) => {
       await client.request('DELETE', crPath(ns, name), t);
     },

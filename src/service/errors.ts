@@ -46,10 +46,13 @@ export const MESSAGES = {
   emptyBody: 'A JSON body is required',
   defaultWorkspaceMissing: 'The account has no default workspace (it was deleted): pass workspace_id',
   unknownWorkspace: 'workspace_id does not match a workspace of this account',
-  backendUnavailable: 'The Kubernetes API is unavailable; retry after the Retry-After delay (a create retried with the same Idempotency-Key is not duplicated)',
-  quotaExceeded: 'The account has reached its credential limit (Account spec.limits.maxCredentials); delete a credential or raise the limit',
+  backendUnavailable:
+    'The Kubernetes API is unavailable; retry after the Retry-After delay (a create retried with the same Idempotency-Key is not duplicated)',
+  quotaExceeded:
+    'The account has reached its credential limit (Account spec.limits.maxCredentials); delete a credential or raise the limit',
   badIdempotencyKey: 'Idempotency-Key must be 1 to 255 printable ASCII characters',
-  idempotencyMismatch: 'This Idempotency-Key was already used for a different request body (or names an existing credential created without it); use a new key',
+  idempotencyMismatch:
+    'This Idempotency-Key was already used for a different request body (or names an existing credential created without it); use a new key',
   idempotencyExpired: 'This Idempotency-Key was used longer ago than the replay window; use a new key',
   uriTooLong: 'Request line or headers too large',
   badRequestFraming: 'Malformed HTTP request',

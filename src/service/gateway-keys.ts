@@ -2,13 +2,13 @@
 // only the key's SHA-256 (the gateway hashes the bearer token and looks the digest up), so the key itself is
 // generated here, shown once by the CLI and stored nowhere: reading the cluster never yields a usable key.
 import { randomBytes } from 'node:crypto';
+import { accountMissingMessage, isRoutedNamespace } from '../compiler/gate.ts';
+import { GATEWAY_KEY_PREFIX } from '../domain/api-keys.ts';
 import { KubeApiError, kubeClient } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
-import { accountMissingMessage, isRoutedNamespace } from '../compiler/gate.ts';
+import { API_VERSION, GROUP, VERSION } from '../schema/resources.ts';
 import { sha256Hex } from './management-keys.ts';
-import { GATEWAY_KEY_PREFIX } from '../domain/api-keys.ts';
 
 export { GATEWAY_KEY_PREFIX };
 
@@ -48,8 +48,13 @@ export function parseDuration(text: string): number | undefined {
 export function expiryTime(text: string, now: number): { at: string } | { error: string } {
   const ms = parseDuration(text);
   if (ms !== undefined) return { at: new Date(now + ms).toISOString().replace(/\.\d{3}Z$/, 'Z') };
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(text) || Number.isNaN(Date.parse(text))) {
-    return { error: `--expires ${JSON.stringify(text)} is neither a duration (90s, 15m, 12h, 30d, 2w, 1h30m) nor an RFC 3339 time with an offset (2027-01-31T00:00:00Z)` };
+  if (
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(text) ||
+    Number.isNaN(Date.parse(text))
+  ) {
+    return {
+      error: `--expires ${JSON.stringify(text)} is neither a duration (90s, 15m, 12h, 30d, 2w, 1h30m) nor an RFC 3339 time with an offset (2027-01-31T00:00:00Z)`,
+    };
   }
   const at = Date.parse(text);
   if (at <= now) return { error: `--expires ${text} is in the past: the key would never work` };
@@ -57,7 +62,12 @@ export function expiryTime(text: string, now: number): { at: string } | { error:
 }
 
 /** The GatewayAPIKey object for a key with the given hash. */
-export function gatewayKeyObject(namespace: string, name: string, hash: string, opts: CreateGatewayKeyOptions = {}): GatewayAPIKey {
+export function gatewayKeyObject(
+  namespace: string,
+  name: string,
+  hash: string,
+  opts: CreateGatewayKeyOptions = {},
+): GatewayAPIKey {
   return {
     apiVersion: API_VERSION,
     kind: 'GatewayAPIKey',
@@ -91,16 +101,25 @@ async function listOf<T>(kubeConfig: KubeAccess, namespace: string, plural: stri
  * Why the key will not be usable yet, read before it is written (the operator will say the same as Ready=False
  * AccountMissing or NoWorkspace); empty when it will be. Never fails the command.
  */
-async function usabilityWarnings(kubeConfig: KubeAccess, namespace: string, workspace: string | undefined): Promise<string[]> {
+async function usabilityWarnings(
+  kubeConfig: KubeAccess,
+  namespace: string,
+  workspace: string | undefined,
+): Promise<string[]> {
   const out: string[] = [];
   const accounts = await listOf<Account>(kubeConfig, namespace, 'accounts');
   if (accounts !== undefined && !isRoutedNamespace(accounts)) out.push(accountMissingMessage(namespace, 'key'));
   const items = await listOf<Workspace>(kubeConfig, namespace, 'workspaces');
   if (items === undefined) return out;
   if (workspace !== undefined) {
-    if (!items.some((w) => w.metadata.name === workspace)) out.push(`Workspace "${workspace}" does not exist in namespace ${namespace}: the gateway refuses the key (403) until it does`);
+    if (!items.some((w) => w.metadata.name === workspace))
+      out.push(
+        `Workspace "${workspace}" does not exist in namespace ${namespace}: the gateway refuses the key (403) until it does`,
+      );
   } else if (!items.some((w) => w.spec.default === true)) {
-    out.push(`namespace ${namespace} has no default Workspace: the gateway refuses the key (403) until one exists (a Workspace with spec.default: true) or --workspace names one`);
+    out.push(
+      `namespace ${namespace} has no default Workspace: the gateway refuses the key (403) until one exists (a Workspace with spec.default: true) or --workspace names one`,
+    );
   }
   return out;
 }
@@ -118,7 +137,11 @@ export async function createGatewayKey(
   const hash = sha256Hex(key);
   const name = opts.name ?? `gateway-key-${randomBytes(4).toString('hex')}`;
   const warnings = await usabilityWarnings(kubeConfig, namespace, opts.workspace);
-  await kubeClient(kubeConfig).request('POST', `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys`, { body: gatewayKeyObject(namespace, name, hash, opts) });
+  await kubeClient(kubeConfig).request(
+    'POST',
+    `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys`,
+    { body: gatewayKeyObject(namespace, name, hash, opts) },
+  );
   return { key, hash, name, warnings };
 }
 
@@ -146,7 +169,10 @@ export async function rotateGatewayKey(
   const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
   await client.request('PATCH', path, {
     contentType: 'application/merge-patch+json',
-    body: { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil } },
+    body: {
+      metadata: { resourceVersion: current.metadata.resourceVersion },
+      spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil },
+    },
   });
   return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
 }

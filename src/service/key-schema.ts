@@ -2,7 +2,7 @@
 // aggregated door's BYOKKey definitions, the service's validators), derived from the same schema nodes as the CRDs
 // (src/schema/resources.ts), so a field's description, bounds and enumeration are written once.
 import { FILTER_ENTRY_PATTERN, MODEL_SLUG_PATTERN } from '../domain/filters.ts';
-import { MAX_PAYLOAD_LENGTH, payloadShapeFor, PLAIN_KEY_PATTERN } from '../domain/payloads.ts';
+import { MAX_PAYLOAD_LENGTH, PLAIN_KEY_PATTERN, payloadShapeFor } from '../domain/payloads.ts';
 import { PROVIDER_SLUGS } from '../domain/providers.ts';
 import type { SchemaNode } from '../schema/json-schema.ts';
 import { byokCredential } from '../schema/resources.ts';
@@ -26,7 +26,9 @@ export function toJsonSchema(n: SchemaNode, opts: { nullable?: boolean; descript
     if (k.startsWith('x-kubernetes-') || k === 'default' || k === 'nullable') continue;
     if (k === 'items' && v) out.items = toJsonSchema(v as SchemaNode);
     else if (k === 'properties' && v) {
-      out.properties = Object.fromEntries(Object.entries(v as Record<string, SchemaNode>).map(([p, c]) => [p, toJsonSchema(c)]));
+      out.properties = Object.fromEntries(
+        Object.entries(v as Record<string, SchemaNode>).map(([p, c]) => [p, toJsonSchema(c)]),
+      );
     } else out[k] = v;
   }
   if (opts.description) out.description = opts.description;
@@ -35,15 +37,27 @@ export function toJsonSchema(n: SchemaNode, opts: { nullable?: boolean; descript
 }
 
 const REST_NOTE = {
-  workspace: 'Public id of the Workspace the credential is scoped to. null means global: usable across every workspace of the account (it does not mean the default workspace).',
+  workspace:
+    'Public id of the Workspace the credential is scoped to. null means global: usable across every workspace of the account (it does not mean the default workspace).',
   filterNull: ' null means no restriction.',
 };
 
-export const providerSchema: JsonSchema = { ...toJsonSchema(node(specProps, 'provider')), description: 'Upstream provider slug (BYOKProviderSlug).', enum: [...PROVIDER_SLUGS] };
-const uuid = (description: string, nullable = false): JsonSchema => ({ type: nullable ? ['string', 'null'] : 'string', format: 'uuid', description });
+export const providerSchema: JsonSchema = {
+  ...toJsonSchema(node(specProps, 'provider')),
+  description: 'Upstream provider slug (BYOKProviderSlug).',
+  enum: [...PROVIDER_SLUGS],
+};
+const uuid = (description: string, nullable = false): JsonSchema => ({
+  type: nullable ? ['string', 'null'] : 'string',
+  format: 'uuid',
+  description,
+});
 
 /** Entry patterns the server enforces (src/domain/filters.ts) beyond the CRD's item schema. */
-const ENTRY_PATTERN: Record<string, string> = { allowedModels: MODEL_SLUG_PATTERN, allowedUserIds: FILTER_ENTRY_PATTERN };
+const ENTRY_PATTERN: Record<string, string> = {
+  allowedModels: MODEL_SLUG_PATTERN,
+  allowedUserIds: FILTER_ENTRY_PATTERN,
+};
 
 const filterSchema = (crdName: string): JsonSchema => {
   const s = toJsonSchema(node(specProps, crdName), { nullable: true });
@@ -78,14 +92,25 @@ export const byokKeyStatusSchema: JsonSchema = {
   properties: {
     ready: {
       type: ['boolean', 'null'],
-      description: 'The Ready condition for the current generation: true when the credential is valid and compiled into routing, false when not (see reason), null while the operator has not reconciled the current generation.',
+      description:
+        'The Ready condition for the current generation: true when the credential is valid and compiled into routing, false when not (see reason), null while the operator has not reconciled the current generation.',
     },
-    reason: nullableString("Ready's reason, e.g. Ready, SecretNotFound, KeyNotFound, PayloadInvalid, UnknownApiKeyHash, WorkspaceNotFound; Reconciling while the operator has not reconciled the current generation."),
+    reason: nullableString(
+      "Ready's reason, e.g. Ready, SecretNotFound, KeyNotFound, PayloadInvalid, UnknownApiKeyHash, WorkspaceNotFound; Reconciling while the operator has not reconciled the current generation.",
+    ),
     message: nullableString("Ready's message: what is wrong, naming fields and positions, never values."),
-    upstream: nullableString("The UpstreamHealthy condition's reason, from the gateway pods' attempts: Serving, Unauthorized, RateLimited, UpstreamErrors, Unused or Inconclusive; null before any report."),
+    upstream: nullableString(
+      "The UpstreamHealthy condition's reason, from the gateway pods' attempts: Serving, Unauthorized, RateLimited, UpstreamErrors, Unused or Inconclusive; null before any report.",
+    ),
     last_used_at: { ...toJsonSchema(node(statusProps, 'lastUsedTime'), { nullable: true }), format: 'date-time' },
-    delivered: { type: ['boolean', 'null'], description: 'The Delivered condition: true when every gateway pod has loaded delivered_version, false while some have not; null before any report.' },
-    delivered_version: nullableString('status.delivery.configVersion: digest of the credential\'s current sealed version, the one the operator delivers to the gateway pods.'),
+    delivered: {
+      type: ['boolean', 'null'],
+      description:
+        'The Delivered condition: true when every gateway pod has loaded delivered_version, false while some have not; null before any report.',
+    },
+    delivered_version: nullableString(
+      "status.delivery.configVersion: digest of the credential's current sealed version, the one the operator delivers to the gateway pods.",
+    ),
   },
   required: ['ready', 'reason', 'message', 'upstream', 'last_used_at', 'delivered', 'delivered_version'],
 };
@@ -101,7 +126,10 @@ export const byokKeySchema: JsonSchema = {
     provider: providerSchema,
     workspace_id: uuid(REST_NOTE.workspace, true),
     label: toJsonSchema(node(statusProps, 'label')),
-    name: toJsonSchema(node(specProps, 'displayName'), { nullable: true, description: 'Optional human-readable name; null when unset.' }),
+    name: toJsonSchema(node(specProps, 'displayName'), {
+      nullable: true,
+      description: 'Optional human-readable name; null when unset.',
+    }),
     disabled: toJsonSchema(node(specProps, 'disabled')),
     is_fallback: toJsonSchema(node(specProps, 'isFallback')),
     is_required: toJsonSchema(node(specProps, 'isRequired')),
@@ -109,23 +137,49 @@ export const byokKeySchema: JsonSchema = {
     allowed_models: filterSchema('allowedModels'),
     allowed_api_key_hashes: filterSchema('allowedApiKeyHashes'),
     allowed_user_ids: filterSchema('allowedUserIds'),
-    sort_order: toJsonSchema(node(specProps, 'sortOrder'), { description: 'Position within the provider; credentials are tried in ascending order.' }),
+    sort_order: toJsonSchema(node(specProps, 'sortOrder'), {
+      description: 'Position within the provider; credentials are tried in ascending order.',
+    }),
     created_at: toJsonSchema(node(statusProps, 'createdAt'), { description: 'ISO 8601 timestamp of creation.' }),
     declared_zdr: toJsonSchema(node(specProps, 'declaredZdr'), { nullable: true }),
     status: byokKeyStatusSchema,
   },
   required: [
-    'id', 'provider', 'workspace_id', 'label', 'name', 'disabled', 'is_fallback', 'is_required', 'is_byok_only',
-    'allowed_models', 'allowed_api_key_hashes', 'allowed_user_ids', 'sort_order', 'created_at', 'declared_zdr', 'status',
+    'id',
+    'provider',
+    'workspace_id',
+    'label',
+    'name',
+    'disabled',
+    'is_fallback',
+    'is_required',
+    'is_byok_only',
+    'allowed_models',
+    'allowed_api_key_hashes',
+    'allowed_user_ids',
+    'sort_order',
+    'created_at',
+    'declared_zdr',
+    'status',
   ],
 };
 
-const flag = (crdName: string, description?: string): JsonSchema => toJsonSchema(node(specProps, crdName), description ? { description } : {});
+const flag = (crdName: string, description?: string): JsonSchema =>
+  toJsonSchema(node(specProps, crdName), description ? { description } : {});
 
-const keySchema = (description: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: MAX_PAYLOAD_LENGTH, description, writeOnly: true });
+const keySchema = (description: string): JsonSchema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: MAX_PAYLOAD_LENGTH,
+  description,
+  writeOnly: true,
+});
 
 const writableCommon: Record<string, JsonSchema> = {
-  name: toJsonSchema(node(specProps, 'displayName'), { nullable: true, description: 'Optional human-readable name. null clears it.' }),
+  name: toJsonSchema(node(specProps, 'displayName'), {
+    nullable: true,
+    description: 'Optional human-readable name. null clears it.',
+  }),
   disabled: flag('disabled'),
   is_fallback: flag('isFallback'),
   is_required: flag('isRequired'),
@@ -143,11 +197,19 @@ export const createRequestSchema: JsonSchema = {
   required: ['provider', 'key'],
   // Plain-key providers: one line without control characters once surrounding whitespace is trimmed, not JSON.
   // Spelled as anyOf rather than if/then: the same meaning, and test generators (schemathesis) handle it.
-  anyOf: [{ properties: { provider: { enum: JSON_KEY_PROVIDERS } } }, { properties: { key: { pattern: PLAIN_KEY_PATTERN } } }],
+  anyOf: [
+    { properties: { provider: { enum: JSON_KEY_PROVIDERS } } },
+    { properties: { key: { pattern: PLAIN_KEY_PATTERN } } },
+  ],
   properties: {
     provider: providerSchema,
-    key: keySchema('The provider secret: a plain API key, or a JSON document for providers that take one (e.g. azure, amazon-bedrock, google-vertex). Stored in a Kubernetes Secret; never returned.'),
-    workspace_id: uuid('Workspace to scope the credential to. Omitted: the default workspace (the X-Byok-Workspace-Defaulted response header names it), unlike a BYOKCredential without spec.workspace, which is global. null: global (every workspace of the account).', true),
+    key: keySchema(
+      'The provider secret: a plain API key, or a JSON document for providers that take one (e.g. azure, amazon-bedrock, google-vertex). Stored in a Kubernetes Secret; never returned.',
+    ),
+    workspace_id: uuid(
+      'Workspace to scope the credential to. Omitted: the default workspace (the X-Byok-Workspace-Defaulted response header names it), unlike a BYOKCredential without spec.workspace, which is global. null: global (every workspace of the account).',
+      true,
+    ),
     ...writableCommon,
   },
 };
@@ -157,8 +219,12 @@ export const updateRequestSchema: JsonSchema = {
   title: 'UpdateBYOKKeyRequest',
   additionalProperties: false,
   properties: {
-    key: keySchema('A new secret: rotates the credential in place and regenerates the label. Sending the current masked label changes nothing.'),
-    sort_order: toJsonSchema(node(specProps, 'sortOrder'), { description: 'Position within the provider; credentials are tried in ascending order.' }),
+    key: keySchema(
+      'A new secret: rotates the credential in place and regenerates the label. Sending the current masked label changes nothing.',
+    ),
+    sort_order: toJsonSchema(node(specProps, 'sortOrder'), {
+      description: 'Position within the provider; credentials are tried in ascending order.',
+    }),
     provider: { ...providerSchema, description: 'Immutable: accepted only when equal to the stored provider.' },
     workspace_id: uuid('Immutable: accepted only when equal to the stored workspace_id.', true),
     ...writableCommon,

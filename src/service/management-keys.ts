@@ -3,15 +3,14 @@
 // at creation and never stored, so reading the cluster never yields a usable key.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
+import { sha256Hex } from '../contract/routing.ts';
+import { MANAGEMENT_KEY_PREFIX } from '../domain/api-keys.ts';
 import { kubeClient } from '../kube/client.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { MANAGEMENT_KEY_LABEL } from '../kube/resources.ts';
-import { sha256Hex } from '../contract/routing.ts';
-import { MANAGEMENT_KEY_PREFIX } from '../domain/api-keys.ts';
 
-export { MANAGEMENT_KEY_LABEL };
 /** Lowercase hex SHA-256 of a bearer token (management key or gateway API key): the one digest helper of src/. */
-export { sha256Hex };
+export { MANAGEMENT_KEY_LABEL, sha256Hex };
 export const MANAGEMENT_KEY_SELECTOR = `${MANAGEMENT_KEY_LABEL}=true`;
 /** Data key of the Secret holding the lowercase hex SHA-256 of the key. */
 export const MANAGEMENT_KEY_HASH_FIELD = 'sha256';
@@ -31,7 +30,10 @@ export function generateManagementKey(): string {
 export function managementKeyHash(secret: V1Secret): string | null {
   if (secret.metadata?.labels?.[MANAGEMENT_KEY_LABEL] !== 'true') return null;
   const encoded = secret.data?.[MANAGEMENT_KEY_HASH_FIELD];
-  const hash = encoded !== undefined ? Buffer.from(encoded, 'base64').toString('utf8').trim() : secret.stringData?.[MANAGEMENT_KEY_HASH_FIELD]?.trim();
+  const hash =
+    encoded !== undefined
+      ? Buffer.from(encoded, 'base64').toString('utf8').trim()
+      : secret.stringData?.[MANAGEMENT_KEY_HASH_FIELD]?.trim();
   return hash !== undefined && /^[0-9a-f]{64}$/.test(hash) ? hash : null;
 }
 
@@ -69,7 +71,9 @@ export async function createManagementKey(
 ): Promise<{ key: string; secretName: string }> {
   const key = generateManagementKey();
   const name = opts.name ?? `byok-management-key-${randomBytes(4).toString('hex')}`;
-  await kubeClient(kubeConfig).request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`, { body: managementKeySecret(namespace, name, sha256Hex(key), opts.description) });
+  await kubeClient(kubeConfig).request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`, {
+    body: managementKeySecret(namespace, name, sha256Hex(key), opts.description),
+  });
   return { key, secretName: name };
 }
 

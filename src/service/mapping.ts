@@ -1,6 +1,7 @@
 // BYOKCredential (CRD, camelCase) → BYOKKey (REST, snake_case). Pure functions, unit-tested.
-import { publicId } from '../domain/ids.ts';
+
 import type { CredentialSettings } from '../domain/filters.ts';
+import { publicId } from '../domain/ids.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
 import { ConditionType, PendingReason } from '../schema/conditions.ts';
 import type { BYOKCredential, Condition } from '../schema/generated/types.ts';

@@ -67,7 +67,11 @@ export interface OrphanCollector {
 
 /** Sweeps every graceMs/2 (at most every 5 min), jittered so replicas spread out; only while `ready()`. */
 export function startOrphanCollector(
-  opts: Omit<OrphanSweepOptions, 'now'> & { ready: () => boolean; onResult: (r: OrphanSweepResult) => void; onError: (err: unknown) => void },
+  opts: Omit<OrphanSweepOptions, 'now'> & {
+    ready: () => boolean;
+    onResult: (r: OrphanSweepResult) => void;
+    onError: (err: unknown) => void;
+  },
 ): OrphanCollector {
   const grace = opts.graceMs ?? DEFAULT_ORPHAN_GRACE_MS;
   const period = Math.max(1000, Math.min(grace / 2, 5 * 60_000));

@@ -2,13 +2,13 @@
 // include our own observed writes, so a write is visible to the next read on this replica). Every credential's
 // REST form and its JSON text are computed once per resourceVersion, not per request.
 import type { V1Secret } from '@kubernetes/client-node';
-import { isApiKeyLive, normalizeKeyHash } from '../domain/api-keys.ts';
 import { keysNotHolding } from '../compiler/elect.ts';
+import { isApiKeyLive, normalizeKeyHash } from '../domain/api-keys.ts';
 import { publicId } from '../domain/ids.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { GroupedStore } from './grouped-store.ts';
 import { ManagementKeyIndex } from './management-keys.ts';
-import { compareKeys, credentialId, isManagedByApi, toByokKey, type BYOKKey } from './mapping.ts';
+import { type BYOKKey, compareKeys, credentialId, isManagedByApi, toByokKey } from './mapping.ts';
 
 export interface CredentialEntry {
   readonly obj: BYOKCredential;
@@ -46,8 +46,8 @@ export interface CredentialChange {
   obj: BYOKCredential;
 }
 
-const nsName = (o: { metadata?: { namespace?: string; name?: string } }) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
-
+const nsName = (o: { metadata?: { namespace?: string; name?: string } }) =>
+  [o.metadata?.namespace ?? '', o.metadata?.name ?? ''] as const;
 
 export class ApiState {
   readonly managementKeys = new ManagementKeyIndex();
@@ -85,7 +85,14 @@ export class ApiState {
     const old = bucket.byName.get(name);
     if (old) this.credentialsById.delete(old.key.id);
     const key = toByokKey(obj);
-    const entry: CredentialEntry = { obj, namespace: ns, name, key, json: JSON.stringify(key), managedByApi: isManagedByApi(obj) };
+    const entry: CredentialEntry = {
+      obj,
+      namespace: ns,
+      name,
+      key,
+      json: JSON.stringify(key),
+      managedByApi: isManagedByApi(obj),
+    };
     bucket.byName.set(name, entry);
     this.credentialsById.set(key.id, entry);
     bucket.sorted = undefined;
@@ -107,7 +114,10 @@ export class ApiState {
 
   /** Every credential of one account (all workspaces), or of every account, in list order. */
   allCredentials(namespace?: string): CredentialEntry[] {
-    const buckets = namespace === undefined ? [...this.credentials.values()] : [this.credentials.get(namespace)].filter((b) => b !== undefined);
+    const buckets =
+      namespace === undefined
+        ? [...this.credentials.values()]
+        : [this.credentials.get(namespace)].filter((b) => b !== undefined);
     const out: CredentialEntry[] = [];
     for (const b of buckets) {
       if (!b.sorted) b.sorted = [...b.byName.values()].sort((x, y) => compareKeys(x.key, y.key));
@@ -138,7 +148,13 @@ export class ApiState {
    * The encoded body of one list page, `{"data":[...],"total_count":n}`. Pages are cached until the next change
    * in the namespace, so a steady list load costs a map lookup, not serialisation.
    */
-  listPage(namespace: string, workspaceName: string, provider: string | undefined, offset: number, limit: number): Buffer {
+  listPage(
+    namespace: string,
+    workspaceName: string,
+    provider: string | undefined,
+    offset: number,
+    limit: number,
+  ): Buffer {
     const view = this.view(namespace, workspaceName, provider);
     if (!view) return Buffer.from('{"data":[],"total_count":0}');
     const pageKey = `${offset}:${limit}`;
@@ -258,7 +274,8 @@ export class ApiState {
     const keys = [...this.apiKeys.values(namespace)];
     const conflicting = keysNotHolding(keys, (h) => [...this.apiKeysByHash.values(h)]);
     const out = new Set<string>();
-    for (const k of keys) if (isApiKeyLive(k.spec, now) && !conflicting.has(k.metadata.name ?? '')) out.add(k.spec.hash);
+    for (const k of keys)
+      if (isApiKeyLive(k.spec, now) && !conflicting.has(k.metadata.name ?? '')) out.add(k.spec.hash);
     return out;
   }
 

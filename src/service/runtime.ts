@@ -6,16 +6,16 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { EgressAllowList } from '../domain/egress.ts';
 import { kubeClient } from '../kube/client.ts';
-import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../kube/informer.ts';
+import { createInformer, type SupervisedInformer, stripBulkyMetadata } from '../kube/informer.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
-import { kubeBackend, type Backend } from './backend.ts';
+import { type Backend, kubeBackend } from './backend.ts';
 import { REDACT_PATHS } from './limits.ts';
 import { MANAGEMENT_KEY_SELECTOR } from './management-keys.ts';
 import { startOrphanCollector } from './orphans.ts';
-import { ByokService } from './service.ts';
 import { ApiState } from './read-model.ts';
+import { ByokService } from './service.ts';
 
 export interface ServiceRuntimeOptions {
   kubeConfig: KubeAccess;
@@ -53,11 +53,29 @@ const CRD_PATH = (plural: string) => `/apis/${API_VERSION}/${plural}`;
 /** Informers feeding `state`; the credentials one is returned apart for read-your-writes. */
 function startInformers(opts: ServiceRuntimeOptions, logger: Logger, state: ApiState) {
   // Cached objects drop managedFields and kubectl's last-applied annotation: the API never reads them.
-  const common = { kubeConfig: opts.kubeConfig, logger, transform: stripBulkyMetadata, ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}) };
-  const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({ ...common, name: 'api-byokcredentials', path: CRD_PATH('byokcredentials') });
+  const common = {
+    kubeConfig: opts.kubeConfig,
+    logger,
+    transform: stripBulkyMetadata,
+    ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
+  };
+  const credentials: SupervisedInformer<BYOKCredential> = createInformer<BYOKCredential>({
+    ...common,
+    name: 'api-byokcredentials',
+    path: CRD_PATH('byokcredentials'),
+  });
   const workspaces = createInformer<Workspace>({ ...common, name: 'api-workspaces', path: CRD_PATH('workspaces') });
-  const apiKeys = createInformer<GatewayAPIKey>({ ...common, name: 'api-gatewayapikeys', path: CRD_PATH('gatewayapikeys') });
-  const mgmtKeys = createInformer<V1Secret>({ ...common, name: 'api-management-keys', path: '/api/v1/secrets', labelSelector: MANAGEMENT_KEY_SELECTOR });
+  const apiKeys = createInformer<GatewayAPIKey>({
+    ...common,
+    name: 'api-gatewayapikeys',
+    path: CRD_PATH('gatewayapikeys'),
+  });
+  const mgmtKeys = createInformer<V1Secret>({
+    ...common,
+    name: 'api-management-keys',
+    path: '/api/v1/secrets',
+    labelSelector: MANAGEMENT_KEY_SELECTOR,
+  });
   const accounts = createInformer<Account>({ ...common, name: 'api-accounts', path: CRD_PATH('accounts') });
 
   credentials.on('add', (o) => state.upsertCredential(o));
@@ -110,9 +128,14 @@ export function startServiceRuntime(opts: ServiceRuntimeOptions): ServiceRuntime
           ...(opts.watchNamespaces ? { namespaces: opts.watchNamespaces } : {}),
           ...(opts.orphanGraceMs !== undefined ? { graceMs: opts.orphanGraceMs } : {}),
           onResult: (r) => {
-            if (r.deleted.length > 0) logger.info({ deleted: r.deleted, scanned: r.scanned }, 'removed unreferenced key Secrets');
+            if (r.deleted.length > 0)
+              logger.info({ deleted: r.deleted, scanned: r.scanned }, 'removed unreferenced key Secrets');
           },
-          onError: (err) => logger.warn({ code: (err as { status?: number }).status, err: (err as Error).message }, 'orphan Secret sweep failed'),
+          onError: (err) =>
+            logger.warn(
+              { code: (err as { status?: number }).status, err: (err as Error).message },
+              'orphan Secret sweep failed',
+            ),
         });
   let closed: Promise<void> | undefined;
   return {

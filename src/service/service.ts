@@ -1,26 +1,32 @@
 // The five operations, independent of HTTP: reads from the read model, writes through the Backend, and every
 // write observed back into the read model before responding (read-your-writes).
-import type { EgressAllowList } from '../domain/egress.ts';
+
 import { randomBytes } from 'node:crypto';
+import type { V1Secret } from '@kubernetes/client-node';
 import { canonicalJson } from '../contract/canonical-json.ts';
 import { sha256Hex } from '../contract/routing.ts';
-import type { V1Secret } from '@kubernetes/client-node';
-import { resolveCredentialWrite, SPEC_FIELD_NAMES, type CredentialPatch, type CredentialSettings } from '../domain/filters.ts';
+import type { EgressAllowList } from '../domain/egress.ts';
+import {
+  type CredentialPatch,
+  type CredentialSettings,
+  resolveCredentialWrite,
+  SPEC_FIELD_NAMES,
+} from '../domain/filters.ts';
 import { maskLabel } from '../domain/label.ts';
-import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import type { ProviderSlug } from '../domain/providers.ts';
+import { DEFAULT_MAX_CREDENTIALS } from '../domain/quota.ts';
 import { KubeApiError } from '../kube/client.ts';
+import { CREDENTIAL_SECRET_LABEL } from '../kube/resources.ts';
 import { ApiErrorReason } from '../schema/conditions.ts';
 import type { BYOKCredential, BYOKCredentialSpec } from '../schema/generated/types.ts';
 import type { Backend } from './backend.ts';
 import { ApiError, badRequest, MESSAGES } from './errors.ts';
-import { CREDENTIAL_SECRET_LABEL } from '../kube/resources.ts';
 import {
+  type BYOKKey,
   LABEL_ANNOTATION,
   LABEL_SECRET_VERSION_ANNOTATION,
   MANAGED_BY_API,
   MANAGED_BY_LABEL,
-  type BYOKKey,
 } from './mapping.ts';
 import type { ApiState, CredentialEntry } from './read-model.ts';
 import { checkCreateBody, checkPayload, checkUpdateBody, isUuid, parseListQuery, violationsError } from './validate.ts';
@@ -60,7 +66,6 @@ const ROTATED_SECRET_DELETE_DELAY_MS = 5000;
 /** Seconds a client should wait after a 503 (backend unavailable). */
 export const RETRY_AFTER_SECONDS = 5;
 
-
 /** The six routing settings: REST wire name → CRD spec field (the domain's one mapping). */
 const SETTINGS = Object.entries(SPEC_FIELD_NAMES) as [keyof CredentialSettings, string][];
 
@@ -82,14 +87,23 @@ function pickPatch(body: Record<string, unknown>): CredentialPatch {
 }
 
 export const unavailable = (): ApiError =>
-  new ApiError(503, MESSAGES.backendUnavailable, { retry_after_seconds: RETRY_AFTER_SECONDS }, { 'retry-after': String(RETRY_AFTER_SECONDS) });
+  new ApiError(
+    503,
+    MESSAGES.backendUnavailable,
+    { retry_after_seconds: RETRY_AFTER_SECONDS },
+    { 'retry-after': String(RETRY_AFTER_SECONDS) },
+  );
 
 /** A transport failure or timeout talking to the apiserver (not an answer from it). */
 function isTransportError(err: unknown): boolean {
   // Duck-typed: socket errors may come from another realm (instanceof Error is not reliable there).
   if (typeof err !== 'object' || err === null || err instanceof KubeApiError || err instanceof ApiError) return false;
   const { code, message, name } = err as { code?: unknown; message?: unknown; name?: unknown };
-  return (typeof code === 'string' && /^(E[A-Z]+|UND_ERR.*|ABORT_ERR)$/.test(code)) || (typeof message === 'string' && / timed out after /.test(message)) || name === 'AbortError';
+  return (
+    (typeof code === 'string' && /^(E[A-Z]+|UND_ERR.*|ABORT_ERR)$/.test(code)) ||
+    (typeof message === 'string' && / timed out after /.test(message)) ||
+    name === 'AbortError'
+  );
 }
 
 /** Whether the apiserver may have applied a write whose answer we did not get (timeout, reset, 5xx). */
@@ -104,7 +118,8 @@ function fromKube(err: unknown): unknown {
   if (err.status === 404) return new ApiError(404, MESSAGES.notFound);
   if (err.status === 409) return new ApiError(409, MESSAGES.conflict);
   // The CRD's own validation (CEL, bounds) is the last line: its message names the spec field.
-  if (err.status === 422 || err.status === 400) return badRequest(`Rejected by the Kubernetes API: ${err.body?.message ?? 'invalid object'}`);
+  if (err.status === 422 || err.status === 400)
+    return badRequest(`Rejected by the Kubernetes API: ${err.body?.message ?? 'invalid object'}`);
   // etcd down, apiserver overloaded or shutting down: the client should retry.
   if (err.status === 429 || err.status >= 500) return unavailable();
   return err;
@@ -177,7 +192,8 @@ export class ByokService {
 
     let idem: Idempotency | undefined;
     if (opts.idempotencyKey !== undefined) {
-      if (!IDEMPOTENCY_KEY.test(opts.idempotencyKey)) throw badRequest(MESSAGES.badIdempotencyKey, { field: 'Idempotency-Key' });
+      if (!IDEMPOTENCY_KEY.test(opts.idempotencyKey))
+        throw badRequest(MESSAGES.badIdempotencyKey, { field: 'Idempotency-Key' });
       // The name is derived from the key, so two replicas racing on one retry meet at the apiserver: one
       // create wins and the other replays it. The fingerprint is salted with the key, which is not stored.
       idem = {
@@ -191,7 +207,12 @@ export class ByokService {
     const limit = this.d.state.credentialLimit(namespace) ?? this.d.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
     const count = this.d.state.credentialCount(namespace);
     if (count >= limit) {
-      throw new ApiError(403, MESSAGES.quotaExceeded, { reason: ApiErrorReason.QuotaExceeded, limit: 'maxCredentials', max_credentials: limit, credentials: count });
+      throw new ApiError(403, MESSAGES.quotaExceeded, {
+        reason: ApiErrorReason.QuotaExceeded,
+        limit: 'maxCredentials',
+        max_credentials: limit,
+        credentials: count,
+      });
     }
 
     let workspace: string | undefined;
@@ -231,10 +252,17 @@ export class ByokService {
     const created = Date.parse(String(entry.obj.metadata.creationTimestamp ?? ''));
     const window = this.d.idempotencyWindowMs ?? IDEMPOTENCY_WINDOW_MS;
     if (stored === undefined || stored !== idem.fingerprint) {
-      throw new ApiError(422, MESSAGES.idempotencyMismatch, { field: 'Idempotency-Key', reason: ApiErrorReason.IdempotencyKeyReused });
+      throw new ApiError(422, MESSAGES.idempotencyMismatch, {
+        field: 'Idempotency-Key',
+        reason: ApiErrorReason.IdempotencyKeyReused,
+      });
     }
     if (!Number.isNaN(created) && Date.now() - created > window) {
-      throw new ApiError(422, MESSAGES.idempotencyExpired, { field: 'Idempotency-Key', reason: ApiErrorReason.IdempotencyKeyExpired, window_seconds: Math.round(window / 1000) });
+      throw new ApiError(422, MESSAGES.idempotencyExpired, {
+        field: 'Idempotency-Key',
+        reason: ApiErrorReason.IdempotencyKeyExpired,
+        window_seconds: Math.round(window / 1000),
+      });
     }
     return entry;
   }
@@ -288,7 +316,8 @@ export class ByokService {
       });
     } catch (err) {
       // When the create may have happened (timeout), the Secret may be referenced: the orphan collector decides later.
-      if (!outcomeUnknown(err)) await this.dropSecret(namespace, secretName, 'could not remove the Secret of a failed create');
+      if (!outcomeUnknown(err))
+        await this.dropSecret(namespace, secretName, 'could not remove the Secret of a failed create');
       if (idem && err instanceof KubeApiError && err.status === 409) {
         // Another request with the same Idempotency-Key (on this or another replica) created it first.
         const winner = await this.d.backend.getCredential(namespace, idem.name).catch((e: unknown) => {
@@ -328,13 +357,20 @@ export class ByokService {
     }
   }
 
-  private async updateOnce(namespace: string, entry: CredentialEntry, body: ReturnType<typeof checkUpdateBody>): Promise<CredentialEntry> {
+  private async updateOnce(
+    namespace: string,
+    entry: CredentialEntry,
+    body: ReturnType<typeof checkUpdateBody>,
+  ): Promise<CredentialEntry> {
     this.guard(entry);
     const current = entry.key;
     if (body.provider !== undefined && body.provider !== current.provider) {
       throw badRequest('provider cannot be changed: create a new credential instead', { field: 'provider' });
     }
-    if (body.workspace_id !== undefined && (body.workspace_id === null ? null : body.workspace_id.toLowerCase()) !== current.workspace_id) {
+    if (
+      body.workspace_id !== undefined &&
+      (body.workspace_id === null ? null : body.workspace_id.toLowerCase()) !== current.workspace_id
+    ) {
       throw badRequest('workspace_id cannot be changed: create a new credential instead', { field: 'workspace_id' });
     }
     // Echoing the masked label back (a client that round-trips what it read) must never become the secret.
@@ -375,14 +411,18 @@ export class ByokService {
 
     if (Object.keys(spec).length === 0 && Object.keys(annotations).length === 0) return entry;
     const patch = {
-      metadata: { resourceVersion: entry.obj.metadata.resourceVersion, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+      metadata: {
+        resourceVersion: entry.obj.metadata.resourceVersion,
+        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+      },
       ...(Object.keys(spec).length > 0 ? { spec } : {}),
     };
     let updated: BYOKCredential;
     try {
       updated = await this.d.backend.patchCredential(namespace, entry.name, patch);
     } catch (err) {
-      if (newSecret !== undefined && !outcomeUnknown(err)) await this.dropSecret(namespace, newSecret, 'could not remove the Secret of a refused rotation');
+      if (newSecret !== undefined && !outcomeUnknown(err))
+        await this.dropSecret(namespace, newSecret, 'could not remove the Secret of a refused rotation');
       throw err;
     }
     this.d.observe(updated);
@@ -394,7 +434,10 @@ export class ByokService {
       // A crash in between leaves it to the orphan collector.
       const old = entry.obj.spec.secretRef.name;
       if (entry.managedByApi && old !== newSecret) {
-        setTimeout(() => void this.dropSecret(namespace, old, 'could not remove the Secret of a rotated key'), this.d.rotatedSecretDeleteDelayMs ?? ROTATED_SECRET_DELETE_DELAY_MS).unref();
+        setTimeout(
+          () => void this.dropSecret(namespace, old, 'could not remove the Secret of a rotated key'),
+          this.d.rotatedSecretDeleteDelayMs ?? ROTATED_SECRET_DELETE_DELAY_MS,
+        ).unref();
       }
     }
     return this.entryAfterWrite(updated);
@@ -406,7 +449,11 @@ export class ByokService {
         apiVersion: 'v1',
         kind: 'Secret',
         type: 'Opaque',
-        metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY_API, [CREDENTIAL_SECRET_LABEL]: 'true' } },
+        metadata: {
+          name,
+          namespace,
+          labels: { [MANAGED_BY_LABEL]: MANAGED_BY_API, [CREDENTIAL_SECRET_LABEL]: 'true' },
+        },
         data: { [SECRET_DATA_KEY]: Buffer.from(key, 'utf8').toString('base64') },
       });
     } catch (err) {
@@ -417,7 +464,8 @@ export class ByokService {
   /** Best-effort delete that never throws; what it misses, the orphan collector removes. */
   private dropSecret(namespace: string, name: string, problem: string): Promise<void> {
     return this.d.backend.deleteSecret(namespace, name).catch((err: unknown) => {
-      if (!(err instanceof KubeApiError && err.status === 404)) this.d.warn(problem, { namespace, secret: name, code: (err as { status?: number }).status });
+      if (!(err instanceof KubeApiError && err.status === 404))
+        this.d.warn(problem, { namespace, secret: name, code: (err as { status?: number }).status });
     });
   }
 
@@ -447,14 +495,21 @@ export class ByokService {
     if (entry.managedByApi) {
       await this.d.backend.deleteSecret(namespace, entry.obj.spec.secretRef.name).catch((err: unknown) => {
         if (!(err instanceof KubeApiError && err.status === 404)) {
-          this.d.warn('credential deleted but its Secret could not be', { namespace, secret: entry.obj.spec.secretRef.name, code: (err as { status?: number }).status });
+          this.d.warn('credential deleted but its Secret could not be', {
+            namespace,
+            secret: entry.obj.spec.secretRef.name,
+            code: (err as { status?: number }).status,
+          });
         }
       });
     }
   }
 
   private guard(entry: CredentialEntry): void {
-    if (this.d.gitopsGuard && !entry.managedByApi) throw new ApiError(409, MESSAGES.gitManaged, { managed_by: entry.obj.metadata.labels?.[MANAGED_BY_LABEL] ?? null });
+    if (this.d.gitopsGuard && !entry.managedByApi)
+      throw new ApiError(409, MESSAGES.gitManaged, {
+        managed_by: entry.obj.metadata.labels?.[MANAGED_BY_LABEL] ?? null,
+      });
   }
 
   private entryAfterWrite(obj: BYOKCredential): CredentialEntry {
@@ -475,9 +530,25 @@ export class ByokService {
     if (!uid) return;
     this.d.backend
       .patchSecret(namespace, secretName, {
-        metadata: { ownerReferences: [{ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', name: owner.metadata.name, uid, blockOwnerDeletion: false }] },
+        metadata: {
+          ownerReferences: [
+            {
+              apiVersion: 'byok.gateway.dev/v1alpha1',
+              kind: 'BYOKCredential',
+              name: owner.metadata.name,
+              uid,
+              blockOwnerDeletion: false,
+            },
+          ],
+        },
       })
-      .catch((err: unknown) => this.d.warn('could not set the owner reference of a credential Secret', { namespace, secret: secretName, code: (err as { status?: number }).status }));
+      .catch((err: unknown) =>
+        this.d.warn('could not set the owner reference of a credential Secret', {
+          namespace,
+          secret: secretName,
+          code: (err as { status?: number }).status,
+        }),
+      );
   }
 }
 

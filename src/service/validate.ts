@@ -1,18 +1,29 @@
 // Request validation: structural checks (types, enums, unknown fields) with ajv, then the domain rules.
 // Messages name the field and are built from the schema and fixed text, never from the submitted values
 // (ajv runs with verbose off), so a secret sent in the wrong place is never echoed.
-import { NO_EGRESS_EXCEPTIONS, type EgressAllowList } from '../domain/egress.ts';
+
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { type EgressAllowList, NO_EGRESS_EXCEPTIONS } from '../domain/egress.ts';
 import { describePayloadIssues, VIOLATIONS, type Violation } from '../domain/errors.ts';
-import { validatePayload } from '../domain/payloads.ts';
 import { closestName, didYouMean, modelSlugHint } from '../domain/hints.ts';
+import { validatePayload } from '../domain/payloads.ts';
 import { isProviderSlug, PROVIDER_SLUGS, type ProviderSlug } from '../domain/providers.ts';
 import { bytesIssue, textIssue } from '../domain/text.ts';
 import { ApiError, badRequest } from './errors.ts';
-import { createRequestSchema, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, structural, updateRequestSchema, type JsonSchema } from './key-schema.ts';
+import {
+  createRequestSchema,
+  type JsonSchema,
+  LIST_LIMIT_DEFAULT,
+  LIST_LIMIT_MAX,
+  structural,
+  updateRequestSchema,
+} from './key-schema.ts';
 
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020, formats: string[]) => Ajv2020;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
+  ajv: Ajv2020,
+  formats: string[],
+) => Ajv2020;
 
 const ajv = new Ajv2020({ allErrors: true, verbose: false, strict: false });
 addFormats(ajv, ['uuid', 'date-time']);
@@ -38,29 +49,37 @@ export type CreateBody = {
   allowed_user_ids?: unknown;
 };
 
-export type UpdateBody = Partial<Omit<CreateBody, 'provider' | 'key'>> & { provider?: ProviderSlug; key?: string; sort_order?: number };
+export type UpdateBody = Partial<Omit<CreateBody, 'provider' | 'key'>> & {
+  provider?: ProviderSlug;
+  key?: string;
+  sort_order?: number;
+};
 
 /** `/allowed_models/3` → `allowed_models[3]`. */
 function fieldOf(e: ErrorObject): string {
   const parts = e.instancePath.split('/').slice(1);
   let out = '';
   for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
-  if (e.keyword === 'required') return out === '' ? String(e.params.missingProperty) : `${out}.${String(e.params.missingProperty)}`;
-  if (e.keyword === 'additionalProperties') return out === '' ? String(e.params.additionalProperty) : `${out}.${String(e.params.additionalProperty)}`;
+  if (e.keyword === 'required')
+    return out === '' ? String(e.params.missingProperty) : `${out}.${String(e.params.missingProperty)}`;
+  if (e.keyword === 'additionalProperties')
+    return out === '' ? String(e.params.additionalProperty) : `${out}.${String(e.params.additionalProperty)}`;
   return out;
 }
 
 /** The value at an ajv instancePath (`/allowed_models/3`), or undefined. */
 function valueAt(body: unknown, instancePath: string): unknown {
   let v = body;
-  for (const p of instancePath.split('/').slice(1)) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[p] : undefined;
+  for (const p of instancePath.split('/').slice(1))
+    v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[p] : undefined;
   return v;
 }
 
 /** The property names of the schema object at an ajv instancePath (request bodies nest no deeper than one object). */
 function knownFields(schema: JsonSchema, instancePath: string): string[] {
   let node: JsonSchema | undefined = schema;
-  for (const p of instancePath.split('/').slice(1)) node = (node?.properties as Record<string, JsonSchema> | undefined)?.[p] ?? (node?.items as JsonSchema | undefined);
+  for (const p of instancePath.split('/').slice(1))
+    node = (node?.properties as Record<string, JsonSchema> | undefined)?.[p] ?? (node?.items as JsonSchema | undefined);
   return Object.keys((node?.properties as Record<string, JsonSchema> | undefined) ?? {});
 }
 
@@ -99,7 +118,9 @@ function structuralCheck(validate: ValidateFunction & { schema: JsonSchema }, bo
   }
   if (validate(body)) return;
   // Report unknown fields first (the most common mistake), then the rest, at most 10.
-  const errs = [...(validate.errors ?? [])].sort((a, b) => Number(b.keyword === 'additionalProperties') - Number(a.keyword === 'additionalProperties'));
+  const errs = [...(validate.errors ?? [])].sort(
+    (a, b) => Number(b.keyword === 'additionalProperties') - Number(a.keyword === 'additionalProperties'),
+  );
   const seen = new Set<string>();
   const problems: { field: string; message: string }[] = [];
   for (const e of errs) {
@@ -132,7 +153,8 @@ export function checkUpdateBody(body: unknown): UpdateBody {
 function* strings(value: unknown, path: string): Generator<[string, string]> {
   if (typeof value === 'string') yield [path, value];
   else if (Array.isArray(value)) for (let i = 0; i < value.length; i++) yield* strings(value[i], `${path}[${i}]`);
-  else if (typeof value === 'object' && value !== null) for (const [k, v] of Object.entries(value)) yield* strings(v, path === '' ? k : `${path}.${k}`);
+  else if (typeof value === 'object' && value !== null)
+    for (const [k, v] of Object.entries(value)) yield* strings(v, path === '' ? k : `${path}.${k}`);
 }
 
 /**
@@ -169,10 +191,17 @@ export function invalidUtf8Error(bytes: Uint8Array): ApiError | null {
 }
 
 /** The provider payload per spec 2.4; a 400 names the offending part of `key` without quoting it. */
-export function checkPayload(provider: ProviderSlug, key: string, egress: EgressAllowList = NO_EGRESS_EXCEPTIONS): void {
+export function checkPayload(
+  provider: ProviderSlug,
+  key: string,
+  egress: EgressAllowList = NO_EGRESS_EXCEPTIONS,
+): void {
   const result = validatePayload(provider, key, { egress });
   if (!result.ok) {
-    throw badRequest(describePayloadIssues(result.errors), { field: 'key', errors: result.errors.map((i) => ({ field: i.field, message: i.message })) });
+    throw badRequest(describePayloadIssues(result.errors), {
+      field: 'key',
+      errors: result.errors.map((i) => ({ field: i.field, message: i.message })),
+    });
   }
 }
 
@@ -229,9 +258,14 @@ export function parseListQuery(query: unknown): ListQuery {
   const offset = integer(q, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
   const limit = integer(q, 'limit', LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX);
   const workspaceId = single(q, 'workspace_id');
-  if (workspaceId !== undefined && !isUuid(workspaceId)) throw badRequest('workspace_id must be a uuid', { field: 'workspace_id' });
+  if (workspaceId !== undefined && !isUuid(workspaceId))
+    throw badRequest('workspace_id must be a uuid', { field: 'workspace_id' });
   const provider = single(q, 'provider');
-  if (provider !== undefined && !isProviderSlug(provider)) throw badRequest(`provider must be one of the BYOK provider slugs${didYouMean(closestName(provider, PROVIDER_SLUGS))}`, { field: 'provider' });
+  if (provider !== undefined && !isProviderSlug(provider))
+    throw badRequest(
+      `provider must be one of the BYOK provider slugs${didYouMean(closestName(provider, PROVIDER_SLUGS))}`,
+      { field: 'provider' },
+    );
   return { offset, limit, workspaceId: workspaceId?.toLowerCase(), provider: provider as ProviderSlug | undefined };
 }
 

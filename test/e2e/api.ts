@@ -6,13 +6,22 @@ import { parse } from 'yaml';
 
 export interface ApiObject {
   metadata: { name: string; namespace?: string; generation?: number; resourceVersion?: string };
-  status?: { observedGeneration?: number; conditions?: { type: string; status: string; observedGeneration?: number; reason?: string; message?: string }[] };
+  status?: {
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; observedGeneration?: number; reason?: string; message?: string }[];
+  };
 }
 
 export interface Api {
   call<T = ApiObject>(method: string, path: string, body?: unknown, contentType?: string): Promise<T>;
   /** Resolves with the first object (and when it arrived) for which `done` holds, watching from `resourceVersion`. */
-  watchUntil(listPath: string, name: string, resourceVersion: string, done: (o: ApiObject) => boolean, timeoutMs: number): Promise<{ object: ApiObject; at: number }>;
+  watchUntil(
+    listPath: string,
+    name: string,
+    resourceVersion: string,
+    done: (o: ApiObject) => boolean,
+    timeoutMs: number,
+  ): Promise<{ object: ApiObject; at: number }>;
 }
 
 interface Kubeconfig {
@@ -24,26 +33,48 @@ export function adminApi(kubeconfigPath: string): Api {
   const kc = parse(readFileSync(kubeconfigPath, 'utf8')) as Kubeconfig;
   const b64 = (s: string) => Buffer.from(s, 'base64');
   const server = new URL(kc.clusters[0]!.cluster.server);
-  const agent = new Agent({ keepAlive: true, ca: b64(kc.clusters[0]!.cluster['certificate-authority-data']), cert: b64(kc.users[0]!.user['client-certificate-data']), key: b64(kc.users[0]!.user['client-key-data']) });
-  const opts = (method: string, path: string, headers: Record<string, string>) => ({ agent, method, host: server.hostname, port: server.port, path, headers });
+  const agent = new Agent({
+    keepAlive: true,
+    ca: b64(kc.clusters[0]!.cluster['certificate-authority-data']),
+    cert: b64(kc.users[0]!.user['client-certificate-data']),
+    key: b64(kc.users[0]!.user['client-key-data']),
+  });
+  const opts = (method: string, path: string, headers: Record<string, string>) => ({
+    agent,
+    method,
+    host: server.hostname,
+    port: server.port,
+    path,
+    headers,
+  });
 
   const call = <T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> =>
     new Promise((resolve, reject) => {
       const payload = body === undefined ? undefined : JSON.stringify(body);
-      const req = request(opts(method, path, { accept: 'application/json', ...(payload ? { 'content-type': contentType } : {}) }), (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          if ((res.statusCode ?? 0) >= 300) return reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
-          resolve(JSON.parse(text) as T);
-        });
-      });
+      const req = request(
+        opts(method, path, { accept: 'application/json', ...(payload ? { 'content-type': contentType } : {}) }),
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            if ((res.statusCode ?? 0) >= 300)
+              return reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
+            resolve(JSON.parse(text) as T);
+          });
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });
 
-  const watchUntil = (listPath: string, name: string, resourceVersion: string, done: (o: ApiObject) => boolean, timeoutMs: number) =>
+  const watchUntil = (
+    listPath: string,
+    name: string,
+    resourceVersion: string,
+    done: (o: ApiObject) => boolean,
+    timeoutMs: number,
+  ) =>
     new Promise<{ object: ApiObject; at: number }>((resolve, reject) => {
       const query = `?watch=true&allowWatchBookmarks=false&resourceVersion=${resourceVersion}&fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}&timeoutSeconds=${Math.ceil(timeoutMs / 1000)}`;
       let last: ApiObject | undefined;
@@ -65,7 +96,13 @@ export function adminApi(kubeconfigPath: string): Api {
             }
           }
         });
-        res.on('end', () => reject(new Error(`watch ${listPath}/${name}: not within ${timeoutMs / 1000} s; last conditions ${JSON.stringify(last?.status?.conditions ?? [])}`)));
+        res.on('end', () =>
+          reject(
+            new Error(
+              `watch ${listPath}/${name}: not within ${timeoutMs / 1000} s; last conditions ${JSON.stringify(last?.status?.conditions ?? [])}`,
+            ),
+          ),
+        );
       });
       req.on('error', (e) => reject(e));
       req.end();

@@ -1,5 +1,5 @@
 // The e2e's checks: each prints one line (ok or FAIL, with what it saw) and is counted for the closing line.
-import { sleep, until as pollUntil } from '../support/until.ts';
+import { until as pollUntil, sleep } from '../support/until.ts';
 
 export { sleep };
 export const log = (line: string) => process.stderr.write(`[e2e] ${line}\n`);
@@ -22,10 +22,14 @@ export async function check(name: string, fn: () => Promise<string>): Promise<bo
 
 /** The kit's one `until`, every 500 ms, for checks whose answer may legitimately be a falsy value. */
 export async function until<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const found = await pollUntil(what, async () => {
-    const v = await fn();
-    return v === undefined ? undefined : { v };
-  }, timeoutMs, 500);
+  const found = await pollUntil(
+    what,
+    async () => {
+      const v = await fn();
+      return v === undefined ? undefined : { v };
+    },
+    timeoutMs,
+    500,
+  );
   return found.v;
 }
-

@@ -1,6 +1,6 @@
 // What delivery costs: the kube-apiserver's requests, read from its audit log (one JSON line per request stage,
 // metadata only), and the operator process's CPU time and memory, read from /proc on the node.
-import { closeSync, openSync, readFileSync, readSync, readdirSync, statSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 
 interface AuditEvent {
   auditID: string;
@@ -39,7 +39,11 @@ export class AuditLog {
     } finally {
       closeSync(fd);
     }
-    return buf.toString('utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as AuditEvent);
+    return buf
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as AuditEvent);
   }
 
   /** Distinct requests between two marks, by user. */

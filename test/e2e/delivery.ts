@@ -3,10 +3,9 @@
 // (Delivered=True → the statuses of its first calls). Timings are figures, never pass/fail; what is asserted is the
 // outcome: every request answered 200, and every request sent after Delivered carries the new key.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Upstreams } from '../support/upstreams.ts';
-import { conditionTrueFor, type Api } from './api.ts';
 import { sleep } from '../support/until.ts';
-
+import type { Upstreams } from '../support/upstreams.ts';
+import { type Api, conditionTrueFor } from './api.ts';
 
 export interface RotationFigure {
   toDeliveredSeconds: number;
@@ -90,38 +89,85 @@ export interface RotationTarget {
  * Delivered=True for that generation, then the old Secret deleted. Waits until the new key was seen upstream and
  * a second more of traffic, then checks that nothing sent after Delivered used the old key.
  */
-export async function rotate(target: RotationTarget, load: Load, label: string, timeoutMs: number): Promise<RotationFigure & { secret: string; checked: number }> {
+export async function rotate(
+  target: RotationTarget,
+  load: Load,
+  label: string,
+  timeoutMs: number,
+): Promise<RotationFigure & { secret: string; checked: number }> {
   const { api, namespace, credential } = target;
   const secret = `${credential}-${label}`;
   const key = `sk-e2e-${label}-${randomBytes(8).toString('hex')}`;
-  await api.call('POST', `/api/v1/namespaces/${namespace}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret }, stringData: { key } });
+  await api.call('POST', `/api/v1/namespaces/${namespace}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: secret },
+    stringData: { key },
+  });
   let newKeyAt: number | undefined;
   load.expect(key, (at) => (newKeyAt = at));
   const credentials = `/apis/byok.gateway.dev/v1alpha1/namespaces/${namespace}/byokcredentials`;
   const t0 = Date.now();
-  const patched = await api.call('PATCH', `${credentials}/${credential}`, { spec: { secretRef: { name: secret } } }, 'application/merge-patch+json');
+  const patched = await api.call(
+    'PATCH',
+    `${credentials}/${credential}`,
+    { spec: { secretRef: { name: secret } } },
+    'application/merge-patch+json',
+  );
   const generation = patched.metadata.generation ?? 0;
-  const delivered = await api.watchUntil(credentials, credential, patched.metadata.resourceVersion ?? '0', (o) => conditionTrueFor(o, 'Delivered', generation), timeoutMs);
+  const delivered = await api.watchUntil(
+    credentials,
+    credential,
+    patched.metadata.resourceVersion ?? '0',
+    (o) => conditionTrueFor(o, 'Delivered', generation),
+    timeoutMs,
+  );
   const deadline = Date.now() + timeoutMs;
   while (newKeyAt === undefined && Date.now() < deadline) await sleep(50);
-  if (newKeyAt === undefined) throw new Error(`rotation ${label}: Delivered after ${delivered.at - t0} ms, but no upstream request carried the new key`);
+  if (newKeyAt === undefined)
+    throw new Error(
+      `rotation ${label}: Delivered after ${delivered.at - t0} ms, but no upstream request carried the new key`,
+    );
   await sleep(1000);
   const { checked, stale } = load.staleAfter(delivered.at, key);
-  if (stale > 0) throw new Error(`rotation ${label}: ${stale} of ${checked} requests sent after Delivered still carried the old key`);
+  if (stale > 0)
+    throw new Error(
+      `rotation ${label}: ${stale} of ${checked} requests sent after Delivered still carried the old key`,
+    );
   await api.call('DELETE', `/api/v1/namespaces/${namespace}/secrets/${target.currentSecret}`);
   target.currentSecret = secret;
   return { toDeliveredSeconds: (delivered.at - t0) / 1000, toNewKeySeconds: (newKeyAt - t0) / 1000, secret, checked };
 }
 
 /** A new GatewayAPIKey: created, Delivered=True, then `calls` calls at once with it. Returns their statuses. */
-export async function newGatewayKey(api: Api, namespace: string, name: string, chat: Chat, calls: number, timeoutMs: number): Promise<{ toDeliveredSeconds: number; statuses: number[] }> {
+export async function newGatewayKey(
+  api: Api,
+  namespace: string,
+  name: string,
+  chat: Chat,
+  calls: number,
+  timeoutMs: number,
+): Promise<{ toDeliveredSeconds: number; statuses: number[] }> {
   const secret = `sk-e2e-gateway-${randomBytes(12).toString('hex')}`;
   const hash = createHash('sha256').update(secret).digest('hex');
   const keys = `/apis/byok.gateway.dev/v1alpha1/namespaces/${namespace}/gatewayapikeys`;
   const t0 = Date.now();
-  const created = await api.call('POST', keys, { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name }, spec: { hash } });
-  const delivered = await api.watchUntil(keys, name, created.metadata.resourceVersion ?? '0', (o) => conditionTrueFor(o, 'Delivered', created.metadata.generation ?? 1), timeoutMs);
-  const statuses = await Promise.all(Array.from({ length: calls }, (_, i) => chat(secret, `e2e-new-key-${name}-${i}`).catch(() => 0)));
+  const created = await api.call('POST', keys, {
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'GatewayAPIKey',
+    metadata: { name },
+    spec: { hash },
+  });
+  const delivered = await api.watchUntil(
+    keys,
+    name,
+    created.metadata.resourceVersion ?? '0',
+    (o) => conditionTrueFor(o, 'Delivered', created.metadata.generation ?? 1),
+    timeoutMs,
+  );
+  const statuses = await Promise.all(
+    Array.from({ length: calls }, (_, i) => chat(secret, `e2e-new-key-${name}-${i}`).catch(() => 0)),
+  );
   return { toDeliveredSeconds: (delivered.at - t0) / 1000, statuses };
 }
 

@@ -29,7 +29,12 @@ function parseQuestion(msg: Buffer): Question | undefined {
     const len = msg[at]!;
     if (len === 0) break;
     if (len > 63 || at + 1 + len > msg.length) return undefined;
-    labels.push(msg.subarray(at + 1, at + 1 + len).toString('latin1').toLowerCase());
+    labels.push(
+      msg
+        .subarray(at + 1, at + 1 + len)
+        .toString('latin1')
+        .toLowerCase(),
+    );
     at += 1 + len;
   }
   if (at + 5 > msg.length) return undefined;
@@ -56,7 +61,10 @@ function answer(query: Buffer, q: Question, ip: string | undefined, nxdomain: bo
 }
 
 /** `clusterIpOf(name, namespace)`: the Service's ClusterIP, or undefined when there is no such Service. */
-export async function startClusterDns(address: string, clusterIpOf: (name: string, namespace: string) => Promise<string | undefined>): Promise<ClusterDns> {
+export async function startClusterDns(
+  address: string,
+  clusterIpOf: (name: string, namespace: string) => Promise<string | undefined>,
+): Promise<ClusterDns> {
   const socket: Socket = createSocket('udp4');
   const asked: string[] = [];
   socket.on('message', (msg, from) => {
@@ -64,7 +72,8 @@ export async function startClusterDns(address: string, clusterIpOf: (name: strin
     if (!q) return;
     asked.push(q.name);
     const service = SERVICE_NAME.exec(q.name);
-    const reply = (ip: string | undefined, nxdomain: boolean) => socket.send(answer(msg, q, ip, nxdomain), from.port, from.address);
+    const reply = (ip: string | undefined, nxdomain: boolean) =>
+      socket.send(answer(msg, q, ip, nxdomain), from.port, from.address);
     if (!service) return reply(undefined, true);
     void clusterIpOf(service[1]!, service[2]!).then(
       (ip) => reply(ip && q.type === TYPE_A ? ip : undefined, ip === undefined),

@@ -6,10 +6,10 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { ProcessSet, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { type ControlPlane, ProcessSet } from '../../src/controlplane/control-plane.ts';
 import { freePort } from '../../src/controlplane/ports.ts';
-import { kubeRouterArgs } from './netpol.ts';
 import { sleep } from '../support/until.ts';
+import { kubeRouterArgs } from './netpol.ts';
 
 export const BRIDGE = 'byok-e2e0';
 export const BRIDGE_ADDRESS = '10.250.0.1';
@@ -18,7 +18,12 @@ export const NODE_NAME = 'byok-e2e';
 export const PAUSE_IMAGE = 'localhost/byok-pause:e2e';
 export const SERVICE_CIDR = '10.96.0.0/24';
 
-const sh = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], ...(input !== undefined ? { input } : {}) });
+const sh = (cmd: string, args: string[], input?: string) =>
+  execFileSync(cmd, args, {
+    encoding: 'utf8',
+    stdio: ['pipe', 'pipe', 'pipe'],
+    ...(input !== undefined ? { input } : {}),
+  });
 const quiet = (cmd: string, args: string[]) => {
   try {
     return sh(cmd, args);
@@ -51,10 +56,15 @@ export function removeKubeRouterRules(): void {
   for (const rule of rules.filter((r) => /^-A (INPUT|FORWARD|OUTPUT) .*kube-router netpol/.test(r))) {
     quiet('sh', ['-c', `iptables -t filter ${rule.replace(/^-A /, '-D ')}`]);
   }
-  const chains = rules.map((r) => /^:(KUBE-ROUTER-\S+|KUBE-POD-FW-\S+|KUBE-NWPLCY-\S+)/.exec(r)?.[1]).filter((c): c is string => !!c);
+  const chains = rules
+    .map((r) => /^:(KUBE-ROUTER-\S+|KUBE-POD-FW-\S+|KUBE-NWPLCY-\S+)/.exec(r)?.[1])
+    .filter((c): c is string => !!c);
   for (const chain of chains) quiet('iptables', ['-t', 'filter', '-F', chain]);
   for (const chain of chains) quiet('iptables', ['-t', 'filter', '-X', chain]);
-  for (const set of quiet('ipset', ['list', '-n']).split('\n').filter((n) => /^(KUBE-DST-|KUBE-SRC-|kube-router-)/.test(n))) quiet('ipset', ['destroy', set]);
+  for (const set of quiet('ipset', ['list', '-n'])
+    .split('\n')
+    .filter((n) => /^(KUBE-DST-|KUBE-SRC-|kube-router-)/.test(n)))
+    quiet('ipset', ['destroy', set]);
 }
 
 export interface RunningNode {
@@ -66,9 +76,15 @@ export interface RunningNode {
   stop(): Promise<void>;
 }
 
-
 /** `netpolBin`: the directory holding kube-router (hack/netpol/build.sh), which enforces NetworkPolicies on the node. */
-export async function startNode(opts: { nodeBin: string; netpolBin: string; cp: ControlPlane; dir: string; images: string[]; log: (l: string) => void }): Promise<RunningNode> {
+export async function startNode(opts: {
+  nodeBin: string;
+  netpolBin: string;
+  cp: ControlPlane;
+  dir: string;
+  images: string[];
+  log: (l: string) => void;
+}): Promise<RunningNode> {
   const { nodeBin, cp, dir, log } = opts;
   mkdirSync(dir, { recursive: true });
   // The kubelet and containerd get 10 s to stop their pods and tasks before SIGKILL.
@@ -79,31 +95,49 @@ export async function startNode(opts: { nodeBin: string; netpolBin: string; cp: 
 
   // ---- containerd ----
   mkdirSync(path('cni'), { recursive: true });
-  writeFileSync(path('containerd.toml'), [
-    'version = 2',
-    `root = "${path('containerd', 'root')}"`,
-    `state = "${path('containerd', 'state')}"`,
-    '[grpc]',
-    `  address = "${socket}"`,
-    '[plugins."io.containerd.grpc.v1.cri"]',
-    `  sandbox_image = "${PAUSE_IMAGE}"`,
-    // The sandbox asks for a negative oom_score_adj, which needs CAP_SYS_RESOURCE (root here lacks it).
-    '  restrict_oom_score_adj = true',
-    '  [plugins."io.containerd.grpc.v1.cri".cni]',
-    '    bin_dir = "/usr/lib/cni"',
-    `    conf_dir = "${path('cni')}"`,
-    '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
-    '    runtime_type = "io.containerd.runc.v2"',
-    '',
-  ].join('\n'));
-  writeFileSync(path('cni', '10-byok-e2e.conflist'), JSON.stringify({
-    cniVersion: '1.0.0',
-    name: 'byok-e2e',
-    plugins: [
-      { type: 'bridge', bridge: BRIDGE, isGateway: true, isDefaultGateway: true, ipMasq: false, hairpinMode: true, ipam: { type: 'host-local', ranges: [[{ subnet: POD_CIDR, gateway: BRIDGE_ADDRESS }]], dataDir: path('cni-ipam') } },
-      { type: 'portmap', capabilities: { portMappings: true } },
-    ],
-  }));
+  writeFileSync(
+    path('containerd.toml'),
+    [
+      'version = 2',
+      `root = "${path('containerd', 'root')}"`,
+      `state = "${path('containerd', 'state')}"`,
+      '[grpc]',
+      `  address = "${socket}"`,
+      '[plugins."io.containerd.grpc.v1.cri"]',
+      `  sandbox_image = "${PAUSE_IMAGE}"`,
+      // The sandbox asks for a negative oom_score_adj, which needs CAP_SYS_RESOURCE (root here lacks it).
+      '  restrict_oom_score_adj = true',
+      '  [plugins."io.containerd.grpc.v1.cri".cni]',
+      '    bin_dir = "/usr/lib/cni"',
+      `    conf_dir = "${path('cni')}"`,
+      '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+      '    runtime_type = "io.containerd.runc.v2"',
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(
+    path('cni', '10-byok-e2e.conflist'),
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'byok-e2e',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: BRIDGE,
+          isGateway: true,
+          isDefaultGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: POD_CIDR, gateway: BRIDGE_ADDRESS }]],
+            dataDir: path('cni-ipam'),
+          },
+        },
+        { type: 'portmap', capabilities: { portMappings: true } },
+      ],
+    }),
+  );
   log('starting containerd');
   procs.start('containerd', 'containerd', ['--config', path('containerd.toml')]);
   for (let i = 0; i < 100 && !existsSync(socket); i++) await sleep(100);
@@ -117,71 +151,107 @@ export async function startNode(opts: { nodeBin: string; netpolBin: string; cp: 
   const kubeconfig = cp.kubeconfigPath;
   log('starting kube-controller-manager, kube-scheduler and kube-proxy');
   procs.start('kube-controller-manager', join(nodeBin, 'kube-controller-manager'), [
-    `--kubeconfig=${kubeconfig}`, `--authentication-kubeconfig=${kubeconfig}`, `--authorization-kubeconfig=${kubeconfig}`,
-    `--service-account-private-key-file=${join(cp.workDir, 'sa.key')}`, `--root-ca-file=${join(cp.workDir, 'ca.crt')}`,
-    '--leader-elect=false', '--use-service-account-credentials=false', '--bind-address=127.0.0.1', '--secure-port=0',
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    `--service-account-private-key-file=${join(cp.workDir, 'sa.key')}`,
+    `--root-ca-file=${join(cp.workDir, 'ca.crt')}`,
+    '--leader-elect=false',
+    '--use-service-account-credentials=false',
+    '--bind-address=127.0.0.1',
+    '--secure-port=0',
   ]);
   procs.start('kube-scheduler', join(nodeBin, 'kube-scheduler'), [
-    `--kubeconfig=${kubeconfig}`, `--authentication-kubeconfig=${kubeconfig}`, `--authorization-kubeconfig=${kubeconfig}`,
-    '--leader-elect=false', '--bind-address=127.0.0.1', '--secure-port=0',
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    '--leader-elect=false',
+    '--bind-address=127.0.0.1',
+    '--secure-port=0',
   ]);
-  writeFileSync(path('kube-proxy.yaml'), stringify({
-    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
-    kind: 'KubeProxyConfiguration',
-    clientConnection: { kubeconfig },
-    mode: 'iptables',
-    hostnameOverride: NODE_NAME,
-    bindAddress: BRIDGE_ADDRESS,
-    clusterCIDR: POD_CIDR,
-    // Pod-to-Service-to-pod on one bridge returns through the host only when masqueraded (no br_netfilter here).
-    iptables: { masqueradeAll: true },
-    // Conntrack sysctls are not ours to raise (no CAP_SYS_RESOURCE / read-only /proc/sys parts).
-    conntrack: { maxPerCore: 0, min: 0 },
-    metricsBindAddress: `127.0.0.1:${await freePort()}`,
-    healthzBindAddress: `127.0.0.1:${await freePort()}`,
-  }));
+  writeFileSync(
+    path('kube-proxy.yaml'),
+    stringify({
+      apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+      kind: 'KubeProxyConfiguration',
+      clientConnection: { kubeconfig },
+      mode: 'iptables',
+      hostnameOverride: NODE_NAME,
+      bindAddress: BRIDGE_ADDRESS,
+      clusterCIDR: POD_CIDR,
+      // Pod-to-Service-to-pod on one bridge returns through the host only when masqueraded (no br_netfilter here).
+      iptables: { masqueradeAll: true },
+      // Conntrack sysctls are not ours to raise (no CAP_SYS_RESOURCE / read-only /proc/sys parts).
+      conntrack: { maxPerCore: 0, min: 0 },
+      metricsBindAddress: `127.0.0.1:${await freePort()}`,
+      healthzBindAddress: `127.0.0.1:${await freePort()}`,
+    }),
+  );
   procs.start('kube-proxy', join(nodeBin, 'kube-proxy'), [`--config=${path('kube-proxy.yaml')}`]);
 
   // ---- kubelet ----
-  writeFileSync(path('kubelet.yaml'), stringify({
-    apiVersion: 'kubelet.config.k8s.io/v1beta1',
-    kind: 'KubeletConfiguration',
-    // This machine: cgroup v1 controllers beside a cgroup2 mount, no systemd, root without CAP_SYS_RESOURCE
-    // (../shared/notes/real-node.md).
-    cgroupDriver: 'cgroupfs',
-    failCgroupV1: false,
-    cgroupsPerQOS: false,
-    enforceNodeAllocatable: [],
-    failSwapOn: false,
-    resolvConf: '',
-    localStorageCapacityIsolation: false,
-    address: BRIDGE_ADDRESS,
-    readOnlyPort: 0,
-    healthzBindAddress: '127.0.0.1',
-    healthzPort: 0,
-    authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: join(cp.workDir, 'ca.crt') } },
-    authorization: { mode: 'Webhook' },
-    evictionHard: { 'memory.available': '50Mi', 'nodefs.available': '1%', 'imagefs.available': '1%' },
-    maxPods: 30,
-    // The e2e's DNS (dns.ts) on the bridge address: pods resolve the chart's Service names.
-    clusterDNS: [BRIDGE_ADDRESS],
-    clusterDomain: 'cluster.local',
-    // Left at kubelet's defaults on purpose: the delivery lag measured here is the one users get.
-    // (syncFrequency 1m; configMapAndSecretChangeDetectionStrategy Watch.)
-  }));
+  writeFileSync(
+    path('kubelet.yaml'),
+    stringify({
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      // This machine: cgroup v1 controllers beside a cgroup2 mount, no systemd, root without CAP_SYS_RESOURCE
+      // (../shared/notes/real-node.md).
+      cgroupDriver: 'cgroupfs',
+      failCgroupV1: false,
+      cgroupsPerQOS: false,
+      enforceNodeAllocatable: [],
+      failSwapOn: false,
+      resolvConf: '',
+      localStorageCapacityIsolation: false,
+      address: BRIDGE_ADDRESS,
+      readOnlyPort: 0,
+      healthzBindAddress: '127.0.0.1',
+      healthzPort: 0,
+      authentication: {
+        anonymous: { enabled: false },
+        webhook: { enabled: true },
+        x509: { clientCAFile: join(cp.workDir, 'ca.crt') },
+      },
+      authorization: { mode: 'Webhook' },
+      evictionHard: { 'memory.available': '50Mi', 'nodefs.available': '1%', 'imagefs.available': '1%' },
+      maxPods: 30,
+      // The e2e's DNS (dns.ts) on the bridge address: pods resolve the chart's Service names.
+      clusterDNS: [BRIDGE_ADDRESS],
+      clusterDomain: 'cluster.local',
+      // Left at kubelet's defaults on purpose: the delivery lag measured here is the one users get.
+      // (syncFrequency 1m; configMapAndSecretChangeDetectionStrategy Watch.)
+    }),
+  );
   log('starting kubelet');
   procs.start('kubelet', join(nodeBin, 'kubelet'), [
-    `--config=${path('kubelet.yaml')}`, `--kubeconfig=${kubeconfig}`, `--root-dir=${path('kubelet')}`, `--cert-dir=${path('kubelet-pki')}`,
-    `--container-runtime-endpoint=unix://${socket}`, `--hostname-override=${NODE_NAME}`, `--node-ip=${BRIDGE_ADDRESS}`, '--v=1',
+    `--config=${path('kubelet.yaml')}`,
+    `--kubeconfig=${kubeconfig}`,
+    `--root-dir=${path('kubelet')}`,
+    `--cert-dir=${path('kubelet-pki')}`,
+    `--container-runtime-endpoint=unix://${socket}`,
+    `--hostname-override=${NODE_NAME}`,
+    `--node-ip=${BRIDGE_ADDRESS}`,
+    '--v=1',
   ]);
 
   // NetworkPolicies: kube-router's firewall alone (iptables and ipset; this kernel lacks nftables' queue expression,
   // which kube-network-policies needs). It matches pods by address in ipsets and filters bridged traffic too. It
   // looks its node up once at start, so it starts once the kubelet has registered the node.
-  for (let i = 0; i < 120 && quiet(join(cp.binDir, 'kubectl'), ['--kubeconfig', kubeconfig, 'get', 'node', NODE_NAME, '-o', 'name']) === ''; i++) await sleep(500);
+  for (
+    let i = 0;
+    i < 120 &&
+    quiet(join(cp.binDir, 'kubectl'), ['--kubeconfig', kubeconfig, 'get', 'node', NODE_NAME, '-o', 'name']) === '';
+    i++
+  )
+    await sleep(500);
   removeKubeRouterRules();
   log('starting kube-router (network policy only)');
-  procs.start('kube-router', join(opts.netpolBin, 'kube-router'), kubeRouterArgs({ kubeconfig, nodeName: NODE_NAME, serviceCidr: SERVICE_CIDR }));
+  procs.start(
+    'kube-router',
+    join(opts.netpolBin, 'kube-router'),
+    kubeRouterArgs({ kubeconfig, nodeName: NODE_NAME, serviceCidr: SERVICE_CIDR }),
+  );
 
   const stop = async () => {
     await procs.stop('kubelet');
@@ -192,16 +262,35 @@ export async function startNode(opts: { nodeBin: string; netpolBin: string; cp: 
     await sleep(1000);
     for (const id of ids('tasks')) ctrQuiet('tasks', 'delete', '-f', id);
     for (const id of ids('containers')) ctrQuiet('containers', 'delete', id);
-    for (const name of ['kube-router', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'containerd']) await procs.stop(name);
+    for (const name of ['kube-router', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'containerd'])
+      await procs.stop(name);
     quiet(join(nodeBin, 'kube-proxy'), ['--cleanup']);
     removeKubeRouterRules();
     // Whatever is still mounted under the node's directories (pod volumes, sandboxes' shm, overlay snapshots).
-    const mounts = readFileSync('/proc/mounts', 'utf8').split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m.startsWith(dir)).sort((a, b) => b.length - a.length);
+    const mounts = readFileSync('/proc/mounts', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[1] ?? '')
+      .filter((m) => m.startsWith(dir))
+      .sort((a, b) => b.length - a.length);
     for (const m of mounts) quiet('umount', ['-l', m]);
-    for (const link of quiet('ip', ['-o', 'link', 'show', 'master', BRIDGE]).split('\n').map((l) => /^\d+: ([^@:]+)/.exec(l)?.[1]).filter((n): n is string => !!n)) quiet('ip', ['link', 'del', link]);
+    for (const link of quiet('ip', ['-o', 'link', 'show', 'master', BRIDGE])
+      .split('\n')
+      .map((l) => /^\d+: ([^@:]+)/.exec(l)?.[1])
+      .filter((n): n is string => !!n))
+      quiet('ip', ['link', 'del', link]);
     // The pods' network namespaces that containerd's CNI made (cni-<id>); nobody else's.
-    for (const ns of quiet('ip', ['netns', 'list']).split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith('cni-'))) quiet('ip', ['netns', 'delete', ns]);
+    for (const ns of quiet('ip', ['netns', 'list'])
+      .split('\n')
+      .map((l) => l.split(' ')[0] ?? '')
+      .filter((n) => n.startsWith('cni-')))
+      quiet('ip', ['netns', 'delete', ns]);
     rmSync(dir, { recursive: true, force: true });
   };
-  return { dir, containerdSocket: socket, ctr, logOf: (name) => (existsSync(path(`${name}.log`)) ? readFileSync(path(`${name}.log`), 'utf8') : ''), stop };
+  return {
+    dir,
+    containerdSocket: socket,
+    ctr,
+    logOf: (name) => (existsSync(path(`${name}.log`)) ? readFileSync(path(`${name}.log`), 'utf8') : ''),
+    stop,
+  };
 }

@@ -13,13 +13,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startControlPlane, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../src/controlplane/control-plane.ts';
 import { startUpstreams, type Upstreams } from '../support/upstreams.ts';
 import { adminApi } from './api.ts';
-import { startClusterDns, type ClusterDns } from './dns.ts';
-import { BRIDGE_ADDRESS, createBridge, deleteBridge, PAUSE_IMAGE, startNode, type RunningNode } from './node.ts';
 import { log, results } from './checks.ts';
-import { deliveryChecks, type Cluster } from './scenario.ts';
+import { type ClusterDns, startClusterDns } from './dns.ts';
+import { BRIDGE_ADDRESS, createBridge, deleteBridge, PAUSE_IMAGE, type RunningNode, startNode } from './node.ts';
+import { type Cluster, deliveryChecks } from './scenario.ts';
 
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, '..', '..');
@@ -37,9 +37,15 @@ function pauseImage(nodeBin: string, dir: string): string {
   execFileSync('mkdir', ['-p', root]);
   execFileSync('cp', [join(nodeBin, 'pause'), join(root, 'pause')]);
   execFileSync('tar', ['-cf', join(dir, 'pause.tar'), '-C', root, 'pause']);
-  execFileSync('podman', ['--runtime', 'runc', 'import', '--change', 'ENTRYPOINT ["/pause"]', join(dir, 'pause.tar'), PAUSE_IMAGE], { stdio: 'ignore' });
+  execFileSync(
+    'podman',
+    ['--runtime', 'runc', 'import', '--change', 'ENTRYPOINT ["/pause"]', join(dir, 'pause.tar'), PAUSE_IMAGE],
+    { stdio: 'ignore' },
+  );
   const out = join(dir, 'pause.oci.tar');
-  execFileSync('podman', ['--runtime', 'runc', 'save', '--format', 'oci-archive', '-o', out, PAUSE_IMAGE], { stdio: 'ignore' });
+  execFileSync('podman', ['--runtime', 'runc', 'save', '--format', 'oci-archive', '-o', out, PAUSE_IMAGE], {
+    stdio: 'ignore',
+  });
   return out;
 }
 
@@ -47,22 +53,32 @@ function pauseImage(nodeBin: string, dir: string): string {
 function redisImage(dir: string): string {
   const root = join(dir, 'redis-root');
   const server = execFileSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).trim();
-  const libs = execFileSync('ldd', [server], { encoding: 'utf8' }).split('\n').map((l) => /(\/\S+)\s+\(0x/.exec(l)?.[1]).filter((l): l is string => !!l);
+  const libs = execFileSync('ldd', [server], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /(\/\S+)\s+\(0x/.exec(l)?.[1])
+    .filter((l): l is string => !!l);
   for (const file of [server, ...libs]) {
     execFileSync('mkdir', ['-p', join(root, file, '..')]);
     execFileSync('cp', ['-L', file, join(root, file)]);
   }
   execFileSync('mkdir', ['-p', join(root, 'tmp'), join(root, 'data')]);
   execFileSync('tar', ['-cf', join(dir, 'redis.tar'), '-C', root, '.']);
-  execFileSync('podman', ['--runtime', 'runc', 'import', '--change', `ENTRYPOINT ["${server}"]`, join(dir, 'redis.tar'), REDIS_IMAGE], { stdio: 'ignore' });
+  execFileSync(
+    'podman',
+    ['--runtime', 'runc', 'import', '--change', `ENTRYPOINT ["${server}"]`, join(dir, 'redis.tar'), REDIS_IMAGE],
+    { stdio: 'ignore' },
+  );
   const out = join(dir, 'redis.oci.tar');
-  execFileSync('podman', ['--runtime', 'runc', 'save', '--format', 'oci-archive', '-o', out, REDIS_IMAGE], { stdio: 'ignore' });
+  execFileSync('podman', ['--runtime', 'runc', 'save', '--format', 'oci-archive', '-o', out, REDIS_IMAGE], {
+    stdio: 'ignore',
+  });
   return out;
 }
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'byok-e2e-'));
-  const figuresPath = process.env.BYOK_E2E_FIGURES ?? join(mkdtempSync(join(tmpdir(), 'byok-e2e-figures-')), 'figures.json');
+  const figuresPath =
+    process.env.BYOK_E2E_FIGURES ?? join(mkdtempSync(join(tmpdir(), 'byok-e2e-figures-')), 'figures.json');
   let cp: ControlPlane | undefined;
   let node: RunningNode | undefined;
   let up: Upstreams | undefined;
@@ -89,10 +105,23 @@ async function main(): Promise<void> {
     createBridge();
     const auditLog = join(work, 'audit.log');
     // 6443 on the bridge's own address: NetworkPolicies see the port after kube-proxy's DNAT (chart: 443 and 6443).
-    cp = await startControlPlane({ address: BRIDGE_ADDRESS, port: 6443, serviceAccountAdmission: true, auditLogPath: auditLog, log });
+    cp = await startControlPlane({
+      address: BRIDGE_ADDRESS,
+      port: 6443,
+      serviceAccountAdmission: true,
+      auditLogPath: auditLog,
+      log,
+    });
     const api = adminApi(cp.kubeconfigPath);
-    dns = await startClusterDns(BRIDGE_ADDRESS, async (name, namespace) =>
-      (await api.call<{ spec: { clusterIP?: string } }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`).catch(() => undefined))?.spec.clusterIP);
+    dns = await startClusterDns(
+      BRIDGE_ADDRESS,
+      async (name, namespace) =>
+        (
+          await api
+            .call<{ spec: { clusterIP?: string } }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`)
+            .catch(() => undefined)
+        )?.spec.clusterIP,
+    );
     node = await startNode({ nodeBin, netpolBin, cp, dir: join(work, 'node'), images: [image, pause, redis], log });
     up = await startUpstreams(BRIDGE_ADDRESS);
     const cluster: Cluster = { cp, node, up, work, api, auditLog, repo, figures, redisImage: REDIS_IMAGE, log };
@@ -102,11 +131,13 @@ async function main(): Promise<void> {
       await new Promise(() => undefined);
     }
   } catch (err) {
-    results.push({ name: 'setup', ok: false, detail: err instanceof Error ? err.stack ?? err.message : String(err) });
+    results.push({ name: 'setup', ok: false, detail: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     process.stdout.write(`FAIL setup: ${err instanceof Error ? err.message : String(err)}\n`);
-    for (const name of ['kubelet', 'containerd', 'kube-router']) log(`${name} log (tail):\n${node?.logOf(name).split('\n').slice(-25).join('\n') ?? ''}`);
+    for (const name of ['kubelet', 'containerd', 'kube-router'])
+      log(`${name} log (tail):\n${node?.logOf(name).split('\n').slice(-25).join('\n') ?? ''}`);
   } finally {
-    if (results.some((r) => !r.ok)) log(`kube-router log (tail):\n${node?.logOf('kube-router').split('\n').slice(-15).join('\n') ?? ''}`);
+    if (results.some((r) => !r.ok))
+      log(`kube-router log (tail):\n${node?.logOf('kube-router').split('\n').slice(-15).join('\n') ?? ''}`);
     await cleanup();
   }
   const passed = results.filter((r) => r.ok).length;

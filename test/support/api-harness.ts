@@ -1,23 +1,26 @@
 // Test harness for the REST API: seeds accounts (namespaces) in the shared test apiserver, runs one API server
 // per test file scoped to its namespaces, records every HTTP exchange for the contract test and the canary
 // checks, and captures every log line.
-import type { EgressAllowList } from '../../src/domain/egress.ts';
+
 import { Writable } from 'node:stream';
 import { expect } from '@jest/globals';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { pino } from 'pino';
+import { type ApiServer, type RateLimitOptions, startApiServer } from '../../src/api/server.ts';
+import type { EgressAllowList } from '../../src/domain/egress.ts';
 import { publicId } from '../../src/domain/ids.ts';
-import type { BYOKKey } from '../../src/service/mapping.ts';
-import { startApiServer, type ApiServer, type RateLimitOptions } from '../../src/api/server.ts';
-import { createManagementKey, sha256Hex } from '../../src/service/management-keys.ts';
 import type { BYOKCredential } from '../../src/schema/generated/types.ts';
 import { GROUP, VERSION } from '../../src/schema/resources.ts';
-import { createTestNamespace, crApi, customObjects, testKubeConfig } from './kube.ts';
+import { createManagementKey, sha256Hex } from '../../src/service/management-keys.ts';
+import type { BYOKKey } from '../../src/service/mapping.ts';
+import { crApi, createTestNamespace, customObjects, testKubeConfig } from './kube.ts';
 import { createAccountNamespace } from './tenant.ts';
 import { until } from './until.ts';
 
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv2020) => Ajv2020;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
+  ajv: Ajv2020,
+) => Ajv2020;
 
 export const API_VERSION = 'byok.gateway.dev/v1alpha1';
 
@@ -49,14 +52,34 @@ export interface Account {
 export async function seedAccount(prefix: string, opts: { account?: boolean } = {}): Promise<Account> {
   const namespace = opts.account === false ? await createTestNamespace(prefix) : await createAccountNamespace(prefix);
   const ws = crApi('workspaces', namespace);
-  await ws.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true, displayName: 'Main' } });
-  await ws.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'team-b' }, spec: { displayName: 'Team B' } });
+  await ws.create({
+    apiVersion: API_VERSION,
+    kind: 'Workspace',
+    metadata: { name: 'main' },
+    spec: { default: true, displayName: 'Main' },
+  });
+  await ws.create({
+    apiVersion: API_VERSION,
+    kind: 'Workspace',
+    metadata: { name: 'team-b' },
+    spec: { displayName: 'Team B' },
+  });
   const keys = crApi('gatewayapikeys', namespace);
   const gatewayKey = `sk-gw-${namespace}-live`;
   const disabledKeyHash = sha256Hex(`sk-gw-${namespace}-disabled`);
   const expiredKeyHash = sha256Hex(`sk-gw-${namespace}-expired`);
-  await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'live' }, spec: { hash: sha256Hex(gatewayKey) } });
-  await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'disabled' }, spec: { hash: disabledKeyHash, disabled: true } });
+  await keys.create({
+    apiVersion: API_VERSION,
+    kind: 'GatewayAPIKey',
+    metadata: { name: 'live' },
+    spec: { hash: sha256Hex(gatewayKey) },
+  });
+  await keys.create({
+    apiVersion: API_VERSION,
+    kind: 'GatewayAPIKey',
+    metadata: { name: 'disabled' },
+    spec: { hash: disabledKeyHash, disabled: true },
+  });
   await keys.create({
     apiVersion: API_VERSION,
     kind: 'GatewayAPIKey',
@@ -130,7 +153,12 @@ export interface Harness {
 
 export async function startHarness(
   namespaces: string[],
-  opts: { gitopsGuard?: boolean; rateLimit?: RateLimitOptions | false; defaultMaxCredentials?: number; egress?: EgressAllowList } = {},
+  opts: {
+    gitopsGuard?: boolean;
+    rateLimit?: RateLimitOptions | false;
+    defaultMaxCredentials?: number;
+    egress?: EgressAllowList;
+  } = {},
 ): Promise<Harness> {
   const logLines: string[] = [];
   const sink = new Writable({
@@ -168,7 +196,14 @@ export async function startHarness(
       const text = await res.text();
       const h: Record<string, string> = {};
       res.headers.forEach((v, k) => (h[k] = v));
-      exchanges.push({ method, path, status: res.status, contentType: res.headers.get('content-type'), text, headers: h });
+      exchanges.push({
+        method,
+        path,
+        status: res.status,
+        contentType: res.headers.get('content-type'),
+        text,
+        headers: h,
+      });
       let parsed: unknown;
       try {
         parsed = text ? JSON.parse(text) : undefined;
@@ -184,7 +219,10 @@ export async function startHarness(
 // ---- contract: every response validates against the served OpenAPI document ----
 
 interface OpenApiDoc {
-  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+  paths: Record<
+    string,
+    Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>
+  >;
   components: { schemas: Record<string, object> };
 }
 
@@ -203,7 +241,8 @@ export async function contractValidator(base: string): Promise<(ex: Exchange) =>
     if (path === '/openapi.json') return [];
     const problems: string[] = [];
     if (ex.method === 'HEAD') return [];
-    if (!ex.contentType?.startsWith('application/json')) problems.push(`${ex.method} ${ex.path} → ${ex.status}: content-type ${ex.contentType}`);
+    if (!ex.contentType?.startsWith('application/json'))
+      problems.push(`${ex.method} ${ex.path} → ${ex.status}: content-type ${ex.contentType}`);
     const tpl = templates.find((x) => x.re.test(path))?.t;
     const op = tpl ? doc.paths[tpl]?.[ex.method.toLowerCase()] : undefined;
     const response = op?.responses[String(ex.status)] ?? op?.responses.default;
@@ -251,6 +290,11 @@ export async function eventually(fn: () => Promise<boolean> | boolean, timeoutMs
 
 /** The BYOKCredential object behind a public id, read straight from the apiserver. */
 export async function credentialObject(namespace: string, id: string): Promise<BYOKCredential | undefined> {
-  const list = (await customObjects().listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'byokcredentials' })) as { items: BYOKCredential[] };
+  const list = (await customObjects().listNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace,
+    plural: 'byokcredentials',
+  })) as { items: BYOKCredential[] };
   return list.items.find((c) => publicId('BYOKCredential', namespace, c.metadata.name ?? '') === id);
 }

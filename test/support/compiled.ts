@@ -8,19 +8,32 @@ import { type CapturedOperator } from './operator.ts';
 import { until } from './until.ts';
 import type { Upstreams } from './upstreams.ts';
 
-export async function untilCompiled(projector: Projector, configDir: string, ns: string, credentials: number): Promise<void> {
-  await until(`a compiled config with ${credentials} credentials`, async () => {
-    await projector.sync();
-    try {
-      return loadRoutingConfig(configDir).accounts.get(ns)?.credentials.length === credentials;
-    } catch {
-      return false;
-    }
-  }, 30_000, 200);
+export async function untilCompiled(
+  projector: Projector,
+  configDir: string,
+  ns: string,
+  credentials: number,
+): Promise<void> {
+  await until(
+    `a compiled config with ${credentials} credentials`,
+    async () => {
+      await projector.sync();
+      try {
+        return loadRoutingConfig(configDir).accounts.get(ns)?.credentials.length === credentials;
+      } catch {
+        return false;
+      }
+    },
+    30_000,
+    200,
+  );
 }
 
 /** Stops what a gateway test started (whatever of it did start), the gateway first, and removes its directory. */
-export async function stopStack(started: { gw?: RunningGateway; projector?: Projector; run?: CapturedOperator; up?: Upstreams }, root: string): Promise<void> {
+export async function stopStack(
+  started: { gw?: RunningGateway; projector?: Projector; run?: CapturedOperator; up?: Upstreams },
+  root: string,
+): Promise<void> {
   await started.gw?.close();
   await started.projector?.stop();
   await started.run?.op.stop();

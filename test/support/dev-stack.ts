@@ -1,6 +1,6 @@
 // `npm run dev` as a test starts it: the real CLI in its own process, its connection file in a directory of its own
 // (BYOK_DEV_DIR), ready once the file exists and the banner has printed. Used by the dev and docs-snippet suites.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,11 +18,20 @@ export interface DevStack {
 }
 
 /** Polls fn until it returns something other than undefined (false and 0 count as answers), every 100 ms. */
-export async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const found = await until(what, async () => {
-    const value = await fn();
-    return value === undefined ? undefined : { value };
-  }, timeoutMs, 100);
+export async function waitFor<T>(
+  what: string,
+  fn: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+): Promise<T> {
+  const found = await until(
+    what,
+    async () => {
+      const value = await fn();
+      return value === undefined ? undefined : { value };
+    },
+    timeoutMs,
+    100,
+  );
   return found.value;
 }
 
@@ -37,7 +46,14 @@ export async function startDevStack(prefix: string, timeoutMs = 60_000): Promise
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
   const file = join(devDir, 'connection.json');
-  const connection = await waitFor('the dev stack', () => (existsSync(file) && output.includes('Ctrl-C') ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection) : undefined), timeoutMs);
+  const connection = await waitFor(
+    'the dev stack',
+    () =>
+      existsSync(file) && output.includes('Ctrl-C')
+        ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection)
+        : undefined,
+    timeoutMs,
+  );
   return { child, devDir, connection, output: () => output };
 }
 
@@ -51,7 +67,12 @@ export function readerEnv(stack: Pick<DevStack, 'devDir' | 'connection'>, home: 
     ...rest,
     HOME: home,
     BYOK_DEV_DIR: stack.devDir,
-    PATH: [stack.connection.binDir, dirname(process.execPath), join(repoRoot, 'node_modules', '.bin'), process.env.PATH ?? ''].join(':'),
+    PATH: [
+      stack.connection.binDir,
+      dirname(process.execPath),
+      join(repoRoot, 'node_modules', '.bin'),
+      process.env.PATH ?? '',
+    ].join(':'),
   };
 }
 

@@ -10,12 +10,18 @@ import { thirdPartyDir } from './third-party.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
 
-const fetchedCrds = () => execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+const fetchedCrds = () =>
+  execFileSync(join(repo, 'hack', 'export', 'fetch-crds.sh'), { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .at(-1)!;
 
 /** The Gateway API's CRD files (its experimental channel, from its Go module) of these resources (plural names). */
 export function gatewayApiCrdFiles(plurals: readonly string[]): string[] {
   const dir = join(fetchedCrds(), 'gateway-api');
-  return readdirSync(dir).filter((f) => plurals.some((k) => f.includes(`_${k}.`))).map((f) => join(dir, f));
+  return readdirSync(dir)
+    .filter((f) => plurals.some((k) => f.includes(`_${k}.`)))
+    .map((f) => join(dir, f));
 }
 
 /** The CRD files of every kind an export writes (and of the kinds they reference). */
@@ -24,9 +30,19 @@ export function crdFiles(): string[] {
   const thirdParty = thirdPartyDir();
   const pick = (dir: string, names: string[]) => names.map((n) => join(dir, n));
   return [
-    ...pick(join(thirdParty, 'envoy-ai-gateway'), ['aigateway.envoyproxy.io_aigatewayroutes.yaml', 'aigateway.envoyproxy.io_aiservicebackends.yaml', 'aigateway.envoyproxy.io_backendsecuritypolicies.yaml']),
-    ...pick(join(thirdParty, 'agentgateway'), ['agentgateway.dev_agentgatewaybackends.yaml', 'agentgateway.dev_agentgatewaypolicies.yaml']),
-    ...pick(join(cache, 'envoy-gateway'), ['gateway.envoyproxy.io_backends.yaml', 'gateway.envoyproxy.io_backendtrafficpolicies.yaml']),
+    ...pick(join(thirdParty, 'envoy-ai-gateway'), [
+      'aigateway.envoyproxy.io_aigatewayroutes.yaml',
+      'aigateway.envoyproxy.io_aiservicebackends.yaml',
+      'aigateway.envoyproxy.io_backendsecuritypolicies.yaml',
+    ]),
+    ...pick(join(thirdParty, 'agentgateway'), [
+      'agentgateway.dev_agentgatewaybackends.yaml',
+      'agentgateway.dev_agentgatewaypolicies.yaml',
+    ]),
+    ...pick(join(cache, 'envoy-gateway'), [
+      'gateway.envoyproxy.io_backends.yaml',
+      'gateway.envoyproxy.io_backendtrafficpolicies.yaml',
+    ]),
     ...gatewayApiCrdFiles(['httproutes', 'gateways', 'backendtlspolicies', 'referencegrants']),
   ];
 }
@@ -44,6 +60,7 @@ export const CRD_NAMES = [
 
 /** Installs the CRDs (idempotent: server-side apply) and waits until the apiserver serves them. */
 export async function installExportCrds(): Promise<void> {
-  for (const file of crdFiles()) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-export-test', '-f', file);
+  for (const file of crdFiles())
+    await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-export-test', '-f', file);
   await untilEstablished(CRD_NAMES);
 }

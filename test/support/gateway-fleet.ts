@@ -11,16 +11,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { startProjector, type Projector } from '../../src/kube/projector.ts';
-import { loadRoutingConfig } from '../../src/sdk/index.ts';
-import { API_VERSION } from '../../src/schema/resources.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from './gateway-process.ts';
-import { createTestNamespace, testKubeConfig } from './kube.ts';
+import { type Projector, startProjector } from '../../src/kube/projector.ts';
 import { createRedisLedger, keySpace } from '../../src/ledger/index.ts';
-import { startRedis, type RedisServer } from './redis.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from './operator.ts';
+import { API_VERSION } from '../../src/schema/resources.ts';
+import { loadRoutingConfig } from '../../src/sdk/index.ts';
+import { type GatewayProcess, spawnGateway, stopProcess } from './gateway-process.ts';
+import { createTestNamespace, testKubeConfig } from './kube.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from './operator.ts';
+import { type RedisServer, startRedis } from './redis.ts';
 import { until } from './until.ts';
-import { startUpstreams, type Behavior, type Upstreams } from './upstreams.ts';
+import { type Behavior, startUpstreams, type Upstreams } from './upstreams.ts';
 
 const KEY = 'sk-spend-durability-0123456789abcdef';
 /** With budgets: the key under the Guardrail `pilot-<i>` that has the i-th. */
@@ -57,34 +57,100 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
   const up: Upstreams = await startUpstreams();
   const ns = await createTestNamespace(`${prefix}-acct`);
   const routingNs = await createTestNamespace(`${prefix}-routing`);
-  const run: CapturedOperator = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
-  await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-  await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-  await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: createHash('sha256').update(KEY).digest('hex') } });
+  const run: CapturedOperator = await startTestOperator(kc, {
+    routingNamespace: routingNs,
+    watchNamespaces: [ns],
+    compile: { coalesceMs: 10 },
+  });
+  await resource('accounts', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Account',
+    metadata: { name: 'acct' },
+    spec: { plan: 'pay-as-you-go' },
+  });
+  await resource('workspaces', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Workspace',
+    metadata: { name: 'main' },
+    spec: { default: true },
+  });
+  await resource('gatewayapikeys', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'GatewayAPIKey',
+    metadata: { name: 'k' },
+    spec: { hash: createHash('sha256').update(KEY).digest('hex') },
+  });
   const budgets = opts.budgetsUsd ?? [];
   for (const [i, limitUsd] of budgets.entries()) {
-    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: `pilot-${i}` }, spec: { budget: { limitUsd, resetInterval: 'daily', includeByokInBudgets: true } } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: `pilot-${i}` }, spec: { hash: createHash('sha256').update(budgetKey(i)).digest('hex'), guardrail: `pilot-${i}` } });
+    await resource('guardrails', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Guardrail',
+      metadata: { name: `pilot-${i}` },
+      spec: { budget: { limitUsd, resetInterval: 'daily', includeByokInBudgets: true } },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: `pilot-${i}` },
+      spec: { hash: createHash('sha256').update(budgetKey(i)).digest('hex'), guardrail: `pilot-${i}` },
+    });
   }
   if (opts.behavior) up.behavior.set(OPENAI_KEY, opts.behavior);
   await createSecret(kc, ns, 'oa-key', OPENAI_KEY);
-  await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
+  await resource('byokcredentials', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'BYOKCredential',
+    metadata: { name: 'oa' },
+    spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
+  });
   const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-  writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-    format: 'byok-gateway-catalog/v1',
-    models: [{ model: 'openai/gpt-4o', ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}), endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
-  }));
+  writeFileSync(
+    join(root, 'catalog.json'),
+    JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [
+        {
+          model: 'openai/gpt-4o',
+          ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}),
+          endpoints: [
+            {
+              id: 'openai',
+              provider: 'openai',
+              pricing,
+              upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+            },
+          ],
+        },
+      ],
+    }),
+  );
   writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-  const projector: Projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-  await until('the compiled credential', async () => {
-    await projector.sync();
-    try {
-      const account = loadRoutingConfig(dirs.config).accounts.get(ns);
-      return account?.credentials.length === 1 && account.apiKeys.length === 1 + budgets.length && account.guardrails.length === budgets.length;
-    } catch {
-      return false;
-    }
-  }, 30_000, 200);
+  const projector: Projector = startProjector({
+    kubeConfig: kc,
+    routingNamespace: routingNs,
+    configDir: dirs.config,
+    bundleDir: dirs.bundles,
+    keyDir: dirs.key,
+    pollMs: 100,
+  });
+  await until(
+    'the compiled credential',
+    async () => {
+      await projector.sync();
+      try {
+        const account = loadRoutingConfig(dirs.config).accounts.get(ns);
+        return (
+          account?.credentials.length === 1 &&
+          account.apiKeys.length === 1 + budgets.length &&
+          account.guardrails.length === budgets.length
+        );
+      } catch {
+        return false;
+      }
+    },
+    30_000,
+    200,
+  );
   // The projected files are all a gateway needs from here on: stop watching.
   await projector.stop();
   await run.op.stop();
@@ -106,17 +172,45 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
     upstreams: up,
     async gateway(journalDir) {
       // Its own ports (0): the URLs come from its "gateway listening" line, so info level.
-      const gw = await spawnGateway(['--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
-        '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', '0', '--ops-port', '0',
-        '--ledger-redis-url', redis.url, '--log-level', 'info', '--ledger-journal', journalDir ?? 'none'], running);
-      await until('the gateway ready', async () => {
-        if (gw.child.exitCode !== null) throw new Error(`gateway exited (${gw.child.exitCode}): ${gw.output.join('')}`);
-        try {
-          return (await fetch(`${gw.opsUrl}/readyz`)).ok;
-        } catch {
-          return false;
-        }
-      }, 30_000, 100);
+      const gw = await spawnGateway(
+        [
+          '--config-dir',
+          dirs.config,
+          '--bundle-dir',
+          dirs.bundles,
+          '--key-dir',
+          dirs.key,
+          '--catalog',
+          join(root, 'catalog.json'),
+          '--upstream-ca',
+          join(root, 'upstream-ca.pem'),
+          '--port',
+          '0',
+          '--ops-port',
+          '0',
+          '--ledger-redis-url',
+          redis.url,
+          '--log-level',
+          'info',
+          '--ledger-journal',
+          journalDir ?? 'none',
+        ],
+        running,
+      );
+      await until(
+        'the gateway ready',
+        async () => {
+          if (gw.child.exitCode !== null)
+            throw new Error(`gateway exited (${gw.child.exitCode}): ${gw.output.join('')}`);
+          try {
+            return (await fetch(`${gw.opsUrl}/readyz`)).ok;
+          } catch {
+            return false;
+          }
+        },
+        30_000,
+        100,
+      );
       return gw;
     },
     async close() {
@@ -130,7 +224,10 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
 }
 
 /** `lanes` clients sending chat requests until stopped or the gateway dies; the ids of the 200s whose body arrived in full. */
-export function load(gw: GatewayProcess, lanes: number): { served: string[]; failed: () => number; stop(): Promise<void> } {
+export function load(
+  gw: GatewayProcess,
+  lanes: number,
+): { served: string[]; failed: () => number; stop(): Promise<void> } {
   const served: string[] = [];
   let failed = 0;
   let stopped = false;
@@ -140,7 +237,11 @@ export function load(gw: GatewayProcess, lanes: number): { served: string[]; fai
         const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
           method: 'POST',
           headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: 500, messages: [{ role: 'user', content: 'hi' }] }),
+          body: JSON.stringify({
+            model: 'openai/gpt-4o',
+            max_tokens: 500,
+            messages: [{ role: 'user', content: 'hi' }],
+          }),
         });
         const body = (await res.json()) as { id?: string };
         if (res.status === 200 && body.id) served.push(body.id);
@@ -187,7 +288,8 @@ export async function recorded(redisUrl: string): Promise<Recorded> {
   try {
     const ids = new Set<string>();
     let byokListMicros = 0;
-    for (const key of await client.keys('*:ids:*')) for (const id of Object.keys(await client.hgetall(key))) if (!id.endsWith(':fee')) ids.add(id);
+    for (const key of await client.keys('*:ids:*'))
+      for (const id of Object.keys(await client.hgetall(key))) if (!id.endsWith(':fee')) ids.add(id);
     for (const key of await client.keys('*:acct:*:byok_list')) byokListMicros += Number((await client.get(key)) ?? 0);
     return { ids, byokListMicros };
   } finally {
@@ -196,13 +298,25 @@ export async function recorded(redisUrl: string): Promise<Recorded> {
 }
 
 /** Served ids Redis does not have, and requests counted more than once (counted cost past one per recorded id). */
-export function compare(served: readonly string[], r: Recorded): { served: number; recorded: number; lost: number; countedTwice: number } {
+export function compare(
+  served: readonly string[],
+  r: Recorded,
+): { served: number; recorded: number; lost: number; countedTwice: number } {
   const lost = served.filter((id) => !r.ids.has(id)).length;
-  return { served: served.length, recorded: r.ids.size, lost, countedTwice: Math.round(r.byokListMicros / REQUEST_MICROS) - r.ids.size };
+  return {
+    served: served.length,
+    recorded: r.ids.size,
+    lost,
+    countedTwice: Math.round(r.byokListMicros / REQUEST_MICROS) - r.ids.size,
+  };
 }
 
 /** Waits until every served id is recorded (or `timeoutMs` passes), and returns the comparison. */
-export async function settle(redisUrl: string, served: readonly string[], timeoutMs: number): Promise<ReturnType<typeof compare>> {
+export async function settle(
+  redisUrl: string,
+  served: readonly string[],
+  timeoutMs: number,
+): Promise<ReturnType<typeof compare>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const c = compare(served, await recorded(redisUrl));
@@ -221,19 +335,29 @@ export async function redisDown(redis: RedisServer): Promise<void> {
   client.on('error', () => {});
   await client.call('SHUTDOWN', 'SAVE').catch(() => {});
   client.disconnect();
-  await until('redis-server stopped', async () => {
-    const probe = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 300 });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      return false;
-    } catch {
-      return true;
-    } finally {
-      probe.disconnect();
-    }
-  }, 10_000, 50);
+  await until(
+    'redis-server stopped',
+    async () => {
+      const probe = new Redis(redis.url, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+        connectTimeout: 300,
+      });
+      probe.on('error', () => {});
+      try {
+        await probe.connect();
+        await probe.ping();
+        return false;
+      } catch {
+        return true;
+      } finally {
+        probe.disconnect();
+      }
+    },
+    10_000,
+    50,
+  );
   // The process is gone or going (after its save): reaps it.
   await new Promise((r) => setTimeout(r, 200));
   await redis.kill();

@@ -1,11 +1,11 @@
 // One gateway as a pod runs it: the real CLI (`node src/cli/main.ts gateway`) in its own Node process. It binds its
 // own ports (pass `--port 0 --ops-port 0`) and its URLs come from its "gateway listening" log line (at
 // `--log-level info`), so no port is chosen before the gateway holds it.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { loopbackEndpointSlice } from '../../src/kube/loopback-endpoints.ts';
-import { startProjector, type Projector } from '../../src/kube/projector.ts';
+import { type Projector, startProjector } from '../../src/kube/projector.ts';
 
 const MAIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'main.ts');
 
@@ -25,7 +25,10 @@ export function spawnGateway(args: string[], running: Set<ChildProcess>): Promis
   child.once('exit', () => running.delete(child));
   const output: string[] = [];
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not log "gateway listening" within 30 s:\n${output.join('')}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`gateway did not log "gateway listening" within 30 s:\n${output.join('')}`)),
+      30_000,
+    );
     let pending = '';
     let listening = false;
     child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
@@ -37,7 +40,13 @@ export function spawnGateway(args: string[], running: Set<ChildProcess>): Promis
       const lines = pending.split('\n');
       pending = lines.pop()!;
       for (const line of lines) {
-        const entry = (() => { try { return JSON.parse(line) as { msg?: string; url?: string; opsUrl?: string }; } catch { return undefined; } })();
+        const entry = (() => {
+          try {
+            return JSON.parse(line) as { msg?: string; url?: string; opsUrl?: string };
+          } catch {
+            return undefined;
+          }
+        })();
         if (entry?.msg === 'gateway listening' && entry.url && entry.opsUrl) {
           listening = true;
           clearTimeout(timer);
@@ -66,12 +75,23 @@ export async function stopProcess(child: ChildProcess, killAfterMs = 5000): Prom
  * The gateway Service's EndpointSlices (`byok-gateway`, port `ops`), as kube-controller-manager would write them for
  * these processes (FQDN: 127.0.0.0/8 is refused in IPv4 slices), so the operator's health writer finds them.
  */
-export async function publishGatewayEndpoints(kc: KubeConfig, routingNs: string, gateways: readonly GatewayProcess[]): Promise<void> {
+export async function publishGatewayEndpoints(
+  kc: KubeConfig,
+  routingNs: string,
+  gateways: readonly GatewayProcess[],
+): Promise<void> {
   const discovery = kc.makeApiClient(DiscoveryV1Api);
   for (const [i, gw] of gateways.entries()) {
     await discovery.createNamespacedEndpointSlice({
       namespace: routingNs,
-      body: loopbackEndpointSlice({ namespace: routingNs, name: `byok-gateway-${i}`, service: 'byok-gateway', portName: 'ops', port: Number(new URL(gw.opsUrl).port), pod: `gateway-${i}` }),
+      body: loopbackEndpointSlice({
+        namespace: routingNs,
+        name: `byok-gateway-${i}`,
+        service: 'byok-gateway',
+        portName: 'ops',
+        port: Number(new URL(gw.opsUrl).port),
+        pod: `gateway-${i}`,
+      }),
     });
   }
 }
@@ -82,18 +102,53 @@ export async function publishGatewayEndpoints(kc: KubeConfig, routingNs: string,
  * status endpoint on and loopback egress; `extraArgs` adds pod i's own flags (e.g. the ledger's). Listed for the health writer
  * through EndpointSlices of the Service `byok-gateway`.
  */
-export async function spawnProjectedGateways(kc: KubeConfig, routingNamespace: string, root: string, running: Set<ChildProcess>, extraArgs: (pod: number) => string[], count = 2): Promise<{ projectors: Projector[]; gateways: GatewayProcess[] }> {
+export async function spawnProjectedGateways(
+  kc: KubeConfig,
+  routingNamespace: string,
+  root: string,
+  running: Set<ChildProcess>,
+  extraArgs: (pod: number) => string[],
+  count = 2,
+): Promise<{ projectors: Projector[]; gateways: GatewayProcess[] }> {
   const projectors: Projector[] = [];
   const gateways: GatewayProcess[] = [];
   for (let i = 0; i < count; i++) {
-    const dirs = { configDir: join(root, `routing-${i}`), bundleDir: join(root, `bundles-${i}`), keyDir: join(root, `key-${i}`) };
+    const dirs = {
+      configDir: join(root, `routing-${i}`),
+      bundleDir: join(root, `bundles-${i}`),
+      keyDir: join(root, `key-${i}`),
+    };
     projectors.push(startProjector({ kubeConfig: kc, routingNamespace, ...dirs, pollMs: 100 }));
-    gateways.push(await spawnGateway([
-      '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
-      '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-      '--upstream-ca', join(root, 'upstream-ca.pem'), '--status-token-file', join(root, 'status-token'),
-      '--log-level', 'info', '--egress-allow', '127.0.0.1/32', ...extraArgs(i),
-    ], running));
+    gateways.push(
+      await spawnGateway(
+        [
+          '--config-dir',
+          dirs.configDir,
+          '--bundle-dir',
+          dirs.bundleDir,
+          '--key-dir',
+          dirs.keyDir,
+          '--catalog',
+          join(root, 'catalog.json'),
+          '--port',
+          '0',
+          '--ops-port',
+          '0',
+          '--attempt-timeout-ms',
+          '2000',
+          '--upstream-ca',
+          join(root, 'upstream-ca.pem'),
+          '--status-token-file',
+          join(root, 'status-token'),
+          '--log-level',
+          'info',
+          '--egress-allow',
+          '127.0.0.1/32',
+          ...extraArgs(i),
+        ],
+        running,
+      ),
+    );
   }
   await publishGatewayEndpoints(kc, routingNamespace, gateways);
   return { projectors, gateways };

@@ -3,7 +3,7 @@
 // another on its own pair, so files keep the isolation they had when the suite ran in one process, while their
 // waits (apiserver round trips, stalls, process starts) overlap across workers.
 // Workers find theirs through BYOK_TEST_KUBECONFIG_<worker id> (test/support/worker-control-plane.ts).
-import { startControlPlane, type ControlPlane } from '../../src/controlplane/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../src/controlplane/control-plane.ts';
 import { installCrds } from '../../src/controlplane/install-crds.ts';
 import { setControlPlanes } from './control-plane-handle.ts';
 

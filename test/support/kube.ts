@@ -13,7 +13,10 @@ const execFileAsync = promisify(execFile);
 
 export function testKubeconfigPath(): string {
   const path = process.env.BYOK_TEST_KUBECONFIG;
-  if (!path) throw new Error('BYOK_TEST_KUBECONFIG is not set: run integration tests through `npm test` or `npm run test:integration`');
+  if (!path)
+    throw new Error(
+      'BYOK_TEST_KUBECONFIG is not set: run integration tests through `npm test` or `npm run test:integration`',
+    );
   return path;
 }
 
@@ -25,7 +28,9 @@ export function testKubeConfig(): KubeConfig {
 
 export async function createTestNamespace(prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(4).toString('hex')}`;
-  await testKubeConfig().makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'byok.gateway.dev/test': 'true' } } } });
+  await testKubeConfig()
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name, labels: { 'byok.gateway.dev/test': 'true' } } } });
   return name;
 }
 
@@ -50,7 +55,10 @@ export async function rejection(promise: Promise<unknown>): Promise<{ code: numb
     await promise;
   } catch (err) {
     if (err instanceof ApiException) {
-      const body = typeof err.body === 'string' ? (JSON.parse(err.body) as { message?: string }) : (err.body as { message?: string });
+      const body =
+        typeof err.body === 'string'
+          ? (JSON.parse(err.body) as { message?: string })
+          : (err.body as { message?: string });
       return { code: err.code, message: body?.message ?? String(err.body) };
     }
     throw err;
@@ -70,8 +78,14 @@ export async function kubectl(...args: string[]): Promise<string> {
  */
 export async function kubeconfigFor(user: string, groups: string[] = []): Promise<string> {
   const workDir = process.env.BYOK_TEST_WORKDIR;
-  if (!workDir) throw new Error('BYOK_TEST_WORKDIR is not set: run integration tests through `npm test` or `npm run test:integration`');
-  const ca = await loadCertificateAuthority(readFileSync(join(workDir, 'ca.crt'), 'utf8'), readFileSync(join(workDir, 'ca.key'), 'utf8'));
+  if (!workDir)
+    throw new Error(
+      'BYOK_TEST_WORKDIR is not set: run integration tests through `npm test` or `npm run test:integration`',
+    );
+  const ca = await loadCertificateAuthority(
+    readFileSync(join(workDir, 'ca.crt'), 'utf8'),
+    readFileSync(join(workDir, 'ca.key'), 'utf8'),
+  );
   const cert = await ca.issue({ commonName: user, organizations: groups, usage: 'client' });
   const admin = testKubeConfig();
   const server = admin.getCurrentCluster()?.server ?? '';
@@ -81,7 +95,9 @@ export async function kubeconfigFor(user: string, groups: string[] = []): Promis
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [{ name: 'byok-local', cluster: { server, 'certificate-authority-data': b64(ca.certPem) } }],
-    users: [{ name: user, user: { 'client-certificate-data': b64(cert.certPem), 'client-key-data': b64(cert.keyPem) } }],
+    users: [
+      { name: user, user: { 'client-certificate-data': b64(cert.certPem), 'client-key-data': b64(cert.keyPem) } },
+    ],
     contexts: [{ name: 'byok-local', context: { cluster: 'byok-local', user } }],
     'current-context': 'byok-local',
   };
@@ -90,7 +106,10 @@ export async function kubeconfigFor(user: string, groups: string[] = []): Promis
 }
 
 /** kubectl with an explicit kubeconfig; resolves with exit code and both streams instead of throwing. */
-export async function kubectlAs(kubeconfig: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function kubectlAs(
+  kubeconfig: string,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
   try {
     const { stdout, stderr } = await execFileAsync(bin, ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
@@ -110,7 +129,9 @@ export async function untilEstablished(names: readonly string[], timeoutMs = 60_
   for (const name of names) {
     for (;;) {
       // Read as JSON: a jsonpath filter over conditions that are not there yet fails as kubectl wait does.
-      const crd = JSON.parse(await kubectl('get', `crd/${name}`, '-o', 'json')) as { status?: { conditions?: { type: string; status: string }[] | null } };
+      const crd = JSON.parse(await kubectl('get', `crd/${name}`, '-o', 'json')) as {
+        status?: { conditions?: { type: string; status: string }[] | null };
+      };
       if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 100));

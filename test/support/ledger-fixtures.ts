@@ -1,13 +1,20 @@
 // Requests and accounts for the ledger tests (the compiled account shape the gateway hands the spend gate).
 import { randomUUID } from 'node:crypto';
-import type { CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../../src/domain/index.ts';
 import type { FinishedRequest, SpendRequestContext } from '../../src/contract/spend-gate.ts';
-import { account, guardrail, K1, K2, workspace, WS1 } from './fixtures/domain.ts';
+import type { CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../../src/domain/index.ts';
+import { account, guardrail, K1, K2, WS1, workspace } from './fixtures/domain.ts';
 
 export const USD = 1_000_000;
 export { K1, K2, WS1 };
 
-export function ledgerAccount(over: { guardrails?: CompiledGuardrail[]; workspace?: Partial<CompiledWorkspace>; plan?: CompiledAccount['plan']; keyGuardrail?: string | null } = {}): CompiledAccount {
+export function ledgerAccount(
+  over: {
+    guardrails?: CompiledGuardrail[];
+    workspace?: Partial<CompiledWorkspace>;
+    plan?: CompiledAccount['plan'];
+    keyGuardrail?: string | null;
+  } = {},
+): CompiledAccount {
   const id = randomUUID();
   return account([], {
     namespace: `ns-${id.slice(0, 8)}`,
@@ -22,11 +29,21 @@ export function ledgerAccount(over: { guardrails?: CompiledGuardrail[]; workspac
   });
 }
 
-export function budgetGuardrail(id: string, limitUsd: number, resetInterval: 'daily' | 'weekly' | 'monthly' | 'lifetime', includeByokInBudgets: boolean): CompiledGuardrail {
+export function budgetGuardrail(
+  id: string,
+  limitUsd: number,
+  resetInterval: 'daily' | 'weekly' | 'monthly' | 'lifetime',
+  includeByokInBudgets: boolean,
+): CompiledGuardrail {
   return guardrail(id, {}, { limitUsd, resetInterval, includeByokInBudgets });
 }
 
-export function ctx(acc: CompiledAccount, at: Date, apiKeyHash = K1, userId: string | null = 'u1'): SpendRequestContext {
+export function ctx(
+  acc: CompiledAccount,
+  at: Date,
+  apiKeyHash = K1,
+  userId: string | null = 'u1',
+): SpendRequestContext {
   return { account: acc, who: { apiKeyHash, workspaceId: WS1, userId }, at };
 }
 

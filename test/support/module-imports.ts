@@ -33,7 +33,8 @@ function dynamicImports(node: unknown, out: ModuleReference[]): void {
       out.push({ spec: quasi?.cooked ?? quasi?.raw ?? '', typeOnly: false, dynamic: true });
     }
   }
-  for (const [key, value] of Object.entries(node)) if (key !== 'span' && typeof value === 'object') dynamicImports(value, out);
+  for (const [key, value] of Object.entries(node))
+    if (key !== 'span' && typeof value === 'object') dynamicImports(value, out);
 }
 
 /** The modules a file's source names: static imports and re-exports, then dynamic imports. */
@@ -46,9 +47,16 @@ export function moduleReferences(source: string, fileName = 'input.ts'): ModuleR
   }
   const out: ModuleReference[] = [];
   for (const item of program.body) {
-    if (item.type === 'ImportDeclaration') out.push({ spec: item.source.value, typeOnly: item.typeOnly, dynamic: false });
-    else if (item.type === 'ExportAllDeclaration') out.push({ spec: item.source.value, typeOnly: Boolean((item as { typeOnly?: boolean }).typeOnly), dynamic: false });
-    else if (item.type === 'ExportNamedDeclaration' && item.source) out.push({ spec: item.source.value, typeOnly: item.typeOnly, dynamic: false });
+    if (item.type === 'ImportDeclaration')
+      out.push({ spec: item.source.value, typeOnly: item.typeOnly, dynamic: false });
+    else if (item.type === 'ExportAllDeclaration')
+      out.push({
+        spec: item.source.value,
+        typeOnly: Boolean((item as { typeOnly?: boolean }).typeOnly),
+        dynamic: false,
+      });
+    else if (item.type === 'ExportNamedDeclaration' && item.source)
+      out.push({ spec: item.source.value, typeOnly: item.typeOnly, dynamic: false });
     else if (item.type === 'TsImportEqualsDeclaration' && item.moduleRef.type === 'TsExternalModuleReference') {
       out.push({ spec: item.moduleRef.expression.value, typeOnly: item.isTypeOnly, dynamic: false });
     }

@@ -3,8 +3,8 @@
 import { Writable } from 'node:stream';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { startOperator, type OperatorOptions, type RunningOperator } from '../../src/operator/run.ts';
 import { REDACT_PATHS } from '../../src/operator/logger.ts';
+import { type OperatorOptions, type RunningOperator, startOperator } from '../../src/operator/run.ts';
 import { crApi } from './kube.ts';
 import { until } from './until.ts';
 
@@ -13,7 +13,10 @@ export interface CapturedOperator {
   logs: string[];
 }
 
-export async function startTestOperator(kc: KubeConfig, opts: Partial<OperatorOptions> & { routingNamespace: string; watchNamespaces: string[] }): Promise<CapturedOperator> {
+export async function startTestOperator(
+  kc: KubeConfig,
+  opts: Partial<OperatorOptions> & { routingNamespace: string; watchNamespaces: string[] },
+): Promise<CapturedOperator> {
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -22,7 +25,16 @@ export async function startTestOperator(kc: KubeConfig, opts: Partial<OperatorOp
     },
   });
   const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }, sink);
-  const op = await startOperator({ kubeConfig: kc, httpPort: 0, httpHost: '127.0.0.1', logger, resyncSeconds: 60, missingSecretMaxDelayMs: 1000, leaderElection: { enabled: false }, ...opts });
+  const op = await startOperator({
+    kubeConfig: kc,
+    httpPort: 0,
+    httpHost: '127.0.0.1',
+    logger,
+    resyncSeconds: 60,
+    missingSecretMaxDelayMs: 1000,
+    leaderElection: { enabled: false },
+    ...opts,
+  });
   return { op, logs };
 }
 
@@ -50,11 +62,20 @@ export function resource(plural: string, ns: string) {
     get: async (name: string) => (await api.get(name)) as Obj,
     /** Waits until Ready has the given status (and reason) for the current generation. */
     waitReady: (name: string, status: 'True' | 'False', reason?: string, timeoutMs = 15_000) =>
-      until(`${plural}/${name} Ready=${status}${reason ? ` (${reason})` : ''}`, async () => {
-        const o = (await api.get(name)) as Obj;
-        const c = cond(o, 'Ready');
-        return c && c.status === status && (!reason || c.reason === reason) && o.status?.observedGeneration === o.metadata.generation ? o : undefined;
-      }, timeoutMs),
+      until(
+        `${plural}/${name} Ready=${status}${reason ? ` (${reason})` : ''}`,
+        async () => {
+          const o = (await api.get(name)) as Obj;
+          const c = cond(o, 'Ready');
+          return c &&
+            c.status === status &&
+            (!reason || c.reason === reason) &&
+            o.status?.observedGeneration === o.metadata.generation
+            ? o
+            : undefined;
+        },
+        timeoutMs,
+      ),
     /** Read-modify-write of the whole object (retried on conflicts). */
     update: async (name: string, mutate: (o: Obj) => void) => {
       for (let i = 0; ; i++) {
@@ -74,12 +95,26 @@ export function core(kc: KubeConfig): CoreV1Api {
   return kc.makeApiClient(CoreV1Api);
 }
 
-export async function createSecret(kc: KubeConfig, ns: string, name: string, value: string, key = 'key', labels?: Record<string, string>): Promise<void> {
-  await core(kc).createNamespacedSecret({ namespace: ns, body: { metadata: { name, ...(labels ? { labels } : {}) }, stringData: { [key]: value } } });
+export async function createSecret(
+  kc: KubeConfig,
+  ns: string,
+  name: string,
+  value: string,
+  key = 'key',
+  labels?: Record<string, string>,
+): Promise<void> {
+  await core(kc).createNamespacedSecret({
+    namespace: ns,
+    body: { metadata: { name, ...(labels ? { labels } : {}) }, stringData: { [key]: value } },
+  });
 }
 
 export async function setSecret(kc: KubeConfig, ns: string, name: string, value: string, key = 'key'): Promise<void> {
-  await core(kc).patchNamespacedSecret({ namespace: ns, name, body: [{ op: 'replace', path: `/data/${key}`, value: Buffer.from(value).toString('base64') }] });
+  await core(kc).patchNamespacedSecret({
+    namespace: ns,
+    name,
+    body: [{ op: 'replace', path: `/data/${key}`, value: Buffer.from(value).toString('base64') }],
+  });
 }
 
 export async function metricsText(op: RunningOperator): Promise<string> {

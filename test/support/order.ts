@@ -10,7 +10,10 @@
 export async function beforeCap<T>(capMs: number, trap: string, work: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const cap = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${trap} came first: the cap of ${capMs} ms fired before the work settled`)), capMs);
+    timer = setTimeout(
+      () => reject(new Error(`${trap} came first: the cap of ${capMs} ms fired before the work settled`)),
+      capMs,
+    );
   });
   try {
     return await Promise.race([work(), cap]);

@@ -1,7 +1,7 @@
 // A real redis-server for one test file: loopback, a port it holds (startOwnPorts: another worker's server on a
 // taken port is never taken for it), its own temp dir, no persistence; killed on stop, on process exit, and by a
 // detached reaper if the test process dies without stopping it.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,10 +41,27 @@ export async function startRedis(): Promise<RedisServer> {
       start: (p) => {
         const proc = spawn(
           'redis-server',
-          ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', workDir, '--daemonize', 'no', '--loglevel', 'warning'],
+          [
+            '--port',
+            String(p),
+            '--bind',
+            '127.0.0.1',
+            '--save',
+            '',
+            '--appendonly',
+            'no',
+            '--dir',
+            workDir,
+            '--daemonize',
+            'no',
+            '--loglevel',
+            'warning',
+          ],
           { stdio: ['ignore', 'pipe', 'pipe'] },
         );
-        proc.once('error', (err) => process.stderr.write(`[redis] ${err.message} (is the Debian package redis-server installed?)\n`));
+        proc.once('error', (err) =>
+          process.stderr.write(`[redis] ${err.message} (is the Debian package redis-server installed?)\n`),
+        );
         child = proc;
         writeFileSync(join(workDir, 'redis.pid'), String(proc.pid));
         return proc;

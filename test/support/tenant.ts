@@ -4,15 +4,23 @@ import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../src/schema/generated/types.ts';
 import { account, type Option } from './builders.ts';
-import { createTestNamespace, crApi, testKubeConfig } from './kube.ts';
+import { crApi, createTestNamespace, testKubeConfig } from './kube.ts';
 
-const PLURAL: Record<string, string> = { Account: 'accounts', Workspace: 'workspaces', Guardrail: 'guardrails', GatewayAPIKey: 'gatewayapikeys', BYOKCredential: 'byokcredentials' };
+const PLURAL: Record<string, string> = {
+  Account: 'accounts',
+  Workspace: 'workspaces',
+  Guardrail: 'guardrails',
+  GatewayAPIKey: 'gatewayapikeys',
+  BYOKCredential: 'byokcredentials',
+};
 
 /** Creates the objects in `namespace`, in the order given (Secrets through the core API). */
 export async function createObjects(namespace: string, ...objects: KubernetesObject[]): Promise<void> {
   for (const o of objects) {
     if (o.kind === 'Secret') {
-      await testKubeConfig().makeApiClient(CoreV1Api).createNamespacedSecret({ namespace, body: { ...(o as V1Secret), metadata: { ...o.metadata, namespace } } });
+      await testKubeConfig()
+        .makeApiClient(CoreV1Api)
+        .createNamespacedSecret({ namespace, body: { ...(o as V1Secret), metadata: { ...o.metadata, namespace } } });
       continue;
     }
     const plural = PLURAL[o.kind ?? ''];
@@ -49,5 +57,13 @@ export interface TenantSet {
 /** Creates a tenant's objects: the Account first (unless left out), then what credentials and keys refer to. */
 export async function createTenant(namespace: string, set: TenantSet): Promise<void> {
   const first = set.account === false ? [] : [set.account ?? account(namespace)];
-  await createObjects(namespace, ...first, ...(set.secrets ?? []), ...(set.workspaces ?? []), ...(set.guardrails ?? []), ...(set.gatewayKeys ?? []), ...(set.credentials ?? []));
+  await createObjects(
+    namespace,
+    ...first,
+    ...(set.secrets ?? []),
+    ...(set.workspaces ?? []),
+    ...(set.guardrails ?? []),
+    ...(set.gatewayKeys ?? []),
+    ...(set.credentials ?? []),
+  );
 }

@@ -12,7 +12,10 @@ let cache: string | undefined;
 export function thirdPartyDir(): string {
   if (cache !== undefined) return cache;
   try {
-    cache = execFileSync(script, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n').at(-1)!;
+    cache = execFileSync(script, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+      .trim()
+      .split('\n')
+      .at(-1)!;
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr?.trim();
     throw new Error(stderr || `${script} failed: ${(err as Error).message}`);

@@ -2,7 +2,7 @@
 // by path, checks authentication exactly (bearer value, Azure api-key header, a SigV4 signature re-computed here with
 // @smithy/signature-v4, a Vertex token issued by its own loopback token_uri after verifying the JWT assertion), logs
 // what it received, and answers as told per credential: ok, 429, 500, slowly, or with a broken stream.
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { createPublicKey, type KeyObject, verify } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -11,24 +11,42 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { createCertificateAuthority } from '../../src/controlplane/pki.ts';
 
 export type Behavior =
-  | 'ok' | '401' | '429' | '500' | 'slow' | 'broken-stream' | 'empty-then-close'
+  | 'ok'
+  | '401'
+  | '429'
+  | '500'
+  | 'slow'
+  | 'broken-stream'
+  | 'empty-then-close'
   // Stream chunking (issue 25): the whole SSE body in one write, one byte per write, plain JSON for stream: true,
   // and a body cut in the middle of an event.
-  | 'sse-one-write' | 'sse-byte-per-write' | 'plain-json-stream' | 'cut-mid-event' | 'slow-stream'
+  | 'sse-one-write'
+  | 'sse-byte-per-write'
+  | 'plain-json-stream'
+  | 'cut-mid-event'
+  | 'slow-stream'
   // Usage an upstream may report (it is tenant input): fractional, negative, past 2^53, missing.
-  | 'usage-fractional' | 'usage-negative' | 'usage-huge' | 'usage-missing'
+  | 'usage-fractional'
+  | 'usage-negative'
+  | 'usage-huge'
+  | 'usage-missing'
   // A 3xx with no Location, and a 2xx whose body is not JSON: neither is an answer for the client.
-  | '307' | '200-not-json'
+  | '307'
+  | '200-not-json'
   // Issue 32: a provider that bills what it delivers (n choices of max_tokens each, 1,105 tokens per image part), and
   // a tenant endpoint that delivers LONG_ANSWER and reports zero usage.
-  | 'bills-honestly' | 'zero-usage-long'
+  | 'bills-honestly'
+  | 'zero-usage-long'
   // Issue 41: a tenant endpoint streaming 4 MiB in CRLF framing (BIG_CRLF_STREAM), paused halfway (Upstreams.pause).
   | 'crlf-4mib'
   // Key limits: answers only once Upstreams.held is released (requests in flight stay in flight until then).
   | 'held';
 
 /** 8,000 characters of prose: what 'zero-usage-long' delivers (per choice), with usage {0, 0}. */
-export const LONG_ANSWER = 'It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith slipped quickly through the glass doors of Victory Mansions. '.repeat(60).slice(0, 8000);
+export const LONG_ANSWER =
+  'It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith slipped quickly through the glass doors of Victory Mansions. '
+    .repeat(60)
+    .slice(0, 8000);
 /**
  * What 'crlf-4mib' sends: 4 MiB of content events framed with CRLF, then a usage event whose JSON spans two `data:`
  * lines (SSE joins them with LF), then [DONE]. The usage is an honest count for the content (about 4.4 characters per
@@ -40,7 +58,11 @@ export const BIG_CRLF_STREAM = (() => {
   const event = `data: ${JSON.stringify({ id: 'chatcmpl-big', object: 'chat.completion.chunk', model: 'dep-big', choices: [{ index: 0, delta: { content } }] })}\r\n\r\n`;
   const count = Math.ceil((4 * 1024 * 1024) / event.length);
   const usage = { prompt_tokens: 12, completion_tokens: count * 455, total_tokens: 12 + count * 455 };
-  const events = [...Array.from({ length: count }, () => event), `data: {"id":"chatcmpl-big","choices":[],\r\ndata: "usage":${JSON.stringify(usage)}}\r\n\r\n`, 'data: [DONE]\r\n\r\n'];
+  const events = [
+    ...Array.from({ length: count }, () => event),
+    `data: {"id":"chatcmpl-big","choices":[],\r\ndata: "usage":${JSON.stringify(usage)}}\r\n\r\n`,
+    'data: [DONE]\r\n\r\n',
+  ];
   return { events, usage, body: events.join('') };
 })();
 
@@ -69,13 +91,28 @@ interface MeteredRequestBody {
 }
 
 /** The choices and usage of the metering behaviours. */
-function meteredAnswer(parsed: MeteredRequestBody, behavior: 'bills-honestly' | 'zero-usage-long'): { contents: string[]; usage: Record<string, number> } {
+function meteredAnswer(
+  parsed: MeteredRequestBody,
+  behavior: 'bills-honestly' | 'zero-usage-long',
+): { contents: string[]; usage: Record<string, number> } {
   const n = parsed.n ?? 1;
-  if (behavior === 'zero-usage-long') return { contents: Array.from({ length: n }, () => LONG_ANSWER), usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
+  if (behavior === 'zero-usage-long')
+    return {
+      contents: Array.from({ length: n }, () => LONG_ANSWER),
+      usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    };
   const perChoice = parsed.max_completion_tokens ?? parsed.max_tokens ?? 16;
-  const images = (parsed.messages ?? []).reduce((sum, m) => sum + (Array.isArray(m.content) ? (m.content as { type?: string }[]).filter((p) => p.type === 'image_url').length : 0), 0);
+  const images = (parsed.messages ?? []).reduce(
+    (sum, m) =>
+      sum +
+      (Array.isArray(m.content) ? (m.content as { type?: string }[]).filter((p) => p.type === 'image_url').length : 0),
+    0,
+  );
   const prompt = PROMPT_TOKENS + images * IMAGE_PART_TOKENS;
-  return { contents: Array.from({ length: n }, (_, i) => `choice ${i}`), usage: { prompt_tokens: prompt, completion_tokens: n * perChoice, total_tokens: prompt + n * perChoice } };
+  return {
+    contents: Array.from({ length: n }, (_, i) => `choice ${i}`),
+    usage: { prompt_tokens: prompt, completion_tokens: n * perChoice, total_tokens: prompt + n * perChoice },
+  };
 }
 
 export interface Hit {
@@ -128,7 +165,8 @@ const completion = (model: string, behavior: Behavior = 'ok') =>
     created: 1,
     model,
     choices: [{ index: 0, message: { role: 'assistant', content: 'hello from upstream' }, finish_reason: 'stop' }],
-    usage: behavior in USAGE_OF ? USAGE_OF[behavior] : { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
+    usage:
+      behavior in USAGE_OF ? USAGE_OF[behavior] : { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
   });
 
 const chunk = (model: string, content: string) =>
@@ -175,19 +213,27 @@ async function streamAnswer(res: ServerResponse, hit: Hit, model: string, behavi
     return;
   }
   res.write(chunk(model, 'world'));
-  if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`);
+  if (hit.includeUsage)
+    res.write(
+      `data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage: { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 } })}\n\n`,
+    );
   res.end('data: [DONE]\n\n');
 }
 
 /** BIG_CRLF_STREAM, waiting halfway for `pause` when one is set. */
-async function bigCrlfAnswer(res: ServerResponse, hit: Hit, pause: ReturnType<typeof streamPause> | undefined): Promise<void> {
+async function bigCrlfAnswer(
+  res: ServerResponse,
+  hit: Hit,
+  pause: ReturnType<typeof streamPause> | undefined,
+): Promise<void> {
   hit.status = 200;
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   const { events } = BIG_CRLF_STREAM;
   const half = events.length >> 1;
   // Writes of about 64 KiB, each after the last drained: the gateway reads the stream as a network delivers it.
   const send = async (from: number, to: number) => {
-    for (let i = from; i < to; i += 30) if (!res.write(events.slice(i, Math.min(i + 30, to)).join(''))) await new Promise((r) => res.once('drain', r));
+    for (let i = from; i < to; i += 30)
+      if (!res.write(events.slice(i, Math.min(i + 30, to)).join(''))) await new Promise((r) => res.once('drain', r));
   };
   await send(0, half);
   if (pause) {
@@ -208,7 +254,12 @@ function heldGate(): Upstreams['held'] {
 /** `host`: the address to listen on (the e2e node's bridge address, which its pods reach); loopback by default. */
 export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const ca = await createCertificateAuthority('byok-gateway-test-ca');
-  const leaf = await ca.issue({ commonName: host, usage: 'server', ipAddresses: [...new Set(['127.0.0.1', host])], dnsNames: ['localhost'] });
+  const leaf = await ca.issue({
+    commonName: host,
+    usage: 'server',
+    ipAddresses: [...new Set(['127.0.0.1', host])],
+    dnsNames: ['localhost'],
+  });
   const state = {
     hits: [] as Hit[],
     hitListeners: new Set<(hit: Hit, body: string) => void>(),
@@ -225,27 +276,58 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
   const issuedTokens = new Set<string>();
   let tokenCounter = 0;
 
-  const authOf = async (provider: string, req: IncomingMessage, body: string, url: URL): Promise<string | undefined> => {
+  const authOf = async (
+    provider: string,
+    req: IncomingMessage,
+    body: string,
+    url: URL,
+  ): Promise<string | undefined> => {
     const h = req.headers;
     if (provider === 'azure') return typeof h['api-key'] === 'string' ? `api-key:${h['api-key']}` : undefined;
-    if (provider === 'bedrock' && typeof h.authorization === 'string' && h.authorization.startsWith('AWS4-HMAC-SHA256')) {
+    if (
+      provider === 'bedrock' &&
+      typeof h.authorization === 'string' &&
+      h.authorization.startsWith('AWS4-HMAC-SHA256')
+    ) {
       const keyId = /Credential=([^/]+)\//.exec(h.authorization)?.[1];
       const region = /Credential=[^/]+\/\d{8}\/([^/]+)\/bedrock\//.exec(h.authorization)?.[1];
       const secret = keyId ? state.iamSecrets.get(keyId) : undefined;
       const amzDate = h['x-amz-date'];
       if (!keyId || !region || !secret || typeof amzDate !== 'string') return undefined;
-      const signingDate = new Date(amzDate.replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, '$1-$2-$3T$4:$5:$6Z'));
-      const signer = new SignatureV4({ service: 'bedrock', region, credentials: { accessKeyId: keyId, secretAccessKey: secret }, sha256: Sha256 });
+      const signingDate = new Date(
+        amzDate.replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, '$1-$2-$3T$4:$5:$6Z'),
+      );
+      const signer = new SignatureV4({
+        service: 'bedrock',
+        region,
+        credentials: { accessKeyId: keyId, secretAccessKey: secret },
+        sha256: Sha256,
+      });
       const query: Record<string, string> = {};
       url.searchParams.forEach((v, k) => (query[k] = v));
       const expected = await signer.sign(
         // GET for a probe's models list (signed without content-type), POST for completions.
-        { method: req.method ?? 'POST', protocol: 'https:', hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: String(h.host), ...(h['content-type'] ? { 'content-type': String(h['content-type']) } : {}) }, body },
+        {
+          method: req.method ?? 'POST',
+          protocol: 'https:',
+          hostname: url.hostname,
+          port: Number(url.port),
+          path: url.pathname,
+          query,
+          headers: {
+            host: String(h.host),
+            ...(h['content-type'] ? { 'content-type': String(h['content-type']) } : {}),
+          },
+          body,
+        },
         { signingDate },
       );
       return expected.headers.authorization === h.authorization ? `sigv4:${keyId}:${region}` : undefined;
     }
-    const bearer = typeof h.authorization === 'string' && h.authorization.startsWith('Bearer ') ? h.authorization.slice(7) : undefined;
+    const bearer =
+      typeof h.authorization === 'string' && h.authorization.startsWith('Bearer ')
+        ? h.authorization.slice(7)
+        : undefined;
     if (provider === 'vertex') return bearer && issuedTokens.has(bearer) ? `vertex:${bearer}` : undefined;
     return bearer;
   };
@@ -254,7 +336,9 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     const form = new URLSearchParams(body);
     const assertion = form.get('assertion') ?? '';
     const [head, claims, sig] = assertion.split('.');
-    const iss = claims ? (JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as { iss?: string }).iss : undefined;
+    const iss = claims
+      ? (JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as { iss?: string }).iss
+      : undefined;
     const key = iss ? state.vertexKeys.get(iss) : undefined;
     const ok =
       form.get('grant_type') === 'urn:ietf:params:oauth:grant-type:jwt-bearer' &&
@@ -268,7 +352,9 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
     state.tokenExchanges++;
     const token = `ya29.test-${++tokenCounter}`;
     issuedTokens.add(token);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: token, expires_in: 3600, token_type: 'Bearer' }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ access_token: token, expires_in: 3600, token_type: 'Bearer' }));
   };
 
   const server: Server = createServer({ cert: leaf.certPem, key: leaf.keyPem }, (req, res) => {
@@ -281,7 +367,10 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
         state.bodies.push(body);
         if (url.pathname === '/token') return tokenEndpoint(body, res);
         // A token endpoint that redirects (issue 24 §3): the gateway must treat it as a refusal, never follow it.
-        if (url.pathname === '/token-redirect') return void res.writeHead(307, { location: state.tokenRedirectTo ?? `https://${req.headers.host}/token` }).end();
+        if (url.pathname === '/token-redirect')
+          return void res
+            .writeHead(307, { location: state.tokenRedirectTo ?? `https://${req.headers.host}/token` })
+            .end();
         const provider = url.pathname.split('/')[1] ?? '';
         const auth = await authOf(provider, req, body, url);
         if (req.method === 'GET' && url.pathname.endsWith('/models')) {
@@ -289,11 +378,25 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
           state.probes.push({ provider, path: url.pathname, auth: auth ?? '<rejected>' });
           const behavior = auth ? (state.behavior.get(auth) ?? 'ok') : '401';
           const status = behavior === '401' ? 401 : behavior === '429' ? 429 : behavior === '500' ? 500 : 200;
-          res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(status === 200 ? { object: 'list', data: [] } : { error: { message: 'refused' } }));
+          res
+            .writeHead(status, { 'content-type': 'application/json' })
+            .end(JSON.stringify(status === 200 ? { object: 'list', data: [] } : { error: { message: 'refused' } }));
           return;
         }
-        const parsed = JSON.parse(body) as { model: string; stream?: boolean; stream_options?: { include_usage?: boolean } } & MeteredRequestBody;
-        const hit: Hit = { provider, path: url.pathname + url.search, auth: auth ?? '<rejected>', model: parsed.model, stream: parsed.stream === true, includeUsage: parsed.stream_options?.include_usage === true, status: 0 };
+        const parsed = JSON.parse(body) as {
+          model: string;
+          stream?: boolean;
+          stream_options?: { include_usage?: boolean };
+        } & MeteredRequestBody;
+        const hit: Hit = {
+          provider,
+          path: url.pathname + url.search,
+          auth: auth ?? '<rejected>',
+          model: parsed.model,
+          stream: parsed.stream === true,
+          includeUsage: parsed.stream_options?.include_usage === true,
+          status: 0,
+        };
         state.hits.push(hit);
         for (const listener of state.hitListeners) listener(hit, body);
         const answer = (status: number, text: string) => {
@@ -316,15 +419,33 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
         if (behavior === 'bills-honestly' || behavior === 'zero-usage-long') {
           const { contents, usage } = meteredAnswer(parsed, behavior);
           if (!hit.stream) {
-            const choices = contents.map((content, index) => ({ index, message: { role: 'assistant', content }, finish_reason: 'stop' }));
-            return answer(200, JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion', created: 1, model: parsed.model, choices, usage }));
+            const choices = contents.map((content, index) => ({
+              index,
+              message: { role: 'assistant', content },
+              finish_reason: 'stop',
+            }));
+            return answer(
+              200,
+              JSON.stringify({
+                id: 'chatcmpl-upstream',
+                object: 'chat.completion',
+                created: 1,
+                model: parsed.model,
+                choices,
+                usage,
+              }),
+            );
           }
           hit.status = 200;
           res.writeHead(200, { 'content-type': 'text/event-stream' });
           contents.forEach((content, index) => {
-            for (let i = 0; i < content.length; i += 40) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model: parsed.model, choices: [{ index, delta: { content: content.slice(i, i + 40) } }] })}\n\n`);
+            for (let i = 0; i < content.length; i += 40)
+              res.write(
+                `data: ${JSON.stringify({ id: 'chatcmpl-upstream', object: 'chat.completion.chunk', model: parsed.model, choices: [{ index, delta: { content: content.slice(i, i + 40) } }] })}\n\n`,
+              );
           });
-          if (hit.includeUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage })}\n\n`);
+          if (hit.includeUsage)
+            res.write(`data: ${JSON.stringify({ id: 'chatcmpl-upstream', choices: [], usage })}\n\n`);
           return void res.end('data: [DONE]\n\n');
         }
         if (behavior === 'crlf-4mib' && hit.stream) return bigCrlfAnswer(res, hit, state.pause);

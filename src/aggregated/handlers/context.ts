@@ -26,7 +26,10 @@ export interface ResourceContext<E extends object, O extends KubeObject> {
   close(): void;
 }
 
-export function resourceContext<E extends object, O extends KubeObject>(resource: ServedResource<E, O>, log: Logger): ResourceContext<E, O> {
+export function resourceContext<E extends object, O extends KubeObject>(
+  resource: ServedResource<E, O>,
+  log: Logger,
+): ResourceContext<E, O> {
   const { strategy, storage } = resource;
   const objects = new WeakMap<E, O>();
   let watchHub: WatchHub<E> | undefined;
@@ -48,7 +51,9 @@ export function resourceContext<E extends object, O extends KubeObject>(resource
     selected: (o, s) => matches(s.labels, o.metadata.labels ?? {}) && matches(s.fields, strategy.fieldValues(o)),
     listEntries: (namespace, sel) => {
       const entries = storage.list(namespace).filter((e) => ctx.selected(ctx.objectOf(e), sel));
-      return namespace === undefined ? entries.sort((x, y) => compareCursor(strategy.listOrder.key(x), strategy.listOrder.key(y))) : entries;
+      return namespace === undefined
+        ? entries.sort((x, y) => compareCursor(strategy.listOrder.key(x), strategy.listOrder.key(y)))
+        : entries;
     },
     find: (namespace, name) => {
       try {

@@ -23,9 +23,11 @@ export function compareCursor(a: CursorKey, b: CursorKey): number {
   return 0;
 }
 
-export const encodeCursor = (key: CursorKey): string => Buffer.from(JSON.stringify([TOKEN_VERSION, ...key])).toString('base64url');
+export const encodeCursor = (key: CursorKey): string =>
+  Buffer.from(JSON.stringify([TOKEN_VERSION, ...key])).toString('base64url');
 
-const fits = (v: unknown, type: CursorField): boolean => (type === 'integer' ? typeof v === 'number' && Number.isSafeInteger(v) : typeof v === type);
+const fits = (v: unknown, type: CursorField): boolean =>
+  type === 'integer' ? typeof v === 'number' && Number.isSafeInteger(v) : typeof v === type;
 
 /** The key in a continue token, or a 400. */
 export function decodeCursor(token: string, types: readonly CursorField[]): CursorKey {

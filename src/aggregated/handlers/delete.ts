@@ -17,18 +17,30 @@ const DELETE_CONCURRENCY = 4;
 type DeleteOptions = { preconditions?: { uid?: unknown; resourceVersion?: unknown }; dryRun?: unknown } | null;
 
 /** DeleteOptions from the body (kubectl sends them there; `dryRun: ["All"]` for --dry-run=server), if any. */
-const deleteOptionsOf = (req: FastifyRequest): DeleteOptions | undefined => (Buffer.isBuffer(req.body) && req.body.length > 0 ? (readJson(req) as DeleteOptions) : undefined);
+const deleteOptionsOf = (req: FastifyRequest): DeleteOptions | undefined =>
+  Buffer.isBuffer(req.body) && req.body.length > 0 ? (readJson(req) as DeleteOptions) : undefined;
 
 /** The same 409 the apiserver gives when DeleteOptions.preconditions do not match the stored object. */
-function checkPreconditions<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, current: E, options: DeleteOptions | undefined): void {
+function checkPreconditions<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  current: E,
+  options: DeleteOptions | undefined,
+): void {
   const pre = options?.preconditions;
   const { metadata } = ctx.resource.strategy.toObject(current);
-  if ((typeof pre?.uid === 'string' && pre.uid !== metadata.uid) || (typeof pre?.resourceVersion === 'string' && pre.resourceVersion !== metadata.resourceVersion)) {
+  if (
+    (typeof pre?.uid === 'string' && pre.uid !== metadata.uid) ||
+    (typeof pre?.resourceVersion === 'string' && pre.resourceVersion !== metadata.resourceVersion)
+  ) {
     throw conflict(ctx, ctx.resource.storage.nameOf(current), 'the precondition does not match the stored object');
   }
 }
 
-export async function handleDelete<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest<{ Params: { ns: string; name: string } }>, reply: FastifyReply) {
+export async function handleDelete<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest<{ Params: { ns: string; name: string } }>,
+  reply: FastifyReply,
+) {
   const { storage, strategy, errors } = ctx.resource;
   const current = ctx.find(req.params.ns, req.params.name);
   const options = deleteOptionsOf(req);
@@ -45,11 +57,17 @@ export async function handleDelete<E extends object, O extends KubeObject>(ctx: 
     }
   }
   const details = { name, group: errors.group, kind: errors.resource, uid: strategy.toObject(current).metadata.uid };
-  return reply.type('application/json').send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details });
+  return reply
+    .type('application/json')
+    .send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details });
 }
 
 /** Runs the deletes DELETE_CONCURRENCY at a time; the first failure stops the rest and is thrown. */
-async function deleteAll<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, namespace: string, targets: readonly E[]): Promise<void> {
+async function deleteAll<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  namespace: string,
+  targets: readonly E[],
+): Promise<void> {
   const queue = [...targets];
   const worker = async () => {
     for (let e = queue.shift(); e !== undefined; e = queue.shift()) {
@@ -63,12 +81,18 @@ async function deleteAll<E extends object, O extends KubeObject>(ctx: ResourceCo
       }
     }
   };
-  const results = await Promise.allSettled(Array.from({ length: Math.min(DELETE_CONCURRENCY, targets.length) }, worker));
+  const results = await Promise.allSettled(
+    Array.from({ length: Math.min(DELETE_CONCURRENCY, targets.length) }, worker),
+  );
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) ctx.fail(failed.reason);
 }
 
-export async function handleDeleteCollection<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest<{ Params: { ns: string } }>, reply: FastifyReply) {
+export async function handleDeleteCollection<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest<{ Params: { ns: string } }>,
+  reply: FastifyReply,
+) {
   const { storage, strategy, names } = ctx.resource;
   const namespace = req.params.ns;
   const q = req.query as Record<string, unknown>;
@@ -93,5 +117,7 @@ export async function handleDeleteCollection<E extends object, O extends KubeObj
     await deleteAll(ctx, namespace, targets);
     ctx.log.info({ namespace, deleted: targets.length }, `deleted a collection of ${names.name}`);
   }
-  return reply.type('application/json').send({ kind: `${names.kind}List`, apiVersion: AGG_GROUP_VERSION, metadata: ctx.listMeta(), items: deleted });
+  return reply
+    .type('application/json')
+    .send({ kind: `${names.kind}List`, apiVersion: AGG_GROUP_VERSION, metadata: ctx.listMeta(), items: deleted });
 }

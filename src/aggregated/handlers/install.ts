@@ -4,8 +4,8 @@
 // that looks empty.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { resourceAccess } from '../access.ts';
 import { NOT_SYNCED_MESSAGE } from '../../service/runtime.ts';
+import { resourceAccess } from '../access.ts';
 import { AGG_PREFIX } from '../group.ts';
 import { StatusError } from '../status.ts';
 import { resourceContext } from './context.ts';
@@ -21,7 +21,11 @@ export interface InstallDeps {
   whenSynced(): Promise<void>;
 }
 
-export function installResource<E extends object, O extends KubeObject>(app: FastifyInstance, resource: ServedResource<E, O>, deps: InstallDeps): { close(): void } {
+export function installResource<E extends object, O extends KubeObject>(
+  app: FastifyInstance,
+  resource: ServedResource<E, O>,
+  deps: InstallDeps,
+): { close(): void } {
   const ctx = resourceContext(resource, deps.log);
   // The watch hub starts with the synced state, so a resume from any version it reports is served.
   deps.whenSynced().then(
@@ -45,13 +49,45 @@ export function installResource<E extends object, O extends KubeObject>(app: Fas
   type Ns = FastifyRequest<{ Params: { ns: string } }>;
   type Obj = FastifyRequest<{ Params: { ns: string; name: string } }>;
 
-  app.get(cluster, declared, whenReady(async (req, reply) => handleList(ctx, req, reply, undefined)));
-  app.get<{ Params: { ns: string } }>(collection, declared, whenReady<Ns>(async (req, reply) => handleList(ctx, req, reply, req.params.ns)));
-  app.post<{ Params: { ns: string } }>(collection, declared, whenReady<Ns>(async (req, reply) => handleCreate(ctx, req, reply)));
-  app.delete<{ Params: { ns: string } }>(collection, declared, whenReady<Ns>(async (req, reply) => handleDeleteCollection(ctx, req, reply)));
-  app.get<{ Params: { ns: string; name: string } }>(object, declared, whenReady<Obj>(async (req, reply) => handleGet(ctx, req, reply)));
-  app.put<{ Params: { ns: string; name: string } }>(object, declared, whenReady<Obj>(async (req, reply) => handleUpdate(ctx, req, reply)));
-  app.patch<{ Params: { ns: string; name: string } }>(object, declared, whenReady<Obj>(async (req, reply) => handlePatch(ctx, req, reply)));
-  app.delete<{ Params: { ns: string; name: string } }>(object, declared, whenReady<Obj>(async (req, reply) => handleDelete(ctx, req, reply)));
+  app.get(
+    cluster,
+    declared,
+    whenReady(async (req, reply) => handleList(ctx, req, reply, undefined)),
+  );
+  app.get<{ Params: { ns: string } }>(
+    collection,
+    declared,
+    whenReady<Ns>(async (req, reply) => handleList(ctx, req, reply, req.params.ns)),
+  );
+  app.post<{ Params: { ns: string } }>(
+    collection,
+    declared,
+    whenReady<Ns>(async (req, reply) => handleCreate(ctx, req, reply)),
+  );
+  app.delete<{ Params: { ns: string } }>(
+    collection,
+    declared,
+    whenReady<Ns>(async (req, reply) => handleDeleteCollection(ctx, req, reply)),
+  );
+  app.get<{ Params: { ns: string; name: string } }>(
+    object,
+    declared,
+    whenReady<Obj>(async (req, reply) => handleGet(ctx, req, reply)),
+  );
+  app.put<{ Params: { ns: string; name: string } }>(
+    object,
+    declared,
+    whenReady<Obj>(async (req, reply) => handleUpdate(ctx, req, reply)),
+  );
+  app.patch<{ Params: { ns: string; name: string } }>(
+    object,
+    declared,
+    whenReady<Obj>(async (req, reply) => handlePatch(ctx, req, reply)),
+  );
+  app.delete<{ Params: { ns: string; name: string } }>(
+    object,
+    declared,
+    whenReady<Obj>(async (req, reply) => handleDelete(ctx, req, reply)),
+  );
   return { close: () => ctx.close() };
 }

@@ -10,17 +10,32 @@ import type { ResourceContext } from './context.ts';
 import { compareCursor, decodeCursor, encodeCursor } from './cursor.ts';
 import type { KubeObject } from './resource.ts';
 import { includeOf, partialObject, sendList, sendObject, table, tableType } from './respond.ts';
-import { selectionOf, type Selection } from './selection.ts';
+import { type Selection, selectionOf } from './selection.ts';
 
 /** A watch client that has not read this much is cut off, as the apiserver does; it re-watches from its last version. */
 const MAX_WATCH_BACKLOG = 8 * 1024 * 1024;
 
-export async function handleGet<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest<{ Params: { ns: string; name: string } }>, reply: FastifyReply) {
-  return sendObject(ctx.resource.table, req, reply, 200, ctx.resource.strategy.toObject(ctx.find(req.params.ns, req.params.name)));
+export async function handleGet<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest<{ Params: { ns: string; name: string } }>,
+  reply: FastifyReply,
+) {
+  return sendObject(
+    ctx.resource.table,
+    req,
+    reply,
+    200,
+    ctx.resource.strategy.toObject(ctx.find(req.params.ns, req.params.name)),
+  );
 }
 
 /** list, or watch when the query asks for it (the same URL). */
-export async function handleList<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest, reply: FastifyReply, namespace: string | undefined) {
+export async function handleList<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  namespace: string | undefined,
+) {
   const { strategy, table: convertor, names } = ctx.resource;
   const q = req.query as Record<string, unknown>;
   const sel = selectionOf(q, strategy.selectableFields);
@@ -39,14 +54,25 @@ export async function handleList<E extends object, O extends KubeObject>(ctx: Re
   const total = entries.length;
   const page = limit > 0 ? entries.slice(0, limit) : entries;
   const last = page.at(-1);
-  const meta = ctx.listMeta(last !== undefined && page.length < total ? { continue: encodeCursor(strategy.listOrder.key(last)), remainingItemCount: total - page.length } : {});
+  const meta = ctx.listMeta(
+    last !== undefined && page.length < total
+      ? { continue: encodeCursor(strategy.listOrder.key(last)), remainingItemCount: total - page.length }
+      : {},
+  );
   return sendList(convertor, `${names.kind}List`, AGG_GROUP_VERSION, req, reply, meta, page.map(ctx.objectOf));
 }
 
 /** Where a watch starts: the current state as ADDED events (no version, or a watch-list request), else a replay. */
-const startsWithState = (q: Record<string, unknown>, fromRv: string | undefined) => q.sendInitialEvents === 'true' || fromRv === undefined || fromRv === '' || fromRv === '0';
+const startsWithState = (q: Record<string, unknown>, fromRv: string | undefined) =>
+  q.sendInitialEvents === 'true' || fromRv === undefined || fromRv === '' || fromRv === '0';
 
-async function handleWatch<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest, reply: FastifyReply, namespace: string | undefined, sel: Selection) {
+async function handleWatch<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  namespace: string | undefined,
+  sel: Selection,
+) {
   const { strategy, table: convertor, names, storage } = ctx.resource;
   const hub = ctx.hub();
   const q = req.query as Record<string, unknown>;
@@ -54,22 +80,31 @@ async function handleWatch<E extends object, O extends KubeObject>(ctx: Resource
   const include = includeOf(q);
   const fromRv = str(q.resourceVersion);
   const timeoutRaw = str(q.timeoutSeconds);
-  const timeoutMs = timeoutRaw !== undefined && /^\d+$/.test(timeoutRaw) ? Math.min(Number(timeoutRaw), 3600) * 1000 : 30 * 60 * 1000;
+  const timeoutMs =
+    timeoutRaw !== undefined && /^\d+$/.test(timeoutRaw) ? Math.min(Number(timeoutRaw), 3600) * 1000 : 30 * 60 * 1000;
   let firstTable = true;
   const frame = (type: string, o: O): string => {
     let object: unknown = o;
     if (shape === 'table') {
-      object = { ...table(convertor, [o], include, { resourceVersion: o.metadata.resourceVersion }, firstTable), apiVersion: `meta.k8s.io/${tableVersion}` };
+      object = {
+        ...table(convertor, [o], include, { resourceVersion: o.metadata.resourceVersion }, firstTable),
+        apiVersion: `meta.k8s.io/${tableVersion}`,
+      };
       firstTable = false;
     } else if (shape === 'partial') object = partialObject(o);
     return `${JSON.stringify({ type, object })}\n`;
   };
-  const eventObject = (ev: HubEvent<E>) => (ev.type === 'DELETED' ? strategy.toObject(ev.entry, ev.rv) : ctx.objectOf(ev.entry));
+  const eventObject = (ev: HubEvent<E>) =>
+    ev.type === 'DELETED' ? strategy.toObject(ev.entry, ev.rv) : ctx.objectOf(ev.entry);
   const relevant = (o: O) => (namespace === undefined || o.metadata.namespace === namespace) && ctx.selected(o, sel);
 
   reply.hijack();
   const res = reply.raw;
-  res.writeHead(200, { 'content-type': shape === 'table' ? tableType(tableVersion) : 'application/json', 'cache-control': 'no-cache, private', 'transfer-encoding': 'chunked' });
+  res.writeHead(200, {
+    'content-type': shape === 'table' ? tableType(tableVersion) : 'application/json',
+    'cache-control': 'no-cache, private',
+    'transfer-encoding': 'chunked',
+  });
   const pending: HubEvent<E>[] = [];
   let live = false;
   const write = (ev: HubEvent<E>) => {
@@ -100,7 +135,11 @@ async function handleWatch<E extends object, O extends KubeObject>(ctx: Resource
     }
     if (q.sendInitialEvents === 'true') {
       // Streaming lists (client-go WatchList) wait for this bookmark to know the initial state is complete.
-      const bookmark = { apiVersion: AGG_GROUP_VERSION, kind: names.kind, metadata: { resourceVersion: hub.currentRv(), annotations: { 'k8s.io/initial-events-end': 'true' } } };
+      const bookmark = {
+        apiVersion: AGG_GROUP_VERSION,
+        kind: names.kind,
+        metadata: { resourceVersion: hub.currentRv(), annotations: { 'k8s.io/initial-events-end': 'true' } },
+      };
       res.write(`${JSON.stringify({ type: 'BOOKMARK', object: bookmark })}\n`);
     }
   } else for (const ev of sub.replay) write(ev);

@@ -11,9 +11,17 @@ export const includeOf = (q: Record<string, unknown>): IncludeObject => {
   return v === 'None' || v === 'Object' ? v : 'Metadata';
 };
 
-export const partialObject = (o: KubeObject) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata });
+export const partialObject = (o: KubeObject) => ({
+  kind: 'PartialObjectMetadata',
+  apiVersion: 'meta.k8s.io/v1',
+  metadata: o.metadata,
+});
 
-export function tableRow<O extends KubeObject>(convertor: TableConvertor<O>, o: O, include: IncludeObject): Record<string, unknown> {
+export function tableRow<O extends KubeObject>(
+  convertor: TableConvertor<O>,
+  o: O,
+  include: IncludeObject,
+): Record<string, unknown> {
   const object = include === 'None' ? undefined : include === 'Object' ? o : partialObject(o);
   return { cells: convertor.cells(o), ...(object ? { object } : {}) };
 }
@@ -37,26 +45,52 @@ export function table<O extends KubeObject>(
 export const tableType = (tableVersion: string) => `application/json;as=Table;v=${tableVersion};g=meta.k8s.io`;
 
 /** One object in the shape the client asked for. */
-export function sendObject<O extends KubeObject>(convertor: TableConvertor<O>, req: FastifyRequest, reply: FastifyReply, code: number, o: O) {
+export function sendObject<O extends KubeObject>(
+  convertor: TableConvertor<O>,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  code: number,
+  o: O,
+) {
   const { shape, tableVersion } = responseShape(req.headers.accept);
   if (shape === 'table') {
-    const t = { ...table(convertor, [o], includeOf(req.query as Record<string, unknown>), { resourceVersion: o.metadata.resourceVersion }), apiVersion: `meta.k8s.io/${tableVersion}` };
+    const t = {
+      ...table(convertor, [o], includeOf(req.query as Record<string, unknown>), {
+        resourceVersion: o.metadata.resourceVersion,
+      }),
+      apiVersion: `meta.k8s.io/${tableVersion}`,
+    };
     return reply.code(code).type(tableType(tableVersion)).send(t);
   }
-  if (shape === 'partial') return reply.code(code).type('application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io').send(partialObject(o));
+  if (shape === 'partial')
+    return reply.code(code).type('application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io').send(partialObject(o));
   return reply.code(code).type('application/json').send(o);
 }
 
 /** A list in the shape the client asked for. */
-export function sendList<O extends KubeObject>(convertor: TableConvertor<O>, listKind: string, apiVersion: string, req: FastifyRequest, reply: FastifyReply, meta: Record<string, unknown>, items: O[]) {
+export function sendList<O extends KubeObject>(
+  convertor: TableConvertor<O>,
+  listKind: string,
+  apiVersion: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  meta: Record<string, unknown>,
+  items: O[],
+) {
   const { shape, tableVersion } = responseShape(req.headers.accept);
   if (shape === 'table') {
-    return reply.type(tableType(tableVersion)).send({ ...table(convertor, items, includeOf(req.query as Record<string, unknown>), meta), apiVersion: `meta.k8s.io/${tableVersion}` });
+    return reply.type(tableType(tableVersion)).send({
+      ...table(convertor, items, includeOf(req.query as Record<string, unknown>), meta),
+      apiVersion: `meta.k8s.io/${tableVersion}`,
+    });
   }
   if (shape === 'partial') {
-    return reply
-      .type('application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io')
-      .send({ kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1', metadata: meta, items: items.map(partialObject) });
+    return reply.type('application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io').send({
+      kind: 'PartialObjectMetadataList',
+      apiVersion: 'meta.k8s.io/v1',
+      metadata: meta,
+      items: items.map(partialObject),
+    });
   }
   return reply.type('application/json').send({ kind: listKind, apiVersion, metadata: meta, items });
 }

@@ -49,7 +49,8 @@ export interface Selection {
 export function selectionOf(query: Record<string, unknown>, selectableFields: readonly string[]): Selection {
   try {
     const fields = parseSelector(str(query.fieldSelector));
-    for (const f of fields) if (!selectableFields.includes(f.key)) throw new SelectorError(`field label not supported: ${f.key}`);
+    for (const f of fields)
+      if (!selectableFields.includes(f.key)) throw new SelectorError(`field label not supported: ${f.key}`);
     return { labels: parseSelector(str(query.labelSelector)), fields };
   } catch (err) {
     if (err instanceof SelectorError) throw new StatusError(400, 'BadRequest', err.message);

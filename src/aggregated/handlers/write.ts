@@ -12,18 +12,36 @@ import { sendObject } from './respond.ts';
 type Named = FastifyRequest<{ Params: { ns: string; name: string } }>;
 
 const rejectDryRun = (q: Record<string, unknown>) => {
-  if (q.dryRun !== undefined) throw new StatusError(400, 'BadRequest', 'dryRun is not supported for create, update or patch by this API (delete supports it): nothing was written');
+  if (q.dryRun !== undefined)
+    throw new StatusError(
+      400,
+      'BadRequest',
+      'dryRun is not supported for create, update or patch by this API (delete supports it): nothing was written',
+    );
 };
 
 /** The 409 the apiserver answers when a sent resourceVersion is not the stored one. */
-export function conflict<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, name: string, why: string): StatusError {
+export function conflict<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  name: string,
+  why: string,
+): StatusError {
   const { group, resource } = ctx.resource.errors;
-  return new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${resource}.${group} "${name}": ${why}`, { name, group, kind: resource });
+  return new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${resource}.${group} "${name}": ${why}`, {
+    name,
+    group,
+    kind: resource,
+  });
 }
 
-const resourceVersionOf = (o: unknown): unknown => (o as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
+const resourceVersionOf = (o: unknown): unknown =>
+  (o as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
 
-export async function handleCreate<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: FastifyRequest<{ Params: { ns: string } }>, reply: FastifyReply) {
+export async function handleCreate<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: FastifyRequest<{ Params: { ns: string } }>,
+  reply: FastifyReply,
+) {
   rejectDryRun(req.query as Record<string, unknown>);
   requireJson(req);
   const raw = readJson(req);
@@ -36,11 +54,25 @@ export async function handleCreate<E extends object, O extends KubeObject>(ctx: 
   return sendObject(ctx.resource.table, req, reply, 201, ctx.resource.strategy.toObject(created));
 }
 
-async function applyUpdate<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, namespace: string, current: E, desired: unknown, precondition: string | undefined): Promise<E> {
+async function applyUpdate<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  namespace: string,
+  current: E,
+  desired: unknown,
+  precondition: string | undefined,
+): Promise<E> {
   const { storage, strategy } = ctx.resource;
   const name = storage.nameOf(current);
-  if (precondition !== undefined && precondition !== '' && precondition !== strategy.toObject(current).metadata.resourceVersion) {
-    throw conflict(ctx, name, 'the object has been modified; please apply your changes to the latest version and try again');
+  if (
+    precondition !== undefined &&
+    precondition !== '' &&
+    precondition !== strategy.toObject(current).metadata.resourceVersion
+  ) {
+    throw conflict(
+      ctx,
+      name,
+      'the object has been modified; please apply your changes to the latest version and try again',
+    );
   }
   try {
     return await storage.update(namespace, current, desired);
@@ -49,7 +81,11 @@ async function applyUpdate<E extends object, O extends KubeObject>(ctx: Resource
   }
 }
 
-export async function handleUpdate<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: Named, reply: FastifyReply) {
+export async function handleUpdate<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: Named,
+  reply: FastifyReply,
+) {
   rejectDryRun(req.query as Record<string, unknown>);
   requireJson(req);
   const desired = readJson(req);
@@ -59,12 +95,21 @@ export async function handleUpdate<E extends object, O extends KubeObject>(ctx: 
   return sendObject(ctx.resource.table, req, reply, 200, ctx.resource.strategy.toObject(updated));
 }
 
-export async function handlePatch<E extends object, O extends KubeObject>(ctx: ResourceContext<E, O>, req: Named, reply: FastifyReply) {
+export async function handlePatch<E extends object, O extends KubeObject>(
+  ctx: ResourceContext<E, O>,
+  req: Named,
+  reply: FastifyReply,
+) {
   rejectDryRun(req.query as Record<string, unknown>);
   const { group, resource, kind } = ctx.resource.errors;
   const ct = contentType(req);
   // Before the lookup: apply would create a missing object, so it gets the same answer whether or not one exists.
-  if (ct === 'application/apply-patch+yaml') throw new StatusError(415, 'UnsupportedMediaType', ctx.resource.applyRefusal, { name: req.params.name, group, kind: resource });
+  if (ct === 'application/apply-patch+yaml')
+    throw new StatusError(415, 'UnsupportedMediaType', ctx.resource.applyRefusal, {
+      name: req.params.name,
+      group,
+      kind: resource,
+    });
   const current = ctx.find(req.params.ns, req.params.name);
   const base = ctx.resource.strategy.toObject(current);
   let desired: unknown;
@@ -85,7 +130,8 @@ export async function handlePatch<E extends object, O extends KubeObject>(ctx: R
     }
   } catch (err) {
     const name = ctx.resource.storage.nameOf(current);
-    if (err instanceof PatchError) throw new StatusError(422, 'Invalid', `${kind} "${name}" is invalid: ${err.message}`, { name, group, kind });
+    if (err instanceof PatchError)
+      throw new StatusError(422, 'Invalid', `${kind} "${name}" is invalid: ${err.message}`, { name, group, kind });
     throw err;
   }
   const rv = resourceVersionOf(desired);

@@ -2,14 +2,14 @@
 // in-cluster clients that have Kubernetes identities rather than management keys. Errors keep the REST error body
 // (the error handler in ../server.ts tells the two surfaces apart by path).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { parseUntrustedJson, UntrustedJsonError } from '../../domain/json.ts';
 import { ApiError, MESSAGES } from '../../service/errors.ts';
+import type { CredentialEntry } from '../../service/read-model.ts';
 import { NOT_SYNCED_MESSAGE } from '../../service/runtime.ts';
 import type { ByokService } from '../../service/service.ts';
-import type { CredentialEntry } from '../../service/read-model.ts';
-import { parseUntrustedJson, UntrustedJsonError } from '../../domain/json.ts';
 import { resourceAccess } from '../access.ts';
-import { contentType } from '../request.ts';
 import { AGG_PREFIX } from '../group.ts';
+import { contentType } from '../request.ts';
 
 export const BYOK_REST_RESOURCE = 'byok';
 
@@ -27,7 +27,8 @@ export function registerByokRest(app: FastifyInstance, service: ByokService, rea
       throw new ApiError(400, err.problem.code === 'malformed' ? MESSAGES.malformedJson : err.message);
     }
   };
-  const restReply = (reply: FastifyReply, status: number, body: string | Buffer) => reply.code(status).type('application/json; charset=utf-8').send(body);
+  const restReply = (reply: FastifyReply, status: number, body: string | Buffer) =>
+    reply.code(status).type('application/json; charset=utf-8').send(body);
   const single = (e: CredentialEntry): Buffer => (e.single ??= Buffer.from(`{"data":${e.json}}`));
   const declared = {
     ...resourceAccess(BYOK_REST_RESOURCE),
@@ -36,10 +37,18 @@ export function registerByokRest(app: FastifyInstance, service: ByokService, rea
     },
   };
   const REST = `${AGG_PREFIX}/namespaces/:ns/${BYOK_REST_RESOURCE}`;
-  app.get<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 200, service.list(req.params.ns, req.query)));
-  app.post<{ Params: { ns: string } }>(REST, declared, async (req, reply) => restReply(reply, 201, single(await service.create(req.params.ns, restJson(req)))));
-  app.get<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => restReply(reply, 200, single(service.get(req.params.ns, req.params.name))));
-  app.patch<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => restReply(reply, 200, single(await service.update(req.params.ns, req.params.name, restJson(req)))));
+  app.get<{ Params: { ns: string } }>(REST, declared, async (req, reply) =>
+    restReply(reply, 200, service.list(req.params.ns, req.query)),
+  );
+  app.post<{ Params: { ns: string } }>(REST, declared, async (req, reply) =>
+    restReply(reply, 201, single(await service.create(req.params.ns, restJson(req)))),
+  );
+  app.get<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) =>
+    restReply(reply, 200, single(service.get(req.params.ns, req.params.name))),
+  );
+  app.patch<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) =>
+    restReply(reply, 200, single(await service.update(req.params.ns, req.params.name, restJson(req)))),
+  );
   app.delete<{ Params: { ns: string; name: string } }>(`${REST}/:name`, declared, async (req, reply) => {
     await service.delete(req.params.ns, req.params.name);
     return restReply(reply, 200, '{"deleted":true}');

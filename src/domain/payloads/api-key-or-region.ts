@@ -1,7 +1,8 @@
 // A plain API key, or `{api_key, region}` for providers with regional hosts (OpenAI's data residency, Fireworks):
 // the region picks the catalog endpoint's regional base URL.
+
+import { type ApiKeyFacts, type ApiKeyPayload, bearer, plainShape } from './plain.ts';
 import type { PayloadShapeModule } from './shape.ts';
-import { bearer, plainShape, type ApiKeyFacts, type ApiKeyPayload } from './plain.ts';
 import { compileSchema, isObject, NO_SPACE, parseJson, plainKey, runSchema, stringField } from './validation.ts';
 
 export interface ApiKeyRegionPayload {
@@ -27,7 +28,10 @@ const RULES = {
   region: 'must be a region identifier (lower-case letters, digits, hyphens)',
 };
 
-export const apiKeyOrRegionShape: PayloadShapeModule<ApiKeyPayload | ApiKeyRegionPayload, ApiKeyFacts | ApiKeyRegionFacts> = {
+export const apiKeyOrRegionShape: PayloadShapeModule<
+  ApiKeyPayload | ApiKeyRegionPayload,
+  ApiKeyFacts | ApiKeyRegionFacts
+> = {
   kinds: ['api-key-region'],
   takesJson: true,
   validate({ text, looksJson }, errors) {
@@ -52,9 +56,11 @@ export const apiKeyOrRegionShape: PayloadShapeModule<ApiKeyPayload | ApiKeyRegio
   upstream(payload, spec, modelSlug) {
     if (payload.kind === 'api-key') return plainShape.upstream(payload, spec, modelSlug);
     const base = spec.regionalBaseUrls[payload.region];
-    if (base === undefined) return { problem: `the catalog has no base URL for region ${payload.region} of this endpoint` };
+    if (base === undefined)
+      return { problem: `the catalog has no base URL for region ${payload.region} of this endpoint` };
     return { url: { chat: base.replace(/\/+$/, '') }, model: spec.model, auth: bearer(payload.apiKey) };
   },
-  facts: (payload) => (payload.kind === 'api-key' ? { kind: 'api-key' } : { kind: 'api-key-region', region: payload.region }),
+  facts: (payload) =>
+    payload.kind === 'api-key' ? { kind: 'api-key' } : { kind: 'api-key-region', region: payload.region },
   secret: (payload) => ({ kind: 'api-key', apiKey: payload.apiKey }),
 };

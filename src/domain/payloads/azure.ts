@@ -3,7 +3,16 @@
 import { urlEgressProblem } from '../egress.ts';
 import type { PayloadIssue } from '../errors.ts';
 import type { PayloadShapeModule, ShapeInput } from './shape.ts';
-import { compileSchema, fillTemplate, HTTPS, isObject, jsonDocument, NO_SPACE, runSchema, stringField } from './validation.ts';
+import {
+  compileSchema,
+  fillTemplate,
+  HTTPS,
+  isObject,
+  jsonDocument,
+  NO_SPACE,
+  runSchema,
+  stringField,
+} from './validation.ts';
 
 export type AzureResourceType = 'ai_foundry' | 'openai';
 
@@ -116,7 +125,8 @@ function validateAzure({ text, looksJson, egress }: ShapeInput, errors: PayloadI
     const slug = entry['model_slug'];
     if (typeof slug === 'string') {
       const first = slugs.get(slug);
-      if (first !== undefined) errors.push({ field: `${at}.model_slug`, message: `duplicates the model_slug of entry [${first}]` });
+      if (first !== undefined)
+        errors.push({ field: `${at}.model_slug`, message: `duplicates the model_slug of entry [${first}]` });
       else slugs.set(slug, i);
     }
     if (schemaOk && urlOk) {
@@ -152,7 +162,10 @@ export function endpointUrlProblem(url: string): string | null {
  * The Azure entry serving a model: a per-deployment config whose model_slug matches wins over resource configs;
  * otherwise the first resource config (which needs no per-model setup); null when neither applies.
  */
-export function azureDeploymentFor(payload: AzurePayload, modelSlug: string): AzureDeploymentConfig | AzureResourceConfig | null {
+export function azureDeploymentFor(
+  payload: AzurePayload,
+  modelSlug: string,
+): AzureDeploymentConfig | AzureResourceConfig | null {
   let resource: AzureResourceConfig | null = null;
   for (const e of payload.entries) {
     if (e.type === 'deployment') {
@@ -185,7 +198,8 @@ export const azureShape: PayloadShapeModule<AzurePayload, AzureFacts> = {
     const entry = azureDeploymentFor(payload, modelSlug);
     if (entry === null) return { problem: `no Azure deployment or resource config serves ${modelSlug}` };
     const auth = { kind: 'header', name: 'api-key', value: entry.api_key } as const;
-    if (entry.type === 'deployment') return { url: { full: entry.endpoint_url }, model: entry.model_id, auth, tenantUrl: true };
+    if (entry.type === 'deployment')
+      return { url: { full: entry.endpoint_url }, model: entry.model_id, auth, tenantUrl: true };
     const template = entry.resource_type === 'ai_foundry' ? spec.azureFoundryUrl : spec.azureOpenAiUrl;
     return { url: { chat: fillTemplate(template, { resource_name: entry.resource_name }) }, model: spec.model, auth };
   },

@@ -1,8 +1,18 @@
 // Amazon Bedrock (and Claude on AWS, served through it): a Bedrock API key, or IAM access keys with their region,
 // which the gateway signs each call with (AWS Signature Version 4).
-import { fillTemplate, compileSchema, isObject, NO_SPACE, parseJson, plainKey, runSchema, stringField } from './validation.ts';
-import type { PayloadShapeModule } from './shape.ts';
+
 import { bearer } from './plain.ts';
+import type { PayloadShapeModule } from './shape.ts';
+import {
+  compileSchema,
+  fillTemplate,
+  isObject,
+  NO_SPACE,
+  parseJson,
+  plainKey,
+  runSchema,
+  stringField,
+} from './validation.ts';
 
 export interface BedrockKeyPayload {
   kind: 'bedrock-key';
@@ -51,7 +61,10 @@ export const bedrockShape: PayloadShapeModule<BedrockKeyPayload | BedrockIamPayl
     }
     const v = parsed.value;
     if (!isObject(v)) {
-      errors.push({ field: '', message: 'must be a plain API key or an object {accessKeyId, secretAccessKey, region}' });
+      errors.push({
+        field: '',
+        message: 'must be a plain API key or an object {accessKeyId, secretAccessKey, region}',
+      });
       return null;
     }
     if (!runSchema(validateIam, v, '', RULES, errors)) return null;
@@ -66,12 +79,21 @@ export const bedrockShape: PayloadShapeModule<BedrockKeyPayload | BedrockIamPayl
   upstream(payload, spec) {
     if (payload.kind === 'bedrock-key') {
       // An API key carries no region: the catalog's default one.
-      return { url: { chat: fillTemplate(spec.baseUrl, { region: spec.defaultRegion }) }, model: spec.model, auth: bearer(payload.apiKey) };
+      return {
+        url: { chat: fillTemplate(spec.baseUrl, { region: spec.defaultRegion }) },
+        model: spec.model,
+        auth: bearer(payload.apiKey),
+      };
     }
     const { region, accessKeyId, secretAccessKey } = payload;
-    return { url: { chat: fillTemplate(spec.baseUrl, { region }) }, model: spec.model, auth: { kind: 'aws-sigv4', service: 'bedrock', region, accessKeyId, secretAccessKey } };
+    return {
+      url: { chat: fillTemplate(spec.baseUrl, { region }) },
+      model: spec.model,
+      auth: { kind: 'aws-sigv4', service: 'bedrock', region, accessKeyId, secretAccessKey },
+    };
   },
-  facts: (payload) => (payload.kind === 'bedrock-key' ? { kind: 'bedrock-key' } : { kind: 'bedrock-iam', region: payload.region }),
+  facts: (payload) =>
+    payload.kind === 'bedrock-key' ? { kind: 'bedrock-key' } : { kind: 'bedrock-iam', region: payload.region },
   secret: (payload) =>
     payload.kind === 'bedrock-key'
       ? { kind: 'api-key', apiKey: payload.apiKey }

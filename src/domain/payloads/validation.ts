@@ -76,7 +76,10 @@ function issueFor(e: ErrorObject, prefix: string, rules: FieldRules): PayloadIss
     case 'pattern':
     case 'format': {
       const name = lastSegment(path);
-      return { field: path, message: (Object.hasOwn(rules, name) ? rules[name] : undefined) ?? 'has an invalid format' };
+      return {
+        field: path,
+        message: (Object.hasOwn(rules, name) ? rules[name] : undefined) ?? 'has an invalid format',
+      };
     }
     default:
       return { field: path, message: 'is invalid' };
@@ -84,7 +87,13 @@ function issueFor(e: ErrorObject, prefix: string, rules: FieldRules): PayloadIss
 }
 
 /** Validates `data`, appending one issue per failing field and rule to `into`; true when it passed. */
-export function runSchema(validate: ValidateFunction, data: unknown, prefix: string, rules: FieldRules, into: PayloadIssue[]): boolean {
+export function runSchema(
+  validate: ValidateFunction,
+  data: unknown,
+  prefix: string,
+  rules: FieldRules,
+  into: PayloadIssue[],
+): boolean {
   if (validate(data)) return true;
   const seen = new Set<string>();
   for (const e of validate.errors ?? []) {

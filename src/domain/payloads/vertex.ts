@@ -3,7 +3,16 @@
 // checked against the egress policy here and at connect time).
 import { urlEgressProblem } from '../egress.ts';
 import type { PayloadShapeModule } from './shape.ts';
-import { compileSchema, fillTemplate, HTTPS, isObject, jsonDocument, NO_SPACE, runSchema, stringField } from './validation.ts';
+import {
+  compileSchema,
+  fillTemplate,
+  HTTPS,
+  isObject,
+  jsonDocument,
+  NO_SPACE,
+  runSchema,
+  stringField,
+} from './validation.ts';
 
 /** The Google service-account key document, as issued. */
 export interface VertexServiceAccount {
@@ -99,7 +108,8 @@ export const vertexShape: PayloadShapeModule<VertexPayload, VertexFacts> = {
     }
     const schemaOk = runSchema(validateDocument, v, '', RULES, errors);
     // The gateway POSTs the signed assertion to token_uri: a tenant URL like an Azure endpoint_url.
-    const tokenUriProblem = schemaOk && typeof v['token_uri'] === 'string' ? urlEgressProblem(v['token_uri'], egress) : null;
+    const tokenUriProblem =
+      schemaOk && typeof v['token_uri'] === 'string' ? urlEgressProblem(v['token_uri'], egress) : null;
     if (tokenUriProblem !== null) errors.push({ field: 'token_uri', message: tokenUriProblem });
     let bucket: string | null = null;
     if (typeof v['bucket'] === 'string' && v['bucket'] !== '') {
@@ -141,7 +151,10 @@ export function bucketName(value: string): { ok: true; name: string } | { ok: fa
   }
   const bare = name.replace(/\/+$/, '');
   if (!BUCKET_NAME.test(bare)) {
-    return { ok: false, message: 'must be a bucket name (3-63 lower-case letters, digits, dots, hyphens, underscores) or gs://<bucket>' };
+    return {
+      ok: false,
+      message: 'must be a bucket name (3-63 lower-case letters, digits, dots, hyphens, underscores) or gs://<bucket>',
+    };
   }
   return { ok: true, name: bare };
 }

@@ -2,12 +2,12 @@
 // current windows and ask decideBudget. Outage rule: closed (rethrow) by default, open when configured; a restarted
 // ledger (LedgerResetError) is closed either way. A reservation that timed out is given up at once (abandon).
 import type { Logger } from 'pino';
-import { budgetScopes, decideBudget, type BudgetCheck } from '../../domain/budgets.ts';
+import type { AdmitDecision, AdmitRequest, Reservation } from '../../contract/spend-gate.ts';
 import type { BudgetedGuardrail, BudgetedWorkspace } from '../../domain/account.ts';
+import { type BudgetCheck, budgetScopes, decideBudget } from '../../domain/budgets.ts';
 import type { BudgetInterval } from '../../domain/compiled.ts';
 import { assertNonNegativeMicros, type Micros } from '../../domain/money.ts';
-import type { AdmitDecision, AdmitRequest, Reservation } from '../../contract/spend-gate.ts';
-import { LedgerResetError, LedgerUnavailableError, type HoldCheck, type Ledger } from '../ledger.ts';
+import { type HoldCheck, type Ledger, LedgerResetError, LedgerUnavailableError } from '../ledger.ts';
 import { readWindows, type ScopeRef } from '../spend-view.ts';
 import { windowsAt } from '../windows.ts';
 import type { GateKeyCache } from './key-cache.ts';
@@ -34,9 +34,14 @@ export interface AdmissionOptions {
 
 function budgetRefs(guardrails: readonly BudgetedGuardrail[], workspace: BudgetedWorkspace | null): ScopeRef[] {
   const refs: ScopeRef[] = [];
-  for (const g of guardrails) if (g.budget !== null) refs.push({ scope: 'guardrail', id: g.id, intervals: [g.budget.resetInterval] });
+  for (const g of guardrails)
+    if (g.budget !== null) refs.push({ scope: 'guardrail', id: g.id, intervals: [g.budget.resetInterval] });
   if (workspace !== null && workspace.budgets.length > 0) {
-    refs.push({ scope: 'workspace', id: workspace.id, intervals: [...new Set<BudgetInterval>(workspace.budgets.map((b) => b.interval))] });
+    refs.push({
+      scope: 'workspace',
+      id: workspace.id,
+      intervals: [...new Set<BudgetInterval>(workspace.budgets.map((b) => b.interval))],
+    });
   }
   return refs;
 }
@@ -44,12 +49,22 @@ function budgetRefs(guardrails: readonly BudgetedGuardrail[], workspace: Budgete
 const heldKeys = (checks: readonly HoldCheck[]) => checks.filter((c) => c.amount > 0).map((c) => c.holdKey);
 
 /** Every budget with a limit, as the ledger checks it: counted keys, hold set, limit, and this request's hold. */
-export function holdChecks(req: AdmitRequest, maximum: Maximum, cache: GateKeyCache): { checks: HoldCheck[]; meta: CheckMeta[] } {
+export function holdChecks(
+  req: AdmitRequest,
+  maximum: Maximum,
+  cache: GateKeyCache,
+): { checks: HoldCheck[]; meta: CheckMeta[] } {
   const { guardrails, workspace } = budgetScopes(req.account, req.who);
   const checks: HoldCheck[] = [];
   const meta: CheckMeta[] = [];
   const windows = windowsAt(req.at);
-  const add = (scope: 'guardrail' | 'workspace', owner: { id: string; name: string }, interval: BudgetInterval, limitMicros: Micros, includesByok: boolean) => {
+  const add = (
+    scope: 'guardrail' | 'workspace',
+    owner: { id: string; name: string },
+    interval: BudgetInterval,
+    limitMicros: Micros,
+    includesByok: boolean,
+  ) => {
     assertNonNegativeMicros(limitMicros, 'budget limit');
     const k = cache.scope(req.account.accountId, scope, owner, windows)[interval];
     // A BYOK-only request cannot count where BYOK is excluded: checked (a reached budget still blocks), not held.
@@ -57,8 +72,12 @@ export function holdChecks(req: AdmitRequest, maximum: Maximum, cache: GateKeyCa
     checks.push({ countedKeys: includesByok ? k.both : [k.nonbyok], holdKey: k.hold, limitMicros, amount });
     meta.push({ scope, id: owner.id, name: owner.name, interval, limitMicros, includesByok });
   };
-  for (const g of guardrails) if (g.budget !== null) add('guardrail', g, g.budget.resetInterval, g.budget.limitMicros, g.budget.includeByokInBudgets);
-  if (workspace !== null) for (const b of workspace.budgets) add('workspace', workspace, b.interval, b.limitMicros, workspace.includeByokInBudgets);
+  for (const g of guardrails)
+    if (g.budget !== null)
+      add('guardrail', g, g.budget.resetInterval, g.budget.limitMicros, g.budget.includeByokInBudgets);
+  if (workspace !== null)
+    for (const b of workspace.budgets)
+      add('workspace', workspace, b.interval, b.limitMicros, workspace.includeByokInBudgets);
   return { checks, meta };
 }
 
@@ -66,7 +85,13 @@ export function holdChecks(req: AdmitRequest, maximum: Maximum, cache: GateKeyCa
  * Drops a reservation retrying while the ledger is unreachable (a few tries: a reservation that never reached the
  * ledger lands nowhere); `done` hears whether it was dropped. Off the request path: nobody waits for it.
  */
-export function releaseInBackground(ledger: Ledger, reservation: Reservation, retry: { minMs: number; maxMs: number }, stopped: () => boolean, done: (released: boolean, err?: unknown) => void): void {
+export function releaseInBackground(
+  ledger: Ledger,
+  reservation: Reservation,
+  retry: { minMs: number; maxMs: number },
+  stopped: () => boolean,
+  done: (released: boolean, err?: unknown) => void,
+): void {
   if (reservation.holdKeys.length === 0) return done(true);
   let delay = retry.minMs;
   let tries = 0;
@@ -112,10 +137,19 @@ export class Admission {
     if (checks.length === 0) return { allowed: true, reservation: null };
     // Given up on a timeout under this amount; the release finds a hold granted less by its id.
     const reservation: Reservation = { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) };
-    const floor = maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros ? { floor: Math.max(1, maximum.floorMicros), share: maximum.shareOfRoom ?? 1 } : {};
+    const floor =
+      maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros
+        ? { floor: Math.max(1, maximum.floorMicros), share: maximum.shareOfRoom ?? 1 }
+        : {};
     let result: Awaited<ReturnType<Ledger['reserve']>>;
     try {
-      result = await ledger.reserve({ id: maximum.id, checks, ttlMs: this.opts.reservationTtlMs, ...floor, ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}) });
+      result = await ledger.reserve({
+        id: maximum.id,
+        checks,
+        ttlMs: this.opts.reservationTtlMs,
+        ...floor,
+        ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}),
+      });
     } catch (err) {
       // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
       if (err instanceof LedgerResetError) {
@@ -126,13 +160,18 @@ export class Admission {
       // admitted unchecked when open), so give it up now: its hold is dropped, or never made if it lands later.
       if (err instanceof LedgerUnavailableError) {
         releaseInBackground(ledger, reservation, retry, stopped, (released, e) => {
-          if (!released) log?.warn({ generation_id: reservation.id, err: e instanceof Error ? e.message : String(e) }, 'abandoned reservation not released: it lapses at its expiry');
+          if (!released)
+            log?.warn(
+              { generation_id: reservation.id, err: e instanceof Error ? e.message : String(e) },
+              'abandoned reservation not released: it lapses at its expiry',
+            );
         });
       }
       return this.unreachable(err);
     }
     if (result.ok) {
-      const granted: Reservation = reservation.holdKeys.length > 0 ? { ...reservation, amountMicros: result.granted } : reservation;
+      const granted: Reservation =
+        reservation.holdKeys.length > 0 ? { ...reservation, amountMicros: result.granted } : reservation;
       if (granted.holdKeys.length > 0) this.opts.held?.(granted);
       return { allowed: true, reservation: granted };
     }
@@ -158,9 +197,25 @@ export class Admission {
     }
     const zero = { nonByokMicros: 0, byokMicros: 0 };
     const decision = decideBudget({
-      guardrails: guardrails.map((g) => ({ guardrail: g, spend: spend.get(`guardrail/${g.id}`)?.[g.budget?.resetInterval ?? 'lifetime'] ?? zero })),
-      workspace: workspace === null ? null : { workspace, spend: Object.fromEntries(workspace.budgets.map((b) => [b.interval, spend.get(`workspace/${workspace.id}`)?.[b.interval] ?? zero])) },
+      guardrails: guardrails.map((g) => ({
+        guardrail: g,
+        spend: spend.get(`guardrail/${g.id}`)?.[g.budget?.resetInterval ?? 'lifetime'] ?? zero,
+      })),
+      workspace:
+        workspace === null
+          ? null
+          : {
+              workspace,
+              spend: Object.fromEntries(
+                workspace.budgets.map((b) => [
+                  b.interval,
+                  spend.get(`workspace/${workspace.id}`)?.[b.interval] ?? zero,
+                ]),
+              ),
+            },
     });
-    return decision.blockedBy === null ? { allowed: true, reservation: null } : { allowed: false, blockedBy: decision.blockedBy, heldMicros: 0, requestMicros: 0 };
+    return decision.blockedBy === null
+      ? { allowed: true, reservation: null }
+      : { allowed: false, blockedBy: decision.blockedBy, heldMicros: 0, requestMicros: 0 };
   }
 }

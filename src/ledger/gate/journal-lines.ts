@@ -12,7 +12,10 @@ import type { SpendRecord } from './spend-record.ts';
 /** Longer than any entry this code writes (a record of the most keys a request has is ~1.5 KB; an ack line of a 10 ms burst well under this). */
 export const MAX_LINE_BYTES = 1 << 20;
 
-export type JournalLine = { kind: 'r'; plan: SpendRecord } | { kind: 'h'; hold: Reservation } | { kind: 'a'; ids: string[] };
+export type JournalLine =
+  | { kind: 'r'; plan: SpendRecord }
+  | { kind: 'h'; hold: Reservation }
+  | { kind: 'a'; ids: string[] };
 
 const PLANS: readonly string[] = ['pay-as-you-go', 'enterprise'] satisfies PlanName[];
 
@@ -68,7 +71,8 @@ function recordPlan(v: unknown): SpendRecord | string {
     const list = own(byok, 'listCostMicros');
     const feeKey = own(byok, 'feeKey');
     const feeExpiresAt = own(byok, 'feeExpiresAt');
-    if (typeof p !== 'string' || !PLANS.includes(p) || !isMicros(list) || !isStr(feeKey) || !isExpiry(feeExpiresAt)) return `record ${id}: byok is malformed`;
+    if (typeof p !== 'string' || !PLANS.includes(p) || !isMicros(list) || !isStr(feeKey) || !isExpiry(feeExpiresAt))
+      return `record ${id}: byok is malformed`;
     // The fee is read back as the first increment's total: a BYOK record without one has nothing to compute it from.
     if (increments.length === 0) return `record ${id}: a BYOK record without increments`;
     plan.byok = { plan: p as PlanName, listCostMicros: list, feeKey, feeExpiresAt };
@@ -77,7 +81,8 @@ function recordPlan(v: unknown): SpendRecord | string {
   if (keep !== undefined) {
     // The id's landed mark lives beside the account's counters (one Redis Cluster slot): never another account's key.
     const ns = idNamespace(increments[0]?.key ?? plan.settle?.holdKeys[0] ?? '');
-    if (!isStr(keep) || ns === '' || !keep.startsWith(`${ns}:`)) return `record ${id}: keep is not a key of the record's account`;
+    if (!isStr(keep) || ns === '' || !keep.startsWith(`${ns}:`))
+      return `record ${id}: keep is not a key of the record's account`;
     plan.keep = keep;
   }
   return plan;

@@ -14,8 +14,20 @@
 //   and refuses as soon as it sees the heartbeat move.
 // A stale lock is taken over by renaming it aside and checking that what was moved is the lock judged stale (two
 // openers racing over one stale lock: the loser puts back what it moved and refuses).
-import { closeSync, fstatSync, futimesSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+
 import { randomUUID } from 'node:crypto';
+import {
+  closeSync,
+  fstatSync,
+  futimesSync,
+  linkSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -44,7 +56,9 @@ export class JournalLockedError extends Error {
   readonly dir: string;
   readonly holder: LockHolder | null;
   constructor(dir: string, holder: LockHolder | null, why: string, staleMs: number) {
-    const who = holder ? `pid ${holder.pid} on ${holder.host}, started ${holder.startedAt}, instance ${holder.instance}` : 'a lock file this version cannot read';
+    const who = holder
+      ? `pid ${holder.pid} on ${holder.host}, started ${holder.startedAt}, instance ${holder.instance}`
+      : 'a lock file this version cannot read';
     super(
       `spend journal ${dir} is in use by another gateway (${who}; ${why}): run one gateway per --ledger-journal directory. ` +
         `Give this gateway a directory of its own; if that process is gone, remove ${join(dir, LOCK_FILE)} (a lock whose heartbeat stops for ${staleMs / 1000} s is taken over by itself)`,
@@ -84,8 +98,22 @@ function parseHolder(text: string | null): LockHolder | null {
   if (text === null) return null;
   try {
     const h = JSON.parse(text) as Partial<LockHolder>;
-    if (typeof h.instance !== 'string' || !Number.isSafeInteger(h.pid) || typeof h.host !== 'string' || typeof h.startedAt !== 'string') return null;
-    return { instance: h.instance, pid: h.pid!, host: h.host, bootId: h.bootId ?? null, pidNamespace: h.pidNamespace ?? null, procStart: h.procStart ?? null, startedAt: h.startedAt };
+    if (
+      typeof h.instance !== 'string' ||
+      !Number.isSafeInteger(h.pid) ||
+      typeof h.host !== 'string' ||
+      typeof h.startedAt !== 'string'
+    )
+      return null;
+    return {
+      instance: h.instance,
+      pid: h.pid!,
+      host: h.host,
+      bootId: h.bootId ?? null,
+      pidNamespace: h.pidNamespace ?? null,
+      procStart: h.procStart ?? null,
+      startedAt: h.startedAt,
+    };
   } catch {
     return null;
   }
@@ -98,12 +126,17 @@ type Verdict = { alive: true; why: string } | { alive: false; why: string };
 /** What the holder's identity says without waiting, or null when only its heartbeat can tell. */
 function judgeByIdentity(h: LockHolder, me: LockHolder): Verdict | null {
   if (h.host !== me.host) return null;
-  if (h.bootId !== null && me.bootId !== null && h.bootId !== me.bootId) return { alive: false, why: 'its host has rebooted since' };
+  if (h.bootId !== null && me.bootId !== null && h.bootId !== me.bootId)
+    return { alive: false, why: 'its host has rebooted since' };
   if (h.pidNamespace === null || h.pidNamespace !== me.pidNamespace || h.bootId !== me.bootId) return null;
-  if (h.pid === me.pid) return heldHere.has(h.instance) ? { alive: true, why: 'held by this very process' } : { alive: false, why: 'left by this process, which no longer holds it' };
+  if (h.pid === me.pid)
+    return heldHere.has(h.instance)
+      ? { alive: true, why: 'held by this very process' }
+      : { alive: false, why: 'left by this process, which no longer holds it' };
   const start = procStart(h.pid);
   if (start === null) return { alive: false, why: `no process ${h.pid}` };
-  if (h.procStart !== null && start !== h.procStart) return { alive: false, why: `pid ${h.pid} is another process now` };
+  if (h.procStart !== null && start !== h.procStart)
+    return { alive: false, why: `pid ${h.pid} is another process now` };
   return { alive: true, why: `process ${h.pid} is running` };
 }
 
@@ -117,7 +150,13 @@ export class JournalLock {
   private readonly timer: NodeJS.Timeout;
   private released = false;
 
-  private constructor(path: string, holder: LockHolder, tookOver: JournalLock['tookOver'], heartbeatMs: number, onLost: (() => void) | undefined) {
+  private constructor(
+    path: string,
+    holder: LockHolder,
+    tookOver: JournalLock['tookOver'],
+    heartbeatMs: number,
+    onLost: (() => void) | undefined,
+  ) {
     this.path = path;
     this.holder = holder;
     this.tookOver = tookOver;
@@ -160,7 +199,8 @@ export class JournalLock {
       const verdict = (holder ? judgeByIdentity(holder, me) : null) ?? judgeByHeartbeat(path, staleMs);
       if (verdict === 'gone') continue;
       if (verdict.alive) throw new JournalLockedError(dir, holder, verdict.why, staleMs);
-      if (!takeOver(path, text, me.instance)) throw new JournalLockedError(dir, holder, 'another process took the stale lock first', staleMs);
+      if (!takeOver(path, text, me.instance))
+        throw new JournalLockedError(dir, holder, 'another process took the stale lock first', staleMs);
       tookOver = { holder, why: verdict.why };
     }
   }

@@ -15,8 +15,21 @@
 //
 // A write that fails or is cut short (ENOSPC, EIO) never leaves a torn line for the next one to be glued to: the
 // segment is cut back to its last complete line, or, when that fails too, the next append starts a new segment.
-import { closeSync, fdatasync, fdatasyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+
 import { randomUUID } from 'node:crypto';
+import {
+  closeSync,
+  fdatasync,
+  fdatasyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import type { Reservation } from '../../contract/spend-gate.ts';
 import { idNamespace } from '../keys.ts';
@@ -161,13 +174,21 @@ export class SpendJournal {
    */
   static open(opts: JournalOptions): { journal: SpendJournal; recovered: RecoveredEntries } {
     mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
-    const lock = JournalLock.acquire(opts.dir, { ...opts.lock, ...(opts.onLockLost ? { onLost: opts.onLockLost } : {}) });
+    const lock = JournalLock.acquire(opts.dir, {
+      ...opts.lock,
+      ...(opts.onLockLost ? { onLost: opts.onLockLost } : {}),
+    });
     try {
-      const segments = readdirSync(opts.dir).map((f) => Number(SEGMENT.exec(f)?.[1] ?? NaN)).filter(Number.isInteger).sort((a, b) => a - b);
+      const segments = readdirSync(opts.dir)
+        .map((f) => Number(SEGMENT.exec(f)?.[1] ?? NaN))
+        .filter(Number.isInteger)
+        .sort((a, b) => a - b);
       const journal = new SpendJournal(opts, lock, segments.at(-1) ?? 0);
       const recovered = journal.load(segments);
       const t = lock.tookOver;
-      recovered.tookOverLock = t ? `${t.holder ? `pid ${t.holder.pid} on ${t.holder.host}, instance ${t.holder.instance}` : 'an unreadable lock'}: ${t.why}` : null;
+      recovered.tookOverLock = t
+        ? `${t.holder ? `pid ${t.holder.pid} on ${t.holder.host}, instance ${t.holder.instance}` : 'an unreadable lock'}: ${t.why}`
+        : null;
       return { journal, recovered };
     } catch (err) {
       lock.release();
@@ -230,7 +251,11 @@ export class SpendJournal {
   /** Appends a reservation made at admission. */
   hold(reservation: Reservation): void {
     this.ready();
-    this.append(reservation.id, { kind: 'h', segment: this.segment, value: reservation }, `{"h":${JSON.stringify(reservation)}}\n`);
+    this.append(
+      reservation.id,
+      { kind: 'h', segment: this.segment, value: reservation },
+      `{"h":${JSON.stringify(reservation)}}\n`,
+    );
   }
 
   /** The request's record landed, or its reservation was released: nothing of it is replayed. */

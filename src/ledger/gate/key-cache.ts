@@ -1,8 +1,9 @@
 // The ledger keys of budget scopes and accounts in today's windows, built once per scope and day instead of per
 // request: the same string objects every time, so the counters' lookups hash nothing new (bench/ledger.ts). Keyed by
 // the scope or account object of a loaded routing config: a config reload brings new objects and new keys.
-import type { CompiledAccount } from '../../domain/index.ts';
+
 import type { BudgetInterval } from '../../domain/compiled.ts';
+import type { CompiledAccount } from '../../domain/index.ts';
 import type { BudgetScopeKind, KeySpace } from '../keys.ts';
 import type { DayWindows } from '../windows.ts';
 
@@ -44,9 +45,22 @@ export class GateKeyCache {
       const w = windows[interval];
       const nonbyok = this.keys.budget(accountId, scope, owner.id, w, 'nonbyok');
       const byok = this.keys.budget(accountId, scope, owner.id, w, 'byok');
-      return { nonbyok, byok, both: [nonbyok, byok], hold: this.keys.hold(accountId, scope, owner.id, w), expiresAt: this.keys.expiresAt(w) };
+      return {
+        nonbyok,
+        byok,
+        both: [nonbyok, byok],
+        hold: this.keys.hold(accountId, scope, owner.id, w),
+        expiresAt: this.keys.expiresAt(w),
+      };
     };
-    const built: ScopeKeys = { windows, accountId, daily: keysOf('daily'), weekly: keysOf('weekly'), monthly: keysOf('monthly'), lifetime: keysOf('lifetime') };
+    const built: ScopeKeys = {
+      windows,
+      accountId,
+      daily: keysOf('daily'),
+      weekly: keysOf('weekly'),
+      monthly: keysOf('monthly'),
+      lifetime: keysOf('lifetime'),
+    };
     this.scopes.set(owner, built);
     return built;
   }

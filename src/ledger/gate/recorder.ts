@@ -2,9 +2,9 @@
 // a BYOK request above the free allowance its fee, a write of its own (`<id>:fee`) retried until it lands, so a
 // failure there never replays the list cost.
 import type { Logger } from 'pino';
-import { byokCharge } from '../../domain/billing.ts';
 import type { RecordedSpend } from '../../contract/spend-gate.ts';
-import { LedgerUnavailableError, type CounterIncrement, type Ledger } from '../ledger.ts';
+import { byokCharge } from '../../domain/billing.ts';
+import { type CounterIncrement, type Ledger, LedgerUnavailableError } from '../ledger.ts';
 import type { GateMetrics } from './metrics.ts';
 import type { SpendRecord } from './spend-record.ts';
 
@@ -39,7 +39,12 @@ export class Recorder {
     const cost = plan.byok.listCostMicros;
     const before = (totals[0] ?? cost) - cost;
     const charge = byokCharge({ plan: plan.byok.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
-    if (charge.feeMicros > 0) await this.addWithRetry([{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }], `${plan.id}:fee`, plan.keep);
+    if (charge.feeMicros > 0)
+      await this.addWithRetry(
+        [{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }],
+        `${plan.id}:fee`,
+        plan.keep,
+      );
     return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
   }
 

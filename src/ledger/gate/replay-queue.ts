@@ -63,12 +63,22 @@ export class ReplayQueue {
         oldest.done = true;
         if (this.opts.spill) {
           this.opts.spill(oldest.plan);
-          oldest.reject(new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend kept in the journal, replayed when the queue has room'));
+          oldest.reject(
+            new LedgerUnavailableError(
+              'ledger unavailable and the replay queue is full: spend kept in the journal, replayed when the queue has room',
+            ),
+          );
           continue;
         }
         this.opts.metrics.dropped.inc();
-        this.opts.log?.error({ generation_id: oldest.plan.id }, 'ledger replay queue full: spend of the oldest waiting request dropped');
-        this.fail(oldest, new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend not recorded'));
+        this.opts.log?.error(
+          { generation_id: oldest.plan.id },
+          'ledger replay queue full: spend of the oldest waiting request dropped',
+        );
+        this.fail(
+          oldest,
+          new LedgerUnavailableError('ledger unavailable and the replay queue is full: spend not recorded'),
+        );
       }
       this.opts.metrics.pending.set(this.waiting.length);
     });

@@ -1,10 +1,11 @@
 // What one finished request writes to the ledger, as plain data: its counter increments, the hold it settles, and
 // what its BYOK fee is computed from. Computed once when the request finishes (the routing config of that moment),
 // then journaled and applied, possibly by a later process: it never needs the config again.
+
+import type { FinishedRequest } from '../../contract/spend-gate.ts';
 import { budgetContributionMicros, budgetScopes } from '../../domain/budgets.ts';
 import type { PlanName } from '../../domain/compiled.ts';
 import { assertNonNegativeMicros, type Micros } from '../../domain/money.ts';
-import type { FinishedRequest } from '../../contract/spend-gate.ts';
 import type { CounterIncrement, HoldRelease } from '../ledger.ts';
 import { INTERVALS, windowsAt } from '../windows.ts';
 import type { GateKeyCache, ScopeKeys } from './key-cache.ts';
@@ -30,7 +31,12 @@ export interface SpendRecord {
 // Every window of every budget scope of the request gets both parts, whatever the scope's limits and flag are
 // today: decideBudget applies include_byok_in_budgets at read time, and a limit added or an interval changed
 // mid-window sees the spend already made in that window.
-function budgetIncrements(req: FinishedRequest, cache: GateKeyCache, nonByok: Micros, byok: Micros): CounterIncrement[] {
+function budgetIncrements(
+  req: FinishedRequest,
+  cache: GateKeyCache,
+  nonByok: Micros,
+  byok: Micros,
+): CounterIncrement[] {
   const windows = windowsAt(req.at);
   const { guardrails, workspace } = budgetScopes(req.account, req.who);
   const out: CounterIncrement[] = [];
@@ -51,15 +57,36 @@ export function spendRecordOf(req: FinishedRequest, cache: GateKeyCache): SpendR
   assertNonNegativeMicros(cost, 'list cost');
   const isByok = req.byokCredentialId !== null;
   // The part that counts against every budget, and the part that counts only where BYOK is included.
-  const always = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: false });
-  const withFlag = budgetContributionMicros({ isByok, chargedMicros: cost, wouldHaveChargedMicros: cost, includeByokInBudgets: true }) - always;
+  const always = budgetContributionMicros({
+    isByok,
+    chargedMicros: cost,
+    wouldHaveChargedMicros: cost,
+    includeByokInBudgets: false,
+  });
+  const withFlag =
+    budgetContributionMicros({
+      isByok,
+      chargedMicros: cost,
+      wouldHaveChargedMicros: cost,
+      includeByokInBudgets: true,
+    }) - always;
   const acct = cache.account(req.account, windowsAt(req.at));
   const increments = budgetIncrements(req, cache, always, withFlag);
   const r = req.reservation;
   const settle = r && r.holdKeys.length > 0 ? { id: r.id, amount: r.amountMicros, holdKeys: r.holdKeys } : undefined;
   // The key's month (kubectl get gwkey), in the same atomic write as the budgets.
-  if (req.keyName !== undefined && cost > 0) increments.push({ key: cache.keys.keySpend(req.account.accountId, req.keyName, windowsAt(req.at).monthly), by: cost, expiresAt: acct.expiresAt });
-  const plan: SpendRecord = { id: req.generationId, increments, chargedMicros: isByok ? 0 : cost, ...(settle ? { settle } : {}) };
+  if (req.keyName !== undefined && cost > 0)
+    increments.push({
+      key: cache.keys.keySpend(req.account.accountId, req.keyName, windowsAt(req.at).monthly),
+      by: cost,
+      expiresAt: acct.expiresAt,
+    });
+  const plan: SpendRecord = {
+    id: req.generationId,
+    increments,
+    chargedMicros: isByok ? 0 : cost,
+    ...(settle ? { settle } : {}),
+  };
   if (!isByok) {
     increments.push({ key: acct.charged, by: cost, expiresAt: acct.expiresAt });
     return plan;

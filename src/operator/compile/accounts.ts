@@ -3,11 +3,22 @@
 // gateway pod must hold of each credential for it to count as delivered (issue 28 §1).
 import { createHash } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import {
+  type BundleAccount,
+  type BundleShardOptions,
+  incrementalBundleLayout,
+  sealAccount,
+} from '../../bundle/bundle.ts';
 import { compileAccount } from '../../compiler/compile.ts';
-import { sha256Hex } from '../../contract/routing.ts';
-import { incrementalShardLayout, ownBuffer, serializeAccount, type SerializedAccount, type ShardOptions } from '../../compiler/shard.ts';
-import { incrementalBundleLayout, sealAccount, type BundleAccount, type BundleShardOptions } from '../../bundle/bundle.ts';
+import {
+  incrementalShardLayout,
+  ownBuffer,
+  type SerializedAccount,
+  type ShardOptions,
+  serializeAccount,
+} from '../../compiler/shard.ts';
 import { envelopeVersion, type Keyring } from '../../contract/envelope.ts';
+import { sha256Hex } from '../../contract/routing.ts';
 import { normalizeKeyHash } from '../../domain/api-keys.ts';
 import type { CompiledApiKey, CompiledCredential } from '../../domain/compiled.ts';
 import type { QuarantineBook } from './quarantine.ts';
@@ -83,7 +94,12 @@ const NOT_ROUTED = 'not-routed';
  * Marks for the GatewayAPIKeys of a changed account, by hash: the digest of the key's compiled entry (or of its
  * absence, for a key that is not live), kept with its `since` while unchanged, like routingMarks.
  */
-export function apiKeyMarks(compiled: readonly CompiledApiKey[], hashes: Iterable<string>, previous: ReadonlyMap<string, RoutingMark> | undefined, since: number): ReadonlyMap<string, RoutingMark> {
+export function apiKeyMarks(
+  compiled: readonly CompiledApiKey[],
+  hashes: Iterable<string>,
+  previous: ReadonlyMap<string, RoutingMark> | undefined,
+  since: number,
+): ReadonlyMap<string, RoutingMark> {
   const entries = new Map(compiled.map((k) => [k.hash, k]));
   const marks = new Map<string, RoutingMark>();
   for (const hash of hashes) {
@@ -108,7 +124,10 @@ export class AccountCache {
   /** Envelope versions per sealed bundle (a bundle object is replaced when resealed, so the cache follows it). */
   private readonly versionCache = new WeakMap<BundleAccount, ReadonlyMap<string, string>>();
   private readonly deliveryCache = new WeakMap<AccountEntry, ReadonlyMap<string, CredentialDelivery>>();
-  private readonly keyDeliveryCache = new WeakMap<ReadonlyMap<string, RoutingMark>, ReadonlyMap<string, ApiKeyDelivery>>();
+  private readonly keyDeliveryCache = new WeakMap<
+    ReadonlyMap<string, RoutingMark>,
+    ReadonlyMap<string, ApiKeyDelivery>
+  >();
 
   private readonly onCompiled: CompilePipelineOptions['onAccountCompiled'];
 
@@ -145,7 +164,14 @@ export class AccountCache {
    * Compiles one dirty namespace into the cache (`isAccount` false: it left). `since` is the run number that
    * changed routing entries get. A quarantined account whose input is unchanged is left as it is.
    */
-  compile(ns: string, isAccount: boolean, ring: Keyring, source: AccountStateSource, quarantine: QuarantineBook<AccountEntry>, since: number): void {
+  compile(
+    ns: string,
+    isAccount: boolean,
+    ring: Keyring,
+    source: AccountStateSource,
+    quarantine: QuarantineBook<AccountEntry>,
+    since: number,
+  ): void {
     if (!isAccount) {
       this.set(ns, undefined);
       this.onCompiled?.(ns, undefined);
@@ -157,7 +183,8 @@ export class AccountCache {
     const serialized = serializeAccount(compiled);
     const inputs = new Map<string, { payload: string; statusId: string | undefined }>();
     for (const c of snap.credentials) {
-      if (c.verdict.payload !== undefined) inputs.set(c.resource.metadata.name ?? '', { payload: c.verdict.payload, statusId: c.resource.status?.id });
+      if (c.verdict.payload !== undefined)
+        inputs.set(c.resource.metadata.name ?? '', { payload: c.verdict.payload, statusId: c.resource.status?.id });
     }
     // The id string the cached status already holds, when it is the same id: the sealed entry keeps it for the
     // life of the process, and a copy per credential is 5.6 MB at 100k.
@@ -176,9 +203,19 @@ export class AccountCache {
     const kept = same ? prev.serialized : keptSerialized(serialized);
     // A key that is not routed changes no routing bytes but still gets a version (a new disabled key is delivered).
     const hashes = snap.apiKeys.map((k) => normalizeKeyHash(k.spec.hash));
-    const keys = same && hashes.length === prev.keys.size && hashes.every((h) => prev.keys.has(h)) ? prev.keys : apiKeyMarks(compiled.apiKeys, hashes, prev?.keys, since);
+    const keys =
+      same && hashes.length === prev.keys.size && hashes.every((h) => prev.keys.has(h))
+        ? prev.keys
+        : apiKeyMarks(compiled.apiKeys, hashes, prev?.keys, since);
     if (prev && kept === prev.serialized && bundle === prev.bundle && keys === prev.keys) return;
-    const routing = same ? prev.routing : routingMarks(compiled.credentials, sealed.map((s) => s.id), prev?.routing, since);
+    const routing = same
+      ? prev.routing
+      : routingMarks(
+          compiled.credentials,
+          sealed.map((s) => s.id),
+          prev?.routing,
+          since,
+        );
     this.set(ns, { serialized: kept, bundle, bundleFingerprint: fingerprint, routing, keys });
   }
 
@@ -186,7 +223,11 @@ export class AccountCache {
     const bundle = this.entries.get(ns)?.bundle;
     if (!bundle) return undefined;
     let versions = this.versionCache.get(bundle);
-    if (!versions) this.versionCache.set(bundle, (versions = new Map(bundle.entries.map((e) => [e.id, envelopeVersion(e.envelope)]))));
+    if (!versions)
+      this.versionCache.set(
+        bundle,
+        (versions = new Map(bundle.entries.map((e) => [e.id, envelopeVersion(e.envelope)]))),
+      );
     return versions;
   }
 
@@ -195,7 +236,11 @@ export class AccountCache {
     const keys = this.entries.get(ns)?.keys;
     if (!keys) return undefined;
     let delivery = this.keyDeliveryCache.get(keys);
-    if (!delivery) this.keyDeliveryCache.set(keys, (delivery = new Map([...keys].map(([hash, m]) => [hash, { version: m.digest, since: m.since }]))));
+    if (!delivery)
+      this.keyDeliveryCache.set(
+        keys,
+        (delivery = new Map([...keys].map(([hash, m]) => [hash, { version: m.digest, since: m.since }]))),
+      );
     return delivery;
   }
 

@@ -1,6 +1,14 @@
 // The bundle data-key Secret: `active` = key id, `<keyId>` = 32 random bytes. Gateway pods mount it.
 // Rotation adds a key and (optionally later) makes it active; old keys stay so existing envelopes still open.
-import { ACTIVE_KEY_ENTRY, BundleError, isKeyId, keyringFromEntries, newDataKey, newKeyId, type Keyring } from '../../contract/envelope.ts';
+import {
+  ACTIVE_KEY_ENTRY,
+  BundleError,
+  isKeyId,
+  type Keyring,
+  keyringFromEntries,
+  newDataKey,
+  newKeyId,
+} from '../../contract/envelope.ts';
 import { ROUTING_LABEL } from '../../contract/routing.ts';
 import type { RoutingStore } from './store.ts';
 
@@ -30,7 +38,11 @@ export async function ensureBundleKey(store: RoutingStore, namespace: string, na
  * Adds a new data key. With activate=false the key is only staged: gateway pods learn it first, and a later
  * `activateBundleKey` switches sealing to it (avoids pods seeing envelopes under a key they cannot read yet).
  */
-export async function addBundleKey(store: RoutingStore, name: string, opts: { activate: boolean; keyId?: string }): Promise<string> {
+export async function addBundleKey(
+  store: RoutingStore,
+  name: string,
+  opts: { activate: boolean; keyId?: string },
+): Promise<string> {
   const current = await store.readSecretWithVersion(name);
   if (!current) throw new BundleError('bad-keyring', `bundle key Secret ${name} not found`);
   const kid = opts.keyId ?? newKeyId();
@@ -44,5 +56,9 @@ export async function addBundleKey(store: RoutingStore, name: string, opts: { ac
 export async function activateBundleKey(store: RoutingStore, name: string, keyId: string): Promise<void> {
   const current = await store.readSecretWithVersion(name);
   if (!current || !(keyId in current.data)) throw new BundleError('unknown-key', `no key ${keyId} in ${name}`);
-  await store.updateSecretData(name, { [ACTIVE_KEY_ENTRY]: Buffer.from(keyId).toString('base64') }, current.resourceVersion);
+  await store.updateSecretData(
+    name,
+    { [ACTIVE_KEY_ENTRY]: Buffer.from(keyId).toString('base64') },
+    current.resourceVersion,
+  );
 }

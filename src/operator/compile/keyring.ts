@@ -72,7 +72,10 @@ export class BundleKeyring {
       await this.refresh(true);
       after();
     } catch (err) {
-      this.opts.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'reading the bundle key Secret failed; retrying on the next poll');
+      this.opts.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        'reading the bundle key Secret failed; retrying on the next poll',
+      );
     }
   }
 }

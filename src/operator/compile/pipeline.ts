@@ -8,18 +8,28 @@ import { DEFAULT_BUNDLE_KEY_SECRET } from '../../contract/envelope.ts';
 import type { KubeApiError } from '../../kube/client.ts';
 import { yieldToEventLoop } from '../event-loop.ts';
 import { childLogger } from '../logger.ts';
-import { AccountCache, entryDigest, type AccountEntry } from './accounts.ts';
+import { AccountCache, type AccountEntry, entryDigest } from './accounts.ts';
 import { BundleKeyring } from './keyring.ts';
-import { compileMetrics, type CompileMetrics } from './metrics.ts';
+import { type CompileMetrics, compileMetrics } from './metrics.ts';
 import { QuarantineBook } from './quarantine.ts';
+import { limited, type RefusedWrite, RoutingWriter, slotsFor, type WriteOutcome } from './routing-writer.ts';
 import { CompileScheduler } from './scheduler.ts';
 import { kubeRoutingStore, type RoutingStore } from './store.ts';
 import type { AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
-import { limited, RoutingWriter, slotsFor, type RefusedWrite, type WriteOutcome } from './routing-writer.ts';
 
-export type { AccountSnapshot, AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult, CredentialDelivery, CredentialVerdict, Quarantine, SnapshotCredential } from './types.ts';
+export { activateBundleKey, addBundleKey, ensureBundleKey } from './bundle-key.ts';
 export { kubeRoutingStore, type RoutingStore } from './store.ts';
-export { ensureBundleKey, addBundleKey, activateBundleKey } from './bundle-key.ts';
+export type {
+  AccountSnapshot,
+  AccountStateSource,
+  CompilePipeline,
+  CompilePipelineOptions,
+  CompileResult,
+  CredentialDelivery,
+  CredentialVerdict,
+  Quarantine,
+  SnapshotCredential,
+} from './types.ts';
 
 /** Index versions remembered with the run that last wrote or kept them (see routingRun); about 17 min of busy runs. */
 const ROUTING_RUNS_KEPT = 1024;
@@ -35,7 +45,15 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   const dirty = new Set<string>();
   const accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions, opts.onAccountCompiled);
   const quarantine = new QuarantineBook<AccountEntry>(entryDigest, log, opts.onQuarantine);
-  const writer = new RoutingWriter({ store, namespace, keySecret, concurrency, metrics: m, shardOptions: opts.shardOptions, bundleShardOptions: opts.bundleShardOptions });
+  const writer = new RoutingWriter({
+    store,
+    namespace,
+    keySecret,
+    concurrency,
+    metrics: m,
+    shardOptions: opts.shardOptions,
+    bundleShardOptions: opts.bundleShardOptions,
+  });
   const keys = new BundleKeyring({
     store,
     namespace,
@@ -62,7 +80,8 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
   /** index version -> the last run that ended with it live (insertion order = age, for the bound). */
   const routingRuns = new Map<string, number>();
 
-  const isolate = (refused: RefusedWrite) => isolateRefused({ accounts, quarantine, writer, concurrency, metrics: m, log }, refused);
+  const isolate = (refused: RefusedWrite) =>
+    isolateRefused({ accounts, quarantine, writer, concurrency, metrics: m, log }, refused);
 
   async function runOnce(): Promise<CompileResult | undefined> {
     if (dirty.size === 0) return undefined;
@@ -89,12 +108,18 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
           accounts.compile(ns, live(ns), ring, opts.source, quarantine, since);
         } catch (err) {
           // One broken account must not block the others: it keeps its last compiled state.
-          log.error({ namespace: ns, err: err instanceof Error ? err.message : String(err) }, 'account failed to compile; keeping its previous state');
+          log.error(
+            { namespace: ns, err: err instanceof Error ? err.message : String(err) },
+            'account failed to compile; keeping its previous state',
+          );
         }
       }
 
       const out = await writer.write(
-        (buckets, bundleBuckets) => ({ shards: accounts.shardPlacement.layout(buckets), bundles: accounts.bundlePlacement.layout(bundleBuckets) }),
+        (buckets, bundleBuckets) => ({
+          shards: accounts.shardPlacement.layout(buckets),
+          bundles: accounts.bundlePlacement.layout(bundleBuckets),
+        }),
         isolate,
       );
       const { shardSet } = out;
@@ -109,7 +134,17 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       lastResult = result;
       scheduler.succeeded(result.durationMs);
       if (out.shardWrites || out.bundleWrites || out.indexWritten || out.deleted) {
-        log.debug({ version: result.version, shardWrites: result.shardWrites, bundleWrites: result.bundleWrites, deleted: result.deleted, accounts: work.size, ms: Math.round(result.durationMs) }, 'routing config written');
+        log.debug(
+          {
+            version: result.version,
+            shardWrites: result.shardWrites,
+            bundleWrites: result.bundleWrites,
+            deleted: result.deleted,
+            accounts: work.size,
+            ms: Math.round(result.durationMs),
+          },
+          'routing config written',
+        );
       }
       for (const l of listeners) l(result);
       return result;
@@ -118,7 +153,10 @@ export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipe
       for (const ns of taken) dirty.add(ns);
       scheduler.failed();
       m.errors.inc();
-      log.warn({ err: err instanceof Error ? err.message : String(err), failures: scheduler.failures }, 'compile failed; retrying with backoff');
+      log.warn(
+        { err: err instanceof Error ? err.message : String(err), failures: scheduler.failures },
+        'compile failed; retrying with backoff',
+      );
       return undefined;
     }
   }
@@ -196,7 +234,14 @@ function liveCheck(source: AccountStateSource): (ns: string) => boolean {
  * Returns how many accounts were quarantined (0: the refusal is not one account's doing).
  */
 async function isolateRefused(
-  parts: { accounts: AccountCache; quarantine: QuarantineBook<AccountEntry>; writer: RoutingWriter; concurrency: number; metrics: CompileMetrics; log: Logger },
+  parts: {
+    accounts: AccountCache;
+    quarantine: QuarantineBook<AccountEntry>;
+    writer: RoutingWriter;
+    concurrency: number;
+    metrics: CompileMetrics;
+    log: Logger;
+  },
   { kind, name: objectName, accounts: members, err }: RefusedWrite,
 ): Promise<number> {
   const { accounts, quarantine, writer, log } = parts;
@@ -210,14 +255,24 @@ async function isolateRefused(
     quarantine.hold(ns, entry, kind, objectName, alone, (good) => accounts.set(ns, good));
   });
   parts.metrics.quarantined.set(quarantine.size);
-  if (found === 0) log.warn({ kind, object: objectName, status: err.status, reason: err.reason }, 'a routing write was refused, but no single account is refused alone; retrying with backoff');
+  if (found === 0)
+    log.warn(
+      { kind, object: objectName, status: err.status, reason: err.reason },
+      'a routing write was refused, but no single account is refused alone; retrying with backoff',
+    );
   return found;
 }
 
 /** The sizes of what a run left written. */
 function recordWritten(m: CompileMetrics, { shardSet, bundleSet }: WriteOutcome, accounts: number): void {
-  m.bytes.set({ kind: 'configmap' }, shardSet.shards.reduce((s, x) => s + x.bytes, 0));
-  m.bytes.set({ kind: 'bundle' }, bundleSet.objects.reduce((s, x) => s + x.bytes, 0));
+  m.bytes.set(
+    { kind: 'configmap' },
+    shardSet.shards.reduce((s, x) => s + x.bytes, 0),
+  );
+  m.bytes.set(
+    { kind: 'bundle' },
+    bundleSet.objects.reduce((s, x) => s + x.bytes, 0),
+  );
   m.shards.set({ kind: 'configmap' }, shardSet.shards.length);
   m.shards.set({ kind: 'bundle' }, bundleSet.objects.length);
   m.accounts.set(accounts);
@@ -233,6 +288,9 @@ function resultOf(out: WriteOutcome, durationMs: number, work: ReadonlySet<strin
     deleted: out.deleted,
     durationMs,
     accounts: [...work],
-    slotsNeeded: { routing: slotsFor(shardSet.shards.map((x) => x.name)), bundles: slotsFor(bundleSet.objects.map((x) => x.name)) },
+    slotsNeeded: {
+      routing: slotsFor(shardSet.shards.map((x) => x.name)),
+      bundles: slotsFor(bundleSet.objects.map((x) => x.name)),
+    },
   };
 }

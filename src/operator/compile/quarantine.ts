@@ -37,7 +37,11 @@ export class QuarantineBook<E> {
   private readonly log: Pick<Logger, 'info' | 'warn'>;
   private readonly notify: ((namespace: string, quarantine: Quarantine | undefined) => void) | undefined;
 
-  constructor(digest: (entry: E) => string, log: Pick<Logger, 'info' | 'warn'>, notify?: (namespace: string, quarantine: Quarantine | undefined) => void) {
+  constructor(
+    digest: (entry: E) => string,
+    log: Pick<Logger, 'info' | 'warn'>,
+    notify?: (namespace: string, quarantine: Quarantine | undefined) => void,
+  ) {
     this.digest = digest;
     this.log = log;
     this.notify = notify;
@@ -67,7 +71,14 @@ export class QuarantineBook<E> {
    * The account's `entry` was refused on its own in `objectName`: quarantine it. `keep` is given what the account
    * keeps in routing: its last good entry when that differs from the refused one, else undefined (left out).
    */
-  hold(ns: string, entry: E, kind: 'ConfigMap' | 'Secret', objectName: string, alone: KubeApiError, keep: (good: E | undefined) => void): void {
+  hold(
+    ns: string,
+    entry: E,
+    kind: 'ConfigMap' | 'Secret',
+    objectName: string,
+    alone: KubeApiError,
+    keep: (good: E | undefined) => void,
+  ): void {
     const candidate = this.lastGood.get(ns);
     const good = candidate && this.digest(candidate) !== this.digest(entry) ? candidate : undefined;
     this.retrying.delete(ns);
@@ -83,7 +94,10 @@ export class QuarantineBook<E> {
     keep(good);
     const was = this.held.get(ns);
     this.held.set(ns, q);
-    this.log.warn({ namespace: ns, kind, object: objectName, status: alone.status, reason: q.reason, keptLastGood: q.keptLastGood }, 'account quarantined: its routing was refused by the apiserver');
+    this.log.warn(
+      { namespace: ns, kind, object: objectName, status: alone.status, reason: q.reason, keptLastGood: q.keptLastGood },
+      'account quarantined: its routing was refused by the apiserver',
+    );
     if (was?.message !== q.message) this.notify?.(ns, stripRefused(q));
   }
 

@@ -4,10 +4,29 @@
 // objects are deleted. Writes are compared by sha256 against what is known to be in the cluster, so an unchanged
 // shard is never rewritten, even after an operator restart.
 import type { KubernetesObject } from '@kubernetes/client-node';
+import {
+  type BundleAccount,
+  type BundleLayout,
+  type BundleObject,
+  type BundlePart,
+  type BundleShardOptions,
+  bundlesFromLayout,
+  shardBundles,
+  splitLayoutBucket,
+} from '../../bundle/bundle.ts';
+import {
+  type EncodedBucket,
+  encodeLayoutBucket,
+  type SerializedAccount,
+  type ShardLayout,
+  type ShardObject,
+  type ShardOptions,
+  type ShardSet,
+  shardFromLayout,
+  shardSerialized,
+} from '../../compiler/shard.ts';
 import { canonicalJson } from '../../contract/canonical-json.ts';
 import { INDEX_KEY, INDEX_NAME, ROUTING_LABEL, SHA_ANNOTATION } from '../../contract/routing.ts';
-import { encodeLayoutBucket, shardFromLayout, shardSerialized, type EncodedBucket, type SerializedAccount, type ShardLayout, type ShardObject, type ShardOptions, type ShardSet } from '../../compiler/shard.ts';
-import { bundlesFromLayout, shardBundles, splitLayoutBucket, type BundleAccount, type BundleLayout, type BundleObject, type BundlePart, type BundleShardOptions } from '../../bundle/bundle.ts';
 import type { KubeApiError } from '../../kube/client.ts';
 import { yieldToEventLoop } from '../event-loop.ts';
 import type { CompileMetrics } from './metrics.ts';
@@ -17,7 +36,11 @@ import type { RoutingStore, StoredKind } from './store.ts';
 /** Bounds the isolation rounds of one run; each round quarantines at least one account or gives up. */
 const MAX_ISOLATION_ROUNDS = 4;
 
-export async function limited<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+export async function limited<T>(
+  items: readonly T[],
+  concurrency: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const workers = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
     while (next < items.length) await fn(items[next++]!);
@@ -55,7 +78,10 @@ export interface RoutingWriterOptions {
 
 export class RoutingWriter {
   /** name -> sha256 of what is in the cluster (per kind). */
-  private readonly known: Record<StoredKind, Map<string, string | undefined>> = { ConfigMap: new Map(), Secret: new Map() };
+  private readonly known: Record<StoredKind, Map<string, string | undefined>> = {
+    ConfigMap: new Map(),
+    Secret: new Map(),
+  };
   private readonly shardCache = new Map<string, EncodedBucket>();
   private readonly bundleCache = new Map<string, BundlePart[]>();
   private buckets: number | undefined;
@@ -93,7 +119,13 @@ export class RoutingWriter {
    * account(s) responsible (returning how many) and the shards are laid out again without them: one account can
    * never hold back the others in its shard. Throws on any other failure; `known` records only confirmed writes.
    */
-  async write(layouts: (buckets: number | undefined, bundleBuckets: number | undefined) => { shards: ShardLayout; bundles: BundleLayout }, isolate: (refused: RefusedWrite) => Promise<number>): Promise<WriteOutcome> {
+  async write(
+    layouts: (
+      buckets: number | undefined,
+      bundleBuckets: number | undefined,
+    ) => { shards: ShardLayout; bundles: BundleLayout },
+    isolate: (refused: RefusedWrite) => Promise<number>,
+  ): Promise<WriteOutcome> {
     const { known, shardCache, bundleCache, opts } = this;
     const m = opts.metrics;
     let shardSet!: ShardSet;
@@ -122,25 +154,32 @@ export class RoutingWriter {
       const shardWrites = shardSet.shards.filter((s) => known.ConfigMap.get(s.name) !== s.sha256);
       const bundleWrites = bundleSet.objects.filter((b) => known.Secret.get(b.name) !== b.sha256);
       const refused: RefusedWrite[] = [];
-      await limited([...bundleWrites.map((b) => ({ kind: 'Secret' as const, b })), ...shardWrites.map((s) => ({ kind: 'ConfigMap' as const, s }))], opts.concurrency, async (w) => {
-        try {
-          if (w.kind === 'Secret') {
-            await opts.store.apply(this.secretFor(w.b));
-            known.Secret.set(w.b.name, w.b.sha256);
-            m.secretWrites.inc({ op: 'apply' });
-            bundleWriteCount++;
-          } else {
-            await opts.store.apply(this.configMapFor(w.s));
-            known.ConfigMap.set(w.s.name, w.s.sha256);
-            m.cmWrites.inc({ op: 'apply', object: 'shard' });
-            shardWriteCount++;
+      await limited(
+        [
+          ...bundleWrites.map((b) => ({ kind: 'Secret' as const, b })),
+          ...shardWrites.map((s) => ({ kind: 'ConfigMap' as const, s })),
+        ],
+        opts.concurrency,
+        async (w) => {
+          try {
+            if (w.kind === 'Secret') {
+              await opts.store.apply(this.secretFor(w.b));
+              known.Secret.set(w.b.name, w.b.sha256);
+              m.secretWrites.inc({ op: 'apply' });
+              bundleWriteCount++;
+            } else {
+              await opts.store.apply(this.configMapFor(w.s));
+              known.ConfigMap.set(w.s.name, w.s.sha256);
+              m.cmWrites.inc({ op: 'apply', object: 'shard' });
+              shardWriteCount++;
+            }
+          } catch (err) {
+            if (!isRefusal(err)) throw err;
+            const o = w.kind === 'Secret' ? w.b : w.s;
+            refused.push({ kind: w.kind, name: o.name, accounts: o.accounts, err });
           }
-        } catch (err) {
-          if (!isRefusal(err)) throw err;
-          const o = w.kind === 'Secret' ? w.b : w.s;
-          refused.push({ kind: w.kind, name: o.name, accounts: o.accounts, err });
-        }
-      });
+        },
+      );
       if (refused.length === 0) break;
       let isolated = 0;
       if (round < MAX_ISOLATION_ROUNDS) for (const r of refused) isolated += await isolate(r);
@@ -151,7 +190,12 @@ export class RoutingWriter {
       await opts.store.apply({
         apiVersion: 'v1',
         kind: 'ConfigMap',
-        metadata: { name: INDEX_NAME, namespace: opts.namespace, labels: { [ROUTING_LABEL]: 'index' }, annotations: { [SHA_ANNOTATION]: shardSet.index.version } },
+        metadata: {
+          name: INDEX_NAME,
+          namespace: opts.namespace,
+          labels: { [ROUTING_LABEL]: 'index' },
+          annotations: { [SHA_ANNOTATION]: shardSet.index.version },
+        },
         data: { [INDEX_KEY]: canonicalJson(shardSet.index) },
       } as KubernetesObject);
       known.ConfigMap.set(INDEX_NAME, shardSet.index.version);
@@ -161,7 +205,9 @@ export class RoutingWriter {
     const wantCm = new Set([INDEX_NAME, ...shardSet.shards.map((s) => s.name)]);
     const wantSecret = new Set([opts.keySecret, ...bundleSet.objects.map((b) => b.name)]);
     const stale = [
-      ...[...known.ConfigMap.keys()].filter((n) => !wantCm.has(n)).map((name) => ({ kind: 'ConfigMap' as const, name })),
+      ...[...known.ConfigMap.keys()]
+        .filter((n) => !wantCm.has(n))
+        .map((name) => ({ kind: 'ConfigMap' as const, name })),
       ...[...known.Secret.keys()].filter((n) => !wantSecret.has(n)).map((name) => ({ kind: 'Secret' as const, name })),
     ];
     await limited(stale, opts.concurrency, async ({ kind, name }) => {
@@ -174,11 +220,21 @@ export class RoutingWriter {
     this.buckets = shardSet.index.buckets;
     this.bundleBuckets = bundleSet.buckets;
     this.indexVersion = shardSet.index.version;
-    return { shardSet, bundleSet, shardWrites: shardWriteCount, bundleWrites: bundleWriteCount, indexWritten, deleted: stale.length };
+    return {
+      shardSet,
+      bundleSet,
+      shardWrites: shardWriteCount,
+      bundleWrites: bundleWriteCount,
+      indexWritten,
+      deleted: stale.length,
+    };
   }
 
   /** Whether the apiserver accepts one account's part on its own (server-side dry run of a one-account layout). */
-  async refusedAlone(kind: StoredKind, part: { serialized: SerializedAccount; bundle: BundleAccount }): Promise<KubeApiError | undefined> {
+  async refusedAlone(
+    kind: StoredKind,
+    part: { serialized: SerializedAccount; bundle: BundleAccount },
+  ): Promise<KubeApiError | undefined> {
     const objects =
       kind === 'ConfigMap'
         ? shardSerialized([part.serialized], { ...this.opts.shardOptions }).shards.map((s) => this.configMapFor(s))
@@ -198,8 +254,15 @@ export class RoutingWriter {
     return {
       apiVersion: 'v1',
       kind: 'ConfigMap',
-      metadata: { name: s.name, namespace: this.opts.namespace, labels: { [ROUTING_LABEL]: 'shard' }, annotations: { [SHA_ANNOTATION]: s.sha256 } },
-      ...(s.encoding === 'json' ? { data: { [s.key]: s.data.toString('utf8') } } : { binaryData: { [s.key]: s.data.toString('base64') } }),
+      metadata: {
+        name: s.name,
+        namespace: this.opts.namespace,
+        labels: { [ROUTING_LABEL]: 'shard' },
+        annotations: { [SHA_ANNOTATION]: s.sha256 },
+      },
+      ...(s.encoding === 'json'
+        ? { data: { [s.key]: s.data.toString('utf8') } }
+        : { binaryData: { [s.key]: s.data.toString('base64') } }),
     } as KubernetesObject;
   }
 
@@ -208,8 +271,15 @@ export class RoutingWriter {
       apiVersion: 'v1',
       kind: 'Secret',
       type: 'Opaque',
-      metadata: { name: b.name, namespace: this.opts.namespace, labels: { [ROUTING_LABEL]: 'bundle' }, annotations: { [SHA_ANNOTATION]: b.sha256 } },
-      data: Object.fromEntries(Object.entries(b.entries()).map(([id, env]) => [id, Buffer.from(env, 'utf8').toString('base64')])),
+      metadata: {
+        name: b.name,
+        namespace: this.opts.namespace,
+        labels: { [ROUTING_LABEL]: 'bundle' },
+        annotations: { [SHA_ANNOTATION]: b.sha256 },
+      },
+      data: Object.fromEntries(
+        Object.entries(b.entries()).map(([id, env]) => [id, Buffer.from(env, 'utf8').toString('base64')]),
+      ),
     } as KubernetesObject;
   }
 }

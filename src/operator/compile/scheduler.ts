@@ -63,7 +63,10 @@ export class CompileScheduler<R> {
 
   /** The wait before the next run while changes keep arriving. */
   batchDelay(): number {
-    return Math.max(this.coalesceMs, Math.min(this.maxBatchDelayMs, this.coalesceMs * 2 ** Math.min(this.busyRuns, 16)));
+    return Math.max(
+      this.coalesceMs,
+      Math.min(this.maxBatchDelayMs, this.coalesceMs * 2 ** Math.min(this.busyRuns, 16)),
+    );
   }
 
   succeeded(durationMs: number): void {

@@ -1,10 +1,10 @@
 // The pipeline's only contact with the apiserver: list / apply / delete its own ConfigMaps and Secrets in the
 // routing namespace, through the shared Kubernetes edge (src/kube). An interface so unit tests can count writes.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { KubeAccess } from '../../kube/kubeconfig.ts';
-import { createApplier, type Applier } from '../../kube/apply.ts';
-import { isConflict, isNotFound, kubeClient } from '../../kube/client.ts';
 import { ROUTING_LABEL, SHA_ANNOTATION } from '../../contract/routing.ts';
+import { type Applier, createApplier } from '../../kube/apply.ts';
+import { isConflict, isNotFound, kubeClient } from '../../kube/client.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
 
 export type StoredKind = 'ConfigMap' | 'Secret';
 
@@ -42,7 +42,8 @@ interface SecretResponse {
 export function kubeRoutingStore(kubeConfig: KubeAccess, namespace: string, applier?: Applier): RoutingStore {
   const client = kubeClient(kubeConfig);
   const writer = applier ?? createApplier(kubeConfig);
-  const collection = (kind: StoredKind) => `/api/v1/namespaces/${encodeURIComponent(namespace)}/${kind === 'ConfigMap' ? 'configmaps' : 'secrets'}`;
+  const collection = (kind: StoredKind) =>
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/${kind === 'ConfigMap' ? 'configmaps' : 'secrets'}`;
   const readSecretWithVersion = async (name: string) => {
     try {
       const s = await client.request<SecretResponse>('GET', `${collection('Secret')}/${encodeURIComponent(name)}`);
@@ -54,7 +55,9 @@ export function kubeRoutingStore(kubeConfig: KubeAccess, namespace: string, appl
   };
   return {
     async list(kind) {
-      const res = await client.request<ListResponse>('GET', collection(kind), { query: { labelSelector: ROUTING_LABEL } });
+      const res = await client.request<ListResponse>('GET', collection(kind), {
+        query: { labelSelector: ROUTING_LABEL },
+      });
       return res.items.map((item) => {
         const sha = item.metadata.annotations?.[SHA_ANNOTATION];
         return sha === undefined ? { kind, name: item.metadata.name } : { kind, name: item.metadata.name, sha256: sha };

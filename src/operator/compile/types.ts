@@ -4,14 +4,15 @@
 // The reconcilers call markDirty(namespace) whenever anything an account's routing depends on changes
 // (any of the five kinds, a referenced Secret, a verdict); the pipeline coalesces, compiles from
 // source.snapshot(), and writes only the changed shard ConfigMaps / bundle Secrets, then the index.
-import type { KubeAccess } from '../../kube/kubeconfig.ts';
+
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { BundleShardOptions } from '../../bundle/bundle.ts';
+import type { ShardOptions } from '../../compiler/shard.ts';
 import type { AccountSnapshot } from '../../compiler/snapshot.ts';
 import type { CompiledAccount } from '../../domain/compiled.ts';
-import type { ShardOptions } from '../../compiler/shard.ts';
-import type { BundleShardOptions } from '../../bundle/bundle.ts';
 import type { Applier } from '../../kube/apply.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { RoutingStore } from './store.ts';
 
 export type { AccountSnapshot, CredentialVerdict, SnapshotCredential } from '../../compiler/snapshot.ts';
@@ -67,7 +68,10 @@ export interface CompilePipelineOptions {
    * Handed each account a run compiled, with the snapshot it compiled from (undefined: the namespace is no longer an
    * account): the export controller's input (src/operator/export). Synchronous and cheap; called during the run.
    */
-  onAccountCompiled?: (namespace: string, compiled: { snapshot: AccountSnapshot; account: CompiledAccount } | undefined) => void;
+  onAccountCompiled?: (
+    namespace: string,
+    compiled: { snapshot: AccountSnapshot; account: CompiledAccount } | undefined,
+  ) => void;
 }
 
 /** Why an account's routing is held back. Messages never contain tenant text or key material. */

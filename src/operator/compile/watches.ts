@@ -3,8 +3,8 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { ResourceInformers } from '../../kube/resources.ts';
 import { onSpecChange } from '../reconcile/controller.ts';
-import { nsOf } from '../reconcile/objects.ts';
 import { namespacesNaming } from '../reconcile/key-holders.ts';
+import { nsOf } from '../reconcile/objects.ts';
 
 export function watchForCompile(informers: ResourceInformers, markDirty: (namespace: string) => void): void {
   const dirty = (o: KubernetesObject) => markDirty(nsOf(o));

@@ -26,7 +26,12 @@ export interface StreamAuthOptions {
 }
 
 interface Review {
-  status?: { authenticated?: boolean; audiences?: string[]; user?: { username?: string; extra?: Record<string, string[]> }; error?: string };
+  status?: {
+    authenticated?: boolean;
+    audiences?: string[];
+    user?: { username?: string; extra?: Record<string, string[]> };
+    error?: string;
+  };
 }
 
 /** The `exp` claim of a JWT, in ms; undefined when the token is not a JWT (the review still decides). */
@@ -41,7 +46,10 @@ function expiryOf(token: string): number | undefined {
   }
 }
 
-export function createStreamAuth(opts: StreamAuthOptions): { check(authorization: string | undefined): Promise<StreamAuth>; size(): number } {
+export function createStreamAuth(opts: StreamAuthOptions): {
+  check(authorization: string | undefined): Promise<StreamAuth>;
+  size(): number;
+} {
   const allowed = new Set(opts.serviceAccounts.map((sa) => `system:serviceaccount:${sa.replace('/', ':')}`));
   const now = opts.now ?? Date.now;
   const maxCacheMs = opts.maxCacheMs ?? 10 * 60_000;
@@ -51,13 +59,23 @@ export function createStreamAuth(opts: StreamAuthOptions): { check(authorization
 
   const review = async (token: string): Promise<StreamAuth> => {
     const r = await opts.client.request<Review>('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [opts.audience] } },
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenReview',
+        spec: { token, audiences: [opts.audience] },
+      },
     });
     const s = r.status;
-    if (s?.authenticated !== true || !s.user?.username) return { ok: false, status: 401, reason: 'the token was not accepted by the TokenReview' };
-    if (!(s.audiences ?? []).includes(opts.audience)) return { ok: false, status: 401, reason: `the token is not for the audience ${opts.audience}` };
-    if (!allowed.has(s.user.username)) return { ok: false, status: 403, reason: `${s.user.username} is not a gateway ServiceAccount` };
-    return { ok: true, who: { username: s.user.username, pod: s.user.extra?.['authentication.kubernetes.io/pod-name']?.[0] } };
+    if (s?.authenticated !== true || !s.user?.username)
+      return { ok: false, status: 401, reason: 'the token was not accepted by the TokenReview' };
+    if (!(s.audiences ?? []).includes(opts.audience))
+      return { ok: false, status: 401, reason: `the token is not for the audience ${opts.audience}` };
+    if (!allowed.has(s.user.username))
+      return { ok: false, status: 403, reason: `${s.user.username} is not a gateway ServiceAccount` };
+    return {
+      ok: true,
+      who: { username: s.user.username, pod: s.user.extra?.['authentication.kubernetes.io/pod-name']?.[0] },
+    };
   };
 
   return {
@@ -72,7 +90,8 @@ export function createStreamAuth(opts: StreamAuthOptions): { check(authorization
       const result = await review(token);
       const exp = expiryOf(token);
       const until = result.ok ? Math.min(t + maxCacheMs, exp ?? t + 60_000) : t + refusalCacheMs;
-      if (cache.size >= maxEntries) for (const [k, v] of cache) if (v.until <= t || cache.size >= maxEntries) cache.delete(k);
+      if (cache.size >= maxEntries)
+        for (const [k, v] of cache) if (v.until <= t || cache.size >= maxEntries) cache.delete(k);
       cache.set(key, { until, result });
       return result;
     },

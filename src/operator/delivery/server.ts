@@ -8,14 +8,24 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import {
-  DEFAULT_DELIVERY_AUDIENCE, DELIVERY_ACK_PATH, DELIVERY_FORMAT, DELIVERY_STREAM_PATH, deltaFor, filesDigest, isDeliveryFileName, MAX_DELIVERY_REQUEST_BYTES, objectKey, signSubject,
-  type DeliveryAck, type DeliveryKind,
+  DEFAULT_DELIVERY_AUDIENCE,
+  DELIVERY_ACK_PATH,
+  DELIVERY_FORMAT,
+  DELIVERY_STREAM_PATH,
+  type DeliveryAck,
+  type DeliveryKind,
+  deltaFor,
+  filesDigest,
+  isDeliveryFileName,
+  MAX_DELIVERY_REQUEST_BYTES,
+  objectKey,
+  signSubject,
 } from '../../contract/delivery.ts';
-import { parseUntrustedJson } from '../../domain/json.ts';
-import { DEFAULT_BUNDLE_KEY_SECRET, keyringFromEntries, type Keyring } from '../../contract/envelope.ts';
+import { DEFAULT_BUNDLE_KEY_SECRET, type Keyring, keyringFromEntries } from '../../contract/envelope.ts';
 import { ROUTING_LABEL } from '../../contract/routing.ts';
+import { parseUntrustedJson } from '../../domain/json.ts';
 import { kubeClient } from '../../kube/client.ts';
-import { createInformer, stripBulkyMetadata, type SupervisedInformer } from '../../kube/informer.ts';
+import { createInformer, type SupervisedInformer, stripBulkyMetadata } from '../../kube/informer.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import { listen } from '../http.ts';
 import { createStreamAuth, type StreamIdentity } from './auth.ts';
@@ -87,7 +97,8 @@ const ACKS_KEPT = 10_000;
 function filesOf(kind: DeliveryKind, o: Wire): Record<string, string> {
   const files: Record<string, string> = {};
   const take = (entries: Record<string, string> | undefined, encode: boolean) => {
-    for (const [k, v] of Object.entries(entries ?? {})) if (isDeliveryFileName(k)) files[k] = encode ? Buffer.from(v, 'utf8').toString('base64') : v;
+    for (const [k, v] of Object.entries(entries ?? {}))
+      if (isDeliveryFileName(k)) files[k] = encode ? Buffer.from(v, 'utf8').toString('base64') : v;
   };
   take(o.data, kind === 'ConfigMap');
   if (kind === 'ConfigMap') take(o.binaryData, false);
@@ -114,12 +125,24 @@ const isVersion = (v: unknown): v is string => typeof v === 'string' && /^[1-9][
 /** The hello's held list as key -> version; throws on anything malformed. */
 function heldOf(body: unknown): { instance: string; held: Map<string, string> } {
   const b = body as { format?: unknown; instance?: unknown; held?: unknown } | null;
-  if (!b || b.format !== DELIVERY_FORMAT || typeof b.instance !== 'string' || !/^[-A-Za-z0-9]{1,64}$/.test(b.instance) || !Array.isArray(b.held)) {
+  if (
+    !b ||
+    b.format !== DELIVERY_FORMAT ||
+    typeof b.instance !== 'string' ||
+    !/^[-A-Za-z0-9]{1,64}$/.test(b.instance) ||
+    !Array.isArray(b.held)
+  ) {
     throw Object.assign(new Error(`expected a ${DELIVERY_FORMAT} hello`), { status: 400 });
   }
   const held = new Map<string, string>();
   for (const h of b.held as { kind?: unknown; name?: unknown; version?: unknown }[]) {
-    if (!h || (h.kind !== 'ConfigMap' && h.kind !== 'Secret') || typeof h.name !== 'string' || h.name.length > 253 || !isVersion(h.version)) {
+    if (
+      !h ||
+      (h.kind !== 'ConfigMap' && h.kind !== 'Secret') ||
+      typeof h.name !== 'string' ||
+      h.name.length > 253 ||
+      !isVersion(h.version)
+    ) {
       throw Object.assign(new Error('a held entry is malformed'), { status: 400 });
     }
     held.set(objectKey(h.kind, h.name), h.version);
@@ -130,23 +153,58 @@ function heldOf(body: unknown): { instance: string; held: Map<string, string> } 
 function ackOf(body: unknown): DeliveryAck {
   const a = body as Partial<DeliveryAck> | null;
   if (
-    !a || a.format !== DELIVERY_FORMAT || typeof a.instance !== 'string' || a.instance.length > 64 || !Number.isSafeInteger(a.batch) ||
-    (a.result !== 'loaded' && a.result !== 'refused') || (a.reason !== undefined && typeof a.reason !== 'string') ||
+    !a ||
+    a.format !== DELIVERY_FORMAT ||
+    typeof a.instance !== 'string' ||
+    a.instance.length > 64 ||
+    !Number.isSafeInteger(a.batch) ||
+    (a.result !== 'loaded' && a.result !== 'refused') ||
+    (a.reason !== undefined && typeof a.reason !== 'string') ||
     (a.routingVersion !== null && typeof a.routingVersion !== 'string')
   ) {
     throw Object.assign(new Error(`expected a ${DELIVERY_FORMAT} acknowledgement`), { status: 400 });
   }
-  return { format: DELIVERY_FORMAT, instance: a.instance, batch: a.batch!, result: a.result, ...(a.reason !== undefined ? { reason: a.reason.slice(0, 512) } : {}), routingVersion: a.routingVersion ?? null };
+  return {
+    format: DELIVERY_FORMAT,
+    instance: a.instance,
+    batch: a.batch!,
+    result: a.result,
+    ...(a.reason !== undefined ? { reason: a.reason.slice(0, 512) } : {}),
+    routingVersion: a.routingVersion ?? null,
+  };
 }
 
 function streamMetrics(registry: Registry) {
   const registers = [registry];
   return {
-    connections: new Gauge({ name: 'byok_delivery_stream_connections', help: 'Gateway pods connected to this replica\'s delivery stream.', registers }),
-    batches: new Counter({ name: 'byok_delivery_stream_batches_total', help: 'Batches pushed to gateway pods.', registers }),
-    objects: new Counter({ name: 'byok_delivery_stream_objects_sent_total', help: 'Routing ConfigMaps and bundle Secrets pushed, by kind.', labelNames: ['kind'], registers }),
-    acks: new Counter({ name: 'byok_delivery_stream_acks_total', help: 'Acknowledgements from gateway pods, by result (loaded, refused).', labelNames: ['result'], registers }),
-    refused: new Counter({ name: 'byok_delivery_stream_requests_refused_total', help: 'Stream and ack requests refused (authentication, authorization, malformed, not ready), by HTTP status.', labelNames: ['status'], registers }),
+    connections: new Gauge({
+      name: 'byok_delivery_stream_connections',
+      help: "Gateway pods connected to this replica's delivery stream.",
+      registers,
+    }),
+    batches: new Counter({
+      name: 'byok_delivery_stream_batches_total',
+      help: 'Batches pushed to gateway pods.',
+      registers,
+    }),
+    objects: new Counter({
+      name: 'byok_delivery_stream_objects_sent_total',
+      help: 'Routing ConfigMaps and bundle Secrets pushed, by kind.',
+      labelNames: ['kind'],
+      registers,
+    }),
+    acks: new Counter({
+      name: 'byok_delivery_stream_acks_total',
+      help: 'Acknowledgements from gateway pods, by result (loaded, refused).',
+      labelNames: ['result'],
+      registers,
+    }),
+    refused: new Counter({
+      name: 'byok_delivery_stream_requests_refused_total',
+      help: 'Stream and ack requests refused (authentication, authorization, malformed, not ready), by HTTP status.',
+      labelNames: ['status'],
+      registers,
+    }),
   };
 }
 
@@ -166,7 +224,9 @@ class ServedObjects {
     if (kind === 'Secret' && name === this.keySecret) {
       if (deleted) return false;
       try {
-        this.ring = keyringFromEntries(new Map(Object.entries(o.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])));
+        this.ring = keyringFromEntries(
+          new Map(Object.entries(o.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+        );
       } catch {
         // A half-written key Secret: keep signing with the last good keyring.
       }
@@ -193,7 +253,10 @@ class ServedObjects {
     const ring = this.ring!;
     if (s.line?.ring !== ring) {
       const { kid, sig } = signSubject(ring, s);
-      s.line = { ring, text: `${JSON.stringify({ type: 'object', kind: s.kind, name: s.name, version: s.version, digest: s.digest, files: s.files, kid, sig })}\n` };
+      s.line = {
+        ring,
+        text: `${JSON.stringify({ type: 'object', kind: s.kind, name: s.name, version: s.version, digest: s.digest, files: s.files, kid, sig })}\n`,
+      };
     }
     return s.line.text;
   }
@@ -213,7 +276,11 @@ export async function startDeliveryServer(
   const log = deps.logger;
   const m = streamMetrics(deps.registry);
   const served = new ServedObjects(cfg.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET);
-  const auth = createStreamAuth({ client: kubeClient(deps.kubeConfig), audience: cfg.audience ?? DEFAULT_DELIVERY_AUDIENCE, serviceAccounts: cfg.serviceAccounts });
+  const auth = createStreamAuth({
+    client: kubeClient(deps.kubeConfig),
+    audience: cfg.audience ?? DEFAULT_DELIVERY_AUDIENCE,
+    serviceAccounts: cfg.serviceAccounts,
+  });
   const conns = new Set<Conn>();
   const acks = new Map<string, DeliveryAckRecord>();
   const informer = (kind: DeliveryKind, labels: string): SupervisedInformer<Wire> => {
@@ -238,7 +305,10 @@ export async function startDeliveryServer(
 
   const push = (c: Conn): void => {
     if (c.res.writableLength > MAX_UNSENT_BYTES) {
-      log.warn({ instance: c.instance, pod: c.who.pod }, 'a gateway pod reads the delivery stream too slowly; dropping it (it reconnects)');
+      log.warn(
+        { instance: c.instance, pod: c.who.pod },
+        'a gateway pod reads the delivery stream too slowly; dropping it (it reconnects)',
+      );
       c.res.destroy();
       return;
     }
@@ -287,7 +357,8 @@ export async function startDeliveryServer(
 
   const openStream = async (req: IncomingMessage, res: ServerResponse, who: StreamIdentity) => {
     const { instance, held } = heldOf(await readBody(req));
-    if (!informers.every((i) => i.hasSynced()) || !served.ring) return refuse(res, 503, 'the delivery cache is not ready yet; retry');
+    if (!informers.every((i) => i.hasSynced()) || !served.ring)
+      return refuse(res, 503, 'the delivery cache is not ready yet; retry');
     res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
     res.socket?.setNoDelay(true);
     const c: Conn = { res, who, instance, held, batch: 0 };
@@ -299,7 +370,10 @@ export async function startDeliveryServer(
       conns.delete(c);
       m.connections.set(conns.size);
     });
-    log.info({ instance, pod: who.pod, serviceAccount: who.username, held: held.size }, 'gateway pod connected to the delivery stream');
+    log.info(
+      { instance, pod: who.pod, serviceAccount: who.username, held: held.size },
+      'gateway pod connected to the delivery stream',
+    );
     push(c);
   };
 
@@ -307,9 +381,20 @@ export async function startDeliveryServer(
     const ack = ackOf(await readBody(req));
     m.acks.inc({ result: ack.result });
     acks.delete(ack.instance);
-    acks.set(ack.instance, { who, batch: ack.batch, result: ack.result, reason: ack.reason, routingVersion: ack.routingVersion, at: Date.now() });
+    acks.set(ack.instance, {
+      who,
+      batch: ack.batch,
+      result: ack.result,
+      reason: ack.reason,
+      routingVersion: ack.routingVersion,
+      at: Date.now(),
+    });
     if (acks.size > ACKS_KEPT) acks.delete(acks.keys().next().value!);
-    if (ack.result === 'refused') log.warn({ instance: ack.instance, pod: who.pod, batch: ack.batch, reason: ack.reason }, 'a gateway pod refused a delivery batch');
+    if (ack.result === 'refused')
+      log.warn(
+        { instance: ack.instance, pod: who.pod, batch: ack.batch, reason: ack.reason },
+        'a gateway pod refused a delivery batch',
+      );
     res.writeHead(204);
     res.end();
   };
@@ -317,7 +402,8 @@ export async function startDeliveryServer(
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/healthz') return void res.end('ok\n');
-    if (req.method !== 'POST' || (path !== DELIVERY_STREAM_PATH && path !== DELIVERY_ACK_PATH)) return refuse(res, 404, 'not found');
+    if (req.method !== 'POST' || (path !== DELIVERY_STREAM_PATH && path !== DELIVERY_ACK_PATH))
+      return refuse(res, 404, 'not found');
     auth
       .check(req.headers.authorization)
       .then(async (a) => {
@@ -326,7 +412,8 @@ export async function startDeliveryServer(
       })
       .catch((err: unknown) => {
         const status = (err as { status?: number }).status ?? 503;
-        if (!res.headersSent) refuse(res, status, status === 503 ? 'the token could not be reviewed; retry' : (err as Error).message);
+        if (!res.headersSent)
+          refuse(res, status, status === 503 ? 'the token could not be reviewed; retry' : (err as Error).message);
         else res.destroy();
       });
   });

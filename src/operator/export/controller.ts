@@ -12,20 +12,37 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
-import type { CompiledAccount } from '../../domain/compiled.ts';
-import { IDENTITY_ANNOTATION, targetObjectKey, type ExportOptions, type ExportTarget, type TargetObject } from '../../export/index.ts';
-import { KubeApiError, kindInfo, kubeClient, objectPath, type KubeClient } from '../../kube/client.ts';
-import type { KubeAccess } from '../../kube/kubeconfig.ts';
-import type { EventRecorder } from '../../kube/events.ts';
-import { NotAllowedToWriteError } from '../../kube/apply.ts';
 import { canonicalJson } from '../../contract/canonical-json.ts';
-import { API_VERSION } from '../../schema/resources.ts';
+import type { CompiledAccount } from '../../domain/compiled.ts';
+import {
+  type ExportOptions,
+  type ExportTarget,
+  IDENTITY_ANNOTATION,
+  type TargetObject,
+  targetObjectKey,
+} from '../../export/index.ts';
+import { NotAllowedToWriteError } from '../../kube/apply.ts';
+import { KubeApiError, type KubeClient, kindInfo, kubeClient, objectPath } from '../../kube/client.ts';
+import type { EventRecorder } from '../../kube/events.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
+import { API_VERSION } from '../../schema/resources.ts';
 import type { AccountSnapshot, CompilePipeline } from '../compile/pipeline.ts';
 import { limited } from '../compile/routing-writer.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { ACCOUNT_LABEL, DIGEST_ANNOTATION, SHARED_LABEL, desiredExport, exportInputDigest, SharedIndex, type AccountExport, type ExportCatalog, type ExportCondition, type SecretObject } from './desired.ts';
+import {
+  ACCOUNT_LABEL,
+  type AccountExport,
+  DIGEST_ANNOTATION,
+  desiredExport,
+  type ExportCatalog,
+  type ExportCondition,
+  exportInputDigest,
+  type SecretObject,
+  SHARED_LABEL,
+  SharedIndex,
+} from './desired.ts';
 
 export const EXPORT_FIELD_MANAGER = STATUS_OWNERS.export.fieldManager;
 /** Accounts exported per drain pass (see drain). */
@@ -93,7 +110,14 @@ export interface ExportStats {
 }
 
 export class ExportController {
-  readonly stats: ExportStats = { applies: 0, deletes: 0, statusWrites: 0, accountsExported: 0, buildMs: 0, writeMs: 0 };
+  readonly stats: ExportStats = {
+    applies: 0,
+    deletes: 0,
+    statusWrites: 0,
+    accountsExported: 0,
+    buildMs: 0,
+    writeMs: 0,
+  };
   private readonly config: ExportControllerConfig;
   private readonly deps: ExportControllerDeps;
   private readonly options: ExportOptions;
@@ -140,8 +164,18 @@ export class ExportController {
     };
     this.client = kubeClient(deps.kubeConfig);
     const registers = deps.registry ? [deps.registry] : [];
-    this.writes = new Counter({ name: 'byok_export_writes_total', help: 'Writes of the export controller, by kind (apply, delete, status).', labelNames: ['kind'], registers });
-    this.duration = new Histogram({ name: 'byok_export_duration_seconds', help: 'Time of one export pass over the accounts a compile run changed.', buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers });
+    this.writes = new Counter({
+      name: 'byok_export_writes_total',
+      help: 'Writes of the export controller, by kind (apply, delete, status).',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'byok_export_duration_seconds',
+      help: 'Time of one export pass over the accounts a compile run changed.',
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers,
+    });
   }
 
   /** The compile pipeline's per-account output (CompilePipelineOptions.onAccountCompiled). Cheap: kept for the next drain. */
@@ -179,14 +213,30 @@ export class ExportController {
         break;
       } catch (err) {
         // E.g. 429 while the apiserver's cache of freshly installed CRDs initializes, or the CRDs not installed yet.
-        this.deps.log.warn({ ...(err instanceof KubeApiError ? { status: err.status, reason: err.reason } : { error: err instanceof Error ? err.message : 'unknown' }), retryInMs: delayMs }, 'export controller cannot list the export namespace yet');
+        this.deps.log.warn(
+          {
+            ...(err instanceof KubeApiError
+              ? { status: err.status, reason: err.reason }
+              : { error: err instanceof Error ? err.message : 'unknown' }),
+            retryInMs: delayMs,
+          },
+          'export controller cannot list the export namespace yet',
+        );
         await new Promise((r) => setTimeout(r, delayMs).unref());
         if (this.stopped) return;
       }
     }
     this.seenSinceStart = new Set([...this.seenSinceStart, ...this.pending.keys()]);
     this.started = true;
-    this.deps.log.info({ target: this.config.target, namespace: this.config.namespace, accounts: this.owned.size, shared: this.sharedWritten.size }, 'export controller started');
+    this.deps.log.info(
+      {
+        target: this.config.target,
+        namespace: this.config.namespace,
+        accounts: this.owned.size,
+        shared: this.sharedWritten.size,
+      },
+      'export controller started',
+    );
     if (this.runEnded) {
       this.afterFirstRun();
       this.kick();
@@ -217,12 +267,17 @@ export class ExportController {
     for (const selector of [ACCOUNT_LABEL, SHARED_LABEL]) {
       let cont: string | undefined;
       do {
-        const page = await this.client.request<{ items: AnyObject[]; metadata?: { continue?: string } }>('GET', path, { query: { labelSelector: selector, limit: 500, ...(cont ? { continue: cont } : {}) } });
+        const page = await this.client.request<{ items: AnyObject[]; metadata?: { continue?: string } }>('GET', path, {
+          query: { labelSelector: selector, limit: 500, ...(cont ? { continue: cont } : {}) },
+        });
         for (const item of page.items) {
           const o = { ...item, apiVersion: k.apiVersion, kind: k.kind } as AnyObject;
           const key = targetObjectKey(o);
           // Secrets: the digest of what they hold, computed here and kept in memory; others carry theirs.
-          const digest = k.kind === 'Secret' ? digestOf(secretAsApplied(o as SecretObject)) : ((o.metadata as { annotations?: Record<string, string> }).annotations?.[DIGEST_ANNOTATION] ?? '');
+          const digest =
+            k.kind === 'Secret'
+              ? digestOf(secretAsApplied(o as SecretObject))
+              : ((o.metadata as { annotations?: Record<string, string> }).annotations?.[DIGEST_ANNOTATION] ?? '');
           const account = o.metadata.labels?.[ACCOUNT_LABEL];
           if (selector === SHARED_LABEL) this.sharedWritten.set(key, digest);
           else if (account) this.own(account, key, digest);
@@ -240,7 +295,8 @@ export class ExportController {
   }
 
   private disown(ns: string, key?: string): void {
-    for (const k of key === undefined ? [...(this.owned.get(ns)?.keys() ?? [])] : [key]) if (this.ownerByKey.get(k) === ns) this.ownerByKey.delete(k);
+    for (const k of key === undefined ? [...(this.owned.get(ns)?.keys() ?? [])] : [key])
+      if (this.ownerByKey.get(k) === ns) this.ownerByKey.delete(k);
     if (key === undefined) this.owned.delete(ns);
     else this.owned.get(ns)?.delete(key);
   }
@@ -277,7 +333,10 @@ export class ExportController {
     if (this.pending.size > 0) this.again = true;
     const end = this.duration.startTimer();
     const failed: string[] = [];
-    const why = (err: unknown) => (err instanceof KubeApiError ? { status: err.status, reason: err.reason } : { error: err instanceof Error ? err.name : 'unknown' });
+    const why = (err: unknown) =>
+      err instanceof KubeApiError
+        ? { status: err.status, reason: err.reason }
+        : { error: err instanceof Error ? err.name : 'unknown' };
     // What each account wants, and its share of the shared objects, before anything is written: the shared objects
     // are then written (and verified) once for the batch, before the routes that point at them.
     const prepared = new Map<string, AccountExport>();
@@ -298,7 +357,8 @@ export class ExportController {
       } catch (err) {
         failed.push(ns);
         // Status and reason only: an apiserver message can quote what it refused.
-        if (!(err instanceof NotAllowedToWriteError)) this.deps.log.warn({ namespace: ns, ...why(err) }, 'export of an account failed; retrying');
+        if (!(err instanceof NotAllowedToWriteError))
+          this.deps.log.warn({ namespace: ns, ...why(err) }, 'export of an account failed; retrying');
       }
     });
     try {
@@ -330,7 +390,9 @@ export class ExportController {
     const inputDigest = compiled ? exportInputDigest(compiled.snapshot, compiled.account) : undefined;
     if (inputDigest !== undefined && this.exportedFrom.get(ns) === inputDigest) return undefined;
     const t0 = performance.now();
-    const desired: AccountExport = compiled ? desiredExport(compiled.snapshot, compiled.account, this.config.catalog, this.options) : { objects: [], shared: [], secrets: [], conditions: new Map() };
+    const desired: AccountExport = compiled
+      ? desiredExport(compiled.snapshot, compiled.account, this.config.catalog, this.options)
+      : { objects: [], shared: [], secrets: [], conditions: new Map() };
     this.stats.buildMs += performance.now() - t0;
     // What it wants is known whatever its own writes do: a failing account keeps its shared objects, and stale
     // ones are deleted without waiting for it.
@@ -338,7 +400,12 @@ export class ExportController {
     return desired;
   }
 
-  private async exportAccount(ns: string, compiled: Pending, desired: AccountExport, blocked: ReadonlyMap<string, string>): Promise<void> {
+  private async exportAccount(
+    ns: string,
+    compiled: Pending,
+    desired: AccountExport,
+    blocked: ReadonlyMap<string, string>,
+  ): Promise<void> {
     const inputDigest = compiled ? exportInputDigest(compiled.snapshot, compiled.account) : undefined;
     const t1 = performance.now();
     const had = this.owned.get(ns) ?? new Map<string, string>();
@@ -353,7 +420,9 @@ export class ExportController {
     }
     const concurrency = this.deps.concurrency ?? 8;
     // Secrets first, so no route points at a Secret that is not there yet; deletions last, for the same reason.
-    const changed = [...want].filter(([key, w]) => had.get(key) !== w.digest).sort(([a], [b]) => Number(b.startsWith('v1|Secret|')) - Number(a.startsWith('v1|Secret|')));
+    const changed = [...want]
+      .filter(([key, w]) => had.get(key) !== w.digest)
+      .sort(([a], [b]) => Number(b.startsWith('v1|Secret|')) - Number(a.startsWith('v1|Secret|')));
     await limited(changed, concurrency, async ([key, w]) => {
       await this.apply(w.object, w.digest);
       this.own(ns, key, w.digest);
@@ -363,7 +432,8 @@ export class ExportController {
       await this.remove(key);
       this.disown(ns, key);
     });
-    if (compiled) await this.writeConditions(compiled.snapshot, refusedConditions(desired, taken, blocked, this.options.target));
+    if (compiled)
+      await this.writeConditions(compiled.snapshot, refusedConditions(desired, taken, blocked, this.options.target));
     this.stats.writeMs += performance.now() - t1;
     if (compiled) {
       this.exportedFrom.set(ns, inputDigest!);
@@ -382,17 +452,45 @@ export class ExportController {
       const existing = (resource.status?.conditions ?? []) as Condition[];
       const [condition] = buildConditions(existing, [want], resource.metadata.generation);
       const had = existing.find((c) => c.type === ConditionType.Exported);
-      if (had && had.status === condition!.status && had.reason === condition!.reason && had.message === condition!.message && had.observedGeneration === condition!.observedGeneration) return;
+      if (
+        had &&
+        had.status === condition!.status &&
+        had.reason === condition!.reason &&
+        had.message === condition!.message &&
+        had.observedGeneration === condition!.observedGeneration
+      )
+        return;
       const ns = snapshot.namespace;
       const name = resource.metadata.name ?? '';
-      await this.patch(objectPath(API_VERSION, 'BYOKCredential', ns, name, 'status'), { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, namespace: ns }, status: { conditions: [condition] } }, `BYOKCredential ${ns}/${name} status`).catch((err: unknown) => {
+      await this.patch(
+        objectPath(API_VERSION, 'BYOKCredential', ns, name, 'status'),
+        {
+          apiVersion: API_VERSION,
+          kind: 'BYOKCredential',
+          metadata: { name, namespace: ns },
+          status: { conditions: [condition] },
+        },
+        `BYOKCredential ${ns}/${name} status`,
+      ).catch((err: unknown) => {
         // Deleted meanwhile: its account's next compile says so.
         if (!(err instanceof KubeApiError && err.status === 404)) throw err;
       });
       this.stats.statusWrites++;
       this.writes.inc({ kind: 'status' });
       // A refusal (a host, a name another account owns, a shared object refused) is also an Event on the credential.
-      if (condition!.status === 'False' && desired.refusals?.has(name)) void this.deps.events?.record({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name, namespace: ns, ...(resource.metadata.uid ? { uid: resource.metadata.uid } : {}) } }, 'Warning', ConditionReason.NotExported, condition!.message).catch(() => undefined);
+      if (condition!.status === 'False' && desired.refusals?.has(name))
+        void this.deps.events
+          ?.record(
+            {
+              apiVersion: API_VERSION,
+              kind: 'BYOKCredential',
+              metadata: { name, namespace: ns, ...(resource.metadata.uid ? { uid: resource.metadata.uid } : {}) },
+            },
+            'Warning',
+            ConditionReason.NotExported,
+            condition!.message,
+          )
+          .catch(() => undefined);
     });
   }
 
@@ -405,10 +503,15 @@ export class ExportController {
     const blocked = new Map<string, string>();
     for (const c of this.shared.conflicts()) {
       blocked.set(c.key, 'accounts build it with different content (a name collision): it is not written');
-      this.deps.log.warn({ object: c.key, accounts: c.accounts }, 'shared export object refused: accounts build it with different content');
+      this.deps.log.warn(
+        { object: c.key, accounts: c.accounts },
+        'shared export object refused: accounts build it with different content',
+      );
     }
     const want = new Map(this.shared.merged().map((o) => [targetObjectKey(o), o as AnyObject]));
-    const changed = [...want].map(([key, o]) => ({ key, o, digest: digestOf(o) })).filter((w) => this.sharedWritten.get(w.key) !== w.digest);
+    const changed = [...want]
+      .map(([key, o]) => ({ key, o, digest: digestOf(o) }))
+      .filter((w) => this.sharedWritten.get(w.key) !== w.digest);
     let retry: unknown;
     await limited(changed, this.deps.concurrency ?? 8, async (w) => {
       const refused = this.sharedRefused.get(w.key);
@@ -430,7 +533,14 @@ export class ExportController {
         // Refused for what it is: tried again only when its content changes, never in a loop.
         this.sharedRefused.set(w.key, { digest: w.digest, why });
         blocked.set(w.key, why);
-        this.deps.log.warn({ object: w.key, accounts: this.shared.users(w.key), ...(err instanceof KubeApiError ? { status: err.status, reason: err.reason } : {}) }, 'shared export object refused');
+        this.deps.log.warn(
+          {
+            object: w.key,
+            accounts: this.shared.users(w.key),
+            ...(err instanceof KubeApiError ? { status: err.status, reason: err.reason } : {}),
+          },
+          'shared export object refused',
+        );
       }
     });
     if (retry !== undefined) throw retry;
@@ -447,7 +557,9 @@ export class ExportController {
       throw err;
     }
     const identity = (o as TargetObject).metadata.annotations?.[IDENTITY_ANNOTATION];
-    const mine = existing.metadata?.labels?.[SHARED_LABEL] === 'true' && existing.metadata.annotations?.[IDENTITY_ANNOTATION] === identity;
+    const mine =
+      existing.metadata?.labels?.[SHARED_LABEL] === 'true' &&
+      existing.metadata.annotations?.[IDENTITY_ANNOTATION] === identity;
     if (!mine) throw new SharedNameTaken();
   }
 
@@ -455,7 +567,10 @@ export class ExportController {
   private async deleteStaleShared(): Promise<void> {
     // Until the first run handed over every account, an absent shared object may still be wanted by one not seen yet.
     if (!this.firstRunDone || this.pending.size > 0) return;
-    const want = new Set([...this.shared.merged().map((o) => targetObjectKey(o)), ...this.shared.conflicts().map((c) => c.key)]);
+    const want = new Set([
+      ...this.shared.merged().map((o) => targetObjectKey(o)),
+      ...this.shared.conflicts().map((c) => c.key),
+    ]);
     const gone = [...this.sharedWritten.keys()].filter((key) => !want.has(key));
     await limited(gone, this.deps.concurrency ?? 8, async (key) => {
       await this.remove(key);
@@ -467,11 +582,23 @@ export class ExportController {
   private pathOf(apiVersion: string, kind: string, name: string): string {
     const plural = KINDS[this.config.target].find((k) => k.kind === kind && k.apiVersion === apiVersion)?.plural;
     const info = kindInfo(apiVersion, kind, plural);
-    return info.collectionPath.replace(/\/([^/]+)$/, `/namespaces/${encodeURIComponent(this.config.namespace)}/$1/${encodeURIComponent(name)}`);
+    return info.collectionPath.replace(
+      /\/([^/]+)$/,
+      `/namespaces/${encodeURIComponent(this.config.namespace)}/$1/${encodeURIComponent(name)}`,
+    );
   }
 
   private async apply(o: AnyObject, digest: string): Promise<void> {
-    const body = o.kind === 'Secret' ? o : { ...o, metadata: { ...o.metadata, annotations: { ...(o as TargetObject).metadata.annotations, [DIGEST_ANNOTATION]: digest } } };
+    const body =
+      o.kind === 'Secret'
+        ? o
+        : {
+            ...o,
+            metadata: {
+              ...o.metadata,
+              annotations: { ...(o as TargetObject).metadata.annotations, [DIGEST_ANNOTATION]: digest },
+            },
+          };
     await this.patch(this.pathOf(o.apiVersion, o.kind, o.metadata.name), body, `${o.kind} ${o.metadata.name}`);
     this.stats.applies++;
     this.writes.inc({ kind: 'apply' });
@@ -491,21 +618,34 @@ export class ExportController {
 
   private async patch(path: string, body: object, what: string): Promise<void> {
     if (!this.deps.canWrite()) throw new NotAllowedToWriteError(what);
-    await this.client.request('PATCH', path, { query: { fieldManager: EXPORT_FIELD_MANAGER, force: true }, body, contentType: 'application/apply-patch+yaml', discardBody: true });
+    await this.client.request('PATCH', path, {
+      query: { fieldManager: EXPORT_FIELD_MANAGER, force: true },
+      body,
+      contentType: 'application/apply-patch+yaml',
+      discardBody: true,
+    });
   }
 }
 
 /** A listed Secret reduced to what the controller applies (for its in-memory digest). */
 function secretAsApplied(s: SecretObject): SecretObject {
   const labels = s.metadata.labels ?? {};
-  const ours = Object.fromEntries(Object.entries(labels).filter(([k]) => k === ACCOUNT_LABEL || k === 'app.kubernetes.io/managed-by'));
-  return { apiVersion: 'v1', kind: 'Secret', metadata: { name: s.metadata.name, namespace: s.metadata.namespace, labels: ours }, type: 'Opaque', data: s.data ?? {} };
+  const ours = Object.fromEntries(
+    Object.entries(labels).filter(([k]) => k === ACCOUNT_LABEL || k === 'app.kubernetes.io/managed-by'),
+  );
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: s.metadata.name, namespace: s.metadata.namespace, labels: ours },
+    type: 'Opaque',
+    data: s.data ?? {},
+  };
 }
 
 /** An existing object has a shared object's name but is not this export's copy of it. */
 class SharedNameTaken extends Error {
   constructor() {
-    super('an object of that name exists and is not this export\'s copy of it');
+    super("an object of that name exists and is not this export's copy of it");
     this.name = 'SharedNameTaken';
   }
 }
@@ -514,7 +654,11 @@ class SharedNameTaken extends Error {
 function refusalOf(err: unknown): string | undefined {
   if (err instanceof SharedNameTaken) return err.message;
   // 403 is a permission (the Role), not the content: retried like any failure, and logged.
-  if (err instanceof KubeApiError && [400, 409, 422].includes(err.status) && !(err.status === 409 && err.reason === 'AlreadyExists')) {
+  if (
+    err instanceof KubeApiError &&
+    [400, 409, 422].includes(err.status) &&
+    !(err.status === 409 && err.reason === 'AlreadyExists')
+  ) {
     // Status and reason only: the apiserver's message can quote the object.
     return `the apiserver refused it (${err.status} ${err.reason ?? ''})`.replace(' )', ')');
   }
@@ -526,10 +670,20 @@ function refusalOf(err: unknown): string | undefined {
  * credential of this, the later, account is told), and a shared object it uses that was refused (the credentials
  * whose backends point at it).
  */
-function refusedConditions(desired: AccountExport, taken: readonly string[], blocked: ReadonlyMap<string, string>, target: ExportTarget): AccountExport {
+function refusedConditions(
+  desired: AccountExport,
+  taken: readonly string[],
+  blocked: ReadonlyMap<string, string>,
+  target: ExportTarget,
+): AccountExport {
   const refused = new Map<string, string[]>();
   const all = [...desired.conditions.keys()];
-  for (const t of taken) for (const name of all) refused.set(name, [...(refused.get(name) ?? []), `${t}: the name belongs to another account's object; not written`]);
+  for (const t of taken)
+    for (const name of all)
+      refused.set(name, [
+        ...(refused.get(name) ?? []),
+        `${t}: the name belongs to another account's object; not written`,
+      ]);
   for (const [key, why] of blocked) {
     const [, kind, name] = key.split('|');
     for (const o of desired.objects) {
@@ -537,7 +691,10 @@ function refusedConditions(desired: AccountExport, taken: readonly string[], blo
       const ref = (o.spec['backendRef'] as { name?: string } | undefined)?.name;
       if (!source || (ref !== name && o.metadata.name !== name)) continue;
       const credential = source.replace(/ \(.*\)$/, '').split('/')[1];
-      if (credential !== undefined) refused.set(credential, [...new Set([...(refused.get(credential) ?? []), `the shared ${kind} ${name} it uses: ${why}`])]);
+      if (credential !== undefined)
+        refused.set(credential, [
+          ...new Set([...(refused.get(credential) ?? []), `the shared ${kind} ${name} it uses: ${why}`]),
+        ]);
     }
   }
   if (refused.size === 0) return desired;
@@ -546,7 +703,12 @@ function refusedConditions(desired: AccountExport, taken: readonly string[], blo
   for (const [name, lines] of refused) {
     if (!conditions.has(name)) continue;
     refusals.add(name);
-    const condition: ExportCondition = { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${target}: ${lines.join('; ')}` };
+    const condition: ExportCondition = {
+      type: ConditionType.Exported,
+      status: 'False',
+      reason: ConditionReason.NotExported,
+      message: `not exported to ${target}: ${lines.join('; ')}`,
+    };
     conditions.set(name, condition);
   }
   return { ...desired, conditions, refusals };

@@ -6,11 +6,21 @@
 import { createHash } from 'node:crypto';
 import { credentialExclusion } from '../../compiler/compile.ts';
 import type { CompiledAccount } from '../../domain/compiled.ts';
-import type { ProviderSlug } from '../../domain/providers.ts';
 import { publicId } from '../../domain/ids.ts';
-import { validatePayload, type ProviderPayload } from '../../domain/payloads.ts';
-import { derivedSecretData, exportAccounts, payloadFacts, type CredentialFacts, type ExportInput, type ExportOptions, type SemanticNote, type SkippedCredential, type TargetObject } from '../../export/index.ts';
+import { type ProviderPayload, validatePayload } from '../../domain/payloads.ts';
+import type { ProviderSlug } from '../../domain/providers.ts';
 import { ENVOY_LIMITS } from '../../export/envoy.ts';
+import {
+  type CredentialFacts,
+  derivedSecretData,
+  type ExportInput,
+  type ExportOptions,
+  exportAccounts,
+  payloadFacts,
+  type SemanticNote,
+  type SkippedCredential,
+  type TargetObject,
+} from '../../export/index.ts';
 import { objectName } from '../../export/names.ts';
 import { ConditionReason, ConditionType } from '../../schema/conditions.ts';
 import type { AccountSnapshot } from '../compile/pipeline.ts';
@@ -34,7 +44,10 @@ export interface SecretObject {
   data: Record<string, string>;
 }
 
-export type ExportCondition = DesiredCondition<typeof ConditionType.Exported, typeof ConditionReason.Exported | typeof ConditionReason.NotExported>;
+export type ExportCondition = DesiredCondition<
+  typeof ConditionType.Exported,
+  typeof ConditionReason.Exported | typeof ConditionReason.NotExported
+>;
 
 export interface AccountExport {
   /** The account's own objects, labelled with ACCOUNT_LABEL. */
@@ -55,7 +68,10 @@ const sha = (text: string): string => createHash('sha256').update(text).digest('
  * Unchanged: nothing to do (a compile run re-reads every dirty account, the export only the changed ones).
  */
 export function exportInputDigest(snapshot: AccountSnapshot, account: CompiledAccount): string {
-  const creds = snapshot.credentials.map((c) => `${c.resource.metadata.name}|${c.resource.metadata.generation ?? 0}|${c.verdict.valid}|${c.verdict.payload === undefined ? '' : sha(c.verdict.payload)}`);
+  const creds = snapshot.credentials.map(
+    (c) =>
+      `${c.resource.metadata.name}|${c.resource.metadata.generation ?? 0}|${c.verdict.valid}|${c.verdict.payload === undefined ? '' : sha(c.verdict.payload)}`,
+  );
   return sha(`${JSON.stringify(account)}\n${creds.join('\n')}`);
 }
 
@@ -68,7 +84,11 @@ function currentReady(resource: Resource): { status: string; reason: string } | 
 }
 
 /** The account as the export's input: its compiled routing, the facts of its valid payloads, and what was left out. */
-function inputOf(snapshot: AccountSnapshot, account: CompiledAccount, catalog: ExportCatalog): { input: ExportInput; payloads: Map<string, ProviderPayload> } {
+function inputOf(
+  snapshot: AccountSnapshot,
+  account: CompiledAccount,
+  catalog: ExportCatalog,
+): { input: ExportInput; payloads: Map<string, ProviderPayload> } {
   const ns = snapshot.namespace;
   const facts = new Map<string, CredentialFacts>();
   const payloads = new Map<string, ProviderPayload>();
@@ -80,7 +100,15 @@ function inputOf(snapshot: AccountSnapshot, account: CompiledAccount, catalog: E
     const provider = entry.resource.spec.provider;
     const excluded = credentialExclusion(entry, workspaces, live);
     if (excluded !== null) {
-      skipped.push({ namespace: ns, name, provider, reason: excluded === 'NotValid' ? `not Ready (${currentReady(entry.resource)?.reason ?? 'not reconciled yet'})` : `not compiled: ${excluded}` });
+      skipped.push({
+        namespace: ns,
+        name,
+        provider,
+        reason:
+          excluded === 'NotValid'
+            ? `not Ready (${currentReady(entry.resource)?.reason ?? 'not reconciled yet'})`
+            : `not compiled: ${excluded}`,
+      });
       continue;
     }
     const checked = validatePayload(provider as ProviderSlug, entry.verdict.payload!);
@@ -100,7 +128,12 @@ function summary(notes: readonly SemanticNote[], treatment: SemanticNote['treatm
   return names.length > 0 ? `${treatment}: ${names.join(', ')}` : '';
 }
 
-export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccount, catalog: ExportCatalog, options: ExportOptions): AccountExport {
+export function desiredExport(
+  snapshot: AccountSnapshot,
+  account: CompiledAccount,
+  catalog: ExportCatalog,
+  options: ExportOptions,
+): AccountExport {
   const ns = snapshot.namespace;
   const { input, payloads } = inputOf(snapshot, account, catalog);
   const { objects, report } = exportAccounts(input, options);
@@ -120,7 +153,11 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
     out.secrets.push({
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: s.name, namespace: options.namespace, labels: { 'app.kubernetes.io/managed-by': 'byok-operator', [ACCOUNT_LABEL]: ns } },
+      metadata: {
+        name: s.name,
+        namespace: options.namespace,
+        labels: { 'app.kubernetes.io/managed-by': 'byok-operator', [ACCOUNT_LABEL]: ns },
+      },
       type: 'Opaque',
       data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')])),
     });
@@ -132,19 +169,32 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
     const resource = snapshot.credentials.find((e) => e.resource.metadata.name === c.name)?.resource;
     if (skipped && resource && currentReady(resource) === undefined) continue;
     if (skipped) {
-      out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${skipped.detail}` });
+      out.conditions.set(c.name, {
+        type: ConditionType.Exported,
+        status: 'False',
+        reason: ConditionReason.NotExported,
+        message: `not exported to ${options.target}: ${skipped.detail}`,
+      });
       continue;
     }
     // A host the target or the egress policy refuses: said with its reason, and NotExported when nothing else went.
     const hosts = c.notes.filter((n) => n.semantic === 'host').map((n) => n.detail);
     if (hosts.length > 0 && c.derivedSecrets.length === 0) {
-      out.conditions.set(c.name, { type: ConditionType.Exported, status: 'False', reason: ConditionReason.NotExported, message: `not exported to ${options.target}: ${hosts.join('; ')}` });
+      out.conditions.set(c.name, {
+        type: ConditionType.Exported,
+        status: 'False',
+        reason: ConditionReason.NotExported,
+        message: `not exported to ${options.target}: ${hosts.join('; ')}`,
+      });
       (out.refusals ??= new Set()).add(c.name);
       continue;
     }
     const notes = [...c.notes, ...accountNotes];
     const parts = [summary(notes, 'dropped'), summary(notes, 'approximated'), ...hosts].filter(Boolean).join('; ');
-    const secrets = c.derivedSecrets.length > 0 ? ` with Secret ${c.derivedSecrets.map((s) => s.name).join(', ')}` : ' (in no model rule)';
+    const secrets =
+      c.derivedSecrets.length > 0
+        ? ` with Secret ${c.derivedSecrets.map((s) => s.name).join(', ')}`
+        : ' (in no model rule)';
     out.conditions.set(c.name, {
       type: ConditionType.Exported,
       status: 'True',
@@ -163,7 +213,11 @@ export function desiredExport(snapshot: AccountSnapshot, account: CompiledAccoun
 const contentOf = (o: TargetObject): string => JSON.stringify(o);
 
 /** The parts of a shared BackendSecurityPolicy that are not its name and targets: one per source, whatever the account. */
-const policyTemplateOf = (o: TargetObject): TargetObject => ({ ...o, metadata: { ...o.metadata, name: '' }, spec: { ...o.spec, targetRefs: [] } });
+const policyTemplateOf = (o: TargetObject): TargetObject => ({
+  ...o,
+  metadata: { ...o.metadata, name: '' },
+  spec: { ...o.spec, targetRefs: [] },
+});
 
 /** A shared object two accounts' shares hold with different content: none is written, each account is told. */
 export interface SharedConflict {
@@ -184,7 +238,13 @@ export class SharedIndex {
   private readonly shares = new Map<string, readonly TargetObject[]>();
   /** key -> content digest -> the object and the accounts whose share holds it. */
   private readonly objects = new Map<string, Map<string, { object: TargetObject; accounts: Set<string> }>>();
-  private readonly policies = new Map<string, { templates: Map<string, { template: TargetObject; users: number }>; refs: Map<string, { ref: unknown; users: number }> }>();
+  private readonly policies = new Map<
+    string,
+    {
+      templates: Map<string, { template: TargetObject; users: number }>;
+      refs: Map<string, { ref: unknown; users: number }>;
+    }
+  >();
 
   /** Replaces an account's share (undefined: the account is gone). */
   set(ns: string, share: readonly TargetObject[] | undefined): void {
@@ -237,7 +297,10 @@ export class SharedIndex {
   conflicts(): SharedConflict[] {
     return [...this.objects]
       .filter(([, variants]) => variants.size > 1)
-      .map(([key, variants]) => ({ key, accounts: [...new Set([...variants.values()].flatMap((v) => [...v.accounts]))].sort() }))
+      .map(([key, variants]) => ({
+        key,
+        accounts: [...new Set([...variants.values()].flatMap((v) => [...v.accounts]))].sort(),
+      }))
       .sort((a, b) => (a.key < b.key ? -1 : 1));
   }
 
@@ -255,7 +318,11 @@ export class SharedIndex {
       const sorted = [...refs.keys()].sort().map((n) => refs.get(n)!.ref);
       for (let i = 0; i * size < sorted.length; i++) {
         const name = i === 0 ? template.metadata.name : objectName(template.metadata.name, String(i + 1));
-        out.push({ ...template, metadata: { ...template.metadata, name }, spec: { ...template.spec, targetRefs: sorted.slice(i * size, (i + 1) * size) } });
+        out.push({
+          ...template,
+          metadata: { ...template.metadata, name },
+          spec: { ...template.spec, targetRefs: sorted.slice(i * size, (i + 1) * size) },
+        });
       }
     }
     return out;

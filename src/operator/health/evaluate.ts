@@ -5,7 +5,14 @@ import { createHash } from 'node:crypto';
 import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
 import { ConditionReason, ConditionType, EventReason } from '../../schema/conditions.ts';
 import type { ApiKeyDelivery, CredentialDelivery } from '../compile/types.ts';
-import { buildConditions, metaTime, sameStatus, type Condition, type ConditionStatus, type DesiredCondition } from '../conditions.ts';
+import {
+  buildConditions,
+  type Condition,
+  type ConditionStatus,
+  type DesiredCondition,
+  metaTime,
+  sameStatus,
+} from '../conditions.ts';
 import { statusPartOf } from '../status/ownership.ts';
 
 export interface OutcomeCounts {
@@ -46,7 +53,12 @@ export const sumCounts = (a: OutcomeCounts, b: OutcomeCounts): OutcomeCounts => 
 export function counterDelta(now: OutcomeCounts, before: OutcomeCounts | undefined): OutcomeCounts {
   if (!before) return { ...now };
   const d = (k: keyof OutcomeCounts) => (now[k] >= before[k] ? now[k] - before[k] : now[k]);
-  return { ok: d('ok'), unauthorized: d('unauthorized'), rateLimited: d('rateLimited'), upstreamError: d('upstreamError') };
+  return {
+    ok: d('ok'),
+    unauthorized: d('unauthorized'),
+    rateLimited: d('rateLimited'),
+    upstreamError: d('upstreamError'),
+  };
 }
 
 /** Per-credential buckets of deltas; sum() covers the last windowMs. */
@@ -71,9 +83,24 @@ export class OutcomeWindow {
 }
 
 const FAILURE_CLASSES = [
-  { key: 'unauthorized', reason: ConditionReason.Unauthorized, event: EventReason.UpstreamUnauthorized, says: 'the provider refused this key (401/403): rotate it' },
-  { key: 'rateLimited', reason: ConditionReason.RateLimited, event: EventReason.UpstreamRateLimited, says: 'the provider is rate limiting this key (429)' },
-  { key: 'upstreamError', reason: ConditionReason.UpstreamErrors, event: EventReason.UpstreamErrors, says: 'the provider is failing (5xx, timeouts or connection errors)' },
+  {
+    key: 'unauthorized',
+    reason: ConditionReason.Unauthorized,
+    event: EventReason.UpstreamUnauthorized,
+    says: 'the provider refused this key (401/403): rotate it',
+  },
+  {
+    key: 'rateLimited',
+    reason: ConditionReason.RateLimited,
+    event: EventReason.UpstreamRateLimited,
+    says: 'the provider is rate limiting this key (429)',
+  },
+  {
+    key: 'upstreamError',
+    reason: ConditionReason.UpstreamErrors,
+    event: EventReason.UpstreamErrors,
+    says: 'the provider is failing (5xx, timeouts or connection errors)',
+  },
 ] as const;
 
 /**
@@ -92,30 +119,79 @@ export function decideUpstreamHealth(
   const total = window.ok + window.unauthorized + window.rateLimited + window.upstreamError;
   if (total === 0 && probe) {
     const code = probe.status === null ? '' : ` (HTTP ${probe.status})`;
-    if (probe.outcome === 'ok') return { type: ConditionType.UpstreamHealthy, status: 'True', reason: ConditionReason.Serving, message: `idle; the last probe was accepted${code}` };
+    if (probe.outcome === 'ok')
+      return {
+        type: ConditionType.UpstreamHealthy,
+        status: 'True',
+        reason: ConditionReason.Serving,
+        message: `idle; the last probe was accepted${code}`,
+      };
     const c = FAILURE_CLASSES.find((f) => f.key === probe.outcome)!;
-    return { type: ConditionType.UpstreamHealthy, status: 'False', reason: c.reason, message: `${c.says}: the probe of this idle credential failed${code}` };
+    return {
+      type: ConditionType.UpstreamHealthy,
+      status: 'False',
+      reason: c.reason,
+      message: `${c.says}: the probe of this idle credential failed${code}`,
+    };
   }
   const tally = `${window.ok} ok, ${window.unauthorized} refused, ${window.rateLimited} rate limited, ${window.upstreamError} errors in the last ${windowText}`;
   for (const c of FAILURE_CLASSES) {
     const n = window[c.key];
-    if (n >= t.minFailures && n >= t.failureRatio * total) return { type: ConditionType.UpstreamHealthy, status: 'False', reason: c.reason, message: `${c.says}: ${tally}` };
+    if (n >= t.minFailures && n >= t.failureRatio * total)
+      return { type: ConditionType.UpstreamHealthy, status: 'False', reason: c.reason, message: `${c.says}: ${tally}` };
   }
-  if (window.ok > 0) return { type: ConditionType.UpstreamHealthy, status: 'True', reason: ConditionReason.Serving, message: tally };
-  if (previous && previous.status === 'False') return { type: ConditionType.UpstreamHealthy, status: 'False', reason: previous.reason, message: previous.message };
-  if (total === 0) return { type: ConditionType.UpstreamHealthy, status: 'Unknown', reason: ConditionReason.Unused, message: `no attempts with this credential in the last ${windowText}` };
-  if (previous) return { type: ConditionType.UpstreamHealthy, status: previous.status, reason: previous.reason, message: previous.message };
-  return { type: ConditionType.UpstreamHealthy, status: 'Unknown', reason: ConditionReason.Inconclusive, message: `too few attempts to judge: ${tally}` };
+  if (window.ok > 0)
+    return { type: ConditionType.UpstreamHealthy, status: 'True', reason: ConditionReason.Serving, message: tally };
+  if (previous && previous.status === 'False')
+    return { type: ConditionType.UpstreamHealthy, status: 'False', reason: previous.reason, message: previous.message };
+  if (total === 0)
+    return {
+      type: ConditionType.UpstreamHealthy,
+      status: 'Unknown',
+      reason: ConditionReason.Unused,
+      message: `no attempts with this credential in the last ${windowText}`,
+    };
+  if (previous)
+    return {
+      type: ConditionType.UpstreamHealthy,
+      status: previous.status,
+      reason: previous.reason,
+      message: previous.message,
+    };
+  return {
+    type: ConditionType.UpstreamHealthy,
+    status: 'Unknown',
+    reason: ConditionReason.Inconclusive,
+    message: `too few attempts to judge: ${tally}`,
+  };
 }
 
 /** Delivered from pod counts. */
 export function decideDelivered(loaded: number, total: number, version: string): DesiredCondition {
-  if (total === 0) return { type: ConditionType.Delivered, status: 'Unknown', reason: ConditionReason.NoGateways, message: 'no gateway pod is reporting' };
-  if (loaded === total) return { type: ConditionType.Delivered, status: 'True', reason: ConditionReason.Delivered, message: `all ${total} gateway pods have loaded version ${version}` };
-  return { type: ConditionType.Delivered, status: 'False', reason: ConditionReason.Pending, message: `${loaded} of ${total} gateway pods have loaded version ${version}` };
+  if (total === 0)
+    return {
+      type: ConditionType.Delivered,
+      status: 'Unknown',
+      reason: ConditionReason.NoGateways,
+      message: 'no gateway pod is reporting',
+    };
+  if (loaded === total)
+    return {
+      type: ConditionType.Delivered,
+      status: 'True',
+      reason: ConditionReason.Delivered,
+      message: `all ${total} gateway pods have loaded version ${version}`,
+    };
+  return {
+    type: ConditionType.Delivered,
+    status: 'False',
+    reason: ConditionReason.Pending,
+    message: `${loaded} of ${total} gateway pods have loaded version ${version}`,
+  };
 }
 
-export const windowText = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`);
+export const windowText = (ms: number): string =>
+  ms % 60_000 === 0 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`;
 
 export const conditionOf = (status: unknown, type: ConditionType): Condition | undefined =>
   ((status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === type);
@@ -128,7 +204,12 @@ export function healthPart(status: object | undefined): Record<string, unknown> 
 /** An account's delivery version: a digest of every credential's version. */
 export function accountVersion(versions: ReadonlyMap<string, CredentialDelivery>): string {
   return createHash('sha256')
-    .update([...versions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, v]) => `${id}:${v.version}`).join('\n'))
+    .update(
+      [...versions]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([id, v]) => `${id}:${v.version}`)
+        .join('\n'),
+    )
     .digest('hex')
     .slice(0, 16);
 }
@@ -139,8 +220,17 @@ export function accountVersion(versions: ReadonlyMap<string, CredentialDelivery>
  * and its routing index is from the compile run that brought the routing entry or later (`routingRun`: the run of
  * the index version it reports, -1 for none).
  */
-export function serves(report: GatewayStatusReport, routingRun: number, id: string, delivery: CredentialDelivery): boolean {
-  return report.routing.version !== null && report.bundle.credentials[id] === delivery.envelope && routingRun >= delivery.since;
+export function serves(
+  report: GatewayStatusReport,
+  routingRun: number,
+  id: string,
+  delivery: CredentialDelivery,
+): boolean {
+  return (
+    report.routing.version !== null &&
+    report.bundle.credentials[id] === delivery.envelope &&
+    routingRun >= delivery.since
+  );
 }
 
 /** What a pass gathered about one credential. */
@@ -189,30 +279,55 @@ export function evaluateCredentialHealth(f: CredentialHealthFacts): CredentialHe
   const probe = f.probe && now - f.probe.at < t.windowMs ? f.probe : undefined;
   const health = decideUpstreamHealth(f.window, prevHealth, t, windowText(t.windowMs), probe);
   // The message carries the window's tally.
-  if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason) health.message = prevHealth.message;
+  if (prevHealth && prevHealth.status === health.status && prevHealth.reason === health.reason)
+    health.message = prevHealth.message;
   const desired: DesiredCondition[] = [health];
   const part: Record<string, unknown> = {};
   const storedPart = healthPart(stored);
   // lastUsedTime: only when it moved by the resolution (or was never written).
   const storedUsed = typeof storedPart.lastUsedTime === 'string' ? Date.parse(storedPart.lastUsedTime) : undefined;
-  if (f.lastUsed !== undefined) part.lastUsedTime = storedUsed === undefined || f.lastUsed - storedUsed >= f.lastUsedResolutionMs ? metaTime(new Date(f.lastUsed)) : storedPart.lastUsedTime;
+  if (f.lastUsed !== undefined)
+    part.lastUsedTime =
+      storedUsed === undefined || f.lastUsed - storedUsed >= f.lastUsedResolutionMs
+        ? metaTime(new Date(f.lastUsed))
+        : storedPart.lastUsedTime;
   else if (storedPart.lastUsedTime !== undefined) part.lastUsedTime = storedPart.lastUsedTime;
   const storedDelivered = conditionOf(stored, ConditionType.Delivered);
   let pending = false;
   if (f.delivery !== undefined) {
     const { version, loaded, total } = f.delivery;
     const delivered = decideDelivered(loaded, total, version);
-    const storedDelivery = storedPart.delivery as { loaded?: number; total?: number; configVersion?: string } | undefined;
+    const storedDelivery = storedPart.delivery as
+      | { loaded?: number; total?: number; configVersion?: string }
+      | undefined;
     // A delivered credential keeps its record when only the pod count moves (Account.status.delivery has it).
-    const keep = storedDelivery && storedDelivered?.status === 'True' && delivered.status === 'True' && storedDelivery.configVersion === version;
+    const keep =
+      storedDelivery &&
+      storedDelivered?.status === 'True' &&
+      delivered.status === 'True' &&
+      storedDelivery.configVersion === version;
     part.delivery = keep ? storedDelivery : { loaded, total, configVersion: version };
-    desired.push(keep ? { type: ConditionType.Delivered, status: 'True', reason: storedDelivered.reason, message: storedDelivered.message } : delivered);
+    desired.push(
+      keep
+        ? {
+            type: ConditionType.Delivered,
+            status: 'True',
+            reason: storedDelivered.reason,
+            message: storedDelivered.message,
+          }
+        : delivered,
+    );
     pending = delivered.status === 'False';
   } else if (storedDelivered) {
     desired.push(storedDelivered);
     if (storedPart.delivery !== undefined) part.delivery = storedPart.delivery;
   }
-  part.conditions = buildConditions(stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [], desired, f.generation, new Date(now));
+  part.conditions = buildConditions(
+    stored ? ((stored as { conditions?: Condition[] }).conditions ?? []) : [],
+    desired,
+    f.generation,
+    new Date(now),
+  );
   return {
     health,
     part,
@@ -237,7 +352,12 @@ export function upstreamHealthEvent(health: DesiredCondition, recovered: boolean
     // The condition's message already says what to do ("…refused this key (401/403): rotate it: <counts>").
     return { eventType: 'Warning', reason, note: health.message };
   }
-  if (health.status === 'True' && recovered) return { eventType: 'Normal', reason: EventReason.UpstreamRecovered, note: `the provider accepts this credential again: ${health.message}` };
+  if (health.status === 'True' && recovered)
+    return {
+      eventType: 'Normal',
+      reason: EventReason.UpstreamRecovered,
+      note: `the provider accepts this credential again: ${health.message}`,
+    };
   return undefined;
 }
 
@@ -245,20 +365,42 @@ export function upstreamHealthEvent(health: DesiredCondition, recovered: boolean
  * Whether a pod serves a GatewayAPIKey's current routing entry: it has loaded a routing config and its index is from
  * the compile run that first carried the entry or later (the rule `serves` applies to a credential's entry).
  */
-export const servesApiKey = (report: GatewayStatusReport, routingRun: number, delivery: ApiKeyDelivery): boolean => report.routing.version !== null && routingRun >= delivery.since;
+export const servesApiKey = (report: GatewayStatusReport, routingRun: number, delivery: ApiKeyDelivery): boolean =>
+  report.routing.version !== null && routingRun >= delivery.since;
 
 /**
  * The delivery part of an Account (how many pods serve every credential's current version) or of a GatewayAPIKey
  * (how many serve its routing entry). `waiting`: what else must happen before Delivered can be True (a key whose
  * account's budgets are not open yet): Delivered stays False, Pending, saying so.
  */
-export function deliveryPart(stored: object | undefined, generation: number | undefined, delivery: { loaded: number; total: number; version: string }, now: number, waiting?: string): { part: { delivery: { loaded: number; total: number; configVersion: string }; conditions: Condition[] }; unchanged: boolean; pending: boolean } {
+export function deliveryPart(
+  stored: object | undefined,
+  generation: number | undefined,
+  delivery: { loaded: number; total: number; version: string },
+  now: number,
+  waiting?: string,
+): {
+  part: { delivery: { loaded: number; total: number; configVersion: string }; conditions: Condition[] };
+  unchanged: boolean;
+  pending: boolean;
+} {
   const { loaded, total, version } = delivery;
   let delivered = decideDelivered(loaded, total, version);
-  if (waiting !== undefined && delivered.status === 'True') delivered = { ...delivered, status: 'False', reason: ConditionReason.Pending, message: `all ${total} gateway pods have loaded version ${version}; ${waiting}` };
+  if (waiting !== undefined && delivered.status === 'True')
+    delivered = {
+      ...delivered,
+      status: 'False',
+      reason: ConditionReason.Pending,
+      message: `all ${total} gateway pods have loaded version ${version}; ${waiting}`,
+    };
   const part = {
     delivery: { loaded, total, configVersion: version },
-    conditions: buildConditions((stored as { conditions?: Condition[] } | undefined)?.conditions ?? [], [delivered], generation, new Date(now)),
+    conditions: buildConditions(
+      (stored as { conditions?: Condition[] } | undefined)?.conditions ?? [],
+      [delivered],
+      generation,
+      new Date(now),
+    ),
   };
   return { part, unchanged: sameStatus(healthPart(stored), part), pending: delivered.status === 'False' };
 }

@@ -4,10 +4,17 @@
 import type { KubernetesObject, V1EndpointSliceList } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
+import {
+  GATEWAY_PROBE_PATH,
+  GATEWAY_STATUS_PATH,
+  type GatewayStatusReport,
+  parseGatewayStatusReport,
+  STATUS_AFTER_PARAM,
+  STATUS_WAIT_PARAM,
+} from '../../contract/gateway-status.ts';
 import { publicId } from '../../domain/ids.ts';
 import { kubeClient } from '../../kube/client.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
-import { GATEWAY_PROBE_PATH, GATEWAY_STATUS_PATH, parseGatewayStatusReport, STATUS_AFTER_PARAM, STATUS_WAIT_PARAM, type GatewayStatusReport } from '../../contract/gateway-status.ts';
 
 export const PROBE_ANNOTATION = 'byok.gateway.dev/probe';
 
@@ -37,7 +44,12 @@ export class GatewayCollector {
   private readonly providerProbed = new Map<string, number>();
   private probeTurn = 0;
 
-  constructor(deps: { config: CollectorConfig; kubeConfig: KubeAccess; log: Pick<Logger, 'debug'>; probesTotal: Counter }) {
+  constructor(deps: {
+    config: CollectorConfig;
+    kubeConfig: KubeAccess;
+    log: Pick<Logger, 'debug'>;
+    probesTotal: Counter;
+  }) {
     this.config = deps.config;
     this.kubeConfig = deps.kubeConfig;
     this.log = deps.log;
@@ -50,12 +62,18 @@ export class GatewayCollector {
     const config = this.config;
     if (config.urls) return config.urls.map((url) => ({ pod: new URL(url).host, url }));
     const svc = config.service!;
-    const slices = await kubeClient(this.kubeConfig).request<V1EndpointSliceList>('GET', `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(svc.namespace)}/endpointslices`, {
-      query: { labelSelector: `kubernetes.io/service-name=${svc.name}` },
-    });
+    const slices = await kubeClient(this.kubeConfig).request<V1EndpointSliceList>(
+      'GET',
+      `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(svc.namespace)}/endpointslices`,
+      {
+        query: { labelSelector: `kubernetes.io/service-name=${svc.name}` },
+      },
+    );
     const out = new Map<string, Target>();
     for (const slice of slices.items) {
-      const port = (slice.ports ?? []).find((p) => (typeof svc.port === 'string' ? p.name === svc.port : svc.port === undefined || p.port === svc.port))?.port;
+      const port = (slice.ports ?? []).find((p) =>
+        typeof svc.port === 'string' ? p.name === svc.port : svc.port === undefined || p.port === svc.port,
+      )?.port;
       if (port === undefined) continue;
       for (const ep of slice.endpoints ?? []) {
         if (ep.conditions?.ready === false) continue;
@@ -73,17 +91,26 @@ export class GatewayCollector {
    * One pod's status report; undefined when it does not answer with the known format. With `held`, the pod holds the
    * request until its delivery sequence is past `after` (it loaded or refused something) or `waitMs` passed.
    */
-  async report(target: Target, held?: { after: number; waitMs: number; signal?: AbortSignal }): Promise<Report | undefined> {
+  async report(
+    target: Target,
+    held?: { after: number; waitMs: number; signal?: AbortSignal },
+  ): Promise<Report | undefined> {
     try {
       const query = held ? `?${STATUS_AFTER_PARAM}=${held.after}&${STATUS_WAIT_PARAM}=${held.waitMs}` : '';
       const timeout = AbortSignal.timeout(this.timeoutMs + (held?.waitMs ?? 0));
       const signal = held?.signal ? AbortSignal.any([timeout, held.signal]) : timeout;
-      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}${query}`, { headers: { authorization: `Bearer ${this.config.token}` }, signal });
+      const res = await fetch(`${target.url}${GATEWAY_STATUS_PATH}${query}`, {
+        headers: { authorization: `Bearer ${this.config.token}` },
+        signal,
+      });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       // Every field checked (src/contract/gateway-status.ts): a malformed report counts that pod as failed for the pass.
       return parseGatewayStatusReport(await res.json());
     } catch (err) {
-      this.log.debug({ pod: target.pod, err: err instanceof Error ? err.message : String(err) }, 'gateway status unavailable');
+      this.log.debug(
+        { pod: target.pod, err: err instanceof Error ? err.message : String(err) },
+        'gateway status unavailable',
+      );
       return undefined;
     }
   }
@@ -105,7 +132,12 @@ export class GatewayCollector {
    * at most one per provider per perProviderIntervalMs, pods taken in turn. `idleSince` is when a credential was
    * last used or its probe last reported.
    */
-  async probeIdle(creds: readonly KubernetesObject[], pods: readonly Target[], now: number, idleSince: (id: string) => number): Promise<void> {
+  async probeIdle(
+    creds: readonly KubernetesObject[],
+    pods: readonly Target[],
+    now: number,
+    idleSince: (id: string) => number,
+  ): Promise<void> {
     const config = this.config;
     if (!config.probe || pods.length === 0) return;
     const idleMs = config.probe.idleMs ?? 3_600_000;

@@ -11,7 +11,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
 import { normalizeKeyHash } from '../../domain/api-keys.ts';
 import { publicId } from '../../domain/ids.ts';
-import { createApplier, type Applier } from '../../kube/apply.ts';
+import { type Applier, createApplier } from '../../kube/apply.ts';
 import type { EventRecorder } from '../../kube/events.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { ResourceInformers } from '../../kube/resources.ts';
@@ -19,15 +19,26 @@ import { EventReason } from '../../schema/conditions.ts';
 import type { CompilePipeline } from '../compile/pipeline.ts';
 import { periodicPass } from '../periodic.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
-import { accountVersion, DEFAULT_THRESHOLDS, deliveryPart, evaluateCredentialHealth, refusedBatchNote, serves, servesApiKey, stalePodNote, upstreamHealthEvent, type HealthThresholds } from './evaluate.ts';
+import {
+  accountVersion,
+  DEFAULT_THRESHOLDS,
+  deliveryPart,
+  evaluateCredentialHealth,
+  type HealthThresholds,
+  refusedBatchNote,
+  serves,
+  servesApiKey,
+  stalePodNote,
+  upstreamHealthEvent,
+} from './evaluate.ts';
 import { GatewayCollector, type Target } from './gather.ts';
 import { HealthMemory } from './memory.ts';
 import { HealthStatusWrites } from './status-writes.ts';
 import { DeliveryWatch } from './watch.ts';
 
 export const HEALTH_FIELD_MANAGER = STATUS_OWNERS.health.fieldManager;
-export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './status-writes.ts';
 export { PROBE_ANNOTATION } from './gather.ts';
+export { HEALTH_CONDITION_TYPES, HEALTH_STATUS_FIELDS } from './status-writes.ts';
 
 export interface GatewayStatusConfig {
   /** Bearer token the gateways expect on GET /byok/status (gateway --status-token-file). */
@@ -96,11 +107,35 @@ export function createHealthStatusWriter(deps: {
   const writeIntervalMs = config.writeIntervalMs ?? 30_000;
   const pendingPollMs = config.pendingPollMs ?? 1000;
 
-  const healthyGauge = new Gauge({ name: 'byok_credential_upstream_healthy', help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).', labelNames: ['namespace', 'provider', 'reason'], registers: [deps.registry] });
-  const podsGauge = new Gauge({ name: 'byok_gateway_pods_reporting', help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).', labelNames: ['result'], registers: [deps.registry] });
-  const staleGauge = new Gauge({ name: 'byok_gateway_pods_stale', help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.', registers: [deps.registry] });
-  const probesTotal = new Counter({ name: 'byok_credential_probes_total', help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).', labelNames: ['provider', 'result'], registers: [deps.registry] });
-  const writes = new Counter({ name: 'byok_health_status_writes_total', help: 'Status writes of the health writer, by kind (BYOKCredential, Account, GatewayAPIKey) and result.', labelNames: ['kind', 'result'], registers: [deps.registry] });
+  const healthyGauge = new Gauge({
+    name: 'byok_credential_upstream_healthy',
+    help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).',
+    labelNames: ['namespace', 'provider', 'reason'],
+    registers: [deps.registry],
+  });
+  const podsGauge = new Gauge({
+    name: 'byok_gateway_pods_reporting',
+    help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).',
+    labelNames: ['result'],
+    registers: [deps.registry],
+  });
+  const staleGauge = new Gauge({
+    name: 'byok_gateway_pods_stale',
+    help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.',
+    registers: [deps.registry],
+  });
+  const probesTotal = new Counter({
+    name: 'byok_credential_probes_total',
+    help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).',
+    labelNames: ['provider', 'result'],
+    registers: [deps.registry],
+  });
+  const writes = new Counter({
+    name: 'byok_health_status_writes_total',
+    help: 'Status writes of the health writer, by kind (BYOKCredential, Account, GatewayAPIKey) and result.',
+    labelNames: ['kind', 'result'],
+    registers: [deps.registry],
+  });
   const context: PassContext = {
     clock,
     log,
@@ -112,7 +147,13 @@ export function createHealthStatusWriter(deps: {
     pipeline: deps.pipeline,
     budgetsOpen: deps.budgetsOpen ?? (() => true),
     collector: new GatewayCollector({ config, kubeConfig: deps.kubeConfig, log, probesTotal }),
-    statusWrites: new HealthStatusWrites({ applier: deps.applier, log, writes, writeIntervalMs, concurrency: config.writeConcurrency ?? 8 }),
+    statusWrites: new HealthStatusWrites({
+      applier: deps.applier,
+      log,
+      writes,
+      writeIntervalMs,
+      concurrency: config.writeConcurrency ?? 8,
+    }),
     memory: new HealthMemory(clock()),
     healthyGauge,
     podsGauge,
@@ -121,7 +162,8 @@ export function createHealthStatusWriter(deps: {
     lastFound: [],
     watch: undefined,
   };
-  const failed = (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed');
+  const failed = (err: unknown) =>
+    log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed');
 
   // One pass at a time, polled or pushed: a pass never writes over a newer pass's Delivered.
   let chain: Promise<void> = Promise.resolve();
@@ -184,7 +226,8 @@ export function createHealthStatusWriter(deps: {
 function absorbNewer(latest: Map<string, GatewayStatusReport>, pod: string, report: GatewayStatusReport): boolean {
   const kept = latest.get(pod);
   if (kept && kept.instance === report.instance && kept.at > report.at) return false;
-  if (kept && kept.instance === report.instance && (kept.delivery?.seq ?? 0) > (report.delivery?.seq ?? 0)) return false;
+  if (kept && kept.instance === report.instance && (kept.delivery?.seq ?? 0) > (report.delivery?.seq ?? 0))
+    return false;
   latest.set(pod, report);
   return true;
 }
@@ -257,14 +300,22 @@ async function healthPass(c: PassContext, poll: boolean): Promise<{ pending: boo
   }
   // A routing entry changed in run n is on the pods whose index is from run n or later.
   const routingRuns = new Map<GatewayStatusReport, number>();
-  for (const r of reports.values()) routingRuns.set(r, r.routing.version === null ? -1 : (c.pipeline?.routingRun(r.routing.version) ?? 0));
+  for (const r of reports.values())
+    routingRuns.set(r, r.routing.version === null ? -1 : (c.pipeline?.routingRun(r.routing.version) ?? 0));
   const pass: Gathered = { now, found, reports, routingRuns, jobs: [] };
 
   const credentials = c.informers.credentials.list();
   const { pending, seen } = credentialsPass(c, pass, credentials);
   if (poll) {
     for (const id of c.memory.forgetCredentialsExcept(seen)) c.collector.forget(id);
-    pass.jobs.push(c.collector.probeIdle(credentials, found.filter((f) => reports.has(f.pod)), now, (id) => c.memory.idleSince(id)));
+    pass.jobs.push(
+      c.collector.probeIdle(
+        credentials,
+        found.filter((f) => reports.has(f.pod)),
+        now,
+        (id) => c.memory.idleSince(id),
+      ),
+    );
   }
   c.staleGauge.set(accountsPass(c, pass));
   const keysPending = apiKeysPass(c, pass);
@@ -286,8 +337,16 @@ function apiKeysPass(c: PassContext, pass: Gathered): boolean {
     const delivery = c.pipeline?.apiKeyDelivery(ns)?.get(normalizeKeyHash(key.spec?.hash ?? ''));
     if (!delivery) continue;
     const loaded = [...reports.values()].filter((r) => servesApiKey(r, routingRuns.get(r)!, delivery)).length;
-    const waiting = c.budgetsOpen(ns) ? undefined : "the account's budgets are not open yet (the operator has not validated it in the spend ledger)";
-    const e = deliveryPart((key as { status?: object }).status, key.metadata?.generation, { loaded, total: found.length, version: delivery.version }, now, waiting);
+    const waiting = c.budgetsOpen(ns)
+      ? undefined
+      : "the account's budgets are not open yet (the operator has not validated it in the spend ledger)";
+    const e = deliveryPart(
+      (key as { status?: object }).status,
+      key.metadata?.generation,
+      { loaded, total: found.length, version: delivery.version },
+      now,
+      waiting,
+    );
     if (e.pending) pending = true;
     if (!e.unchanged) jobs.push(c.statusWrites.write('GatewayAPIKey', key, e.part, now));
   }
@@ -298,7 +357,11 @@ function apiKeysPass(c: PassContext, pass: Gathered): boolean {
  * Credentials: UpstreamHealthy, lastUsedTime and Delivered, with an Event on each written health transition. Returns
  * whether a version is still pending on a pod, and the ids seen.
  */
-function credentialsPass(c: PassContext, pass: Gathered, credentials: readonly KubernetesObject[]): { pending: boolean; seen: Set<string> } {
+function credentialsPass(
+  c: PassContext,
+  pass: Gathered,
+  credentials: readonly KubernetesObject[],
+): { pending: boolean; seen: Set<string> } {
   const { now, found, reports, routingRuns, jobs } = pass;
   const { memory, statusWrites, events } = c;
   c.healthyGauge.reset();
@@ -320,13 +383,21 @@ function credentialsPass(c: PassContext, pass: Gathered, credentials: readonly K
       probe: memory.probe(id),
       rotated,
       lastUsed: memory.lastUsedAt(id),
-      delivery: delivery && { version: delivery.version, loaded: [...reports.values()].filter((r) => serves(r, routingRuns.get(r)!, id, delivery)).length, total: found.length },
+      delivery: delivery && {
+        version: delivery.version,
+        loaded: [...reports.values()].filter((r) => serves(r, routingRuns.get(r)!, id, delivery)).length,
+        total: found.length,
+      },
       thresholds: c.thresholds,
       lastUsedResolutionMs: c.lastUsedResolutionMs,
     });
     if (e.rotatedFromFalse) memory.markRotatedFromFalse(id);
     if (e.pending) pending = true;
-    c.healthyGauge.inc({ namespace: ns, provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '', reason: e.health.reason });
+    c.healthyGauge.inc({
+      namespace: ns,
+      provider: (cred as { spec?: { provider?: string } }).spec?.provider ?? '',
+      reason: e.health.reason,
+    });
     if (e.unchanged) {
       statusWrites.unchanged('BYOKCredential', ns, name, e.part);
       continue;
@@ -373,7 +444,12 @@ function accountsPass(c: PassContext, pass: Gathered): number {
       c.log.warn({ pod: target.pod, namespace: ns }, note);
       jobs.push(c.events.record(account, 'Warning', EventReason.GatewayPodStale, note).catch(() => undefined));
     }
-    const { part, unchanged } = deliveryPart((account as { status?: object }).status, account.metadata?.generation, { loaded, total: found.length, version }, now);
+    const { part, unchanged } = deliveryPart(
+      (account as { status?: object }).status,
+      account.metadata?.generation,
+      { loaded, total: found.length, version },
+      now,
+    );
     if (!unchanged) jobs.push(c.statusWrites.write('Account', account, part, now));
   }
   c.memory.forgetPodsExcept(found);
@@ -383,7 +459,20 @@ function accountsPass(c: PassContext, pass: Gathered): number {
 /** The writer with its own fenced applier (HEALTH_FIELD_MANAGER); run.ts starts it on leading. */
 export function createGatewayHealthStatus(
   config: GatewayStatusConfig,
-  deps: { kubeConfig: KubeAccess; canWrite: () => boolean; informers: ResourceInformers; pipeline: CompilePipeline | undefined; budgetsOpen?: (namespace: string) => boolean; events: EventRecorder; registry: Registry; log: Logger },
+  deps: {
+    kubeConfig: KubeAccess;
+    canWrite: () => boolean;
+    informers: ResourceInformers;
+    pipeline: CompilePipeline | undefined;
+    budgetsOpen?: (namespace: string) => boolean;
+    events: EventRecorder;
+    registry: Registry;
+    log: Logger;
+  },
 ): HealthStatusWriter {
-  return createHealthStatusWriter({ ...deps, config, applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }) });
+  return createHealthStatusWriter({
+    ...deps,
+    config,
+    applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }),
+  });
 }

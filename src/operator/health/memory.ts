@@ -2,7 +2,7 @@
 // last use, newest probe and key version, and how long each pod has lagged behind each account. In memory only (a
 // new leader starts from the stored statuses); no I/O.
 import type { GatewayStatusReport } from '../../contract/gateway-status.ts';
-import { counterDelta, OutcomeWindow, ZERO_COUNTS, type OutcomeCounts, type ProbeReport } from './evaluate.ts';
+import { counterDelta, type OutcomeCounts, OutcomeWindow, type ProbeReport, ZERO_COUNTS } from './evaluate.ts';
 
 /** A pod behind an account's current versions, as one pass sees it. */
 export interface PodLag {
@@ -42,7 +42,12 @@ export class HealthMemory {
       const before = prev && prev.instance === report.instance ? prev.counters : undefined;
       const counters: Record<string, OutcomeCounts> = {};
       for (const [id, c] of Object.entries(report.credentials)) {
-        counters[id] = { ok: c.ok, unauthorized: c.unauthorized, rateLimited: c.rateLimited, upstreamError: c.upstreamError };
+        counters[id] = {
+          ok: c.ok,
+          unauthorized: c.unauthorized,
+          rateLimited: c.rateLimited,
+          upstreamError: c.upstreamError,
+        };
         const delta = counterDelta(counters[id], before?.[id]);
         let w = this.windows.get(id);
         if (!w) this.windows.set(id, (w = new OutcomeWindow()));
@@ -51,7 +56,8 @@ export class HealthMemory {
         if (used > (this.lastUsed.get(id) ?? 0)) this.lastUsed.set(id, used);
       }
       this.previous.set(pod, { instance: report.instance, counters });
-      for (const [id, p] of Object.entries(report.probes ?? {})) if (p.at > (this.probes.get(id)?.at ?? 0)) this.probes.set(id, p);
+      for (const [id, p] of Object.entries(report.probes ?? {}))
+        if (p.at > (this.probes.get(id)?.at ?? 0)) this.probes.set(id, p);
     }
     for (const pod of this.previous.keys()) if (!found.some((f) => f.pod === pod)) this.previous.delete(pod);
   }
@@ -105,7 +111,8 @@ export class HealthMemory {
   /** Forgets the credentials not in `seen` (deleted); returns them. */
   forgetCredentialsExcept(seen: ReadonlySet<string>): string[] {
     const gone = new Set<string>();
-    for (const id of [...this.windows.keys(), ...this.probes.keys(), ...this.keyVersions.keys()]) if (!seen.has(id)) gone.add(id);
+    for (const id of [...this.windows.keys(), ...this.probes.keys(), ...this.keyVersions.keys()])
+      if (!seen.has(id)) gone.add(id);
     for (const id of gone) {
       this.windows.delete(id);
       this.keyVersions.delete(id);

@@ -34,7 +34,13 @@ export class HealthStatusWrites {
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
 
-  constructor(deps: { applier: Applier; log: Pick<Logger, 'warn'>; writes: Counter; writeIntervalMs: number; concurrency: number }) {
+  constructor(deps: {
+    applier: Applier;
+    log: Pick<Logger, 'warn'>;
+    writes: Counter;
+    writeIntervalMs: number;
+    concurrency: number;
+  }) {
     this.applier = deps.applier;
     this.log = deps.log;
     this.writes = deps.writes;
@@ -66,7 +72,11 @@ export class HealthStatusWrites {
       return true;
     } catch (err) {
       this.writes.inc({ kind, result: 'error' });
-      if ((err as { status?: number }).status !== 404) this.log.warn({ kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) }, 'health status write failed');
+      if ((err as { status?: number }).status !== 404)
+        this.log.warn(
+          { kind, namespace: ns, name, err: err instanceof Error ? err.message : String(err) },
+          'health status write failed',
+        );
       return false;
     } finally {
       this.release();

@@ -2,11 +2,11 @@
 // write. The compile pipeline reports quarantines here; the bookkeeping of which namespaces are held back
 // lives in this reconciler.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ConditionReason as R, ConditionType as T, EventReason } from '../../schema/conditions.ts';
 import { electAccount } from '../../compiler/elect.ts';
 import type { ResourceInformers } from '../../kube/resources.ts';
+import { EventReason, ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
 import type { Quarantine } from '../compile/pipeline.ts';
-import { buildConditions, readyFrom, type CatalogCondition, type Condition } from '../conditions.ts';
+import { buildConditions, type CatalogCondition, type Condition, readyFrom } from '../conditions.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { baseStatus, namespacedName, splitKey } from './objects.ts';
 import type { StatusWriter } from './status-writer.ts';
@@ -33,12 +33,19 @@ export interface AccountEvaluation {
 export function evaluateAccount(f: AccountFacts): AccountEvaluation {
   if (f.winner !== undefined && f.winner !== f.name) {
     return {
-      ready: { type: T.Ready, status: 'False', reason: R.Conflicting, message: `Account "${f.winner}" already defines this namespace's account (exactly one per namespace; oldest wins)` },
+      ready: {
+        type: T.Ready,
+        status: 'False',
+        reason: R.Conflicting,
+        message: `Account "${f.winner}" already defines this namespace's account (exactly one per namespace; oldest wins)`,
+      },
       compiled: [],
     };
   }
   if (f.quarantine) {
-    const compiled: CatalogCondition<'Compiled'>[] = [{ type: T.Compiled, status: 'False', reason: R.Quarantined, message: f.quarantine.message }];
+    const compiled: CatalogCondition<'Compiled'>[] = [
+      { type: T.Compiled, status: 'False', reason: R.Quarantined, message: f.quarantine.message },
+    ];
     return { ready: readyFrom(compiled, 'the account is valid'), compiled };
   }
   return { ready: { type: T.Ready, status: 'True', reason: R.Ready, message: 'the account is valid' }, compiled: [] };
@@ -68,7 +75,9 @@ export class AccountReconciler {
     for (const a of accounts) this.deps.enqueueAccount(namespacedName(a));
     // The Account object is where the owner looks; a namespace without one gets the Event on its credentials.
     const { winner } = electAccount(accounts);
-    const targets: KubernetesObject[] = winner ? [winner] : informers.credentials.list(ns).slice(0, QUARANTINE_EVENT_FANOUT);
+    const targets: KubernetesObject[] = winner
+      ? [winner]
+      : informers.credentials.list(ns).slice(0, QUARANTINE_EVENT_FANOUT);
     for (const t of targets) {
       // An Account gets its Warning from reconcile (Ready=False, reason Quarantined), with the condition.
       if (q && !winner) writer.warn(t, EventReason.Quarantined, q.message);
@@ -83,8 +92,19 @@ export class AccountReconciler {
     if (!a || a.metadata.deletionTimestamp) return;
     const winner = electAccount(informers.accounts.list(ns)).winner?.metadata.name;
     const conflicting = winner !== undefined && winner !== name;
-    const { ready, compiled } = evaluateAccount({ name, winner, quarantine: conflicting ? undefined : this.quarantines.get(ns) });
-    const status = { ...baseStatus('Account', a), conditions: buildConditions(a.status?.conditions as Condition[] | undefined, [ready, ...compiled], a.metadata.generation) };
+    const { ready, compiled } = evaluateAccount({
+      name,
+      winner,
+      quarantine: conflicting ? undefined : this.quarantines.get(ns),
+    });
+    const status = {
+      ...baseStatus('Account', a),
+      conditions: buildConditions(
+        a.status?.conditions as Condition[] | undefined,
+        [ready, ...compiled],
+        a.metadata.generation,
+      ),
+    };
     await writer.write('Account', a, status, informers.accounts);
     if (ready.status !== 'True') writer.warn(a, ready.reason, ready.message);
   }

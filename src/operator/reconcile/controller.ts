@@ -25,7 +25,11 @@ export interface Controller {
  * `changed` on add, on an update that moves the generation (a spec change or the start of deletion; status-only
  * updates do not), and on delete unless `deleted` is given.
  */
-export function onSpecChange<T extends KubernetesObject>(informer: SupervisedInformer<T>, changed: (obj: T, old?: T) => void, deleted: (obj: T) => void = changed): void {
+export function onSpecChange<T extends KubernetesObject>(
+  informer: SupervisedInformer<T>,
+  changed: (obj: T, old?: T) => void,
+  deleted: (obj: T) => void = changed,
+): void {
   informer.on('add', (o) => changed(o));
   informer.on('update', (o, old) => {
     if (generationChanged(o, old)) changed(o, old);

@@ -3,14 +3,24 @@
 // or returns the failing condition. A condition's first failing check stands; a condition whose prerequisite
 // failed is Unknown; Ready carries the first failing condition in status order, which is the chain's order.
 // No I/O here: the reconcile gathers, this decides, the status writer writes.
-import type { BYOKCredential } from '../../schema/generated/types.ts';
-import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
-import { describePayloadIssues, maskLabel, patchFromSpec, resolveCredentialWrite, specFieldPath, validatePayload, type EgressAllowList, type Violation } from '../../domain/index.ts';
-import { bytesIssue } from '../../domain/text.ts';
-import { quotaMessage } from '../../domain/quota.ts';
+
 import { overQuota } from '../../compiler/elect.ts';
 import { accountMissingMessage } from '../../compiler/gate.ts';
-import { readyFrom, type CatalogCondition, type DesiredCondition } from '../conditions.ts';
+import {
+  describePayloadIssues,
+  type EgressAllowList,
+  maskLabel,
+  patchFromSpec,
+  resolveCredentialWrite,
+  specFieldPath,
+  type Violation,
+  validatePayload,
+} from '../../domain/index.ts';
+import { quotaMessage } from '../../domain/quota.ts';
+import { bytesIssue } from '../../domain/text.ts';
+import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
+import type { BYOKCredential } from '../../schema/generated/types.ts';
+import { type CatalogCondition, type DesiredCondition, readyFrom } from '../conditions.ts';
 
 /** The conditions a credential's reconcile decides, in the order status lists them (after Ready). */
 export const CREDENTIAL_CONDITIONS = [T.WithinQuota, T.SecretResolved, T.PayloadValid, T.FiltersValid] as const;
@@ -54,7 +64,12 @@ export interface CredentialCheck {
   readonly run: (facts: CredentialFacts) => CredentialCondition | undefined;
 }
 
-const failed = (type: CredentialConditionType, reason: R, message: string): CredentialCondition => ({ type, status: 'False', reason, message });
+const failed = (type: CredentialConditionType, reason: R, message: string): CredentialCondition => ({
+  type,
+  status: 'False',
+  reason,
+  message,
+});
 
 // ---- the checks, in chain order ----
 
@@ -67,7 +82,11 @@ export function withinQuota(f: CredentialFacts): CredentialCondition | undefined
 
 export function secretFound(f: CredentialFacts): CredentialCondition | undefined {
   if (f.secret) return undefined;
-  return failed(T.SecretResolved, R.SecretNotFound, `Secret "${f.spec.secretRef.name}" not found in namespace ${f.namespace}`);
+  return failed(
+    T.SecretResolved,
+    R.SecretNotFound,
+    `Secret "${f.spec.secretRef.name}" not found in namespace ${f.namespace}`,
+  );
 }
 
 export function keyPresent(f: CredentialFacts): CredentialCondition | undefined {
@@ -94,7 +113,11 @@ export function payloadValid(f: CredentialFacts): CredentialCondition | undefine
 
 export function workspaceFound(f: CredentialFacts): CredentialCondition | undefined {
   if (!f.spec.workspace || f.workspaceExists) return undefined;
-  return failed(T.FiltersValid, R.WorkspaceNotFound, `Workspace "${f.spec.workspace}" not found in namespace ${f.namespace}`);
+  return failed(
+    T.FiltersValid,
+    R.WorkspaceNotFound,
+    `Workspace "${f.spec.workspace}" not found in namespace ${f.namespace}`,
+  );
 }
 
 function violationReason(v: Violation): R {
@@ -110,7 +133,12 @@ function violationReason(v: Violation): R {
 
 /** Flags and filters, with the same rules (codes and messages) as the REST API; the first violation names the reason. */
 export function filtersValid(f: CredentialFacts): CredentialCondition | undefined {
-  const write = resolveCredentialWrite({ mode: 'create', stored: null, patch: patchFromSpec(f.spec as unknown as Record<string, unknown>), liveApiKeyHashes: f.liveApiKeyHashes });
+  const write = resolveCredentialWrite({
+    mode: 'create',
+    stored: null,
+    patch: patchFromSpec(f.spec as unknown as Record<string, unknown>),
+    liveApiKeyHashes: f.liveApiKeyHashes,
+  });
   if (write.ok) return undefined;
   const message = write.violations.map((v) => `${specFieldPath(v.field)}: ${v.message}`).join('; ');
   return failed(T.FiltersValid, violationReason(write.violations[0]!), message);
@@ -128,8 +156,18 @@ export const CREDENTIAL_CHECKS: readonly CredentialCheck[] = [
 ];
 
 /** A condition that cannot be judged while another one fails. */
-const PREREQUISITE: Partial<Record<CredentialConditionType, { needs: CredentialConditionType; unknown: CredentialCondition }>> = {
-  PayloadValid: { needs: T.SecretResolved, unknown: { type: T.PayloadValid, status: 'Unknown', reason: R.SecretNotResolved, message: 'the Secret is not resolved' } },
+const PREREQUISITE: Partial<
+  Record<CredentialConditionType, { needs: CredentialConditionType; unknown: CredentialCondition }>
+> = {
+  PayloadValid: {
+    needs: T.SecretResolved,
+    unknown: {
+      type: T.PayloadValid,
+      status: 'Unknown',
+      reason: R.SecretNotResolved,
+      message: 'the Secret is not resolved',
+    },
+  },
 };
 
 /** The condition when every check of its type passed; WithinQuota is shown only when it fails. */
@@ -138,7 +176,12 @@ function passed(type: CredentialConditionType, f: CredentialFacts): CredentialCo
     case T.WithinQuota:
       return undefined;
     case T.SecretResolved:
-      return { type, status: 'True', reason: R.Resolved, message: `Secret "${f.spec.secretRef.name}" key "${f.secretKey}"` };
+      return {
+        type,
+        status: 'True',
+        reason: R.Resolved,
+        message: `Secret "${f.spec.secretRef.name}" key "${f.secretKey}"`,
+      };
     case T.PayloadValid:
       return { type, status: 'True', reason: R.Valid, message: `valid ${f.spec.provider} payload` };
     case T.FiltersValid:
@@ -160,7 +203,10 @@ export interface CredentialEvaluation {
 }
 
 /** Run the chain over the gathered facts. */
-export function evaluateCredential(f: CredentialFacts, checks: readonly CredentialCheck[] = CREDENTIAL_CHECKS): CredentialEvaluation {
+export function evaluateCredential(
+  f: CredentialFacts,
+  checks: readonly CredentialCheck[] = CREDENTIAL_CHECKS,
+): CredentialEvaluation {
   const failures = new Map<CredentialConditionType, CredentialCondition>();
   for (const check of checks) {
     if (failures.has(check.condition)) continue;
@@ -178,7 +224,12 @@ export function evaluateCredential(f: CredentialFacts, checks: readonly Credenti
   // The gate outranks the chain: the other conditions still say what else is wrong, but nothing here is compiled.
   const ready: CredentialEvaluation['ready'] = f.accountExists
     ? readyFrom(conditions, CREDENTIAL_READY_MESSAGE)
-    : { type: T.Ready, status: 'False', reason: R.AccountMissing, message: accountMissingMessage(f.namespace, 'credential') };
+    : {
+        type: T.Ready,
+        status: 'False',
+        reason: R.AccountMissing,
+        message: accountMissingMessage(f.namespace, 'credential'),
+      };
   return {
     ready,
     conditions,

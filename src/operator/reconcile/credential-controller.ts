@@ -2,9 +2,9 @@
 // sort order they move; its Secret; the GatewayAPIKeys (of any account) naming a hash it allows; its Workspace; its namespace's Account
 // (the gate and the quota); and a deletion, which frees a place in the quota.
 import type { V1Secret } from '@kubernetes/client-node';
-import type { BYOKCredential } from '../../schema/generated/types.ts';
 import { INDEX } from '../../kube/resources.ts';
-import { onSpecChange, type Controller } from './controller.ts';
+import type { BYOKCredential } from '../../schema/generated/types.ts';
+import { type Controller, onSpecChange } from './controller.ts';
 import type { CredentialReconciler } from './credential.ts';
 import { namespacesNaming } from './key-holders.ts';
 import { namespacedName, nsOf } from './objects.ts';
@@ -18,7 +18,8 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       const implicitSiblings = (c: BYOKCredential, old?: BYOKCredential) => {
         for (const other of credentials.list(nsOf(c))) {
           if (other.spec.sortOrder !== undefined || other.metadata.name === c.metadata.name) continue;
-          const same = (x: BYOKCredential) => x.spec.provider === other.spec.provider && sortSection(x) === sortSection(other);
+          const same = (x: BYOKCredential) =>
+            x.spec.provider === other.spec.provider && sortSection(x) === sortSection(other);
           if (same(c) || (old && same(old))) enqueue(namespacedName(other));
         }
       };
@@ -26,7 +27,13 @@ export function credentialController(reconciler: CredentialReconciler): Controll
         credentials,
         (c, old) => {
           enqueue(namespacedName(c));
-          if (!old || old.spec.provider !== c.spec.provider || sortSection(old) !== sortSection(c) || old.spec.sortOrder !== c.spec.sortOrder) implicitSiblings(c, old);
+          if (
+            !old ||
+            old.spec.provider !== c.spec.provider ||
+            sortSection(old) !== sortSection(c) ||
+            old.spec.sortOrder !== c.spec.sortOrder
+          )
+            implicitSiblings(c, old);
         },
         (c) => {
           // A freed place in the quota goes to the oldest credential waiting for one.
@@ -36,7 +43,8 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       );
 
       const secretChanged = (s: V1Secret) => {
-        for (const c of credentials.byIndex(INDEX.secret, `${nsOf(s)}/${s.metadata?.name ?? ''}`)) enqueue(namespacedName(c));
+        for (const c of credentials.byIndex(INDEX.secret, `${nsOf(s)}/${s.metadata?.name ?? ''}`))
+          enqueue(namespacedName(c));
       };
       secrets.on('add', secretChanged);
       secrets.on('update', (s, old) => {
@@ -48,11 +56,13 @@ export function credentialController(reconciler: CredentialReconciler): Controll
       onSpecChange(apiKeys, (k, old) => {
         for (const h of new Set([k.spec.hash, old?.spec.hash, k.spec.previousHash, old?.spec.previousHash])) {
           if (!h) continue;
-          for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)])) for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(namespacedName(c));
+          for (const ns of new Set([nsOf(k), ...namespacesNaming(apiKeys, h)]))
+            for (const c of credentials.byIndex(INDEX.apiKeyHash, `${ns}/${h}`)) enqueue(namespacedName(c));
         }
       });
       onSpecChange(workspaces, (w) => {
-        for (const c of credentials.byIndex(INDEX.workspace, `${nsOf(w)}/${w.metadata.name ?? ''}`)) enqueue(namespacedName(c));
+        for (const c of credentials.byIndex(INDEX.workspace, `${nsOf(w)}/${w.metadata.name ?? ''}`))
+          enqueue(namespacedName(c));
       });
       // The credential quota may have changed, or the namespace gained or lost its Account (the gate).
       onSpecChange(accounts, (a) => {

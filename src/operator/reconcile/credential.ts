@@ -1,23 +1,23 @@
 // BYOKCredential: gather (the caches, and for a Secret not yet labelled one GET and a label) → evaluate (the
 // pure check chain in credential-checks.ts) → write (status, the verdict the compile pipeline reads, Events).
 import type { V1Secret } from '@kubernetes/client-node';
-import type { BYOKCredential } from '../../schema/generated/types.ts';
-import { publicId } from '../../domain/ids.ts';
-import { isApiKeyLive, type EgressAllowList } from '../../domain/index.ts';
-import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
 import { creationTime, electAccount, sameObject } from '../../compiler/elect.ts';
 import { isRoutedNamespace } from '../../compiler/gate.ts';
-import { isNotFound, type KubeClient } from '../../kube/client.ts';
-import type { Applier } from '../../kube/apply.ts';
+import { publicId } from '../../domain/ids.ts';
+import { type EgressAllowList, isApiKeyLive } from '../../domain/index.ts';
+import { DEFAULT_MAX_CREDENTIALS } from '../../domain/quota.ts';
 import { secretRefKey } from '../../domain/secret-ref.ts';
-import { CREDENTIAL_SECRET_LABEL, INDEX, secretPayloadValue, type ResourceInformers } from '../../kube/resources.ts';
+import type { Applier } from '../../kube/apply.ts';
+import { isNotFound, type KubeClient } from '../../kube/client.ts';
+import { CREDENTIAL_SECRET_LABEL, INDEX, type ResourceInformers, secretPayloadValue } from '../../kube/resources.ts';
+import type { BYOKCredential } from '../../schema/generated/types.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import type { VerdictStore } from '../verdicts.ts';
 import type { ReconcileResult } from '../workqueue.ts';
-import { evaluateCredential, type CredentialEvaluation, type CredentialFacts } from './credential-checks.ts';
+import { type CredentialEvaluation, type CredentialFacts, evaluateCredential } from './credential-checks.ts';
 import { holderOf } from './key-holders.ts';
-import { namespacedName, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
+import { MAX_REQUEUE_MS, namespacedName, nsOf, splitKey } from './objects.ts';
 import { effectiveSortOrder } from './sort-order.ts';
 import type { StatusWriter } from './status-writer.ts';
 
@@ -109,7 +109,10 @@ export class CredentialReconciler {
     }
     const siblings = inf.credentials.list(ns);
     const accounts = inf.accounts.list(ns);
-    const limit = electAccount(accounts).winner?.spec.limits?.maxCredentials ?? this.deps.defaultMaxCredentials ?? DEFAULT_MAX_CREDENTIALS;
+    const limit =
+      electAccount(accounts).winner?.spec.limits?.maxCredentials ??
+      this.deps.defaultMaxCredentials ??
+      DEFAULT_MAX_CREDENTIALS;
     const facts: CredentialFacts = {
       namespace: ns,
       name,
@@ -132,7 +135,10 @@ export class CredentialReconciler {
     // Not in the labelled cache: read it directly, then label it so its future changes reach the informer.
     let secret: V1Secret;
     try {
-      secret = await client.request<V1Secret>('GET', `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(name)}`);
+      secret = await client.request<V1Secret>(
+        'GET',
+        `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(name)}`,
+      );
     } catch (err) {
       if (isNotFound(err)) {
         metrics.secretLookups.inc({ result: 'not_found' });
@@ -152,7 +158,12 @@ export class CredentialReconciler {
 
   // ---- write ----
 
-  private async write(key: string, cred: BYOKCredential, gathered: Gathered, verdict: CredentialEvaluation): Promise<ReconcileResult> {
+  private async write(
+    key: string,
+    cred: BYOKCredential,
+    gathered: Gathered,
+    verdict: CredentialEvaluation,
+  ): Promise<ReconcileResult> {
     const { facts, secret, siblings } = gathered;
     const { namespace: ns, name, spec, secretKey } = facts;
     const gen = cred.metadata.generation;
@@ -164,7 +175,11 @@ export class CredentialReconciler {
       // labelled, so its next change re-runs this.
       const n = this.missingSecretAttempts.get(key) ?? 0;
       this.missingSecretAttempts.set(key, n + 1);
-      requeueAfterMs = Math.min(this.deps.missingSecretMaxDelayMs ?? 5000, 250 * 2 ** Math.min(n, 10), requeueAfterMs ?? Infinity);
+      requeueAfterMs = Math.min(
+        this.deps.missingSecretMaxDelayMs ?? 5000,
+        250 * 2 ** Math.min(n, 10),
+        requeueAfterMs ?? Infinity,
+      );
     } else {
       this.missingSecretAttempts.delete(key);
     }
@@ -172,7 +187,11 @@ export class CredentialReconciler {
     else this.overQuota.delete(key);
 
     const { ready, label } = verdict;
-    const conditions = buildConditions(cred.status?.conditions as Condition[] | undefined, [ready, ...verdict.conditions], gen);
+    const conditions = buildConditions(
+      cred.status?.conditions as Condition[] | undefined,
+      [ready, ...verdict.conditions],
+      gen,
+    );
     const sortOrder = effectiveSortOrder(cred, siblings);
     const status = {
       id: publicId('BYOKCredential', ns, name),
@@ -190,19 +209,26 @@ export class CredentialReconciler {
     const withPayload = valid && raw !== undefined && secret !== undefined;
     // Every field present, in one order: one object layout for 100k verdicts (optional spreads gave each its own
     // out-of-object property array).
-    const changed = this.deps.verdicts.set(ns, name, {
-      valid,
-      sortOrder,
-      label,
-      payloadSecret: withPayload ? secret : undefined,
-      payloadKey: withPayload ? secretKey : undefined,
-      generation: gen,
-      secretResourceVersion: secret?.metadata?.resourceVersion,
-    }, key);
+    const changed = this.deps.verdicts.set(
+      ns,
+      name,
+      {
+        valid,
+        sortOrder,
+        label,
+        payloadSecret: withPayload ? secret : undefined,
+        payloadKey: withPayload ? secretKey : undefined,
+        generation: gen,
+        secretResourceVersion: secret?.metadata?.resourceVersion,
+      },
+      key,
+    );
     await this.deps.writer.write('BYOKCredential', cred, status, this.deps.informers.credentials);
     if (changed) this.deps.markDirty(ns);
-    if (ready.status !== 'True') this.deps.writer.warn(cred, ready.reason, ready.message, raw !== undefined ? [raw] : []);
-    return requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs) ? { requeueAfterMs: Math.max(1, requeueAfterMs) } : undefined;
+    if (ready.status !== 'True')
+      this.deps.writer.warn(cred, ready.reason, ready.message, raw !== undefined ? [raw] : []);
+    return requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs)
+      ? { requeueAfterMs: Math.max(1, requeueAfterMs) }
+      : undefined;
   }
 }
-

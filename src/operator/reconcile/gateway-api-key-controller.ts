@@ -3,8 +3,8 @@
 // that name none the namespace's default flag; for keys that name a guardrail, any Guardrail of the namespace; and
 // the namespace's Accounts (the gate).
 import { INDEX } from '../../kube/resources.ts';
-import { onSpecChange, type Controller } from './controller.ts';
-import { reconcileApiKey, type ApiKeyReconcileDeps } from './gateway-api-key.ts';
+import { type Controller, onSpecChange } from './controller.ts';
+import { type ApiKeyReconcileDeps, reconcileApiKey } from './gateway-api-key.ts';
 import { keysNaming } from './key-holders.ts';
 import { namespacedName, nsOf } from './objects.ts';
 
@@ -15,14 +15,17 @@ export function apiKeyController(deps: ApiKeyReconcileDeps): Controller {
       onSpecChange(apiKeys, (k, old) => {
         enqueue(namespacedName(k));
         for (const h of new Set([k.spec?.hash, old?.spec?.hash, k.spec?.previousHash, old?.spec?.previousHash])) {
-          if (h) for (const other of keysNaming(apiKeys, h)) if (namespacedName(other) !== namespacedName(k)) enqueue(namespacedName(other));
+          if (h)
+            for (const other of keysNaming(apiKeys, h))
+              if (namespacedName(other) !== namespacedName(k)) enqueue(namespacedName(other));
         }
       });
       onSpecChange(workspaces, (w, old) => {
         const ns = nsOf(w);
         for (const k of apiKeys.byIndex(INDEX.workspace, `${ns}/${w.metadata.name ?? ''}`)) enqueue(namespacedName(k));
         // Keys that name no workspace use the default one: their NoWorkspace verdict follows the default flag.
-        if (w.spec.default || old?.spec.default) for (const k of apiKeys.list(ns)) if (!k.spec.workspace) enqueue(namespacedName(k));
+        if (w.spec.default || old?.spec.default)
+          for (const k of apiKeys.list(ns)) if (!k.spec.workspace) enqueue(namespacedName(k));
       });
       onSpecChange(guardrails, (g) => {
         for (const k of apiKeys.list(nsOf(g))) if (k.spec.guardrail) enqueue(namespacedName(k));

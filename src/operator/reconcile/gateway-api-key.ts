@@ -1,17 +1,18 @@
 // GatewayAPIKey: gather (its workspace and guardrail, who holds its hash, the clock) → evaluate (Live and Ready) →
 // write. Expiry is not an apiserver event, so the reconcile requeues itself at expiresAt and re-enqueues the
 // credentials that depend on the key when `live` flips.
-import type { GatewayAPIKey } from '../../schema/generated/types.ts';
-import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
+
+import { sameObject } from '../../compiler/elect.ts';
+import { accountMissingMessage, isRoutedNamespace } from '../../compiler/gate.ts';
 import { isApiKeyLive } from '../../domain/index.ts';
 import { INDEX, type ResourceInformers } from '../../kube/resources.ts';
+import { ConditionReason as R, ConditionType as T } from '../../schema/conditions.ts';
+import type { GatewayAPIKey } from '../../schema/generated/types.ts';
 import { buildConditions, type CatalogCondition, type Condition } from '../conditions.ts';
 import type { ReconcileResult } from '../workqueue.ts';
 import { missingGuardrails } from './guardrail.ts';
-import { baseStatus, namespacedName, MAX_REQUEUE_MS, nsOf, splitKey } from './objects.ts';
 import { holderOf } from './key-holders.ts';
-import { sameObject } from '../../compiler/elect.ts';
-import { accountMissingMessage, isRoutedNamespace } from '../../compiler/gate.ts';
+import { baseStatus, MAX_REQUEUE_MS, namespacedName, nsOf, splitKey } from './objects.ts';
 import type { StatusWriter } from './status-writer.ts';
 
 export interface ApiKeyFacts {
@@ -51,28 +52,66 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
   const live = isApiKeyLive(spec, now);
   const exp = spec.expiresAt ? Date.parse(spec.expiresAt) : NaN;
   const liveCondition: CatalogCondition<'Live'> = live
-    ? { type: T.Live, status: 'True', reason: R.Live, message: Number.isNaN(exp) ? 'the key does not expire' : `the key expires at ${spec.expiresAt}` }
+    ? {
+        type: T.Live,
+        status: 'True',
+        reason: R.Live,
+        message: Number.isNaN(exp) ? 'the key does not expire' : `the key expires at ${spec.expiresAt}`,
+      }
     : spec.disabled
       ? { type: T.Live, status: 'False', reason: R.Disabled, message: 'the key is disabled' }
       : { type: T.Live, status: 'False', reason: R.Expired, message: `the key expired at ${spec.expiresAt}` };
-  let ready: CatalogCondition<'Ready'> = { type: T.Ready, status: 'True', reason: R.Ready, message: 'the API key record is valid' };
+  let ready: CatalogCondition<'Ready'> = {
+    type: T.Ready,
+    status: 'True',
+    reason: R.Ready,
+    message: 'the API key record is valid',
+  };
   // The gate and then a conflict outrank the rest: such a key is never compiled, whatever else is right or wrong with it.
   if (!f.accountExists) {
-    ready = { type: T.Ready, status: 'False', reason: R.AccountMissing, message: accountMissingMessage(namespace, 'key') };
+    ready = {
+      type: T.Ready,
+      status: 'False',
+      reason: R.AccountMissing,
+      message: accountMissingMessage(namespace, 'key'),
+    };
   } else if (f.hashHeldBy) {
-    const holder = f.hashHeldBy.sameAccount ? `GatewayAPIKey "${f.hashHeldBy.name}" of this namespace` : "another account's key";
-    ready = { type: T.Ready, status: 'False', reason: R.Conflicting, message: `this hash is already held by ${holder} (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account` };
+    const holder = f.hashHeldBy.sameAccount
+      ? `GatewayAPIKey "${f.hashHeldBy.name}" of this namespace`
+      : "another account's key";
+    ready = {
+      type: T.Ready,
+      status: 'False',
+      reason: R.Conflicting,
+      message: `this hash is already held by ${holder} (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account`,
+    };
   } else if (spec.workspace && !f.workspaceExists) {
     // The gateway answers such a key 403 (no-workspace): Ready says so before the first request does.
-    ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `Workspace "${spec.workspace}" not found in namespace ${namespace}: the gateway refuses this key (403) until you create that Workspace or set spec.workspace to an existing one` };
+    ready = {
+      type: T.Ready,
+      status: 'False',
+      reason: R.NoWorkspace,
+      message: `Workspace "${spec.workspace}" not found in namespace ${namespace}: the gateway refuses this key (403) until you create that Workspace or set spec.workspace to an existing one`,
+    };
   } else if (!spec.workspace && !f.hasDefaultWorkspace) {
-    ready = { type: T.Ready, status: 'False', reason: R.NoWorkspace, message: `the key names no workspace and namespace ${namespace} has no default Workspace: the gateway refuses this key (403) until you create a Workspace with spec.default: true or set spec.workspace` };
+    ready = {
+      type: T.Ready,
+      status: 'False',
+      reason: R.NoWorkspace,
+      message: `the key names no workspace and namespace ${namespace} has no default Workspace: the gateway refuses this key (403) until you create a Workspace with spec.default: true or set spec.workspace`,
+    };
   } else if (f.missingGuardrails.length > 0) {
-    ready = { type: T.Ready, status: 'False', reason: R.GuardrailNotFound, message: `Guardrail "${f.missingGuardrails[0]}" not found in namespace ${namespace}` };
+    ready = {
+      type: T.Ready,
+      status: 'False',
+      reason: R.GuardrailNotFound,
+      message: `Guardrail "${f.missingGuardrails[0]}" not found in namespace ${namespace}`,
+    };
   }
   // Looked at again when the key expires, and when a rotation's overlap ends (its old hash is compiled out then).
   const ends = [live ? exp : NaN, previousHashEnd(spec)].filter((t) => !Number.isNaN(t) && t > now);
-  const requeueAfterMs = ends.length > 0 ? Math.max(1, Math.min(Math.min(...ends) - now + 50, MAX_REQUEUE_MS)) : undefined;
+  const requeueAfterMs =
+    ends.length > 0 ? Math.max(1, Math.min(Math.min(...ends) - now + 50, MAX_REQUEUE_MS)) : undefined;
   return { live, ready, liveCondition, requeueAfterMs };
 }
 
@@ -110,14 +149,23 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
     hashHeldBy: hashHeldBy(k, holderOf(inf.apiKeys, k.spec.hash)),
   });
   const { live, ready } = verdict;
-  const status = { ...baseStatus('GatewayAPIKey', k), live, conditions: buildConditions(k.status?.conditions as Condition[] | undefined, [ready, verdict.liveCondition], k.metadata.generation) };
+  const status = {
+    ...baseStatus('GatewayAPIKey', k),
+    live,
+    conditions: buildConditions(
+      k.status?.conditions as Condition[] | undefined,
+      [ready, verdict.liveCondition],
+      k.metadata.generation,
+    ),
+  };
   const wasLive = k.status?.live;
   await deps.writer.write('GatewayAPIKey', k, status, inf.apiKeys);
   const sinceOverlapEnd = Date.now() - previousHashEnd(k.spec);
   if (sinceOverlapEnd >= 0 && sinceOverlapEnd < OVERLAP_END_RECOMPILE_MS) deps.markDirty(ns);
   if (wasLive !== undefined && wasLive !== live) {
     // Expiry is not an apiserver event: tell the dependants ourselves.
-    for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`)) deps.enqueueCredential(namespacedName(c));
+    for (const c of inf.credentials.byIndex(INDEX.apiKeyHash, `${ns}/${k.spec.hash}`))
+      deps.enqueueCredential(namespacedName(c));
     deps.markDirty(ns);
   }
   if (ready.status !== 'True') deps.writer.warn(k, ready.reason, ready.message);

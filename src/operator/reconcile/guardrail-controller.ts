@@ -1,10 +1,11 @@
 // What wakes the Guardrail reconciler (guardrail.ts): its own spec changes. The Workspaces and GatewayAPIKeys that
 // name a guardrail watch Guardrails themselves.
-import type { StatusWriter } from './status-writer.ts';
+
 import type { ResourceInformers } from '../../kube/resources.ts';
-import { onSpecChange, type Controller } from './controller.ts';
+import { type Controller, onSpecChange } from './controller.ts';
 import { reconcileGuardrail } from './guardrail.ts';
 import { namespacedName } from './objects.ts';
+import type { StatusWriter } from './status-writer.ts';
 
 export function guardrailController(deps: { informers: ResourceInformers; writer: StatusWriter }): Controller {
   return {

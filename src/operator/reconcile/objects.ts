@@ -1,6 +1,6 @@
 // Keys and small facts about cached objects, shared by the wiring and the reconcilers.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { publicId, type IdentifiedKind } from '../../domain/ids.ts';
+import { type IdentifiedKind, publicId } from '../../domain/ids.ts';
 
 /** The five kinds the operator reconciles. */
 export type Kind = IdentifiedKind;
@@ -13,14 +13,19 @@ export const splitKey = (key: string): [string, string] => {
   const i = key.indexOf('/');
   return [key.slice(0, i), key.slice(i + 1)];
 };
-export const namespacedName = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+export const namespacedName = (o: KubernetesObject): string =>
+  `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 export const nsOf = (o: KubernetesObject): string => o.metadata?.namespace ?? '';
 
 /** Spec changes (and the start of deletion) move the generation; status-only updates do not. */
 export const generationChanged = (a: KubernetesObject, b: KubernetesObject): boolean =>
-  a.metadata?.generation !== b.metadata?.generation || !!a.metadata?.deletionTimestamp !== !!b.metadata?.deletionTimestamp;
+  a.metadata?.generation !== b.metadata?.generation ||
+  !!a.metadata?.deletionTimestamp !== !!b.metadata?.deletionTimestamp;
 
 /** The fields every kind's status starts with. */
-export function baseStatus(kind: IdentifiedKind, obj: KubernetesObject): { id: string; observedGeneration: number | undefined } {
+export function baseStatus(
+  kind: IdentifiedKind,
+  obj: KubernetesObject,
+): { id: string; observedGeneration: number | undefined } {
   return { id: publicId(kind, nsOf(obj), obj.metadata?.name ?? ''), observedGeneration: obj.metadata?.generation };
 }

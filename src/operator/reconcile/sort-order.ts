@@ -1,10 +1,12 @@
 // A credential's effective position among its provider's credentials: a pure function of the cached specs, so
 // every replica computes the same value.
-import type { BYOKCredential } from '../../schema/generated/types.ts';
+
 import { olderFirst } from '../../compiler/elect.ts';
+import type { BYOKCredential } from '../../schema/generated/types.ts';
 
 /** The section a credential is ranked in. */
-export const sortSection = (c: BYOKCredential): 'fallback' | 'prioritized' => (c.spec.isFallback ? 'fallback' : 'prioritized');
+export const sortSection = (c: BYOKCredential): 'fallback' | 'prioritized' =>
+  c.spec.isFallback ? 'fallback' : 'prioritized';
 
 /**
  * Effective sort order: spec.sortOrder, or after every explicit position in the same provider and section,

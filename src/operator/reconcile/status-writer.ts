@@ -3,13 +3,13 @@
 // when an object's status keeps failing to be written.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { EventReason, ConditionType } from '../../schema/conditions.ts';
-import { isNotFound, KubeApiError } from '../../kube/client.ts';
 import type { Applier } from '../../kube/apply.ts';
+import { isNotFound, KubeApiError } from '../../kube/client.ts';
 import type { EventRecorder } from '../../kube/events.ts';
-import { sameStatus, type Condition } from '../conditions.ts';
+import { ConditionType, EventReason } from '../../schema/conditions.ts';
+import { type Condition, sameStatus } from '../conditions.ts';
 import { ownedStatus } from '../spend-status.ts';
-import { namespacedName, nsOf, type Kind } from './objects.ts';
+import { type Kind, namespacedName, nsOf } from './objects.ts';
 
 /** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */
 export const STATUS_WRITE_FAILURES_BEFORE_EVENT = 3;
@@ -34,7 +34,11 @@ export class EventTokenBucket {
   private tokens: number;
   private refilledAt: number;
 
-  constructor(burst = NORMAL_EVENT_BURST, perSecond = NORMAL_EVENTS_PER_SECOND, clock: () => number = () => performance.now()) {
+  constructor(
+    burst = NORMAL_EVENT_BURST,
+    perSecond = NORMAL_EVENTS_PER_SECOND,
+    clock: () => number = () => performance.now(),
+  ) {
     this.burst = burst;
     this.perSecond = perSecond;
     this.clock = clock;
@@ -78,7 +82,12 @@ export class StatusWriter {
    * Apply `status` unless it equals the operator-owned part of the cached status, then feed the written object back
    * to the informer. A NotFound (deleted meanwhile) is not an error: the delete event cleans up.
    */
-  async write<T extends KubernetesObject & { status?: object }>(kind: Kind, obj: T, status: object, informer: { observe(o: T): void }): Promise<void> {
+  async write<T extends KubernetesObject & { status?: object }>(
+    kind: Kind,
+    obj: T,
+    status: object,
+    informer: { observe(o: T): void },
+  ): Promise<void> {
     if (sameStatus(ownedStatus(obj.status), status)) return;
     const key = `${kind}/${namespacedName(obj)}`;
     try {
@@ -105,12 +114,26 @@ export class StatusWriter {
 
   /** Ready changes are logged (a fall from True at warn), and becoming Ready gets a Normal Event, like
    *  cert-manager's: a healthy object then says so in `kubectl describe`, not only by the absence of warnings. */
-  private readyTransition(kind: Kind, obj: KubernetesObject, was: Condition | undefined, now: Condition | undefined): void {
+  private readyTransition(
+    kind: Kind,
+    obj: KubernetesObject,
+    was: Condition | undefined,
+    now: Condition | undefined,
+  ): void {
     if (!now || was?.status === now.status) return;
-    const fields = { kind, namespace: nsOf(obj), name: obj.metadata?.name, from: was?.status ?? 'Unknown', to: now.status, reason: now.reason };
-    if (was?.status === 'True' && now.status !== 'True') this.deps.log.warn({ ...fields, message: now.message }, `${kind} is no longer Ready`);
+    const fields = {
+      kind,
+      namespace: nsOf(obj),
+      name: obj.metadata?.name,
+      from: was?.status ?? 'Unknown',
+      to: now.status,
+      reason: now.reason,
+    };
+    if (was?.status === 'True' && now.status !== 'True')
+      this.deps.log.warn({ ...fields, message: now.message }, `${kind} is no longer Ready`);
     else this.deps.log.info(fields, `${kind} Ready is ${now.status}`);
-    if (now.status === 'True' && this.normalEvents.take()) void this.deps.events.record(obj, 'Normal', EventReason.Ready, now.message);
+    if (now.status === 'True' && this.normalEvents.take())
+      void this.deps.events.record(obj, 'Normal', EventReason.Ready, now.message);
   }
 
   /** A status write that keeps failing is visible to the object's owner, not only in the operator's log. */
@@ -122,7 +145,16 @@ export class StatusWriter {
     if (f.count < STATUS_WRITE_FAILURES_BEFORE_EVENT || now - f.eventAt < STATUS_WRITE_EVENT_INTERVAL_MS) return;
     f.eventAt = now;
     // Status code and reason only: the apiserver's message can quote the refused value.
-    const why = err instanceof KubeApiError ? `${err.status} ${err.reason ?? ''}`.trim() : err instanceof Error ? err.name : 'unknown error';
-    this.warn(obj, EventReason.StatusWriteFailed, `the operator could not write this object's status ${f.count} times in a row (${why}); retrying with backoff`);
+    const why =
+      err instanceof KubeApiError
+        ? `${err.status} ${err.reason ?? ''}`.trim()
+        : err instanceof Error
+          ? err.name
+          : 'unknown error';
+    this.warn(
+      obj,
+      EventReason.StatusWriteFailed,
+      `the operator could not write this object's status ${f.count} times in a row (${why}); retrying with backoff`,
+    );
   }
 }

@@ -18,7 +18,11 @@ export const STATUS_OWNERS = {
   /** Spend from the shared ledger (spend-status.ts), on the leader. */
   spend: { fieldManager: 'byok-operator-spend', fields: ['spend'], conditions: [] },
   /** Upstream health and delivery reported by the gateway pods (health/health-status-writer.ts), on the leader. */
-  health: { fieldManager: 'byok-operator-health', fields: ['lastUsedTime', 'delivery'], conditions: [ConditionType.UpstreamHealthy, ConditionType.Delivered] },
+  health: {
+    fieldManager: 'byok-operator-health',
+    fields: ['lastUsedTime', 'delivery'],
+    conditions: [ConditionType.UpstreamHealthy, ConditionType.Delivered],
+  },
   /** What the export target keeps and drops (export/controller.ts), on the leader, only with --export-target. */
   export: { fieldManager: 'byok-operator-export', fields: [], conditions: [ConditionType.Exported] },
 } as const satisfies Record<string, StatusOwner>;

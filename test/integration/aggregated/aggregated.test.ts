@@ -2,22 +2,36 @@
 // APIService, reached by kubectl and by clients of the kube-apiserver, never by calling the extension server,
 // except where the test is about the extension server's own front door (forged headers, direct bearer tokens).
 // One file on purpose: an APIService is cluster-wide, so one registration serves all these tests.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { pino } from 'pino';
-import { DEFAULT_SERVICE, registerLoopback, unregister, waitForAvailable, APISERVICE_NAME } from '../../../src/aggregated/register.ts';
-import { createServingCertificate } from '../../../src/controlplane/pki.ts';
-import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
-import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import {
+  APISERVICE_NAME,
+  DEFAULT_SERVICE,
+  registerLoopback,
+  unregister,
+  waitForAvailable,
+} from '../../../src/aggregated/register.ts';
+import { type AggregatedServer, startAggregatedServer } from '../../../src/aggregated/server.ts';
+import { createServingCertificate } from '../../../src/controlplane/pki.ts';
 import { publicId } from '../../../src/domain/ids.ts';
-import { createTestNamespace, crApi, customObjects, kubeconfigFor, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
+import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
+import { type Account, type Harness, one, seedAccount, startHarness } from '../../support/api-harness.ts';
+import {
+  crApi,
+  createTestNamespace,
+  customObjects,
+  kubeconfigFor,
+  kubectlAs,
+  testKubeConfig,
+  testKubeconfigPath,
+} from '../../support/kube.ts';
+import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 
 const CANARY = 'sk-CANARY-aggregated-7f3a9c1e5b2d4a6f8e0c';
 const CANARY_2 = 'sk-CANARY-rotated-1b2c3d4e5f6a7b8c9d0e';
@@ -50,9 +64,17 @@ async function kAs(kubeconfig: string, ...args: string[]) {
 }
 
 /** A request through the kube-apiserver (and so the aggregator) as the admin; failures come back as Status. */
-async function viaApiserver(method: string, path: string, body?: unknown, contentType?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+async function viaApiserver(
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType?: string,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   try {
-    const out = await kubeClient(testKubeConfig()).request<Record<string, unknown>>(method, path, { ...(body !== undefined ? { body } : {}), ...(contentType ? { contentType } : {}) });
+    const out = await kubeClient(testKubeConfig()).request<Record<string, unknown>>(method, path, {
+      ...(body !== undefined ? { body } : {}),
+      ...(contentType ? { contentType } : {}),
+    });
     seen.push(JSON.stringify(out));
     return { status: 200, body: out };
   } catch (err) {
@@ -65,7 +87,12 @@ async function viaApiserver(method: string, path: string, body?: unknown, conten
 }
 
 /** A request straight to the extension server (only for its own authentication tests). */
-function direct(path: string, headers: Record<string, string>, clientCert?: { cert: string; key: string }, base = agg.url): Promise<{ status: number; text: string }> {
+function direct(
+  path: string,
+  headers: Record<string, string>,
+  clientCert?: { cert: string; key: string },
+  base = agg.url,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(`${base}${path}`, { headers, rejectUnauthorized: false, ...clientCert }, (res) => {
       let text = '';
@@ -86,10 +113,21 @@ type Subject = { kind: 'User'; name: string } | { kind: 'ServiceAccount'; name: 
  * Grants `verbs` on `resources` of the aggregated group to `subject` in `namespace`: a Role there, or with `cluster`
  * a ClusterRole bound by a RoleBinding there (the way the chart's user roles are used).
  */
-async function grant(namespace: string, name: string, resources: string[], verbs: string[], subject: Subject, opts: { cluster?: boolean } = {}): Promise<void> {
+async function grant(
+  namespace: string,
+  name: string,
+  resources: string[],
+  verbs: string[],
+  subject: Subject,
+  opts: { cluster?: boolean } = {},
+): Promise<void> {
   const client = kubeClient(testKubeConfig());
   const rbac = '/apis/rbac.authorization.k8s.io/v1';
-  const role = { apiVersion: 'rbac.authorization.k8s.io/v1', metadata: { name }, rules: [{ apiGroups: ['api.byok.gateway.dev'], resources, verbs }] };
+  const role = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    metadata: { name },
+    rules: [{ apiGroups: ['api.byok.gateway.dev'], resources, verbs }],
+  };
   if (opts.cluster) await client.request('POST', `${rbac}/clusterroles`, { body: { ...role, kind: 'ClusterRole' } });
   else await client.request('POST', `${rbac}/namespaces/${namespace}/roles`, { body: { ...role, kind: 'Role' } });
   await client.request('POST', `${rbac}/namespaces/${namespace}/rolebindings`, {
@@ -107,9 +145,20 @@ function newKeyYaml(namespace: string, extra = ''): string {
   return `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  namespace: ${namespace}\n  generateName: openai-\nspec:\n  provider: openai\n  key: ${CANARY}\n  displayName: from kubectl\n${extra}`;
 }
 
-async function kubectlCreate(namespace: string, extra = ''): Promise<Record<string, unknown> & { metadata: { name: string }; spec: Record<string, unknown>; status: Record<string, unknown> }> {
+async function kubectlCreate(
+  namespace: string,
+  extra = '',
+): Promise<
+  Record<string, unknown> & {
+    metadata: { name: string };
+    spec: Record<string, unknown>;
+    status: Record<string, unknown>;
+  }
+> {
   const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
-  const child = spawn(bin, ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   let errText = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -118,11 +167,20 @@ async function kubectlCreate(namespace: string, extra = ''): Promise<Record<stri
   const code = await new Promise<number>((r) => child.on('close', (c) => r(c ?? 1)));
   seen.push(out, errText);
   if (code !== 0) throw new Error(`kubectl create failed: ${errText}`);
-  return JSON.parse(out) as Record<string, unknown> & { metadata: { name: string }; spec: Record<string, unknown>; status: Record<string, unknown> };
+  return JSON.parse(out) as Record<string, unknown> & {
+    metadata: { name: string };
+    spec: Record<string, unknown>;
+    status: Record<string, unknown>;
+  };
 }
 
 beforeAll(async () => {
-  [a, b, c, d] = await Promise.all([seedAccount('agg-a'), seedAccount('agg-b'), seedAccount('agg-c'), seedAccount('agg-d')]);
+  [a, b, c, d] = await Promise.all([
+    seedAccount('agg-a'),
+    seedAccount('agg-b'),
+    seedAccount('agg-c'),
+    seedAccount('agg-d'),
+  ]);
   rest = await startHarness([a.namespace, b.namespace, c.namespace, d.namespace]);
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -151,7 +209,13 @@ afterAll(async () => {
 
 describe('registration and discovery', () => {
   test('the APIService is Available=True', async () => {
-    const out = await k('get', 'apiservice', APISERVICE_NAME, '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status}');
+    const out = await k(
+      'get',
+      'apiservice',
+      APISERVICE_NAME,
+      '-o',
+      'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+    );
     expect(out).toBe('True');
   });
 
@@ -162,8 +226,19 @@ describe('registration and discovery', () => {
 
   test('discovery advertises exactly the implemented verbs and the category', async () => {
     const list = await viaApiserver('GET', P);
-    const res = (list.body.resources as { name: string; verbs: string[]; categories: string[] }[]).find((r) => r.name === 'byokkeys');
-    expect(res?.verbs.sort()).toEqual(['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch']);
+    const res = (list.body.resources as { name: string; verbs: string[]; categories: string[] }[]).find(
+      (r) => r.name === 'byokkeys',
+    );
+    expect(res?.verbs.sort()).toEqual([
+      'create',
+      'delete',
+      'deletecollection',
+      'get',
+      'list',
+      'patch',
+      'update',
+      'watch',
+    ]);
     // Not in byok-all: the backing BYOKCredential is, and kubectl get byok-all would list each credential twice.
     expect(res?.categories ?? []).not.toContain('byok-all');
   });
@@ -186,7 +261,11 @@ describe('registration and discovery', () => {
 test('the kube-apiserver logs no errors about the group (OpenAPI download, discovery, availability)', async () => {
   const log = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
   // Any error about the group, except clients hanging up on a watch (kubectl -w being stopped).
-  const errors = log.split('\n').filter((l) => /^E\d{4}/.test(l) && /api\.byok\.gateway\.dev/.test(l) && !/Timeout or abort while handling/.test(l));
+  const errors = log
+    .split('\n')
+    .filter(
+      (l) => /^E\d{4}/.test(l) && /api\.byok\.gateway\.dev/.test(l) && !/Timeout or abort while handling/.test(l),
+    );
   expect(errors).toEqual([]);
 });
 
@@ -207,30 +286,66 @@ describe('kubectl against byokkeys', () => {
     expect(one(viaRest).label).toBe(created.status.label);
     expect(one(viaRest).name).toBe('from kubectl');
 
-    const r = await rest.call('POST', '/byok', { key: a.managementKey, body: { provider: 'anthropic', key: `${CANARY}-rest`, name: 'via rest', is_fallback: true } });
+    const r = await rest.call('POST', '/byok', {
+      key: a.managementKey,
+      body: { provider: 'anthropic', key: `${CANARY}-rest`, name: 'via rest', is_fallback: true },
+    });
     expect(r.status).toBe(201);
     const id = one(r).id;
-    const got = JSON.parse(await k('get', 'byokkeys', '-n', a.namespace, id, '-o', 'json')) as { spec: Record<string, unknown>; status: Record<string, unknown> };
-    expect(got.spec).toMatchObject({ provider: 'anthropic', displayName: 'via rest', isFallback: true, workspaceId: a.defaultWorkspaceId });
+    const got = JSON.parse(await k('get', 'byokkeys', '-n', a.namespace, id, '-o', 'json')) as {
+      spec: Record<string, unknown>;
+      status: Record<string, unknown>;
+    };
+    expect(got.spec).toMatchObject({
+      provider: 'anthropic',
+      displayName: 'via rest',
+      isFallback: true,
+      workspaceId: a.defaultWorkspaceId,
+    });
     expect(got.status.label).toBe(one(r).label);
   });
 
   test('get -o yaml carries every spec 2.1 field and no key; the Table has the documented columns', async () => {
     const created = await kubectlCreate(a.namespace);
     const yaml = await k('get', 'byokkeys', '-n', a.namespace, created.metadata.name, '-o', 'yaml');
-    for (const f of ['provider:', 'workspaceId:', 'displayName:', 'disabled:', 'isFallback:', 'isRequired:', 'isByokOnly:', 'allowedModels:', 'allowedApiKeyHashes:', 'allowedUserIds:', 'sortOrder:', 'declaredZdr:', 'label:', 'createdAt:', 'id:', 'resourceVersion:', 'uid:', 'creationTimestamp:']) {
+    for (const f of [
+      'provider:',
+      'workspaceId:',
+      'displayName:',
+      'disabled:',
+      'isFallback:',
+      'isRequired:',
+      'isByokOnly:',
+      'allowedModels:',
+      'allowedApiKeyHashes:',
+      'allowedUserIds:',
+      'sortOrder:',
+      'declaredZdr:',
+      'label:',
+      'createdAt:',
+      'id:',
+      'resourceVersion:',
+      'uid:',
+      'creationTimestamp:',
+    ]) {
       expect(yaml).toContain(f);
     }
     expect(yaml).not.toMatch(/\bkey: /);
     const table = await k('get', 'bk', '-n', a.namespace);
-    expect(table.split('\n')[0]).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE$/);
+    expect(table.split('\n')[0]).toMatch(
+      /^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE$/,
+    );
     const wide = await k('get', 'bk', '-n', a.namespace, '-o', 'wide');
-    expect(wide.split('\n')[0]).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE\s+LAST USED\s+DELIVERED\s+VERSION$/);
+    expect(wide.split('\n')[0]).toMatch(
+      /^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL\s+WORKSPACE\s+FALLBACK\s+ORDER\s+DISABLED\s+READY\s+REASON\s+UPSTREAM\s+AGE\s+LAST USED\s+DELIVERED\s+VERSION$/,
+    );
     // No operator reconciles this account: the row says so rather than looking healthy.
     expect(table).toMatch(new RegExp(`^${created.metadata.name}\\s.*\\sUnknown\\s+Reconciling\\s+<none>\\s`, 'm'));
     expect(table).toContain(created.metadata.name);
     // The CREDENTIAL column names the BYOKCredential behind the key, which kubectl get byok lists.
-    const backing = (created.metadata as { annotations?: Record<string, string> }).annotations?.['api.byok.gateway.dev/credential'];
+    const backing = (created.metadata as { annotations?: Record<string, string> }).annotations?.[
+      'api.byok.gateway.dev/credential'
+    ];
     expect(backing).toBeTruthy();
     expect(table).toMatch(new RegExp(`^${created.metadata.name}\\s+${backing}\\s+openai\\s`, 'm'));
     // byok-all lists the BYOKCredential once, and not its BYOKKey view a second time.
@@ -240,14 +355,26 @@ describe('kubectl against byokkeys', () => {
   });
 
   test('label selectors on provider and limit/continue paging', async () => {
-    const out = await k('get', 'bk', '-n', a.namespace, '-l', 'api.byok.gateway.dev/provider=anthropic', '-o', 'jsonpath={.items[*].spec.provider}');
+    const out = await k(
+      'get',
+      'bk',
+      '-n',
+      a.namespace,
+      '-l',
+      'api.byok.gateway.dev/provider=anthropic',
+      '-o',
+      'jsonpath={.items[*].spec.provider}',
+    );
     expect(out.split(' ').every((p) => p === 'anthropic')).toBe(true);
     const all = (await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[];
     const page1 = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys?limit=1`);
     const meta = page1.body.metadata as { continue?: string; remainingItemCount?: number };
     expect((page1.body.items as unknown[]).length).toBe(1);
     expect(meta.remainingItemCount).toBe(all.length - 1);
-    const page2 = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys?limit=100&continue=${encodeURIComponent(meta.continue ?? '')}`);
+    const page2 = await viaApiserver(
+      'GET',
+      `${P}/namespaces/${a.namespace}/byokkeys?limit=100&continue=${encodeURIComponent(meta.continue ?? '')}`,
+    );
     expect((page2.body.items as unknown[]).length).toBe(all.length - 1);
     // kubectl pages with --chunk-size and still shows everything.
     const chunked = await k('get', 'bk', '-n', a.namespace, '--chunk-size=1', '-o', 'name');
@@ -257,18 +384,66 @@ describe('kubectl against byokkeys', () => {
   test('patch: merge, JSON patch and key rotation; strategic merge is 415 like for CRDs', async () => {
     const created = await kubectlCreate(a.namespace);
     const name = created.metadata.name;
-    const merged = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=merge', '-p', '{"spec":{"isRequired":true}}', '-o', 'json')) as { spec: Record<string, unknown> };
+    const merged = JSON.parse(
+      await k(
+        'patch',
+        'byokkey',
+        name,
+        '-n',
+        a.namespace,
+        '--type=merge',
+        '-p',
+        '{"spec":{"isRequired":true}}',
+        '-o',
+        'json',
+      ),
+    ) as { spec: Record<string, unknown> };
     expect(merged.spec.isRequired).toBe(true);
-    const jsonPatched = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=json', '-p', '[{"op":"replace","path":"/spec/sortOrder","value":7}]', '-o', 'json')) as {
+    const jsonPatched = JSON.parse(
+      await k(
+        'patch',
+        'byokkey',
+        name,
+        '-n',
+        a.namespace,
+        '--type=json',
+        '-p',
+        '[{"op":"replace","path":"/spec/sortOrder","value":7}]',
+        '-o',
+        'json',
+      ),
+    ) as {
       spec: Record<string, unknown>;
     };
     expect(jsonPatched.spec.sortOrder).toBe(7);
-    const rotated = JSON.parse(await k('patch', 'byokkey', name, '-n', a.namespace, '--type=merge', '-p', JSON.stringify({ spec: { key: CANARY_2 } }), '-o', 'json')) as { status: Record<string, unknown> };
+    const rotated = JSON.parse(
+      await k(
+        'patch',
+        'byokkey',
+        name,
+        '-n',
+        a.namespace,
+        '--type=merge',
+        '-p',
+        JSON.stringify({ spec: { key: CANARY_2 } }),
+        '-o',
+        'json',
+      ),
+    ) as { status: Record<string, unknown> };
     expect(rotated.status.label).toBe('sk-...9d0e');
     const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
     expect(viaRest).toMatchObject({ is_required: true, sort_order: 7, label: 'sk-...9d0e' });
 
-    const strategic = await kAs(admin(), 'patch', 'byokkey', name, '-n', a.namespace, '-p', '{"spec":{"isRequired":false}}');
+    const strategic = await kAs(
+      admin(),
+      'patch',
+      'byokkey',
+      name,
+      '-n',
+      a.namespace,
+      '-p',
+      '{"spec":{"isRequired":false}}',
+    );
     expect(strategic.code).not.toBe(0);
     expect(strategic.stderr).toContain('strategic-merge-patch');
   });
@@ -276,10 +451,13 @@ describe('kubectl against byokkeys', () => {
   test('kubectl apply (client-side) on an existing id; server-side apply is a 415 naming the CRD door; -A lists every namespace', async () => {
     const created = await kubectlCreate(a.namespace);
     const name = created.metadata.name;
-    const manifest = (extra: string) => `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
+    const manifest = (extra: string) =>
+      `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
     const apply = async (...args: string[]) => {
       const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
-      const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -300,10 +478,20 @@ describe('kubectl against byokkeys', () => {
     const viaRest = one(await rest.call('GET', `/byok/${name}`, { key: a.managementKey }));
     expect(viaRest).toMatchObject({ name: 'applied', disabled: true, is_required: false });
     // The same answer for a name that does not exist (apply would create it) and for the raw request.
-    const raw = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/${name}?fieldManager=test`, { apiVersion: GV, kind: 'BYOKKey', spec: { isRequired: true } }, 'application/apply-patch+yaml');
+    const raw = await viaApiserver(
+      'PATCH',
+      `${P}/namespaces/${a.namespace}/byokkeys/${name}?fieldManager=test`,
+      { apiVersion: GV, kind: 'BYOKKey', spec: { isRequired: true } },
+      'application/apply-patch+yaml',
+    );
     expect(raw.status).toBe(415);
     expect(raw.body).toMatchObject({ kind: 'Status', reason: 'UnsupportedMediaType', code: 415 });
-    const missing = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`, { apiVersion: GV, kind: 'BYOKKey', spec: { provider: 'openai' } }, 'application/apply-patch+yaml');
+    const missing = await viaApiserver(
+      'PATCH',
+      `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`,
+      { apiVersion: GV, kind: 'BYOKKey', spec: { provider: 'openai' } },
+      'application/apply-patch+yaml',
+    );
     expect(missing.status).toBe(415);
     const all = await k('get', 'bk', '-A', '-o', 'jsonpath={range .items[*]}{.metadata.namespace}{"\\n"}{end}');
     const namespaces = new Set(all.trim().split('\n'));
@@ -314,7 +502,10 @@ describe('kubectl against byokkeys', () => {
   test('update (PUT) with a stale resourceVersion is a Conflict; with the current one it applies', async () => {
     const created = await kubectlCreate(a.namespace);
     const path = `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`;
-    const current = (await viaApiserver('GET', path)).body as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    const current = (await viaApiserver('GET', path)).body as {
+      metadata: { resourceVersion: string };
+      spec: Record<string, unknown>;
+    };
     const ok = await viaApiserver('PUT', path, { ...current, spec: { ...current.spec, disabled: true } });
     expect(ok.status).toBe(200);
     expect((ok.body.spec as Record<string, unknown>).disabled).toBe(true);
@@ -324,48 +515,102 @@ describe('kubectl against byokkeys', () => {
   });
 
   test('validation errors are Status Invalid with causes naming the BYOKKey field; nothing is stored', async () => {
-    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
     const bad = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, {
       apiVersion: GV,
       kind: 'BYOKKey',
       metadata: {},
-      spec: { provider: 'openai', key: CANARY, allowedApiKeyHashes: ['0'.repeat(64)], isFallback: true, isByokOnly: true },
+      spec: {
+        provider: 'openai',
+        key: CANARY,
+        allowedApiKeyHashes: ['0'.repeat(64)],
+        isFallback: true,
+        isByokOnly: true,
+      },
     });
     expect(bad.status).toBe(422);
     expect(bad.body).toMatchObject({ kind: 'Status', reason: 'Invalid', code: 422 });
     const causes = (bad.body.details as { causes: { field: string }[] }).causes.map((c) => c.field);
     expect(causes.some((f) => f.startsWith('spec.'))).toBe(true);
-    const unknown = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: {}, spec: { provider: 'openai', key: CANARY, colour: 'red' } });
+    const unknown = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: {},
+      spec: { provider: 'openai', key: CANARY, colour: 'red' },
+    });
     expect(unknown.status).toBe(422);
     expect((unknown.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('spec.colour');
-    const payload = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: {}, spec: { provider: 'amazon-bedrock', key: `{"accessKeyId":"${CANARY}"}` } });
+    const payload = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: {},
+      spec: { provider: 'amazon-bedrock', key: `{"accessKeyId":"${CANARY}"}` },
+    });
     expect(payload.status).toBe(422);
     expect((payload.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('spec.key');
-    const named = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, { apiVersion: GV, kind: 'BYOKKey', metadata: { name: 'mine' }, spec: { provider: 'openai', key: CANARY } });
+    const named = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: { name: 'mine' },
+      spec: { provider: 'openai', key: CANARY },
+    });
     expect(named.status).toBe(422);
     expect((named.body.details as { causes: { field: string }[] }).causes[0]?.field).toBe('metadata.name');
-    const after = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const after = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
     expect(after).toBe(before);
   });
 
   test('unknown ids are NotFound; the GitOps guard is a Conflict', async () => {
-    const missing = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`);
+    const missing = await viaApiserver(
+      'GET',
+      `${P}/namespaces/${a.namespace}/byokkeys/00000000-0000-4000-8000-000000000000`,
+    );
     expect(missing.body).toMatchObject({ kind: 'Status', reason: 'NotFound', code: 404 });
     // A Git-managed credential (created as a CR with its Secret, not through an API door).
     await kubeClient(testKubeConfig()).request('POST', `/api/v1/namespaces/${a.namespace}/secrets`, {
-      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-key' }, stringData: { key: 'sk-git-0123456789' } },
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'git-key' },
+        stringData: { key: 'sk-git-0123456789' },
+      },
     });
-    await kubeClient(testKubeConfig()).request('POST', `/apis/byok.gateway.dev/v1alpha1/namespaces/${a.namespace}/byokcredentials`, {
-      body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'from-git' }, spec: { provider: 'mistral', secretRef: { name: 'git-key' } } },
-    });
+    await kubeClient(testKubeConfig()).request(
+      'POST',
+      `/apis/byok.gateway.dev/v1alpha1/namespaces/${a.namespace}/byokcredentials`,
+      {
+        body: {
+          apiVersion: 'byok.gateway.dev/v1alpha1',
+          kind: 'BYOKCredential',
+          metadata: { name: 'from-git' },
+          spec: { provider: 'mistral', secretRef: { name: 'git-key' } },
+        },
+      },
+    );
     let id = '';
     for (let i = 0; i < 100 && id === ''; i++) {
-      const out = await k('get', 'bk', '-n', a.namespace, '-l', 'api.byok.gateway.dev/provider=mistral', '-o', 'jsonpath={.items[0].metadata.name}');
+      const out = await k(
+        'get',
+        'bk',
+        '-n',
+        a.namespace,
+        '-l',
+        'api.byok.gateway.dev/provider=mistral',
+        '-o',
+        'jsonpath={.items[0].metadata.name}',
+      );
       id = out.trim();
       if (id === '') await new Promise((r) => setTimeout(r, 100));
     }
     expect(id).not.toBe('');
-    const guarded = await viaApiserver('PATCH', `${P}/namespaces/${a.namespace}/byokkeys/${id}`, { spec: { disabled: true } }, 'application/merge-patch+json');
+    const guarded = await viaApiserver(
+      'PATCH',
+      `${P}/namespaces/${a.namespace}/byokkeys/${id}`,
+      { spec: { disabled: true } },
+      'application/merge-patch+json',
+    );
     expect(guarded.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
   });
 
@@ -380,7 +625,11 @@ describe('kubectl against byokkeys', () => {
 });
 
 describe('paging and collection deletes (account d)', () => {
-  const list = async (query = '') => (await viaApiserver('GET', `${P}/namespaces/${d.namespace}/byokkeys${query}`)).body as { metadata: { continue?: string; remainingItemCount?: number }; items: { metadata: { name: string } }[] };
+  const list = async (query = '') =>
+    (await viaApiserver('GET', `${P}/namespaces/${d.namespace}/byokkeys${query}`)).body as {
+      metadata: { continue?: string; remainingItemCount?: number };
+      items: { metadata: { name: string } }[];
+    };
   const names = async () => (await list()).items.map((o) => o.metadata.name);
 
   test('continue is a cursor: kubectl --chunk-size=2 lists everything once, and a delete between pages skips nothing', async () => {
@@ -388,7 +637,12 @@ describe('paging and collection deletes (account d)', () => {
     const all = await names();
     expect(all).toHaveLength(5);
     const chunked = await k('get', 'byokkeys', '-n', d.namespace, '--chunk-size=2', '-o', 'name');
-    expect(chunked.trim().split('\n').map((l) => l.replace(/^.*\//, ''))).toEqual(all);
+    expect(
+      chunked
+        .trim()
+        .split('\n')
+        .map((l) => l.replace(/^.*\//, '')),
+    ).toEqual(all);
 
     const page1 = await list('?limit=2');
     expect(page1.items.map((o) => o.metadata.name)).toEqual(all.slice(0, 2));
@@ -401,9 +655,18 @@ describe('paging and collection deletes (account d)', () => {
     const page3 = await list(`?limit=2&continue=${encodeURIComponent(page2.metadata.continue ?? '')}`);
     expect(page3.items.map((o) => o.metadata.name)).toEqual(all.slice(4));
     expect(page3.metadata.continue).toBeUndefined();
-    for (const bad of ['x', Buffer.from('[1,"ns","openai",false,"NaN","t","id"]').toString('base64url'), Buffer.from('{"o":1}').toString('base64url'), 'A'.repeat(2000)]) {
+    for (const bad of [
+      'x',
+      Buffer.from('[1,"ns","openai",false,"NaN","t","id"]').toString('base64url'),
+      Buffer.from('{"o":1}').toString('base64url'),
+      'A'.repeat(2000),
+    ]) {
       const r = await viaApiserver('GET', `${P}/namespaces/${d.namespace}/byokkeys?limit=1&continue=${bad}`);
-      expect([bad.slice(0, 20), r.status, r.body.message]).toEqual([bad.slice(0, 20), 400, 'continue: invalid continue token']);
+      expect([bad.slice(0, 20), r.status, r.body.message]).toEqual([
+        bad.slice(0, 20),
+        400,
+        'continue: invalid continue token',
+      ]);
     }
   }, 60_000);
 
@@ -411,7 +674,8 @@ describe('paging and collection deletes (account d)', () => {
     const collection = `${P}/namespaces/${d.namespace}/byokkeys`;
     const before = await names();
     expect(before.length).toBeGreaterThan(1);
-    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
 
     // A user who may list and delete each key, but not deletecollection.
     const user = `cleaner-${d.namespace}`;
@@ -438,20 +702,42 @@ describe('paging and collection deletes (account d)', () => {
     const dry = await viaApiserver('DELETE', `${collection}?dryRun=All`);
     expect(dry.status).toBe(200);
     expect((dry.body.items as { metadata: { name: string } }[]).map((o) => o.metadata.name)).toEqual(before);
-    const dryBody = await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['All'] });
+    const dryBody = await viaApiserver('DELETE', collection, {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      dryRun: ['All'],
+    });
     expect(dryBody.status).toBe(200);
-    expect((await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['Nope'] })).status).toBe(400);
+    expect(
+      (await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['Nope'] })).status,
+    ).toBe(400);
     expect(await names()).toEqual(before);
 
     // A precondition that matches one object at most: the others conflict, so nothing is deleted.
-    const stale = await viaApiserver('DELETE', collection, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: '1' } });
+    const stale = await viaApiserver('DELETE', collection, {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      preconditions: { resourceVersion: '1' },
+    });
     expect(stale.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
     expect(await names()).toEqual(before);
 
     // A Git-managed key in the namespace: the whole request is a Conflict that names the way out, and nothing goes.
-    await client.request('POST', `/api/v1/namespaces/${d.namespace}/secrets`, { body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-key' }, stringData: { key: 'sk-git-0123456789' } } });
+    await client.request('POST', `/api/v1/namespaces/${d.namespace}/secrets`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'git-key' },
+        stringData: { key: 'sk-git-0123456789' },
+      },
+    });
     await client.request('POST', `/apis/byok.gateway.dev/v1alpha1/namespaces/${d.namespace}/byokcredentials`, {
-      body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'from-git' }, spec: { provider: 'mistral', secretRef: { name: 'git-key' } } },
+      body: {
+        apiVersion: 'byok.gateway.dev/v1alpha1',
+        kind: 'BYOKCredential',
+        metadata: { name: 'from-git' },
+        spec: { provider: 'mistral', secretRef: { name: 'git-key' } },
+      },
     });
     let withGit = await names();
     for (let i = 0; i < 100 && withGit.length === before.length; i++) {
@@ -467,13 +753,21 @@ describe('paging and collection deletes (account d)', () => {
 
     // Granted deletecollection, the user deletes the API-managed keys the selector names; the Git one stays.
     await client.request('PATCH', `/apis/rbac.authorization.k8s.io/v1/namespaces/${d.namespace}/roles/cleaner`, {
-      body: { rules: [{ apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['get', 'list', 'deletecollection'] }] },
+      body: {
+        rules: [
+          { apiGroups: ['api.byok.gateway.dev'], resources: ['byokkeys'], verbs: ['get', 'list', 'deletecollection'] },
+        ],
+      },
       contentType: 'application/merge-patch+json',
     });
     let deleted: { metadata: { name: string } }[] = [];
     for (let i = 0; i < 40 && deleted.length === 0; i++) {
       try {
-        const out = await kubeClient(userConfig).request<{ kind: string; items: { metadata: { name: string } }[] }>('DELETE', `${collection}?labelSelector=${encodeURIComponent('app.kubernetes.io/managed-by=byok-api')}`, {});
+        const out = await kubeClient(userConfig).request<{ kind: string; items: { metadata: { name: string } }[] }>(
+          'DELETE',
+          `${collection}?labelSelector=${encodeURIComponent('app.kubernetes.io/managed-by=byok-api')}`,
+          {},
+        );
         expect(out.kind).toBe('BYOKKeyList');
         deleted = out.items;
       } catch (err) {
@@ -488,16 +782,29 @@ describe('paging and collection deletes (account d)', () => {
     expect(left).toEqual(withGit.filter((n) => !before.includes(n)));
     for (const id of before) expect((await rest.call('GET', `/byok/${id}`, { key: d.managementKey })).status).toBe(404);
     // The other account is untouched.
-    expect(((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(otherBefore);
-    await client.request('DELETE', `/apis/byok.gateway.dev/v1alpha1/namespaces/${d.namespace}/byokcredentials/from-git`);
+    expect(
+      ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length,
+    ).toBe(otherBefore);
+    await client.request(
+      'DELETE',
+      `/apis/byok.gateway.dev/v1alpha1/namespaces/${d.namespace}/byokcredentials/from-git`,
+    );
   }, 90_000);
 
-  test('kubectl delete byokkeys --all -n <ns> deletes that namespace\'s keys only, and needs delete rights there', async () => {
+  test("kubectl delete byokkeys --all -n <ns> deletes that namespace's keys only, and needs delete rights there", async () => {
     for (let i = 0; i < 3; i++) await kubectlCreate(d.namespace);
-    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const otherBefore = ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
     // kubectl lists and then deletes each object (its --all never sends deletecollection): the cleaner user, who may
     // list and deletecollection but not delete, is refused, and nothing goes.
-    const refused = await kAs(await kubeconfigFor(`cleaner-${d.namespace}`), 'delete', 'byokkeys', '--all', '-n', d.namespace);
+    const refused = await kAs(
+      await kubeconfigFor(`cleaner-${d.namespace}`),
+      'delete',
+      'byokkeys',
+      '--all',
+      '-n',
+      d.namespace,
+    );
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/forbidden/i);
     const present = await names();
@@ -510,7 +817,9 @@ describe('paging and collection deletes (account d)', () => {
       left = await names();
     }
     expect(left).toEqual([]);
-    expect(((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(otherBefore);
+    expect(
+      ((await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`)).body.items as unknown[]).length,
+    ).toBe(otherBefore);
   }, 60_000);
 });
 
@@ -523,8 +832,16 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
     ids.good = (await kubectlCreate(c.namespace)).metadata.name;
     // A Git-managed credential whose Secret holds an invalid payload (two lines for a plain-key provider), the canary in it.
     const core = testKubeConfig().makeApiClient(CoreV1Api);
-    await core.createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'bad-key' }, stringData: { key: `${CANARY}\nsecond-line` } } });
-    await crApi('byokcredentials', c.namespace).create({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { name: 'bad' }, spec: { provider: 'openai', secretRef: { name: 'bad-key' } } });
+    await core.createNamespacedSecret({
+      namespace: c.namespace,
+      body: { metadata: { name: 'bad-key' }, stringData: { key: `${CANARY}\nsecond-line` } },
+    });
+    await crApi('byokcredentials', c.namespace).create({
+      apiVersion: 'byok.gateway.dev/v1alpha1',
+      kind: 'BYOKCredential',
+      metadata: { name: 'bad' },
+      spec: { provider: 'openai', secretRef: { name: 'bad-key' } },
+    });
     ids.bad = publicId('BYOKCredential', c.namespace, 'bad');
   }, 60_000);
   afterAll(async () => {
@@ -538,25 +855,47 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
     let table = '';
     for (;;) {
       table = await k('get', 'bk', '-n', c.namespace);
-      if (!row(table, ids.good).includes('Reconciling') && !row(table, ids.bad).includes('Reconciling') && row(table, ids.bad) !== '') break;
+      if (
+        !row(table, ids.good).includes('Reconciling') &&
+        !row(table, ids.bad).includes('Reconciling') &&
+        row(table, ids.bad) !== ''
+      )
+        break;
       if (Date.now() > deadline) throw new Error(`not reconciled in time:\n${table}`);
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(row(table, ids.bad)).toMatch(/\sFalse\s+PayloadInvalid\s+<none>\s+\S+$/);
     expect(row(table, ids.good)).toMatch(/\sTrue\s+Ready\s+<none>\s+\S+$/);
-    const obj = JSON.parse(await k('get', 'bk', '-n', c.namespace, ids.bad, '-o', 'json')) as { status: Record<string, unknown> };
-    expect(obj.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', upstream: null, lastUsedTime: null, label: '' });
+    const obj = JSON.parse(await k('get', 'bk', '-n', c.namespace, ids.bad, '-o', 'json')) as {
+      status: Record<string, unknown>;
+    };
+    expect(obj.status).toMatchObject({
+      ready: false,
+      reason: 'PayloadInvalid',
+      upstream: null,
+      lastUsedTime: null,
+      label: '',
+    });
     expect(String(obj.status.message)).toContain('PayloadValid');
-    expect(await k('get', 'bk', '-n', c.namespace, ids.good, '-o', 'jsonpath={.status.ready} {.status.reason}')).toBe('true Ready');
+    expect(await k('get', 'bk', '-n', c.namespace, ids.good, '-o', 'jsonpath={.status.ready} {.status.reason}')).toBe(
+      'true Ready',
+    );
     // The REST door tells the same story, under the same ids.
     const restBad = one(await rest.call('GET', `/byok/${ids.bad}`, { key: c.managementKey }));
     expect(restBad.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', message: obj.status.message });
     // Wide output adds the delivery columns.
-    expect(row(await k('get', 'bk', '-n', c.namespace, '-o', 'wide'), ids.bad)).toMatch(/\sFalse\s+PayloadInvalid\s+<none>\s+\S+\s+<none>\s+\S+\s+\S+$/);
+    expect(row(await k('get', 'bk', '-n', c.namespace, '-o', 'wide'), ids.bad)).toMatch(
+      /\sFalse\s+PayloadInvalid\s+<none>\s+\S+\s+<none>\s+\S+\s+\S+$/,
+    );
   }, 60_000);
 
   test('status sent in a write is ignored, as for any Kubernetes object', async () => {
-    const patched = await viaApiserver('PATCH', `${P}/namespaces/${c.namespace}/byokkeys/${ids.good}`, { status: { ready: false, reason: 'Forged' } }, 'application/merge-patch+json');
+    const patched = await viaApiserver(
+      'PATCH',
+      `${P}/namespaces/${c.namespace}/byokkeys/${ids.good}`,
+      { status: { ready: false, reason: 'Forged' } },
+      'application/merge-patch+json',
+    );
     expect(patched.status).toBe(200);
     expect((patched.body.status as Record<string, unknown>).reason).not.toBe('Forged');
     expect(await k('get', 'bk', '-n', c.namespace, ids.good, '-o', 'jsonpath={.status.reason}')).not.toBe('Forged');
@@ -566,7 +905,11 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
 describe('watch', () => {
   test('kubectl get -w sees ADDED, MODIFIED and DELETED with resourceVersions, and never the key', async () => {
     const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
-    const child: ChildProcess = spawn(bin, ['--kubeconfig', admin(), 'get', 'bk', '-n', b.namespace, '--watch-only', '--output-watch-events', '-o', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child: ChildProcess = spawn(
+      bin,
+      ['--kubeconfig', admin(), 'get', 'bk', '-n', b.namespace, '--watch-only', '--output-watch-events', '-o', 'json'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -600,7 +943,12 @@ describe('watch', () => {
     const frames = await new Promise<string>((resolve, reject) => {
       let text = '';
       void kubeClient(testKubeConfig())
-        .stream(`${P}/namespaces/${b.namespace}/byokkeys`, { watch: true, resourceVersion: rv, timeoutSeconds: 2 }, (ev) => (text += `${JSON.stringify(ev)}\n`), new AbortController().signal)
+        .stream(
+          `${P}/namespaces/${b.namespace}/byokkeys`,
+          { watch: true, resourceVersion: rv, timeoutSeconds: 2 },
+          (ev) => (text += `${JSON.stringify(ev)}\n`),
+          new AbortController().signal,
+        )
         .then(() => resolve(text), reject);
     });
     seen.push(frames);
@@ -613,21 +961,41 @@ describe('the OpenRouter-shaped surface under the group', () => {
   test('same bodies and status codes as /api/v1/byok', async () => {
     const list = await k('get', '--raw', `${P}/namespaces/${a.namespace}/byok`);
     const parsed = JSON.parse(list) as { data: unknown[]; total_count: number };
-    const direct = (await rest.call('GET', '/byok', { key: a.managementKey })).body as { data: unknown[]; total_count: number };
+    const direct = (await rest.call('GET', '/byok', { key: a.managementKey })).body as {
+      data: unknown[];
+      total_count: number;
+    };
     expect(parsed).toEqual(direct);
 
-    const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, { provider: 'openai', key: CANARY, name: 'raw' });
+    const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, {
+      provider: 'openai',
+      key: CANARY,
+      name: 'raw',
+    });
     expect(created.status).toBe(200); // the client reports 2xx as 200; the REST body is {data}
     const id = (created.body.data as { id: string }).id;
     expect(one(await rest.call('GET', `/byok/${id}`, { key: a.managementKey })).name).toBe('raw');
 
-    const bad = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, { provider: 'openai', key: CANARY, is_fallback: true, is_byok_only: true });
-    const badRest = await rest.call('POST', '/byok', { key: a.managementKey, body: { provider: 'openai', key: CANARY, is_fallback: true, is_byok_only: true } });
+    const bad = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byok`, {
+      provider: 'openai',
+      key: CANARY,
+      is_fallback: true,
+      is_byok_only: true,
+    });
+    const badRest = await rest.call('POST', '/byok', {
+      key: a.managementKey,
+      body: { provider: 'openai', key: CANARY, is_fallback: true, is_byok_only: true },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body).toEqual(badRest.body);
-    const missing = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byok/00000000-0000-4000-8000-000000000000`);
+    const missing = await viaApiserver(
+      'GET',
+      `${P}/namespaces/${a.namespace}/byok/00000000-0000-4000-8000-000000000000`,
+    );
     expect(missing.status).toBe(404);
-    expect(missing.body).toEqual((await rest.call('GET', '/byok/00000000-0000-4000-8000-000000000000', { key: a.managementKey })).body);
+    expect(missing.body).toEqual(
+      (await rest.call('GET', '/byok/00000000-0000-4000-8000-000000000000', { key: a.managementKey })).body,
+    );
     const deleted = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byok/${id}`);
     expect(deleted.body).toEqual({ deleted: true });
   });
@@ -643,7 +1011,14 @@ describe('delegated authentication and authorization', () => {
     expect(denied.stderr).toContain(`User "${user}" cannot list resource "byokkeys"`);
 
     // byok: the OpenRouter-shaped path, which the kube-apiserver authorizes as its own resource before proxying.
-    await grant(a.namespace, `${user}-byok-keys-viewer`, ['byokkeys', 'byok'], ['get', 'list', 'watch'], { kind: 'User', name: user }, { cluster: true });
+    await grant(
+      a.namespace,
+      `${user}-byok-keys-viewer`,
+      ['byokkeys', 'byok'],
+      ['get', 'list', 'watch'],
+      { kind: 'User', name: user },
+      { cluster: true },
+    );
     // Authorization decisions are cached briefly (denials 5 s): wait until the grant shows.
     let allowed = await kAs(kc, 'get', 'bk', '-n', a.namespace, '-o', 'name');
     for (let i = 0; i < 40 && allowed.code !== 0; i++) {
@@ -665,10 +1040,16 @@ describe('delegated authentication and authorization', () => {
 
   test('a ServiceAccount token sent directly is refused by default, and checked with a TokenReview where accepted', async () => {
     const client = kubeClient(testKubeConfig());
-    await client.request('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'robot' } } });
-    const tr = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts/robot/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+    await client.request('POST', `/api/v1/namespaces/${b.namespace}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'robot' } },
     });
+    const tr = await client.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${b.namespace}/serviceaccounts/robot/token`,
+      {
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+      },
+    );
     const token = tr.status.token;
     // The default server is reached through the kube-apiserver only: a real token sent to its port is a 401.
     const refused = await direct(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
@@ -676,16 +1057,29 @@ describe('delegated authentication and authorization', () => {
     expect(JSON.parse(refused.text)).toMatchObject({ kind: 'Status', reason: 'Unauthorized' });
     // --aggregated-accept-tokens: the token is reviewed, and the review's user is authorized per request.
     const accepting = await startAggregatedServer({
-      kubeConfig: testKubeConfig(), runtime: rest.server.runtime,
-      tls: await createServingCertificate(DEFAULT_SERVICE), logger: pino({ level: 'silent' }), host: '127.0.0.1', port: 0, acceptBearerTokens: true,
+      kubeConfig: testKubeConfig(),
+      runtime: rest.server.runtime,
+      tls: await createServingCertificate(DEFAULT_SERVICE),
+      logger: pino({ level: 'silent' }),
+      host: '127.0.0.1',
+      port: 0,
+      acceptBearerTokens: true,
     });
     const viaToken = (path: string, headers: Record<string, string>) => direct(path, headers, undefined, accepting.url);
     try {
       // Forged identity headers next to a real token change nothing: the token's user is the caller.
-      const forbidden = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}`, 'x-remote-user': 'byok-admin', 'x-remote-group': 'system:masters' });
+      const forbidden = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, {
+        authorization: `Bearer ${token}`,
+        'x-remote-user': 'byok-admin',
+        'x-remote-group': 'system:masters',
+      });
       expect(forbidden.status).toBe(403);
       expect(forbidden.text).toContain(`system:serviceaccount:${b.namespace}:robot`);
-      await grant(b.namespace, 'robot-keys', ['byokkeys'], ['list'], { kind: 'ServiceAccount', name: 'robot', namespace: b.namespace });
+      await grant(b.namespace, 'robot-keys', ['byokkeys'], ['list'], {
+        kind: 'ServiceAccount',
+        name: 'robot',
+        namespace: b.namespace,
+      });
       let ok = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: `Bearer ${token}` });
       for (let i = 0; i < 40 && ok.status !== 200; i++) {
         await new Promise((r) => setTimeout(r, 250));
@@ -694,11 +1088,17 @@ describe('delegated authentication and authorization', () => {
       expect(ok.status).toBe(200);
       expect(JSON.parse(ok.text)).toMatchObject({ kind: 'BYOKKeyList' });
       // The grant is list in b: an escaped prefix is the same route and the same review (issue 32), not a way around it.
-      for (const path of [`/apis/api.byok.gateway.dev/v%31/namespaces/${a.namespace}/byokkeys`, `/%61pis/api.byok.gateway.dev/v1/byokkeys`, `/apis/api%2ebyok.gateway.dev/v1/namespaces/${a.namespace}/byok`]) {
+      for (const path of [
+        `/apis/api.byok.gateway.dev/v%31/namespaces/${a.namespace}/byokkeys`,
+        `/%61pis/api.byok.gateway.dev/v1/byokkeys`,
+        `/apis/api%2ebyok.gateway.dev/v1/namespaces/${a.namespace}/byok`,
+      ]) {
         const r = await viaToken(path, { authorization: `Bearer ${token}` });
         expect([path, r.status]).toEqual([path, 403]);
       }
-      const bogus = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, { authorization: 'Bearer not-a-real-token' });
+      const bogus = await viaToken(`${P}/namespaces/${b.namespace}/byokkeys`, {
+        authorization: 'Bearer not-a-real-token',
+      });
       expect(bogus.status).toBe(401);
     } finally {
       await accepting.close();
@@ -730,7 +1130,7 @@ describe('hostile tenant', () => {
     return ['x', 'disabled', 'polluted'].filter((k) => fresh[k] !== undefined);
   };
 
-  test('prototype keys in every patch type, create body and label selector pollute nothing; the other tenant\'s create succeeds', async () => {
+  test("prototype keys in every patch type, create body and label selector pollute nothing; the other tenant's create succeeds", async () => {
     const victim = await kubectlCreate(a.namespace);
     const path = `${P}/namespaces/${a.namespace}/byokkeys/${victim.metadata.name}`;
     const before = JSON.stringify((await viaApiserver('GET', path)).body.spec);
@@ -741,7 +1141,11 @@ describe('hostile tenant', () => {
       ['application/json-patch+json', [{ op: 'copy', from: '/__proto__', path: '/spec/displayName' }], 'PATCH'],
       ['application/merge-patch+json', JSON.parse('{"__proto__":{"x":"y"}}'), 'PATCH'],
       ['application/merge-patch+json', { spec: { constructor: { prototype: { polluted: true } } } }, 'PATCH'],
-      ['application/apply-patch+yaml', JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","spec":{"__proto__":{"disabled":true}}}`), 'PATCH'],
+      [
+        'application/apply-patch+yaml',
+        JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","spec":{"__proto__":{"disabled":true}}}`),
+        'PATCH',
+      ],
     ];
     for (const [contentType, body, method] of attempts) {
       const r = await viaApiserver(method, path, body, contentType);
@@ -750,22 +1154,34 @@ describe('hostile tenant', () => {
       expect([contentType, refusedWith.includes(r.status)]).toEqual([contentType, true]);
       expect(inherited()).toEqual([]);
     }
-    const created = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"apiVersion":"${GV}","kind":"BYOKKey","metadata":{"generateName":"p-"},"spec":{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}}`));
+    const created = await viaApiserver(
+      'POST',
+      `${P}/namespaces/${a.namespace}/byokkeys`,
+      JSON.parse(
+        `{"apiVersion":"${GV}","kind":"BYOKKey","metadata":{"generateName":"p-"},"spec":{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}}`,
+      ),
+    );
     expect(created.status).toBe(400);
     // The REST door under the group and /api/v1/byok refuse the same body.
-    const restProto = await rest.call('POST', '/byok', { key: a.managementKey, rawBody: '{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}' });
+    const restProto = await rest.call('POST', '/byok', {
+      key: a.managementKey,
+      rawBody: '{"provider":"openai","key":"sk-proto-0123456789","__proto__":{"disabled":true}}',
+    });
     expect(restProto.status).toBe(400);
     expect(inherited()).toEqual([]);
     expect(JSON.stringify((await viaApiserver('GET', path)).body.spec)).toBe(before);
     // Label keys are looked up as own labels only.
     for (const key of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
       expect((await k('get', 'bk', '-n', a.namespace, '-l', key, '-o', 'name')).trim()).toBe('');
-      expect((await k('get', 'bk', '-n', a.namespace, '-l', `!${key}`, '-o', 'name'))).toContain(victim.metadata.name);
+      expect(await k('get', 'bk', '-n', a.namespace, '-l', `!${key}`, '-o', 'name')).toContain(victim.metadata.name);
     }
     // The other tenant's next create, at both doors, is unaffected and not disabled.
     const other = await kubectlCreate(b.namespace);
     expect(other.spec.disabled).toBe(false);
-    const restCreate = await rest.call('POST', '/byok', { key: b.managementKey, body: { provider: 'anthropic', key: 'sk-ant-after-proto-0123456789' } });
+    const restCreate = await rest.call('POST', '/byok', {
+      key: b.managementKey,
+      body: { provider: 'anthropic', key: 'sk-ant-after-proto-0123456789' },
+    });
     expect(restCreate.status).toBe(201);
   }, 60_000);
 
@@ -776,16 +1192,57 @@ describe('hostile tenant', () => {
     const fc = (await import('fast-check')).default;
     const victim = await kubectlCreate(a.namespace);
     const base = `${P}/namespaces/${a.namespace}/byokkeys`;
-    const key = fc.oneof(fc.constantFrom('__proto__', 'constructor', 'prototype', 'spec', 'metadata', 'provider', 'key', 'disabled', 'sortOrder', 'allowedModels', 'toString', 'x'), fc.string({ maxLength: 8 }));
+    const key = fc.oneof(
+      fc.constantFrom(
+        '__proto__',
+        'constructor',
+        'prototype',
+        'spec',
+        'metadata',
+        'provider',
+        'key',
+        'disabled',
+        'sortOrder',
+        'allowedModels',
+        'toString',
+        'x',
+      ),
+      fc.string({ maxLength: 8 }),
+    );
     const value = fc.letrec((tie) => ({
-      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.integer(), fc.double({ noNaN: true }), fc.string({ maxLength: 12 }), fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(key, tie('v'), { maxKeys: 3 })),
+      v: fc.oneof(
+        { depthSize: 'small' },
+        fc.constant(null),
+        fc.boolean(),
+        fc.integer(),
+        fc.double({ noNaN: true }),
+        fc.string({ maxLength: 12 }),
+        fc.array(tie('v'), { maxLength: 3 }),
+        fc.dictionary(key, tie('v'), { maxKeys: 3 }),
+      ),
     })).v;
-    const pointer = fc.array(key, { minLength: 1, maxLength: 3 }).map((ks) => `/${ks.map((k) => k.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`);
+    const pointer = fc
+      .array(key, { minLength: 1, maxLength: 3 })
+      .map((ks) => `/${ks.map((k) => k.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`);
     const op = fc.oneof(
       fc.record({ kind: fc.constant('create' as const), body: fc.dictionary(key, value, { maxKeys: 4 }) }),
       fc.record({ kind: fc.constant('merge' as const), body: fc.dictionary(key, value, { maxKeys: 4 }) }),
-      fc.record({ kind: fc.constant('json' as const), body: fc.array(fc.record({ op: fc.constantFrom('add', 'remove', 'replace', 'test', 'copy', 'move'), path: pointer, from: pointer, value }), { maxLength: 3 }) }),
-      fc.record({ kind: fc.constant('select' as const), body: fc.array(key, { minLength: 1, maxLength: 2 }).map((ks) => ks.join(',')) }),
+      fc.record({
+        kind: fc.constant('json' as const),
+        body: fc.array(
+          fc.record({
+            op: fc.constantFrom('add', 'remove', 'replace', 'test', 'copy', 'move'),
+            path: pointer,
+            from: pointer,
+            value,
+          }),
+          { maxLength: 3 },
+        ),
+      }),
+      fc.record({
+        kind: fc.constant('select' as const),
+        body: fc.array(key, { minLength: 1, maxLength: 2 }).map((ks) => ks.join(',')),
+      }),
       fc.record({ kind: fc.constant('path' as const), body: fc.string({ maxLength: 12 }) }),
     );
     let requests = 0;
@@ -794,9 +1251,12 @@ describe('hostile tenant', () => {
         requests++;
         let r: { status: number; body: Record<string, unknown> };
         if (o.kind === 'create') r = await viaApiserver('POST', base, { apiVersion: GV, kind: 'BYOKKey', ...o.body });
-        else if (o.kind === 'merge') r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/merge-patch+json');
-        else if (o.kind === 'json') r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/json-patch+json');
-        else if (o.kind === 'select') r = await viaApiserver('GET', `${base}?labelSelector=${encodeURIComponent(o.body)}`);
+        else if (o.kind === 'merge')
+          r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/merge-patch+json');
+        else if (o.kind === 'json')
+          r = await viaApiserver('PATCH', `${base}/${victim.metadata.name}`, o.body, 'application/json-patch+json');
+        else if (o.kind === 'select')
+          r = await viaApiserver('GET', `${base}?labelSelector=${encodeURIComponent(o.body)}`);
         else r = await viaApiserver('GET', `${base}/${encodeURIComponent(o.body) || 'x'}`);
         expect(r.status).toBeLessThan(500);
         if (r.status >= 400) expect(r.body.kind).toBe('Status');
@@ -812,10 +1272,17 @@ describe('hostile tenant', () => {
 
   test('JSON nested past the documented depth is a 400 at both doors, before any work', async () => {
     const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
-    const agg = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys`, JSON.parse(`{"spec":{"provider":"openai","key":"k","allowedModels":${'['.repeat(200)}${']'.repeat(200)}}}`));
+    const agg = await viaApiserver(
+      'POST',
+      `${P}/namespaces/${a.namespace}/byokkeys`,
+      JSON.parse(`{"spec":{"provider":"openai","key":"k","allowedModels":${'['.repeat(200)}${']'.repeat(200)}}}`),
+    );
     expect(agg.status).toBe(400);
     expect(String(agg.body.message)).toContain('nests deeper than 128 levels');
-    const restDeep = await rest.call('POST', '/byok', { key: a.managementKey, rawBody: `{"provider":"openai","key":"k","allowed_models":${deep}}` });
+    const restDeep = await rest.call('POST', '/byok', {
+      key: a.managementKey,
+      rawBody: `{"provider":"openai","key":"k","allowed_models":${deep}}`,
+    });
     expect(restDeep.status).toBe(400);
     expect(JSON.stringify(restDeep.body)).toContain('nests deeper than 128 levels');
   });
@@ -825,27 +1292,66 @@ describe('hostile tenant', () => {
     nobody.loadFromFile(await kubeconfigFor(`nobody-${a.namespace}`));
     const client = kubeClient(nobody);
     const victim = await kubectlCreate(a.namespace);
-    const countBefore = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
+    const countBefore = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
     const ns = a.namespace;
     const id = victim.metadata.name;
     const routes: [string, string][] = [
-      ['GET', `${P}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byokkeys`], ['POST', `${P}/namespaces/${ns}/byokkeys`],
-      ['GET', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PUT', `${P}/namespaces/${ns}/byokkeys/${id}`], ['PATCH', `${P}/namespaces/${ns}/byokkeys/${id}`],
-      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`], ['DELETE', `${P}/namespaces/${ns}/byokkeys`], ['GET', `${P}/namespaces/${ns}/byok`], ['POST', `${P}/namespaces/${ns}/byok`],
-      ['GET', `${P}/namespaces/${ns}/byok/${id}`], ['PATCH', `${P}/namespaces/${ns}/byok/${id}`], ['DELETE', `${P}/namespaces/${ns}/byok/${id}`],
+      ['GET', `${P}/byokkeys`],
+      ['GET', `${P}/namespaces/${ns}/byokkeys`],
+      ['POST', `${P}/namespaces/${ns}/byokkeys`],
+      ['GET', `${P}/namespaces/${ns}/byokkeys/${id}`],
+      ['PUT', `${P}/namespaces/${ns}/byokkeys/${id}`],
+      ['PATCH', `${P}/namespaces/${ns}/byokkeys/${id}`],
+      ['DELETE', `${P}/namespaces/${ns}/byokkeys/${id}`],
+      ['DELETE', `${P}/namespaces/${ns}/byokkeys`],
+      ['GET', `${P}/namespaces/${ns}/byok`],
+      ['POST', `${P}/namespaces/${ns}/byok`],
+      ['GET', `${P}/namespaces/${ns}/byok/${id}`],
+      ['PATCH', `${P}/namespaces/${ns}/byok/${id}`],
+      ['DELETE', `${P}/namespaces/${ns}/byok/${id}`],
     ];
     // The table covers what the server registers.
-    for (const [method, url] of routes) expect([method, url, agg.app.hasRoute({ method: method as 'GET', url: url.replace(ns, ':ns').replace(id, ':name') })]).toEqual([method, url, true]);
+    for (const [method, url] of routes)
+      expect([
+        method,
+        url,
+        agg.app.hasRoute({ method: method as 'GET', url: url.replace(ns, ':ns').replace(id, ':name') }),
+      ]).toEqual([method, url, true]);
     const malformed = [
-      `${P}/namespaces//byokkeys`, `${P}/namespaces//byokkeys?watch=true`, `${P}/namespaces//byok`, `${P}/namespaces/${ns}%2F..%2F${b.namespace}/byokkeys`,
-      `${P}/namespaces/%2e%2e/byokkeys`, `${P}/namespaces/${ns}/byokkeys/%2F`, `${P}/namespaces/UPPER/byokkeys`,
+      `${P}/namespaces//byokkeys`,
+      `${P}/namespaces//byokkeys?watch=true`,
+      `${P}/namespaces//byok`,
+      `${P}/namespaces/${ns}%2F..%2F${b.namespace}/byokkeys`,
+      `${P}/namespaces/%2e%2e/byokkeys`,
+      `${P}/namespaces/${ns}/byokkeys/%2F`,
+      `${P}/namespaces/UPPER/byokkeys`,
     ];
-    const body = { apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'n-' }, spec: { provider: 'openai', key: 'sk-nobody-0123456789' } };
+    const body = {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: { generateName: 'n-' },
+      spec: { provider: 'openai', key: 'sk-nobody-0123456789' },
+    };
     const contentTypeOf = (m: string) => (m === 'PATCH' ? 'application/merge-patch+json' : 'application/json');
-    for (const [method, url] of [...routes, ...malformed.flatMap((u) => [['GET', u], ['POST', u], ['DELETE', u]] as [string, string][])]) {
+    for (const [method, url] of [
+      ...routes,
+      ...malformed.flatMap(
+        (u) =>
+          [
+            ['GET', u],
+            ['POST', u],
+            ['DELETE', u],
+          ] as [string, string][],
+      ),
+    ]) {
       let status = 200;
       try {
-        await client.request(method, url, method === 'GET' || method === 'DELETE' ? {} : { body, contentType: contentTypeOf(method) });
+        await client.request(
+          method,
+          url,
+          method === 'GET' || method === 'DELETE' ? {} : { body, contentType: contentTypeOf(method) },
+        );
       } catch (err) {
         status = err instanceof KubeApiError ? err.status : 0;
       }
@@ -857,7 +1363,9 @@ describe('hostile tenant', () => {
       const status = (await viaApiserver('GET', url)).status;
       expect([url, [400, 403, 404].includes(status)]).toEqual([url, true]);
     }
-    expect(((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(countBefore);
+    expect(
+      ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length,
+    ).toBe(countBefore);
   }, 90_000);
 
   test('delete --dry-run=server validates and answers without deleting anything (body or query form)', async () => {
@@ -867,18 +1375,37 @@ describe('hostile tenant', () => {
     const still = await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`);
     expect(still.status).toBe(200);
     expect((await rest.call('GET', `/byok/${created.metadata.name}`, { key: a.managementKey })).status).toBe(200);
-    const query = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}?dryRun=All`);
+    const query = await viaApiserver(
+      'DELETE',
+      `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}?dryRun=All`,
+    );
     expect(query.status).toBe(200);
-    const bogus = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`, { kind: 'DeleteOptions', apiVersion: 'v1', dryRun: ['Nope'] });
+    const bogus = await viaApiserver('DELETE', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`, {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      dryRun: ['Nope'],
+    });
     expect(bogus.status).toBe(400);
-    expect((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`)).status).toBe(200);
+    expect((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys/${created.metadata.name}`)).status).toBe(
+      200,
+    );
     // A dry run of a missing object is the same NotFound the real delete gives.
-    expect((await kAs(admin(), 'delete', 'byokkey', 'no-such-id', '-n', a.namespace, '--dry-run=server')).stderr).toContain('NotFound');
+    expect(
+      (await kAs(admin(), 'delete', 'byokkey', 'no-such-id', '-n', a.namespace, '--dry-run=server')).stderr,
+    ).toContain('NotFound');
     // Create, update and patch refuse a dry run with 400 rather than write.
-    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length;
-    const createDry = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys?dryRun=All`, { apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'd-' }, spec: { provider: 'openai', key: 'sk-dry-0123456789' } });
+    const before = ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[])
+      .length;
+    const createDry = await viaApiserver('POST', `${P}/namespaces/${a.namespace}/byokkeys?dryRun=All`, {
+      apiVersion: GV,
+      kind: 'BYOKKey',
+      metadata: { generateName: 'd-' },
+      spec: { provider: 'openai', key: 'sk-dry-0123456789' },
+    });
     expect(createDry.status).toBe(400);
-    expect(((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length).toBe(before);
+    expect(
+      ((await viaApiserver('GET', `${P}/namespaces/${a.namespace}/byokkeys`)).body.items as unknown[]).length,
+    ).toBe(before);
   }, 60_000);
 });
 
@@ -891,14 +1418,29 @@ describe('path differential: the route that is served is the route that was auth
   type Target = { base: string; cert: string; key: string; ca?: string; headers: Record<string, string> };
   const workDir = () => process.env.BYOK_TEST_WORKDIR ?? '';
   /** A raw request: the path is sent byte for byte (no URL parsing on this side, which would resolve dot segments). */
-  function raw(t: Target, method: string, path: string, body?: { contentType: string; text: string }): Promise<{ status: number; text: string }> {
+  function raw(
+    t: Target,
+    method: string,
+    path: string,
+    body?: { contentType: string; text: string },
+  ): Promise<{ status: number; text: string }> {
     const url = new URL(t.base);
     return new Promise((resolve, reject) => {
       const req = httpsRequest(
         {
-          host: url.hostname, port: url.port, method, path,
-          headers: { ...t.headers, ...(body ? { 'content-type': body.contentType, 'content-length': String(Buffer.byteLength(body.text)) } : {}) },
-          cert: t.cert, key: t.key, ...(t.ca ? { ca: t.ca } : { rejectUnauthorized: false }),
+          host: url.hostname,
+          port: url.port,
+          method,
+          path,
+          headers: {
+            ...t.headers,
+            ...(body
+              ? { 'content-type': body.contentType, 'content-length': String(Buffer.byteLength(body.text)) }
+              : {}),
+          },
+          cert: t.cert,
+          key: t.key,
+          ...(t.ca ? { ca: t.ca } : { rejectUnauthorized: false }),
         },
         (res) => {
           let text = '';
@@ -913,7 +1455,9 @@ describe('path differential: the route that is served is the route that was auth
       // Go answers a path it cannot parse with a bare 400 and a body, even to HEAD, which Node's parser refuses: a denial.
       // A watch that was served ends after timeoutSeconds; anything still open after that is a hang, not a verdict.
       req.setTimeout(15_000, () => req.destroy(new Error(`no answer in 15 s: ${method} ${path}`)));
-      req.on('error', (err: NodeJS.ErrnoException) => (err.code?.startsWith('HPE_') ? resolve({ status: 0, text: '' }) : reject(err)));
+      req.on('error', (err: NodeJS.ErrnoException) =>
+        err.code?.startsWith('HPE_') ? resolve({ status: 0, text: '' }) : reject(err),
+      );
       req.end(body?.text);
     });
   }
@@ -921,7 +1465,13 @@ describe('path differential: the route that is served is the route that was auth
     const kc = new (await import('@kubernetes/client-node')).KubeConfig();
     kc.loadFromFile(await kubeconfigFor(user));
     const b64 = (v: string | undefined) => Buffer.from(v ?? '', 'base64').toString('utf8');
-    return { base: kc.getCurrentCluster()?.server ?? '', ca: b64(kc.getCurrentCluster()?.caData), cert: b64(kc.getCurrentUser()?.certData), key: b64(kc.getCurrentUser()?.keyData), headers: {} };
+    return {
+      base: kc.getCurrentCluster()?.server ?? '',
+      ca: b64(kc.getCurrentCluster()?.caData),
+      cert: b64(kc.getCurrentUser()?.certData),
+      key: b64(kc.getCurrentUser()?.keyData),
+      headers: {},
+    };
   }
   /** Straight to the aggregated port, as the kube-aggregator sends it: the front-proxy certificate and X-Remote-*. */
   const directAs = (user: string): Target => ({
@@ -935,28 +1485,83 @@ describe('path differential: the route that is served is the route that was auth
   type Route = { methods: string[]; segments: (ns: string, id: string) => string[]; resource: 'byokkeys' | 'byok' };
   const ROUTES: Route[] = [
     { resource: 'byokkeys', methods: ['GET', 'HEAD'], segments: () => ['apis', G, 'v1', 'byokkeys'] },
-    { resource: 'byokkeys', methods: ['GET', 'HEAD', 'POST', 'DELETE'], segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys'] },
-    { resource: 'byokkeys', methods: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE'], segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys', id] },
-    { resource: 'byok', methods: ['GET', 'HEAD', 'POST'], segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byok'] },
-    { resource: 'byok', methods: ['GET', 'HEAD', 'PATCH', 'DELETE'], segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byok', id] },
+    {
+      resource: 'byokkeys',
+      methods: ['GET', 'HEAD', 'POST', 'DELETE'],
+      segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys'],
+    },
+    {
+      resource: 'byokkeys',
+      methods: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE'],
+      segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byokkeys', id],
+    },
+    {
+      resource: 'byok',
+      methods: ['GET', 'HEAD', 'POST'],
+      segments: (ns) => ['apis', G, 'v1', 'namespaces', ns, 'byok'],
+    },
+    {
+      resource: 'byok',
+      methods: ['GET', 'HEAD', 'PATCH', 'DELETE'],
+      segments: (ns, id) => ['apis', G, 'v1', 'namespaces', ns, 'byok', id],
+    },
   ];
-  const bodyFor = (route: Route, method: string, ns: string, id: string): { contentType: string; text: string } | undefined => {
+  const bodyFor = (
+    route: Route,
+    method: string,
+    ns: string,
+    id: string,
+  ): { contentType: string; text: string } | undefined => {
     if (method === 'POST') {
       return route.resource === 'byok'
-        ? { contentType: 'application/json', text: JSON.stringify({ provider: 'openai', key: 'sk-diff-0123456789abcdef' }) }
-        : { contentType: 'application/json', text: JSON.stringify({ apiVersion: GV, kind: 'BYOKKey', metadata: { generateName: 'diff-' }, spec: { provider: 'openai', key: 'sk-diff-0123456789abcdef' } }) };
+        ? {
+            contentType: 'application/json',
+            text: JSON.stringify({ provider: 'openai', key: 'sk-diff-0123456789abcdef' }),
+          }
+        : {
+            contentType: 'application/json',
+            text: JSON.stringify({
+              apiVersion: GV,
+              kind: 'BYOKKey',
+              metadata: { generateName: 'diff-' },
+              spec: { provider: 'openai', key: 'sk-diff-0123456789abcdef' },
+            }),
+          };
     }
-    if (method === 'PATCH') return route.resource === 'byok' ? { contentType: 'application/json', text: '{"disabled":true}' } : { contentType: 'application/merge-patch+json', text: '{"spec":{"disabled":true}}' };
-    if (method === 'PUT') return { contentType: 'application/json', text: JSON.stringify({ apiVersion: GV, kind: 'BYOKKey', metadata: { name: id, namespace: ns }, spec: { provider: 'openai', displayName: 'overwritten', disabled: true } }) };
+    if (method === 'PATCH')
+      return route.resource === 'byok'
+        ? { contentType: 'application/json', text: '{"disabled":true}' }
+        : { contentType: 'application/merge-patch+json', text: '{"spec":{"disabled":true}}' };
+    if (method === 'PUT')
+      return {
+        contentType: 'application/json',
+        text: JSON.stringify({
+          apiVersion: GV,
+          kind: 'BYOKKey',
+          metadata: { name: id, namespace: ns },
+          spec: { provider: 'openai', displayName: 'overwritten', disabled: true },
+        }),
+      };
     return undefined;
   };
   /** Every object of the two accounts, with its resourceVersion: a write anywhere changes this. */
   const stored = async () => {
     const out: string[] = [];
     for (const ns of [a.namespace, b.namespace]) {
-      const creds = (await customObjects().listNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'byokcredentials' })) as { items: unknown[] };
+      const creds = (await customObjects().listNamespacedCustomObject({
+        group: 'byok.gateway.dev',
+        version: 'v1alpha1',
+        namespace: ns,
+        plural: 'byokcredentials',
+      })) as { items: unknown[] };
       const secrets = await testKubeConfig().makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: ns });
-      for (const o of [...(creds.items as { metadata: { name: string; resourceVersion: string } }[]), ...secrets.items.map((x) => ({ metadata: { name: x.metadata?.name ?? '', resourceVersion: x.metadata?.resourceVersion ?? '' } }))]) out.push(`${ns}/${o.metadata.name}@${o.metadata.resourceVersion}`);
+      for (const o of [
+        ...(creds.items as { metadata: { name: string; resourceVersion: string } }[]),
+        ...secrets.items.map((x) => ({
+          metadata: { name: x.metadata?.name ?? '', resourceVersion: x.metadata?.resourceVersion ?? '' },
+        })),
+      ])
+        out.push(`${ns}/${o.metadata.name}@${o.metadata.resourceVersion}`);
     }
     return out.sort();
   };
@@ -969,14 +1574,22 @@ describe('path differential: the route that is served is the route that was auth
     const suffix = Math.random().toString(36).slice(2, 8);
     const nobody = `nobody-diff-${suffix}`;
     const reader = `reader-diff-${suffix}`;
-    await grant(a.namespace, `reader-${suffix}`, ['byokkeys', 'byok'], ['get', 'list', 'watch'], { kind: 'User', name: reader }, { cluster: true });
+    await grant(
+      a.namespace,
+      `reader-${suffix}`,
+      ['byokkeys', 'byok'],
+      ['get', 'list', 'watch'],
+      { kind: 'User', name: reader },
+      { cluster: true },
+    );
     const doors = {
       nobody: { direct: directAs(nobody), apiserver: await viaApiserverAs(nobody) },
       reader: { direct: directAs(reader), apiserver: await viaApiserverAs(reader) },
     };
     // The grant is visible at both doors before the run (RBAC is read from an informer; our review cache is cold).
     const own = `/apis/${G}/v1/namespaces/${a.namespace}/byokkeys`;
-    for (let i = 0; i < 40 && (await raw(doors.reader.apiserver, 'GET', own)).status !== 200; i++) await new Promise((r) => setTimeout(r, 250));
+    for (let i = 0; i < 40 && (await raw(doors.reader.apiserver, 'GET', own)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 250));
     expect((await raw(doors.reader.direct, 'GET', own)).status).toBe(200);
     const before = await stored();
 
@@ -997,7 +1610,10 @@ describe('path differential: the route that is served is the route that was auth
         const [ns, id] = c.inOwn ? [a.namespace, victimA.metadata.name] : [b.namespace, victimB.metadata.name];
         const path = `${respellAll(route.segments(ns, id), c.mutations)}${c.query.replace('watch', 'timeoutSeconds=1&watch')}`;
         const body = bodyFor(route, method, ns, id);
-        const [d, viaApi] = await Promise.all([raw(doors[c.who].direct, method, path, body), raw(doors[c.who].apiserver, method, path, body)]);
+        const [d, viaApi] = await Promise.all([
+          raw(doors[c.who].direct, method, path, body),
+          raw(doors[c.who].apiserver, method, path, body),
+        ]);
         verdicts.cases++;
         const key = `${c.who} ${d.status}/${viaApi.status}`;
         verdicts.byStatus.set(key, (verdicts.byStatus.get(key) ?? 0) + 1);
@@ -1011,24 +1627,36 @@ describe('path differential: the route that is served is the route that was auth
           expect([where, ok(d.status)]).toEqual([where, ok(viaApi.status)]);
           if (ok(d.status)) {
             expect([where, method === 'GET' || method === 'HEAD']).toEqual([where, true]);
-            expect([where, d.text.includes(victimB.metadata.name) || viaApi.text.includes(victimB.metadata.name)]).toEqual([where, false]);
+            expect([
+              where,
+              d.text.includes(victimB.metadata.name) || viaApi.text.includes(victimB.metadata.name),
+            ]).toEqual([where, false]);
           }
         }
       }),
       { numRuns: Number(process.env.BYOK_PATH_DIFFERENTIAL_RUNS ?? 2500), seed: 32 },
     );
     expect(await stored()).toEqual(before);
-    process.stderr.write(`[path differential] ${verdicts.cases} cases (seed 32), ${verdicts.allowed} allowed (all the reader's own reads); verdicts direct/apiserver: ${JSON.stringify(Object.fromEntries([...verdicts.byStatus].sort((x, y) => y[1] - x[1])))}\n`);
+    process.stderr.write(
+      `[path differential] ${verdicts.cases} cases (seed 32), ${verdicts.allowed} allowed (all the reader's own reads); verdicts direct/apiserver: ${JSON.stringify(Object.fromEntries([...verdicts.byStatus].sort((x, y) => y[1] - x[1])))}\n`,
+    );
     // The generator reached both verdicts for the reader: a check that only ever saw denials would prove nothing.
     expect(verdicts.allowed).toBeGreaterThan(50);
   }, 600_000);
 });
 
 describe('secrets', () => {
-  test('the canary key never appears in any response, log line (ours or the apiserver\'s), watch frame or Event', async () => {
+  test("the canary key never appears in any response, log line (ours or the apiserver's), watch frame or Event", async () => {
     const events = await k('get', 'events', '-A', '-o', 'json');
     const apiserverLog = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
-    const everything = [...seen, ...aggLog, ...rest.logLines, ...rest.exchanges.map((e) => e.text), events, apiserverLog].join('\n');
+    const everything = [
+      ...seen,
+      ...aggLog,
+      ...rest.logLines,
+      ...rest.exchanges.map((e) => e.text),
+      events,
+      apiserverLog,
+    ].join('\n');
     expect(everything.length).toBeGreaterThan(1000);
     expect(everything).not.toContain(CANARY);
     expect(everything).not.toContain(CANARY_2);
@@ -1053,10 +1681,14 @@ describe('the Helm chart registers and removes the APIService', () => {
       });
     await run('install', 'aggtest', chart, '-n', ns, '--skip-crds', '--set', `watchNamespaces[0]=${ns}`);
     try {
-      const apiService = JSON.parse(await k('get', 'apiservice', APISERVICE_NAME, '-o', 'json')) as { spec: { caBundle?: string; service: { name: string; namespace: string; port: number } } };
+      const apiService = JSON.parse(await k('get', 'apiservice', APISERVICE_NAME, '-o', 'json')) as {
+        spec: { caBundle?: string; service: { name: string; namespace: string; port: number } };
+      };
       expect(Buffer.from(apiService.spec.caBundle ?? '', 'base64').toString()).toContain('BEGIN CERTIFICATE');
       expect(apiService.spec.service).toEqual({ name: 'aggtest-byok-aggregated-api', namespace: ns, port: 443 });
-      const secret = JSON.parse(await k('get', 'secret', 'aggtest-byok-aggregated-tls', '-n', ns, '-o', 'json')) as { data: Record<string, string> };
+      const secret = JSON.parse(await k('get', 'secret', 'aggtest-byok-aggregated-tls', '-n', ns, '-o', 'json')) as {
+        data: Record<string, string>;
+      };
       expect(secret.data['ca.crt']).toBe(apiService.spec.caBundle);
       const sa = `--as=system:serviceaccount:${ns}:aggtest-byok-api`;
       const can = async (...args: string[]) => (await kAs(admin(), 'auth', 'can-i', ...args, sa)).stdout.trim();
@@ -1064,7 +1696,14 @@ describe('the Helm chart registers and removes the APIService', () => {
       expect(await can('create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
       expect(await can('get', 'configmap/extension-apiserver-authentication', '-n', 'kube-system')).toBe('yes');
       expect(await can('get', 'configmaps', '-n', 'default')).toBe('no');
-      const roles = await k('get', 'clusterroles', 'byok-keys-viewer', 'byok-keys-editor', '-o', 'jsonpath={range .items[*]}{.metadata.name}={.metadata.labels}{"\\n"}{end}');
+      const roles = await k(
+        'get',
+        'clusterroles',
+        'byok-keys-viewer',
+        'byok-keys-editor',
+        '-o',
+        'jsonpath={range .items[*]}{.metadata.name}={.metadata.labels}{"\\n"}{end}',
+      );
       expect(roles).toMatch(/byok-keys-viewer=.*aggregate-to-view/);
       expect(roles).toMatch(/byok-keys-editor=.*aggregate-to-edit/);
     } finally {

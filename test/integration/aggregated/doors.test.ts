@@ -2,27 +2,30 @@
 // doors listening (liveness) while the runtime cannot reach the apiserver yet, ready only once its caches synced.
 // The aggregated door is reached directly here, as the kube-aggregator reaches it (the front-proxy client
 // certificate and X-Remote-* headers): an APIService is cluster-wide, and aggregated.test.ts owns the registration.
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { DEFAULT_SERVICE } from '../../../src/aggregated/register.ts';
-import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
-import { startApiServer, type ApiServer } from '../../../src/api/server.ts';
+import { type AggregatedServer, startAggregatedServer } from '../../../src/aggregated/server.ts';
+import { type ApiServer, startApiServer } from '../../../src/api/server.ts';
 import { createServingCertificate } from '../../../src/controlplane/pki.ts';
-import { startServiceRuntime, type ServiceRuntime } from '../../../src/service/runtime.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
+import { type ServiceRuntime, startServiceRuntime } from '../../../src/service/runtime.ts';
 import { asAggregator } from '../../support/aggregated.ts';
+import { type Account, seedAccount } from '../../support/api-harness.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { seedAccount, type Account } from '../../support/api-harness.ts';
 
 const P = '/apis/api.byok.gateway.dev/v1';
 const silent = pino({ level: 'silent' });
 
 /** The BYOKCredentials stored in the apiserver (not a cache). */
 const storedCredentials = (namespace: string) =>
-  kubeClient(testKubeConfig()).request<{ items: { spec: { displayName?: string } }[] }>('GET', `/apis/${API_VERSION}/namespaces/${namespace}/byokcredentials`);
+  kubeClient(testKubeConfig()).request<{ items: { spec: { displayName?: string } }[] }>(
+    'GET',
+    `/apis/${API_VERSION}/namespaces/${namespace}/byokcredentials`,
+  );
 
 async function get(url: string, key?: string): Promise<{ status: number; retryAfter: string | null }> {
   const res = await fetch(url, key ? { headers: { authorization: `Bearer ${key}` } } : {});
@@ -38,7 +41,14 @@ describe('the aggregated door alone (no REST door)', () => {
     a = await seedAccount('doors-agg');
     runtime = startServiceRuntime({ kubeConfig: testKubeConfig(), logger: silent, watchNamespaces: [a.namespace] });
     await runtime.whenSynced();
-    agg = await startAggregatedServer({ kubeConfig: testKubeConfig(), runtime, tls: await createServingCertificate(DEFAULT_SERVICE), logger: silent, host: '127.0.0.1', port: 0 });
+    agg = await startAggregatedServer({
+      kubeConfig: testKubeConfig(),
+      runtime,
+      tls: await createServingCertificate(DEFAULT_SERVICE),
+      logger: silent,
+      host: '127.0.0.1',
+      port: 0,
+    });
   }, 60_000);
   afterAll(async () => {
     await agg?.close();
@@ -88,7 +98,11 @@ describe('the REST door alone (no aggregated door)', () => {
 
   test('create, list and delete through /api/v1/byok over a runtime it does not own', async () => {
     const auth = { authorization: `Bearer ${a.managementKey}`, 'content-type': 'application/json' };
-    const created = await fetch(`${api.url}/byok`, { method: 'POST', headers: auth, body: JSON.stringify({ provider: 'groq', key: 'gsk_doors_rest_only_000000001', name: 'rest only' }) });
+    const created = await fetch(`${api.url}/byok`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ provider: 'groq', key: 'gsk_doors_rest_only_000000001', name: 'rest only' }),
+    });
     expect(created.status).toBe(201);
     const { data } = (await created.json()) as { data: { id: string } };
     const credentials = await storedCredentials(a.namespace);
@@ -109,10 +123,12 @@ function apiserverPath(target: URL): { port: Promise<number>; open(): Promise<vo
   let server: Server | undefined;
   const sockets = new Set<Socket>();
   const probe = createServer();
-  const port = new Promise<number>((resolve) => probe.listen(0, '127.0.0.1', () => {
-    const p = (probe.address() as { port: number }).port;
-    probe.close(() => resolve(p));
-  }));
+  const port = new Promise<number>((resolve) =>
+    probe.listen(0, '127.0.0.1', () => {
+      const p = (probe.address() as { port: number }).port;
+      probe.close(() => resolve(p));
+    }),
+  );
   return {
     port,
     open: async () => {
@@ -148,11 +164,23 @@ describe('both doors listen before the caches sync', () => {
     if (!cluster) throw new Error('no cluster in the test kubeconfig');
     path = apiserverPath(new URL(cluster.server));
     const unreachable = new KubeConfig();
-    unreachable.loadFromOptions({ clusters: [{ ...cluster, server: `https://127.0.0.1:${await path.port}` }], users: real.users, contexts: real.contexts, currentContext: real.currentContext });
+    unreachable.loadFromOptions({
+      clusters: [{ ...cluster, server: `https://127.0.0.1:${await path.port}` }],
+      users: real.users,
+      contexts: real.contexts,
+      currentContext: real.currentContext,
+    });
     runtime = startServiceRuntime({ kubeConfig: unreachable, logger: silent, watchNamespaces: [a.namespace] });
     api = await startApiServer({ runtime, rateLimit: false });
     // The door's own identity (TokenReview, SubjectAccessReview) reaches the apiserver; only the runtime does not.
-    agg = await startAggregatedServer({ kubeConfig: real, runtime, tls: await createServingCertificate(DEFAULT_SERVICE), logger: silent, host: '127.0.0.1', port: 0 });
+    agg = await startAggregatedServer({
+      kubeConfig: real,
+      runtime,
+      tls: await createServingCertificate(DEFAULT_SERVICE),
+      logger: silent,
+      host: '127.0.0.1',
+      port: 0,
+    });
   }, 60_000);
   afterAll(async () => {
     await agg?.close();

@@ -27,7 +27,9 @@ const encodeChar = (c: string, upper: boolean) => [...Buffer.from(c, 'utf8')].ma
 /** The overlong (invalid) UTF-8 forms of an ASCII character: what naive decoders turn back into it. */
 const overlong = (c: string, bytes: 2 | 3) => {
   const n = c.charCodeAt(0);
-  return bytes === 2 ? `${hex(0xc0 | (n >> 6), true)}${hex(0x80 | (n & 0x3f), true)}` : `%E0${hex(0x80 | (n >> 6), true)}${hex(0x80 | (n & 0x3f), true)}`;
+  return bytes === 2
+    ? `${hex(0xc0 | (n >> 6), true)}${hex(0x80 | (n & 0x3f), true)}`
+    : `%E0${hex(0x80 | (n >> 6), true)}${hex(0x80 | (n & 0x3f), true)}`;
 };
 
 const at = <T>(xs: readonly T[], i: number) => i % Math.max(xs.length, 1);
@@ -41,7 +43,9 @@ export function respell(segments: readonly string[], m: Mutation): string {
     case 'plain':
       break;
     case 'escape':
-      s[i] = [...seg].map((c, j) => (m.positions.some((p) => p % seg.length === j) ? encodeChar(c, m.upper) : c)).join('');
+      s[i] = [...seg]
+        .map((c, j) => (m.positions.some((p) => p % seg.length === j) ? encodeChar(c, m.upper) : c))
+        .join('');
       break;
     case 'doubleEscape': {
       const j = m.position % Math.max(seg.length, 1);
@@ -69,7 +73,7 @@ export function respell(segments: readonly string[], m: Mutation): string {
     case 'trailing':
       return `/${s.join('/')}${'/'.repeat(m.slashes)}`;
     case 'case':
-      s[i] = [...seg].map((c, j) => ((m.mask >> j % 30) & 1 ? c.toUpperCase() : c)).join('');
+      s[i] = [...seg].map((c, j) => ((m.mask >> (j % 30)) & 1 ? c.toUpperCase() : c)).join('');
       break;
     case 'fullwidth': {
       const j = m.position % Math.max(seg.length, 1);
@@ -89,16 +93,65 @@ export function respell(segments: readonly string[], m: Mutation): string {
 
 export const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 1, arbitrary: fc.constant<Mutation>({ kind: 'plain' }) },
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('escape' as const), segment: fc.nat(9), positions: fc.array(fc.nat(40), { minLength: 1, maxLength: 4 }), upper: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('doubleEscape' as const), segment: fc.nat(9), position: fc.nat(40) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('overlong' as const), segment: fc.nat(9), position: fc.nat(40), bytes: fc.constantFrom(2 as const, 3 as const) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('escapedSlash' as const), segment: fc.nat(9), upper: fc.boolean() }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('escape' as const),
+      segment: fc.nat(9),
+      positions: fc.array(fc.nat(40), { minLength: 1, maxLength: 4 }),
+      upper: fc.boolean(),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('doubleEscape' as const), segment: fc.nat(9), position: fc.nat(40) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('overlong' as const),
+      segment: fc.nat(9),
+      position: fc.nat(40),
+      bytes: fc.constantFrom(2 as const, 3 as const),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('escapedSlash' as const), segment: fc.nat(9), upper: fc.boolean() }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('emptySegment' as const), segment: fc.nat(9) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('dotSegment' as const), segment: fc.nat(9), dots: fc.constantFrom('.' as const, '..' as const, '%2e' as const, '%2E%2E' as const, '.%2e' as const) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('matrix' as const), segment: fc.nat(9), param: fc.constantFrom('x=1', '', 'watch=true', 'jsessionid=0') }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('trailing' as const), slashes: fc.constantFrom(1 as const, 2 as const) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('case' as const), segment: fc.nat(9), mask: fc.integer({ min: 1, max: 0x3fffffff }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('fullwidth' as const), segment: fc.nat(9), position: fc.nat(40) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('dotSegment' as const),
+      segment: fc.nat(9),
+      dots: fc.constantFrom('.' as const, '..' as const, '%2e' as const, '%2E%2E' as const, '.%2e' as const),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('matrix' as const),
+      segment: fc.nat(9),
+      param: fc.constantFrom('x=1', '', 'watch=true', 'jsessionid=0'),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('trailing' as const), slashes: fc.constantFrom(1 as const, 2 as const) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('case' as const),
+      segment: fc.nat(9),
+      mask: fc.integer({ min: 1, max: 0x3fffffff }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('fullwidth' as const), segment: fc.nat(9), position: fc.nat(40) }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('backslash' as const), segment: fc.nat(9) }) },
 );
 
@@ -112,4 +165,14 @@ export function respellAll(segments: readonly string[], ms: readonly Mutation[])
 }
 
 /** Query strings the verb depends on (watch) or that a parser may read twice. */
-export const queryArb = fc.constantFrom('', '?watch=true', '?watch=1', '?watch=True', '?watch=true&watch=false', '?watch=%74rue', '?limit=1', '?dryRun=All', '?labelSelector=x%3D1');
+export const queryArb = fc.constantFrom(
+  '',
+  '?watch=true',
+  '?watch=1',
+  '?watch=True',
+  '?watch=true&watch=false',
+  '?watch=%74rue',
+  '?limit=1',
+  '?dryRun=All',
+  '?labelSelector=x%3D1',
+);

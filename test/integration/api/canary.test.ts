@@ -4,8 +4,17 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
+import {
+  type Account,
+  credentialObject,
+  expectContract,
+  type Harness,
+  many,
+  one,
+  seedAccount,
+  startHarness,
+} from '../../support/api-harness.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { credentialObject, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 describe('BYOK REST API: secrets never leave', () => {
   const CANARY = `sk-canary-${randomBytes(12).toString('hex')}`;
@@ -25,14 +34,24 @@ describe('BYOK REST API: secrets never leave', () => {
   test('the canary passes through every door and comes back nowhere', async () => {
     const mk = a.managementKey;
     // Create, read, list.
-    const created = await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY, name: 'canary' } });
+    const created = await h.call('POST', '/byok', {
+      key: mk,
+      body: { provider: 'openai', key: CANARY, name: 'canary' },
+    });
     expect(created.status).toBe(201);
     const id = one(created).id;
     await h.call('GET', `/byok/${id}`, { key: mk });
     await h.call('GET', '/byok', { key: mk });
     // Rotate, then echo the label.
     expect((await h.call('PATCH', `/byok/${id}`, { key: mk, body: { key: CANARY2 } })).status).toBe(200);
-    expect((await h.call('PATCH', `/byok/${id}`, { key: mk, body: { key: one(await h.call('GET', `/byok/${id}`, { key: mk })).label } })).status).toBe(200);
+    expect(
+      (
+        await h.call('PATCH', `/byok/${id}`, {
+          key: mk,
+          body: { key: one(await h.call('GET', `/byok/${id}`, { key: mk })).label },
+        })
+      ).status,
+    ).toBe(200);
     // Invalid payloads for JSON-shaped providers, with the canary inside.
     for (const [provider, key] of [
       ['amazon-bedrock', JSON.stringify({ accessKeyId: CANARY3, secretAccessKey: CANARY })],
@@ -44,21 +63,36 @@ describe('BYOK REST API: secrets never leave', () => {
       expect(r.status).toBe(400);
     }
     // Malformed JSON, wrong types and unknown fields carrying the canary.
-    expect((await h.call('POST', '/byok', { key: mk, rawBody: `{"provider":"openai","key":"${CANARY}"` })).status).toBe(400);
-    expect((await h.call('POST', '/byok', { key: mk, rawBody: `{"provider":"openai","key":"${CANARY}",}` })).status).toBe(400);
-    expect((await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY, secret: CANARY } })).status).toBe(400);
-    expect((await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY, allowed_models: CANARY } })).status).toBe(400);
+    expect((await h.call('POST', '/byok', { key: mk, rawBody: `{"provider":"openai","key":"${CANARY}"` })).status).toBe(
+      400,
+    );
+    expect(
+      (await h.call('POST', '/byok', { key: mk, rawBody: `{"provider":"openai","key":"${CANARY}",}` })).status,
+    ).toBe(400);
+    expect(
+      (await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY, secret: CANARY } })).status,
+    ).toBe(400);
+    expect(
+      (await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY, allowed_models: CANARY } }))
+        .status,
+    ).toBe(400);
     expect((await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: [CANARY] } })).status).toBe(400);
     expect((await h.call('POST', '/byok', { key: mk, body: { provider: CANARY, key: CANARY } })).status).toBe(400);
-    expect((await h.call('PATCH', `/byok/${id}`, { key: mk, body: { key: `   ${CANARY}\u0000` } })).status).toBeGreaterThanOrEqual(200);
-    expect((await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY.repeat(10_000) } })).status).toBe(413);
+    expect(
+      (await h.call('PATCH', `/byok/${id}`, { key: mk, body: { key: `   ${CANARY}\u0000` } })).status,
+    ).toBeGreaterThanOrEqual(200);
+    expect(
+      (await h.call('POST', '/byok', { key: mk, body: { provider: 'openai', key: CANARY.repeat(10_000) } })).status,
+    ).toBe(413);
     // The canary as a bearer token.
     expect((await h.call('GET', '/byok', { key: CANARY })).status).toBe(401);
     expect((await h.call('GET', '/byok', { key: a.gatewayKey })).status).toBe(403);
 
     // Positive control: the rotated canary is what the cluster stores.
     const cr = await credentialObject(a.namespace, id);
-    const secret = await testKubeConfig().makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' });
+    const secret = await testKubeConfig()
+      .makeApiClient(CoreV1Api)
+      .readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' });
     expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toMatch(/sk-canary/);
 
     for (const ex of h.exchanges) {

@@ -1,18 +1,31 @@
 // Every operation of /api/v1/byok against the real apiserver over real HTTP: create, read, list, update,
 // rotate, delete; default-workspace and global rules; read-your-writes; Git-created credentials and the GitOps
 // guard; cross-account isolation. Ends with the contract check of every response.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
+
 import { randomUUID } from 'node:crypto';
-import { publicId } from '../../../src/domain/ids.ts';
-import { maskLabel } from '../../../src/domain/label.ts';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { publicId } from '../../../src/domain/ids.ts';
+import { maskLabel } from '../../../src/domain/label.ts';
+import {
+  type Account,
+  API_VERSION,
+  credentialObject,
+  err,
+  eventually,
+  expectContract,
+  type Harness,
+  many,
+  one,
+  seedAccount,
+  startHarness,
+} from '../../support/api-harness.ts';
+import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
-import { API_VERSION, credentialObject, err, eventually, expectContract, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
@@ -44,10 +57,35 @@ describe('BYOK REST API: operations', () => {
       expect(r.status).toBe(201);
       const k = one(r);
       expect(Object.keys(k).sort()).toEqual(
-        ['allowed_api_key_hashes', 'allowed_models', 'allowed_user_ids', 'created_at', 'declared_zdr', 'disabled', 'id', 'is_byok_only', 'is_fallback', 'is_required', 'label', 'name', 'provider', 'sort_order', 'status', 'workspace_id'].sort(),
+        [
+          'allowed_api_key_hashes',
+          'allowed_models',
+          'allowed_user_ids',
+          'created_at',
+          'declared_zdr',
+          'disabled',
+          'id',
+          'is_byok_only',
+          'is_fallback',
+          'is_required',
+          'label',
+          'name',
+          'provider',
+          'sort_order',
+          'status',
+          'workspace_id',
+        ].sort(),
       );
       // No operator runs in this suite: the status extension says so instead of pretending the key is fine.
-      expect(k.status).toEqual({ ready: null, reason: 'Reconciling', message: 'not reconciled by the operator yet', upstream: null, last_used_at: null, delivered: null, delivered_version: null });
+      expect(k.status).toEqual({
+        ready: null,
+        reason: 'Reconciling',
+        message: 'not reconciled by the operator yet',
+        upstream: null,
+        last_used_at: null,
+        delivered: null,
+        delivered_version: null,
+      });
       expect(k).toMatchObject({
         provider: 'openai',
         workspace_id: a.defaultWorkspaceId,
@@ -75,7 +113,10 @@ describe('BYOK REST API: operations', () => {
       const secretName = cr?.spec.secretRef.name ?? '';
       expect(secretName).toMatch(new RegExp(`^${cr?.metadata.name}-key-[0-9a-f]{6}$`));
       const secret = await core().readNamespacedSecret({ namespace: a.namespace, name: secretName });
-      expect(secret.metadata?.labels).toMatchObject({ 'byok.gateway.dev/credential-secret': 'true', 'app.kubernetes.io/managed-by': 'byok-api' });
+      expect(secret.metadata?.labels).toMatchObject({
+        'byok.gateway.dev/credential-secret': 'true',
+        'app.kubernetes.io/managed-by': 'byok-api',
+      });
       expect(await secretValue(a.namespace, secretName)).toBe('sk-ant-0123456789abcdef');
     });
 
@@ -114,7 +155,9 @@ describe('BYOK REST API: operations', () => {
     });
 
     test('workspace_id selects a workspace; null makes a global credential', async () => {
-      const scoped = one(await post({ provider: 'deepseek', key: 'sk-deepseek-scoped-000001', workspace_id: a.otherWorkspaceId }));
+      const scoped = one(
+        await post({ provider: 'deepseek', key: 'sk-deepseek-scoped-000001', workspace_id: a.otherWorkspaceId }),
+      );
       expect(scoped.workspace_id).toBe(a.otherWorkspaceId);
       const global = one(await post({ provider: 'deepseek', key: 'sk-deepseek-global-000002', workspace_id: null }));
       expect(global.workspace_id).toBeNull();
@@ -130,13 +173,37 @@ describe('BYOK REST API: operations', () => {
       ['a name over 256 characters', { provider: 'openai', key: KEY, name: 'n'.repeat(257) }, 'name'],
       ['a malformed workspace_id', { provider: 'openai', key: KEY, workspace_id: 'main' }, 'workspace_id'],
       ['an unknown workspace_id', { provider: 'openai', key: KEY, workspace_id: randomUUID() }, 'workspace_id'],
-      ['more than 100 models', { provider: 'openai', key: KEY, allowed_models: Array.from({ length: 101 }, (_, i) => `v/m${i}`) }, 'allowed_models'],
-      ['more than 100 user ids', { provider: 'openai', key: KEY, allowed_user_ids: Array.from({ length: 101 }, (_, i) => `u${i}`) }, 'allowed_user_ids'],
+      [
+        'more than 100 models',
+        { provider: 'openai', key: KEY, allowed_models: Array.from({ length: 101 }, (_, i) => `v/m${i}`) },
+        'allowed_models',
+      ],
+      [
+        'more than 100 user ids',
+        { provider: 'openai', key: KEY, allowed_user_ids: Array.from({ length: 101 }, (_, i) => `u${i}`) },
+        'allowed_user_ids',
+      ],
       ['an empty hash list', { provider: 'openai', key: KEY, allowed_api_key_hashes: [] }, 'allowed_api_key_hashes'],
-      ['a hash that is not 64 lowercase hex', { provider: 'openai', key: KEY, allowed_api_key_hashes: ['A'.repeat(64)] }, 'allowed_api_key_hashes[0]'],
-      ['a hash of no API key', { provider: 'openai', key: KEY, allowed_api_key_hashes: ['0'.repeat(64)] }, 'allowed_api_key_hashes[0]'],
-      ['a model that is not vendor/model', { provider: 'openai', key: KEY, allowed_models: ['gpt-5'] }, 'allowed_models[0]'],
-      ['is_byok_only with is_fallback', { provider: 'openai', key: KEY, is_byok_only: true, is_fallback: true }, 'is_byok_only'],
+      [
+        'a hash that is not 64 lowercase hex',
+        { provider: 'openai', key: KEY, allowed_api_key_hashes: ['A'.repeat(64)] },
+        'allowed_api_key_hashes[0]',
+      ],
+      [
+        'a hash of no API key',
+        { provider: 'openai', key: KEY, allowed_api_key_hashes: ['0'.repeat(64)] },
+        'allowed_api_key_hashes[0]',
+      ],
+      [
+        'a model that is not vendor/model',
+        { provider: 'openai', key: KEY, allowed_models: ['gpt-5'] },
+        'allowed_models[0]',
+      ],
+      [
+        'is_byok_only with is_fallback',
+        { provider: 'openai', key: KEY, is_byok_only: true, is_fallback: true },
+        'is_byok_only',
+      ],
       ['an invalid provider payload', { provider: 'amazon-bedrock', key: '{"accessKeyId":"AKIA0000"}' }, 'key'],
       ['the read-only status', { provider: 'openai', key: KEY, status: { ready: true } }, 'status'],
     ])('400 for %s, naming the field', async (_what, body, field) => {
@@ -169,9 +236,16 @@ describe('BYOK REST API: operations', () => {
 
     test('404 for an unknown id, a malformed id, and an id of another account', async () => {
       const mine = one(await post({ provider: 'cohere', key: 'co-0000000000000000000001' }));
-      for (const [id, key] of [[randomUUID(), a.managementKey], ['not-a-uuid', a.managementKey], [mine.id, b.managementKey]] as const) {
+      for (const [id, key] of [
+        [randomUUID(), a.managementKey],
+        ['not-a-uuid', a.managementKey],
+        [mine.id, b.managementKey],
+      ] as const) {
         for (const method of ['GET', 'PATCH', 'DELETE']) {
-          const r = await h.call(method, `/byok/${id}`, { key, ...(method === 'PATCH' ? { body: { disabled: true } } : {}) });
+          const r = await h.call(method, `/byok/${id}`, {
+            key,
+            ...(method === 'PATCH' ? { body: { disabled: true } } : {}),
+          });
           expect(r.status).toBe(404);
           expect(err(r).code).toBe(404);
         }
@@ -181,7 +255,9 @@ describe('BYOK REST API: operations', () => {
 
     test('the default workspace lists its own and the global credentials; another workspace its own and the global ones', async () => {
       const inDefault = one(await post({ provider: 'fireworks', key: 'fw-default-000000000001' }));
-      const inOther = one(await post({ provider: 'fireworks', key: 'fw-other-0000000000002', workspace_id: a.otherWorkspaceId }));
+      const inOther = one(
+        await post({ provider: 'fireworks', key: 'fw-other-0000000000002', workspace_id: a.otherWorkspaceId }),
+      );
       const global = one(await post({ provider: 'fireworks', key: 'fw-global-000000000003', workspace_id: null }));
       const ids = (r: Awaited<ReturnType<typeof list>>) => many(r).map((k) => k.id);
       const def = await list('?provider=fireworks');
@@ -208,16 +284,28 @@ describe('BYOK REST API: operations', () => {
       expect(many(past)).toEqual([]);
       expect(past.body?.total_count).toBe(7);
       const whole = await list('?limit=100');
-      const order = many(whole).map((k) => `${k.provider}|${k.is_fallback ? 1 : 0}|${String(k.sort_order).padStart(7, '0')}`);
+      const order = many(whole).map(
+        (k) => `${k.provider}|${k.is_fallback ? 1 : 0}|${String(k.sort_order).padStart(7, '0')}`,
+      );
       expect(order).toEqual([...order].sort());
     });
 
     test('limit defaults to 50 and is bounded 1-100; offset >= 0', async () => {
-      for (let i = 0; i < 52; i++) await post({ provider: 'nebius', key: `nb-default-limit-${String(i).padStart(8, '0')}` });
+      for (let i = 0; i < 52; i++)
+        await post({ provider: 'nebius', key: `nb-default-limit-${String(i).padStart(8, '0')}` });
       expect(many(await list('?provider=nebius'))).toHaveLength(50);
       expect(many(await list('?provider=nebius&limit=100'))).toHaveLength(52);
       expect(many(await list('?provider=nebius&limit=1'))).toHaveLength(1);
-      for (const q of ['limit=0', 'limit=101', 'limit=-1', 'limit=abc', 'limit=1.5', 'offset=-1', 'offset=x', 'limit=1&limit=2']) {
+      for (const q of [
+        'limit=0',
+        'limit=101',
+        'limit=-1',
+        'limit=abc',
+        'limit=1.5',
+        'offset=-1',
+        'offset=x',
+        'limit=1&limit=2',
+      ]) {
         const r = await list(`?${q}`);
         expect(r.status).toBe(400);
         expect(err(r).metadata?.field).toBe(q.split('=')[0]);
@@ -243,16 +331,38 @@ describe('BYOK REST API: operations', () => {
   describe('update', () => {
     test('changes only the fields sent; null clears name, declared_zdr and filters', async () => {
       const k = one(
-        await post({ provider: 'baseten', key: 'bt-0000000000000000000001', name: 'n1', declared_zdr: true, allowed_models: ['a/b'], allowed_user_ids: ['u1'], allowed_api_key_hashes: [a.gatewayKeyHash] }),
+        await post({
+          provider: 'baseten',
+          key: 'bt-0000000000000000000001',
+          name: 'n1',
+          declared_zdr: true,
+          allowed_models: ['a/b'],
+          allowed_user_ids: ['u1'],
+          allowed_api_key_hashes: [a.gatewayKeyHash],
+        }),
       );
       const patch = (body: unknown) => h.call('PATCH', `/byok/${k.id}`, { key: a.managementKey, body });
       let r = await patch({ disabled: true, is_required: true, allowed_models: ['c/d', 'e/f'] });
       expect(r.status).toBe(200);
       expect(one(r)).toEqual({ ...k, disabled: true, is_required: true, allowed_models: ['c/d', 'e/f'] });
       r = await patch({ name: null, declared_zdr: null, allowed_models: null, allowed_api_key_hashes: null });
-      expect(one(r)).toEqual({ ...k, disabled: true, is_required: true, name: null, declared_zdr: null, allowed_models: null, allowed_api_key_hashes: null });
+      expect(one(r)).toEqual({
+        ...k,
+        disabled: true,
+        is_required: true,
+        name: null,
+        declared_zdr: null,
+        allowed_models: null,
+        allowed_api_key_hashes: null,
+      });
       r = await patch({ name: 'renamed', sort_order: 42, is_fallback: true, declared_zdr: false });
-      expect(one(r)).toMatchObject({ name: 'renamed', sort_order: 42, is_fallback: true, declared_zdr: false, allowed_user_ids: ['u1'] });
+      expect(one(r)).toMatchObject({
+        name: 'renamed',
+        sort_order: 42,
+        is_fallback: true,
+        declared_zdr: false,
+        allowed_user_ids: ['u1'],
+      });
       // Read-your-writes after an update.
       expect(one(await h.call('GET', `/byok/${k.id}`, { key: a.managementKey }))).toEqual(one(r));
       // An empty patch changes nothing.
@@ -270,7 +380,10 @@ describe('BYOK REST API: operations', () => {
       r = await h.call('PATCH', `/byok/${byokOnly.id}`, { key: a.managementKey, body: { is_fallback: true } });
       expect(r.status).toBe(400);
       expect(err(r).metadata?.code).toBe('byok_only_with_fallback');
-      r = await h.call('PATCH', `/byok/${byokOnly.id}`, { key: a.managementKey, body: { is_fallback: true, is_byok_only: false } });
+      r = await h.call('PATCH', `/byok/${byokOnly.id}`, {
+        key: a.managementKey,
+        body: { is_fallback: true, is_byok_only: false },
+      });
       expect(r.status).toBe(200);
       expect(one(r)).toMatchObject({ is_fallback: true, is_byok_only: false });
     });
@@ -316,7 +429,15 @@ describe('BYOK REST API: operations', () => {
       const rotatedName = (await credentialObject(a.namespace, k.id))?.spec.secretRef.name ?? '';
       expect(rotatedName).not.toBe(secretName);
       expect(await secretValue(a.namespace, rotatedName)).toBe('di-new-111111111111111BBBB');
-      await eventually(async () => (await core().readNamespacedSecret({ namespace: a.namespace, name: secretName }).then(() => false, (e: { code?: number }) => e.code === 404)));
+      await eventually(
+        async () =>
+          await core()
+            .readNamespacedSecret({ namespace: a.namespace, name: secretName })
+            .then(
+              () => false,
+              (e: { code?: number }) => e.code === 404,
+            ),
+      );
       expect(one(await h.call('GET', `/byok/${k.id}`, { key: a.managementKey })).label).toBe(one(r).label);
     });
   });
@@ -331,15 +452,22 @@ describe('BYOK REST API: operations', () => {
       expect((await h.call('GET', `/byok/${k.id}`, { key: a.managementKey })).status).toBe(404);
       expect(many(await list('?provider=parasail'))).toEqual([]);
       expect((await h.call('DELETE', `/byok/${k.id}`, { key: a.managementKey })).status).toBe(404);
-      await expect(core().readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' })).rejects.toMatchObject({ code: 404 });
-      await expect(crApi('byokcredentials', a.namespace).get(cr?.metadata.name ?? '')).rejects.toMatchObject({ code: 404 });
+      await expect(
+        core().readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' }),
+      ).rejects.toMatchObject({ code: 404 });
+      await expect(crApi('byokcredentials', a.namespace).get(cr?.metadata.name ?? '')).rejects.toMatchObject({
+        code: 404,
+      });
     });
   });
 
   describe('Git-managed credentials (created with kubectl / Argo CD)', () => {
     let gitId: string;
     beforeAll(async () => {
-      await core().createNamespacedSecret({ namespace: a.namespace, body: { metadata: { name: 'git-openai' }, stringData: { key: 'sk-git-managed-000000000000' } } });
+      await core().createNamespacedSecret({
+        namespace: a.namespace,
+        body: { metadata: { name: 'git-openai' }, stringData: { key: 'sk-git-managed-000000000000' } },
+      });
       await crApi('byokcredentials', a.namespace).create({
         apiVersion: API_VERSION,
         kind: 'BYOKCredential',
@@ -352,7 +480,14 @@ describe('BYOK REST API: operations', () => {
     test('appear in the list and read like any other (global: no workspace)', async () => {
       await eventually(async () => many(await list('?provider=wandb')).some((k) => k.id === gitId));
       const k = one(await h.call('GET', `/byok/${gitId}`, { key: a.managementKey }));
-      expect(k).toMatchObject({ id: gitId, provider: 'wandb', name: 'From Git', workspace_id: null, sort_order: 5, disabled: false });
+      expect(k).toMatchObject({
+        id: gitId,
+        provider: 'wandb',
+        name: 'From Git',
+        workspace_id: null,
+        sort_order: 5,
+        disabled: false,
+      });
       expect(typeof k.label).toBe('string');
     });
 
@@ -418,13 +553,31 @@ describe('BYOK REST API: operations', () => {
       const routing = await createTestNamespace('api-crud-health-routing');
       hc = await startHarness([c.namespace]);
       op = await startTestOperator(testKubeConfig(), { routingNamespace: routing, watchNamespaces: [c.namespace] });
-      ids.good = one(await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY } })).id;
+      ids.good = one(
+        await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY } }),
+      ).id;
       // What the REST door refuses can still arrive through Git: a Secret whose payload is invalid, one without the key.
-      await core().createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'bad-key' }, stringData: { key: BAD } } });
-      await core().createNamespacedSecret({ namespace: c.namespace, body: { metadata: { name: 'other-key' }, stringData: { other: 'sk-other-0000000000000000' } } });
+      await core().createNamespacedSecret({
+        namespace: c.namespace,
+        body: { metadata: { name: 'bad-key' }, stringData: { key: BAD } },
+      });
+      await core().createNamespacedSecret({
+        namespace: c.namespace,
+        body: { metadata: { name: 'other-key' }, stringData: { other: 'sk-other-0000000000000000' } },
+      });
       const creds = crApi('byokcredentials', c.namespace);
-      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'bad' }, spec: { provider: 'openai', secretRef: { name: 'bad-key' } } });
-      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'nokey' }, spec: { provider: 'groq', secretRef: { name: 'other-key' } } });
+      await creds.create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'bad' },
+        spec: { provider: 'openai', secretRef: { name: 'bad-key' } },
+      });
+      await creds.create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'nokey' },
+        spec: { provider: 'groq', secretRef: { name: 'other-key' } },
+      });
       ids.bad = publicId('BYOKCredential', c.namespace, 'bad');
       ids.nokey = publicId('BYOKCredential', c.namespace, 'nokey');
     }, 60_000);
@@ -439,22 +592,42 @@ describe('BYOK REST API: operations', () => {
     };
 
     test('list and get show ready true for a good key, false with PayloadInvalid / KeyNotFound for broken ones', async () => {
-      await until('every credential reconciled', async () => {
-        const m = await byId();
-        return [ids.good, ids.bad, ids.nokey].every((id) => m.get(id)?.status.reason !== 'Reconciling') ? m : undefined;
-      }, 30_000);
+      await until(
+        'every credential reconciled',
+        async () => {
+          const m = await byId();
+          return [ids.good, ids.bad, ids.nokey].every((id) => m.get(id)?.status.reason !== 'Reconciling')
+            ? m
+            : undefined;
+        },
+        30_000,
+      );
       const m = await byId();
-      expect(m.get(ids.good)?.status).toMatchObject({ ready: true, reason: 'Ready', upstream: null, last_used_at: null });
-      expect(m.get(ids.bad)?.status).toMatchObject({ ready: false, reason: 'PayloadInvalid', message: expect.stringContaining('PayloadValid') });
+      expect(m.get(ids.good)?.status).toMatchObject({
+        ready: true,
+        reason: 'Ready',
+        upstream: null,
+        last_used_at: null,
+      });
+      expect(m.get(ids.bad)?.status).toMatchObject({
+        ready: false,
+        reason: 'PayloadInvalid',
+        message: expect.stringContaining('PayloadValid'),
+      });
       expect(m.get(ids.bad)?.label).toBe('');
       expect(m.get(ids.nokey)?.status).toMatchObject({ ready: false, reason: 'KeyNotFound' });
       // The single read agrees with the list.
-      expect(one(await hc.call('GET', `/byok/${ids.bad}`, { key: c.managementKey })).status).toEqual(m.get(ids.bad)?.status);
+      expect(one(await hc.call('GET', `/byok/${ids.bad}`, { key: c.managementKey })).status).toEqual(
+        m.get(ids.bad)?.status,
+      );
     });
 
     test('a PATCH cannot set status (400, nothing changes); an accepted PATCH is Reconciling until the operator catches up', async () => {
       const before = one(await hc.call('GET', `/byok/${ids.good}`, { key: c.managementKey }));
-      const refused = await hc.call('PATCH', `/byok/${ids.good}`, { key: c.managementKey, body: { status: { ready: false, reason: 'Forged' } } });
+      const refused = await hc.call('PATCH', `/byok/${ids.good}`, {
+        key: c.managementKey,
+        body: { status: { ready: false, reason: 'Forged' } },
+      });
       expect(refused.status).toBe(400);
       expect(err(refused).metadata?.field).toBe('status');
       expect(one(await hc.call('GET', `/byok/${ids.good}`, { key: c.managementKey })).status).toEqual(before.status);
@@ -462,7 +635,11 @@ describe('BYOK REST API: operations', () => {
       expect(renamed.status).toBe(200);
       // The response describes the new generation, which the operator has not judged yet, unless it already has.
       expect(['Reconciling', 'Ready']).toContain(one(renamed).status.reason);
-      await until('Ready again for the new generation', async () => (await byId()).get(ids.good)?.status.ready === true, 30_000);
+      await until(
+        'Ready again for the new generation',
+        async () => (await byId()).get(ids.good)?.status.ready === true,
+        30_000,
+      );
     });
 
     test('no response carries the broken key; the contract holds', async () => {
@@ -484,12 +661,22 @@ describe('BYOK REST API: operations', () => {
         const p = await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY } });
         expect(p.status).toBe(400);
         expect(err(p).metadata?.field).toBe('workspace_id');
-        const ok = await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY, workspace_id: c.otherWorkspaceId } });
+        const ok = await hc.call('POST', '/byok', {
+          key: c.managementKey,
+          body: { provider: 'openai', key: KEY, workspace_id: c.otherWorkspaceId },
+        });
         expect(ok.status).toBe(201);
-        const g = await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY, workspace_id: null } });
+        const g = await hc.call('POST', '/byok', {
+          key: c.managementKey,
+          body: { provider: 'openai', key: KEY, workspace_id: null },
+        });
         expect(g.status).toBe(201);
         const listed = await hc.call('GET', `/byok?workspace_id=${c.otherWorkspaceId}`, { key: c.managementKey });
-        expect(many(listed).map((k) => k.id).sort()).toEqual([one(ok).id, one(g).id].sort());
+        expect(
+          many(listed)
+            .map((k) => k.id)
+            .sort(),
+        ).toEqual([one(ok).id, one(g).id].sort());
         await expectContract(hc);
       } finally {
         await hc.close();

@@ -1,19 +1,32 @@
 // Hostile input and faults at the REST door, against the real apiserver and the real HTTP server: rate limiting
 // before authentication, framing errors on raw sockets, Idempotency-Key across two replicas, the orphan Secret
 // collector, backend outages (a stopped port and a black hole), the per-account quota and the query rules.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { kubeBackend } from '../../../src/service/backend.ts';
-import { sweepOrphanSecrets } from '../../../src/service/orphans.ts';
 import { buildApp } from '../../../src/api/server.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { beforeCap } from '../../support/order.ts';
+import { kubeBackend } from '../../../src/service/backend.ts';
+import { sweepOrphanSecrets } from '../../../src/service/orphans.ts';
+import {
+  type Account,
+  API_VERSION,
+  credentialObject,
+  err,
+  eventually,
+  expectContract,
+  type Harness,
+  many,
+  one,
+  seedAccount,
+  startHarness,
+} from '../../support/api-harness.ts';
 import { crApi, testKubeConfig } from '../../support/kube.ts';
-import { API_VERSION, credentialObject, eventually, expectContract, err, many, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 import { resource } from '../../support/operator.ts';
+import { beforeCap } from '../../support/order.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
@@ -63,7 +76,10 @@ describe('REST API integrity under hostile input and faults', () => {
   beforeAll(async () => {
     [a, q] = await Promise.all([seedAccount('api-integ'), seedAccount('api-quota')]);
     // The seeded Account, with a limit.
-    await resource('accounts', q.namespace).update(q.namespace, (o) => void (o.spec = { limits: { maxCredentials: 2 } }));
+    await resource('accounts', q.namespace).update(
+      q.namespace,
+      (o) => void (o.spec = { limits: { maxCredentials: 2 } }),
+    );
     [h, h2] = await Promise.all([startHarness([a.namespace, q.namespace]), startHarness([a.namespace, q.namespace])]);
     port = Number(new URL(h.base).port);
   });
@@ -76,7 +92,8 @@ describe('REST API integrity under hostile input and faults', () => {
       const limited = await startHarness([a.namespace], { rateLimit: { max: 20, timeWindowMs: 60_000 } });
       try {
         const replies = [];
-        for (let i = 0; i < 40; i++) replies.push(await limited.call('GET', '/byok', i % 2 === 0 ? { key: `sk-wrong-${i}` } : {}));
+        for (let i = 0; i < 40; i++)
+          replies.push(await limited.call('GET', '/byok', i % 2 === 0 ? { key: `sk-wrong-${i}` } : {}));
         const statuses = replies.map((r) => r.status);
         expect(statuses.filter((s) => s === 401).length).toBe(20);
         expect(statuses.filter((s) => s === 429).length).toBe(20);
@@ -92,8 +109,16 @@ describe('REST API integrity under hostile input and faults', () => {
 
   describe('DELETE with Content-Type: application/json and no body', () => {
     test('is accepted (200)', async () => {
-      const k = one(await h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'groq', key: 'gsk_delete_with_json_header_0001' } }));
-      const r = await h.call('DELETE', `/byok/${k.id}`, { key: a.managementKey, headers: { 'content-type': 'application/json' } });
+      const k = one(
+        await h.call('POST', '/byok', {
+          key: a.managementKey,
+          body: { provider: 'groq', key: 'gsk_delete_with_json_header_0001' },
+        }),
+      );
+      const r = await h.call('DELETE', `/byok/${k.id}`, {
+        key: a.managementKey,
+        headers: { 'content-type': 'application/json' },
+      });
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ deleted: true });
     });
@@ -103,13 +128,18 @@ describe('REST API integrity under hostile input and faults', () => {
     const auth = () => `Authorization: Bearer ${a.managementKey}\r\n`;
     test('an over-long id is a plain 404', async () => {
       const id = 'a'.repeat(300);
-      const r = parseRaw(await rawExchange(port, `GET /api/v1/byok/${id} HTTP/1.1\r\nHost: x\r\n${auth()}Connection: close\r\n\r\n`));
+      const r = parseRaw(
+        await rawExchange(port, `GET /api/v1/byok/${id} HTTP/1.1\r\nHost: x\r\n${auth()}Connection: close\r\n\r\n`),
+      );
       expect(r.status).toBe(404);
       expect(r.body).toEqual({ error: { code: 404, message: 'BYOK credential not found', metadata: null } });
       expect(JSON.stringify(r.body)).not.toContain('aaaa');
     });
     test('over-large headers get 431', async () => {
-      const raw = await rawExchange(port, `GET /api/v1/byok/${'b'.repeat(100)} HTTP/1.1\r\nHost: x\r\nX-Big: ${'c'.repeat(40_000)}\r\n\r\n`);
+      const raw = await rawExchange(
+        port,
+        `GET /api/v1/byok/${'b'.repeat(100)} HTTP/1.1\r\nHost: x\r\nX-Big: ${'c'.repeat(40_000)}\r\n\r\n`,
+      );
       const r = parseRaw(raw);
       expect(r.status).toBe(431);
       expect(r.body).toMatchObject({ error: { code: 431, metadata: null } });
@@ -119,7 +149,10 @@ describe('REST API integrity under hostile input and faults', () => {
     test.each([
       ['a non-numeric Content-Length', 'POST /api/v1/byok/dddd HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'],
       ['a request line that is not HTTP', 'dddd /api/v1/byok/dddd\r\n\r\n'],
-      ['both Content-Length and chunked', 'POST /api/v1/byok/dddd HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
+      [
+        'both Content-Length and chunked',
+        'POST /api/v1/byok/dddd HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      ],
       ['a bare LF in a header', 'GET /api/v1/byok/dddd HTTP/1.1\r\nHost: x\nX: y\r\n\r\n'],
     ])('malformed framing (%s) gets 400', async (_what, request) => {
       const raw = await rawExchange(port, request);
@@ -129,7 +162,9 @@ describe('REST API integrity under hostile input and faults', () => {
       expect(raw).not.toContain('dddd');
     });
     test('a malformed percent-encoding in the path is a 400 with the error body', async () => {
-      const r = parseRaw(await rawExchange(port, `GET /api/v1/byok/%E0%A4%A HTTP/1.1\r\nHost: x\r\n${auth()}Connection: close\r\n\r\n`));
+      const r = parseRaw(
+        await rawExchange(port, `GET /api/v1/byok/%E0%A4%A HTTP/1.1\r\nHost: x\r\n${auth()}Connection: close\r\n\r\n`),
+      );
       expect([400, 404]).toContain(r.status);
       expect(r.body).toMatchObject({ error: { code: r.status } });
     });
@@ -140,30 +175,51 @@ describe('REST API integrity under hostile input and faults', () => {
     test('concurrent retries over two replicas create one credential and all get the same 201 body', async () => {
       const idem = `idem-${Date.now()}`;
       const replies = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? h : h2).call('POST', '/byok', { key: a.managementKey, body, headers: { 'idempotency-key': idem } })),
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 === 0 ? h : h2).call('POST', '/byok', {
+            key: a.managementKey,
+            body,
+            headers: { 'idempotency-key': idem },
+          }),
+        ),
       );
       expect(replies.map((r) => r.status)).toEqual(Array(8).fill(201));
       const ids = new Set(replies.map((r) => one(r).id));
       expect(ids.size).toBe(1);
       for (const r of replies) expect(one(r)).toEqual(one(replies[0] as (typeof replies)[number]));
-      const all = many(await h.call('GET', '/byok?provider=mistral&limit=100', { key: a.managementKey })).filter((k) => k.name === 'retry-safe');
+      const all = many(await h.call('GET', '/byok?provider=mistral&limit=100', { key: a.managementKey })).filter(
+        (k) => k.name === 'retry-safe',
+      );
       expect(all).toHaveLength(1);
       // The losers' Secrets are removed: one Secret for the one credential.
       const cr = await credentialObject(a.namespace, [...ids][0] as string);
       await eventually(async () => {
-        const secrets = await core().listNamespacedSecret({ namespace: a.namespace, labelSelector: 'app.kubernetes.io/managed-by=byok-api' });
+        const secrets = await core().listNamespacedSecret({
+          namespace: a.namespace,
+          labelSelector: 'app.kubernetes.io/managed-by=byok-api',
+        });
         return secrets.items.filter((s) => s.metadata?.name?.startsWith(`${cr?.metadata.name}-key-`)).length === 1;
       });
       // A later retry (read model path) replays too.
-      const again = await h2.call('POST', '/byok', { key: a.managementKey, body: { name: 'retry-safe', key: body.key, provider: 'mistral' }, headers: { 'idempotency-key': idem } });
+      const again = await h2.call('POST', '/byok', {
+        key: a.managementKey,
+        body: { name: 'retry-safe', key: body.key, provider: 'mistral' },
+        headers: { 'idempotency-key': idem },
+      });
       expect(again.status).toBe(201);
       expect(one(again).id).toBe([...ids][0]);
     });
     test('the same key with a different body is 422 and creates nothing', async () => {
       const idem = `idem-diff-${Date.now()}`;
-      expect((await h.call('POST', '/byok', { key: a.managementKey, body, headers: { 'idempotency-key': idem } })).status).toBe(201);
+      expect(
+        (await h.call('POST', '/byok', { key: a.managementKey, body, headers: { 'idempotency-key': idem } })).status,
+      ).toBe(201);
       const before = many(await h.call('GET', '/byok?limit=100', { key: a.managementKey })).length;
-      const r = await h2.call('POST', '/byok', { key: a.managementKey, body: { ...body, key: 'mistral-idempotent-000000000002' }, headers: { 'idempotency-key': idem } });
+      const r = await h2.call('POST', '/byok', {
+        key: a.managementKey,
+        body: { ...body, key: 'mistral-idempotent-000000000002' },
+        headers: { 'idempotency-key': idem },
+      });
       expect(r.status).toBe(422);
       expect(err(r).metadata).toMatchObject({ field: 'Idempotency-Key', reason: 'IdempotencyKeyReused' });
       expect(r.text).not.toContain('mistral-idempotent');
@@ -173,7 +229,11 @@ describe('REST API integrity under hostile input and faults', () => {
       const x = one(await h.call('POST', '/byok', { key: a.managementKey, body }));
       const y = one(await h.call('POST', '/byok', { key: a.managementKey, body }));
       expect(x.id).not.toBe(y.id);
-      const bad = await h.call('POST', '/byok', { key: a.managementKey, body, headers: { 'idempotency-key': 'x'.repeat(256) } });
+      const bad = await h.call('POST', '/byok', {
+        key: a.managementKey,
+        body,
+        headers: { 'idempotency-key': 'x'.repeat(256) },
+      });
       expect(bad.status).toBe(400);
       expect(err(bad).metadata).toMatchObject({ field: 'Idempotency-Key' });
     });
@@ -184,9 +244,26 @@ describe('REST API integrity under hostile input and faults', () => {
       const ns = a.namespace;
       const managed = { 'app.kubernetes.io/managed-by': 'byok-api', 'byok.gateway.dev/credential-secret': 'true' };
       // What a crash between the Secret create and the credential create leaves behind.
-      await core().createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'byok-crashed-key-000001', labels: managed }, stringData: { key: 'sk-orphan-live-key-material' } } });
-      await core().createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'git-owned-key', labels: { 'byok.gateway.dev/credential-secret': 'true' } }, stringData: { key: 'sk-git' } } });
-      const live = one(await h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'groq', key: 'gsk_referenced_secret_stays_01' } }));
+      await core().createNamespacedSecret({
+        namespace: ns,
+        body: {
+          metadata: { name: 'byok-crashed-key-000001', labels: managed },
+          stringData: { key: 'sk-orphan-live-key-material' },
+        },
+      });
+      await core().createNamespacedSecret({
+        namespace: ns,
+        body: {
+          metadata: { name: 'git-owned-key', labels: { 'byok.gateway.dev/credential-secret': 'true' } },
+          stringData: { key: 'sk-git' },
+        },
+      });
+      const live = one(
+        await h.call('POST', '/byok', {
+          key: a.managementKey,
+          body: { provider: 'groq', key: 'gsk_referenced_secret_stays_01' },
+        }),
+      );
       const liveSecret = (await credentialObject(ns, live.id))?.spec.secretRef.name ?? '';
       const backend = kubeBackend(kubeClient(testKubeConfig()));
 
@@ -197,9 +274,13 @@ describe('REST API integrity under hostile input and faults', () => {
       const swept = await sweepOrphanSecrets({ backend, state: h.server.state, namespaces: [ns], graceMs: 0 });
       expect(swept.deleted).toContain(`${ns}/byok-crashed-key-000001`);
       expect(swept.deleted).not.toContain(`${ns}/${liveSecret}`);
-      await expect(core().readNamespacedSecret({ namespace: ns, name: 'byok-crashed-key-000001' })).rejects.toMatchObject({ code: 404 });
+      await expect(
+        core().readNamespacedSecret({ namespace: ns, name: 'byok-crashed-key-000001' }),
+      ).rejects.toMatchObject({ code: 404 });
       expect((await core().readNamespacedSecret({ namespace: ns, name: liveSecret })).metadata?.name).toBe(liveSecret);
-      expect((await core().readNamespacedSecret({ namespace: ns, name: 'git-owned-key' })).metadata?.name).toBe('git-owned-key');
+      expect((await core().readNamespacedSecret({ namespace: ns, name: 'git-owned-key' })).metadata?.name).toBe(
+        'git-owned-key',
+      );
       expect(one(await h.call('GET', `/byok/${live.id}`, { key: a.managementKey })).label).toBe(live.label);
     });
   });
@@ -209,7 +290,14 @@ describe('REST API integrity under hostile input and faults', () => {
       const logger = pino({ level: 'silent' }, new Writable({ write: (_c, _e, cb) => cb() }));
       const backend = kubeBackend(kubeClient(kubeConfigAt(server)), timeoutMs);
       // The read model of the healthy replica: what a replica still has cached when its apiserver goes away.
-      return buildApp({ state: h.server.state, backend, observe: () => undefined, observeDeleted: () => undefined, logger, rateLimit: false });
+      return buildApp({
+        state: h.server.state,
+        backend,
+        observe: () => undefined,
+        observeDeleted: () => undefined,
+        logger,
+        rateLimit: false,
+      });
     }
     const auth = () => ({ authorization: `Bearer ${a.managementKey}` });
 
@@ -219,18 +307,37 @@ describe('REST API integrity under hostile input and faults', () => {
       const deadPort = (closed.address() as { port: number }).port;
       await new Promise<void>((r) => closed.close(() => r()));
       const app = await appOver(`http://127.0.0.1:${deadPort}`);
-      const existing = one(await h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'groq', key: 'gsk_outage_existing_0000001' } }));
-      const post = await app.inject({ method: 'POST', url: '/api/v1/byok', headers: auth(), payload: { provider: 'groq', key: 'gsk_outage_new_00000000001' } });
+      const existing = one(
+        await h.call('POST', '/byok', {
+          key: a.managementKey,
+          body: { provider: 'groq', key: 'gsk_outage_existing_0000001' },
+        }),
+      );
+      const post = await app.inject({
+        method: 'POST',
+        url: '/api/v1/byok',
+        headers: auth(),
+        payload: { provider: 'groq', key: 'gsk_outage_new_00000000001' },
+      });
       expect(post.statusCode).toBe(503);
       expect(post.headers['retry-after']).toBe('5');
-      expect(post.json()).toEqual({ error: { code: 503, message: expect.stringContaining('unavailable'), metadata: { retry_after_seconds: 5 } } });
-      const patch = await app.inject({ method: 'PATCH', url: `/api/v1/byok/${existing.id}`, headers: auth(), payload: { key: 'gsk_outage_rotated_000000001' } });
+      expect(post.json()).toEqual({
+        error: { code: 503, message: expect.stringContaining('unavailable'), metadata: { retry_after_seconds: 5 } },
+      });
+      const patch = await app.inject({
+        method: 'PATCH',
+        url: `/api/v1/byok/${existing.id}`,
+        headers: auth(),
+        payload: { key: 'gsk_outage_rotated_000000001' },
+      });
       expect(patch.statusCode).toBe(503);
       const del = await app.inject({ method: 'DELETE', url: `/api/v1/byok/${existing.id}`, headers: auth() });
       expect(del.statusCode).toBe(503);
       const get = await app.inject({ method: 'GET', url: `/api/v1/byok/${existing.id}`, headers: auth() });
       expect(get.statusCode).toBe(200);
-      expect((await app.inject({ method: 'GET', url: '/api/v1/readyz'.replace('/api/v1', ''), headers: auth() })).statusCode).toBe(200);
+      expect(
+        (await app.inject({ method: 'GET', url: '/api/v1/readyz'.replace('/api/v1', ''), headers: auth() })).statusCode,
+      ).toBe(200);
       // Nothing changed behind the refused writes.
       expect(one(await h.call('GET', `/byok/${existing.id}`, { key: a.managementKey })).label).toBe(existing.label);
       await app.close();
@@ -242,7 +349,14 @@ describe('REST API integrity under hostile input and faults', () => {
       await new Promise<void>((r) => hole.listen(0, '127.0.0.1', r));
       const app = await appOver(`http://127.0.0.1:${(hole.address() as { port: number }).port}`, 500);
       // Answered at the 500 ms request timeout, before a cap of 10 s (a third of the 30 s trap) fires.
-      const post = await beforeCap(10_000, 'a hanging write', () => app.inject({ method: 'POST', url: '/api/v1/byok', headers: auth(), payload: { provider: 'groq', key: 'gsk_blackhole_000000000001' } }));
+      const post = await beforeCap(10_000, 'a hanging write', () =>
+        app.inject({
+          method: 'POST',
+          url: '/api/v1/byok',
+          headers: auth(),
+          payload: { provider: 'groq', key: 'gsk_blackhole_000000000001' },
+        }),
+      );
       expect(post.statusCode).toBe(503);
       expect(post.headers['retry-after']).toBe('5');
       await app.close();
@@ -253,19 +367,47 @@ describe('REST API integrity under hostile input and faults', () => {
 
   describe('per-account credential quota', () => {
     test('Git-created credentials count; REST create beyond spec.limits.maxCredentials is 403 naming the limit', async () => {
-      await core().createNamespacedSecret({ namespace: q.namespace, body: { metadata: { name: 'git-quota' }, stringData: { key: 'sk-git-quota' } } });
-      await crApi('byokcredentials', q.namespace).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'from-git' }, spec: { provider: 'groq', secretRef: { name: 'git-quota' } } });
-      await eventually(() => h.server.state.credentialCount(q.namespace) === 1 && h.server.state.credentialLimit(q.namespace) === 2);
-      expect((await h.call('POST', '/byok', { key: q.managementKey, body: { provider: 'groq', key: 'gsk_quota_first_0000000001' } })).status).toBe(201);
-      const over = await h.call('POST', '/byok', { key: q.managementKey, body: { provider: 'groq', key: 'gsk_quota_second_000000001' } });
+      await core().createNamespacedSecret({
+        namespace: q.namespace,
+        body: { metadata: { name: 'git-quota' }, stringData: { key: 'sk-git-quota' } },
+      });
+      await crApi('byokcredentials', q.namespace).create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'from-git' },
+        spec: { provider: 'groq', secretRef: { name: 'git-quota' } },
+      });
+      await eventually(
+        () => h.server.state.credentialCount(q.namespace) === 1 && h.server.state.credentialLimit(q.namespace) === 2,
+      );
+      expect(
+        (
+          await h.call('POST', '/byok', {
+            key: q.managementKey,
+            body: { provider: 'groq', key: 'gsk_quota_first_0000000001' },
+          })
+        ).status,
+      ).toBe(201);
+      const over = await h.call('POST', '/byok', {
+        key: q.managementKey,
+        body: { provider: 'groq', key: 'gsk_quota_second_000000001' },
+      });
       expect(over.status).toBe(403);
-      expect(err(over).metadata).toMatchObject({ reason: 'QuotaExceeded', limit: 'maxCredentials', max_credentials: 2, credentials: 2 });
+      expect(err(over).metadata).toMatchObject({
+        reason: 'QuotaExceeded',
+        limit: 'maxCredentials',
+        max_credentials: 2,
+        credentials: 2,
+      });
       expect(many(await h.call('GET', '/byok', { key: q.managementKey }))).toHaveLength(2);
     });
     test('an Account without a limit: the API default applies', async () => {
       const tight = await startHarness([a.namespace], { defaultMaxCredentials: 1 });
       try {
-        const r = await tight.call('POST', '/byok', { key: a.managementKey, body: { provider: 'groq', key: 'gsk_default_quota_00000001' } });
+        const r = await tight.call('POST', '/byok', {
+          key: a.managementKey,
+          body: { provider: 'groq', key: 'gsk_default_quota_00000001' },
+        });
         expect(r.status).toBe(403);
         expect(err(r).metadata).toMatchObject({ max_credentials: 1 });
       } finally {

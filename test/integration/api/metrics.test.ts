@@ -1,11 +1,13 @@
 // GET /metrics on the REST API server: requests and latency by route template and status, authentication
 // failures by reason, rate-limit refusals; labels never carry raw URLs or keys.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
+import { type Account, type Harness, seedAccount, startHarness } from '../../support/api-harness.ts';
 
 function sample(text: string, name: string, labels: Record<string, string>): number {
   const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  return text.split('\n').filter((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)))
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)))
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
@@ -35,13 +37,19 @@ describe('REST API /metrics', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = await res.text();
-    expect(sample(text, 'byok_api_requests_total', { method: 'GET', route: '/api/v1/byok', status: '200' })).toBeGreaterThanOrEqual(2);
-    expect(sample(text, 'byok_api_requests_total', { method: 'GET', route: '/api/v1/byok/:id', status: '404' })).toBe(1);
+    expect(
+      sample(text, 'byok_api_requests_total', { method: 'GET', route: '/api/v1/byok', status: '200' }),
+    ).toBeGreaterThanOrEqual(2);
+    expect(sample(text, 'byok_api_requests_total', { method: 'GET', route: '/api/v1/byok/:id', status: '404' })).toBe(
+      1,
+    );
     expect(sample(text, 'byok_api_request_duration_seconds_count', { route: '/api/v1/byok', status: '401' })).toBe(2);
     expect(sample(text, 'byok_api_auth_failures_total', { reason: 'missing_token' })).toBe(1);
     expect(sample(text, 'byok_api_auth_failures_total', { reason: 'invalid_token' })).toBe(1);
     expect(sample(text, 'byok_api_auth_failures_total', { reason: 'not_management_key' })).toBe(1);
-    expect(sample(text, 'byok_api_rate_limited_total', { route: '/api/v1/byok' })).toBe(statuses.filter((s) => s === 429).length);
+    expect(sample(text, 'byok_api_rate_limited_total', { route: '/api/v1/byok' })).toBe(
+      statuses.filter((s) => s === 429).length,
+    );
     // Bounded labels: the id is in the template only; no key, no raw path.
     expect(text).not.toContain(unknownId);
     expect(text).not.toContain(a.managementKey);

@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { startApiServer, type ApiServer } from '../../../src/api/server.ts';
-import { startControlPlane, type ControlPlane } from '../../../src/controlplane/control-plane.ts';
+import { type ApiServer, startApiServer } from '../../../src/api/server.ts';
+import { type ControlPlane, startControlPlane } from '../../../src/controlplane/control-plane.ts';
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
@@ -30,7 +30,12 @@ describe('REST API during a kube-apiserver outage', () => {
       body: { apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } },
     });
     key = (await createManagementKey(kc, ns, { description: 'outage test' })).key;
-    api = await startApiServer({ kubeConfig: kc, watchNamespaces: [ns], logger: pino({ level: 'silent' }), rateLimit: false });
+    api = await startApiServer({
+      kubeConfig: kc,
+      watchNamespaces: [ns],
+      logger: pino({ level: 'silent' }),
+      rateLimit: false,
+    });
   }, 120_000);
   afterAll(async () => {
     await api?.close();
@@ -43,7 +48,11 @@ describe('REST API during a kube-apiserver outage', () => {
       headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), json: (await res.json()) as { data?: { id: string }; error?: { code: number; metadata: unknown } } };
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      json: (await res.json()) as { data?: { id: string }; error?: { code: number; metadata: unknown } },
+    };
   };
 
   test('writes: 503 + Retry-After while it is down; reads: 200 from the cache; afterwards all is well', async () => {
@@ -57,7 +66,10 @@ describe('REST API during a kube-apiserver outage', () => {
     const reads: number[] = [];
     let i = 0;
     while (!restarted) {
-      const w = await call('POST', '/byok', { provider: 'groq', key: `gsk_during_outage_${String(i++).padStart(9, '0')}` });
+      const w = await call('POST', '/byok', {
+        provider: 'groq',
+        key: `gsk_during_outage_${String(i++).padStart(9, '0')}`,
+      });
       writes.push({ status: w.status, retryAfter: w.retryAfter, ...(w.json.error ? { code: w.json.error.code } : {}) });
       reads.push((await call('GET', `/byok/${id}`)).status);
       await new Promise((r) => setTimeout(r, 100));

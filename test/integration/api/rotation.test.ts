@@ -3,16 +3,33 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { maskLabel } from '../../../src/domain/label.ts';
+import {
+  type Account,
+  credentialObject,
+  eventually,
+  expectContract,
+  type Harness,
+  one,
+  seedAccount,
+  startHarness,
+} from '../../support/api-harness.ts';
 import { testKubeConfig } from '../../support/kube.ts';
-import { credentialObject, eventually, expectContract, one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
-async function storedKey(ns: string, id: string): Promise<{ key: string; secret: string; name: string | undefined; label: string | undefined }> {
+async function storedKey(
+  ns: string,
+  id: string,
+): Promise<{ key: string; secret: string; name: string | undefined; label: string | undefined }> {
   const cr = await credentialObject(ns, id);
   const secret = cr?.spec.secretRef.name ?? '';
   const s = await core().readNamespacedSecret({ namespace: ns, name: secret });
-  return { key: Buffer.from(s.data?.key ?? '', 'base64').toString('utf8'), secret, name: cr?.spec.displayName, label: cr?.metadata.annotations?.['byok.gateway.dev/label'] };
+  return {
+    key: Buffer.from(s.data?.key ?? '', 'base64').toString('utf8'),
+    secret,
+    name: cr?.spec.displayName,
+    label: cr?.metadata.annotations?.['byok.gateway.dev/label'],
+  };
 }
 
 describe('concurrent key rotation', () => {
@@ -32,12 +49,25 @@ describe('concurrent key rotation', () => {
 
   async function round(writers: number, r: number): Promise<void> {
     const initial = `sk-rot-${writers}-${r}-initial-000000000000`;
-    const k = one(await h.call('POST', '/byok', { key: a.managementKey, body: { provider: 'openai', key: initial, name: 'initial' } }));
+    const k = one(
+      await h.call('POST', '/byok', {
+        key: a.managementKey,
+        body: { provider: 'openai', key: initial, name: 'initial' },
+      }),
+    );
     // Read-your-writes holds on the replica that took the write; the other learns of it from its watch.
     await eventually(async () => (await h2.call('GET', `/byok/${k.id}`, { key: a.managementKey })).status === 200);
-    const keys = Array.from({ length: writers }, (_, i) => `sk-rot-${writers}-${r}-writer-${String(i).padStart(3, '0')}-xxxxxxxx`);
+    const keys = Array.from(
+      { length: writers },
+      (_, i) => `sk-rot-${writers}-${r}-writer-${String(i).padStart(3, '0')}-xxxxxxxx`,
+    );
     const replies = await Promise.all(
-      keys.map((key, i) => (i % 2 === 0 ? h : h2).call('PATCH', `/byok/${k.id}`, { key: a.managementKey, body: { key, name: `writer-${i}` } })),
+      keys.map((key, i) =>
+        (i % 2 === 0 ? h : h2).call('PATCH', `/byok/${k.id}`, {
+          key: a.managementKey,
+          body: { key, name: `writer-${i}` },
+        }),
+      ),
     );
     const stored = await storedKey(a.namespace, k.id);
     const ok = replies.map((rep, i) => ({ rep, i })).filter((x) => x.rep.status === 200);
@@ -67,7 +97,10 @@ describe('concurrent key rotation', () => {
     // credential holds the initial key or the key of a writer answered 200 (replaced ones go after a delay).
     const crName = (await credentialObject(a.namespace, k.id))?.metadata.name ?? '';
     const allowed = new Set([initial, ...ok.map((x) => keys[x.i] as string)]);
-    const list = await core().listNamespacedSecret({ namespace: a.namespace, labelSelector: 'app.kubernetes.io/managed-by=byok-api' });
+    const list = await core().listNamespacedSecret({
+      namespace: a.namespace,
+      labelSelector: 'app.kubernetes.io/managed-by=byok-api',
+    });
     const mine = list.items.filter((s) => s.metadata?.name?.startsWith(`${crName}-key-`));
     for (const s of mine) expect(allowed.has(Buffer.from(s.data?.key ?? '', 'base64').toString('utf8'))).toBe(true);
     created.push({ crName, secret: stored.secret });
@@ -77,7 +110,10 @@ describe('concurrent key rotation', () => {
   /** Eventually each credential has exactly one key Secret left: the referenced one. */
   async function onlyReferencedSecretsRemain(): Promise<void> {
     await eventually(async () => {
-      const list = await core().listNamespacedSecret({ namespace: a.namespace, labelSelector: 'app.kubernetes.io/managed-by=byok-api' });
+      const list = await core().listNamespacedSecret({
+        namespace: a.namespace,
+        labelSelector: 'app.kubernetes.io/managed-by=byok-api',
+      });
       return created.every(({ crName, secret }) => {
         const mine = list.items.filter((s) => s.metadata?.name?.startsWith(`${crName}-key-`));
         return mine.length === 1 && mine[0]?.metadata?.name === secret;

@@ -17,8 +17,8 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
-import { createTestNamespace, kubectl, untilEstablished } from '../../support/kube.ts';
 import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import { createTestNamespace, kubectl, untilEstablished } from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
@@ -34,13 +34,23 @@ interface Obj {
 
 /** Renders with these values; `string:a=b` is --set-string (annotation values that look like numbers). */
 function render(release: string, namespace: string, sets: readonly string[]): Promise<string> {
-  const args = ['template', release, chart, '-n', namespace, '--kube-version', '1.34.4', ...sets.flatMap((s) => (s.startsWith('string:') ? ['--set-string', s.slice(7)] : ['--set', s]))];
+  const args = [
+    'template',
+    release,
+    chart,
+    '-n',
+    namespace,
+    '--kube-version',
+    '1.34.4',
+    ...sets.flatMap((s) => (s.startsWith('string:') ? ['--set-string', s.slice(7)] : ['--set', s])),
+  ];
   return run(helm, args, { encoding: 'utf8', maxBuffer: 64 << 20 }).then((r) => r.stdout);
 }
 
 /** Renders started ahead of the test that reads them, by their arguments; each is taken once. */
 const ahead = new Map<string, Promise<string>>();
-const renderKey = (release: string, namespace: string, sets: readonly string[]) => JSON.stringify([release, namespace, sets]);
+const renderKey = (release: string, namespace: string, sets: readonly string[]) =>
+  JSON.stringify([release, namespace, sets]);
 
 async function template(release: string, namespace: string, ...sets: string[]): Promise<string> {
   const key = renderKey(release, namespace, sets);
@@ -53,7 +63,10 @@ async function template(release: string, namespace: string, ...sets: string[]): 
  * Starts these renders a few at a time, ahead of the cases that read them: each is a helm process that mostly waits
  * on its own start-up, so they overlap. A case whose render was not started ahead renders when it asks.
  */
-function renderAhead(cases: readonly (readonly [release: string, namespace: string, sets: readonly string[]])[], concurrency = 4): void {
+function renderAhead(
+  cases: readonly (readonly [release: string, namespace: string, sets: readonly string[]])[],
+  concurrency = 4,
+): void {
   let next = 0;
   const slots: Promise<void>[] = [];
   const results = cases.map(() => Promise.withResolvers<string>());
@@ -71,11 +84,27 @@ function renderAhead(cases: readonly (readonly [release: string, namespace: stri
     ahead.set(renderKey(release, namespace, sets), results[i]!.promise);
   });
 }
-const objects = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Obj | null).filter((o): o is Obj => o !== null);
+const objects = (text: string) =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS() as Obj | null)
+    .filter((o): o is Obj => o !== null);
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
 
-const ROUTE_ON = ['httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=shared', 'httpRoute.parentRefs[0].namespace=gateway-system'];
-const EVERYTHING = ['gateway.enabled=true', 'gateway.deliveryStream.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.type=NodePort', 'ingress.enabled=true', ...ROUTE_ON, 'serviceMonitor.enabled=true', 'monitoring.grafanaDashboard.enabled=true'];
+const ROUTE_ON = [
+  'httpRoute.enabled=true',
+  'httpRoute.parentRefs[0].name=shared',
+  'httpRoute.parentRefs[0].namespace=gateway-system',
+];
+const EVERYTHING = [
+  'gateway.enabled=true',
+  'gateway.deliveryStream.enabled=true',
+  'gateway.service.type=LoadBalancer',
+  'api.service.type=NodePort',
+  'ingress.enabled=true',
+  ...ROUTE_ON,
+  'serviceMonitor.enabled=true',
+  'monitoring.grafanaDashboard.enabled=true',
+];
 
 async function dryRun(text: string, name: string): Promise<string> {
   const file = join(mkdtempSync(join(tmpdir(), 'chart-ingress-')), `${name}.yaml`);
@@ -87,13 +116,17 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
   let ns: string;
   beforeAll(async () => {
     ns = await createTestNamespace('chart-ingress');
-    for (const file of gatewayApiCrdFiles(['httproutes'])) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
+    for (const file of gatewayApiCrdFiles(['httproutes']))
+      await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
     await untilEstablished(['httproutes.gateway.networking.k8s.io']);
   });
 
   test('a release named byok makes byok-gateway, byok-api, byok-operator; other names get <release>-byok; fullnameOverride wins', async () => {
     const names = async (release: string, ...sets: string[]) =>
-      objects(await template(release, ns, 'gateway.enabled=true', ...sets)).filter((o) => ['Deployment', 'Service'].includes(o.kind)).map((o) => `${o.kind}/${o.metadata.name}`).sort();
+      objects(await template(release, ns, 'gateway.enabled=true', ...sets))
+        .filter((o) => ['Deployment', 'Service'].includes(o.kind))
+        .map((o) => `${o.kind}/${o.metadata.name}`)
+        .sort();
     // Rendered side by side: each render is a helm process that mostly waits on its own start-up.
     const [byok, myByok, platform, full, stem, stemInRelease] = await Promise.all([
       names('byok'),
@@ -103,10 +136,28 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
       names('platform', 'nameOverride=keys'),
       names('keys', 'nameOverride=keys'),
     ]);
-    expect(byok).toEqual(['Deployment/byok-api', 'Deployment/byok-gateway', 'Deployment/byok-operator', 'Service/byok-aggregated-api', 'Service/byok-api', 'Service/byok-delivery', 'Service/byok-gateway', 'Service/byok-metrics']);
+    expect(byok).toEqual([
+      'Deployment/byok-api',
+      'Deployment/byok-gateway',
+      'Deployment/byok-operator',
+      'Service/byok-aggregated-api',
+      'Service/byok-api',
+      'Service/byok-delivery',
+      'Service/byok-gateway',
+      'Service/byok-metrics',
+    ]);
     expect(myByok).toContain('Service/my-byok-gateway');
     expect(platform).toContain('Service/platform-byok-gateway');
-    expect(full).toEqual(['Deployment/llm-api', 'Deployment/llm-gateway', 'Deployment/llm-operator', 'Service/llm-aggregated-api', 'Service/llm-api', 'Service/llm-delivery', 'Service/llm-gateway', 'Service/llm-metrics']);
+    expect(full).toEqual([
+      'Deployment/llm-api',
+      'Deployment/llm-gateway',
+      'Deployment/llm-operator',
+      'Service/llm-aggregated-api',
+      'Service/llm-api',
+      'Service/llm-delivery',
+      'Service/llm-gateway',
+      'Service/llm-metrics',
+    ]);
     expect(stem).toContain('Service/platform-keys-gateway');
     expect(stemInRelease).toContain('Service/keys-gateway');
     await expect(template('byok', ns, 'fullnameOverride=Not_A_Name')).rejects.toThrow(/fullnameOverride/);
@@ -114,37 +165,60 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
 
   test('generated release names: names stay within limits, never double the stem, and every reference names a rendered object', async () => {
     const label = fc.stringMatching(/^[a-z][a-z0-9]{0,11}$/);
-    const release = fc.oneof(
-      fc.array(fc.oneof(label, fc.constant('byok')), { minLength: 1, maxLength: 6 }).map((parts) => parts.join('-')),
-      // Near Helm's 53-character limit, with the stem where truncation may cut.
-      fc.tuple(fc.stringMatching(/^[a-z][a-z0-9-]{30,44}[a-z0-9]$/), fc.constantFrom('', '-byok', 'byok')).map(([a, b]) => `${a}${b}`.slice(0, 53).replace(/-+$/, '')),
-    ).filter((r) => r.length > 0 && r.length <= 53 && !r.includes('--'));
-    const override = fc.oneof(fc.constant(''), fc.stringMatching(/^[a-z][a-z0-9-]{0,43}[a-z0-9]$/).filter((s) => !s.includes('--')));
+    const release = fc
+      .oneof(
+        fc.array(fc.oneof(label, fc.constant('byok')), { minLength: 1, maxLength: 6 }).map((parts) => parts.join('-')),
+        // Near Helm's 53-character limit, with the stem where truncation may cut.
+        fc
+          .tuple(fc.stringMatching(/^[a-z][a-z0-9-]{30,44}[a-z0-9]$/), fc.constantFrom('', '-byok', 'byok'))
+          .map(([a, b]) => `${a}${b}`.slice(0, 53).replace(/-+$/, '')),
+      )
+      .filter((r) => r.length > 0 && r.length <= 53 && !r.includes('--'));
+    const override = fc.oneof(
+      fc.constant(''),
+      fc.stringMatching(/^[a-z][a-z0-9-]{0,43}[a-z0-9]$/).filter((s) => !s.includes('--')),
+    );
     const stem = fc.constantFrom('', 'keys', 'byok');
-    const setsOf = (fullnameOverride: string, nameOverride: string) => [...EVERYTHING, `fullnameOverride=${fullnameOverride}`, `nameOverride=${nameOverride}`, `networkPolicy.kubeApiServerCidrs={192.0.2.10/32}`];
+    const setsOf = (fullnameOverride: string, nameOverride: string) => [
+      ...EVERYTHING,
+      `fullnameOverride=${fullnameOverride}`,
+      `nameOverride=${nameOverride}`,
+      `networkPolicy.kubeApiServerCidrs={192.0.2.10/32}`,
+    ];
     const RUNS = { numRuns: 60, seed: 43 };
     // The same seed draws the same cases: their renders start now, a few at a time, and each case reads its own.
-    renderAhead(fc.sample(fc.tuple(release, override, stem), RUNS).map(([rel, f, n]) => [rel, ns, setsOf(f, n)] as const));
+    renderAhead(
+      fc.sample(fc.tuple(release, override, stem), RUNS).map(([rel, f, n]) => [rel, ns, setsOf(f, n)] as const),
+    );
     await fc.assert(
       fc.asyncProperty(release, override, stem, async (rel, fullnameOverride, nameOverride) => {
         const sets = setsOf(fullnameOverride, nameOverride);
         const all = objects(await template(rel, ns, ...sets));
         const of = (kind: string) => all.filter((o) => o.kind === kind);
-        const fullname = of('Deployment').find((d) => d.metadata.name.endsWith('-api'))!.metadata.name.replace(/-api$/, '');
+        const fullname = of('Deployment')
+          .find((d) => d.metadata.name.endsWith('-api'))!
+          .metadata.name.replace(/-api$/, '');
         const s = nameOverride || 'byok';
         // The convention: the override, else the release when it holds the stem, else <release>-<stem>.
         const expected = fullnameOverride || (rel.includes(s) ? rel : `${rel.slice(0, 40).replace(/-+$/, '')}-${s}`);
         expect(fullname).toBe(expected.slice(0, 45).replace(/-+$/, ''));
         expect(fullname).not.toMatch(/-$/);
-        if (!rel.includes(`${s}-${s}`) && !fullnameOverride.includes(`${s}-${s}`)) for (const o of all) expect(o.metadata.name).not.toContain(`${s}-${s}-`);
+        if (!rel.includes(`${s}-${s}`) && !fullnameOverride.includes(`${s}-${s}`))
+          for (const o of all) expect(o.metadata.name).not.toContain(`${s}-${s}-`);
         for (const svc of of('Service')) expect(svc.metadata.name).toMatch(/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/);
         for (const o of all) expect(o.metadata.name.length).toBeLessThanOrEqual(253);
         const keys = all.map((o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`);
         expect(new Set(keys).size).toBe(keys.length);
         // Nor one of the names the operator writes in the release namespace at run time.
-        for (const o of [...of('ConfigMap'), ...of('Secret')]) expect(o.metadata.name).not.toMatch(/^byok-(routing-index|bundle-key|(routing|bundle)-\d+)$/);
+        for (const o of [...of('ConfigMap'), ...of('Secret')])
+          expect(o.metadata.name).not.toMatch(/^byok-(routing-index|bundle-key|(routing|bundle)-\d+)$/);
 
-        const services = new Map(of('Service').map((svc) => [svc.metadata.name, (svc.spec as { ports: { name: string; port: number }[] }).ports]));
+        const services = new Map(
+          of('Service').map((svc) => [
+            svc.metadata.name,
+            (svc.spec as { ports: { name: string; port: number }[] }).ports,
+          ]),
+        );
         const accounts = new Set(of('ServiceAccount').map((a) => a.metadata.name));
         const secrets = new Set(of('Secret').map((x) => x.metadata.name));
         const text = JSON.stringify(all);
@@ -154,7 +228,11 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
         expect(services.get(stream?.[1] ?? '')?.some((p) => p.port === Number(stream?.[2]))).toBe(true);
         expect(accounts).toContain(/--delivery-stream-service-accounts=[^/]+\/([^",]+)/.exec(text)?.[1]);
         for (const d of of('Deployment')) {
-          const pod = (d.spec as { template: { spec: { serviceAccountName?: string; volumes?: { secret?: { secretName: string } }[] } } }).template.spec;
+          const pod = (
+            d.spec as {
+              template: { spec: { serviceAccountName?: string; volumes?: { secret?: { secretName: string } }[] } };
+            }
+          ).template.spec;
           if (pod.serviceAccountName) expect(accounts).toContain(pod.serviceAccountName);
           for (const v of pod.volumes ?? []) {
             const own = /-(aggregated-tls|gateway-status-token)$/.exec(v.secret?.secretName ?? '')?.[1];
@@ -162,13 +240,28 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
           }
         }
         for (const b of [...of('RoleBinding'), ...of('ClusterRoleBinding')]) {
-          for (const subject of (b as { subjects?: { kind: string; name: string }[] }).subjects ?? []) if (subject.kind === 'ServiceAccount') expect(accounts).toContain(subject.name);
+          for (const subject of (b as { subjects?: { kind: string; name: string }[] }).subjects ?? [])
+            if (subject.kind === 'ServiceAccount') expect(accounts).toContain(subject.name);
         }
-        for (const user of text.match(/system:serviceaccount:[^:"]+:[a-z0-9-]+/g) ?? []) expect(accounts).toContain(user.split(':').at(-1));
-        for (const api of of('APIService')) expect(services.has((api.spec as { service: { name: string } }).service.name)).toBe(true);
+        for (const user of text.match(/system:serviceaccount:[^:"]+:[a-z0-9-]+/g) ?? [])
+          expect(accounts).toContain(user.split(':').at(-1));
+        for (const api of of('APIService'))
+          expect(services.has((api.spec as { service: { name: string } }).service.name)).toBe(true);
         const backends = [
-          ...of('Ingress').flatMap((i) => (i.spec as { rules: { http: { paths: { backend: { service: { name: string; port: { number: number } } } }[] } }[] }).rules.flatMap((r) => r.http.paths.map((p) => ({ name: p.backend.service.name, port: p.backend.service.port.number })))),
-          ...of('HTTPRoute').flatMap((r) => (r.spec as { rules: { backendRefs: { name: string; port: number }[] }[] }).rules.flatMap((x) => x.backendRefs)),
+          ...of('Ingress').flatMap((i) =>
+            (
+              i.spec as {
+                rules: { http: { paths: { backend: { service: { name: string; port: { number: number } } } }[] } }[];
+              }
+            ).rules.flatMap((r) =>
+              r.http.paths.map((p) => ({ name: p.backend.service.name, port: p.backend.service.port.number })),
+            ),
+          ),
+          ...of('HTTPRoute').flatMap((r) =>
+            (r.spec as { rules: { backendRefs: { name: string; port: number }[] }[] }).rules.flatMap(
+              (x) => x.backendRefs,
+            ),
+          ),
         ];
         expect(backends).toHaveLength(4);
         for (const b of backends) expect(services.get(b.name)?.find((p) => p.port === b.port)?.name).toBe('http');
@@ -177,29 +270,66 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     );
   }, 240_000);
 
-  test('the Ingress and the HTTPRoute send /api/v1/byok to the REST API and the rest to the gateway\'s tenant port, accepted by the apiserver and the Gateway API CRD', async () => {
-    const text = await template('rel', ns, 'gateway.enabled=true', 'aggregatedApi.enabled=false', 'admissionPolicy.enabled=false',
-      'ingress.enabled=true', 'ingress.className=nginx', 'string:ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=120',
-      'ingress.hosts[0].host=llm.example.com', 'ingress.hosts[0].paths[0].path=/api/v1/byok', 'ingress.hosts[0].paths[0].service=api',
-      'ingress.hosts[0].paths[1].path=/', 'ingress.hosts[0].paths[1].service=gateway',
-      'ingress.tls[0].secretName=llm-tls', 'ingress.tls[0].hosts={llm.example.com}',
-      ...ROUTE_ON, 'httpRoute.parentRefs[0].sectionName=https', 'httpRoute.hostnames={llm.example.com}');
+  test("the Ingress and the HTTPRoute send /api/v1/byok to the REST API and the rest to the gateway's tenant port, accepted by the apiserver and the Gateway API CRD", async () => {
+    const text = await template(
+      'rel',
+      ns,
+      'gateway.enabled=true',
+      'aggregatedApi.enabled=false',
+      'admissionPolicy.enabled=false',
+      'ingress.enabled=true',
+      'ingress.className=nginx',
+      'string:ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=120',
+      'ingress.hosts[0].host=llm.example.com',
+      'ingress.hosts[0].paths[0].path=/api/v1/byok',
+      'ingress.hosts[0].paths[0].service=api',
+      'ingress.hosts[0].paths[1].path=/',
+      'ingress.hosts[0].paths[1].service=gateway',
+      'ingress.tls[0].secretName=llm-tls',
+      'ingress.tls[0].hosts={llm.example.com}',
+      ...ROUTE_ON,
+      'httpRoute.parentRefs[0].sectionName=https',
+      'httpRoute.hostnames={llm.example.com}',
+    );
     const all = objects(text);
     expect(find(all, 'Ingress', 'rel-byok')?.spec).toEqual({
       ingressClassName: 'nginx',
       tls: [{ secretName: 'llm-tls', hosts: ['llm.example.com'] }],
-      rules: [{ host: 'llm.example.com', http: { paths: [
-        { path: '/api/v1/byok', pathType: 'Prefix', backend: { service: { name: 'rel-byok-api', port: { number: 80 } } } },
-        { path: '/', pathType: 'Prefix', backend: { service: { name: 'rel-byok-gateway', port: { number: 80 } } } },
-      ] } }],
+      rules: [
+        {
+          host: 'llm.example.com',
+          http: {
+            paths: [
+              {
+                path: '/api/v1/byok',
+                pathType: 'Prefix',
+                backend: { service: { name: 'rel-byok-api', port: { number: 80 } } },
+              },
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { service: { name: 'rel-byok-gateway', port: { number: 80 } } },
+              },
+            ],
+          },
+        },
+      ],
     });
-    expect(find(all, 'Ingress', 'rel-byok')?.metadata.annotations).toEqual({ 'nginx.ingress.kubernetes.io/proxy-read-timeout': '120' });
+    expect(find(all, 'Ingress', 'rel-byok')?.metadata.annotations).toEqual({
+      'nginx.ingress.kubernetes.io/proxy-read-timeout': '120',
+    });
     expect(find(all, 'HTTPRoute', 'rel-byok')?.spec).toEqual({
       parentRefs: [{ name: 'shared', namespace: 'gateway-system', sectionName: 'https' }],
       hostnames: ['llm.example.com'],
       rules: [
-        { matches: [{ path: { type: 'PathPrefix', value: '/api/v1/byok' } }], backendRefs: [{ name: 'rel-byok-api', port: 80 }] },
-        { matches: [{ path: { type: 'PathPrefix', value: '/' } }], backendRefs: [{ name: 'rel-byok-gateway', port: 80 }] },
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/api/v1/byok' } }],
+          backendRefs: [{ name: 'rel-byok-api', port: 80 }],
+        },
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+          backendRefs: [{ name: 'rel-byok-gateway', port: 80 }],
+        },
       ],
     });
     const out = await dryRun(text, 'ingress-route');
@@ -207,35 +337,97 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     expect(out).toMatch(/httproute\.gateway\.networking\.k8s\.io\/rel-byok created \(server dry run\)/);
 
     // The apiserver does judge them: what the chart's schema lets through, the Ingress validation and the CRD refuse.
-    const only = async (kind: string, ...sets: string[]) => objects(await template('rel', ns, 'gateway.enabled=true', ...sets)).filter((o) => o.kind === kind).map((o) => JSON.stringify(o)).join('\n---\n');
-    await expect(dryRun(await only('HTTPRoute', ...ROUTE_ON, 'httpRoute.parentRefs[0].sectionName=Not A Section'), 'bad-route')).rejects.toThrow(/sectionName/);
-    await expect(dryRun(await only('Ingress', 'ingress.enabled=true', 'ingress.hosts[0].host=Not_A_Host', 'ingress.hosts[0].paths[0].path=/', 'ingress.hosts[0].paths[0].service=gateway'), 'bad-ingress')).rejects.toThrow(/spec\.rules\[0\]\.host/);
+    const only = async (kind: string, ...sets: string[]) =>
+      objects(await template('rel', ns, 'gateway.enabled=true', ...sets))
+        .filter((o) => o.kind === kind)
+        .map((o) => JSON.stringify(o))
+        .join('\n---\n');
+    await expect(
+      dryRun(await only('HTTPRoute', ...ROUTE_ON, 'httpRoute.parentRefs[0].sectionName=Not A Section'), 'bad-route'),
+    ).rejects.toThrow(/sectionName/);
+    await expect(
+      dryRun(
+        await only(
+          'Ingress',
+          'ingress.enabled=true',
+          'ingress.hosts[0].host=Not_A_Host',
+          'ingress.hosts[0].paths[0].path=/',
+          'ingress.hosts[0].paths[0].service=gateway',
+        ),
+        'bad-ingress',
+      ),
+    ).rejects.toThrow(/spec\.rules\[0\]\.host/);
   });
 
   test('paths to a component that is off are left out; nothing left, no parentRefs or a node port on ClusterIP are refused with the value to fix', async () => {
-    const gatewayOnly = objects(await template('rel', ns, 'gateway.enabled=true', 'api.enabled=false', 'ingress.enabled=true', ...ROUTE_ON));
+    const gatewayOnly = objects(
+      await template('rel', ns, 'gateway.enabled=true', 'api.enabled=false', 'ingress.enabled=true', ...ROUTE_ON),
+    );
     expect(JSON.stringify(find(gatewayOnly, 'Ingress', 'rel-byok'))).not.toContain('rel-byok-api');
-    expect(find(gatewayOnly, 'HTTPRoute', 'rel-byok')?.spec?.rules).toEqual([{ matches: [{ path: { type: 'PathPrefix', value: '/' } }], backendRefs: [{ name: 'rel-byok-gateway', port: 80 }] }]);
+    expect(find(gatewayOnly, 'HTTPRoute', 'rel-byok')?.spec?.rules).toEqual([
+      {
+        matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+        backendRefs: [{ name: 'rel-byok-gateway', port: 80 }],
+      },
+    ]);
     // Off by default.
-    expect(objects(await template('rel', ns, 'gateway.enabled=true')).filter((o) => ['Ingress', 'HTTPRoute'].includes(o.kind))).toEqual([]);
-    await expect(template('rel', ns, 'api.enabled=false', 'ingress.enabled=true')).rejects.toThrow(/ingress\.enabled: no path of ingress\.hosts goes to a Service of this release/);
-    await expect(template('rel', ns, 'httpRoute.enabled=true')).rejects.toThrow(/httpRoute\.parentRefs: name the Gateway/);
-    await expect(template('rel', ns, 'gateway.enabled=true', 'ingress.enabled=true', 'ingress.hosts[0].paths[0].path=/', 'ingress.hosts[0].paths[0].service=admin')).rejects.toThrow(/service/);
-    await expect(template('rel', ns, 'api.service.nodePort=30080')).rejects.toThrow(/api\.service\.nodePort needs api\.service\.type NodePort or LoadBalancer/);
+    expect(
+      objects(await template('rel', ns, 'gateway.enabled=true')).filter((o) =>
+        ['Ingress', 'HTTPRoute'].includes(o.kind),
+      ),
+    ).toEqual([]);
+    await expect(template('rel', ns, 'api.enabled=false', 'ingress.enabled=true')).rejects.toThrow(
+      /ingress\.enabled: no path of ingress\.hosts goes to a Service of this release/,
+    );
+    await expect(template('rel', ns, 'httpRoute.enabled=true')).rejects.toThrow(
+      /httpRoute\.parentRefs: name the Gateway/,
+    );
+    await expect(
+      template(
+        'rel',
+        ns,
+        'gateway.enabled=true',
+        'ingress.enabled=true',
+        'ingress.hosts[0].paths[0].path=/',
+        'ingress.hosts[0].paths[0].service=admin',
+      ),
+    ).rejects.toThrow(/service/);
+    await expect(template('rel', ns, 'api.service.nodePort=30080')).rejects.toThrow(
+      /api\.service\.nodePort needs api\.service\.type NodePort or LoadBalancer/,
+    );
   });
 
   test('Service type, node port and annotations for the gateway and the REST API; a NodePort or LoadBalancer gateway exposes its tenant port alone', async () => {
-    const text = await template('rel', ns, 'gateway.enabled=true', 'aggregatedApi.enabled=false', 'admissionPolicy.enabled=false',
-      'gateway.service.type=NodePort', 'gateway.service.nodePort=31080', 'gateway.service.annotations.example\\.com/owner=llm',
-      'api.service.type=LoadBalancer', 'api.service.port=8080', 'string:api.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-internal=true');
+    const text = await template(
+      'rel',
+      ns,
+      'gateway.enabled=true',
+      'aggregatedApi.enabled=false',
+      'admissionPolicy.enabled=false',
+      'gateway.service.type=NodePort',
+      'gateway.service.nodePort=31080',
+      'gateway.service.annotations.example\\.com/owner=llm',
+      'api.service.type=LoadBalancer',
+      'api.service.port=8080',
+      'string:api.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-internal=true',
+    );
     const all = objects(text);
     // The tenant port alone goes outside: the ops port (metrics, the status endpoint) stays on the ClusterIP Service.
     const gw = find(all, 'Service', 'rel-byok-gateway')!;
     expect(gw.metadata.annotations).toBeUndefined();
-    expect(gw.spec).toMatchObject({ type: 'ClusterIP', ports: [{ name: 'http', port: 80, targetPort: 'http' }, { name: 'ops', port: 8081, targetPort: 'ops' }] });
+    expect(gw.spec).toMatchObject({
+      type: 'ClusterIP',
+      ports: [
+        { name: 'http', port: 80, targetPort: 'http' },
+        { name: 'ops', port: 8081, targetPort: 'ops' },
+      ],
+    });
     const external = find(all, 'Service', 'rel-byok-gateway-external')!;
     expect(external.metadata.annotations).toEqual({ 'example.com/owner': 'llm' });
-    expect(external.spec).toMatchObject({ type: 'NodePort', ports: [{ name: 'http', port: 80, targetPort: 'http', nodePort: 31080 }] });
+    expect(external.spec).toMatchObject({
+      type: 'NodePort',
+      ports: [{ name: 'http', port: 80, targetPort: 'http', nodePort: 31080 }],
+    });
     expect(find(all, 'NetworkPolicy', 'rel-byok-gateway')).toBeDefined();
     const api = find(all, 'Service', 'rel-byok-api')!;
     expect(api.metadata.annotations).toEqual({ 'service.beta.kubernetes.io/aws-load-balancer-internal': 'true' });
@@ -245,7 +437,9 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     expect(out).toMatch(/service\/rel-byok-gateway-external created \(server dry run\)/);
     expect(out).toMatch(/service\/rel-byok-api created \(server dry run\)/);
     // By default: ClusterIP, no external Service; annotations of a ClusterIP type go on the one Service.
-    const plain = objects(await template('rel', ns, 'gateway.enabled=true', 'gateway.service.annotations.example\\.com/owner=llm'));
+    const plain = objects(
+      await template('rel', ns, 'gateway.enabled=true', 'gateway.service.annotations.example\\.com/owner=llm'),
+    );
     expect(find(plain, 'Service', 'rel-byok-gateway')?.spec).toMatchObject({ type: 'ClusterIP' });
     expect(find(plain, 'Service', 'rel-byok-gateway')?.metadata.annotations).toEqual({ 'example.com/owner': 'llm' });
     expect(find(plain, 'Service', 'rel-byok-gateway-external')).toBeUndefined();

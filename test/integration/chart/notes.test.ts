@@ -10,8 +10,15 @@ import pino from 'pino';
 import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
-import { createTestNamespace, kubeconfigFor, kubectl, testKubeConfig, testKubeconfigPath, untilEstablished } from '../../support/kube.ts';
 import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import {
+  createTestNamespace,
+  kubeconfigFor,
+  kubectl,
+  testKubeConfig,
+  testKubeconfigPath,
+  untilEstablished,
+} from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
@@ -19,9 +26,22 @@ const bin = process.env.BYOK_CONTROL_PLANE_BIN ?? '';
 const cli = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
 
 async function installNotes(ns: string, ...sets: string[]): Promise<string> {
-  const { stdout } = await run(join(bin, 'helm'),
+  const { stdout } = await run(
+    join(bin, 'helm'),
     // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
-    ['install', `n${ns.slice(-8)}`, chart, '-n', ns, '--dry-run=server', ...sets.flatMap((s) => ['--set', s]), '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
+    [
+      'install',
+      `n${ns.slice(-8)}`,
+      chart,
+      '-n',
+      ns,
+      '--dry-run=server',
+      ...sets.flatMap((s) => ['--set', s]),
+      '--kubeconfig',
+      testKubeconfigPath(),
+    ],
+    { encoding: 'utf8', maxBuffer: 64 << 20 },
+  );
   return stdout.slice(stdout.indexOf('NOTES:'));
 }
 
@@ -35,8 +55,15 @@ describe('chart NOTES', () => {
 
   test('the configmap command lists the compiled routing objects', async () => {
     const pipeline = createCompilePipeline({
-      kubeConfig: testKubeConfig(), routingNamespace: ns, logger: pino({ level: 'silent' }),
-      source: { accountNamespaces: () => [], snapshot: () => { throw new Error('no accounts'); } },
+      kubeConfig: testKubeConfig(),
+      routingNamespace: ns,
+      logger: pino({ level: 'silent' }),
+      source: {
+        accountNamespaces: () => [],
+        snapshot: () => {
+          throw new Error('no accounts');
+        },
+      },
     });
     await pipeline.start();
     await pipeline.stop();
@@ -58,7 +85,10 @@ describe('chart NOTES', () => {
     const last = lines.findIndex((l) => l.trim() === 'echo "$KEY"');
     expect(first).toBeGreaterThan(0);
     expect(last).toBeGreaterThan(first);
-    const script = lines.slice(first, last + 1).join('\n').replace('<account-namespace>', account);
+    const script = lines
+      .slice(first, last + 1)
+      .join('\n')
+      .replace('<account-namespace>', account);
     const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], {
       encoding: 'utf8',
       env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}`, KUBECONFIG: await kubeconfigFor('alice') },
@@ -66,9 +96,13 @@ describe('chart NOTES', () => {
     const key = stdout.trim().split('\n').at(-1)!;
     expect(key).toMatch(/^sk-byok-mgmt-v1-[0-9a-f]{64}$/);
     // What the REST API's management-key index reads: the label and the key's SHA-256 (never the key).
-    const secrets = JSON.parse(await kubectl('get', 'secrets', '-n', account, '-l', 'byok.gateway.dev/management-key=true', '-o', 'json')) as { items: { data: Record<string, string> }[] };
+    const secrets = JSON.parse(
+      await kubectl('get', 'secrets', '-n', account, '-l', 'byok.gateway.dev/management-key=true', '-o', 'json'),
+    ) as { items: { data: Record<string, string> }[] };
     expect(secrets.items).toHaveLength(1);
-    expect(Buffer.from(secrets.items[0]!.data.sha256 ?? '', 'base64').toString()).toBe(createHash('sha256').update(key).digest('hex'));
+    expect(Buffer.from(secrets.items[0]!.data.sha256 ?? '', 'base64').toString()).toBe(
+      createHash('sha256').update(key).digest('hex'),
+    );
     expect(JSON.stringify(secrets)).not.toContain(key);
   });
 
@@ -78,45 +112,91 @@ describe('chart NOTES', () => {
   });
 
   test('with the gateway, NOTES print in-cluster URLs of the installed Services, the external URLs and a gateway-key line that works as printed', async () => {
-    for (const file of gatewayApiCrdFiles(['httproutes'])) await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
+    for (const file of gatewayApiCrdFiles(['httproutes']))
+      await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
     await untilEstablished(['httproutes.gateway.networking.k8s.io']);
     const release = `u${ns.slice(-8)}`;
-    const helm = (...args: string[]) => run(join(bin, 'helm'), [...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
-    const sets = ['aggregatedApi.enabled=false', 'admissionPolicy.enabled=false', `watchNamespaces[0]=${ns}`, 'gateway.enabled=true', 'gateway.service.type=LoadBalancer', 'api.service.port=8080',
-      'ingress.enabled=true', 'ingress.hosts[0].host=llm.example.com', 'ingress.hosts[0].paths[0].path=/', 'ingress.hosts[0].paths[0].service=gateway',
-      'ingress.tls[0].secretName=llm-tls', 'ingress.tls[0].hosts={llm.example.com}',
-      'httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=shared', 'httpRoute.hostnames={api.example.com}', 'httpRoute.paths[0].path=/api/v1/byok', 'httpRoute.paths[0].service=api'];
+    const helm = (...args: string[]) =>
+      run(join(bin, 'helm'), [...args, '--kubeconfig', testKubeconfigPath()], {
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+      });
+    const sets = [
+      'aggregatedApi.enabled=false',
+      'admissionPolicy.enabled=false',
+      `watchNamespaces[0]=${ns}`,
+      'gateway.enabled=true',
+      'gateway.service.type=LoadBalancer',
+      'api.service.port=8080',
+      'ingress.enabled=true',
+      'ingress.hosts[0].host=llm.example.com',
+      'ingress.hosts[0].paths[0].path=/',
+      'ingress.hosts[0].paths[0].service=gateway',
+      'ingress.tls[0].secretName=llm-tls',
+      'ingress.tls[0].hosts={llm.example.com}',
+      'httpRoute.enabled=true',
+      'httpRoute.parentRefs[0].name=shared',
+      'httpRoute.hostnames={api.example.com}',
+      'httpRoute.paths[0].path=/api/v1/byok',
+      'httpRoute.paths[0].service=api',
+    ];
     // A real install: the Services the URLs name exist (no kubelet runs the pods; nothing here needs them).
-    const { stdout } = await helm('install', release, chart, '-n', ns, '--skip-crds', ...sets.flatMap((v) => ['--set', v]));
+    const { stdout } = await helm(
+      'install',
+      release,
+      chart,
+      '-n',
+      ns,
+      '--skip-crds',
+      ...sets.flatMap((v) => ['--set', v]),
+    );
     try {
       const printed = stdout.slice(stdout.indexOf('NOTES:'));
       const inCluster = printed.slice(printed.indexOf('In the cluster:'), printed.indexOf('From outside:'));
-      const urls = Object.fromEntries([...inCluster.matchAll(/^ {2}(gateway|REST API): +(http:\/\/\S+)$/gm)].map((m) => [m[1]!, new URL(m[2]!)]));
+      const urls = Object.fromEntries(
+        [...inCluster.matchAll(/^ {2}(gateway|REST API): +(http:\/\/\S+)$/gm)].map((m) => [m[1]!, new URL(m[2]!)]),
+      );
       expect(Object.keys(urls).sort()).toEqual(['REST API', 'gateway']);
       expect(urls.gateway!.pathname).toBe('/v1/chat/completions');
       expect(urls['REST API']!.pathname).toBe(`${API_PREFIX}/byok`);
       for (const url of Object.values(urls)) {
         const [service, namespace, svc] = url.hostname.split('.');
         expect([namespace, svc]).toEqual([ns, 'svc']);
-        const spec = (JSON.parse(await kubectl('get', 'service', service!, '-n', ns, '-o', 'json')) as { spec: { ports: { name: string; port: number }[] } }).spec;
+        const spec = (
+          JSON.parse(await kubectl('get', 'service', service!, '-n', ns, '-o', 'json')) as {
+            spec: { ports: { name: string; port: number }[] };
+          }
+        ).spec;
         expect(spec.ports.find((p) => p.port === Number(url.port || 80))?.name).toBe('http');
       }
       expect(urls['REST API']!.port).toBe('8080');
       expect(printed).toContain(`gateway:  https://llm.example.com/v1/chat/completions (Ingress ${release}-byok)`);
       // The LoadBalancer line names the Service that has the load balancer, and the command that shows its address.
-      const lb = /^ {2}gateway: +http:\/\/<address>\/v1\/chat\/completions \(LoadBalancer Service (\S+): kubectl (get service -n \S+ \S+)\)$/m.exec(printed);
+      const lb =
+        /^ {2}gateway: +http:\/\/<address>\/v1\/chat\/completions \(LoadBalancer Service (\S+): kubectl (get service -n \S+ \S+)\)$/m.exec(
+          printed,
+        );
       expect(lb?.[1]).toBe(`${release}-byok-gateway-external`);
-      expect(JSON.parse(await kubectl(...lb![2]!.split(' '), '-o', 'json'))).toMatchObject({ spec: { type: 'LoadBalancer', ports: [{ name: 'http', port: 80 }] } });
-      expect(printed).toMatch(new RegExp(`REST API: http\\(s\\)://api\\.example\\.com/api/v1/byok \\(HTTPRoute ${release}-byok`));
+      expect(JSON.parse(await kubectl(...lb![2]!.split(' '), '-o', 'json'))).toMatchObject({
+        spec: { type: 'LoadBalancer', ports: [{ name: 'http', port: 80 }] },
+      });
+      expect(printed).toMatch(
+        new RegExp(`REST API: http\\(s\\)://api\\.example\\.com/api/v1/byok \\(HTTPRoute ${release}-byok`),
+      );
 
       // The gateway-key line, run as printed (the CLI for `byok-operator`) with an admin's kubeconfig.
       const account = await createTestNamespace('notes-keys');
       const line = printed.split('\n').find((l) => l.includes('byok-operator gateway-key create'));
       expect(line).toBeDefined();
       const script = `byok-operator() { "${process.execPath}" "${cli}" "$@"; }\n${line!.trim().replace('<account-namespace>', account)}\nprintf %s "$GATEWAY_KEY"`;
-      const { stdout: key } = await run('bash', ['-euo', 'pipefail', '-c', script], { encoding: 'utf8', env: { ...process.env, KUBECONFIG: testKubeconfigPath() } });
+      const { stdout: key } = await run('bash', ['-euo', 'pipefail', '-c', script], {
+        encoding: 'utf8',
+        env: { ...process.env, KUBECONFIG: testKubeconfigPath() },
+      });
       expect(key).toMatch(/^sk-byok-gw-v1-[0-9a-f]{64}$/);
-      const keys = JSON.parse(await kubectl('get', 'gatewayapikeys', '-n', account, '-o', 'json')) as { items: { spec: { hash: string } }[] };
+      const keys = JSON.parse(await kubectl('get', 'gatewayapikeys', '-n', account, '-o', 'json')) as {
+        items: { spec: { hash: string } }[];
+      };
       expect(keys.items.map((k) => k.spec.hash)).toEqual([createHash('sha256').update(key).digest('hex')]);
     } finally {
       await helm('uninstall', release, '-n', ns);

@@ -17,24 +17,43 @@ describe('chart as a subchart', () => {
   const parent = join(mkdtempSync(join(tmpdir(), 'umbrella-')), 'platform');
   beforeAll(async () => {
     mkdirSync(parent);
-    writeFileSync(join(parent, 'Chart.yaml'), [
-      'apiVersion: v2', 'name: platform', 'version: 1.0.0',
-      'dependencies:', `  - name: byok-operator`, `    version: ${version}`, `    repository: file://${chart}`, '',
-    ].join('\n'));
+    writeFileSync(
+      join(parent, 'Chart.yaml'),
+      [
+        'apiVersion: v2',
+        'name: platform',
+        'version: 1.0.0',
+        'dependencies:',
+        `  - name: byok-operator`,
+        `    version: ${version}`,
+        `    repository: file://${chart}`,
+        '',
+      ].join('\n'),
+    );
     writeFileSync(join(parent, 'values.yaml'), '{}\n');
     await run(helm, ['dependency', 'build', parent], { encoding: 'utf8' });
   });
 
   const template = async (...extra: string[]) =>
-    (await run(helm, ['template', 'plat', parent, '-n', 'platform', '--kube-version', '1.34.4', ...extra], { encoding: 'utf8', maxBuffer: 64 << 20 })).stdout;
+    (
+      await run(helm, ['template', 'plat', parent, '-n', 'platform', '--kube-version', '1.34.4', ...extra], {
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+      })
+    ).stdout;
 
   test('renders with empty parent values', async () => {
     const out = await template();
     expect(out).toMatch(/kind: Deployment\n[\s\S]*name: plat-byok-operator/);
   });
 
-  test('renders with parent globals and subchart values, and still validates the subchart\'s values', async () => {
-    const out = await template('--set', 'global.imageRegistry=registry.example', '--set', 'byok-operator.api.replicas=3');
+  test("renders with parent globals and subchart values, and still validates the subchart's values", async () => {
+    const out = await template(
+      '--set',
+      'global.imageRegistry=registry.example',
+      '--set',
+      'byok-operator.api.replicas=3',
+    );
     expect(out).toMatch(/replicas: 3/);
     await expect(template('--set', 'byok-operator.api.replicas=many')).rejects.toThrow(/replicas/);
   });

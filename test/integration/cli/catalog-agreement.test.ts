@@ -16,14 +16,14 @@ import { pino } from 'pino';
 import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
 import { defaultCatalogFile, withLoopbackUpstreams } from '../../../src/cli/catalog.ts';
 import { compileAccount } from '../../../src/compiler/compile.ts';
+import { shardAccounts } from '../../../src/compiler/shard.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
-import { shardAccounts } from '../../../src/compiler/shard.ts';
 import { publicId } from '../../../src/domain/ids.ts';
-import { sharedKeyFileName, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
+import { type RunningGateway, sharedKeyFileName, startGateway } from '../../../src/gateway/index.ts';
 import type { BYOKCredentialSpec } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
@@ -36,7 +36,10 @@ const CREDENTIALS: Record<string, [Omit<BYOKCredentialSpec, 'secretRef'>, string
   'openai-a': [{ provider: 'openai', sortOrder: 0 }, 'sk-openai-a-000000000000'],
   'openai-b': [{ provider: 'openai', sortOrder: 1 }, 'sk-openai-b-000000000000'],
   'openai-fb': [{ provider: 'openai', isFallback: true }, 'sk-openai-fb-00000000000'],
-  'anthropic-req': [{ provider: 'anthropic', isRequired: true, allowedModels: ['anthropic/claude-sonnet-4.5'] }, 'sk-ant-required-0000000000'],
+  'anthropic-req': [
+    { provider: 'anthropic', isRequired: true, allowedModels: ['anthropic/claude-sonnet-4.5'] },
+    'sk-ant-required-0000000000',
+  ],
   'bedrock-fb': [{ provider: 'amazon-bedrock', isFallback: true }, 'bedrock-api-key-fallback-0000'],
   'groq-only': [{ provider: 'groq', isByokOnly: true }, 'gsk_byok_only_00000000000000'],
   // Usable only by member user-1, who owns the API key: explain takes the key's owner as the member, like the gateway.
@@ -52,16 +55,46 @@ interface Case {
   provider?: { order?: string[]; only?: string[]; data_collection?: 'allow' | 'deny'; zdr?: boolean };
 }
 const CASES: Case[] = [
-  { what: 'prioritized credentials by sort order, shared in catalog order, fallback last; the regional endpoint skipped', model: 'openai/gpt-5' },
-  { what: 'provider.order reorders shared endpoints only; credentials stay first (rule 8)', model: 'openai/gpt-5', provider: { order: ['azure', 'openai'] } },
-  { what: 'provider.only removes the other providers, credentials included', model: 'openai/gpt-5', provider: { only: ['azure'] } },
-  { what: 'provider.order naming the regional endpoint unlocks it (rule 9)', model: 'openai/gpt-4o', provider: { order: ['openai/eu', 'openai'] } },
+  {
+    what: 'prioritized credentials by sort order, shared in catalog order, fallback last; the regional endpoint skipped',
+    model: 'openai/gpt-5',
+  },
+  {
+    what: 'provider.order reorders shared endpoints only; credentials stay first (rule 8)',
+    model: 'openai/gpt-5',
+    provider: { order: ['azure', 'openai'] },
+  },
+  {
+    what: 'provider.only removes the other providers, credentials included',
+    model: 'openai/gpt-5',
+    provider: { only: ['azure'] },
+  },
+  {
+    what: 'provider.order naming the regional endpoint unlocks it (rule 9)',
+    model: 'openai/gpt-4o',
+    provider: { order: ['openai/eu', 'openai'] },
+  },
   { what: 'is_required removes shared anthropic for its model (rule 5)', model: 'anthropic/claude-sonnet-4.5' },
-  { what: 'outside the allowlist, shared anthropic serves before the fallback Bedrock key', model: 'anthropic/claude-sonnet-4' },
-  { what: 'byok-only groq: its credential first whatever the order, no shared groq (rules 6 and 8)', model: 'meta-llama/llama-3.3-70b-instruct', provider: { order: ['together', 'groq', 'fireworks'] } },
-  { what: 'data_collection deny drops together (rule 10)', model: 'meta-llama/llama-3.3-70b-instruct', provider: { data_collection: 'deny' } },
-  { what: 'zdr drops every endpoint without zero data retention (rule 10)', model: 'anthropic/claude-sonnet-4', provider: { zdr: true } },
-  { what: 'a member filter matches the API key\'s owner (rule 11)', model: 'mistralai/mistral-large' },
+  {
+    what: 'outside the allowlist, shared anthropic serves before the fallback Bedrock key',
+    model: 'anthropic/claude-sonnet-4',
+  },
+  {
+    what: 'byok-only groq: its credential first whatever the order, no shared groq (rules 6 and 8)',
+    model: 'meta-llama/llama-3.3-70b-instruct',
+    provider: { order: ['together', 'groq', 'fireworks'] },
+  },
+  {
+    what: 'data_collection deny drops together (rule 10)',
+    model: 'meta-llama/llama-3.3-70b-instruct',
+    provider: { data_collection: 'deny' },
+  },
+  {
+    what: 'zdr drops every endpoint without zero data retention (rule 10)',
+    model: 'anthropic/claude-sonnet-4',
+    provider: { zdr: true },
+  },
+  { what: "a member filter matches the API key's owner (rule 11)", model: 'mistralai/mistral-large' },
   { what: 'nothing left: both sides plan no attempt', model: 'mistralai/mistral-large', provider: { only: ['groq'] } },
 ];
 
@@ -75,11 +108,17 @@ const explainRequest = (c: Case) => ({
 });
 
 /** One attempt as both sides can name it: provider, endpoint, and the credential's name or "shared". */
-const label = (provider: string, endpointId: string, credential: string) => `${provider} ${endpointId} ${credential === 'shared' ? 'shared' : (nameOf.get(credential) ?? credential)}`;
+const label = (provider: string, endpointId: string, credential: string) =>
+  `${provider} ${endpointId} ${credential === 'shared' ? 'shared' : (nameOf.get(credential) ?? credential)}`;
 
 describe('explain and the gateway agree on the attempt order over the one catalog', () => {
   const root = mkdtempSync(join(tmpdir(), 'byok-agreement-'));
-  const dirs = { config: join(root, 'routing'), bundles: join(root, 'bundles'), key: join(root, 'key'), shared: join(root, 'shared') };
+  const dirs = {
+    config: join(root, 'routing'),
+    bundles: join(root, 'bundles'),
+    key: join(root, 'key'),
+    shared: join(root, 'shared'),
+  };
   let upstream: Server;
   const hits: string[] = [];
   let gw: RunningGateway;
@@ -90,7 +129,9 @@ describe('explain and the gateway agree on the attempt order over the one catalo
       req.resume();
       req.on('end', () => {
         hits.push(`${req.method} ${req.url}`);
-        res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"unavailable (test upstream)"}}');
+        res
+          .writeHead(503, { 'content-type': 'application/json' })
+          .end('{"error":{"message":"unavailable (test upstream)"}}');
       });
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
@@ -98,15 +139,38 @@ describe('explain and the gateway agree on the attempt order over the one catalo
 
     // The routing config, compiled and sealed as the operator would (no cluster needed for the planner's input).
     const now = new Date();
-    const meta = (name: string) => ({ name, namespace: NS, creationTimestamp: now.toISOString() as unknown as Date, uid: name, generation: 1 });
+    const meta = (name: string) => ({
+      name,
+      namespace: NS,
+      creationTimestamp: now.toISOString() as unknown as Date,
+      uid: name,
+      generation: 1,
+    });
     const account = compileAccount({
       namespace: NS,
       workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true } }],
       guardrails: [],
-      apiKeys: [{ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: meta('key'), spec: { hash: HASH, owner: 'user-1' } }],
+      apiKeys: [
+        {
+          apiVersion: API_VERSION,
+          kind: 'GatewayAPIKey',
+          metadata: meta('key'),
+          spec: { hash: HASH, owner: 'user-1' },
+        },
+      ],
       credentials: Object.entries(CREDENTIALS).map(([name, [spec, payload]], i) => ({
-        resource: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: meta(name), spec: { ...spec, secretRef: { name: `${name}-key` } } },
-        verdict: { valid: true, label: `${payload.slice(0, 3)}...${payload.slice(-4)}`, sortOrder: spec.sortOrder ?? i, payload },
+        resource: {
+          apiVersion: API_VERSION,
+          kind: 'BYOKCredential',
+          metadata: meta(name),
+          spec: { ...spec, secretRef: { name: `${name}-key` } },
+        },
+        verdict: {
+          valid: true,
+          label: `${payload.slice(0, 3)}...${payload.slice(-4)}`,
+          sortOrder: spec.sortOrder ?? i,
+          payload,
+        },
       })),
       now,
     });
@@ -116,20 +180,32 @@ describe('explain and the gateway agree on the attempt order over the one catalo
     for (const s of set.shards) files[s.key] = s.data;
     kubeletWrite(dirs.config, files);
     const keyring = { active: 'k1', keys: new Map([['k1', randomBytes(32)]]) };
-    const sealed = sealAccount(keyring, NS, Object.entries(CREDENTIALS).map(([name, [, payload]]) => ({ id: credId(name), payload })));
+    const sealed = sealAccount(
+      keyring,
+      NS,
+      Object.entries(CREDENTIALS).map(([name, [, payload]]) => ({ id: credId(name), payload })),
+    );
     const bundles: Record<string, string> = {};
     for (const o of shardBundles([sealed]).objects) Object.assign(bundles, o.entries());
     kubeletWrite(dirs.bundles, bundles);
     kubeletWrite(dirs.key, { active: keyring.active, ...Object.fromEntries(keyring.keys) });
     mkdirSync(dirs.shared, { recursive: true });
-    for (const p of ['openai', 'anthropic', 'together', 'fireworks', 'groq', 'mistral']) writeFileSync(join(dirs.shared, sharedKeyFileName(p)), `sk-shared-${p}-000000000000\n`);
+    for (const p of ['openai', 'anthropic', 'together', 'fireworks', 'groq', 'mistral'])
+      writeFileSync(join(dirs.shared, sharedKeyFileName(p)), `sk-shared-${p}-000000000000\n`);
     writeFileSync(join(dirs.shared, sharedKeyFileName('amazon-bedrock')), 'bedrock-shared-api-key-0000\n');
 
     // What `npm run dev` serves: the one catalog, upstreams on loopback.
     writeFileSync(join(root, 'catalog.json'), withLoopbackUpstreams(readFileSync(defaultCatalogFile(), 'utf8'), base));
     gw = await startGateway({
-      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'), sharedKeysDir: dirs.shared,
-      host: '127.0.0.1', port: 0, attemptTimeoutMs: 3000, logger: pino({ level: 'silent' }),
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      catalogFile: join(root, 'catalog.json'),
+      sharedKeysDir: dirs.shared,
+      host: '127.0.0.1',
+      port: 0,
+      attemptTimeoutMs: 3000,
+      logger: pino({ level: 'silent' }),
     });
   }, 30_000);
 
@@ -141,12 +217,29 @@ describe('explain and the gateway agree on the attempt order over the one catalo
 
   /** explain, the CLI with its default catalog: the attempts of its --json plan. */
   const explained = async (c: Case) => {
-    const args = [main, 'explain', '--config-dir', dirs.config, '--request', JSON.stringify(explainRequest(c)), '--json'];
-    const out = await run(process.execPath, args, { encoding: 'utf8' }).then((r) => r.stdout, (e: { stdout: string }) => e.stdout);
-    const doc = JSON.parse(out) as { catalog: string; ok: boolean; plan: { attempts: { kind: string; provider: string; endpoint: { id: string }; credentialId?: string }[] } };
+    const args = [
+      main,
+      'explain',
+      '--config-dir',
+      dirs.config,
+      '--request',
+      JSON.stringify(explainRequest(c)),
+      '--json',
+    ];
+    const out = await run(process.execPath, args, { encoding: 'utf8' }).then(
+      (r) => r.stdout,
+      (e: { stdout: string }) => e.stdout,
+    );
+    const doc = JSON.parse(out) as {
+      catalog: string;
+      ok: boolean;
+      plan: { attempts: { kind: string; provider: string; endpoint: { id: string }; credentialId?: string }[] };
+    };
     expect(doc.catalog).toBe(defaultCatalogFile());
     expect(doc.ok).toBe(true);
-    return doc.plan.attempts.map((a) => label(a.provider, a.endpoint.id, a.kind === 'credential' ? (a.credentialId ?? '?') : 'shared'));
+    return doc.plan.attempts.map((a) =>
+      label(a.provider, a.endpoint.id, a.kind === 'credential' ? (a.credentialId ?? '?') : 'shared'),
+    );
   };
 
   /** The gateway: what it tried, from the error body, checked against GET /api/v1/generation. */
@@ -154,31 +247,55 @@ describe('explain and the gateway agree on the attempt order over the one catalo
     const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: c.model, messages: [{ role: 'user', content: 'hi' }], ...(c.provider ? { provider: c.provider } : {}) }),
+      body: JSON.stringify({
+        model: c.model,
+        messages: [{ role: 'user', content: 'hi' }],
+        ...(c.provider ? { provider: c.provider } : {}),
+      }),
     });
-    const body = (await res.json()) as { error: { code: number; metadata: { generation_id?: string; provider_responses?: { provider: string; endpoint_id: string; credential: string; status: number | null }[] } | null } };
+    const body = (await res.json()) as {
+      error: {
+        code: number;
+        metadata: {
+          generation_id?: string;
+          provider_responses?: { provider: string; endpoint_id: string; credential: string; status: number | null }[];
+        } | null;
+      };
+    };
     expect(res.status).not.toBe(200);
     const responses = body.error.metadata?.provider_responses;
     if (responses === undefined) return { status: res.status, order: [] as string[] };
-    const generation = await fetch(`${gw.url}/api/v1/generation?id=${body.error.metadata?.generation_id}`, { headers: { authorization: `Bearer ${API_KEY}` } });
-    expect(((await generation.json()) as { data: { provider_responses: unknown } }).data.provider_responses).toEqual(responses);
+    const generation = await fetch(`${gw.url}/api/v1/generation?id=${body.error.metadata?.generation_id}`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect(((await generation.json()) as { data: { provider_responses: unknown } }).data.provider_responses).toEqual(
+      responses,
+    );
     return { status: res.status, order: responses.map((r) => label(r.provider, r.endpoint_id, r.credential)) };
   };
 
   const plans = new Map<Case, string[]>();
 
-  test.each(CASES.map((c) => [c.what, c] as const))('%s', async (_what, c) => {
-    const [plan, gateway] = await Promise.all([explained(c), tried(c)]);
-    plans.set(c, plan);
-    expect(gateway.order).toEqual(plan);
-    if (plan.length === 0) expect(gateway.status).toBe(404);
-  }, 30_000);
+  test.each(CASES.map((c) => [c.what, c] as const))(
+    '%s',
+    async (_what, c) => {
+      const [plan, gateway] = await Promise.all([explained(c), tried(c)]);
+      plans.set(c, plan);
+      expect(gateway.order).toEqual(plan);
+      if (plan.length === 0) expect(gateway.status).toBe(404);
+    },
+    30_000,
+  );
 
   test('the table covers what it claims: several shapes of plan, both sections, regional and no-attempt cases', () => {
     const all = CASES.map((c) => plans.get(c) ?? ['(not run)']);
     expect(all.filter((p) => p.length === 0)).toHaveLength(1);
     expect(all[0]).toEqual([
-      'openai openai openai-a', 'openai openai openai-b', 'openai openai shared', 'azure azure shared', 'openai openai openai-fb',
+      'openai openai openai-a',
+      'openai openai openai-b',
+      'openai openai shared',
+      'azure azure shared',
+      'openai openai openai-fb',
     ]);
     expect(all[3]?.some((a) => a.startsWith('openai openai/eu '))).toBe(true);
     expect(all[4]?.[0]).toBe('anthropic anthropic anthropic-req');

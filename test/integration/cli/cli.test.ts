@@ -10,7 +10,8 @@ import { createAccount } from '../../support/tenant.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
-const cliFull = async (...args: string[]) => run(process.execPath, [main, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' });
+const cliFull = async (...args: string[]) =>
+  run(process.execPath, [main, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' });
 const cli = async (...args: string[]) => (await cliFull(...args)).stdout.trim();
 
 describe('byok-operator CLI', () => {
@@ -32,7 +33,14 @@ describe('byok-operator CLI', () => {
 
   test('gateway-key create prints the key once, writes a GatewayAPIKey with its SHA-256, and warns when it has no Account or workspace', async () => {
     const custom = testKubeConfig().makeApiClient(CustomObjectsApi);
-    const read = async (name: string) => (await custom.getNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'gatewayapikeys', name })) as { spec: Record<string, unknown> };
+    const read = async (name: string) =>
+      (await custom.getNamespacedCustomObject({
+        group: 'byok.gateway.dev',
+        version: 'v1alpha1',
+        namespace: ns,
+        plural: 'gatewayapikeys',
+        name,
+      })) as { spec: Record<string, unknown> };
     // No default Workspace yet: created all the same, with a warning on stderr that says what to do.
     const bare = await cliFull('gateway-key', 'create', '--namespace', ns, '--name', 'app-key');
     const key = bare.stdout.trim();
@@ -48,18 +56,52 @@ describe('byok-operator CLI', () => {
     expect(bare.stderr).not.toContain(key);
 
     await createAccount(ns);
-    await custom.createNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural: 'workspaces', body: { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } } });
-    const scoped = await cliFull('gateway-key', 'create', '--namespace', ns, '--workspace', 'main', '--guardrail', 'cap', '--name', 'scoped-key');
-    expect((await read('scoped-key')).spec).toMatchObject({ hash: createHash('sha256').update(scoped.stdout.trim()).digest('hex'), workspace: 'main', guardrail: 'cap' });
+    await custom.createNamespacedCustomObject({
+      group: 'byok.gateway.dev',
+      version: 'v1alpha1',
+      namespace: ns,
+      plural: 'workspaces',
+      body: {
+        apiVersion: 'byok.gateway.dev/v1alpha1',
+        kind: 'Workspace',
+        metadata: { name: 'main' },
+        spec: { default: true },
+      },
+    });
+    const scoped = await cliFull(
+      'gateway-key',
+      'create',
+      '--namespace',
+      ns,
+      '--workspace',
+      'main',
+      '--guardrail',
+      'cap',
+      '--name',
+      'scoped-key',
+    );
+    expect((await read('scoped-key')).spec).toMatchObject({
+      hash: createHash('sha256').update(scoped.stdout.trim()).digest('hex'),
+      workspace: 'main',
+      guardrail: 'cap',
+    });
     expect(scoped.stderr).not.toContain('warning');
     // A name already taken: the apiserver refuses, exit 1, and no key is printed.
-    await expect(cliFull('gateway-key', 'create', '--namespace', ns, '--name', 'app-key')).rejects.toMatchObject({ code: 1, stdout: '' });
+    await expect(cliFull('gateway-key', 'create', '--namespace', ns, '--name', 'app-key')).rejects.toMatchObject({
+      code: 1,
+      stdout: '',
+    });
   });
 
   test('bundle-key stage then activate switches the active key and keeps the old one', async () => {
     const read = async () => {
       const data = (await core().readNamespacedSecret({ name: 'byok-bundle-key', namespace: ns })).data ?? {};
-      return { active: Buffer.from(data.active ?? '', 'base64').toString('utf8'), ids: Object.keys(data).filter((k) => k !== 'active').sort() };
+      return {
+        active: Buffer.from(data.active ?? '', 'base64').toString('utf8'),
+        ids: Object.keys(data)
+          .filter((k) => k !== 'active')
+          .sort(),
+      };
     };
     const staged = await cli('bundle-key', 'stage', '--routing-namespace', ns);
     const afterStage = await read();
@@ -74,6 +116,8 @@ describe('byok-operator CLI', () => {
 
     const rotated = await cli('bundle-key', 'rotate', '--routing-namespace', ns);
     expect((await read()).active).toBe(rotated);
-    await expect(cli('bundle-key', 'activate', 'no-such-key', '--routing-namespace', ns)).rejects.toThrow(/no-such-key/);
+    await expect(cli('bundle-key', 'activate', 'no-such-key', '--routing-namespace', ns)).rejects.toThrow(
+      /no-such-key/,
+    );
   });
 });

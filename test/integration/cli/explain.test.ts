@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { type CapturedOperator, core, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 
 const run = promisify(execFile);
 const kc = testKubeConfig();
@@ -27,26 +27,48 @@ describe('explain against the cluster', () => {
   const configDir = mkdtempSync(join(tmpdir(), 'byok-explain-int-'));
 
   const explain = (request: object) =>
-    run(process.execPath, [main, 'explain', '--config-dir', configDir, '--request', JSON.stringify(request), '--cluster', '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' })
-      .then((r) => ({ code: 0, stdout: r.stdout }), (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }));
+    run(
+      process.execPath,
+      [
+        main,
+        'explain',
+        '--config-dir',
+        configDir,
+        '--request',
+        JSON.stringify(request),
+        '--cluster',
+        '--kubeconfig',
+        testKubeconfigPath(),
+      ],
+      { encoding: 'utf8' },
+    ).then(
+      (r) => ({ code: 0, stdout: r.stdout }),
+      (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+    );
 
   beforeAll(async () => {
     ns = await createAccountNamespace('explain');
     routing = await createTestNamespace('explain-routing');
     op = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
-    const create = (plural: string, kind: string, name: string, spec: object) => resource(plural, ns).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });
+    const create = (plural: string, kind: string, name: string, spec: object) =>
+      resource(plural, ns).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });
     await createSecret(kc, ns, 'good-key', 'sk-proj-explainexplainexplain01');
     await create('accounts', 'Account', 'account', { plan: 'enterprise' });
     await create('workspaces', 'Workspace', 'main', { default: true });
     await create('gatewayapikeys', 'GatewayAPIKey', 'gw', { hash: KEY_HASH });
     await create('byokcredentials', 'BYOKCredential', 'good', { provider: 'openai', secretRef: { name: 'good-key' } });
-    await create('byokcredentials', 'BYOKCredential', 'nokey', { provider: 'openai', secretRef: { name: 'missing-key' } });
+    await create('byokcredentials', 'BYOKCredential', 'nokey', {
+      provider: 'openai',
+      secretRef: { name: 'missing-key' },
+    });
     await resource('byokcredentials', ns).waitReady('good', 'True');
     await resource('byokcredentials', ns).waitReady('nokey', 'False', 'SecretNotFound');
     await op.op.waitForIdle();
     // What kubelet would mount from the routing ConfigMaps.
     const files: Record<string, Buffer> = {};
-    for (const cm of (await core(kc).listNamespacedConfigMap({ namespace: routing, labelSelector: 'byok.gateway.dev/routing' })).items) {
+    for (const cm of (
+      await core(kc).listNamespacedConfigMap({ namespace: routing, labelSelector: 'byok.gateway.dev/routing' })
+    ).items) {
       for (const [k, v] of Object.entries(cm.data ?? {})) files[k] = Buffer.from(v, 'utf8');
       for (const [k, v] of Object.entries(cm.binaryData ?? {})) files[k] = Buffer.from(v, 'base64');
     }
@@ -61,7 +83,9 @@ describe('explain against the cluster', () => {
     expect(code).toBe(0);
     expect(stdout).toContain(`account ${ns}, `);
     // The one catalog, named on the first line (the same file the gateway and the dev stack use by default).
-    expect(stdout.split('\n')[0]).toBe(`catalog: ${join(import.meta.dirname, '..', '..', '..', 'config', 'catalog', 'catalog.json')}`);
+    expect(stdout.split('\n')[0]).toBe(
+      `catalog: ${join(import.meta.dirname, '..', '..', '..', 'config', 'catalog', 'catalog.json')}`,
+    );
     expect(stdout).toMatch(/1\. credential good \(openai, [^)]+\) via openai \[prioritized\]/);
     expect(stdout).toMatch(/shared azure/);
     expect(stdout).toContain(`not in the routing config (cluster, namespace ${ns}):`);
@@ -79,10 +103,12 @@ describe('explain against the cluster', () => {
     expect(row!.slice(at, at + 36)).toBe(id);
   });
 
-  test('a bare model name gets the gateway\'s hint, from the same function', async () => {
+  test("a bare model name gets the gateway's hint, from the same function", async () => {
     const { code, stdout } = await explain({ model: 'gpt-5', apiKeyHash: KEY_HASH });
     expect(code).toBe(1);
-    expect(stdout).toContain('error: model_not_in_catalog: the model has no endpoints in the gateway catalog; did you mean "openai/gpt-5"?');
+    expect(stdout).toContain(
+      'error: model_not_in_catalog: the model has no endpoints in the gateway catalog; did you mean "openai/gpt-5"?',
+    );
   });
 
   test('exits 1 when no attempt remains', async () => {

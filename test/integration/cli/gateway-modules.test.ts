@@ -17,9 +17,24 @@ test('the gateway command loads no Kubernetes client, no Google auth library and
   writeFileSync(trace, '');
   const child = spawn(
     process.execPath,
-    ['--import', join(root, 'test', 'support', 'module-trace.mjs'), join(root, 'src', 'cli', 'main.ts'), 'gateway',
-      '--config-dir', join(dir, 'routing'), '--bundle-dir', join(dir, 'bundles'), '--key-dir', join(dir, 'key'),
-      '--catalog', join(dir, 'catalog.json'), '--port', '0', '--ops-port', '0'],
+    [
+      '--import',
+      join(root, 'test', 'support', 'module-trace.mjs'),
+      join(root, 'src', 'cli', 'main.ts'),
+      'gateway',
+      '--config-dir',
+      join(dir, 'routing'),
+      '--bundle-dir',
+      join(dir, 'bundles'),
+      '--key-dir',
+      join(dir, 'key'),
+      '--catalog',
+      join(dir, 'catalog.json'),
+      '--port',
+      '0',
+      '--ops-port',
+      '0',
+    ],
     { env: { ...process.env, MODULE_TRACE_FILE: trace }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -41,5 +56,13 @@ test('the gateway command loads no Kubernetes client, no Google auth library and
   const loaded = readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   // The hook works: what the gateway does use is there.
   expect(loaded).toEqual(expect.arrayContaining(['fastify', 'pino', 'prom-client']));
-  for (const heavy of ['@kubernetes/client-node', 'google-auth-library', 'gaxios', 'ioredis', '@peculiar/x509', '@marcbachmann/cel-js']) expect([heavy, loaded.includes(heavy)]).toEqual([heavy, false]);
+  for (const heavy of [
+    '@kubernetes/client-node',
+    'google-auth-library',
+    'gaxios',
+    'ioredis',
+    '@peculiar/x509',
+    '@marcbachmann/cel-js',
+  ])
+    expect([heavy, loaded.includes(heavy)]).toEqual([heavy, false]);
 });

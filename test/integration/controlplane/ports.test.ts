@@ -1,7 +1,7 @@
 // startOwnPorts against real processes and real clashes: a port chosen before the child binds it can be taken in
 // between (another worker's server), and then the child exits on a bind failure while the other server answers on
 // the port. Each test takes the port first with a server of its own, so the clash happens every time.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, test } from '@jest/globals';
@@ -9,17 +9,24 @@ import { freePort, startOwnPorts } from '../../../src/controlplane/ports.ts';
 
 /** A Node HTTP server child on `port` that answers with its pid (how `ready` recognises it). */
 const serverChild = (port: number): ChildProcess =>
-  spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end(String(process.pid))).listen(${port}, '127.0.0.1')`], { stdio: ['ignore', 'pipe', 'pipe'] });
-const answersAs = async (port: number, child: ChildProcess) => (await (await fetch(`http://127.0.0.1:${port}/`)).text()) === String(child.pid);
+  spawn(
+    process.execPath,
+    ['-e', `require('node:http').createServer((q, s) => s.end(String(process.pid))).listen(${port}, '127.0.0.1')`],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+const answersAs = async (port: number, child: ChildProcess) =>
+  (await (await fetch(`http://127.0.0.1:${port}/`)).text()) === String(child.pid);
 
 const children: ChildProcess[] = [];
 /** Starts serverChild on `port`, counting starts in `count.starts`. */
-const startCounted = (count: { starts: number }) => (port: number): ChildProcess => {
-  count.starts++;
-  const c = serverChild(port);
-  children.push(c);
-  return c;
-};
+const startCounted =
+  (count: { starts: number }) =>
+  (port: number): ChildProcess => {
+    count.starts++;
+    const c = serverChild(port);
+    children.push(c);
+    return c;
+  };
 const holders: Server[] = [];
 /** Takes a port with a server that answers too (as another worker's would). */
 async function holder(): Promise<{ server: Server; port: number }> {
@@ -90,7 +97,9 @@ describe('startOwnPorts', () => {
       ports: freePort,
       start: () => {
         starts++;
-        const c = spawn(process.execPath, ['-e', 'console.error("bad flag"); process.exit(3)'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const c = spawn(process.execPath, ['-e', 'console.error("bad flag"); process.exit(3)'], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         children.push(c);
         return c;
       },

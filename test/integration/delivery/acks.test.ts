@@ -6,12 +6,13 @@
 // hold yet) puts a Warning Event with the reason on the Account and keeps Delivered False until it loads the version.
 // A watch on every Account, BYOKCredential and GatewayAPIKey checks, event by event, that a status which moves the
 // delivery version never carries the old version's True.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { Watch } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
@@ -19,14 +20,26 @@ import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
 import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
+import {
+  type GatewayProcess,
+  publishGatewayEndpoints,
+  spawnGateway,
+  stopProcess,
+} from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
-import { cond, createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import {
+  type CapturedOperator,
+  cond,
+  createSecret,
+  type Obj,
+  resource,
+  startTestOperator,
+} from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
@@ -34,7 +47,8 @@ const API_KEY = 'sk-delivery-acks-key-0123456789abcdef';
 const STATUS_TOKEN = 'status-token-delivery-acks';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const versionOf = (o: Obj) => (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion;
-const deliveryOf = (o: Obj) => o.status?.delivery as { configVersion: string; loaded: number; total: number } | undefined;
+const deliveryOf = (o: Obj) =>
+  o.status?.delivery as { configVersion: string; loaded: number; total: number } | undefined;
 const KINDS = ['accounts', 'byokcredentials', 'gatewayapikeys'] as const;
 
 describe('Delivered from the acknowledgements', () => {
@@ -46,7 +60,9 @@ describe('Delivered from the acknowledgements', () => {
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  const killAll = () => {
+    for (const child of running) child.kill('SIGKILL');
+  };
   process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-acks-'));
   const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
@@ -64,28 +80,54 @@ describe('Delivered from the acknowledgements', () => {
     });
   };
   const statusOf = async (gw: GatewayProcess) =>
-    (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${STATUS_TOKEN}` } })).json()) as { delivery?: { seq: number; stream: string; lastBatch?: { result: string; reason?: string } } };
+    (await (
+      await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${STATUS_TOKEN}` } })
+    ).json()) as { delivery?: { seq: number; stream: string; lastBatch?: { result: string; reason?: string } } };
   /** Delivered=True on `plural/name` at a version other than `old`, every pod counted. */
   const deliveredPast = (plural: string, name: string, old: string | undefined, timeoutMs = 30_000) =>
-    until(`${plural}/${name} Delivered=True past ${old}`, async () => {
-      const o = await resource(plural, ns).get(name);
-      const d = deliveryOf(o);
-      return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2 ? d.configVersion : undefined;
-    }, timeoutMs, 50);
+    until(
+      `${plural}/${name} Delivered=True past ${old}`,
+      async () => {
+        const o = await resource(plural, ns).get(name);
+        const d = deliveryOf(o);
+        return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2
+          ? d.configVersion
+          : undefined;
+      },
+      timeoutMs,
+      50,
+    );
   const accountEvents = async () =>
-    (JSON.parse(JSON.stringify(await client.request<{ items: { reason?: string; type?: string; note?: string; regarding?: { kind?: string; name?: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`))) as { items: { reason?: string; type?: string; note?: string; regarding?: { kind?: string } }[] }).items
-      .filter((e) => e.regarding?.kind === 'Account');
+    (
+      JSON.parse(
+        JSON.stringify(
+          await client.request<{
+            items: { reason?: string; type?: string; note?: string; regarding?: { kind?: string; name?: string } }[];
+          }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`),
+        ),
+      ) as { items: { reason?: string; type?: string; note?: string; regarding?: { kind?: string } }[] }
+    ).items.filter((e) => e.regarding?.kind === 'Account');
 
   beforeAll(async () => {
     up = await startUpstreams();
     ns = await createTestNamespace('acks-acct');
     routingNs = await createTestNamespace('acks-routing');
-    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } } });
+    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } },
+    });
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
+          },
+        ],
+      }),
+    );
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
     const serviceAccounts = [`${routingNs}/byok-gateway`];
@@ -98,41 +140,120 @@ describe('Delivered from the acknowledgements', () => {
       compile: { coalesceMs: 10 },
       egress: parseEgressAllowList(['127.0.0.1']),
       deliveryStream: stream,
-      gatewayStatus: { token: STATUS_TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 600_000, pendingPollMs: 600_000, writeIntervalMs: 1000 },
+      gatewayStatus: {
+        token: STATUS_TOKEN,
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
+        pollMs: 600_000,
+        pendingPollMs: 600_000,
+        writeIntervalMs: 1000,
+      },
     });
-    replica = await startDeliveryServer(stream, { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
+    replica = await startDeliveryServer(stream, {
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      logger: pino({ level: 'silent' }),
+      registry: new Registry(),
+    });
+    await resource('accounts', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'account' },
+      spec: {},
+    });
+    await resource('workspaces', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'k' },
+      spec: { hash: sha(API_KEY) },
+    });
     await createSecret(kc, ns, 'oa-key-v0', 'sk-delivery-acks-openai-v0');
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key-v0' } } });
+    await resource('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'oa' },
+      spec: { provider: 'openai', secretRef: { name: 'oa-key-v0' } },
+    });
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
     await projector.sync();
     await projector.stop();
-    const token = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] } },
-    });
+    const token = await client.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`,
+      {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] },
+        },
+      },
+    );
     writeFileSync(join(root, 'token'), token.status.token);
     for (const i of [0, 1]) {
-      gateways.push(await spawnGateway([
-        '--config-dir', mount.configDir, '--bundle-dir', mount.bundleDir, '--key-dir', mount.keyDir,
-        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-        '--upstream-ca', join(root, 'upstream-ca.pem'), '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
-        '--egress-allow', '127.0.0.1/32',
-        '--delivery-stream', i === 0 ? run.op.deliveryUrl()! : replica.url, '--delivery-stream-token-file', join(root, 'token'),
-        '--delivery-stream-dir', join(root, `stream-${i}`), '--status-token-file', join(root, 'status-token'),
-      ], running));
+      gateways.push(
+        await spawnGateway(
+          [
+            '--config-dir',
+            mount.configDir,
+            '--bundle-dir',
+            mount.bundleDir,
+            '--key-dir',
+            mount.keyDir,
+            '--catalog',
+            join(root, 'catalog.json'),
+            '--port',
+            '0',
+            '--ops-port',
+            '0',
+            '--attempt-timeout-ms',
+            '2000',
+            '--upstream-ca',
+            join(root, 'upstream-ca.pem'),
+            '--ledger-snapshot',
+            join(root, `ledger-${i}.json`),
+            '--log-level',
+            'info',
+            '--egress-allow',
+            '127.0.0.1/32',
+            '--delivery-stream',
+            i === 0 ? run.op.deliveryUrl()! : replica.url,
+            '--delivery-stream-token-file',
+            join(root, 'token'),
+            '--delivery-stream-dir',
+            join(root, `stream-${i}`),
+            '--status-token-file',
+            join(root, 'status-token'),
+          ],
+          running,
+        ),
+      );
     }
-    for (const gw of gateways) await until('on the stream', async () => (await statusOf(gw)).delivery?.stream === 'connected', 20_000, 100);
+    for (const gw of gateways)
+      await until('on the stream', async () => (await statusOf(gw)).delivery?.stream === 'connected', 20_000, 100);
     await publishGatewayEndpoints(kc, routingNs, gateways);
     for (const plural of KINDS) {
-      const list = await client.request<{ metadata: { resourceVersion: string } }>('GET', `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`);
-      watches.push(await new Watch(kc).watch(`/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`, { resourceVersion: list.metadata.resourceVersion }, (_type: string, o: Obj) => {
-        const id = `${plural}/${o.metadata.name}`;
-        seen.set(id, [...(seen.get(id) ?? []), o]);
-      }, () => undefined));
+      const list = await client.request<{ metadata: { resourceVersion: string } }>(
+        'GET',
+        `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
+      );
+      watches.push(
+        await new Watch(kc).watch(
+          `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
+          { resourceVersion: list.metadata.resourceVersion },
+          (_type: string, o: Obj) => {
+            const id = `${plural}/${o.metadata.name}`;
+            seen.set(id, [...(seen.get(id) ?? []), o]);
+          },
+          () => undefined,
+        ),
+      );
     }
   }, 120_000);
 
@@ -146,14 +267,15 @@ describe('Delivered from the acknowledgements', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  test('a rotation: the compile records the new version with Delivered=False, and the pods\' acknowledgements (not a poll) turn it True', async () => {
+  test("a rotation: the compile records the new version with Delivered=False, and the pods' acknowledgements (not a poll) turn it True", async () => {
     const oldCredential = versionOf(await resource('byokcredentials', ns).get('oa'));
     const oldAccount = versionOf(await resource('accounts', ns).get('account'));
     await rotate();
     const version = await deliveredPast('byokcredentials', 'oa', oldCredential);
     const account = await deliveredPast('accounts', 'account', oldAccount);
     // Each pod acknowledged a batch as loaded: one on the leader's stream, one on the other replica's.
-    for (const gw of gateways) expect((await statusOf(gw)).delivery).toMatchObject({ stream: 'connected', lastBatch: { result: 'loaded' } });
+    for (const gw of gateways)
+      expect((await statusOf(gw)).delivery).toMatchObject({ stream: 'connected', lastBatch: { result: 'loaded' } });
     // The version was first written False, then True: the True came after the pass that recorded it.
     const history = seen.get('byokcredentials/oa') ?? [];
     const first = history.findIndex((o) => versionOf(o) === version);
@@ -173,15 +295,24 @@ describe('Delivered from the acknowledgements', () => {
     // Both pods refuse the resealed objects: they are signed with a key id the frozen key volume lacks.
     for (const gw of gateways) {
       await until('refused', async () => (await statusOf(gw)).delivery?.lastBatch?.result === 'refused', 20_000, 50);
-      expect((await statusOf(gw)).delivery!.lastBatch!.reason).toMatch(/signed with key id \S+, which this pod does not hold/);
+      expect((await statusOf(gw)).delivery!.lastBatch!.reason).toMatch(
+        /signed with key id \S+, which this pod does not hold/,
+      );
     }
-    const warnings = await until('DeliveryRefused on the Account', async () => {
-      const found = (await accountEvents()).filter((e) => e.reason === 'DeliveryRefused');
-      return found.length >= 2 ? found : undefined;
-    }, 20_000, 100);
+    const warnings = await until(
+      'DeliveryRefused on the Account',
+      async () => {
+        const found = (await accountEvents()).filter((e) => e.reason === 'DeliveryRefused');
+        return found.length >= 2 ? found : undefined;
+      },
+      20_000,
+      100,
+    );
     for (const e of warnings) {
       expect(e.type).toBe('Warning');
-      expect(e.note).toMatch(/gateway pod gateway-[01] refused delivery batch \d+ and does not serve this account's current credentials \(version [0-9a-f]+\): \S+: signed with key id/);
+      expect(e.note).toMatch(
+        /gateway pod gateway-[01] refused delivery batch \d+ and does not serve this account's current credentials \(version [0-9a-f]+\): \S+: signed with key id/,
+      );
       expect(e.note).not.toContain('sk-delivery-acks');
     }
     const account = await resource('accounts', ns).get('account');
@@ -191,12 +322,21 @@ describe('Delivered from the acknowledgements', () => {
     // once they reconnect and load what they refused), and acknowledge it on their next connect.
     await projector.sync();
     await deliveredPast('accounts', 'account', old);
-    for (const gw of gateways) await until('loaded on the stream again', async () => (await statusOf(gw)).delivery?.lastBatch?.result === 'loaded', 20_000, 100);
+    for (const gw of gateways)
+      await until(
+        'loaded on the stream again',
+        async () => (await statusOf(gw)).delivery?.lastBatch?.result === 'loaded',
+        20_000,
+        100,
+      );
   }, 90_000);
 
   test('a disabled gateway key moves its version: Delivered False in that write, True once both pods acknowledged', async () => {
     const old = versionOf(await resource('gatewayapikeys', ns).get('k'));
-    await client.request('PATCH', `/apis/${GROUP}/${VERSION}/namespaces/${ns}/gatewayapikeys/k`, { body: { spec: { disabled: true } }, contentType: 'application/merge-patch+json' });
+    await client.request('PATCH', `/apis/${GROUP}/${VERSION}/namespaces/${ns}/gatewayapikeys/k`, {
+      body: { spec: { disabled: true } },
+      contentType: 'application/merge-patch+json',
+    });
     await deliveredPast('gatewayapikeys', 'k', old);
   }, 60_000);
 
@@ -207,13 +347,18 @@ describe('Delivered from the acknowledgements', () => {
       for (const o of history) {
         const d = cond(o, 'Delivered');
         const v = versionOf(o);
-        if (d?.status === 'True') expect({ id, message: d.message, names: v !== undefined && d.message.includes(v) }).toMatchObject({ id, names: true });
+        if (d?.status === 'True')
+          expect({ id, message: d.message, names: v !== undefined && d.message.includes(v) }).toMatchObject({
+            id,
+            names: true,
+          });
         if (v === undefined) continue;
         if (versions.at(-1) !== v) {
           expect({ id, back: versions.includes(v) }).toEqual({ id, back: false });
           // The write that moves the version carries Delivered for that version: False, or True only if every pod
           // already loaded it (both name the new version, checked above).
-          if (versions.length > 0) expect({ id, status: d?.status, names: d?.message.includes(v) }).toMatchObject({ id, names: true });
+          if (versions.length > 0)
+            expect({ id, status: d?.status, names: d?.message.includes(v) }).toMatchObject({ id, names: true });
           versions.push(v);
         }
       }

@@ -4,23 +4,24 @@
 // stream once the bundle key is mounted (nothing verifies without it), takes its first config from the stream while
 // the routing and bundle mounts stay empty, and turns ready. With --restart-without-config-after, a gateway that
 // loaded nothing exits 75 so the kubelet restarts it and mounts its volumes again.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET } from '../../../src/contract/envelope.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
+import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
@@ -33,21 +34,46 @@ describe('a gateway that starts on empty mounts', () => {
   let run: CapturedOperator;
   let up: Upstreams;
   const running = new Set<ChildProcess>();
-  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  const killAll = () => {
+    for (const child of running) child.kill('SIGKILL');
+  };
   process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-fresh-'));
 
   /** Empty routing, bundle and key directories, as the kubelet mounts optional volumes whose objects do not exist. */
   const emptyMounts = (name: string) => {
-    const dirs = { configDir: join(root, name, 'routing'), bundleDir: join(root, name, 'bundles'), keyDir: join(root, name, 'key') };
+    const dirs = {
+      configDir: join(root, name, 'routing'),
+      bundleDir: join(root, name, 'bundles'),
+      keyDir: join(root, name, 'key'),
+    };
     for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
     return dirs;
   };
   const args = (dirs: ReturnType<typeof emptyMounts>, name: string, more: string[]) => [
-    '--config-dir', dirs.configDir, '--bundle-dir', dirs.bundleDir, '--key-dir', dirs.keyDir,
-    '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-    '--upstream-ca', join(root, 'upstream-ca.pem'), '--ledger-snapshot', join(root, `ledger-${name}.json`), '--log-level', 'info',
-    '--egress-allow', '127.0.0.1/32', ...more,
+    '--config-dir',
+    dirs.configDir,
+    '--bundle-dir',
+    dirs.bundleDir,
+    '--key-dir',
+    dirs.keyDir,
+    '--catalog',
+    join(root, 'catalog.json'),
+    '--port',
+    '0',
+    '--ops-port',
+    '0',
+    '--attempt-timeout-ms',
+    '2000',
+    '--upstream-ca',
+    join(root, 'upstream-ca.pem'),
+    '--ledger-snapshot',
+    join(root, `ledger-${name}.json`),
+    '--log-level',
+    'info',
+    '--egress-allow',
+    '127.0.0.1/32',
+    ...more,
   ];
   const chat = async (gw: GatewayProcess) => {
     const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
@@ -64,12 +90,22 @@ describe('a gateway that starts on empty mounts', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('fresh-acct');
     routingNs = await createTestNamespace('fresh-routing');
-    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } } });
+    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } },
+    });
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
+          },
+        ],
+      }),
+    );
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
@@ -78,9 +114,17 @@ describe('a gateway that starts on empty mounts', () => {
       egress: parseEgressAllowList(['127.0.0.1']),
       deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts: [`${routingNs}/byok-gateway`] },
     });
-    const token = await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] } },
-    });
+    const token = await client.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`,
+      {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] },
+        },
+      },
+    );
     writeFileSync(join(root, 'token'), token.status.token);
   }, 60_000);
 
@@ -94,22 +138,58 @@ describe('a gateway that starts on empty mounts', () => {
 
   test('starts unready with 503s, waits for the bundle key, then takes its first config from the stream and serves, the routing mount still empty', async () => {
     const dirs = emptyMounts('stream');
-    const gw = await spawnGateway(args(dirs, 'stream', ['--delivery-stream', run.op.deliveryUrl()!, '--delivery-stream-token-file', join(root, 'token'), '--delivery-stream-dir', join(root, 'stream', 'delivered')]), running);
+    const gw = await spawnGateway(
+      args(dirs, 'stream', [
+        '--delivery-stream',
+        run.op.deliveryUrl()!,
+        '--delivery-stream-token-file',
+        join(root, 'token'),
+        '--delivery-stream-dir',
+        join(root, 'stream', 'delivered'),
+      ]),
+      running,
+    );
     expect(await ready(gw)).toBe(503);
     expect(await chat(gw)).toBe(503);
     // The account arrives; the operator compiles it and writes the key. The pod's key volume is still empty.
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(API_KEY) } });
+    await resource('accounts', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'account' },
+      spec: {},
+    });
+    await resource('workspaces', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'k' },
+      spec: { hash: sha(API_KEY) },
+    });
     await createSecret(kc, ns, 'oa-key', 'sk-delivery-fresh-openai');
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' } } });
+    await resource('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'oa' },
+      spec: { provider: 'openai', secretRef: { name: 'oa-key' } },
+    });
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     expect(gw.output.join('')).toContain('no bundle key mounted yet; the delivery stream connects once it is');
     expect(await ready(gw)).toBe(503);
     // The kubelet mounts the key (only the key: the routing and bundle volumes stay empty).
-    const key = await client.request<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${routingNs}/secrets/${DEFAULT_BUNDLE_KEY_SECRET}`);
-    kubeletWrite(dirs.keyDir, Object.fromEntries(Object.entries(key.data).map(([k, v]) => [k, Buffer.from(v, 'base64')])));
+    const key = await client.request<{ data: Record<string, string> }>(
+      'GET',
+      `/api/v1/namespaces/${routingNs}/secrets/${DEFAULT_BUNDLE_KEY_SECRET}`,
+    );
+    kubeletWrite(
+      dirs.keyDir,
+      Object.fromEntries(Object.entries(key.data).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+    );
     await until('ready', async () => (await ready(gw)) === 200, 20_000, 50);
     expect(await chat(gw)).toBe(200);
     expect(up.hits.at(-1)?.auth).toBe('sk-delivery-fresh-openai');

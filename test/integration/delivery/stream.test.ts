@@ -4,26 +4,32 @@
 // TokenRequest API → loopback upstreams. The mounted directories are projected once and then frozen, so a rotated key
 // that reaches the upstream can only have come through the stream. A foreign or wrongly audienced token is refused,
 // and a stream outage falls back to the mount once the kubelet (the projector here) moves it.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { startDeliveryServer, type DeliveryServer } from '../../../src/operator/delivery/server.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { publishGatewayEndpoints, spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
-import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
-import { cond, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from '../../support/builders.ts';
+import {
+  type GatewayProcess,
+  publishGatewayEndpoints,
+  spawnGateway,
+  stopProcess,
+} from '../../support/gateway-process.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, cond, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createTenant } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const client = kubeClient(kc);
@@ -46,17 +52,32 @@ describe('the delivery stream', () => {
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  const killAll = () => {
+    for (const child of running) child.kill('SIGKILL');
+  };
   process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-'));
   const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
   let secretVersion = 0;
 
   const token = async (namespace: string, sa: string, audiences: string[] | undefined) =>
-    (await client.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600, ...(audiences ? { audiences } : {}) } },
-    })).status.token;
-  const serviceAccount = (namespace: string, name: string) => client.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } } });
+    (
+      await client.request<{ status: { token: string } }>(
+        'POST',
+        `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`,
+        {
+          body: {
+            apiVersion: 'authentication.k8s.io/v1',
+            kind: 'TokenRequest',
+            spec: { expirationSeconds: 600, ...(audiences ? { audiences } : {}) },
+          },
+        },
+      )
+    ).status.token;
+  const serviceAccount = (namespace: string, name: string) =>
+    client.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, {
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } },
+    });
   /** One chat through a gateway; the key the upstream saw. */
   const keySent = async (gw: GatewayProcess): Promise<string | undefined> => {
     const before = up.hits.length;
@@ -79,7 +100,8 @@ describe('the delivery stream', () => {
     return key;
   };
   const mountedBundle = () => readFileSync(join(mount.bundleDir, publicId('BYOKCredential', ns, 'oa')), 'utf8');
-  const metric = async (gw: GatewayProcess, name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await fetch(`${gw.opsUrl}/metrics`)).text())?.[1] ?? NaN);
+  const metric = async (gw: GatewayProcess, name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await fetch(`${gw.opsUrl}/metrics`)).text())?.[1] ?? NaN);
 
   beforeAll(async () => {
     up = await startUpstreams();
@@ -88,10 +110,18 @@ describe('the delivery stream', () => {
     await serviceAccount(routingNs, 'byok-gateway');
     await serviceAccount(routingNs, 'someone-else');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
+          },
+        ],
+      }),
+    );
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
     const serviceAccounts = [`${routingNs}/byok-gateway`];
@@ -102,10 +132,19 @@ describe('the delivery stream', () => {
       egress: parseEgressAllowList(['127.0.0.1']),
       deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts },
       // Delivered from the pods' status reports, as without the stream: what each pod has loaded, whatever the source.
-      gatewayStatus: { token: STATUS_TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 500, pendingPollMs: 100, writeIntervalMs: 1000 },
+      gatewayStatus: {
+        token: STATUS_TOKEN,
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
+        pollMs: 500,
+        pendingPollMs: 100,
+        writeIntervalMs: 1000,
+      },
     });
     // What a second, non-leading replica serves: its own informer cache of the routing namespace.
-    replica = await startDeliveryServer({ port: 0, host: '127.0.0.1', serviceAccounts }, { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() });
+    replica = await startDeliveryServer(
+      { port: 0, host: '127.0.0.1', serviceAccounts },
+      { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() },
+    );
     await createTenant(ns, {
       account: account('account'),
       workspaces: [workspace('main', asDefault())],
@@ -121,14 +160,43 @@ describe('the delivery stream', () => {
     await projector.stop();
     writeFileSync(join(root, 'token'), await token(routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]));
     for (const i of [0, 1]) {
-      gateways.push(await spawnGateway([
-        '--config-dir', mount.configDir, '--bundle-dir', mount.bundleDir, '--key-dir', mount.keyDir,
-        '--catalog', join(root, 'catalog.json'), '--port', '0', '--ops-port', '0', '--attempt-timeout-ms', '2000',
-        '--upstream-ca', join(root, 'upstream-ca.pem'), '--ledger-snapshot', join(root, `ledger-${i}.json`), '--log-level', 'info',
-        '--egress-allow', '127.0.0.1/32',
-        '--delivery-stream', i === 0 ? run.op.deliveryUrl()! : replica.url, '--delivery-stream-token-file', join(root, 'token'),
-        '--delivery-stream-dir', join(root, `stream-${i}`), '--status-token-file', join(root, 'status-token'),
-      ], running));
+      gateways.push(
+        await spawnGateway(
+          [
+            '--config-dir',
+            mount.configDir,
+            '--bundle-dir',
+            mount.bundleDir,
+            '--key-dir',
+            mount.keyDir,
+            '--catalog',
+            join(root, 'catalog.json'),
+            '--port',
+            '0',
+            '--ops-port',
+            '0',
+            '--attempt-timeout-ms',
+            '2000',
+            '--upstream-ca',
+            join(root, 'upstream-ca.pem'),
+            '--ledger-snapshot',
+            join(root, `ledger-${i}.json`),
+            '--log-level',
+            'info',
+            '--egress-allow',
+            '127.0.0.1/32',
+            '--delivery-stream',
+            i === 0 ? run.op.deliveryUrl()! : replica.url,
+            '--delivery-stream-token-file',
+            join(root, 'token'),
+            '--delivery-stream-dir',
+            join(root, `stream-${i}`),
+            '--status-token-file',
+            join(root, 'status-token'),
+          ],
+          running,
+        ),
+      );
     }
     await publishGatewayEndpoints(kc, routingNs, gateways);
   }, 90_000);
@@ -144,19 +212,38 @@ describe('the delivery stream', () => {
 
   test('both gateways connect (to the leader and to another replica), load and acknowledge', async () => {
     for (const gw of gateways) {
-      await until('connected', async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 1, 20_000, 100);
-      expect(await until('the v0 key upstream', async () => (await keySent(gw)) === 'sk-delivery-openai-v0', 20_000, 100)).toBe(true);
+      await until(
+        'connected',
+        async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 1,
+        20_000,
+        100,
+      );
+      expect(
+        await until('the v0 key upstream', async () => (await keySent(gw)) === 'sk-delivery-openai-v0', 20_000, 100),
+      ).toBe(true);
     }
-    expect([...replica.acks().values()]).toEqual([expect.objectContaining({ result: 'loaded', who: expect.objectContaining({ username: `system:serviceaccount:${routingNs}:byok-gateway` }) })]);
+    expect([...replica.acks().values()]).toEqual([
+      expect.objectContaining({
+        result: 'loaded',
+        who: expect.objectContaining({ username: `system:serviceaccount:${routingNs}:byok-gateway` }),
+      }),
+    ]);
   }, 60_000);
 
   /** The credential's Delivered=True at a version other than `old`, with every pod counted. */
   const delivered = (old: string | undefined) =>
-    until('Delivered=True at the new version', async () => {
-      const o = await resource('byokcredentials', ns).get('oa');
-      const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
-      return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2 ? d.configVersion : undefined;
-    }, 20_000, 20);
+    until(
+      'Delivered=True at the new version',
+      async () => {
+        const o = await resource('byokcredentials', ns).get('oa');
+        const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
+        return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2
+          ? d.configVersion
+          : undefined;
+      },
+      20_000,
+      20,
+    );
 
   test(`${ROTATIONS} rotations reach both gateways through the stream while the mount stays at v0: Delivered=True 2/2, the new key upstream (p50/p99)`, async () => {
     const frozen = mountedBundle();
@@ -182,10 +269,14 @@ describe('the delivery stream', () => {
     // The mounted volume never moved: what reached the upstream, and what the pods reported, came through the stream.
     expect(mountedBundle()).toBe(frozen);
     expect(readdirSync(join(root, 'stream-0', 'bundles')).some((f) => f === '..data')).toBe(true);
-    const line = (xs: number[]) => `p50 ${quantile(xs, 0.5).toFixed(0)} ms, p99 ${quantile(xs, 0.99).toFixed(0)} ms, worst ${Math.max(...xs).toFixed(0)} ms`;
-    process.stdout.write(`delivery stream, ${ROTATIONS} rotations, 2 gateways, mount frozen: apply → Delivered=True ${line(toDelivered)}; apply → new key upstream ${line(toNewKey)}\n`);
+    const line = (xs: number[]) =>
+      `p50 ${quantile(xs, 0.5).toFixed(0)} ms, p99 ${quantile(xs, 0.99).toFixed(0)} ms, worst ${Math.max(...xs).toFixed(0)} ms`;
+    process.stdout.write(
+      `delivery stream, ${ROTATIONS} rotations, 2 gateways, mount frozen: apply → Delivered=True ${line(toDelivered)}; apply → new key upstream ${line(toNewKey)}\n`,
+    );
     // Key material never reaches a log: the operator's, the gateways' stdout and stderr.
-    for (const text of [run.logs.join('\n'), ...gateways.map((gw) => gw.output.join(''))]) expect(text).not.toContain('sk-delivery-openai');
+    for (const text of [run.logs.join('\n'), ...gateways.map((gw) => gw.output.join(''))])
+      expect(text).not.toContain('sk-delivery-openai');
     expect(toDelivered).toHaveLength(ROTATIONS);
     expect(toNewKey).toHaveLength(ROTATIONS * 2);
   }, 240_000);
@@ -217,16 +308,26 @@ describe('the delivery stream', () => {
     const gw = gateways[1]!;
     await until('the streamed key upstream', async () => (await keySent(gw)) === streamed, 20_000, 20);
     await replica.close();
-    await until('disconnected', async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 0, 20_000, 100);
+    await until(
+      'disconnected',
+      async () => (await metric(gw, 'byok_gateway_delivery_stream_connected')) === 0,
+      20_000,
+      100,
+    );
     // Down, with the mount still at v0: the pod does not go back to the older mount.
     expect(await keySent(gw)).toBe(streamed);
     const next = await rotate();
     // The kubelet catches up (the projector syncs as it would): the mount moved while the stream is down, so the
     // mount wins, and the pod serves the rotation without the stream.
-    await until('the mounted key upstream', async () => {
-      await projector.sync();
-      return (await keySent(gw)) === next;
-    }, 20_000, 200);
+    await until(
+      'the mounted key upstream',
+      async () => {
+        await projector.sync();
+        return (await keySent(gw)) === next;
+      },
+      20_000,
+      200,
+    );
     expect(mountedBundle()).not.toBe(frozenAtStart);
   }, 90_000);
 });

@@ -1,6 +1,6 @@
 // The README's first command: `dev` brings up a real control plane, the operator, the API server and the sample
 // account, writes .dev/connection.json, and cleans everything up on Ctrl-C.
-import { execFile, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,8 +8,6 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { DevConnection } from '../../../src/cli/dev.ts';
 import { startDevStack, waitFor } from '../../support/dev-stack.ts';
-
-
 
 describe('npm run dev', () => {
   let child: ChildProcess;
@@ -49,21 +47,30 @@ describe('npm run dev', () => {
   });
 
   test("the dev gateway holds the operator's delivery stream with its ServiceAccount's token and loads what it pushes", async () => {
-    const connected = async () => /^byok_gateway_delivery_stream_connected 1$/m.test(await (await fetch(`${connection.gatewayOpsUrl}/metrics`)).text());
+    const connected = async () =>
+      /^byok_gateway_delivery_stream_connected 1$/m.test(
+        await (await fetch(`${connection.gatewayOpsUrl}/metrics`)).text(),
+      );
     const deadline = Date.now() + 20_000;
     while (!(await connected()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     const text = await (await fetch(`${connection.gatewayOpsUrl}/metrics`)).text();
     expect(text).toMatch(/^byok_gateway_delivery_stream_connected 1$/m);
-    expect(Number(/^byok_gateway_delivery_stream_batches_total\{result="loaded"\} (\d+)$/m.exec(text)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
+    expect(
+      Number(/^byok_gateway_delivery_stream_batches_total\{result="loaded"\} (\d+)$/m.exec(text)?.[1] ?? 0),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   test('start-up logs no warning for the apiserver filling its watch caches (429 "storage is (re)initializing")', () => {
-    const warnings = output().split('\n').filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 40);
+    const warnings = output()
+      .split('\n')
+      .filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 40);
     expect(warnings.filter((l) => l.includes('initializing'))).toEqual([]);
   });
 
   test('the sample credentials are listed by the API with the management key', async () => {
-    const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.managementKey}` } });
+    const res = await fetch(`${connection.apiBaseUrl}/byok`, {
+      headers: { authorization: `Bearer ${connection.managementKey}` },
+    });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { data: { provider: string; label: string }[]; total_count: number };
     expect(body.data.map((k) => k.provider).sort()).toEqual(['amazon-bedrock', 'openai']);
@@ -77,7 +84,12 @@ describe('npm run dev', () => {
         headers: { authorization: `Bearer ${connection.gatewayApiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hello' }] }),
       });
-      return { status: res.status, body: (await res.json()) as { provider_responses: { provider: string; credential: string; status: number | null }[] } };
+      return {
+        status: res.status,
+        body: (await res.json()) as {
+          provider_responses: { provider: string; credential: string; status: number | null }[];
+        },
+      };
     };
     expect(output()).toContain(`${connection.gatewayBaseUrl}/chat/completions`);
     const ok = await chat('openai/gpt-5');
@@ -85,20 +97,43 @@ describe('npm run dev', () => {
     expect(ok.body.provider_responses).toEqual([expect.objectContaining({ provider: 'openai', status: 200 })]);
     const failover = await chat('anthropic/claude-sonnet-4');
     expect(failover.status).toBe(200);
-    expect(failover.body.provider_responses.map((p) => [p.provider, p.credential === 'shared' ? 'shared' : 'byok', p.status])).toEqual([
+    expect(
+      failover.body.provider_responses.map((p) => [
+        p.provider,
+        p.credential === 'shared' ? 'shared' : 'byok',
+        p.status,
+      ]),
+    ).toEqual([
       ['anthropic', 'shared', 429],
       ['amazon-bedrock', 'shared', null],
       ['amazon-bedrock', 'byok', 200],
     ]);
     // The dev ledger is a loopback redis-server with AOF (issue 25 §5): the operator mirrors what the gateway metered
     // into the Account's status (the MTD column of kubectl get byokacct).
-    expect(connection.ledger).toMatchObject({ backend: 'redis', url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+\/0$/) });
+    expect(connection.ledger).toMatchObject({
+      backend: 'redis',
+      url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+\/0$/),
+    });
     const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
-    await waitFor('BYOK spend in Account.status.spend', async () => {
-      const out = (await run('get', 'accounts.byok.gateway.dev', '-n', 'acme', '-o', 'jsonpath={.items[0].status.spend.byokListCostUsd}')).stdout;
-      return Number(out) > 0 ? out : undefined;
-    }, 30_000);
+    const run = (...args: string[]) =>
+      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    await waitFor(
+      'BYOK spend in Account.status.spend',
+      async () => {
+        const out = (
+          await run(
+            'get',
+            'accounts.byok.gateway.dev',
+            '-n',
+            'acme',
+            '-o',
+            'jsonpath={.items[0].status.spend.byokListCostUsd}',
+          )
+        ).stdout;
+        return Number(out) > 0 ? out : undefined;
+      },
+      30_000,
+    );
   }, 60_000);
 
   test('the dev upstream streams SSE and injects faults by key (docs/gateway.md, "Dev upstream faults")', async () => {
@@ -123,11 +158,21 @@ describe('npm run dev', () => {
       body: JSON.stringify({ provider: 'mistral', key: 'sk-dev-servererror-0001' }),
     });
     expect(created.status).toBe(201);
-    const first = await waitFor('the gateway to try the new Mistral credential', async () => {
-      // Every attempt failed: the answer is an error whose metadata lists them.
-      const body = (await (await chat('mistralai/mistral-large')).json()) as { error?: { metadata?: { provider_responses?: { provider: string; credential: string; status: number | null }[] } } };
-      return body.error?.metadata?.provider_responses?.find((p) => p.provider === 'mistral' && p.credential !== 'shared');
-    }, 30_000);
+    const first = await waitFor(
+      'the gateway to try the new Mistral credential',
+      async () => {
+        // Every attempt failed: the answer is an error whose metadata lists them.
+        const body = (await (await chat('mistralai/mistral-large')).json()) as {
+          error?: {
+            metadata?: { provider_responses?: { provider: string; credential: string; status: number | null }[] };
+          };
+        };
+        return body.error?.metadata?.provider_responses?.find(
+          (p) => p.provider === 'mistral' && p.credential !== 'shared',
+        );
+      },
+      30_000,
+    );
     expect(first.status).toBe(500);
   }, 60_000);
 
@@ -138,28 +183,43 @@ describe('npm run dev', () => {
   });
 
   test('the aggregated API is registered: kubectl get byokkeys lists the sample credentials', async () => {
-    expect(connection.aggregatedApi).toMatchObject({ group: 'api.byok.gateway.dev', version: 'v1', apiService: 'v1.api.byok.gateway.dev' });
+    expect(connection.aggregatedApi).toMatchObject({
+      group: 'api.byok.gateway.dev',
+      version: 'v1',
+      apiService: 'v1.api.byok.gateway.dev',
+    });
     const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
-    expect((await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}')).stdout).toBe('True');
+    const run = (...args: string[]) =>
+      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    expect(
+      (await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}'))
+        .stdout,
+    ).toBe('True');
     const table = (await run('get', 'byokkeys', '-n', 'acme')).stdout;
     expect(table).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL/);
     expect(table).toContain('amazon-bedrock');
-    const raw = JSON.parse((await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')).stdout) as { total_count: number };
+    const raw = JSON.parse(
+      (await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')).stdout,
+    ) as { total_count: number };
     expect(raw.total_count).toBeGreaterThan(0);
   });
 
   test('kubectl wait --for=condition=Delivered: the dev gateway has loaded every sample credential; kubectl get byok shows UPSTREAM', async () => {
     const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) => promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    const run = (...args: string[]) =>
+      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
     await run('wait', '--for=condition=Delivered', 'byokcredentials', '--all', '-n', 'acme', '--timeout=60s');
-    const delivery = JSON.parse((await run('get', 'byokcredentials', '-n', 'acme', '-o', 'jsonpath={.items[0].status.delivery}')).stdout) as { loaded: number; total: number };
+    const delivery = JSON.parse(
+      (await run('get', 'byokcredentials', '-n', 'acme', '-o', 'jsonpath={.items[0].status.delivery}')).stdout,
+    ) as { loaded: number; total: number };
     expect(delivery).toMatchObject({ loaded: 1, total: 1 });
     expect((await run('get', 'byokcredentials', '-n', 'acme')).stdout).toMatch(/UPSTREAM\s+LAST USED/);
   }, 90_000);
 
   test('the gateway API key is not a management key', async () => {
-    const res = await fetch(`${connection.apiBaseUrl}/byok`, { headers: { authorization: `Bearer ${connection.gatewayApiKey}` } });
+    const res = await fetch(`${connection.apiBaseUrl}/byok`, {
+      headers: { authorization: `Bearer ${connection.gatewayApiKey}` },
+    });
     expect(res.status).toBe(403);
   });
 

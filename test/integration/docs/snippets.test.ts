@@ -25,7 +25,7 @@
 //   upgrade and a marked listing of what stays, which run here).
 // - docs/install.md: building and pushing the image, installing on a real cluster, and the e2e run that does both
 //   (test/e2e/run.ts runs that page's commands on a one-node cluster with a real kubelet).
-import { execFile, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,7 +35,11 @@ import type { DevConnection } from '../../../src/cli/dev.ts';
 import { readerEnv, repoRoot, startDevStack, stopDevStack } from '../../support/dev-stack.ts';
 
 const run = promisify(execFile);
-const markdownIn = (dir: string) => readdirSync(join(repoRoot, dir)).filter((f) => f.endsWith('.md')).sort().map((f) => `${dir}/${f}`);
+const markdownIn = (dir: string) =>
+  readdirSync(join(repoRoot, dir))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `${dir}/${f}`);
 /** Run by test/integration/cli/onboard.test.ts on a stack of its own, with checks of what its blocks did. */
 const OWN_TEST = new Set(['docs/guide/onboard-a-team.md']);
 const DOCS = ['README.md', ...markdownIn('docs'), ...markdownIn('docs/guide').filter((f) => !OWN_TEST.has(f))];
@@ -43,21 +47,49 @@ const SHELL_INFO = new Set(['sh', 'bash', 'shell', 'console']);
 
 /** Unmarked shell/console blocks that cannot run here: file and the block's first line. */
 const UNRUNNABLE: readonly { file: string; firstLine: string; why: string }[] = [
-  { file: 'README.md', firstLine: 'npm run dev     # local control plane', why: 'the stack this test starts; npm test is the whole suite' },
+  {
+    file: 'README.md',
+    firstLine: 'npm run dev     # local control plane',
+    why: 'the stack this test starts; npm test is the whole suite',
+  },
   { file: 'docs/gateway.md', firstLine: 'byok-operator gateway \\', why: 'a usage synopsis' },
   { file: 'docs/install.md', firstLine: 'docker build', why: 'an image build and a registry' },
   { file: 'docs/install.md', firstLine: 'hack/image/build.sh', why: 'an image build (podman) and a containerd node' },
   { file: 'docs/install.md', firstLine: 'podman build', why: 'an image build (podman) and a kind cluster' },
-  { file: 'docs/install.md', firstLine: 'kubectl create namespace byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
-  { file: 'docs/install.md', firstLine: 'kubectl rollout status -n byok-system', why: 'a real cluster that runs the image (test/e2e/run.ts)' },
+  {
+    file: 'docs/install.md',
+    firstLine: 'kubectl create namespace byok-system',
+    why: 'a real cluster that runs the image (test/e2e/run.ts)',
+  },
+  {
+    file: 'docs/install.md',
+    firstLine: 'kubectl rollout status -n byok-system',
+    why: 'a real cluster that runs the image (test/e2e/run.ts)',
+  },
   { file: 'docs/install.md', firstLine: 'npm run e2e', why: 'the end-to-end run: a node from parts, a real kubelet' },
   { file: 'docs/guide/quickstart.md', firstLine: 'npm run dev', why: 'the stack this test starts' },
-  { file: 'docs/guide/quickstart.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
-  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm upgrade --install byok charts/byok-operator', why: 'a real cluster that runs the image' },
+  {
+    file: 'docs/guide/quickstart.md',
+    firstLine: 'helm upgrade --install byok charts/byok-operator',
+    why: 'a real cluster that runs the image',
+  },
+  {
+    file: 'docs/guide/upgrade-and-uninstall.md',
+    firstLine: 'helm upgrade --install byok charts/byok-operator',
+    why: 'a real cluster that runs the image',
+  },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'hack/kind-up.sh', why: 'Docker and kind' },
-  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl apply --server-side --force-conflicts -f charts/byok-operator/crds/', why: 'upgrades a real release (the page\'s marked rehearsal runs its dry run)' },
+  {
+    file: 'docs/guide/upgrade-and-uninstall.md',
+    firstLine: 'kubectl apply --server-side --force-conflicts -f charts/byok-operator/crds/',
+    why: "upgrades a real release (the page's marked rehearsal runs its dry run)",
+  },
   { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'helm uninstall byok', why: 'removes a real release' },
-  { file: 'docs/guide/upgrade-and-uninstall.md', firstLine: 'kubectl delete configmaps,secrets -n byok-system', why: 'deletes the routing config and the CRDs the stack runs on' },
+  {
+    file: 'docs/guide/upgrade-and-uninstall.md',
+    firstLine: 'kubectl delete configmaps,secrets -n byok-system',
+    why: 'deletes the routing config and the CRDs the stack runs on',
+  },
 ];
 
 interface Block {
@@ -78,9 +110,11 @@ function blocks(file: string): Block[] {
     const prev = i > 0 ? lines[i - 1]!.trim() : '';
     const m = /^<!-- snippet: (run|columns)(.*?)-->$/.exec(prev);
     const expected = m ? /expect="([^"]*)"/.exec(m[2]!)?.[1] : undefined;
-    const marker: Block['marker'] = !m ? undefined
-      : m[1] === 'run' ? { kind: 'run', ...(expected !== undefined ? { expect: expected } : {}) }
-      : { kind: 'columns', rows: /\brows\b/.test(m[2]!) };
+    const marker: Block['marker'] = !m
+      ? undefined
+      : m[1] === 'run'
+        ? { kind: 'run', ...(expected !== undefined ? { expect: expected } : {}) }
+        : { kind: 'columns', rows: /\brows\b/.test(m[2]!) };
     out.push({ file, line: i + 1, info: open[1]!, text: lines.slice(i + 1, end).join('\n'), marker });
     i = end;
   }
@@ -90,7 +124,6 @@ function blocks(file: string): Block[] {
 const columnsOf = (line: string) => line.trim().split(/\s{2,}/);
 /** Values that move with time or with traffic through the gateway. */
 const VOLATILE = new Set(['AGE', 'LAST USED', 'UPSTREAM', 'DELIVERED']);
-
 
 describe('docs snippets against the dev stack', () => {
   const all = DOCS.flatMap(blocks);
@@ -111,21 +144,29 @@ describe('docs snippets against the dev stack', () => {
   }, 30_000);
 
   test('no snippet redirects output into a file of the working directory (a reader runs them from the repository root)', () => {
-    const redirects = all.filter((b) => SHELL_INFO.has(b.info))
-      .flatMap((b) => [...b.text.matchAll(/(?:^|\s)>>?\s*([\w.-][\w./-]*)(?=\s|$)/gm)].map((m) => `${b.file}:${b.line}: > ${m[1]!}`));
+    const redirects = all
+      .filter((b) => SHELL_INFO.has(b.info))
+      .flatMap((b) =>
+        [...b.text.matchAll(/(?:^|\s)>>?\s*([\w.-][\w./-]*)(?=\s|$)/gm)].map((m) => `${b.file}:${b.line}: > ${m[1]!}`),
+      );
     expect(redirects).toEqual([]);
   });
 
   test('every shell and console block is marked, or listed with the reason it cannot run here', () => {
-    const unmarked = all.filter((b) => SHELL_INFO.has(b.info) && !b.marker).map((b) => ({ file: b.file, firstLine: b.text.split('\n')[0]! }));
-    const listed = (u: { file: string; firstLine: string }) => UNRUNNABLE.some((x) => x.file === u.file && u.firstLine.startsWith(x.firstLine));
+    const unmarked = all
+      .filter((b) => SHELL_INFO.has(b.info) && !b.marker)
+      .map((b) => ({ file: b.file, firstLine: b.text.split('\n')[0]! }));
+    const listed = (u: { file: string; firstLine: string }) =>
+      UNRUNNABLE.some((x) => x.file === u.file && u.firstLine.startsWith(x.firstLine));
     expect(unmarked.filter((u) => !listed(u))).toEqual([]);
     // And the list holds no stale entries.
-    expect(UNRUNNABLE.filter((x) => !unmarked.some((u) => u.file === x.file && u.firstLine.startsWith(x.firstLine)))).toEqual([]);
+    expect(
+      UNRUNNABLE.filter((x) => !unmarked.some((u) => u.file === x.file && u.firstLine.startsWith(x.firstLine))),
+    ).toEqual([]);
   });
 
   // Before any snippet changes the sample account: the samples show the stack as `npm run dev` leaves it.
-  test('marked kubectl samples have today\'s columns (and, where marked, today\'s values)', async () => {
+  test("marked kubectl samples have today's columns (and, where marked, today's values)", async () => {
     const samples = all.filter((b) => b.marker?.kind === 'columns');
     const problems: string[] = [];
     let checked = 0;
@@ -136,11 +177,16 @@ describe('docs snippets against the dev stack', () => {
         const header = lines[i + 1];
         if (!cmd || !header || !/^[A-Z][A-Z ]+$/.test(header.trim())) continue;
         const args = cmd[1]!.split(/\s+/).slice(1);
-        const { stdout } = await run('kubectl', ['--kubeconfig', connection.kubeconfig, ...args], { env, encoding: 'utf8' });
+        const { stdout } = await run('kubectl', ['--kubeconfig', connection.kubeconfig, ...args], {
+          env,
+          encoding: 'utf8',
+        });
         const actual = stdout.trimEnd().split('\n');
         checked++;
         if (columnsOf(header).join(' | ') !== columnsOf(actual[0]!).join(' | ')) {
-          problems.push(`${s.file}:${s.line + 1 + i}: ${cmd[1]} prints\n  ${actual[0]}\nbut the sample shows\n  ${header}`);
+          problems.push(
+            `${s.file}:${s.line + 1 + i}: ${cmd[1]} prints\n  ${actual[0]}\nbut the sample shows\n  ${header}`,
+          );
           continue;
         }
         if (s.marker?.kind !== 'columns' || !s.marker.rows) continue;
@@ -152,13 +198,17 @@ describe('docs snippets against the dev stack', () => {
           if (row.startsWith('$')) break;
           const want = cells(row);
           const actualStarts = columnsOf(actual[0]!).map((n) => actual[0]!.indexOf(n));
-          const got = actual.slice(1).map((r) => actualStarts.map((at, k) => r.slice(at, actualStarts[k + 1] ?? r.length).trim())).find((r) => r[0] === want[0]);
+          const got = actual
+            .slice(1)
+            .map((r) => actualStarts.map((at, k) => r.slice(at, actualStarts[k + 1] ?? r.length).trim()))
+            .find((r) => r[0] === want[0]);
           if (!got) {
             problems.push(`${s.file}: ${cmd[1]} lists no ${want[0]}`);
             continue;
           }
           names.forEach((n, k) => {
-            if (!VOLATILE.has(n) && want[k] !== got[k]) problems.push(`${s.file}: ${want[0]} ${n} is ${got[k]}, the sample shows ${want[k]}`);
+            if (!VOLATILE.has(n) && want[k] !== got[k])
+              problems.push(`${s.file}: ${want[0]} ${n} is ${got[k]}, the sample shows ${want[k]}`);
           });
         }
       }
@@ -168,23 +218,48 @@ describe('docs snippets against the dev stack', () => {
     expect(checked).toBeGreaterThanOrEqual(2);
   }, 60_000);
 
-  test('the problem the APIService docs solve: a plain helm install --dry-run=server stops at the dev stack\'s APIService', async () => {
-    const helm = run('helm', ['install', 'byok', join(repoRoot, 'charts', 'byok-operator'), '-n', 'byok-system', '--dry-run=server', '--hide-secret', '--kubeconfig', connection.kubeconfig], { env, encoding: 'utf8', maxBuffer: 64 << 20 });
+  test("the problem the APIService docs solve: a plain helm install --dry-run=server stops at the dev stack's APIService", async () => {
+    const helm = run(
+      'helm',
+      [
+        'install',
+        'byok',
+        join(repoRoot, 'charts', 'byok-operator'),
+        '-n',
+        'byok-system',
+        '--dry-run=server',
+        '--hide-secret',
+        '--kubeconfig',
+        connection.kubeconfig,
+      ],
+      { env, encoding: 'utf8', maxBuffer: 64 << 20 },
+    );
     await expect(helm).rejects.toThrow(/APIService "v1\.api\.byok\.gateway\.dev".*exists and cannot be imported/);
   }, 60_000);
 
   test('marked shell snippets run as printed and exit 0', async () => {
-    const snippets = all.filter((b): b is Block & { marker: { kind: 'run'; expect?: string } } => b.marker?.kind === 'run');
+    const snippets = all.filter(
+      (b): b is Block & { marker: { kind: 'run'; expect?: string } } => b.marker?.kind === 'run',
+    );
     const failures: string[] = [];
     for (const s of snippets) {
       const script = s.text.replaceAll('.dev/connection.json', join(devDir, 'connection.json'));
       const started = Date.now();
       try {
-        const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
-        if (s.marker.expect !== undefined && !stdout.includes(s.marker.expect)) failures.push(`${s.file}:${s.line}: output lacks "${s.marker.expect}":\n${stdout}`);
+        const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], {
+          cwd: repoRoot,
+          env,
+          encoding: 'utf8',
+          timeout: 60_000,
+          maxBuffer: 16 << 20,
+        });
+        if (s.marker.expect !== undefined && !stdout.includes(s.marker.expect))
+          failures.push(`${s.file}:${s.line}: output lacks "${s.marker.expect}":\n${stdout}`);
       } catch (err) {
         const e = err as { code?: number; stdout?: string; stderr?: string };
-        failures.push(`${s.file}:${s.line}: exit ${e.code ?? '?'}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`);
+        failures.push(
+          `${s.file}:${s.line}: exit ${e.code ?? '?'}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`,
+        );
       }
       process.stderr.write(`docs snippet ${s.file}:${s.line} ran in ${Date.now() - started} ms\n`);
     }
@@ -192,6 +267,8 @@ describe('docs snippets against the dev stack', () => {
     expect(failures).toEqual([]);
     expect(snippets.length).toBeGreaterThanOrEqual(6);
     // The guide's pages are run too, not only the reference pages.
-    expect(new Set(snippets.map((b) => b.file).filter((f) => f.startsWith('docs/guide/'))).size).toBeGreaterThanOrEqual(5);
+    expect(new Set(snippets.map((b) => b.file).filter((f) => f.startsWith('docs/guide/'))).size).toBeGreaterThanOrEqual(
+      5,
+    );
   }, 480_000);
 });

@@ -4,7 +4,7 @@
 // has its pinned digest; anything else is refused with a message that names the file, and the run stops once.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,12 +14,19 @@ import { thirdPartyDir } from '../../support/third-party.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
 const script = join(repo, 'hack', 'export', 'fetch-third-party.sh');
-const lock = readFileSync(join(repo, 'hack', 'export', 'third-party.lock'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => {
-  const [file, sha256, repository, commit, path] = l.split(' ') as [string, string, string, string, string];
-  return { file, sha256, url: `/${repository}/${commit}/${path}` };
-});
+const lock = readFileSync(join(repo, 'hack', 'export', 'third-party.lock'), 'utf8')
+  .split('\n')
+  .filter((l) => l && !l.startsWith('#'))
+  .map((l) => {
+    const [file, sha256, repository, commit, path] = l.split(' ') as [string, string, string, string, string];
+    return { file, sha256, url: `/${repository}/${commit}/${path}` };
+  });
 
-interface Run { code: number; stdout: string; stderr: string }
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 const temps: string[] = [];
 /** A temp folder, removed after the file. */
 const temp = (prefix: string) => {
@@ -28,11 +35,17 @@ const temp = (prefix: string) => {
   return dir;
 };
 function fetchThirdParty(env: Record<string, string>): Promise<Run> {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BYOK_THIRD_PARTY_'))) as Record<string, string>;
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('BYOK_THIRD_PARTY_')),
+  ) as Record<string, string>;
   return new Promise((resolve) => {
-    execFile(script, { env: { ...clean, BYOK_CACHE_DIR: temp('byok-third-party-cache-'), ...env } }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      script,
+      { env: { ...clean, BYOK_CACHE_DIR: temp('byok-third-party-cache-'), ...env } },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -88,7 +101,10 @@ describe('hack/export/fetch-third-party.sh', () => {
     // The code host answers nothing: the files can only have come from the copy.
     const fromCopy = await fetchThirdParty({ BYOK_THIRD_PARTY_DIR: copy, BYOK_THIRD_PARTY_URL: `${baseUrl}/nowhere` });
     expect(fromCopy.code).toBe(0);
-    writeFileSync(join(copy, 'envoy-ai-gateway', 'aigateway.envoyproxy.io_aigatewayroutes.yaml'), '# not the pinned file\n');
+    writeFileSync(
+      join(copy, 'envoy-ai-gateway', 'aigateway.envoyproxy.io_aigatewayroutes.yaml'),
+      '# not the pinned file\n',
+    );
     const refused = await fetchThirdParty({ BYOK_THIRD_PARTY_DIR: copy, BYOK_THIRD_PARTY_URL: baseUrl });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`refused ${copy}/envoy-ai-gateway/aigateway.envoyproxy.io_aigatewayroutes.yaml`);

@@ -4,28 +4,29 @@
 // and the key are Ready=False AccountMissing with a Warning Event naming the Account to create, the gateway answers
 // the key 401 as an unknown key, and both doors show the same status. Creating the Account brings the namespace in
 // (Delivered, then 200 with the tenant's own key upstream); deleting it takes it out again (401, AccountMissing).
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EventsV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { DEFAULT_SERVICE } from '../../../src/aggregated/register.ts';
-import { startAggregatedServer, type AggregatedServer } from '../../../src/aggregated/server.ts';
-import { startApiServer, type ApiServer } from '../../../src/api/server.ts';
+import { type AggregatedServer, startAggregatedServer } from '../../../src/aggregated/server.ts';
+import { type ApiServer, startApiServer } from '../../../src/api/server.ts';
 import { createServingCertificate } from '../../../src/controlplane/pki.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
-import { createManagementKey } from '../../../src/service/management-keys.ts';
-import { startServiceRuntime, type ServiceRuntime } from '../../../src/service/runtime.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { createManagementKey } from '../../../src/service/management-keys.ts';
+import { type ServiceRuntime, startServiceRuntime } from '../../../src/service/runtime.ts';
 import { asAggregator } from '../../support/aggregated.ts';
 import { asDefault, credential, gatewayKey, secret, workspace } from '../../support/builders.ts';
-import { spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { cond, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { type CapturedOperator, cond, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccount, createTenant } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
@@ -50,7 +51,9 @@ describe('a namespace without an Account is not routed', () => {
   let gw: GatewayProcess;
   const projectors: Projector[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  const killAll = () => {
+    for (const child of running) child.kill('SIGKILL');
+  };
   process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-account-gate-'));
 
@@ -62,7 +65,11 @@ describe('a namespace without an Account is not routed', () => {
       body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }),
     });
     const body = await res.text();
-    return { status: res.status, message: res.status === 200 ? '' : (JSON.parse(body) as { error: { message: string } }).error.message, upstream: up.hits.slice(before).map((h) => h.auth) };
+    return {
+      status: res.status,
+      message: res.status === 200 ? '' : (JSON.parse(body) as { error: { message: string } }).error.message,
+      upstream: up.hits.slice(before).map((h) => h.auth),
+    };
   };
   /** Whether the routing the gateway's projector holds carries the namespace at all. */
   const projected = async (): Promise<boolean> => {
@@ -74,28 +81,71 @@ describe('a namespace without an Account is not routed', () => {
     }
   };
   const warning = (kind: string, name: string) =>
-    until(`a Warning AccountMissing Event on ${kind} ${name}`, async () => {
-      const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns });
-      return events.items.find((e) => e.regarding?.name === name && e.regarding.kind === kind && e.type === 'Warning' && e.reason === 'AccountMissing');
-    }, 15_000, 200);
+    until(
+      `a Warning AccountMissing Event on ${kind} ${name}`,
+      async () => {
+        const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns });
+        return events.items.find(
+          (e) =>
+            e.regarding?.name === name &&
+            e.regarding.kind === kind &&
+            e.type === 'Warning' &&
+            e.reason === 'AccountMissing',
+        );
+      },
+      15_000,
+      200,
+    );
   const restKey = async (id: string) => {
     const res = await fetch(`${api.url}/byok/${id}`, { headers: { authorization: `Bearer ${managementKey}` } });
-    return { status: res.status, data: ((await res.json()) as { data: { status: { ready: boolean | null; reason: string | null; message: string | null } } }).data };
+    return {
+      status: res.status,
+      data: (
+        (await res.json()) as {
+          data: { status: { ready: boolean | null; reason: string | null; message: string | null } };
+        }
+      ).data,
+    };
   };
-  const aggregatedKey = async (id: string) => (await asAggregator(agg.url, 'GET', `${AGG}/namespaces/${ns}/byokkeys/${id}`)).json as { status?: { ready?: boolean | null; reason?: string | null; message?: string | null } };
+  const aggregatedKey = async (id: string) =>
+    (await asAggregator(agg.url, 'GET', `${AGG}/namespaces/${ns}/byokkeys/${id}`)).json as {
+      status?: { ready?: boolean | null; reason?: string | null; message?: string | null };
+    };
 
   beforeAll(async () => {
     up = await startUpstreams();
     routingNs = await createTestNamespace('gate-routing');
     ns = await createTestNamespace('gate-team');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
-    const pods = await spawnProjectedGateways(kc, routingNs, root, running, () => ['--ledger-snapshot', join(root, 'ledger.json')], 1);
+    const pods = await spawnProjectedGateways(
+      kc,
+      routingNs,
+      root,
+      running,
+      () => ['--ledger-snapshot', join(root, 'ledger.json')],
+      1,
+    );
     projectors.push(...pods.projectors);
     gw = pods.gateways[0]!;
     run = await startTestOperator(kc, {
@@ -103,11 +153,24 @@ describe('a namespace without an Account is not routed', () => {
       watchNamespaces: [ns],
       compile: { coalesceMs: 10 },
       egress: parseEgressAllowList(['127.0.0.1']),
-      gatewayStatus: { token: TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 300, pendingPollMs: 100, writeIntervalMs: 500 },
+      gatewayStatus: {
+        token: TOKEN,
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
+        pollMs: 300,
+        pendingPollMs: 100,
+        writeIntervalMs: 500,
+      },
     });
     runtime = startServiceRuntime({ kubeConfig: kc, logger: silent, watchNamespaces: [ns] });
     api = await startApiServer({ runtime, rateLimit: false });
-    agg = await startAggregatedServer({ kubeConfig: kc, runtime, tls: await createServingCertificate(DEFAULT_SERVICE), logger: silent, host: '127.0.0.1', port: 0 });
+    agg = await startAggregatedServer({
+      kubeConfig: kc,
+      runtime,
+      tls: await createServingCertificate(DEFAULT_SERVICE),
+      logger: silent,
+      host: '127.0.0.1',
+      port: 0,
+    });
     await runtime.whenSynced();
     managementKey = (await createManagementKey(kc, ns, { description: 'account gate' })).key;
     // Everything a team needs, except the Account.
@@ -137,7 +200,9 @@ describe('a namespace without an Account is not routed', () => {
     const k = await resource('gatewayapikeys', ns).waitReady('k', 'False', 'AccountMissing');
     for (const message of [cond(oa, 'Ready')!.message, cond(k, 'Ready')!.message]) {
       expect(message).toContain(`namespace ${ns} has no Account`);
-      expect(message).toContain(`create an Account (apiVersion byok.gateway.dev/v1alpha1, kind Account) in namespace ${ns}`);
+      expect(message).toContain(
+        `create an Account (apiVersion byok.gateway.dev/v1alpha1, kind Account) in namespace ${ns}`,
+      );
     }
     // The other checks still ran: the payload is valid and only its masked label is shown.
     expect(cond(oa, 'PayloadValid')).toMatchObject({ status: 'True' });
@@ -146,13 +211,27 @@ describe('a namespace without an Account is not routed', () => {
     expect((await warning('GatewayAPIKey', 'k')).note).toContain('has no Account');
     // The routing the gateway loads holds other compile runs' output (the operator has written its index), never this namespace.
     // The gateway serves the routing the operator wrote (an index of other runs' output), which never carries this namespace.
-    await until('the gateway on the projected routing', async () => {
-      await projectors[0]!.sync();
-      const report = (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null } };
-      return report.routing.version !== null && report.routing.version === loadRoutingConfig(join(root, 'routing-0')).version;
-    }, 30_000, 100);
+    await until(
+      'the gateway on the projected routing',
+      async () => {
+        await projectors[0]!.sync();
+        const report = (await (
+          await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })
+        ).json()) as { routing: { version: string | null } };
+        return (
+          report.routing.version !== null &&
+          report.routing.version === loadRoutingConfig(join(root, 'routing-0')).version
+        );
+      },
+      30_000,
+      100,
+    );
     expect(await projected()).toBe(false);
-    expect(await chat()).toEqual({ status: 401, message: expect.stringContaining('invalid gateway API key'), upstream: [] });
+    expect(await chat()).toEqual({
+      status: 401,
+      message: expect.stringContaining('invalid gateway API key'),
+      upstream: [],
+    });
   }, 60_000);
 
   test('both doors take a credential in such a namespace and show the same AccountMissing status', async () => {
@@ -163,30 +242,70 @@ describe('a namespace without an Account is not routed', () => {
     });
     expect(created.status).toBe(201);
     const { data } = (await created.json()) as { data: { id: string } };
-    const rest = await until('the REST door showing AccountMissing', async () => {
-      const r = await restKey(data.id);
-      return r.data.status.reason === 'AccountMissing' ? r : undefined;
-    }, 15_000, 100);
-    expect(rest.data.status).toMatchObject({ ready: false, reason: 'AccountMissing', message: expect.stringContaining(`namespace ${ns} has no Account`) });
-    const viaAggregated = await until('the aggregated door showing AccountMissing', async () => {
-      const o = await aggregatedKey(data.id);
-      return o.status?.reason === 'AccountMissing' ? o : undefined;
-    }, 15_000, 100);
-    expect(viaAggregated.status).toMatchObject({ ready: false, reason: 'AccountMissing', message: rest.data.status.message });
-    expect((await fetch(`${api.url}/byok/${data.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${managementKey}` } })).status).toBe(200);
+    const rest = await until(
+      'the REST door showing AccountMissing',
+      async () => {
+        const r = await restKey(data.id);
+        return r.data.status.reason === 'AccountMissing' ? r : undefined;
+      },
+      15_000,
+      100,
+    );
+    expect(rest.data.status).toMatchObject({
+      ready: false,
+      reason: 'AccountMissing',
+      message: expect.stringContaining(`namespace ${ns} has no Account`),
+    });
+    const viaAggregated = await until(
+      'the aggregated door showing AccountMissing',
+      async () => {
+        const o = await aggregatedKey(data.id);
+        return o.status?.reason === 'AccountMissing' ? o : undefined;
+      },
+      15_000,
+      100,
+    );
+    expect(viaAggregated.status).toMatchObject({
+      ready: false,
+      reason: 'AccountMissing',
+      message: rest.data.status.message,
+    });
+    expect(
+      (
+        await fetch(`${api.url}/byok/${data.id}`, {
+          method: 'DELETE',
+          headers: { authorization: `Bearer ${managementKey}` },
+        })
+      ).status,
+    ).toBe(200);
   }, 60_000);
 
   test('creating the Account brings the namespace in: Ready, Delivered, then 200 with the tenant key upstream', async () => {
     await createAccount(ns);
     await resource('byokcredentials', ns).waitReady('oa', 'True', undefined, 30_000);
     await resource('gatewayapikeys', ns).waitReady('k', 'True', undefined, 30_000);
-    const delivered = await until('the key Delivered', async () => {
-      const k = await resource('gatewayapikeys', ns).get('k');
-      return cond(k, 'Delivered')?.status === 'True' ? k : undefined;
-    }, 30_000, 100);
+    const delivered = await until(
+      'the key Delivered',
+      async () => {
+        const k = await resource('gatewayapikeys', ns).get('k');
+        return cond(k, 'Delivered')?.status === 'True' ? k : undefined;
+      },
+      30_000,
+      100,
+    );
     expect(cond(delivered, 'Delivered')).toMatchObject({ reason: 'Delivered' });
     expect(await projected()).toBe(true);
-    expect(await until('a 200 on the gateway', async () => { const r = await chat(); return r.status === 200 ? r : undefined; }, 10_000, 100)).toEqual({ status: 200, message: '', upstream: [UPSTREAM_KEY] });
+    expect(
+      await until(
+        'a 200 on the gateway',
+        async () => {
+          const r = await chat();
+          return r.status === 200 ? r : undefined;
+        },
+        10_000,
+        100,
+      ),
+    ).toEqual({ status: 200, message: '', upstream: [UPSTREAM_KEY] });
     const id = publicId('BYOKCredential', ns, 'oa');
     expect((await restKey(id)).data.status).toMatchObject({ ready: true, reason: 'Ready' });
   }, 90_000);
@@ -196,6 +315,16 @@ describe('a namespace without an Account is not routed', () => {
     await resource('byokcredentials', ns).waitReady('oa', 'False', 'AccountMissing', 30_000);
     await resource('gatewayapikeys', ns).waitReady('k', 'False', 'AccountMissing', 30_000);
     await until('the namespace out of the projected routing', async () => !(await projected()), 30_000, 100);
-    expect(await until('a 401 on the gateway', async () => { const r = await chat(); return r.status === 401 ? r : undefined; }, 10_000, 100)).toEqual({ status: 401, message: expect.stringContaining('invalid gateway API key'), upstream: [] });
+    expect(
+      await until(
+        'a 401 on the gateway',
+        async () => {
+          const r = await chat();
+          return r.status === 401 ? r : undefined;
+        },
+        10_000,
+        100,
+      ),
+    ).toEqual({ status: 401, message: expect.stringContaining('invalid gateway API key'), upstream: [] });
   }, 90_000);
 });

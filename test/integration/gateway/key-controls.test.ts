@@ -4,7 +4,7 @@
 // Redis: N concurrent requests at a limit of k admit exactly k, the rest are 429 with Retry-After. The allowlist
 // answers 403 naming the allowed models; `gateway-key create --expires` writes the expiry; `gateway-key rotate`
 // keeps the old secret working inside its overlap and refuses it after (asserted by the order of outcomes).
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -12,13 +12,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
-import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { spawnGateway, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectl, rejection, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from './upstreams.ts';
 
@@ -51,7 +52,12 @@ const chat = (gw: GatewayProcess, key: string, body: Record<string, unknown> = {
   fetch(`${gw.url}/api/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], ...body }),
+    body: JSON.stringify({
+      model: 'openai/gpt-4o',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'hi' }],
+      ...body,
+    }),
   });
 
 const compiledKeys = async (): Promise<number> => {
@@ -65,7 +71,11 @@ const compiledKeys = async (): Promise<number> => {
 
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, [MAIN, ...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8' });
+    const { stdout, stderr } = await execFileAsync(
+      process.execPath,
+      [MAIN, ...args, '--kubeconfig', testKubeconfigPath()],
+      { encoding: 'utf8' },
+    );
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
@@ -81,27 +91,102 @@ beforeAll(async () => {
   up = await startUpstreams();
   ns = await createTestNamespace('keyctl-acct');
   const routingNs = await createTestNamespace('keyctl-routing');
-  op = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, spendStatus: { redisUrl: redis.url, intervalMs: 200 } });
-  await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-  await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+  op = await startTestOperator(kc, {
+    routingNamespace: routingNs,
+    watchNamespaces: [ns],
+    compile: { coalesceMs: 10 },
+    spendStatus: { redisUrl: redis.url, intervalMs: 200 },
+  });
+  await resource('accounts', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Account',
+    metadata: { name: 'acct' },
+    spec: { plan: 'pay-as-you-go' },
+  });
+  await resource('workspaces', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Workspace',
+    metadata: { name: 'main' },
+    spec: { default: true },
+  });
   for (const [name, spec] of Object.entries(KEYS)) {
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name }, spec: { hash: sha(secretOf(name)), ...spec } });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name },
+      spec: { hash: sha(secretOf(name)), ...spec },
+    });
   }
   await createSecret(kc, ns, 'oa-key', OPENAI_KEY);
-  await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
+  await resource('byokcredentials', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'BYOKCredential',
+    metadata: { name: 'oa' },
+    spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
+  });
   const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-  writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-    format: 'byok-gateway-catalog/v1',
-    models: [{ model: 'openai/gpt-4o', maxOutputTokens: 4096, endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
-  }));
+  writeFileSync(
+    join(root, 'catalog.json'),
+    JSON.stringify({
+      format: 'byok-gateway-catalog/v1',
+      models: [
+        {
+          model: 'openai/gpt-4o',
+          maxOutputTokens: 4096,
+          endpoints: [
+            {
+              id: 'openai',
+              provider: 'openai',
+              pricing,
+              upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+            },
+          ],
+        },
+      ],
+    }),
+  );
   writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-  projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+  projector = startProjector({
+    kubeConfig: kc,
+    routingNamespace: routingNs,
+    configDir: dirs.config,
+    bundleDir: dirs.bundles,
+    keyDir: dirs.key,
+    pollMs: 100,
+  });
   await until('every key compiled', async () => (await compiledKeys()) === Object.keys(KEYS).length, 30_000, 200);
   for (let i = 0; i < 2; i++) {
-    const gw = await spawnGateway(['--config-dir', dirs.config, '--bundle-dir', dirs.bundles, '--key-dir', dirs.key,
-      '--catalog', join(root, 'catalog.json'), '--upstream-ca', join(root, 'upstream-ca.pem'), '--port', '0', '--ops-port', '0',
-      '--ledger-redis-url', redis.url, '--log-level', 'info', '--ledger-journal', 'none'], running);
-    await until('the gateway ready', async () => (await fetch(`${gw.opsUrl}/readyz`).catch(() => undefined))?.ok, 30_000, 100);
+    const gw = await spawnGateway(
+      [
+        '--config-dir',
+        dirs.config,
+        '--bundle-dir',
+        dirs.bundles,
+        '--key-dir',
+        dirs.key,
+        '--catalog',
+        join(root, 'catalog.json'),
+        '--upstream-ca',
+        join(root, 'upstream-ca.pem'),
+        '--port',
+        '0',
+        '--ops-port',
+        '0',
+        '--ledger-redis-url',
+        redis.url,
+        '--log-level',
+        'info',
+        '--ledger-journal',
+        'none',
+      ],
+      running,
+    );
+    await until(
+      'the gateway ready',
+      async () => (await fetch(`${gw.opsUrl}/readyz`).catch(() => undefined))?.ok,
+      30_000,
+      100,
+    );
     gateways.push(gw);
   }
 }, 120_000);
@@ -127,7 +212,10 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       expect(retry).toBeGreaterThanOrEqual(1);
       expect(retry).toBeLessThanOrEqual(60);
       const body = (await r.json()) as { error: { code: number; message: string; metadata: Record<string, unknown> } };
-      expect(body.error).toMatchObject({ code: 429, metadata: { reason: 'key_rate_limited', limit: 'requests', limit_value: 5, used: 5 } });
+      expect(body.error).toMatchObject({
+        code: 429,
+        metadata: { reason: 'key_rate_limited', limit: 'requests', limit_value: 5, used: 5 },
+      });
       expect(body.error.message).toContain('5 requests per minute');
     }
     // Both replicas served: the count is shared, not per replica.
@@ -140,11 +228,20 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     try {
       const pending = Array.from({ length: 10 }, (_, i) => chat(gateways[i % 2]!, secretOf('flight')));
       // The refusals answer at once; the admitted ones wait upstream.
-      const refused = await until('7 refusals', async () => {
-        const settled = await Promise.all(pending.map((p) => Promise.race([p.then((r) => r), new Promise<null>((r) => setTimeout(() => r(null), 20))])));
-        const done = settled.filter((r): r is Response => r !== null);
-        return done.length === 7 && up.held.arrived === 3 ? done : undefined;
-      }, 30_000, 100);
+      const refused = await until(
+        '7 refusals',
+        async () => {
+          const settled = await Promise.all(
+            pending.map((p) =>
+              Promise.race([p.then((r) => r), new Promise<null>((r) => setTimeout(() => r(null), 20))]),
+            ),
+          );
+          const done = settled.filter((r): r is Response => r !== null);
+          return done.length === 7 && up.held.arrived === 3 ? done : undefined;
+        },
+        30_000,
+        100,
+      );
       for (const r of refused) {
         expect(r.status).toBe(429);
         expect(r.headers.get('retry-after')).toBe('1');
@@ -158,7 +255,12 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       up.behavior.delete(OPENAI_KEY);
     }
     // Their slots were freed when they finished.
-    await until('room in flight again', async () => (await chat(gateways[1]!, secretOf('flight'))).status === 200, 10_000, 100);
+    await until(
+      'room in flight again',
+      async () => (await chat(gateways[1]!, secretOf('flight'))).status === 200,
+      10_000,
+      100,
+    );
   }, 60_000);
 
   test('tokens per minute: a request counts its bound when admitted and what it used when done; one that alone needs more is refused without Retry-After', async () => {
@@ -168,23 +270,33 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     expect(((await tooBig.json()) as { error: { message: string } }).error.message).toContain('lower max_tokens');
     // Within the limit when admitted; the upstream then reports 1,500 tokens used, more than the 1,200 per minute.
     expect((await chat(gateways[0]!, secretOf('tpm'))).status).toBe(200);
-    const next = await until('the used count settled', async () => {
-      const r = await chat(gateways[1]!, secretOf('tpm'));
-      return r.status === 429 ? r : undefined;
-    }, 10_000, 100);
+    const next = await until(
+      'the used count settled',
+      async () => {
+        const r = await chat(gateways[1]!, secretOf('tpm'));
+        return r.status === 429 ? r : undefined;
+      },
+      10_000,
+      100,
+    );
     const retry = Number(next.headers.get('retry-after'));
     expect(retry).toBeGreaterThanOrEqual(1);
     expect(retry).toBeLessThanOrEqual(60);
     expect(((await next.json()) as { error: { metadata: { limit: string } } }).error.metadata.limit).toBe('tokens');
   }, 60_000);
 
-  test('a model outside the key\'s allowlist is refused with 403 naming the allowed models, before any upstream is tried', async () => {
+  test("a model outside the key's allowlist is refused with 403 naming the allowed models, before any upstream is tried", async () => {
     const hits = up.hits.length;
     const r = await chat(gateways[0]!, secretOf('models'));
     expect(r.status).toBe(403);
-    const body = (await r.json()) as { error: { code: number; message: string; metadata: { reason: string; allowed_models: string[] } } };
+    const body = (await r.json()) as {
+      error: { code: number; message: string; metadata: { reason: string; allowed_models: string[] } };
+    };
     expect(body.error.code).toBe(403);
-    expect(body.error.metadata).toMatchObject({ reason: 'model_not_allowed', allowed_models: ['anthropic/claude-sonnet-4', 'openai/gpt-4o-mini'] });
+    expect(body.error.metadata).toMatchObject({
+      reason: 'model_not_allowed',
+      allowed_models: ['anthropic/claude-sonnet-4', 'openai/gpt-4o-mini'],
+    });
     expect(body.error.message).toContain('openai/gpt-4o-mini');
     expect(body.error.message).toContain('anthropic/claude-sonnet-4');
     expect(up.hits.length).toBe(hits);
@@ -192,7 +304,9 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
 
   test('the spend of each key is a metric labelled <namespace>/<key name>', async () => {
     // Whichever replica served the admitted requests of the rpm key: both are read.
-    const text = (await Promise.all(gateways.map(async (gw) => (await fetch(`${gw.opsUrl}/metrics`)).text()))).join('\n');
+    const text = (await Promise.all(gateways.map(async (gw) => (await fetch(`${gw.opsUrl}/metrics`)).text()))).join(
+      '\n',
+    );
     expect(text).toMatch(new RegExp(`byok_gateway_key_spend_usd_total\\{key="${ns}/rpm"\\} [0-9.e-]+`));
     expect(text).toMatch(/byok_gateway_key_rate_limited_total\{limit="requests"\} \d+/);
     // No series is named after a hash: the label is the key object's name.
@@ -201,10 +315,15 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
 
   test('the spend of each key is in its status and in `kubectl get gwkey` (Spend MTD USD)', async () => {
     // The rpm key served 5 requests, each metered at 1,000 prompt + 500 completion tokens: 7,500 micros at this price.
-    const key = await until('GatewayAPIKey.status.spend', async () => {
-      const o = await resource('gatewayapikeys', ns).get('rpm');
-      return (o.status?.spend as { spentUsd?: number } | undefined)?.spentUsd === 0.0375 ? o : undefined;
-    }, 30_000, 200);
+    const key = await until(
+      'GatewayAPIKey.status.spend',
+      async () => {
+        const o = await resource('gatewayapikeys', ns).get('rpm');
+        return (o.status?.spend as { spentUsd?: number } | undefined)?.spentUsd === 0.0375 ? o : undefined;
+      },
+      30_000,
+      200,
+    );
     expect((key.status?.spend as { month?: string } | undefined)?.month).toMatch(/^\d{4}-\d{2}$/);
     const table = await kubectl('get', 'gwkey', 'rpm', '-n', ns);
     const [header, row] = table.trim().split('\n');
@@ -218,20 +337,56 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
 
   test('gateway-key create --expires writes the expiry (a duration or an RFC 3339 time) and refuses one in the past', async () => {
     const before = Date.now();
-    const made = await cli('gateway-key', 'create', '--namespace', ns, '--name', 'expiring', '--expires', '2h', '--rpm', '7', '--models', 'openai/gpt-4o');
+    const made = await cli(
+      'gateway-key',
+      'create',
+      '--namespace',
+      ns,
+      '--name',
+      'expiring',
+      '--expires',
+      '2h',
+      '--rpm',
+      '7',
+      '--models',
+      'openai/gpt-4o',
+    );
     const after = Date.now();
     expect(made.code).toBe(0);
     expect(made.stdout.trim()).toMatch(/^sk-byok-gw-v1-[0-9a-f]{64}$/);
-    const key = (await resource('gatewayapikeys', ns).get('expiring')) as unknown as { spec: { expiresAt: string; limits: unknown; models: string[] } };
+    const key = (await resource('gatewayapikeys', ns).get('expiring')) as unknown as {
+      spec: { expiresAt: string; limits: unknown; models: string[] };
+    };
     const at = Date.parse(key.spec.expiresAt);
     expect(at).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 7_200_000);
     expect(at).toBeLessThanOrEqual(after + 7_200_000);
     expect(key.spec.limits).toEqual({ requestsPerMinute: 7 });
     expect(key.spec.models).toEqual(['openai/gpt-4o']);
-    const fixed = await cli('gateway-key', 'create', '--namespace', ns, '--name', 'fixed', '--expires', '2999-01-31T00:00:00Z');
+    const fixed = await cli(
+      'gateway-key',
+      'create',
+      '--namespace',
+      ns,
+      '--name',
+      'fixed',
+      '--expires',
+      '2999-01-31T00:00:00Z',
+    );
     expect(fixed.code).toBe(0);
-    expect(((await resource('gatewayapikeys', ns).get('fixed')) as unknown as { spec: { expiresAt: string } }).spec.expiresAt).toBe('2999-01-31T00:00:00Z');
-    const past = await cli('gateway-key', 'create', '--namespace', ns, '--name', 'past', '--expires', '2000-01-01T00:00:00Z');
+    expect(
+      ((await resource('gatewayapikeys', ns).get('fixed')) as unknown as { spec: { expiresAt: string } }).spec
+        .expiresAt,
+    ).toBe('2999-01-31T00:00:00Z');
+    const past = await cli(
+      'gateway-key',
+      'create',
+      '--namespace',
+      ns,
+      '--name',
+      'past',
+      '--expires',
+      '2000-01-01T00:00:00Z',
+    );
     expect(past.code).not.toBe(0);
     expect(past.stderr).toContain('in the past');
     const junk = await cli('gateway-key', 'create', '--namespace', ns, '--name', 'junk', '--expires', 'tomorrow');
@@ -248,39 +403,62 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     expect(fresh).toMatch(/^sk-byok-gw-v1-[0-9a-f]{64}$/);
     // The key is printed once, on stdout: never in what the command says.
     expect(rotated.stderr).not.toContain(fresh);
-    const spec = ((await resource('gatewayapikeys', ns).get('rotating')) as unknown as { spec: { hash: string; previousHash: string; previousHashExpiresAt: string } }).spec;
+    const spec = (
+      (await resource('gatewayapikeys', ns).get('rotating')) as unknown as {
+        spec: { hash: string; previousHash: string; previousHashExpiresAt: string };
+      }
+    ).spec;
     expect(spec).toMatchObject({ hash: sha(fresh), previousHash: sha(old) });
     // The old secret, asked again and again from both replicas: served, then refused, and never served again.
     const outcomes: number[] = [];
-    await until('the old secret refused', async () => {
-      const r = await chat(gateways[outcomes.length % 2]!, old);
-      outcomes.push(r.status);
-      return r.status === 401;
-    }, 40_000, 200);
+    await until(
+      'the old secret refused',
+      async () => {
+        const r = await chat(gateways[outcomes.length % 2]!, old);
+        outcomes.push(r.status);
+        return r.status === 401;
+      },
+      40_000,
+      200,
+    );
     expect(outcomes[0]).toBe(200);
     const firstRefusal = outcomes.indexOf(401);
     expect(outcomes.slice(0, firstRefusal).every((s) => s === 200)).toBe(true);
     for (let i = 0; i < 4; i++) expect((await chat(gateways[i % 2]!, old)).status).toBe(401);
     // The new one is served on both replicas.
-    await until('the new secret served', async () => (await chat(gateways[0]!, fresh)).status === 200 && (await chat(gateways[1]!, fresh)).status === 200, 30_000, 200);
+    await until(
+      'the new secret served',
+      async () => (await chat(gateways[0]!, fresh)).status === 200 && (await chat(gateways[1]!, fresh)).status === 200,
+      30_000,
+      200,
+    );
     // The compile drops the old hash once the overlap is over: only the new one is left of this key.
-    await until('the old hash compiled out', async () => {
-      await projector.sync();
-      const keys = loadRoutingConfig(dirs.config).accounts.get(ns)?.apiKeys ?? [];
-      return keys.some((k) => k.hash === sha(fresh)) && !keys.some((k) => k.hash === sha(old));
-    }, 30_000, 200);
+    await until(
+      'the old hash compiled out',
+      async () => {
+        await projector.sync();
+        const keys = loadRoutingConfig(dirs.config).accounts.get(ns)?.apiKeys ?? [];
+        return keys.some((k) => k.hash === sha(fresh)) && !keys.some((k) => k.hash === sha(old));
+      },
+      30_000,
+      200,
+    );
   }, 120_000);
 
   test('the apiserver refuses a hash change that is not a rotation', async () => {
     const other = 'f'.repeat(64);
-    const bare = await rejection(resource('gatewayapikeys', ns).update('rpm', (o) => {
-      (o.spec as Record<string, unknown>).hash = other;
-    }));
+    const bare = await rejection(
+      resource('gatewayapikeys', ns).update('rpm', (o) => {
+        (o.spec as Record<string, unknown>).hash = other;
+      }),
+    );
     expect(bare.code).toBe(422);
     expect(bare.message).toContain('hash may change only by a rotation');
-    const half = await rejection(resource('gatewayapikeys', ns).update('rpm', (o) => {
-      Object.assign(o.spec as Record<string, unknown>, { hash: other, previousHash: sha(secretOf('rpm')) });
-    }));
+    const half = await rejection(
+      resource('gatewayapikeys', ns).update('rpm', (o) => {
+        Object.assign(o.spec as Record<string, unknown>, { hash: other, previousHash: sha(secretOf('rpm')) });
+      }),
+    );
     expect(half.message).toContain('previousHash and previousHashExpiresAt go together');
   }, 30_000);
 });

@@ -4,22 +4,23 @@
 // namespace sorted first. Real apiserver → operator → projected config → gateway → loopback upstreams: the copy
 // is Ready=False Conflicting with a Warning Event, a filter naming the hash in the copier's account resolves
 // nothing, and the victim's prompt reaches the victim's upstream whether the copier's namespace sorts first or last.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EventsV1Api } from '@kubernetes/client-node';
 import { parseEgressAllowList } from '../../../src/domain/egress.ts';
-import { startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { type RunningGateway, startGateway } from '../../../src/gateway/index.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createAccountNamespace } from '../../support/tenant.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { sleep, until } from '../../support/until.ts';
 import { stopStack, untilCompiled } from '../../support/compiled.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
+import { sleep, until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
@@ -28,7 +29,8 @@ const VICTIM_HASH = createHash('sha256').update(VICTIM_KEY).digest('hex');
 const VICTIM_UPSTREAM_KEY = 'sk-victim-openai-0001';
 const ATTACKER_AZURE_KEY = 'az-attacker-resource-key';
 const PROMPT = 'the victim prompt 7f3e: quarterly numbers, confidential';
-const OTHER_ACCOUNT = "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
+const OTHER_ACCOUNT =
+  "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
 const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
 
 describe('a gateway-key hash copied into another account', () => {
@@ -48,7 +50,10 @@ describe('a gateway-key hash copied into another account', () => {
   const account = async (namespace: string, provider: 'openai' | 'azure', payload: string) => {
     await create('workspaces', namespace, 'Workspace', 'main', { default: true });
     await createSecret(kc, namespace, 'upstream-key', payload);
-    await create('byokcredentials', namespace, 'BYOKCredential', 'upstream', { provider, secretRef: { name: 'upstream-key' } });
+    await create('byokcredentials', namespace, 'BYOKCredential', 'upstream', {
+      provider,
+      secretRef: { name: 'upstream-key' },
+    });
   };
   /** The victim's chat completion, and the upstream hits it caused. */
   const victimRequest = async () => {
@@ -63,16 +68,32 @@ describe('a gateway-key hash copied into another account', () => {
   };
   /** Until the gateway serves what the operator last projected. */
   const gatewayCaughtUp = async () => {
-    await until('the gateway on the projected config', async () => {
-      await projector.sync();
-      return gw.routing.current()?.version === loadRoutingConfig(dirs.config).version;
-    }, 30_000, 100);
+    await until(
+      'the gateway on the projected config',
+      async () => {
+        await projector.sync();
+        return gw.routing.current()?.version === loadRoutingConfig(dirs.config).version;
+      },
+      30_000,
+      100,
+    );
   };
   const warningEvent = (namespace: string, name: string) =>
-    until(`a Warning Conflicting Event on ${namespace}/${name}`, async () => {
-      const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace });
-      return events.items.find((e) => e.regarding?.name === name && e.regarding.kind === 'GatewayAPIKey' && e.type === 'Warning' && e.reason === 'Conflicting');
-    }, 15_000, 200);
+    until(
+      `a Warning Conflicting Event on ${namespace}/${name}`,
+      async () => {
+        const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace });
+        return events.items.find(
+          (e) =>
+            e.regarding?.name === name &&
+            e.regarding.kind === 'GatewayAPIKey' &&
+            e.type === 'Warning' &&
+            e.reason === 'Conflicting',
+        );
+      },
+      15_000,
+      200,
+    );
 
   beforeAll(async () => {
     up = await startUpstreams();
@@ -80,26 +101,71 @@ describe('a gateway-key hash copied into another account', () => {
     ns.first = await createAccountNamespace('kh-a');
     ns.last = await createAccountNamespace('kh-z');
     routingNs = await createTestNamespace('kh-routing');
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns.victim, ns.first, ns.last], compile: { coalesceMs: 10 }, gatewaySlots: { routing: 0, bundles: 8 }, egress: LOOPBACK_ALLOWED });
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [ns.victim, ns.first, ns.last],
+      compile: { coalesceMs: 10 },
+      gatewaySlots: { routing: 0, bundles: 8 },
+      egress: LOOPBACK_ALLOWED,
+    });
     await account(ns.victim, 'openai', VICTIM_UPSTREAM_KEY);
     await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
     await resource('gatewayapikeys', ns.victim).waitReady('victim', 'True');
 
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4.1', endpoints: [
-        { id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4.1' } },
-        { id: 'azure', provider: 'azure', pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4.1', azureOpenAiUrl: `${up.base}/azure/{resource_name}/openai/v1` } },
-      ] }],
-    }));
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4.1',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4.1' },
+              },
+              {
+                id: 'azure',
+                provider: 'azure',
+                pricing,
+                upstream: {
+                  baseUrl: `${up.base}/azure/unused`,
+                  model: 'gpt-4.1',
+                  azureOpenAiUrl: `${up.base}/azure/{resource_name}/openai/v1`,
+                },
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    projector = startProjector({
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      pollMs: 100,
+    });
     await untilCompiled(projector, dirs.config, ns.victim, 1);
     gw = await startGateway({
-      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'),
-      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, pollMs: 100, egress: LOOPBACK_ALLOWED,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      catalogFile: join(root, 'catalog.json'),
+      host: '127.0.0.1',
+      port: 0,
+      upstreamCaPem: up.caPem,
+      pollMs: 100,
+      egress: LOOPBACK_ALLOWED,
     });
-    expect(await victimRequest()).toEqual({ status: 200, hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]] });
+    expect(await victimRequest()).toEqual({
+      status: 200,
+      hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]],
+    });
   }, 90_000);
 
   afterAll(() => stopStack({ gw, projector, run, up }, root));
@@ -113,14 +179,21 @@ describe('a gateway-key hash copied into another account', () => {
       await create('gatewayapikeys', copier, 'GatewayAPIKey', 'copied', { hash: VICTIM_HASH });
       // A filter naming the hash in the copier's account resolves nothing: the copy is not a live key of it.
       await createSecret(kc, copier, 'filtered-key', 'sk-attacker-filtered-0001');
-      await create('byokcredentials', copier, 'BYOKCredential', 'filtered', { provider: 'openai', secretRef: { name: 'filtered-key' }, allowedApiKeyHashes: [VICTIM_HASH] });
+      await create('byokcredentials', copier, 'BYOKCredential', 'filtered', {
+        provider: 'openai',
+        secretRef: { name: 'filtered-key' },
+        allowedApiKeyHashes: [VICTIM_HASH],
+      });
 
       const key = await resource('gatewayapikeys', copier).waitReady('copied', 'False', 'Conflicting');
       const ready = key.status!.conditions!.find((c) => c.type === 'Ready')!;
       expect(ready.message).toBe(OTHER_ACCOUNT);
       expect((await warningEvent(copier, 'copied')).note).toBe(OTHER_ACCOUNT);
       await resource('byokcredentials', copier).waitReady('filtered', 'False', 'UnknownApiKeyHash');
-      expect((await resource('gatewayapikeys', ns.victim).get('victim')).status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+      expect(
+        (await resource('gatewayapikeys', ns.victim).get('victim')).status?.conditions?.find((c) => c.type === 'Ready')
+          ?.status,
+      ).toBe('True');
 
       // The copier's account is compiled (its own credential) without the hash, and the gateway has loaded it.
       await untilCompiled(projector, dirs.config, copier, 1);
@@ -128,8 +201,14 @@ describe('a gateway-key hash copied into another account', () => {
       const loaded = gw.routing.current()!;
       expect(loaded.accounts.get(copier)!.apiKeys).toEqual([]);
       expect(loaded.apiKey(VICTIM_HASH)?.account.namespace).toBe(ns.victim);
-      for (let i = 0; i < 4; i++) expect(await victimRequest()).toEqual({ status: 200, hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]] });
-      expect(up.hits.some((h) => h.auth.includes(ATTACKER_AZURE_KEY) || h.auth === 'sk-attacker-filtered-0001')).toBe(false);
+      for (let i = 0; i < 4; i++)
+        expect(await victimRequest()).toEqual({
+          status: 200,
+          hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]],
+        });
+      expect(up.hits.some((h) => h.auth.includes(ATTACKER_AZURE_KEY) || h.auth === 'sk-attacker-filtered-0001')).toBe(
+        false,
+      );
     }, 60_000);
   }
 
@@ -142,10 +221,18 @@ describe('a gateway-key hash copied into another account', () => {
     await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
     await resource('gatewayapikeys', ns.victim).waitReady('victim', 'False', 'Conflicting');
     await resource('byokcredentials', ns.first).waitReady('filtered', 'True');
-    await until('the hash compiled into the oldest holder alone', async () => {
-      await gatewayCaughtUp();
-      const loaded = gw.routing.current()!;
-      return loaded.apiKey(VICTIM_HASH)?.account.namespace === ns.first && loaded.accounts.get(ns.victim)!.apiKeys.length === 0 ? loaded : undefined;
-    }, 30_000, 200);
+    await until(
+      'the hash compiled into the oldest holder alone',
+      async () => {
+        await gatewayCaughtUp();
+        const loaded = gw.routing.current()!;
+        return loaded.apiKey(VICTIM_HASH)?.account.namespace === ns.first &&
+          loaded.accounts.get(ns.victim)!.apiKeys.length === 0
+          ? loaded
+          : undefined;
+      },
+      30_000,
+      200,
+    );
   }, 60_000);
 });

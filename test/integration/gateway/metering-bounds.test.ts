@@ -3,17 +3,31 @@
 // completions and a budget refuses once it is reached; (2) a tenant's own Azure endpoint answering zero usage for a
 // long answer is metered at least the delivered floor, buffered and streamed; (3) concurrent image requests under a
 // budget that fits 5 admit at most 5 (their reservation covers an image part at the model's context length).
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { bodyFloorTokens, streamFloorTokens } from '../../../src/gateway/usage.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from '../../support/metered-gateway.ts';
-import { IMAGE_PART_TOKENS, LONG_ANSWER, PROMPT_TOKENS, startUpstreams, type Upstreams } from '../../support/upstreams.ts';
+import {
+  gatewayDirs,
+  LOOPBACK_ALLOWED,
+  type MeteredGateway,
+  projected,
+  startMeteredGateway,
+  stopAll,
+} from '../../support/metered-gateway.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import {
+  IMAGE_PART_TOKENS,
+  LONG_ANSWER,
+  PROMPT_TOKENS,
+  startUpstreams,
+  type Upstreams,
+} from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -42,7 +56,13 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
       body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
     });
     const text = await res.text();
-    return { status: res.status, text, json: (body.stream === true ? {} : JSON.parse(text)) as Record<string, any>, id: res.headers.get('x-generation-id'), hits: up.hits.length - before };
+    return {
+      status: res.status,
+      text,
+      json: (body.stream === true ? {} : JSON.parse(text)) as Record<string, any>,
+      id: res.headers.get('x-generation-id'),
+      hits: up.hits.length - before,
+    };
   };
   const settled = (key: string, id: string) => stack!.settled(sha(key), id);
 
@@ -50,37 +70,130 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('gw-bounds');
     const routingNs = await createTestNamespace('gw-bounds-routing');
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 }, egress: LOOPBACK_ALLOWED });
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: { plan: 'pay-as-you-go' } });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [ns],
+      compile: { coalesceMs: 10 },
+      egress: LOOPBACK_ALLOWED,
+    });
+    await resource('accounts', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'acct' },
+      spec: { plan: 'pay-as-you-go' },
+    });
+    await resource('workspaces', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
     // 0.10 USD: before issue 32 it admitted all twelve n: 8 requests (metered as one completion each).
-    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'n-budget' }, spec: { budget: { limitUsd: 0.1, resetInterval: 'monthly' } } });
+    await resource('guardrails', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Guardrail',
+      metadata: { name: 'n-budget' },
+      spec: { budget: { limitUsd: 0.1, resetInterval: 'monthly' } },
+    });
     // Room for exactly five image requests at what the provider bills for them.
-    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'img-budget' }, spec: { budget: { limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' } } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'n' }, spec: { hash: sha(KEY_N), guardrail: 'n-budget' } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'img' }, spec: { hash: sha(KEY_IMG), guardrail: 'img-budget' } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'az' }, spec: { hash: sha(KEY_AZ) } });
+    await resource('guardrails', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Guardrail',
+      metadata: { name: 'img-budget' },
+      spec: { budget: { limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' } },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'n' },
+      spec: { hash: sha(KEY_N), guardrail: 'n-budget' },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'img' },
+      spec: { hash: sha(KEY_IMG), guardrail: 'img-budget' },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'az' },
+      spec: { hash: sha(KEY_AZ) },
+    });
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which answers zero usage.
-    await createSecret(kc, ns, 'az-key', JSON.stringify([{ api_key: 'az-zero-usage-key', model_slug: 'openai/gpt-4o-mini', endpoint_url: `${up.base}/azure/deployments/dep-zero/chat/completions?api-version=2024-10-21`, model_id: 'dep-zero' }]));
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'az' }, spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true } });
+    await createSecret(
+      kc,
+      ns,
+      'az-key',
+      JSON.stringify([
+        {
+          api_key: 'az-zero-usage-key',
+          model_slug: 'openai/gpt-4o-mini',
+          endpoint_url: `${up.base}/azure/deployments/dep-zero/chat/completions?api-version=2024-10-21`,
+          model_id: 'dep-zero',
+        },
+      ]),
+    );
+    await resource('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'az' },
+      spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true },
+    });
     up.behavior.set('sk-shared-openai', 'bills-honestly');
     up.behavior.set('api-key:az-zero-usage-key', 'zero-usage-long');
 
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(dirs.catalog, JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [
-        // Shared capacity on the platform's key (a catalog upstream: trusted).
-        { model: 'openai/gpt-4o', contextLength: CONTEXT, endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] },
-        { model: 'openai/gpt-4o-mini', contextLength: 128_000, endpoints: [{ id: 'azure', provider: 'azure', pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' } }] },
-      ],
-    }));
+    writeFileSync(
+      dirs.catalog,
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          // Shared capacity on the platform's key (a catalog upstream: trusted).
+          {
+            model: 'openai/gpt-4o',
+            contextLength: CONTEXT,
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+          {
+            model: 'openai/gpt-4o-mini',
+            contextLength: 128_000,
+            endpoints: [
+              {
+                id: 'azure',
+                provider: 'azure',
+                pricing,
+                upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
+    projector = startProjector({
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      pollMs: 100,
+    });
     await projected(projector, dirs, 'the compiled credential, keys and guardrails', (accounts) => {
       const account = accounts.get(ns);
-      return account?.credentials.length === 1 && account.apiKeys.length === 3 && account.apiKeys.filter((k) => k.guardrailId !== null).length === 2;
+      return (
+        account?.credentials.length === 1 &&
+        account.apiKeys.length === 3 &&
+        account.apiKeys.filter((k) => k.guardrailId !== null).length === 2
+      );
     });
     stack = await startMeteredGateway(dirs, up);
   }, 60_000);
@@ -102,43 +215,74 @@ describe('metering bounds both sides (issue 32 §2), end to end', () => {
       expect([r.status, r.hits, (r.json.choices as unknown[]).length]).toEqual([200, 1, 8]);
       const g = await settled(KEY_N, r.id!);
       // The provider billed 8 × 500 completion tokens: metered as reported (before: clamped to 500).
-      expect(g).toMatchObject({ tokens_prompt: PROMPT_TOKENS, tokens_completion: 4000, usage_estimated: null, list_cost_micros: cost(PROMPT_TOKENS, 4000), charged_micros: cost(PROMPT_TOKENS, 4000) });
+      expect(g).toMatchObject({
+        tokens_prompt: PROMPT_TOKENS,
+        tokens_completion: 4000,
+        usage_estimated: null,
+        list_cost_micros: cost(PROMPT_TOKENS, 4000),
+        charged_micros: cost(PROMPT_TOKENS, 4000),
+      });
       served.push(g.charged_micros!);
     }
     // 0.1 USD fits two requests of 0.0401 USD; the third reservation (n × max_tokens priced) no longer fits.
     expect(served).toHaveLength(2);
     expect(served.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(100_000);
     expect(refused).toHaveLength(10);
-    expect(refused[0]).toMatch(/^request over budget: this request would need up to 0\.040\d+ USD and this month's \(UTC\) monthly budget of guardrail "n-budget" has 0\.0198 USD left/);
+    expect(refused[0]).toMatch(
+      /^request over budget: this request would need up to 0\.040\d+ USD and this month's \(UTC\) monthly budget of guardrail "n-budget" has 0\.0198 USD left/,
+    );
   });
 
   test('n out of 1..128 is refused with the spec error body before any upstream', async () => {
     for (const n of [0, 129, 2.5, '8']) {
       const r = await chat(KEY_N, { model: 'openai/gpt-4o', n });
-      expect([r.status, r.hits, r.json]).toEqual([400, 0, { error: { code: 400, message: 'n must be an integer from 1 to 128', metadata: null } }]);
+      expect([r.status, r.hits, r.json]).toEqual([
+        400,
+        0,
+        { error: { code: 400, message: 'n must be an integer from 1 to 128', metadata: null } },
+      ]);
     }
   });
 
-  test.each([false, true])('a tenant endpoint answering zero usage for a long answer is metered at least the delivered floor (stream: %s)', async (stream) => {
-    const r = await chat(KEY_AZ, { model: 'openai/gpt-4o-mini', stream });
-    expect([r.status, r.hits]).toEqual([200, 1]);
-    expect(stream ? r.text : r.json.choices[0].message.content).toContain(LONG_ANSWER.slice(0, 40));
-    const g = await settled(KEY_AZ, r.id!);
-    // At least the floor of the answer's text alone: buffered, its bytes past the framing allowances; streamed in
-    // 40-character events (each under the event allowance), one token per event past the 2n + 3 tokenless ones.
-    const one = { n: 1, logprobEntries: 0 };
-    const floor = stream ? streamFloorTokens({ bytes: 0, excessBytes: 0, dataEvents: LONG_ANSWER.length / 40, plainJson: false }, one) : bodyFloorTokens(Buffer.byteLength(LONG_ANSWER), one);
-    expect(floor).toBeGreaterThan(stream ? 190 : 370);
-    expect(g.tokens_completion).toBeGreaterThanOrEqual(floor);
-    // The prompt ("hi") is within the forwarded body's 1 KiB framing allowance: its floor is 0, as reported.
-    expect(g.tokens_prompt).toBe(0);
-    expect(g).toMatchObject({ usage_estimated: 'out_of_bounds', is_byok: true });
-    expect(g.list_cost_micros).toBeGreaterThanOrEqual(cost(0, floor));
-    expect(await stack!.metrics.registry.getSingleMetricAsString('byok_gateway_usage_out_of_bounds_total')).toMatch(/byok_gateway_usage_out_of_bounds_total\{upstream="tenant",bound="below"\} [1-9]/);
-  });
+  test.each([false, true])(
+    'a tenant endpoint answering zero usage for a long answer is metered at least the delivered floor (stream: %s)',
+    async (stream) => {
+      const r = await chat(KEY_AZ, { model: 'openai/gpt-4o-mini', stream });
+      expect([r.status, r.hits]).toEqual([200, 1]);
+      expect(stream ? r.text : r.json.choices[0].message.content).toContain(LONG_ANSWER.slice(0, 40));
+      const g = await settled(KEY_AZ, r.id!);
+      // At least the floor of the answer's text alone: buffered, its bytes past the framing allowances; streamed in
+      // 40-character events (each under the event allowance), one token per event past the 2n + 3 tokenless ones.
+      const one = { n: 1, logprobEntries: 0 };
+      const floor = stream
+        ? streamFloorTokens({ bytes: 0, excessBytes: 0, dataEvents: LONG_ANSWER.length / 40, plainJson: false }, one)
+        : bodyFloorTokens(Buffer.byteLength(LONG_ANSWER), one);
+      expect(floor).toBeGreaterThan(stream ? 190 : 370);
+      expect(g.tokens_completion).toBeGreaterThanOrEqual(floor);
+      // The prompt ("hi") is within the forwarded body's 1 KiB framing allowance: its floor is 0, as reported.
+      expect(g.tokens_prompt).toBe(0);
+      expect(g).toMatchObject({ usage_estimated: 'out_of_bounds', is_byok: true });
+      expect(g.list_cost_micros).toBeGreaterThanOrEqual(cost(0, floor));
+      expect(await stack!.metrics.registry.getSingleMetricAsString('byok_gateway_usage_out_of_bounds_total')).toMatch(
+        /byok_gateway_usage_out_of_bounds_total\{upstream="tenant",bound="below"\} [1-9]/,
+      );
+    },
+  );
 
   test('60 concurrent image requests under a budget that fits 5 admit at most 5', async () => {
-    const image = { model: 'openai/gpt-4o', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://images.example/cat.png' } }] }] };
+    const image = {
+      model: 'openai/gpt-4o',
+      max_tokens: 10,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is this?' },
+            { type: 'image_url', image_url: { url: 'https://images.example/cat.png' } },
+          ],
+        },
+      ],
+    };
     const before = up.hits.length;
     const results = await Promise.all(Array.from({ length: 60 }, () => chat(KEY_IMG, image)));
     const ok = results.filter((r) => r.status === 200);

@@ -2,19 +2,32 @@
 // real operator → projected config → gateway → loopback upstream are metered into the embedded ledger, a guardrail
 // budget that includes BYOK blocks at its limit before any upstream is called, the BYOK fee inside the free
 // allowance is 0, and a restart from the ledger's snapshot keeps the month (the budget stays blocked).
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import pino from 'pino';
 import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
-import { createGatewayMetrics, startGateway, type RunningGateway } from '../../../src/gateway/index.ts';
+import { createGatewayMetrics, type RunningGateway, startGateway } from '../../../src/gateway/index.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import type { LedgerSpendGate } from '../../../src/ledger/spend-gate.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import {
+  account,
+  asDefault,
+  credential,
+  gatewayKey,
+  guardrail,
+  secret,
+  withBudget,
+  withGuardrail,
+  withSecret,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { startTestOperator, type CapturedOperator } from '../../support/operator.ts';
-import { account, asDefault, credential, gatewayKey, guardrail, secret, withBudget, withGuardrail, withSecret, withSpec, workspace } from '../../support/builders.ts';
+import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 import { createTenant } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
@@ -39,8 +52,17 @@ describe('gateway metered by the embedded spend ledger', () => {
     const metrics = createGatewayMetrics({ defaultMetrics: false });
     gate = await openGatewaySpendGate({ snapshotPath: snapshot, registry: metrics.registry, logger: log });
     gw = await startGateway({
-      configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, catalogFile: join(root, 'catalog.json'),
-      host: '127.0.0.1', port: 0, upstreamCaPem: up.caPem, spendGate: gate, metrics, pollMs: 100, logger: log,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      catalogFile: join(root, 'catalog.json'),
+      host: '127.0.0.1',
+      port: 0,
+      upstreamCaPem: up.caPem,
+      spendGate: gate,
+      metrics,
+      pollMs: 100,
+      logger: log,
     });
   };
   const close = async () => {
@@ -55,7 +77,11 @@ describe('gateway metered by the embedded spend ledger', () => {
     const res = await fetch(`${gw!.url}/api/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'openai/gpt-4o', max_tokens: maxTokens, messages: [{ role: 'user', content: 'hi' }] }),
+      body: JSON.stringify({
+        model: 'openai/gpt-4o',
+        max_tokens: maxTokens,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
     });
     return { status: res.status, json: (await res.json()) as Record<string, any>, hits: up.hits.length - before };
   };
@@ -64,32 +90,65 @@ describe('gateway metered by the embedded spend ledger', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('gw-meter');
     const routingNs = await createTestNamespace('gw-meter-routing');
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [ns], compile: { coalesceMs: 10 } });
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [ns],
+      compile: { coalesceMs: 10 },
+    });
     await createTenant(ns, {
       account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
       workspaces: [workspace('main', asDefault())],
       // 0.02 USD counting BYOK: each request below lists at 0.0075 USD (1000 prompt + 500 completion tokens).
-      guardrails: [guardrail('tight', withBudget({ limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true }))],
+      guardrails: [
+        guardrail('tight', withBudget({ limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true })),
+      ],
       gatewayKeys: [gatewayKey('k', sha(KEY), withGuardrail('tight'))],
       secrets: [secret('oa-key', 'sk-metering-openai-aaaaaaaa')],
       credentials: [credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true }))],
     });
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
-    }));
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-    await until('the compiled credential and guardrail', async () => {
-      await projector.sync();
-      try {
-        const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
-        const account = loadRoutingConfig(dirs.config).accounts.get(ns);
-        return account?.credentials.length === 1 && account.apiKeys[0]?.guardrailId !== null;
-      } catch {
-        return false;
-      }
-    }, 30_000, 200);
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    projector = startProjector({
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      pollMs: 100,
+    });
+    await until(
+      'the compiled credential and guardrail',
+      async () => {
+        await projector.sync();
+        try {
+          const { loadRoutingConfig } = await import('../../../src/sdk/index.ts');
+          const account = loadRoutingConfig(dirs.config).accounts.get(ns);
+          return account?.credentials.length === 1 && account.apiKeys[0]?.guardrailId !== null;
+        } catch {
+          return false;
+        }
+      },
+      30_000,
+      200,
+    );
     await open();
   }, 60_000);
 
@@ -106,20 +165,29 @@ describe('gateway metered by the embedded spend ledger', () => {
     const tooBig = await chat(4000);
     expect(tooBig.status).toBe(402);
     expect(tooBig.hits).toBe(0);
-    expect(tooBig.json.error.message).toMatch(/^request over budget: this request would need up to 0\.04\d+ USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.02 USD left \(0 of 0\.02 USD counted, BYOK included\); a max_tokens of at most 19\d\d would fit, or wait: /);
+    expect(tooBig.json.error.message).toMatch(
+      /^request over budget: this request would need up to 0\.04\d+ USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.02 USD left \(0 of 0\.02 USD counted, BYOK included\); a max_tokens of at most 19\d\d would fit, or wait: /,
+    );
     expect(tooBig.json.error.metadata.reason).toBe('request_over_budget');
     // When to try again: the end of the UTC month, in the message and the metadata.
     const monthEnd = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth() + 1, 1)).toISOString();
     expect(tooBig.json.error.metadata.budget.resets_at).toBe(monthEnd);
     expect(tooBig.json.error.message).toContain(`it resets at ${monthEnd.replace('.000Z', 'Z')}`);
-    expect(tooBig.json.error.metadata.budget).toMatchObject({ name: 'tight', interval: 'monthly', remaining_micros: 20_000, limit_micros: 20_000 });
+    expect(tooBig.json.error.metadata.budget).toMatchObject({
+      name: 'tight',
+      interval: 'monthly',
+      remaining_micros: 20_000,
+      limit_micros: 20_000,
+    });
     const served = async (maxTokens?: number) => {
       const r = await chat(maxTokens);
       expect([r.status, r.status === 200 ? '' : JSON.stringify(r.json)]).toEqual([200, '']);
       expect(r.hits).toBe(1);
       const id = r.json.id as string;
       await until('the metered generation record', async () => {
-        const g = (await (await fetch(`${gw!.url}/api/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { data?: { fee_micros: number | null; list_cost_micros: number } };
+        const g = (await (
+          await fetch(`${gw!.url}/api/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${KEY}` } })
+        ).json()) as { data?: { fee_micros: number | null; list_cost_micros: number } };
         return g.data?.fee_micros === 0 && g.data.list_cost_micros === 7500;
       });
     };
@@ -130,8 +198,14 @@ describe('gateway metered by the embedded spend ledger', () => {
     const noRoom = await chat();
     expect(noRoom.status).toBe(402);
     expect(noRoom.hits).toBe(0);
-    expect(noRoom.json.error.metadata.budget).toMatchObject({ counted_micros: 15_000, remaining_micros: 5000, held_micros: 0 });
-    expect(noRoom.json.error.message).toMatch(/^request over budget: this request would need up to 0\.005215 USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.005 USD left/);
+    expect(noRoom.json.error.metadata.budget).toMatchObject({
+      counted_micros: 15_000,
+      remaining_micros: 5000,
+      held_micros: 0,
+    });
+    expect(noRoom.json.error.message).toMatch(
+      /^request over budget: this request would need up to 0\.005215 USD and this month's \(UTC\) monthly budget of guardrail "tight" has 0\.005 USD left/,
+    );
     // The max_tokens that fits what is left: 0.005 USD less the prompt's bound (86 bytes at 2.5 USD/M), at 10 USD/M.
     expect(noRoom.json.error.metadata.fits_max_tokens).toBe(478);
     expect(noRoom.json.error.message).toContain('a max_tokens of at most 478 would fit');

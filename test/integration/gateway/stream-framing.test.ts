@@ -4,20 +4,28 @@
 // s of CPU for one answer, another account's requests waited behind it) and the usage was unreadable. The client gets
 // the bytes unchanged, the request is metered at the usage the upstream reported, and another account's requests,
 // sent while the stream is halfway, are all served before it ends.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { streamFloorTokens } from '../../../src/gateway/usage.ts';
-import { startProjector, type Projector } from '../../../src/kube/projector.ts';
+import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { account, asDefault, gatewayKey, workspace } from '../../support/builders.ts';
+import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import {
+  gatewayDirs,
+  LOOPBACK_ALLOWED,
+  type MeteredGateway,
+  projected,
+  startMeteredGateway,
+  stopAll,
+} from '../../support/metered-gateway.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createTenant } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
-import { gatewayDirs, LOOPBACK_ALLOWED, projected, startMeteredGateway, stopAll, type MeteredGateway } from '../../support/metered-gateway.ts';
 import { BIG_CRLF_STREAM, startUpstreams, streamPause, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
@@ -46,27 +54,91 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     nsBig = await createTestNamespace('gw-framing-big');
     nsOther = await createTestNamespace('gw-framing-other');
     const routingNs = await createTestNamespace('gw-framing-routing');
-    run = await startTestOperator(kc, { routingNamespace: routingNs, watchNamespaces: [nsBig, nsOther], compile: { coalesceMs: 10 }, egress: LOOPBACK_ALLOWED });
-    for (const [ns, key] of [[nsBig, KEY_BIG], [nsOther, KEY_OTHER]] as const) {
-      await createTenant(ns, { account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')), workspaces: [workspace('main', asDefault())], gatewayKeys: [gatewayKey('k', sha(key))] });
+    run = await startTestOperator(kc, {
+      routingNamespace: routingNs,
+      watchNamespaces: [nsBig, nsOther],
+      compile: { coalesceMs: 10 },
+      egress: LOOPBACK_ALLOWED,
+    });
+    for (const [ns, key] of [
+      [nsBig, KEY_BIG],
+      [nsOther, KEY_OTHER],
+    ] as const) {
+      await createTenant(ns, {
+        account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
+        workspaces: [workspace('main', asDefault())],
+        gatewayKeys: [gatewayKey('k', sha(key))],
+      });
     }
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which streams 4 MiB framed with CRLF.
-    await createSecret(kc, nsBig, 'az-key', JSON.stringify([{ api_key: 'az-big-key', model_slug: 'openai/gpt-4o-mini', endpoint_url: `${up.base}/azure/deployments/dep-big/chat/completions?api-version=2024-10-21`, model_id: 'dep-big' }]));
-    await resource('byokcredentials', nsBig).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'az' }, spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true } });
+    await createSecret(
+      kc,
+      nsBig,
+      'az-key',
+      JSON.stringify([
+        {
+          api_key: 'az-big-key',
+          model_slug: 'openai/gpt-4o-mini',
+          endpoint_url: `${up.base}/azure/deployments/dep-big/chat/completions?api-version=2024-10-21`,
+          model_id: 'dep-big',
+        },
+      ]),
+    );
+    await resource('byokcredentials', nsBig).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'az' },
+      spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true },
+    });
     up.behavior.set('api-key:az-big-key', 'crlf-4mib');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '0.15', completionUsdPerMillionTokens: '0.6' };
-    writeFileSync(dirs.catalog, JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [
-        { model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] },
-        // No context length: the answer's honest count (about 900,000 tokens) is within its bounds.
-        { model: 'openai/gpt-4o-mini', endpoints: [{ id: 'azure', provider: 'azure', pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' } }] },
-      ],
-    }));
+    writeFileSync(
+      dirs.catalog,
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+          // No context length: the answer's honest count (about 900,000 tokens) is within its bounds.
+          {
+            model: 'openai/gpt-4o-mini',
+            endpoints: [
+              {
+                id: 'azure',
+                provider: 'azure',
+                pricing,
+                upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, configDir: dirs.config, bundleDir: dirs.bundles, keyDir: dirs.key, pollMs: 100 });
-    await projected(projector, dirs, 'both accounts compiled', (accounts) => accounts.get(nsBig)?.credentials.length === 1 && accounts.get(nsOther)?.apiKeys.length === 1);
+    projector = startProjector({
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      configDir: dirs.config,
+      bundleDir: dirs.bundles,
+      keyDir: dirs.key,
+      pollMs: 100,
+    });
+    await projected(
+      projector,
+      dirs,
+      'both accounts compiled',
+      (accounts) => accounts.get(nsBig)?.credentials.length === 1 && accounts.get(nsOther)?.apiKeys.length === 1,
+    );
     stack = await startMeteredGateway(dirs, up);
   }, 60_000);
 
@@ -95,17 +167,21 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     await pause.reached;
     const half = Buffer.byteLength(BIG_CRLF_STREAM.events.slice(0, BIG_CRLF_STREAM.events.length >> 1).join(''));
     await until('the first half at the client', async () => receivedBytes >= half, 20_000, 10);
-    const others = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
-      const r = await post(KEY_OTHER, { model: 'openai/gpt-4o', stream: i % 2 === 0 });
-      const text = await r.text();
-      order.push(`other ${i}`);
-      return { status: r.status, text };
-    }));
+    const others = await Promise.all(
+      Array.from({ length: 10 }, async (_, i) => {
+        const r = await post(KEY_OTHER, { model: 'openai/gpt-4o', stream: i % 2 === 0 });
+        const text = await r.text();
+        order.push(`other ${i}`);
+        return { status: r.status, text };
+      }),
+    );
     pause.release();
     await reading;
 
     expect(others.map((o) => o.status)).toEqual(Array.from({ length: 10 }, () => 200));
-    expect(others.filter((_, i) => i % 2 === 0).every((o) => o.text.includes('hello ') && o.text.includes('[DONE]'))).toBe(true);
+    expect(
+      others.filter((_, i) => i % 2 === 0).every((o) => o.text.includes('hello ') && o.text.includes('[DONE]')),
+    ).toBe(true);
     expect(order.indexOf('stream ended')).toBe(10);
 
     // Unchanged: the upstream's bytes, then the closing comment as an event of its own.
@@ -123,6 +199,11 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end 
     expect(floor).toBeGreaterThan(100_000);
     expect(BIG_CRLF_STREAM.usage.completion_tokens).toBeGreaterThan(floor);
     const g = await stack!.settled(sha(KEY_BIG), id);
-    expect(g).toMatchObject({ tokens_prompt: BIG_CRLF_STREAM.usage.prompt_tokens, tokens_completion: BIG_CRLF_STREAM.usage.completion_tokens, usage_estimated: null, is_byok: true });
+    expect(g).toMatchObject({
+      tokens_prompt: BIG_CRLF_STREAM.usage.prompt_tokens,
+      tokens_completion: BIG_CRLF_STREAM.usage.completion_tokens,
+      usage_estimated: null,
+      is_byok: true,
+    });
   }, 120_000);
 });

@@ -4,21 +4,29 @@
 // first call on each gateway is 200 (not 401 before the pods load the key, not 503 before the account's budgets are
 // validated in the ledger). `bundle-key rotate`: when it returns, the Account already shows the new version with
 // Delivered=False, so a wait issued right after it cannot answer from the old key's True.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { Watch } from '@kubernetes/client-node';
 import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { spawnProjectedGateways, stopProcess, type GatewayProcess } from '../../support/gateway-process.ts';
+import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { cond, createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import {
+  type CapturedOperator,
+  cond,
+  createSecret,
+  type Obj,
+  resource,
+  startTestOperator,
+} from '../../support/operator.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
@@ -35,7 +43,9 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
   const projectors: Projector[] = [];
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => { for (const child of running) child.kill('SIGKILL'); };
+  const killAll = () => {
+    for (const child of running) child.kill('SIGKILL');
+  };
   process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivered-keys-'));
 
@@ -49,8 +59,12 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     return { status: res.status, body: res.status === 200 ? '' : body };
   };
   const statusReport = async (gw: GatewayProcess) =>
-    (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { routing: { version: string | null }; bundle: { credentials: Record<string, string> } };
-  const kubectlWait = (ns: string, what: string) => kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', what, '--timeout=60s');
+    (await (await fetch(`${gw.opsUrl}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as {
+      routing: { version: string | null };
+      bundle: { credentials: Record<string, string> };
+    };
+  const kubectlWait = (ns: string, what: string) =>
+    kubectlAs(testKubeconfigPath(), 'wait', '-n', ns, '--for=condition=Delivered', what, '--timeout=60s');
 
   let acctA = '';
   let acctB = '';
@@ -61,13 +75,33 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     acctA = await createTestNamespace('dk-acct-a');
     acctB = await createTestNamespace('dk-acct-b');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(join(root, 'catalog.json'), JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [{ model: 'openai/gpt-4o', endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' } }] }],
-    }));
+    writeFileSync(
+      join(root, 'catalog.json'),
+      JSON.stringify({
+        format: 'byok-gateway-catalog/v1',
+        models: [
+          {
+            model: 'openai/gpt-4o',
+            endpoints: [
+              {
+                id: 'openai',
+                provider: 'openai',
+                pricing,
+                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
+              },
+            ],
+          },
+        ],
+      }),
+    );
     writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
     writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
-    const pods = await spawnProjectedGateways(kc, routingNs, root, running, () => ['--ledger-redis-url', redis.url, '--ledger-journal', 'none']);
+    const pods = await spawnProjectedGateways(kc, routingNs, root, running, () => [
+      '--ledger-redis-url',
+      redis.url,
+      '--ledger-journal',
+      'none',
+    ]);
     projectors.push(...pods.projectors);
     gateways.push(...pods.gateways);
     run = await startTestOperator(kc, {
@@ -75,7 +109,13 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
       watchNamespaces: [acctA, acctB],
       compile: { coalesceMs: 10 },
       egress: parseEgressAllowList(['127.0.0.1']),
-      gatewayStatus: { token: TOKEN, service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' }, pollMs: 500, pendingPollMs: 100, writeIntervalMs: 1000 },
+      gatewayStatus: {
+        token: TOKEN,
+        service: { namespace: routingNs, name: 'byok-gateway', port: 'ops' },
+        pollMs: 500,
+        pendingPollMs: 100,
+        writeIntervalMs: 1000,
+      },
       // A spend pass a minute apart: a new account's budgets must open because its compile asked for one, not
       // because the interval came round.
       spendStatus: { redisUrl: redis.url, intervalMs: 60_000 },
@@ -108,7 +148,11 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     const key = await resource('gatewayapikeys', ns).get('k');
     const delivery = key.status?.delivery as { configVersion: string; loaded: number; total: number };
     expect(delivery).toMatchObject({ loaded: 2, total: 2 });
-    expect(cond(key, 'Delivered')).toMatchObject({ status: 'True', reason: 'Delivered', observedGeneration: key.metadata!.generation });
+    expect(cond(key, 'Delivered')).toMatchObject({
+      status: 'True',
+      reason: 'Delivered',
+      observedGeneration: key.metadata!.generation,
+    });
     expect(cond(key, 'Delivered')!.message).toContain(delivery.configVersion);
     process.stderr.write(`[delivered-keys] new key of a new account → kubectl wait condition met in ${waitedMs} ms\n`);
   }, 90_000);
@@ -118,13 +162,31 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     const apiKey = 'sk-delivered-keys-new-account-a-0123456789';
     const before = await resource('gatewayapikeys', ns).get('k');
     const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
-    await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'gatewayapikey/k', '--type=merge', '-p', JSON.stringify({ spec: { disabled: true } }));
+    await kubectlAs(
+      testKubeconfigPath(),
+      'patch',
+      '-n',
+      ns,
+      'gatewayapikey/k',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { disabled: true } }),
+    );
     const waited = await kubectlWait(ns, 'gatewayapikey/k');
     expect(waited).toMatchObject({ code: 0 });
     const after = await resource('gatewayapikeys', ns).get('k');
     expect((after.status!.delivery as { configVersion: string }).configVersion).not.toBe(oldVersion);
     for (const gw of gateways) expect((await chat(gw, apiKey)).status).toBe(401);
-    await kubectlAs(testKubeconfigPath(), 'patch', '-n', ns, 'gatewayapikey/k', '--type=merge', '-p', JSON.stringify({ spec: { disabled: false } }));
+    await kubectlAs(
+      testKubeconfigPath(),
+      'patch',
+      '-n',
+      ns,
+      'gatewayapikey/k',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { disabled: false } }),
+    );
     expect(await kubectlWait(ns, 'gatewayapikey/k')).toMatchObject({ code: 0 });
     for (const gw of gateways) expect(await chat(gw, apiKey)).toEqual({ status: 200, body: '' });
   }, 90_000);
@@ -136,10 +198,17 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     const credId = publicId('BYOKCredential', ns, 'oa');
     const before = await resource('accounts', ns).get('account');
     const oldVersion = (before.status!.delivery as { configVersion: string }).configVersion;
-    const oldEnvelopes = await Promise.all(gateways.map(async (gw) => (await statusReport(gw)).bundle.credentials[credId]));
+    const oldEnvelopes = await Promise.all(
+      gateways.map(async (gw) => (await statusReport(gw)).bundle.credentials[credId]),
+    );
     // Every Account event from the rotation on, as `kubectl wait` (a list, then a watch) would see it.
     const seen: Obj[] = [];
-    const watch = await new Watch(kc).watch(`/apis/${GROUP}/${VERSION}/namespaces/${ns}/accounts`, { resourceVersion: before.metadata!.resourceVersion! }, (_type: string, o: Obj) => void seen.push(o), () => undefined);
+    const watch = await new Watch(kc).watch(
+      `/apis/${GROUP}/${VERSION}/namespaces/${ns}/accounts`,
+      { resourceVersion: before.metadata!.resourceVersion! },
+      (_type: string, o: Obj) => void seen.push(o),
+      () => undefined,
+    );
     try {
       const rotatedAt = Date.now();
       const { unrecorded } = await bundleKeyCommand(kc, routingNs, { action: 'rotate' });
@@ -152,13 +221,19 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
       // Still pending, or already on both pods (they can load it within the command's last 200 ms poll): never the
       // old version's True. The watch below checks that the version's first status carried False.
       const firstDelivered = cond(first, 'Delivered')!;
-      if (firstDelivered.status !== 'False') expect(firstDelivered).toMatchObject({ status: 'True', reason: 'Delivered' });
+      if (firstDelivered.status !== 'False')
+        expect(firstDelivered).toMatchObject({ status: 'True', reason: 'Delivered' });
       else expect(firstDelivered.reason).toBe('Pending');
       expect(firstDelivered.message).toContain(firstVersion);
       expect(await kubectlWait(ns, 'account/account')).toMatchObject({ code: 0 });
       const reports = await Promise.all(gateways.map(statusReport));
       for (const [i, r] of reports.entries()) expect(r.bundle.credentials[credId]).not.toBe(oldEnvelopes[i]);
-      await until('the watch saw the True', async () => seen.some((o) => cond(o, 'Delivered')?.status === 'True' && versionOf(o) !== oldVersion), 10_000, 50);
+      await until(
+        'the watch saw the True',
+        async () => seen.some((o) => cond(o, 'Delivered')?.status === 'True' && versionOf(o) !== oldVersion),
+        10_000,
+        50,
+      );
     } finally {
       watch.abort();
     }
@@ -172,16 +247,42 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     else expect(firstMoved.reason).toBe('Pending');
     expect(firstMoved.message).toContain(versionOf(seen[moved]!));
     for (const o of seen.slice(moved)) expect(versionOf(o)).not.toBe(oldVersion);
-    for (const gw of gateways) expect(await chat(gw, 'sk-delivered-keys-new-account-b-0123456789')).toEqual({ status: 200, body: '' });
+    for (const gw of gateways)
+      expect(await chat(gw, 'sk-delivered-keys-new-account-b-0123456789')).toEqual({ status: 200, body: '' });
   }, 90_000);
 
   /** A brand-new account: its default workspace, a Guardrail with a budget, an OpenAI credential and, last, a key under the budget. */
   async function newAccountIn(ns: string, apiKey: string): Promise<void> {
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: {} });
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
-    await resource('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'capped' }, spec: { budget: { limitUsd: 100, resetInterval: 'daily', includeByokInBudgets: true } } });
+    await resource('accounts', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'account' },
+      spec: {},
+    });
+    await resource('workspaces', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
+    await resource('guardrails', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Guardrail',
+      metadata: { name: 'capped' },
+      spec: { budget: { limitUsd: 100, resetInterval: 'daily', includeByokInBudgets: true } },
+    });
     await createSecret(kc, ns, 'oa-key', `sk-delivered-keys-openai-${ns}`);
-    await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'oa' }, spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true } });
-    await resource('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: sha(apiKey), guardrail: 'capped' } });
+    await resource('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'oa' },
+      spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
+    });
+    await resource('gatewayapikeys', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'k' },
+      spec: { hash: sha(apiKey), guardrail: 'capped' },
+    });
   }
 });

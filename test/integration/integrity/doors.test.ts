@@ -6,14 +6,23 @@
 // has a status. A canary key never appears in an Event, a status, a log line or a routing ConfigMap.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
-import { createTestNamespace, crApi, customObjects, kubectl, rejection, testKubeConfig } from '../../support/kube.ts';
+import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { type Account, type Harness, one, seedAccount, startHarness } from '../../support/api-harness.ts';
+import { crApi, createTestNamespace, customObjects, kubectl, rejection, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, cond, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { one, seedAccount, startHarness, type Account, type Harness } from '../../support/api-harness.ts';
-import { cond, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
-import { eventTexts, HOSTILE, jsonWithBytes, kubectlCreateRaw, kubectlYamlWorks, readRouting, routedCredentials, type HostileValue } from './helpers.ts';
+import {
+  eventTexts,
+  HOSTILE,
+  type HostileValue,
+  jsonWithBytes,
+  kubectlCreateRaw,
+  kubectlYamlWorks,
+  readRouting,
+  routedCredentials,
+} from './helpers.ts';
 
 const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-integrity-5e1f0c2a9b7d';
@@ -30,28 +39,62 @@ describe('hostile text at both doors', () => {
   const deleteToRoutedMs: number[] = [];
 
   beforeAll(async () => {
-    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-routing'), createAccountNamespace('integ-victim'), seedAccount('integ-hostile')]);
+    [routing, victim, hostile] = await Promise.all([
+      createTestNamespace('integ-routing'),
+      createAccountNamespace('integ-victim'),
+      seedAccount('integ-hostile'),
+    ]);
     await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
-    await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'keep' }, spec: { provider: 'openai', secretRef: { name: 'keep-key' } } });
+    await crApi('byokcredentials', victim).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'keep' },
+      spec: { provider: 'openai', secretRef: { name: 'keep-key' } },
+    });
     // One bucket: every account shares the one routing shard, so a shard write refused for one freezes all.
-    run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [victim, hostile.namespace], compile: { shardOptions: { targetBytes: 1 << 30 } } });
+    run = await startTestOperator(kc, {
+      routingNamespace: routing,
+      watchNamespaces: [victim, hostile.namespace],
+      compile: { shardOptions: { targetBytes: 1 << 30 } },
+    });
     h = await startHarness([hostile.namespace]);
     await until('victim routed', async () => (await routedCredentials(kc, routing, victim)).includes('keep'));
-    const base = await h.call('POST', '/byok', { key: hostile.managementKey, body: { provider: 'openai', key: CANARY, name: 'base' } });
+    const base = await h.call('POST', '/byok', {
+      key: hostile.managementKey,
+      body: { provider: 'openai', key: CANARY, name: 'base' },
+    });
     expect(base.status).toBe(201);
     baseId = one(base).id;
     // The REST answer carries the operator's status (issue 28 §2): let it settle, so "nothing changes" compares the
     // stored state and not the operator's first reconcile landing between two reads.
-    await until('the base credential reconciled', async () => (one(await h.call('GET', `/byok/${baseId}`, { key: hostile.managementKey })) as { status?: { ready?: boolean | null } }).status?.ready === true);
+    await until(
+      'the base credential reconciled',
+      async () =>
+        (
+          one(await h.call('GET', `/byok/${baseId}`, { key: hostile.managementKey })) as {
+            status?: { ready?: boolean | null };
+          }
+        ).status?.ready === true,
+    );
   });
   afterAll(async () => {
     await h?.close();
     await run?.op.stop();
-    if (deleteToRoutedMs.length) process.stderr.write(`[integrity doors] victim delete -> routed: max ${Math.max(...deleteToRoutedMs)} ms over ${deleteToRoutedMs.length} probes\n`);
+    if (deleteToRoutedMs.length)
+      process.stderr.write(
+        `[integrity doors] victim delete -> routed: max ${Math.max(...deleteToRoutedMs)} ms over ${deleteToRoutedMs.length} probes\n`,
+      );
   });
 
   const credentialsOf = async (ns: string) =>
-    ((await customObjects().listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: 'byokcredentials' })) as { items: BYOKCredential[] }).items;
+    (
+      (await customObjects().listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: 'byokcredentials',
+      })) as { items: BYOKCredential[] }
+    ).items;
 
   /** The properties that must hold after every hostile value. */
   async function stillHealthy(label: string): Promise<void> {
@@ -59,16 +102,30 @@ describe('hostile text at both doors', () => {
     expect(index).toEqual(expect.arrayContaining([victim, hostile.namespace]));
     const name = `probe-${++probes}`;
     await createSecret(kc, victim, `${name}-key`, `sk-victim-probe-${probes}-0123456789`);
-    await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider: 'mistral', secretRef: { name: `${name}-key` } } });
-    await until(`${label}: the victim's new credential in the routing shard`, async () => (await routedCredentials(kc, routing, victim)).includes(name), 15_000);
+    await crApi('byokcredentials', victim).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name },
+      spec: { provider: 'mistral', secretRef: { name: `${name}-key` } },
+    });
+    await until(
+      `${label}: the victim's new credential in the routing shard`,
+      async () => (await routedCredentials(kc, routing, victim)).includes(name),
+      15_000,
+    );
     const t0 = Date.now();
     await crApi('byokcredentials', victim).delete(name);
-    await until(`${label}: the victim's delete in the routing shard`, async () => !(await routedCredentials(kc, routing, victim)).includes(name), 15_000);
+    await until(
+      `${label}: the victim's delete in the routing shard`,
+      async () => !(await routedCredentials(kc, routing, victim)).includes(name),
+      15_000,
+    );
     deleteToRoutedMs.push(Date.now() - t0);
     expect(await kubectlYamlWorks()).toContain('kind: BYOKCredential');
     await until(`${label}: every credential has a status for its generation`, async () => {
       for (const ns of [victim, hostile.namespace]) {
-        for (const c of await credentialsOf(ns)) if (c.status?.observedGeneration !== c.metadata.generation || !c.status?.conditions?.length) return false;
+        for (const c of await credentialsOf(ns))
+          if (c.status?.observedGeneration !== c.metadata.generation || !c.status?.conditions?.length) return false;
       }
       return true;
     });
@@ -77,13 +134,25 @@ describe('hostile text at both doors', () => {
   // ---- REST door ----
 
   const rest = (method: string, path: string, body: Buffer) =>
-    fetch(`${h.base}${path}`, { method, headers: { authorization: `Bearer ${hostile.managementKey}`, 'content-type': 'application/json' }, body });
+    fetch(`${h.base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${hostile.managementKey}`, 'content-type': 'application/json' },
+      body,
+    });
 
   const REST_FIELDS: { field: string; method: 'POST' | 'PATCH'; body: (v: string) => Record<string, unknown> }[] = [
     { field: 'name', method: 'POST', body: (v) => ({ provider: 'openai', key: VALID_KEY, name: v }) },
     { field: 'key', method: 'POST', body: (v) => ({ provider: 'openai', key: `${CANARY}${v}` }) },
-    { field: 'allowed_models[0]', method: 'POST', body: (v) => ({ provider: 'openai', key: VALID_KEY, allowed_models: [`openai/${v}`] }) },
-    { field: 'allowed_user_ids[0]', method: 'POST', body: (v) => ({ provider: 'openai', key: VALID_KEY, allowed_user_ids: [v] }) },
+    {
+      field: 'allowed_models[0]',
+      method: 'POST',
+      body: (v) => ({ provider: 'openai', key: VALID_KEY, allowed_models: [`openai/${v}`] }),
+    },
+    {
+      field: 'allowed_user_ids[0]',
+      method: 'POST',
+      body: (v) => ({ provider: 'openai', key: VALID_KEY, allowed_user_ids: [v] }),
+    },
     { field: 'name', method: 'PATCH', body: (v) => ({ name: v }) },
     { field: 'key', method: 'PATCH', body: (v) => ({ key: `${CANARY}${v}` }) },
   ];
@@ -91,92 +160,158 @@ describe('hostile text at both doors', () => {
   const restBody = (make: (v: string) => Record<string, unknown>, value: HostileValue): Buffer =>
     value.bytes ? jsonWithBytes(make('@@'), value.bytes) : Buffer.from(JSON.stringify(make(value.text!)), 'utf8');
 
-  test.each(HOSTILE.map((v) => [v.label, v] as const))('REST: %s is refused naming the field, and nothing changes', async (label, value) => {
-    const before = await h.call('GET', '/byok', { key: hostile.managementKey });
-    for (const f of REST_FIELDS) {
-      const res = await rest(f.method, f.method === 'POST' ? '/byok' : `/byok/${baseId}`, restBody(f.body, value));
-      const text = await res.text();
-      const body = JSON.parse(text) as { error: { code: number; message: string; metadata: { field?: string } | null } };
-      if (value.oversize) {
-        expect([413, 400]).toContain(res.status);
-      } else {
-        expect({ field: f.field, method: f.method, status: res.status }).toEqual({ field: f.field, method: f.method, status: 400 });
-        expect({ field: f.field, method: f.method, named: body.error.metadata?.field }).toEqual({ field: f.field, method: f.method, named: f.field });
-        expect(body.error.message.startsWith(f.field)).toBe(true);
+  test.each(HOSTILE.map((v) => [v.label, v] as const))(
+    'REST: %s is refused naming the field, and nothing changes',
+    async (label, value) => {
+      const before = await h.call('GET', '/byok', { key: hostile.managementKey });
+      for (const f of REST_FIELDS) {
+        const res = await rest(f.method, f.method === 'POST' ? '/byok' : `/byok/${baseId}`, restBody(f.body, value));
+        const text = await res.text();
+        const body = JSON.parse(text) as {
+          error: { code: number; message: string; metadata: { field?: string } | null };
+        };
+        if (value.oversize) {
+          expect([413, 400]).toContain(res.status);
+        } else {
+          expect({ field: f.field, method: f.method, status: res.status }).toEqual({
+            field: f.field,
+            method: f.method,
+            status: 400,
+          });
+          expect({ field: f.field, method: f.method, named: body.error.metadata?.field }).toEqual({
+            field: f.field,
+            method: f.method,
+            named: f.field,
+          });
+          expect(body.error.message.startsWith(f.field)).toBe(true);
+        }
+        expect(body.error.code).toBe(res.status);
+        expect(text).not.toContain(CANARY);
+        if (value.text && !value.oversize) expect(text).not.toContain(value.text);
       }
-      expect(body.error.code).toBe(res.status);
-      expect(text).not.toContain(CANARY);
-      if (value.text && !value.oversize) expect(text).not.toContain(value.text);
-    }
-    const after = await h.call('GET', '/byok', { key: hostile.managementKey });
-    expect(after.text).toBe(before.text);
-    await stillHealthy(`REST ${label}`);
-  });
+      const after = await h.call('GET', '/byok', { key: hostile.managementKey });
+      expect(after.text).toBe(before.text);
+      await stillHealthy(`REST ${label}`);
+    },
+  );
 
   // ---- kubectl / Git door: the CRD schema ----
 
   const hash = 'a'.repeat(64);
   const CR_FIELDS: { kind: string; plural: string; path: string; spec: (v: string) => Record<string, unknown> }[] = [
-    { kind: 'BYOKCredential', plural: 'byokcredentials', path: 'spec.displayName', spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, displayName: v }) },
-    { kind: 'BYOKCredential', plural: 'byokcredentials', path: 'spec.allowedModels[0]', spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, allowedModels: [`openai/${v}`] }) },
-    { kind: 'BYOKCredential', plural: 'byokcredentials', path: 'spec.allowedUserIds[0]', spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, allowedUserIds: [v] }) },
+    {
+      kind: 'BYOKCredential',
+      plural: 'byokcredentials',
+      path: 'spec.displayName',
+      spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, displayName: v }),
+    },
+    {
+      kind: 'BYOKCredential',
+      plural: 'byokcredentials',
+      path: 'spec.allowedModels[0]',
+      spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, allowedModels: [`openai/${v}`] }),
+    },
+    {
+      kind: 'BYOKCredential',
+      plural: 'byokcredentials',
+      path: 'spec.allowedUserIds[0]',
+      spec: (v) => ({ provider: 'openai', secretRef: { name: 's' }, allowedUserIds: [v] }),
+    },
     { kind: 'Workspace', plural: 'workspaces', path: 'spec.displayName', spec: (v) => ({ displayName: v }) },
-    { kind: 'Workspace', plural: 'workspaces', path: 'spec.members[0].userId', spec: (v) => ({ members: [{ userId: v }] }) },
+    {
+      kind: 'Workspace',
+      plural: 'workspaces',
+      path: 'spec.members[0].userId',
+      spec: (v) => ({ members: [{ userId: v }] }),
+    },
     { kind: 'Guardrail', plural: 'guardrails', path: 'spec.displayName', spec: (v) => ({ displayName: v }) },
-    { kind: 'GatewayAPIKey', plural: 'gatewayapikeys', path: 'spec.displayName', spec: (v) => ({ hash, displayName: v }) },
+    {
+      kind: 'GatewayAPIKey',
+      plural: 'gatewayapikeys',
+      path: 'spec.displayName',
+      spec: (v) => ({ hash, displayName: v }),
+    },
     { kind: 'Account', plural: 'accounts', path: 'spec.displayName', spec: (v) => ({ displayName: v }) },
   ];
 
-  test.each(HOSTILE.map((v) => [v.label, v] as const))('kubectl/Git: %s in every free-text CRD field is refused (422 naming the field)', async (label, value) => {
-    const ns = hostile.namespace;
-    for (const [i, f] of CR_FIELDS.entries()) {
-      const name = `hostile-${probes}-${i}`;
-      const doc = (v: string) => ({ apiVersion: API_VERSION, kind: f.kind, metadata: { name }, spec: f.spec(v) });
-      let code: number;
-      let message: string;
-      if (value.bytes) {
-        const out = await kubectlCreateRaw(`/apis/${GROUP}/${VERSION}/namespaces/${ns}/${f.plural}`, jsonWithBytes(doc('@@'), value.bytes));
-        expect(out.ok).toBe(false);
-        code = 422;
-        message = out.output;
-      } else {
-        ({ code, message } = await rejection(crApi(f.plural, ns).create(doc(value.text!))));
+  test.each(HOSTILE.map((v) => [v.label, v] as const))(
+    'kubectl/Git: %s in every free-text CRD field is refused (422 naming the field)',
+    async (label, value) => {
+      const ns = hostile.namespace;
+      for (const [i, f] of CR_FIELDS.entries()) {
+        const name = `hostile-${probes}-${i}`;
+        const doc = (v: string) => ({ apiVersion: API_VERSION, kind: f.kind, metadata: { name }, spec: f.spec(v) });
+        let code: number;
+        let message: string;
+        if (value.bytes) {
+          const out = await kubectlCreateRaw(
+            `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${f.plural}`,
+            jsonWithBytes(doc('@@'), value.bytes),
+          );
+          expect(out.ok).toBe(false);
+          code = 422;
+          message = out.output;
+        } else {
+          ({ code, message } = await rejection(crApi(f.plural, ns).create(doc(value.text!))));
+        }
+        expect({ path: f.path, code }).toEqual({ path: f.path, code: 422 });
+        expect(message).toContain(f.path);
       }
-      expect({ path: f.path, code }).toEqual({ path: f.path, code: 422 });
-      expect(message).toContain(f.path);
-    }
-    await stillHealthy(`CRD ${label}`);
-  });
+      await stillHealthy(`CRD ${label}`);
+    },
+  );
 
   // ---- kubectl / Git door: the Secret a credential references ----
 
-  test.each(HOSTILE.map((v) => [v.label, v] as const))('Git Secret: %s in the key gives PayloadValid=False (PayloadInvalid) naming the problem, never the key', async (label, value) => {
-    const ns = hostile.namespace;
-    const name = `secret-${++probes}`;
-    // A lone surrogate in a byte stream is its CESU-8 form (ED A0 80): invalid UTF-8 too.
-    const bytes = value.bytes ?? (value.label.startsWith('lone') ? Buffer.concat([Buffer.from(CANARY), Buffer.from([0xed, 0xa0, 0x80])]) : Buffer.from(`${CANARY}${value.oversize ? 'x'.repeat(200_000) : value.text!}`, 'utf8'));
-    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name: `${name}-key` }, data: { key: bytes.toString('base64') } } });
-    await crApi('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider: 'openai', secretRef: { name: `${name}-key` } } });
-    const c = await resource('byokcredentials', ns).waitReady(name, 'False', 'PayloadInvalid');
-    const payload = cond(c, 'PayloadValid');
-    expect(payload).toMatchObject({ status: 'False', reason: 'PayloadInvalid' });
-    // Bytes are checked before decoding: invalid UTF-8 is named as such, not as the U+FFFD a decoder would leave.
-    if (value.bytes || value.label.startsWith('lone')) expect(payload?.message).toBe('key is not valid UTF-8');
-    else expect(payload?.message).toMatch(/^key (contains .* at position \d+|is too long)/);
-    expect(JSON.stringify(c.status)).not.toContain(CANARY);
-    expect(c.status?.label).toBeUndefined();
-    // Invalid, so not compiled into routing.
-    expect((await readRouting(kc, routing)).get(ns)?.credentials.map((x) => x.name) ?? []).not.toContain(name);
-    await stillHealthy(`Secret ${label}`);
-  });
+  test.each(HOSTILE.map((v) => [v.label, v] as const))(
+    'Git Secret: %s in the key gives PayloadValid=False (PayloadInvalid) naming the problem, never the key',
+    async (label, value) => {
+      const ns = hostile.namespace;
+      const name = `secret-${++probes}`;
+      // A lone surrogate in a byte stream is its CESU-8 form (ED A0 80): invalid UTF-8 too.
+      const bytes =
+        value.bytes ??
+        (value.label.startsWith('lone')
+          ? Buffer.concat([Buffer.from(CANARY), Buffer.from([0xed, 0xa0, 0x80])])
+          : Buffer.from(`${CANARY}${value.oversize ? 'x'.repeat(200_000) : value.text!}`, 'utf8'));
+      await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
+        namespace: ns,
+        body: { metadata: { name: `${name}-key` }, data: { key: bytes.toString('base64') } },
+      });
+      await crApi('byokcredentials', ns).create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name },
+        spec: { provider: 'openai', secretRef: { name: `${name}-key` } },
+      });
+      const c = await resource('byokcredentials', ns).waitReady(name, 'False', 'PayloadInvalid');
+      const payload = cond(c, 'PayloadValid');
+      expect(payload).toMatchObject({ status: 'False', reason: 'PayloadInvalid' });
+      // Bytes are checked before decoding: invalid UTF-8 is named as such, not as the U+FFFD a decoder would leave.
+      if (value.bytes || value.label.startsWith('lone')) expect(payload?.message).toBe('key is not valid UTF-8');
+      else expect(payload?.message).toMatch(/^key (contains .* at position \d+|is too long)/);
+      expect(JSON.stringify(c.status)).not.toContain(CANARY);
+      expect(c.status?.label).toBeUndefined();
+      // Invalid, so not compiled into routing.
+      expect((await readRouting(kc, routing)).get(ns)?.credentials.map((x) => x.name) ?? []).not.toContain(name);
+      await stillHealthy(`Secret ${label}`);
+    },
+  );
 
   test('JSON payloads (azure, vertex) follow the multi-line rules: a C1 inside is refused, line breaks are not the problem', async () => {
     const ns = hostile.namespace;
     const doc = `[\n  {"api_key": "${CANARY}\u0096", "resource_name": "res", "resource_type": "openai"}\n]`;
     await createSecret(kc, ns, 'azure-key', doc);
-    await crApi('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'azure' }, spec: { provider: 'azure', secretRef: { name: 'azure-key' } } });
+    await crApi('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'azure' },
+      spec: { provider: 'azure', secretRef: { name: 'azure-key' } },
+    });
     const c = await resource('byokcredentials', ns).waitReady('azure', 'False', 'PayloadInvalid');
-    expect(cond(c, 'PayloadValid')?.message).toBe(`key contains a control character (U+0096) at position ${doc.indexOf('\u0096')}`);
+    expect(cond(c, 'PayloadValid')?.message).toBe(
+      `key contains a control character (U+0096) at position ${doc.indexOf('\u0096')}`,
+    );
   });
 
   test('the canary key appears in no Event, status, log line or routing ConfigMap', async () => {
@@ -193,6 +328,8 @@ describe('hostile text at both doors', () => {
     expect(everything).not.toContain(CANARY);
     expect(everything).not.toContain('CANARY-integrity');
     // The valid canary credential is compiled (only its masked label is in routing).
-    expect((await readRouting(kc, routing)).get(hostile.namespace)?.credentials.some((c) => c.displayName === 'base')).toBe(true);
+    expect(
+      (await readRouting(kc, routing)).get(hostile.namespace)?.credentials.some((c) => c.displayName === 'base'),
+    ).toBe(true);
   });
 });

@@ -1,10 +1,11 @@
 // Shared pieces of the integrity tests: the hostile value table, reading the compiled routing straight from the
 // routing ConfigMaps (what a gateway mounts), and the cluster-wide health checks run after each hostile value.
-import { gunzipSync } from 'node:zlib';
+
+import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
 import { CoreV1Api, EventsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { INDEX_KEY, INDEX_NAME, type RoutingIndex, type ShardDocument } from '../../../src/contract/routing.ts';
 import type { CompiledAccount } from '../../../src/domain/compiled.ts';
@@ -55,7 +56,9 @@ export async function readRouting(kc: KubeConfig, routingNs: string): Promise<Ma
       return Buffer.from(b64, 'base64');
     });
     const payload = Buffer.concat(parts);
-    const doc = JSON.parse((shard.encoding === 'gzip' ? gunzipSync(payload) : payload).toString('utf8')) as ShardDocument;
+    const doc = JSON.parse(
+      (shard.encoding === 'gzip' ? gunzipSync(payload) : payload).toString('utf8'),
+    ) as ShardDocument;
     for (const a of doc.accounts) out.set(a.namespace, a);
   }
   return out;

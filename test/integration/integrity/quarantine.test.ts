@@ -13,13 +13,25 @@ import { EventsV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
-import { createCompilePipeline, type CompilePipeline, type Quarantine } from '../../../src/operator/compile/pipeline.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import {
+  type CompilePipeline,
+  createCompilePipeline,
+  type Quarantine,
+} from '../../../src/operator/compile/pipeline.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
-import { createTestNamespace, crApi, testKubeConfig } from '../../support/kube.ts';
-import { createAccountNamespace } from '../../support/tenant.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
+import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import {
+  type CapturedOperator,
+  cond,
+  createSecret,
+  metricsText,
+  metricValue,
+  resource,
+  startTestOperator,
+} from '../../support/operator.ts';
 import { beforeCap } from '../../support/order.ts';
-import { cond, createSecret, metricsText, metricValue, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
 import { readRouting, routedCredentials } from './helpers.ts';
 
@@ -46,7 +58,11 @@ function snapshot(namespace: string, creds: readonly Cred[]): AccountSnapshot {
         apiVersion: API_VERSION,
         kind: 'BYOKCredential',
         metadata: { name: c.name, namespace, creationTimestamp: new Date('2026-01-01T00:00:00Z') },
-        spec: { provider: 'openai', secretRef: { name: `${c.name}-key` }, ...(c.displayName !== undefined ? { displayName: c.displayName } : {}) },
+        spec: {
+          provider: 'openai',
+          secretRef: { name: `${c.name}-key` },
+          ...(c.displayName !== undefined ? { displayName: c.displayName } : {}),
+        },
       } as BYOKCredential,
       verdict: { valid: true, label: 'sk-...wxyz', sortOrder: i, payload: `sk-${c.name}-0123456789abcdef` },
     })),
@@ -102,7 +118,10 @@ describe('compile pipeline: per-account quarantine (driven through its source)',
   });
 
   test('an oversize account is quarantined with its last good state; the other account keeps compiling', async () => {
-    set('hostile', [{ name: 'h1', displayName: YAML_HOSTILE }, { name: 'h2', displayName: oversize() }]);
+    set('hostile', [
+      { name: 'h1', displayName: YAML_HOSTILE },
+      { name: 'h2', displayName: oversize() },
+    ]);
     set('victim', [{ name: 'keep' }, { name: 'v2' }]);
     await pipeline.flush();
     expect(await routedCredentials(kc, routing, 'victim')).toEqual(['keep', 'v2']);
@@ -126,7 +145,9 @@ describe('compile pipeline: per-account quarantine (driven through its source)',
     await pipeline.flush();
     expect(pipeline.quarantined().has('hostile')).toBe(true);
     expect(reported.filter(([ns]) => ns === 'hostile')).toHaveLength(1);
-    expect(metricValue(await registry.metrics(), 'byok_configmap_writes_total', { object: 'shard' })).toBe(writesBefore);
+    expect(metricValue(await registry.metrics(), 'byok_configmap_writes_total', { object: 'shard' })).toBe(
+      writesBefore,
+    );
   });
 
   test('an account refused from its first compile is left out (no last good state)', async () => {
@@ -167,18 +188,45 @@ describe('operator: a quarantined account is visible on its Account object', () 
   });
 
   beforeAll(async () => {
-    [routing, victim, hostile] = await Promise.all([createTestNamespace('integ-q2-routing'), createAccountNamespace('integ-q2-victim'), createTestNamespace('integ-q2-hostile')]);
+    [routing, victim, hostile] = await Promise.all([
+      createTestNamespace('integ-q2-routing'),
+      createAccountNamespace('integ-q2-victim'),
+      createTestNamespace('integ-q2-hostile'),
+    ]);
     await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
-    await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'keep' }, spec: { provider: 'openai', secretRef: { name: 'keep-key' } } });
+    await crApi('byokcredentials', victim).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'keep' },
+      spec: { provider: 'openai', secretRef: { name: 'keep-key' } },
+    });
     await createSecret(kc, victim, 'gone-key', 'sk-victim-gone-0123456789');
-    await crApi('byokcredentials', victim).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'gone' }, spec: { provider: 'openai', secretRef: { name: 'gone-key' } } });
-    await crApi('accounts', hostile).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'acct' }, spec: {} });
+    await crApi('byokcredentials', victim).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'gone' },
+      spec: { provider: 'openai', secretRef: { name: 'gone-key' } },
+    });
+    await crApi('accounts', hostile).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'acct' },
+      spec: {},
+    });
     await crApi('workspaces', hostile).create(bigWorkspace('big-1'));
-    run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [victim, hostile], compile: { shardOptions: ONE_SHARD } });
-    await until('both accounts routed', async () => {
-      const r = await readRouting(kc, routing);
-      return r.get(victim)?.credentials.length === 2 && r.get(hostile)?.workspaces.length === 1;
-    }, 30_000);
+    run = await startTestOperator(kc, {
+      routingNamespace: routing,
+      watchNamespaces: [victim, hostile],
+      compile: { shardOptions: ONE_SHARD },
+    });
+    await until(
+      'both accounts routed',
+      async () => {
+        const r = await readRouting(kc, routing);
+        return r.get(victim)?.credentials.length === 2 && r.get(hostile)?.workspaces.length === 1;
+      },
+      30_000,
+    );
   });
   afterAll(() => run?.op.stop());
 
@@ -191,14 +239,25 @@ describe('operator: a quarantined account is visible on its Account object', () 
     const events = kc.makeApiClient(EventsV1Api);
     await until('a Quarantined Warning Event on the Account', async () => {
       const list = await events.listNamespacedEvent({ namespace: hostile });
-      return list.items.some((e) => e.regarding?.kind === 'Account' && e.regarding?.name === 'acct' && e.type === 'Warning' && e.reason === 'Quarantined');
+      return list.items.some(
+        (e) =>
+          e.regarding?.kind === 'Account' &&
+          e.regarding?.name === 'acct' &&
+          e.type === 'Warning' &&
+          e.reason === 'Quarantined',
+      );
     });
     expect(metricValue(await metricsText(run.op), 'byok_quarantined_accounts', {})).toBe(1);
 
     const t0 = Date.now();
     await crApi('byokcredentials', victim).delete('gone');
-    await until("the victim's delete in the shared shard", async () => (await routedCredentials(kc, routing, victim)).join() === 'keep');
-    process.stderr.write(`[integrity quarantine] victim delete -> routed while a neighbour is quarantined: ${Date.now() - t0} ms\n`);
+    await until(
+      "the victim's delete in the shared shard",
+      async () => (await routedCredentials(kc, routing, victim)).join() === 'keep',
+    );
+    process.stderr.write(
+      `[integrity quarantine] victim delete -> routed while a neighbour is quarantined: ${Date.now() - t0} ms\n`,
+    );
     // The quarantined account keeps its last good routing (one workspace).
     expect((await readRouting(kc, routing)).get(hostile)?.workspaces.map((w) => w.name)).toEqual(['big-1']);
   });
@@ -209,6 +268,8 @@ describe('operator: a quarantined account is visible on its Account object', () 
     expect(cond(a, 'Compiled')).toBeUndefined();
     expect(metricValue(await metricsText(run.op), 'byok_quarantined_accounts', {})).toBe(0);
     const events = kc.makeApiClient(EventsV1Api);
-    await until('a QuarantineLifted Event', async () => (await events.listNamespacedEvent({ namespace: hostile })).items.some((e) => e.reason === 'QuarantineLifted'));
+    await until('a QuarantineLifted Event', async () =>
+      (await events.listNamespacedEvent({ namespace: hostile })).items.some((e) => e.reason === 'QuarantineLifted'),
+    );
   });
 });

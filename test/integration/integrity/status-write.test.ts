@@ -9,9 +9,9 @@ import { EventsV1Api } from '@kubernetes/client-node';
 import { createApplier } from '../../../src/kube/apply.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
 import { API_VERSION, GROUP } from '../../../src/schema/resources.ts';
-import { createTestNamespace, crApi, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
@@ -24,7 +24,10 @@ describe('status writes that keep failing', () => {
   let policy = '';
 
   beforeAll(async () => {
-    [ns, routing] = await Promise.all([createAccountNamespace('integ-status'), createTestNamespace('integ-status-routing')]);
+    [ns, routing] = await Promise.all([
+      createAccountNamespace('integ-status'),
+      createTestNamespace('integ-status-routing'),
+    ]);
     policy = `integrity-deny-status-${ns}`;
     const objects = {
       apiVersion: 'v1',
@@ -36,15 +39,34 @@ describe('status writes that keep failing', () => {
           metadata: { name: policy },
           spec: {
             failurePolicy: 'Fail',
-            matchConstraints: { resourceRules: [{ apiGroups: [GROUP], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['byokcredentials/status'] }] },
-            validations: [{ expression: `!has(object.metadata.labels) || !('${DENY_LABEL}' in object.metadata.labels)`, message: 'status writes are denied by the integrity test', reason: 'Invalid' }],
+            matchConstraints: {
+              resourceRules: [
+                {
+                  apiGroups: [GROUP],
+                  apiVersions: ['*'],
+                  operations: ['CREATE', 'UPDATE'],
+                  resources: ['byokcredentials/status'],
+                },
+              ],
+            },
+            validations: [
+              {
+                expression: `!has(object.metadata.labels) || !('${DENY_LABEL}' in object.metadata.labels)`,
+                message: 'status writes are denied by the integrity test',
+                reason: 'Invalid',
+              },
+            ],
           },
         },
         {
           apiVersion: 'admissionregistration.k8s.io/v1',
           kind: 'ValidatingAdmissionPolicyBinding',
           metadata: { name: policy },
-          spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } } },
+          spec: {
+            policyName: policy,
+            validationActions: ['Deny'],
+            matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } },
+          },
         },
       ],
     };
@@ -52,16 +74,26 @@ describe('status writes that keep failing', () => {
     await writeFile(file, JSON.stringify(objects));
     await kubectl('apply', '--validate=false', '-f', file);
     // A new policy takes a moment to be enforced: wait until a labelled probe's status write is refused.
-    await crApi('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'probe', labels: { [DENY_LABEL]: 'true' } }, spec: { provider: 'openai', secretRef: { name: 'none' } } });
+    await crApi('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'probe', labels: { [DENY_LABEL]: 'true' } },
+      spec: { provider: 'openai', secretRef: { name: 'none' } },
+    });
     const probe = createApplier(kc, { fieldManager: 'integrity-test' });
-    await until('the admission policy to be enforced', async () => {
-      try {
-        await probe.applyStatus('BYOKCredential', ns, 'probe', { observedGeneration: 1 });
-        return false;
-      } catch (err) {
-        return err instanceof KubeApiError && err.status === 422;
-      }
-    }, 30_000, 200);
+    await until(
+      'the admission policy to be enforced',
+      async () => {
+        try {
+          await probe.applyStatus('BYOKCredential', ns, 'probe', { observedGeneration: 1 });
+          return false;
+        } catch (err) {
+          return err instanceof KubeApiError && err.status === 422;
+        }
+      },
+      30_000,
+      200,
+    );
     await crApi('byokcredentials', ns).delete('probe');
     run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
   });
@@ -72,11 +104,19 @@ describe('status writes that keep failing', () => {
 
   test('after repeated refusals the credential gets a StatusWriteFailed Warning Event; once writable, its status lands', async () => {
     await createSecret(kc, ns, 'k', 'sk-status-0123456789abcdef');
-    await crApi('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'denied', labels: { [DENY_LABEL]: 'true' } }, spec: { provider: 'openai', secretRef: { name: 'k' } } });
+    await crApi('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'denied', labels: { [DENY_LABEL]: 'true' } },
+      spec: { provider: 'openai', secretRef: { name: 'k' } },
+    });
     const events = kc.makeApiClient(EventsV1Api);
     const event = await until(
       'a StatusWriteFailed Warning Event',
-      async () => (await events.listNamespacedEvent({ namespace: ns })).items.find((e) => e.regarding?.name === 'denied' && e.type === 'Warning' && e.reason === 'StatusWriteFailed'),
+      async () =>
+        (await events.listNamespacedEvent({ namespace: ns })).items.find(
+          (e) => e.regarding?.name === 'denied' && e.type === 'Warning' && e.reason === 'StatusWriteFailed',
+        ),
       30_000,
     );
     expect(event.note).toMatch(/could not write this object's status \d+ times in a row \(422 Invalid\)/);

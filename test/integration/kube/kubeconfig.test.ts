@@ -41,10 +41,16 @@ describe('Kubeconfig against the apiserver', () => {
   beforeAll(async () => {
     namespace = await createTestNamespace('kubeconfig');
     const admin = new KubeClient(Kubeconfig.load(testKubeconfigPath(), {}));
-    await admin.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { body: { metadata: { name: 'robot' } } });
-    const tr = await admin.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/robot/token`, {
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+    await admin.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, {
+      body: { metadata: { name: 'robot' } },
     });
+    const tr = await admin.request<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${namespace}/serviceaccounts/robot/token`,
+      {
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
+      },
+    );
     token = tr.status.token;
     admin.close();
   });
@@ -59,8 +65,19 @@ describe('Kubeconfig against the apiserver', () => {
   });
 
   test('a token from an exec plugin (client.authentication.k8s.io/v1)', async () => {
-    writeFileSync(join(dir, 'plugin.mjs'), `process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: process.env.T } }));`);
-    const kc = withUser({ exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: [join(dir, 'plugin.mjs')], env: [{ name: 'T', value: token }], interactiveMode: 'Never' } });
+    writeFileSync(
+      join(dir, 'plugin.mjs'),
+      `process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: process.env.T } }));`,
+    );
+    const kc = withUser({
+      exec: {
+        apiVersion: 'client.authentication.k8s.io/v1',
+        command: process.execPath,
+        args: [join(dir, 'plugin.mjs')],
+        env: [{ name: 'T', value: token }],
+        interactiveMode: 'Never',
+      },
+    });
     expect(await whoAmI(kc)).toBe(`system:serviceaccount:${namespace}:robot`);
   });
 });

@@ -4,7 +4,14 @@
 // max_tokens is served with its answer capped to what the budget has left (and says so in a header), concurrency
 // across replicas never spends past the limit, and each 402 says which of its two reasons it is, in words.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { budgetKey, recorded, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from '../../support/gateway-fleet.ts';
+import {
+  budgetKey,
+  type GatewayProcess,
+  recorded,
+  type SpendStack,
+  startSpendStack,
+  stopGateway,
+} from '../../support/gateway-fleet.ts';
 
 let stack: SpendStack;
 let gateways: GatewayProcess[];
@@ -12,7 +19,11 @@ let gateways: GatewayProcess[];
 const LIMIT_MICROS = 50_000;
 
 beforeAll(async () => {
-  stack = await startSpendStack('budget-cap', { budgetsUsd: [0.05, 0.05, 0.05], maxOutputTokens: 128_000, behavior: 'bills-honestly' });
+  stack = await startSpendStack('budget-cap', {
+    budgetsUsd: [0.05, 0.05, 0.05],
+    maxOutputTokens: 128_000,
+    behavior: 'bills-honestly',
+  });
   gateways = [await stack.gateway(), await stack.gateway()];
 }, 120_000);
 
@@ -24,7 +35,12 @@ afterAll(async () => {
 interface Answer {
   status: number;
   capped: string | null;
-  body: { error?: { message: string; metadata: { reason?: string; fits_max_tokens?: number; budget?: Record<string, unknown> } } };
+  body: {
+    error?: {
+      message: string;
+      metadata: { reason?: string; fits_max_tokens?: number; budget?: Record<string, unknown> };
+    };
+  };
   text: string;
 }
 
@@ -36,36 +52,57 @@ async function ask(gw: GatewayProcess, key: string, extra: Record<string, unknow
   });
   const text = await res.text();
   const json = res.status !== 200 || extra.stream !== true;
-  return { status: res.status, capped: res.headers.get('x-byok-max-tokens-capped'), body: json ? (JSON.parse(text) as Answer['body']) : {}, text };
+  return {
+    status: res.status,
+    capped: res.headers.get('x-byok-max-tokens-capped'),
+    body: json ? (JSON.parse(text) as Answer['body']) : {},
+    text,
+  };
 }
 
 /** The max_completion_tokens the upstream was sent, per request it saw (in order). */
-const forwardedCaps = (): (number | undefined)[] => stack.upstreams.bodies.filter((b) => b.includes('"messages"')).map((b) => (JSON.parse(b.slice(b.indexOf('{'))) as { max_completion_tokens?: number }).max_completion_tokens);
+const forwardedCaps = (): (number | undefined)[] =>
+  stack.upstreams.bodies
+    .filter((b) => b.includes('"messages"'))
+    .map((b) => (JSON.parse(b.slice(b.indexOf('{'))) as { max_completion_tokens?: number }).max_completion_tokens);
 
 describe('a request without max_tokens under a budget smaller than its longest answer', () => {
   test('is served, capped to what is left, across two replicas at once, and never spends past the limit', async () => {
     const was = await recorded(stack.redis.url);
     const before = { ids: was.ids.size, micros: was.byokListMicros };
-    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => ask(gateways[i % 2]!, budgetKey(0), i % 3 === 0 ? { stream: true } : {})));
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => ask(gateways[i % 2]!, budgetKey(0), i % 3 === 0 ? { stream: true } : {})),
+    );
     const served = answers.filter((a) => a.status === 200);
     const refused = answers.filter((a) => a.status === 402);
-    process.stderr.write(`[budget-cap] 24 concurrent requests without max_tokens: ${served.length} served (caps ${served.map((a) => a.capped).join(', ')}), ${refused.length} refused\n`);
+    process.stderr.write(
+      `[budget-cap] 24 concurrent requests without max_tokens: ${served.length} served (caps ${served.map((a) => a.capped).join(', ')}), ${refused.length} refused\n`,
+    );
     // Each capped request is granted half of what is left: several are served at once, not only the first.
     expect(served.length).toBeGreaterThanOrEqual(3);
     expect(served.length + refused.length).toBe(24);
     for (const a of served) expect(Number(a.capped)).toBeGreaterThanOrEqual(16);
     for (const a of refused) expect(a.body.error?.metadata.reason).toMatch(/^(request_over_budget|budget_reached)$/);
     // The upstream was sent each cap as max_completion_tokens (the OpenAI field its reasoning models take).
-    expect(forwardedCaps().filter((c) => c !== undefined).sort()).toEqual(served.map((a) => Number(a.capped)).sort());
+    expect(
+      forwardedCaps()
+        .filter((c) => c !== undefined)
+        .sort(),
+    ).toEqual(served.map((a) => Number(a.capped)).sort());
     // What was spent (the upstream billed every token it was allowed) stays within the limit, once all is recorded.
-    for (let i = 0; i < 100 && (await recorded(stack.redis.url)).ids.size < before.ids + served.length; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 100 && (await recorded(stack.redis.url)).ids.size < before.ids + served.length; i++)
+      await new Promise((r) => setTimeout(r, 100));
     const counted = (await recorded(stack.redis.url)).byokListMicros - before.micros;
     process.stderr.write(`[budget-cap] spent ${counted} of ${LIMIT_MICROS} micros\n`);
     expect(counted).toBeGreaterThan(0);
     expect(counted).toBeLessThanOrEqual(LIMIT_MICROS);
     // Each replica counts the requests it capped.
     let cappedTotal = 0;
-    for (const g of gateways) cappedTotal += Number(/^byok_gateway_max_tokens_capped_total (\d+)$/m.exec(await (await fetch(`${g.opsUrl}/metrics`)).text())?.[1] ?? 0);
+    for (const g of gateways)
+      cappedTotal += Number(
+        /^byok_gateway_max_tokens_capped_total (\d+)$/m.exec(await (await fetch(`${g.opsUrl}/metrics`)).text())?.[1] ??
+          0,
+      );
     expect(cappedTotal).toBe(served.length);
   });
 });
@@ -86,7 +123,9 @@ describe('the two refusals, each in its own words', () => {
     expect(big.status).toBe(402);
     const m = big.body.error!;
     expect(m.metadata.reason).toBe('request_over_budget');
-    expect(m.message).toMatch(/^request over budget: this request would need up to 1\.0\d+ USD and today's \(UTC\) daily budget of guardrail "pilot-1" has 0\.05 USD left \(0 of 0\.05 USD counted, BYOK included\); a max_tokens of at most \d+ would fit, or wait: it resets at \d{4}-\d\d-\d\dT00:00:00Z; the request was not sent to any provider$/);
+    expect(m.message).toMatch(
+      /^request over budget: this request would need up to 1\.0\d+ USD and today's \(UTC\) daily budget of guardrail "pilot-1" has 0\.05 USD left \(0 of 0\.05 USD counted, BYOK included\); a max_tokens of at most \d+ would fit, or wait: it resets at \d{4}-\d\d-\d\dT00:00:00Z; the request was not sent to any provider$/,
+    );
     expect(m.message).not.toMatch(/window|d20\d\d-/);
     const fits = m.metadata.fits_max_tokens!;
     expect(m.message).toContain(`a max_tokens of at most ${fits} would fit`);
@@ -100,6 +139,8 @@ describe('the two refusals, each in its own words', () => {
     const r = await ask(gateways[0]!, budgetKey(1));
     expect(r.status).toBe(402);
     expect(r.body.error!.metadata.reason).toBe('request_over_budget');
-    expect(r.body.error!.message).toMatch(/^request over budget: this request needs at least 0\.000\d+ USD \(its prompt and a 16-token answer\) and today's \(UTC\) daily budget of guardrail "pilot-1" has 0\.000\d+ USD left/);
+    expect(r.body.error!.message).toMatch(
+      /^request over budget: this request needs at least 0\.000\d+ USD \(its prompt and a 16-token answer\) and today's \(UTC\) daily budget of guardrail "pilot-1" has 0\.000\d+ USD left/,
+    );
   });
 });

@@ -3,7 +3,13 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createSpendGate, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
+import {
+  createEmbeddedLedger,
+  createSpendGate,
+  keySpace,
+  readAccountMonth,
+  readWindows,
+} from '../../../src/ledger/index.ts';
 import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'byok-ledger-snapshot-'));
@@ -27,8 +33,16 @@ test('a restarted embedded ledger continues the month, the allowance and the bud
   const second = createSpendGate(ledger);
   expect((await second.admit(c)).allowed).toBe(false);
   // The allowance continues: 1 USD left, so a 3 USD request pays 5% of 2 USD.
-  expect(await second.record(finished(c, 3 * USD, true))).toEqual({ feeMicros: 100_000, chargedMicros: 0, freeListCostMicros: 1 * USD });
-  expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', NOV23)).toMatchObject({ byokListCostMicros: 25_002 * USD, feesMicros: 100_000, chargedMicros: 10 * USD });
+  expect(await second.record(finished(c, 3 * USD, true))).toEqual({
+    feeMicros: 100_000,
+    chargedMicros: 0,
+    freeListCostMicros: 1 * USD,
+  });
+  expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', NOV23)).toMatchObject({
+    byokListCostMicros: 25_002 * USD,
+    feesMicros: 100_000,
+    chargedMicros: 10 * USD,
+  });
   await second.close();
 });
 
@@ -41,30 +55,72 @@ test('the snapshot is written periodically while running, and expired windows ar
   await gate.record(finished(ctx(acc, NOV23), 4 * USD, false));
   const deadline = Date.now() + 10_000;
   while (!existsSync(path) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  const written = JSON.parse(readFileSync(path, 'utf8')) as { version: number; counters: [string, number, number | null][] };
+  const written = JSON.parse(readFileSync(path, 'utf8')) as {
+    version: number;
+    counters: [string, number, number | null][];
+  };
   expect(written.version).toBe(1);
-  expect(written.counters).toContainEqual([keys.budget(acc.accountId, 'guardrail', 'g', { interval: 'daily', id: 'd2026-11-23', startsAt: 0, endsAt: 0 }, 'nonbyok'), 4 * USD, Date.parse('2026-12-01T00:00:00Z')]);
+  expect(written.counters).toContainEqual([
+    keys.budget(
+      acc.accountId,
+      'guardrail',
+      'g',
+      { interval: 'daily', id: 'd2026-11-23', startsAt: 0, endsAt: 0 },
+      'nonbyok',
+    ),
+    4 * USD,
+    Date.parse('2026-12-01T00:00:00Z'),
+  ]);
   await gate.close();
 
   // Restarted after the daily key's expiry (window end + 7 days margin): the day is gone, lifetime stays.
   now = Date.parse('2026-12-01T00:00:00Z');
   const later = createEmbeddedLedger({ snapshotPath: path, now: () => now });
-  const spend = await readWindows(later, keys, acc.accountId, [{ scope: 'guardrail', id: 'g', intervals: ['daily', 'lifetime'] }], NOV23);
-  expect(spend.get('guardrail/g')).toEqual({ daily: { nonByokMicros: 0, byokMicros: 0 }, lifetime: { nonByokMicros: 4 * USD, byokMicros: 0 } });
+  const spend = await readWindows(
+    later,
+    keys,
+    acc.accountId,
+    [{ scope: 'guardrail', id: 'g', intervals: ['daily', 'lifetime'] }],
+    NOV23,
+  );
+  expect(spend.get('guardrail/g')).toEqual({
+    daily: { nonByokMicros: 0, byokMicros: 0 },
+    lifetime: { nonByokMicros: 4 * USD, byokMicros: 0 },
+  });
   await later.close();
 });
 
 test('a bad counter in a snapshot is quarantined and reported; the rest loads (issue 25 §2); an unknown format is refused', async () => {
   const path = join(dir, 'corrupt.json');
   const good = ['byok:ledger:{a}:acct:m2026-11:byok_list', 1_500_000, null];
-  writeFileSync(path, JSON.stringify({ version: 1, counters: [good, ['k-text', 'ten', null], ['k-huge', 8e15 * 2, null], ['k-negative', -5, null], ['k-frac', 0.5, null]] }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      version: 1,
+      counters: [
+        good,
+        ['k-text', 'ten', null],
+        ['k-huge', 8e15 * 2, null],
+        ['k-negative', -5, null],
+        ['k-frac', 0.5, null],
+      ],
+    }),
+  );
   const reported: [string, string][] = [];
-  const ledger = createEmbeddedLedger({ snapshotPath: path, onQuarantine: (key, reason) => reported.push([key, reason]) });
+  const ledger = createEmbeddedLedger({
+    snapshotPath: path,
+    onQuarantine: (key, reason) => reported.push([key, reason]),
+  });
   expect(await ledger.read([good[0] as string, 'k-text', 'k-huge'])).toEqual([1_500_000, 0, 0]);
   expect(reported.map(([k]) => k)).toEqual(['k-text', 'k-huge', 'k-negative', 'k-frac']);
   expect(JSON.parse(readFileSync(`${path}.quarantine.json`, 'utf8')).counters).toHaveLength(4);
   // No counter can pass 2^53 either: an increment that would is refused whole, nothing changes.
-  await expect(ledger.add([{ key: 'a', by: 1, expiresAt: null }, { key: good[0] as string, by: Number.MAX_SAFE_INTEGER, expiresAt: null }])).rejects.toThrow(/2\^53/);
+  await expect(
+    ledger.add([
+      { key: 'a', by: 1, expiresAt: null },
+      { key: good[0] as string, by: Number.MAX_SAFE_INTEGER, expiresAt: null },
+    ]),
+  ).rejects.toThrow(/2\^53/);
   expect(await ledger.read(['a', good[0] as string])).toEqual([0, 1_500_000]);
   await ledger.close();
   writeFileSync(path, JSON.stringify({ version: 9 }));
@@ -76,7 +132,12 @@ test('expired windows are swept from memory; a failing periodic snapshot is repo
   const errors: string[] = [];
   const blocker = join(dir, 'not-a-dir');
   mkdirSync(blocker);
-  const ledger = createEmbeddedLedger({ snapshotPath: join(blocker, 'ledger.json'), snapshotIntervalMs: 20, now: () => now, onSnapshotError: (e) => errors.push(e.message) });
+  const ledger = createEmbeddedLedger({
+    snapshotPath: join(blocker, 'ledger.json'),
+    snapshotIntervalMs: 20,
+    now: () => now,
+    onSnapshotError: (e) => errors.push(e.message),
+  });
   // The snapshot directory turns into a file after start (a broken volume): writes fail from now on.
   rmSync(blocker, { recursive: true });
   writeFileSync(blocker, 'a file where the snapshot directory should be');

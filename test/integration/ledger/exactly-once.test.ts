@@ -5,11 +5,20 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Redis } from 'ioredis';
-import { byokFeeMicros } from '../../../src/domain/billing.ts';
-import { createRedisLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, readWindows, windowOf, type RedisLedger } from '../../../src/ledger/index.ts';
 import type { Reservation } from '../../../src/contract/spend-gate.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { byokFeeMicros } from '../../../src/domain/billing.ts';
+import {
+  createRedisLedger,
+  createSpendGate,
+  keySpace,
+  LedgerUnavailableError,
+  type RedisLedger,
+  readAccountMonth,
+  readWindows,
+  windowOf,
+} from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 let admin: Redis;
@@ -37,7 +46,10 @@ async function stall(ms: number): Promise<() => Promise<void>> {
  * Admission between stalls, as a client that retries a 503 would: on a loaded machine a reservation can outlast the
  * 200 ms command timeout without any stall, and a reservation given up on leaves no hold (the next test shows it).
  */
-async function admitRetrying(gate: ReturnType<typeof createSpendGate>, req: Parameters<ReturnType<typeof createSpendGate>['admit']>[0]) {
+async function admitRetrying(
+  gate: ReturnType<typeof createSpendGate>,
+  req: Parameters<ReturnType<typeof createSpendGate>['admit']>[0],
+) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await gate.admit(req);
@@ -54,7 +66,9 @@ async function open(): Promise<RedisLedger> {
 test('20 stalls past the command timeout during records and their settles: every request counted exactly once, no hold left', async () => {
   const ledger = await open();
   const gate = createSpendGate(ledger, { retryMinMs: 50, retryMaxMs: 400 });
-  const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 1_000_000 }], includeByokInBudgets: true } });
+  const acc = ledgerAccount({
+    workspace: { budgets: [{ interval: 'daily', limitUsd: 1_000_000 }], includeByokInBudgets: true },
+  });
   const at = new Date();
   const c = ctx(acc, at);
   await ledger.restore(keys.validated(acc.accountId), []);
@@ -70,7 +84,10 @@ test('20 stalls past the command timeout during records and their settles: every
       const reqs = Array.from({ length: PER_STALL }, (_, i) => finished(c, COST, i % 2 === 1));
       const reservations = new Map<string, Reservation | null>();
       for (const r of reqs) {
-        const d = await admitRetrying(gate, { ...c, maximum: { id: r.generationId, costMicros: 10 * COST, byokOnly: false } });
+        const d = await admitRetrying(gate, {
+          ...c,
+          maximum: { id: r.generationId, costMicros: 10 * COST, byokOnly: false },
+        });
         expect(d.allowed).toBe(true);
         reservations.set(r.generationId, d.allowed ? d.reservation : null);
       }
@@ -84,7 +101,13 @@ test('20 stalls past the command timeout during records and their settles: every
     }
     // One long stall, one request: every replay sent during it runs when it ends.
     const total = async () => {
-      const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], at);
+      const spend = await readWindows(
+        ledger,
+        keys,
+        acc.accountId,
+        [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
+        at,
+      );
       const daily = spend.get(`workspace/${WS1}`)?.daily;
       return (daily?.nonByokMicros ?? 0) + (daily?.byokMicros ?? 0) - 25_000 * USD;
     };
@@ -95,7 +118,9 @@ test('20 stalls past the command timeout during records and their settles: every
     await p;
     all += 1;
     const counted = await total();
-    process.stderr.write(`[exactly-once] one request through a stall of ${12 * TIMEOUT_MS} ms (command timeout ${TIMEOUT_MS} ms): counted ${(counted - beforeLone) / COST} times\n`);
+    process.stderr.write(
+      `[exactly-once] one request through a stall of ${12 * TIMEOUT_MS} ms (command timeout ${TIMEOUT_MS} ms): counted ${(counted - beforeLone) / COST} times\n`,
+    );
     const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', at);
     const fees = month.feesMicros;
     process.stderr.write(
@@ -116,10 +141,13 @@ test('a reservation that timed out in a stall leaves no hold: a budget with room
   const gate = createSpendGate(ledger, { retryMinMs: 50, retryMaxMs: 400 });
   const MAX = 10_000;
   // Room for exactly one request's maximum.
-  const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: MAX / USD }], includeByokInBudgets: false } });
+  const acc = ledgerAccount({
+    workspace: { budgets: [{ interval: 'daily', limitUsd: MAX / USD }], includeByokInBudgets: false },
+  });
   await ledger.restore(keys.validated(acc.accountId), []);
   let seq = 0;
-  const admit = () => gate.admit({ ...ctx(acc, new Date()), maximum: { id: `gen-stalled-${++seq}`, costMicros: MAX, byokOnly: false } });
+  const admit = () =>
+    gate.admit({ ...ctx(acc, new Date()), maximum: { id: `gen-stalled-${++seq}`, costMicros: MAX, byokOnly: false } });
   const STALLS = 10;
   let admittedAfter = 0;
   try {
@@ -134,7 +162,9 @@ test('a reservation that timed out in a stall leaves no hold: a budget with room
         await gate.release(next.reservation);
       }
     }
-    process.stderr.write(`[exactly-once] a budget with room for one, after ${STALLS} stalled reservations: the next request admitted ${admittedAfter} of ${STALLS} times\n`);
+    process.stderr.write(
+      `[exactly-once] a budget with room for one, after ${STALLS} stalled reservations: the next request admitted ${admittedAfter} of ${STALLS} times\n`,
+    );
     expect(admittedAfter).toBe(STALLS);
     const hold = keys.hold(acc.accountId, 'workspace', WS1, windowOf('daily', new Date()));
     expect(await admin.zcard(hold)).toBe(0);
@@ -155,16 +185,46 @@ test('the add script: an id applied once, in one batch or across batches, per ac
     const before = await scripts();
     // One batch (same account, within the 5 ms window): a request and its own replay, and another request.
     const [a, b, c] = await Promise.all([
-      ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1'),
-      ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1'),
-      ledger.add([{ key: k('x', 'month'), by: 5, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-2'),
+      ledger.add(
+        [
+          { key: k('x', 'month'), by: 10, expiresAt: null },
+          { key: k('x', 'day'), by: 1, expiresAt: null },
+        ],
+        undefined,
+        'gen-1',
+      ),
+      ledger.add(
+        [
+          { key: k('x', 'month'), by: 10, expiresAt: null },
+          { key: k('x', 'day'), by: 1, expiresAt: null },
+        ],
+        undefined,
+        'gen-1',
+      ),
+      ledger.add(
+        [
+          { key: k('x', 'month'), by: 5, expiresAt: null },
+          { key: k('x', 'day'), by: 1, expiresAt: null },
+        ],
+        undefined,
+        'gen-2',
+      ),
     ]);
     expect((await scripts()) - before).toBe(1);
     expect(a).toEqual([10, 1]);
     expect(b).toEqual([10, 1]); // the replay: its first total, then the current one (nothing added yet at that point)
     expect(c).toEqual([15, 2]);
     // Later, in another batch: still once, with the first total as first returned.
-    expect(await ledger.add([{ key: k('x', 'month'), by: 10, expiresAt: null }, { key: k('x', 'day'), by: 1, expiresAt: null }], undefined, 'gen-1')).toEqual([10, 2]);
+    expect(
+      await ledger.add(
+        [
+          { key: k('x', 'month'), by: 10, expiresAt: null },
+          { key: k('x', 'day'), by: 1, expiresAt: null },
+        ],
+        undefined,
+        'gen-1',
+      ),
+    ).toEqual([10, 2]);
     // The same id in another account is another write.
     expect(await ledger.add([{ key: k('y', 'month'), by: 3, expiresAt: null }], undefined, 'gen-1')).toEqual([3]);
     expect(await ledger.read([k('x', 'month'), k('x', 'day'), k('y', 'month')])).toEqual([15, 2, 3]);
@@ -180,11 +240,18 @@ test('memory: an id costs about 100 bytes in its account hash (docs/ledger.md, "
   const c = ctx(acc, new Date());
   try {
     // Generation ids as the gateway makes them: gen- and a UUID's 36 characters.
-    for (let i = 0; i < 2000; i += 100) await Promise.all(Array.from({ length: 100 }, () => gate.record({ ...finished(c, COST, false), generationId: `gen-${randomUUID()}` })));
+    for (let i = 0; i < 2000; i += 100)
+      await Promise.all(
+        Array.from({ length: 100 }, () =>
+          gate.record({ ...finished(c, COST, false), generationId: `gen-${randomUUID()}` }),
+        ),
+      );
     const [idsKey] = await admin.keys(`byok:ledger:{${acc.accountId}}:ids:*`);
     const fields = await admin.hlen(idsKey!);
     const bytes = Number(await admin.call('MEMORY', 'USAGE', idsKey!, 'SAMPLES', '0'));
-    process.stderr.write(`[exactly-once] ${fields} ids in one account hash: ${bytes} bytes, ${(bytes / fields).toFixed(1)} per id\n`);
+    process.stderr.write(
+      `[exactly-once] ${fields} ids in one account hash: ${bytes} bytes, ${(bytes / fields).toFixed(1)} per id\n`,
+    );
     expect(fields).toBe(2000);
     expect(bytes / fields).toBeLessThan(130);
   } finally {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { createEmbeddedLedger, createRedisLedger, type Ledger } from '../../../src/ledger/index.ts';
 import type { HoldCheck } from '../../../src/ledger/ledger.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -39,7 +39,13 @@ const ask: fc.Arbitrary<Ask> = fc
     under: fc.constantFrom(0 as const, 1 as const, 2 as const),
     settle: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: null }),
   })
-  .map(({ cost, floorPart, share, under, settle }) => ({ cost, floor: Math.max(1, Math.floor(cost * floorPart)), share, under, settle }));
+  .map(({ cost, floorPart, share, under, settle }) => ({
+    cost,
+    floor: Math.max(1, Math.floor(cost * floorPart)),
+    share,
+    under,
+    settle,
+  }));
 
 interface Scenario {
   limits: [number, number];
@@ -60,15 +66,28 @@ async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
   const acct = `{floor-${++run}}`;
   const counted = [0, 1].map((i) => `byok:ledger:${acct}:b${i}:counted`);
   const hold = [0, 1].map((i) => `byok:ledger:${acct}:b${i}:holds`);
-  await ledgers[0]!.add([0, 1].map((i) => ({ key: counted[i]!, by: s.spent[i]!, expiresAt: null })).filter((x) => x.by > 0));
+  await ledgers[0]!.add(
+    [0, 1].map((i) => ({ key: counted[i]!, by: s.spent[i]!, expiresAt: null })).filter((x) => x.by > 0),
+  );
   let seq = 0;
   for (const burst of s.bursts) {
     const results = await Promise.all(
       burst.map(async (a, j) => {
         const id = `gen-${acct}-${++seq}`;
         const budgets = a.under === 2 ? [0, 1] : [a.under];
-        const checks: HoldCheck[] = budgets.map((b) => ({ countedKeys: [counted[b]!], holdKey: hold[b]!, limitMicros: s.limits[b]!, amount: a.cost }));
-        const result = await ledgers[j % ledgers.length]!.reserve({ id, checks, floor: a.floor, share: a.share, ttlMs: 60_000 });
+        const checks: HoldCheck[] = budgets.map((b) => ({
+          countedKeys: [counted[b]!],
+          holdKey: hold[b]!,
+          limitMicros: s.limits[b]!,
+          amount: a.cost,
+        }));
+        const result = await ledgers[j % ledgers.length]!.reserve({
+          id,
+          checks,
+          floor: a.floor,
+          share: a.share,
+          ttlMs: 60_000,
+        });
         return { a, id, budgets, checks, result };
       }),
     );
@@ -82,14 +101,18 @@ async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
         // Refused only when its floor did not fit what that budget had left.
         const b = r.budgets[r.result.index]!;
         const left = s.limits[b]! - r.result.countedMicros - r.result.heldMicros;
-        if (!(left < Math.min(r.a.floor, r.a.cost))) broken.push(`${r.id} refused with ${left} left for floor ${r.a.floor}, cost ${r.a.cost}`);
+        if (!(left < Math.min(r.a.floor, r.a.cost)))
+          broken.push(`${r.id} refused with ${left} left for floor ${r.a.floor}, cost ${r.a.cost}`);
         continue;
       }
       const granted = r.result.granted;
-      if (granted < r.a.floor || granted > r.a.cost) broken.push(`${r.id} granted ${granted} outside [${r.a.floor}, ${r.a.cost}]`);
+      if (granted < r.a.floor || granted > r.a.cost)
+        broken.push(`${r.id} granted ${granted} outside [${r.a.floor}, ${r.a.cost}]`);
       // Short of its maximum: at most its share of what that budget had, unless that is below its floor.
       if (granted < r.a.cost && granted > r.a.floor) {
-        for (const b of r.budgets) if (granted > Math.floor(s.limits[b]! * r.a.share)) broken.push(`${r.id} granted ${granted} past its share ${r.a.share} of ${s.limits[b]}`);
+        for (const b of r.budgets)
+          if (granted > Math.floor(s.limits[b]! * r.a.share))
+            broken.push(`${r.id} granted ${granted} past its share ${r.a.share} of ${s.limits[b]}`);
       }
       for (const b of r.budgets) held[b]! += granted;
     }
@@ -105,7 +128,10 @@ async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
         const granted = r.result.granted;
         const settle = r.a.settle;
         if (settle === null) return ledgers[0]!.release(r.id, granted, holdKeys);
-        return ledgers[0]!.add(r.budgets.map((b) => ({ key: counted[b]!, by: Math.floor(granted * settle), expiresAt: null })), { id: r.id, amount: granted, holdKeys });
+        return ledgers[0]!.add(
+          r.budgets.map((b) => ({ key: counted[b]!, by: Math.floor(granted * settle), expiresAt: null })),
+          { id: r.id, amount: granted, holdKeys },
+        );
       }),
     );
   }
@@ -115,7 +141,10 @@ describe('shrinking reservations never pass a limit', () => {
   test('the embedded ledger: 2,000 generated scenarios', async () => {
     const ledger = createEmbeddedLedger();
     try {
-      await fc.assert(fc.asyncProperty(scenario, (s) => check([ledger], s)), { numRuns: 2000, seed: 4302 });
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => check([ledger], s)),
+        { numRuns: 2000, seed: 4302 },
+      );
     } finally {
       await ledger.close();
     }
@@ -124,7 +153,10 @@ describe('shrinking reservations never pass a limit', () => {
   test('two replicas on one redis-server: 300 generated scenarios', async () => {
     const ledgers = [await createRedisLedger({ url: redis.url }), await createRedisLedger({ url: redis.url })];
     try {
-      await fc.assert(fc.asyncProperty(scenario, (s) => check(ledgers, s)), { numRuns: 300, seed: 4303 });
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => check(ledgers, s)),
+        { numRuns: 300, seed: 4303 },
+      );
     } finally {
       for (const l of ledgers) await l.close();
     }
@@ -133,13 +165,24 @@ describe('shrinking reservations never pass a limit', () => {
   test('a reservation given up before its answer is released by its id, whatever it was granted', async () => {
     const ledger = await createRedisLedger({ url: redis.url });
     try {
-      const checks: HoldCheck[] = [{ countedKeys: ['byok:ledger:{giveup}:c'], holdKey: 'byok:ledger:{giveup}:h', limitMicros: 1000, amount: 5000 }];
-      expect(await ledger.reserve({ id: 'gen-giveup', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 500 });
+      const checks: HoldCheck[] = [
+        { countedKeys: ['byok:ledger:{giveup}:c'], holdKey: 'byok:ledger:{giveup}:h', limitMicros: 1000, amount: 5000 },
+      ];
+      expect(await ledger.reserve({ id: 'gen-giveup', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({
+        ok: true,
+        granted: 500,
+      });
       // The caller timed out and knows only the maximum it asked for.
       await ledger.release('gen-giveup', 5000, ['byok:ledger:{giveup}:h']);
       // Its 500 is free again: the next is granted its full share of all 1000.
-      expect(await ledger.reserve({ id: 'gen-next', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 500 });
-      expect(await ledger.reserve({ id: 'gen-third', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({ ok: true, granted: 250 });
+      expect(await ledger.reserve({ id: 'gen-next', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({
+        ok: true,
+        granted: 500,
+      });
+      expect(await ledger.reserve({ id: 'gen-third', checks, floor: 10, share: 0.5, ttlMs: 60_000 })).toEqual({
+        ok: true,
+        granted: 250,
+      });
     } finally {
       await ledger.close();
     }

@@ -3,9 +3,19 @@
 // once it restarts and replays, and the replay counts nothing twice (records are idempotent by generation id). A
 // Redis outage under load loses nothing either. The outage is Redis stopped with its data kept (redisDown). The same scenarios without a journal, and the 60 s outage, are in
 // bench/ledger-faults.ts (docs/ledger.md, "Durability of records").
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { readdirSync } from 'node:fs';
-import { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway, type SpendStack } from '../../support/gateway-fleet.ts';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import {
+  journalDir,
+  kill9,
+  load,
+  redisDown,
+  type SpendStack,
+  settle,
+  startSpendStack,
+  stopGateway,
+} from '../../support/gateway-fleet.ts';
 import { sleep } from '../../support/until.ts';
 
 const LANES = 8;

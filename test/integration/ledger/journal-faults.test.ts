@@ -8,17 +8,33 @@
 // - A record that landed in Redis while its gateway could no longer write the ack (Redis paused its writes, then the
 //   gateway was frozen and killed), replayed after the id sets lapsed (deleted here, as 20-40 minutes would), counts
 //   once: the journal's keep mark in Redis still names it.
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+
 import { appendFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { Redis } from 'ioredis';
-import { journalDir, kill9, load, recorded, REQUEST_MICROS, settle, startSpendStack, stopGateway, type GatewayProcess, type SpendStack } from '../../support/gateway-fleet.ts';
+import {
+  type GatewayProcess,
+  journalDir,
+  kill9,
+  load,
+  REQUEST_MICROS,
+  recorded,
+  type SpendStack,
+  settle,
+  startSpendStack,
+  stopGateway,
+} from '../../support/gateway-fleet.ts';
 import { sleep, until } from '../../support/until.ts';
 
 const LANES = 4;
-const segmentsOf = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-')).sort();
+const segmentsOf = (dir: string) =>
+  readdirSync(dir)
+    .filter((f) => f.startsWith('spend-'))
+    .sort();
 /** Waits until `traffic` has been served at least `count` answers (not a fixed time: a loaded machine serves slower). */
-const untilServed = (traffic: { served: string[] }, count: number) => until(`${count} answers served`, () => traffic.served.length >= count, 30_000);
+const untilServed = (traffic: { served: string[] }, count: number) =>
+  until(`${count} answers served`, () => traffic.served.length >= count, 30_000);
 /** The spend segments a process has open, and whether each still exists (not "(deleted)"). */
 const openSegments = (pid: number) =>
   readdirSync(`/proc/${pid}/fd`)
@@ -75,7 +91,9 @@ describe('the spend journal belongs to one process and survives bad lines and la
     await traffic.stop();
     const restarted = await stack.gateway(dir);
     const result = await settle(stack.redis.url, traffic.served, 30_000);
-    process.stderr.write(`[journal faults] second opener refused, first killed and restarted: ${JSON.stringify(result)}\n`);
+    process.stderr.write(
+      `[journal faults] second opener refused, first killed and restarted: ${JSON.stringify(result)}\n`,
+    );
     expect(result.served).toBeGreaterThan(20);
     expect(result.lost).toBe(0);
     expect(result.countedTwice).toBe(0);
@@ -96,7 +114,10 @@ describe('the spend journal belongs to one process and survives bad lines and la
     const result = await settle(stack.redis.url, traffic.served, 30_000);
     expect(result.lost).toBe(0);
     expect(result.countedTwice).toBe(0);
-    const warning = restarted.output.join('').split('\n').find((l) => l.includes('unreadable lines skipped'));
+    const warning = restarted.output
+      .join('')
+      .split('\n')
+      .find((l) => l.includes('unreadable lines skipped'));
     expect(warning).toBeDefined();
     const logged = JSON.parse(warning!) as { lines: number; first: { file: string; line: number; reason: string }[] };
     expect(logged.lines).toBe(2);
@@ -142,7 +163,9 @@ describe('the spend journal belongs to one process and survives bad lines and la
     // What the replay applied anew: only records that had not landed (their ids are in the new id sets).
     const after = await recorded(stack.redis.url);
     const appliedAgain = [...after.ids].filter((id) => landed.ids.has(id));
-    process.stderr.write(`[journal faults] late replay: ${served.size} served, ${landedServed.length} of them landed before the kill, ${replayed} replayed, ${after.ids.size} applied by the replay, ${appliedAgain.length} applied twice\n`);
+    process.stderr.write(
+      `[journal faults] late replay: ${served.size} served, ${landedServed.length} of them landed before the kill, ${replayed} replayed, ${after.ids.size} applied by the replay, ${appliedAgain.length} applied twice\n`,
+    );
     expect(replayed).toBeGreaterThanOrEqual(landedServed.length);
     expect(appliedAgain).toEqual([]);
     expect(after.byokListMicros - landed.byokListMicros).toBe(after.ids.size * REQUEST_MICROS);

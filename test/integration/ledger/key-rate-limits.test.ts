@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { createEmbeddedLedger, createRedisLedger, type Ledger } from '../../../src/ledger/index.ts';
 import type { RateCheck, RateResult } from '../../../src/ledger/ledger.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -30,8 +30,14 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   rpm: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 })),
   tpm: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 5000 })),
   flight: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 8 })),
-  bursts: fc.array(fc.array(fc.record({ tokens: fc.integer({ min: 1, max: 2000 }) }), { minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 4 }),
-  settles: fc.array(fc.option(fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: null }), { nil: undefined }), { minLength: 48, maxLength: 48 }),
+  bursts: fc.array(
+    fc.array(fc.record({ tokens: fc.integer({ min: 1, max: 2000 }) }), { minLength: 1, maxLength: 12 }),
+    { minLength: 1, maxLength: 4 },
+  ),
+  settles: fc.array(
+    fc.option(fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: null }), { nil: undefined }),
+    { minLength: 48, maxLength: 48 },
+  ),
 });
 
 let run = 0;
@@ -45,14 +51,28 @@ interface Admitted {
 
 async function check(ledgers: Ledger[], s: Scenario): Promise<void> {
   const acct = `{rate-${++run}}`;
-  const keys = { requests: `byok:ledger:${acct}:key:k:rpm`, tokens: `byok:ledger:${acct}:key:k:tpm`, tokensSum: `byok:ledger:${acct}:key:k:tpmsum`, inFlight: `byok:ledger:${acct}:key:k:inflight` };
+  const keys = {
+    requests: `byok:ledger:${acct}:key:k:rpm`,
+    tokens: `byok:ledger:${acct}:key:k:tpm`,
+    tokensSum: `byok:ledger:${acct}:key:k:tpmsum`,
+    inFlight: `byok:ledger:${acct}:key:k:inflight`,
+  };
   const admitted: Admitted[] = [];
   let seq = 0;
   let settleIndex = 0;
   for (const burst of s.bursts) {
     const results: { check: RateCheck; result: RateResult }[] = await Promise.all(
       burst.map(async (a, j) => {
-        const c: RateCheck = { id: `gen-${acct}-${++seq}`, keys, requestsPerWindow: s.rpm, tokensPerWindow: s.tpm, tokens: a.tokens, maxInFlight: s.flight, windowMs: 600_000, lapseMs: 600_000 };
+        const c: RateCheck = {
+          id: `gen-${acct}-${++seq}`,
+          keys,
+          requestsPerWindow: s.rpm,
+          tokensPerWindow: s.tpm,
+          tokens: a.tokens,
+          maxInFlight: s.flight,
+          windowMs: 600_000,
+          lapseMs: 600_000,
+        };
         return { check: c, result: await ledgers[j % ledgers.length]!.admitRate(c) };
       }),
     );
@@ -92,7 +112,10 @@ describe('key rate limits in the ledger', () => {
   test('embedded: 1000 generated scenarios', async () => {
     const ledger = createEmbeddedLedger();
     try {
-      await fc.assert(fc.asyncProperty(scenario, (s) => check([ledger], s)), { numRuns: 1000, seed: 4343 });
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => check([ledger], s)),
+        { numRuns: 1000, seed: 4343 },
+      );
     } finally {
       await ledger.close();
     }
@@ -101,34 +124,76 @@ describe('key rate limits in the ledger', () => {
   test('two replicas on one redis-server: 200 generated scenarios', async () => {
     const ledgers = [await createRedisLedger({ url: redis.url }), await createRedisLedger({ url: redis.url })];
     try {
-      await fc.assert(fc.asyncProperty(scenario, (s) => check(ledgers, s)), { numRuns: 200, seed: 4344 });
+      await fc.assert(
+        fc.asyncProperty(scenario, (s) => check(ledgers, s)),
+        { numRuns: 200, seed: 4344 },
+      );
     } finally {
       for (const l of ledgers) await l.close();
     }
   });
 
-  test.each(['embedded', 'redis'] as const)('%s: 20 concurrent requests at a limit of 5 per minute: exactly 5 admitted, the rest told when the oldest leaves the window', async (backend) => {
-    const ledgers = backend === 'embedded' ? [createEmbeddedLedger()] : [await createRedisLedger({ url: redis.url }), await createRedisLedger({ url: redis.url })];
-    try {
-      const keys = { requests: `byok:ledger:{burst-${backend}}:key:k:rpm`, tokens: `byok:ledger:{burst-${backend}}:key:k:tpm`, tokensSum: `byok:ledger:{burst-${backend}}:key:k:tpmsum`, inFlight: `byok:ledger:{burst-${backend}}:key:k:inflight` };
-      const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-        ledgers[i % ledgers.length]!.admitRate({ id: `gen-${i}`, keys, requestsPerWindow: 5, tokensPerWindow: 0, tokens: 10, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 })));
-      expect(results.filter((r) => r.ok)).toHaveLength(5);
-      for (const r of results.filter((x) => !x.ok)) {
-        expect(r).toMatchObject({ ok: false, limit: 'requests', used: 5, max: 5 });
-        expect((r as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
-        expect((r as { retryAfterMs: number }).retryAfterMs).toBeLessThanOrEqual(60_000);
+  test.each(['embedded', 'redis'] as const)(
+    '%s: 20 concurrent requests at a limit of 5 per minute: exactly 5 admitted, the rest told when the oldest leaves the window',
+    async (backend) => {
+      const ledgers =
+        backend === 'embedded'
+          ? [createEmbeddedLedger()]
+          : [await createRedisLedger({ url: redis.url }), await createRedisLedger({ url: redis.url })];
+      try {
+        const keys = {
+          requests: `byok:ledger:{burst-${backend}}:key:k:rpm`,
+          tokens: `byok:ledger:{burst-${backend}}:key:k:tpm`,
+          tokensSum: `byok:ledger:{burst-${backend}}:key:k:tpmsum`,
+          inFlight: `byok:ledger:{burst-${backend}}:key:k:inflight`,
+        };
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            ledgers[i % ledgers.length]!.admitRate({
+              id: `gen-${i}`,
+              keys,
+              requestsPerWindow: 5,
+              tokensPerWindow: 0,
+              tokens: 10,
+              maxInFlight: 0,
+              windowMs: 60_000,
+              lapseMs: 60_000,
+            }),
+          ),
+        );
+        expect(results.filter((r) => r.ok)).toHaveLength(5);
+        for (const r of results.filter((x) => !x.ok)) {
+          expect(r).toMatchObject({ ok: false, limit: 'requests', used: 5, max: 5 });
+          expect((r as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+          expect((r as { retryAfterMs: number }).retryAfterMs).toBeLessThanOrEqual(60_000);
+        }
+      } finally {
+        for (const l of ledgers) await l.close();
       }
-    } finally {
-      for (const l of ledgers) await l.close();
-    }
-  });
+    },
+  );
 
   test('a request that alone needs more tokens than the limit is refused with no retry time', async () => {
     const ledger = createEmbeddedLedger();
     try {
-      const keys = { requests: 'byok:ledger:{big}:key:k:rpm', tokens: 'byok:ledger:{big}:key:k:tpm', tokensSum: 'byok:ledger:{big}:key:k:tpmsum', inFlight: 'byok:ledger:{big}:key:k:inflight' };
-      expect(await ledger.admitRate({ id: 'gen-big', keys, requestsPerWindow: 0, tokensPerWindow: 100, tokens: 101, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 })).toEqual({ ok: false, limit: 'tokens', used: 0, max: 100, retryAfterMs: null });
+      const keys = {
+        requests: 'byok:ledger:{big}:key:k:rpm',
+        tokens: 'byok:ledger:{big}:key:k:tpm',
+        tokensSum: 'byok:ledger:{big}:key:k:tpmsum',
+        inFlight: 'byok:ledger:{big}:key:k:inflight',
+      };
+      expect(
+        await ledger.admitRate({
+          id: 'gen-big',
+          keys,
+          requestsPerWindow: 0,
+          tokensPerWindow: 100,
+          tokens: 101,
+          maxInFlight: 0,
+          windowMs: 60_000,
+          lapseMs: 60_000,
+        }),
+      ).toEqual({ ok: false, limit: 'tokens', used: 0, max: 100, retryAfterMs: null });
     } finally {
       await ledger.close();
     }
@@ -138,14 +203,34 @@ describe('key rate limits in the ledger', () => {
     let now = 1_000_000;
     const ledger = createEmbeddedLedger({ now: () => now });
     try {
-      const keys = { requests: 'byok:ledger:{clock}:key:k:rpm', tokens: 'byok:ledger:{clock}:key:k:tpm', tokensSum: 'byok:ledger:{clock}:key:k:tpmsum', inFlight: 'byok:ledger:{clock}:key:k:inflight' };
-      const ask = (id: string, tokens: number): RateCheck => ({ id, keys, requestsPerWindow: 0, tokensPerWindow: 1000, tokens, maxInFlight: 0, windowMs: 60_000, lapseMs: 60_000 });
+      const keys = {
+        requests: 'byok:ledger:{clock}:key:k:rpm',
+        tokens: 'byok:ledger:{clock}:key:k:tpm',
+        tokensSum: 'byok:ledger:{clock}:key:k:tpmsum',
+        inFlight: 'byok:ledger:{clock}:key:k:inflight',
+      };
+      const ask = (id: string, tokens: number): RateCheck => ({
+        id,
+        keys,
+        requestsPerWindow: 0,
+        tokensPerWindow: 1000,
+        tokens,
+        maxInFlight: 0,
+        windowMs: 60_000,
+        lapseMs: 60_000,
+      });
       expect(await ledger.admitRate(ask('a', 400))).toEqual({ ok: true });
       now += 10_000;
       expect(await ledger.admitRate(ask('b', 400))).toEqual({ ok: true });
       now += 10_000;
       // 800 counted: 400 more fit once the first admission leaves the window, 40 s from now.
-      expect(await ledger.admitRate(ask('c', 400))).toEqual({ ok: false, limit: 'tokens', used: 800, max: 1000, retryAfterMs: 40_000 });
+      expect(await ledger.admitRate(ask('c', 400))).toEqual({
+        ok: false,
+        limit: 'tokens',
+        used: 800,
+        max: 1000,
+        retryAfterMs: 40_000,
+      });
       // The first one used 100: 500 counted, room for 400.
       await ledger.settleRate(ask('a', 400), 100);
       expect(await ledger.admitRate(ask('c', 400))).toEqual({ ok: true });
@@ -164,8 +249,22 @@ describe('key rate limits in the ledger', () => {
   test('redis: tokens that leave the window free room again (Redis keeps time; asserted by outcome, in order)', async () => {
     const ledger = await createRedisLedger({ url: redis.url });
     try {
-      const keys = { requests: 'byok:ledger:{slide}:key:k:rpm', tokens: 'byok:ledger:{slide}:key:k:tpm', tokensSum: 'byok:ledger:{slide}:key:k:tpmsum', inFlight: 'byok:ledger:{slide}:key:k:inflight' };
-      const ask = (id: string): RateCheck => ({ id, keys, requestsPerWindow: 0, tokensPerWindow: 1000, tokens: 600, maxInFlight: 0, windowMs: 300, lapseMs: 60_000 });
+      const keys = {
+        requests: 'byok:ledger:{slide}:key:k:rpm',
+        tokens: 'byok:ledger:{slide}:key:k:tpm',
+        tokensSum: 'byok:ledger:{slide}:key:k:tpmsum',
+        inFlight: 'byok:ledger:{slide}:key:k:inflight',
+      };
+      const ask = (id: string): RateCheck => ({
+        id,
+        keys,
+        requestsPerWindow: 0,
+        tokensPerWindow: 1000,
+        tokens: 600,
+        maxInFlight: 0,
+        windowMs: 300,
+        lapseMs: 60_000,
+      });
       expect(await ledger.admitRate(ask('a'))).toEqual({ ok: true });
       const refused = await ledger.admitRate(ask('b'));
       expect(refused).toMatchObject({ ok: false, limit: 'tokens', used: 600 });

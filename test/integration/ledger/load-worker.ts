@@ -1,12 +1,13 @@
 // One "gateway replica" for the two-process test: records `count` requests against a shared Redis ledger with
 // `concurrency` in flight, then prints what the gate answered (sums) as JSON on stdout.
 import { readFileSync } from 'node:fs';
-import type { CompiledAccount } from '../../../src/domain/index.ts';
 import type { FinishedRequest } from '../../../src/contract/spend-gate.ts';
+import type { CompiledAccount } from '../../../src/domain/index.ts';
 import { createRedisLedger, createSpendGate } from '../../../src/ledger/index.ts';
 
 const [url, accountFile, countText, concurrencyText, tag] = process.argv.slice(2);
-if (!url || !accountFile || !countText || !concurrencyText || !tag) throw new Error('usage: load-worker <redis-url> <account.json> <count> <concurrency> <tag>');
+if (!url || !accountFile || !countText || !concurrencyText || !tag)
+  throw new Error('usage: load-worker <redis-url> <account.json> <count> <concurrency> <tag>');
 const account = JSON.parse(readFileSync(accountFile, 'utf8')) as CompiledAccount;
 const count = Number(countText);
 const at = new Date('2026-11-23T10:00:00Z');

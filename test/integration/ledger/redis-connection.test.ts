@@ -6,12 +6,17 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Redis } from 'ioredis';
-import { createRedisLedger, LedgerResetError, LedgerUnavailableError, type RedisLedger } from '../../../src/ledger/index.ts';
-import { encodeAddBatch } from '../../../src/ledger/redis-scripts.ts';
+import {
+  createRedisLedger,
+  LedgerResetError,
+  LedgerUnavailableError,
+  type RedisLedger,
+} from '../../../src/ledger/index.ts';
 import { KEPT_ID_TTL_MS } from '../../../src/ledger/keys.ts';
 import type { ReserveRequest } from '../../../src/ledger/ledger.ts';
+import { encodeAddBatch } from '../../../src/ledger/redis-scripts.ts';
 import { beforeCap } from '../../support/order.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 let admin: Redis;
@@ -28,7 +33,14 @@ const acct = (name: string) => `byok:ledger:{${name}}`;
 const reservation = (name: string, id: string): ReserveRequest => ({
   id,
   validatedKey: `${acct(name)}:validated`,
-  checks: [{ countedKeys: [`${acct(name)}:ws:w:d:nonbyok`], holdKey: `${acct(name)}:ws:w:d:holds`, limitMicros: 1_000_000, amount: 10 }],
+  checks: [
+    {
+      countedKeys: [`${acct(name)}:ws:w:d:nonbyok`],
+      holdKey: `${acct(name)}:ws:w:d:holds`,
+      limitMicros: 1_000_000,
+      amount: 10,
+    },
+  ],
   ttlMs: 60_000,
 });
 
@@ -42,7 +54,8 @@ test('the run_id is read once per connection: 200 reservations run INFO once', a
   try {
     await ledger.restore(`${acct('a')}:validated`, []);
     const before = await commandCalls('info');
-    for (let i = 0; i < 200; i++) expect(await ledger.reserve(reservation('a', `gen-a-${i}`))).toEqual({ ok: true, granted: 10 });
+    for (let i = 0; i < 200; i++)
+      expect(await ledger.reserve(reservation('a', `gen-a-${i}`))).toEqual({ ok: true, granted: 10 });
     // The restore above read it in its own script; the reservations read it once, for the connection (the INFO that
     // read `before` counts itself once it has run: the 1 subtracted).
     expect((await commandCalls('info')) - before - 1).toBe(1);
@@ -90,10 +103,14 @@ test('the command timeout covers a command already written: a stalled Redis fail
     await admin.call('CLIENT', 'PAUSE', '3000', 'WRITE');
     const started = Date.now();
     // Both gave up at the timeout, before a cap of 2 s (the trap: waiting for the stall's end at 3 s) fired.
-    const [reserved, added] = await beforeCap(2000, "the stall's end", () => Promise.all([
-      ledger.reserve(reservation('c', 'gen-c-1')).catch((err: unknown) => err),
-      ledger.add([{ key: `${acct('c')}:x`, by: 1, expiresAt: null }], undefined, 'gen-c-2').catch((err: unknown) => err),
-    ]));
+    const [reserved, added] = await beforeCap(2000, "the stall's end", () =>
+      Promise.all([
+        ledger.reserve(reservation('c', 'gen-c-1')).catch((err: unknown) => err),
+        ledger
+          .add([{ key: `${acct('c')}:x`, by: 1, expiresAt: null }], undefined, 'gen-c-2')
+          .catch((err: unknown) => err),
+      ]),
+    );
     const waited = Date.now() - started;
     expect(reserved).toBeInstanceOf(LedgerUnavailableError);
     expect(added).toBeInstanceOf(LedgerUnavailableError);
@@ -114,11 +131,24 @@ test('a record batch names each key once: 5 requests on the same 5 counters send
   const day = Math.ceil(Date.now() / 86_400_000) * 86_400_000 + 86_400_000;
   const calls = Array.from({ length: 5 }, (_, i) => ({
     id: `gen-d-${i}`,
-    increments: ['list', 'd', 'w', 'm', 'life'].map((w) => ({ key: `${acct('d')}:${w}`, by: 100 + i, expiresAt: w === 'life' ? null : day })),
+    increments: ['list', 'd', 'w', 'm', 'life'].map((w) => ({
+      key: `${acct('d')}:${w}`,
+      by: 100 + i,
+      expiresAt: w === 'life' ? null : day,
+    })),
     settle: { id: `gen-d-${i}`, amount: 500, holdKeys: [`${acct('d')}:d:holds`] },
   }));
-  const { keys, args } = encodeAddBatch(calls, { current: `${acct('d')}:ids:1`, previous: `${acct('d')}:ids:0`, expiresAt: 42 });
-  expect(keys).toEqual([`${acct('d')}:ids:1`, `${acct('d')}:ids:0`, ...['list', 'd', 'w', 'm', 'life'].map((w) => `${acct('d')}:${w}`), `${acct('d')}:d:holds`]);
+  const { keys, args } = encodeAddBatch(calls, {
+    current: `${acct('d')}:ids:1`,
+    previous: `${acct('d')}:ids:0`,
+    expiresAt: 42,
+  });
+  expect(keys).toEqual([
+    `${acct('d')}:ids:1`,
+    `${acct('d')}:ids:0`,
+    ...['list', 'd', 'w', 'm', 'life'].map((w) => `${acct('d')}:${w}`),
+    `${acct('d')}:d:holds`,
+  ]);
   expect(args.slice(0, 5)).toEqual(['42', '5', '1', `0,0,${day},${day},${day},${day},0,0`, String(KEPT_ID_TTL_MS)]);
   // Per call: id, increments, hold sets, hold member, keep hash ('' = not journaled).
   expect(args.slice(5, 10)).toEqual(['gen-d-0', '3:100,4:100,5:100,6:100,7:100', '8', 'gen-d-0|500', '']);
@@ -151,7 +181,11 @@ test('the ledger works in a process whose prototypes are frozen (the gateway har
     console.log(JSON.stringify({ frozen: Object.isFrozen(Object.prototype), added, reserved, read: await ledger.read([k]) }));
     await ledger.close();
   `;
-  const out = spawnSync(process.execPath, ['--no-warnings=ExperimentalWarning', '--input-type=module', '-e', code, redis.url], { encoding: 'utf8', timeout: 20_000 });
+  const out = spawnSync(
+    process.execPath,
+    ['--no-warnings=ExperimentalWarning', '--input-type=module', '-e', code, redis.url],
+    { encoding: 'utf8', timeout: 20_000 },
+  );
   expect(out.stderr).toBe('');
   expect(JSON.parse(out.stdout)).toEqual({ frozen: true, added: [5], reserved: { ok: true, granted: 10 }, read: [5] });
 });

@@ -2,10 +2,17 @@
 // is back, and a full queue drops the oldest record visibly (metric + rejected promise).
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
-import { createRedisLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
-import { beforeCap } from '../../support/order.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import {
+  createRedisLedger,
+  createSpendGate,
+  keySpace,
+  LedgerUnavailableError,
+  readAccountMonth,
+  readWindows,
+} from '../../../src/ledger/index.ts';
 import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
+import { beforeCap } from '../../support/order.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -34,7 +41,9 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     await redis.kill();
 
     // Fails fast (300 ms command timeout), before a cap of 5 s fires: no hanging request.
-    const refused = await beforeCap(5000, 'a hanging request', () => gate.admit(ctx(budgeted, NOV23)).catch((err: unknown) => err));
+    const refused = await beforeCap(5000, 'a hanging request', () =>
+      gate.admit(ctx(budgeted, NOV23)).catch((err: unknown) => err),
+    );
     expect(refused).toBeInstanceOf(LedgerUnavailableError);
     expect((refused as LedgerUnavailableError).statusCode).toBe(503);
     expect(await gate.admit(ctx(free, NOV23))).toEqual({ allowed: true, reservation: null });
@@ -56,8 +65,16 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     expect(await a).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: 2 * USD });
     expect(await b).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: 2 * USD });
     expect(await c).toEqual({ feeMicros: 0, chargedMicros: 7 * USD, freeListCostMicros: 0 });
-    expect(await readAccountMonth(ledger, keys, free.accountId, 'pay-as-you-go', NOV23)).toMatchObject({ byokListCostMicros: 4 * USD });
-    const spend = await readWindows(ledger, keys, budgeted.accountId, [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }], NOV23);
+    expect(await readAccountMonth(ledger, keys, free.accountId, 'pay-as-you-go', NOV23)).toMatchObject({
+      byokListCostMicros: 4 * USD,
+    });
+    const spend = await readWindows(
+      ledger,
+      keys,
+      budgeted.accountId,
+      [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }],
+      NOV23,
+    );
     expect(spend.get('guardrail/g')?.daily?.nonByokMicros).toBe(7 * USD);
     expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(0);

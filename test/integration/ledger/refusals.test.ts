@@ -3,15 +3,23 @@
 // written as one add per counter, close() writes what is left, and a flush that fails keeps its counts. A real
 // redis-server and the embedded ledger.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, keySpace, readWindows, windowOf, type Ledger } from '../../../src/ledger/index.ts';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { openGatewaySpendGate } from '../../../src/cli/gateway-ledger.ts';
+import {
+  createEmbeddedLedger,
+  createRedisLedger,
+  createSpendGate,
+  keySpace,
+  type Ledger,
+  readWindows,
+  windowOf,
+} from '../../../src/ledger/index.ts';
 import { countRefusals } from '../../../src/ledger/refusals.ts';
 import { readWindowFigures } from '../../../src/ledger/spend-view.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { until } from '../../support/until.ts';
 import { budgetGuardrail, ctx, finished, K1, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
+import { until } from '../../support/until.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -26,7 +34,11 @@ const keys = keySpace();
 
 /** An account whose key K1 is under a 1 USD daily guardrail and whose workspace has a 3 USD daily budget. */
 async function setup(ledger: Ledger) {
-  const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-capped', 1, 'daily', false)], keyGuardrail: 'g-capped', workspace: { budgets: [{ interval: 'daily', limitUsd: 3 }], includeByokInBudgets: false } });
+  const acc = ledgerAccount({
+    guardrails: [budgetGuardrail('g-capped', 1, 'daily', false)],
+    keyGuardrail: 'g-capped',
+    workspace: { budgets: [{ interval: 'daily', limitUsd: 3 }], includeByokInBudgets: false },
+  });
   // What the operator's spend pass does first for every account on Redis.
   await ledger.restore(keys.validated(acc.accountId), []);
   return acc;
@@ -34,12 +46,27 @@ async function setup(ledger: Ledger) {
 
 let seq = 0;
 const admit = (gate: ReturnType<typeof countRefusals>, acc: ReturnType<typeof ledgerAccount>, apiKey: string) =>
-  gate.admit({ ...ctx(acc, AT, apiKey, null), maximum: { id: `gen-refusal-${++seq}`, costMicros: 1, byokOnly: false } });
+  gate.admit({
+    ...ctx(acc, AT, apiKey, null),
+    maximum: { id: `gen-refusal-${++seq}`, costMicros: 1, byokOnly: false },
+  });
 
 async function refusedCounts(ledger: Ledger, accountId: string): Promise<{ guardrail: number; workspace: number }> {
-  const figures = await readWindowFigures(ledger, keys, accountId, [{ scope: 'guardrail', id: 'g-capped', intervals: ['daily'] }, { scope: 'workspace', id: WS1, intervals: ['daily', 'monthly'] }], AT);
+  const figures = await readWindowFigures(
+    ledger,
+    keys,
+    accountId,
+    [
+      { scope: 'guardrail', id: 'g-capped', intervals: ['daily'] },
+      { scope: 'workspace', id: WS1, intervals: ['daily', 'monthly'] },
+    ],
+    AT,
+  );
   expect(figures.get(`workspace/${WS1}`)?.monthly?.refused).toBe(0); // only the refusing window counts
-  return { guardrail: figures.get('guardrail/g-capped')?.daily?.refused ?? -1, workspace: figures.get(`workspace/${WS1}`)?.daily?.refused ?? -1 };
+  return {
+    guardrail: figures.get('guardrail/g-capped')?.daily?.refused ?? -1,
+    workspace: figures.get(`workspace/${WS1}`)?.daily?.refused ?? -1,
+  };
 }
 
 describe.each(['redis', 'embedded'] as const)('%s ledger', (backend) => {
@@ -47,7 +74,16 @@ describe.each(['redis', 'embedded'] as const)('%s ledger', (backend) => {
     const ledger = backend === 'redis' ? await createRedisLedger({ url: redis.url }) : createEmbeddedLedger();
     const adds: number[] = [];
     // Counts the ledger calls the wrapper makes (the ledger itself does the work).
-    const counted: Ledger = { ...ledger, backend: ledger.backend, read: (k) => ledger.read(k), reserve: (r) => ledger.reserve(r), restore: (v, e) => ledger.restore(v, e), release: (i, a, h) => ledger.release(i, a, h), close: () => ledger.close(), add: (inc, settle, id) => (adds.push(inc.length), ledger.add(inc, settle, id)) };
+    const counted: Ledger = {
+      ...ledger,
+      backend: ledger.backend,
+      read: (k) => ledger.read(k),
+      reserve: (r) => ledger.reserve(r),
+      restore: (v, e) => ledger.restore(v, e),
+      release: (i, a, h) => ledger.release(i, a, h),
+      close: () => ledger.close(),
+      add: (inc, settle, id) => (adds.push(inc.length), ledger.add(inc, settle, id)),
+    };
     const gate = countRefusals(createSpendGate(ledger), counted, keys, { flushMs: 60_000 });
     const acc = await setup(ledger);
     await gate.record(finished(ctx(acc, AT, K1, null), 2 * USD, false)); // K1's guardrail (1 USD) reached; workspace at 2 of 3
@@ -67,7 +103,13 @@ describe.each(['redis', 'embedded'] as const)('%s ledger', (backend) => {
     expect(adds).toEqual([1, 1, 1]);
     expect(await refusedCounts(ledger, acc.accountId)).toEqual({ guardrail: 26, workspace: 3 });
     // Refusals are not spend: the budget windows' spend is what was recorded, nothing more.
-    const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], AT);
+    const spend = await readWindows(
+      ledger,
+      keys,
+      acc.accountId,
+      [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
+      AT,
+    );
     expect(spend.get(`workspace/${WS1}`)?.daily).toMatchObject({ nonByokMicros: 3 * USD, byokMicros: 0 });
     await gate.close();
   });
@@ -86,11 +128,16 @@ test('a flush that fails (Redis down) keeps its counts for the next one', async 
   const key = keys.refused(acc.accountId, 'guardrail', 'g-capped', windowOf('daily', AT));
   try {
     // The restarted Redis lost everything (no AOF here): a 4 can only be the kept tally, written once reconnected.
-    await until('the kept refusals written', async () => {
-      await gate.flushRefusals();
-      const [n] = await reader.read([key]);
-      return n !== 0 ? n : undefined;
-    }, 20_000, 200);
+    await until(
+      'the kept refusals written',
+      async () => {
+        await gate.flushRefusals();
+        const [n] = await reader.read([key]);
+        return n !== 0 ? n : undefined;
+      },
+      20_000,
+      200,
+    );
     expect(await reader.read([key])).toEqual([4]);
   } finally {
     await reader.close();
@@ -114,12 +161,25 @@ test('close() writes the refusals still tallied', async () => {
 });
 
 test("the gateway's own wiring (cli/gateway-ledger.ts) counts its refusals", async () => {
-  const gate = await openGatewaySpendGate({ redisUrl: redis.url, journalDir: 'none', registry: new Registry(), logger: pino({ level: 'silent' }) });
+  const gate = await openGatewaySpendGate({
+    redisUrl: redis.url,
+    journalDir: 'none',
+    registry: new Registry(),
+    logger: pino({ level: 'silent' }),
+  });
   const reader = await createRedisLedger({ url: redis.url });
   try {
     const acc = await setup(reader);
     await gate.record(finished(ctx(acc, AT, K1, null), 2 * USD, false));
-    for (let i = 0; i < 3; i++) expect((await gate.admit({ ...ctx(acc, AT, K1, null), maximum: { id: `gen-wired-${i}`, costMicros: 1, byokOnly: false } })).allowed).toBe(false);
+    for (let i = 0; i < 3; i++)
+      expect(
+        (
+          await gate.admit({
+            ...ctx(acc, AT, K1, null),
+            maximum: { id: `gen-wired-${i}`, costMicros: 1, byokOnly: false },
+          })
+        ).allowed,
+      ).toBe(false);
     await gate.close();
     expect(await refusedCounts(reader, acc.accountId)).toEqual({ guardrail: 3, workspace: 0 });
   } finally {

@@ -6,7 +6,8 @@ import type { CompiledAccount } from '../../../src/domain/index.ts';
 import { createRedisLedger, createSpendGate } from '../../../src/ledger/index.ts';
 
 const [url, accountFile, countText, costText, tag] = process.argv.slice(2);
-if (!url || !accountFile || !countText || !costText || !tag) throw new Error('usage: reserve-worker <redis-url> <account.json> <count> <cost-micros> <tag>');
+if (!url || !accountFile || !countText || !costText || !tag)
+  throw new Error('usage: reserve-worker <redis-url> <account.json> <count> <cost-micros> <tag>');
 const account = JSON.parse(readFileSync(accountFile, 'utf8')) as CompiledAccount;
 const cost = Number(costText);
 const gate = createSpendGate(await createRedisLedger({ url }));
@@ -21,7 +22,20 @@ const results = await Promise.all(
     const d = await gate.admit({ account, who, at, maximum: { id, costMicros: cost, byokOnly: false } });
     if (!d.allowed) return false;
     await new Promise((r) => setTimeout(r, 20));
-    await gate.record({ account, who, at, generationId: id, model: 'acme/chat', endpointId: 'openai', provider: 'openai', byokCredentialId: null, promptTokens: 1, completionTokens: 1, listCostMicros: cost, reservation: d.reservation });
+    await gate.record({
+      account,
+      who,
+      at,
+      generationId: id,
+      model: 'acme/chat',
+      endpointId: 'openai',
+      provider: 'openai',
+      byokCredentialId: null,
+      promptTokens: 1,
+      completionTokens: 1,
+      listCostMicros: cost,
+      reservation: d.reservation,
+    });
     return true;
   }),
 );

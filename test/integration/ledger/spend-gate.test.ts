@@ -1,9 +1,20 @@
 // The spend gate's behaviour on both real backends: the BYOK fee against the free allowance, budgets blocking at
 // their limit (with and without include_byok_in_budgets), and windows turning over at UTC boundaries.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createRedisLedger, createSpendGate, ID_RETENTION_MS, keySpace, openLedger, readAccountMonth, readWindows, type Ledger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
+import {
+  createEmbeddedLedger,
+  createRedisLedger,
+  createSpendGate,
+  ID_RETENTION_MS,
+  keySpace,
+  type Ledger,
+  type LedgerSpendGate,
+  openLedger,
+  readAccountMonth,
+  readWindows,
+} from '../../../src/ledger/index.ts';
 import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
 beforeAll(async () => {
@@ -30,33 +41,36 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
   test.each([
     ['pay-as-you-go', 25_000],
     ['enterprise', 200_000],
-  ] as const)('BYOK fee on %s: nothing inside the allowance, 5%% of the part above it when straddling, 5%% beyond', async (plan, allowanceUsd) => {
-    const acc = ledgerAccount({ plan });
-    const c = ctx(acc, NOV23);
-    const inside = await gate.record(finished(c, (allowanceUsd - 0.5) * USD, true));
-    expect(inside).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: (allowanceUsd - 0.5) * USD });
-    const straddling = await gate.record(finished(c, 1 * USD, true));
-    // 0.5 USD free, 0.5 USD billable: 5% = 0.025 USD.
-    expect(straddling).toEqual({ feeMicros: 25_000, chargedMicros: 0, freeListCostMicros: 500_000 });
-    const beyond = await gate.record(finished(c, 2 * USD, true));
-    expect(beyond).toEqual({ feeMicros: 100_000, chargedMicros: 0, freeListCostMicros: 0 });
-    // Shared capacity pays its list cost and neither uses the allowance nor a fee.
-    const shared = await gate.record(finished(c, 3 * USD, false));
-    expect(shared).toEqual({ feeMicros: 0, chargedMicros: 3 * USD, freeListCostMicros: 0 });
+  ] as const)(
+    'BYOK fee on %s: nothing inside the allowance, 5%% of the part above it when straddling, 5%% beyond',
+    async (plan, allowanceUsd) => {
+      const acc = ledgerAccount({ plan });
+      const c = ctx(acc, NOV23);
+      const inside = await gate.record(finished(c, (allowanceUsd - 0.5) * USD, true));
+      expect(inside).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: (allowanceUsd - 0.5) * USD });
+      const straddling = await gate.record(finished(c, 1 * USD, true));
+      // 0.5 USD free, 0.5 USD billable: 5% = 0.025 USD.
+      expect(straddling).toEqual({ feeMicros: 25_000, chargedMicros: 0, freeListCostMicros: 500_000 });
+      const beyond = await gate.record(finished(c, 2 * USD, true));
+      expect(beyond).toEqual({ feeMicros: 100_000, chargedMicros: 0, freeListCostMicros: 0 });
+      // Shared capacity pays its list cost and neither uses the allowance nor a fee.
+      const shared = await gate.record(finished(c, 3 * USD, false));
+      expect(shared).toEqual({ feeMicros: 0, chargedMicros: 3 * USD, freeListCostMicros: 0 });
 
-    const month = await readAccountMonth(ledger, keys, acc.accountId, plan, NOV23);
-    expect(month).toEqual({
-      month: '2026-11',
-      byokListCostMicros: (allowanceUsd + 2.5) * USD,
-      feesMicros: 125_000,
-      chargedMicros: 3 * USD,
-      freeAllowanceMicros: allowanceUsd * USD,
-      freeAllowanceRemainingMicros: 0,
-    });
-    // The allowance is per calendar month (UTC): December starts from zero.
-    const dec = await gate.record(finished(ctx(acc, new Date('2026-12-01T00:00:00Z')), 2 * USD, true));
-    expect(dec.feeMicros).toBe(0);
-  });
+      const month = await readAccountMonth(ledger, keys, acc.accountId, plan, NOV23);
+      expect(month).toEqual({
+        month: '2026-11',
+        byokListCostMicros: (allowanceUsd + 2.5) * USD,
+        feesMicros: 125_000,
+        chargedMicros: 3 * USD,
+        freeAllowanceMicros: allowanceUsd * USD,
+        freeAllowanceRemainingMicros: 0,
+      });
+      // The allowance is per calendar month (UTC): December starts from zero.
+      const dec = await gate.record(finished(ctx(acc, new Date('2026-12-01T00:00:00Z')), 2 * USD, true));
+      expect(dec.feeMicros).toBe(0);
+    },
+  );
 
   test('a guardrail budget without include_byok_in_budgets counts shared-capacity charges only and blocks at the limit', async () => {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-10', 10, 'daily', false)], keyGuardrail: 'g-10' });
@@ -69,7 +83,16 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     await gate.record(finished(c, 6 * USD, false));
     expect(await gate.admit(c)).toEqual({
       allowed: false,
-      blockedBy: { scope: 'guardrail', id: 'g-10', name: 'g-10', interval: 'daily', limitMicros: 10 * USD, countedMicros: 12 * USD, includesByok: false, blocked: true },
+      blockedBy: {
+        scope: 'guardrail',
+        id: 'g-10',
+        name: 'g-10',
+        interval: 'daily',
+        limitMicros: 10 * USD,
+        countedMicros: 12 * USD,
+        includesByok: false,
+        blocked: true,
+      },
       heldMicros: 0,
       requestMicros: 0,
     });
@@ -85,11 +108,19 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     await gate.record(finished(c, 1, false));
     const blocked = await gate.admit(c);
     expect(blocked.allowed).toBe(false);
-    expect(!blocked.allowed && blocked.blockedBy).toMatchObject({ id: 'g-byok', interval: 'monthly', countedMicros: 10 * USD, includesByok: true });
+    expect(!blocked.allowed && blocked.blockedBy).toMatchObject({
+      id: 'g-byok',
+      interval: 'monthly',
+      countedMicros: 10 * USD,
+      includesByok: true,
+    });
   });
 
   test("a member's guardrail (or the workspace default) is checked too", async () => {
-    const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-default', 1, 'daily', false)], workspace: { defaultGuardrailId: 'g-default' } });
+    const acc = ledgerAccount({
+      guardrails: [budgetGuardrail('g-default', 1, 'daily', false)],
+      workspace: { defaultGuardrailId: 'g-default' },
+    });
     const c = ctx(acc, NOV23, K2, 'u2');
     await gate.record(finished(c, 1 * USD, false));
     const d = await gate.admit(c);
@@ -97,28 +128,57 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
   });
 
   test('a guardrail without a limit never blocks, however much is spent', async () => {
-    const acc = ledgerAccount({ guardrails: [{ ...budgetGuardrail('g-nolimit', 1, 'daily', true), budget: null }], keyGuardrail: 'g-nolimit' });
+    const acc = ledgerAccount({
+      guardrails: [{ ...budgetGuardrail('g-nolimit', 1, 'daily', true), budget: null }],
+      keyGuardrail: 'g-nolimit',
+    });
     const c = ctx(acc, NOV23);
     for (let i = 0; i < 5; i++) await gate.record(finished(c, 1_000 * USD, i % 2 === 0));
     expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     // The spend was recorded in its windows all the same.
-    const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'guardrail', id: 'g-nolimit', intervals: ['daily', 'lifetime'] }], NOV23);
+    const spend = await readWindows(
+      ledger,
+      keys,
+      acc.accountId,
+      [{ scope: 'guardrail', id: 'g-nolimit', intervals: ['daily', 'lifetime'] }],
+      NOV23,
+    );
     expect(spend.get('guardrail/g-nolimit')).toEqual({
       daily: { nonByokMicros: 2_000 * USD, byokMicros: 3_000 * USD },
       lifetime: { nonByokMicros: 2_000 * USD, byokMicros: 3_000 * USD },
     });
   });
 
-  test.each(['daily', 'weekly', 'monthly', 'lifetime'] as const)('the workspace flag counts BYOK in its %s budget', async (interval) => {
-    for (const include of [true, false]) {
-      const acc = ledgerAccount({ workspace: { budgets: [{ interval, limitUsd: 60 }], includeByokInBudgets: include } });
-      const c = ctx(acc, NOV23);
-      await gate.record(finished(c, 60 * USD, true));
-      const d = await gate.admit(c);
-      if (include) expect(d).toEqual({ allowed: false, heldMicros: 0, requestMicros: 0, blockedBy: { scope: 'workspace', id: WS1, name: WS1, interval, limitMicros: 60 * USD, countedMicros: 60 * USD, includesByok: true, blocked: true } });
-      else expect(d).toEqual({ allowed: true, reservation: null });
-    }
-  });
+  test.each(['daily', 'weekly', 'monthly', 'lifetime'] as const)(
+    'the workspace flag counts BYOK in its %s budget',
+    async (interval) => {
+      for (const include of [true, false]) {
+        const acc = ledgerAccount({
+          workspace: { budgets: [{ interval, limitUsd: 60 }], includeByokInBudgets: include },
+        });
+        const c = ctx(acc, NOV23);
+        await gate.record(finished(c, 60 * USD, true));
+        const d = await gate.admit(c);
+        if (include)
+          expect(d).toEqual({
+            allowed: false,
+            heldMicros: 0,
+            requestMicros: 0,
+            blockedBy: {
+              scope: 'workspace',
+              id: WS1,
+              name: WS1,
+              interval,
+              limitMicros: 60 * USD,
+              countedMicros: 60 * USD,
+              includesByok: true,
+              blocked: true,
+            },
+          });
+        else expect(d).toEqual({ allowed: true, reservation: null });
+      }
+    },
+  );
 
   test('the workspace budget checks every interval with its one flag: the first interval at its limit blocks', async () => {
     const acc = ledgerAccount({
@@ -135,7 +195,11 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     await gate.record(finished(ctx(acc, NOV23), 30 * USD, true));
     await gate.record(finished(ctx(acc, NOV23), 30 * USD, false));
     const d = await gate.admit(ctx(acc, new Date('2026-11-25T00:00:00Z')));
-    expect(!d.allowed && [d.blockedBy.interval, d.blockedBy.countedMicros, d.blockedBy.includesByok]).toEqual(['weekly', 60 * USD, true]);
+    expect(!d.allowed && [d.blockedBy.interval, d.blockedBy.countedMicros, d.blockedBy.includesByok]).toEqual([
+      'weekly',
+      60 * USD,
+      true,
+    ]);
     // Next ISO week (Monday 00:00 UTC): the weekly window is fresh, daily too; monthly and lifetime still hold 60.
     expect(await gate.admit(ctx(acc, new Date('2026-11-30T00:00:00Z')))).toEqual({ allowed: true, reservation: null });
   });
@@ -168,7 +232,13 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     const c = ctx(acc, NOV23);
     await expect(gate.record(finished(c, -1, false))).rejects.toThrow(RangeError);
     await expect(gate.record(finished(c, 0.5, false))).rejects.toThrow(RangeError);
-    const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }], NOV23);
+    const spend = await readWindows(
+      ledger,
+      keys,
+      acc.accountId,
+      [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }],
+      NOV23,
+    );
     expect(spend.get('guardrail/g')).toEqual({ daily: { nonByokMicros: 0, byokMicros: 0 } });
   });
 });
@@ -198,9 +268,15 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
       `byok:ledger:{${acc.accountId}}:ws:${WS1}:w2026-11-23:nonbyok`,
     ]);
     const margin = 7 * 86_400_000;
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:d2026-11-23:nonbyok`)).toBe(Date.parse('2026-11-24T00:00:00Z') + margin);
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`)).toBe(Date.parse('2026-11-30T00:00:00Z') + margin);
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`)).toBe(Date.parse('2026-12-01T00:00:00Z') + margin);
+    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:d2026-11-23:nonbyok`)).toBe(
+      Date.parse('2026-11-24T00:00:00Z') + margin,
+    );
+    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`)).toBe(
+      Date.parse('2026-11-30T00:00:00Z') + margin,
+    );
+    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`)).toBe(
+      Date.parse('2026-12-01T00:00:00Z') + margin,
+    );
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`)).toBe(-1);
     expect(await client.pexpiretime(ids)).toBe((period + 2) * ID_RETENTION_MS);
   } finally {

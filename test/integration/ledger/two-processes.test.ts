@@ -8,8 +8,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { byokFeeMicros, FREE_ALLOWANCE_MICROS } from '../../../src/domain/billing.ts';
 import { createRedisLedger, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
 import { budgetGuardrail, ledgerAccount, WS1 } from '../../support/ledger-fixtures.ts';
+import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 const run = promisify(execFile);
 let redis: RedisServer;
@@ -22,7 +22,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const requestCost = (i: number) => (i % 3 === 0 ? { byok: false, listCostMicros: i + 1 } : { byok: true, listCostMicros: 200_000_000 });
+const requestCost = (i: number) =>
+  i % 3 === 0 ? { byok: false, listCostMicros: i + 1 } : { byok: true, listCostMicros: 200_000_000 };
 
 test('N requests across two processes on one Redis: every total equals the sum', async () => {
   const PER_PROCESS = 300;
@@ -31,9 +32,13 @@ test('N requests across two processes on one Redis: every total equals the sum',
   writeFileSync(file, JSON.stringify(acc));
   const worker = join(import.meta.dirname, 'load-worker.ts');
   const outputs = await Promise.all(
-    ['a', 'b'].map((tag) => run(process.execPath, [worker, redis.url, file, String(PER_PROCESS), '16', tag], { timeout: 90_000 })),
+    ['a', 'b'].map((tag) =>
+      run(process.execPath, [worker, redis.url, file, String(PER_PROCESS), '16', tag], { timeout: 90_000 }),
+    ),
   );
-  const sums = outputs.map((o) => JSON.parse(o.stdout) as { fee: number; free: number; charged: number; requests: number });
+  const sums = outputs.map(
+    (o) => JSON.parse(o.stdout) as { fee: number; free: number; charged: number; requests: number },
+  );
   expect(sums.map((s) => s.requests)).toEqual([PER_PROCESS, PER_PROCESS]);
 
   let byokTotal = 0;
@@ -59,12 +64,22 @@ test('N requests across two processes on one Redis: every total equals the sum',
     expect(month.feesMicros).toBe(sums[0]!.fee + sums[1]!.fee);
     expect(month.feesMicros).toBe(byokFeeMicros(byokTotal - allowance));
     expect(sums[0]!.charged + sums[1]!.charged).toBe(sharedTotal);
-    const spend = await readWindows(ledger, keys, acc.accountId, [
-      { scope: 'guardrail', id: 'g', intervals: ['daily', 'weekly', 'monthly', 'lifetime'] },
-      { scope: 'workspace', id: WS1, intervals: ['daily', 'lifetime'] },
-    ], at);
-    for (const w of Object.values(spend.get('guardrail/g') ?? {})) expect(w).toEqual({ nonByokMicros: sharedTotal, byokMicros: byokTotal });
-    expect(spend.get(`workspace/${WS1}`)).toEqual({ daily: { nonByokMicros: sharedTotal, byokMicros: byokTotal }, lifetime: { nonByokMicros: sharedTotal, byokMicros: byokTotal } });
+    const spend = await readWindows(
+      ledger,
+      keys,
+      acc.accountId,
+      [
+        { scope: 'guardrail', id: 'g', intervals: ['daily', 'weekly', 'monthly', 'lifetime'] },
+        { scope: 'workspace', id: WS1, intervals: ['daily', 'lifetime'] },
+      ],
+      at,
+    );
+    for (const w of Object.values(spend.get('guardrail/g') ?? {}))
+      expect(w).toEqual({ nonByokMicros: sharedTotal, byokMicros: byokTotal });
+    expect(spend.get(`workspace/${WS1}`)).toEqual({
+      daily: { nonByokMicros: sharedTotal, byokMicros: byokTotal },
+      lifetime: { nonByokMicros: sharedTotal, byokMicros: byokTotal },
+    });
   } finally {
     await ledger.close();
   }
@@ -75,7 +90,9 @@ test('N requests across two processes on one Redis: every total equals the sum',
 test('reservations across two processes: 200 at once against a limit that fits 50 admit 50; the recorded spend is their sum', async () => {
   const ks = keySpace;
   const COST = 100_000;
-  const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false } });
+  const acc = ledgerAccount({
+    workspace: { budgets: [{ interval: 'daily', limitUsd: 5 }], includeByokInBudgets: false },
+  });
   const file = join(dir, 'account-reserve.json');
   writeFileSync(file, JSON.stringify(acc));
   const ledger = await createRedisLedger({ url: redis.url });
@@ -83,12 +100,22 @@ test('reservations across two processes: 200 at once against a limit that fits 5
     await ledger.restore(ks().validated(acc.accountId), []); // what the operator's spend pass does
     const worker = join(import.meta.dirname, 'reserve-worker.ts');
     const env = { ...process.env, BURST_AT: String(Date.now() + 1500) };
-    const outputs = await Promise.all(['a', 'b'].map((tag) => run(process.execPath, [worker, redis.url, file, '100', String(COST), tag], { timeout: 60_000, env })));
+    const outputs = await Promise.all(
+      ['a', 'b'].map((tag) =>
+        run(process.execPath, [worker, redis.url, file, '100', String(COST), tag], { timeout: 60_000, env }),
+      ),
+    );
     const admitted = outputs.map((o) => (JSON.parse(o.stdout) as { admitted: number }).admitted);
     process.stderr.write(`[two processes] reservations: ${admitted.join(' + ')} of 200 admitted where 50 fit\n`);
     expect(admitted[0]! + admitted[1]!).toBe(50);
     const at = new Date();
-    const spend = await readWindows(ledger, ks(), acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], at);
+    const spend = await readWindows(
+      ledger,
+      ks(),
+      acc.accountId,
+      [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
+      at,
+    );
     expect(spend.get(`workspace/${WS1}`)?.daily?.nonByokMicros).toBe(50 * COST);
   } finally {
     await ledger.close();

@@ -3,13 +3,20 @@
 // plane so the other suites are not disturbed.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { startControlPlane, type ControlPlane } from '../../../src/controlplane/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../../src/controlplane/control-plane.ts';
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { maskLabel } from '../../../src/domain/index.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { metricValue, metricsText, startTestOperator, type CapturedOperator, type Obj, cond } from '../../support/operator.ts';
-import { until } from '../../support/until.ts';
 import { account } from '../../support/builders.ts';
+import {
+  type CapturedOperator,
+  cond,
+  metricsText,
+  metricValue,
+  type Obj,
+  startTestOperator,
+} from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 describe('apiserver restart', () => {
   let cp: ControlPlane;
@@ -27,7 +34,13 @@ describe('apiserver restart', () => {
     await core.createNamespace({ body: { metadata: { name: ns } } });
     await core.createNamespace({ body: { metadata: { name: 'restart-routing' } } });
     // Its own control plane: the Account through this kubeconfig (the operator routes only namespaces with one).
-    await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: 'accounts', body: account(ns) });
+    await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: 'accounts',
+      body: account(ns),
+    });
     run = await startTestOperator(kc, { routingNamespace: 'restart-routing', watchNamespaces: [ns], staleSeconds: 10 });
   }, 120_000);
   afterAll(async () => {
@@ -42,13 +55,29 @@ describe('apiserver restart', () => {
     const base = { group: GROUP, version: VERSION, namespace: ns, plural: 'byokcredentials' };
     const get = async (name: string) => (await custom.getNamespacedCustomObject({ ...base, name })) as Obj;
     const readyWith = (name: string, label: string) =>
-      until(`${name} Ready with ${label}`, async () => {
-        const o = await get(name);
-        return cond(o, 'Ready')?.status === 'True' && o.status?.label === label ? o : undefined;
-      }, 30_000, 100);
+      until(
+        `${name} Ready with ${label}`,
+        async () => {
+          const o = await get(name);
+          return cond(o, 'Ready')?.status === 'True' && o.status?.label === label ? o : undefined;
+        },
+        30_000,
+        100,
+      );
 
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'k1' }, stringData: { key: 'gsk_before_restart_0123456789' } } });
-    await custom.createNamespacedCustomObject({ ...base, body: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'c1' }, spec: { provider: 'groq', secretRef: { name: 'k1' } } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'k1' }, stringData: { key: 'gsk_before_restart_0123456789' } },
+    });
+    await custom.createNamespacedCustomObject({
+      ...base,
+      body: {
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'c1' },
+        spec: { provider: 'groq', secretRef: { name: 'k1' } },
+      },
+    });
     await readyWith('c1', maskLabel('groq', 'gsk_before_restart_0123456789'));
 
     const t0 = Date.now();
@@ -57,9 +86,26 @@ describe('apiserver restart', () => {
 
     // Changes after the restart: a rotation of a watched Secret and a brand-new credential.
     const t1 = Date.now();
-    await core.patchNamespacedSecret({ namespace: ns, name: 'k1', body: [{ op: 'replace', path: '/data/key', value: Buffer.from('gsk_after_restart_9876543210').toString('base64') }] });
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'k2' }, stringData: { key: 'gsk_second_key_0123456789' } } });
-    await custom.createNamespacedCustomObject({ ...base, body: { apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'c2' }, spec: { provider: 'groq', secretRef: { name: 'k2' } } } });
+    await core.patchNamespacedSecret({
+      namespace: ns,
+      name: 'k1',
+      body: [
+        { op: 'replace', path: '/data/key', value: Buffer.from('gsk_after_restart_9876543210').toString('base64') },
+      ],
+    });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'k2' }, stringData: { key: 'gsk_second_key_0123456789' } },
+    });
+    await custom.createNamespacedCustomObject({
+      ...base,
+      body: {
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'c2' },
+        spec: { provider: 'groq', secretRef: { name: 'k2' } },
+      },
+    });
     await readyWith('c1', maskLabel('groq', 'gsk_after_restart_9876543210'));
     await readyWith('c2', maskLabel('groq', 'gsk_second_key_0123456789'));
     measured.convergeAfterRestartMs = Date.now() - t1;

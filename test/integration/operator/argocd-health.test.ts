@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { parse } from 'yaml';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createSecret, resource, startTestOperator, type CapturedOperator, type Obj } from '../../support/operator.ts';
+import { type CapturedOperator, createSecret, type Obj, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
@@ -24,7 +24,9 @@ function lua(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (Array.isArray(value)) return `{${value.map(lua).join(', ')}}`;
-  return `{${Object.entries(value as Record<string, unknown>).map(([k, v]) => `[${JSON.stringify(k)}] = ${lua(v)}`).join(', ')}}`;
+  return `{${Object.entries(value as Record<string, unknown>)
+    .map(([k, v]) => `[${JSON.stringify(k)}] = ${lua(v)}`)
+    .join(', ')}}`;
 }
 
 async function health(obj: object, source = script): Promise<{ status: string; message: string }> {
@@ -50,17 +52,36 @@ describe('Argo CD health checks', () => {
     ns = await createTestNamespace('argocd');
     const routing = await createTestNamespace('argocd-routing');
     op = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns] });
-    const create = (plural: string, kind: string, name: string, spec: object) => resource(plural, ns).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });
+    const create = (plural: string, kind: string, name: string, spec: object) =>
+      resource(plural, ns).create({ apiVersion: API_VERSION, kind, metadata: { name }, spec });
     await createSecret(kc, ns, 'ok-key', 'sk-proj-argocdargocdargocd00001');
     await create('accounts', 'Account', 'account', { plan: 'enterprise' });
     await create('workspaces', 'Workspace', 'main', { default: true });
     await create('guardrails', 'Guardrail', 'g', { budget: { limitUsd: 5 } });
     await create('gatewayapikeys', 'GatewayAPIKey', 'live-key', { hash: 'c'.repeat(64) });
-    await create('gatewayapikeys', 'GatewayAPIKey', 'expired-key', { hash: 'd'.repeat(64), expiresAt: '2020-01-01T00:00:00Z' });
+    await create('gatewayapikeys', 'GatewayAPIKey', 'expired-key', {
+      hash: 'd'.repeat(64),
+      expiresAt: '2020-01-01T00:00:00Z',
+    });
     await create('byokcredentials', 'BYOKCredential', 'ok', { provider: 'openai', secretRef: { name: 'ok-key' } });
-    await create('byokcredentials', 'BYOKCredential', 'off', { provider: 'openai', secretRef: { name: 'ok-key' }, disabled: true });
-    await create('byokcredentials', 'BYOKCredential', 'missing', { provider: 'openai', secretRef: { name: 'no-such-secret' } });
-    for (const [plural, name] of [['accounts', 'account'], ['workspaces', 'main'], ['guardrails', 'g'], ['gatewayapikeys', 'live-key'], ['gatewayapikeys', 'expired-key'], ['byokcredentials', 'ok'], ['byokcredentials', 'off']] as const) {
+    await create('byokcredentials', 'BYOKCredential', 'off', {
+      provider: 'openai',
+      secretRef: { name: 'ok-key' },
+      disabled: true,
+    });
+    await create('byokcredentials', 'BYOKCredential', 'missing', {
+      provider: 'openai',
+      secretRef: { name: 'no-such-secret' },
+    });
+    for (const [plural, name] of [
+      ['accounts', 'account'],
+      ['workspaces', 'main'],
+      ['guardrails', 'g'],
+      ['gatewayapikeys', 'live-key'],
+      ['gatewayapikeys', 'expired-key'],
+      ['byokcredentials', 'ok'],
+      ['byokcredentials', 'off'],
+    ] as const) {
       live[name] = await resource(plural, ns).waitReady(name, 'True');
     }
     live.missing = await resource('byokcredentials', ns).waitReady('missing', 'False', 'SecretNotFound');
@@ -75,7 +96,9 @@ describe('Argo CD health checks', () => {
 
   test('argocd-cm.yaml carries the same script for each of the five kinds', () => {
     const cm = parse(readFileSync(join(docs, 'argocd-cm.yaml'), 'utf8')) as { data: Record<string, string> };
-    expect(Object.keys(cm.data).sort()).toEqual(KINDS.map((k) => `resource.customizations.health.byok.gateway.dev_${k}`).sort());
+    expect(Object.keys(cm.data).sort()).toEqual(
+      KINDS.map((k) => `resource.customizations.health.byok.gateway.dev_${k}`).sort(),
+    );
     for (const value of Object.values(cm.data)) expect(value).toBe(script);
   });
 
@@ -93,33 +116,61 @@ describe('Argo CD health checks', () => {
 
   test('a Ready credential the upstream refuses (UpstreamHealthy=False) is Degraded with the upstream reason; upstreamDegrades=false keeps it Healthy', async () => {
     // The operator's Ready=True object, with the condition the health writer sets after a gateway reported 401s.
-    const upstream = { type: 'UpstreamHealthy', status: 'False', reason: 'Unauthorized', message: 'the provider refused the key: 4 of 4 attempts answered 401', lastTransitionTime: '2026-11-26T00:00:00Z' };
-    const withCondition = (o: Obj, c: typeof upstream): Obj => ({ ...o, status: { ...o.status, conditions: [...(o.status?.conditions ?? []), c as never] } });
+    const upstream = {
+      type: 'UpstreamHealthy',
+      status: 'False',
+      reason: 'Unauthorized',
+      message: 'the provider refused the key: 4 of 4 attempts answered 401',
+      lastTransitionTime: '2026-11-26T00:00:00Z',
+    };
+    const withCondition = (o: Obj, c: typeof upstream): Obj => ({
+      ...o,
+      status: { ...o.status, conditions: [...(o.status?.conditions ?? []), c as never] },
+    });
     const refused = withCondition(live.ok!, upstream);
-    expect(await health(refused)).toEqual({ status: 'Degraded', message: `Upstream Unauthorized: ${upstream.message}` });
+    expect(await health(refused)).toEqual({
+      status: 'Degraded',
+      message: `Upstream Unauthorized: ${upstream.message}`,
+    });
     const optedOut = script.replace('local upstreamDegrades = true', 'local upstreamDegrades = false');
     expect(optedOut).not.toBe(script);
-    expect(await health(refused, optedOut)).toEqual({ status: 'Healthy', message: `Upstream Unauthorized: ${upstream.message}` });
+    expect(await health(refused, optedOut)).toEqual({
+      status: 'Healthy',
+      message: `Upstream Unauthorized: ${upstream.message}`,
+    });
     // Serving (or no report yet) stays Healthy; a disabled credential stays Suspended whatever its upstream said.
-    expect((await health(withCondition(live.ok!, { ...upstream, status: 'True', reason: 'Serving', message: 'ok' }))).status).toBe('Healthy');
+    expect(
+      (await health(withCondition(live.ok!, { ...upstream, status: 'True', reason: 'Serving', message: 'ok' }))).status,
+    ).toBe('Healthy');
     expect((await health(withCondition(live.off!, upstream))).status).toBe('Suspended');
   });
 
   test('a disabled credential and an expired API key are Suspended', async () => {
     expect(await health(live.off!)).toEqual({ status: 'Suspended', message: 'Disabled: never used for routing' });
-    expect(await health(live['expired-key']!)).toEqual({ status: 'Suspended', message: 'Not live (disabled or expired)' });
+    expect(await health(live['expired-key']!)).toEqual({
+      status: 'Suspended',
+      message: 'Not live (disabled or expired)',
+    });
   });
 
   test('Progressing before the first reconcile and while status lags a spec change', async () => {
     await op!.op.stop();
     op = undefined;
-    const fresh = await resource('byokcredentials', ns).create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'fresh' }, spec: { provider: 'openai', secretRef: { name: 'ok-key' } } });
+    const fresh = await resource('byokcredentials', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'fresh' },
+      spec: { provider: 'openai', secretRef: { name: 'ok-key' } },
+    });
     expect((await health(fresh)).status).toBe('Progressing');
     await resource('byokcredentials', ns).update('ok', (o) => {
       o.spec = { ...o.spec, isRequired: true };
     });
     const changed = await resource('byokcredentials', ns).get('ok');
     expect(changed.metadata.generation).toBeGreaterThan(changed.status!.observedGeneration as number);
-    expect(await health(changed)).toEqual({ status: 'Progressing', message: `Waiting for the byok operator to observe generation ${changed.metadata.generation}` });
+    expect(await health(changed)).toEqual({
+      status: 'Progressing',
+      message: `Waiting for the byok operator to observe generation ${changed.metadata.generation}`,
+    });
   });
 });

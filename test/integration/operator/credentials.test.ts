@@ -7,8 +7,18 @@ import { maskLabel, publicId } from '../../../src/domain/index.ts';
 import { CREDENTIAL_SECRET_LABEL } from '../../../src/kube/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import {
+  type CapturedOperator,
+  cond,
+  core,
+  createSecret,
+  metricsText,
+  metricValue,
+  resource,
+  setSecret,
+  startTestOperator,
+} from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { cond, core, createSecret, metricsText, metricValue, resource, setSecret, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { sleep, until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
@@ -22,7 +32,8 @@ describe('operator reconciler', () => {
   let creds: ReturnType<typeof resource>;
   const measured: Record<string, number> = {};
 
-  const credential = (name: string, spec: Record<string, unknown>) => creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec });
+  const credential = (name: string, spec: Record<string, unknown>) =>
+    creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec });
 
   beforeAll(async () => {
     ns = await createAccountNamespace('op-cred');
@@ -65,7 +76,9 @@ describe('operator reconciler', () => {
     const events = kc.makeApiClient(EventsV1Api);
     await until('a SecretNotFound warning event', async () => {
       const list = await events.listNamespacedEvent({ namespace: ns });
-      return list.items.some((e) => e.regarding?.name === 'late' && e.type === 'Warning' && e.reason === 'SecretNotFound');
+      return list.items.some(
+        (e) => e.regarding?.name === 'late' && e.type === 'Warning' && e.reason === 'SecretNotFound',
+      );
     });
     const t0 = Date.now();
     await createSecret(kc, ns, 'late-key', 'mistral-0123456789abcdef');
@@ -84,10 +97,15 @@ describe('operator reconciler', () => {
     await setSecret(kc, ns, 'anthropic-key', 'sk-ant-api03-ROTATEDzyxwvutsrqponmlkjih');
     const want = maskLabel('anthropic', 'sk-ant-api03-ROTATEDzyxwvutsrqponmlkjih');
     // Label and bundle through the Secret watch, each within a cap of 5 s: the trap waited for the 60 s resync.
-    const c = await until('the rotated label', async () => {
-      const o = await creds.get('anthropic');
-      return o.status?.label === want ? o : undefined;
-    }, 5000, 20);
+    const c = await until(
+      'the rotated label',
+      async () => {
+        const o = await creds.get('anthropic');
+        return o.status?.label === want ? o : undefined;
+      },
+      5000,
+      20,
+    );
     measured.rotationToLabelMs = Date.now() - t0;
     await until('the bundle re-sealed after rotation', () => compiledAt > 0, 5000, 20);
     off();
@@ -104,9 +122,13 @@ describe('operator reconciler', () => {
     expect(cond(bad, 'PayloadValid')).toMatchObject({ status: 'False', reason: 'PayloadInvalid' });
     expect(bad.status?.label).toBeUndefined();
     await run.op.waitForIdle();
-    const before = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' });
+    const before = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', {
+      controller: 'byokcredential',
+    });
     await sleep(1500);
-    const after = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' });
+    const after = metricValue(await metricsText(run.op), 'controller_runtime_reconcile_total', {
+      controller: 'byokcredential',
+    });
     expect(after).toBe(before);
     await setSecret(kc, ns, 'bad-key', 'gsk_0123456789abcdefghij');
     await creds.waitReady('bad', 'True');
@@ -122,10 +144,19 @@ describe('operator reconciler', () => {
   test('an API-key hash that does not resolve, then becomes live, then is disabled, then expires', async () => {
     const keys = resource('gatewayapikeys', ns);
     await createSecret(kc, ns, 'filtered-key', 'sk-ant-api03-filtered000000000000');
-    await credential('filtered', { provider: 'anthropic', secretRef: { name: 'filtered-key' }, allowedApiKeyHashes: [hash('a')] });
+    await credential('filtered', {
+      provider: 'anthropic',
+      secretRef: { name: 'filtered-key' },
+      allowedApiKeyHashes: [hash('a')],
+    });
     const unresolved = await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
     expect(cond(unresolved, 'FiltersValid')?.message).toContain('allowedApiKeyHashes');
-    await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'key-a' }, spec: { hash: hash('a') } });
+    await keys.create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'key-a' },
+      spec: { hash: hash('a') },
+    });
     await creds.waitReady('filtered', 'True');
     await keys.update('key-a', (o) => (o.spec!.disabled = true));
     await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
@@ -153,7 +184,12 @@ describe('operator reconciler', () => {
     await createSecret(kc, ns, 'ws-key', 'sk-ant-api03-workspace0000000000');
     await credential('scoped', { provider: 'anthropic', secretRef: { name: 'ws-key' }, workspace: 'team' });
     await creds.waitReady('scoped', 'False', 'WorkspaceNotFound');
-    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'team' }, spec: { displayName: 'Team' } });
+    await workspaces.create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'team' },
+      spec: { displayName: 'Team' },
+    });
     const ok = await creds.waitReady('scoped', 'True');
     expect(ok.status?.workspaceId).toBe(publicId('Workspace', ns, 'team'));
     await workspaces.delete('team');
@@ -174,10 +210,20 @@ describe('operator reconciler', () => {
     const workspaces = resource('workspaces', ns);
     // The namespace's own Account (createAccountNamespace) is the first.
     const first = ns;
-    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true } });
+    await workspaces.create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'main' },
+      spec: { default: true },
+    });
     await sleep(1100); // creationTimestamp has second precision
     await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'second' }, spec: {} });
-    await workspaces.create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'other' }, spec: { default: true } });
+    await workspaces.create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'other' },
+      spec: { default: true },
+    });
     await accounts.waitReady(first, 'True');
     await accounts.waitReady('second', 'False', 'Conflicting');
     await workspaces.waitReady('main', 'True');
@@ -192,10 +238,19 @@ describe('operator reconciler', () => {
     expect((await fetch(`${run.op.httpAddress}/healthz`)).status).toBe(200);
     expect((await fetch(`${run.op.httpAddress}/readyz`)).status).toBe(200);
     const text = await metricsText(run.op);
-    for (const name of ['controller_runtime_reconcile_total', 'controller_runtime_reconcile_time_seconds', 'workqueue_depth', 'workqueue_adds_total', 'workqueue_retries_total', 'leader_election_master_status']) {
+    for (const name of [
+      'controller_runtime_reconcile_total',
+      'controller_runtime_reconcile_time_seconds',
+      'workqueue_depth',
+      'workqueue_adds_total',
+      'workqueue_retries_total',
+      'leader_election_master_status',
+    ]) {
       expect(text).toContain(name);
     }
-    expect(metricValue(text, 'controller_runtime_reconcile_total', { controller: 'byokcredential', result: 'success' })).toBeGreaterThan(0);
+    expect(
+      metricValue(text, 'controller_runtime_reconcile_total', { controller: 'byokcredential', result: 'success' }),
+    ).toBeGreaterThan(0);
     expect(metricValue(text, 'workqueue_retries_total', { name: 'byokcredential' })).toBeGreaterThanOrEqual(0);
   });
 
@@ -212,7 +267,11 @@ describe('operator reconciler', () => {
     const needle = CANARY.slice(3, 30);
     const haystacks: [string, string][] = [];
     for (const plural of ['byokcredentials', 'workspaces', 'guardrails', 'gatewayapikeys', 'accounts']) {
-      const list = (await kc.makeApiClient((await import('@kubernetes/client-node')).CustomObjectsApi).listNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural })) as { items: unknown[] };
+      const list = (await kc
+        .makeApiClient((await import('@kubernetes/client-node')).CustomObjectsApi)
+        .listNamespacedCustomObject({ group: 'byok.gateway.dev', version: 'v1alpha1', namespace: ns, plural })) as {
+        items: unknown[];
+      };
       haystacks.push([plural, JSON.stringify(list.items)]);
     }
     const events = await kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns });
@@ -222,14 +281,27 @@ describe('operator reconciler', () => {
       haystacks.push([`configmaps/${n}`, JSON.stringify(cms.items)]);
       // Bundle Secrets carry the payload only encrypted.
       const secrets = await core(kc).listNamespacedSecret({ namespace: routing });
-      haystacks.push([`routing-secrets`, JSON.stringify(secrets.items.map((s: V1Secret) => ({ ...s, data: Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) })))]);
+      haystacks.push([
+        `routing-secrets`,
+        JSON.stringify(
+          secrets.items.map((s: V1Secret) => ({
+            ...s,
+            data: Object.fromEntries(
+              Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+            ),
+          })),
+        ),
+      ]);
     }
     haystacks.push(['logs', run.logs.join('\n')]);
     // The compile pipeline ran for this account, so the ConfigMap and bundle checks above looked at real output.
     const routingCms = await core(kc).listNamespacedConfigMap({ namespace: routing });
     expect(routingCms.items.some((c) => c.metadata?.name?.startsWith('byok-routing'))).toBe(true);
     for (const [where, text] of haystacks) {
-      expect({ where, leaked: text.includes(needle) || text.includes(Buffer.from(CANARY).toString('base64').slice(4, 30)) }).toEqual({ where, leaked: false });
+      expect({
+        where,
+        leaked: text.includes(needle) || text.includes(Buffer.from(CANARY).toString('base64').slice(4, 30)),
+      }).toEqual({ where, leaked: false });
     }
     expect(run.logs.length).toBeGreaterThan(0);
     expect(events.items.some((e) => e.reason === 'PayloadInvalid')).toBe(true);

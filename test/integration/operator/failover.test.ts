@@ -3,17 +3,30 @@
 // not rewritten by the new leader (no duplicate writes); a graceful stop releases the lease at once.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { SupervisedInformer, crPath } from '../../../src/kube/index.ts';
+import { crPath, SupervisedInformer } from '../../../src/kube/index.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { createAccountNamespace } from '../../support/tenant.ts';
+import {
+  type CapturedOperator,
+  createSecret,
+  metricsText,
+  metricValue,
+  resource,
+  startTestOperator,
+} from '../../support/operator.ts';
 import { beforeCap } from '../../support/order.ts';
-import { createSecret, metricValue, metricsText, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { sleep, until } from '../../support/until.ts';
 
 // A lease far longer than the retry period: a released lease is taken at the next retry, long before it would expire.
-const LEASE = { enabled: true, leaseName: 'byok-operator', leaseDurationSeconds: 10, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 };
+const LEASE = {
+  enabled: true,
+  leaseName: 'byok-operator',
+  leaseDurationSeconds: 10,
+  renewDeadlineSeconds: 2,
+  retryPeriodSeconds: 0.5,
+};
 
 describe('leader election and failover', () => {
   const kc: KubeConfig = testKubeConfig();
@@ -25,7 +38,12 @@ describe('leader election and failover', () => {
   const measured: Record<string, number> = {};
 
   const start = async (identity: string) => {
-    const r = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns], identity, leaderElection: { ...LEASE, leaseNamespace: routing } });
+    const r = await startTestOperator(kc, {
+      routingNamespace: routing,
+      watchNamespaces: [ns],
+      identity,
+      leaderElection: { ...LEASE, leaseNamespace: routing },
+    });
     running.push(r);
     return r;
   };
@@ -34,9 +52,15 @@ describe('leader election and failover', () => {
     ns = await createAccountNamespace('op-ha');
     routing = await createTestNamespace('op-ha-routing');
     // Counts every change to each credential's status as the apiserver sees it.
-    watcher = new SupervisedInformer<BYOKCredential>({ kubeConfig: kc, path: crPath('byokcredentials'), namespaces: [ns], name: 'test-watch' });
+    watcher = new SupervisedInformer<BYOKCredential>({
+      kubeConfig: kc,
+      path: crPath('byokcredentials'),
+      namespaces: [ns],
+      name: 'test-watch',
+    });
     watcher.on('update', (c, old) => {
-      if (JSON.stringify(c.status) !== JSON.stringify(old.status)) statusWrites.set(c.metadata.name!, (statusWrites.get(c.metadata.name!) ?? 0) + 1);
+      if (JSON.stringify(c.status) !== JSON.stringify(old.status))
+        statusWrites.set(c.metadata.name!, (statusWrites.get(c.metadata.name!) ?? 0) + 1);
     });
     await watcher.start();
   });
@@ -58,21 +82,33 @@ describe('leader election and failover', () => {
 
     for (let i = 0; i < 5; i++) {
       await createSecret(kc, ns, `key-${i}`, `gsk_failover_secret_${i}_0123456789`);
-      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: `cred-${i}` }, spec: { provider: 'groq', secretRef: { name: `key-${i}` } } });
+      await creds.create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: `cred-${i}` },
+        spec: { provider: 'groq', secretRef: { name: `key-${i}` } },
+      });
     }
     for (let i = 0; i < 5; i++) await creds.waitReady(`cred-${i}`, 'True');
     await a.op.waitForIdle();
     await sleep(300);
     const writesBefore = Object.fromEntries(statusWrites);
     // The standby reconciled nothing.
-    expect(metricValue(await metricsText(b.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' })).toBe(0);
+    expect(
+      metricValue(await metricsText(b.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' }),
+    ).toBe(0);
 
     // Crash the leader: no lease release.
     const killedAt = Date.now();
     await a.op.stop({ releaseLease: false });
     // A change made while nobody leads must not be lost.
     await createSecret(kc, ns, 'key-during', 'gsk_during_failover_0123456789');
-    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'cred-during' }, spec: { provider: 'groq', secretRef: { name: 'key-during' } } });
+    await creds.create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'cred-during' },
+      spec: { provider: 'groq', secretRef: { name: 'key-during' } },
+    });
     await until('b leads', () => b.op.isLeader(), 30_000, 20);
     measured.failoverMs = Date.now() - killedAt;
     await creds.waitReady('cred-during', 'True');
@@ -80,7 +116,9 @@ describe('leader election and failover', () => {
     await sleep(500);
     // The new leader re-reconciled everything but wrote nothing for objects whose status was already right.
     for (let i = 0; i < 5; i++) expect(statusWrites.get(`cred-${i}`)).toBe(writesBefore[`cred-${i}`]);
-    expect(metricValue(await metricsText(b.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' })).toBeGreaterThanOrEqual(6);
+    expect(
+      metricValue(await metricsText(b.op), 'controller_runtime_reconcile_total', { controller: 'byokcredential' }),
+    ).toBeGreaterThanOrEqual(6);
     expect(metricValue(await metricsText(b.op), 'leader_election_master_status', {})).toBe(1);
 
     // Graceful hand-back: B releases the lease on stop, a fresh instance takes over at its next retry.

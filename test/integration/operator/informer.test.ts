@@ -2,7 +2,13 @@
 // must not lose a delete, and the staleness watchdog.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
-import { SupervisedInformer, createApplier, crPath, stripBulkyMetadata, type RestartReason } from '../../../src/kube/index.ts';
+import {
+  createApplier,
+  crPath,
+  type RestartReason,
+  SupervisedInformer,
+  stripBulkyMetadata,
+} from '../../../src/kube/index.ts';
 import type { Guardrail } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -18,7 +24,10 @@ describe('SupervisedInformer', () => {
 
   beforeAll(async () => {
     ns = await createTestNamespace('informer');
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'before', labels: { app: 't' } }, data: { a: '1' } } });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'before', labels: { app: 't' } }, data: { a: '1' } },
+    });
     informer = new SupervisedInformer<V1ConfigMap>({
       kubeConfig: kc,
       path: '/api/v1/configmaps',
@@ -44,14 +53,21 @@ describe('SupervisedInformer', () => {
     expect(events).toContain('add:before');
     expect(informer.get(ns, 'before')?.apiVersion).toBe('v1');
     expect(informer.get(ns, 'before')?.kind).toBe('ConfigMap');
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'after', labels: { app: 't' } }, data: { a: '2' } } });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'after', labels: { app: 't' } }, data: { a: '2' } },
+    });
     await until('add:after', () => events.includes('add:after'));
     expect(informer.byIndex('a', '2').map((o) => o.metadata?.name)).toEqual(['after']);
     expect(informer.size()).toBe(informer.list().length);
     expect(informer.size()).toBeGreaterThanOrEqual(2);
     expect(informer.hasNamespace(ns)).toBe(true);
     expect(informer.hasNamespace(`${ns}-none`)).toBe(false);
-    await core.patchNamespacedConfigMap({ namespace: ns, name: 'after', body: [{ op: 'replace', path: '/data/a', value: '3' }] });
+    await core.patchNamespacedConfigMap({
+      namespace: ns,
+      name: 'after',
+      body: [{ op: 'replace', path: '/data/a', value: '3' }],
+    });
     await until('update:after', () => events.includes('update:after'));
     expect(informer.byIndex('a', '2')).toEqual([]);
     expect(informer.byIndex('a', '3').map((o) => o.metadata?.name)).toEqual(['after']);
@@ -64,7 +80,12 @@ describe('SupervisedInformer', () => {
 
   test('observe() gives read-your-writes and the later watch event is not a second update', async () => {
     const applier = createApplier(kc);
-    const written = await applier.apply<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'ryw', namespace: ns, labels: { app: 't' } }, data: { a: 'ryw' } });
+    const written = await applier.apply<V1ConfigMap>({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'ryw', namespace: ns, labels: { app: 't' } },
+      data: { a: 'ryw' },
+    });
     informer.observe(written);
     expect(informer.get(ns, 'ryw')?.data?.a).toBe('ryw');
     await sleep(500);
@@ -84,7 +105,12 @@ describe('SupervisedInformer', () => {
     const seen: string[] = [];
     const reasons: RestartReason[] = [];
     const gi = new SupervisedInformer<Guardrail>({
-      kubeConfig: kc, path: crPath('guardrails'), namespaces: [ns], name: 'guardrails', backoffInitialMs: 50, onRestart: (r) => reasons.push(r),
+      kubeConfig: kc,
+      path: crPath('guardrails'),
+      namespaces: [ns],
+      name: 'guardrails',
+      backoffInitialMs: 50,
+      onRestart: (r) => reasons.push(r),
     });
     gi.on('add', (o) => seen.push(`add:${o.metadata?.name}`));
     gi.on('delete', (o) => seen.push(`delete:${o.metadata?.name}`));
@@ -109,18 +135,34 @@ describe('SupervisedInformer', () => {
   });
 
   test('a transform (stripBulkyMetadata) keeps managedFields out of the cache for listed, watched and observed objects', async () => {
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'tf-listed', labels: { app: 'tf' } }, data: { a: '1' } } });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'tf-listed', labels: { app: 'tf' } }, data: { a: '1' } },
+    });
     const ti = new SupervisedInformer<V1ConfigMap>({
-      kubeConfig: kc, path: '/api/v1/configmaps', namespaces: [ns], labelSelector: 'app=tf', name: 'transformed', transform: stripBulkyMetadata,
+      kubeConfig: kc,
+      path: '/api/v1/configmaps',
+      namespaces: [ns],
+      labelSelector: 'app=tf',
+      name: 'transformed',
+      transform: stripBulkyMetadata,
     });
     const handed: V1ConfigMap[] = [];
     ti.on('add', (o) => handed.push(o));
     ti.on('update', (o) => handed.push(o));
     try {
       await ti.start();
-      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'tf-watched', labels: { app: 'tf' } }, data: { a: '2' } } });
+      await core.createNamespacedConfigMap({
+        namespace: ns,
+        body: { metadata: { name: 'tf-watched', labels: { app: 'tf' } }, data: { a: '2' } },
+      });
       await until('tf-watched', () => ti.get(ns, 'tf-watched') !== undefined);
-      const written = await createApplier(kc).apply<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'tf-observed', namespace: ns, labels: { app: 'tf' } }, data: { a: '3' } });
+      const written = await createApplier(kc).apply<V1ConfigMap>({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'tf-observed', namespace: ns, labels: { app: 'tf' } },
+        data: { a: '3' },
+      });
       expect(written.metadata?.managedFields?.length).toBeGreaterThan(0);
       ti.observe(written);
       // The caller's object is left alone.
@@ -140,7 +182,10 @@ describe('SupervisedInformer', () => {
 
   test('the staleness watchdog restarts a quiet watch, and events still flow afterwards', async () => {
     await until('a stale restart', () => restarts.includes('stale'), 8000);
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'late', labels: { app: 't' } }, data: { a: 'l' } } });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'late', labels: { app: 't' } }, data: { a: 'l' } },
+    });
     await until('add:late', () => events.includes('add:late'));
   });
 });

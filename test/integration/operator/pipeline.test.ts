@@ -1,28 +1,39 @@
 // The compile pipeline against the real apiserver: real CRs and Secrets in account namespaces, read back into a
 // hand-built AccountStateSource (the reconciler's job in production), compiled into the routing namespace.
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, type V1ConfigMap } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { compileAccount } from '../../../src/compiler/compile.ts';
-import { canonicalJson } from '../../../src/contract/canonical-json.ts';
-import { INDEX_KEY, INDEX_NAME, type RoutingIndex } from '../../../src/contract/routing.ts';
 import { shardAccounts } from '../../../src/compiler/shard.ts';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
-import { maskLabel } from '../../../src/domain/label.ts';
-import { addBundleKey, createCompilePipeline, kubeRoutingStore, type CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
-import { parseEnvelope } from '../../../src/contract/envelope.ts';
-import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../../src/schema/generated/types.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
-import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
-import { createTestNamespace, crApi, customObjects, testKubeConfig } from '../../support/kube.ts';
-import { GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { canonicalJson } from '../../../src/contract/canonical-json.ts';
+import { parseEnvelope } from '../../../src/contract/envelope.ts';
+import { INDEX_KEY, INDEX_NAME, type RoutingIndex } from '../../../src/contract/routing.ts';
+import { maskLabel } from '../../../src/domain/label.ts';
+import {
+  addBundleKey,
+  type CompilePipeline,
+  createCompilePipeline,
+  kubeRoutingStore,
+} from '../../../src/operator/compile/pipeline.ts';
+import type {
+  Account,
+  BYOKCredential,
+  GatewayAPIKey,
+  Guardrail,
+  Workspace,
+} from '../../../src/schema/generated/types.ts';
+import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { createCredentialDecryptor, loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { crApi, createTestNamespace, customObjects, testKubeConfig } from '../../support/kube.ts';
 
 const CANARY = `sk-CANARY${randomBytes(8).toString('hex')}`;
 const SHARD_OPTS = { targetBytes: 24 * 1024, gzipAboveBytes: 8 * 1024 };
@@ -31,30 +42,65 @@ const core = kc.makeApiClient(CoreV1Api);
 
 async function limited<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>) {
   let i = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (i < items.length) await fn(items[i++]!);
+    }),
+  );
 }
 
 const hashOf = (s: string) => Buffer.from(s).toString('hex').padEnd(64, '0').slice(0, 64);
 
 async function seedAccount(ns: string, credentials: number) {
   const key = hashOf(`key-${ns}`);
-  await crApi('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { plan: 'enterprise' } });
-  await crApi('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'main' }, spec: { default: true, budgets: { monthly: 100 } } });
-  await crApi('guardrails', ns).create({ apiVersion: API_VERSION, kind: 'Guardrail', metadata: { name: 'g' }, spec: { budget: { limitUsd: 5 } } });
-  await crApi('gatewayapikeys', ns).create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'k' }, spec: { hash: key, guardrail: 'g' } });
-  const providers = ['openai', 'anthropic', 'mistral', 'groq'];
-  await limited(Array.from({ length: credentials }, (_, i) => i), 16, async (i) => {
-    const name = `cred-${String(i).padStart(3, '0')}`;
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: `${name}-key` }, stringData: { key: `${CANARY}-${ns}-${i}` } } });
-    await crApi('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name },
-      spec: { provider: providers[i % 4], secretRef: { name: `${name}-key`, key: 'key' }, sortOrder: i, isFallback: i % 9 === 0, ...(i % 5 === 0 ? { allowedApiKeyHashes: [key] } : {}) },
-    });
+  await crApi('accounts', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Account',
+    metadata: { name: 'account' },
+    spec: { plan: 'enterprise' },
   });
+  await crApi('workspaces', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Workspace',
+    metadata: { name: 'main' },
+    spec: { default: true, budgets: { monthly: 100 } },
+  });
+  await crApi('guardrails', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'Guardrail',
+    metadata: { name: 'g' },
+    spec: { budget: { limitUsd: 5 } },
+  });
+  await crApi('gatewayapikeys', ns).create({
+    apiVersion: API_VERSION,
+    kind: 'GatewayAPIKey',
+    metadata: { name: 'k' },
+    spec: { hash: key, guardrail: 'g' },
+  });
+  const providers = ['openai', 'anthropic', 'mistral', 'groq'];
+  await limited(
+    Array.from({ length: credentials }, (_, i) => i),
+    16,
+    async (i) => {
+      const name = `cred-${String(i).padStart(3, '0')}`;
+      await core.createNamespacedSecret({
+        namespace: ns,
+        body: { metadata: { name: `${name}-key` }, stringData: { key: `${CANARY}-${ns}-${i}` } },
+      });
+      await crApi('byokcredentials', ns).create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name },
+        spec: {
+          provider: providers[i % 4],
+          secretRef: { name: `${name}-key`, key: 'key' },
+          sortOrder: i,
+          isFallback: i % 9 === 0,
+          ...(i % 5 === 0 ? { allowedApiKeyHashes: [key] } : {}),
+        },
+      });
+    },
+  );
 }
 
 /** What the reconciler's caches would hold: every object of the account, read back from the apiserver. */
@@ -63,8 +109,17 @@ class ApiserverSource {
   now = new Date();
   async refresh(ns: string) {
     const list = async <T>(plural: string) =>
-      ((await customObjects().listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural })) as { items: T[] }).items;
-    const secrets = new Map((await core.listNamespacedSecret({ namespace: ns })).items.map((s) => [s.metadata!.name!, s]));
+      (
+        (await customObjects().listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural,
+        })) as { items: T[] }
+      ).items;
+    const secrets = new Map(
+      (await core.listNamespacedSecret({ namespace: ns })).items.map((s) => [s.metadata!.name!, s]),
+    );
     const creds = await list<BYOKCredential>('byokcredentials');
     const accounts = await list<Account>('accounts');
     this.snaps.set(ns, {
@@ -78,9 +133,10 @@ class ApiserverSource {
         const payload = raw === undefined ? undefined : Buffer.from(raw, 'base64').toString('utf8');
         return {
           resource: c,
-          verdict: payload === undefined
-            ? { valid: false, sortOrder: c.spec.sortOrder ?? 0 }
-            : { valid: true, payload, label: maskLabel(c.spec.provider, payload), sortOrder: c.spec.sortOrder ?? 0 },
+          verdict:
+            payload === undefined
+              ? { valid: false, sortOrder: c.spec.sortOrder ?? 0 }
+              : { valid: true, payload, label: maskLabel(c.spec.provider, payload), sortOrder: c.spec.sortOrder ?? 0 },
         };
       }),
       now: this.now,
@@ -125,7 +181,14 @@ describe('compile pipeline on a real apiserver', () => {
     await seedAccount(big, 200);
     for (const ns of small) await seedAccount(ns, 4);
     for (const ns of [big, ...small]) await source.refresh(ns);
-    pipeline = createCompilePipeline({ kubeConfig: kc, routingNamespace: routingNs, source, logger: pino({ level: 'silent' }), registry, shardOptions: SHARD_OPTS });
+    pipeline = createCompilePipeline({
+      kubeConfig: kc,
+      routingNamespace: routingNs,
+      source,
+      logger: pino({ level: 'silent' }),
+      registry,
+      shardOptions: SHARD_OPTS,
+    });
     await pipeline.start();
   }, 120_000);
 
@@ -134,8 +197,11 @@ describe('compile pipeline on a real apiserver', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it('writes exactly the compiler\'s pure output', async () => {
-    const expected = shardAccounts([big, ...small].map((ns) => compileAccount(source.snapshot(ns))), SHARD_OPTS);
+  it("writes exactly the compiler's pure output", async () => {
+    const expected = shardAccounts(
+      [big, ...small].map((ns) => compileAccount(source.snapshot(ns))),
+      SHARD_OPTS,
+    );
     expect(expected.shards.length).toBeGreaterThan(1);
     const { cms } = await routingObjects(routingNs);
     const byName = new Map(cms.map((c) => [c.metadata!.name!, c]));
@@ -155,12 +221,17 @@ describe('compile pipeline on a real apiserver', () => {
     }
     kubeletWrite(join(root, 'config'), files);
     const bundleFiles: Record<string, Buffer> = {};
-    for (const s of secrets.filter((x) => x.metadata!.name!.startsWith('byok-bundle-') && x.metadata!.name !== 'byok-bundle-key')) {
+    for (const s of secrets.filter(
+      (x) => x.metadata!.name!.startsWith('byok-bundle-') && x.metadata!.name !== 'byok-bundle-key',
+    )) {
       for (const [k, v] of Object.entries(s.data ?? {})) bundleFiles[k] = Buffer.from(v, 'base64');
     }
     kubeletWrite(join(root, 'bundle'), bundleFiles);
     const keySecret = secrets.find((x) => x.metadata!.name === 'byok-bundle-key')!;
-    kubeletWrite(join(root, 'keys'), Object.fromEntries(Object.entries(keySecret.data!).map(([k, v]) => [k, Buffer.from(v, 'base64')])));
+    kubeletWrite(
+      join(root, 'keys'),
+      Object.fromEntries(Object.entries(keySecret.data!).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+    );
 
     const config = loadRoutingConfig(join(root, 'config'));
     const account = config.accounts.get(big)!;
@@ -181,7 +252,10 @@ describe('compile pipeline on a real apiserver', () => {
     expect(result).toMatchObject({ shardWrites: 1, indexWritten: true, bundleWrites: 0, deleted: 0 });
     expect((await writes(registry)) - before).toBe(2);
     const { cms } = await routingObjects(routingNs);
-    const expected = shardAccounts([big, ...small].map((ns) => compileAccount(source.snapshot(ns))), SHARD_OPTS);
+    const expected = shardAccounts(
+      [big, ...small].map((ns) => compileAccount(source.snapshot(ns))),
+      SHARD_OPTS,
+    );
     expect(cms.find((c) => c.metadata!.name === INDEX_NAME)!.data![INDEX_KEY]).toBe(canonicalJson(expected.index));
   });
 
@@ -198,14 +272,21 @@ describe('compile pipeline on a real apiserver', () => {
       }
     }
     const { secrets } = await routingObjects(routingNs);
-    for (const s of secrets) for (const v of Object.values(s.data ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(CANARY);
+    for (const s of secrets)
+      for (const v of Object.values(s.data ?? {}))
+        expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(CANARY);
   });
 
   it('an activated bundle key reseals every bundle with nothing else happening (by the key reload and a pass)', async () => {
     const bundleKids = async () => {
       const { secrets } = await routingObjects(routingNs);
-      return new Set(secrets.filter((s) => s.metadata!.labels?.['byok.gateway.dev/routing'] === 'bundle')
-        .flatMap((s) => Object.values(s.data ?? {}).map((v) => parseEnvelope(Buffer.from(v, 'base64').toString('utf8')).kid)));
+      return new Set(
+        secrets
+          .filter((s) => s.metadata!.labels?.['byok.gateway.dev/routing'] === 'bundle')
+          .flatMap((s) =>
+            Object.values(s.data ?? {}).map((v) => parseEnvelope(Buffer.from(v, 'base64').toString('utf8')).kid),
+          ),
+      );
     };
     const before = await bundleKids();
     expect(before.size).toBe(1);
@@ -223,7 +304,9 @@ describe('compile pipeline on a real apiserver', () => {
     }
     const elapsed = performance.now() - t0;
     off();
-    process.stderr.write(`[rotation measurements] ${JSON.stringify({ activationToResealedMs: Math.round(elapsed) })}\n`);
+    process.stderr.write(
+      `[rotation measurements] ${JSON.stringify({ activationToResealedMs: Math.round(elapsed) })}\n`,
+    );
     // Resealed within the loop's cap (15 s: the key reload period of 10 s and the pass).
     expect([...kids]).toEqual([kid]);
     expect(compiles).toBeGreaterThanOrEqual(1);
@@ -236,10 +319,17 @@ describe('compile pipeline on a real apiserver', () => {
     const result = await pipeline.flush();
     expect(result!.deleted).toBeGreaterThan(0);
     const { cms, secrets } = await routingObjects(routingNs);
-    const expected = shardAccounts(small.map((ns) => compileAccount(source.snapshot(ns))), SHARD_OPTS);
-    expect(cms.map((c) => c.metadata!.name!).sort()).toEqual([INDEX_NAME, ...expected.shards.map((s) => s.name)].sort());
+    const expected = shardAccounts(
+      small.map((ns) => compileAccount(source.snapshot(ns))),
+      SHARD_OPTS,
+    );
+    expect(cms.map((c) => c.metadata!.name!).sort()).toEqual(
+      [INDEX_NAME, ...expected.shards.map((s) => s.name)].sort(),
+    );
     expect(cms.length).toBeLessThan(beforeNames.size);
-    const bundleIds = secrets.filter((s) => s.metadata!.name!.startsWith('byok-bundle-') && s.metadata!.name !== 'byok-bundle-key').flatMap((s) => Object.keys(s.data ?? {}));
+    const bundleIds = secrets
+      .filter((s) => s.metadata!.name!.startsWith('byok-bundle-') && s.metadata!.name !== 'byok-bundle-key')
+      .flatMap((s) => Object.keys(s.data ?? {}));
     expect(bundleIds).toHaveLength(small.length * 4);
   });
 });

@@ -1,14 +1,22 @@
 // The per-account credential quota at the Git door: credentials beyond Account spec.limits.maxCredentials (or
 // the operator default) are Ready=False with reason QuotaExceeded and are not compiled; the oldest win; a freed
 // place goes to the next oldest; raising the limit admits the rest.
+
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import { gunzipSync } from 'node:zlib';
 import { publicId } from '../../../src/domain/index.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import {
+  type CapturedOperator,
+  cond,
+  core,
+  createSecret,
+  resource,
+  startTestOperator,
+} from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
-import { cond, core, createSecret, resource, startTestOperator, type CapturedOperator } from '../../support/operator.ts';
 import { sleep, until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
@@ -41,11 +49,24 @@ describe('per-account credential quota (operator)', () => {
   const id = (n: string, name: string) => publicId('BYOKCredential', n, name);
 
   beforeAll(async () => {
-    [ns, other, routing] = await Promise.all([createTestNamespace('op-quota'), createAccountNamespace('op-quota-default'), createTestNamespace('op-quota-routing')]);
+    [ns, other, routing] = await Promise.all([
+      createTestNamespace('op-quota'),
+      createAccountNamespace('op-quota-default'),
+      createTestNamespace('op-quota-routing'),
+    ]);
     creds = resource('byokcredentials', ns);
     otherCreds = resource('byokcredentials', other);
-    await resource('accounts', ns).create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'account' }, spec: { limits: { maxCredentials: 2 } } });
-    run = await startTestOperator(kc, { routingNamespace: routing, watchNamespaces: [ns, other], defaultMaxCredentials: 1 });
+    await resource('accounts', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Account',
+      metadata: { name: 'account' },
+      spec: { limits: { maxCredentials: 2 } },
+    });
+    run = await startTestOperator(kc, {
+      routingNamespace: routing,
+      watchNamespaces: [ns, other],
+      defaultMaxCredentials: 1,
+    });
   });
   afterAll(async () => {
     await run?.op.stop();
@@ -54,7 +75,12 @@ describe('per-account credential quota (operator)', () => {
   test('beyond the Account limit the newest are QuotaExceeded and not compiled; the oldest win', async () => {
     for (const [i, name] of ['first', 'second', 'third'].entries()) {
       await createSecret(kc, ns, `${name}-key`, `gsk_quota_${name}_00000000000${i}`);
-      await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider: 'groq', secretRef: { name: `${name}-key` } } });
+      await creds.create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name },
+        spec: { provider: 'groq', secretRef: { name: `${name}-key` } },
+      });
       // Distinct creation seconds, so "oldest" is unambiguous.
       if (i < 2) await sleep(1100);
     }
@@ -81,7 +107,12 @@ describe('per-account credential quota (operator)', () => {
   test('an Account without a limit: the operator default applies; raising the limit admits the rest', async () => {
     for (const name of ['a', 'b']) {
       await createSecret(kc, other, `${name}-key`, `gsk_default_quota_${name}_0000000`);
-      await otherCreds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec: { provider: 'groq', secretRef: { name: `${name}-key` } } });
+      await otherCreds.create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name },
+        spec: { provider: 'groq', secretRef: { name: `${name}-key` } },
+      });
       await sleep(1100);
     }
     await otherCreds.waitReady('a', 'True');

@@ -5,12 +5,12 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EventsV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
-import { startOperator, type RunningOperator } from '../../../src/operator/run.ts';
 import { REDACT_PATHS } from '../../../src/operator/logger.ts';
+import { type RunningOperator, startOperator } from '../../../src/operator/run.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { createAccountNamespace } from '../../support/tenant.ts';
 import { core, createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
+import { createAccountNamespace } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
 
 const kc = testKubeConfig();
@@ -54,8 +54,18 @@ describe('operator status surface', () => {
     });
     // As the CLI does: the caller binds component, the operator binds it (and identity) again, and so do
     // leader election and the compile pipeline below it.
-    const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }, sink).child({ component: 'operator' });
-    op = await startOperator({ kubeConfig: kc, routingNamespace: routing, watchNamespaces: [ns], httpPort: 0, httpHost: '127.0.0.1', logger, leaderElection: { enabled: true, leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 } });
+    const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }, sink).child({
+      component: 'operator',
+    });
+    op = await startOperator({
+      kubeConfig: kc,
+      routingNamespace: routing,
+      watchNamespaces: [ns],
+      httpPort: 0,
+      httpHost: '127.0.0.1',
+      logger,
+      leaderElection: { enabled: true, leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 },
+    });
     await until('leadership', () => op.isLeader(), 20_000);
   }, 30_000);
   afterAll(async () => {
@@ -66,9 +76,24 @@ describe('operator status surface', () => {
     const creds = resource('byokcredentials', ns);
     await createSecret(kc, ns, 'global-key', 'sk-proj-globalglobalglobal0001');
     await createSecret(kc, ns, 'team-key', 'sk-proj-teamteamteamteam00002');
-    await resource('workspaces', ns).create({ apiVersion: API_VERSION, kind: 'Workspace', metadata: { name: 'team' }, spec: {} });
-    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'global-cred' }, spec: { provider: 'openai', secretRef: { name: 'global-key' } } });
-    await creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name: 'team-cred' }, spec: { provider: 'openai', secretRef: { name: 'team-key' }, workspace: 'team' } });
+    await resource('workspaces', ns).create({
+      apiVersion: API_VERSION,
+      kind: 'Workspace',
+      metadata: { name: 'team' },
+      spec: {},
+    });
+    await creds.create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'global-cred' },
+      spec: { provider: 'openai', secretRef: { name: 'global-key' } },
+    });
+    await creds.create({
+      apiVersion: API_VERSION,
+      kind: 'BYOKCredential',
+      metadata: { name: 'team-cred' },
+      spec: { provider: 'openai', secretRef: { name: 'team-key' }, workspace: 'team' },
+    });
     const global = await creds.waitReady('global-cred', 'True');
     await creds.waitReady('team-cred', 'True');
     expect(global.status?.workspaceScope).toBe('GLOBAL');
@@ -83,9 +108,23 @@ describe('operator status surface', () => {
 
   test('kubectl get gwkey prints the expiry as a time, past and future alike', async () => {
     const keys = resource('gatewayapikeys', ns);
-    await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'expired' }, spec: { hash: 'a'.repeat(64), expiresAt: '2020-03-01T00:00:00Z' } });
-    await keys.create({ apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name: 'future' }, spec: { hash: 'b'.repeat(64), expiresAt: '2099-03-01T00:00:00Z' } });
-    await until('both keys reconciled', async () => (await keys.get('expired')).status?.live === false && (await keys.get('future')).status?.live === true);
+    await keys.create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'expired' },
+      spec: { hash: 'a'.repeat(64), expiresAt: '2020-03-01T00:00:00Z' },
+    });
+    await keys.create({
+      apiVersion: API_VERSION,
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'future' },
+      spec: { hash: 'b'.repeat(64), expiresAt: '2099-03-01T00:00:00Z' },
+    });
+    await until(
+      'both keys reconciled',
+      async () =>
+        (await keys.get('expired')).status?.live === false && (await keys.get('future')).status?.live === true,
+    );
     const out = await kubectl('get', 'gwkey', '-n', ns);
     expect(out.split('\n')[0]).toMatch(/LIVE\s+EXPIRES AT/);
     expect(out).toMatch(/expired\s+false\s+2020-03-01T00:00:00Z/);
@@ -96,12 +135,24 @@ describe('operator status surface', () => {
   test('becoming Ready records a Normal event; falling from Ready is logged at warn', async () => {
     const events = kc.makeApiClient(EventsV1Api);
     await until('a Normal Ready event for global-cred', async () =>
-      (await events.listNamespacedEvent({ namespace: ns })).items.some((e) => e.regarding?.name === 'global-cred' && e.type === 'Normal' && e.reason === 'Ready'));
+      (await events.listNamespacedEvent({ namespace: ns })).items.some(
+        (e) => e.regarding?.name === 'global-cred' && e.type === 'Normal' && e.reason === 'Ready',
+      ),
+    );
     await core(kc).deleteNamespacedSecret({ namespace: ns, name: 'global-key' });
     await resource('byokcredentials', ns).waitReady('global-cred', 'False', 'SecretNotFound');
     const fell = await until('a log line for the Ready -> False transition', () =>
-      logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.name === 'global-cred' && l.from === 'True' && l.to === 'False'));
-    expect(fell).toMatchObject({ level: 40, kind: 'BYOKCredential', namespace: ns, reason: 'SecretNotFound', msg: 'BYOKCredential is no longer Ready' });
+      logs
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l.name === 'global-cred' && l.from === 'True' && l.to === 'False'),
+    );
+    expect(fell).toMatchObject({
+      level: 40,
+      kind: 'BYOKCredential',
+      namespace: ns,
+      reason: 'SecretNotFound',
+      msg: 'BYOKCredential is no longer Ready',
+    });
   });
 
   test('byok_credential_ready counts credentials per Ready status and reason (no per-credential series)', async () => {

@@ -3,7 +3,15 @@
 // router's params and nothing else.
 import { describe, expect, test } from '@jest/globals';
 import Fastify from 'fastify';
-import { access, attributesOf, checkRouteDeclaration, escapedSlashesAsSeparators, isWatch, resourceAccess, verbOf } from '../../../src/aggregated/access.ts';
+import {
+  access,
+  attributesOf,
+  checkRouteDeclaration,
+  escapedSlashesAsSeparators,
+  isWatch,
+  resourceAccess,
+  verbOf,
+} from '../../../src/aggregated/access.ts';
 
 const P = '/apis/api.byok.gateway.dev/v1';
 
@@ -41,9 +49,19 @@ describe('route declarations', () => {
 describe('review attributes', () => {
   test('come from the params the router matched', () => {
     expect(attributesOf({ method: 'DELETE', params: { ns: 'acme', name: 'k-1' }, query: {} }, 'byokkeys')).toEqual({
-      namespace: 'acme', verb: 'delete', group: 'api.byok.gateway.dev', version: 'v1', resource: 'byokkeys', name: 'k-1',
+      namespace: 'acme',
+      verb: 'delete',
+      group: 'api.byok.gateway.dev',
+      version: 'v1',
+      resource: 'byokkeys',
+      name: 'k-1',
     });
-    expect(attributesOf({ method: 'GET', params: {}, query: { watch: '1' } }, 'byokkeys')).toEqual({ verb: 'watch', group: 'api.byok.gateway.dev', version: 'v1', resource: 'byokkeys' });
+    expect(attributesOf({ method: 'GET', params: {}, query: { watch: '1' } }, 'byokkeys')).toEqual({
+      verb: 'watch',
+      group: 'api.byok.gateway.dev',
+      version: 'v1',
+      resource: 'byokkeys',
+    });
   });
 
   test.each([
@@ -61,16 +79,37 @@ describe('review attributes', () => {
   });
 
   test('verbs as the apiserver names them; watch has one spelling for the authorizer and the handler', () => {
-    expect(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => verbOf(m, true, false))).toEqual(['get', 'get', 'create', 'update', 'patch', 'delete']);
-    expect([verbOf('GET', false, true), verbOf('DELETE', false, false), verbOf('GET', false, false)]).toEqual(['watch', 'deletecollection', 'list']);
-    expect([isWatch({ watch: 'true' }), isWatch({ watch: '1' }), isWatch({ watch: 'True' }), isWatch({ watch: ['true', 'false'] }), isWatch(undefined)]).toEqual([true, true, false, false, false]);
+    expect(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => verbOf(m, true, false))).toEqual([
+      'get',
+      'get',
+      'create',
+      'update',
+      'patch',
+      'delete',
+    ]);
+    expect([verbOf('GET', false, true), verbOf('DELETE', false, false), verbOf('GET', false, false)]).toEqual([
+      'watch',
+      'deletecollection',
+      'list',
+    ]);
+    expect([
+      isWatch({ watch: 'true' }),
+      isWatch({ watch: '1' }),
+      isWatch({ watch: 'True' }),
+      isWatch({ watch: ['true', 'false'] }),
+      isWatch(undefined),
+    ]).toEqual([true, true, false, false, false]);
   });
 });
 
 describe('escaped slashes', () => {
   test('are separators in the path, as the kube-apiserver reads them; the query is left alone', () => {
-    expect(escapedSlashesAsSeparators('/apis%2fapi.byok.gateway.dev/v1/namespaces/a%2F..%2Fb/byokkeys?labelSelector=a%2Fb')).toBe('/apis/api.byok.gateway.dev/v1/namespaces/a/../b/byokkeys?labelSelector=a%2Fb');
-    expect(escapedSlashesAsSeparators('/apis/api.byok.gateway.dev/v1/byokkeys')).toBe('/apis/api.byok.gateway.dev/v1/byokkeys');
+    expect(
+      escapedSlashesAsSeparators('/apis%2fapi.byok.gateway.dev/v1/namespaces/a%2F..%2Fb/byokkeys?labelSelector=a%2Fb'),
+    ).toBe('/apis/api.byok.gateway.dev/v1/namespaces/a/../b/byokkeys?labelSelector=a%2Fb');
+    expect(escapedSlashesAsSeparators('/apis/api.byok.gateway.dev/v1/byokkeys')).toBe(
+      '/apis/api.byok.gateway.dev/v1/byokkeys',
+    );
     expect(escapedSlashesAsSeparators('/x%252F')).toBe('/x%252F');
   });
 });

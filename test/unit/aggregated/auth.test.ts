@@ -1,8 +1,9 @@
 // Front-proxy trust: only a client certificate from the request-header CA, for client auth, with an allowed CN.
-import type { DetailedPeerCertificate } from 'node:tls';
+
 import { X509Certificate } from 'node:crypto';
+import type { DetailedPeerCertificate } from 'node:tls';
 import { describe, expect, test } from '@jest/globals';
-import { isFrontProxy, userFromHeaders, type RequestHeaderConfig } from '../../../src/aggregated/auth.ts';
+import { isFrontProxy, type RequestHeaderConfig, userFromHeaders } from '../../../src/aggregated/auth.ts';
 import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
 
 function peer(certPem: string): DetailedPeerCertificate {
@@ -43,7 +44,15 @@ describe('front-proxy authentication', () => {
       groupHeaders: ['x-remote-group'],
       extraHeaderPrefixes: ['x-remote-extra-'],
     };
-    const user = userFromHeaders({ 'x-remote-user': ['alice'], 'x-remote-uid': ['u1'], 'x-remote-group': ['a, b', 'c'], 'x-remote-extra-scopes%2fread': ['x'] }, config);
+    const user = userFromHeaders(
+      {
+        'x-remote-user': ['alice'],
+        'x-remote-uid': ['u1'],
+        'x-remote-group': ['a, b', 'c'],
+        'x-remote-extra-scopes%2fread': ['x'],
+      },
+      config,
+    );
     expect(user).toEqual({ username: 'alice', uid: 'u1', groups: ['a, b', 'c'], extra: { 'scopes/read': ['x'] } });
     expect(userFromHeaders({}, config)).toBeUndefined();
   });

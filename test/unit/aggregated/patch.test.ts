@@ -1,7 +1,7 @@
 // Patch paths, patch keys and selector keys are tenant input (issue 24 §2): none reaches a prototype.
 import { describe, expect, test } from '@jest/globals';
-import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
 import { matches, parseSelector } from '../../../src/aggregated/handlers/selection.ts';
+import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
 
 const fresh = () => ({}) as Record<string, unknown>;
 
@@ -9,9 +9,20 @@ describe('patches never reach a prototype', () => {
   const doc = { spec: { provider: 'openai', allowedModels: ['a/b'] }, metadata: { labels: { x: '1' } } };
 
   test.each([
-    '/__proto__/x', '/constructor/prototype/x', '/spec/__proto__/disabled', '/spec/constructor', '/metadata/labels/prototype',
+    '/__proto__/x',
+    '/constructor/prototype/x',
+    '/spec/__proto__/disabled',
+    '/spec/constructor',
+    '/metadata/labels/prototype',
   ])('JSON patch path %s is refused for every op', (path) => {
-    for (const op of [{ op: 'add', path, value: 'y' }, { op: 'replace', path, value: 'y' }, { op: 'remove', path }, { op: 'test', path, value: 1 }, { op: 'copy', from: path, path: '/spec/displayName' }, { op: 'move', from: '/spec/provider', path }]) {
+    for (const op of [
+      { op: 'add', path, value: 'y' },
+      { op: 'replace', path, value: 'y' },
+      { op: 'remove', path },
+      { op: 'test', path, value: 1 },
+      { op: 'copy', from: path, path: '/spec/displayName' },
+      { op: 'move', from: '/spec/provider', path },
+    ]) {
       expect(() => jsonPatch(doc, [op])).toThrow(PatchError);
     }
     expect(fresh().x).toBeUndefined();
@@ -24,11 +35,18 @@ describe('patches never reach a prototype', () => {
   });
 
   test('merge patch keys naming a prototype are refused at any depth', () => {
-    for (const patch of [JSON.parse('{"__proto__":{"x":"y"}}'), { spec: { constructor: { prototype: { x: 1 } } } }, { metadata: { labels: { prototype: 'a' } } }]) {
+    for (const patch of [
+      JSON.parse('{"__proto__":{"x":"y"}}'),
+      { spec: { constructor: { prototype: { x: 1 } } } },
+      { metadata: { labels: { prototype: 'a' } } },
+    ]) {
       expect(() => mergePatch(doc, patch)).toThrow(PatchError);
     }
     expect(fresh().x).toBeUndefined();
-    expect(mergePatch(doc, { spec: { provider: 'anthropic' } })).toEqual({ ...doc, spec: { ...doc.spec, provider: 'anthropic' } });
+    expect(mergePatch(doc, { spec: { provider: 'anthropic' } })).toEqual({
+      ...doc,
+      spec: { ...doc.spec, provider: 'anthropic' },
+    });
   });
 
   test('selector keys match own labels only', () => {

@@ -2,13 +2,13 @@
 // and the discovery documents built from the served resources.
 import { describe, expect, test } from '@jest/globals';
 import { discoveryDocuments } from '../../../src/aggregated/discovery.ts';
-import { byokCredential } from '../../../src/schema/resources.ts';
 import { compareCursor, decodeCursor as decode, encodeCursor } from '../../../src/aggregated/handlers/cursor.ts';
 import { byokKeysResource } from '../../../src/aggregated/registry/byokkeys/index.ts';
 import { byokKeysStrategy, listOrderKey } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+import { StatusError } from '../../../src/aggregated/status.ts';
+import { byokCredential } from '../../../src/schema/resources.ts';
 import { compareKeys } from '../../../src/service/mapping.ts';
 import type { CredentialEntry } from '../../../src/service/read-model.ts';
-import { StatusError } from '../../../src/aggregated/status.ts';
 
 /** A byokkeys cursor: namespace, then the REST list order (provider, section, sort order, creation, id). */
 const cursor = ['acme', 'openai', false, 3, '2026-11-23T10:29:16.000Z', 'b223a9a1-1a72-5eaf-91dd-120ddffc74f7'];
@@ -44,7 +44,10 @@ describe('continue tokens', () => {
       } catch (err) {
         caught = err;
       }
-      expect([t.slice(0, 30), caught instanceof StatusError ? [caught.code, caught.message] : caught]).toEqual([t.slice(0, 30), [400, 'continue: invalid continue token']]);
+      expect([t.slice(0, 30), caught instanceof StatusError ? [caught.code, caught.message] : caught]).toEqual([
+        t.slice(0, 30),
+        [400, 'continue: invalid continue token'],
+      ]);
     }
     expect(({} as Record<string, unknown>).o).toBeUndefined();
   });
@@ -54,7 +57,15 @@ describe('discovery', () => {
   test('byokkeys is advertised with deletecollection, namespaced, in both discovery formats', () => {
     const { resourceList, aggregatedDiscovery } = discoveryDocuments([byokKeysResource]);
     expect(resourceList.resources).toEqual([
-      { name: 'byokkeys', singularName: 'byokkey', namespaced: true, kind: 'BYOKKey', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['bk'], categories: [] },
+      {
+        name: 'byokkeys',
+        singularName: 'byokkey',
+        namespaced: true,
+        kind: 'BYOKKey',
+        verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'],
+        shortNames: ['bk'],
+        categories: [],
+      },
     ]);
     const v2 = aggregatedDiscovery.items[0]?.versions[0]?.resources[0];
     expect(v2).toMatchObject({ resource: 'byokkeys', scope: 'Namespaced', verbs: resourceList.resources[0]?.verbs });
@@ -68,7 +79,14 @@ describe('discovery', () => {
 
 describe('list order', () => {
   test('the generic cursor order over the byokkeys key is the REST list order within a namespace, namespaces first', () => {
-    const key = (namespace: string, provider: string, fallback: boolean, sortOrder: number, createdAt: string, id: string) => ({
+    const key = (
+      namespace: string,
+      provider: string,
+      fallback: boolean,
+      sortOrder: number,
+      createdAt: string,
+      id: string,
+    ) => ({
       namespace,
       order: { provider, is_fallback: fallback, sort_order: sortOrder, created_at: createdAt, id },
     });
@@ -81,9 +99,12 @@ describe('list order', () => {
       key('beta', 'anthropic', false, 0, '2026-01-01T00:00:00.000Z', 'd'),
       key('acme', 'openai', false, 10, '2026-01-01T00:00:00.000Z', 'e'),
     ];
-    const tuple = (e: (typeof entries)[number]) => listOrderKey({ namespace: e.namespace, key: e.order } as unknown as CredentialEntry);
+    const tuple = (e: (typeof entries)[number]) =>
+      listOrderKey({ namespace: e.namespace, key: e.order } as unknown as CredentialEntry);
     const generic = [...entries].sort((x, y) => compareCursor(tuple(x), tuple(y)));
-    const rest = [...entries].sort((x, y) => (x.namespace !== y.namespace ? (x.namespace < y.namespace ? -1 : 1) : compareKeys(x.order, y.order)));
+    const rest = [...entries].sort((x, y) =>
+      x.namespace !== y.namespace ? (x.namespace < y.namespace ? -1 : 1) : compareKeys(x.order, y.order),
+    );
     expect(generic.map((e) => e.order.id)).toEqual(rest.map((e) => e.order.id));
     expect(generic.map((e) => e.order.id)).toEqual(['c', 'z', 'a', 'b', 'e', 'a', 'd']);
   });

@@ -1,21 +1,25 @@
 // The BYOKKey object ↔ REST body mapping, selectors, Table cells, patches and the watch hub: the pure parts of
 // the aggregated API (the protocol itself is tested through the kube-aggregator in test/integration/aggregated).
 import { describe, expect, test } from '@jest/globals';
-import { ApiState } from '../../../src/service/read-model.ts';
-import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
-import { InvalidObject } from '../../../src/aggregated/status.ts';
-import { matches, parseSelector, SelectorError } from '../../../src/aggregated/handlers/selection.ts';
 import { openApiV3 as groupOpenApiV3 } from '../../../src/aggregated/discovery.ts';
+import { matches, parseSelector, SelectorError } from '../../../src/aggregated/handlers/selection.ts';
+import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';
 import { byokKeysDetails } from '../../../src/aggregated/registry/byokkeys/index.ts';
 import { GLOBAL_WORKSPACE, toKubeObject } from '../../../src/aggregated/registry/byokkeys/object.ts';
 import { KIND_DEF } from '../../../src/aggregated/registry/byokkeys/openapi.ts';
 import { credentialChanges } from '../../../src/aggregated/registry/byokkeys/storage.ts';
-import { createRequestFrom, kubeFieldOf, updateRequestFrom } from '../../../src/aggregated/registry/byokkeys/strategy.ts';
+import {
+  createRequestFrom,
+  kubeFieldOf,
+  updateRequestFrom,
+} from '../../../src/aggregated/registry/byokkeys/strategy.ts';
 import { humanAge, TABLE_COLUMNS, tableCells } from '../../../src/aggregated/registry/byokkeys/table.ts';
+import { InvalidObject } from '../../../src/aggregated/status.ts';
 import { ExpiredError, WatchHub } from '../../../src/aggregated/watch.ts';
+import { GLOBAL_WORKSPACE_SCOPE } from '../../../src/operator/reconcile/credential.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { byokCredential } from '../../../src/schema/resources.ts';
-import { GLOBAL_WORKSPACE_SCOPE } from '../../../src/operator/reconcile/credential.ts';
+import { ApiState } from '../../../src/service/read-model.ts';
 
 const openApiV3 = () => groupOpenApiV3([byokKeysDetails]);
 
@@ -23,7 +27,14 @@ function cred(name: string, rv: string, spec: Partial<BYOKCredential['spec']> = 
   return {
     apiVersion: 'byok.gateway.dev/v1alpha1',
     kind: 'BYOKCredential',
-    metadata: { namespace: 'acct', name, uid: `uid-${name}`, resourceVersion: rv, creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date, labels: { 'app.kubernetes.io/managed-by': 'byok-api' } },
+    metadata: {
+      namespace: 'acct',
+      name,
+      uid: `uid-${name}`,
+      resourceVersion: rv,
+      creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date,
+      labels: { 'app.kubernetes.io/managed-by': 'byok-api' },
+    },
     spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
     status: { label: 'sk-...abcd' },
   };
@@ -40,13 +51,51 @@ function entry(c: BYOKCredential) {
 describe('BYOKKey object', () => {
   test('carries every spec 2.1 field, standard metadata and synthesized labels; never a key', () => {
     const o = toKubeObject(entry(cred('a', '12', { workspace: 'main', displayName: 'N', allowedModels: ['a/b'] })));
-    expect(o.metadata).toMatchObject({ namespace: 'acct', uid: 'uid-a', resourceVersion: '12', creationTimestamp: '2025-01-02T03:04:05Z' });
-    expect(o.metadata.labels).toEqual({ 'api.byok.gateway.dev/provider': 'openai', 'api.byok.gateway.dev/workspace': 'main', 'app.kubernetes.io/managed-by': 'byok-api' });
+    expect(o.metadata).toMatchObject({
+      namespace: 'acct',
+      uid: 'uid-a',
+      resourceVersion: '12',
+      creationTimestamp: '2025-01-02T03:04:05Z',
+    });
+    expect(o.metadata.labels).toEqual({
+      'api.byok.gateway.dev/provider': 'openai',
+      'api.byok.gateway.dev/workspace': 'main',
+      'app.kubernetes.io/managed-by': 'byok-api',
+    });
     expect(Object.keys(o.spec).sort()).toEqual(
-      ['allowedApiKeyHashes', 'allowedModels', 'allowedUserIds', 'declaredZdr', 'disabled', 'displayName', 'isByokOnly', 'isFallback', 'isRequired', 'provider', 'sortOrder', 'workspaceId'].sort(),
+      [
+        'allowedApiKeyHashes',
+        'allowedModels',
+        'allowedUserIds',
+        'declaredZdr',
+        'disabled',
+        'displayName',
+        'isByokOnly',
+        'isFallback',
+        'isRequired',
+        'provider',
+        'sortOrder',
+        'workspaceId',
+      ].sort(),
     );
     expect(o.status).toMatchObject({ id: o.metadata.name, label: 'sk-...abcd', createdAt: '2025-01-02T03:04:05.000Z' });
-    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([o.metadata.name, 'a', 'openai', 'sk-...abcd', 'main', false, 0, false, 'Unknown', 'Reconciling', '<none>', '60m', '<none>', 'Unknown', '<none>']);
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z'))).toEqual([
+      o.metadata.name,
+      'a',
+      'openai',
+      'sk-...abcd',
+      'main',
+      false,
+      0,
+      false,
+      'Unknown',
+      'Reconciling',
+      '<none>',
+      '60m',
+      '<none>',
+      'Unknown',
+      '<none>',
+    ]);
     const global = toKubeObject(entry(cred('g', '13', { isFallback: true })));
     expect(global.metadata.labels).not.toHaveProperty(['api.byok.gateway.dev/workspace']);
     expect(tableCells(global, Date.parse('2025-01-02T03:04:35Z')).slice(4, 6)).toEqual(['GLOBAL', true]);
@@ -58,11 +107,14 @@ describe('BYOKKey object', () => {
     // The same column names for the same facts (Workspace / GLOBAL, Fallback true|false), never a second word.
     for (const name of ['Workspace', 'Fallback']) {
       expect([name, crd.includes(name), agg.includes(name)]).toEqual([name, true, true]);
-      expect(TABLE_COLUMNS.find((c) => c.name === name)?.type).toBe(byokCredential.printerColumns.find((c) => c.name === name)?.type);
+      expect(TABLE_COLUMNS.find((c) => c.name === name)?.type).toBe(
+        byokCredential.printerColumns.find((c) => c.name === name)?.type,
+      );
     }
     for (const names of [crd, agg]) expect(names).not.toContain('Section');
     expect(GLOBAL_WORKSPACE).toBe(GLOBAL_WORKSPACE_SCOPE);
-    for (const c of [...TABLE_COLUMNS, ...byokCredential.printerColumns]) expect(c.description).not.toContain('(global)');
+    for (const c of [...TABLE_COLUMNS, ...byokCredential.printerColumns])
+      expect(c.description).not.toContain('(global)');
     // The Credential column: the BYOKCredential's metadata.name behind the key, next to the id.
     expect(agg.slice(0, 2)).toEqual(['ID', 'Credential']);
     const o = toKubeObject(entry(cred('openai-primary', '14')));
@@ -70,12 +122,23 @@ describe('BYOKKey object', () => {
   });
 
   test('status carries health and readiness; the Table shows READY, REASON, UPSTREAM and, wide, the delivery', () => {
-    const c = (type: string, status: string, reason: string) => ({ type, status, reason, message: `${type} says ${reason}`, observedGeneration: 1, lastTransitionTime: '2025-01-02T03:04:05Z' });
+    const c = (type: string, status: string, reason: string) => ({
+      type,
+      status,
+      reason,
+      message: `${type} says ${reason}`,
+      observedGeneration: 1,
+      lastTransitionTime: '2025-01-02T03:04:05Z',
+    });
     const broken = cred('p', '20');
     broken.metadata.generation = 1;
     broken.status = {
       label: '',
-      conditions: [c('Ready', 'False', 'PayloadInvalid'), c('UpstreamHealthy', 'True', 'Serving'), c('Delivered', 'False', 'Pending')] as never,
+      conditions: [
+        c('Ready', 'False', 'PayloadInvalid'),
+        c('UpstreamHealthy', 'True', 'Serving'),
+        c('Delivered', 'False', 'Pending'),
+      ] as never,
       lastUsedTime: '2025-01-02T04:00:05Z',
       delivery: { loaded: 1, total: 2, configVersion: 'feedc0de00112233' },
     };
@@ -92,14 +155,53 @@ describe('BYOKKey object', () => {
       delivered: false,
       deliveredVersion: 'feedc0de00112233',
     });
-    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z')).slice(8)).toEqual(['False', 'PayloadInvalid', 'Serving', '60m', '4m', 'False', 'feedc0de00112233']);
-    const props = ((openApiV3() as { components: { schemas: Record<string, { properties: { status: { properties: Record<string, { description?: string }> } } }> } }).components.schemas[KIND_DEF]?.properties.status.properties) ?? {};
-    expect(Object.keys(props)).toEqual(['id', 'label', 'createdAt', 'ready', 'reason', 'message', 'upstream', 'lastUsedTime', 'delivered', 'deliveredVersion']);
+    expect(tableCells(o, Date.parse('2025-01-02T04:04:05Z')).slice(8)).toEqual([
+      'False',
+      'PayloadInvalid',
+      'Serving',
+      '60m',
+      '4m',
+      'False',
+      'feedc0de00112233',
+    ]);
+    const props =
+      (
+        openApiV3() as {
+          components: {
+            schemas: Record<
+              string,
+              { properties: { status: { properties: Record<string, { description?: string }> } } }
+            >;
+          };
+        }
+      ).components.schemas[KIND_DEF]?.properties.status.properties ?? {};
+    expect(Object.keys(props)).toEqual([
+      'id',
+      'label',
+      'createdAt',
+      'ready',
+      'reason',
+      'message',
+      'upstream',
+      'lastUsedTime',
+      'delivered',
+      'deliveredVersion',
+    ]);
     expect(props.delivered?.description).toContain('deliveredVersion');
   });
 
   test('create: spec → REST body; sortOrder set apart; names and unknown fields rejected with the field path', () => {
-    expect(createRequestFrom({ apiVersion: 'api.byok.gateway.dev/v1', kind: 'BYOKKey', metadata: { generateName: 'x-' }, spec: { provider: 'openai', key: 'k', isFallback: true, workspaceId: null, sortOrder: 3 } }, 'acct')).toEqual({
+    expect(
+      createRequestFrom(
+        {
+          apiVersion: 'api.byok.gateway.dev/v1',
+          kind: 'BYOKKey',
+          metadata: { generateName: 'x-' },
+          spec: { provider: 'openai', key: 'k', isFallback: true, workspaceId: null, sortOrder: 3 },
+        },
+        'acct',
+      ),
+    ).toEqual({
       body: { provider: 'openai', key: 'k', is_fallback: true, workspace_id: null },
       sortOrder: 3,
     });
@@ -111,22 +213,35 @@ describe('BYOKKey object', () => {
       }
       return [];
     };
-    expect(fields(() => createRequestFrom({ metadata: { name: 'mine' }, spec: { provider: 'openai' } }, 'acct'))).toEqual(['metadata.name']);
-    expect(fields(() => createRequestFrom({ spec: { provider: 'openai', colour: 1 }, extra: true }, 'acct'))).toEqual(['extra', 'spec.colour']);
+    expect(
+      fields(() => createRequestFrom({ metadata: { name: 'mine' }, spec: { provider: 'openai' } }, 'acct')),
+    ).toEqual(['metadata.name']);
+    expect(fields(() => createRequestFrom({ spec: { provider: 'openai', colour: 1 }, extra: true }, 'acct'))).toEqual([
+      'extra',
+      'spec.colour',
+    ]);
     expect(fields(() => createRequestFrom({ kind: 'Secret', spec: {} }, 'acct'))).toEqual(['kind']);
-    expect(fields(() => createRequestFrom({ metadata: { namespace: 'other' }, spec: {} }, 'acct'))).toEqual(['metadata.namespace']);
+    expect(fields(() => createRequestFrom({ metadata: { namespace: 'other' }, spec: {} }, 'acct'))).toEqual([
+      'metadata.namespace',
+    ]);
   });
 
   test('update: a full object → only the changed fields; absent filters clear, a present key rotates', () => {
     const e = entry(cred('b', '5', { allowedModels: ['a/b'], displayName: 'N' }));
     const o = toKubeObject(e);
     expect(updateRequestFrom(o, e, 'acct')).toEqual({});
-    expect(updateRequestFrom({ ...o, spec: { ...o.spec, isRequired: true } }, e, 'acct')).toEqual({ is_required: true });
+    expect(updateRequestFrom({ ...o, spec: { ...o.spec, isRequired: true } }, e, 'acct')).toEqual({
+      is_required: true,
+    });
     const { allowedModels: _drop, ...withoutFilter } = o.spec;
     expect(updateRequestFrom({ ...o, spec: withoutFilter }, e, 'acct')).toEqual({ allowed_models: null });
     expect(updateRequestFrom({ ...o, spec: { ...o.spec, key: 'new' } }, e, 'acct')).toEqual({ key: 'new' });
-    expect(updateRequestFrom({ ...o, spec: { ...o.spec, provider: 'anthropic' } }, e, 'acct')).toEqual({ provider: 'anthropic' });
-    expect(() => updateRequestFrom({ ...o, metadata: { ...o.metadata, name: 'other' } }, e, 'acct')).toThrow(InvalidObject);
+    expect(updateRequestFrom({ ...o, spec: { ...o.spec, provider: 'anthropic' } }, e, 'acct')).toEqual({
+      provider: 'anthropic',
+    });
+    expect(() => updateRequestFrom({ ...o, metadata: { ...o.metadata, name: 'other' } }, e, 'acct')).toThrow(
+      InvalidObject,
+    );
   });
 
   test('REST field names map to BYOKKey paths', () => {
@@ -153,9 +268,21 @@ describe('BYOKKey object', () => {
   });
 
   test('the OpenAPI schema documents the write-only key and carries the GVK kubectl explain looks for', () => {
-    const schemas = (openApiV3().components as { schemas: Record<string, { properties: Record<string, { properties?: Record<string, { description?: string }> }>; 'x-kubernetes-group-version-kind': unknown }> }).schemas;
+    const schemas = (
+      openApiV3().components as {
+        schemas: Record<
+          string,
+          {
+            properties: Record<string, { properties?: Record<string, { description?: string }> }>;
+            'x-kubernetes-group-version-kind': unknown;
+          }
+        >;
+      }
+    ).schemas;
     const kind = schemas[KIND_DEF];
-    expect(kind?.['x-kubernetes-group-version-kind']).toEqual([{ group: 'api.byok.gateway.dev', version: 'v1', kind: 'BYOKKey' }]);
+    expect(kind?.['x-kubernetes-group-version-kind']).toEqual([
+      { group: 'api.byok.gateway.dev', version: 'v1', kind: 'BYOKKey' },
+    ]);
     expect(kind?.properties.spec?.properties?.key?.description).toMatch(/Write-only/);
   });
 });
@@ -163,7 +290,9 @@ describe('BYOKKey object', () => {
 describe('patches', () => {
   test('merge patch: null removes, objects merge, the input is untouched', () => {
     const base = { spec: { a: 1, b: [1], c: { d: 1 } } };
-    expect(mergePatch(base, { spec: { a: null, b: [2], c: { e: 2 } } })).toEqual({ spec: { b: [2], c: { d: 1, e: 2 } } });
+    expect(mergePatch(base, { spec: { a: null, b: [2], c: { e: 2 } } })).toEqual({
+      spec: { b: [2], c: { d: 1, e: 2 } },
+    });
     expect(base.spec.a).toBe(1);
   });
 

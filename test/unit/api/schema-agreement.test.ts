@@ -6,12 +6,57 @@ import { MODEL_SLUG_PATTERN, validateFilterShape } from '../../../src/domain/fil
 import { PLAIN_KEY_PATTERN, validatePayload } from '../../../src/domain/payloads.ts';
 
 const EDGE = [
-  '', ' ', 'a', ' a ', 'sk-abc', 'sk-abc\n', '\tsk-abc\r\n', 'sk\nabc', 'sk\u0000abc', 'sk\u007fabc', '{"a":1}', ' [1]', 'a{b',
-  '\u00a0sk\u00a0', 'sk abc', 'openai/gpt-4o', '/gpt', 'openai/', 'open ai/gpt', 'openai/gpt 4', 'a/b/c', ' openai/gpt', 'openai/gpt\n',
+  '',
+  ' ',
+  'a',
+  ' a ',
+  'sk-abc',
+  'sk-abc\n',
+  '\tsk-abc\r\n',
+  'sk\nabc',
+  'sk\u0000abc',
+  'sk\u007fabc',
+  '{"a":1}',
+  ' [1]',
+  'a{b',
+  '\u00a0sk\u00a0',
+  'sk abc',
+  'openai/gpt-4o',
+  '/gpt',
+  'openai/',
+  'open ai/gpt',
+  'openai/gpt 4',
+  'a/b/c',
+  ' openai/gpt',
+  'openai/gpt\n',
 ];
 
 function randomString(seed: number): string {
-  const alphabet = ['a', 'Z', '0', '/', ' ', '\t', '\n', '\u0000', '\u000b', '\u001f', '\u007f', '\u0085', '\u0096', '{', '[', '-', '\u00a0', '\u2028', '\u3000', '\ufdd0', '\ufffd', '\uffff', 'é'];
+  const alphabet = [
+    'a',
+    'Z',
+    '0',
+    '/',
+    ' ',
+    '\t',
+    '\n',
+    '\u0000',
+    '\u000b',
+    '\u001f',
+    '\u007f',
+    '\u0085',
+    '\u0096',
+    '{',
+    '[',
+    '-',
+    '\u00a0',
+    '\u2028',
+    '\u3000',
+    '\ufdd0',
+    '\ufffd',
+    '\uffff',
+    'é',
+  ];
   let s = '';
   let x = seed;
   const len = seed % 9;
@@ -41,8 +86,19 @@ describe('published patterns agree with the server', () => {
     const doc = JSON.stringify(buildOpenApiDocument());
     expect(doc).toContain(JSON.stringify(MODEL_SLUG_PATTERN));
     expect(doc).toContain(JSON.stringify(PLAIN_KEY_PATTERN));
-    const params = (buildOpenApiDocument() as { paths: Record<string, { get?: { parameters?: { name: string; schema: { type: unknown; maximum?: number } }[] } }> }).paths['/byok']?.get?.parameters ?? [];
-    expect(params.find((p) => p.name === 'offset')?.schema).toMatchObject({ type: 'integer', maximum: Number.MAX_SAFE_INTEGER });
+    const params =
+      (
+        buildOpenApiDocument() as {
+          paths: Record<
+            string,
+            { get?: { parameters?: { name: string; schema: { type: unknown; maximum?: number } }[] } }
+          >;
+        }
+      ).paths['/byok']?.get?.parameters ?? [];
+    expect(params.find((p) => p.name === 'offset')?.schema).toMatchObject({
+      type: 'integer',
+      maximum: Number.MAX_SAFE_INTEGER,
+    });
     expect(params.find((p) => p.name === 'limit')?.schema.type).toBe('integer');
   });
 });

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { moduleReferences, type ModuleReference } from '../../support/module-imports.ts';
+import { type ModuleReference, moduleReferences } from '../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const src = join(root, 'src');
@@ -23,7 +23,8 @@ function referencesOf(file: string): ModuleReference[] {
 }
 
 /** The src-relative file a relative specifier of `file` names, or the specifier itself (a package). */
-const resolveSpec = (file: string, spec: string) => (spec.startsWith('.') ? relative(src, resolve(dirname(join(src, file)), spec)) : spec);
+const resolveSpec = (file: string, spec: string) =>
+  spec.startsWith('.') ? relative(src, resolve(dirname(join(src, file)), spec)) : spec;
 
 interface Import {
   from: string;
@@ -95,7 +96,7 @@ function importsOf(folder: string): Import[] {
   return sourceFiles(folder).flatMap((from) =>
     referencesOf(from).map(({ spec, typeOnly }) => {
       const file = resolveSpec(from, spec);
-      const target = spec.startsWith('.') ? file.split('/')[0] ?? '' : spec;
+      const target = spec.startsWith('.') ? (file.split('/')[0] ?? '') : spec;
       return { from, target, spec, file, typeOnly };
     }),
   );
@@ -103,7 +104,9 @@ function importsOf(folder: string): Import[] {
 
 /** Room -> rooms it imports (type imports included: they are dependencies too), each edge with its imports. */
 function roomGraph(): Map<string, Map<string, string[]>> {
-  const rooms = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  const rooms = readdirSync(src, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => d.name);
   const graph = new Map<string, Map<string, string[]>>(rooms.map((r) => [r, new Map()]));
   for (const room of rooms) {
     for (const i of importsOf(room)) {
@@ -210,9 +213,15 @@ const targets = (imports: Import[]) => [...new Set(imports.map((i) => i.target))
 
 describe('dependency rules', () => {
   test('every room of src/ has a level in the diagram', () => {
-    const rooms = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    const rooms = readdirSync(src, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
     expect(rooms.filter((r) => !(r in LEVELS)).sort()).toEqual([]);
-    expect(Object.keys(LEVELS).filter((r) => !rooms.includes(r)).sort()).toEqual([]);
+    expect(
+      Object.keys(LEVELS)
+        .filter((r) => !rooms.includes(r))
+        .sort(),
+    ).toEqual([]);
   });
 
   test('every import points into its own room or to a lower level (type-only and dynamic imports included)', () => {
@@ -222,23 +231,33 @@ describe('dependency rules', () => {
         .map((i) => `${i.from} -> ${i.file}`),
     );
     const unexplained = crossing.filter((edge) => !(edge in LEVEL_EXCEPTIONS));
-    const levelOf = (edge: string) => edge.split(' -> ').map((f) => `${f.split('/')[0]} (level ${LEVELS[f.split('/')[0]!]})`).join(' -> ');
+    const levelOf = (edge: string) =>
+      edge
+        .split(' -> ')
+        .map((f) => `${f.split('/')[0]} (level ${LEVELS[f.split('/')[0]!]})`)
+        .join(' -> ');
     expect(unexplained.map((edge) => `${edge}   [${levelOf(edge)}]`).sort()).toEqual([]);
     // An exception is removed once its import is gone, so the list only shrinks.
     expect(Object.keys(LEVEL_EXCEPTIONS).filter((edge) => !crossing.includes(edge))).toEqual([]);
   });
 
   test('the domain core imports only itself and pure libraries (no I/O, no Kubernetes, no HTTP)', () => {
-    expect(targets(runtime(importsOf('domain'))).filter((t) => !['domain', 'uuid', 'ajv', 'ajv-formats'].includes(t))).toEqual([]);
+    expect(
+      targets(runtime(importsOf('domain'))).filter((t) => !['domain', 'uuid', 'ajv', 'ajv-formats'].includes(t)),
+    ).toEqual([]);
   });
 
   test('the compiler is pure: domain, schema types, the condition vocabulary and node hashing/compression only', () => {
     const loaded = runtime(importsOf('compiler')).filter((i) => i.file !== 'schema/conditions.ts');
-    expect(targets(loaded).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t))).toEqual([]);
+    expect(
+      targets(loaded).filter((t) => !['compiler', 'contract', 'domain', 'node:crypto', 'node:zlib'].includes(t)),
+    ).toEqual([]);
   });
 
   test('the export core is pure: domain, its own room and node hashing only', () => {
-    expect(targets(runtime(importsOf('export'))).filter((t) => !['export', 'domain', 'node:crypto'].includes(t))).toEqual([]);
+    expect(
+      targets(runtime(importsOf('export'))).filter((t) => !['export', 'domain', 'node:crypto'].includes(t)),
+    ).toEqual([]);
   });
 
   test('the condition vocabulary is constants only: it imports nothing (the compiler and every door load it)', () => {
@@ -246,12 +265,33 @@ describe('dependency rules', () => {
   });
 
   test('the gateway SDK carries no Kubernetes client and no HTTP framework', () => {
-    const heavy = targets(importsOf('sdk')).filter((t) => t.startsWith('@kubernetes') || ['fastify', 'kube', 'operator', 'api', 'aggregated', 'service', 'node:http', 'node:https'].includes(t));
+    const heavy = targets(importsOf('sdk')).filter(
+      (t) =>
+        t.startsWith('@kubernetes') ||
+        ['fastify', 'kube', 'operator', 'api', 'aggregated', 'service', 'node:http', 'node:https'].includes(t),
+    );
     expect(heavy).toEqual([]);
   });
 
   test('the gateway is built only on the SDK and the domain core (no Kubernetes, operator or API server)', () => {
-    const project = targets(runtime(importsOf('gateway'))).filter((t) => !t.includes(':') && !t.includes('/') && ['aggregated', 'api', 'bundle', 'cli', 'compiler', 'controlplane', 'kube', 'operator', 'schema', 'service', 'shared'].includes(t));
+    const project = targets(runtime(importsOf('gateway'))).filter(
+      (t) =>
+        !t.includes(':') &&
+        !t.includes('/') &&
+        [
+          'aggregated',
+          'api',
+          'bundle',
+          'cli',
+          'compiler',
+          'controlplane',
+          'kube',
+          'operator',
+          'schema',
+          'service',
+          'shared',
+        ].includes(t),
+    );
     expect(project).toEqual([]);
     expect(targets(importsOf('gateway')).filter((t) => t.startsWith('@kubernetes'))).toEqual([]);
   });
@@ -269,38 +309,82 @@ describe('dependency rules', () => {
 
   test('the service sits below both doors: it imports neither of them, nor an HTTP framework', () => {
     expect(importsOf('service').filter((i) => ['api', 'aggregated', 'cli'].includes(i.target))).toEqual([]);
-    expect(targets(importsOf('service')).filter((t) => t.includes('fastify') || t === 'node:http' || t === 'node:https')).toEqual([]);
+    expect(
+      targets(importsOf('service')).filter((t) => t.includes('fastify') || t === 'node:http' || t === 'node:https'),
+    ).toEqual([]);
   });
 
   test('the spend ledger needs no Kubernetes and no HTTP: domain, the spend-gate port of contract/, Redis, metrics, files', () => {
     // node:os and node:crypto: the spend journal's lock names its holder (host, a random instance id).
-    const allowed = ['ledger', 'domain', 'contract', 'ioredis', '@redis/client', 'prom-client', 'pino', 'node:fs', 'node:path', 'node:module', 'node:os', 'node:crypto'];
+    const allowed = [
+      'ledger',
+      'domain',
+      'contract',
+      'ioredis',
+      '@redis/client',
+      'prom-client',
+      'pino',
+      'node:fs',
+      'node:path',
+      'node:module',
+      'node:os',
+      'node:crypto',
+    ];
     expect(targets(importsOf('ledger')).filter((t) => !allowed.includes(t))).toEqual([]);
   });
 
   test('the ledger takes the SpendGate port from contract/, never from the gateway', () => {
     expect(importsOf('ledger').filter((i) => i.target === 'gateway')).toEqual([]);
-    expect(importsOf('ledger').filter((i) => i.target === 'contract').map((i) => i.spec)).toContain('../contract/spend-gate.ts');
+    expect(
+      importsOf('ledger')
+        .filter((i) => i.target === 'contract')
+        .map((i) => i.spec),
+    ).toContain('../contract/spend-gate.ts');
   });
 
   test('contract/ (the formats between processes) imports only the domain and Node built-ins', () => {
-    expect(targets(importsOf('contract')).filter((t) => !['contract', 'domain'].includes(t) && !t.startsWith('node:'))).toEqual([]);
+    expect(
+      targets(importsOf('contract')).filter((t) => !['contract', 'domain'].includes(t) && !t.startsWith('node:')),
+    ).toEqual([]);
   });
 
   test('the formats between processes are declared only in contract/', () => {
-    const formats = ['RoutingIndex', 'IndexShard', 'IndexPart', 'ShardDocument', 'BundleEnvelope', 'GatewayStatusReport', 'CredentialCounters', 'ProbeResult', 'SpendGate', 'AdmitRequest', 'AdmitDecision', 'FinishedRequest', 'RecordedSpend', 'Reservation'];
+    const formats = [
+      'RoutingIndex',
+      'IndexShard',
+      'IndexPart',
+      'ShardDocument',
+      'BundleEnvelope',
+      'GatewayStatusReport',
+      'CredentialCounters',
+      'ProbeResult',
+      'SpendGate',
+      'AdmitRequest',
+      'AdmitDecision',
+      'FinishedRequest',
+      'RecordedSpend',
+      'Reservation',
+    ];
     const names = formats.join('|');
-    const declaration = new RegExp(`^\\s*(?:export\\s+)?(?:(?:interface|class)\\s+(${names})\\b|type\\s+(${names})\\b[^,;\\n]*=)`, 'gm');
+    const declaration = new RegExp(
+      `^\\s*(?:export\\s+)?(?:(?:interface|class)\\s+(${names})\\b|type\\s+(${names})\\b[^,;\\n]*=)`,
+      'gm',
+    );
     const elsewhere: string[] = [];
     for (const file of sourceFiles()) {
       if (file.startsWith('contract/')) continue;
-      for (const m of readFileSync(join(src, file), 'utf8').matchAll(declaration)) elsewhere.push(`${file}: ${m[1] ?? m[2]}`);
+      for (const m of readFileSync(join(src, file), 'utf8').matchAll(declaration))
+        elsewhere.push(`${file}: ${m[1] ?? m[2]}`);
     }
     expect(elsewhere).toEqual([]);
   });
 
-  test('the processes (operator, gateway, api, aggregated) never import another process\'s room', () => {
-    const crossing = PROCESSES.flatMap((p) => importsOf(p).filter((i) => i.target !== p && PROCESSES.includes(i.target)).map((i) => `${i.from} -> ${i.file}`));
+  test("the processes (operator, gateway, api, aggregated) never import another process's room", () => {
+    const crossing = PROCESSES.flatMap((p) =>
+      importsOf(p)
+        .filter((i) => i.target !== p && PROCESSES.includes(i.target))
+        .map((i) => `${i.from} -> ${i.file}`),
+    );
     expect([...new Set(crossing)].filter((edge) => !(edge in PENDING)).sort()).toEqual([]);
     // An entry is removed once its import is gone, so the list only shrinks.
     expect(Object.keys(PENDING).filter((edge) => !crossing.includes(edge))).toEqual([]);
@@ -321,7 +405,13 @@ describe('dependency rules', () => {
   test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS; issue 11)', () => {
     // Static runtime imports only: the CLI's subcommands are dynamic imports, so `main.ts operator` loads the
     // operator's graph and nothing of `dev`.
-    for (const entry of ['cli/main.ts', 'operator/run.ts', 'api/server.ts', 'aggregated/server.ts', 'gateway/index.ts']) {
+    for (const entry of [
+      'cli/main.ts',
+      'operator/run.ts',
+      'api/server.ts',
+      'aggregated/server.ts',
+      'gateway/index.ts',
+    ]) {
       const loaded = runtimeGraph(entry);
       expect(loaded.size).toBeGreaterThan(entry === 'cli/main.ts' ? 2 : 10);
       expect([...loaded].filter((m) => m.startsWith('@kubernetes/'))).toEqual([]);
@@ -329,12 +419,20 @@ describe('dependency rules', () => {
   });
 
   test('the aggregated API carries no PKI: its dev certificate comes from the dev path (controlplane/pki.ts)', () => {
-    expect(runtime(importsOf('aggregated')).filter((i) => i.target === 'controlplane' || i.target.startsWith('@peculiar/'))).toEqual([]);
-    expect([...runtimeGraph('aggregated/server.ts')].filter((m) => m.startsWith('controlplane/') || m.startsWith('@peculiar/'))).toEqual([]);
+    expect(
+      runtime(importsOf('aggregated')).filter((i) => i.target === 'controlplane' || i.target.startsWith('@peculiar/')),
+    ).toEqual([]);
+    expect(
+      [...runtimeGraph('aggregated/server.ts')].filter(
+        (m) => m.startsWith('controlplane/') || m.startsWith('@peculiar/'),
+      ),
+    ).toEqual([]);
   });
 
   test('nothing imports the CLI', () => {
-    const folders = readdirSync(src, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'cli').map((d) => d.name);
+    const folders = readdirSync(src, { withFileTypes: true })
+      .filter((d) => d.isDirectory() && d.name !== 'cli')
+      .map((d) => d.name);
     expect(folders.flatMap(importsOf).filter((i) => i.target === 'cli')).toEqual([]);
   });
 });
@@ -355,7 +453,9 @@ describe('the checks themselves', () => {
       `// import { no } from "./comment.ts";`,
       `const text = "import { no } from './string.ts'";`,
     ].join('\n');
-    expect(moduleReferences(source).map((r) => `${r.spec}${r.typeOnly ? ' type' : ''}${r.dynamic ? ' dynamic' : ''}`)).toEqual([
+    expect(
+      moduleReferences(source).map((r) => `${r.spec}${r.typeOnly ? ' type' : ''}${r.dynamic ? ' dynamic' : ''}`),
+    ).toEqual([
       '../operator/a.ts',
       '../kube/b.ts type',
       './c.ts',
@@ -396,7 +496,11 @@ describe('docs/ARCHITECTURE.md', () => {
       const head = /^level (\d+)\s/.exec(line);
       if (head) level = Number(head[1]);
       if (level === undefined || line.trim() === '') continue;
-      const rooms = line.slice(head ? head[0].length : 0).trim().split(/\s{3,}/)[0]!.split(/\s+/);
+      const rooms = line
+        .slice(head ? head[0].length : 0)
+        .trim()
+        .split(/\s{3,}/)[0]!
+        .split(/\s+/);
       for (const room of rooms) drawn[room] = level;
     }
     const sorted = (levels: Record<string, number>) => Object.entries(levels).sort(([a], [b]) => a.localeCompare(b));

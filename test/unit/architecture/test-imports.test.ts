@@ -34,7 +34,9 @@ function crossFolderImports(files: readonly { file: string; source: string }[]):
     for (const ref of moduleReferences(source, file)) {
       if (!ref.spec.startsWith('.')) continue;
       const target = resolve(own, ref.spec);
-      const codeUnderTest = inside(target, join(root, 'src')) || (!isSupport && (inside(target, join(root, 'scripts')) || inside(target, join(root, 'hack'))));
+      const codeUnderTest =
+        inside(target, join(root, 'src')) ||
+        (!isSupport && (inside(target, join(root, 'scripts')) || inside(target, join(root, 'hack'))));
       if (codeUnderTest || inside(target, support) || (!isSupport && inside(target, own))) continue;
       out.push(`${relative(root, file)} -> ${relative(root, target)}`);
     }
@@ -62,12 +64,23 @@ describe('test imports', () => {
 
   test('what the rule refuses and what it lets through', () => {
     const at = (path: string, source: string) => ({ file: join(root, path), source });
-    expect(crossFolderImports([
-      at('test/integration/gateway/a.test.ts', "import { until } from '../operator/helpers.ts';\nimport { x } from './own.ts';\nimport { y } from './deeper/y.ts';"),
-      at('test/integration/gateway/b.test.ts', "import { until } from '../../support/until.ts';\nimport { run } from '../../../src/cli/main.ts';\nimport { c } from '../../../scripts/check-commits.ts';\nimport pino from 'pino';"),
-      at('test/support/c.ts', "import type { T } from '../integration/api/d.ts';\nimport { e } from '../../scripts/e.ts';\nimport { f } from './f.ts';"),
-      at('test/unit/g.test.ts', "const m = await import('../integration/h.ts');"),
-    ])).toEqual([
+    expect(
+      crossFolderImports([
+        at(
+          'test/integration/gateway/a.test.ts',
+          "import { until } from '../operator/helpers.ts';\nimport { x } from './own.ts';\nimport { y } from './deeper/y.ts';",
+        ),
+        at(
+          'test/integration/gateway/b.test.ts',
+          "import { until } from '../../support/until.ts';\nimport { run } from '../../../src/cli/main.ts';\nimport { c } from '../../../scripts/check-commits.ts';\nimport pino from 'pino';",
+        ),
+        at(
+          'test/support/c.ts',
+          "import type { T } from '../integration/api/d.ts';\nimport { e } from '../../scripts/e.ts';\nimport { f } from './f.ts';",
+        ),
+        at('test/unit/g.test.ts', "const m = await import('../integration/h.ts');"),
+      ]),
+    ).toEqual([
       'test/integration/gateway/a.test.ts -> test/integration/operator/helpers.ts',
       'test/support/c.ts -> scripts/e.ts',
       'test/support/c.ts -> test/integration/api/d.ts',

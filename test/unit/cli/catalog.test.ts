@@ -5,7 +5,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { CATALOG_PATH, CHART_CATALOG_PATH, defaultCatalogFile, deriveCatalog, withLoopbackUpstreams } from '../../../src/cli/catalog.ts';
+import {
+  CATALOG_PATH,
+  CHART_CATALOG_PATH,
+  defaultCatalogFile,
+  deriveCatalog,
+  withLoopbackUpstreams,
+} from '../../../src/cli/catalog.ts';
 import { parseCatalog } from '../../../src/gateway/catalog.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -29,9 +35,16 @@ describe('the one catalog', () => {
     const urls = [...derived.matchAll(/"(https?:\/\/[^"]+)"/g)].map((m) => m[1] as string);
     expect(urls.length).toBeGreaterThan(10);
     for (const u of urls) expect(u.startsWith(`${base}/`)).toBe(true);
-    expect(b.upstream('openai/gpt-5', 'openai')).toMatchObject({ baseUrl: `${base}/openai/v1`, regionalBaseUrls: { eu: `${base}/openai__eu/v1` } });
-    expect(b.upstream('google/gemini-2.5-pro', 'google-vertex')?.baseUrl).toBe(`${base}/google-vertex/v1/projects/{project}/locations/{location}/endpoints/openapi`);
-    expect(b.upstream('openai/gpt-5', 'azure')?.azureOpenAiUrl).toBe('https://{resource_name}.openai.azure.com/openai/v1'); // not in the source: the gateway's default
+    expect(b.upstream('openai/gpt-5', 'openai')).toMatchObject({
+      baseUrl: `${base}/openai/v1`,
+      regionalBaseUrls: { eu: `${base}/openai__eu/v1` },
+    });
+    expect(b.upstream('google/gemini-2.5-pro', 'google-vertex')?.baseUrl).toBe(
+      `${base}/google-vertex/v1/projects/{project}/locations/{location}/endpoints/openapi`,
+    );
+    expect(b.upstream('openai/gpt-5', 'azure')?.azureOpenAiUrl).toBe(
+      'https://{resource_name}.openai.azure.com/openai/v1',
+    ); // not in the source: the gateway's default
   });
 
   test('deriveCatalog writes the derived file and follows the source', () => {

@@ -2,9 +2,15 @@
 // from `Authorization: Bearer <key>`, and the object carries no key material.
 import { describe, expect, test } from '@jest/globals';
 import { apiKeyHash } from '../../../src/gateway/completions.ts';
-import { expiryTime, GATEWAY_KEY_PREFIX, gatewayKeyObject, generateGatewayKey, parseDuration } from '../../../src/service/gateway-keys.ts';
-import { sha256Hex } from '../../../src/service/management-keys.ts';
 import { validateManifest } from '../../../src/schema/validators.ts';
+import {
+  expiryTime,
+  GATEWAY_KEY_PREFIX,
+  gatewayKeyObject,
+  generateGatewayKey,
+  parseDuration,
+} from '../../../src/service/gateway-keys.ts';
+import { sha256Hex } from '../../../src/service/management-keys.ts';
 
 describe('gateway keys', () => {
   test('the format is prefixed like the management key, and the gateway hashes it to the stored hash', () => {
@@ -38,7 +44,8 @@ describe('gateway-key --expires and --overlap', () => {
     expect(parseDuration('1h30m')).toBe(5_400_000);
     expect(parseDuration('30d')).toBe(30 * 86_400_000);
     expect(parseDuration('2w')).toBe(14 * 86_400_000);
-    for (const bad of ['', '0s', '1.5h', 'h', '10', '1y', '-1h', '1h ', 'tomorrow']) expect(parseDuration(bad)).toBeUndefined();
+    for (const bad of ['', '0s', '1.5h', 'h', '10', '1y', '-1h', '1h ', 'tomorrow'])
+      expect(parseDuration(bad)).toBeUndefined();
   });
 
   test('--expires: a duration from now, or a future RFC 3339 time with its offset, as UTC', () => {
@@ -47,15 +54,27 @@ describe('gateway-key --expires and --overlap', () => {
     expect(expiryTime('2027-01-31T02:00:00+02:00', NOW)).toEqual({ at: '2027-01-31T00:00:00Z' });
     expect(expiryTime('2026-11-28T11:59:59Z', NOW)).toMatchObject({ error: expect.stringContaining('in the past') });
     // No offset: ambiguous, refused rather than read in the machine's zone.
-    expect(expiryTime('2027-01-31T00:00:00', NOW)).toMatchObject({ error: expect.stringContaining('neither a duration') });
+    expect(expiryTime('2027-01-31T00:00:00', NOW)).toMatchObject({
+      error: expect.stringContaining('neither a duration'),
+    });
     expect(expiryTime('2027-01-31', NOW)).toMatchObject({ error: expect.stringContaining('neither a duration') });
   });
 
   test('the key object carries expiry, models and limits, and passes the CRD schema', () => {
-    const o = gatewayKeyObject('team-a', 'app', sha256Hex(generateGatewayKey()), { expiresAt: '2027-01-31T00:00:00Z', models: ['openai/gpt-4o'], limits: { requestsPerMinute: 60, maxInFlight: 4 } });
-    expect(o.spec).toMatchObject({ expiresAt: '2027-01-31T00:00:00Z', models: ['openai/gpt-4o'], limits: { requestsPerMinute: 60, maxInFlight: 4 } });
+    const o = gatewayKeyObject('team-a', 'app', sha256Hex(generateGatewayKey()), {
+      expiresAt: '2027-01-31T00:00:00Z',
+      models: ['openai/gpt-4o'],
+      limits: { requestsPerMinute: 60, maxInFlight: 4 },
+    });
+    expect(o.spec).toMatchObject({
+      expiresAt: '2027-01-31T00:00:00Z',
+      models: ['openai/gpt-4o'],
+      limits: { requestsPerMinute: 60, maxInFlight: 4 },
+    });
     expect(validateManifest(o)?.problems).toEqual([]);
-    const bad = gatewayKeyObject('team-a', 'app', sha256Hex(generateGatewayKey()), { limits: { requestsPerMinute: 0 } });
+    const bad = gatewayKeyObject('team-a', 'app', sha256Hex(generateGatewayKey()), {
+      limits: { requestsPerMinute: 0 },
+    });
     expect(JSON.stringify(validateManifest(bad)?.problems)).toContain('requestsPerMinute');
   });
 });

@@ -1,9 +1,9 @@
-import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from '@jest/globals';
+import { type BundleAccount, incrementalBundleLayout, layoutBundles, sealAccount } from '../../../src/bundle/bundle.ts';
 import { BucketedAccounts, bucketCount, byNamespace } from '../../../src/compiler/buckets.ts';
-import { bucketOfHash, namespaceHash, sha256Hex } from '../../../src/contract/routing.ts';
 import { incrementalShardLayout, layoutSerialized, type SerializedAccount } from '../../../src/compiler/shard.ts';
-import { incrementalBundleLayout, layoutBundles, sealAccount, type BundleAccount } from '../../../src/bundle/bundle.ts';
+import { bucketOfHash, namespaceHash, sha256Hex } from '../../../src/contract/routing.ts';
 
 /** A small deterministic generator, so a failure can be replayed. */
 function rng(seed: number): () => number {
@@ -28,14 +28,25 @@ describe('accounts kept placed between runs', () => {
   it('gives what placing every account from scratch gives, through random changes and bucket-count changes', () => {
     const next = rng(11);
     const live = new Map<string, SerializedAccount>();
-    const placed = new BucketedAccounts<SerializedAccount, Member>((bucket, list) => ({ bucket, namespaces: list.map((a) => a.namespace) }));
+    const placed = new BucketedAccounts<SerializedAccount, Member>((bucket, list) => ({
+      bucket,
+      namespaces: list.map((a) => a.namespace),
+    }));
     const fromScratch = (n: number): Member[] => {
       const groups = new Map<number, SerializedAccount[]>();
       for (const a of live.values()) {
         const b = bucketOfHash(a.hash, n);
         groups.set(b, [...(groups.get(b) ?? []), a]);
       }
-      return [...groups.keys()].sort((a, b) => a - b).map((bucket) => ({ bucket, namespaces: groups.get(bucket)!.sort(byNamespace).map((a) => a.namespace) }));
+      return [...groups.keys()]
+        .sort((a, b) => a - b)
+        .map((bucket) => ({
+          bucket,
+          namespaces: groups
+            .get(bucket)!
+            .sort(byNamespace)
+            .map((a) => a.namespace),
+        }));
     };
     let checked = 0;
     for (let step = 0; step < 400; step++) {
@@ -106,7 +117,11 @@ describe('accounts kept placed between runs', () => {
       }
       if (step % 5 === 0) {
         const incremental = placement.layout(previous);
-        const whole = layoutSerialized([...live.values()], { targetBytes: 16 * 1024, gzipAboveBytes: 4 * 1024, previousBuckets: previous });
+        const whole = layoutSerialized([...live.values()], {
+          targetBytes: 16 * 1024,
+          gzipAboveBytes: 4 * 1024,
+          previousBuckets: previous,
+        });
         expect(incremental).toEqual(whole);
         previous = incremental.buckets;
       }
@@ -125,12 +140,20 @@ describe('accounts kept placed between runs', () => {
       const ns = `acct-${Math.floor(next() * 60)}`;
       const creds = Math.floor(next() * 30);
       if (creds === 0) empty++;
-      const a = sealAccount(ring, ns, Array.from({ length: creds }, (_, i) => ({ id: `${ns}-${i}`, payload: `sk-${step}-${i}` })));
+      const a = sealAccount(
+        ring,
+        ns,
+        Array.from({ length: creds }, (_, i) => ({ id: `${ns}-${i}`, payload: `sk-${step}-${i}` })),
+      );
       live.set(ns, a);
       placement.set(ns, a);
       if (step % 4 === 0) {
         const incremental = placement.layout(previous);
-        const whole = layoutBundles([...live.values()], { targetBytes: 8 * 1024, maxPartBytes: 12 * 1024, previousBuckets: previous });
+        const whole = layoutBundles([...live.values()], {
+          targetBytes: 8 * 1024,
+          maxPartBytes: 12 * 1024,
+          previousBuckets: previous,
+        });
         expect(incremental).toEqual(whole);
         expect(incremental.members.flatMap((m) => m.list).every((x) => x.entries.length > 0)).toBe(true);
         previous = incremental.buckets;

@@ -11,43 +11,70 @@
 // failed on their first case. Shrunk: accounts "a" and "b" with one key each naming one hash, a's the older and
 // expired: the hash resolved to "b" (a copy of an expired key's hash takes it over); and "a0" and "a" carrying
 // one hash: it resolved to "a", the namespace that sorts first.
-import { afterAll, describe, expect, test } from '@jest/globals';
-import fc from 'fast-check';
+
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, describe, expect, test } from '@jest/globals';
+import fc from 'fast-check';
 import { compileAccount } from '../../../src/compiler/compile.ts';
 import { electKeyHolder, keysNotHolding, previousHashesNotHeld } from '../../../src/compiler/elect.ts';
-import { hashesNamed } from '../../../src/domain/api-keys.ts';
-import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
+import { type ShardSet, shardAccounts } from '../../../src/compiler/shard.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
-import { normalizeKeyHash } from '../../../src/domain/api-keys.ts';
+import { hashesNamed, normalizeKeyHash } from '../../../src/domain/api-keys.ts';
+import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { evaluateApiKey, hashHeldBy } from '../../../src/operator/reconcile/gateway-api-key.ts';
 import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
+import { API_VERSION } from '../../../src/schema/resources.ts';
 import { validateManifest } from '../../../src/schema/validators.ts';
 import { loadRoutingConfig, planFor, type RoutingConfig } from '../../../src/sdk/index.ts';
-import { createCatalog } from '../../../src/domain/catalog.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { credential, hashOf, NOW, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 
 const SEED = 41;
 // Each case writes a config to disk and loads it as a pod does: 1,000 per property keep the file near 8 s of CPU.
 const RUNS = 1000;
 const POOL = ['k0', 'k1', 'k2', 'k3'].map(hashOf);
-const OTHER_ACCOUNT = "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
+const OTHER_ACCOUNT =
+  "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
 
 // Each case writes a routing config and loads it back. On tmpfs when the machine has one: rewriting a file in place
 // on ext4 waits for the disk, which made those writes most of this file's time.
 const root = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'byok-key-holders-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-interface KeyGen { name: string; pool: number; spelling: 'lower' | 'upper' | 'mixed'; createdSec: number; uid: number; disabled: boolean; expired: boolean; filtered: boolean }
-interface AccountGen { namespace: string; keys: KeyGen[] }
+interface KeyGen {
+  name: string;
+  pool: number;
+  spelling: 'lower' | 'upper' | 'mixed';
+  createdSec: number;
+  uid: number;
+  disabled: boolean;
+  expired: boolean;
+  filtered: boolean;
+}
+interface AccountGen {
+  namespace: string;
+  keys: KeyGen[];
+}
 
 // Namespaces that are prefixes, suffixes and near-spellings of each other, so an order by name or prefix shows.
-const namespace = fc.constantFrom('a', 'ab', 'a-b', 'b', 'b-a', 'ba', 'team', 'team-a', 'team-a-b', 'teama', 'z', 'a0', '0a');
+const namespace = fc.constantFrom(
+  'a',
+  'ab',
+  'a-b',
+  'b',
+  'b-a',
+  'ba',
+  'team',
+  'team-a',
+  'team-a-b',
+  'teama',
+  'z',
+  'a0',
+  '0a',
+);
 const key = fc.record({
   name: fc.constantFrom('k', 'key', 'key-a', 'a', 'main'),
   pool: fc.integer({ min: 0, max: POOL.length - 1 }),
@@ -58,24 +85,49 @@ const key = fc.record({
   expired: fc.constantFrom(false, false, false, true),
   filtered: fc.boolean(),
 });
-const accounts = fc.uniqueArray(fc.record({ namespace, keys: fc.uniqueArray(key, { minLength: 1, maxLength: 4, selector: (k) => k.name }) }), { minLength: 1, maxLength: 6, selector: (a) => a.namespace });
+const accounts = fc.uniqueArray(
+  fc.record({ namespace, keys: fc.uniqueArray(key, { minLength: 1, maxLength: 4, selector: (k) => k.name }) }),
+  { minLength: 1, maxLength: 6, selector: (a) => a.namespace },
+);
 const order = fc.array(fc.nat(), { minLength: 40, maxLength: 40 });
 
-const spell = (hash: string, s: KeyGen['spelling']) => (s === 'lower' ? hash : s === 'upper' ? hash.toUpperCase() : [...hash].map((c, i) => (i % 2 ? c.toUpperCase() : c)).join(''));
+const spell = (hash: string, s: KeyGen['spelling']) =>
+  s === 'lower'
+    ? hash
+    : s === 'upper'
+      ? hash.toUpperCase()
+      : [...hash].map((c, i) => (i % 2 ? c.toUpperCase() : c)).join('');
 
 function keyObject(ns: string, k: KeyGen): GatewayAPIKey {
   return {
     apiVersion: API_VERSION,
     kind: 'GatewayAPIKey',
-    metadata: { name: k.name, namespace: ns, uid: `uid-${k.uid}`, creationTimestamp: new Date(Date.UTC(2025, 5, 1, 0, 0, k.createdSec)).toISOString() as unknown as Date },
-    spec: { hash: spell(POOL[k.pool]!, k.spelling), ...(k.disabled ? { disabled: true } : {}), ...(k.expired ? { expiresAt: '2025-01-01T00:00:00Z' } : {}) },
+    metadata: {
+      name: k.name,
+      namespace: ns,
+      uid: `uid-${k.uid}`,
+      creationTimestamp: new Date(Date.UTC(2025, 5, 1, 0, 0, k.createdSec)).toISOString() as unknown as Date,
+    },
+    spec: {
+      hash: spell(POOL[k.pool]!, k.spelling),
+      ...(k.disabled ? { disabled: true } : {}),
+      ...(k.expired ? { expiresAt: '2025-01-01T00:00:00Z' } : {}),
+    },
   };
 }
 
 /** `items` in the order the random ranks give (stable), as an informer or a folder might hand them over. */
-const shuffled = <T>(items: readonly T[], ranks: readonly number[]): T[] => items.map((x, i) => [x, ranks[i % ranks.length]! + i / 1000] as const).sort((p, q) => p[1] - q[1]).map(([x]) => x);
+const shuffled = <T>(items: readonly T[], ranks: readonly number[]): T[] =>
+  items
+    .map((x, i) => [x, ranks[i % ranks.length]! + i / 1000] as const)
+    .sort((p, q) => p[1] - q[1])
+    .map(([x]) => x);
 
-interface Outcome { set: ShardSet; compiled: Map<string, CompiledAccount>; conflicting: Map<string, Set<string>> }
+interface Outcome {
+  set: ShardSet;
+  compiled: Map<string, CompiledAccount>;
+  conflicting: Map<string, Set<string>>;
+}
 
 /** What a gateway pod loads from `set` (a small bucket size, so accounts land in different shards). */
 function load(set: ShardSet, dir: string): RoutingConfig {
@@ -86,7 +138,12 @@ function load(set: ShardSet, dir: string): RoutingConfig {
 
 /** The operator's pipeline without I/O: elect over every account's keys, compile each account, shard. */
 function run(gen: readonly AccountGen[], ranks: readonly number[], elect = true): Outcome {
-  const byNs = new Map(shuffled(gen, ranks).map((a) => [a.namespace, shuffled(a.keys, [...ranks].reverse()).map((k) => keyObject(a.namespace, k))]));
+  const byNs = new Map(
+    shuffled(gen, ranks).map((a) => [
+      a.namespace,
+      shuffled(a.keys, [...ranks].reverse()).map((k) => keyObject(a.namespace, k)),
+    ]),
+  );
   const all = [...byNs.values()].flat();
   const holdersOf = (h: string) => all.filter((k) => normalizeKeyHash(k.spec.hash) === h);
   const compiled = new Map<string, CompiledAccount>();
@@ -94,9 +151,22 @@ function run(gen: readonly AccountGen[], ranks: readonly number[], elect = true)
   for (const [ns, keys] of byNs) {
     const notHolding = elect ? keysNotHolding(keys, holdersOf) : new Set<string>();
     conflicting.set(ns, notHolding);
-    const filters = gen.find((a) => a.namespace === ns)!.keys.filter((k) => k.filtered).map((k) => POOL[k.pool]!);
+    const filters = gen
+      .find((a) => a.namespace === ns)!
+      .keys.filter((k) => k.filtered)
+      .map((k) => POOL[k.pool]!);
     const credentials = filters.length > 0 ? [credential(ns, 'filtered', { allowedApiKeyHashes: filters })] : [];
-    compiled.set(ns, compileAccount(snapshot(ns, { workspaces: [workspace(ns, 'main', { default: true })], apiKeys: keys, conflictingApiKeys: notHolding, credentials })));
+    compiled.set(
+      ns,
+      compileAccount(
+        snapshot(ns, {
+          workspaces: [workspace(ns, 'main', { default: true })],
+          apiKeys: keys,
+          conflictingApiKeys: notHolding,
+          credentials,
+        }),
+      ),
+    );
   }
   return { set: shardAccounts([...compiled.values()], { targetBytes: 4 * 1024 }), compiled, conflicting };
 }
@@ -118,7 +188,9 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
       fc.property(accounts, order, order, (gen, r1, r2) => {
         const first = run(gen, r1);
         const config = load(first.set, dir);
-        const all = [...first.compiled.keys()].flatMap((ns) => gen.find((a) => a.namespace === ns)!.keys.map((k) => keyObject(ns, k)));
+        const all = [...first.compiled.keys()].flatMap((ns) =>
+          gen.find((a) => a.namespace === ns)!.keys.map((k) => keyObject(ns, k)),
+        );
         const holders = (h: string) => all.filter((k) => normalizeKeyHash(k.spec.hash) === h);
         for (const h of POOL) {
           const winner = electKeyHolder(holders(h)).winner;
@@ -129,7 +201,12 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
             // It resolves only to the account of the hash's holder, and only through that very key.
             expect(found.account.namespace).toBe(winner?.metadata.namespace);
             expect(found.key.hash).toBe(h);
-            const plan = planFor(config, { model: 'openai/gpt-4o', apiKeyHash: h, userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog, NOW);
+            const plan = planFor(
+              config,
+              { model: 'openai/gpt-4o', apiKeyHash: h, userId: null, baseAddress: 'global', isVideoGeneration: false },
+              catalog,
+              NOW,
+            );
             expect(plan.ok && plan.account.namespace).toBe(winner?.metadata.namespace);
           } else if (winner && !winner.spec.disabled && !winner.spec.expiresAt) {
             throw new Error(`the holder of ${h} is live but its hash resolves to nothing`);
@@ -142,7 +219,16 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           // A key that does not hold its hash is left out of its account and says so; another account goes unnamed.
           expect(first.conflicting.get(ns)!.has(k.metadata.name!)).toBe(held !== undefined);
           if (held) {
-            const { ready } = evaluateApiKey({ namespace: ns, spec: k.spec, now: NOW.getTime(), workspaceExists: true, accountExists: true, hasDefaultWorkspace: true, missingGuardrails: [], hashHeldBy: held });
+            const { ready } = evaluateApiKey({
+              namespace: ns,
+              spec: k.spec,
+              now: NOW.getTime(),
+              workspaceExists: true,
+              accountExists: true,
+              hasDefaultWorkspace: true,
+              missingGuardrails: [],
+              hashHeldBy: held,
+            });
             expect(ready.reason).toBe('Conflicting');
             if (!held.sameAccount) expect(ready.message).toBe(OTHER_ACCOUNT);
             else expect(holder.metadata.namespace).toBe(ns);
@@ -153,11 +239,18 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
         // A credential filter resolves only hashes its own account holds.
         for (const [, account] of first.compiled) {
           const own = new Set(account.apiKeys.map((k) => k.hash));
-          for (const c of account.credentials) for (const h of c.allowedApiKeyHashes ?? []) expect(own.has(h)).toBe(true);
+          for (const c of account.credentials)
+            for (const h of c.allowedApiKeyHashes ?? []) expect(own.has(h)).toBe(true);
         }
         // Nothing depends on the order accounts and keys were read: the same accounts, the same shard bytes (the
         // index version is the digest of every shard), so every pod loads the same config.
-        for (const other of [run(gen, r2), run(gen, [...r1].map((x) => -x))]) {
+        for (const other of [
+          run(gen, r2),
+          run(
+            gen,
+            [...r1].map((x) => -x),
+          ),
+        ]) {
           expect(other.set.index.version).toBe(first.set.index.version);
           for (const [ns, c] of first.compiled) expect(other.compiled.get(ns)).toEqual(c);
           for (const [ns, names] of first.conflicting) expect(other.conflicting.get(ns)).toEqual(names);
@@ -175,12 +268,27 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
         const { set, compiled } = run(gen, ranks, false);
         const config = load(set, dir);
         for (const h of POOL) {
-          const carriers = [...compiled.values()].filter((a) => a.apiKeys.some((k) => normalizeKeyHash(k.hash) === h)).map((a) => a.namespace);
+          const carriers = [...compiled.values()]
+            .filter((a) => a.apiKeys.some((k) => normalizeKeyHash(k.hash) === h))
+            .map((a) => a.namespace);
           const found = config.apiKey(h);
           if (carriers.length > 1) {
             expect(found).toBeUndefined();
             expect(config.apiKeyContested(h)).toBe(true);
-            expect(planFor(config, { model: 'openai/gpt-4o', apiKeyHash: h, userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog, NOW)).toEqual({ ok: false, reason: 'api-key-contested' });
+            expect(
+              planFor(
+                config,
+                {
+                  model: 'openai/gpt-4o',
+                  apiKeyHash: h,
+                  userId: null,
+                  baseAddress: 'global',
+                  isVideoGeneration: false,
+                },
+                catalog,
+                NOW,
+              ),
+            ).toEqual({ ok: false, reason: 'api-key-contested' });
           } else {
             expect(config.apiKeyContested(h)).toBe(false);
             expect(found?.account.namespace).toBe(carriers[0]);
@@ -192,15 +300,23 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
   });
 });
 
-
 describe('a rotated key holds its previous hash by its age', () => {
   const key = (ns: string, name: string, created: string, spec: Record<string, unknown>) =>
-    ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { namespace: ns, name, uid: `${ns}-${name}`, creationTimestamp: created }, spec }) as unknown as GatewayAPIKey;
+    ({
+      apiVersion: 'byok.gateway.dev/v1alpha1',
+      kind: 'GatewayAPIKey',
+      metadata: { namespace: ns, name, uid: `${ns}-${name}`, creationTimestamp: created },
+      spec,
+    }) as unknown as GatewayAPIKey;
   const OLD = 'a'.repeat(64);
   const NEW = 'b'.repeat(64);
 
   test('a copy of the old hash made after the key is Conflicting; a copy made before holds it and the rotated key does not compile it', () => {
-    const rotated = key('team-a', 'app', '2026-01-01T00:00:00Z', { hash: NEW, previousHash: OLD, previousHashExpiresAt: '2026-01-02T00:00:00Z' });
+    const rotated = key('team-a', 'app', '2026-01-01T00:00:00Z', {
+      hash: NEW,
+      previousHash: OLD,
+      previousHashExpiresAt: '2026-01-02T00:00:00Z',
+    });
     const later = key('team-b', 'copy', '2026-01-01T00:05:00Z', { hash: OLD });
     const earlier = key('team-c', 'first', '2025-12-31T00:00:00Z', { hash: OLD });
     const naming = (all: GatewayAPIKey[]) => (h: string) => all.filter((k) => hashesNamed(k).includes(h));

@@ -1,13 +1,24 @@
 // The placement part the routing shards and the credential bundles share (src/compiler/buckets.ts): the bucket count
 // from the accounts' bytes, the incremental layout against one from scratch, and the per-pass cache of bucket results.
 import { describe, expect, it } from '@jest/globals';
-import { bucketCount, IncrementalPlacement, layoutAll, LayoutPassCache, type Placeable } from '../../../src/compiler/buckets.ts';
+import {
+  bucketCount,
+  IncrementalPlacement,
+  LayoutPassCache,
+  layoutAll,
+  type Placeable,
+} from '../../../src/compiler/buckets.ts';
 import { bucketOfHash, namespaceHash } from '../../../src/contract/routing.ts';
 
 interface Acct extends Placeable {
   version: number;
 }
-const acct = (namespace: string, bytes: number, version = 0): Acct => ({ namespace, hash: namespaceHash(namespace), bytes, version });
+const acct = (namespace: string, bytes: number, version = 0): Acct => ({
+  namespace,
+  hash: namespaceHash(namespace),
+  bytes,
+  version,
+});
 const derive = (bucket: number, list: Acct[]) => ({ bucket, names: list.map((a) => `${a.namespace}@${a.version}`) });
 
 describe('IncrementalPlacement', () => {
@@ -65,7 +76,10 @@ describe('IncrementalPlacement', () => {
 
 describe('LayoutPassCache', () => {
   it('builds only what the cache lacks and evicts what a pass did not ask for', () => {
-    const store = new Map<string, string>([['a', 'cached a'], ['stale', 'old']]);
+    const store = new Map<string, string>([
+      ['a', 'cached a'],
+      ['stale', 'old'],
+    ]);
     const built: string[] = [];
     const pass = new LayoutPassCache(store);
     const build = (key: string) => () => {
@@ -77,7 +91,10 @@ describe('LayoutPassCache', () => {
     expect(pass.get('b', build('b'))).toBe('built b');
     expect(built).toEqual(['b']);
     pass.evictUnused();
-    expect([...store.entries()]).toEqual([['a', 'cached a'], ['b', 'built b']]);
+    expect([...store.entries()]).toEqual([
+      ['a', 'cached a'],
+      ['b', 'built b'],
+    ]);
   });
 
   it('without a cache, builds every time and keeps nothing', () => {

@@ -1,10 +1,26 @@
-import { describe, expect, it } from '@jest/globals';
 import { deflateRawSync, gunzipSync } from 'node:zlib';
-import { compileAccount } from '../../../src/compiler/compile.ts';
-import { canonicalJson } from '../../../src/contract/canonical-json.ts';
-import { bucketOf, indexVersion, namespaceHash, bucketOfHash, placementOrderKey } from '../../../src/contract/routing.ts';
+import { describe, expect, it } from '@jest/globals';
 import { bucketCount } from '../../../src/compiler/buckets.ts';
-import { encodeLayoutBucket, layoutSerialized, ownBuffer, shardAccounts, shardFromLayout, shardSerialized, serializeAccount, type EncodedBucket, type ShardObject } from '../../../src/compiler/shard.ts';
+import { compileAccount } from '../../../src/compiler/compile.ts';
+import {
+  type EncodedBucket,
+  encodeLayoutBucket,
+  layoutSerialized,
+  ownBuffer,
+  type ShardObject,
+  serializeAccount,
+  shardAccounts,
+  shardFromLayout,
+  shardSerialized,
+} from '../../../src/compiler/shard.ts';
+import { canonicalJson } from '../../../src/contract/canonical-json.ts';
+import {
+  bucketOf,
+  bucketOfHash,
+  indexVersion,
+  namespaceHash,
+  placementOrderKey,
+} from '../../../src/contract/routing.ts';
 import type { CompiledAccount } from '../../../src/domain/compiled.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 
@@ -18,7 +34,8 @@ function decode(shards: ShardObject[], bucket: number): { accounts: CompiledAcco
   return JSON.parse((parts[0]!.encoding === 'gzip' ? gunzipSync(payload) : payload).toString('utf8'));
 }
 
-const accounts = (n: number, creds: number) => Array.from({ length: n }, (_, i) => compileAccount(sizedSnapshot(`acct-${i}`, creds)));
+const accounts = (n: number, creds: number) =>
+  Array.from({ length: n }, (_, i) => compileAccount(sizedSnapshot(`acct-${i}`, creds)));
 
 describe('linear-hashing placement', () => {
   it('growing N by one moves accounts out of exactly one bucket', () => {
@@ -48,7 +65,9 @@ describe('linear-hashing placement', () => {
 
 describe('placementOrderKey', () => {
   it('sorts the accounts of every bucket into one contiguous run, for any bucket count', () => {
-    const namespaces = Array.from({ length: 600 }, (_, i) => `acct-${i}`).sort((a, b) => placementOrderKey(a) - placementOrderKey(b));
+    const namespaces = Array.from({ length: 600 }, (_, i) => `acct-${i}`).sort(
+      (a, b) => placementOrderKey(a) - placementOrderKey(b),
+    );
     for (let n = 1; n <= 70; n++) {
       const runs: number[] = [];
       for (const ns of namespaces) if (runs.at(-1) !== bucketOf(ns, n)) runs.push(bucketOf(ns, n));
@@ -95,7 +114,10 @@ describe('shardAccounts', () => {
     const changedNs = 'acct-77';
     const snap = sizedSnapshot(changedNs, 10);
     snap.credentials[3]!.resource.spec.disabled = true;
-    const after = shardAccounts(list.map((a) => (a.namespace === changedNs ? compileAccount(snap) : a)), { previousBuckets: before.index.buckets });
+    const after = shardAccounts(
+      list.map((a) => (a.namespace === changedNs ? compileAccount(snap) : a)),
+      { previousBuckets: before.index.buckets },
+    );
     const beforeSha = new Map(before.shards.map((s) => [s.name, s.sha256]));
     const changed = after.shards.filter((s) => beforeSha.get(s.name) !== s.sha256);
     expect(changed).toHaveLength(1);
@@ -126,7 +148,8 @@ describe('shardAccounts', () => {
     const second = shardSerialized(list, { cache, targetBytes: 32 * 1024 });
     expect(second.shards.map((s) => s.data)).toEqual(first.shards.map((s) => s.data));
     expect(cache.size).toBe(first.index.shards.length);
-    for (let i = 0; i < first.shards.length; i++) expect(second.shards[i]!.data.buffer).toBe(first.shards[i]!.data.buffer);
+    for (let i = 0; i < first.shards.length; i++)
+      expect(second.shards[i]!.data.buffer).toBe(first.shards[i]!.data.buffer);
   });
 
   it('laid out and encoded one bucket at a time (as the pipeline does), gives the same shards and index', () => {
@@ -138,9 +161,13 @@ describe('shardAccounts', () => {
     for (const member of layout.members) cache.set(member.fingerprint, encodeLayoutBucket(member, layout));
     const stepwise = shardFromLayout(layout, { ...opts, cache });
     expect(stepwise.index).toEqual(whole.index);
-    expect(stepwise.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')])).toEqual(whole.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')]));
+    expect(stepwise.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')])).toEqual(
+      whole.shards.map((x) => [x.name, x.sha256, x.data.toString('base64')]),
+    );
     // Every shard came from the pre-encoded cache.
-    expect(stepwise.shards.every((x) => [...cache.values()].some((e) => e.payload.buffer === x.data.buffer))).toBe(true);
+    expect(stepwise.shards.every((x) => [...cache.values()].some((e) => e.payload.buffer === x.data.buffer))).toBe(
+      true,
+    );
   });
 
   it('no payload (canary) ever appears in shard data', () => {
@@ -160,7 +187,10 @@ describe('shardAccounts', () => {
     const owned = ownBuffer(viewed);
     expect(owned.buffer.byteLength).toBe(owned.length);
     expect(owned.equals(viewed)).toBe(true);
-    const set = shardAccounts(Array.from({ length: 3 }, (_, i) => compileAccount(sizedSnapshot(`acct-${i}`, 200))), { gzipAboveBytes: 1 });
+    const set = shardAccounts(
+      Array.from({ length: 3 }, (_, i) => compileAccount(sizedSnapshot(`acct-${i}`, 200))),
+      { gzipAboveBytes: 1 },
+    );
     for (const shard of set.shards) expect(shard.data.buffer.byteLength).toBeLessThanOrEqual(shard.data.length + 8192);
   });
 });

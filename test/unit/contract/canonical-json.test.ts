@@ -9,7 +9,11 @@ function apiCanonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(apiCanonicalJson).join(',')}]`;
   if (v !== null && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${apiCanonicalJson(o[k])}`).join(',')}}`;
+    return `{${Object.keys(o)
+      .sort()
+      .filter((k) => o[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${apiCanonicalJson(o[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }
@@ -18,7 +22,9 @@ const json = fc.jsonValue({ maxDepth: 4 });
 
 describe('canonicalJson', () => {
   test('sorts keys recursively and drops undefined members, whatever the construction order', () => {
-    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: undefined }], c: null }, u: undefined })).toBe('{"a":{"c":null,"d":[3,{"z":1}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: undefined }], c: null }, u: undefined })).toBe(
+      '{"a":{"c":null,"d":[3,{"z":1}]},"b":1}',
+    );
     expect(canonicalJson([undefined, () => 1])).toBe('[null,null]');
     expect(canonicalJson('x')).toBe('"x"');
     expect(canonicalJson(Number.NaN)).toBe('null');
@@ -29,7 +35,9 @@ describe('canonicalJson', () => {
       fc.property(json, (value) => {
         const text = canonicalJson(value);
         expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify(value)));
-        const reversed = JSON.parse(JSON.stringify(value), (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v)) as unknown;
+        const reversed = JSON.parse(JSON.stringify(value), (_k, v: unknown) =>
+          v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v,
+        ) as unknown;
         expect(canonicalJson(reversed)).toBe(text);
       }),
     );
@@ -49,7 +57,9 @@ describe('canonicalJson', () => {
   });
 
   test('follows JSON.stringify for toJSON and boxed primitives; refuses a value with no JSON form', () => {
-    expect(canonicalJson({ at: new Date('2026-01-01T00:00:00Z'), n: Object(5) as unknown, s: Object('ab') as unknown })).toBe('{"at":"2026-01-01T00:00:00.000Z","n":5,"s":"ab"}');
+    expect(
+      canonicalJson({ at: new Date('2026-01-01T00:00:00Z'), n: Object(5) as unknown, s: Object('ab') as unknown }),
+    ).toBe('{"at":"2026-01-01T00:00:00.000Z","n":5,"s":"ab"}');
     expect(canonicalJson({ 1: new Date(0) })).toBe('{"1":"1970-01-01T00:00:00.000Z"}');
     expect(() => canonicalJson(undefined)).toThrow(TypeError);
     expect(() => canonicalJson(() => 1)).toThrow(TypeError);

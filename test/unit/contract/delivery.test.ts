@@ -8,8 +8,18 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import {
-  compareVersions, deltaFor, DeliveryError, DeliveryState, filesDigest, LineSplitter, objectKey, parseDeliveryLine, signSubject,
-  type DeliveryKind, type DeliveryObject, type DeliveryRemoval,
+  compareVersions,
+  DeliveryError,
+  type DeliveryKind,
+  type DeliveryObject,
+  type DeliveryRemoval,
+  DeliveryState,
+  deltaFor,
+  filesDigest,
+  LineSplitter,
+  objectKey,
+  parseDeliveryLine,
+  signSubject,
 } from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
 import { SourceRule } from '../../../src/gateway/delivered-routing.ts';
@@ -20,9 +30,23 @@ const RUNS = 3000;
 const ring: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 7)]]) };
 const other: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 9)]]) };
 
-function object(kind: DeliveryKind, name: string, version: string, files: Record<string, string>, signer: Keyring = ring): DeliveryObject {
+function object(
+  kind: DeliveryKind,
+  name: string,
+  version: string,
+  files: Record<string, string>,
+  signer: Keyring = ring,
+): DeliveryObject {
   const digest = filesDigest(files);
-  return { type: 'object', kind, name, version, digest, files, ...signSubject(signer, { kind, name, version, digest }) };
+  return {
+    type: 'object',
+    kind,
+    name,
+    version,
+    digest,
+    files,
+    ...signSubject(signer, { kind, name, version, digest }),
+  };
 }
 function removal(kind: DeliveryKind, name: string, version: string, signer: Keyring = ring): DeliveryRemoval {
   return { type: 'removed', kind, name, version, ...signSubject(signer, { kind, name, version, digest: '' }) };
@@ -41,14 +65,24 @@ describe('compareVersions', () => {
 });
 
 describe('deltaFor', () => {
-  const versions = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), fc.integer({ min: 1, max: 20 }).map(String), { maxKeys: 6 });
+  const versions = fc.dictionary(
+    fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'),
+    fc.integer({ min: 1, max: 20 }).map(String),
+    { maxKeys: 6 },
+  );
   test('sends exactly what is newer or not held, removes only what was seen deleted at or after the held version', () => {
     fc.assert(
       fc.property(versions, versions, versions, (held, current, tomb) => {
         for (const k of Object.keys(current)) delete tomb[k];
-        const out = deltaFor(new Map(Object.entries(held)), new Map(Object.entries(current).map(([k, v]) => [k, { version: v }])), new Map(Object.entries(tomb)));
+        const out = deltaFor(
+          new Map(Object.entries(held)),
+          new Map(Object.entries(current).map(([k, v]) => [k, { version: v }])),
+          new Map(Object.entries(tomb)),
+        );
         const send = Object.keys(current).filter((k) => held[k] === undefined || Number(current[k]) > Number(held[k]));
-        const remove = Object.keys(held).filter((k) => current[k] === undefined && tomb[k] !== undefined && Number(tomb[k]) >= Number(held[k]));
+        const remove = Object.keys(held).filter(
+          (k) => current[k] === undefined && tomb[k] !== undefined && Number(tomb[k]) >= Number(held[k]),
+        );
         expect(out.send.sort()).toEqual(send.sort());
         expect(out.remove.sort()).toEqual(remove.sort());
       }),
@@ -57,9 +91,31 @@ describe('deltaFor', () => {
   });
 
   test('a reconnecting pod that holds everything gets nothing; one that moved from a fresher replica keeps its newer object', () => {
-    const current = new Map([['ConfigMap/a', { version: '10' }], ['Secret/b', { version: '12' }]]);
-    expect(deltaFor(new Map([['ConfigMap/a', '10'], ['Secret/b', '12']]), current, new Map())).toEqual({ send: [], remove: [] });
-    expect(deltaFor(new Map([['ConfigMap/a', '11'], ['Secret/b', '12'], ['Secret/new', '13']]), current, new Map())).toEqual({ send: [], remove: [] });
+    const current = new Map([
+      ['ConfigMap/a', { version: '10' }],
+      ['Secret/b', { version: '12' }],
+    ]);
+    expect(
+      deltaFor(
+        new Map([
+          ['ConfigMap/a', '10'],
+          ['Secret/b', '12'],
+        ]),
+        current,
+        new Map(),
+      ),
+    ).toEqual({ send: [], remove: [] });
+    expect(
+      deltaFor(
+        new Map([
+          ['ConfigMap/a', '11'],
+          ['Secret/b', '12'],
+          ['Secret/new', '13'],
+        ]),
+        current,
+        new Map(),
+      ),
+    ).toEqual({ send: [], remove: [] });
   });
 });
 
@@ -67,16 +123,37 @@ describe('DeliveryState', () => {
   test('applies a signed newer object, refuses an older, a replayed-different, a forged, a tampered and an unknown-key one', () => {
     const s = new DeliveryState();
     const keys = ring.keys;
-    expect(s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":5}') }), keys)).toBeUndefined();
-    expect(s.apply(object('ConfigMap', 'byok-routing-index', '4', { 'byok-routing-index.json': b64('{"v":4}') }), keys)).toMatch(/older than the held 5 \(never backwards\)/);
-    expect(s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":"x"}') }), keys)).toMatch(/different content at the held version 5/);
-    expect(s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":5}') }), keys)).toBeUndefined();
-    expect(s.apply(object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }, other), keys)).toMatch(/signature does not verify/);
-    const tampered = { ...object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }), files: { 'byok-routing-index.json': b64('{"v":666}') } };
+    expect(
+      s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":5}') }), keys),
+    ).toBeUndefined();
+    expect(
+      s.apply(object('ConfigMap', 'byok-routing-index', '4', { 'byok-routing-index.json': b64('{"v":4}') }), keys),
+    ).toMatch(/older than the held 5 \(never backwards\)/);
+    expect(
+      s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":"x"}') }), keys),
+    ).toMatch(/different content at the held version 5/);
+    expect(
+      s.apply(object('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': b64('{"v":5}') }), keys),
+    ).toBeUndefined();
+    expect(
+      s.apply(
+        object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }, other),
+        keys,
+      ),
+    ).toMatch(/signature does not verify/);
+    const tampered = {
+      ...object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }),
+      files: { 'byok-routing-index.json': b64('{"v":666}') },
+    };
     expect(s.apply(tampered, keys)).toMatch(/do not match the digest/);
-    const relabelled = { ...object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }), name: 'byok-routing-0' };
+    const relabelled = {
+      ...object('ConfigMap', 'byok-routing-index', '9', { 'byok-routing-index.json': b64('{"v":9}') }),
+      name: 'byok-routing-0',
+    };
     expect(s.apply(relabelled, keys)).toMatch(/signature does not verify/);
-    expect(s.apply({ ...object('Secret', 'byok-bundle-0', '3', { x: b64('e') }), kid: 'k2' }, keys)).toMatch(/key id k2, which this pod does not hold/);
+    expect(s.apply({ ...object('Secret', 'byok-bundle-0', '3', { x: b64('e') }), kid: 'k2' }, keys)).toMatch(
+      /key id k2, which this pod does not hold/,
+    );
     expect(s.files('ConfigMap')['byok-routing-index.json']!.toString()).toBe('{"v":5}');
     expect(s.apply(removal('ConfigMap', 'byok-routing-index', '4'), keys)).toMatch(/removal older/);
     expect(s.apply(removal('ConfigMap', 'byok-routing-index', '7'), keys)).toBeUndefined();
@@ -102,19 +179,28 @@ describe('DeliveryState', () => {
           const have = model.get(key);
           // Content is a function of the version in a real cluster; `content` varying at one version is the replay attack.
           const files = { [`${it.name}.json`]: b64(`${it.version}:${it.content}`) };
-          const refused = s.apply(it.remove ? removal(it.kind, it.name, String(it.version), signer) : object(it.kind, it.name, String(it.version), files, signer), ring.keys);
+          const refused = s.apply(
+            it.remove
+              ? removal(it.kind, it.name, String(it.version), signer)
+              : object(it.kind, it.name, String(it.version), files, signer),
+            ring.keys,
+          );
           let expectRefused: boolean;
           if (it.forged) expectRefused = true;
           else if (it.remove) {
             expectRefused = have !== undefined && it.version < have.version;
             if (!expectRefused) model.delete(key);
           } else {
-            expectRefused = have !== undefined && (it.version < have.version || (it.version === have.version && it.content !== have.content));
+            expectRefused =
+              have !== undefined &&
+              (it.version < have.version || (it.version === have.version && it.content !== have.content));
             if (!expectRefused) model.set(key, { version: it.version, content: it.content });
           }
           expect(refused !== undefined).toBe(expectRefused);
         }
-        expect(new Map(s.held().map((h) => [objectKey(h.kind, h.name), Number(h.version)]))).toEqual(new Map([...model].map(([k, v]) => [k, v.version])));
+        expect(new Map(s.held().map((h) => [objectKey(h.kind, h.name), Number(h.version)]))).toEqual(
+          new Map([...model].map(([k, v]) => [k, v.version])),
+        );
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -131,7 +217,9 @@ describe('parseDeliveryLine', () => {
     expect(() => parseDeliveryLine(JSON.stringify({ ...good, version: '007' }))).toThrow(/invalid version/);
     expect(() => parseDeliveryLine(JSON.stringify({ ...good, kind: 'Pod' }))).toThrow(/unknown kind/);
     expect(() => parseDeliveryLine(JSON.stringify({ ...good, files: { a: 'not base64!' } }))).toThrow(/not base64/);
-    expect(() => parseDeliveryLine(JSON.stringify({ ...good, files: { ['__proto__']: b64('x') } }))).toThrow(DeliveryError);
+    expect(() => parseDeliveryLine(JSON.stringify({ ...good, files: { ['__proto__']: b64('x') } }))).toThrow(
+      DeliveryError,
+    );
     expect(() => parseDeliveryLine('{')).toThrow(/not JSON/);
   });
 });
@@ -141,21 +229,25 @@ describe('LineSplitter', () => {
   const ending = fc.constantFrom('\n', '\r\n', '\r');
   test('generated: every chunking and every line end gives the lines of a whole-buffer split', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(lineText, ending), { maxLength: 20 }), fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 1, maxLength: 10 }), (lines, cuts) => {
-        const text = lines.map(([l, e]) => l + e).join('');
-        const want = lines.map(([l]) => l).filter((l) => l !== '');
-        const got: string[] = [];
-        const splitter = new LineSplitter((line) => got.push(line.toString()), 1024);
-        const bytes = Buffer.from(text);
-        let at = 0;
-        for (let i = 0; at < bytes.length; i++) {
-          const n = cuts[i % cuts.length]!;
-          splitter.push(bytes.subarray(at, at + n));
-          at += n;
-        }
-        expect(got).toEqual(want);
-        expect(splitter.pending).toBe(0);
-      }),
+      fc.property(
+        fc.array(fc.tuple(lineText, ending), { maxLength: 20 }),
+        fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 1, maxLength: 10 }),
+        (lines, cuts) => {
+          const text = lines.map(([l, e]) => l + e).join('');
+          const want = lines.map(([l]) => l).filter((l) => l !== '');
+          const got: string[] = [];
+          const splitter = new LineSplitter((line) => got.push(line.toString()), 1024);
+          const bytes = Buffer.from(text);
+          let at = 0;
+          for (let i = 0; at < bytes.length; i++) {
+            const n = cuts[i % cuts.length]!;
+            splitter.push(bytes.subarray(at, at + n));
+            at += n;
+          }
+          expect(got).toEqual(want);
+          expect(splitter.pending).toBe(0);
+        },
+      ),
       { seed: SEED, numRuns: RUNS },
     );
   });

@@ -1,9 +1,26 @@
-import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { bundlesFromLayout, layoutBundles, sealAccount, shardBundles, splitLayoutBucket, type BundlePart } from '../../../src/bundle/bundle.ts';
-import { BundleError, keyringFromEntries, openEnvelope, parseEnvelope, sealPayload, type Keyring } from '../../../src/contract/envelope.ts';
+import { describe, expect, it } from '@jest/globals';
+import {
+  type BundlePart,
+  bundlesFromLayout,
+  layoutBundles,
+  sealAccount,
+  shardBundles,
+  splitLayoutBucket,
+} from '../../../src/bundle/bundle.ts';
+import {
+  BundleError,
+  type Keyring,
+  keyringFromEntries,
+  openEnvelope,
+  parseEnvelope,
+  sealPayload,
+} from '../../../src/contract/envelope.ts';
 
-const ring = (active: string, ...ids: string[]): Keyring => ({ active, keys: new Map(ids.map((id) => [id, randomBytes(32)])) });
+const ring = (active: string, ...ids: string[]): Keyring => ({
+  active,
+  keys: new Map(ids.map((id) => [id, randomBytes(32)])),
+});
 const ID = '0b8f3c1e-5d2a-5f4e-9c7b-1a2b3c4d5e6f';
 
 function code(fn: () => unknown): string | undefined {
@@ -22,7 +39,9 @@ describe('bundle envelopes', () => {
     const env = sealPayload(k, 'acme', ID, payload);
     expect(JSON.stringify(env)).not.toContain('CANARY');
     expect(env).toMatchObject({ v: 1, alg: 'A256GCM', kid: 'k1', ns: 'acme', id: ID });
-    expect(openEnvelope(k.keys, parseEnvelope(JSON.stringify(env)), { namespace: 'acme', credentialId: ID })).toBe(payload);
+    expect(openEnvelope(k.keys, parseEnvelope(JSON.stringify(env)), { namespace: 'acme', credentialId: ID })).toBe(
+      payload,
+    );
   });
 
   it('is deterministic per (key, namespace, id, payload) and differs otherwise', () => {
@@ -38,10 +57,14 @@ describe('bundle envelopes', () => {
     const env = sealPayload(k, 'acme', ID, 'secret');
     expect(code(() => openEnvelope(k.keys, env, { namespace: 'evil', credentialId: ID }))).toBe('auth-failed');
     // Rewriting the claimed ns/id too still fails: the AAD no longer matches the tag.
-    expect(code(() => openEnvelope(k.keys, { ...env, ns: 'evil' }, { namespace: 'evil', credentialId: ID }))).toBe('auth-failed');
+    expect(code(() => openEnvelope(k.keys, { ...env, ns: 'evil' }, { namespace: 'evil', credentialId: ID }))).toBe(
+      'auth-failed',
+    );
     const ct = Buffer.from(env.ct, 'base64');
     ct[0]! ^= 1;
-    expect(code(() => openEnvelope(k.keys, { ...env, ct: ct.toString('base64') }, { namespace: 'acme', credentialId: ID }))).toBe('auth-failed');
+    expect(
+      code(() => openEnvelope(k.keys, { ...env, ct: ct.toString('base64') }, { namespace: 'acme', credentialId: ID })),
+    ).toBe('auth-failed');
     expect(code(() => parseEnvelope('{"v":2}'))).toBe('bad-envelope');
   });
 
@@ -58,10 +81,26 @@ describe('bundle envelopes', () => {
 
   it('parses a key Secret: active + 32-byte keys', () => {
     const key = randomBytes(32);
-    const r = keyringFromEntries(new Map([['active', Buffer.from('k2\n')], ['k2', key], ['k1', randomBytes(32)], ['junk', Buffer.from('short')]]));
+    const r = keyringFromEntries(
+      new Map([
+        ['active', Buffer.from('k2\n')],
+        ['k2', key],
+        ['k1', randomBytes(32)],
+        ['junk', Buffer.from('short')],
+      ]),
+    );
     expect(r.active).toBe('k2');
     expect([...r.keys.keys()].sort()).toEqual(['k1', 'k2']);
-    expect(code(() => keyringFromEntries(new Map([['active', Buffer.from('k9')], ['k1', key]])))).toBe('bad-keyring');
+    expect(
+      code(() =>
+        keyringFromEntries(
+          new Map([
+            ['active', Buffer.from('k9')],
+            ['k1', key],
+          ]),
+        ),
+      ),
+    ).toBe('bad-keyring');
     expect(code(() => keyringFromEntries(new Map([['k1', key]])))).toBe('bad-keyring');
   });
 });
@@ -82,7 +121,9 @@ describe('sealed accounts', () => {
       const expected = JSON.stringify(sealPayload(k, 'ns-\u2028-"q"', input.id, input.payload));
       expect(entry.envelope).toBe(expected);
       expect(entry.length).toBe(expected.length);
-      expect(openEnvelope(k.keys, parseEnvelope(entry.envelope), { namespace: 'ns-\u2028-"q"', credentialId: input.id })).toBe(input.payload);
+      expect(
+        openEnvelope(k.keys, parseEnvelope(entry.envelope), { namespace: 'ns-\u2028-"q"', credentialId: input.id }),
+      ).toBe(input.payload);
       // What stays in memory is not the envelope text, and never the plaintext.
       expect(Object.values(entry).some((v) => v === expected)).toBe(false);
       expect(JSON.stringify(Object.values(entry))).not.toContain('CANARY');
@@ -96,7 +137,14 @@ describe('bundle sharding', () => {
   it('places accounts by namespace, splits oversized buckets, stays under the Secret limit', () => {
     const k = ring('k1', 'k1');
     const accounts = Array.from({ length: 40 }, (_, a) =>
-      sealAccount(k, `ns-${a}`, Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: randomBytes(200).toString('hex') }))),
+      sealAccount(
+        k,
+        `ns-${a}`,
+        Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({
+          id: `${String(a).padStart(4, '0')}-${i}`,
+          payload: randomBytes(200).toString('hex'),
+        })),
+      ),
     );
     const { buckets, objects } = shardBundles(accounts);
     expect(buckets).toBeGreaterThan(1);
@@ -110,7 +158,15 @@ describe('bundle sharding', () => {
   it('laid out and split one bucket at a time (as the pipeline does), gives the same objects', () => {
     const k = ring('k1', 'k1');
     const accounts = Array.from({ length: 30 }, (_, a) =>
-      sealAccount(k, `ns-${a}`, Array.from({ length: a % 3 === 0 ? 400 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: `p-${a}-${i}-${'x'.repeat(200)}` }))));
+      sealAccount(
+        k,
+        `ns-${a}`,
+        Array.from({ length: a % 3 === 0 ? 400 : 20 }, (_, i) => ({
+          id: `${String(a).padStart(4, '0')}-${i}`,
+          payload: `p-${a}-${i}-${'x'.repeat(200)}`,
+        })),
+      ),
+    );
     const opts = { targetBytes: 64 * 1024, maxPartBytes: 96 * 1024 };
     const whole = shardBundles(accounts, opts);
     const cache = new Map<string, BundlePart[]>();
@@ -124,14 +180,23 @@ describe('bundle sharding', () => {
     expect(split).toBeGreaterThan(0);
     const stepwise = bundlesFromLayout(layout, { ...opts, cache });
     expect(stepwise.buckets).toBe(whole.buckets);
-    expect(stepwise.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()])).toEqual(whole.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()]));
+    expect(stepwise.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()])).toEqual(
+      whole.objects.map((o) => [o.name, o.sha256, o.bytes, o.accounts, o.entries()]),
+    );
     expect(cache.size).toBe(split);
   });
 
   it('reuses the split of an oversized bucket while its content is unchanged, and drops it when it changes', () => {
     const k = ring('k1', 'k1');
     const seal = (a: number, tag: string) =>
-      sealAccount(k, `ns-${a}`, Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({ id: `${String(a).padStart(4, '0')}-${i}`, payload: `${tag}-${a}-${i}-${'p'.repeat(300)}` })));
+      sealAccount(
+        k,
+        `ns-${a}`,
+        Array.from({ length: a === 0 ? 3000 : 20 }, (_, i) => ({
+          id: `${String(a).padStart(4, '0')}-${i}`,
+          payload: `${tag}-${a}-${i}-${'p'.repeat(300)}`,
+        })),
+      );
     const accounts = Array.from({ length: 40 }, (_, a) => seal(a, 'v1'));
     const cache = new Map<string, BundlePart[]>();
     const first = shardBundles(accounts, { cache });
@@ -151,6 +216,8 @@ describe('bundle sharding', () => {
     expect(cache.size).toBe(parts.length);
     expect([...cache.values()].some((p) => parts.includes(p))).toBe(false);
     expect(changed.objects.map((o) => o.sha256)).toEqual(shardBundles(accounts).objects.map((o) => o.sha256));
-    expect(changed.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256)).not.toEqual(first.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256));
+    expect(changed.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256)).not.toEqual(
+      first.objects.filter((o) => o.accounts.includes('ns-0')).map((o) => o.sha256),
+    );
   });
 });

@@ -6,7 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { GATEWAY_STATUS_FORMAT, GatewayStatusError, parseGatewayStatusReport, type GatewayStatusReport } from '../../../src/contract/gateway-status.ts';
+import {
+  GATEWAY_STATUS_FORMAT,
+  GatewayStatusError,
+  type GatewayStatusReport,
+  parseGatewayStatusReport,
+} from '../../../src/contract/gateway-status.ts';
 import { gatewayStatusSchema } from '../../../src/contract/schemas.ts';
 import { DeliveryTracker } from '../../../src/gateway/delivered-routing.ts';
 import { bundleInventory, CredentialHealth } from '../../../src/gateway/health.ts';
@@ -24,7 +29,11 @@ function gatewayReport(): GatewayStatusReport {
     health.recordProbe('cred-c', { at: 5000, outcome: 'upstreamError', status: null });
     const delivery = new DeliveryTracker('down');
     delivery.connection(true);
-    delivery.batch({ batch: 3, result: 'refused', reason: 'Secret/byok-bundle-0: signed with key id k2, which this pod does not hold' });
+    delivery.batch({
+      batch: 3,
+      result: 'refused',
+      reason: 'Secret/byok-bundle-0: signed with key id k2, which this pod does not hold',
+    });
     return {
       format: GATEWAY_STATUS_FORMAT,
       instance: '0b6c8f1e-5d0a-4f8e-9c1a-3e2d1f0a9b8c',
@@ -49,7 +58,13 @@ describe('gateway status report (src/contract/gateway-status.ts)', () => {
     expect(parseGatewayStatusReport(wire(report))).toEqual(report);
     expect([validate(wire(report)), validate.errors]).toEqual([true, null]);
     // Before the first routing load and without a bundle key.
-    const cold = { ...report, routing: { version: null }, bundle: { keyId: null, generation: '', credentials: {} }, credentials: {}, probes: {} };
+    const cold = {
+      ...report,
+      routing: { version: null },
+      bundle: { keyId: null, generation: '', credentials: {} },
+      credentials: {},
+      probes: {},
+    };
     expect(parseGatewayStatusReport(wire(cold))).toEqual(cold);
     expect(validate(wire(cold))).toBe(true);
   });
@@ -58,7 +73,14 @@ describe('gateway status report (src/contract/gateway-status.ts)', () => {
     const { delivery: _delivery, ...old } = gatewayReport();
     expect(parseGatewayStatusReport(wire(old)).delivery).toBeUndefined();
     expect(validate(wire(old))).toBe(true);
-    const long = { ...gatewayReport(), delivery: { seq: 1, stream: 'connected', lastBatch: { batch: 1, result: 'refused', reason: `bad\u0000${'x'.repeat(600)}` } } };
+    const long = {
+      ...gatewayReport(),
+      delivery: {
+        seq: 1,
+        stream: 'connected',
+        lastBatch: { batch: 1, result: 'refused', reason: `bad\u0000${'x'.repeat(600)}` },
+      },
+    };
     const reason = parseGatewayStatusReport(wire(long)).delivery!.lastBatch!.reason!;
     expect(reason.length).toBe(512);
     expect(reason).toMatch(/^bad\?x+\.\.\.$/);

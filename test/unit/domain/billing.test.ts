@@ -2,7 +2,6 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import {
-  isApiKeyLive,
   budgetContributionMicros,
   budgetScopes,
   byokCharge,
@@ -10,6 +9,7 @@ import {
   byokFeeMicros,
   createCatalog,
   decideBudget,
+  isApiKeyLive,
   listCostMicros,
   microsToUsd,
   prepareGuardrail,
@@ -17,7 +17,7 @@ import {
   priceMicros,
   usdToMicros,
 } from '../../../src/domain/index.ts';
-import { K1, K2, WS1, account, ep, guardrail, workspace } from '../../support/fixtures/domain.ts';
+import { account, ep, guardrail, K1, K2, WS1, workspace } from '../../support/fixtures/domain.ts';
 
 describe('money', () => {
   test('USD to micros is exact for decimal strings and for numbers via their shortest decimal form', () => {
@@ -36,10 +36,18 @@ describe('money', () => {
     expect(() => usdToMicros('1e40')).toThrow(RangeError);
   });
   test('list cost per token and per request', () => {
-    expect(listCostMicros(priceMicros({ kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: 10 }), { promptTokens: 1000, completionTokens: 500 })).toBe(
-      2_500 + 5_000,
-    );
-    expect(listCostMicros(priceMicros({ kind: 'per-request', usdPerRequest: '0.04' }), { promptTokens: 0, completionTokens: 0 })).toBe(40_000);
+    expect(
+      listCostMicros(
+        priceMicros({ kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: 10 }),
+        { promptTokens: 1000, completionTokens: 500 },
+      ),
+    ).toBe(2_500 + 5_000);
+    expect(
+      listCostMicros(priceMicros({ kind: 'per-request', usdPerRequest: '0.04' }), {
+        promptTokens: 0,
+        completionTokens: 0,
+      }),
+    ).toBe(40_000);
   });
 });
 
@@ -68,10 +76,18 @@ describe('BYOK fee', () => {
 
 describe('free monthly allowance', () => {
   test('below the allowance no fee is charged', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 100_000_000, requestListCostMicros: 10_000_000 })).toMatchObject({ feeMicros: 0, billableListCostMicros: 0 });
+    expect(
+      byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 100_000_000, requestListCostMicros: 10_000_000 }),
+    ).toMatchObject({ feeMicros: 0, billableListCostMicros: 0 });
   });
   test('a request straddling the allowance pays only for the part above it', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: usdToMicros('24999.99'), requestListCostMicros: usdToMicros('0.05') })).toEqual({
+    expect(
+      byokCharge({
+        plan: 'pay-as-you-go',
+        monthToDateListCostMicros: usdToMicros('24999.99'),
+        requestListCostMicros: usdToMicros('0.05'),
+      }),
+    ).toEqual({
       freeListCostMicros: 10_000,
       billableListCostMicros: 40_000,
       feeMicros: 2_000,
@@ -80,15 +96,25 @@ describe('free monthly allowance', () => {
     });
   });
   test('above the allowance the whole request is billable; enterprise allows 200,000 USD', () => {
-    expect(byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 }).feeUsd).toBe(0.1);
-    expect(byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 }).feeUsd).toBe(0);
-    expect(byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 199_999_000_000, requestListCostMicros: 3_000_000 })).toMatchObject({
+    expect(
+      byokCharge({ plan: 'pay-as-you-go', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 })
+        .feeUsd,
+    ).toBe(0.1);
+    expect(
+      byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 30_000_000_000, requestListCostMicros: 2_000_000 })
+        .feeUsd,
+    ).toBe(0);
+    expect(
+      byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 199_999_000_000, requestListCostMicros: 3_000_000 }),
+    ).toMatchObject({
       billableListCostMicros: 2_000_000,
       feeMicros: 100_000,
     });
   });
   test('negative amounts are rejected', () => {
-    expect(() => byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 0, requestListCostMicros: -1_000_000 })).toThrow(RangeError);
+    expect(() =>
+      byokCharge({ plan: 'enterprise', monthToDateListCostMicros: 0, requestListCostMicros: -1_000_000 }),
+    ).toThrow(RangeError);
   });
 });
 
@@ -99,7 +125,16 @@ describe('budgets (rule 12)', () => {
     const d = decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null });
     expect(d.allowed).toBe(true);
     expect(d.checks).toEqual([
-      { scope: 'guardrail', id: 'g', name: 'g', interval: 'monthly', limitMicros: 100_000_000, countedMicros: 60_000_000, includesByok: false, blocked: false },
+      {
+        scope: 'guardrail',
+        id: 'g',
+        name: 'g',
+        interval: 'monthly',
+        limitMicros: 100_000_000,
+        countedMicros: 60_000_000,
+        includesByok: false,
+        blocked: false,
+      },
     ]);
   });
   test('with include_byok_in_budgets the would-have-charged amount counts and the combined total blocks', () => {
@@ -110,13 +145,25 @@ describe('budgets (rule 12)', () => {
   });
   test('blocked when the total reaches the limit exactly', () => {
     const g = guardrail('g', {}, { limitUsd: 110, resetInterval: 'daily', includeByokInBudgets: true });
-    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null }).allowed).toBe(false);
-    const g2 = guardrail('g', {}, { limitUsd: '110.000001', resetInterval: 'daily', includeByokInBudgets: true } as never);
-    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g2), spend }], workspace: null }).allowed).toBe(true);
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null }).allowed).toBe(
+      false,
+    );
+    const g2 = guardrail('g', {}, {
+      limitUsd: '110.000001',
+      resetInterval: 'daily',
+      includeByokInBudgets: true,
+    } as never);
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g2), spend }], workspace: null }).allowed).toBe(
+      true,
+    );
   });
   test('the flag has no effect without a budget limit', () => {
     const g = guardrail('g', { requireZdr: true });
-    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null })).toEqual({ allowed: true, checks: [], blockedBy: null });
+    expect(decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: null })).toEqual({
+      allowed: true,
+      checks: [],
+      blockedBy: null,
+    });
   });
   test('a workspace budget has one flag for the daily, weekly, monthly and lifetime intervals', () => {
     const budgets = [
@@ -126,10 +173,19 @@ describe('budgets (rule 12)', () => {
       { limitUsd: 10_000, interval: 'lifetime' as const },
     ];
     const perInterval = { daily: spend, weekly: spend, monthly: spend, lifetime: spend };
-    const off = decideBudget({ guardrails: [], workspace: { workspace: prepareWorkspace(workspace(WS1, { budgets })), spend: perInterval } });
+    const off = decideBudget({
+      guardrails: [],
+      workspace: { workspace: prepareWorkspace(workspace(WS1, { budgets })), spend: perInterval },
+    });
     expect(off.allowed).toBe(true);
     expect(off.checks.map((c) => c.countedMicros)).toEqual([60e6, 60e6, 60e6, 60e6]);
-    const on = decideBudget({ guardrails: [], workspace: { workspace: prepareWorkspace(workspace(WS1, { budgets, includeByokInBudgets: true })), spend: perInterval } });
+    const on = decideBudget({
+      guardrails: [],
+      workspace: {
+        workspace: prepareWorkspace(workspace(WS1, { budgets, includeByokInBudgets: true })),
+        spend: perInterval,
+      },
+    });
     expect(on.checks.map((c) => [c.interval, c.countedMicros, c.blocked])).toEqual([
       ['daily', 110e6, true],
       ['weekly', 110e6, false],
@@ -139,24 +195,64 @@ describe('budgets (rule 12)', () => {
     expect(on.blockedBy?.interval).toBe('daily');
   });
   test('what a finished request adds to a budget', () => {
-    expect(budgetContributionMicros({ isByok: false, chargedMicros: 1_200_000, wouldHaveChargedMicros: 0, includeByokInBudgets: false })).toBe(1_200_000);
-    expect(budgetContributionMicros({ isByok: true, chargedMicros: 60_000, wouldHaveChargedMicros: 1_200_000, includeByokInBudgets: false })).toBe(0);
-    expect(budgetContributionMicros({ isByok: true, chargedMicros: 60_000, wouldHaveChargedMicros: 1_200_000, includeByokInBudgets: true })).toBe(1_200_000);
+    expect(
+      budgetContributionMicros({
+        isByok: false,
+        chargedMicros: 1_200_000,
+        wouldHaveChargedMicros: 0,
+        includeByokInBudgets: false,
+      }),
+    ).toBe(1_200_000);
+    expect(
+      budgetContributionMicros({
+        isByok: true,
+        chargedMicros: 60_000,
+        wouldHaveChargedMicros: 1_200_000,
+        includeByokInBudgets: false,
+      }),
+    ).toBe(0);
+    expect(
+      budgetContributionMicros({
+        isByok: true,
+        chargedMicros: 60_000,
+        wouldHaveChargedMicros: 1_200_000,
+        includeByokInBudgets: true,
+      }),
+    ).toBe(1_200_000);
   });
   test('budget scopes: the API key guardrail and the workspace default guardrail (member without own guardrail)', () => {
     const acc = account([], {
       guardrails: [guardrail('g-def'), guardrail('g-key'), guardrail('g-u2')],
-      workspaces: [workspace(WS1, { defaultGuardrailId: 'g-def', members: [{ userId: 'u1', guardrailId: null }, { userId: 'u2', guardrailId: 'g-u2' }] })],
+      workspaces: [
+        workspace(WS1, {
+          defaultGuardrailId: 'g-def',
+          members: [
+            { userId: 'u1', guardrailId: null },
+            { userId: 'u2', guardrailId: 'g-u2' },
+          ],
+        }),
+      ],
       apiKeys: [
         { hash: K1, workspaceId: WS1, guardrailId: 'g-key', expiresAt: null },
         { hash: K2, workspaceId: WS1, guardrailId: 'g-def', expiresAt: null },
       ],
     });
-    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: WS1, userId: 'u1' }).guardrails.map((g) => g.id)).toEqual(['g-key', 'g-def']);
-    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: WS1, userId: 'u2' }).guardrails.map((g) => g.id)).toEqual(['g-key', 'g-u2']);
+    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: WS1, userId: 'u1' }).guardrails.map((g) => g.id)).toEqual([
+      'g-key',
+      'g-def',
+    ]);
+    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: WS1, userId: 'u2' }).guardrails.map((g) => g.id)).toEqual([
+      'g-key',
+      'g-u2',
+    ]);
     // The same guardrail reached twice is checked once.
-    expect(budgetScopes(acc, { apiKeyHash: K2, workspaceId: WS1, userId: null }).guardrails.map((g) => g.id)).toEqual(['g-def']);
-    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: 'nope', userId: 'u1' })).toEqual({ guardrails: [expect.objectContaining({ id: 'g-key' })], workspace: null });
+    expect(budgetScopes(acc, { apiKeyHash: K2, workspaceId: WS1, userId: null }).guardrails.map((g) => g.id)).toEqual([
+      'g-def',
+    ]);
+    expect(budgetScopes(acc, { apiKeyHash: K1, workspaceId: 'nope', userId: 'u1' })).toEqual({
+      guardrails: [expect.objectContaining({ id: 'g-key' })],
+      workspace: null,
+    });
   });
 });
 
@@ -164,7 +260,12 @@ describe('catalog', () => {
   test('rejects duplicates and unknown providers', () => {
     expect(() => createCatalog([{ model: 'm', endpoints: [ep('a', 'openai'), ep('a', 'openai')] }])).toThrow(TypeError);
     expect(() => createCatalog([{ model: 'm', endpoints: [ep('a', 'nope' as never)] }])).toThrow(TypeError);
-    expect(() => createCatalog([{ model: 'm', endpoints: [] }, { model: 'm', endpoints: [] }])).toThrow(TypeError);
+    expect(() =>
+      createCatalog([
+        { model: 'm', endpoints: [] },
+        { model: 'm', endpoints: [] },
+      ]),
+    ).toThrow(TypeError);
   });
 });
 

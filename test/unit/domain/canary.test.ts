@@ -1,7 +1,7 @@
 // Canary: a distinctive string in every secret field of every payload shape, run through every validator, label and
 // error path. It must never appear in an error, and a label may show at most its masked snippet.
 import { describe, expect, test } from '@jest/globals';
-import { PROVIDER_SLUGS, describePayloadIssues, maskLabel, validatePayload } from '../../../src/domain/index.ts';
+import { describePayloadIssues, maskLabel, PROVIDER_SLUGS, validatePayload } from '../../../src/domain/index.ts';
 import { SA } from '../../support/fixtures/domain.ts';
 
 const CANARY = 'CANARY-7f3a9c-SECRET';
@@ -35,13 +35,43 @@ const PAYLOADS: string[] = [
   j([{ api_key: CANARY, resource_name: CANARY, resource_type: CANARY }]),
   j([{ api_key: CANARY, resource_name: 'res' }]),
   j([{ api_key: `${CANARY} `, model_slug: CANARY, endpoint_url: `${url}&x=${CANARY}`, model_id: CANARY }]),
-  j([{ api_key: CANARY, model_slug: 'a/b', endpoint_url: `https://${CANARY.toLowerCase()}.example/${CANARY}`, model_id: 'm' }]),
-  j([{ api_key: CANARY, model_slug: 'a/b', endpoint_url: `https://user:${CANARY}@r.example/chat/completions?api-version=1`, model_id: 'm' }]),
+  j([
+    {
+      api_key: CANARY,
+      model_slug: 'a/b',
+      endpoint_url: `https://${CANARY.toLowerCase()}.example/${CANARY}`,
+      model_id: 'm',
+    },
+  ]),
+  j([
+    {
+      api_key: CANARY,
+      model_slug: 'a/b',
+      endpoint_url: `https://user:${CANARY}@r.example/chat/completions?api-version=1`,
+      model_id: 'm',
+    },
+  ]),
   j([CANARY, { [CANARY]: CANARY }]),
   j({ ...SA, private_key: CANARY, private_key_id: CANARY }),
-  j({ ...SA, private_key: `-----BEGIN PRIVATE KEY-----\n${CANARY}\n-----END PRIVATE KEY-----\n`, private_key_id: 'abcdef0123456789' }),
-  j({ ...SA, private_key_id: `${CANARY}`, client_email: CANARY, client_id: CANARY, token_uri: CANARY, bucket: `gs://${CANARY}/x` }),
-  j({ ...SA, private_key: `-----BEGIN PRIVATE KEY-----\n${CANARY}\n-----END PRIVATE KEY-----`, region: CANARY, bucket: CANARY }),
+  j({
+    ...SA,
+    private_key: `-----BEGIN PRIVATE KEY-----\n${CANARY}\n-----END PRIVATE KEY-----\n`,
+    private_key_id: 'abcdef0123456789',
+  }),
+  j({
+    ...SA,
+    private_key_id: `${CANARY}`,
+    client_email: CANARY,
+    client_id: CANARY,
+    token_uri: CANARY,
+    bucket: `gs://${CANARY}/x`,
+  }),
+  j({
+    ...SA,
+    private_key: `-----BEGIN PRIVATE KEY-----\n${CANARY}\n-----END PRIVATE KEY-----`,
+    region: CANARY,
+    bucket: CANARY,
+  }),
   j({ ...SA, type: CANARY, project_id: CANARY }),
   j({ type: 'service_account', private_key: CANARY }),
 ];

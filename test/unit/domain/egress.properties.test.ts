@@ -7,12 +7,33 @@
 // names and 1094 allow-list entries disagreed; shrunk to [2001:0:0:0:0:0:ffff:ffff] (Teredo, client 0.0.0.0),
 // localhost.. and 0.0.0.0/ (read as /0). The embedded-IPv4 forms, the trailing dots and the prefix grammar were
 // bypasses of the old table itself; the rest were classes issue 32 added.
+
+import type { LookupAddress } from 'node:dns';
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
-import type { LookupAddress } from 'node:dns';
-import { parseEgressAllowList, resolvedAddressProblem, urlEgressProblem, type EgressAllowList } from '../../../src/domain/index.ts';
+import {
+  type EgressAllowList,
+  parseEgressAllowList,
+  resolvedAddressProblem,
+  urlEgressProblem,
+} from '../../../src/domain/index.ts';
 import { egressLookup, literalHostProblem } from '../../../src/gateway/egress.ts';
-import { address, allowCase, dotted, hostName, nameStyle, refCovers, refForbidden, refNameForbidden, renderName, renderV4, renderV6, v4Style, v6Style, type Address } from './egress.reference.ts';
+import {
+  type Address,
+  address,
+  allowCase,
+  dotted,
+  hostName,
+  nameStyle,
+  refCovers,
+  refForbidden,
+  refNameForbidden,
+  renderName,
+  renderV4,
+  renderV6,
+  v4Style,
+  v6Style,
+} from './egress.reference.ts';
 
 const SEED = 32; // issue 32: fixed, so a failure here is a failure everywhere
 const RUNS = 5000;
@@ -26,13 +47,18 @@ const allowFor = (a: Address): fc.Arbitrary<AllowRange | null> =>
     fc.constant(null),
     fc.integer({ min: 0, max: a.v6 ? 128 : 32 }).map((p) => mask({ v6: a.v6, n: a.n, prefix: p })),
     fc.integer({ min: 0, max: 32 }).map((p) => mask({ v6: false, n: a.n & M32, prefix: p })),
-    fc.tuple(address, fc.integer({ min: 0, max: 128 })).map(([b, p]) => mask({ v6: b.v6, n: b.n, prefix: p % (b.v6 ? 129 : 33) })),
+    fc
+      .tuple(address, fc.integer({ min: 0, max: 128 }))
+      .map(([b, p]) => mask({ v6: b.v6, n: b.n, prefix: p % (b.v6 ? 129 : 33) })),
   );
 function mask(r: AllowRange): AllowRange {
   const width = r.v6 ? 128 : 32;
   return { ...r, n: (r.n >> BigInt(width - r.prefix)) << BigInt(width - r.prefix) };
 }
-const allowList = (r: AllowRange | null): EgressAllowList => ({ ranges: r === null ? [] : [{ bits: r.n, prefix: r.prefix, v6: r.v6 }], hosts: new Set<string>() });
+const allowList = (r: AllowRange | null): EgressAllowList => ({
+  ranges: r === null ? [] : [{ bits: r.n, prefix: r.prefix, v6: r.v6 }],
+  hosts: new Set<string>(),
+});
 
 const spelled = fc
   .record({ a: address, v4: v4Style, v6: v6Style, zone: fc.constantFrom(false, false, false, true) })
@@ -45,7 +71,10 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         const host = a.v6 ? `[${renderV6(a.n, v6)}${zone ? '%25eth0' : ''}]` : renderV4(a.n, v4);
         const expected = refForbidden(a) && !(allow !== null && refCovers(allow, a));
         // A zone id makes the URL unparseable: nothing can connect to it, and the policy must not call it fine.
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allowList(allow)) !== null }).toEqual({ host, refused: expected || (a.v6 && zone) });
+        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allowList(allow)) !== null }).toEqual({
+          host,
+          refused: expected || (a.v6 && zone),
+        });
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -58,11 +87,21 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         const list = allowList(allow);
         const expected = refForbidden(a) && !(allow !== null && refCovers(allow, a));
         // A name that resolves to it (DNS rebinding), and the literal itself (net.connect skips the lookup).
-        expect({ text, refused: resolvedAddressProblem('tenant.example', text, list) !== null }).toEqual({ text, refused: expected });
+        expect({ text, refused: resolvedAddressProblem('tenant.example', text, list) !== null }).toEqual({
+          text,
+          refused: expected,
+        });
         expect({ text, refused: literalHostProblem(text, list) !== null }).toEqual({ text, refused: expected });
-        if (a.v6) expect({ text, refused: literalHostProblem(`[${text}]`, list) !== null }).toEqual({ text, refused: expected });
+        if (a.v6)
+          expect({ text, refused: literalHostProblem(`[${text}]`, list) !== null }).toEqual({
+            text,
+            refused: expected,
+          });
         // The agent's lookup, asking a resolver that answers with this address beside a public one.
-        const answers: LookupAddress[] = [{ address: '8.8.8.8', family: 4 }, { address: text, family: a.v6 ? 6 : 4 }];
+        const answers: LookupAddress[] = [
+          { address: '8.8.8.8', family: 4 },
+          { address: text, family: a.v6 ? 6 : 4 },
+        ];
         let refused: boolean | undefined;
         egressLookup(list, (_host, _opts, cb) => cb(null, answers))('tenant.example', { all: true }, (err) => {
           refused = (err as { code?: string } | null)?.code === 'EGRESS_DENIED';
@@ -77,11 +116,19 @@ describe('egress policy (properties): one verdict per address, whatever its spel
     fc.assert(
       fc.property(hostName, nameStyle, (name, style) => {
         const host = renderName(name, style);
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`) !== null }).toEqual({ host, refused: refNameForbidden(name) });
+        expect({ host, refused: urlEgressProblem(`https://${host}/x`) !== null }).toEqual({
+          host,
+          refused: refNameForbidden(name),
+        });
         // An allow-listed name is allowed in every spelling, at validation and when its lookup is checked.
         const allow = parseEgressAllowList([name]);
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allow) !== null }).toEqual({ host, refused: false });
-        expect(resolvedAddressProblem(`${name.toUpperCase()}${'.'.repeat(style.trailingDots)}`, '127.0.0.1', allow)).toBeNull();
+        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allow) !== null }).toEqual({
+          host,
+          refused: false,
+        });
+        expect(
+          resolvedAddressProblem(`${name.toUpperCase()}${'.'.repeat(style.trailingDots)}`, '127.0.0.1', allow),
+        ).toBeNull();
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -104,7 +151,15 @@ describe('egress allow-list grammar (properties)', () => {
         }
         expect(parsed).not.toBeInstanceOf(Error);
         const { ranges, hosts } = parsed as EgressAllowList;
-        expect({ entry, hosts: [...hosts], ranges: ranges.map((r) => ({ v6: r.v6, n: mask({ v6: r.v6, n: r.bits, prefix: r.prefix }).n, prefix: r.prefix })) }).toEqual({
+        expect({
+          entry,
+          hosts: [...hosts],
+          ranges: ranges.map((r) => ({
+            v6: r.v6,
+            n: mask({ v6: r.v6, n: r.bits, prefix: r.prefix }).n,
+            prefix: r.prefix,
+          })),
+        }).toEqual({
           entry,
           hosts: [],
           ranges: [expected],

@@ -12,8 +12,10 @@ function span(base: bigint, prefix: number, width: number): readonly [bigint, bi
   const size = 2n ** BigInt(width - prefix);
   return [base, base + size - 1n];
 }
-const v4 = (a: number, b: number, c: number, d: number) => BigInt(a) * 16_777_216n + BigInt(b) * 65_536n + BigInt(c) * 256n + BigInt(d);
-const v6 = (...groups: number[]) => groups.reduce((acc, g) => acc * 65_536n + BigInt(g), 0n) * 65_536n ** BigInt(8 - groups.length);
+const v4 = (a: number, b: number, c: number, d: number) =>
+  BigInt(a) * 16_777_216n + BigInt(b) * 65_536n + BigInt(c) * 256n + BigInt(d);
+const v6 = (...groups: number[]) =>
+  groups.reduce((acc, g) => acc * 65_536n + BigInt(g), 0n) * 65_536n ** BigInt(8 - groups.length);
 
 /** IPv4 ranges the policy refuses (IANA special-purpose registry, minus the globally reachable ones). */
 export const REF_V4: readonly (readonly [bigint, bigint, string])[] = [
@@ -82,8 +84,16 @@ const inside = (base: bigint, prefix: number, width: number) => bits(width - pre
 
 const V4_SPOTS: readonly [bigint, number][] = [
   ...REF_V4.map(([lo, hi]): [bigint, number] => [lo, 32 - (hi - lo + 1n).toString(2).length + 1]),
-  [v4(169, 254, 169, 254), 32], [v4(127, 0, 0, 1), 32], [v4(8, 8, 8, 8), 24], [v4(11, 0, 0, 0), 8], [v4(172, 32, 0, 0), 11],
-  [v4(100, 0, 0, 0), 10], [v4(100, 128, 0, 0), 9], [v4(192, 88, 99, 0), 24], [v4(52, 0, 0, 0), 8], [v4(20, 0, 0, 0), 8],
+  [v4(169, 254, 169, 254), 32],
+  [v4(127, 0, 0, 1), 32],
+  [v4(8, 8, 8, 8), 24],
+  [v4(11, 0, 0, 0), 8],
+  [v4(172, 32, 0, 0), 11],
+  [v4(100, 0, 0, 0), 10],
+  [v4(100, 128, 0, 0), 9],
+  [v4(192, 88, 99, 0), 24],
+  [v4(52, 0, 0, 0), 8],
+  [v4(20, 0, 0, 0), 8],
 ];
 const V4_EDGES = REF_V4.flatMap(([lo, hi]) => [lo - 1n, lo, hi, hi + 1n]).filter((n) => n >= 0n && n <= M32);
 
@@ -94,10 +104,29 @@ export const ipv4Number: fc.Arbitrary<bigint> = fc.oneof(
 );
 
 const V6_SPOTS: readonly [bigint, number][] = [
-  [0n, 128], [1n, 128], [v6(0xfe80), 10], [v6(0xfc00), 7], [v6(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x254), 128], [v6(0xff00), 8],
-  [v6(0xfec0), 10], [v6(0x0100), 64], [v6(0x2001, 0x0db8), 32], [v6(0x3fff), 20], [v6(0x2001, 0x0002, 0), 48], [v6(0x0064, 0xff9b, 1), 48],
-  [v6(0x2001, 0x4860), 32], [v6(0x2600), 12], [v6(0x2a00), 12], [v6(0x2000), 3], [v6(0x4000), 3], [0n, 8], [v6(0x0100), 8],
-  [v6(0x2001), 23], [v6(0x2002), 16], [v6(0x2001, 0), 32], [v6(0x0064, 0xff9b), 96],
+  [0n, 128],
+  [1n, 128],
+  [v6(0xfe80), 10],
+  [v6(0xfc00), 7],
+  [v6(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x254), 128],
+  [v6(0xff00), 8],
+  [v6(0xfec0), 10],
+  [v6(0x0100), 64],
+  [v6(0x2001, 0x0db8), 32],
+  [v6(0x3fff), 20],
+  [v6(0x2001, 0x0002, 0), 48],
+  [v6(0x0064, 0xff9b, 1), 48],
+  [v6(0x2001, 0x4860), 32],
+  [v6(0x2600), 12],
+  [v6(0x2a00), 12],
+  [v6(0x2000), 3],
+  [v6(0x4000), 3],
+  [0n, 8],
+  [v6(0x0100), 8],
+  [v6(0x2001), 23],
+  [v6(0x2002), 16],
+  [v6(0x2001, 0), 32],
+  [v6(0x0064, 0xff9b), 96],
 ];
 
 /** An IPv4 address put inside an IPv6 one, in every embedding the policy knows. */
@@ -107,10 +136,14 @@ const embedded: fc.Arbitrary<bigint> = fc.oneof(
   ipv4Number.map((a) => v6(0, 0, 0, 0, 0xffff, 0) + a), // IPv4-translated
   ipv4Number.map((a) => v6(0x64, 0xff9b) + a), // NAT64 well-known prefix
   // NAT64 local-use (RFC 8215) with the IPv4 at an RFC 6052 offset for prefix lengths 48, 56, 64 and 96.
-  fc.tuple(ipv4Number, fc.constantFrom(48, 56, 64, 96), bits(16)).map(([a, len, suffix]) => v6(0x64, 0xff9b, 1) + rfc6052(a, len) + (len === 96 ? 0n : suffix)),
+  fc
+    .tuple(ipv4Number, fc.constantFrom(48, 56, 64, 96), bits(16))
+    .map(([a, len, suffix]) => v6(0x64, 0xff9b, 1) + rfc6052(a, len) + (len === 96 ? 0n : suffix)),
   fc.tuple(ipv4Number, bits(80)).map(([a, rest]) => v6(0x2002) + a * 2n ** 80n + rest), // 6to4
   // Teredo: 2001:0:<server v4>:<flags>:<port>:<NOT client v4>
-  fc.tuple(ipv4Number, ipv4Number, bits(32)).map(([server, client, flagsPort]) => v6(0x2001, 0) + server * 2n ** 64n + flagsPort * 2n ** 32n + (M32 - client)),
+  fc
+    .tuple(ipv4Number, ipv4Number, bits(32))
+    .map(([server, client, flagsPort]) => v6(0x2001, 0) + server * 2n ** 64n + flagsPort * 2n ** 32n + (M32 - client)),
 );
 
 /** RFC 6052 §2.2: the IPv4 address inside a prefix of `len` bits, skipping the u-octet (bits 64..71). */
@@ -191,7 +224,10 @@ export const v4Style: fc.Arbitrary<V4Style> = fc.record({
   radix: fc.array(fc.constantFrom<Radix>('dec', 'dec', 'oct', 'hex', 'HEX'), { minLength: 4, maxLength: 4 }),
   zeros: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 4, maxLength: 4 }),
   trailingDots: fc.constantFrom(0, 0, 1, 2, 3),
-  dot: fc.array(fc.constantFrom('.', '.', '.', '\u3002', '\uff0e', '\uff61', '%2e', '%2E'), { minLength: 6, maxLength: 6 }),
+  dot: fc.array(fc.constantFrom('.', '.', '.', '\u3002', '\uff0e', '\uff61', '%2e', '%2E'), {
+    minLength: 6,
+    maxLength: 6,
+  }),
   fullwidth: fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }).map((a) => a.map((b, i) => b && i % 5 === 0)),
   percent: fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }).map((a) => a.map((b, i) => b && i % 4 === 1)),
 });
@@ -214,7 +250,9 @@ export function renderV4(n: bigint, s: V4Style): string {
   }
   values.push(rest);
   const parts = values.map((v, i) => part(v, s.radix[i]!, s.zeros[i]!));
-  const text = parts.reduce((acc, p, i) => (i === 0 ? p : `${acc}${s.dot[i]!}${p}`), '') + Array.from({ length: s.trailingDots }, (_, i) => s.dot[4 + (i % 2)]!).join('');
+  const text =
+    parts.reduce((acc, p, i) => (i === 0 ? p : `${acc}${s.dot[i]!}${p}`), '') +
+    Array.from({ length: s.trailingDots }, (_, i) => s.dot[4 + (i % 2)]!).join('');
   return dress(text, s.fullwidth, s.percent);
 }
 
@@ -245,18 +283,41 @@ export function dress(text: string, fullwidth: readonly boolean[], percent: read
 /** The reference verdict for a host name (lower case, trailing dots gone). */
 export function refNameForbidden(name: string): boolean {
   const n = name.replace(/\.+$/, '');
-  return n === 'localhost' || n.endsWith('.localhost') || n.endsWith('.internal') || n.endsWith('.local') || n.endsWith('.svc') || !n.includes('.');
+  return (
+    n === 'localhost' ||
+    n.endsWith('.localhost') ||
+    n.endsWith('.internal') ||
+    n.endsWith('.local') ||
+    n.endsWith('.svc') ||
+    !n.includes('.')
+  );
 }
 
 const label = fc.stringMatching(/^[a-z][a-z0-9-]{0,6}[a-z0-9]$/);
 export const hostName: fc.Arbitrary<string> = fc.oneof(
   fc.constantFrom(
-    'localhost', 'api.localhost', 'metadata.google.internal', 'metadata', 'kubernetes', 'kubernetes.default.svc', 'api.default.svc.cluster.local',
-    'printer.local', 'example.com', 'oauth2.googleapis.com', 'example.openai.azure.com', 'localhost.example.com', 'internal.example', 'svc.example.org',
+    'localhost',
+    'api.localhost',
+    'metadata.google.internal',
+    'metadata',
+    'kubernetes',
+    'kubernetes.default.svc',
+    'api.default.svc.cluster.local',
+    'printer.local',
+    'example.com',
+    'oauth2.googleapis.com',
+    'example.openai.azure.com',
+    'localhost.example.com',
+    'internal.example',
+    'svc.example.org',
   ),
-  fc.tuple(fc.array(label, { minLength: 0, maxLength: 3 }), fc.constantFrom('', '.localhost', '.internal', '.local', '.svc', '.cluster.local', '.com', '.example', '.io')).map(
-    ([labels, suffix]) => `${labels.join('.')}${suffix}`.replace(/^\./, ''),
-  ).filter((n) => n !== ''),
+  fc
+    .tuple(
+      fc.array(label, { minLength: 0, maxLength: 3 }),
+      fc.constantFrom('', '.localhost', '.internal', '.local', '.svc', '.cluster.local', '.com', '.example', '.io'),
+    )
+    .map(([labels, suffix]) => `${labels.join('.')}${suffix}`.replace(/^\./, ''))
+    .filter((n) => n !== ''),
 );
 
 export interface NameStyle {
@@ -286,8 +347,31 @@ export function renderName(name: string, s: NameStyle): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Allow-list entries: a CIDR built from a number and a prefix, written correctly or in one of the malformed ways.
 
-export type PrefixSpelling = 'plain' | 'none' | 'empty' | 'leading-zero' | 'plus' | 'minus' | 'decimal-point' | 'hex' | 'exponent' | 'space-before' | 'space-after' | 'too-long' | 'double';
-export type AddressSpelling = 'canonical' | 'bracketed' | 'styled-v6' | 'missing' | 'v4-leading-zero' | 'v4-short' | 'v4-integer' | 'v4-hex' | 'zone' | 'host-bits';
+export type PrefixSpelling =
+  | 'plain'
+  | 'none'
+  | 'empty'
+  | 'leading-zero'
+  | 'plus'
+  | 'minus'
+  | 'decimal-point'
+  | 'hex'
+  | 'exponent'
+  | 'space-before'
+  | 'space-after'
+  | 'too-long'
+  | 'double';
+export type AddressSpelling =
+  | 'canonical'
+  | 'bracketed'
+  | 'styled-v6'
+  | 'missing'
+  | 'v4-leading-zero'
+  | 'v4-short'
+  | 'v4-integer'
+  | 'v4-hex'
+  | 'zone'
+  | 'host-bits';
 export interface AllowCase {
   entry: string;
   /** What the entry means when it is well formed, or null when the parser must refuse it. */
@@ -302,11 +386,37 @@ export const allowCase: fc.Arbitrary<AllowCase> = fc
     // About half well formed, half malformed in one or both halves.
     prefixSpelling: fc.oneof(
       { arbitrary: fc.constantFrom<PrefixSpelling>('plain', 'plain', 'none'), weight: 3 },
-      { arbitrary: fc.constantFrom<PrefixSpelling>('empty', 'leading-zero', 'plus', 'minus', 'decimal-point', 'hex', 'exponent', 'space-before', 'space-after', 'too-long', 'double'), weight: 1 },
+      {
+        arbitrary: fc.constantFrom<PrefixSpelling>(
+          'empty',
+          'leading-zero',
+          'plus',
+          'minus',
+          'decimal-point',
+          'hex',
+          'exponent',
+          'space-before',
+          'space-after',
+          'too-long',
+          'double',
+        ),
+        weight: 1,
+      },
     ),
     addressSpelling: fc.oneof(
       { arbitrary: fc.constantFrom<AddressSpelling>('canonical', 'bracketed', 'styled-v6', 'styled-v6'), weight: 3 },
-      { arbitrary: fc.constantFrom<AddressSpelling>('missing', 'v4-leading-zero', 'v4-short', 'v4-integer', 'v4-hex', 'zone', 'host-bits'), weight: 1 },
+      {
+        arbitrary: fc.constantFrom<AddressSpelling>(
+          'missing',
+          'v4-leading-zero',
+          'v4-short',
+          'v4-integer',
+          'v4-hex',
+          'zone',
+          'host-bits',
+        ),
+        weight: 1,
+      },
     ),
     over: fc.integer({ min: 1, max: 300 }),
   })
@@ -316,7 +426,9 @@ export const allowCase: fc.Arbitrary<AllowCase> = fc
     const hostMask = (1n << BigInt(width - prefix)) - 1n;
     // The network address as written: canonical, unless the case is about host bits set beyond the prefix.
     const n = addressSpelling === 'host-bits' && hostMask !== 0n ? (a.n & ~hostMask) | 1n : a.n & ~hostMask;
-    const canonical = a.v6 ? renderV6(n, { pads: Array<number>(8).fill(0), upper: Array<boolean>(8).fill(false), run: 0, v4Tail: false }) : dotted(n);
+    const canonical = a.v6
+      ? renderV6(n, { pads: Array<number>(8).fill(0), upper: Array<boolean>(8).fill(false), run: 0, v4Tail: false })
+      : dotted(n);
     const addresses: Record<AddressSpelling, [string, boolean]> = {
       canonical: [canonical, true],
       bracketed: [a.v6 ? `[${canonical}]` : canonical, true],

@@ -1,16 +1,16 @@
 // Credential flags and filters (spec 2.2): create/update semantics and every validation rule with its stable message.
 import { describe, expect, test } from '@jest/globals';
 import {
+  type CredentialPatch,
+  type CredentialSettings,
+  type CredentialWriteResult,
   DEFAULT_SETTINGS,
-  VIOLATIONS,
   patchFromSpec,
   resolveCredentialWrite,
   specFieldPath,
   specFromSettings,
+  VIOLATIONS,
   validateFilterShape,
-  type CredentialPatch,
-  type CredentialSettings,
-  type CredentialWriteResult,
 } from '../../../src/domain/index.ts';
 import { hash } from '../../support/fixtures/domain.ts';
 
@@ -38,7 +38,11 @@ describe('create', () => {
     expect(settings(create({}))).toEqual(DEFAULT_SETTINGS);
   });
   test('arrays set the restriction', () => {
-    expect(settings(create({ allowed_models: ['a/b'], allowed_api_key_hashes: [H1], allowed_user_ids: ['u1'], is_required: true }))).toEqual({
+    expect(
+      settings(
+        create({ allowed_models: ['a/b'], allowed_api_key_hashes: [H1], allowed_user_ids: ['u1'], is_required: true }),
+      ),
+    ).toEqual({
       ...DEFAULT_SETTINGS,
       is_required: true,
       allowed_models: ['a/b'],
@@ -55,7 +59,9 @@ describe('update', () => {
     expect(settings(update(stored, { is_byok_only: true })).is_required).toBe(true);
   });
   test('null clears a restriction', () => {
-    expect(settings(update(stored, { allowed_models: null, allowed_api_key_hashes: null, allowed_user_ids: null }))).toEqual({
+    expect(
+      settings(update(stored, { allowed_models: null, allowed_api_key_hashes: null, allowed_user_ids: null })),
+    ).toEqual({
       ...DEFAULT_SETTINGS,
       is_required: true,
     });
@@ -89,19 +95,29 @@ describe('rules', () => {
     ]);
   });
   test('every hash must resolve to a live API key of the same account', () => {
-    expect(violations(create({ allowed_api_key_hashes: [H1, hash(99)] }))).toEqual(['allowed_api_key_hashes[1] unknown_api_key_hash']);
+    expect(violations(create({ allowed_api_key_hashes: [H1, hash(99)] }))).toEqual([
+      'allowed_api_key_hashes[1] unknown_api_key_hash',
+    ]);
   });
   test('a stored hash whose key is no longer live does not block an update that leaves the filter unchanged', () => {
-    expect(settings(update({ allowed_api_key_hashes: [hash(99)] }, { is_required: true })).allowed_api_key_hashes).toEqual([hash(99)]);
+    expect(
+      settings(update({ allowed_api_key_hashes: [hash(99)] }, { is_required: true })).allowed_api_key_hashes,
+    ).toEqual([hash(99)]);
   });
   test('is_byok_only with is_fallback is rejected within one request', () => {
-    expect(violations(create({ is_byok_only: true, is_fallback: true }))).toEqual(['is_byok_only byok_only_with_fallback']);
+    expect(violations(create({ is_byok_only: true, is_fallback: true }))).toEqual([
+      'is_byok_only byok_only_with_fallback',
+    ]);
   });
   test('is_byok_only is rejected when the stored credential is a fallback', () => {
-    expect(violations(update({ is_fallback: true }, { is_byok_only: true }))).toEqual(['is_byok_only byok_only_with_fallback']);
+    expect(violations(update({ is_fallback: true }, { is_byok_only: true }))).toEqual([
+      'is_byok_only byok_only_with_fallback',
+    ]);
   });
   test('is_fallback is rejected when the stored credential is byok-only', () => {
-    expect(violations(update({ is_byok_only: true }, { is_fallback: true }))).toEqual(['is_fallback byok_only_with_fallback']);
+    expect(violations(update({ is_byok_only: true }, { is_fallback: true }))).toEqual([
+      'is_fallback byok_only_with_fallback',
+    ]);
   });
   test('clearing one flag while setting the other is fine', () => {
     expect(settings(update({ is_byok_only: true }, { is_fallback: true, is_byok_only: false }))).toMatchObject({
@@ -110,7 +126,16 @@ describe('rules', () => {
     });
   });
   test('filter entries are non-empty strings; models are <vendor>/<model>; wrong types are reported', () => {
-    expect(violations(create({ allowed_user_ids: ['', ' u', 3], allowed_models: ['gpt-4o', 'a/b'], is_required: 'yes', allowed_models_extra: 1 } as CredentialPatch))).toEqual([
+    expect(
+      violations(
+        create({
+          allowed_user_ids: ['', ' u', 3],
+          allowed_models: ['gpt-4o', 'a/b'],
+          is_required: 'yes',
+          allowed_models_extra: 1,
+        } as CredentialPatch),
+      ),
+    ).toEqual([
       'is_required invalid_type',
       'allowed_models[0] malformed_model_slug',
       'allowed_user_ids[0] invalid_entry',
@@ -120,7 +145,14 @@ describe('rules', () => {
     expect(violations(create({ allowed_models: 'a/b' }))).toEqual(['allowed_models invalid_type']);
   });
   test('filter entries follow the text rules of both doors (controls, separators, lone surrogates)', () => {
-    expect(violations(create({ allowed_models: ['openai/gpt\u0096', 'openai/x\u2028y'], allowed_user_ids: ['u\u0000', 'u\ud800', 'ok-user'] }))).toEqual([
+    expect(
+      violations(
+        create({
+          allowed_models: ['openai/gpt\u0096', 'openai/x\u2028y'],
+          allowed_user_ids: ['u\u0000', 'u\ud800', 'ok-user'],
+        }),
+      ),
+    ).toEqual([
       'allowed_models[0] invalid_text',
       'allowed_models[1] invalid_text',
       'allowed_user_ids[0] invalid_text',
@@ -128,7 +160,12 @@ describe('rules', () => {
     ]);
   });
   test('every violation carries the stable message for its code', () => {
-    const r = create({ allowed_api_key_hashes: [], is_byok_only: true, is_fallback: true, allowed_models: Array(101).fill('a/b') });
+    const r = create({
+      allowed_api_key_hashes: [],
+      is_byok_only: true,
+      is_fallback: true,
+      allowed_models: Array(101).fill('a/b'),
+    });
     if (r.ok) throw new Error('expected violations');
     for (const v of r.violations) expect(v.message).toBe(VIOLATIONS[v.code]);
     expect(VIOLATIONS.byok_only_with_fallback).toBe('is_byok_only=true cannot be combined with is_fallback=true');
@@ -143,7 +180,10 @@ describe('offline shape validation and CRD mapping', () => {
     expect(validateFilterShape('allowed_models', undefined)).toEqual([]);
   });
   test('patchFromSpec reads camelCase spec fields; absent fields stay omitted', () => {
-    expect(patchFromSpec({ isFallback: true, allowedModels: ['a/b'], provider: 'openai' })).toEqual({ is_fallback: true, allowed_models: ['a/b'] });
+    expect(patchFromSpec({ isFallback: true, allowedModels: ['a/b'], provider: 'openai' })).toEqual({
+      is_fallback: true,
+      allowed_models: ['a/b'],
+    });
     expect(specFromSettings({ ...DEFAULT_SETTINGS, is_required: true })).toEqual({
       isFallback: false,
       isRequired: true,

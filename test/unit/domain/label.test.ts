@@ -32,14 +32,26 @@ describe('maskLabel', () => {
     expect(maskLabel('mistral', 'x...')).toBe('...');
   });
   test('JSON payloads mask their identifying field', () => {
-    expect(maskLabel('amazon-bedrock', JSON.stringify({ accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 's', region: 'us-east-1' }))).toBe(
-      'AKI...PLE',
-    );
     expect(
-      maskLabel('azure', JSON.stringify([{ resource_name: 'r' }, { api_key: 'azure-key-00000001XyZw', resource_name: 'r' }, { api_key: 'second-key-9999' }])),
+      maskLabel(
+        'amazon-bedrock',
+        JSON.stringify({ accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 's', region: 'us-east-1' }),
+      ),
+    ).toBe('AKI...PLE');
+    expect(
+      maskLabel(
+        'azure',
+        JSON.stringify([
+          { resource_name: 'r' },
+          { api_key: 'azure-key-00000001XyZw', resource_name: 'r' },
+          { api_key: 'second-key-9999' },
+        ]),
+      ),
     ).toBe('azu...XyZw');
     expect(maskLabel('google-vertex', JSON.stringify(SA))).toBe('012...4567');
-    expect(maskLabel('fireworks', JSON.stringify({ api_key: 'fw-abcdefghijklmnopqr', region: 'us' }))).toBe('fw-...opqr');
+    expect(maskLabel('fireworks', JSON.stringify({ api_key: 'fw-abcdefghijklmnopqr', region: 'us' }))).toBe(
+      'fw-...opqr',
+    );
     expect(maskLabel('amazon-bedrock', 'ABSKQmVkcm9ja0FQSUtleQ==')).toBe('ABS...eQ==');
   });
   test('unparseable or incomplete JSON payloads still get a safe label', () => {
@@ -64,7 +76,10 @@ describe('maskLabel', () => {
   test('for JSON payloads the share is measured against the identifying field (property)', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1, maxLength: 60 }), fc.string(), (id, other) => {
-        const label = maskLabel('amazon-bedrock', JSON.stringify({ accessKeyId: id, secretAccessKey: other, region: 'us-east-1' }));
+        const label = maskLabel(
+          'amazon-bedrock',
+          JSON.stringify({ accessKeyId: id, secretAccessKey: other, region: 'us-east-1' }),
+        );
         if (id.trim() === '') return;
         expect(revealed(id, label)).toBeLessThanOrEqual(maxRevealed(Array.from(id.trim()).length));
       }),

@@ -4,29 +4,33 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import {
+  type BudgetInterval,
   byokCharge,
   decideBudget,
+  type EndpointPricing,
   FREE_ALLOWANCE_MICROS,
   listCostMicros,
+  type Micros,
   mulDivRound,
+  type PlanName,
   prepareGuardrail,
   prepareWorkspace,
   priceMicros,
   usdToMicros,
-  type BudgetInterval,
-  type EndpointPricing,
-  type Micros,
-  type PlanName,
 } from '../../../src/domain/index.ts';
-import { guardrail, workspace, WS1 } from '../../support/fixtures/domain.ts';
+import { guardrail, WS1, workspace } from '../../support/fixtures/domain.ts';
 
 /** The former ledger → domain hand-over: exact decimal text of micros. */
-const decimal = (m: Micros): string => `${m < 0 ? '-' : ''}${Math.trunc(Math.abs(m) / 1e6)}.${String(Math.abs(m) % 1e6).padStart(6, '0')}`;
+const decimal = (m: Micros): string =>
+  `${m < 0 ? '-' : ''}${Math.trunc(Math.abs(m) / 1e6)}.${String(Math.abs(m) % 1e6).padStart(6, '0')}`;
 
 /** The former listCostMicros: USD prices converted on every call. */
 function formerListCost(p: EndpointPricing, u: { promptTokens: number; completionTokens: number }): Micros {
   if (p.kind === 'per-request') return usdToMicros(p.usdPerRequest);
-  return mulDivRound(usdToMicros(p.promptUsdPerMillionTokens), u.promptTokens, 1_000_000) + mulDivRound(usdToMicros(p.completionUsdPerMillionTokens), u.completionTokens, 1_000_000);
+  return (
+    mulDivRound(usdToMicros(p.promptUsdPerMillionTokens), u.promptTokens, 1_000_000) +
+    mulDivRound(usdToMicros(p.completionUsdPerMillionTokens), u.completionTokens, 1_000_000)
+  );
 }
 
 /** The former byokCharge core: month-to-date and cost arrived as decimal text. */
@@ -42,9 +46,15 @@ const micros = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 const amount = fc.integer({ min: 0, max: 2_000_000_000_000 }); // up to 2 million USD
 /** USD as configured: a decimal string with up to 9 fraction digits, or a number (shortest decimal form). */
 const usd = fc.oneof(
-  fc.tuple(fc.integer({ min: 0, max: 100_000 }), fc.integer({ min: 0, max: 999_999_999 }), fc.integer({ min: 0, max: 9 })).map(([whole, frac, digits]) =>
-    digits === 0 ? String(whole) : `${whole}.${String(frac).padStart(9, '0').slice(0, digits)}`,
-  ),
+  fc
+    .tuple(
+      fc.integer({ min: 0, max: 100_000 }),
+      fc.integer({ min: 0, max: 999_999_999 }),
+      fc.integer({ min: 0, max: 9 }),
+    )
+    .map(([whole, frac, digits]) =>
+      digits === 0 ? String(whole) : `${whole}.${String(frac).padStart(9, '0').slice(0, digits)}`,
+    ),
   fc.double({ min: 0, max: 100_000, noNaN: true, noDefaultInfinity: true }),
   fc.integer({ min: 0, max: 100_000 }),
 );
@@ -58,7 +68,11 @@ describe('money on integer micros (properties)', () => {
 
   test('list cost from prices converted at load equals list cost converted per request', () => {
     const pricing = fc.oneof(
-      fc.record({ kind: fc.constant('per-token' as const), promptUsdPerMillionTokens: usd, completionUsdPerMillionTokens: usd }),
+      fc.record({
+        kind: fc.constant('per-token' as const),
+        promptUsdPerMillionTokens: usd,
+        completionUsdPerMillionTokens: usd,
+      }),
       fc.record({ kind: fc.constant('per-request' as const), usdPerRequest: usd }),
     );
     fc.assert(
@@ -72,11 +86,19 @@ describe('money on integer micros (properties)', () => {
 
   test('the BYOK charge on micros equals the charge computed from decimal text', () => {
     fc.assert(
-      fc.property(fc.constantFrom<PlanName>('pay-as-you-go', 'enterprise'), fc.oneof(amount, micros.map((m) => Math.floor(m / 2))), amount, (plan, before, cost) => {
-        const charge = byokCharge({ plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
-        const former = formerFee(plan, before, cost);
-        expect([charge.freeListCostMicros, charge.feeMicros]).toEqual([former.free, former.fee]);
-      }),
+      fc.property(
+        fc.constantFrom<PlanName>('pay-as-you-go', 'enterprise'),
+        fc.oneof(
+          amount,
+          micros.map((m) => Math.floor(m / 2)),
+        ),
+        amount,
+        (plan, before, cost) => {
+          const charge = byokCharge({ plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
+          const former = formerFee(plan, before, cost);
+          expect([charge.freeListCostMicros, charge.feeMicros]).toEqual([former.free, former.fee]);
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -86,11 +108,19 @@ describe('money on integer micros (properties)', () => {
       fc.property(usd, usd, amount, amount, fc.boolean(), interval, (gLimit, wLimit, nonByok, byok, include, i) => {
         const spend = { nonByokMicros: nonByok, byokMicros: byok };
         const g = guardrail('g', {}, { limitUsd: gLimit as number, resetInterval: i, includeByokInBudgets: include });
-        const w = workspace(WS1, { budgets: [{ limitUsd: wLimit as number, interval: i }], includeByokInBudgets: include });
-        const d = decideBudget({ guardrails: [{ guardrail: prepareGuardrail(g), spend }], workspace: { workspace: prepareWorkspace(w), spend: { [i]: spend } } });
+        const w = workspace(WS1, {
+          budgets: [{ limitUsd: wLimit as number, interval: i }],
+          includeByokInBudgets: include,
+        });
+        const d = decideBudget({
+          guardrails: [{ guardrail: prepareGuardrail(g), spend }],
+          workspace: { workspace: prepareWorkspace(w), spend: { [i]: spend } },
+        });
         const counted = usdToMicros(decimal(nonByok)) + (include ? usdToMicros(decimal(byok)) : 0);
         const formerLimits = [usdToMicros(gLimit), usdToMicros(wLimit)];
-        expect(d.checks.map((c) => [c.limitMicros, c.countedMicros, c.blocked])).toEqual(formerLimits.map((l) => [l, counted, counted >= l]));
+        expect(d.checks.map((c) => [c.limitMicros, c.countedMicros, c.blocked])).toEqual(
+          formerLimits.map((l) => [l, counted, counted >= l]),
+        );
       }),
       { numRuns: 500 },
     );
@@ -100,7 +130,12 @@ describe('money on integer micros (properties)', () => {
     const g = guardrail('g', {}, { limitUsd: 1e12, resetInterval: 'daily', includeByokInBudgets: false });
     const prepared = prepareGuardrail(g);
     expect(() => usdToMicros(1e12)).toThrow(RangeError);
-    expect(() => decideBudget({ guardrails: [{ guardrail: prepared, spend: { nonByokMicros: 0, byokMicros: 0 } }], workspace: null })).toThrow(RangeError);
+    expect(() =>
+      decideBudget({
+        guardrails: [{ guardrail: prepared, spend: { nonByokMicros: 0, byokMicros: 0 } }],
+        workspace: null,
+      }),
+    ).toThrow(RangeError);
   });
 });
 
@@ -116,13 +151,26 @@ describe('mulDivRound', () => {
     const edge = fc.integer({ min: Number.MAX_SAFE_INTEGER - 1_000, max: Number.MAX_SAFE_INTEGER });
     const signed = fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
     fc.assert(
-      fc.property(fc.oneof(micros, edge, signed), fc.integer({ min: -2_000_000, max: 2_000_000 }), fc.integer({ min: 1, max: 1_000_000_000 }), (m, num, den) => {
-        expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
-      }),
+      fc.property(
+        fc.oneof(micros, edge, signed),
+        fc.integer({ min: -2_000_000, max: 2_000_000 }),
+        fc.integer({ min: 1, max: 1_000_000_000 }),
+        (m, num, den) => {
+          expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
+        },
+      ),
       { numRuns: 20_000 },
     );
     // Exact halves round up (away from zero for negatives, as the BigInt path does).
-    for (const [m, num, den] of [[1, 1, 2], [3, 1, 2], [-1, 1, 2], [-3, 1, 2], [5, 5, 100], [15, 5, 100], [Number.MAX_SAFE_INTEGER, 1, 2]] as const) {
+    for (const [m, num, den] of [
+      [1, 1, 2],
+      [3, 1, 2],
+      [-1, 1, 2],
+      [-3, 1, 2],
+      [5, 5, 100],
+      [15, 5, 100],
+      [Number.MAX_SAFE_INTEGER, 1, 2],
+    ] as const) {
       expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
     }
   });

@@ -2,13 +2,13 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import {
-  createCatalog,
-  planRoute,
-  prepareAccount,
   type CatalogEndpoint,
   type CompiledAccount,
   type CompiledCredential,
+  createCatalog,
   type ProviderSlug,
+  planRoute,
+  prepareAccount,
   type RouteRequest,
 } from '../../../src/domain/index.ts';
 import { account, cred, ep, guardrail, hash, workspace } from '../../support/fixtures/domain.ts';
@@ -19,8 +19,7 @@ const KEYS = [hash(1), hash(2), hash(3)];
 const USERS = ['u1', 'u2', 'u3'];
 const WORKSPACES = ['w1', 'w2'];
 
-const subset = <T>(items: T[]): fc.Arbitrary<T[] | null> =>
-  fc.option(fc.subarray(items), { nil: null, freq: 2 });
+const subset = <T>(items: T[]): fc.Arbitrary<T[] | null> => fc.option(fc.subarray(items), { nil: null, freq: 2 });
 
 const credArb = (i: number): fc.Arbitrary<CompiledCredential> =>
   fc
@@ -58,7 +57,12 @@ const accountArb: fc.Arbitrary<CompiledAccount> = fc
         privacy,
         guardrails: [guardrail('g1', g)],
         workspaces: [workspace('w1', { defaultGuardrailId: defaultGuard ? 'g1' : null }), workspace('w2')],
-        apiKeys: KEYS.map((h, i) => ({ hash: h, workspaceId: 'w1', guardrailId: keyGuard && i === 0 ? 'g1' : null, expiresAt: null })),
+        apiKeys: KEYS.map((h, i) => ({
+          hash: h,
+          workspaceId: 'w1',
+          guardrailId: keyGuard && i === 0 ? 'g1' : null,
+          expiresAt: null,
+        })),
       }),
     ),
   );
@@ -142,7 +146,8 @@ describe('route planner invariants', () => {
             .filter(
               (c) =>
                 applies(c, s.request) &&
-                (c.isByokOnly || (c.isRequired && (c.allowedModels === null || c.allowedModels.includes(s.request.model)))),
+                (c.isByokOnly ||
+                  (c.isRequired && (c.allowedModels === null || c.allowedModels.includes(s.request.model)))),
             )
             .map((c) => c.provider),
         );
@@ -177,9 +182,12 @@ describe('route planner invariants', () => {
       fc.property(scenario, (s) => {
         const acc = s.account;
         const g = acc.guardrails[0]!.dataPolicy;
-        const guarded = acc.apiKeys.find((k) => k.hash === s.request.apiKeyHash)?.guardrailId === 'g1' || (s.request.workspaceId === 'w1' && acc.workspaces[0]!.defaultGuardrailId === 'g1');
+        const guarded =
+          acc.apiKeys.find((k) => k.hash === s.request.apiKeyHash)?.guardrailId === 'g1' ||
+          (s.request.workspaceId === 'w1' && acc.workspaces[0]!.defaultGuardrailId === 'g1');
         const zdr = s.request.requireZdr === true || acc.privacy.alwaysZdr || (guarded && g.requireZdr);
-        const noDc = s.request.denyDataCollection === true || acc.privacy.denyDataCollection || (guarded && g.denyDataCollection);
+        const noDc =
+          s.request.denyDataCollection === true || acc.privacy.denyDataCollection || (guarded && g.denyDataCollection);
         const byId = new Map(acc.credentials.map((c) => [c.id, c]));
         for (const a of plan(s).attempts) {
           if (noDc) expect(a.endpoint.dataCollection).toBe(false);
@@ -224,7 +232,11 @@ describe('route planner invariants', () => {
         const catalog = createCatalog(MODELS.map((model) => ({ model, endpoints: s.endpoints })));
         const first = planRoute(s.account, catalog, s.request);
         const again = planRoute(prepareAccount(s.account), catalog, s.request);
-        const copy = planRoute(structuredClone(s.account), createCatalog(MODELS.map((model) => ({ model, endpoints: structuredClone(s.endpoints) }))), structuredClone(s.request));
+        const copy = planRoute(
+          structuredClone(s.account),
+          createCatalog(MODELS.map((model) => ({ model, endpoints: structuredClone(s.endpoints) }))),
+          structuredClone(s.request),
+        );
         expect(again).toEqual(first);
         expect(copy).toEqual(first);
       }),

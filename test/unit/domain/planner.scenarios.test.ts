@@ -1,8 +1,16 @@
 // Routing scenario table: one or more cases per spec 1.1 rule and per interaction listed in issue 3, each with the
 // exact attempt order and the exact explanation (every credential and shared endpoint left out, with its rule).
 import { describe, expect, test } from '@jest/globals';
-import { RULES, createCatalog, planRoute } from '../../../src/domain/index.ts';
-import { MODEL, OTHER_MODEL, account, attemptsOf, defaultEndpoints, exclusionsOf, req } from '../../support/fixtures/domain.ts';
+import { createCatalog, planRoute, RULES } from '../../../src/domain/index.ts';
+import {
+  account,
+  attemptsOf,
+  defaultEndpoints,
+  exclusionsOf,
+  MODEL,
+  OTHER_MODEL,
+  req,
+} from '../../support/fixtures/domain.ts';
 import { cases } from '../../support/fixtures/planner-scenarios.ts';
 
 describe('route planner scenarios (spec 1.1)', () => {

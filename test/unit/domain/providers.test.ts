@@ -1,8 +1,9 @@
 // PROVIDER_SLUGS stays in step with the shared list of 109 slugs (spec 2.3), when that file is available.
-import { describe, expect, test } from '@jest/globals';
+
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { PROVIDER_SLUGS, isProviderSlug } from '../../../src/domain/index.ts';
+import { describe, expect, test } from '@jest/globals';
+import { isProviderSlug, PROVIDER_SLUGS } from '../../../src/domain/index.ts';
 
 const SHARED = fileURLToPath(new URL('../../../../shared/data/byok-provider-slugs.txt', import.meta.url));
 

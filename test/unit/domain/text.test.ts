@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { bytesIssue, textIssue, yamlSafeJson } from '../../../src/domain/text.ts';
 import { parse } from 'yaml';
+import { bytesIssue, textIssue, yamlSafeJson } from '../../../src/domain/text.ts';
 
 describe('textIssue', () => {
   it.each([
@@ -49,7 +49,10 @@ describe('bytesIssue', () => {
 
 describe('yamlSafeJson', () => {
   it('round-trips every hostile string through a YAML 1.2 parser', () => {
-    const value = { a: 'c1\u0096 nel\u0085 del\u007f ls\u2028 ps\u2029 ff\uffff', b: ['nul\u0000', 'esc\u001b', 'emoji 😀'] };
+    const value = {
+      a: 'c1\u0096 nel\u0085 del\u007f ls\u2028 ps\u2029 ff\uffff',
+      b: ['nul\u0000', 'esc\u001b', 'emoji 😀'],
+    };
     const text = yamlSafeJson(value);
     expect(text).not.toMatch(/[\u007f-\u009f\u2028\u2029\uffff]/);
     expect(parse(text)).toEqual(value);

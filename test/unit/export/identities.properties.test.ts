@@ -16,7 +16,13 @@ import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import type { CompiledAccount, CompiledCredential } from '../../../src/domain/index.ts';
-import { exportAccounts, type CredentialFacts, type ExportInput, type ExportOptions, type TargetObject } from '../../../src/export/index.ts';
+import {
+  type CredentialFacts,
+  type ExportInput,
+  type ExportOptions,
+  exportAccounts,
+  type TargetObject,
+} from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SharedIndex } from '../../../src/operator/export/desired.ts';
 
@@ -25,7 +31,10 @@ const SEED = 41_0503;
 const RUNS = 1000;
 
 const gatewayCatalog = loadCatalog(join(import.meta.dirname, '..', '..', '..', 'config', 'catalog', 'catalog.json'));
-const catalog = { catalog: gatewayCatalog.catalog, upstream: (model: string, endpointId: string) => gatewayCatalog.upstream(model, endpointId) };
+const catalog = {
+  catalog: gatewayCatalog.catalog,
+  upstream: (model: string, endpointId: string) => gatewayCatalog.upstream(model, endpointId),
+};
 
 /** Envoy Gateway's Backend rule for fqdn hostnames and SNI, and DNS's 63-character labels: the oracle, from the CRD. */
 const CRD_HOST = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -43,16 +52,22 @@ const OLD_POLICY_TWINS = [
 
 const word = fc.stringMatching(/^[a-z0-9]{1,6}$/);
 const sep = fc.constantFrom('-', '.', '--', '_', '-.');
-const spelled = fc.tuple(fc.array(fc.tuple(word, sep), { maxLength: 3 }), word).map(([parts, last]) => parts.map(([w, s]) => `${w}${s}`).join('') + last);
+const spelled = fc
+  .tuple(fc.array(fc.tuple(word, sep), { maxLength: 3 }), word)
+  .map(([parts, last]) => parts.map(([w, s]) => `${w}${s}`).join('') + last);
 
 const namespaceArb = fc.oneof(
   fc.constantFrom('team', 'team-a', 'team-a-b', 'a', 'a-b', 'a-b-c', OLD_POLICY_TWINS[0][0], OLD_POLICY_TWINS[1][0]),
-  fc.tuple(fc.constantFrom('team', 'a'), fc.array(word, { maxLength: 2 })).map(([head, rest]) => [head, ...rest].join('-')),
+  fc
+    .tuple(fc.constantFrom('team', 'a'), fc.array(word, { maxLength: 2 }))
+    .map(([head, rest]) => [head, ...rest].join('-')),
 );
 /** Credential names: DNS subdomains, alike once slugged, and the old twins. */
 const credentialNameArb = fc.oneof(
   fc.constantFrom('x', 'a-x', 'a.x', 'b-x', 'x-y', 'x.y', OLD_POLICY_TWINS[0][1], OLD_POLICY_TWINS[1][1]),
-  spelled.map((s) => s.replace(/_/g, '-').replace(/-\./g, '.').replace(/\.-/g, '.')).filter((s) => /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(s) && !s.includes('..')),
+  spelled
+    .map((s) => s.replace(/_/g, '-').replace(/-\./g, '.').replace(/\.-/g, '.'))
+    .filter((s) => /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(s) && !s.includes('..')),
 );
 const hostArb = fc.oneof(
   fc.constantFrom(
@@ -71,7 +86,9 @@ const hostArb = fc.oneof(
     'localtest.me',
     'api.openai.com',
   ),
-  fc.tuple(spelled, fc.constantFrom('.openai.azure.com', '.example.com', '.example.com.', '-openai.azure.com')).map(([a, b]) => `${a}${b}`),
+  fc
+    .tuple(spelled, fc.constantFrom('.openai.azure.com', '.example.com', '.example.com.', '-openai.azure.com'))
+    .map(([a, b]) => `${a}${b}`),
 );
 
 type CredentialCase = { name: string; kind: 'openai' | 'azure' | 'bedrock'; host: string; region: string };
@@ -81,7 +98,10 @@ const credentialArb: fc.Arbitrary<CredentialCase> = fc.record({
   host: hostArb,
   region: fc.constantFrom('eu-central-1', 'us-east-1'),
 });
-const accountArb = fc.record({ namespace: namespaceArb, credentials: fc.uniqueArray(credentialArb, { minLength: 1, maxLength: 3, selector: (c) => c.name }) });
+const accountArb = fc.record({
+  namespace: namespaceArb,
+  credentials: fc.uniqueArray(credentialArb, { minLength: 1, maxLength: 3, selector: (c) => c.name }),
+});
 const caseArb = fc.record({
   accounts: fc.uniqueArray(accountArb, { minLength: 1, maxLength: 6, selector: (a) => a.namespace }),
   allowTenantHosts: fc.boolean(),
@@ -91,41 +111,84 @@ type Case = typeof caseArb extends fc.Arbitrary<infer T> ? T : never;
 
 function compiled(c: Case): ExportInput {
   const facts = new Map<string, CredentialFacts>();
-  const accounts = c.accounts.map((a): CompiledAccount => ({
-    namespace: a.namespace,
-    accountId: a.namespace,
-    plan: 'pay-as-you-go',
-    privacy: { denyDataCollection: false, alwaysZdr: false },
-    workspaces: [],
-    guardrails: [],
-    apiKeys: [],
-    credentials: a.credentials.map((k, i): CompiledCredential => {
-      const id = `${a.namespace}/${k.name}`;
-      const provider = k.kind === 'bedrock' ? 'amazon-bedrock' : k.kind;
-      facts.set(
-        id,
-        k.kind === 'azure'
-          ? { kind: 'azure', entries: [{ type: 'deployment', modelSlug: 'openai/gpt-5', endpointUrl: `https://${k.host}/openai/deployments/d/chat/completions?api-version=2024-10-21`, modelId: 'd' }] }
-          : k.kind === 'bedrock'
-            ? { kind: 'bedrock-iam', region: k.region }
-            : { kind: 'api-key' },
-      );
-      return {
-        id, name: k.name, provider, workspaceId: null, label: '', displayName: null, disabled: false, isFallback: false, isRequired: false, isByokOnly: false, declaredZdr: null,
-        allowedModels: [k.kind === 'bedrock' ? 'anthropic/claude-sonnet-4.5' : 'openai/gpt-5'], allowedApiKeyHashes: null, allowedUserIds: null, sortOrder: i, createdAt: '2026-01-01T00:00:00Z',
-      };
+  const accounts = c.accounts.map(
+    (a): CompiledAccount => ({
+      namespace: a.namespace,
+      accountId: a.namespace,
+      plan: 'pay-as-you-go',
+      privacy: { denyDataCollection: false, alwaysZdr: false },
+      workspaces: [],
+      guardrails: [],
+      apiKeys: [],
+      credentials: a.credentials.map((k, i): CompiledCredential => {
+        const id = `${a.namespace}/${k.name}`;
+        const provider = k.kind === 'bedrock' ? 'amazon-bedrock' : k.kind;
+        facts.set(
+          id,
+          k.kind === 'azure'
+            ? {
+                kind: 'azure',
+                entries: [
+                  {
+                    type: 'deployment',
+                    modelSlug: 'openai/gpt-5',
+                    endpointUrl: `https://${k.host}/openai/deployments/d/chat/completions?api-version=2024-10-21`,
+                    modelId: 'd',
+                  },
+                ],
+              }
+            : k.kind === 'bedrock'
+              ? { kind: 'bedrock-iam', region: k.region }
+              : { kind: 'api-key' },
+        );
+        return {
+          id,
+          name: k.name,
+          provider,
+          workspaceId: null,
+          label: '',
+          displayName: null,
+          disabled: false,
+          isFallback: false,
+          isRequired: false,
+          isByokOnly: false,
+          declaredZdr: null,
+          allowedModels: [k.kind === 'bedrock' ? 'anthropic/claude-sonnet-4.5' : 'openai/gpt-5'],
+          allowedApiKeyHashes: null,
+          allowedUserIds: null,
+          sortOrder: i,
+          createdAt: '2026-01-01T00:00:00Z',
+        };
+      }),
     }),
-  }));
+  );
   return { accounts, facts, skipped: [], ...catalog };
 }
 
-const options = (target: ExportOptions['target'], mode: ExportOptions['mode'], allowTenantHosts: boolean): ExportOptions => ({ target, mode, namespace: 'byok-export', gateway: { name: 'byok-gateway' }, ...(allowTenantHosts ? { allowTenantHosts } : {}) });
+const options = (
+  target: ExportOptions['target'],
+  mode: ExportOptions['mode'],
+  allowTenantHosts: boolean,
+): ExportOptions => ({
+  target,
+  mode,
+  namespace: 'byok-export',
+  gateway: { name: 'byok-gateway' },
+  ...(allowTenantHosts ? { allowTenantHosts } : {}),
+});
 const keyOf = (o: TargetObject) => `${o.apiVersion}|${o.kind}|${o.metadata.name}`;
 const ACCOUNT = 'byok.gateway.dev/account';
 /** Two JSON values are equal, key order aside and undefined members as missing (what toEqual compares). */
 function same(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  if (
+    typeof a !== 'object' ||
+    typeof b !== 'object' ||
+    a === null ||
+    b === null ||
+    Array.isArray(a) !== Array.isArray(b)
+  )
+    return false;
   if (Array.isArray(a)) {
     const other = b as unknown[];
     return a.length === other.length && a.every((x, i) => same(x, other[i]));
@@ -137,7 +200,8 @@ function same(a: unknown, b: unknown): boolean {
   return ka.length === kb.length && ka.every((k) => same(ra[k], rb[k]));
 }
 
-const byName = (list: readonly TargetObject[]) => [...list].sort((x, y) => (keyOf(x) < keyOf(y) ? -1 : keyOf(x) > keyOf(y) ? 1 : 0));
+const byName = (list: readonly TargetObject[]) =>
+  [...list].sort((x, y) => (keyOf(x) < keyOf(y) ? -1 : keyOf(x) > keyOf(y) ? 1 : 0));
 /**
  * The two lists hold the same objects, whatever their order and their keys' order. Compared by hand, per case; on a
  * difference, toEqual says where.
@@ -182,65 +246,99 @@ const MODES = [
 ] as const;
 
 describe(`cross-account identities in the export (properties, seed ${SEED})`, () => {
-  test.each(MODES)('%s (%s): no two different inputs share an object name, and the order the accounts are read in changes nothing', (target, mode) => {
-    fc.assert(
-      fc.property(caseArb, (c) => {
-        const input = compiled(c);
-        const { objects, report } = exportAccounts(input, options(target, mode, c.allowTenantHosts));
-        // One object per name; a name two would have shared is in the report instead.
-        const byKey = new Map<string, TargetObject[]>();
-        for (const o of objects) byKey.set(keyOf(o), [...(byKey.get(keyOf(o)) ?? []), o]);
-        expect([...byKey].filter(([, list]) => list.length > 1).map(([k]) => k)).toEqual([]);
-        // A shared Backend stands for one host, and a host has one Backend: no host names another's.
-        const backends = objects.filter((o) => o.kind === 'Backend').map((o) => [o.metadata.name, hostsOf(o)[0]] as const);
-        expect(new Set(backends.map(([, h]) => h)).size).toBe(backends.length);
-        const again = exportAccounts({ ...input, accounts: shuffled(input.accounts, c.order) }, options(target, mode, c.allowTenantHosts));
-        expectSameObjects(again.objects, objects);
-        expect(again.report.conflicts).toEqual(report.conflicts);
-      }),
-      { seed: SEED, numRuns: RUNS },
-    );
-  });
+  test.each(MODES)(
+    '%s (%s): no two different inputs share an object name, and the order the accounts are read in changes nothing',
+    (target, mode) => {
+      fc.assert(
+        fc.property(caseArb, (c) => {
+          const input = compiled(c);
+          const { objects, report } = exportAccounts(input, options(target, mode, c.allowTenantHosts));
+          // One object per name; a name two would have shared is in the report instead.
+          const byKey = new Map<string, TargetObject[]>();
+          for (const o of objects) byKey.set(keyOf(o), [...(byKey.get(keyOf(o)) ?? []), o]);
+          expect([...byKey].filter(([, list]) => list.length > 1).map(([k]) => k)).toEqual([]);
+          // A shared Backend stands for one host, and a host has one Backend: no host names another's.
+          const backends = objects
+            .filter((o) => o.kind === 'Backend')
+            .map((o) => [o.metadata.name, hostsOf(o)[0]] as const);
+          expect(new Set(backends.map(([, h]) => h)).size).toBe(backends.length);
+          const again = exportAccounts(
+            { ...input, accounts: shuffled(input.accounts, c.order) },
+            options(target, mode, c.allowTenantHosts),
+          );
+          expectSameObjects(again.objects, objects);
+          expect(again.report.conflicts).toEqual(report.conflicts);
+        }),
+        { seed: SEED, numRuns: RUNS },
+      );
+    },
+  );
 
-  test.each(MODES)('%s (%s): every exported host passes the CRD, a tenant\'s host needs the provider\'s domain or the allow flag, each refusal is on its credential', (target, mode) => {
-    fc.assert(
-      fc.property(caseArb, (c) => {
-        const input = compiled(c);
-        const { objects, report } = exportAccounts(input, options(target, mode, c.allowTenantHosts));
-        // Failures are collected and asserted once per case: an expect per host cost more than the export itself.
-        const exportedHosts = objects.flatMap(hostsOf);
-        expect(exportedHosts.filter((h) => !crdHost(h))).toEqual([]);
-        // The hosts the same accounts reach without any tenant-named host (Azure resource configs instead): the catalog's.
-        const resource: CredentialFacts = { kind: 'azure', entries: [{ type: 'resource', resourceName: 'platform', resourceType: 'openai' }] };
-        const withoutTenantHosts = { ...input, facts: new Map([...input.facts].map(([id, f]) => [id, f.kind === 'azure' ? resource : f])) };
-        const platform = new Set(exportAccounts(withoutTenantHosts, options(target, mode, c.allowTenantHosts)).objects.flatMap(hostsOf));
-        const tenantHosts = new Set(c.accounts.flatMap((a) => a.credentials.filter((k) => k.kind === 'azure').map((k) => k.host.toLowerCase().replace(/\.+$/, ''))));
-        const outsideProviderDomain = c.allowTenantHosts ? [] : exportedHosts.filter((h) => tenantHosts.has(h) && !platform.has(h) && !PROVIDER_HOST.test(h));
-        expect(outsideProviderDomain).toEqual([]);
-        const misreported: { credential: string; host: string; reported: boolean }[] = [];
-        for (const a of c.accounts) {
-          for (const k of a.credentials.filter((x) => x.kind === 'azure')) {
-            const host = k.host.toLowerCase().replace(/\.+$/, '');
-            const exported = crdHost(host) && (c.allowTenantHosts || PROVIDER_HOST.test(host));
-            const notes = report.accounts.find((r) => r.namespace === a.namespace)!.credentials.find((r) => r.name === k.name)!.notes;
-            const reported = notes.some((n) => n.semantic === 'host' && n.detail.includes(host));
-            if (reported === exported) misreported.push({ credential: `${a.namespace}/${k.name}`, host, reported });
+  test.each(MODES)(
+    "%s (%s): every exported host passes the CRD, a tenant's host needs the provider's domain or the allow flag, each refusal is on its credential",
+    (target, mode) => {
+      fc.assert(
+        fc.property(caseArb, (c) => {
+          const input = compiled(c);
+          const { objects, report } = exportAccounts(input, options(target, mode, c.allowTenantHosts));
+          // Failures are collected and asserted once per case: an expect per host cost more than the export itself.
+          const exportedHosts = objects.flatMap(hostsOf);
+          expect(exportedHosts.filter((h) => !crdHost(h))).toEqual([]);
+          // The hosts the same accounts reach without any tenant-named host (Azure resource configs instead): the catalog's.
+          const resource: CredentialFacts = {
+            kind: 'azure',
+            entries: [{ type: 'resource', resourceName: 'platform', resourceType: 'openai' }],
+          };
+          const withoutTenantHosts = {
+            ...input,
+            facts: new Map([...input.facts].map(([id, f]) => [id, f.kind === 'azure' ? resource : f])),
+          };
+          const platform = new Set(
+            exportAccounts(withoutTenantHosts, options(target, mode, c.allowTenantHosts)).objects.flatMap(hostsOf),
+          );
+          const tenantHosts = new Set(
+            c.accounts.flatMap((a) =>
+              a.credentials.filter((k) => k.kind === 'azure').map((k) => k.host.toLowerCase().replace(/\.+$/, '')),
+            ),
+          );
+          const outsideProviderDomain = c.allowTenantHosts
+            ? []
+            : exportedHosts.filter((h) => tenantHosts.has(h) && !platform.has(h) && !PROVIDER_HOST.test(h));
+          expect(outsideProviderDomain).toEqual([]);
+          const misreported: { credential: string; host: string; reported: boolean }[] = [];
+          for (const a of c.accounts) {
+            for (const k of a.credentials.filter((x) => x.kind === 'azure')) {
+              const host = k.host.toLowerCase().replace(/\.+$/, '');
+              const exported = crdHost(host) && (c.allowTenantHosts || PROVIDER_HOST.test(host));
+              const notes = report.accounts
+                .find((r) => r.namespace === a.namespace)!
+                .credentials.find((r) => r.name === k.name)!.notes;
+              const reported = notes.some((n) => n.semantic === 'host' && n.detail.includes(host));
+              if (reported === exported) misreported.push({ credential: `${a.namespace}/${k.name}`, host, reported });
+            }
           }
-        }
-        expect(misreported).toEqual([]);
-      }),
-      { seed: SEED, numRuns: RUNS },
-    );
-  });
+          expect(misreported).toEqual([]);
+        }),
+        { seed: SEED, numRuns: RUNS },
+      );
+    },
+  );
 
-  test('the shared merge: no account\'s copy is replaced by another\'s, conflicts name every account, the order changes nothing', () => {
+  test("the shared merge: no account's copy is replaced by another's, conflicts name every account, the order changes nothing", () => {
     fc.assert(
       fc.property(caseArb, (c) => {
         const input = compiled(c);
         const opts = options('envoy-ai-gateway', 'static', c.allowTenantHosts);
         // Each account's share as the controller's desiredExport builds it: the account exported alone, its objects
         // without the account's label.
-        const shares = new Map(input.accounts.map((a) => [a.namespace, exportAccounts({ ...input, accounts: [a] }, opts).objects.filter((o) => o.metadata.labels?.[ACCOUNT] === undefined)]));
+        const shares = new Map(
+          input.accounts.map((a) => [
+            a.namespace,
+            exportAccounts({ ...input, accounts: [a] }, opts).objects.filter(
+              (o) => o.metadata.labels?.[ACCOUNT] === undefined,
+            ),
+          ]),
+        );
         const merge = (order: readonly string[], churn: readonly string[]) => {
           const index = new SharedIndex();
           for (const ns of order) index.set(ns, shares.get(ns));

@@ -2,25 +2,39 @@
 // deadlines, the client leaving, one- and many-chunk streams and provider_responses are checked in milliseconds.
 import { PassThrough } from 'node:stream';
 import { describe, expect, test } from '@jest/globals';
-import { beforeCap } from '../../support/order.ts';
 import type { Attempt, CatalogEndpoint, ProviderSlug } from '../../../src/domain/index.ts';
 import {
   AttemptJournal,
+  type AttemptLoopDeps,
+  type AttemptTimer,
   bufferedSink,
   ClientLink,
   failureAnswer,
+  type Outcome,
   runAttempts,
   streamingSink,
-  type AttemptLoopDeps,
-  type AttemptTimer,
-  type Outcome,
   type UpstreamResponse,
 } from '../../../src/gateway/attempts.ts';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
-import { UpstreamSetupError, type UpstreamRequest } from '../../../src/gateway/upstream.ts';
+import { type UpstreamRequest, UpstreamSetupError } from '../../../src/gateway/upstream.ts';
+import { beforeCap } from '../../support/order.ts';
 
-const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({ id: provider, provider, region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' }, price: { kind: 'per-token', promptMicrosPerMillionTokens: 1_000_000, completionMicrosPerMillionTokens: 2_000_000 } });
-const byok = (provider: ProviderSlug, credentialId: string): Attempt => ({ kind: 'credential', credentialId, provider, endpoint: endpoint(provider), section: 'prioritized' });
+const endpoint = (provider: ProviderSlug): CatalogEndpoint => ({
+  id: provider,
+  provider,
+  region: null,
+  zdr: false,
+  dataCollection: false,
+  pricing: { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '2' },
+  price: { kind: 'per-token', promptMicrosPerMillionTokens: 1_000_000, completionMicrosPerMillionTokens: 2_000_000 },
+});
+const byok = (provider: ProviderSlug, credentialId: string): Attempt => ({
+  kind: 'credential',
+  credentialId,
+  provider,
+  endpoint: endpoint(provider),
+  section: 'prioritized',
+});
 const shared = (provider: ProviderSlug): Attempt => ({ kind: 'shared', provider, endpoint: endpoint(provider) });
 
 /** What the fake upstream does for one attempt. */
@@ -65,7 +79,11 @@ function harness(scripts: Script[], timeoutMs = 200) {
         i++;
         throw new UpstreamSetupError(s.setup);
       }
-      return { url: new URL(`https://${a.provider}.test/v1/chat/completions`), headers: {}, body: '{}' } satisfies UpstreamRequest;
+      return {
+        url: new URL(`https://${a.provider}.test/v1/chat/completions`),
+        headers: {},
+        body: '{}',
+      } satisfies UpstreamRequest;
     },
     setupFailure: (err) => (err instanceof Error ? err.message : 'setup failed'),
     send: (req, timer: AttemptTimer) => {
@@ -80,14 +98,19 @@ function harness(scripts: Script[], timeoutMs = 200) {
             res?.destroy(err);
           },
         });
-        if ('refuse' in s) setImmediate(() => reject(Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:443'), { code: 'ECONNREFUSED' })));
+        if ('refuse' in s)
+          setImmediate(() =>
+            reject(Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:443'), { code: 'ECONNREFUSED' })),
+          );
         else if ('status' in s) setImmediate(() => resolve((res = respond(s))));
         // hang: never answers; only the deadline or the client ends it.
       });
     },
     transportFailure: (err) => transportFailures.push(err),
   };
-  const journal = new AttemptJournal((a, outcome, status, last) => observed.push({ provider: a.provider, outcome, status, last }));
+  const journal = new AttemptJournal((a, outcome, status, last) =>
+    observed.push({ provider: a.provider, outcome, status, last }),
+  );
   const client = new ClientLink();
   return { deps, journal, client, sent, observed, transportFailures };
 }
@@ -96,8 +119,20 @@ const completion = (usage: unknown) => JSON.stringify({ id: 'x', choices: [{ mes
 
 describe('the attempt loop, buffered', () => {
   test('fails over in plan order and commits the first usable answer; provider_responses name each failure', async () => {
-    const h = harness([{ status: 429, chunks: ['{"error":"slow down"}'] }, { refuse: true }, { status: 200, chunks: ['{not json'] }, { status: 200, chunks: [completion({ prompt_tokens: 3, completion_tokens: 4 })] }, { status: 200, chunks: ['{}'] }]);
-    const attempts = [byok('openai', 'c1'), byok('anthropic', 'c2'), shared('groq'), shared('mistral'), shared('together')];
+    const h = harness([
+      { status: 429, chunks: ['{"error":"slow down"}'] },
+      { refuse: true },
+      { status: 200, chunks: ['{not json'] },
+      { status: 200, chunks: [completion({ prompt_tokens: 3, completion_tokens: 4 })] },
+      { status: 200, chunks: ['{}'] },
+    ]);
+    const attempts = [
+      byok('openai', 'c1'),
+      byok('anthropic', 'c2'),
+      shared('groq'),
+      shared('mistral'),
+      shared('together'),
+    ];
     const result = await runAttempts(attempts, bufferedSink, h.deps, h.journal, h.client);
     expect(result.committed).toBe(true);
     if (!result.committed) return;
@@ -106,7 +141,9 @@ describe('the attempt loop, buffered', () => {
     expect(result.value.body.usage).toEqual({ prompt_tokens: 3, completion_tokens: 4 });
     expect(h.sent).toEqual(['openai.test', 'anthropic.test', 'groq.test', 'mistral.test']);
     // The committed attempt is the caller's to record; the failures are here, in order, with no upstream text.
-    expect(h.journal.responses.map(({ provider, credential, status, error }) => ({ provider, credential, status, error }))).toEqual([
+    expect(
+      h.journal.responses.map(({ provider, credential, status, error }) => ({ provider, credential, status, error })),
+    ).toEqual([
       { provider: 'openai', credential: 'c1', status: 429, error: undefined },
       { provider: 'anthropic', credential: 'c2', status: null, error: 'upstream unreachable' },
       { provider: 'groq', credential: 'shared', status: 200, error: 'invalid JSON in the upstream response' },
@@ -118,7 +155,13 @@ describe('the attempt loop, buffered', () => {
 
   test('a deadline fails the attempt over as a timeout; every attempt failing gives the last upstream status', async () => {
     const h = harness([{ status: 503, chunks: ['busy'] }, { hang: true }], 30);
-    const result = await runAttempts([shared('openai'), shared('anthropic')], bufferedSink, h.deps, h.journal, h.client);
+    const result = await runAttempts(
+      [shared('openai'), shared('anthropic')],
+      bufferedSink,
+      h.deps,
+      h.journal,
+      h.client,
+    );
     expect(result.committed).toBe(false);
     expect(h.journal.responses.map((r) => [r.status, r.error])).toEqual([
       [503, undefined],
@@ -129,26 +172,43 @@ describe('the attempt loop, buffered', () => {
       ['timeout', true],
     ]);
     // The timeout does not mask the 503 an upstream did answer.
-    expect(failureAnswer(h.journal.responses)).toEqual({ status: 503, message: 'every attempt failed; the last upstream status was 503 (openai)' });
+    expect(failureAnswer(h.journal.responses)).toEqual({
+      status: 503,
+      message: 'every attempt failed; the last upstream status was 503 (openai)',
+    });
   });
 
   test("a provider refusing the key last is 424 upstream_auth_error, naming whose key: the team's or the platform's", () => {
-    const resp = (credential: string, status: number | null) => ({ provider: 'openai', endpoint_id: 'openai', credential, status, latency_ms: 1 });
+    const resp = (credential: string, status: number | null) => ({
+      provider: 'openai',
+      endpoint_id: 'openai',
+      credential,
+      status,
+      latency_ms: 1,
+    });
     const byok = failureAnswer([resp('cred-1', 500), resp('cred-2', 401), resp('shared', null)]);
     expect(byok).toMatchObject({ status: 424, type: 'upstream_auth_error' });
-    expect(byok.message).toContain("openai refused the team's own key (BYOK credential cred-2) with 401; your gateway API key was accepted");
+    expect(byok.message).toContain(
+      "openai refused the team's own key (BYOK credential cred-2) with 401; your gateway API key was accepted",
+    );
     const shared = failureAnswer([resp('cred-1', 500), resp('shared', 403)]);
     expect(shared).toMatchObject({ status: 424, type: 'upstream_auth_error' });
     expect(shared.message).toContain("openai refused the platform's shared key with 403");
     // A refusal followed by an answered 5xx: the last answer decides, as before.
-    expect(failureAnswer([resp('cred-1', 401), resp('shared', 503)])).toEqual({ status: 503, message: 'every attempt failed; the last upstream status was 503 (openai)' });
+    expect(failureAnswer([resp('cred-1', 401), resp('shared', 503)])).toEqual({
+      status: 503,
+      message: 'every attempt failed; the last upstream status was 503 (openai)',
+    });
   });
 
   test('only timeouts and no status: 504; a 2xx that is not an object, a 3xx: 502', async () => {
     const h = harness([{ hang: true }], 10);
     await runAttempts([shared('openai')], bufferedSink, h.deps, h.journal, h.client);
     expect(failureAnswer(h.journal.responses).status).toBe(504);
-    const h2 = harness([{ status: 200, chunks: ['[1,2]'] }, { status: 307, chunks: [''] }]);
+    const h2 = harness([
+      { status: 200, chunks: ['[1,2]'] },
+      { status: 307, chunks: [''] },
+    ]);
     await runAttempts([shared('openai'), shared('groq')], bufferedSink, h2.deps, h2.journal, h2.client);
     expect(h2.journal.responses.map((r) => r.error)).toEqual(['the upstream response is not a JSON object', undefined]);
     expect(failureAnswer(h2.journal.responses).status).toBe(502);
@@ -156,8 +216,21 @@ describe('the attempt loop, buffered', () => {
 
   test('bounded reads: a 2xx body past 16 MiB fails over with a named error; a 4 MiB error body fails over with its status', async () => {
     const MiB = 'x'.repeat(1024 * 1024);
-    const h = harness([{ status: 500, chunks: Array.from({ length: 4 }, () => MiB) }, { status: 200, chunks: ['{"pad":"', ...Array.from({ length: 17 }, () => MiB), '"}'] }, { status: 200, chunks: [completion(null)] }], 5_000);
-    const result = await runAttempts([shared('openai'), shared('groq'), shared('mistral')], bufferedSink, h.deps, h.journal, h.client);
+    const h = harness(
+      [
+        { status: 500, chunks: Array.from({ length: 4 }, () => MiB) },
+        { status: 200, chunks: ['{"pad":"', ...Array.from({ length: 17 }, () => MiB), '"}'] },
+        { status: 200, chunks: [completion(null)] },
+      ],
+      5_000,
+    );
+    const result = await runAttempts(
+      [shared('openai'), shared('groq'), shared('mistral')],
+      bufferedSink,
+      h.deps,
+      h.journal,
+      h.client,
+    );
     expect(result.committed && result.attempt.provider).toBe('mistral');
     expect(h.journal.responses.map((r) => [r.status, r.error])).toEqual([
       [500, undefined],
@@ -167,11 +240,24 @@ describe('the attempt loop, buffered', () => {
   });
 
   test('a payload that cannot be prepared is a credential_error and the loop goes on, sending nothing for it', async () => {
-    const h = harness([{ setup: 'the credential payload does not parse for its provider' }, { status: 200, chunks: [completion(null)] }]);
-    const result = await runAttempts([byok('openai', 'bad'), shared('groq')], bufferedSink, h.deps, h.journal, h.client);
+    const h = harness([
+      { setup: 'the credential payload does not parse for its provider' },
+      { status: 200, chunks: [completion(null)] },
+    ]);
+    const result = await runAttempts(
+      [byok('openai', 'bad'), shared('groq')],
+      bufferedSink,
+      h.deps,
+      h.journal,
+      h.client,
+    );
     expect(result.committed && result.attempt.provider).toBe('groq');
     expect(h.sent).toEqual(['groq.test']);
-    expect(h.journal.responses[0]).toMatchObject({ credential: 'bad', status: null, error: 'the credential payload does not parse for its provider' });
+    expect(h.journal.responses[0]).toMatchObject({
+      credential: 'bad',
+      status: null,
+      error: 'the credential payload does not parse for its provider',
+    });
     expect(h.observed[0]!.outcome).toBe('credential_error');
   });
 
@@ -179,7 +265,9 @@ describe('the attempt loop, buffered', () => {
     const h = harness([{ hang: true }, { status: 200, chunks: [completion(null)] }], 5_000);
     setTimeout(() => h.client.leave(), 20);
     // Over before the attempt timeout (5 s, the trap: waiting out the hung request) fires.
-    const result = await beforeCap(5_000, 'the attempt timeout', () => runAttempts([shared('openai'), shared('groq')], bufferedSink, h.deps, h.journal, h.client));
+    const result = await beforeCap(5_000, 'the attempt timeout', () =>
+      runAttempts([shared('openai'), shared('groq')], bufferedSink, h.deps, h.journal, h.client),
+    );
     expect(result.committed).toBe(false);
     expect(h.sent).toEqual(['openai.test']);
     expect(h.journal.responses).toEqual([expect.objectContaining({ provider: 'openai', error: 'client went away' })]);
@@ -187,7 +275,11 @@ describe('the attempt loop, buffered', () => {
 });
 
 describe('the attempt loop, streaming', () => {
-  const sse = (n: number) => [...Array.from({ length: n }, (_, k) => `data: {"choices":[{"delta":{"content":"${k}"}}]}\n\n`), 'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20}}\n\n', 'data: [DONE]\n\n'];
+  const sse = (n: number) => [
+    ...Array.from({ length: n }, (_, k) => `data: {"choices":[{"delta":{"content":"${k}"}}]}\n\n`),
+    'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20}}\n\n',
+    'data: [DONE]\n\n',
+  ];
 
   async function drain(body: { pipe(sink: { chunk(c: Buffer): boolean; end(e: string | undefined): void }): void }) {
     const scanner = new SseUsageScanner();
@@ -229,8 +321,18 @@ describe('the attempt loop, streaming', () => {
   });
 
   test('before the first byte a stream fails over (broken, or a non-2xx); after it the break reaches the sink', async () => {
-    const h = harness([{ status: 200, chunks: [], breakAfter: true }, { status: 500, chunks: ['oops'] }, { status: 200, chunks: ['data: {"a":1}\n\n'], breakAfter: true }]);
-    const result = await runAttempts([shared('openai'), shared('groq'), shared('mistral')], streamingSink, h.deps, h.journal, h.client);
+    const h = harness([
+      { status: 200, chunks: [], breakAfter: true },
+      { status: 500, chunks: ['oops'] },
+      { status: 200, chunks: ['data: {"a":1}\n\n'], breakAfter: true },
+    ]);
+    const result = await runAttempts(
+      [shared('openai'), shared('groq'), shared('mistral')],
+      streamingSink,
+      h.deps,
+      h.journal,
+      h.client,
+    );
     expect(h.journal.responses.map((r) => [r.provider, r.status, r.error])).toEqual([
       ['openai', 200, 'stream broke before the first byte'],
       ['groq', 500, undefined],

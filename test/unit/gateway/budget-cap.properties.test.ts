@@ -5,17 +5,35 @@
 // and a capped request's maximum cost never exceeds what the ledger granted it, so the hold covers it.
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
-import { listCostMicros, priceMicros, type EndpointPrice, type Micros } from '../../../src/domain/index.ts';
-import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
+import { type EndpointPrice, listCostMicros, type Micros, priceMicros } from '../../../src/domain/index.ts';
 import { affordableTokens, CAPPED_SHARE, MIN_CAPPED_TOKENS } from '../../../src/gateway/budget-cap.ts';
-import { costFields, reservedTokens, USAGE_CEILING_TOKENS, usageBounds, type ModelLimits } from '../../../src/gateway/usage.ts';
+import {
+  costFields,
+  type ModelLimits,
+  reservedTokens,
+  USAGE_CEILING_TOKENS,
+  usageBounds,
+} from '../../../src/gateway/usage.ts';
+import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
 
 const SEED = 43_0204;
 const RUNS = 4000;
 
-const usd = fc.oneof(fc.constant('0'), fc.integer({ min: 1, max: 150_000_000 }).map((m) => (m / 1_000_000).toFixed(6)));
+const usd = fc.oneof(
+  fc.constant('0'),
+  fc.integer({ min: 1, max: 150_000_000 }).map((m) => (m / 1_000_000).toFixed(6)),
+);
 const price: fc.Arbitrary<EndpointPrice> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ prompt: usd, completion: usd }).map(({ prompt, completion }) => priceMicros({ kind: 'per-token', promptUsdPerMillionTokens: prompt, completionUsdPerMillionTokens: completion })) },
+  {
+    weight: 5,
+    arbitrary: fc.record({ prompt: usd, completion: usd }).map(({ prompt, completion }) =>
+      priceMicros({
+        kind: 'per-token',
+        promptUsdPerMillionTokens: prompt,
+        completionUsdPerMillionTokens: completion,
+      }),
+    ),
+  },
   { weight: 1, arbitrary: usd.map((u) => priceMicros({ kind: 'per-request', usdPerRequest: u })) },
 );
 const request = fc.record({
@@ -23,19 +41,26 @@ const request = fc.record({
   n: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 128 })),
   bytes: fc.integer({ min: 2, max: 200_000 }),
   media: fc.nat({ max: 2 }),
-  limits: fc.record({ contextLength: fc.option(fc.integer({ min: 1, max: 2_000_000 }), { nil: null }), maxOutputTokens: fc.option(fc.integer({ min: 1, max: 400_000 }), { nil: null }) }),
+  limits: fc.record({
+    contextLength: fc.option(fc.integer({ min: 1, max: 2_000_000 }), { nil: null }),
+    maxOutputTokens: fc.option(fc.integer({ min: 1, max: 400_000 }), { nil: null }),
+  }),
   room: fc.oneof(fc.nat({ max: 1000 }), fc.nat({ max: 5_000_000 }), fc.nat({ max: 2_000_000_000 })),
 });
 type Req = typeof request extends fc.Arbitrary<infer T> ? T : never;
 
 /** What the gateway prices: the most the request can cost with `perChoice` as its max_tokens, at its priciest endpoint. */
 function costAt(r: Req, perChoice: number | null): Micros {
-  const cost = costFields({ n: r.n, messages: Array.from({ length: r.media }, () => ({ content: [{ type: 'image_url' }] })) });
+  const cost = costFields({
+    n: r.n,
+    messages: Array.from({ length: r.media }, () => ({ content: [{ type: 'image_url' }] })),
+  });
   if ('error' in cost) throw new Error(cost.error);
   const bounds = usageBounds(r.limits as ModelLimits, { ...cost, maxTokensPerChoice: perChoice }, r.bytes);
   return Math.max(...r.prices.map((p) => listCostMicros(p, reservedTokens(bounds))));
 }
-const longest = (r: Req) => Math.min(r.limits.maxOutputTokens ?? Infinity, r.limits.contextLength ?? USAGE_CEILING_TOKENS);
+const longest = (r: Req) =>
+  Math.min(r.limits.maxOutputTokens ?? Infinity, r.limits.contextLength ?? USAGE_CEILING_TOKENS);
 
 describe('the max_tokens that fits', () => {
   test(`is the largest whose maximum cost fits what is left: one more does not (${RUNS} generated requests)`, () => {
@@ -61,10 +86,19 @@ describe('the max_tokens that fits', () => {
           fc.pre(longest(r) > MIN_CAPPED_TOKENS && floor < full);
           // As admission passes it: a floor that prices at 0 micros still asks for 1 (a reached budget refuses all).
           const asked = Math.max(1, floor);
-          const res = await ledger.reserve({ id: 'gen-cap', checks: [{ countedKeys: ['{a}:c'], holdKey: '{a}:h', limitMicros: r.room, amount: full }], floor: asked, share: CAPPED_SHARE, ttlMs: 60_000 });
+          const res = await ledger.reserve({
+            id: 'gen-cap',
+            checks: [{ countedKeys: ['{a}:c'], holdKey: '{a}:h', limitMicros: r.room, amount: full }],
+            floor: asked,
+            share: CAPPED_SHARE,
+            ttlMs: 60_000,
+          });
           if (!res.ok) return expect(r.room).toBeLessThan(asked);
           if (res.granted >= full) return;
-          const cap = Math.max(MIN_CAPPED_TOKENS, affordableTokens((t) => costAt(r, t), longest(r), res.granted));
+          const cap = Math.max(
+            MIN_CAPPED_TOKENS,
+            affordableTokens((t) => costAt(r, t), longest(r), res.granted),
+          );
           expect(cap).toBeLessThan(longest(r));
           expect(costAt(r, cap)).toBeLessThanOrEqual(res.granted);
         } finally {

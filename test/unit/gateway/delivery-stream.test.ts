@@ -2,15 +2,23 @@
 // socket: it presents the token file's current content, writes what verified into the volume layout, acknowledges
 // loaded or refused with the reason, keeps what verified when another object of the batch is forged, says what it
 // holds when it reconnects, and never applies an older version.
-import { afterEach, describe, expect, test } from '@jest/globals';
+
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DELIVERY_ACK_PATH, filesDigest, signSubject, type DeliveryAck, type DeliveryHello, type DeliveryKind } from '../../../src/contract/delivery.ts';
+import { afterEach, describe, expect, test } from '@jest/globals';
+import {
+  DELIVERY_ACK_PATH,
+  type DeliveryAck,
+  type DeliveryHello,
+  type DeliveryKind,
+  filesDigest,
+  signSubject,
+} from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
-import { startDeliveryStream, type DeliveryStream } from '../../../src/gateway/delivery-stream.ts';
+import { type DeliveryStream, startDeliveryStream } from '../../../src/gateway/delivery-stream.ts';
 
 const ring: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 3)]]) };
 const forger: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 4)]]) };
@@ -57,7 +65,10 @@ describe('delivery stream client', () => {
     return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, acks, tokens };
   }
 
-  function client(url: string, loads: { routingVersion: string | null; problem?: string }[] = []): { stream: DeliveryStream; dir: string; tokenFile: string } {
+  function client(
+    url: string,
+    loads: { routingVersion: string | null; problem?: string }[] = [],
+  ): { stream: DeliveryStream; dir: string; tokenFile: string } {
     const dir = mkdtempSync(join(tmpdir(), 'byok-stream-client-'));
     const keyDir = join(dir, 'key');
     mkdirSync(keyDir);
@@ -66,7 +77,13 @@ describe('delivery stream client', () => {
     const tokenFile = join(dir, 'token');
     writeFileSync(tokenFile, 'token-one\n');
     const stream = startDeliveryStream({
-      url, tokenFile, keyDir, dir: join(dir, 'out'), instance: 'pod-a', backoffMinMs: 20, backoffMaxMs: 40,
+      url,
+      tokenFile,
+      keyDir,
+      dir: join(dir, 'out'),
+      instance: 'pod-a',
+      backoffMinMs: 20,
+      backoffMaxMs: 40,
       load: () => loads.shift() ?? { routingVersion: 'v' },
     });
     cleanup.push(() => {
@@ -89,9 +106,15 @@ describe('delivery stream client', () => {
     const p = await peer((hello, res, n) => {
       hellos.push(hello);
       if (n > 0) return;
-      res.write(line('ConfigMap', 'byok-routing-index', '10', { 'byok-routing-index.json': '{"i":10}' }) + line('Secret', 'byok-bundle-0', '11', { 'cred-a': 'envelope-a' }));
+      res.write(
+        line('ConfigMap', 'byok-routing-index', '10', { 'byok-routing-index.json': '{"i":10}' }) +
+          line('Secret', 'byok-bundle-0', '11', { 'cred-a': 'envelope-a' }),
+      );
       res.write('{"type":"commit","batch":1}\n');
-      res.write(line('Secret', 'byok-bundle-0', '12', { 'cred-a': 'forged' }, forger) + line('ConfigMap', 'byok-routing-0', '13', { 'byok-routing-0.json': '{"s":0}' }));
+      res.write(
+        line('Secret', 'byok-bundle-0', '12', { 'cred-a': 'forged' }, forger) +
+          line('ConfigMap', 'byok-routing-0', '13', { 'byok-routing-0.json': '{"s":0}' }),
+      );
       res.write('{"type":"commit","batch":2}\n');
     });
     const { stream, dir } = client(p.url);
@@ -105,7 +128,12 @@ describe('delivery stream client', () => {
     // The operator counts what it sent as held: after a refusal the pod reconnects, and its hello says what it really
     // holds (the bundle at 11, not the refused 12), so the refused object comes again.
     await until('a second hello', () => hellos.length === 2);
-    expect(hellos[1]!.held).toEqual(expect.arrayContaining([{ kind: 'Secret', name: 'byok-bundle-0', version: '11' }, { kind: 'ConfigMap', name: 'byok-routing-0', version: '13' }]));
+    expect(hellos[1]!.held).toEqual(
+      expect.arrayContaining([
+        { kind: 'Secret', name: 'byok-bundle-0', version: '11' },
+        { kind: 'ConfigMap', name: 'byok-routing-0', version: '13' },
+      ]),
+    );
     expect(stream.batches()).toBe(2);
   });
 
@@ -126,14 +154,30 @@ describe('delivery stream client', () => {
     await until('second ack', () => p.acks.length === 2);
     expect(hellos[1]!.held).toEqual([{ kind: 'Secret', name: 'byok-bundle-0', version: '20' }]);
     expect(p.tokens.filter((t) => t === 'Bearer token-two').length).toBeGreaterThan(0);
-    expect(p.acks[1]).toMatchObject({ result: 'refused', reason: expect.stringMatching(/older than the held 20 \(never backwards\)/) });
+    expect(p.acks[1]).toMatchObject({
+      result: 'refused',
+      reason: expect.stringMatching(/older than the held 20 \(never backwards\)/),
+    });
     expect(readFileSync(join(dir, 'out', 'bundles', 'cred-a'), 'utf8')).toBe('new');
   });
 
   test('a load the SDK refuses is acknowledged refused with its reason', async () => {
-    const p = await peer((_hello, res) => res.write(`${line('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': '{}' })}{"type":"commit","batch":1}\n`));
-    client(p.url, [{ routingVersion: null, problem: 'the delivered routing config does not load (corrupt): index has an unknown format' }]);
+    const p = await peer((_hello, res) =>
+      res.write(
+        `${line('ConfigMap', 'byok-routing-index', '5', { 'byok-routing-index.json': '{}' })}{"type":"commit","batch":1}\n`,
+      ),
+    );
+    client(p.url, [
+      {
+        routingVersion: null,
+        problem: 'the delivered routing config does not load (corrupt): index has an unknown format',
+      },
+    ]);
     await until('ack', () => p.acks.length === 1);
-    expect(p.acks[0]).toMatchObject({ result: 'refused', reason: expect.stringContaining('does not load (corrupt)'), routingVersion: null });
+    expect(p.acks[0]).toMatchObject({
+      result: 'refused',
+      reason: expect.stringContaining('does not load (corrupt)'),
+      routingVersion: null,
+    });
   });
 });

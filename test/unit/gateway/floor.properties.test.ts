@@ -8,7 +8,15 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
-import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, streamFloorTokens, usageBounds, type CostFields } from '../../../src/gateway/usage.ts';
+import {
+  bodyFloorTokens,
+  type CostFields,
+  costFields,
+  meteredUsage,
+  promptFloorTokens,
+  streamFloorTokens,
+  usageBounds,
+} from '../../../src/gateway/usage.ts';
 
 const SEED = 41_0003;
 const RUNS = 3000;
@@ -21,17 +29,29 @@ const tokens = (bytes: number) => Math.ceil(Math.max(0, bytes) / BYTES_PER_TOKEN
 /** A buffered answer: its bytes less 1 KiB and 1 KiB per choice. */
 const bodyFloor = (bytes: number, n: number) => tokens(bytes - FRAMING - FRAMING * n);
 /** A stream: each event's bytes past 1 KiB, and one token per data event past 2n + 3. */
-const streamFloor = (events: string[], n: number) => Math.max(tokens(events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0)), events.length - (2 * n + 3));
+const streamFloor = (events: string[], n: number) =>
+  Math.max(tokens(events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0)), events.length - (2 * n + 3));
 /** A prompt: the forwarded body's bytes less 1 KiB. */
 const promptFloor = (forwarded: string) => tokens(utf8(forwarded) - FRAMING);
 
 // ---- Content, where it goes, how it is written. --------------------------------------------------------------------
 /** The 25 code points JavaScript's \s matches: a floor that skips them meters such content at nothing. */
-const SPACES = [...'\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff'];
+const SPACES = [
+  ...'\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff',
+];
 const content = fc.oneof(
-  fc.array(fc.constantFrom('the', 'clocks', 'were', 'striking', 'thirteen,', 'Winston'), { minLength: 40, maxLength: 300 }).map((w) => w.join(' ')),
+  fc
+    .array(fc.constantFrom('the', 'clocks', 'were', 'striking', 'thirteen,', 'Winston'), {
+      minLength: 40,
+      maxLength: 300,
+    })
+    .map((w) => w.join(' ')),
   fc.array(fc.constantFrom(...SPACES), { minLength: 200, maxLength: 1500 }).map((a) => a.join('')),
-  fc.string({ unit: fc.integer({ min: 0x4e00, max: 0x9fff }).map((cp) => String.fromCodePoint(cp)), minLength: 100, maxLength: 600 }),
+  fc.string({
+    unit: fc.integer({ min: 0x4e00, max: 0x9fff }).map((cp) => String.fromCodePoint(cp)),
+    minLength: 100,
+    maxLength: 600,
+  }),
   fc.integer({ min: 200, max: 1500 }).map((k) => '-'.repeat(k)),
 );
 type Place = 'content' | 'part' | 'beside' | 'tool_call' | 'reasoning' | 'field';
@@ -53,7 +73,14 @@ const delivery: fc.Arbitrary<Delivery> = fc.record({
   partType: fc.constantFrom('text', 'output_json', 'output_text', 'image', 'x-anything'),
   fieldName: fc.constantFrom('text', 'json', 'value', 'annotations', 'zz'),
   encoding: fc.constantFrom<Encoding>('plain', 'escape-non-ascii', 'escape-all'),
-  stream: fc.oneof(fc.constant(false as const), fc.record({ piece: fc.constantFrom(1, 8, 64, 700, 2000), linesPerEvent: fc.integer({ min: 1, max: 3 }), terminator: fc.constantFrom('\n' as const, '\r\n' as const, '\r' as const) })),
+  stream: fc.oneof(
+    fc.constant(false as const),
+    fc.record({
+      piece: fc.constantFrom(1, 8, 64, 700, 2000),
+      linesPerEvent: fc.integer({ min: 1, max: 3 }),
+      terminator: fc.constantFrom('\n' as const, '\r\n' as const, '\r' as const),
+    }),
+  ),
   usage: fc.constantFrom('zero' as const, 'absent' as const, 'deflated' as const),
 });
 
@@ -69,7 +96,12 @@ function serialize(value: unknown, encoding: Encoding): string {
     for (const ch of raw) {
       for (let i = 0; i < ch.length; i++) {
         const c = ch[i]!;
-        out += encoding === 'escape-all' || c.charCodeAt(0) > 0x7e || c.charCodeAt(0) <= 0x20 ? hex(c) : c === '"' || c === '\\' ? `\\${c}` : c;
+        out +=
+          encoding === 'escape-all' || c.charCodeAt(0) > 0x7e || c.charCodeAt(0) <= 0x20
+            ? hex(c)
+            : c === '"' || c === '\\'
+              ? `\\${c}`
+              : c;
       }
     }
     return `${out}"`;
@@ -79,20 +111,47 @@ function serialize(value: unknown, encoding: Encoding): string {
 /** One choice's message or delta carrying `text` where the delivery puts it. */
 function carrier(d: Delivery, text: string): Record<string, unknown> {
   switch (d.place) {
-    case 'content': return { role: 'assistant', content: text };
-    case 'part': return { role: 'assistant', content: [{ type: d.partType, [d.fieldName]: text }] };
-    case 'tool_call': return { role: 'assistant', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: text } }] };
-    case 'reasoning': return { role: 'assistant', reasoning_content: text };
-    case 'field': return { role: 'assistant', [d.fieldName]: { nested: [text] } };
-    case 'beside': return { role: 'assistant', content: '' };
+    case 'content':
+      return { role: 'assistant', content: text };
+    case 'part':
+      return { role: 'assistant', content: [{ type: d.partType, [d.fieldName]: text }] };
+    case 'tool_call':
+      return {
+        role: 'assistant',
+        tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: text } }],
+      };
+    case 'reasoning':
+      return { role: 'assistant', reasoning_content: text };
+    case 'field':
+      return { role: 'assistant', [d.fieldName]: { nested: [text] } };
+    case 'beside':
+      return { role: 'assistant', content: '' };
   }
 }
-const usageOf = (d: Delivery) => (d.usage === 'zero' ? { prompt_tokens: 0, completion_tokens: 0 } : d.usage === 'deflated' ? { prompt_tokens: 1, completion_tokens: 1 } : undefined);
+const usageOf = (d: Delivery) =>
+  d.usage === 'zero'
+    ? { prompt_tokens: 0, completion_tokens: 0 }
+    : d.usage === 'deflated'
+      ? { prompt_tokens: 1, completion_tokens: 1 }
+      : undefined;
 
 function bufferedText(d: Delivery): string {
-  const choices = Array.from({ length: d.n }, (_, index) => ({ index, message: carrier(d, d.place === 'beside' ? '' : d.text), finish_reason: 'stop' }));
+  const choices = Array.from({ length: d.n }, (_, index) => ({
+    index,
+    message: carrier(d, d.place === 'beside' ? '' : d.text),
+    finish_reason: 'stop',
+  }));
   const usage = usageOf(d);
-  return serialize({ id: 'chatcmpl-x', object: 'chat.completion', choices, ...(d.place === 'beside' ? { [d.fieldName]: d.text } : {}), ...(usage ? { usage } : {}) }, d.encoding);
+  return serialize(
+    {
+      id: 'chatcmpl-x',
+      object: 'chat.completion',
+      choices,
+      ...(d.place === 'beside' ? { [d.fieldName]: d.text } : {}),
+      ...(usage ? { usage } : {}),
+    },
+    d.encoding,
+  );
 }
 
 /** The stream's events: the content cut into pieces per choice, each event's JSON over 1-3 data lines. */
@@ -102,7 +161,11 @@ function streamEvents(d: Delivery, s: Exclude<Delivery['stream'], false>): strin
   for (let index = 0; index < d.n; index++) {
     for (let i = 0; i < cps.length; i += s.piece) {
       const piece = cps.slice(i, i + s.piece).join('');
-      objects.push(d.place === 'beside' ? { choices: [{ index, delta: {} }], [d.fieldName]: piece } : { choices: [{ index, delta: carrier(d, piece) }] });
+      objects.push(
+        d.place === 'beside'
+          ? { choices: [{ index, delta: {} }], [d.fieldName]: piece }
+          : { choices: [{ index, delta: carrier(d, piece) }] },
+      );
     }
   }
   const usage = usageOf(d);
@@ -139,7 +202,12 @@ function meterCompletion(d: Delivery): { metered: number; floor: number } {
   const body = { ...REQUEST, n: d.n };
   const cost = fieldsOf(body);
   const bounds = usageBounds(NO_LIMITS, cost, utf8(JSON.stringify(body)));
-  const seen = (responseBytes: number, floor: number) => ({ requestBytes: utf8(JSON.stringify(body)), responseBytes, minPromptTokens: promptFloorTokens(utf8(JSON.stringify(body)), cost), minCompletionTokens: floor });
+  const seen = (responseBytes: number, floor: number) => ({
+    requestBytes: utf8(JSON.stringify(body)),
+    responseBytes,
+    minPromptTokens: promptFloorTokens(utf8(JSON.stringify(body)), cost),
+    minCompletionTokens: floor,
+  });
   if (d.stream === false) {
     const text = bufferedText(d);
     const parsed = JSON.parse(text) as { usage?: unknown };
@@ -177,30 +245,63 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
     });
     fc.assert(
       fc.property(prompt, (p) => {
-        const messages = p.place === 'message' ? [{ role: 'user', content: p.text }] : p.place === 'part' ? [{ role: 'user', content: [{ type: p.partType, text: p.text }] }] : [{ role: 'user', content: 'hi' }];
+        const messages =
+          p.place === 'message'
+            ? [{ role: 'user', content: p.text }]
+            : p.place === 'part'
+              ? [{ role: 'user', content: [{ type: p.partType, text: p.text }] }]
+              : [{ role: 'user', content: 'hi' }];
         const extra =
-          p.place === 'tools' ? { tools: [{ type: 'function', function: { name: 'f', description: p.text, parameters: { type: 'object' } } }] }
-          : p.place === 'response_format' ? { response_format: { type: 'json_schema', json_schema: { name: 's', schema: { description: p.text } } } }
-          : p.place === 'top-level' ? { context_blob: p.text }
-          : {};
+          p.place === 'tools'
+            ? {
+                tools: [
+                  { type: 'function', function: { name: 'f', description: p.text, parameters: { type: 'object' } } },
+                ],
+              }
+            : p.place === 'response_format'
+              ? {
+                  response_format: { type: 'json_schema', json_schema: { name: 's', schema: { description: p.text } } },
+                }
+              : p.place === 'top-level'
+                ? { context_blob: p.text }
+                : {};
         // What the client sends, in its encoding; what the gateway forwards is that body parsed, without model.
         const clientText = serialize({ model: 'azure/dep', messages, ...extra }, p.encoding);
         const { model: _model, ...forward } = JSON.parse(clientText) as Record<string, unknown>;
         const forwarded = JSON.stringify(forward);
         const cost = fieldsOf(forward);
         const bounds = usageBounds(NO_LIMITS, cost, utf8(clientText));
-        const m = meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'tenant', { requestBytes: utf8(clientText), responseBytes: 10, minPromptTokens: promptFloorTokens(utf8(forwarded), cost), minCompletionTokens: 0 });
+        const m = meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'tenant', {
+          requestBytes: utf8(clientText),
+          responseBytes: 10,
+          minPromptTokens: promptFloorTokens(utf8(forwarded), cost),
+          minCompletionTokens: 0,
+        });
         const floor = promptFloor(forwarded);
-        expect({ place: p.place, metered: m.promptTokens, atLeastFloor: m.promptTokens >= floor, floor }).toEqual({ place: p.place, metered: m.promptTokens, atLeastFloor: true, floor });
+        expect({ place: p.place, metered: m.promptTokens, atLeastFloor: m.promptTokens >= floor, floor }).toEqual({
+          place: p.place,
+          metered: m.promptTokens,
+          atLeastFloor: true,
+          floor,
+        });
       }),
       { seed: SEED, numRuns: RUNS },
     );
   });
 
-  test('the issue\'s cases: 8,000 characters metered the same order of magnitude wherever they are', () => {
+  test("the issue's cases: 8,000 characters metered the same order of magnitude wherever they are", () => {
     const text = 'It was a bright cold day in April. '.repeat(229).slice(0, 8000);
     const whitespace = SPACES.join('').repeat(320).slice(0, 8000);
-    const base: Delivery = { text, n: 1, place: 'content', partType: 'text', fieldName: 'text', encoding: 'plain', stream: false, usage: 'zero' };
+    const base: Delivery = {
+      text,
+      n: 1,
+      place: 'content',
+      partType: 'text',
+      fieldName: 'text',
+      encoding: 'plain',
+      stream: false,
+      usage: 'zero',
+    };
     const cases: Delivery[] = [
       base,
       { ...base, text: whitespace },

@@ -6,12 +6,21 @@
 // it. A second property runs the embedded ledger through the spend gate under generated admit/settle interleavings.
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
-import { listCostMicros, priceMicros, type EndpointPrice, type Micros } from '../../../src/domain/index.ts';
+import type { Reservation } from '../../../src/contract/spend-gate.ts';
+import { type EndpointPrice, listCostMicros, type Micros, priceMicros } from '../../../src/domain/index.ts';
+import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
+import {
+  bodyFloorTokens,
+  type CostFields,
+  costFields,
+  meteredUsage,
+  promptFloorTokens,
+  reservedTokens,
+  streamFloorTokens,
+  usageBounds,
+} from '../../../src/gateway/usage.ts';
 import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
 import { createSpendGate } from '../../../src/ledger/spend-gate.ts';
-import type { Reservation } from '../../../src/contract/spend-gate.ts';
-import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
-import { bodyFloorTokens, costFields, meteredUsage, promptFloorTokens, reservedTokens, streamFloorTokens, usageBounds, type CostFields } from '../../../src/gateway/usage.ts';
 import { account, guardrail, K1, WS1 } from '../../support/fixtures/domain.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
@@ -31,7 +40,10 @@ const utf8 = (s: string) => Buffer.byteLength(s, 'utf8');
 /** Bytes of a text as a JSON string's content (escapes included). */
 const jsonBytes = (s: string) => utf8(JSON.stringify(s)) - 2;
 
-type Part = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } } | { type: 'file'; file: { file_id: string } };
+type Part =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string } }
+  | { type: 'file'; file: { file_id: string } };
 interface Message {
   role: 'system' | 'user' | 'assistant';
   content: string | Part[];
@@ -57,8 +69,15 @@ interface Case {
 
 const requestBytes = (c: Case) => utf8(JSON.stringify({ model: 'm/x', ...c.body }));
 const nOf = (c: Case) => c.body.n ?? 1;
-const textsOf = (c: Case) => c.body.messages.flatMap((m) => (typeof m.content === 'string' ? [m.content] : m.content.flatMap((p) => (p.type === 'text' ? [p.text] : []))));
-const mediaOf = (c: Case) => c.body.messages.reduce((sum, m) => sum + (typeof m.content === 'string' ? 0 : m.content.filter((p) => p.type !== 'text').length), 0);
+const textsOf = (c: Case) =>
+  c.body.messages.flatMap((m) =>
+    typeof m.content === 'string' ? [m.content] : m.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])),
+  );
+const mediaOf = (c: Case) =>
+  c.body.messages.reduce(
+    (sum, m) => sum + (typeof m.content === 'string' ? 0 : m.content.filter((p) => p.type !== 'text').length),
+    0,
+  );
 const contextOf = (c: Case) => c.model.contextLength ?? CEILING;
 
 /** The table's bounds for a case. */
@@ -70,7 +89,10 @@ function oracle(c: Case) {
   // the framing of the answer and of each choice.
   const events = sseEvents(c);
   const delivered = c.body.stream
-    ? Math.max(floorTokens(events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0)), events.length - (2 * nOf(c) + 3))
+    ? Math.max(
+        floorTokens(events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0)),
+        events.length - (2 * nOf(c) + 3),
+      )
     : floorTokens(Math.max(0, utf8(bufferedBody(c)) - FRAMING - FRAMING * nOf(c)));
   return {
     minPrompt: floorTokens(Math.max(0, utf8(JSON.stringify(c.body)) - FRAMING)),
@@ -93,12 +115,26 @@ const validCount = (v: unknown): v is number => typeof v === 'number' && Number.
 const reportedOf = (c: Case): { prompt: number; completion: number } | null => {
   const u = c.usage.value as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
   if (typeof u !== 'object' || u === null) return null;
-  return validCount(u.prompt_tokens) && validCount(u.completion_tokens) ? { prompt: u.prompt_tokens, completion: u.completion_tokens } : null;
+  return validCount(u.prompt_tokens) && validCount(u.completion_tokens)
+    ? { prompt: u.prompt_tokens, completion: u.completion_tokens }
+    : null;
 };
 
 // ---- Generators. --------------------------------------------------------------------------------------------------
 
-const WORDS = ['the', 'a', 'of', 'model', 'token', 'implementation', 'configuration', 'responsibilities', 'x', 'é', 'naïve'];
+const WORDS = [
+  'the',
+  'a',
+  'of',
+  'model',
+  'token',
+  'implementation',
+  'configuration',
+  'responsibilities',
+  'x',
+  'é',
+  'naïve',
+];
 const text = fc.oneof(
   fc.array(fc.constantFrom(...WORDS), { maxLength: 60 }).map((w) => w.join(' ')),
   // CJK: about one token per character, three bytes each (bytes / 4 undercounts it).
@@ -139,7 +175,11 @@ const caseArb: fc.Arbitrary<Case> = fc
   .record({
     model,
     messages: fc.array(message, { minLength: 1, maxLength: 4 }),
-    n: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 8 }) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 128 }) }),
+    n: fc.oneof(
+      { weight: 3, arbitrary: fc.constant(undefined) },
+      { weight: 3, arbitrary: fc.integer({ min: 1, max: 8 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 1, max: 128 }) },
+    ),
     max_tokens: cap,
     max_completion_tokens: cap,
     stream: fc.boolean(),
@@ -150,9 +190,27 @@ const caseArb: fc.Arbitrary<Case> = fc
     choiceTexts: fc.array(text, { minLength: 128, maxLength: 128 }),
     choiceShares: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 128, maxLength: 128 }),
     source: fc.constantFrom('catalog' as const, 'tenant' as const),
-    usageKind: fc.constantFrom('honest' as const, 'honest' as const, 'inflated' as const, 'deflated' as const, 'zero' as const, 'absent' as const, 'malformed' as const),
+    usageKind: fc.constantFrom(
+      'honest' as const,
+      'honest' as const,
+      'inflated' as const,
+      'deflated' as const,
+      'zero' as const,
+      'absent' as const,
+      'malformed' as const,
+    ),
     factor: fc.integer({ min: 2, max: 1000 }),
-    malformed: fc.constantFrom<unknown>('12', null, [], { prompt_tokens: -1, completion_tokens: 5 }, { prompt_tokens: 0.5, completion_tokens: 1 }, { prompt_tokens: 1, completion_tokens: '9' }, { prompt_tokens: Number.NaN, completion_tokens: 1 }, { prompt_tokens: 4e15, completion_tokens: 4e15 }, { prompt_tokens: 2 ** 60, completion_tokens: 1 }),
+    malformed: fc.constantFrom<unknown>(
+      '12',
+      null,
+      [],
+      { prompt_tokens: -1, completion_tokens: 5 },
+      { prompt_tokens: 0.5, completion_tokens: 1 },
+      { prompt_tokens: 1, completion_tokens: '9' },
+      { prompt_tokens: Number.NaN, completion_tokens: 1 },
+      { prompt_tokens: 4e15, completion_tokens: 4e15 },
+      { prompt_tokens: 2 ** 60, completion_tokens: 1 },
+    ),
     cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 12 }),
     // A tenant endpoint that delivers far more than the request allows (it ignored max_tokens).
     overlong: fc.oneof({ weight: 9, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
@@ -163,29 +221,58 @@ const caseArb: fc.Arbitrary<Case> = fc
     if (g.max_tokens !== undefined) body.max_tokens = g.max_tokens;
     if (g.max_completion_tokens !== undefined) body.max_completion_tokens = g.max_completion_tokens;
     if (g.stream) body.stream = true;
-    const partial: Case = { model: g.model, body, honours: g.honours, honestPrompt: 0, choices: [], source: g.source, usage: { kind: 'absent', value: undefined }, cuts: g.cuts };
+    const partial: Case = {
+      model: g.model,
+      body,
+      honours: g.honours,
+      honestPrompt: 0,
+      choices: [],
+      source: g.source,
+      usage: { kind: 'absent', value: undefined },
+      cuts: g.cuts,
+    };
     // Honest prompt: each text between 1/16 and all of its UTF-8 bytes (every token covers at least one byte), each
     // message's framing (4 tokens, fewer than its JSON framing bytes), each media part as billed.
     const texts = textsOf(partial);
-    const textTokens = texts.reduce((s, t) => s + floorTokens(utf8(t)) + Math.floor(g.textShare * (utf8(t) - floorTokens(utf8(t)))), 0);
+    const textTokens = texts.reduce(
+      (s, t) => s + floorTokens(utf8(t)) + Math.floor(g.textShare * (utf8(t) - floorTokens(utf8(t)))),
+      0,
+    );
     const honestPrompt = textTokens + 4 * g.messages.length + mediaOf(partial) * g.mediaTokens;
     // Honest completion: each choice within the cap the provider honours (and the model's limits).
-    const honoured = (g.honours === 'max_tokens' ? g.max_tokens : g.max_completion_tokens) ?? g.max_tokens ?? g.max_completion_tokens;
-    const perChoice = Math.min(honoured ?? 20_000, g.model.maxOutputTokens ?? Infinity, g.model.contextLength ?? CEILING);
+    const honoured =
+      (g.honours === 'max_tokens' ? g.max_tokens : g.max_completion_tokens) ?? g.max_tokens ?? g.max_completion_tokens;
+    const perChoice = Math.min(
+      honoured ?? 20_000,
+      g.model.maxOutputTokens ?? Infinity,
+      g.model.contextLength ?? CEILING,
+    );
     const choices = Array.from({ length: body.n ?? 1 }, (_, i) => {
       const tokens = Math.max(1, Math.floor(g.choiceShares[i]! * perChoice));
       const allowance = tokens * FLOOR_BYTES_PER_TOKEN * (g.overlong && g.source === 'tenant' ? 50 : 1);
       return { content: within(g.choiceTexts[i]!, allowance), tokens };
     });
     const completion = choices.reduce((s, ch) => s + ch.tokens, 0);
-    const honest = { prompt_tokens: honestPrompt, completion_tokens: completion, total_tokens: honestPrompt + completion };
+    const honest = {
+      prompt_tokens: honestPrompt,
+      completion_tokens: completion,
+      total_tokens: honestPrompt + completion,
+    };
     const value =
-      g.usageKind === 'honest' ? honest
-      : g.usageKind === 'inflated' ? { prompt_tokens: honestPrompt * g.factor, completion_tokens: completion * g.factor }
-      : g.usageKind === 'deflated' ? { prompt_tokens: Math.floor(honestPrompt / g.factor), completion_tokens: Math.floor(completion / g.factor) }
-      : g.usageKind === 'zero' ? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
-      : g.usageKind === 'absent' ? undefined
-      : g.malformed;
+      g.usageKind === 'honest'
+        ? honest
+        : g.usageKind === 'inflated'
+          ? { prompt_tokens: honestPrompt * g.factor, completion_tokens: completion * g.factor }
+          : g.usageKind === 'deflated'
+            ? {
+                prompt_tokens: Math.floor(honestPrompt / g.factor),
+                completion_tokens: Math.floor(completion / g.factor),
+              }
+            : g.usageKind === 'zero'
+              ? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+              : g.usageKind === 'absent'
+                ? undefined
+                : g.malformed;
     return { ...partial, honestPrompt, choices, usage: { kind: g.usageKind, value } };
   })
   // An honest provider refuses a prompt past the context: no answer to meter.
@@ -196,7 +283,11 @@ const bufferedBody = (c: Case) =>
   JSON.stringify({
     id: 'chatcmpl-x',
     object: 'chat.completion',
-    choices: c.choices.map((ch, index) => ({ index, message: { role: 'assistant', content: ch.content }, finish_reason: 'stop' })),
+    choices: c.choices.map((ch, index) => ({
+      index,
+      message: { role: 'assistant', content: ch.content },
+      finish_reason: 'stop',
+    })),
     ...(c.usage.value === undefined ? {} : { usage: c.usage.value }),
   });
 
@@ -204,9 +295,13 @@ const bufferedBody = (c: Case) =>
 function sseEvents(c: Case): string[] {
   const events: string[] = [];
   c.choices.forEach((ch, index) => {
-    for (const piece of pieces(ch.content)) events.push(`data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', choices: [{ index, delta: { content: piece } }] })}\n\n`);
+    for (const piece of pieces(ch.content))
+      events.push(
+        `data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', choices: [{ index, delta: { content: piece } }] })}\n\n`,
+      );
   });
-  if (c.usage.value !== undefined) events.push(`data: ${JSON.stringify({ id: 'chatcmpl-x', choices: [], usage: c.usage.value })}\n\n`);
+  if (c.usage.value !== undefined)
+    events.push(`data: ${JSON.stringify({ id: 'chatcmpl-x', choices: [], usage: c.usage.value })}\n\n`);
   events.push('data: [DONE]\n\n');
   return events;
 }
@@ -248,11 +343,21 @@ const impl = {
   /** What the gateway meters for the answer, buffered or streamed. */
   meter(c: Case): Metered {
     const tenant = c.source === 'tenant';
-    const seen = (responseBytes: number, completionFloor: number) => ({ requestBytes: requestBytes(c), responseBytes, minPromptTokens: tenant ? promptFloorTokens(utf8(JSON.stringify(c.body)), fieldsOf(c)) : 0, minCompletionTokens: tenant ? completionFloor : 0 });
+    const seen = (responseBytes: number, completionFloor: number) => ({
+      requestBytes: requestBytes(c),
+      responseBytes,
+      minPromptTokens: tenant ? promptFloorTokens(utf8(JSON.stringify(c.body)), fieldsOf(c)) : 0,
+      minCompletionTokens: tenant ? completionFloor : 0,
+    });
     if (!c.body.stream) {
       const text = bufferedBody(c);
       const body = JSON.parse(text) as { usage?: unknown };
-      return meteredUsage(body.usage, boundsOf(c), c.source, seen(utf8(text), bodyFloorTokens(utf8(text), fieldsOf(c))));
+      return meteredUsage(
+        body.usage,
+        boundsOf(c),
+        c.source,
+        seen(utf8(text), bodyFloorTokens(utf8(text), fieldsOf(c))),
+      );
     }
     const scanner = new SseUsageScanner();
     const sse = sseBody(c);
@@ -269,7 +374,8 @@ const impl = {
   },
 };
 
-const label = (c: Case) => `${c.source} ${c.usage.kind} n=${nOf(c)} max_tokens=${c.body.max_tokens} max_completion_tokens=${c.body.max_completion_tokens} stream=${c.body.stream === true}`;
+const label = (c: Case) =>
+  `${c.source} ${c.usage.kind} n=${nOf(c)} max_tokens=${c.body.max_tokens} max_completion_tokens=${c.body.max_completion_tokens} stream=${c.body.stream === true}`;
 
 describe('metering bounds both sides (properties, seed 320402)', () => {
   test('what is metered lies within the documented bounds: a tenant count between the delivered floor and the request maximum', () => {
@@ -280,8 +386,16 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
         const reported = reportedOf(c);
         if (c.source === 'catalog' && reported) return; // the next property
         // Tenant counts, and estimates from either side: at least the floor, at most the maximum (or the floor past it).
-        expect({ case: label(c), prompt: m.promptTokens >= o.minPrompt, completion: m.completionTokens >= o.minCompletion }).toEqual({ case: label(c), prompt: true, completion: true });
-        expect({ case: label(c), prompt: m.promptTokens <= Math.max(o.maxPrompt, o.minPrompt), completion: m.completionTokens <= Math.max(o.maxCompletion, o.minCompletion) }).toEqual({ case: label(c), prompt: true, completion: true });
+        expect({
+          case: label(c),
+          prompt: m.promptTokens >= o.minPrompt,
+          completion: m.completionTokens >= o.minCompletion,
+        }).toEqual({ case: label(c), prompt: true, completion: true });
+        expect({
+          case: label(c),
+          prompt: m.promptTokens <= Math.max(o.maxPrompt, o.minPrompt),
+          completion: m.completionTokens <= Math.max(o.maxCompletion, o.minCompletion),
+        }).toEqual({ case: label(c), prompt: true, completion: true });
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -289,11 +403,18 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
 
   test('a trusted (catalog) count is never clamped below itself', () => {
     fc.assert(
-      fc.property(caseArb.filter((c) => c.source === 'catalog' && reportedOf(c) !== null), (c) => {
-        const m = impl.meter(c);
-        const r = reportedOf(c)!;
-        expect({ case: label(c), prompt: m.promptTokens, completion: m.completionTokens }).toEqual({ case: label(c), prompt: r.prompt, completion: r.completion });
-      }),
+      fc.property(
+        caseArb.filter((c) => c.source === 'catalog' && reportedOf(c) !== null),
+        (c) => {
+          const m = impl.meter(c);
+          const r = reportedOf(c)!;
+          expect({ case: label(c), prompt: m.promptTokens, completion: m.completionTokens }).toEqual({
+            case: label(c),
+            prompt: r.prompt,
+            completion: r.completion,
+          });
+        },
+      ),
       { seed: SEED, numRuns: RUNS },
     );
   });
@@ -303,10 +424,18 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
       fc.property(caseArb, (c) => {
         const r = impl.reserve(c);
         const honestCompletion = c.choices.reduce((s, ch) => s + ch.tokens, 0);
-        expect({ case: label(c), prompt: r.promptTokens >= c.honestPrompt, completion: r.completionTokens >= honestCompletion }).toEqual({ case: label(c), prompt: true, completion: true });
+        expect({
+          case: label(c),
+          prompt: r.promptTokens >= c.honestPrompt,
+          completion: r.completionTokens >= honestCompletion,
+        }).toEqual({ case: label(c), prompt: true, completion: true });
         if (c.source === 'tenant') {
           const m = impl.meter(c);
-          expect({ case: label(c), prompt: m.promptTokens <= r.promptTokens, completion: m.completionTokens <= r.completionTokens }).toEqual({ case: label(c), prompt: true, completion: true });
+          expect({
+            case: label(c),
+            prompt: m.promptTokens <= r.promptTokens,
+            completion: m.completionTokens <= r.completionTokens,
+          }).toEqual({ case: label(c), prompt: true, completion: true });
         }
       }),
       { seed: SEED, numRuns: RUNS },
@@ -318,7 +447,10 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
       fc.property(caseArb, (c) => {
         const events = sseEvents(c);
         // null is no usage, as absent is.
-        const usage = c.usage.value === undefined || c.usage.value === null ? undefined : (JSON.parse(JSON.stringify(c.usage.value)) as unknown);
+        const usage =
+          c.usage.value === undefined || c.usage.value === null
+            ? undefined
+            : (JSON.parse(JSON.stringify(c.usage.value)) as unknown);
         const excessBytes = events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0);
         expect(impl.stream(c)).toEqual({ usage, bytes: utf8(sseBody(c)), excessBytes, dataEvents: events.length });
       }),
@@ -330,7 +462,11 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
 // ---- The ledger: admissions under generated interleavings. ---------------------------------------------------------
 
 describe('no budget admits more than its limit plus the documented slack (embedded ledger, spend gate)', () => {
-  const price: EndpointPrice = priceMicros({ kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' });
+  const price: EndpointPrice = priceMicros({
+    kind: 'per-token',
+    promptUsdPerMillionTokens: '2.5',
+    completionUsdPerMillionTokens: '10',
+  });
   const cost = (u: Metered): Micros => listCostMicros(price, u);
 
   test('concurrent admit/settle interleavings', async () => {
@@ -344,8 +480,16 @@ describe('no budget admits more than its limit plus the documented slack (embedd
         async (cases, limitMicros, schedule) => {
           const ledger = createEmbeddedLedger();
           const gate = createSpendGate(ledger);
-          const g = guardrail('g', {}, { limitUsd: limitMicros / 1_000_000, resetInterval: 'monthly', includeByokInBudgets: true });
-          const acct = account([], { accountId: 'acct-prop', guardrails: [g], apiKeys: [{ hash: K1, workspaceId: WS1, guardrailId: 'g', expiresAt: null }] });
+          const g = guardrail(
+            'g',
+            {},
+            { limitUsd: limitMicros / 1_000_000, resetInterval: 'monthly', includeByokInBudgets: true },
+          );
+          const acct = account([], {
+            accountId: 'acct-prop',
+            guardrails: [g],
+            apiKeys: [{ hash: K1, workspaceId: WS1, guardrailId: 'g', expiresAt: null }],
+          });
           const who = { apiKeyHash: K1, workspaceId: WS1, userId: null };
           const at = new Date('2026-11-23T12:00:00Z');
           const inFlight: { c: Case; reservation: Reservation | null; id: string }[] = [];
@@ -359,7 +503,12 @@ describe('no budget admits more than its limit plus the documented slack (embedd
               if (next < cases.length && (inFlight.length === 0 || pick % 3 !== 0)) {
                 const c = cases[next]!;
                 const id = `gen-${next++}`;
-                const d = await gate.admit({ account: acct, who, at, maximum: { id, costMicros: cost(impl.reserve(c)), byokOnly: false } });
+                const d = await gate.admit({
+                  account: acct,
+                  who,
+                  at,
+                  maximum: { id, costMicros: cost(impl.reserve(c)), byokOnly: false },
+                });
                 if (d.allowed) inFlight.push({ c, reservation: d.reservation, id });
                 if (d.allowed) seenOverall.admitted++;
                 else seenOverall.refused++;
@@ -372,12 +521,30 @@ describe('no budget admits more than its limit plus the documented slack (embedd
               // The documented slack: what a provider bills past the bounds it was asked to honour.
               const o = oracle(done!.c);
               const reported = reportedOf(done!.c);
-              const outOfBounds = done!.c.source === 'catalog' ? reported !== null && (reported.prompt > o.maxPrompt || reported.completion > o.maxCompletion) : o.minCompletion > o.maxCompletion || o.minPrompt > o.maxPrompt;
+              const outOfBounds =
+                done!.c.source === 'catalog'
+                  ? reported !== null && (reported.prompt > o.maxPrompt || reported.completion > o.maxCompletion)
+                  : o.minCompletion > o.maxCompletion || o.minPrompt > o.maxPrompt;
               if (outOfBounds) slack += Math.max(0, actual - cost(impl.reserve(done!.c)));
               if (actual > cost(impl.reserve(done!.c))) seenOverall.slack++;
               counted += actual;
-              await gate.record({ account: acct, who, at, reservation: done!.reservation, generationId: done!.id, model: 'acme/chat', endpointId: 'openai', provider: 'openai', byokCredentialId: null, promptTokens: metered.promptTokens, completionTokens: metered.completionTokens, listCostMicros: actual });
-              expect({ within: counted <= limitMicros + slack, limitMicros, slack, counted }).toMatchObject({ within: true });
+              await gate.record({
+                account: acct,
+                who,
+                at,
+                reservation: done!.reservation,
+                generationId: done!.id,
+                model: 'acme/chat',
+                endpointId: 'openai',
+                provider: 'openai',
+                byokCredentialId: null,
+                promptTokens: metered.promptTokens,
+                completionTokens: metered.completionTokens,
+                listCostMicros: actual,
+              });
+              expect({ within: counted <= limitMicros + slack, limitMicros, slack, counted }).toMatchObject({
+                within: true,
+              });
             }
           } finally {
             await gate.close();

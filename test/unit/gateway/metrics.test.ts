@@ -6,14 +6,24 @@ import { BoundCounter, BoundHistogram } from '../../../src/gateway/bound-metrics
 import { createGatewayMetrics } from '../../../src/gateway/metrics.ts';
 
 /** Exposition lines without HELP/TYPE comments, sorted (series order is not part of the format). */
-const lines = (text: string) => text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).sort();
+const lines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .sort();
 
 describe('bound metrics', () => {
   test('a bound histogram exposes what a prom-client histogram does for the same observations', async () => {
     const mine = new Registry();
     const theirs = new Registry();
     const buckets = [0.1, 0.5, 1, 5];
-    const bound = new BoundHistogram({ name: 'h_seconds', help: 'h', labelNames: ['a', 'b'], buckets, registers: [mine] });
+    const bound = new BoundHistogram({
+      name: 'h_seconds',
+      help: 'h',
+      labelNames: ['a', 'b'],
+      buckets,
+      registers: [mine],
+    });
     const plain = new Histogram({ name: 'h_seconds', help: 'h', labelNames: ['a', 'b'], buckets, registers: [theirs] });
     const x = bound.bind({ a: 'x', b: '1' });
     const y = bound.bind({ b: '2', a: 'y"\\' });
@@ -50,7 +60,9 @@ describe('bound metrics', () => {
 
   test('an empty label value is no label (as Prometheus reads it)', async () => {
     const registry = new Registry();
-    new BoundCounter({ name: 'e_total', help: 'e', labelNames: ['p', 'q'], registers: [registry] }).bind({ p: '', q: 'z' }).inc();
+    new BoundCounter({ name: 'e_total', help: 'e', labelNames: ['p', 'q'], registers: [registry] })
+      .bind({ p: '', q: 'z' })
+      .inc();
     expect(lines(await registry.metrics())).toEqual(['e_total{q="z"} 1']);
   });
 });
@@ -92,13 +104,19 @@ describe('gateway metrics', () => {
     expect(text).toContain(`gen_ai_server_request_duration_seconds_count{${genAi},error_type="429"} 1`);
     expect(text).toContain(`gen_ai_server_request_duration_seconds_count{${genAi},error_type="stream_broken"} 1`);
     // No attempt ran: no provider label.
-    expect(text).toContain('gen_ai_server_request_duration_seconds_count{gen_ai_operation_name="chat",gen_ai_request_model="openai/gpt-4o",error_type="502"} 1');
+    expect(text).toContain(
+      'gen_ai_server_request_duration_seconds_count{gen_ai_operation_name="chat",gen_ai_request_model="openai/gpt-4o",error_type="502"} 1',
+    );
     expect(text).toContain(`gen_ai_server_time_to_first_token_seconds_bucket{le="0.04",${genAi}} 1`);
     expect(text).toContain(`gen_ai_server_time_per_output_token_seconds_sum{${genAi}} 0.02`);
     expect(text).toContain(`gen_ai_client_token_usage_sum{${genAi},gen_ai_token_type="input"} 12`);
     expect(text).toContain(`gen_ai_client_token_usage_bucket{le="1024",${genAi},gen_ai_token_type="output"} 1`);
-    expect(text).toContain('byok_gateway_cost_usd_total{type="list",provider="openai",model="openai/gpt-4o",kind="byok"} 0.0015');
-    expect(text).toContain('byok_gateway_cost_usd_total{type="fee",provider="openai",model="openai/gpt-4o",kind="byok"} 0.000075');
+    expect(text).toContain(
+      'byok_gateway_cost_usd_total{type="list",provider="openai",model="openai/gpt-4o",kind="byok"} 0.0015',
+    );
+    expect(text).toContain(
+      'byok_gateway_cost_usd_total{type="fee",provider="openai",model="openai/gpt-4o",kind="byok"} 0.000075',
+    );
     expect(text).not.toContain('type="charged"');
     expect(text).toContain('byok_gateway_requests_total{status="200"} 2');
     expect(text).toContain('byok_gateway_requests_total{status="402"} 1');

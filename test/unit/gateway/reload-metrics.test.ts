@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import pino from 'pino';
+import { CATALOG_PATH } from '../../../src/cli/catalog.ts';
 import { compileAccount } from '../../../src/compiler/compile.ts';
-import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
+import { type ShardSet, shardAccounts } from '../../../src/compiler/shard.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
-import { CATALOG_PATH } from '../../../src/cli/catalog.ts';
-import { startGateway, type RunningGateway } from '../../../src/gateway/server.ts';
-import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
+import { type RunningGateway, startGateway } from '../../../src/gateway/server.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-reload-metrics-'));
@@ -39,7 +39,8 @@ const compiled = (disabled: boolean) =>
   );
 const reloads = async () => {
   const text = await (await fetch(`${gw.opsUrl}/metrics`)).text();
-  const count = (result: string) => Number(new RegExp(`byok_gateway_reloads_total\\{what="routing",result="${result}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+  const count = (result: string) =>
+    Number(new RegExp(`byok_gateway_reloads_total\\{what="routing",result="${result}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
   return { ok: count('ok'), pending: count('pending'), error: count('error') };
 };
 const until = async (what: string, cond: () => Promise<boolean>) => {
@@ -53,8 +54,28 @@ const until = async (what: string, cond: () => Promise<boolean>) => {
 beforeAll(async () => {
   kubeletWrite(configDir, files(compiled(false)));
   kubeletWrite(join(root, 'key'), { active: 'k1', k1: randomBytes(32) });
-  const sink = new Writable({ write: (chunk: Buffer, _e, done) => (logs.push(...chunk.toString().trim().split('\n').map((l) => JSON.parse(l) as (typeof logs)[number])), done()) });
-  gw = await startGateway({ configDir, bundleDir: join(root, 'bundles'), keyDir: join(root, 'key'), catalogFile: CATALOG_PATH, host: '127.0.0.1', port: 0, pollMs: 20, logger: pino({ level: 'info' }, sink) });
+  const sink = new Writable({
+    write: (chunk: Buffer, _e, done) => (
+      logs.push(
+        ...chunk
+          .toString()
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as (typeof logs)[number]),
+      ),
+      done()
+    ),
+  });
+  gw = await startGateway({
+    configDir,
+    bundleDir: join(root, 'bundles'),
+    keyDir: join(root, 'key'),
+    catalogFile: CATALOG_PATH,
+    host: '127.0.0.1',
+    port: 0,
+    pollMs: 20,
+    logger: pino({ level: 'info' }, sink),
+  });
 });
 afterAll(async () => {
   await gw?.close();
@@ -72,7 +93,10 @@ describe('gateway reload results', () => {
     kubeletWrite(configDir, files(next));
     await until('loaded', async () => (await reloads()).ok > before.ok);
     expect((await reloads()).error).toBe(before.error);
-    expect(logs.find((l) => l.msg.startsWith('routing config not fully projected yet'))).toMatchObject({ level: 30, code: 'checksum' });
+    expect(logs.find((l) => l.msg.startsWith('routing config not fully projected yet'))).toMatchObject({
+      level: 30,
+      code: 'checksum',
+    });
     expect(logs.filter((l) => l.level >= 40 && l.msg.startsWith('routing config'))).toEqual([]);
   });
 
@@ -80,6 +104,9 @@ describe('gateway reload results', () => {
     const before = await reloads();
     kubeletWrite(configDir, { ...files(compiled(false)), [INDEX_KEY]: '{"format":' });
     await until('error', async () => (await reloads()).error > before.error);
-    expect(logs.find((l) => l.msg === 'routing config rejected; keeping the last good one')).toMatchObject({ level: 40, code: 'corrupt' });
+    expect(logs.find((l) => l.msg === 'routing config rejected; keeping the last good one')).toMatchObject({
+      level: 40,
+      code: 'corrupt',
+    });
   });
 });

@@ -17,7 +17,12 @@ const CAP = 1024;
 const WORK_PER_BYTE = 8;
 
 type Terminator = '\n' | '\r\n' | '\r';
-type Field = { kind: 'data'; json: unknown; pretty: boolean } | { kind: 'text'; line: string } | { kind: 'comment'; text: string } | { kind: 'other'; name: string; value: string } | { kind: 'giant'; size: number; withUsage: boolean };
+type Field =
+  | { kind: 'data'; json: unknown; pretty: boolean }
+  | { kind: 'text'; line: string }
+  | { kind: 'comment'; text: string }
+  | { kind: 'other'; name: string; value: string }
+  | { kind: 'giant'; size: number; withUsage: boolean };
 interface Stream {
   events: Field[][];
   framing: Terminator | 'mixed';
@@ -31,13 +36,45 @@ interface Stream {
 
 const usageObj = fc.record({ prompt_tokens: fc.nat({ max: 100_000 }), completion_tokens: fc.nat({ max: 100_000 }) });
 // Text without CR or LF (a value never holds them), with non-ASCII so chunk cuts land inside UTF-8 sequences.
-const lineText = fc.string({ unit: fc.oneof(fc.constantFrom('a', ' ', ':', '{', '"', 'é', '人', '😀', '\t'), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 })), maxLength: 40 }).map((s) => s.replace(/[\r\n]/g, ''));
+const lineText = fc
+  .string({
+    unit: fc.oneof(
+      fc.constantFrom('a', ' ', ':', '{', '"', 'é', '人', '😀', '\t'),
+      fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }),
+    ),
+    maxLength: 40,
+  })
+  .map((s) => s.replace(/[\r\n]/g, ''));
 const field: fc.Arbitrary<Field> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('data' as const), json: fc.oneof(fc.record({ choices: fc.constant([]), usage: usageObj }), fc.record({ choices: fc.array(fc.record({ delta: fc.record({ content: lineText }) }), { maxLength: 2 }) })), pretty: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('data' as const),
+      json: fc.oneof(
+        fc.record({ choices: fc.constant([]), usage: usageObj }),
+        fc.record({ choices: fc.array(fc.record({ delta: fc.record({ content: lineText }) }), { maxLength: 2 }) }),
+      ),
+      pretty: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('text' as const), line: lineText }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('comment' as const), text: lineText }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('other' as const), name: fc.constantFrom('event', 'id', 'retry', 'dat', 'datum', 'Data'), value: lineText }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('giant' as const), size: fc.integer({ min: 2 * CAP, max: 6 * CAP }), withUsage: fc.boolean() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('other' as const),
+      name: fc.constantFrom('event', 'id', 'retry', 'dat', 'datum', 'Data'),
+      value: lineText,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('giant' as const),
+      size: fc.integer({ min: 2 * CAP, max: 6 * CAP }),
+      withUsage: fc.boolean(),
+    }),
+  },
 );
 const streamArb: fc.Arbitrary<Stream> = fc.record({
   events: fc.array(fc.array(field, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 12 }),
@@ -54,12 +91,20 @@ function linesOf(event: Field[], s: Stream): string[] {
   return event.flatMap((f) => {
     switch (f.kind) {
       // Pretty-printed JSON spans several data lines, which SSE joins with LF: the JSON is whole again.
-      case 'data': return JSON.stringify(f.json, null, f.pretty ? 2 : undefined).split('\n').map((l) => `data${sep}${l}`);
-      case 'text': return [`data${sep}${f.line}`];
-      case 'comment': return [`:${f.text}`];
-      case 'other': return [`${f.name}${sep}${f.value}`];
+      case 'data':
+        return JSON.stringify(f.json, null, f.pretty ? 2 : undefined)
+          .split('\n')
+          .map((l) => `data${sep}${l}`);
+      case 'text':
+        return [`data${sep}${f.line}`];
+      case 'comment':
+        return [`:${f.text}`];
+      case 'other':
+        return [`${f.name}${sep}${f.value}`];
       case 'giant': {
-        const body = f.withUsage ? JSON.stringify({ usage: { prompt_tokens: 999_999, completion_tokens: 999_999 }, pad: 'x'.repeat(f.size) }) : 'y'.repeat(f.size);
+        const body = f.withUsage
+          ? JSON.stringify({ usage: { prompt_tokens: 999_999, completion_tokens: 999_999 }, pad: 'x'.repeat(f.size) })
+          : 'y'.repeat(f.size);
         return [`data${sep}${body}`];
       }
     }
@@ -72,7 +117,8 @@ function renderEvents(s: Stream): string[] {
   let k = 0;
   let prev: Terminator | undefined;
   const term = (blank: boolean): Terminator => {
-    let t: Terminator = s.framing === 'mixed' ? (['\n', '\r\n', '\r'] as const)[s.picks[k++ % s.picks.length]!]! : s.framing;
+    let t: Terminator =
+      s.framing === 'mixed' ? (['\n', '\r\n', '\r'] as const)[s.picks[k++ % s.picks.length]!]! : s.framing;
     if (blank && prev === '\r' && t === '\n') t = '\r\n';
     prev = t;
     return t;
@@ -92,11 +138,15 @@ function expectedUsage(s: Stream): unknown {
   for (const event of s.events) {
     // The scanner's cap is on an event's data: one giant field puts the whole event past it.
     if (event.some((f) => f.kind === 'giant')) continue;
-    const data = linesOf(event, s).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+    const data = linesOf(event, s)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+      .join('\n');
     if (!event.some((f) => f.kind === 'data' || f.kind === 'text')) continue;
     try {
       const v = JSON.parse(data) as { usage?: unknown } | null;
-      if (typeof v === 'object' && v !== null && v.usage !== undefined && v.usage !== null && data.includes('"usage"')) usage = v.usage;
+      if (typeof v === 'object' && v !== null && v.usage !== undefined && v.usage !== null && data.includes('"usage"'))
+        usage = v.usage;
     } catch {
       // Not JSON: no usage.
     }
@@ -122,7 +172,14 @@ function scan(parts: Buffer[]) {
   for (const p of parts) scanner.scan(p);
   const atBoundary = scanner.atBoundary;
   const usage = scanner.finish();
-  return { usage, bytes: scanner.bytes, excessBytes: scanner.excessBytes, dataEvents: scanner.dataEvents, examined: scanner.examined, atBoundary };
+  return {
+    usage,
+    bytes: scanner.bytes,
+    excessBytes: scanner.excessBytes,
+    dataEvents: scanner.dataEvents,
+    examined: scanner.examined,
+    atBoundary,
+  };
 }
 
 describe('the SSE scanner reads every framing in linear work (properties, seed 410002)', () => {
@@ -147,9 +204,13 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
         const text = render(s);
         const got = scan(chunks(text, s));
         expect(got.bytes).toBe(Buffer.byteLength(text));
-        expect(got.dataEvents).toBe(s.events.filter((e) => e.some((f) => f.kind === 'data' || f.kind === 'text' || f.kind === 'giant')).length);
+        expect(got.dataEvents).toBe(
+          s.events.filter((e) => e.some((f) => f.kind === 'data' || f.kind === 'text' || f.kind === 'giant')).length,
+        );
         // Each event's bytes: its lines and their terminators, its blank line (a CRLF counts both bytes).
-        expect(got.excessBytes).toBe(renderEvents(s).reduce((sum, e) => sum + Math.max(0, Buffer.byteLength(e) - 1024), 0));
+        expect(got.excessBytes).toBe(
+          renderEvents(s).reduce((sum, e) => sum + Math.max(0, Buffer.byteLength(e) - 1024), 0),
+        );
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -160,7 +221,10 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
       fc.property(streamArb, (s) => {
         const text = render(s);
         const got = scan(chunks(text, s));
-        expect({ examined: got.examined, within: got.examined <= WORK_PER_BYTE * got.bytes + 64 }).toEqual({ examined: got.examined, within: true });
+        expect({ examined: got.examined, within: got.examined <= WORK_PER_BYTE * got.bytes + 64 }).toEqual({
+          examined: got.examined,
+          within: true,
+        });
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -168,7 +232,8 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
 
   test('one stream of 4 MiB in each framing, as one event or many, in 64 KiB reads: linear work, usage found', () => {
     const usage = { prompt_tokens: 10, completion_tokens: 20 };
-    const event = (t: string) => `data: ${JSON.stringify({ choices: [{ delta: { content: 'word '.repeat(20) } }] })}${t}${t}`;
+    const event = (t: string) =>
+      `data: ${JSON.stringify({ choices: [{ delta: { content: 'word '.repeat(20) } }] })}${t}${t}`;
     const tail = (t: string) => `data: ${JSON.stringify({ choices: [], usage })}${t}${t}data: [DONE]${t}${t}`;
     const MiB4 = 4 * 1024 * 1024;
     const bodies = {
@@ -184,7 +249,11 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
       for (let i = 0; i < bytes.length; i += 65_536) scanner.scan(bytes.subarray(i, i + 65_536));
       const reported = scanner.finish();
       // A multi-line event of 4 MiB is past the 1 MiB cap: counted toward the floor, its usage not read.
-      expect({ name, reported, linear: scanner.examined <= WORK_PER_BYTE * bytes.length }).toEqual({ name, reported: name === 'multiline' ? undefined : usage, linear: true });
+      expect({ name, reported, linear: scanner.examined <= WORK_PER_BYTE * bytes.length }).toEqual({
+        name,
+        reported: name === 'multiline' ? undefined : usage,
+        linear: true,
+      });
     }
   });
 });
@@ -208,7 +277,10 @@ describe('SSE parsing details', () => {
 
   test('`data:` without a space, a BOM, and one JSON object over three data lines', () => {
     expect(usageOf(`\ufeffdata:${u}\n\n`)).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
-    expect(usageOf('data: {"usage":\ndata: {"prompt_tokens":3,\ndata: "completion_tokens":4}}\n\n')).toEqual({ prompt_tokens: 3, completion_tokens: 4 });
+    expect(usageOf('data: {"usage":\ndata: {"prompt_tokens":3,\ndata: "completion_tokens":4}}\n\n')).toEqual({
+      prompt_tokens: 3,
+      completion_tokens: 4,
+    });
   });
 
   test('a stream cut mid-line is not at an event boundary; a finished event is', () => {

@@ -3,16 +3,16 @@
 import { describe, expect, test } from '@jest/globals';
 import {
   bodyFloorTokens,
+  type CostFields,
   costFields,
   meteredUsage,
   promptFloorTokens,
   readUsage,
   reservedTokens,
+  type Seen,
   streamFloorTokens,
   USAGE_CEILING_TOKENS,
   usageBounds,
-  type CostFields,
-  type Seen,
 } from '../../../src/gateway/usage.ts';
 
 const fields = (body: Record<string, unknown>): CostFields => {
@@ -21,13 +21,28 @@ const fields = (body: Record<string, unknown>): CostFields => {
   return f;
 };
 const gpt4o = { contextLength: 128_000, maxOutputTokens: null };
-const seen = (over: Partial<Seen> = {}): Seen => ({ requestBytes: 400, responseBytes: 400, minPromptTokens: 0, minCompletionTokens: 0, ...over });
+const seen = (over: Partial<Seen> = {}): Seen => ({
+  requestBytes: 400,
+  responseBytes: 400,
+  minPromptTokens: 0,
+  minCompletionTokens: 0,
+  ...over,
+});
 
 describe('the cost-driving fields of a request', () => {
   test('n, and the larger of max_tokens and max_completion_tokens (providers differ on which one wins)', () => {
-    expect(fields({})).toEqual({ n: 1, maxTokensPerChoice: null, mediaParts: 0, predictionBytes: 0, logprobEntries: 0 });
+    expect(fields({})).toEqual({
+      n: 1,
+      maxTokensPerChoice: null,
+      mediaParts: 0,
+      predictionBytes: 0,
+      logprobEntries: 0,
+    });
     expect(fields({ n: 8, max_tokens: 500 })).toMatchObject({ n: 8, maxTokensPerChoice: 500 });
-    expect(fields({ n: null, max_tokens: 900, max_completion_tokens: 50 })).toMatchObject({ n: 1, maxTokensPerChoice: 900 });
+    expect(fields({ n: null, max_tokens: 900, max_completion_tokens: 50 })).toMatchObject({
+      n: 1,
+      maxTokensPerChoice: 900,
+    });
     expect(fields({ max_tokens: null, max_completion_tokens: 50 })).toMatchObject({ maxTokensPerChoice: 50 });
   });
 
@@ -40,11 +55,22 @@ describe('the cost-driving fields of a request', () => {
     [{ max_tokens: 1.5 }, 'max_tokens must be a positive integer'],
     [{ max_completion_tokens: '100' }, 'max_completion_tokens must be a positive integer'],
     [{ max_completion_tokens: 2 ** 60 }, 'max_completion_tokens must be a positive integer'],
-    [{ modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }, 'audio output cannot be priced: the catalog prices text tokens only'],
+    [
+      { modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } },
+      'audio output cannot be priced: the catalog prices text tokens only',
+    ],
     [{ modalities: ['text', 'audio'] }, 'only the text modality can be priced: the catalog prices text tokens only'],
-    [{ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }] }, 'audio input cannot be priced: the catalog prices text tokens only'],
+    [
+      {
+        messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }],
+      },
+      'audio input cannot be priced: the catalog prices text tokens only',
+    ],
     [{ web_search_options: {} }, 'web search cannot be priced: the catalog has no price per search'],
-    [{ service_tier: 'priority' }, 'service_tier must be auto, default or flex: other tiers cost more than the catalog price'],
+    [
+      { service_tier: 'priority' },
+      'service_tier must be auto, default or flex: other tiers cost more than the catalog price',
+    ],
   ])('%j cannot be priced: %s', (body, error) => {
     expect(costFields(body)).toEqual({ error });
   });
@@ -53,7 +79,16 @@ describe('the cost-driving fields of a request', () => {
     const body = {
       messages: [
         { role: 'system', content: 'be brief' },
-        { role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://x.test/a.png' } }, { type: 'file', file: { file_id: 'f' } }, { type: 'video_url' }, 'junk'] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is this?' },
+            { type: 'image_url', image_url: { url: 'https://x.test/a.png' } },
+            { type: 'file', file: { file_id: 'f' } },
+            { type: 'video_url' },
+            'junk',
+          ],
+        },
       ],
       modalities: ['text'],
       service_tier: 'flex',
@@ -65,19 +100,32 @@ describe('the cost-driving fields of a request', () => {
 describe('bounds and reservations', () => {
   test('n is priced: n × the per-choice cap, the least of the request, the catalog and the context', () => {
     expect(usageBounds(gpt4o, fields({ n: 8, max_tokens: 500 }), 100).maxCompletionTokens).toBe(4000);
-    expect(usageBounds({ contextLength: 128_000, maxOutputTokens: 16_384 }, fields({ n: 2 }), 100).maxCompletionTokens).toBe(32_768);
-    expect(usageBounds({ contextLength: 1000, maxOutputTokens: null }, fields({ max_tokens: 5000 }), 100).maxCompletionTokens).toBe(1000);
+    expect(
+      usageBounds({ contextLength: 128_000, maxOutputTokens: 16_384 }, fields({ n: 2 }), 100).maxCompletionTokens,
+    ).toBe(32_768);
+    expect(
+      usageBounds({ contextLength: 1000, maxOutputTokens: null }, fields({ max_tokens: 5000 }), 100)
+        .maxCompletionTokens,
+    ).toBe(1000);
     // Nothing caps it: the context (or the ceiling) is the most a choice can be, and what is reserved.
-    expect(usageBounds({ contextLength: null, maxOutputTokens: null }, fields({}), 100)).toEqual({ maxPromptTokens: 100, maxCompletionTokens: USAGE_CEILING_TOKENS });
+    expect(usageBounds({ contextLength: null, maxOutputTokens: null }, fields({}), 100)).toEqual({
+      maxPromptTokens: 100,
+      maxCompletionTokens: USAGE_CEILING_TOKENS,
+    });
   });
 
   test('the prompt: every byte may be a token (CJK and whitespace included); every media part may fill the context', () => {
     const cjk = JSON.stringify({ model: 'm/x', messages: [{ role: 'user', content: '人工智能'.repeat(100) }] });
     const bytes = Buffer.byteLength(cjk);
     expect(usageBounds(gpt4o, fields(JSON.parse(cjk) as Record<string, unknown>), bytes).maxPromptTokens).toBe(bytes);
-    const image = { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.test/a.png' } }] }] };
+    const image = {
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.test/a.png' } }] }],
+    };
     expect(usageBounds(gpt4o, fields(image), 205).maxPromptTokens).toBe(128_000);
-    expect(reservedTokens(usageBounds(gpt4o, fields({ ...image, n: 3, max_tokens: 10 }), 205))).toEqual({ promptTokens: 128_000, completionTokens: 30 });
+    expect(reservedTokens(usageBounds(gpt4o, fields({ ...image, n: 3, max_tokens: 10 }), 205))).toEqual({
+      promptTokens: 128_000,
+      completionTokens: 30,
+    });
   });
 
   test('a prediction adds its bytes per choice (rejected predicted tokens are billed as completion)', () => {
@@ -91,18 +139,43 @@ describe('metering: the side we trust, bounded from both sides', () => {
   const bounds = usageBounds(gpt4o, fields({ n: 8, max_tokens: 500 }), 400);
 
   test('a catalog count is metered as reported, even past the bounds (flagged, never clamped)', () => {
-    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 3900 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 12, completionTokens: 3900 });
-    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 9000 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 12, completionTokens: 9000, outOfBounds: 'above' });
-    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'catalog', seen())).toEqual({ promptTokens: 0, completionTokens: 0 });
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 3900 }, bounds, 'catalog', seen())).toEqual({
+      promptTokens: 12,
+      completionTokens: 3900,
+    });
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 9000 }, bounds, 'catalog', seen())).toEqual({
+      promptTokens: 12,
+      completionTokens: 9000,
+      outOfBounds: 'above',
+    });
+    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'catalog', seen())).toEqual({
+      promptTokens: 0,
+      completionTokens: 0,
+    });
   });
 
   test('a tenant count is clamped between the delivered floor and the request maximum', () => {
     const floors = seen({ minPromptTokens: 3, minCompletionTokens: 500 });
-    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 3, completionTokens: 500, estimated: 'out_of_bounds', outOfBounds: 'below' });
-    expect(meteredUsage({ prompt_tokens: 10 ** 8, completion_tokens: 10 ** 8 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 400, completionTokens: 4000, estimated: 'out_of_bounds', outOfBounds: 'above' });
-    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 900 }, bounds, 'tenant', floors)).toEqual({ promptTokens: 12, completionTokens: 900 });
+    expect(meteredUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, 'tenant', floors)).toEqual({
+      promptTokens: 3,
+      completionTokens: 500,
+      estimated: 'out_of_bounds',
+      outOfBounds: 'below',
+    });
+    expect(meteredUsage({ prompt_tokens: 10 ** 8, completion_tokens: 10 ** 8 }, bounds, 'tenant', floors)).toEqual({
+      promptTokens: 400,
+      completionTokens: 4000,
+      estimated: 'out_of_bounds',
+      outOfBounds: 'above',
+    });
+    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 900 }, bounds, 'tenant', floors)).toEqual({
+      promptTokens: 12,
+      completionTokens: 900,
+    });
     // Delivered content is evidence, a cap only a promise: an endpoint that ignored max_tokens is metered at the floor.
-    expect(meteredUsage({ prompt_tokens: 12, completion_tokens: 1 }, bounds, 'tenant', seen({ minCompletionTokens: 6000 }))).toMatchObject({ completionTokens: 6000, outOfBounds: 'below' });
+    expect(
+      meteredUsage({ prompt_tokens: 12, completion_tokens: 1 }, bounds, 'tenant', seen({ minCompletionTokens: 6000 })),
+    ).toMatchObject({ completionTokens: 6000, outOfBounds: 'below' });
   });
 
   test.each([
@@ -115,13 +188,22 @@ describe('metering: the side we trust, bounded from both sides', () => {
     [{ prompt_tokens: Number.NaN, completion_tokens: 1 }, 'invalid'],
     [{ prompt_tokens: 4e15, completion_tokens: 4e15 }, 'invalid'],
     [{ prompt_tokens: 2 ** 60, completion_tokens: 1 }, 'invalid'],
-  ])('%j is not a count → an estimate (%s) from the bytes seen, within the bounds and above the floor', (value, reason) => {
-    expect(readUsage(value)).toEqual({ problem: reason });
-    for (const source of ['catalog', 'tenant'] as const) {
-      expect(meteredUsage(value, bounds, source, seen({ requestBytes: 4000, responseBytes: 10 ** 6 }))).toEqual({ promptTokens: 400, completionTokens: 4000, estimated: reason });
-      expect(meteredUsage(value, bounds, source, seen({ requestBytes: 41, responseBytes: 41, minCompletionTokens: 30 }))).toEqual({ promptTokens: 11, completionTokens: 30, estimated: reason });
-    }
-  });
+  ])(
+    '%j is not a count → an estimate (%s) from the bytes seen, within the bounds and above the floor',
+    (value, reason) => {
+      expect(readUsage(value)).toEqual({ problem: reason });
+      for (const source of ['catalog', 'tenant'] as const) {
+        expect(meteredUsage(value, bounds, source, seen({ requestBytes: 4000, responseBytes: 10 ** 6 }))).toEqual({
+          promptTokens: 400,
+          completionTokens: 4000,
+          estimated: reason,
+        });
+        expect(
+          meteredUsage(value, bounds, source, seen({ requestBytes: 41, responseBytes: 41, minCompletionTokens: 30 })),
+        ).toEqual({ promptTokens: 11, completionTokens: 30, estimated: reason });
+      }
+    },
+  );
 });
 
 describe('the floor: a pure function of byte counts (docs/ledger.md, "The floor")', () => {
@@ -143,7 +225,8 @@ describe('the floor: a pure function of byte counts (docs/ledger.md, "The floor"
   });
 
   test('a stream: its events past 1 KiB each, and at least one token per data event past 2n + 3 tokenless ones', () => {
-    const s = (excessBytes: number, dataEvents: number) => streamFloorTokens({ bytes: 0, excessBytes, dataEvents, plainJson: false }, one);
+    const s = (excessBytes: number, dataEvents: number) =>
+      streamFloorTokens({ bytes: 0, excessBytes, dataEvents, plainJson: false }, one);
     expect(s(0, 5)).toBe(0);
     expect(s(0, 205)).toBe(200);
     expect(s(16 * 300, 205)).toBe(300);

@@ -31,12 +31,26 @@ describe('Kubeconfig', () => {
   test('inline data: CA, client certificate and key, TLS server name', async () => {
     const d = dir();
     const file = join(d, 'config');
-    writeFileSync(file, stringify(config(
-      { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') },
-      { server: 'https://api.example:6443', 'certificate-authority-data': b64('CA'), 'tls-server-name': 'kubernetes' },
-    )));
+    writeFileSync(
+      file,
+      stringify(
+        config(
+          { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') },
+          {
+            server: 'https://api.example:6443',
+            'certificate-authority-data': b64('CA'),
+            'tls-server-name': 'kubernetes',
+          },
+        ),
+      ),
+    );
     const kc = Kubeconfig.load(file, {});
-    expect(kc.getCurrentCluster()).toMatchObject({ name: 'c', server: 'https://api.example:6443', skipTLSVerify: false, tlsServerName: 'kubernetes' });
+    expect(kc.getCurrentCluster()).toMatchObject({
+      name: 'c',
+      server: 'https://api.example:6443',
+      skipTLSVerify: false,
+      tlsServerName: 'kubernetes',
+    });
     const opts = await optionsOf(kc);
     expect(opts.ca?.toString()).toBe('CA');
     expect([opts.cert, opts.key]).toEqual(['CERT', 'KEY']);
@@ -49,7 +63,10 @@ describe('Kubeconfig', () => {
     const d = dir();
     writeFileSync(join(d, 'ca.crt'), 'CA-FILE');
     writeFileSync(join(d, 'token'), 'first\n');
-    writeFileSync(join(d, 'config'), stringify(config({ tokenFile: 'token' }, { server: 'https://h:1', 'certificate-authority': 'ca.crt' })));
+    writeFileSync(
+      join(d, 'config'),
+      stringify(config({ tokenFile: 'token' }, { server: 'https://h:1', 'certificate-authority': 'ca.crt' })),
+    );
     const kc = Kubeconfig.load(join(d, 'config'), {});
     expect((await optionsOf(kc)).ca?.toString()).toBe('CA-FILE');
     expect((await optionsOf(kc)).headers.Authorization).toBe('Bearer first');
@@ -59,7 +76,15 @@ describe('Kubeconfig', () => {
 
   test('insecure-skip-tls-verify, basic auth and impersonation', async () => {
     const d = dir();
-    writeFileSync(join(d, 'config'), stringify(config({ username: 'u', password: 'p', as: 'alice', 'as-groups': ['g1', 'g2'] }, { server: 'https://h:1', 'insecure-skip-tls-verify': true })));
+    writeFileSync(
+      join(d, 'config'),
+      stringify(
+        config(
+          { username: 'u', password: 'p', as: 'alice', 'as-groups': ['g1', 'g2'] },
+          { server: 'https://h:1', 'insecure-skip-tls-verify': true },
+        ),
+      ),
+    );
     const opts = await optionsOf(Kubeconfig.load(join(d, 'config'), {}));
     expect(opts.rejectUnauthorized).toBe(false);
     expect(opts.headers.Authorization).toBe(`Basic ${b64('u:p')}`);
@@ -75,7 +100,9 @@ describe('Kubeconfig', () => {
     const second = config({ token: 'other' }, { server: 'https://second:1' });
     second['current-context'] = 'ignored';
     writeFileSync(join(d, 'b'), stringify(second));
-    const kc = Kubeconfig.load(undefined, { KUBECONFIG: [join(d, 'a'), join(d, 'missing'), join(d, 'b')].join(delimiter) });
+    const kc = Kubeconfig.load(undefined, {
+      KUBECONFIG: [join(d, 'a'), join(d, 'missing'), join(d, 'b')].join(delimiter),
+    });
     expect(kc.getCurrentCluster().server).toBe('https://second:1');
   });
 
@@ -94,17 +121,36 @@ describe('Kubeconfig', () => {
     const d = dir();
     const plugin = join(d, 'plugin.mjs');
     // Counts its runs, echoes the cluster it was given, expires after `ttl` ms.
-    writeFileSync(plugin, `
+    writeFileSync(
+      plugin,
+      `
       import { appendFileSync } from 'node:fs';
       appendFileSync(${JSON.stringify(join(d, 'runs'))}, 'x');
       const info = JSON.parse(process.env.KUBERNETES_EXEC_INFO);
       const ttl = Number(process.env.TTL_MS);
       process.stdout.write(JSON.stringify({ apiVersion: info.apiVersion, kind: 'ExecCredential',
         status: { token: 'exec-' + info.spec.cluster.server + '-' + process.argv[2], expirationTimestamp: new Date(Date.now() + ttl).toISOString() } }));
-    `);
-    const write = (ttl: number) => writeFileSync(join(d, 'config'), stringify(config({
-      exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: [plugin, 'arg'], env: [{ name: 'TTL_MS', value: String(ttl) }], provideClusterInfo: true, interactiveMode: 'Never' },
-    }, { server: 'https://h:1' })));
+    `,
+    );
+    const write = (ttl: number) =>
+      writeFileSync(
+        join(d, 'config'),
+        stringify(
+          config(
+            {
+              exec: {
+                apiVersion: 'client.authentication.k8s.io/v1',
+                command: process.execPath,
+                args: [plugin, 'arg'],
+                env: [{ name: 'TTL_MS', value: String(ttl) }],
+                provideClusterInfo: true,
+                interactiveMode: 'Never',
+              },
+            },
+            { server: 'https://h:1' },
+          ),
+        ),
+      );
     write(3_600_000);
     const long = Kubeconfig.load(join(d, 'config'), {});
     expect((await optionsOf(long)).headers.Authorization).toBe('Bearer exec-https://h:1-arg');
@@ -121,8 +167,24 @@ describe('Kubeconfig', () => {
   test('a failing exec plugin is named with its exit status, never with what it printed', async () => {
     const d = dir();
     const canary = 'sk-canary-0123456789abcdef';
-    writeFileSync(join(d, 'config'), stringify(config({ exec: { command: process.execPath, args: ['-e', `console.error(${JSON.stringify(canary)}); console.log(${JSON.stringify(canary)}); process.exit(3)`] } })));
-    const err = await optionsOf(Kubeconfig.load(join(d, 'config'), {})).then(() => undefined, (e: unknown) => e as Error);
+    writeFileSync(
+      join(d, 'config'),
+      stringify(
+        config({
+          exec: {
+            command: process.execPath,
+            args: [
+              '-e',
+              `console.error(${JSON.stringify(canary)}); console.log(${JSON.stringify(canary)}); process.exit(3)`,
+            ],
+          },
+        }),
+      ),
+    );
+    const err = await optionsOf(Kubeconfig.load(join(d, 'config'), {})).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
     expect(err?.message).toMatch(/exec plugin .* failed \(exit 3\)/);
     expect(JSON.stringify(err, Object.getOwnPropertyNames(err))).not.toContain(canary);
   });
@@ -130,7 +192,9 @@ describe('Kubeconfig', () => {
   test('clear errors for what it does not do or cannot find', async () => {
     const d = dir();
     writeFileSync(join(d, 'oidc'), stringify(config({ 'auth-provider': { name: 'oidc', config: {} } })));
-    await expect(optionsOf(Kubeconfig.load(join(d, 'oidc'), {}))).rejects.toThrow(/auth-provider "oidc".*exec credential plugin/);
+    await expect(optionsOf(Kubeconfig.load(join(d, 'oidc'), {}))).rejects.toThrow(
+      /auth-provider "oidc".*exec credential plugin/,
+    );
     const noContext = config({ token: 't' });
     noContext['current-context'] = 'elsewhere';
     writeFileSync(join(d, 'nocontext'), stringify(noContext));

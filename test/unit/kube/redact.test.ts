@@ -1,5 +1,5 @@
 import { describe, expect, test } from '@jest/globals';
-import { redactText, rvNewer, namespacedPath, objectPath } from '../../../src/kube/index.ts';
+import { namespacedPath, objectPath, redactText, rvNewer } from '../../../src/kube/index.ts';
 
 describe('redactText', () => {
   test('scrubs literal secrets and key-shaped strings, keeps hashes and ids readable', () => {
@@ -27,8 +27,14 @@ describe('resource versions and paths', () => {
   });
   test('paths', () => {
     expect(namespacedPath('/api/v1/secrets', 'a')).toBe('/api/v1/namespaces/a/secrets');
-    expect(namespacedPath('/apis/byok.gateway.dev/v1alpha1/workspaces', undefined)).toBe('/apis/byok.gateway.dev/v1alpha1/workspaces');
-    expect(objectPath('byok.gateway.dev/v1alpha1', 'BYOKCredential', 'n', 'c', 'status')).toBe('/apis/byok.gateway.dev/v1alpha1/namespaces/n/byokcredentials/c/status');
-    expect(objectPath('coordination.k8s.io/v1', 'Lease', 'n', 'l')).toBe('/apis/coordination.k8s.io/v1/namespaces/n/leases/l');
+    expect(namespacedPath('/apis/byok.gateway.dev/v1alpha1/workspaces', undefined)).toBe(
+      '/apis/byok.gateway.dev/v1alpha1/workspaces',
+    );
+    expect(objectPath('byok.gateway.dev/v1alpha1', 'BYOKCredential', 'n', 'c', 'status')).toBe(
+      '/apis/byok.gateway.dev/v1alpha1/namespaces/n/byokcredentials/c/status',
+    );
+    expect(objectPath('coordination.k8s.io/v1', 'Lease', 'n', 'l')).toBe(
+      '/apis/coordination.k8s.io/v1/namespaces/n/leases/l',
+    );
   });
 });

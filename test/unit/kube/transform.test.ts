@@ -1,7 +1,12 @@
 import { describe, expect, test } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
+import {
+  compactForCache,
+  LAST_APPLIED_ANNOTATION,
+  StringInterner,
+  stripBulkyMetadata,
+} from '../../../src/kube/index.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
-import { compactForCache, LAST_APPLIED_ANNOTATION, StringInterner, stripBulkyMetadata } from '../../../src/kube/index.ts';
 
 describe('stripBulkyMetadata (informer cache transform)', () => {
   const secret = (): V1Secret => ({
@@ -14,7 +19,9 @@ describe('stripBulkyMetadata (informer cache transform)', () => {
       uid: 'u',
       labels: { a: 'b' },
       annotations: { [LAST_APPLIED_ANNOTATION]: '{"data":{"key":"c2VjcmV0"}}', keep: 'me' },
-      managedFields: [{ manager: 'kubectl', operation: 'Apply', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { 'f:key': {} } } }],
+      managedFields: [
+        { manager: 'kubectl', operation: 'Apply', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { 'f:key': {} } } },
+      ],
     },
     data: { key: 'c2VjcmV0' },
   });
@@ -22,7 +29,14 @@ describe('stripBulkyMetadata (informer cache transform)', () => {
   test('drops managedFields and the last-applied annotation, keeps everything else', () => {
     const input = secret();
     const out = stripBulkyMetadata(input);
-    expect(out.metadata).toEqual({ name: 's', namespace: 'ns', resourceVersion: '42', uid: 'u', labels: { a: 'b' }, annotations: { keep: 'me' } });
+    expect(out.metadata).toEqual({
+      name: 's',
+      namespace: 'ns',
+      resourceVersion: '42',
+      uid: 'u',
+      labels: { a: 'b' },
+      annotations: { keep: 'me' },
+    });
     expect(out.data).toEqual({ key: 'c2VjcmV0' });
     expect(out.apiVersion).toBe('v1');
     expect(out.kind).toBe('Secret');
@@ -44,17 +58,33 @@ describe('stripBulkyMetadata (informer cache transform)', () => {
   });
 });
 
-describe('compactForCache (the operator informers\' default transform)', () => {
-  const credential = (name: string): BYOKCredential => ({
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: { name, namespace: ['acct', 'one'].join('-'), resourceVersion: '7', creationTimestamp: '2026-01-01T00:00:00Z', managedFields: [{ manager: 'byok-operator' }] },
-    spec: { provider: 'openai', secretRef: { name: `${name}-key` } },
-    status: {
-      createdAt: ['2026-01-01', 'T00:00:00Z'].join(''),
-      conditions: [{ type: 'Ready', status: 'True', reason: 'Ready', message: ['the credential', 'is valid'].join(' '), lastTransitionTime: '2026-01-02T00:00:00Z', observedGeneration: 1 }],
-    },
-  }) as unknown as BYOKCredential;
+describe("compactForCache (the operator informers' default transform)", () => {
+  const credential = (name: string): BYOKCredential =>
+    ({
+      apiVersion: 'byok.gateway.dev/v1alpha1',
+      kind: 'BYOKCredential',
+      metadata: {
+        name,
+        namespace: ['acct', 'one'].join('-'),
+        resourceVersion: '7',
+        creationTimestamp: '2026-01-01T00:00:00Z',
+        managedFields: [{ manager: 'byok-operator' }],
+      },
+      spec: { provider: 'openai', secretRef: { name: `${name}-key` } },
+      status: {
+        createdAt: ['2026-01-01', 'T00:00:00Z'].join(''),
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Ready',
+            message: ['the credential', 'is valid'].join(' '),
+            lastTransitionTime: '2026-01-02T00:00:00Z',
+            observedGeneration: 1,
+          },
+        ],
+      },
+    }) as unknown as BYOKCredential;
 
   test('keeps every value (minus what stripBulkyMetadata drops) and does not modify its argument', () => {
     // Sharing one copy of a string is invisible to readers (the heap effect is measured by
@@ -75,17 +105,29 @@ describe('compactForCache (the operator informers\' default transform)', () => {
     expect(a!.status!.conditions).toBe(b!.status!.conditions);
     expect(Object.isFrozen(a!.status!.conditions) && Object.isFrozen(a!.status!.conditions![0])).toBe(true);
     // Shared, so a reader that tried to change it would throw instead of changing another object.
-    expect(() => a!.status!.conditions![0]!.message = 'changed').toThrow(TypeError);
+    expect(() => (a!.status!.conditions![0]!.message = 'changed')).toThrow(TypeError);
     const other = credential('c');
     other.status!.conditions![0]!.lastTransitionTime = '2026-01-03T00:00:00Z';
     expect(compactForCache(other).status!.conditions).not.toBe(a!.status!.conditions);
-    const secret = (n: string) => compactForCache({ apiVersion: 'v1', kind: 'Secret', metadata: { name: n, namespace: 'acct-one', labels: { 'byok.gateway.dev/credential-secret': 'true' } }, type: 'Opaque' } as V1Secret);
+    const secret = (n: string) =>
+      compactForCache({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: n, namespace: 'acct-one', labels: { 'byok.gateway.dev/credential-secret': 'true' } },
+        type: 'Opaque',
+      } as V1Secret);
     expect(secret('x').metadata!.labels).toBe(secret('y').metadata!.labels);
     expect(secret('x').metadata!.labels).toEqual({ 'byok.gateway.dev/credential-secret': 'true' });
   });
 
   test('a Secret keeps everything but its uid; a credential keeps its uid', () => {
-    const input = { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata: { name: 'openai-key', namespace: 'acct-one', uid: 'u-1', resourceVersion: '9' }, data: { key: 'c2stMQ==' } } as V1Secret;
+    const input = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: { name: 'openai-key', namespace: 'acct-one', uid: 'u-1', resourceVersion: '9' },
+      data: { key: 'c2stMQ==' },
+    } as V1Secret;
     const out = compactForCache(input);
     expect(out).toEqual({ ...input, metadata: { name: 'openai-key', namespace: 'acct-one', resourceVersion: '9' } });
     expect(input.metadata!.uid).toBe('u-1');

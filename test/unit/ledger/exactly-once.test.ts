@@ -1,22 +1,41 @@
 // Issue 37 §1: every record and reservation is idempotent by its generation id (embedded ledger; the Redis scripts
 // are exercised against a real redis-server in test/integration/ledger/exactly-once.test.ts).
 import { describe, expect, test } from '@jest/globals';
-import { createEmbeddedLedger, createSpendGate, ID_RETENTION_MS, keySpace, readAccountMonth, readWindows, RESERVATION_TTL_MS, ReservationSettledError, windowOf } from '../../../src/ledger/index.ts';
+import {
+  createEmbeddedLedger,
+  createSpendGate,
+  ID_RETENTION_MS,
+  keySpace,
+  RESERVATION_TTL_MS,
+  ReservationSettledError,
+  readAccountMonth,
+  readWindows,
+  windowOf,
+} from '../../../src/ledger/index.ts';
 import { idSets } from '../../../src/ledger/keys.ts';
 import type { HoldCheck } from '../../../src/ledger/ledger.ts';
 import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace();
 const day = windowOf('daily', new Date('2026-11-23T10:00:00Z'));
-const counter = (account: string, part: 'nonbyok' | 'byok' = 'nonbyok') => keys.budget(account, 'workspace', WS1, day, part);
+const counter = (account: string, part: 'nonbyok' | 'byok' = 'nonbyok') =>
+  keys.budget(account, 'workspace', WS1, day, part);
 const holdOf = (account: string) => keys.hold(account, 'workspace', WS1, day);
 /** A budget of `limit` micros on one account's daily workspace window, this request holding `amount`. */
-const check = (account: string, limit: number, amount: number): HoldCheck => ({ countedKeys: [counter(account)], holdKey: holdOf(account), limitMicros: limit, amount });
+const check = (account: string, limit: number, amount: number): HoldCheck => ({
+  countedKeys: [counter(account)],
+  holdKey: holdOf(account),
+  limitMicros: limit,
+  amount,
+});
 
 describe('records count once per generation id', () => {
   test('the same record twice counts once, and the replay learns the total its first application returned', async () => {
     const ledger = createEmbeddedLedger();
-    const inc = (by: number) => [{ key: counter('a'), by, expiresAt: null }, { key: counter('a', 'byok'), by: 1, expiresAt: null }];
+    const inc = (by: number) => [
+      { key: counter('a'), by, expiresAt: null },
+      { key: counter('a', 'byok'), by: 1, expiresAt: null },
+    ];
     expect(await ledger.add(inc(100), undefined, 'gen-1')).toEqual([100, 1]);
     expect(await ledger.add(inc(5), undefined, 'gen-2')).toEqual([105, 2]);
     // gen-1 again (a replay of a call that timed out but ran): nothing changes; its first total, then the current ones.
@@ -54,7 +73,13 @@ describe('records count once per generation id', () => {
     expect(await gate.record(req)).toEqual(first);
     const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', at);
     expect(month).toMatchObject({ byokListCostMicros: 25_005 * USD, feesMicros: 250_000 });
-    const spend = await readWindows(ledger, keys, acc.accountId, [{ scope: 'workspace', id: WS1, intervals: ['daily'] }], at);
+    const spend = await readWindows(
+      ledger,
+      keys,
+      acc.accountId,
+      [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
+      at,
+    );
     expect(spend.get(`workspace/${WS1}`)?.daily?.byokMicros).toBe(25_005 * USD);
     await gate.close();
   });
@@ -67,7 +92,12 @@ describe('reservations are idempotent and never outlive their request', () => {
     expect(await ledger.reserve(req)).toEqual({ ok: true, granted: 100 });
     expect(await ledger.reserve(req)).toEqual({ ok: true, granted: 100 });
     // Room for one: another request sees exactly one hold.
-    expect(await ledger.reserve({ ...req, id: 'gen-other' })).toEqual({ ok: false, index: 0, countedMicros: 0, heldMicros: 100 });
+    expect(await ledger.reserve({ ...req, id: 'gen-other' })).toEqual({
+      ok: false,
+      index: 0,
+      countedMicros: 0,
+      heldMicros: 100,
+    });
     await ledger.close();
   });
 
@@ -88,7 +118,11 @@ describe('reservations are idempotent and never outlive their request', () => {
     // Recorded, then a late reservation: nothing held, so 70 of room is left for the next request.
     const recorded = { id: 'gen-rec', checks: [check('a', 100, 70)], ttlMs: 60_000 };
     expect(await ledger.reserve(recorded)).toEqual({ ok: true, granted: 70 });
-    await ledger.add([{ key: counter('a'), by: 0, expiresAt: null }], { id: 'gen-rec', amount: 70, holdKeys: [holdOf('a')] }, 'gen-rec');
+    await ledger.add(
+      [{ key: counter('a'), by: 0, expiresAt: null }],
+      { id: 'gen-rec', amount: 70, holdKeys: [holdOf('a')] },
+      'gen-rec',
+    );
     await expect(ledger.reserve(recorded)).rejects.toBeInstanceOf(ReservationSettledError);
     expect(await ledger.reserve({ ...recorded, id: 'gen-after' })).toEqual({ ok: true, granted: 70 });
     await ledger.close();
@@ -97,7 +131,9 @@ describe('reservations are idempotent and never outlive their request', () => {
   test('a spend gate whose reservation was released refuses to reserve the same id again (no hold)', async () => {
     const ledger = createEmbeddedLedger();
     const gate = createSpendGate(ledger);
-    const acc = ledgerAccount({ workspace: { budgets: [{ interval: 'daily', limitUsd: 0.01 }], includeByokInBudgets: false } });
+    const acc = ledgerAccount({
+      workspace: { budgets: [{ interval: 'daily', limitUsd: 0.01 }], includeByokInBudgets: false },
+    });
     const c = ctx(acc, new Date());
     const maximum = { id: 'gen-g', costMicros: 10_000, byokOnly: false };
     const d = await gate.admit({ ...c, maximum });

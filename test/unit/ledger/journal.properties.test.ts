@@ -11,16 +11,24 @@
 // The ledger is the embedded one on a fake clock, shared by every "process" as Redis is; each process sees it
 // through its own switch, cut for good when it is killed. A request is its own account, so the account's charged
 // counter says how many times it was counted.
-import { afterAll, describe, expect, test } from '@jest/globals';
-import fc from 'fast-check';
+
 import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEmbeddedLedger, createSpendGate, keySpace, readAccountMonth, type EmbeddedLedger, type LedgerSpendGate } from '../../../src/ledger/index.ts';
-import { nodeWriter, type JournalWriter } from '../../../src/ledger/gate/journal.ts';
+import { afterAll, describe, expect, test } from '@jest/globals';
+import fc from 'fast-check';
+import { type JournalWriter, nodeWriter } from '../../../src/ledger/gate/journal.ts';
 import { JournalLockedError } from '../../../src/ledger/gate/journal-lock.ts';
+import {
+  createEmbeddedLedger,
+  createSpendGate,
+  type EmbeddedLedger,
+  keySpace,
+  type LedgerSpendGate,
+  readAccountMonth,
+} from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount } from '../../support/ledger-fixtures.ts';
-import { switchedLedger, type SwitchedLedger } from './outage.ts';
+import { type SwitchedLedger, switchedLedger } from './outage.ts';
 
 const SEED = 410504;
 const RUNS = Number(process.env.JOURNAL_PROPERTY_RUNS ?? 500);
@@ -39,11 +47,30 @@ type Op =
   | { op: 'second' }
   | { op: 'badLine'; line: string };
 
-const BAD_LINES = ['null', '{"h":{}}', '{"h":{"id":"gen-x","holdKeys":"k"}}', '{"r":{"id":"gen-y"}}', '{"r":null}', '[]', '{"a":[1]}', '{"r":{"id":"gen-z","increments":[{"key":"p:{a}:k","by":-5,"expiresAt":null}],"chargedMicros":5}}', '{"r":{"id":"gen-', '\u0000\u0001garbage', '{"r":{},"h":{}}'];
+const BAD_LINES = [
+  'null',
+  '{"h":{}}',
+  '{"h":{"id":"gen-x","holdKeys":"k"}}',
+  '{"r":{"id":"gen-y"}}',
+  '{"r":null}',
+  '[]',
+  '{"a":[1]}',
+  '{"r":{"id":"gen-z","increments":[{"key":"p:{a}:k","by":-5,"expiresAt":null}],"chargedMicros":5}}',
+  '{"r":{"id":"gen-',
+  '\u0000\u0001garbage',
+  '{"r":{},"h":{}}',
+];
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 8, arbitrary: fc.record({ op: fc.constant('record' as const), cost: fc.integer({ min: 1, max: 999 }) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('enospc' as const), after: fc.integer({ min: 0, max: 400 }), truncateFails: fc.boolean() }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('enospc' as const),
+      after: fc.integer({ min: 0, max: 400 }),
+      truncateFails: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('short' as const), after: fc.integer({ min: 1, max: 400 }) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('outage' as const), down: fc.boolean() }) },
   { weight: 3, arbitrary: fc.constant({ op: 'tick' as const }) },
@@ -116,7 +143,12 @@ async function runCase(ops: readonly Op[]): Promise<void> {
   const open = (): Process => {
     const view = switchedLedger(ledger);
     view.down = down;
-    const gate = createSpendGate(view, { retryMinMs: 1, retryMaxMs: 4, maxPendingRecords: 3, journal: { dir, fsync: 'none', batchMs: 2, segmentBytes: 2048, writer } });
+    const gate = createSpendGate(view, {
+      retryMinMs: 1,
+      retryMaxMs: 4,
+      maxPendingRecords: 3,
+      journal: { dir, fsync: 'none', batchMs: 2, segmentBytes: 2048, writer },
+    });
     return { view, gate };
   };
   let proc: Process | null = open();
@@ -147,7 +179,10 @@ async function runCase(ops: readonly Op[]): Promise<void> {
           all.set(req.generationId, entry);
           // Journaled unless its own write failed; landed if its promise resolves.
           if (writer.failures === failuresBefore) acknowledged.set(req.generationId, entry);
-          p.then(() => acknowledged.set(req.generationId, entry), () => {});
+          p.then(
+            () => acknowledged.set(req.generationId, entry),
+            () => {},
+          );
           break;
         }
         case 'enospc':
@@ -185,7 +220,9 @@ async function runCase(ops: readonly Op[]): Promise<void> {
         }
         case 'badLine': {
           if (proc) break; // only between two processes: the journal's own appends are whole lines
-          const segs = readdirSync(dir).filter((f) => f.startsWith('spend-')).sort();
+          const segs = readdirSync(dir)
+            .filter((f) => f.startsWith('spend-'))
+            .sort();
           const target = segs.at(-1);
           if (target) appendFileSync(join(dir, target), `${op.line}\n`);
           break;

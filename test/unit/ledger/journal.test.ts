@@ -1,10 +1,11 @@
 // The spend journal: what is appended and not done is what a new process finds; done entries and their segments go.
-import { afterEach, describe, expect, test } from '@jest/globals';
+
 import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { nodeWriter, SpendJournal, type FsyncPolicy, type JournalWriter } from '../../../src/ledger/gate/journal.ts';
+import { afterEach, describe, expect, test } from '@jest/globals';
+import { type FsyncPolicy, type JournalWriter, nodeWriter, SpendJournal } from '../../../src/ledger/gate/journal.ts';
 import { JournalLockedError, LOCK_FILE } from '../../../src/ledger/gate/journal-lock.ts';
 import type { SpendRecord } from '../../../src/ledger/gate/spend-record.ts';
 
@@ -19,33 +20,40 @@ afterEach(() => {
 });
 
 const segments = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('spend-'));
-const plan = (id: string, by = 1): SpendRecord => ({ id, increments: [{ key: `p:{a}:k:${id}`, by, expiresAt: null }], chargedMicros: by });
+const plan = (id: string, by = 1): SpendRecord => ({
+  id,
+  increments: [{ key: `p:{a}:k:${id}`, by, expiresAt: null }],
+  chargedMicros: by,
+});
 const hold = (id: string) => ({ id, amountMicros: 5, holdKeys: ['p:{a}:gr:g:d2026-11-23:holds'] });
 
 describe('SpendJournal', () => {
-  test.each<FsyncPolicy>(['none', 'batch', 'record'])('fsync %s: a new process finds the records and holds not done, in order', (fsync) => {
-    const dir = tmp();
-    const { journal, recovered } = SpendJournal.open({ dir, fsync });
-    expect(recovered).toEqual({ records: [], holds: [], unreadableLines: 0, skipped: [], tookOverLock: null });
-    journal.hold(hold('gen-1'));
-    journal.hold(hold('gen-2'));
-    journal.hold(hold('gen-3'));
-    journal.record(plan('gen-1'));
-    journal.record(plan('gen-4'));
-    journal.record(plan('gen-5'));
-    journal.done('gen-1'); // recorded: its hold and record are done
-    journal.done('gen-2'); // released
-    journal.done('gen-5');
-    expect(journal.size()).toBe(2);
-    if (fsync === 'record') expect(journal.stats.fsyncs).toBe(6);
-    // No close(): the process is killed with the acks still buffered (they ride on the next write, or leave after
-    // batchMs). A lost ack only replays an entry that counts nothing again (idempotent by id).
-    journal.abandon();
-    const again = SpendJournal.open({ dir, fsync });
-    expect(again.recovered.records.map((p) => p.id)).toEqual(['gen-1', 'gen-4', 'gen-5']);
-    expect(again.recovered.holds.map((h) => h.id)).toEqual(['gen-2', 'gen-3']);
-    again.journal.close();
-  });
+  test.each<FsyncPolicy>(['none', 'batch', 'record'])(
+    'fsync %s: a new process finds the records and holds not done, in order',
+    (fsync) => {
+      const dir = tmp();
+      const { journal, recovered } = SpendJournal.open({ dir, fsync });
+      expect(recovered).toEqual({ records: [], holds: [], unreadableLines: 0, skipped: [], tookOverLock: null });
+      journal.hold(hold('gen-1'));
+      journal.hold(hold('gen-2'));
+      journal.hold(hold('gen-3'));
+      journal.record(plan('gen-1'));
+      journal.record(plan('gen-4'));
+      journal.record(plan('gen-5'));
+      journal.done('gen-1'); // recorded: its hold and record are done
+      journal.done('gen-2'); // released
+      journal.done('gen-5');
+      expect(journal.size()).toBe(2);
+      if (fsync === 'record') expect(journal.stats.fsyncs).toBe(6);
+      // No close(): the process is killed with the acks still buffered (they ride on the next write, or leave after
+      // batchMs). A lost ack only replays an entry that counts nothing again (idempotent by id).
+      journal.abandon();
+      const again = SpendJournal.open({ dir, fsync });
+      expect(again.recovered.records.map((p) => p.id)).toEqual(['gen-1', 'gen-4', 'gen-5']);
+      expect(again.recovered.holds.map((h) => h.id)).toEqual(['gen-2', 'gen-3']);
+      again.journal.close();
+    },
+  );
 
   test('acks written (flushed with the next append, or by close) are honoured: only what is open comes back', () => {
     const dir = tmp();
@@ -59,7 +67,9 @@ describe('SpendJournal', () => {
     journal.abandon();
     const { journal: next, recovered } = SpendJournal.open({ dir });
     // Each record names where the ledger keeps its landed mark while the journal holds it: its segment's keep hash.
-    expect(recovered.records).toEqual([plan('gen-2'), plan('gen-4')].map((p) => ({ ...p, keep: `p:{a}:jids:${journal.id}:1` })));
+    expect(recovered.records).toEqual(
+      [plan('gen-2'), plan('gen-4')].map((p) => ({ ...p, keep: `p:{a}:jids:${journal.id}:1` })),
+    );
     expect(recovered.holds).toEqual([hold('gen-3')]);
     // The new process settles them: close writes the acks, and no segment is left.
     for (const id of ['gen-2', 'gen-4', 'gen-3']) next.done(id);
@@ -161,7 +171,13 @@ describe('SpendJournal: one process per directory', () => {
     }
     // A live process of this pid namespace with its own start time holds it.
     const dir = tmp();
-    writeFileSync(join(dir, LOCK_FILE), lockOf({ pid: process.ppid, procStart: readFileSync(`/proc/${process.ppid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19] }));
+    writeFileSync(
+      join(dir, LOCK_FILE),
+      lockOf({
+        pid: process.ppid,
+        procStart: readFileSync(`/proc/${process.ppid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19],
+      }),
+    );
     expect(() => SpendJournal.open({ dir })).toThrow(/process \d+ is running/);
   });
 
@@ -272,7 +288,15 @@ describe('SpendJournal: lines of the wrong shape', () => {
     journal.hold(hold('gen-h'));
     journal.abandon();
     const file = join(dir, segments(dir)[0]!);
-    const bad = ['null', '{"h":{"id":"gen-x"}}', '{"r":{"id":"gen-y","increments":[{"key":"k","by":"1","expiresAt":null}],"chargedMicros":1}}', '[1]', '{"a":[null]}', '{"r":{"id":"gen-z","increments":[],"chargedMicros":0,"keep":"p:{b}:jids:x:1"}}', `{"r":${'['.repeat(100)}}`];
+    const bad = [
+      'null',
+      '{"h":{"id":"gen-x"}}',
+      '{"r":{"id":"gen-y","increments":[{"key":"k","by":"1","expiresAt":null}],"chargedMicros":1}}',
+      '[1]',
+      '{"a":[null]}',
+      '{"r":{"id":"gen-z","increments":[],"chargedMicros":0,"keep":"p:{b}:jids:x:1"}}',
+      `{"r":${'['.repeat(100)}}`,
+    ];
     appendFileSync(file, `${bad.join('\n')}\n`);
     const { journal: next, recovered } = SpendJournal.open({ dir });
     expect(recovered.records.map((p) => p.id)).toEqual(['gen-a']);
@@ -284,4 +308,3 @@ describe('SpendJournal: lines of the wrong shape', () => {
     next.close();
   });
 });
-

@@ -1,7 +1,7 @@
 // The gate's key cache: one set of key strings per scope object and day, equal to what the key space builds.
 import { describe, expect, test } from '@jest/globals';
-import { keySpace, windowsAt } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
+import { keySpace, windowsAt } from '../../../src/ledger/index.ts';
 import { ledgerAccount, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace({ prefix: 't:' });
@@ -16,7 +16,10 @@ describe('GateKeyCache', () => {
     expect(first.daily).toEqual({
       nonbyok: keys.budget('acct', 'workspace', WS1, NOV23.daily, 'nonbyok'),
       byok: keys.budget('acct', 'workspace', WS1, NOV23.daily, 'byok'),
-      both: [keys.budget('acct', 'workspace', WS1, NOV23.daily, 'nonbyok'), keys.budget('acct', 'workspace', WS1, NOV23.daily, 'byok')],
+      both: [
+        keys.budget('acct', 'workspace', WS1, NOV23.daily, 'nonbyok'),
+        keys.budget('acct', 'workspace', WS1, NOV23.daily, 'byok'),
+      ],
       hold: keys.hold('acct', 'workspace', WS1, NOV23.daily),
       expiresAt: keys.expiresAt(NOV23.daily),
     });

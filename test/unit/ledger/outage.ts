@@ -1,7 +1,12 @@
 // The embedded ledger behind a switch: while `down`, every call fails as an unreachable ledger does
 // (LedgerUnavailableError), without reaching the counters. What the gate's parts see in a Redis outage; the
 // outage itself against a real redis-server is in test/integration/ledger/.
-import { createEmbeddedLedger, LedgerUnavailableError, type EmbeddedLedger, type Ledger } from '../../../src/ledger/index.ts';
+import {
+  createEmbeddedLedger,
+  type EmbeddedLedger,
+  type Ledger,
+  LedgerUnavailableError,
+} from '../../../src/ledger/index.ts';
 
 export interface SwitchedLedger extends Ledger {
   readonly inner: EmbeddedLedger;

@@ -1,11 +1,11 @@
 // The recorder: one idempotent add per plan, and the BYOK fee as a write of its own, retried through an outage.
 import { describe, expect, test } from '@jest/globals';
-import { FREE_ALLOWANCE_MICROS, byokFeeMicros } from '../../../src/domain/billing.ts';
-import { keySpace, readAccountMonth } from '../../../src/ledger/index.ts';
+import { byokFeeMicros, FREE_ALLOWANCE_MICROS } from '../../../src/domain/billing.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
-import { spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
 import { FeeNotRecordedError, Recorder } from '../../../src/ledger/gate/recorder.ts';
+import { spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
+import { keySpace, readAccountMonth } from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
@@ -15,7 +15,12 @@ const ALLOWANCE = FREE_ALLOWANCE_MICROS['pay-as-you-go'];
 
 function setup(stopped = () => false) {
   const ledger = switchedLedger();
-  const recorder = new Recorder({ ledger, metrics: createGateMetrics(undefined), retry: { minMs: 5, maxMs: 20 }, stopped });
+  const recorder = new Recorder({
+    ledger,
+    metrics: createGateMetrics(undefined),
+    retry: { minMs: 5, maxMs: 20 },
+    stopped,
+  });
   return { ledger, recorder, cache: new GateKeyCache(keys) };
 }
 
@@ -23,11 +28,27 @@ describe('Recorder', () => {
   test('shared capacity is charged its list cost; BYOK inside the allowance is free, past it pays the fee on the part above', async () => {
     const { ledger, recorder, cache } = setup();
     const acc = ledgerAccount();
-    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), 7 * USD, false), cache))).toEqual({ feeMicros: 0, chargedMicros: 7 * USD, freeListCostMicros: 0 });
-    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), ALLOWANCE - USD, true), cache))).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: ALLOWANCE - USD });
+    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), 7 * USD, false), cache))).toEqual({
+      feeMicros: 0,
+      chargedMicros: 7 * USD,
+      freeListCostMicros: 0,
+    });
+    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), ALLOWANCE - USD, true), cache))).toEqual({
+      feeMicros: 0,
+      chargedMicros: 0,
+      freeListCostMicros: ALLOWANCE - USD,
+    });
     // Straddles the allowance: 1 USD free, 3 USD billed.
-    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), 4 * USD, true), cache))).toEqual({ feeMicros: byokFeeMicros(3 * USD), chargedMicros: 0, freeListCostMicros: USD });
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: ALLOWANCE + 3 * USD, feesMicros: byokFeeMicros(3 * USD), chargedMicros: 7 * USD });
+    expect(await recorder.apply(spendRecordOf(finished(ctx(acc, AT), 4 * USD, true), cache))).toEqual({
+      feeMicros: byokFeeMicros(3 * USD),
+      chargedMicros: 0,
+      freeListCostMicros: USD,
+    });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: ALLOWANCE + 3 * USD,
+      feesMicros: byokFeeMicros(3 * USD),
+      chargedMicros: 7 * USD,
+    });
   });
 
   test('a plan applied twice (a replay) counts once and answers the same fee', async () => {
@@ -40,7 +61,10 @@ describe('Recorder', () => {
     await recorder.apply(spendRecordOf(finished(ctx(acc, AT), 5 * USD, true), cache));
     expect(await recorder.apply(JSON.parse(JSON.stringify(plan)))).toEqual(first);
     expect(first.feeMicros).toBe(byokFeeMicros(2 * USD));
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: ALLOWANCE + 7 * USD, feesMicros: byokFeeMicros(2 * USD) + byokFeeMicros(5 * USD) });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: ALLOWANCE + 7 * USD,
+      feesMicros: byokFeeMicros(2 * USD) + byokFeeMicros(5 * USD),
+    });
   });
 
   test('the fee is retried alone through an outage (the list cost is not written again), and given up when the gate stops', async () => {
@@ -62,7 +86,10 @@ describe('Recorder', () => {
     expect(ledger.refused.add).toBeGreaterThan(1);
     ledger.down = false;
     expect((await pending).feeMicros).toBe(byokFeeMicros(2 * USD));
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: ALLOWANCE + 2 * USD, feesMicros: byokFeeMicros(2 * USD) });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: ALLOWANCE + 2 * USD,
+      feesMicros: byokFeeMicros(2 * USD),
+    });
 
     calls = 0;
     const cut = recorder.apply(spendRecordOf(finished(ctx(acc, AT), USD, true), cache));

@@ -1,12 +1,12 @@
 // The replay queue: records wait in order through an outage, land with backoff, and a full queue drops the oldest visibly.
 import { describe, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
-import { keySpace, LedgerUnavailableError, readAccountMonth } from '../../../src/ledger/index.ts';
 import { GateKeyCache } from '../../../src/ledger/gate/key-cache.ts';
 import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
-import { spendRecordOf, type SpendRecord } from '../../../src/ledger/gate/spend-record.ts';
 import { Recorder } from '../../../src/ledger/gate/recorder.ts';
 import { ReplayQueue } from '../../../src/ledger/gate/replay-queue.ts';
+import { type SpendRecord, spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
+import { keySpace, LedgerUnavailableError, readAccountMonth } from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
@@ -43,7 +43,9 @@ describe('ReplayQueue', () => {
     const { registry, ledger, queue, applied, settled, cache } = setup();
     const acc = ledgerAccount();
     ledger.down = true;
-    const plans: SpendRecord[] = [1, 2, 3].map((n) => spendRecordOf({ ...finished(ctx(acc, AT), n * USD, false), generationId: `gen-q${n}` }, cache));
+    const plans: SpendRecord[] = [1, 2, 3].map((n) =>
+      spendRecordOf({ ...finished(ctx(acc, AT), n * USD, false), generationId: `gen-q${n}` }, cache),
+    );
     const results = plans.map((p) => queue.enqueue(p));
     await new Promise((r) => setTimeout(r, 40));
     expect(queue.size()).toBe(3);
@@ -53,8 +55,14 @@ describe('ReplayQueue', () => {
     await queue.drain(2000);
     expect((await Promise.all(results)).map((s) => s.chargedMicros)).toEqual([USD, 2 * USD, 3 * USD]);
     expect(applied).toEqual(['gen-q1', 'gen-q2', 'gen-q3']);
-    expect(settled).toEqual([['gen-q1', true], ['gen-q2', true], ['gen-q3', true]]);
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 6 * USD });
+    expect(settled).toEqual([
+      ['gen-q1', true],
+      ['gen-q2', true],
+      ['gen-q3', true],
+    ]);
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      chargedMicros: 6 * USD,
+    });
     expect(await metric(registry, 'byok_ledger_pending_records')).toBe(0);
   });
 
@@ -62,7 +70,11 @@ describe('ReplayQueue', () => {
     const { registry, ledger, queue, settled, cache } = setup(2);
     const acc = ledgerAccount();
     ledger.down = true;
-    const [a, b, c] = [1, 2, 3].map((n) => queue.enqueue(spendRecordOf({ ...finished(ctx(acc, AT), USD, false), generationId: `gen-d${n}` }, cache)).catch((e: unknown) => e));
+    const [a, b, c] = [1, 2, 3].map((n) =>
+      queue
+        .enqueue(spendRecordOf({ ...finished(ctx(acc, AT), USD, false), generationId: `gen-d${n}` }, cache))
+        .catch((e: unknown) => e),
+    );
     expect(await a).toBeInstanceOf(LedgerUnavailableError);
     expect(settled).toEqual([['gen-d1', false]]);
     expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(1);
@@ -91,7 +103,9 @@ describe('ReplayQueue', () => {
     const { ledger, queue, cache } = setup(1000);
     const acc = ledgerAccount();
     ledger.down = true;
-    const plans = Array.from({ length: 600 }, (_, n) => spendRecordOf({ ...finished(ctx(acc, AT), 100 * USD, true), generationId: `gen-c${n}` }, cache));
+    const plans = Array.from({ length: 600 }, (_, n) =>
+      spendRecordOf({ ...finished(ctx(acc, AT), 100 * USD, true), generationId: `gen-c${n}` }, cache),
+    );
     const results = plans.map((p) => queue.enqueue(p));
     // The ledger comes back for the first 300 adds only, then goes down again mid-chunk.
     const inner = ledger.inner;
@@ -113,6 +127,8 @@ describe('ReplayQueue', () => {
     const spends = await Promise.all(results);
     expect(spends.map((s) => s.freeListCostMicros)).toEqual(spends.map((_, i) => (i < 250 ? 100 * USD : 0)));
     expect(spends.map((s) => s.feeMicros > 0)).toEqual(spends.map((_, i) => i >= 250));
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 60_000 * USD });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: 60_000 * USD,
+    });
   });
 });

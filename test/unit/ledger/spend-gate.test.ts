@@ -1,12 +1,20 @@
 // The composed spend gate with a journal (embedded ledger behind an outage switch): a gate that dies without
 // close() leaves its unrecorded spend and its unsettled holds in the journal, and the next gate on the same
 // directory replays the records (each counted once) and releases the holds.
-import { afterEach, describe, expect, test } from '@jest/globals';
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach, describe, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
-import { createEmbeddedLedger, createSpendGate, keySpace, LedgerUnavailableError, readAccountMonth, windowsAt } from '../../../src/ledger/index.ts';
+import {
+  createEmbeddedLedger,
+  createSpendGate,
+  keySpace,
+  LedgerUnavailableError,
+  readAccountMonth,
+  windowsAt,
+} from '../../../src/ledger/index.ts';
 import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
@@ -22,8 +30,14 @@ const tmp = () => {
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-const metric = async (registry: Registry, name: string) => Number((await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values[0]?.value ?? 0);
-const opts = (dir: string, registry = new Registry()) => ({ registry, retryMinMs: 5, retryMaxMs: 20, journal: { dir, fsync: 'none' as const } });
+const metric = async (registry: Registry, name: string) =>
+  Number((await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values[0]?.value ?? 0);
+const opts = (dir: string, registry = new Registry()) => ({
+  registry,
+  retryMinMs: 5,
+  retryMaxMs: 20,
+  journal: { dir, fsync: 'none' as const },
+});
 
 describe('spend gate with a journal', () => {
   test('records queued in an outage survive the process: the next gate replays them, and the ones that had landed count once', async () => {
@@ -45,7 +59,9 @@ describe('spend gate with a journal', () => {
     const later = next.record(finished(ctx(acc, AT), 4 * USD, false));
     await next.drain(2000);
     await later;
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 15 * USD });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      chargedMicros: 15 * USD,
+    });
     expect(await metric(registry, 'byok_ledger_journal_replayed_total')).toBeGreaterThanOrEqual(5);
     await next.close();
     // Everything done: a third gate has nothing to replay.
@@ -59,7 +75,8 @@ describe('spend gate with a journal', () => {
     const ledger = switchedLedger();
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 3, 'daily', false)], keyGuardrail: 'g' });
     const dying = createSpendGate(ledger, opts(dir));
-    const admit = (gate: typeof dying, id: string) => gate.admit({ ...ctx(acc, AT), maximum: { id, costMicros: 2 * USD, byokOnly: false } });
+    const admit = (gate: typeof dying, id: string) =>
+      gate.admit({ ...ctx(acc, AT), maximum: { id, costMicros: 2 * USD, byokOnly: false } });
     expect((await admit(dying, 'gen-inflight')).allowed).toBe(true);
     // The budget has room for one 2 USD maximum: while the dead process's hold lives, the next request is refused.
     expect((await admit(dying, 'gen-next')).allowed).toBe(false);
@@ -70,7 +87,9 @@ describe('spend gate with a journal', () => {
     expect(await metric(registry, 'byok_ledger_journal_holds_released_total')).toBe(1);
     expect((await admit(next, 'gen-after')).allowed).toBe(true);
     const hold = keys.hold(acc.accountId, 'guardrail', 'g', W.daily);
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 0 });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      chargedMicros: 0,
+    });
     await next.release({ id: 'gen-after', amountMicros: 2 * USD, holdKeys: [hold] });
     await next.close();
   });
@@ -90,7 +109,9 @@ describe('spend gate with a journal', () => {
     ledger.down = false;
     const next = createSpendGate(switchedLedger(ledger.inner), opts(dir));
     await next.drain(2000);
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 3 * USD });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: 3 * USD,
+    });
     await next.close();
 
     const plain = switchedLedger();
@@ -114,7 +135,9 @@ describe('spend gate with a journal', () => {
     rmSync(dir, { recursive: true, force: true });
     expect(await gate.record(finished(ctx(acc, AT), 2 * USD, false))).toMatchObject({ chargedMicros: 2 * USD });
     expect(await metric(registry, 'byok_ledger_journal_write_failures_total')).toBe(1);
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 2 * USD });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      chargedMicros: 2 * USD,
+    });
     await gate.close();
   });
 
@@ -125,7 +148,12 @@ describe('spend gate with a journal', () => {
     const registry = new Registry();
     const gate = createSpendGate(ledger, { ...opts(dir, registry), maxPendingRecords: 2 });
     ledger.down = true;
-    const outcomes = Array.from({ length: 6 }, () => gate.record(finished(ctx(acc, AT), USD, false)).then(() => 'landed', (e: unknown) => (e as Error).message));
+    const outcomes = Array.from({ length: 6 }, () =>
+      gate.record(finished(ctx(acc, AT), USD, false)).then(
+        () => 'landed',
+        (e: unknown) => (e as Error).message,
+      ),
+    );
     await new Promise((r) => setTimeout(r, 20));
     expect(gate.pendingRecords()).toBe(2);
     expect(await metric(registry, 'byok_ledger_journal_spilled_total')).toBe(4);
@@ -133,8 +161,15 @@ describe('spend gate with a journal', () => {
     ledger.down = false;
     await gate.drain(2000);
     // The spilled ones are queued again from the journal when the queue empties (two at a time: the bound).
-    for (let i = 0; i < 100 && (await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).chargedMicros < 6 * USD; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ chargedMicros: 6 * USD });
+    for (
+      let i = 0;
+      i < 100 && (await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).chargedMicros < 6 * USD;
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 10));
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      chargedMicros: 6 * USD,
+    });
     const said = await Promise.all(outcomes);
     expect(said.filter((o) => o === 'landed')).toHaveLength(2);
     expect(said.filter((o) => o !== 'landed').every((o) => o.includes('kept in the journal'))).toBe(true);
@@ -158,7 +193,9 @@ describe('spend gate with a journal', () => {
     clock += 10 * 60_000; // the id sets of that time have lapsed
     const next = createSpendGate(ledger, opts(dir));
     await next.drain(2000);
-    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({ byokListCostMicros: 3 * USD });
+    expect(await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', AT)).toMatchObject({
+      byokListCostMicros: 3 * USD,
+    });
     await next.close();
     // The segment is gone, and with it the keep marks: the next start has nothing to replay or keep.
     const third = createSpendGate(ledger, opts(dir));
@@ -166,4 +203,3 @@ describe('spend gate with a journal', () => {
     await third.close();
   });
 });
-

@@ -10,7 +10,11 @@ describe('budget windows are aligned to UTC boundaries', () => {
     expect(windowOf('daily', at('2026-11-23T23:59:59.999Z')).id).toBe('d2026-11-23');
     expect(windowOf('daily', at('2026-11-24T00:00:00.000Z')).id).toBe('d2026-11-24');
     const w = windowOf('daily', at('2026-11-23T12:00:00+09:00'));
-    expect([w.id, new Date(w.startsAt).toISOString(), new Date(w.endsAt ?? 0).toISOString()]).toEqual(['d2026-11-23', '2026-11-23T00:00:00.000Z', '2026-11-24T00:00:00.000Z']);
+    expect([w.id, new Date(w.startsAt).toISOString(), new Date(w.endsAt ?? 0).toISOString()]).toEqual([
+      'd2026-11-23',
+      '2026-11-23T00:00:00.000Z',
+      '2026-11-24T00:00:00.000Z',
+    ]);
   });
 
   test('a week is the ISO week: Monday 00:00 UTC to the next Monday', () => {
@@ -34,7 +38,12 @@ describe('budget windows are aligned to UTC boundaries', () => {
   });
 
   test('lifetime never ends', () => {
-    expect(windowOf('lifetime', at('2026-11-23T00:00:00Z'))).toEqual({ interval: 'lifetime', id: 'life', startsAt: 0, endsAt: null });
+    expect(windowOf('lifetime', at('2026-11-23T00:00:00Z'))).toEqual({
+      interval: 'lifetime',
+      id: 'life',
+      startsAt: 0,
+      endsAt: null,
+    });
     expect(windowsAt(at('2030-01-01T00:00:00Z')).lifetime.id).toBe('life');
   });
 

@@ -3,13 +3,22 @@
 // status mirrored; a lost counter counts again; a changed limit or a new window starts a new series; a lapsed Event
 // is created again. The sink records what would reach the API (the integration test writes to a real one).
 import { describe, expect, test } from '@jest/globals';
-import { BudgetEvents, budgetNote, type BudgetEvent, type BudgetEventSink, type BudgetRefusals } from '../../../src/operator/budget-events.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
+import {
+  type BudgetEvent,
+  type BudgetEventSink,
+  BudgetEvents,
+  type BudgetRefusals,
+  budgetNote,
+} from '../../../src/operator/budget-events.ts';
 
 const DAY = Date.UTC(2026, 10, 26);
 const at = (s: number) => new Date(DAY + 10 * 3_600_000 + s * 1000);
 
-function recordingSink(): BudgetEventSink & { writes: { op: 'create' | 'update'; event: BudgetEvent }[]; gone: Set<string> } {
+function recordingSink(): BudgetEventSink & {
+  writes: { op: 'create' | 'update'; event: BudgetEvent }[];
+  gone: Set<string>;
+} {
   const writes: { op: 'create' | 'update'; event: BudgetEvent }[] = [];
   const gone = new Set<string>();
   return {
@@ -27,7 +36,17 @@ function recordingSink(): BudgetEventSink & { writes: { op: 'create' | 'update';
 
 const ws = { kind: 'Workspace' as const, namespace: 'acme', name: 'main', uid: 'uid-ws' };
 function refusals(refused: number, over: Partial<BudgetRefusals> = {}): BudgetRefusals {
-  return { regarding: ws, reason: 'reached', interval: 'daily', window: { id: 'd2026-11-26', endsAt: DAY + 86_400_000 }, limitUsd: 50, includesByok: false, refused, mirrored: undefined, ...over };
+  return {
+    regarding: ws,
+    reason: 'reached',
+    interval: 'daily',
+    window: { id: 'd2026-11-26', endsAt: DAY + 86_400_000 },
+    limitUsd: 50,
+    includesByok: false,
+    refused,
+    mirrored: undefined,
+    ...over,
+  };
 }
 
 const counts = (sink: ReturnType<typeof recordingSink>) => sink.writes.map((w) => [w.op, w.event.series?.count ?? 1]);
@@ -45,7 +64,10 @@ describe('BudgetEvents', () => {
     expect(counts(sink)).toEqual([['create', 1]]);
     events.observe(refusals(60), at(60));
     await events.flush(at(60));
-    expect(counts(sink)).toEqual([['create', 1], ['update', 60]]);
+    expect(counts(sink)).toEqual([
+      ['create', 1],
+      ['update', 60],
+    ]);
     const [first, second] = sink.writes.map((w) => w.event);
     expect(second!.name).toBe(first!.name);
     expect(second!.eventTime).toEqual(at(0));
@@ -71,21 +93,35 @@ describe('BudgetEvents', () => {
     const sink = recordingSink();
     const events = new BudgetEvents({ sink, throttleMs: 60_000 });
     events.observe(refusals(2), at(0));
-    events.observe(refusals(3, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(0));
+    events.observe(
+      refusals(3, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }),
+      at(0),
+    );
     await events.flush(at(0));
     expect(sink.writes).toHaveLength(1);
     events.observe(refusals(2), at(61));
-    events.observe(refusals(3, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(61));
+    events.observe(
+      refusals(3, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }),
+      at(61),
+    );
     await events.flush(at(61));
     expect(sink.writes.map((w) => w.event.note.includes('monthly'))).toEqual([false, true]);
     // Both keep growing: they take turns, the one written longest ago first.
     events.observe(refusals(5), at(122));
-    events.observe(refusals(6, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(122));
+    events.observe(
+      refusals(6, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }),
+      at(122),
+    );
     await events.flush(at(122));
     events.observe(refusals(7), at(183));
-    events.observe(refusals(8, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }), at(183));
+    events.observe(
+      refusals(8, { interval: 'monthly', window: { id: 'm2026-11', endsAt: Date.UTC(2026, 11, 1) }, limitUsd: 900 }),
+      at(183),
+    );
     await events.flush(at(183));
-    expect(sink.writes.map((w) => [w.event.note.includes('monthly') ? 'monthly' : 'daily', w.event.series?.count ?? 1])).toEqual([
+    expect(
+      sink.writes.map((w) => [w.event.note.includes('monthly') ? 'monthly' : 'daily', w.event.series?.count ?? 1]),
+    ).toEqual([
       ['daily', 2],
       ['monthly', 3],
       ['daily', 5],
@@ -111,7 +147,10 @@ describe('BudgetEvents', () => {
     await events.flush(at(0));
     events.observe(refusals(2), at(5));
     await events.flush(at(5));
-    expect(counts(sink)).toEqual([['create', 10], ['update', 12]]);
+    expect(counts(sink)).toEqual([
+      ['create', 10],
+      ['update', 12],
+    ]);
   });
 
   test('a new window or a changed limit starts a new Event (its note is immutable)', async () => {
@@ -124,7 +163,11 @@ describe('BudgetEvents', () => {
     const next = { id: 'd2026-11-27', endsAt: DAY + 2 * 86_400_000 };
     events.observe(refusals(1, { window: next }), at(10));
     await events.flush(at(10));
-    expect(counts(sink)).toEqual([['create', 3], ['create', 2], ['create', 1]]);
+    expect(counts(sink)).toEqual([
+      ['create', 3],
+      ['create', 2],
+      ['create', 1],
+    ]);
     expect(new Set(sink.writes.map((w) => w.event.name)).size).toBe(3);
     expect(sink.writes[2]!.event.note).toContain('it resets at 2026-11-28T00:00:00Z (UTC)');
     for (const w of sink.writes) expect(w.event.note).not.toMatch(/window d|d2026/);
@@ -138,7 +181,10 @@ describe('BudgetEvents', () => {
     sink.gone.add(sink.writes[0]!.event.name);
     events.observe(refusals(8), at(5));
     await events.flush(at(5));
-    expect(counts(sink)).toEqual([['create', 5], ['create', 3]]);
+    expect(counts(sink)).toEqual([
+      ['create', 5],
+      ['create', 3],
+    ]);
   });
 
   test('a failed write is retried at the next slot', async () => {
@@ -177,7 +223,10 @@ describe('two reasons, two series', () => {
     events.observe(refusals(4, { reason: 'reached' }), at(5));
     events.observe(refusals(1, { reason: 'over' }), at(5));
     await events.flush(at(5));
-    expect(sink.writes.map((w) => [w.event.reason, w.event.series?.count ?? 1])).toEqual([['RequestOverBudget', 1], ['BudgetExceeded', 4]]);
+    expect(sink.writes.map((w) => [w.event.reason, w.event.series?.count ?? 1])).toEqual([
+      ['RequestOverBudget', 1],
+      ['BudgetExceeded', 4],
+    ]);
     expect(sink.writes[0]!.event.note).toContain('is not reached');
     expect(sink.writes[1]!.event.note).toContain('is reached');
   });
@@ -197,7 +246,15 @@ describe('budgetNote', () => {
   });
 
   test('a lifetime budget says it never resets', () => {
-    const note = budgetNote(refusals(1, { interval: 'lifetime', window: { id: 'life', endsAt: null }, regarding: { kind: 'Guardrail', namespace: 'acme', name: 'ci', uid: 'u' } }));
-    expect(note).toBe('Guardrail ci: the lifetime budget of 50 USD (shared-capacity charges count, BYOK is excluded) is reached; requests under it are refused with 402; a lifetime budget never resets: raise the limit');
+    const note = budgetNote(
+      refusals(1, {
+        interval: 'lifetime',
+        window: { id: 'life', endsAt: null },
+        regarding: { kind: 'Guardrail', namespace: 'acme', name: 'ci', uid: 'u' },
+      }),
+    );
+    expect(note).toBe(
+      'Guardrail ci: the lifetime budget of 50 USD (shared-capacity charges count, BYOK is excluded) is reached; requests under it are refused with 402; a lifetime budget never resets: raise the limit',
+    );
   });
 });

@@ -3,7 +3,14 @@ import { describe, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
 import { registerAccountDelivery } from '../../../src/operator/delivery-metrics.ts';
 
-const delivered = (status: string, reason: string, lastTransitionTime: string) => ({ status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'Delivered', status, reason, lastTransitionTime }] } });
+const delivered = (status: string, reason: string, lastTransitionTime: string) => ({
+  status: {
+    conditions: [
+      { type: 'Ready', status: 'True' },
+      { type: 'Delivered', status, reason, lastTransitionTime },
+    ],
+  },
+});
 
 describe('account delivery metrics', () => {
   test('counts by status and reason; the lag is the oldest Delivered=False wait, 0 when all are delivered', async () => {
@@ -18,7 +25,11 @@ describe('account delivery metrics', () => {
       { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
       {},
     ];
-    registerAccountDelivery(registry, () => accounts, () => now);
+    registerAccountDelivery(
+      registry,
+      () => accounts,
+      () => now,
+    );
     const text = await registry.metrics();
     expect(text).toContain('byok_account_delivery{status="True",reason="Delivered"} 1');
     expect(text).toContain('byok_account_delivery{status="False",reason="Pending"} 2');

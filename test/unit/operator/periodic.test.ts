@@ -4,11 +4,14 @@ import { describe, expect, test } from '@jest/globals';
 import { periodicPass } from '../../../src/operator/periodic.ts';
 import { sleep } from '../../support/until.ts';
 
-
 describe('periodicPass', () => {
   test('soon() runs an extra pass well before the interval, and requests in a burst coalesce into one', async () => {
     let passes = 0;
-    const loop = periodicPass(async () => void passes++, 60_000, () => undefined);
+    const loop = periodicPass(
+      async () => void passes++,
+      60_000,
+      () => undefined,
+    );
     loop.start();
     await sleep(5);
     expect(passes).toBe(1);
@@ -20,7 +23,11 @@ describe('periodicPass', () => {
 
   test('an earlier soon() replaces a later one: a pass asked for now does not wait for one asked for later', async () => {
     let passes = 0;
-    const loop = periodicPass(async () => void passes++, 60_000, () => undefined);
+    const loop = periodicPass(
+      async () => void passes++,
+      60_000,
+      () => undefined,
+    );
     loop.start();
     await sleep(5);
     loop.soon(60_000);
@@ -55,7 +62,11 @@ describe('periodicPass', () => {
 
   test('soon() is a no-op while stopped, and stop() cancels a pending extra pass', async () => {
     let passes = 0;
-    const loop = periodicPass(async () => void passes++, 60_000, () => undefined);
+    const loop = periodicPass(
+      async () => void passes++,
+      60_000,
+      () => undefined,
+    );
     loop.soon();
     await sleep(10);
     expect(passes).toBe(0);

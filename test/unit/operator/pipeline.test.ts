@@ -1,17 +1,21 @@
-import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from '@jest/globals';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
+import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
-import { beforeCap } from '../../support/order.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
+import { beforeCap } from '../../support/order.ts';
 import { sleep } from '../../support/until.ts';
 
-interface Op { op: 'apply' | 'delete'; kind: string; name: string }
+interface Op {
+  op: 'apply' | 'delete';
+  kind: string;
+  name: string;
+}
 
 function fakeStore(failApplies = 0) {
   const objects = new Map<string, KubernetesObject>();
@@ -19,7 +23,9 @@ function fakeStore(failApplies = 0) {
   let fail = failApplies;
   const store: RoutingStore = {
     async list(kind: StoredKind) {
-      return [...objects.values()].filter((o) => o.kind === kind).map((o) => ({ kind, name: o.metadata!.name!, sha256: o.metadata!.annotations?.[SHA_ANNOTATION] ?? '' }));
+      return [...objects.values()]
+        .filter((o) => o.kind === kind)
+        .map((o) => ({ kind, name: o.metadata!.name!, sha256: o.metadata!.annotations?.[SHA_ANNOTATION] ?? '' }));
     },
     async apply(obj) {
       if (fail > 0) {
@@ -97,7 +103,7 @@ describe('compile pipeline', () => {
     expect(r).toMatchObject({ shardWrites: 1, bundleWrites: 0, indexWritten: true, deleted: 0 });
     expect(ops.map((o) => o.kind)).toEqual(['ConfigMap', 'ConfigMap']);
     expect(ops.at(-1)!.name).toBe(INDEX_NAME);
-    const writes = (await registry.getSingleMetricAsString('byok_configmap_writes_total'));
+    const writes = await registry.getSingleMetricAsString('byok_configmap_writes_total');
     expect(writes).toContain('byok_configmap_writes_total{op="apply",object="index"}');
     ops.length = 0;
 
@@ -132,11 +138,25 @@ describe('compile pipeline', () => {
   /** A pipeline over 40 accounts whose writes take 10 ms each, as on a real apiserver (changes arrive mid-run). */
   async function slowPipeline(coalesceMs: number) {
     const { store: fast } = fakeStore();
-    const store: RoutingStore = { ...fast, apply: async (obj) => { await sleep(10); await fast.apply(obj); } };
+    const store: RoutingStore = {
+      ...fast,
+      apply: async (obj) => {
+        await sleep(10);
+        await fast.apply(obj);
+      },
+    };
     const src = source(40);
     const p = createCompilePipeline({
-      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs, maxBatchDelayMs: 1000, keyReloadMs: 60_000, shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+      kubeConfig: {} as KubeConfig,
+      routingNamespace: 'byok-system',
+      source: src,
+      logger: pino({ level: 'silent' }),
+      store,
+      coalesceMs,
+      maxBatchDelayMs: 1000,
+      keyReloadMs: 60_000,
+      shardOptions: { targetBytes: 32 * 1024 },
+      bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
     const runs: number[] = [];
@@ -144,7 +164,12 @@ describe('compile pipeline', () => {
     return { p, src, runs };
   }
   /** A change every 5 ms for `ms`, round-robin over the 40 accounts. */
-  async function stream(p: ReturnType<typeof createCompilePipeline>, src: ReturnType<typeof source>, ms: number, base: number) {
+  async function stream(
+    p: ReturnType<typeof createCompilePipeline>,
+    src: ReturnType<typeof source>,
+    ms: number,
+    base: number,
+  ) {
     const began = performance.now();
     for (let i = 0; performance.now() - began < ms; i++) {
       src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = base + i;
@@ -225,9 +250,17 @@ describe('compile pipeline', () => {
     const src = source(40);
     const reconcilers = { backlog: true };
     const p = createCompilePipeline({
-      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 5, keyReloadMs: 60_000, backlog: () => reconcilers.backlog, backlogDelayMs,
-      shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+      kubeConfig: {} as KubeConfig,
+      routingNamespace: 'byok-system',
+      source: src,
+      logger: pino({ level: 'silent' }),
+      store,
+      coalesceMs: 5,
+      keyReloadMs: 60_000,
+      backlog: () => reconcilers.backlog,
+      backlogDelayMs,
+      shardOptions: { targetBytes: 32 * 1024 },
+      bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
     const changeAll = (v: number) => {
@@ -291,9 +324,18 @@ describe('compile pipeline', () => {
     };
     const src = source(40);
     const p = createCompilePipeline({
-      kubeConfig: {} as KubeConfig, routingNamespace: 'byok-system', source: src, logger: pino({ level: 'silent' }), store,
-      coalesceMs: 20, maxBatchDelayMs: 2000, keyReloadMs: 60_000, backlog: () => backlog, backlogDelayMs: 5000,
-      shardOptions: { targetBytes: 32 * 1024 }, bundleShardOptions: { targetBytes: 32 * 1024 },
+      kubeConfig: {} as KubeConfig,
+      routingNamespace: 'byok-system',
+      source: src,
+      logger: pino({ level: 'silent' }),
+      store,
+      coalesceMs: 20,
+      maxBatchDelayMs: 2000,
+      keyReloadMs: 60_000,
+      backlog: () => backlog,
+      backlogDelayMs: 5000,
+      shardOptions: { targetBytes: 32 * 1024 },
+      bundleShardOptions: { targetBytes: 32 * 1024 },
     });
     await p.start();
     // A sustained stream (a cold start): the batch delay climbs to its cap; then the reconcilers back up.
@@ -387,7 +429,9 @@ describe('compile pipeline', () => {
     const indexAt = ops.findIndex((o) => o.name === INDEX_NAME);
     expect(ops.findIndex((o) => o.op === 'delete')).toBeGreaterThan(indexAt);
     expect(p.current().configMaps.length).toBeLessThan(before);
-    expect([...objects.keys()].filter((k) => k.startsWith('ConfigMap/')).sort()).toEqual(p.current().configMaps.map((n) => `ConfigMap/${n}`));
+    expect([...objects.keys()].filter((k) => k.startsWith('ConfigMap/')).sort()).toEqual(
+      p.current().configMaps.map((n) => `ConfigMap/${n}`),
+    );
     await p.stop();
 
     ops.length = 0;
@@ -412,17 +456,30 @@ describe('compile pipeline', () => {
     const { store, objects } = fakeStore();
     const canary = `CANARY-${randomBytes(6).toString('hex')}`;
     const src = source(3);
-    src.snaps.set('canary', sizedSnapshot('canary', 30, (i) => `${canary}-${i}`));
+    src.snaps.set(
+      'canary',
+      sizedSnapshot('canary', 30, (i) => `${canary}-${i}`),
+    );
     const p = make(src, store);
     await p.start();
     for (const o of objects.values()) {
       const text = JSON.stringify(o);
       expect(text).not.toContain(canary);
-      for (const v of Object.values((o as { data?: Record<string, string> }).data ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
-      for (const v of Object.values((o as { binaryData?: Record<string, string> }).binaryData ?? {})) expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
+      for (const v of Object.values((o as { data?: Record<string, string> }).data ?? {}))
+        expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
+      for (const v of Object.values((o as { binaryData?: Record<string, string> }).binaryData ?? {}))
+        expect(Buffer.from(v, 'base64').toString('latin1')).not.toContain(canary);
     }
-    const kids = () => new Set([...objects.values()].filter((o) => o.metadata!.name!.startsWith('byok-bundle-') && o.metadata!.name !== 'byok-bundle-key')
-      .flatMap((o) => Object.values((o as unknown as { data: Record<string, string> }).data).map((v) => JSON.parse(Buffer.from(v, 'base64').toString('utf8')).kid as string)));
+    const kids = () =>
+      new Set(
+        [...objects.values()]
+          .filter((o) => o.metadata!.name!.startsWith('byok-bundle-') && o.metadata!.name !== 'byok-bundle-key')
+          .flatMap((o) =>
+            Object.values((o as unknown as { data: Record<string, string> }).data).map(
+              (v) => JSON.parse(Buffer.from(v, 'base64').toString('utf8')).kid as string,
+            ),
+          ),
+      );
     const [oldKid] = [...kids()];
     const newKid = await addBundleKey(store, 'byok-bundle-key', { activate: true });
     p.markDirty('acct-0');

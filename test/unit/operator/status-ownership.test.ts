@@ -2,7 +2,11 @@
 // writers and the reconcilers' comparison read it, so a field moved between writers moves everywhere at once.
 import { describe, expect, test } from '@jest/globals';
 import { FIELD_MANAGER } from '../../../src/kube/apply.ts';
-import { HEALTH_CONDITION_TYPES, HEALTH_FIELD_MANAGER, HEALTH_STATUS_FIELDS } from '../../../src/operator/health/health-status-writer.ts';
+import {
+  HEALTH_CONDITION_TYPES,
+  HEALTH_FIELD_MANAGER,
+  HEALTH_STATUS_FIELDS,
+} from '../../../src/operator/health/health-status-writer.ts';
 import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
 import { ownedStatus, STATUS_OWNERS, statusPartOf } from '../../../src/operator/status/ownership.ts';
 
@@ -28,7 +32,7 @@ describe('status field ownership', () => {
     expect(HEALTH_CONDITION_TYPES).toBe(STATUS_OWNERS.health.conditions);
   });
 
-  test('a stored status splits into the reconcilers\' part and each writer\'s part, with nothing lost', () => {
+  test("a stored status splits into the reconcilers' part and each writer's part, with nothing lost", () => {
     const stored = {
       id: 'a',
       conditions: [condition('Ready'), condition('UpstreamHealthy'), condition('Valid'), condition('Delivered')],
@@ -37,15 +41,26 @@ describe('status field ownership', () => {
       spend: { blocked: false },
     };
     expect(ownedStatus(stored)).toEqual({ id: 'a', conditions: [condition('Ready'), condition('Valid')] });
-    expect(statusPartOf('health', stored)).toEqual({ lastUsedTime: 't', delivery: { loaded: 1 }, conditions: [condition('UpstreamHealthy'), condition('Delivered')] });
+    expect(statusPartOf('health', stored)).toEqual({
+      lastUsedTime: 't',
+      delivery: { loaded: 1 },
+      conditions: [condition('UpstreamHealthy'), condition('Delivered')],
+    });
     expect(statusPartOf('spend', stored)).toEqual({ spend: { blocked: false } });
-    const parts = [ownedStatus(stored) as Record<string, unknown>, statusPartOf('health', stored), statusPartOf('spend', stored)];
+    const parts = [
+      ownedStatus(stored) as Record<string, unknown>,
+      statusPartOf('health', stored),
+      statusPartOf('spend', stored),
+    ];
     const merged = Object.assign({}, ...parts.map(({ conditions: _c, ...rest }) => rest)) as Record<string, unknown>;
-    const conditions = parts.flatMap((p) => (p.conditions as { type: string }[] | undefined) ?? []).map((c) => c.type).sort();
+    const conditions = parts
+      .flatMap((p) => (p.conditions as { type: string }[] | undefined) ?? [])
+      .map((c) => c.type)
+      .sort();
     expect({ ...merged, conditions }).toEqual({ ...stored, conditions: stored.conditions.map((c) => c.type).sort() });
   });
 
-  test('a status with nothing of the other writers is the reconcilers\' as it is', () => {
+  test("a status with nothing of the other writers is the reconcilers' as it is", () => {
     const plain = { id: 'a', conditions: [condition('Ready')] };
     expect(ownedStatus(plain)).toBe(plain);
     expect(statusPartOf('health', plain)).toEqual({});

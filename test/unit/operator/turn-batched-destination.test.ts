@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import { BATCH_LIMIT, TurnBatchedDestination } from '../../../src/operator/turn-batched-destination.ts';
-import { createLogger } from '../../../src/operator/logger.ts';
 import { directAccessLog } from '../../../src/gateway/access-log.ts';
+import { createLogger } from '../../../src/operator/logger.ts';
+import { BATCH_LIMIT, TurnBatchedDestination } from '../../../src/operator/turn-batched-destination.ts';
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -42,12 +42,26 @@ describe('TurnBatchedDestination', () => {
     const d = new TurnBatchedDestination(target, { flushOnExit: false });
     const log = createLogger({ level: 'info', redact: false, destination: d }).child({ component: 'gateway' });
     log.info({ n: 1 }, 'one');
-    directAccessLog(log).write({ generationId: 'gen-1', account: 'acme', apiKeyHash: 'ab'.repeat(32), model: 'm', status: 200, stream: false, streamError: undefined, providerResponses: [], durationMs: 1, overheadMs: 0.5 });
+    directAccessLog(log).write({
+      generationId: 'gen-1',
+      account: 'acme',
+      apiKeyHash: 'ab'.repeat(32),
+      model: 'm',
+      status: 200,
+      stream: false,
+      streamError: undefined,
+      providerResponses: [],
+      durationMs: 1,
+      overheadMs: 0.5,
+    });
     let called = false;
     log.flush(() => (called = true));
     expect(called).toBe(true);
     expect(writes).toHaveLength(1);
-    const lines = writes[0]!.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { msg: string });
+    const lines = writes[0]!
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { msg: string });
     expect(lines.map((l) => l.msg)).toEqual(['one', 'chat completion']);
   });
 });

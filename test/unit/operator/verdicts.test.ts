@@ -1,9 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ResourceInformers } from '../../../src/kube/resources.ts';
-import { createAccountStateSource, VerdictStore, type StoredVerdict } from '../../../src/operator/verdicts.ts';
+import { createAccountStateSource, type StoredVerdict, VerdictStore } from '../../../src/operator/verdicts.ts';
 
-const secret = (payload: string, rv: string): V1Secret => ({ metadata: { name: 's', namespace: 'ns', resourceVersion: rv }, data: { key: Buffer.from(payload).toString('base64') } });
+const secret = (payload: string, rv: string): V1Secret => ({
+  metadata: { name: 's', namespace: 'ns', resourceVersion: rv },
+  data: { key: Buffer.from(payload).toString('base64') },
+});
 const verdict = (s: V1Secret | undefined, extra: Partial<StoredVerdict> = {}): StoredVerdict => ({
   valid: s !== undefined,
   sortOrder: 0,
@@ -26,7 +29,10 @@ describe('verdict store', () => {
     // A new payload.
     expect(store.set('ns', 'c', verdict(secret('sk-two', '3')))).toBe(true);
     // The same payload under another key of the Secret is the same payload.
-    const twoKeys: V1Secret = { ...secret('sk-two', '4'), data: { key: Buffer.from('sk-two').toString('base64'), other: Buffer.from('sk-two').toString('base64') } };
+    const twoKeys: V1Secret = {
+      ...secret('sk-two', '4'),
+      data: { key: Buffer.from('sk-two').toString('base64'), other: Buffer.from('sk-two').toString('base64') },
+    };
     expect(store.set('ns', 'c', verdict(twoKeys, { payloadKey: 'other' }))).toBe(false);
     // Invalid: no payload.
     expect(store.set('ns', 'c', verdict(undefined))).toBe(true);
@@ -45,7 +51,12 @@ describe('account state source', () => {
     list: (ns: string) => objects.filter((o) => o.metadata?.namespace === ns),
     get: (ns: string, name: string) => objects.find((o) => o.metadata?.namespace === ns && o.metadata?.name === name),
   });
-  const cred = { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'BYOKCredential', metadata: { namespace: 'ns', name: 'c', generation: 1 }, spec: { provider: 'openai', secretRef: { name: 's', key: 'key' } } };
+  const cred = {
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'BYOKCredential',
+    metadata: { namespace: 'ns', name: 'c', generation: 1 },
+    spec: { provider: 'openai', secretRef: { name: 's', key: 'key' } },
+  };
 
   it('decodes a payload once, on first read; the budget view carries no credentials', () => {
     const s = secret('sk-lazy', '1');
@@ -55,7 +66,14 @@ describe('account state source', () => {
     s.data = Object.defineProperty({}, 'key', { enumerable: true, get: () => (reads++, data.key) });
     const store = new VerdictStore();
     store.set('ns', 'c', verdict(s));
-    const informers = { accounts: cache([]), credentials: cache([cred]), workspaces: cache([]), guardrails: cache([]), apiKeys: cache([]), secrets: cache([s]) };
+    const informers = {
+      accounts: cache([]),
+      credentials: cache([cred]),
+      workspaces: cache([]),
+      guardrails: cache([]),
+      apiKeys: cache([]),
+      secrets: cache([s]),
+    };
     const source = createAccountStateSource(informers as unknown as ResourceInformers, store);
     const snap = source.snapshot('ns');
     expect(reads).toBe(0);

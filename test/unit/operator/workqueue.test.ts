@@ -1,13 +1,12 @@
 import { describe, expect, test } from '@jest/globals';
 import { Registry } from 'prom-client';
-import { WorkQueue } from '../../../src/operator/workqueue.ts';
+import { buildConditions, readyFrom, sameStatus } from '../../../src/operator/conditions.ts';
 import { createOperatorMetrics } from '../../../src/operator/metrics.ts';
 import { effectiveSortOrder } from '../../../src/operator/reconcile/sort-order.ts';
-import { buildConditions, readyFrom, sameStatus } from '../../../src/operator/conditions.ts';
+import { WorkQueue } from '../../../src/operator/workqueue.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { beforeCap } from '../../support/order.ts';
 import { sleep } from '../../support/until.ts';
-
 
 describe('WorkQueue', () => {
   test('dedupes keys that are queued', async () => {
@@ -224,8 +223,21 @@ describe('status helpers', () => {
     const first = buildConditions(undefined, [ready, ...desired], 1, new Date('2024-01-01T00:00:00Z'));
     const again = buildConditions(first, [ready, ...desired], 1, new Date('2024-06-01T00:00:00Z'));
     expect(sameStatus({ conditions: first }, { conditions: again })).toBe(true);
-    const failing = [{ type: 'SecretResolved', status: 'False' as const, reason: 'SecretNotFound', message: 'missing' }];
-    const flipped = buildConditions(first, [readyFrom(failing, 'fine'), ...failing], 2, new Date('2024-06-01T00:00:00Z'));
-    expect(flipped[0]).toMatchObject({ type: 'Ready', status: 'False', reason: 'SecretNotFound', observedGeneration: 2, lastTransitionTime: '2024-06-01T00:00:00Z' });
+    const failing = [
+      { type: 'SecretResolved', status: 'False' as const, reason: 'SecretNotFound', message: 'missing' },
+    ];
+    const flipped = buildConditions(
+      first,
+      [readyFrom(failing, 'fine'), ...failing],
+      2,
+      new Date('2024-06-01T00:00:00Z'),
+    );
+    expect(flipped[0]).toMatchObject({
+      type: 'Ready',
+      status: 'False',
+      reason: 'SecretNotFound',
+      observedGeneration: 2,
+      lastTransitionTime: '2024-06-01T00:00:00Z',
+    });
   });
 });

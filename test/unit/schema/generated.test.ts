@@ -3,8 +3,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { generatedFiles } from '../../../src/schema/generated-files.ts';
-import { RESOURCES } from '../../../src/schema/resources.ts';
 import type { SchemaNode } from '../../../src/schema/json-schema.ts';
+import { RESOURCES } from '../../../src/schema/resources.ts';
 
 const root = join(import.meta.dirname, '..', '..', '..');
 
@@ -12,7 +12,10 @@ describe('generated files', () => {
   test('are up to date (run `npm run generate` after changing src/schema)', async () => {
     const files = await generatedFiles();
     for (const [relative, content] of files) {
-      expect({ file: relative, content: readFileSync(join(root, relative), 'utf8') }).toEqual({ file: relative, content });
+      expect({ file: relative, content: readFileSync(join(root, relative), 'utf8') }).toEqual({
+        file: relative,
+        content,
+      });
     }
     for (const dir of ['crds', 'charts/byok-operator/crds']) {
       const committed = readdirSync(join(root, dir)).map((f) => `${dir}/${f}`);

@@ -43,7 +43,8 @@ function literals(file: string): string[] {
     if (!n || typeof n !== 'object') return;
     const node = n as { type?: string; value?: unknown; quasis?: { cooked?: string; raw: string }[] };
     if (node.type === 'StringLiteral' && typeof node.value === 'string') out.push(node.value);
-    if (node.type === 'TemplateLiteral' || node.type === 'Tpl') out.push((node.quasis ?? []).map((q) => q.cooked ?? q.raw).join('${}'));
+    if (node.type === 'TemplateLiteral' || node.type === 'Tpl')
+      out.push((node.quasis ?? []).map((q) => q.cooked ?? q.raw).join('${}'));
     for (const [k, v] of Object.entries(node)) if (k !== 'span' && v && typeof v === 'object') walk(v);
   };
   walk(parseSync(readFileSync(file, 'utf8'), { syntax: 'typescript' }));
@@ -64,10 +65,30 @@ function cited(paths: string[]): string[] {
 
 describe('user-facing text speaks plain words, not spec or issue numbers', () => {
   test('the regex catches what it is for', () => {
-    for (const s of ['(rule 6)', 'routing rules 1-12', 'spec 2.4', 'Issue 28 §1', 'see §3', "the spec's (section 1.1)", 'what this machine cannot show', 'on this 2-core shared machine', '(this shared\n2-core VM)']) {
+    for (const s of [
+      '(rule 6)',
+      'routing rules 1-12',
+      'spec 2.4',
+      'Issue 28 §1',
+      'see §3',
+      "the spec's (section 1.1)",
+      'what this machine cannot show',
+      'on this 2-core shared machine',
+      '(this shared\n2-core VM)',
+    ]) {
       expect([s, CITATION.test(s)]).toEqual([s, true]);
     }
-    for (const s of ['the "byok-only" routing rule', 'rule-11-model-filter', 'spec.workspace', 'a rule: self == oldSelf', '`describePayloadIssues`', 'on a 2-core machine', 'this host, this boot', 'machine-readable', 'this pod']) {
+    for (const s of [
+      'the "byok-only" routing rule',
+      'rule-11-model-filter',
+      'spec.workspace',
+      'a rule: self == oldSelf',
+      '`describePayloadIssues`',
+      'on a 2-core machine',
+      'this host, this boot',
+      'machine-readable',
+      'this pod',
+    ]) {
       expect([s, CITATION.test(s)]).toEqual([s, false]);
     }
   });
@@ -77,7 +98,8 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     for (const dir of ['crds', join('charts', 'byok-operator', 'crds')]) {
       for (const file of files(join(root, dir), '.yaml')) {
         for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
-          for (const [path, text] of descriptions(doc.toJS(), '', [])) if (CITATION.test(text)) found.push(`${dir}/${file.split('/').at(-1)}${path}: ${text}`);
+          for (const [path, text] of descriptions(doc.toJS(), '', []))
+            if (CITATION.test(text)) found.push(`${dir}/${file.split('/').at(-1)}${path}: ${text}`);
         }
       }
     }
@@ -97,16 +119,24 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect(scanned).toBeGreaterThan(2000); // the parser saw the sources, not nothing
   });
 
-  test('the guide pages (docs/guide/*.md) and the chart\'s values (helm show values) and notes', () => {
+  test("the guide pages (docs/guide/*.md) and the chart's values (helm show values) and notes", () => {
     const chart = join(root, 'charts', 'byok-operator');
-    expect(cited([...files(join(root, 'docs', 'guide'), '.md'), join(chart, 'values.yaml'), join(chart, 'templates', 'NOTES.txt')])).toEqual([]);
+    expect(
+      cited([
+        ...files(join(root, 'docs', 'guide'), '.md'),
+        join(chart, 'values.yaml'),
+        join(chart, 'templates', 'NOTES.txt'),
+      ]),
+    ).toEqual([]);
   });
 
   // docs/perf/ and docs/design/ are left out: they are history and measurement records, whose sections are named
   // after the pass or issue they record (values.yaml and code comments find them by those names).
   test('the reference pages: README.md, every docs/*.md and docs/contract/README.md', () => {
     const docs = join(root, 'docs');
-    const pages = readdirSync(docs).filter((f) => f.endsWith('.md')).map((f) => join(docs, f));
+    const pages = readdirSync(docs)
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => join(docs, f));
     expect(pages.length).toBeGreaterThan(10); // the listing saw the pages, not nothing
     expect(cited([join(root, 'README.md'), ...pages, join(docs, 'contract', 'README.md')])).toEqual([]);
   });
@@ -115,11 +145,19 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     const page = readFileSync(join(root, 'docs', 'guide', 'routing-rules.md'), 'utf8');
     expect(ROUTING_RULES_URL.endsWith('/docs/guide/routing-rules.md')).toBe(true);
     // GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
-    const anchors = [...page.matchAll(/^#{2,3} (.+)$/gm)].map((m) => m[1]!.toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
-    for (const anchor of Object.values(ROUTING_RULE_ANCHORS)) expect([anchor, anchors.includes(anchor)]).toEqual([anchor, true]);
+    const anchors = [...page.matchAll(/^#{2,3} (.+)$/gm)].map((m) =>
+      m[1]!
+        .toLowerCase()
+        .replace(/[^\w\s-]/g, '')
+        .replace(/\s/g, '-'),
+    );
+    for (const anchor of Object.values(ROUTING_RULE_ANCHORS))
+      expect([anchor, anchors.includes(anchor)]).toEqual([anchor, true]);
     expect(Object.keys(ROUTING_RULE_ANCHORS)).toHaveLength(12);
     // The short names the descriptions quote ('the "byok-only" routing rule') are in the page's index.
-    for (const [name, anchor] of Object.entries(ROUTING_RULE_ANCHORS)) expect([name, page.includes(`[\`${name}\`](#${anchor})`)]).toEqual([name, true]);
-    for (const id of Object.keys(RULES) as RuleId[]) expect([id, page.includes(`| ${RULE_NAMES[id]} | \`${id}\` |`)]).toEqual([id, true]);
+    for (const [name, anchor] of Object.entries(ROUTING_RULE_ANCHORS))
+      expect([name, page.includes(`[\`${name}\`](#${anchor})`)]).toEqual([name, true]);
+    for (const id of Object.keys(RULES) as RuleId[])
+      expect([id, page.includes(`| ${RULE_NAMES[id]} | \`${id}\` |`)]).toEqual([id, true]);
   });
 });

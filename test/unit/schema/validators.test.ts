@@ -17,7 +17,11 @@ describe('offline manifest validation', () => {
     [{ isFallback: true, isByokOnly: true }, 'spec', 'isByokOnly cannot be combined with isFallback'],
     [{ allowedApiKeyHashes: [] }, 'spec.allowedApiKeyHashes', 'must NOT have fewer than 1 items'],
     [{ allowedApiKeyHashes: ['ABC'] }, 'spec.allowedApiKeyHashes[0]', 'must'],
-    [{ allowedModels: Array.from({ length: 101 }, (_, i) => `v/${i}`) }, 'spec.allowedModels', 'must NOT have more than 100 items'],
+    [
+      { allowedModels: Array.from({ length: 101 }, (_, i) => `v/${i}`) },
+      'spec.allowedModels',
+      'must NOT have more than 100 items',
+    ],
     [{ provider: 'nope' }, 'spec.provider', 'unsupported value'],
     [{ surprise: true }, 'spec', 'unknown field "surprise"'],
   ])('rejects %j', (spec, path, message) => {
@@ -27,6 +31,9 @@ describe('offline manifest validation', () => {
 
   test('ignores objects of other groups and rejects unknown kinds of ours', () => {
     expect(validateManifest({ apiVersion: 'v1', kind: 'Secret' })).toBeNull();
-    expect(validateManifest({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Nope', metadata: { name: 'x' }, spec: {} })?.problems[0]?.message).toContain('unknown kind');
+    expect(
+      validateManifest({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Nope', metadata: { name: 'x' }, spec: {} })
+        ?.problems[0]?.message,
+    ).toContain('unknown kind');
   });
 });

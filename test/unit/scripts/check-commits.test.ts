@@ -11,7 +11,9 @@ const RUNS = 5000;
 
 describe('messageProblems', () => {
   test('area: what, a blank line and a body: no problem', () => {
-    expect(messageProblems('gateway: relay SSE bytes as they come\n\nThe buffer held a whole event.\n', false)).toEqual([]);
+    expect(messageProblems('gateway: relay SSE bytes as they come\n\nThe buffer held a whole event.\n', false)).toEqual(
+      [],
+    );
     expect(messageProblems('docs/perf: figures for the 3-worker run\n\nMeasured on 2 cores.', false)).toEqual([]);
     expect(messageProblems('chart test: export is off by default\n\nWhy.\n', false)).toEqual([]);
   });
@@ -19,26 +21,39 @@ describe('messageProblems', () => {
   test('each finding is named', () => {
     expect(messageProblems('', false)).toEqual(['the subject is empty']);
     expect(messageProblems('Fix stuff\n\nbody', false)).toEqual([expect.stringContaining('is not `area: what`')]);
-    expect(messageProblems('gateway:no space\n\nbody', false)).toEqual([expect.stringContaining('is not `area: what`')]);
+    expect(messageProblems('gateway:no space\n\nbody', false)).toEqual([
+      expect.stringContaining('is not `area: what`'),
+    ]);
     expect(messageProblems('gateway: relay\nbody right away', false)).toEqual(['no blank line after the subject']);
     expect(messageProblems('gateway: relay\n', false)).toEqual(['no body: say why, after a blank line']);
     expect(messageProblems('gateway: relay\n\n  \n\t\n', false)).toEqual(['no body: say why, after a blank line']);
-    expect(messageProblems(`gateway: ${'x'.repeat(64)}\n\nbody`, false)).toEqual(['the subject has 73 characters (at most 72)']);
+    expect(messageProblems(`gateway: ${'x'.repeat(64)}\n\nbody`, false)).toEqual([
+      'the subject has 73 characters (at most 72)',
+    ]);
   });
 
-  test('merges: git\'s own message passes; any other needs only a subject of at most 72 characters', () => {
+  test("merges: git's own message passes; any other needs only a subject of at most 72 characters", () => {
     expect(messageProblems("Merge branch 'house' into main\n", true)).toEqual([]);
     expect(messageProblems(`Merge branch '${'h'.repeat(90)}'`, true)).toEqual([]);
     expect(messageProblems('Merge h-house: third-party schemas at pinned commits\n', true)).toEqual([]);
-    expect(messageProblems(`Merge h-house: ${'x'.repeat(60)}`, true)).toEqual(['the subject has 75 characters (at most 72)']);
+    expect(messageProblems(`Merge h-house: ${'x'.repeat(60)}`, true)).toEqual([
+      'the subject has 75 characters (at most 72)',
+    ]);
     // Not a merge: the merge exemption does not apply.
-    expect(messageProblems("Merge branch 'house'\n", false)).toEqual([expect.stringContaining('is not `area: what`'), 'no body: say why, after a blank line']);
+    expect(messageProblems("Merge branch 'house'\n", false)).toEqual([
+      expect.stringContaining('is not `area: what`'),
+      'no body: say why, after a blank line',
+    ]);
   });
 
   const word = fc.stringMatching(/^[a-z0-9/._-]{1,10}$/);
   const area = fc.array(word, { minLength: 1, maxLength: 3 }).map((ws) => ws.join(' '));
-  const what = fc.string({ unit: fc.constantFrom('a', 'Z', ' ', 'é', '→', '1', ':', '`'), minLength: 1, maxLength: 80 }).map((s) => `w${s}`);
-  const body = fc.array(fc.stringMatching(/^[A-Za-z][A-Za-z .,]{0,40}$/), { minLength: 1, maxLength: 4 }).map((ls) => ls.join('\n'));
+  const what = fc
+    .string({ unit: fc.constantFrom('a', 'Z', ' ', 'é', '→', '1', ':', '`'), minLength: 1, maxLength: 80 })
+    .map((s) => `w${s}`);
+  const body = fc
+    .array(fc.stringMatching(/^[A-Za-z][A-Za-z .,]{0,40}$/), { minLength: 1, maxLength: 4 })
+    .map((ls) => ls.join('\n'));
   const eol = fc.constantFrom('\n', '\r\n');
 
   test('generated: a well-formed message has a problem exactly when its subject is over 72 characters', () => {
@@ -47,7 +62,9 @@ describe('messageProblems', () => {
         const subject = `${a}: ${w}`;
         const problems = messageProblems([subject, '', b, ''].join(nl), false);
         const length = [...subject].length;
-        expect(problems).toEqual(length > MAX_SUBJECT ? [`the subject has ${length} characters (at most ${MAX_SUBJECT})`] : []);
+        expect(problems).toEqual(
+          length > MAX_SUBJECT ? [`the subject has ${length} characters (at most ${MAX_SUBJECT})`] : [],
+        );
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -65,7 +82,12 @@ describe('messageProblems', () => {
           'no-colon': [`${a} ${short}`, '', b],
         }[how].join(nl);
         const problems = messageProblems(message, false);
-        const expected = { 'no-blank': 'no blank line', 'no-body': 'no body', 'upper-area': 'is not `area: what`', 'no-colon': 'is not `area: what`' }[how];
+        const expected = {
+          'no-blank': 'no blank line',
+          'no-body': 'no body',
+          'upper-area': 'is not `area: what`',
+          'no-colon': 'is not `area: what`',
+        }[how];
         expect(problems.some((p) => p.includes(expected))).toBe(true);
       }),
       { seed: SEED, numRuns: RUNS },

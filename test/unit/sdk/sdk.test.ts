@@ -1,19 +1,27 @@
-import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { sealAccount, shardBundles } from '../../../src/bundle/bundle.ts';
-import type { Keyring } from '../../../src/contract/envelope.ts';
 import { compileAccount } from '../../../src/compiler/compile.ts';
+import { type ShardSet, shardAccounts } from '../../../src/compiler/shard.ts';
+import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
+import type { Keyring } from '../../../src/contract/envelope.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
-import { shardAccounts, type ShardSet } from '../../../src/compiler/shard.ts';
 import { createCatalog } from '../../../src/domain/catalog.ts';
 import type { CompiledAccount } from '../../../src/domain/compiled.ts';
-import { BundleError, CredentialPayloadError, loadRoutingConfig, planFor, RoutingConfigError, watchRoutingConfig, type RoutingConfig } from '../../../src/sdk/index.ts';
+import {
+  BundleError,
+  CredentialPayloadError,
+  loadRoutingConfig,
+  planFor,
+  type RoutingConfig,
+  RoutingConfigError,
+  watchRoutingConfig,
+} from '../../../src/sdk/index.ts';
 import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../../support/fixtures/compiler.ts';
-import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { moduleReferences } from '../../support/module-imports.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
@@ -91,13 +99,32 @@ describe('loadRoutingConfig', () => {
 describe('a hash the config carries in two accounts', () => {
   it('resolves to neither, whichever namespace sorts first, and a case respelling is the same hash', () => {
     const catalog = createCatalog([]);
-    const request = (h: string) => ({ model: 'openai/gpt-1', apiKeyHash: h, userId: null, baseAddress: 'global' as const, isVideoGeneration: false });
+    const request = (h: string) => ({
+      model: 'openai/gpt-1',
+      apiKeyHash: h,
+      userId: null,
+      baseAddress: 'global' as const,
+      isVideoGeneration: false,
+    });
     const shared = hashOf('copied');
-    for (const [first, second] of [['aaa-attacker', 'mmm-victim'], ['zzz-attacker', 'mmm-victim']] as const) {
+    for (const [first, second] of [
+      ['aaa-attacker', 'mmm-victim'],
+      ['zzz-attacker', 'mmm-victim'],
+    ] as const) {
       const dir = join(root, `contested-${first}`);
-      const victim = compileAccount(snapshot(second, { workspaces: [workspace(second, 'main', { default: true })], apiKeys: [apiKey(second, 'k', { hash: shared }), apiKey(second, 'own')] }));
+      const victim = compileAccount(
+        snapshot(second, {
+          workspaces: [workspace(second, 'main', { default: true })],
+          apiKeys: [apiKey(second, 'k', { hash: shared }), apiKey(second, 'own')],
+        }),
+      );
       // What a stale or racing shard could still carry: the copy, its hash respelled in upper case.
-      const attacker = compileAccount(snapshot(first, { workspaces: [workspace(first, 'main', { default: true })], apiKeys: [apiKey(first, 'k', { hash: shared.toUpperCase() }), apiKey(first, 'own')] }));
+      const attacker = compileAccount(
+        snapshot(first, {
+          workspaces: [workspace(first, 'main', { default: true })],
+          apiKeys: [apiKey(first, 'k', { hash: shared.toUpperCase() }), apiKey(first, 'own')],
+        }),
+      );
       kubeletWrite(dir, configFiles(shardAccounts([attacker, victim], { targetBytes: 8 * 1024 })));
       const cfg = loadRoutingConfig(dir);
       expect(cfg.apiKey(shared)).toBeUndefined();
@@ -118,7 +145,11 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
 
   function writeBundles(ring: Keyring, accounts: CompiledAccount[]) {
     const sealed = accounts.map((a) =>
-      sealAccount(ring, a.namespace, a.credentials.map((c) => ({ id: c.id, payload: payloadOf(a.namespace, Number(c.name.slice(5))) }))),
+      sealAccount(
+        ring,
+        a.namespace,
+        a.credentials.map((c) => ({ id: c.id, payload: payloadOf(a.namespace, Number(c.name.slice(5))) })),
+      ),
     );
     const files: Record<string, string> = {};
     for (const o of shardBundles(sealed).objects) Object.assign(files, o.entries());
@@ -134,7 +165,14 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
 
     const reloads: RoutingConfig[] = [];
     const errors: Error[] = [];
-    const w = watchRoutingConfig({ configDir, bundleDir, keyDir, pollMs: 25, onReload: (c) => reloads.push(c), onError: (e) => errors.push(e) });
+    const w = watchRoutingConfig({
+      configDir,
+      bundleDir,
+      keyDir,
+      pollMs: 25,
+      onReload: (c) => reloads.push(c),
+      onError: (e) => errors.push(e),
+    });
     try {
       expect(w.current()?.version).toBe(v0.set.index.version);
       const cred = v0.accounts[2]!.credentials[5]!;
@@ -158,14 +196,48 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       expect(() => w.credentialPayload('00000000-0000-5000-8000-000000000000')).toThrow(BundleError);
 
       // The planner gets the account found by the API key hash.
-      const catalog = createCatalog([{ model: 'openai/gpt-1', endpoints: [{ id: 'openai', provider: 'openai', region: null, zdr: false, dataCollection: false, pricing: { kind: 'per-request', usdPerRequest: 0.01 } }] }]);
-      const outcome = w.planFor({ model: 'openai/gpt-1', apiKeyHash: hashOf('acct-2/key-b'), userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog);
+      const catalog = createCatalog([
+        {
+          model: 'openai/gpt-1',
+          endpoints: [
+            {
+              id: 'openai',
+              provider: 'openai',
+              region: null,
+              zdr: false,
+              dataCollection: false,
+              pricing: { kind: 'per-request', usdPerRequest: 0.01 },
+            },
+          ],
+        },
+      ]);
+      const outcome = w.planFor(
+        {
+          model: 'openai/gpt-1',
+          apiKeyHash: hashOf('acct-2/key-b'),
+          userId: null,
+          baseAddress: 'global',
+          isVideoGeneration: false,
+        },
+        catalog,
+      );
       expect(outcome.ok).toBe(true);
       if (outcome.ok) {
         expect(outcome.account.namespace).toBe('acct-2');
         expect(outcome.plan.attempts.some((a) => a.kind === 'credential')).toBe(true);
       }
-      expect(w.planFor({ model: 'openai/gpt-1', apiKeyHash: hashOf('nobody'), userId: null, baseAddress: 'global', isVideoGeneration: false }, catalog)).toEqual({ ok: false, reason: 'unknown-api-key' });
+      expect(
+        w.planFor(
+          {
+            model: 'openai/gpt-1',
+            apiKeyHash: hashOf('nobody'),
+            userId: null,
+            baseAddress: 'global',
+            isVideoGeneration: false,
+          },
+          catalog,
+        ),
+      ).toEqual({ ok: false, reason: 'unknown-api-key' });
 
       // A new generation is picked up.
       const v1 = compiled(1);
@@ -173,7 +245,12 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       kubeletWrite(configDir, configFiles(v1.set));
       await waitFor(() => w.current()?.version === v1.set.index.version);
       expect(reloads.at(-1)?.version).toBe(v1.set.index.version);
-      expect(w.current()!.accounts.get('acct-0')!.credentials.every((c) => c.disabled)).toBe(true);
+      expect(
+        w
+          .current()!
+          .accounts.get('acct-0')!
+          .credentials.every((c) => c.disabled),
+      ).toBe(true);
 
       // A corrupt generation (checksum mismatch) is reported and the last good config stays.
       const v2 = compiled(2);
@@ -219,13 +296,21 @@ describe('watchRoutingConfig: a half-projected config is pending, not rejected',
     const v0 = compiled(0);
     kubeletWrite(dir, configFiles(v0.set));
     const seen: [string, string][] = [];
-    const w = watchRoutingConfig({ configDir: dir, bundleDir: join(root, 'pending-bundles'), keyDir: keys, pollMs: 10, pendingPolls: 20, onError: (e, failure) => seen.push([(e as RoutingConfigError).code, failure]) });
+    const w = watchRoutingConfig({
+      configDir: dir,
+      bundleDir: join(root, 'pending-bundles'),
+      keyDir: keys,
+      pollMs: 10,
+      pendingPolls: 20,
+      onError: (e, failure) => seen.push([(e as RoutingConfigError).code, failure]),
+    });
     try {
       // The race: the new index is projected with a shard of the previous swap.
       const v1 = compiled(1);
       const raced = configFiles(v1.set);
       const stale = v0.set.shards.find((s) => s.key === v1.set.shards[0]!.key);
-      raced[v1.set.shards[0]!.key] = stale && !stale.data.equals(v1.set.shards[0]!.data) ? stale.data : Buffer.from('old');
+      raced[v1.set.shards[0]!.key] =
+        stale && !stale.data.equals(v1.set.shards[0]!.data) ? stale.data : Buffer.from('old');
       kubeletWrite(dir, raced);
       await waitFor(() => seen.length >= 1);
       expect(seen[0]).toEqual(['checksum', 'pending']);
@@ -240,7 +325,10 @@ describe('watchRoutingConfig: a half-projected config is pending, not rejected',
       delete broken[v2.set.shards[1]!.key];
       kubeletWrite(dir, broken);
       await waitFor(() => seen.length >= 3, 5000);
-      expect(seen.slice(1)).toEqual([['incomplete', 'pending'], ['incomplete', 'rejected']]);
+      expect(seen.slice(1)).toEqual([
+        ['incomplete', 'pending'],
+        ['incomplete', 'rejected'],
+      ]);
       await new Promise((r) => setTimeout(r, 100));
       expect(seen).toHaveLength(3);
       expect(w.current()?.version).toBe(v1.set.index.version);
@@ -259,7 +347,8 @@ const HEAVY = ['@kubernetes/', 'fastify', '@fastify/', 'prom-client', 'pino', 'y
 
 describe('SDK dependency rule', () => {
   it('imports only the domain core, node built-ins and the node-only wire formats of src/contract/', () => {
-    const allowed = (p: string) => p.startsWith('src/domain/') || p.startsWith('src/sdk/') || p.startsWith('src/contract/');
+    const allowed = (p: string) =>
+      p.startsWith('src/domain/') || p.startsWith('src/sdk/') || p.startsWith('src/contract/');
     const seen = new Set<string>();
     const visit = (file: string) => {
       const rel = relative(process.cwd(), file);
@@ -270,8 +359,14 @@ describe('SDK dependency rule', () => {
       for (const { spec } of moduleReferences(readFileSync(file, 'utf8'), file)) {
         if (spec.startsWith('.')) visit(resolve(dirname(file), spec));
         // The SDK's own files use built-ins only; whatever the domain core uses, nothing heavy may appear.
-        else if (!rel.startsWith('src/domain/')) expect({ file: rel, spec, ok: spec.startsWith('node:') }).toEqual({ file: rel, spec, ok: true });
-        else expect({ file: rel, spec, ok: !HEAVY.some((h) => spec.startsWith(h)) }).toEqual({ file: rel, spec, ok: true });
+        else if (!rel.startsWith('src/domain/'))
+          expect({ file: rel, spec, ok: spec.startsWith('node:') }).toEqual({ file: rel, spec, ok: true });
+        else
+          expect({ file: rel, spec, ok: !HEAVY.some((h) => spec.startsWith(h)) }).toEqual({
+            file: rel,
+            spec,
+            ok: true,
+          });
       }
     };
     visit(resolve('src/sdk/index.ts'));

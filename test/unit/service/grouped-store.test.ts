@@ -32,11 +32,26 @@ describe('GroupedStore', () => {
 
 const meta = (namespace: string, name: string, extra: Record<string, unknown> = {}) => ({ namespace, name, ...extra });
 const apiKey = (namespace: string, name: string, hash: string): GatewayAPIKey =>
-  ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: meta(namespace, name), spec: { hash } }) as unknown as GatewayAPIKey;
+  ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'GatewayAPIKey',
+    metadata: meta(namespace, name),
+    spec: { hash },
+  }) as unknown as GatewayAPIKey;
 const workspace = (namespace: string, name: string, isDefault: boolean): Workspace =>
-  ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: meta(namespace, name), spec: { default: isDefault } }) as unknown as Workspace;
+  ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'Workspace',
+    metadata: meta(namespace, name),
+    spec: { default: isDefault },
+  }) as unknown as Workspace;
 const account = (namespace: string, name: string, created: string, maxCredentials: number): Account =>
-  ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: meta(namespace, name, { creationTimestamp: created }), spec: { limits: { maxCredentials } } }) as unknown as Account;
+  ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'Account',
+    metadata: meta(namespace, name, { creationTimestamp: created }),
+    spec: { limits: { maxCredentials } },
+  }) as unknown as Account;
 
 const HASH_1 = 'a'.repeat(64);
 const HASH_2 = 'b'.repeat(64);
@@ -62,7 +77,11 @@ describe('ApiState per-kind stores', () => {
 
   it("resolves a filter hash only in the account whose key holds it, as the operator does (the REST door's filters)", () => {
     const state = new ApiState();
-    const at = (namespace: string, name: string, hash: string, created: string) => ({ ...apiKey(namespace, name, hash), metadata: meta(namespace, name, { creationTimestamp: created, uid: `${namespace}-${name}` }) }) as unknown as GatewayAPIKey;
+    const at = (namespace: string, name: string, hash: string, created: string) =>
+      ({
+        ...apiKey(namespace, name, hash),
+        metadata: meta(namespace, name, { creationTimestamp: created, uid: `${namespace}-${name}` }),
+      }) as unknown as GatewayAPIKey;
     state.upsertApiKey(at('victim', 'k', HASH_1, '2026-01-01T00:00:00Z'));
     // The copier's namespace sorts first, its key is newer, its hash a case respelling: it holds nothing.
     state.upsertApiKey(at('a-copier', 'copy', HASH_1.toUpperCase(), '2026-01-02T00:00:00Z'));

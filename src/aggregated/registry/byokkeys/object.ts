@@ -1,8 +1,9 @@
 // The BYOKKey object (group api.byok.gateway.dev/v1, resource byokkeys): its names, labels and fields, and the
 // read model entry (a BYOKCredential and its REST shape) as that object. Pure: no I/O.
-import type { CredentialEntry } from '../../../service/read-model.ts';
-import { MANAGED_BY_LABEL } from '../../../service/mapping.ts';
+
 import { SPEC_FIELD_NAMES } from '../../../domain/filters.ts';
+import { MANAGED_BY_LABEL } from '../../../service/mapping.ts';
+import type { CredentialEntry } from '../../../service/read-model.ts';
 import { AGG_GROUP, AGG_GROUP_VERSION } from '../../group.ts';
 import type { KubeObject } from '../../handlers/resource.ts';
 
@@ -59,7 +60,10 @@ export interface ByokKeyObject extends KubeObject {
 export function toKubeObject(e: CredentialEntry, resourceVersion?: string): ByokKeyObject {
   const k = e.key;
   // A global credential has no workspace label ("GLOBAL" is not a valid workspace name): select it with !label.
-  const labels: Record<string, string> = { [PROVIDER_LABEL]: k.provider, ...(e.obj.spec.workspace !== undefined ? { [WORKSPACE_LABEL]: e.obj.spec.workspace } : {}) };
+  const labels: Record<string, string> = {
+    [PROVIDER_LABEL]: k.provider,
+    ...(e.obj.spec.workspace !== undefined ? { [WORKSPACE_LABEL]: e.obj.spec.workspace } : {}),
+  };
   const managedBy = e.obj.metadata.labels?.[MANAGED_BY_LABEL];
   if (managedBy !== undefined) labels[MANAGED_BY_LABEL] = managedBy;
   return {
@@ -93,8 +97,9 @@ export function toKubeObject(e: CredentialEntry, resourceVersion?: string): Byok
       id: k.id,
       label: k.label,
       createdAt: k.created_at,
-      ...Object.fromEntries(Object.entries(HEALTH_FIELDS).map(([rest, kube]) => [kube, k.status[rest as keyof typeof HEALTH_FIELDS]])),
+      ...Object.fromEntries(
+        Object.entries(HEALTH_FIELDS).map(([rest, kube]) => [kube, k.status[rest as keyof typeof HEALTH_FIELDS]]),
+      ),
     },
   };
 }
-

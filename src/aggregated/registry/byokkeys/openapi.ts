@@ -53,11 +53,19 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
           'Write-only: the provider secret (a plain API key, or a JSON document for azure, amazon-bedrock and google-vertex). Required on create; on update it rotates the key. Never returned.',
       };
     } else if (rest === 'workspace_id') {
-      specProps[kube] = prop(rest, v2, 'Public id of the Workspace the credential is scoped to; null means global (every workspace). Omitted on create: the default workspace. Immutable.');
+      specProps[kube] = prop(
+        rest,
+        v2,
+        'Public id of the Workspace the credential is scoped to; null means global (every workspace). Omitted on create: the default workspace. Immutable.',
+      );
     } else if (rest === 'name') {
       specProps[kube] = prop(rest, v2, 'Optional human-readable name (the REST `name`; metadata.name is the id).');
     } else if (rest === 'sort_order') {
-      specProps[kube] = prop(rest, v2, 'Position within the provider and section; tried in ascending order. Omitted on create: after the existing credentials.');
+      specProps[kube] = prop(
+        rest,
+        v2,
+        'Position within the provider and section; tried in ascending order. Omitted on create: after the existing credentials.',
+      );
     } else {
       specProps[kube] = prop(rest, v2);
     }
@@ -68,10 +76,24 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
       description: `${String(byokKeySchema.description ?? '')} Served by the byok-operator aggregated API: the same credentials as /api/v1/byok. metadata.name is the credential id.`,
       required: ['spec'],
       properties: {
-        apiVersion: { type: 'string', description: 'APIVersion defines the versioned schema of this representation of an object.' },
-        kind: { type: 'string', description: 'Kind is a string value representing the REST resource this object represents.' },
-        metadata: { $ref: ref(META_DEF), description: 'Standard object metadata. name is the credential id, namespace the account.' },
-        spec: { type: 'object', description: 'The credential: the fields of the REST BYOKKey, in camelCase.', required: ['provider'], properties: specProps },
+        apiVersion: {
+          type: 'string',
+          description: 'APIVersion defines the versioned schema of this representation of an object.',
+        },
+        kind: {
+          type: 'string',
+          description: 'Kind is a string value representing the REST resource this object represents.',
+        },
+        metadata: {
+          $ref: ref(META_DEF),
+          description: 'Standard object metadata. name is the credential id, namespace the account.',
+        },
+        spec: {
+          type: 'object',
+          description: 'The credential: the fields of the REST BYOKKey, in camelCase.',
+          required: ['provider'],
+          properties: specProps,
+        },
         status: {
           type: 'object',
           description: 'Read-only fields computed by the server.',
@@ -107,8 +129,16 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
         uid: { type: 'string', description: 'Unique id of the stored object.' },
         resourceVersion: { type: 'string', description: 'Opaque version for optimistic concurrency and watch.' },
         creationTimestamp: { type: 'string', format: 'date-time', description: 'Creation time.' },
-        labels: { type: 'object', additionalProperties: { type: 'string' }, description: `Synthesized: ${PROVIDER_LABEL}, ${WORKSPACE_LABEL} (absent on global credentials), app.kubernetes.io/managed-by.` },
-        annotations: { type: 'object', additionalProperties: { type: 'string' }, description: 'Synthesized: the backing BYOKCredential name.' },
+        labels: {
+          type: 'object',
+          additionalProperties: { type: 'string' },
+          description: `Synthesized: ${PROVIDER_LABEL}, ${WORKSPACE_LABEL} (absent on global credentials), app.kubernetes.io/managed-by.`,
+        },
+        annotations: {
+          type: 'object',
+          additionalProperties: { type: 'string' },
+          description: 'Synthesized: the backing BYOKCredential name.',
+        },
       },
     },
     [LIST_META_DEF]: {
@@ -125,26 +155,67 @@ export function byokKeyDefinitions(v2: boolean): Record<string, JsonSchema> {
 
 function operations(v2: boolean): Record<string, unknown> {
   const ref = (name: string) => (v2 ? { $ref: `#/definitions/${name}` } : { $ref: `#/components/schemas/${name}` });
-  const resp = (name: string) => (v2 ? { description: 'OK', schema: ref(name) } : { description: 'OK', content: { 'application/json': { schema: ref(name) } } });
-  const ns = { name: 'namespace', in: 'path', required: true, ...(v2 ? { type: 'string' } : { schema: { type: 'string' } }) };
-  const name = { name: 'name', in: 'path', required: true, ...(v2 ? { type: 'string' } : { schema: { type: 'string' } }) };
-  const action = (a: string, kind = KIND) => ({ 'x-kubernetes-action': a, 'x-kubernetes-group-version-kind': { group: AGG_GROUP, version: AGG_VERSION, kind } });
+  const resp = (name: string) =>
+    v2
+      ? { description: 'OK', schema: ref(name) }
+      : { description: 'OK', content: { 'application/json': { schema: ref(name) } } };
+  const ns = {
+    name: 'namespace',
+    in: 'path',
+    required: true,
+    ...(v2 ? { type: 'string' } : { schema: { type: 'string' } }),
+  };
+  const name = {
+    name: 'name',
+    in: 'path',
+    required: true,
+    ...(v2 ? { type: 'string' } : { schema: { type: 'string' } }),
+  };
+  const action = (a: string, kind = KIND) => ({
+    'x-kubernetes-action': a,
+    'x-kubernetes-group-version-kind': { group: AGG_GROUP, version: AGG_VERSION, kind },
+  });
   const body = v2 ? [{ name: 'body', in: 'body', required: true, schema: ref(KIND_DEF) }] : [];
-  const reqBody = v2 ? {} : { requestBody: { required: true, content: { 'application/json': { schema: ref(KIND_DEF) } } } };
+  const reqBody = v2
+    ? {}
+    : { requestBody: { required: true, content: { 'application/json': { schema: ref(KIND_DEF) } } } };
   return {
     [`${AGG_PREFIX}/namespaces/{namespace}/${RESOURCE}`]: {
       parameters: [ns],
-      get: { operationId: 'listApiByokGatewayDevV1NamespacedBYOKKey', responses: { 200: resp(LIST_DEF) }, ...action('list', `${KIND}List`) },
-      post: { operationId: 'createApiByokGatewayDevV1NamespacedBYOKKey', parameters: body, ...reqBody, responses: { 201: resp(KIND_DEF) }, ...action('post') },
+      get: {
+        operationId: 'listApiByokGatewayDevV1NamespacedBYOKKey',
+        responses: { 200: resp(LIST_DEF) },
+        ...action('list', `${KIND}List`),
+      },
+      post: {
+        operationId: 'createApiByokGatewayDevV1NamespacedBYOKKey',
+        parameters: body,
+        ...reqBody,
+        responses: { 201: resp(KIND_DEF) },
+        ...action('post'),
+      },
     },
     [`${AGG_PREFIX}/namespaces/{namespace}/${RESOURCE}/{name}`]: {
       parameters: [ns, name],
-      get: { operationId: 'readApiByokGatewayDevV1NamespacedBYOKKey', responses: { 200: resp(KIND_DEF) }, ...action('get') },
-      put: { operationId: 'replaceApiByokGatewayDevV1NamespacedBYOKKey', parameters: body, ...reqBody, responses: { 200: resp(KIND_DEF) }, ...action('put') },
-      delete: { operationId: 'deleteApiByokGatewayDevV1NamespacedBYOKKey', responses: { 200: { description: 'OK' } }, ...action('delete') },
+      get: {
+        operationId: 'readApiByokGatewayDevV1NamespacedBYOKKey',
+        responses: { 200: resp(KIND_DEF) },
+        ...action('get'),
+      },
+      put: {
+        operationId: 'replaceApiByokGatewayDevV1NamespacedBYOKKey',
+        parameters: body,
+        ...reqBody,
+        responses: { 200: resp(KIND_DEF) },
+        ...action('put'),
+      },
+      delete: {
+        operationId: 'deleteApiByokGatewayDevV1NamespacedBYOKKey',
+        responses: { 200: { description: 'OK' } },
+        ...action('delete'),
+      },
     },
   };
 }
-
 
 export const byokKeysOpenApi: OpenApiParts = { definitions: byokKeyDefinitions, paths: operations };

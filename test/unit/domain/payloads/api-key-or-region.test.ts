@@ -13,7 +13,9 @@ describe('api-key-or-region shape', () => {
       { field: 'api_key', message: 'must not contain whitespace' },
       { field: 'region', message: 'must be a region identifier (lower-case letters, digits, hyphens)' },
     ]);
-    expect(validateWith(apiKeyOrRegionShape, '[1]').errors).toEqual([{ field: '', message: 'must be a plain API key or an object {api_key, region}' }]);
+    expect(validateWith(apiKeyOrRegionShape, '[1]').errors).toEqual([
+      { field: '', message: 'must be a plain API key or an object {api_key, region}' },
+    ]);
   });
   test('its label masks api_key', () => {
     expect(apiKeyOrRegionShape.labelField({ api_key: 'sk-r', region: 'eu' })).toBe('sk-r');
@@ -25,8 +27,12 @@ describe('api-key-or-region shape', () => {
       model: 'upstream-model',
       auth: { kind: 'header', name: 'authorization', value: 'Bearer sk-r' },
     });
-    expect(apiKeyOrRegionShape.upstream({ ...REGIONAL, region: 'ap' }, SPEC, 'acme/chat')).toEqual({ problem: 'the catalog has no base URL for region ap of this endpoint' });
-    expect(apiKeyOrRegionShape.upstream({ kind: 'api-key', apiKey: 'sk-1' }, SPEC, 'acme/chat')).toMatchObject({ url: { chat: SPEC.baseUrl } });
+    expect(apiKeyOrRegionShape.upstream({ ...REGIONAL, region: 'ap' }, SPEC, 'acme/chat')).toEqual({
+      problem: 'the catalog has no base URL for region ap of this endpoint',
+    });
+    expect(apiKeyOrRegionShape.upstream({ kind: 'api-key', apiKey: 'sk-1' }, SPEC, 'acme/chat')).toMatchObject({
+      url: { chat: SPEC.baseUrl },
+    });
   });
   test('exports the region as a fact and the key as the Secret material', () => {
     expect(apiKeyOrRegionShape.facts(REGIONAL)).toEqual({ kind: 'api-key-region', region: 'eu' });

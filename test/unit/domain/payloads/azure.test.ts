@@ -1,6 +1,6 @@
 // The Azure shape: resource configs and per-deployment configs, each with its own api-key.
 import { describe, expect, test } from '@jest/globals';
-import { azureShape, type AzurePayload } from '../../../../src/domain/payloads/azure.ts';
+import { type AzurePayload, azureShape } from '../../../../src/domain/payloads/azure.ts';
 import { SPEC, validateWith } from './spec.ts';
 
 const DEPLOYMENT_URL = 'https://res1.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21';
@@ -8,7 +8,13 @@ const PAYLOAD: AzurePayload = {
   kind: 'azure',
   entries: [
     { type: 'resource', api_key: 'az-resource-key', resource_name: 'team-foundry', resource_type: 'ai_foundry' },
-    { type: 'deployment', api_key: 'az-deploy-key', model_slug: 'openai/gpt-4o', endpoint_url: DEPLOYMENT_URL, model_id: 'gpt4o' },
+    {
+      type: 'deployment',
+      api_key: 'az-deploy-key',
+      model_slug: 'openai/gpt-4o',
+      endpoint_url: DEPLOYMENT_URL,
+      model_id: 'gpt4o',
+    },
   ],
 };
 
@@ -17,10 +23,20 @@ describe('azure shape', () => {
     const raw = JSON.stringify(PAYLOAD.entries.map(({ type: _type, ...e }) => e));
     expect(validateWith(azureShape, raw).payload).toEqual(PAYLOAD);
     expect(validateWith(azureShape, '[{"api_key":"k","resource_name":"https://x.openai.azure.com"}]').errors).toEqual([
-      { field: '[0].resource_name', message: 'must be the Azure resource subdomain name (letters, digits and hyphens), not a URL' },
+      {
+        field: '[0].resource_name',
+        message: 'must be the Azure resource subdomain name (letters, digits and hyphens), not a URL',
+      },
     ]);
     expect(validateWith(azureShape, '[]').errors).toEqual([{ field: '', message: 'must contain at least one entry' }]);
-    const internal = [{ api_key: 'k', model_slug: 'a/b', endpoint_url: 'https://10.0.0.1/chat/completions?api-version=1', model_id: 'm' }];
+    const internal = [
+      {
+        api_key: 'k',
+        model_slug: 'a/b',
+        endpoint_url: 'https://10.0.0.1/chat/completions?api-version=1',
+        model_id: 'm',
+      },
+    ];
     expect(validateWith(azureShape, JSON.stringify(internal)).errors.map((e) => e.field)).toEqual(['[0].endpoint_url']);
   });
   test('its label masks the first api_key', () => {
@@ -39,7 +55,9 @@ describe('azure shape', () => {
       model: 'upstream-model',
       auth: { kind: 'header', name: 'api-key', value: 'az-resource-key' },
     });
-    expect(azureShape.upstream({ kind: 'azure', entries: [PAYLOAD.entries[1]!] }, SPEC, 'openai/gpt-5')).toEqual({ problem: 'no Azure deployment or resource config serves openai/gpt-5' });
+    expect(azureShape.upstream({ kind: 'azure', entries: [PAYLOAD.entries[1]!] }, SPEC, 'openai/gpt-5')).toEqual({
+      problem: 'no Azure deployment or resource config serves openai/gpt-5',
+    });
   });
   test('exports each entry without its key as a fact, and one Secret per entry', () => {
     expect(azureShape.facts(PAYLOAD)).toEqual({
@@ -49,7 +67,10 @@ describe('azure shape', () => {
         { type: 'deployment', modelSlug: 'openai/gpt-4o', endpointUrl: DEPLOYMENT_URL, modelId: 'gpt4o' },
       ],
     });
-    expect(azureShape.secret(PAYLOAD, 'deployment openai/gpt-4o')).toEqual({ kind: 'api-key', apiKey: 'az-deploy-key' });
+    expect(azureShape.secret(PAYLOAD, 'deployment openai/gpt-4o')).toEqual({
+      kind: 'api-key',
+      apiKey: 'az-deploy-key',
+    });
     expect(azureShape.secret(PAYLOAD, 'resource team-foundry')).toEqual({ kind: 'api-key', apiKey: 'az-resource-key' });
     expect(() => azureShape.secret(PAYLOAD, 'resource nope')).toThrow(RangeError);
   });

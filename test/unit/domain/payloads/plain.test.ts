@@ -6,7 +6,9 @@ import { SPEC, validateWith } from './spec.ts';
 describe('plain API key shape', () => {
   test('takes one trimmed line and refuses JSON, empty text and control characters', () => {
     expect(validateWith(plainShape, ' sk-ant-123\n').payload).toEqual({ kind: 'api-key', apiKey: 'sk-ant-123' });
-    expect(validateWith(plainShape, '{"api_key":"x"}').errors).toEqual([{ field: '', message: 'must be a plain API key string; this provider does not take a JSON payload' }]);
+    expect(validateWith(plainShape, '{"api_key":"x"}').errors).toEqual([
+      { field: '', message: 'must be a plain API key string; this provider does not take a JSON payload' },
+    ]);
     expect(validateWith(plainShape, '').errors).toEqual([{ field: '', message: 'must not be empty' }]);
     expect(validateWith(plainShape, 'a\u0007b').payload).toBeNull();
   });

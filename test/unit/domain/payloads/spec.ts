@@ -1,7 +1,7 @@
 // A catalog upstream with every template a shape fills, and the input a shape's validator is given.
 import type { UpstreamSpec } from '../../../../src/domain/catalog.ts';
-import type { PayloadIssue } from '../../../../src/domain/errors.ts';
 import { NO_EGRESS_EXCEPTIONS } from '../../../../src/domain/egress.ts';
+import type { PayloadIssue } from '../../../../src/domain/errors.ts';
 import type { PayloadShapeModule } from '../../../../src/domain/payloads/shape.ts';
 
 export const SPEC: UpstreamSpec = {
@@ -21,7 +21,10 @@ export function validateWith<P extends { kind: string }>(
 ): { payload: P | null; errors: PayloadIssue[] } {
   const text = raw.trim();
   const errors: PayloadIssue[] = [];
-  const payload = shape.validate({ text, looksJson: text.startsWith('{') || text.startsWith('['), egress: NO_EGRESS_EXCEPTIONS }, errors);
+  const payload = shape.validate(
+    { text, looksJson: text.startsWith('{') || text.startsWith('['), egress: NO_EGRESS_EXCEPTIONS },
+    errors,
+  );
   return { payload, errors };
 }
 
@@ -36,6 +39,7 @@ export const SA = {
   auth_uri: 'https://accounts.google.com/o/oauth2/auth',
   token_uri: 'https://oauth2.googleapis.com/token',
   auth_provider_x509_cert_url: 'https://www.googleapis.com/oauth2/v1/certs',
-  client_x509_cert_url: 'https://www.googleapis.com/robot/v1/metadata/x509/router%40my-project-123.iam.gserviceaccount.com',
+  client_x509_cert_url:
+    'https://www.googleapis.com/robot/v1/metadata/x509/router%40my-project-123.iam.gserviceaccount.com',
   universe_domain: 'googleapis.com',
 };

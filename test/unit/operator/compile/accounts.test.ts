@@ -1,8 +1,8 @@
 // Delivery marks of the account cache (src/operator/compile/accounts.ts, issue 28 §1): a credential's delivery
 // version moves with its envelope and with its compiled routing entry, and nothing else.
 import { describe, expect, test } from '@jest/globals';
-import { deliveryVersion, routingMarks } from '../../../../src/operator/compile/accounts.ts';
 import type { CompiledCredential } from '../../../../src/domain/compiled.ts';
+import { deliveryVersion, routingMarks } from '../../../../src/operator/compile/accounts.ts';
 import { cred as domainCred } from '../../../support/fixtures/domain.ts';
 
 const cred = (id: string, over: Partial<CompiledCredential> = {}): CompiledCredential => domainCred(id, 'openai', over);
@@ -11,7 +11,12 @@ describe('routing marks', () => {
   test('an unchanged entry keeps its mark (and its run); a changed or new one gets the current run', () => {
     const first = routingMarks([cred('a'), cred('b')], ['a', 'b'], undefined, 3);
     expect(first.get('a')!.since).toBe(3);
-    const next = routingMarks([cred('a'), cred('b', { allowedModels: ['openai/gpt-4o'] }), cred('c')], ['a', 'b', 'c'], first, 9);
+    const next = routingMarks(
+      [cred('a'), cred('b', { allowedModels: ['openai/gpt-4o'] }), cred('c')],
+      ['a', 'b', 'c'],
+      first,
+      9,
+    );
     expect(next.get('a')).toBe(first.get('a'));
     expect(next.get('b')!.since).toBe(9);
     expect(next.get('b')!.digest).not.toBe(first.get('b')!.digest);

@@ -5,8 +5,8 @@
 // (or its absence) differs from the run before, and `since` is the run of that last move; a key not named has no mark.
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
-import { apiKeyMarks, type RoutingMark } from '../../../../src/operator/compile/accounts.ts';
 import type { CompiledApiKey } from '../../../../src/domain/compiled.ts';
+import { apiKeyMarks, type RoutingMark } from '../../../../src/operator/compile/accounts.ts';
 
 const SEED = 42_0201;
 const RUNS = 3000;
@@ -16,11 +16,19 @@ const HASHES = ['a', 'b', 'c', 'd'].map((c) => c.repeat(64));
 const keyState = fc.oneof(
   fc.constant<'absent'>('absent'),
   fc.constant<'off'>('off'),
-  fc.record({ workspace: fc.constantFrom('w1', 'w2'), guardrail: fc.constantFrom(null, 'g1'), expiresAt: fc.constantFrom(null, '2030-01-01T00:00:00Z'), owner: fc.constantFrom(undefined, 'u1') }),
+  fc.record({
+    workspace: fc.constantFrom('w1', 'w2'),
+    guardrail: fc.constantFrom(null, 'g1'),
+    expiresAt: fc.constantFrom(null, '2030-01-01T00:00:00Z'),
+    owner: fc.constantFrom(undefined, 'u1'),
+  }),
 );
 const run = fc.array(keyState, { minLength: HASHES.length, maxLength: HASHES.length });
 
-const entryOf = (hash: string, s: { workspace: string; guardrail: string | null; expiresAt: string | null; owner: string | undefined }): CompiledApiKey => ({
+const entryOf = (
+  hash: string,
+  s: { workspace: string; guardrail: string | null; expiresAt: string | null; owner: string | undefined },
+): CompiledApiKey => ({
   hash,
   workspaceId: s.workspace,
   guardrailId: s.guardrail,

@@ -1,16 +1,21 @@
 // Issue 27 §4: the compile pipeline and the health writer are parts assembled by one module each, with no import
 // cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts). Issue 35 §2: the
 // health writer is one folder, gather → pure evaluation → write.
-import { describe, expect, test } from '@jest/globals';
+
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, test } from '@jest/globals';
 import { moduleReferences } from '../../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '../../../..');
 const operator = join(root, 'src/operator');
 const files = [
-  ...readdirSync(join(operator, 'compile')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'compile', f)),
-  ...readdirSync(join(operator, 'health')).filter((f) => f.endsWith('.ts')).map((f) => join(operator, 'health', f)),
+  ...readdirSync(join(operator, 'compile'))
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => join(operator, 'compile', f)),
+  ...readdirSync(join(operator, 'health'))
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => join(operator, 'health', f)),
 ];
 
 /** The modules a file names, read with the architecture test's parser (either quote style, dynamic imports too). */
@@ -45,22 +50,53 @@ describe('compile pipeline and health writer parts', () => {
 
   test('the parts exist and pipeline.ts assembles them', () => {
     const names = files.map((f) => relative(operator, f));
-    for (const part of ['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/routing-writer.ts', 'compile/pipeline.ts', 'health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts', 'health/health-status-writer.ts']) expect(names).toContain(part);
+    for (const part of [
+      'compile/scheduler.ts',
+      'compile/keyring.ts',
+      'compile/quarantine.ts',
+      'compile/routing-writer.ts',
+      'compile/pipeline.ts',
+      'health/gather.ts',
+      'health/evaluate.ts',
+      'health/memory.ts',
+      'health/status-writes.ts',
+      'health/health-status-writer.ts',
+    ])
+      expect(names).toContain(part);
     expect(names).not.toContain('compile/pipeline-impl.ts');
     const assembled = importsOf(join(operator, 'compile/pipeline.ts')).map((f) => relative(operator, f));
-    expect(assembled).toEqual(expect.arrayContaining(['compile/scheduler.ts', 'compile/keyring.ts', 'compile/quarantine.ts', 'compile/routing-writer.ts']));
-    expect(importsOf(join(operator, 'health/health-status-writer.ts')).map((f) => relative(operator, f))).toEqual(expect.arrayContaining(['health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts']));
+    expect(assembled).toEqual(
+      expect.arrayContaining([
+        'compile/scheduler.ts',
+        'compile/keyring.ts',
+        'compile/quarantine.ts',
+        'compile/routing-writer.ts',
+      ]),
+    );
+    expect(importsOf(join(operator, 'health/health-status-writer.ts')).map((f) => relative(operator, f))).toEqual(
+      expect.arrayContaining(['health/gather.ts', 'health/evaluate.ts', 'health/memory.ts', 'health/status-writes.ts']),
+    );
     expect(readdirSync(operator).filter((f) => f.startsWith('health'))).toEqual(['health']);
   });
 
   test('the health evaluation is pure: no I/O, no Kubernetes, no clock of its own', () => {
     // What evaluate.ts and memory.ts may load: each other, the condition vocabulary and bookkeeping, the status
     // ownership map, and types (the gateway's report, the pipeline's delivery versions).
-    const allowed = ['operator/health/evaluate.ts', 'operator/conditions.ts', 'operator/status/ownership.ts', 'operator/compile/types.ts', 'schema/conditions.ts', 'contract/gateway-status.ts', 'node:crypto'];
+    const allowed = [
+      'operator/health/evaluate.ts',
+      'operator/conditions.ts',
+      'operator/status/ownership.ts',
+      'operator/compile/types.ts',
+      'schema/conditions.ts',
+      'contract/gateway-status.ts',
+      'node:crypto',
+    ];
     for (const part of ['health/evaluate.ts', 'health/memory.ts']) {
       const file = join(operator, part);
       const text = readFileSync(file, 'utf8');
-      const loaded = specsOf(file).map((spec) => (spec.startsWith('.') ? relative(join(root, 'src'), resolve(dirname(file), spec)) : spec));
+      const loaded = specsOf(file).map((spec) =>
+        spec.startsWith('.') ? relative(join(root, 'src'), resolve(dirname(file), spec)) : spec,
+      );
       expect(loaded.length).toBeGreaterThan(0);
       expect(loaded.filter((f) => !allowed.includes(f))).toEqual([]);
       expect(text).not.toMatch(/\b(fetch|Date\.now|setTimeout|setInterval)\(/);

@@ -9,14 +9,23 @@ interface Entry {
   digest: string;
 }
 
-const refusal = (status = 422, message = 'ConfigMap "byok-routing-3" is invalid: data: Too long: must have at most 1048576 bytes') =>
-  new KubeApiError(status, { reason: status === 413 ? 'RequestEntityTooLarge' : 'Invalid', message }, 'apply');
+const refusal = (
+  status = 422,
+  message = 'ConfigMap "byok-routing-3" is invalid: data: Too long: must have at most 1048576 bytes',
+) => new KubeApiError(status, { reason: status === 413 ? 'RequestEntityTooLarge' : 'Invalid', message }, 'apply');
 
 function book() {
   const logs: string[] = [];
   const notes: [string, Quarantine | undefined][] = [];
-  const log = { info: (_o: object, msg: string) => void logs.push(msg), warn: (_o: object, msg: string) => void logs.push(msg) };
-  const q = new QuarantineBook<Entry>((e) => e.digest, log as never, (ns, quarantine) => void notes.push([ns, quarantine]));
+  const log = {
+    info: (_o: object, msg: string) => void logs.push(msg),
+    warn: (_o: object, msg: string) => void logs.push(msg),
+  };
+  const q = new QuarantineBook<Entry>(
+    (e) => e.digest,
+    log as never,
+    (ns, quarantine) => void notes.push([ns, quarantine]),
+  );
   return { q, logs, notes };
 }
 
@@ -39,17 +48,30 @@ describe('QuarantineBook', () => {
   test('an account written before keeps its last good entry when the new one is refused', () => {
     const { q } = book();
     const good = { digest: 'g' };
-    q.settle(new Set(['a']), () => true, () => good);
+    q.settle(
+      new Set(['a']),
+      () => true,
+      () => good,
+    );
     const kept: (Entry | undefined)[] = [];
     q.hold('a', { digest: 'bad' }, 'Secret', 'byok-bundle-0', refusal(413, 'too large'), (e) => kept.push(e));
     expect(kept).toEqual([good]);
-    expect(q.snapshot().get('a')).toMatchObject({ kind: 'Secret', status: 413, reason: 'RequestEntityTooLarge', keptLastGood: true });
+    expect(q.snapshot().get('a')).toMatchObject({
+      kind: 'Secret',
+      status: 413,
+      reason: 'RequestEntityTooLarge',
+      keptLastGood: true,
+    });
     expect(q.snapshot().get('a')!.message).toContain('the gateway keeps its last good routing');
   });
 
   test('a last good entry equal to the refused one is not kept (the same bytes would be refused again)', () => {
     const { q } = book();
-    q.settle(new Set(['a']), () => true, () => ({ digest: 'same' }));
+    q.settle(
+      new Set(['a']),
+      () => true,
+      () => ({ digest: 'same' }),
+    );
     const kept: (Entry | undefined)[] = [];
     q.hold('a', { digest: 'same' }, 'ConfigMap', 'byok-routing-0', refusal(), (e) => kept.push(e));
     expect(kept).toEqual([undefined]);
@@ -62,12 +84,20 @@ describe('QuarantineBook', () => {
     expect(q.holdsBack('a', 'r')).toBe(true);
     expect(q.refused('a', refused)).toBe(true);
     // Not retried: a write without it does not release it.
-    q.settle(new Set(['b']), () => true, () => undefined);
+    q.settle(
+      new Set(['b']),
+      () => true,
+      () => undefined,
+    );
     expect(q.size).toBe(1);
     expect(q.holdsBack('a', 'fixed')).toBe(false);
     expect(q.holdsBack('b', 'anything')).toBe(false);
     const fixed = { digest: 'fixed' };
-    q.settle(new Set(['a']), () => true, (ns) => (ns === 'a' ? fixed : undefined));
+    q.settle(
+      new Set(['a']),
+      () => true,
+      (ns) => (ns === 'a' ? fixed : undefined),
+    );
     expect(q.size).toBe(0);
     expect(notes.at(-1)).toEqual(['a', undefined]);
     // The released entry is the new last good one.
@@ -81,15 +111,27 @@ describe('QuarantineBook', () => {
     q.hold('a', { digest: 'r1' }, 'ConfigMap', 'byok-routing-0', refusal(), () => undefined);
     expect(q.holdsBack('a', 'r2')).toBe(false);
     q.hold('a', { digest: 'r2' }, 'ConfigMap', 'byok-routing-0', refusal(), () => undefined);
-    q.settle(new Set(['a']), () => true, () => ({ digest: 'r1' }));
+    q.settle(
+      new Set(['a']),
+      () => true,
+      () => ({ digest: 'r1' }),
+    );
     expect(q.size).toBe(1);
   });
 
   test('an account that stopped being one is released and forgotten', () => {
     const { q, notes } = book();
-    q.settle(new Set(['a']), () => true, () => ({ digest: 'g' }));
+    q.settle(
+      new Set(['a']),
+      () => true,
+      () => ({ digest: 'g' }),
+    );
     q.hold('a', { digest: 'x' }, 'ConfigMap', 'byok-routing-0', refusal(), () => undefined);
-    q.settle(new Set(['a']), () => false, () => undefined);
+    q.settle(
+      new Set(['a']),
+      () => false,
+      () => undefined,
+    );
     expect(q.size).toBe(0);
     expect(notes.at(-1)).toEqual(['a', undefined]);
     const kept: (Entry | undefined)[] = [];
@@ -106,7 +148,9 @@ describe('refusals', () => {
   });
 
   test('the message drops quoted values and is bounded', () => {
-    expect(refusalMessage(refusal(422, 'spec.data["sk-live-secret"]: Invalid value: "sk-live-secret"'))).not.toContain('sk-live-secret');
+    expect(refusalMessage(refusal(422, 'spec.data["sk-live-secret"]: Invalid value: "sk-live-secret"'))).not.toContain(
+      'sk-live-secret',
+    );
     expect(refusalMessage(refusal(422, 'x'.repeat(1000))).length).toBeLessThanOrEqual(301);
   });
 });

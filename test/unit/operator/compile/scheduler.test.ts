@@ -4,9 +4,10 @@ import { describe, expect, test } from '@jest/globals';
 import { CompileScheduler } from '../../../../src/operator/compile/scheduler.ts';
 import { sleep } from '../../../support/until.ts';
 
-
 /** A scheduler over a counter of pending changes; each run takes them all, or fails while `failing`. */
-function harness(opts: { coalesceMs?: number; maxBatchDelayMs?: number; backlog?: () => boolean; backlogDelayMs?: number } = {}) {
+function harness(
+  opts: { coalesceMs?: number; maxBatchDelayMs?: number; backlog?: () => boolean; backlogDelayMs?: number } = {},
+) {
   const state = { pending: 0, runs: 0, failing: false, refill: 0 };
   const s: CompileScheduler<number | undefined> = new CompileScheduler({
     ...opts,

@@ -1,12 +1,26 @@
 // What the health writer remembers between passes (src/operator/health/memory.ts): pod counters into windows,
 // key rotations, recoveries, deleted credentials and lagging pods. Pure: reports in, numbers out.
 import { describe, expect, test } from '@jest/globals';
-import { GATEWAY_STATUS_FORMAT, type CredentialCounters, type GatewayStatusReport } from '../../../../src/contract/gateway-status.ts';
+import {
+  type CredentialCounters,
+  GATEWAY_STATUS_FORMAT,
+  type GatewayStatusReport,
+} from '../../../../src/contract/gateway-status.ts';
 import { HealthMemory } from '../../../../src/operator/health/memory.ts';
 
 const WINDOW = 300_000;
-const counters = (ok: number, unauthorized = 0, extra: Partial<CredentialCounters> = {}): CredentialCounters => ({ ok, unauthorized, rateLimited: 0, upstreamError: 0, ...extra });
-const report = (instance: string, credentials: Record<string, CredentialCounters>, probes: GatewayStatusReport['probes'] = {}): GatewayStatusReport => ({
+const counters = (ok: number, unauthorized = 0, extra: Partial<CredentialCounters> = {}): CredentialCounters => ({
+  ok,
+  unauthorized,
+  rateLimited: 0,
+  upstreamError: 0,
+  ...extra,
+});
+const report = (
+  instance: string,
+  credentials: Record<string, CredentialCounters>,
+  probes: GatewayStatusReport['probes'] = {},
+): GatewayStatusReport => ({
   format: GATEWAY_STATUS_FORMAT,
   instance,
   at: 0,
@@ -20,10 +34,24 @@ const pods = (...names: string[]) => names.map((pod) => ({ pod }));
 describe('HealthMemory', () => {
   test('counters of several pods become one window of deltas; a restarted pod counts from zero', () => {
     const m = new HealthMemory(0);
-    m.absorb(new Map([['a', report('a1', { c: counters(3) })], ['b', report('b1', { c: counters(1, 1) })]]), pods('a', 'b'), 1000);
+    m.absorb(
+      new Map([
+        ['a', report('a1', { c: counters(3) })],
+        ['b', report('b1', { c: counters(1, 1) })],
+      ]),
+      pods('a', 'b'),
+      1000,
+    );
     expect(m.window('c', 1000, WINDOW)).toEqual({ ok: 4, unauthorized: 1, rateLimited: 0, upstreamError: 0 });
     // Pod a moved by 2; pod b restarted (new instance) and reports 1 ok since.
-    m.absorb(new Map([['a', report('a1', { c: counters(5) })], ['b', report('b2', { c: counters(1) })]]), pods('a', 'b'), 2000);
+    m.absorb(
+      new Map([
+        ['a', report('a1', { c: counters(5) })],
+        ['b', report('b2', { c: counters(1) })],
+      ]),
+      pods('a', 'b'),
+      2000,
+    );
     expect(m.window('c', 2000, WINDOW)).toEqual({ ok: 7, unauthorized: 1, rateLimited: 0, upstreamError: 0 });
     // Attempts older than the window are forgotten.
     expect(m.window('c', 1000 + WINDOW, WINDOW)).toEqual({ ok: 3, unauthorized: 0, rateLimited: 0, upstreamError: 0 });
@@ -42,7 +70,14 @@ describe('HealthMemory', () => {
     const m = new HealthMemory(500);
     expect(m.idleSince('c')).toBe(500);
     const probe = { at: 900, outcome: 'ok' as const, status: 200 };
-    m.absorb(new Map([['a', report('a1', { c: counters(1, 0, { lastSuccess: 700 }) }, { c: probe })], ['b', report('b1', { c: counters(0, 1, { lastFailure: 800 }) }, { c: { ...probe, at: 600 } })]]), pods('a', 'b'), 1000);
+    m.absorb(
+      new Map([
+        ['a', report('a1', { c: counters(1, 0, { lastSuccess: 700 }) }, { c: probe })],
+        ['b', report('b1', { c: counters(0, 1, { lastFailure: 800 }) }, { c: { ...probe, at: 600 } })],
+      ]),
+      pods('a', 'b'),
+      1000,
+    );
     expect(m.lastUsedAt('c')).toBe(800);
     expect(m.probe('c')).toEqual(probe);
     expect(m.idleSince('c')).toBe(900);
@@ -50,7 +85,11 @@ describe('HealthMemory', () => {
 
   test('a new key version clears the window and probe; the first version seen is no rotation', () => {
     const m = new HealthMemory(0);
-    m.absorb(new Map([['a', report('a1', { c: counters(0, 5) }, { c: { at: 10, outcome: 'unauthorized', status: 401 } })]]), pods('a'), 1000);
+    m.absorb(
+      new Map([['a', report('a1', { c: counters(0, 5) }, { c: { at: 10, outcome: 'unauthorized', status: 401 } })]]),
+      pods('a'),
+      1000,
+    );
     expect(m.rotate('c', 'e1')).toBe(false);
     expect(m.rotate('c', undefined)).toBe(false);
     expect(m.rotate('c', 'e1')).toBe(false);
@@ -72,7 +111,20 @@ describe('HealthMemory', () => {
 
   test('deleted credentials are forgotten, once each', () => {
     const m = new HealthMemory(0);
-    m.absorb(new Map([['a', report('a1', { keep: counters(1), gone: counters(1, 0, { lastSuccess: 5 }) }, { gone: { at: 1, outcome: 'ok', status: 200 } })]]), pods('a'), 1000);
+    m.absorb(
+      new Map([
+        [
+          'a',
+          report(
+            'a1',
+            { keep: counters(1), gone: counters(1, 0, { lastSuccess: 5 }) },
+            { gone: { at: 1, outcome: 'ok', status: 200 } },
+          ),
+        ],
+      ]),
+      pods('a'),
+      1000,
+    );
     m.rotate('gone', 'e1');
     m.rotate('keep', 'e1');
     expect(m.forgetCredentialsExcept(new Set(['keep']))).toEqual(['gone']);

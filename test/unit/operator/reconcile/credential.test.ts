@@ -2,12 +2,12 @@
 // missing-Secret backoff, the verdict the compile pipeline reads, the quota waiting list, API-key expiry requeues.
 import { describe, expect, test } from '@jest/globals';
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
+import type { Applier } from '../../../../src/kube/apply.ts';
+import { KubeApiError, type KubeClient } from '../../../../src/kube/client.ts';
+import { INDEX, type ResourceInformers } from '../../../../src/kube/resources.ts';
 import { CredentialReconciler } from '../../../../src/operator/reconcile/credential.ts';
 import type { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
 import { VerdictStore } from '../../../../src/operator/verdicts.ts';
-import { KubeApiError, type KubeClient } from '../../../../src/kube/client.ts';
-import type { Applier } from '../../../../src/kube/apply.ts';
-import { INDEX, type ResourceInformers } from '../../../../src/kube/resources.ts';
 import type { Account, BYOKCredential, GatewayAPIKey } from '../../../../src/schema/generated/types.ts';
 
 /** A cache with the informer's read methods; byIndex only knows the API-key hash index. */
@@ -18,7 +18,11 @@ function cache<T extends KubernetesObject>(items: T[] = []) {
     get: (ns: string, name: string) => map.get(`${ns}/${name}`),
     list: (ns?: string) => [...map.values()].filter((o) => ns === undefined || o.metadata?.namespace === ns),
     byIndex: (index: string, value: string) =>
-      index === INDEX.apiKeyHash ? [...map.values()].filter((o) => `${o.metadata?.namespace}/${(o as unknown as GatewayAPIKey).spec.hash}` === value) : [],
+      index === INDEX.apiKeyHash
+        ? [...map.values()].filter(
+            (o) => `${o.metadata?.namespace}/${(o as unknown as GatewayAPIKey).spec.hash}` === value,
+          )
+        : [],
     observe: (o: T) => void map.set(key(o), o),
     remove: (o: T) => void map.delete(key(o)),
   };
@@ -31,13 +35,26 @@ const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec'
   metadata: { name, namespace: 'team', generation: 1, creationTimestamp: created as unknown as Date },
   spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
 });
-const secret = (name: string, value: string): V1Secret => ({ metadata: { name, namespace: 'team', resourceVersion: '7' }, data: { key: Buffer.from(value).toString('base64') } });
+const secret = (name: string, value: string): V1Secret => ({
+  metadata: { name, namespace: 'team', resourceVersion: '7' },
+  data: { key: Buffer.from(value).toString('base64') },
+});
 
 const teamAccount = (spec: Account['spec'] = {}): Account =>
-  ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Account', metadata: { name: 'acc', namespace: 'team', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date }, spec }) as Account;
+  ({
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind: 'Account',
+    metadata: { name: 'acc', namespace: 'team', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date },
+    spec,
+  }) as Account;
 
 /** The namespace holds an Account unless `accounts` says otherwise (the gate). */
-function harness(opts: { creds: BYOKCredential[]; secrets?: V1Secret[]; apiKeys?: GatewayAPIKey[]; accounts?: Account[] }) {
+function harness(opts: {
+  creds: BYOKCredential[];
+  secrets?: V1Secret[];
+  apiKeys?: GatewayAPIKey[];
+  accounts?: Account[];
+}) {
   const informers = {
     credentials: cache(opts.creds),
     secrets: cache(opts.secrets),
@@ -97,8 +114,19 @@ describe('CredentialReconciler', () => {
     const s = secret('c-key', 'sk-test-1234567890');
     const h = harness({ creds: [cred('c', '2024-01-01T00:00:00Z')], secrets: [s] });
     expect(await h.reconciler.reconcile('team/c')).toBeUndefined();
-    expect(h.verdicts.get('team', 'c')).toMatchObject({ valid: true, payloadSecret: s, payloadKey: 'key', secretResourceVersion: '7', sortOrder: 0 });
-    expect(h.writes[0]?.status).toMatchObject({ secretResourceVersion: '7', workspaceScope: 'GLOBAL', sortOrder: 0, label: expect.any(String) });
+    expect(h.verdicts.get('team', 'c')).toMatchObject({
+      valid: true,
+      payloadSecret: s,
+      payloadKey: 'key',
+      secretResourceVersion: '7',
+      sortOrder: 0,
+    });
+    expect(h.writes[0]?.status).toMatchObject({
+      secretResourceVersion: '7',
+      workspaceScope: 'GLOBAL',
+      sortOrder: 0,
+      label: expect.any(String),
+    });
     await h.reconciler.reconcile('team/c');
     expect(h.dirty).toEqual(['team']);
     expect(h.warnings).toEqual([]);
@@ -106,10 +134,21 @@ describe('CredentialReconciler', () => {
   });
 
   test('a namespace without an Account: AccountMissing, no valid verdict; its Account arriving makes it valid and dirty', async () => {
-    const h = harness({ creds: [cred('c', '2024-01-01T00:00:00Z')], secrets: [secret('c-key', 'sk-test-1234567890')], accounts: [] });
+    const h = harness({
+      creds: [cred('c', '2024-01-01T00:00:00Z')],
+      secrets: [secret('c-key', 'sk-test-1234567890')],
+      accounts: [],
+    });
     await h.reconciler.reconcile('team/c');
     expect(h.warnings).toEqual([{ reason: 'AccountMissing', secrets: ['sk-test-1234567890'] }]);
-    expect(h.writes[0]?.status).toMatchObject({ conditions: [expect.objectContaining({ type: 'Ready', status: 'False', reason: 'AccountMissing' }), expect.anything(), expect.anything(), expect.anything()] });
+    expect(h.writes[0]?.status).toMatchObject({
+      conditions: [
+        expect.objectContaining({ type: 'Ready', status: 'False', reason: 'AccountMissing' }),
+        expect.anything(),
+        expect.anything(),
+        expect.anything(),
+      ],
+    });
     expect(h.verdicts.get('team', 'c')).toMatchObject({ valid: false, payloadSecret: undefined });
     h.informers.accounts.observe(teamAccount());
     await h.reconciler.reconcile('team/c');
@@ -127,7 +166,11 @@ describe('CredentialReconciler', () => {
     const older = cred('older', '2024-01-01T00:00:00Z');
     const newer = cred('newer', '2024-01-02T00:00:00Z');
     const account = teamAccount({ limits: { maxCredentials: 1 } });
-    const h = harness({ creds: [older, newer], secrets: [secret('older-key', 'sk-a-1234567890'), secret('newer-key', 'sk-b-1234567890')], accounts: [account] });
+    const h = harness({
+      creds: [older, newer],
+      secrets: [secret('older-key', 'sk-a-1234567890'), secret('newer-key', 'sk-b-1234567890')],
+      accounts: [account],
+    });
     await h.reconciler.reconcile('team/older');
     await h.reconciler.reconcile('team/newer');
     expect(h.warnings.map((w) => w.reason)).toEqual(['QuotaExceeded']);
@@ -140,8 +183,17 @@ describe('CredentialReconciler', () => {
   });
 
   test('a credential that depends on an expiring API key is looked at again just after the expiry', async () => {
-    const key = { apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'GatewayAPIKey', metadata: { name: 'k', namespace: 'team' }, spec: { hash: HASH, expiresAt: new Date(Date.now() + 60_000).toISOString() } } as GatewayAPIKey;
-    const h = harness({ creds: [cred('c', '2024-01-01T00:00:00Z', { allowedApiKeyHashes: [HASH] })], secrets: [secret('c-key', 'sk-test-1234567890')], apiKeys: [key] });
+    const key = {
+      apiVersion: 'byok.gateway.dev/v1alpha1',
+      kind: 'GatewayAPIKey',
+      metadata: { name: 'k', namespace: 'team' },
+      spec: { hash: HASH, expiresAt: new Date(Date.now() + 60_000).toISOString() },
+    } as GatewayAPIKey;
+    const h = harness({
+      creds: [cred('c', '2024-01-01T00:00:00Z', { allowedApiKeyHashes: [HASH] })],
+      secrets: [secret('c-key', 'sk-test-1234567890')],
+      apiKeys: [key],
+    });
     const r = await h.reconciler.reconcile('team/c');
     expect(r?.requeueAfterMs).toBeGreaterThan(59_000);
     expect(r?.requeueAfterMs).toBeLessThanOrEqual(60_050);

@@ -1,11 +1,16 @@
 // The status writer without a cluster: an applier and an event recorder that record what they are asked to do.
 import { describe, expect, test } from '@jest/globals';
-import pino from 'pino';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { EventTokenBucket, StatusWriter, STATUS_WRITE_EVENT_INTERVAL_MS, STATUS_WRITE_FAILURES_BEFORE_EVENT } from '../../../../src/operator/reconcile/status-writer.ts';
-import { KubeApiError } from '../../../../src/kube/client.ts';
+import pino from 'pino';
 import type { Applier } from '../../../../src/kube/apply.ts';
+import { KubeApiError } from '../../../../src/kube/client.ts';
 import type { EventRecorder } from '../../../../src/kube/events.ts';
+import {
+  EventTokenBucket,
+  STATUS_WRITE_EVENT_INTERVAL_MS,
+  STATUS_WRITE_FAILURES_BEFORE_EVENT,
+  StatusWriter,
+} from '../../../../src/operator/reconcile/status-writer.ts';
 
 type Obj = KubernetesObject & { status?: object };
 interface Recorded {
@@ -31,14 +36,30 @@ function harness(opts: { fail?: () => unknown; now?: () => number; bucket?: Even
       events.push({ type, reason, note });
     },
   } as EventRecorder;
-  const log = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as { level: string; msg: string }) });
+  const log = pino(
+    { level: 'info' },
+    { write: (line: string) => void logs.push(JSON.parse(line) as { level: string; msg: string }) },
+  );
   const observed: Obj[] = [];
-  const writer = new StatusWriter({ applier, events: recorder, log, ...(opts.now ? { now: opts.now } : {}), ...(opts.bucket ? { normalEvents: opts.bucket } : {}) });
+  const writer = new StatusWriter({
+    applier,
+    events: recorder,
+    log,
+    ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.bucket ? { normalEvents: opts.bucket } : {}),
+  });
   return { writer, applied, events, logs, observed, informer: { observe: (o: Obj) => void observed.push(o) } };
 }
 
-const ready = (status: 'True' | 'False', reason = status === 'True' ? 'Ready' : 'SecretNotFound') => ({ conditions: [{ type: 'Ready', status, reason, message: `m-${reason}`, lastTransitionTime: '2024-01-01T00:00:00Z' }] });
-const obj = (name: string, status?: object): Obj => ({ apiVersion: 'byok.gateway.dev/v1alpha1', kind: 'Workspace', metadata: { name, namespace: 'team' }, ...(status ? { status } : {}) });
+const ready = (status: 'True' | 'False', reason = status === 'True' ? 'Ready' : 'SecretNotFound') => ({
+  conditions: [{ type: 'Ready', status, reason, message: `m-${reason}`, lastTransitionTime: '2024-01-01T00:00:00Z' }],
+});
+const obj = (name: string, status?: object): Obj => ({
+  apiVersion: 'byok.gateway.dev/v1alpha1',
+  kind: 'Workspace',
+  metadata: { name, namespace: 'team' },
+  ...(status ? { status } : {}),
+});
 
 describe('StatusWriter', () => {
   test('an unchanged status is not written; a changed one is applied and fed back to the informer', async () => {
@@ -52,7 +73,19 @@ describe('StatusWriter', () => {
 
   test('the health and spend parts owned by other writers do not count as a difference', async () => {
     const h = harness();
-    const stored = { conditions: [...ready('True').conditions, { type: 'UpstreamHealthy', status: 'True', reason: 'Serving', message: '', lastTransitionTime: '2024-01-01T00:00:00Z' }], lastUsedTime: '2024-01-01T00:00:00Z' };
+    const stored = {
+      conditions: [
+        ...ready('True').conditions,
+        {
+          type: 'UpstreamHealthy',
+          status: 'True',
+          reason: 'Serving',
+          message: '',
+          lastTransitionTime: '2024-01-01T00:00:00Z',
+        },
+      ],
+      lastUsedTime: '2024-01-01T00:00:00Z',
+    };
     await h.writer.write('BYOKCredential', obj('c', stored), ready('True'), h.informer);
     expect(h.applied).toEqual([]);
   });
@@ -62,7 +95,11 @@ describe('StatusWriter', () => {
     await h.writer.write('Workspace', obj('w', ready('True')), ready('False'), h.informer);
     await h.writer.write('Workspace', obj('w', ready('False')), ready('True'), h.informer);
     await h.writer.write('Workspace', obj('new'), ready('False'), h.informer);
-    expect(h.logs.map((l) => l.msg)).toEqual(['Workspace is no longer Ready', 'Workspace Ready is True', 'Workspace Ready is False']);
+    expect(h.logs.map((l) => l.msg)).toEqual([
+      'Workspace is no longer Ready',
+      'Workspace Ready is True',
+      'Workspace Ready is False',
+    ]);
     expect(h.logs.map((l) => l.level)).toEqual([40, 30, 30]);
     expect(h.events).toEqual([{ type: 'Normal', reason: 'Ready', note: 'm-Ready' }]);
   });
@@ -88,12 +125,28 @@ describe('StatusWriter', () => {
   test('failing writes: a StatusWriteFailed Warning after 3 in a row, status and reason only, at most every 10 minutes', async () => {
     let now = 0;
     let failing = true;
-    const h = harness({ now: () => now, fail: () => (failing ? new KubeApiError(422, { reason: 'Invalid', message: 'spec.x: Invalid value: "sk-secret"' } as never, 'apply') : undefined) });
+    const h = harness({
+      now: () => now,
+      fail: () =>
+        failing
+          ? new KubeApiError(
+              422,
+              { reason: 'Invalid', message: 'spec.x: Invalid value: "sk-secret"' } as never,
+              'apply',
+            )
+          : undefined,
+    });
     const attempt = () => h.writer.write('Workspace', obj('w'), ready('True'), h.informer).catch((e: unknown) => e);
     for (let i = 1; i < STATUS_WRITE_FAILURES_BEFORE_EVENT; i++) await attempt();
     expect(h.events).toEqual([]);
     expect(await attempt()).toBeInstanceOf(KubeApiError);
-    expect(h.events).toEqual([{ type: 'Warning', reason: 'StatusWriteFailed', note: "the operator could not write this object's status 3 times in a row (422 Invalid); retrying with backoff" }]);
+    expect(h.events).toEqual([
+      {
+        type: 'Warning',
+        reason: 'StatusWriteFailed',
+        note: "the operator could not write this object's status 3 times in a row (422 Invalid); retrying with backoff",
+      },
+    ]);
     await attempt();
     expect(h.events).toHaveLength(1);
     now += STATUS_WRITE_EVENT_INTERVAL_MS;

@@ -12,33 +12,77 @@ import type { KubeAccess } from '../../../../src/kube/kubeconfig.ts';
 import { createResourceInformers, type ResourceInformers } from '../../../../src/kube/resources.ts';
 import { watchForCompile } from '../../../../src/operator/compile/watches.ts';
 import { createOperatorMetrics } from '../../../../src/operator/metrics.ts';
-import { accountController } from '../../../../src/operator/reconcile/account-controller.ts';
 import { AccountReconciler } from '../../../../src/operator/reconcile/account.ts';
+import { accountController } from '../../../../src/operator/reconcile/account-controller.ts';
 import type { ReconciledKind } from '../../../../src/operator/reconcile/controller.ts';
-import { credentialController } from '../../../../src/operator/reconcile/credential-controller.ts';
 import { CredentialReconciler } from '../../../../src/operator/reconcile/credential.ts';
+import { credentialController } from '../../../../src/operator/reconcile/credential-controller.ts';
 import { apiKeyController } from '../../../../src/operator/reconcile/gateway-api-key-controller.ts';
 import { guardrailController } from '../../../../src/operator/reconcile/guardrail-controller.ts';
 import { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
 import { workspaceController } from '../../../../src/operator/reconcile/workspace-controller.ts';
 import { VerdictStore } from '../../../../src/operator/verdicts.ts';
-import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../../../src/schema/generated/types.ts';
+import type {
+  Account,
+  BYOKCredential,
+  GatewayAPIKey,
+  Guardrail,
+  Workspace,
+} from '../../../../src/schema/generated/types.ts';
 
 // Nothing listens here: the informers are never started and nothing is written.
-const access: KubeAccess = { getCurrentCluster: () => ({ name: 'none', server: 'http://127.0.0.1:9', skipTLSVerify: true }), applyToHTTPSOptions: async () => undefined };
+const access: KubeAccess = {
+  getCurrentCluster: () => ({ name: 'none', server: 'http://127.0.0.1:9', skipTLSVerify: true }),
+  applyToHTTPSOptions: async () => undefined,
+};
 const log = pino({ level: 'silent' });
 
 let rv = 0;
 /** An object as a watch would deliver it: every delivery a newer resourceVersion. */
-function obj<T extends KubernetesObject>(kind: string, name: string, spec: object, meta: { namespace?: string; generation?: number } = {}): T {
-  return { apiVersion: 'byok.gateway.dev/v1alpha1', kind, metadata: { name, namespace: meta.namespace ?? 'team', generation: meta.generation ?? 1, resourceVersion: String(++rv), creationTimestamp: new Date(Date.UTC(2026, 0, 1, 0, 0, rv)) }, spec } as unknown as T;
+function obj<T extends KubernetesObject>(
+  kind: string,
+  name: string,
+  spec: object,
+  meta: { namespace?: string; generation?: number } = {},
+): T {
+  return {
+    apiVersion: 'byok.gateway.dev/v1alpha1',
+    kind,
+    metadata: {
+      name,
+      namespace: meta.namespace ?? 'team',
+      generation: meta.generation ?? 1,
+      resourceVersion: String(++rv),
+      creationTimestamp: new Date(Date.UTC(2026, 0, 1, 0, 0, rv)),
+    },
+    spec,
+  } as unknown as T;
 }
-const cred = (name: string, spec: Partial<BYOKCredential['spec']> = {}, meta?: { namespace?: string; generation?: number }) => obj<BYOKCredential>('BYOKCredential', name, { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec }, meta);
-const workspace = (name: string, spec: Partial<Workspace['spec']> = {}, meta?: { generation?: number }) => obj<Workspace>('Workspace', name, spec, meta);
-const apiKey = (name: string, spec: Partial<GatewayAPIKey['spec']> = {}, meta?: { generation?: number }) => obj<GatewayAPIKey>('GatewayAPIKey', name, { hash: 'a'.repeat(64), ...spec }, meta);
-const guardrail = (name: string, meta?: { namespace?: string; generation?: number }) => obj<Guardrail>('Guardrail', name, {}, meta);
-const account = (name: string, meta?: { namespace?: string; generation?: number }) => obj<Account>('Account', name, {}, meta);
-const secret = (name: string): V1Secret => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'team', resourceVersion: String(++rv) }, data: { key: 'c2stMQ==' } });
+const cred = (
+  name: string,
+  spec: Partial<BYOKCredential['spec']> = {},
+  meta?: { namespace?: string; generation?: number },
+) =>
+  obj<BYOKCredential>(
+    'BYOKCredential',
+    name,
+    { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
+    meta,
+  );
+const workspace = (name: string, spec: Partial<Workspace['spec']> = {}, meta?: { generation?: number }) =>
+  obj<Workspace>('Workspace', name, spec, meta);
+const apiKey = (name: string, spec: Partial<GatewayAPIKey['spec']> = {}, meta?: { generation?: number }) =>
+  obj<GatewayAPIKey>('GatewayAPIKey', name, { hash: 'a'.repeat(64), ...spec }, meta);
+const guardrail = (name: string, meta?: { namespace?: string; generation?: number }) =>
+  obj<Guardrail>('Guardrail', name, {}, meta);
+const account = (name: string, meta?: { namespace?: string; generation?: number }) =>
+  obj<Account>('Account', name, {}, meta);
+const secret = (name: string): V1Secret => ({
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name, namespace: 'team', resourceVersion: String(++rv) },
+  data: { key: 'c2stMQ==' },
+});
 
 interface World {
   informers: ResourceInformers;
@@ -53,12 +97,30 @@ interface World {
 function world(): World {
   const informers = createResourceInformers({ kubeConfig: access, logger: log });
   const applier = createApplier(access, { canWrite: () => false });
-  const writer = new StatusWriter({ applier, events: createEventRecorder({ kubeConfig: access, controller: 'test', instance: 'test', logger: log, canWrite: () => false }), log });
+  const writer = new StatusWriter({
+    applier,
+    events: createEventRecorder({
+      kubeConfig: access,
+      controller: 'test',
+      instance: 'test',
+      logger: log,
+      canWrite: () => false,
+    }),
+    log,
+  });
   const verdicts = new VerdictStore();
   const woken: World['woken'] = { credentials: [], workspaces: [], guardrails: [], apiKeys: [], accounts: [] };
   const dirty: string[] = [];
   const markDirty = (ns: string) => dirty.push(ns);
-  const credentials = new CredentialReconciler({ informers, client: kubeClient(access), applier, metrics: createOperatorMetrics(undefined, { defaultMetrics: false }), verdicts, markDirty, writer });
+  const credentials = new CredentialReconciler({
+    informers,
+    client: kubeClient(access),
+    applier,
+    metrics: createOperatorMetrics(undefined, { defaultMetrics: false }),
+    verdicts,
+    markDirty,
+    writer,
+  });
   const accounts = new AccountReconciler({ informers, writer, enqueueAccount: (k) => woken.accounts.push(k) });
   const controllers = [
     credentialController(credentials),
@@ -119,7 +181,15 @@ describe('what wakes which reconciler', () => {
   test('a deleted credential loses its verdict at once and moves its siblings', () => {
     w.informers.credentials.observe(cred('a'));
     w.informers.credentials.observe(cred('b'));
-    w.verdicts.set('team', 'a', { valid: true, sortOrder: 0, label: undefined, payloadSecret: undefined, payloadKey: undefined, generation: 1, secretResourceVersion: undefined });
+    w.verdicts.set('team', 'a', {
+      valid: true,
+      sortOrder: 0,
+      label: undefined,
+      payloadSecret: undefined,
+      payloadKey: undefined,
+      generation: 1,
+      secretResourceVersion: undefined,
+    });
     w.clear();
     w.informers.credentials.observeDeleted('team', 'a');
     expect(w.verdicts.get('team', 'a')).toBeUndefined();
@@ -195,7 +265,13 @@ describe('what wakes which reconciler', () => {
     w.clear();
     // A change that leaves it non-default wakes neither the other defaults nor the keys that name none.
     w.informers.workspaces.observe(next(w.informers.workspaces.get('team', 'plain')!, { defaultGuardrail: 'g' }));
-    expect(w.woken).toEqual({ credentials: [], workspaces: ['team/plain'], guardrails: [], apiKeys: ['team/k-plain'], accounts: [] });
+    expect(w.woken).toEqual({
+      credentials: [],
+      workspaces: ['team/plain'],
+      guardrails: [],
+      apiKeys: ['team/k-plain'],
+      accounts: [],
+    });
   });
 
   test("a Guardrail wakes itself, its namespace's Workspaces and the keys that name a guardrail", () => {
@@ -207,7 +283,13 @@ describe('what wakes which reconciler', () => {
     w.clear();
     w.informers.guardrails.observe(guardrail('g'));
     w.informers.guardrails.observeDeleted('team', 'g');
-    expect(w.woken).toEqual({ credentials: [], workspaces: ['team/w1', 'team/w2', 'team/w1', 'team/w2'], guardrails: ['team/g', 'team/g'], apiKeys: ['team/guarded', 'team/guarded'], accounts: [] });
+    expect(w.woken).toEqual({
+      credentials: [],
+      workspaces: ['team/w1', 'team/w2', 'team/w1', 'team/w2'],
+      guardrails: ['team/g', 'team/g'],
+      apiKeys: ['team/guarded', 'team/guarded'],
+      accounts: [],
+    });
     expect(w.dirty).toEqual(['team', 'team']);
   });
 
