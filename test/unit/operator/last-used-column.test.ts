@@ -14,7 +14,7 @@ describe('the Last Used printer column', () => {
     expect(column.description).toMatch(/up to about a minute stale/);
     expect(column.description).toMatch(/resolution \(default 1 min\)/);
     // The default it names is the health writer's.
-    expect(readFileSync(join(repoRoot, 'src', 'operator', 'health', 'writer.ts'), 'utf8')).toContain(
+    expect(readFileSync(join(repoRoot, 'src', 'operator', 'health', 'health-status-writer.ts'), 'utf8')).toContain(
       'config.lastUsedResolutionMs ?? 60_000',
     );
   });
