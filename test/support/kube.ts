@@ -128,9 +128,13 @@ export async function untilEstablished(names: readonly string[], timeoutMs = 60_
   const deadline = Date.now() + timeoutMs;
   for (const name of names) {
     for (;;) {
-      // Read as JSON: a jsonpath filter over conditions that are not there yet fails as kubectl wait does.
-      const crd = JSON.parse(await kubectl('get', `crd/${name}`, '-o', 'json')) as {
-        status?: { conditions?: { type: string; status: string }[] | null };
+      // Only the conditions (a CRD's full JSON passes kubectl's output buffer); absent until the apiserver sets them,
+      // where a jsonpath filter would fail as kubectl wait does.
+      const text = await kubectl('get', `crd/${name}`, '-o', 'jsonpath={.status.conditions}');
+      const crd = {
+        status: {
+          conditions: (text.trim() === '' ? null : JSON.parse(text)) as { type: string; status: string }[] | null,
+        },
       };
       if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
