@@ -1,4 +1,4 @@
-// What the gateway allocates and what its garbage costs, per chat completion request (issue 26). A child serves a
+// What the gateway allocates and what its garbage costs, per chat completion request. A child serves a
 // fixed completion (the upstream); the gateway runs in a child of its own on a routing config compiled and sealed
 // here (one account, one BYOK credential: every request decrypts, plans, authenticates upstream, meters and logs),
 // with the image's heap flags, and oha drives it open-loop (500 req/s, 64 connections) for a fixed number of

@@ -1,4 +1,4 @@
-// Cost of the spend journal (issue 37 §2) per fsync policy: the synchronous append a finished request pays before
+// Cost of the spend journal per fsync policy: the synchronous append a finished request pays before
 // its response completes (none: write(2) into the page cache; batch: the same, plus one fdatasync per 10 ms on the
 // thread pool; record: write + fdatasync before returning), the bytes per record, and the heap a record waiting in
 // the replay queue keeps. Then the spend gate on a real redis-server, admit + record per request, without a

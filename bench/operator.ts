@@ -664,7 +664,7 @@ async function main(): Promise<void> {
 
     out.storageAfterColdStart = await storageSummary(cp.kubeconfigPath);
 
-    // Right after the cold start: a steady stream of changes (the pipeline's batching must not linger; issue 11).
+    // Right after the cold start: a steady stream of changes (the pipeline's batching must not linger).
     out.steadyStream =
       STEADY_RATE > 0 && STEADY_SECONDS > 0 && Number.isFinite(coldSeconds)
         ? await steadyStream(client, cmEvents, STEADY_RATE, STEADY_SECONDS)

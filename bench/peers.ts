@@ -1,4 +1,4 @@
-// The gateway on its real path, beside the floors the same runtime sets (issue 26 §2). Every system under test runs
+// The gateway on its real path, beside the floors the same runtime sets. Every system under test runs
 // alone on one core (taskset), with the load generator (oha) and a loopback upstream on the other cores. Each round
 // starts every system fresh and runs: a warm-up, an open loop at 500/s, the same at 1,000/s, a closed loop at the
 // maximum rate, and a streaming open loop (SSE, 20 chunks). Figures are medians over the rounds; "added" latency is

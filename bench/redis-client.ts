@@ -1,4 +1,4 @@
-// What one ledger script call costs the gateway's process, per Redis client (issue 37 §3): bytes allocated, bytes that
+// What one ledger script call costs the gateway's process, per Redis client: bytes allocated, bytes that
 // survive a scavenge and bytes promoted to the old generation per call, and CPU per call, for EVALSHA of the ledger's
 // real scripts (src/ledger/redis-scripts.ts) against a real redis-server (test/support/redis.ts). Each client runs in
 // a child of its own with the image's gateway heap flags and --expose-gc; the child brackets the measured window with

@@ -1,4 +1,4 @@
-// One pass of the operator's spend-status writer (src/operator/spend-status.ts, every 5 s on the leader) over N
+// One pass of the operator's spend-status writer (src/operator/spend/spend-status-writer.ts, every 5 s on the leader) over N
 // accounts read from caches shaped like the operator's: each account has an Account, a workspace with two budget
 // intervals, two guardrails (one with a budget), an API key and 10 valid credentials whose verdicts point at their
 // Secrets (one in five a ~2.3 KB service-account payload). Embedded ledger with spend in every window, so every
@@ -13,7 +13,7 @@ import type { Applier } from '../src/kube/apply.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import { createEmbeddedLedger, keySpace } from '../src/ledger/index.ts';
 import { windowsAt } from '../src/ledger/windows.ts';
-import { createSpendStatusWriter } from '../src/operator/spend-status.ts';
+import { createSpendStatusWriter } from '../src/operator/spend/spend-status-writer.ts';
 import { createAccountStateSource, VerdictStore } from '../src/operator/verdicts.ts';
 
 const accounts = Number(process.argv[2] ?? '1000');

@@ -1,4 +1,4 @@
-// Benchmark of the gateway's CPU per streamed byte in every SSE framing (issue 41 §2). A child process plays the
+// Benchmark of the gateway's CPU per streamed byte in every SSE framing. A child process plays the
 // upstream and streams a 4 MiB answer in the framing the request names (in its `user` field, which the gateway
 // forwards): LF, CRLF, CR, one giant 4 MiB event, or events whose JSON spans two `data:` lines; it writes 16 KiB at
 // a time, waiting a turn of its event loop between writes, so the gateway reads the stream in pieces as it would

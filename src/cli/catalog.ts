@@ -1,4 +1,4 @@
-// The one catalog (issue 28 §3): `config/catalog/catalog.json` is the default of every setting that plans routes.
+// The one catalog: `config/catalog/catalog.json` is the default of every setting that plans routes.
 // `explain` reads it, a bare `byok-operator gateway` serves it, the chart ships a byte copy of it
 // (charts/byok-operator/files/catalog.json, written by `npm run generate`), and `npm run dev` derives its gateway's
 // catalog from it by pointing the upstream URLs at its loopback upstreams, and nothing else: models, endpoints,

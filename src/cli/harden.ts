@@ -3,7 +3,7 @@
 /**
  * Freezes Object.prototype and Array.prototype once a server process has loaded everything and is serving: a key a
  * tenant smuggles past the doors' checks (`__proto__`, `constructor.prototype`) can then change nothing shared by
- * every tenant (issue 24; the checks themselves are in src/domain/json.ts and src/aggregated/patch.ts). Measured
+ * every tenant (the checks themselves are in src/domain/json.ts and src/aggregated/patch.ts). Measured
  * with fastify, pino, prom-client, ajv, ioredis, yaml and the Kubernetes client; see docs/api.md. Set
  * BYOK_FREEZE_PROTOTYPES=0 to turn it off if a dependency ever needs to assign to a built-in prototype.
  */

@@ -18,7 +18,7 @@ import { COMMAND_HELP, EXIT, USAGE } from './help.ts';
 import type { OutputFormat } from './validate.ts';
 
 // Each subcommand imports its own module graph when it runs: the operator process then never loads the
-// gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS (issue 11).
+// gateway's cloud SDKs or the dev stack's @kubernetes/client-node, which cost tens of MB of RSS.
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The one catalog (src/cli/catalog.ts): the default of explain, the gateway and the dev stack. */

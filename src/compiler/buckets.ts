@@ -1,5 +1,5 @@
 // Accounts grouped by bucket and kept between compile runs, so a run re-derives only the buckets whose accounts
-// changed, instead of laying out every account for one account's change (figures in docs/compiler.md; issue 11).
+// changed, instead of laying out every account for one account's change (figures in docs/compiler.md).
 // The routing shards and the credential bundles are placed alike: both build on IncrementalPlacement below.
 import { bucketOfHash } from '../contract/routing.ts';
 

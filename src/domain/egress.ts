@@ -1,8 +1,8 @@
 // The egress policy for URLs a tenant chooses (an Azure `endpoint_url`, a Vertex `token_uri`): never loopback,
 // private, link-local, CGNAT, multicast, unspecified, documentation, reserved or cloud-metadata addresses, never names
-// that only make sense inside the cluster, unless an operator allow-lists them (issues 24 and 32). Pure.
+// that only make sense inside the cluster, unless an operator allow-lists them. Pure.
 //
-// The rule (issue 32): one numeric verdict per address. Every textual form (IPv4 in any spelling the URL parser
+// The rule: one numeric verdict per address. Every textual form (IPv4 in any spelling the URL parser
 // accepts, IPv6 in any spelling, with an embedded dotted IPv4, a zone id or brackets) is parsed to its number first;
 // IPv6 forms that carry an IPv4 address (mapped, compatible, translated, NAT64, 6to4, Teredo) are judged by that IPv4
 // address; and `forbiddenAddress` is the one judge, at validation (both doors and the operator), for IP literals at

@@ -60,7 +60,7 @@ export class ClientLink {
  * The per-attempt deadline: a plain timer and destroy() (an AbortSignal costs a DOMException per request here), one
  * object and no closures per attempt. clear() lets go of the request: a closure that still reached the upstream
  * request, its response and its parsed body kept all of them alive past the attempt, through scavenges into the old
- * generation (~4 KB per request, issue 26).
+ * generation (~4 KB per request).
  */
 class AttemptDeadline implements AttemptTimer {
   private request: Cancellable | undefined;

@@ -514,7 +514,7 @@ export class CompletionRequest implements MeteredRequest {
     });
     // The relay hears the client leave on its own response ('close' before the end): a link from this request's
     // ClientLink to the relay, even one cleared when the stream ended, kept each stream's buffers alive into the old
-    // generation (~9 KB per stream, issue 26).
+    // generation (~9 KB per stream).
     await relay.run();
     return undefined;
   }

@@ -2,7 +2,7 @@
 // trusted: plain keep-alive agents. URLs from a tenant's payload (an Azure endpoint_url) go through the node:https agent
 // that applies the egress policy to every resolved address at connect time (docs/gateway.md, "Egress policy"). Neither
 // follows redirects. Not undici's pool: it allocated less per request, but about 4 KB of every request it served
-// survived scavenges into the old generation (issue 26); with it the gateway's GC threads worked 47-73 µs per request
+// survived scavenges into the old generation; with it the gateway's GC threads worked 47-73 µs per request
 // at 500 req/s, now ~3 µs (bench/gateway-gc.ts; docs/gateway.md, "Allocation and GC").
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';

@@ -1,7 +1,7 @@
 // An upstream's streamed response body, read with ONE set of listeners attached before any data flows. A body that
 // arrives in a single read (a short stream, or an upstream that answers `stream: true` with plain JSON) emits 'end'
 // right after its only 'data'; listeners attached later, even a microtask later, never hear it, and the client's
-// response would never end (issue 25). Here the end is recorded whenever it happens and replayed to the sink.
+// response would never end. Here the end is recorded whenever it happens and replayed to the sink.
 import type { Readable } from 'node:stream';
 
 /** An upstream response: its head (status) and its body as a byte stream. */
@@ -73,7 +73,7 @@ export class UpstreamBody {
     if (this.ended) return;
     this.ended = { error, cause };
     const sink = this.sink;
-    // Nothing comes after the end: the response lets go of the sink, which reaches the client's side (issue 26).
+    // Nothing comes after the end: the response lets go of the sink, which reaches the client's side.
     this.sink = undefined;
     if (sink) sink.end(error);
     else this.settleWaiter();

@@ -3,7 +3,7 @@
 // payload lives only in this call's locals; the only thing
 // kept is a Vertex access token (until its expiry), keyed by who proved possession of the key that obtained it: the
 // owner (account and credential, or the platform's shared key) and a digest of the whole payload, private key
-// included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them (issue 24).
+// included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them.
 import { createHash, sign } from 'node:crypto';
 import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { Sha256 } from '@aws-crypto/sha256-js';

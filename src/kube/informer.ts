@@ -163,8 +163,7 @@ function deepFreeze<V>(value: V): V {
  *
  * The copy is made by a JSON round trip, then only existing properties are reassigned: JSON.parse lays every
  * object out with its properties in the object itself. Objects built key by key (rest destructuring, a property
- * added after creation) carry a separate property array instead, three per cached credential and its Secret
- * (issue 11).
+ * added after creation) carry a separate property array instead, three per cached credential and its Secret.
  */
 export function compactForCache<T extends KubernetesObject>(obj: T): T {
   const stripped = stripBulkyMetadata(obj);

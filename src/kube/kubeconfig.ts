@@ -1,7 +1,7 @@
 // A small kubeconfig loader for the long-running processes (operator, API server, gateway helpers). It does what
 // they need, reading a kubeconfig or the in-cluster service account and producing TLS and auth options, without
 // loading @kubernetes/client-node, whose module graph alone is a large share of the operator's memory before the
-// first object (figures in docs/operator.md; issue 11). Tests and dev tools that want
+// first object (figures in docs/operator.md). Tests and dev tools that want
 // client-node's generated clients keep using its KubeConfig, which satisfies the same KubeAccess interface.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';

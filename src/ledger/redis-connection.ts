@@ -1,4 +1,4 @@
-// The Redis ledger's own connection (issue 37 §3): node-redis (@redis/client), chosen over ioredis because it costs the
+// The Redis ledger's own connection: node-redis (@redis/client), chosen over ioredis because it costs the
 // gateway about half the CPU per script call and keeps a fraction of the bytes past a scavenge (bench/redis-client.ts;
 // figures in docs/ledger.md, "Cost per request"). What the spend gate relies on, kept: no offline queue (a call while
 // disconnected fails at once), a per-command timeout, reconnect with capped backoff, scripts sent by EVALSHA and

@@ -2,7 +2,7 @@ import { KEPT_ID_TTL_MS } from './keys.ts';
 
 // The ledger's Lua scripts (Redis runs each without interleaving: every script is one atomic step). redis.ts sends
 // them by EVALSHA; their KEYS all carry one account's hash tag, so each runs in one Redis Cluster slot.
-// Ids (issue 37): a call carrying an id is applied once. A call that timed out on the client still runs when Redis
+// Ids: a call carrying an id is applied once. A call that timed out on the client still runs when Redis
 // answers again, and so does every replay sent meanwhile; all but the first find the id and change nothing. An id is
 // a field of the account's id set of the current period (value: the first counter's total as first applied, or 'R'
 // for a reservation released unrecorded, which a record still counts); lookups read the current and previous set.
@@ -21,7 +21,7 @@ end
 // expiry (ms), the number of calls, '1' when KEYS starts with the id sets, each key's expiry (ms, 0 = none) joined by
 // ',', then per call: id ('' = none), its increments as "<key index>:<amount>" joined by ',', its hold sets as key
 // indexes joined by ',', the hold member to drop ("<id>|<amount>"). Keys go once per batch, not once per request: a
-// batch of the same account's requests names the same few counters, and each argument costs the client (issue 37 §3).
+// batch of the same account's requests names the same few counters, and each argument costs the client.
 // A counter may appear in several calls (several requests of one account in one batch): each INCRBY returns the
 // running total, so every request still learns the total after its own increment. The overflow check runs on
 // running totals too, before anything is written. The expiry is set when the increment created the key (its value

@@ -107,7 +107,7 @@ function hashTagOf(key: string): string | null {
 }
 
 /**
- * The run_id of the Redis process behind the current connection (issue 37 §3). Admission needs it to tell whether an
+ * The run_id of the Redis process behind the current connection. Admission needs it to tell whether an
  * account's counters were validated in this process (docs/ledger.md, "Resets"); INFO inside the admission script cost
  * Redis a ~1.5 KB text per request. A restart always breaks the connection, so the run_id is read once per connection
  * (by a script: the process that runs the scripts answers) and forgotten when the connection closes. A reservation

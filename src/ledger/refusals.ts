@@ -1,6 +1,6 @@
 // Refusals counted beside the spend they protect (docs/ledger.md, "Refusals"): every 402 a budget gives adds one to
 // that budget window's `refused` counter in the ledger, where the operator's spend pass reads it and raises a
-// throttled BudgetExceeded Event on the Guardrail or Workspace (operator/budget-events.ts). The gateway never talks
+// throttled BudgetExceeded Event on the Guardrail or Workspace (operator/spend/budget-events.ts). The gateway never talks
 // to the Kubernetes API for this and needs no RBAC: the ledger is the channel it already writes.
 //
 // Off the request path: a refusal only bumps an in-process tally; the tally is flushed every flushMs as one ledger

@@ -39,7 +39,7 @@ export class Controllers {
     const credentialConcurrency = opts.concurrency?.credentials ?? 8;
     // Routing depends on credential verdicts only; Account, Workspace, Guardrail and key statuses are for people.
     // While credentials are backed up (a cold start, a mass rotation) those statuses wait, so the apiserver's
-    // writes go to what the gateways need first (issue 11: at 10 credentials per account they were +30 % writes).
+    // writes go to what the gateways need first (at 10 credentials per account they were +30 % writes).
     const credentialBacklog = () => this.credentialBacklog();
     this.backlogThreshold = 2 * credentialConcurrency;
     const mk = (name: string, concurrency: number, yieldToCredentials = true) =>
@@ -57,7 +57,7 @@ export class Controllers {
           ),
       });
     // One worker per status-only kind: after a cold start their deferred writes drain without crowding the
-    // apiserver for the credential changes that follow (issue 11).
+    // apiserver for the credential changes that follow.
     const others = opts.concurrency?.others ?? 1;
     this.queues = {
       credentials: mk('byokcredential', credentialConcurrency, false),

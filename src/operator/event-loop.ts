@@ -5,7 +5,7 @@
 /**
  * Longest a loop runs back to back before it lets timers and I/O run. Without this a full resync of 100k
  * credentials ran as one 5.5 s task, and the compile run after a cold start (~800 accounts) as one of ~2 s:
- * no watch event, compile timer or HTTP request was served in between (issue 11).
+ * no watch event, compile timer or HTTP request was served in between.
  */
 const MAX_TASK_MS = 10;
 

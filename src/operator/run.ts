@@ -30,7 +30,7 @@ import { type Component, Manager } from './manager.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from './metrics.ts';
 import { AccountReconciler } from './reconcile/account.ts';
 import { StatusWriter } from './reconcile/status-writer.ts';
-import { createRedisSpendStatus, type SpendStatusConfig } from './spend-status.ts';
+import { createRedisSpendStatus, type SpendStatusConfig } from './spend/spend-status-writer.ts';
 import { createAccountStateSource, VerdictStore } from './verdicts.ts';
 
 export interface LeaderElectionOptions {

@@ -9,7 +9,7 @@ import { type ResourceInformers, secretPayload } from '../kube/resources.ts';
 import type { BYOKCredential } from '../schema/generated/types.ts';
 import type { AccountSnapshot, AccountStateSource, CredentialVerdict } from './compile/pipeline.ts';
 import { conflictingKeys, unheldPreviousHashes } from './reconcile/key-holders.ts';
-import type { AccountBudgetView, SpendStateSource } from './spend-status.ts';
+import type { AccountBudgetView, SpendStateSource } from './spend/spend-status-writer.ts';
 
 export interface StoredVerdict {
   valid: boolean;
@@ -18,7 +18,7 @@ export interface StoredVerdict {
   /**
    * Where the validated payload is, when valid: the Secret object the reconciler read, and its key. Kept by
    * reference (cached objects are never modified) and decoded when an account compiles, so the payload is not
-   * held twice: in the Secret cache and again here (a GCP service account is ~2.3 KB; issue 11).
+   * held twice: in the Secret cache and again here (a GCP service account is ~2.3 KB).
    */
   payloadSecret?: V1Secret;
   payloadKey?: string;

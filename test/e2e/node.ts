@@ -1,4 +1,4 @@
-// A one-node cluster from parts (issue 33): a Linux bridge with a pod CIDR that exists only on this machine,
+// A one-node cluster from parts: a Linux bridge with a pod CIDR that exists only on this machine,
 // containerd (Debian package) with runc and the CNI bridge plugin, and kubelet, kube-controller-manager,
 // kube-scheduler and kube-proxy built from the control plane's own Go module (hack/node/build.sh). Every address is
 // the bridge's or a pod's behind it; everything is torn down at the end, interfaces and iptables chains included.

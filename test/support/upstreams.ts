@@ -18,7 +18,7 @@ export type Behavior =
   | 'slow'
   | 'broken-stream'
   | 'empty-then-close'
-  // Stream chunking (issue 25): the whole SSE body in one write, one byte per write, plain JSON for stream: true,
+  // Stream chunking: the whole SSE body in one write, one byte per write, plain JSON for stream: true,
   // and a body cut in the middle of an event.
   | 'sse-one-write'
   | 'sse-byte-per-write'
@@ -33,11 +33,11 @@ export type Behavior =
   // A 3xx with no Location, and a 2xx whose body is not JSON: neither is an answer for the client.
   | '307'
   | '200-not-json'
-  // Issue 32: a provider that bills what it delivers (n choices of max_tokens each, 1,105 tokens per image part), and
+  // a provider that bills what it delivers (n choices of max_tokens each, 1,105 tokens per image part), and
   // a tenant endpoint that delivers LONG_ANSWER and reports zero usage.
   | 'bills-honestly'
   | 'zero-usage-long'
-  // Issue 41: a tenant endpoint streaming 4 MiB in CRLF framing (BIG_CRLF_STREAM), paused halfway (Upstreams.pause).
+  // a tenant endpoint streaming 4 MiB in CRLF framing (BIG_CRLF_STREAM), paused halfway (Upstreams.pause).
   | 'crlf-4mib'
   // Key limits: answers only once Upstreams.held is released (requests in flight stay in flight until then).
   | 'held';
@@ -366,7 +366,7 @@ export async function startUpstreams(host = '127.0.0.1'): Promise<Upstreams> {
         const url = new URL(req.url ?? '/', `https://${req.headers.host}`);
         state.bodies.push(body);
         if (url.pathname === '/token') return tokenEndpoint(body, res);
-        // A token endpoint that redirects (issue 24 §3): the gateway must treat it as a refusal, never follow it.
+        // A token endpoint that redirects: the gateway must treat it as a refusal, never follow it.
         if (url.pathname === '/token-redirect')
           return void res
             .writeHead(307, { location: state.tokenRedirectTo ?? `https://${req.headers.host}/token` })

@@ -3,7 +3,7 @@
 
 import { type ApiKeyFacts, type ApiKeyPayload, bearer, plainShape } from './plain.ts';
 import type { PayloadShapeModule } from './shape.ts';
-import { compileSchema, isObject, NO_SPACE, parseJson, plainKey, runSchema, stringField } from './validation.ts';
+import { compileSchema, NO_SPACE, plainKeyOrObject, runSchema, stringField } from './validation.ts';
 
 export interface ApiKeyRegionPayload {
   kind: 'api-key-region';
@@ -35,20 +35,10 @@ export const apiKeyOrRegionShape: PayloadShapeModule<
   kinds: ['api-key-region'],
   takesJson: true,
   validate({ text, looksJson }, errors) {
-    if (!looksJson) {
-      const key = plainKey(text, errors);
-      return key === null ? null : { kind: 'api-key', apiKey: key };
-    }
-    const parsed = parseJson(text);
-    if (!parsed.ok) {
-      errors.push(parsed.issue);
-      return null;
-    }
-    const v = parsed.value;
-    if (!isObject(v)) {
-      errors.push({ field: '', message: 'must be a plain API key or an object {api_key, region}' });
-      return null;
-    }
+    const form = plainKeyOrObject(text, looksJson, '{api_key, region}', errors);
+    if (form === null) return null;
+    if ('key' in form) return { kind: 'api-key', apiKey: form.key };
+    const v = form.object;
     if (!runSchema(validateApiKeyRegion, v, '', RULES, errors)) return null;
     return { kind: 'api-key-region', apiKey: v['api_key'] as string, region: v['region'] as string };
   },

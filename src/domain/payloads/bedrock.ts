@@ -3,16 +3,7 @@
 
 import { bearer } from './plain.ts';
 import type { PayloadShapeModule } from './shape.ts';
-import {
-  compileSchema,
-  fillTemplate,
-  isObject,
-  NO_SPACE,
-  parseJson,
-  plainKey,
-  runSchema,
-  stringField,
-} from './validation.ts';
+import { compileSchema, fillTemplate, NO_SPACE, plainKeyOrObject, runSchema, stringField } from './validation.ts';
 
 export interface BedrockKeyPayload {
   kind: 'bedrock-key';
@@ -50,23 +41,10 @@ export const bedrockShape: PayloadShapeModule<BedrockKeyPayload | BedrockIamPayl
   kinds: ['bedrock-key', 'bedrock-iam'],
   takesJson: true,
   validate({ text, looksJson }, errors) {
-    if (!looksJson) {
-      const key = plainKey(text, errors);
-      return key === null ? null : { kind: 'bedrock-key', apiKey: key };
-    }
-    const parsed = parseJson(text);
-    if (!parsed.ok) {
-      errors.push(parsed.issue);
-      return null;
-    }
-    const v = parsed.value;
-    if (!isObject(v)) {
-      errors.push({
-        field: '',
-        message: 'must be a plain API key or an object {accessKeyId, secretAccessKey, region}',
-      });
-      return null;
-    }
+    const form = plainKeyOrObject(text, looksJson, '{accessKeyId, secretAccessKey, region}', errors);
+    if (form === null) return null;
+    if ('key' in form) return { kind: 'bedrock-key', apiKey: form.key };
+    const v = form.object;
     if (!runSchema(validateIam, v, '', RULES, errors)) return null;
     return {
       kind: 'bedrock-iam',

@@ -173,3 +173,29 @@ export function plainKey(text: string, errors: PayloadIssue[]): string | null {
 export function fillTemplate(template: string, values: Record<string, string>): string {
   return template.replace(/\{([a-z_]+)\}/g, (whole, name: string) => values[name] ?? whole);
 }
+
+/**
+ * The two forms of a shape that takes a plain key or a JSON object: the key (when the text does not look like JSON),
+ * or the object; null when neither, with the issue recorded. `objectForm` names the object in the error.
+ */
+export function plainKeyOrObject(
+  text: string,
+  looksJson: boolean,
+  objectForm: string,
+  errors: PayloadIssue[],
+): { key: string } | { object: Record<string, unknown> } | null {
+  if (!looksJson) {
+    const key = plainKey(text, errors);
+    return key === null ? null : { key };
+  }
+  const parsed = parseJson(text);
+  if (!parsed.ok) {
+    errors.push(parsed.issue);
+    return null;
+  }
+  if (!isObject(parsed.value)) {
+    errors.push({ field: '', message: `must be a plain API key or an object ${objectForm}` });
+    return null;
+  }
+  return { object: parsed.value };
+}

@@ -1,4 +1,4 @@
-// The spend journal (issue 37 §2): every record and every reservation is appended to a local file before the
+// The spend journal: every record and every reservation is appended to a local file before the
 // response completes (a synchronous write: the kernel has it even if the process is killed the next instant), and
 // marked done once the ledger has it. A restarted gateway reads what is not done: records are replayed (idempotent
 // by generation id), reservations of requests it never finished are released.

@@ -1,6 +1,6 @@
 // The account cache: every account's serialized routing and sealed bundle as of its last compile, kept placed in
-// shard and bundle buckets so a run lays out only the buckets whose accounts changed (issue 11), and what a
-// gateway pod must hold of each credential for it to count as delivered (issue 28 §1).
+// shard and bundle buckets so a run lays out only the buckets whose accounts changed, and what a
+// gateway pod must hold of each credential for it to count as delivered.
 import { createHash } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import {
@@ -47,7 +47,7 @@ export const entryDigest = (e: AccountEntry): string => `${e.serialized.sha256}:
 /**
  * A serialized account kept between runs with its JSON deflated: shards are re-encoded only for changed buckets
  * (the encoded-bucket cache serves the rest), so the JSON is read rarely, while every account's copy is held
- * for the life of the process (~0.4 KB per credential as text, about a fifth of that deflated; issue 11).
+ * for the life of the process (~0.4 KB per credential as text, about a fifth of that deflated).
  */
 function keptSerialized(s: SerializedAccount): SerializedAccount {
   // zlib's sync output is a slice of its 64 KB output chunk: kept as is, each account held a whole chunk

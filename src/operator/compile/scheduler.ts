@@ -114,7 +114,7 @@ export class CompileScheduler<R> {
       else if (endsHold) {
         // The backlog is gone and the held run batched it: what arrived during that run (seconds, at 100k) is
         // ordinary traffic again. Waiting the batch delay or the run's length here held the first changes after
-        // a 100k cold start for 0.6-1.3 s (issue 11).
+        // a 100k cold start for 0.6-1.3 s.
         this.busyRuns = 0;
         this.schedule();
       } else this.schedule(Math.max(this.batchDelay(), Math.min(this.lastRunMs, 2000)));

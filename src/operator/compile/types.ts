@@ -88,7 +88,7 @@ export interface Quarantine {
   keptLastGood: boolean;
 }
 
-/** A credential's delivered state (issue 28 §1): a key rotation, a spec change and a disable all move `version`. */
+/** A credential's delivered state: a key rotation, a spec change and a disable all move `version`. */
 export interface CredentialDelivery {
   /** Delivery version (status.delivery.configVersion): a digest of the envelope version and the routing entry. */
   version: string;

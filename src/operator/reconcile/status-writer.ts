@@ -8,7 +8,7 @@ import { isNotFound, KubeApiError } from '../../kube/client.ts';
 import type { EventRecorder } from '../../kube/events.ts';
 import { ConditionType, EventReason } from '../../schema/conditions.ts';
 import { type Condition, sameStatus } from '../conditions.ts';
-import { ownedStatus } from '../spend-status.ts';
+import { ownedStatus } from '../spend/spend-status-writer.ts';
 import { type Kind, namespacedName, nsOf } from './objects.ts';
 
 /** Consecutive failed status writes of one object before a Warning Event, and the least time between two such Events. */

@@ -1087,7 +1087,7 @@ describe('delegated authentication and authorization', () => {
       }
       expect(ok.status).toBe(200);
       expect(JSON.parse(ok.text)).toMatchObject({ kind: 'BYOKKeyList' });
-      // The grant is list in b: an escaped prefix is the same route and the same review (issue 32), not a way around it.
+      // The grant is list in b: an escaped prefix is the same route and the same review, not a way around it.
       for (const path of [
         `/apis/api.byok.gateway.dev/v%31/namespaces/${a.namespace}/byokkeys`,
         `/%61pis/api.byok.gateway.dev/v1/byokkeys`,
@@ -1122,7 +1122,7 @@ describe('delegated authentication and authorization', () => {
   });
 });
 
-// Issue 24: what a tenant controls is untrusted at this door too (patch paths, body keys, label keys, path segments,
+// what a tenant controls is untrusted at this door too (patch paths, body keys, label keys, path segments,
 // DeleteOptions). Each case answers 4xx, changes nothing, and leaves every other tenant's next create working.
 describe('hostile tenant', () => {
   const inherited = () => {
@@ -1409,7 +1409,7 @@ describe('hostile tenant', () => {
   }, 60_000);
 });
 
-// Issue 32: the door authorized one parse of the URL and routed another. This generates the next such hole instead of
+// the door authorized one parse of the URL and routed another. This generates the next such hole instead of
 // replaying the last one: every registered route, its path respelled (path-mutations.ts) and its query varied, sent
 // with the same identity straight to the aggregated port (as the front proxy sends it) and through the kube-apiserver.
 // An identity without RBAC never gets a 2xx; an identity that may read one namespace gets the same allow/deny at both

@@ -1,4 +1,4 @@
-// Spellings of a request path that a router, a proxy or an authorizer may each read differently (issue 32): every
+// Spellings of a request path that a router, a proxy or an authorizer may each read differently: every
 // segment may be percent-encoded in any case, double-encoded, overlong-UTF-8 encoded, joined to its neighbour with an
 // escaped slash, doubled, dotted, given `;` parameters, a trailing slash or mixed case. The path differential test
 // sends each to the aggregated port and through the kube-apiserver and compares the verdicts.

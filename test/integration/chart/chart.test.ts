@@ -58,7 +58,7 @@ describe('Helm chart', () => {
     );
   });
 
-  // Issue 32: the aggregated port is reached through the kube-apiserver only. On by default; without a known apiserver
+  // the aggregated port is reached through the kube-apiserver only. On by default; without a known apiserver
   // address (helm template sees no cluster) it admits no one rather than everyone.
   test('the NetworkPolicy is on by default and admits only the kube-apiserver to the aggregated port; Redis egress follows ledger.redisUrl', async () => {
     const policies = (rendered: string) =>
@@ -476,7 +476,7 @@ describe('Helm chart', () => {
     }
   });
 
-  // Issue 36 §2: the export controller is opt-in; on, the operator gets the flags and a Role in the export namespace only.
+  // the export controller is opt-in; on, the operator gets the flags and a Role in the export namespace only.
   test('export: off by default; export.target adds the operator flags and a Role on the target kinds and Secrets in the export namespace only', async () => {
     const off = await helmTemplate(ns);
     expect(off).not.toMatch(/--export-target|operator-export/);

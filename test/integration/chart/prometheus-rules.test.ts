@@ -490,7 +490,7 @@ const alertTests = {
       ],
     },
     {
-      // Issue 32: a catalog provider's count is metered as reported even past the request's bounds, so it must page
+      // a catalog provider's count is metered as reported even past the request's bounds, so it must page
       // someone; a tenant endpoint's is clamped (nothing to do) and stays quiet.
       name: 'a catalog provider reports usage past the request bounds; a tenant endpoint clamped stays quiet',
       interval: '1m',
@@ -583,7 +583,7 @@ const alertTests = {
       alert_rule_test: [{ eval_time: '25m', alertname: 'ByokBudgetRefusalSpike', exp_alerts: [] }],
     },
     {
-      // Issue 34 §2: the projected routing config seen half-swapped twice in five minutes of normal use is counted as
+      // the projected routing config seen half-swapped twice in five minutes of normal use is counted as
       // result="pending" and must not page; only a rejection (result="error") does (test above).
       name: 'the normal projection race (reloads pending) stays quiet',
       interval: '1m',

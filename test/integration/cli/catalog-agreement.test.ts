@@ -1,4 +1,4 @@
-// One catalog truth (issue 28 §3): `byok-operator explain` with its default catalog and a real gateway serving what
+// One catalog truth: `byok-operator explain` with its default catalog and a real gateway serving what
 // `npm run dev` serves (the same file, upstream URLs moved to loopback) plan the same attempts, in the same order,
 // for every request of a table (models, provider.order / only / data_collection / zdr, byok-only, is_required,
 // fallback, regional endpoints, a member filter, a request with no attempt left). Every upstream answers 503, so the gateway tries, and reports

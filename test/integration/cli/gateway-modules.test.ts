@@ -1,4 +1,4 @@
-// The gateway process loads only what it uses (issue 26 §4): started as users start it (the CLI's `gateway`
+// The gateway process loads only what it uses: started as users start it (the CLI's `gateway`
 // command), its module graph has no Kubernetes client, no Google auth library and, on the embedded ledger, no Redis
 // client. Every package it resolves is recorded by a resolve hook preloaded with --import.
 import { spawn } from 'node:child_process';

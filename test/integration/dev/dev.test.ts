@@ -108,7 +108,7 @@ describe('npm run dev', () => {
       ['amazon-bedrock', 'shared', null],
       ['amazon-bedrock', 'byok', 200],
     ]);
-    // The dev ledger is a loopback redis-server with AOF (issue 25 §5): the operator mirrors what the gateway metered
+    // The dev ledger is a loopback redis-server with AOF: the operator mirrors what the gateway metered
     // into the Account's status (the MTD column of kubectl get byokacct).
     expect(connection.ledger).toMatchObject({
       backend: 'redis',

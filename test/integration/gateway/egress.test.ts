@@ -1,4 +1,4 @@
-// The egress policy at every hop (issue 24 §3): both doors refuse a tenant URL that points into the pod's network
+// The egress policy at every hop: both doors refuse a tenant URL that points into the pod's network
 // (the REST 400 and the operator's PayloadInvalid come from the same domain check), an operator allow-list lets it
 // through, and at connect time the gateway's tenant agent refuses a name that resolves to a forbidden address and an
 // IP literal it is handed directly (issue 32 §3: net.connect skips the lookup for literals). IPv6 forms that carry a

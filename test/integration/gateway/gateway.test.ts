@@ -536,7 +536,7 @@ describe("gateway on the operator's compiled config", () => {
     expect(r.text).toMatch(/^: provider_responses /m);
   });
 
-  // Issue 25 §1: however the upstream chunks its body, the stream ends promptly with the provider_responses comment,
+  // however the upstream chunks its body, the stream ends promptly with the provider_responses comment,
   // and every stream that delivered bytes is metered (the upstream's usage, or an estimate when it never came).
   test.each([
     ['sse-one-write', null],
@@ -595,7 +595,7 @@ describe("gateway on the operator's compiled config", () => {
     expect(record.provider_responses.at(-1)!.error).toBe('client went away');
   }, 30_000);
 
-  // Issue 25 §2: usage is tenant input. The client always gets its completion; the ledger never gets a bad number.
+  // usage is tenant input. The client always gets its completion; the ledger never gets a bad number.
   test.each([
     ['usage-fractional', 'invalid'],
     ['usage-negative', 'invalid'],

@@ -1,4 +1,4 @@
-// A copied gateway-key hash never takes over the key (issue 41 §1). The hash is public (the CLI prints it, GitOps
+// A copied gateway-key hash never takes over the key. The hash is public (the CLI prints it, GitOps
 // repos and credential filters hold it); a tenant applying a GatewayAPIKey with another account's hash used to have
 // the victim's requests, made with the victim's own secret key, routed through its own credentials when its
 // namespace sorted first. Real apiserver → operator → projected config → gateway → loopback upstreams: the copy

@@ -40,7 +40,7 @@ const cost = (prompt: number, completion: number) => Math.round(prompt * 2.5) + 
 const IMAGE_COST = cost(PROMPT_TOKENS + IMAGE_PART_TOKENS, 10);
 const CONTEXT = 2000;
 
-describe('metering bounds both sides (issue 32 §2), end to end', () => {
+describe('metering bounds both sides, end to end', () => {
   let ns = '';
   let run: CapturedOperator;
   let up: Upstreams;

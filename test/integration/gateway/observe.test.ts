@@ -1,4 +1,4 @@
-// The gateway observed (issue 28 §4) and its models list (§7), on the operator's compiled config: real apiserver →
+// The gateway observed and its models list (§7), on the operator's compiled config: real apiserver →
 // operator → projected files → gateway → loopback HTTPS upstreams. The metrics a scrape of the ops port shows after
 // served, streamed, failed, refused and invalid requests, and what GET /v1/models lists for a key's account.
 

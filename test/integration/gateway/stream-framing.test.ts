@@ -33,7 +33,7 @@ const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const KEY_BIG = 'sk-gw-framing-big-0123456789abcdef01';
 const KEY_OTHER = 'sk-gw-framing-other-0123456789abcdef';
 
-describe('a 4 MiB CRLF-framed stream from a tenant endpoint (issue 41 §2), end to end', () => {
+describe('a 4 MiB CRLF-framed stream from a tenant endpoint, end to end', () => {
   let nsBig = '';
   let nsOther = '';
   let run: CapturedOperator;

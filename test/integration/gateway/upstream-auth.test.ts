@@ -1,5 +1,5 @@
-// Cached upstream auth is keyed by who proved possession of the key (issue 24 §1), and token exchanges never follow
-// a redirect (issue 24 §3). Against the loopback HTTPS upstream, whose token endpoint verifies every JWT assertion
+// Cached upstream auth is keyed by who proved possession of the key, and token exchanges never follow
+// a redirect. Against the loopback HTTPS upstream, whose token endpoint verifies every JWT assertion
 // against the registered public key, as Google's does.
 
 import { generateKeyPairSync } from 'node:crypto';

@@ -308,7 +308,7 @@ describe('credential health and delivery from the gateways', () => {
       200,
     );
     expect(rotated.status?.delivery).toMatchObject({ loaded: 2, total: 2 });
-    // Issue 28 §2: the old key's 401s do not count against the new one; it is untried until traffic says otherwise.
+    // the old key's 401s do not count against the new one; it is untried until traffic says otherwise.
     expect(cond(rotated, 'UpstreamHealthy')).toMatchObject({ status: 'Unknown', reason: 'Unused' });
     await traffic('openai/gpt-4o', 6);
     await waitCond('oa', 'UpstreamHealthy', 'True', 'Serving');
@@ -483,7 +483,7 @@ describe('credential health and delivery from the gateways', () => {
     await waitCond('oa', 'Delivered', 'True');
   }, 60_000);
 
-  // Issue 28 §1: a spec change that alters the credential's compiled routing entry (here allowedModels) moves the
+  // a spec change that alters the credential's compiled routing entry (here allowedModels) moves the
   // delivery version like a rotation does, so `kubectl wait` after `kubectl patch` waits until the pods load it.
   test('spec change runbook: kubectl patch allowedModels, kubectl wait --for=condition=Delivered, then every pod has loaded the new routing', async () => {
     const before = await waitCond('oa', 'Delivered', 'True');
@@ -718,7 +718,7 @@ describe('credential health and delivery from the gateways', () => {
 
   test('no key material in the status endpoint, status or Events; the endpoint needs the token', async () => {
     expect((await fetch(`${gateways[0]!.opsUrl}/byok/status`)).status).toBe(401);
-    // Never on the tenant-facing port (issue 24 §5): neither the status endpoint nor metrics.
+    // Never on the tenant-facing port: neither the status endpoint nor metrics.
     expect(
       (await fetch(`${gateways[0]!.url}/byok/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).status,
     ).toBe(404);

@@ -65,7 +65,7 @@ describe('hostile text at both doors', () => {
     });
     expect(base.status).toBe(201);
     baseId = one(base).id;
-    // The REST answer carries the operator's status (issue 28 §2): let it settle, so "nothing changes" compares the
+    // The REST answer carries the operator's status: let it settle, so "nothing changes" compares the
     // stored state and not the operator's first reconcile landing between two reads.
     await until(
       'the base credential reconciled',

@@ -90,7 +90,7 @@ test('the snapshot is written periodically while running, and expired windows ar
   await later.close();
 });
 
-test('a bad counter in a snapshot is quarantined and reported; the rest loads (issue 25 §2); an unknown format is refused', async () => {
+test('a bad counter in a snapshot is quarantined and reported; the rest loads; an unknown format is refused', async () => {
   const path = join(dir, 'corrupt.json');
   const good = ['byok:ledger:{a}:acct:m2026-11:byok_list', 1_500_000, null];
   writeFileSync(

@@ -1,4 +1,4 @@
-// Issue 37 §3: the Redis ledger's connection, made cheaper, keeps what the spend gate relies on. With a real
+// the Redis ledger's connection, made cheaper, keeps what the spend gate relies on. With a real
 // redis-server: the run_id is read once per connection, not per reservation, and a restart that kept every key (the
 // account's validated key included) still closes budgets until the rebuild; the command timeout covers a command
 // already written (a stalled Redis); a record batch names each key once; the ledger works in a process whose

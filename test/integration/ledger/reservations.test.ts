@@ -1,4 +1,4 @@
-// Reserve at admission, settle at completion (issue 25 §4): concurrency cannot multiply a limit. Two spend gates
+// Reserve at admission, settle at completion: concurrency cannot multiply a limit. Two spend gates
 // (two gateway replicas' worth: separate Redis connections) over one real redis-server, and the embedded ledger.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { AdmitRequest } from '../../../src/contract/spend-gate.ts';
@@ -142,7 +142,7 @@ describe('concurrency does not multiply a limit', () => {
   });
 });
 
-// Issue 26: the write that counts a request's real cost also drops its hold, in one script: one round trip per
+// the write that counts a request's real cost also drops its hold, in one script: one round trip per
 // settled request instead of two, and no moment where the hold and the spend are both counted (a spurious 402).
 test('settling: the spend and the dropped hold land in one Redis script, and a failed record still frees the hold', async () => {
   const ledger = await createRedisLedger({ url: redis.url });
@@ -267,7 +267,7 @@ test('settling on the embedded ledger: the hold is gone when record resolves', a
   }
 });
 
-// Issue 25 §3: a Redis that restarts (here kill -9 and an empty restart, the worst case; an RDB restore is the same
+// a Redis that restarts (here kill -9 and an empty restart, the worst case; an RDB restore is the same
 // with less lost) never reopens a budget: admission fails closed until the rebuild raises the counters to what
 // status.spend mirrored, and the spend lost is exactly what arrived after the last mirror.
 test('a Redis restart fails budgets closed until the rebuild from the mirrored spend; the loss is bounded by the mirror', async () => {

@@ -251,7 +251,7 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
     await gate.record(finished(ctx(acc, NOV23), 1 * USD, false));
     const client = (ledger as Awaited<ReturnType<typeof createRedisLedger>>).client;
     const names = (await client.keys(`byok:ledger:{${acc.accountId}}:*`)).sort();
-    // The request's generation id, remembered for exactly-once (issue 37) for one to two retention periods.
+    // The request's generation id, remembered for exactly-once for one to two retention periods.
     const ids = names.find((n) => n.includes('}:ids:')) ?? 'none';
     const period = Number(ids.split(':').pop());
     expect(Math.abs(period - Math.floor(Date.now() / ID_RETENTION_MS))).toBeLessThanOrEqual(1);

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { compileAccount } from '../../../src/compiler/index.ts';
 import { createRedisLedger, createSpendGate, type LedgerSpendGate } from '../../../src/ledger/index.ts';
-import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
+import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend/spend-status-writer.ts';
 import { createAccountStateSource, VerdictStore } from '../../../src/operator/verdicts.ts';
 import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { finished, USD } from '../../support/ledger-fixtures.ts';
@@ -158,7 +158,7 @@ test('spend against limits is visible in status and kubectl get, next to the rec
     '0.5',
     '0',
   ]);
-  // Counted spend beside BYOK spend, and whether BYOK counts (issue 37 §4).
+  // Counted spend beside BYOK spend, and whether BYOK counts.
   expect(line('guardrail.byok.gateway.dev/capped').slice(0, 7)).toEqual([
     'guardrail.byok.gateway.dev/capped',
     '6',

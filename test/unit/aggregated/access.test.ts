@@ -1,4 +1,4 @@
-// Route declarations of the aggregated API (issue 32): a route that declares no access, or a resource route the
+// Route declarations of the aggregated API: a route that declares no access, or a resource route the
 // authorizer could not judge exactly, is refused when it is registered; the review's attributes come from the
 // router's params and nothing else.
 import { describe, expect, test } from '@jest/globals';

@@ -1,4 +1,4 @@
-// Patch paths, patch keys and selector keys are tenant input (issue 24 §2): none reaches a prototype.
+// Patch paths, patch keys and selector keys are tenant input: none reaches a prototype.
 import { describe, expect, test } from '@jest/globals';
 import { matches, parseSelector } from '../../../src/aggregated/handlers/selection.ts';
 import { jsonPatch, mergePatch, PatchError } from '../../../src/aggregated/patch.ts';

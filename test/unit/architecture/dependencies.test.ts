@@ -402,7 +402,7 @@ describe('dependency rules', () => {
     expect(cyclesOf(graph)).toEqual([]);
   });
 
-  test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS; issue 11)', () => {
+  test('the long-running processes never load @kubernetes/client-node (~81 MB of RSS)', () => {
     // Static runtime imports only: the CLI's subcommands are dynamic imports, so `main.ts operator` loads the
     // operator's graph and nothing of `dev`.
     for (const entry of [

@@ -1,4 +1,4 @@
-// One catalog truth (issue 28 §3): config/catalog/catalog.json is what explain reads by default, what a bare gateway
+// One catalog truth: config/catalog/catalog.json is what explain reads by default, what a bare gateway
 // serves, what the chart ships (a byte copy), and what the dev stack's gateway serves with only its upstream URLs
 // moved to loopback, so every setting plans the same attempts.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Issue 32 §3: one numeric verdict per address. Addresses are generated as numbers, rendered in every spelling the
+// one numeric verdict per address. Addresses are generated as numbers, rendered in every spelling the
 // URL parser and net.connect accept (IPv4 dotted, integer, octal, hex, short, fullwidth, percent-encoded, with
 // trailing dots; IPv6 full, compressed at any run, any case, leading zeros, dotted tail, every IPv4 embedding, zone
 // ids), and the policy's verdict on the text must be the reference's verdict on the number (egress.reference.ts),

@@ -1,4 +1,4 @@
-// A reference for the egress policy (issue 32 §3), written independently of src/domain/egress.ts: addresses are
+// A reference for the egress policy, written independently of src/domain/egress.ts: addresses are
 // numbers, the forbidden ranges are a table of [first, last] BigInt pairs compared with <=, and every IPv4-embedding
 // IPv6 form has its own rule spelled out below. The generators build addresses as numbers and render them in the
 // textual forms the URL parser and net.connect accept, so a property can compare the policy's verdict on the text

@@ -1,4 +1,4 @@
-// The egress policy for tenant URLs (issue 24 §3): every forbidden address class, in every spelling the URL parser
+// The egress policy for tenant URLs: every forbidden address class, in every spelling the URL parser
 // accepts, refused unless allow-listed; public hosts pass.
 import { describe, expect, test } from '@jest/globals';
 import {
@@ -47,7 +47,7 @@ describe('egress policy', () => {
     expect(problem).toContain(why);
   });
 
-  // Issue 32 §3: IPv6 forms that carry an IPv4 address are judged by it; names keep their verdict whatever the dots.
+  // IPv6 forms that carry an IPv4 address are judged by it; names keep their verdict whatever the dots.
   test.each([
     ['[::127.0.0.1]', 'loopback (IPv4-compatible)'],
     ['[::ffff:0:127.0.0.1]', 'loopback (IPv4-translated)'],

@@ -1,4 +1,4 @@
-// Issue 27 §5: the money functions take integer micros, and prices and limits are converted once, at load. These
+// the money functions take integer micros, and prices and limits are converted once, at load. These
 // properties check that the micros path gives exactly what the former per-request path gave (amounts went
 // micros → decimal text → micros, prices and limits USD → micros on every call), for random prices and limits.
 import { describe, expect, test } from '@jest/globals';

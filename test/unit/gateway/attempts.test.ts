@@ -1,4 +1,4 @@
-// The attempt loop alone (issue 26 §4): a fake `send` answers each attempt as a script says, so failover order,
+// The attempt loop alone: a fake `send` answers each attempt as a script says, so failover order,
 // deadlines, the client leaving, one- and many-chunk streams and provider_responses are checked in milliseconds.
 import { PassThrough } from 'node:stream';
 import { describe, expect, test } from '@jest/globals';

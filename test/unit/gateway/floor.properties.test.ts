@@ -1,4 +1,4 @@
-// Issue 41 §3: the floor under a tenant-chosen upstream's count comes from the bytes relayed to the client and the
+// the floor under a tenant-chosen upstream's count comes from the bytes relayed to the client and the
 // bytes forwarded to the upstream, never from the fields a client is expected to read. This generator attacks the
 // floor the way a tenant's own endpoint (reporting usage 0/0, absent or deflated) can: the same content placed in any
 // field of a message or delta, in a content part of any type, in a field beside `choices`, written in whitespace code

@@ -1,4 +1,4 @@
-// Issue 34 §2: ByokGatewayReloadsFailing paged on the normal race of a projected routing config being swapped (a new
+// ByokGatewayReloadsFailing paged on the normal race of a projected routing config being swapped (a new
 // index with a shard of the previous swap: kubelet refreshes each ConfigMap of the volume from its own cache). The
 // gateway counts that as byok_gateway_reloads_total{result="pending"} and logs it at info; a corrupt config stays
 // result="error" with the warning the runbook names.

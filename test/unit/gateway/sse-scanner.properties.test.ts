@@ -1,4 +1,4 @@
-// Issue 41 §2: every parser of bytes a tenant or an upstream controls does constant work per byte and holds a bounded
+// every parser of bytes a tenant or an upstream controls does constant work per byte and holds a bounded
 // buffer. This generator attacks the SSE usage scanner (src/gateway/sse-scanner.ts) with streams in every framing the
 // specification allows (lines ending in LF, CRLF, CR, or a mix), cut anywhere (inside a UTF-8 sequence, between a CR
 // and its LF), with comments and other fields, usage events whose JSON spans several `data:` lines, and giant events

@@ -1,4 +1,4 @@
-// Issue 32 §2: meter from the side we trust, bound from both sides (docs/ledger.md, "What drives cost"). Examples
+// meter from the side we trust, bound from both sides (docs/ledger.md, "What drives cost"). Examples
 // of each row of the table; test/unit/gateway/metering.properties.test.ts generates the rest.
 import { describe, expect, test } from '@jest/globals';
 import {

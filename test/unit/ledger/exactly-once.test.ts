@@ -1,4 +1,4 @@
-// Issue 37 §1: every record and reservation is idempotent by its generation id (embedded ledger; the Redis scripts
+// every record and reservation is idempotent by its generation id (embedded ledger; the Redis scripts
 // are exercised against a real redis-server in test/integration/ledger/exactly-once.test.ts).
 import { describe, expect, test } from '@jest/globals';
 import {

@@ -1,4 +1,4 @@
-// The BudgetExceeded and RequestOverBudget series (operator/budget-events.ts): increases of a budget window's refusal
+// The BudgetExceeded and RequestOverBudget series (operator/spend/budget-events.ts): increases of a budget window's refusal
 // counters become one Event per window and reason with a count, written at most once per object per throttle period; a new leader counts from what
 // status mirrored; a lost counter counts again; a changed limit or a new window starts a new series; a lapsed Event
 // is created again. The sink records what would reach the API (the integration test writes to a real one).
@@ -10,7 +10,7 @@ import {
   BudgetEvents,
   type BudgetRefusals,
   budgetNote,
-} from '../../../src/operator/budget-events.ts';
+} from '../../../src/operator/spend/budget-events.ts';
 
 const DAY = Date.UTC(2026, 10, 26);
 const at = (s: number) => new Date(DAY + 10 * 3_600_000 + s * 1000);

@@ -1,4 +1,4 @@
-// Issue 34 §7: at start-up (and just after the CRDs are installed) the kube-apiserver answers the operator's watches
+// at start-up (and just after the CRDs are installed) the kube-apiserver answers the operator's watches
 // with 429 "storage is (re)initializing" until its watch cache is ready. The informer retries and recovers; that must
 // not be a warning in the operator's log. Any other list/watch failure still is.
 import { createServer, type Server } from 'node:http';

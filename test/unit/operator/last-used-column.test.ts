@@ -1,4 +1,4 @@
-// Issue 34 §7: LAST USED (kubectl get byok) moves in steps of the health writer's resolution, so it can be up to about a
+// LAST USED (kubectl get byok) moves in steps of the health writer's resolution, so it can be up to about a
 // minute behind; the column's description says so (kubectl explain / the CRD), rather than leaving readers to wonder.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

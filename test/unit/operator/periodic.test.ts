@@ -1,5 +1,5 @@
 // periodicPass: the leader's background loops (health, spend). `soon()` is how a compile asks the health writer for a
-// pass now instead of at the next poll (issue 28 §1).
+// pass now instead of at the next poll.
 import { describe, expect, test } from '@jest/globals';
 import { periodicPass } from '../../../src/operator/periodic.ts';
 import { sleep } from '../../support/until.ts';

@@ -7,7 +7,7 @@ import {
   HEALTH_FIELD_MANAGER,
   HEALTH_STATUS_FIELDS,
 } from '../../../src/operator/health/health-status-writer.ts';
-import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend-status.ts';
+import { SPEND_FIELD_MANAGER } from '../../../src/operator/spend/spend-status-writer.ts';
 import { ownedStatus, STATUS_OWNERS, statusPartOf } from '../../../src/operator/status/ownership.ts';
 
 const condition = (type: string) => ({ type, status: 'True', reason: type, message: '', lastTransitionTime: 't' });

@@ -1,5 +1,5 @@
-// Issue 27 §4: the compile pipeline and the health writer are parts assembled by one module each, with no import
-// cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts). Issue 35 §2: the
+// the compile pipeline and the health writer are parts assembled by one module each, with no import
+// cycle among them (pipeline.ts used to re-export pipeline-impl.ts, which imported pipeline.ts). the
 // health writer is one folder, gather → pure evaluation → write.
 
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// What wakes which reconciler (issue 35 §2.4): each reconciler declares its watches beside it
+// What wakes which reconciler: each reconciler declares its watches beside it
 // (src/operator/reconcile/<kind>-controller.ts), and the compile pipeline its own (compile/watches.ts). The
 // informers are the operator's own (createResourceInformers, with their indexes), never started: observe() and
 // observeDeleted() hand them the events a watch would.

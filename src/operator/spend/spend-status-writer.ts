@@ -9,28 +9,28 @@
 // field: status/ownership.ts.
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
-import { compileAccount } from '../compiler/index.ts';
-import { type PreparedGuardrail, type PreparedWorkspace, prepareAccount } from '../domain/account.ts';
-import { decideBudget } from '../domain/budgets.ts';
-import type { BudgetInterval, CompiledAccount } from '../domain/compiled.ts';
-import { type Micros, microsToUsd, usdToMicros } from '../domain/money.ts';
-import { type Applier, createApplier } from '../kube/apply.ts';
-import { type KeySpace, keySpace } from '../ledger/keys.ts';
-import { type Ledger, LedgerUnavailableError, type RestoreEntry } from '../ledger/ledger.ts';
-import { createRedisLedger } from '../ledger/redis.ts';
-import { readAccountMonth, readWindowFigures, type WindowFigures } from '../ledger/spend-view.ts';
-import { INTERVALS, windowOf } from '../ledger/windows.ts';
+import { compileAccount } from '../../compiler/index.ts';
+import { type PreparedGuardrail, type PreparedWorkspace, prepareAccount } from '../../domain/account.ts';
+import { decideBudget } from '../../domain/budgets.ts';
+import type { BudgetInterval, CompiledAccount } from '../../domain/compiled.ts';
+import { type Micros, microsToUsd, usdToMicros } from '../../domain/money.ts';
+import { type Applier, createApplier } from '../../kube/apply.ts';
+import { type KeySpace, keySpace } from '../../ledger/keys.ts';
+import { type Ledger, LedgerUnavailableError, type RestoreEntry } from '../../ledger/ledger.ts';
+import { createRedisLedger } from '../../ledger/redis.ts';
+import { readAccountMonth, readWindowFigures, type WindowFigures } from '../../ledger/spend-view.ts';
+import { INTERVALS, windowOf } from '../../ledger/windows.ts';
+import type { AccountSnapshot } from '../compile/pipeline.ts';
+import { sameStatus } from '../conditions.ts';
+import { periodicPass } from '../periodic.ts';
+import { STATUS_OWNERS } from '../status/ownership.ts';
 import { BudgetEvents, type BudgetRefusals, createKubeBudgetEventSink } from './budget-events.ts';
-import type { AccountSnapshot } from './compile/pipeline.ts';
-import { sameStatus } from './conditions.ts';
-import { periodicPass } from './periodic.ts';
-import { STATUS_OWNERS } from './status/ownership.ts';
 
 export const SPEND_FIELD_MANAGER = STATUS_OWNERS.spend.fieldManager;
 const [SPEND_FIELD] = STATUS_OWNERS.spend.fields;
 
 /** The reconcilers' part of a status: status/ownership.ts (re-exported for callers that still import it from here). */
-export { ownedStatus } from './status/ownership.ts';
+export { ownedStatus } from '../status/ownership.ts';
 
 /** An account's state without its credentials: what the spend writer reads (no key material, nothing to decode). */
 export type AccountBudgetView = Omit<AccountSnapshot, 'credentials'>;
@@ -165,7 +165,7 @@ function workspaceSpend(
 type BudgetObject = { metadata: { uid?: string; name?: string; namespace?: string }; status?: unknown };
 
 /**
- * Hands the refusal counter of each limited window to the Event writer (operator/budget-events.ts), with what
+ * Hands the refusal counter of each limited window to the Event writer (operator/spend/budget-events.ts), with what
  * status.spend last mirrored for the same window: the base a new leader counts from.
  */
 function observeRefusals(

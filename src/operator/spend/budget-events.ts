@@ -12,12 +12,12 @@
 // events.k8s.io Event, a changed limit or a new window starts a new series.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { budgetResetWords, budgetWindowWords } from '../domain/budgets.ts';
-import type { BudgetInterval } from '../domain/compiled.ts';
-import { KubeApiError, kubeClient } from '../kube/client.ts';
-import type { KubeAccess } from '../kube/kubeconfig.ts';
-import { EventReason } from '../schema/conditions.ts';
-import { API_VERSION } from '../schema/resources.ts';
+import { budgetResetWords, budgetWindowWords } from '../../domain/budgets.ts';
+import type { BudgetInterval } from '../../domain/compiled.ts';
+import { KubeApiError, kubeClient } from '../../kube/client.ts';
+import type { KubeAccess } from '../../kube/kubeconfig.ts';
+import { EventReason } from '../../schema/conditions.ts';
+import { API_VERSION } from '../../schema/resources.ts';
 
 export const BUDGET_EVENT_ACTION = 'RefuseRequests';
 const DEFAULT_THROTTLE_MS = 60_000;
