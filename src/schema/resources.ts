@@ -632,6 +632,12 @@ export const gatewayApiKey: ResourceDefinition = {
           fieldPath: '.hash',
         },
         {
+          // An older key that could name any hash as its previous one would hold it by age and take that key's traffic.
+          rule: '!has(self.previousHash) || (has(oldSelf.previousHash) && self.previousHash == oldSelf.previousHash) || self.previousHash == oldSelf.hash',
+          message: 'previousHash may only be set to the hash this key had: it is written by a rotation, never chosen',
+          fieldPath: '.previousHash',
+        },
+        {
           rule: 'has(self.previousHash) == has(self.previousHashExpiresAt)',
           message: 'previousHash and previousHashExpiresAt go together',
         },

@@ -460,5 +460,14 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       }),
     );
     expect(half.message).toContain('previousHash and previousHashExpiresAt go together');
+    // Naming another key's hash as this key's previous one, with the current hash unchanged, is refused.
+    const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+    const claimed = await rejection(
+      resource('gatewayapikeys', ns).update('rpm', (o) => {
+        Object.assign(o.spec as Record<string, unknown>, { previousHash: other, previousHashExpiresAt: inAnHour });
+      }),
+    );
+    expect(claimed.code).toBe(422);
+    expect(claimed.message).toContain('previousHash may only be set to the hash this key had');
   }, 30_000);
 });
