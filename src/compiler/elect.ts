@@ -2,7 +2,7 @@
 // (creationTimestamp, then name), so a later duplicate is the one marked conflicting and the winner
 // never flips while both exist. The reconciler uses the same functions for its Conflict conditions.
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import { normalizeKeyHash } from '../domain/api-keys.ts';
+import { hashesNamed, normalizeKeyHash } from '../domain/api-keys.ts';
 import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 
 function createdMs(meta: V1ObjectMeta): number {
@@ -54,34 +54,98 @@ function electAccountLike<T extends { metadata: V1ObjectMeta }>(items: readonly 
   return winner ? { winner, conflicting } : { conflicting: [] };
 }
 
+/** What the election reads of a key: its identity, its hashes and the claims the operator recorded. */
+export interface KeyClaimant {
+  metadata: V1ObjectMeta;
+  spec: { hash: string; previousHash?: string | undefined };
+  status?: { hashClaims?: ReadonlyArray<{ hash: string; since: string }> | undefined } | undefined;
+}
+
+/** managedFields times are whole seconds: the write happened before the next one. */
+const SECOND_MS = 1000;
+
 /**
- * Oldest first across accounts: creationTimestamp, then uid, then namespace and name. Every field is the object's
- * own and immutable, so the order is the same however and in whatever order the objects were read.
+ * The latest time the spec of an edited key can have been written: its newest managedFields time (status writes
+ * aside), rounded up. The apiserver stamps the writing manager's entry on every change, so a tenant cannot make a
+ * write look older; without managedFields it is unknown, and the far future.
  */
-function olderAcrossAccounts(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): number {
-  const [x, y] = [a.metadata, b.metadata];
-  return (
-    createdMs(x) - createdMs(y) ||
-    compareStrings(x.uid ?? '', y.uid ?? '') ||
-    compareStrings(x.namespace ?? '', y.namespace ?? '') ||
-    compareStrings(x.name ?? '', y.name ?? '')
-  );
+function lastWriteBound(meta: V1ObjectMeta): number {
+  let latest = Number.NaN;
+  for (const entry of meta.managedFields ?? []) {
+    if (entry.subresource === 'status') continue;
+    const t = timeMs(entry.time);
+    if (!Number.isNaN(t)) latest = Number.isNaN(latest) ? t + SECOND_MS : Math.max(latest, t + SECOND_MS);
+  }
+  return Number.isNaN(latest) ? Number.MAX_SAFE_INTEGER : Math.max(latest, createdMs(meta));
+}
+
+function timeMs(ts: unknown): number {
+  if (ts instanceof Date) return ts.getTime();
+  return typeof ts === 'string' ? Date.parse(ts) : Number.NaN;
 }
 
 /**
- * The GatewayAPIKey that holds a hash, among every key (of any account) that names it: the oldest, live or not
- * (a disabled key keeps its hash, or disabling it would hand the hash to a copy). The others conflict and are
- * never compiled: a hash selects exactly one account.
+ * Since when `key` has named `hash` (normalized): the claim the operator recorded in status (tenants cannot write
+ * status), else its creation for the hash it was created with and never changed (generation 1), else the latest
+ * write that can have set it. Every fallback is no earlier than the truth, so a rotation onto a hash another key
+ * already names never ranks before that key, whoever reads first.
  */
-export function electKeyHolder<T extends { metadata: V1ObjectMeta }>(
+export function claimedSince(key: KeyClaimant, hash: string): number {
+  const recorded = key.status?.hashClaims?.find((c) => normalizeKeyHash(c.hash) === hash);
+  if (recorded) {
+    const t = Date.parse(recorded.since);
+    if (!Number.isNaN(t)) return t;
+  }
+  // Generation 1: the spec is as created, so are its hashes.
+  if ((key.metadata.generation ?? 1) <= 1) return createdMs(key.metadata);
+  return lastWriteBound(key.metadata);
+}
+
+/**
+ * The claims to record for `key` at `now`: the recorded one for each hash it still names, and for a newly named
+ * hash what claimedSince says now (never later than now). A recorded claim never moves, so a later edit of the key
+ * never costs it a hash it holds.
+ */
+export function nextHashClaims(key: KeyClaimant, now: number): Array<{ hash: string; since: string }> {
+  return hashesNamed(key).map((hash) => ({
+    hash,
+    since: new Date(Math.min(claimedSince(key, hash), now)).toISOString(),
+  }));
+}
+
+/**
+ * First claim first across accounts: claimedSince for `hash`, then creationTimestamp, uid, namespace and name. Every
+ * field is one the tenant cannot set or date back, so the order is the same however and in whatever order the
+ * objects were read.
+ */
+function claimOrder(hash: string): (a: KeyClaimant, b: KeyClaimant) => number {
+  return (a, b) => {
+    const [x, y] = [a.metadata, b.metadata];
+    return (
+      claimedSince(a, hash) - claimedSince(b, hash) ||
+      createdMs(x) - createdMs(y) ||
+      compareStrings(x.uid ?? '', y.uid ?? '') ||
+      compareStrings(x.namespace ?? '', y.namespace ?? '') ||
+      compareStrings(x.name ?? '', y.name ?? '')
+    );
+  };
+}
+
+/**
+ * The GatewayAPIKey that holds `hash` (normalized), among every key (of any account) that names it as its current
+ * or previous hash: the one that named it first, live or not (a disabled key keeps its hash, or disabling it would
+ * hand the hash to a copy). The others conflict and are never compiled: a hash selects exactly one account.
+ */
+export function electKeyHolder<T extends KeyClaimant>(
+  hash: string,
   holders: readonly T[],
 ): { winner?: T; conflicting: T[] } {
-  const [winner, ...conflicting] = [...holders].sort(olderAcrossAccounts);
+  const [winner, ...conflicting] = [...holders].sort(claimOrder(normalizeKeyHash(hash)));
   return winner ? { winner, conflicting } : { conflicting: [] };
 }
 
 /**
- * Names of `keys` (one namespace's) whose hash an older key holds, in this account or another. `holdersOf` gives
+ * Names of `keys` (one namespace's) whose hash a key that named it first holds, in this account or another. `holdersOf` gives
  * every key naming a hash (normalized, see normalizeKeyHash) across all accounts.
  */
 export function keysNotHolding(
@@ -90,16 +154,17 @@ export function keysNotHolding(
 ): Set<string> {
   const out = new Set<string>();
   for (const k of keys) {
-    const { winner } = electKeyHolder(holdersOf(normalizeKeyHash(k.spec.hash)));
+    const hash = normalizeKeyHash(k.spec.hash);
+    const { winner } = electKeyHolder(hash, holdersOf(hash));
     if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
   }
   return out;
 }
 
 /**
- * Names of `keys` with a spec.previousHash (the secret before a rotation) that an older key holds. A key holds its
- * previous hash as it holds its current one: while it names it, by age (rotation keeps the object, so its age); a
- * copy of either hash made after it stays Conflicting.
+ * Names of `keys` with a spec.previousHash (the secret before a rotation) that another key holds. A key holds its
+ * previous hash as it held it before the rotation (its recorded claim moves along); a copy of either hash made after
+ * it stays Conflicting.
  */
 export function previousHashesNotHeld(
   keys: readonly GatewayAPIKey[],
@@ -108,7 +173,8 @@ export function previousHashesNotHeld(
   const out = new Set<string>();
   for (const k of keys) {
     if (!k.spec.previousHash) continue;
-    const { winner } = electKeyHolder(holdersOf(normalizeKeyHash(k.spec.previousHash)));
+    const hash = normalizeKeyHash(k.spec.previousHash);
+    const { winner } = electKeyHolder(hash, holdersOf(hash));
     if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
   }
   return out;

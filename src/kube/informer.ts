@@ -87,6 +87,25 @@ export function stripBulkyMetadata<T extends KubernetesObject>(obj: T): T {
   return { ...obj, metadata: { ...rest, ...(kept !== undefined ? { annotations: kept } : {}) } };
 }
 
+/**
+ * Wraps a cache transform so the object keeps one managedFields entry: the time of its newest write outside status.
+ * The key-hash election reads it as a bound on when an edited key's spec was written (claimedSince in
+ * src/compiler/elect.ts); the rest of managedFields stays dropped.
+ */
+export function keepingLastWriteTime<T extends KubernetesObject>(transform: (obj: T) => T): (obj: T) => T {
+  return (obj) => {
+    let newest: { time: Date | string; ms: number } | undefined;
+    for (const entry of obj.metadata?.managedFields ?? []) {
+      if (entry.subresource === 'status' || entry.time === undefined) continue;
+      const ms = entry.time instanceof Date ? entry.time.getTime() : Date.parse(String(entry.time));
+      if (!Number.isNaN(ms) && (newest === undefined || ms > newest.ms)) newest = { time: entry.time, ms };
+    }
+    const out = transform(obj);
+    if (newest === undefined) return out;
+    return { ...out, metadata: { ...out.metadata, managedFields: [{ time: newest.time }] } };
+  };
+}
+
 /** An index value's objects: the key of the only one, or a Set once several share the value. */
 type IndexEntry = string | Set<string>;
 

@@ -6,7 +6,13 @@ import type { Logger } from 'pino';
 import { hashesNamed } from '../domain/api-keys.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../schema/generated/types.ts';
 import { GROUP, VERSION } from '../schema/resources.ts';
-import { compactForCache, type InformerOptions, type RestartReason, SupervisedInformer } from './informer.ts';
+import {
+  compactForCache,
+  type InformerOptions,
+  keepingLastWriteTime,
+  type RestartReason,
+  SupervisedInformer,
+} from './informer.ts';
 import type { KubeAccess } from './kubeconfig.ts';
 
 /** Set on every Secret a BYOKCredential references, so the operator can watch just those (see docs/operator.md). */
@@ -66,7 +72,11 @@ export function createResourceInformers(opts: ResourceInformerOptions): Resource
   const credentials = new SupervisedInformer<BYOKCredential>(base('byokcredentials', crPath('byokcredentials')));
   const workspaces = new SupervisedInformer<Workspace>(base('workspaces', crPath('workspaces')));
   const guardrails = new SupervisedInformer<Guardrail>(base('guardrails', crPath('guardrails')));
-  const apiKeys = new SupervisedInformer<GatewayAPIKey>(base('gatewayapikeys', crPath('gatewayapikeys')));
+  const apiKeys = new SupervisedInformer<GatewayAPIKey>(
+    base('gatewayapikeys', crPath('gatewayapikeys'), {
+      transform: keepingLastWriteTime(opts.transform ?? compactForCache),
+    }),
+  );
   const accounts = new SupervisedInformer<Account>(base('accounts', crPath('accounts')));
   const secrets = new SupervisedInformer<V1Secret>(
     base('credential-secrets', SECRETS_PATH, { labelSelector: `${CREDENTIAL_SECRET_LABEL}=true` }),

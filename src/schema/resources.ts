@@ -566,7 +566,7 @@ export const gatewayApiKey: ResourceDefinition = {
     'Desired state of the API key record.',
     {
       hash: str(
-        'SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable. A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the oldest (creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.',
+        'SHA-256 of the API key: 64 lowercase hexadecimal characters. Changes only by a rotation (`byok-operator gateway-key rotate`). A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the key that named it first (status.hashClaims, then creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.',
         {
           pattern: HASH_PATTERN,
           minLength: 64,
@@ -651,6 +651,25 @@ export const gatewayApiKey: ResourceDefinition = {
   ),
   status: commonStatus('Observed state of the API key record, written only by the operator.', {
     live: bool('Not disabled and not expired at the last reconcile.'),
+    hashClaims: arr(
+      'Since when this key has named each of its hashes (spec.hash and, after a rotation, spec.previousHash), as the operator first saw it. When keys name one hash, the one that named it first holds it; a tenant cannot write status, so a rotation onto a hash another key holds never claims it earlier.',
+      obj(
+        'A hash and since when this key names it.',
+        {
+          hash: str('SHA-256 of a secret of this key (spec.hash or spec.previousHash).', {
+            pattern: HASH_PATTERN,
+            minLength: 64,
+            maxLength: 64,
+          }),
+          since: str(
+            'When this key began to name the hash: its creation for the hash it was created with, otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).',
+            { format: 'date-time' },
+          ),
+        },
+        { required: ['hash', 'since'] },
+      ),
+      { maxItems: 2, 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['hash'] },
+    ),
     delivery: deliveryStatus('apiKey'),
     spend: obj(
       'What the requests made with this key cost this calendar month (UTC) at list price, BYOK and shared capacity together, both secrets of a rotation included; from the spend ledger (present when the operator reads a shared ledger).',

@@ -6,7 +6,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { EgressAllowList } from '../domain/egress.ts';
 import { kubeClient } from '../kube/client.ts';
-import { createInformer, type SupervisedInformer, stripBulkyMetadata } from '../kube/informer.ts';
+import { createInformer, keepingLastWriteTime, type SupervisedInformer, stripBulkyMetadata } from '../kube/informer.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import type { Account, BYOKCredential, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 import { API_VERSION } from '../schema/resources.ts';
@@ -69,6 +69,7 @@ function startInformers(opts: ServiceRuntimeOptions, logger: Logger, state: ApiS
     ...common,
     name: 'api-gatewayapikeys',
     path: CRD_PATH('gatewayapikeys'),
+    transform: keepingLastWriteTime(stripBulkyMetadata),
   });
   const mgmtKeys = createInformer<V1Secret>({
     ...common,

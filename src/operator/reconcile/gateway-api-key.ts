@@ -2,7 +2,7 @@
 // write. Expiry is not an apiserver event, so the reconcile requeues itself at expiresAt and re-enqueues the
 // credentials that depend on the key when `live` flips.
 
-import { sameObject } from '../../compiler/elect.ts';
+import { nextHashClaims, sameObject } from '../../compiler/elect.ts';
 import { accountMissingMessage, isRoutedNamespace } from '../../compiler/gate.ts';
 import { isApiKeyLive } from '../../domain/index.ts';
 import { INDEX, type ResourceInformers } from '../../kube/resources.ts';
@@ -27,7 +27,7 @@ export interface ApiKeyFacts {
   hasDefaultWorkspace: boolean;
   missingGuardrails: readonly string[];
   /**
-   * The older key that holds spec.hash when this key does not (holderOf in ./key-holders.ts): its name when it is
+   * The key that holds spec.hash (it named it first) when this key does not (holderOf in ./key-holders.ts): its name when it is
    * in this account; another account's key is never named.
    */
   hashHeldBy?: { sameAccount: true; name: string } | { sameAccount: false } | undefined;
@@ -83,7 +83,7 @@ export function evaluateApiKey(f: ApiKeyFacts): ApiKeyEvaluation {
       type: T.Ready,
       status: 'False',
       reason: R.Conflicting,
-      message: `this hash is already held by ${holder} (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account`,
+      message: `this hash is already held by ${holder} (the key that named a hash first holds it): this key is not compiled and the gateway never routes it to this account`,
     };
   } else if (spec.workspace && !f.workspaceExists) {
     // The gateway answers such a key 403 (no-workspace): Ready says so before the first request does.
@@ -152,6 +152,8 @@ export async function reconcileApiKey(deps: ApiKeyReconcileDeps, key: string): P
   const status = {
     ...baseStatus('GatewayAPIKey', k),
     live,
+    // Recorded once per hash and kept: which key holds a hash is decided by who named it first.
+    hashClaims: nextHashClaims(k, Date.now()),
     conditions: buildConditions(
       k.status?.conditions as Condition[] | undefined,
       [ready, verdict.liveCondition],

@@ -1,5 +1,5 @@
-// Who holds a gateway-key hash, read from the GatewayAPIKey informer's cross-account index: the oldest key naming
-// it, in any account (electKeyHolder). The reconcilers, the compile snapshot and the watches all ask here, so a
+// Who holds a gateway-key hash, read from the GatewayAPIKey informer's cross-account index: the key that named it
+// first, in any account (electKeyHolder). The reconcilers, the compile snapshot and the watches all ask here, so a
 // key counts as its hash's holder in one place and not in another only for as long as a cache lags.
 
 import { electKeyHolder, keysNotHolding, previousHashesNotHeld } from '../../compiler/elect.ts';
@@ -17,13 +17,13 @@ export const keysNaming = (apiKeys: KeyCache, hash: string): GatewayAPIKey[] =>
 
 /** The key that holds `hash`, if any key names it. */
 export const holderOf = (apiKeys: KeyCache, hash: string): GatewayAPIKey | undefined =>
-  electKeyHolder(keysNaming(apiKeys, hash)).winner;
+  electKeyHolder(hash, keysNaming(apiKeys, hash)).winner;
 
-/** Names of the namespace's keys whose hash an older key holds (never compiled; Ready=False Conflicting). */
+/** Names of the namespace's keys whose hash another key holds (never compiled; Ready=False Conflicting). */
 export const conflictingKeys = (apiKeys: KeyCache, namespace: string): Set<string> =>
   keysNotHolding(apiKeys.list(namespace), (h) => keysNaming(apiKeys, h));
 
-/** Names of the namespace's keys whose previous hash (before a rotation) an older key holds: that secret is not compiled. */
+/** Names of the namespace's keys whose previous hash (before a rotation) another key holds: that secret is not compiled. */
 export const unheldPreviousHashes = (apiKeys: KeyCache, namespace: string): Set<string> =>
   previousHashesNotHeld(apiKeys.list(namespace), (h) => keysNaming(apiKeys, h));
 

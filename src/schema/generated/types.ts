@@ -493,7 +493,7 @@ export interface Guardrail {
  */
 export interface GatewayAPIKeySpec {
 /**
- * SHA-256 of the API key: 64 lowercase hexadecimal characters. Immutable. A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the oldest (creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.
+ * SHA-256 of the API key: 64 lowercase hexadecimal characters. Changes only by a rotation (`byok-operator gateway-key rotate`). A hash belongs to one account: when GatewayAPIKeys in several namespaces (or several in one) name it, the key that named it first (status.hashClaims, then creationTimestamp, then uid) holds it and the others are Ready=False Conflicting and never routed.
  */
 hash: string
 /**
@@ -578,6 +578,23 @@ conditions?: Condition[]
  * Not disabled and not expired at the last reconcile.
  */
 live?: boolean
+/**
+ * Since when this key has named each of its hashes (spec.hash and, after a rotation, spec.previousHash), as the operator first saw it. When keys name one hash, the one that named it first holds it; a tenant cannot write status, so a rotation onto a hash another key holds never claims it earlier.
+ * 
+ * @maxItems 2
+ * 
+ * Items: A hash and since when this key names it.
+ */
+hashClaims?: {
+/**
+ * SHA-256 of a secret of this key (spec.hash or spec.previousHash).
+ */
+hash: string
+/**
+ * When this key began to name the hash: its creation for the hash it was created with, otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).
+ */
+since: string
+}[]
 /**
  * How many gateway pods serve this key's current routing entry (hash, disabled, expiry, workspace, guardrail, owner) and can admit its requests under the account's budgets. The Delivered condition says when every pod does: the first call with a new key then works on each of them.
  */

@@ -29,8 +29,9 @@ const VICTIM_HASH = createHash('sha256').update(VICTIM_KEY).digest('hex');
 const VICTIM_UPSTREAM_KEY = 'sk-victim-openai-0001';
 const ATTACKER_AZURE_KEY = 'az-attacker-resource-key';
 const PROMPT = 'the victim prompt 7f3e: quarterly numbers, confidential';
+const EARLY_HASH = createHash('sha256').update('sk-byok-gw-v1-early-key').digest('hex');
 const OTHER_ACCOUNT =
-  "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
+  "this hash is already held by another account's key (the key that named a hash first holds it): this key is not compiled and the gateway never routes it to this account";
 const LOOPBACK_ALLOWED = parseEgressAllowList(['127.0.0.1/32']);
 
 describe('a gateway-key hash copied into another account', () => {
@@ -108,6 +109,9 @@ describe('a gateway-key hash copied into another account', () => {
       gatewaySlots: { routing: 0, bundles: 8 },
       egress: LOOPBACK_ALLOWED,
     });
+    // A key older than the victim's, for the rotation below: by age alone it would win any hash it moves to.
+    await create('gatewayapikeys', ns.last, 'GatewayAPIKey', 'early', { hash: EARLY_HASH });
+    await sleep(1100);
     await account(ns.victim, 'openai', VICTIM_UPSTREAM_KEY);
     await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
     await resource('gatewayapikeys', ns.victim).waitReady('victim', 'True');
@@ -199,7 +203,7 @@ describe('a gateway-key hash copied into another account', () => {
       await untilCompiled(projector, dirs.config, copier, 1);
       await gatewayCaughtUp();
       const loaded = gw.routing.current()!;
-      expect(loaded.accounts.get(copier)!.apiKeys).toEqual([]);
+      expect(loaded.accounts.get(copier)!.apiKeys.filter((k) => k.hash !== EARLY_HASH)).toEqual([]);
       expect(loaded.apiKey(VICTIM_HASH)?.account.namespace).toBe(ns.victim);
       for (let i = 0; i < 4; i++)
         expect(await victimRequest()).toEqual({
@@ -211,6 +215,41 @@ describe('a gateway-key hash copied into another account', () => {
       );
     }, 60_000);
   }
+
+  test("a key older than the victim's rotated onto its hash is Conflicting: it named the hash last", async () => {
+    await resource('gatewayapikeys', ns.last).update('early', (k) => {
+      k.spec = {
+        ...k.spec,
+        hash: VICTIM_HASH,
+        previousHash: EARLY_HASH,
+        previousHashExpiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+      };
+    });
+    const early = await resource('gatewayapikeys', ns.last).waitReady('early', 'False', 'Conflicting');
+    expect(early.status!.conditions!.find((c) => c.type === 'Ready')!.message).toBe(OTHER_ACCOUNT);
+    const victim = await resource('gatewayapikeys', ns.victim).get('victim');
+    expect(victim.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    // The claims the operator recorded: the victim's from its creation, the rotated key's from the rotation.
+    const claim = (k: typeof victim) =>
+      Date.parse(
+        ((k.status?.hashClaims ?? []) as Array<{ hash: string; since: string }>).find((c) => c.hash === VICTIM_HASH)
+          ?.since ?? '',
+      );
+    const rotated = await until('the rotated claim recorded', async () => {
+      const k = await resource('gatewayapikeys', ns.last).get('early');
+      return Number.isNaN(claim(k)) ? undefined : k;
+    });
+    expect(claim(rotated)).toBeGreaterThan(claim(victim));
+    expect(Date.parse(String(rotated.metadata!.creationTimestamp))).toBeLessThan(
+      Date.parse(String(victim.metadata!.creationTimestamp)),
+    );
+    await gatewayCaughtUp();
+    expect(gw.routing.current()!.apiKey(VICTIM_HASH)?.account.namespace).toBe(ns.victim);
+    expect(await victimRequest()).toEqual({
+      status: 200,
+      hits: [['/openai/v1/chat/completions', VICTIM_UPSTREAM_KEY]],
+    });
+  }, 60_000);
 
   test('the holder deleted, the oldest copy holds the hash; a re-created key is then the newer one and Conflicting', async () => {
     // Documented: a hash belongs to its oldest live object, so deleting a key releases its hash to the next holder.

@@ -37,7 +37,7 @@ const SEED = 41;
 const RUNS = 1000;
 const POOL = ['k0', 'k1', 'k2', 'k3'].map(hashOf);
 const OTHER_ACCOUNT =
-  "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account";
+  "this hash is already held by another account's key (the key that named a hash first holds it): this key is not compiled and the gateway never routes it to this account";
 
 // Each case writes a routing config and loads it back. On tmpfs when the machine has one: rewriting a file in place
 // on ext4 waits for the disk, which made those writes most of this file's time.
@@ -193,7 +193,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
         );
         const holders = (h: string) => all.filter((k) => normalizeKeyHash(k.spec.hash) === h);
         for (const h of POOL) {
-          const winner = electKeyHolder(holders(h)).winner;
+          const winner = electKeyHolder(h, holders(h)).winner;
           const found = config.apiKey(h);
           // Never contested: the election compiles a hash into one account at most.
           expect(config.apiKeyContested(h)).toBe(false);
@@ -214,7 +214,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
         }
         for (const k of all) {
           const ns = k.metadata.namespace!;
-          const holder = electKeyHolder(holders(normalizeKeyHash(k.spec.hash))).winner!;
+          const holder = electKeyHolder(normalizeKeyHash(k.spec.hash), holders(normalizeKeyHash(k.spec.hash))).winner!;
           const held = hashHeldBy(k, holder);
           // A key that does not hold its hash is left out of its account and says so; another account goes unnamed.
           expect(first.conflicting.get(ns)!.has(k.metadata.name!)).toBe(held !== undefined);

@@ -122,7 +122,7 @@ describe('GatewayAPIKey whose hash an older key holds', () => {
       status: 'False',
       reason: 'Conflicting',
       message:
-        "this hash is already held by another account's key (the oldest key holds a hash): this key is not compiled and the gateway never routes it to this account",
+        "this hash is already held by another account's key (the key that named a hash first holds it): this key is not compiled and the gateway never routes it to this account",
     });
   });
   test('a key of the same account: Conflicting, naming it', () => {
