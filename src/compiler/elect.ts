@@ -86,7 +86,7 @@ function timeMs(ts: unknown): number {
 
 /**
  * Since when `key` has named `hash` (normalized): the claim the operator recorded in status (tenants cannot write
- * status), else its creation for the hash it was created with and never changed (generation 1), else the latest
+ * status), else its creation for a hash it was created with (a key never rotated, or never edited), else the latest
  * write that can have set it. Every fallback is no earlier than the truth, so a rotation onto a hash another key
  * already names never ranks before that key, whoever reads first.
  */
@@ -96,7 +96,9 @@ export function claimedSince(key: KeyClaimant, hash: string): number {
     const t = Date.parse(recorded.since);
     if (!Number.isNaN(t)) return t;
   }
-  // Generation 1: the spec is as created, so are its hashes.
+  // Never rotated (previousHash, once written, is never removed: a CEL rule): named since creation.
+  if (!key.spec.previousHash && normalizeKeyHash(key.spec.hash) === hash) return createdMs(key.metadata);
+  // Generation 1: the spec is as created, so are both its hashes.
   if ((key.metadata.generation ?? 1) <= 1) return createdMs(key.metadata);
   return lastWriteBound(key.metadata);
 }

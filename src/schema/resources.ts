@@ -574,7 +574,7 @@ export const gatewayApiKey: ResourceDefinition = {
         },
       ),
       previousHash: str(
-        'SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it.',
+        'SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it; it cannot be removed.',
         {
           pattern: HASH_PATTERN,
           minLength: 64,
@@ -638,6 +638,13 @@ export const gatewayApiKey: ResourceDefinition = {
           fieldPath: '.previousHash',
         },
         {
+          // Without it a key could not tell "never rotated" (its hash held since creation) from "rotated, then
+          // cleared": the key-hash election reads that (claimedSince in src/compiler/elect.ts).
+          rule: '!has(oldSelf.previousHash) || has(self.previousHash)',
+          message: 'previousHash cannot be removed: the next rotation replaces it',
+          fieldPath: '.previousHash',
+        },
+        {
           rule: 'has(self.previousHash) == has(self.previousHashExpiresAt)',
           message: 'previousHash and previousHashExpiresAt go together',
         },
@@ -662,7 +669,7 @@ export const gatewayApiKey: ResourceDefinition = {
             maxLength: 64,
           }),
           since: str(
-            'When this key began to name the hash: its creation for the hash it was created with, otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).',
+            'When this key began to name the hash: its creation for a hash it was created with (a key without previousHash was never rotated), otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).',
             { format: 'date-time' },
           ),
         },

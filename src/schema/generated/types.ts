@@ -497,7 +497,7 @@ export interface GatewayAPIKeySpec {
  */
 hash: string
 /**
- * SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it.
+ * SHA-256 of the secret this key had before its last rotation (`byok-operator gateway-key rotate`), still accepted until previousHashExpiresAt, then refused. Written together with hash: hash may change only to move its old value here. The key keeps holding this hash (copies of it elsewhere stay Conflicting) until the next rotation replaces it; it cannot be removed.
  */
 previousHash?: string
 /**
@@ -591,7 +591,7 @@ hashClaims?: {
  */
 hash: string
 /**
- * When this key began to name the hash: its creation for the hash it was created with, otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).
+ * When this key began to name the hash: its creation for a hash it was created with (a key without previousHash was never rotated), otherwise the last write to the key before the operator saw the hash (RFC 3339, milliseconds).
  */
 since: string
 }[]

@@ -17,7 +17,7 @@ import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { stopStack, untilCompiled } from '../../support/compiled.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { createTestNamespace, rejection, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 import { sleep, until } from '../../support/until.ts';
@@ -155,6 +155,16 @@ describe('a gateway-key hash copied into another account', () => {
       pollMs: 100,
     });
     await untilCompiled(projector, dirs.config, ns.victim, 1);
+    // The credential and the key may land in two compiles: wait for the one that carries the key.
+    await until(
+      "the victim's key compiled",
+      async () => {
+        await projector.sync();
+        return loadRoutingConfig(dirs.config).apiKey(VICTIM_HASH)?.account.namespace === ns.victim;
+      },
+      30_000,
+      100,
+    );
     gw = await startGateway({
       configDir: dirs.config,
       bundleDir: dirs.bundles,
@@ -243,6 +253,15 @@ describe('a gateway-key hash copied into another account', () => {
     expect(Date.parse(String(rotated.metadata!.creationTimestamp))).toBeLessThan(
       Date.parse(String(victim.metadata!.creationTimestamp)),
     );
+    // Nor can it then pass for a key never rotated (held since its creation): previousHash cannot be removed.
+    const cleared = await rejection(
+      resource('gatewayapikeys', ns.last).update('early', (k) => {
+        const { previousHash: _h, previousHashExpiresAt: _e, ...rest } = k.spec!;
+        k.spec = rest;
+      }),
+    );
+    expect(cleared.code).toBe(422);
+    expect(cleared.message).toContain('previousHash cannot be removed');
     await gatewayCaughtUp();
     expect(gw.routing.current()!.apiKey(VICTIM_HASH)?.account.namespace).toBe(ns.victim);
     expect(await victimRequest()).toEqual({
