@@ -15,133 +15,25 @@
 // Prints one JSON document on stdout; progress on stderr.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { Agent, createServer, type IncomingMessage, request } from 'node:http';
+import { request } from 'node:http';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Fastify from 'fastify';
 import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
+import { CHUNKS } from './lib/peer-servers.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const self = fileURLToPath(import.meta.url);
-const CHUNKS = 20;
-const COMPLETION = JSON.stringify({
-  id: 'chatcmpl-bench',
-  object: 'chat.completion',
-  created: 1,
-  model: 'gpt-4o',
-  choices: [
-    { index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' },
-  ],
-  usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
-});
-const SSE_EVENTS = [
-  ...Array.from(
-    { length: CHUNKS - 1 },
-    (_, i) =>
-      `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `tok${i} ` } }] })}\n\n`,
-  ),
-  `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 12, completion_tokens: CHUNKS - 1, total_tokens: 31 } })}\n\ndata: [DONE]\n\n`,
-];
+// The floors and the upstream run from their own small module, so their heaps hold nothing of this runner's.
+const peer = fileURLToPath(new URL('./lib/peer-servers.ts', import.meta.url));
 const REQUEST = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }] });
 const STREAM_REQUEST = JSON.stringify({
   model: BENCH_MODEL,
   stream: true,
   messages: [{ role: 'user', content: 'Say hello.' }],
 });
-
-// ---- child roles ----
-
-/** The loopback upstream: a chat completion, or an SSE stream of CHUNKS events (one write each); counts what it served. */
-function serveUpstream(port: number): void {
-  let served = 0;
-  const server = createServer((req, res) => {
-    if (req.method === 'GET') {
-      res.end(JSON.stringify({ served }));
-      return;
-    }
-    const body: Buffer[] = [];
-    req.on('data', (c: Buffer) => body.push(c));
-    req.on('end', () => {
-      served++;
-      if (!Buffer.concat(body).includes('"stream":true')) {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(COMPLETION) });
-        res.end(COMPLETION);
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      let i = 0;
-      const next = () => {
-        res.write(SSE_EVENTS[i++]);
-        if (i < SSE_EVENTS.length) setImmediate(next);
-        else res.end();
-      };
-      next();
-    });
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(port, '127.0.0.1');
-}
-
-/** The floor of any Node proxy: node:http in, node:http out, bodies piped, nothing parsed. */
-function servePipe(upstream: string, port: number): void {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
-  const target = new URL(upstream);
-  const server = createServer((req, res) => {
-    const out = request(
-      {
-        host: target.hostname,
-        port: target.port,
-        path: '/v1/chat/completions',
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          ...(req.headers['content-length'] ? { 'content-length': req.headers['content-length'] } : {}),
-        },
-      },
-      (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-    );
-    out.once('error', () => res.destroy());
-    req.pipe(out);
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(port, '127.0.0.1');
-}
-
-/** A bare fastify proxy (bench/gateway.ts's floor): JSON parsed, forwarded with node:http, answered as JSON; streams piped. */
-async function serveFastify(upstream: string, port: number): Promise<void> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
-  const target = new URL(`${upstream}/v1/chat/completions`);
-  const app = Fastify({ logger: false });
-  app.post('/api/v1/chat/completions', async (req, reply) => {
-    const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
-    const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const r = request(
-        target,
-        {
-          method: 'POST',
-          agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        },
-        resolve,
-      );
-      r.once('error', reject);
-      r.end(body);
-    });
-    if ((req.body as { stream?: boolean }).stream) return reply.type('text/event-stream').send(res);
-    const chunks: Buffer[] = [];
-    for await (const c of res) chunks.push(c as Buffer);
-    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-  });
-  await app.listen({ host: '127.0.0.1', port });
-}
 
 // ---- the run ----
 
@@ -537,7 +429,7 @@ async function main(): Promise<void> {
   });
   const nodeChild = (role: string, nodeOptions: string | null) => async (ctx: RoundContext) => {
     const port = await freePort();
-    const proc = launch(pin, 'sut', process.execPath, [self, role, ctx.upstream, String(port)], imageEnv(nodeOptions));
+    const proc = launch(pin, 'sut', process.execPath, [peer, role, ctx.upstream, String(port)], imageEnv(nodeOptions));
     await waitHttp(`http://127.0.0.1:${port}/`);
     return { proc, port };
   };
@@ -615,7 +507,7 @@ async function main(): Promise<void> {
   if (!redis) log('redis-server not found: gateway-redis is skipped');
 
   const upstreamPort = await freePort();
-  const upstreamProc = launch(pin, 'others', process.execPath, [self, '--upstream', String(upstreamPort)]);
+  const upstreamProc = launch(pin, 'others', process.execPath, [peer, '--upstream', String(upstreamPort)]);
   const upstream = `http://127.0.0.1:${upstreamPort}`;
   await waitHttp(`${upstream}/count`);
   // A budgeted account: admission reserves on the ledger for every request (on Redis, a round trip before the upstream).
@@ -792,10 +684,4 @@ function targetsOf(summary: Record<string, unknown>, results: Map<string, RoundR
     : null;
 }
 
-const role = process.argv[2];
-// Child roles exit cleanly on SIGTERM, so --cpu-prof and --heap-prof runs of the floors write their profiles.
-if (role?.startsWith('--')) process.once('SIGTERM', () => process.exit(0));
-if (role === '--upstream') serveUpstream(Number(process.argv[3]));
-else if (role === '--pipe') servePipe(process.argv[3]!, Number(process.argv[4]));
-else if (role === '--fastify') await serveFastify(process.argv[3]!, Number(process.argv[4]));
-else await main();
+await main();
