@@ -16,6 +16,7 @@ import { compactForCache, keepingLastWriteTime } from '../../../src/kube/informe
 import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { hashOf } from '../../support/fixtures/compiler.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 43;
 const RUNS = 2000;
@@ -207,7 +208,7 @@ describe('a hash is held by the key that named it first, whatever the tenants wr
             expect(notHolding.has(k.metadata.name!)).toBe(won.get(k.spec.hash) !== `${ns}/${k.metadata.name}`);
         }
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -232,7 +233,7 @@ describe('a hash is held by the key that named it first, whatever the tenants wr
           ),
         ).toEqual(won);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });

@@ -31,6 +31,7 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { validateManifest } from '../../../src/schema/validators.ts';
 import { loadRoutingConfig, planFor, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { credential, hashOf, NOW, snapshot, workspace } from '../../support/fixtures/compiler.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41;
 // Each case writes a config to disk and loads it as a pod does: 1,000 per property keep the file near 8 s of CPU.
@@ -256,7 +257,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           for (const [ns, names] of first.conflicting) expect(other.conflicting.get(ns)).toEqual(names);
         }
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -295,7 +296,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           }
         }
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });

@@ -23,6 +23,7 @@ import {
 } from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
 import { SourceRule } from '../../../src/gateway/delivered-routing.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 42_0101;
 const RUNS = 3000;
@@ -59,7 +60,7 @@ describe('compareVersions', () => {
       fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.bigInt({ min: 1n, max: 10n ** 30n }), (a, b) => {
         expect(Math.sign(compareVersions(String(a), String(b)))).toBe(a < b ? -1 : a > b ? 1 : 0);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });
@@ -86,7 +87,7 @@ describe('deltaFor', () => {
         expect(out.send.sort()).toEqual(send.sort());
         expect(out.remove.sort()).toEqual(remove.sort());
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -202,7 +203,7 @@ describe('DeliveryState', () => {
           new Map([...model].map(([k, v]) => [k, v.version])),
         );
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });
@@ -248,7 +249,7 @@ describe('LineSplitter', () => {
           expect(splitter.pending).toBe(0);
         },
       ),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 

@@ -18,6 +18,7 @@ import {
   urlEgressProblem,
 } from '../../../src/domain/index.ts';
 import { egressLookup, literalHostProblem } from '../../../src/gateway/egress.ts';
+import { propertyRuns } from '../../support/properties.ts';
 import {
   type Address,
   address,
@@ -76,7 +77,7 @@ describe('egress policy (properties): one verdict per address, whatever its spel
           refused: expected || (a.v6 && zone),
         });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -108,7 +109,7 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         });
         expect({ text, refused }).toEqual({ text, refused: expected });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -130,7 +131,7 @@ describe('egress policy (properties): one verdict per address, whatever its spel
           resolvedAddressProblem(`${name.toUpperCase()}${'.'.repeat(style.trailingDots)}`, '127.0.0.1', allow),
         ).toBeNull();
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });
@@ -165,7 +166,7 @@ describe('egress allow-list grammar (properties)', () => {
           ranges: [expected],
         });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });

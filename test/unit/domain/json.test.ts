@@ -9,6 +9,7 @@ import {
   parseUntrustedJson,
   UntrustedJsonError,
 } from '../../../src/domain/json.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const problem = (f: () => unknown) => {
   try {
@@ -51,7 +52,7 @@ describe('parseUntrustedJson', () => {
         }
         expect(invalidUtf8Offset(bytes) < 0).toBe(valid);
       }),
-      { numRuns: 2000 },
+      { numRuns: propertyRuns(2000) },
     );
     fc.assert(
       fc.property(fc.string({ unit: 'binary' }), (s) => expect(invalidUtf8Offset(Buffer.from(s, 'utf8'))).toBe(-1)),

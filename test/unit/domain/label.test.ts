@@ -3,6 +3,7 @@ import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { LABEL_ELLIPSIS, maskLabel, maskSecret, maxRevealed, type ProviderSlug } from '../../../src/domain/index.ts';
 import { SA } from '../../support/fixtures/domain.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 /** How many characters of `secret` the label shows, checking that they are a prefix plus a suffix. */
 function revealed(secret: string, label: string): number {
@@ -70,7 +71,7 @@ describe('maskLabel', () => {
           expect(revealed(secret, label)).toBeLessThanOrEqual(maxRevealed(Array.from(secret.trim()).length));
         }
       }),
-      { numRuns: 2000 },
+      { numRuns: propertyRuns(2000) },
     );
   });
   test('for JSON payloads the share is measured against the identifying field (property)', () => {
@@ -83,7 +84,7 @@ describe('maskLabel', () => {
         if (id.trim() === '') return;
         expect(revealed(id, label)).toBeLessThanOrEqual(maxRevealed(Array.from(id.trim()).length));
       }),
-      { numRuns: 1000 },
+      { numRuns: propertyRuns(1000) },
     );
   });
   test('maskSecret counts code points, never splitting a surrogate pair', () => {

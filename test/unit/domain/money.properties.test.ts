@@ -19,6 +19,7 @@ import {
   usdToMicros,
 } from '../../../src/domain/index.ts';
 import { guardrail, WS1, workspace } from '../../support/fixtures/domain.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 /** The former ledger → domain hand-over: exact decimal text of micros. */
 const decimal = (m: Micros): string =>
@@ -80,7 +81,7 @@ describe('money on integer micros (properties)', () => {
         const usage = { promptTokens, completionTokens };
         expect(listCostMicros(priceMicros(p), usage)).toBe(formerListCost(p, usage));
       }),
-      { numRuns: 500 },
+      { numRuns: propertyRuns(500) },
     );
   });
 
@@ -99,7 +100,7 @@ describe('money on integer micros (properties)', () => {
           expect([charge.freeListCostMicros, charge.feeMicros]).toEqual([former.free, former.fee]);
         },
       ),
-      { numRuns: 500 },
+      { numRuns: propertyRuns(500) },
     );
   });
 
@@ -122,7 +123,7 @@ describe('money on integer micros (properties)', () => {
           formerLimits.map((l) => [l, counted, counted >= l]),
         );
       }),
-      { numRuns: 500 },
+      { numRuns: propertyRuns(500) },
     );
   });
 
@@ -159,7 +160,7 @@ describe('mulDivRound', () => {
           expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
         },
       ),
-      { numRuns: 20_000 },
+      { numRuns: propertyRuns(20_000) },
     );
     // Exact halves round up (away from zero for negatives, as the BigInt path does).
     for (const [m, num, den] of [

@@ -12,6 +12,7 @@ import {
   type RouteRequest,
 } from '../../../src/domain/index.ts';
 import { account, cred, ep, guardrail, hash, workspace } from '../../support/fixtures/domain.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const PROVIDERS: ProviderSlug[] = ['openai', 'anthropic', 'azure', 'together', 'mistral'];
 const MODELS = ['m/a', 'm/b', 'm/c'];
@@ -108,7 +109,7 @@ function plan(s: { account: CompiledAccount; endpoints: CatalogEndpoint[]; reque
   return planRoute(s.account, catalog, s.request);
 }
 
-const runs = { numRuns: 400 };
+const runs = { numRuns: propertyRuns(400) };
 
 describe('route planner invariants', () => {
   test('no disabled, out-of-scope or filtered-out credential is ever attempted', () => {
@@ -240,7 +241,7 @@ describe('route planner invariants', () => {
         expect(again).toEqual(first);
         expect(copy).toEqual(first);
       }),
-      { numRuns: 200 },
+      { numRuns: propertyRuns(200) },
     );
   });
 

@@ -25,6 +25,7 @@ import {
 } from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SharedIndex } from '../../../src/operator/export/desired.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
 const SEED = 41_0503;
@@ -269,7 +270,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
           expectSameObjects(again.objects, objects);
           expect(again.report.conflicts).toEqual(report.conflicts);
         }),
-        { seed: SEED, numRuns: RUNS },
+        { seed: SEED, numRuns: propertyRuns(RUNS) },
       );
     },
   );
@@ -319,7 +320,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
           }
           expect(misreported).toEqual([]);
         }),
-        { seed: SEED, numRuns: RUNS },
+        { seed: SEED, numRuns: propertyRuns(RUNS) },
       );
     },
   );
@@ -365,7 +366,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
         }
         expect(replaced).toEqual([]);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });

@@ -15,6 +15,7 @@ import {
   usageBounds,
 } from '../../../src/gateway/usage.ts';
 import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 43_0204;
 const RUNS = 4000;
@@ -71,7 +72,7 @@ describe('the max_tokens that fits', () => {
         expect(costAt(r, n)).toBeLessThanOrEqual(r.room);
         if (n < longest(r)) expect(costAt(r, n + 1)).toBeGreaterThan(r.room);
       }),
-      { numRuns: RUNS, seed: SEED },
+      { numRuns: propertyRuns(RUNS), seed: SEED },
     );
   });
 
@@ -105,7 +106,7 @@ describe('the max_tokens that fits', () => {
           await ledger.close();
         }
       }),
-      { numRuns: RUNS, seed: SEED + 1 },
+      { numRuns: propertyRuns(RUNS), seed: SEED + 1 },
     );
   });
 });

@@ -17,6 +17,7 @@ import {
   streamFloorTokens,
   usageBounds,
 } from '../../../src/gateway/usage.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41_0003;
 const RUNS = 3000;
@@ -232,7 +233,7 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
         const label = `${d.place}/${d.partType}/${d.fieldName} ${d.encoding} ${d.stream === false ? 'buffered' : `stream piece=${d.stream.piece} lines=${d.stream.linesPerEvent} ${JSON.stringify(d.stream.terminator)}`} usage=${d.usage} n=${d.n}`;
         expect({ label, metered, atLeastFloor: metered >= floor }).toEqual({ label, metered, atLeastFloor: true });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -285,7 +286,7 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
           floor,
         });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 

@@ -8,6 +8,7 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41_0002;
 const RUNS = 3000;
@@ -194,7 +195,7 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
         // Every event ends with its blank line: the closing comment may follow without a separator.
         expect(got.atBoundary).toBe(true);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -212,7 +213,7 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
           renderEvents(s).reduce((sum, e) => sum + Math.max(0, Buffer.byteLength(e) - 1024), 0),
         );
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -226,7 +227,7 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
           within: true,
         });
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 

@@ -28,6 +28,7 @@ import {
   readAccountMonth,
 } from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount } from '../../support/ledger-fixtures.ts';
+import { propertyRuns } from '../../support/properties.ts';
 import { type SwitchedLedger, switchedLedger } from './outage.ts';
 
 const SEED = 410504;
@@ -264,7 +265,7 @@ describe(`the spend journal under generated faults (properties, seed ${SEED})`, 
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), async (ops) => {
         await runCase(ops);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   }, 600_000);
 });

@@ -4,6 +4,7 @@
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { MAX_SUBJECT, messageProblems } from '../../../scripts/check-commits.ts';
+import { propertyRuns } from '../../support/properties.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
 const SEED = 44;
@@ -66,7 +67,7 @@ describe('messageProblems', () => {
           length > MAX_SUBJECT ? [`the subject has ${length} characters (at most ${MAX_SUBJECT})`] : [],
         );
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 
@@ -90,7 +91,7 @@ describe('messageProblems', () => {
         }[how];
         expect(problems.some((p) => p.includes(expected))).toBe(true);
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });

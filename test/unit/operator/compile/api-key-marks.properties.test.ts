@@ -7,6 +7,7 @@ import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import type { CompiledApiKey } from '../../../../src/domain/compiled.ts';
 import { apiKeyMarks, type RoutingMark } from '../../../../src/operator/compile/accounts.ts';
+import { propertyRuns } from '../../../support/properties.ts';
 
 const SEED = 42_0201;
 const RUNS = 3000;
@@ -76,7 +77,7 @@ describe('GatewayAPIKey delivery marks', () => {
           previous = marks;
         }
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
   });
 });
