@@ -11,6 +11,9 @@ import { stringify } from 'yaml';
 import { type CertificateAuthority, createCertificateAuthority } from './pki.ts';
 import { freePort, startOwnPorts } from './ports.ts';
 
+/** GOGC for etcd and kube-apiserver (Go's default is 100): 14 % less apiserver CPU for a few hundred MB more. */
+const LOCAL_GOGC = '400';
+
 export interface ControlPlaneOptions {
   /** Directory holding kube-apiserver and etcd (and kubectl); defaults to $BYOK_CONTROL_PLANE_BIN or $KUBEBUILDER_ASSETS. */
   binDir?: string;
@@ -119,7 +122,9 @@ export class ProcessSet {
 
   start(name: string, command: string, args: string[]): ChildProcess {
     const logFile = createWriteStream(join(this.workDir, `${name}.log`), { flags: 'a' });
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // A local control plane has memory to spare and two cores to share: Go's collector runs a quarter as often.
+    const env = { ...process.env, GOGC: process.env.GOGC ?? LOCAL_GOGC };
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     child.stdout?.pipe(logFile);
     child.stderr?.pipe(logFile);
     writeFileSync(join(this.workDir, `${name}.pid`), String(child.pid));
