@@ -12,15 +12,15 @@
 //   node bench/gateway.ts [--duration 5] [--connections 32]
 import { type ChildProcess, fork } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { Agent, createServer, type IncomingMessage, request } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
-import Fastify from 'fastify';
 import { pino } from 'pino';
 import { startGateway } from '../src/gateway/index.ts';
 import { BENCH_API_KEY, writeGatewayFixture } from './lib/gateway-fixture.ts';
+import { bareFastifyProxy } from './lib/peer-servers.ts';
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -93,28 +93,7 @@ async function serveGateway(upstreamUrl: string): Promise<void> {
 
 /** The floor: a bare fastify route that forwards to the upstream with the same HTTP client setup and no logic. */
 async function serveBareProxy(upstreamUrl: string): Promise<void> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
-  const app = Fastify({ logger: false });
-  const target = new URL(`${upstreamUrl}/v1/chat/completions`);
-  app.post('/v1/chat/completions', async (req) => {
-    const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
-    const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const r = request(
-        target,
-        {
-          method: 'POST',
-          agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        },
-        resolve,
-      );
-      r.once('error', reject);
-      r.end(body);
-    });
-    const chunks: Buffer[] = [];
-    for await (const c of res) chunks.push(c as Buffer);
-    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-  });
+  const app = bareFastifyProxy(upstreamUrl, '/v1/chat/completions');
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send?.({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
   process.on('message', (m) => {

@@ -3,7 +3,7 @@
 // only node:http and fastify, so a floor's heap and RSS are the floor's own.
 import { Agent, createServer, type IncomingMessage, request } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 
 export const CHUNKS = 20;
 const COMPLETION = JSON.stringify({
@@ -85,12 +85,15 @@ function servePipe(upstream: string, port: number): void {
   server.listen(port, '127.0.0.1');
 }
 
-/** A bare fastify proxy (bench/gateway.ts's floor): JSON parsed, forwarded with node:http, answered as JSON; streams piped. */
-async function serveFastify(upstream: string, port: number): Promise<void> {
+/**
+ * A bare fastify proxy, the floor of bench/peers.ts and bench/gateway.ts: the JSON body parsed, forwarded with
+ * node:http to the upstream's chat completions, the answer parsed and sent as JSON; a stream piped.
+ */
+export function bareFastifyProxy(upstream: string, route: string): FastifyInstance {
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
   const target = new URL(`${upstream}/v1/chat/completions`);
   const app = Fastify({ logger: false });
-  app.post('/api/v1/chat/completions', async (req, reply) => {
+  app.post(route, async (req, reply) => {
     const body = JSON.stringify({ ...(req.body as object), model: 'gpt-4o' });
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
       const r = request(
@@ -110,7 +113,11 @@ async function serveFastify(upstream: string, port: number): Promise<void> {
     for await (const c of res) chunks.push(c as Buffer);
     return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
   });
-  await app.listen({ host: '127.0.0.1', port });
+  return app;
+}
+
+async function serveFastify(upstream: string, port: number): Promise<void> {
+  await bareFastifyProxy(upstream, '/api/v1/chat/completions').listen({ host: '127.0.0.1', port });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
