@@ -38,18 +38,27 @@ describe('WorkQueue', () => {
     let inFlight = 0;
     let maxInFlight = 0;
     let runs = 0;
+    // Each run waits for the test to let it finish, so "in flight" is a state the test holds, not a timing.
+    const releases: Array<() => void> = [];
+    let started: () => void = () => {};
+    const nextStart = () => new Promise<void>((r) => (started = r));
     q.start(async () => {
       runs++;
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
-      await sleep(30);
+      started();
+      await new Promise<void>((r) => releases.push(r));
       inFlight--;
     });
+    let first = nextStart();
     q.add('k');
-    await sleep(5);
+    await first;
     q.add('k');
     q.add('k');
-    await sleep(5);
+    first = nextStart();
+    releases.shift()!();
+    await first;
+    releases.shift()!();
     await q.waitForIdle();
     expect(maxInFlight).toBe(1);
     expect(runs).toBe(2);
