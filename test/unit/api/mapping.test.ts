@@ -11,26 +11,25 @@ import {
   toByokKey,
 } from '../../../src/service/mapping.ts';
 import { ApiState } from '../../../src/service/read-model.ts';
+import { credential, inNamespace, withMetadata, withSpec, withStatus } from '../../support/builders.ts';
 
 function cred(
   name: string,
   spec: Partial<BYOKCredential['spec']> = {},
   extra: { status?: BYOKCredential['status']; meta?: Partial<BYOKCredential['metadata']> } = {},
 ): BYOKCredential {
-  return {
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: {
-      namespace: 'acct',
-      name,
+  return credential(
+    name,
+    inNamespace('acct'),
+    withMetadata({
       resourceVersion: '10',
       generation: 1,
       creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date,
-      ...extra.meta,
-    },
-    spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
-    ...(extra.status ? { status: extra.status } : {}),
-  };
+    }),
+    withMetadata({ ...extra.meta }),
+    withSpec(spec),
+    ...(extra.status ? [withStatus<BYOKCredential>(extra.status)] : []),
+  );
 }
 
 describe('CR → BYOKKey', () => {

@@ -9,6 +9,7 @@ import { CredentialReconciler } from '../../../../src/operator/reconcile/credent
 import type { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
 import { VerdictStore } from '../../../../src/operator/verdicts.ts';
 import type { Account, BYOKCredential, GatewayAPIKey } from '../../../../src/schema/generated/types.ts';
+import { credential, inNamespace, withMetadata, withSpec } from '../../../support/builders.ts';
 
 /** A cache with the informer's read methods; byIndex only knows the API-key hash index. */
 function cache<T extends KubernetesObject>(items: T[] = []) {
@@ -29,12 +30,13 @@ function cache<T extends KubernetesObject>(items: T[] = []) {
 }
 
 const HASH = 'b'.repeat(64);
-const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential => ({
-  apiVersion: 'byok.gateway.dev/v1alpha1',
-  kind: 'BYOKCredential',
-  metadata: { name, namespace: 'team', generation: 1, creationTimestamp: created as unknown as Date },
-  spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
-});
+const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential =>
+  credential(
+    name,
+    inNamespace('team'),
+    withMetadata({ generation: 1, creationTimestamp: created as unknown as Date }),
+    withSpec(spec),
+  );
 const secret = (name: string, value: string): V1Secret => ({
   metadata: { name, namespace: 'team', resourceVersion: '7' },
   data: { key: Buffer.from(value).toString('base64') },
