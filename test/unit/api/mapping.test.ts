@@ -1,6 +1,6 @@
 import { describe, expect, test } from '@jest/globals';
 import { publicId } from '../../../src/domain/ids.ts';
-import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import type { BYOKCredential, GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import {
   compareKeys,
   credentialStatus,
@@ -11,7 +11,7 @@ import {
   toByokKey,
 } from '../../../src/service/mapping.ts';
 import { ApiState } from '../../../src/service/read-model.ts';
-import { credential, inNamespace, withMetadata, withSpec, withStatus } from '../../support/builders.ts';
+import { credential, gatewayKey, inNamespace, withMetadata, withSpec, withStatus } from '../../support/builders.ts';
 
 function cred(
   name: string,
@@ -213,13 +213,8 @@ describe('read model', () => {
 
   test('live API keys: not disabled and not expired; hash lookups span accounts', () => {
     const s = new ApiState();
-    const key = (name: string, ns: string, spec: Record<string, unknown>) =>
-      ({
-        apiVersion: 'byok.gateway.dev/v1alpha1',
-        kind: 'GatewayAPIKey',
-        metadata: { name, namespace: ns },
-        spec,
-      }) as never;
+    const key = (name: string, ns: string, spec: Partial<GatewayAPIKey['spec']> & { hash: string }) =>
+      gatewayKey(name, spec.hash, inNamespace(ns), withSpec(spec));
     s.upsertApiKey(key('live', 'a', { hash: '1'.repeat(64) }));
     s.upsertApiKey(key('off', 'a', { hash: '2'.repeat(64), disabled: true }));
     s.upsertApiKey(key('old', 'a', { hash: '3'.repeat(64), expiresAt: '2020-01-01T00:00:00Z' }));
