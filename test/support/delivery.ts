@@ -1,11 +1,16 @@
 // The set-up the delivery-stream tests share: the files a gateway pod mounts besides its routing volumes (catalog,
 // upstream CA, status token), the gateway's ServiceAccount and projected token, its command line, and the one-key
 // tenant (Account, default Workspace, GatewayAPIKey, an OpenAI credential) whose Secret the tests rotate.
+
+import type { ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { DEFAULT_DELIVERY_AUDIENCE } from '../../src/contract/delivery.ts';
 import { kubeClient } from '../../src/kube/client.ts';
+import { type Projector, startProjector } from '../../src/kube/projector.ts';
 import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from './builders.ts';
+import { type GatewayProcess, spawnGateway } from './gateway-process.ts';
 import { createObjects, createTenant } from './tenant.ts';
 import type { Upstreams } from './upstreams.ts';
 
@@ -134,4 +139,37 @@ export async function rotateDeliveryKey(
     body: { spec: { secretRef: { name: deliverySecretName(version) } } },
     contentType: 'application/merge-patch+json',
   });
+}
+
+/**
+ * The kubelet's one projection of the routing namespace into `mounts` at pod start; then it "sleeps" (the projector
+ * is stopped), so the mounts stay frozen until the test syncs the returned projector again.
+ */
+export async function projectOnce(kc: KubeConfig, routingNamespace: string, mounts: GatewayMounts): Promise<Projector> {
+  const projector = startProjector({ kubeConfig: kc, routingNamespace, ...mounts, pollMs: 3_600_000 });
+  await projector.sync();
+  await projector.stop();
+  return projector;
+}
+
+/**
+ * One gateway per stream url on the shared `mounts`, each with ServiceAccount `byok-gateway`'s delivery token and the
+ * status token writeGatewayFiles put in `root`.
+ */
+export async function spawnStreamGateways(
+  kc: KubeConfig,
+  routingNamespace: string,
+  root: string,
+  mounts: GatewayMounts,
+  urls: readonly string[],
+  running: Set<ChildProcess>,
+): Promise<GatewayProcess[]> {
+  const token = await serviceAccountToken(kc, routingNamespace, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]);
+  writeFileSync(join(root, 'token'), token);
+  const gateways: GatewayProcess[] = [];
+  for (const [i, url] of urls.entries()) {
+    const more = [...streamArgs(root, url, i), '--status-token-file', join(root, 'status-token')];
+    gateways.push(await spawnGateway(gatewayArgs(root, mounts, String(i), more), running));
+  }
+  return gateways;
 }

@@ -9,7 +9,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -17,27 +17,20 @@ import { Watch } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
-import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import type { Projector } from '../../../src/kube/projector.ts';
 import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
-  gatewayArgs,
+  projectOnce,
   rotateDeliveryKey,
-  serviceAccountToken,
-  streamArgs,
+  spawnStreamGateways,
   writeGatewayFiles,
 } from '../../support/delivery.ts';
-import {
-  type GatewayProcess,
-  publishGatewayEndpoints,
-  spawnGateway,
-  stopProcess,
-} from '../../support/gateway-process.ts';
+import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, cond, type Obj, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
@@ -139,18 +132,9 @@ describe('Delivered from the acknowledgements', () => {
     await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-acks-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
-    await projector.sync();
-    await projector.stop();
-    writeFileSync(
-      join(root, 'token'),
-      await serviceAccountToken(kc, routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]),
-    );
-    for (const i of [0, 1]) {
-      const url = i === 0 ? run.op.deliveryUrl()! : replica.url;
-      const more = [...streamArgs(root, url, i), '--status-token-file', join(root, 'status-token')];
-      gateways.push(await spawnGateway(gatewayArgs(root, mount, String(i), more), running));
-    }
+    projector = await projectOnce(kc, routingNs, mount);
+    const urls = [run.op.deliveryUrl()!, replica.url];
+    gateways.push(...(await spawnStreamGateways(kc, routingNs, root, mount, urls, running)));
     for (const gw of gateways)
       await until('on the stream', async () => (await statusOf(gw)).delivery?.stream === 'connected', 20_000, 100);
     await publishGatewayEndpoints(kc, routingNs, gateways);

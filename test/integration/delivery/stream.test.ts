@@ -7,7 +7,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -15,23 +15,18 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
-import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import type { Projector } from '../../../src/kube/projector.ts';
 import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
-  gatewayArgs,
+  projectOnce,
   rotateDeliveryKey,
   serviceAccountToken,
-  streamArgs,
+  spawnStreamGateways,
   writeGatewayFiles,
 } from '../../support/delivery.ts';
-import {
-  type GatewayProcess,
-  publishGatewayEndpoints,
-  spawnGateway,
-  stopProcess,
-} from '../../support/gateway-process.ts';
+import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, cond, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
@@ -120,15 +115,9 @@ describe('the delivery stream', () => {
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     // The kubelet's one projection at pod start; then it "sleeps" (stopped), so the mount is frozen at v0.
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
-    await projector.sync();
-    await projector.stop();
-    writeFileSync(join(root, 'token'), await token(routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]));
-    for (const i of [0, 1]) {
-      const url = i === 0 ? run.op.deliveryUrl()! : replica.url;
-      const more = [...streamArgs(root, url, i), '--status-token-file', join(root, 'status-token')];
-      gateways.push(await spawnGateway(gatewayArgs(root, mount, String(i), more), running));
-    }
+    projector = await projectOnce(kc, routingNs, mount);
+    const urls = [run.op.deliveryUrl()!, replica.url];
+    gateways.push(...(await spawnStreamGateways(kc, routingNs, root, mount, urls, running)));
     await publishGatewayEndpoints(kc, routingNs, gateways);
   }, 90_000);
 
