@@ -33,6 +33,16 @@ export const withAnnotations =
     const m = o.metadata as Meta;
     m.annotations = { ...m.annotations, ...annotations };
   };
+/** Any kind: fields merged into metadata (generation, resourceVersion, uid, creationTimestamp as a store has them). */
+export const withMetadata =
+  <T extends { metadata?: object }>(metadata: Partial<NonNullable<T['metadata']>>): Option<T> =>
+  (o) =>
+    void Object.assign(o.metadata as object, metadata);
+/** Any kind with a status: the status it was read back with. */
+export const withStatus =
+  <T extends { status?: unknown }>(status: T['status']): Option<T> =>
+  (o) =>
+    void (o.status = status);
 /** Any kind: fields merged into spec (for what has no option of its own). */
 export const withSpec =
   <T extends { spec: object }>(spec: Partial<T['spec']>): Option<T> =>

@@ -23,6 +23,7 @@ import {
   seedAccount,
   startHarness,
 } from '../../support/api-harness.ts';
+import { credential, withLabels, withProvider, withSecret, withSpec } from '../../support/builders.ts';
 import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
@@ -468,12 +469,15 @@ describe('BYOK REST API: operations', () => {
         namespace: a.namespace,
         body: { metadata: { name: 'git-openai' }, stringData: { key: 'sk-git-managed-000000000000' } },
       });
-      await crApi('byokcredentials', a.namespace).create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'from-git', labels: { 'app.kubernetes.io/managed-by': 'argocd' } },
-        spec: { provider: 'wandb', secretRef: { name: 'git-openai' }, displayName: 'From Git', sortOrder: 5 },
-      });
+      await crApi('byokcredentials', a.namespace).create(
+        credential(
+          'from-git',
+          withLabels({ 'app.kubernetes.io/managed-by': 'argocd' }),
+          withProvider('wandb'),
+          withSecret('git-openai'),
+          withSpec({ displayName: 'From Git', sortOrder: 5 }),
+        ),
+      );
       gitId = publicId('BYOKCredential', a.namespace, 'from-git');
     });
 
@@ -566,18 +570,8 @@ describe('BYOK REST API: operations', () => {
         body: { metadata: { name: 'other-key' }, stringData: { other: 'sk-other-0000000000000000' } },
       });
       const creds = crApi('byokcredentials', c.namespace);
-      await creds.create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'bad' },
-        spec: { provider: 'openai', secretRef: { name: 'bad-key' } },
-      });
-      await creds.create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'nokey' },
-        spec: { provider: 'groq', secretRef: { name: 'other-key' } },
-      });
+      await creds.create(credential('bad'));
+      await creds.create(credential('nokey', withProvider('groq'), withSecret('other-key')));
       ids.bad = publicId('BYOKCredential', c.namespace, 'bad');
       ids.nokey = publicId('BYOKCredential', c.namespace, 'nokey');
     }, 60_000);

@@ -13,7 +13,6 @@ import { kubeBackend } from '../../../src/service/backend.ts';
 import { sweepOrphanSecrets } from '../../../src/service/orphans.ts';
 import {
   type Account,
-  API_VERSION,
   credentialObject,
   err,
   eventually,
@@ -24,6 +23,7 @@ import {
   seedAccount,
   startHarness,
 } from '../../support/api-harness.ts';
+import { credential, withProvider, withSecret } from '../../support/builders.ts';
 import { crApi, testKubeConfig } from '../../support/kube.ts';
 import { resource } from '../../support/operator.ts';
 import { beforeCap } from '../../support/order.ts';
@@ -371,12 +371,9 @@ describe('REST API integrity under hostile input and faults', () => {
         namespace: q.namespace,
         body: { metadata: { name: 'git-quota' }, stringData: { key: 'sk-git-quota' } },
       });
-      await crApi('byokcredentials', q.namespace).create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'from-git' },
-        spec: { provider: 'groq', secretRef: { name: 'git-quota' } },
-      });
+      await crApi('byokcredentials', q.namespace).create(
+        credential('from-git', withProvider('groq'), withSecret('git-quota')),
+      );
       await eventually(
         () => h.server.state.credentialCount(q.namespace) === 1 && h.server.state.credentialLimit(q.namespace) === 2,
       );

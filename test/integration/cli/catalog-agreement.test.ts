@@ -23,7 +23,7 @@ import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { publicId } from '../../../src/domain/ids.ts';
 import { type RunningGateway, sharedKeyFileName, startGateway } from '../../../src/gateway/index.ts';
 import type { BYOKCredentialSpec } from '../../../src/schema/generated/types.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import { asDefault, credential, gatewayKey, withMetadata, withSpec, workspace } from '../../support/builders.ts';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
@@ -148,23 +148,11 @@ describe('explain and the gateway agree on the attempt order over the one catalo
     });
     const account = compileAccount({
       namespace: NS,
-      workspaces: [{ apiVersion: API_VERSION, kind: 'Workspace', metadata: meta('main'), spec: { default: true } }],
+      workspaces: [workspace('main', withMetadata(meta('main')), asDefault())],
       guardrails: [],
-      apiKeys: [
-        {
-          apiVersion: API_VERSION,
-          kind: 'GatewayAPIKey',
-          metadata: meta('key'),
-          spec: { hash: HASH, owner: 'user-1' },
-        },
-      ],
+      apiKeys: [gatewayKey('key', HASH, withMetadata(meta('key')), withSpec({ owner: 'user-1' }))],
       credentials: Object.entries(CREDENTIALS).map(([name, [spec, payload]], i) => ({
-        resource: {
-          apiVersion: API_VERSION,
-          kind: 'BYOKCredential',
-          metadata: meta(name),
-          spec: { ...spec, secretRef: { name: `${name}-key` } },
-        },
+        resource: credential(name, withMetadata(meta(name)), withSpec({ ...spec, secretRef: { name: `${name}-key` } })),
         verdict: {
           valid: true,
           label: `${payload.slice(0, 3)}...${payload.slice(-4)}`,

@@ -9,7 +9,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -17,27 +17,22 @@ import { Watch } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
-import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import type { Projector } from '../../../src/kube/projector.ts';
 import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
-import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { GROUP, VERSION } from '../../../src/schema/resources.ts';
 import {
-  type GatewayProcess,
-  publishGatewayEndpoints,
-  spawnGateway,
-  stopProcess,
-} from '../../support/gateway-process.ts';
+  createDeliveryTenant,
+  createServiceAccount,
+  projectOnce,
+  rotateDeliveryKey,
+  spawnStreamGateways,
+  writeGatewayFiles,
+} from '../../support/delivery.ts';
+import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import {
-  type CapturedOperator,
-  cond,
-  createSecret,
-  type Obj,
-  resource,
-  startTestOperator,
-} from '../../support/operator.ts';
+import { type CapturedOperator, cond, type Obj, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
@@ -73,11 +68,7 @@ describe('Delivered from the acknowledgements', () => {
 
   const rotate = async (): Promise<void> => {
     secretVersion++;
-    await createSecret(kc, ns, `oa-key-v${secretVersion}`, `sk-delivery-acks-openai-v${secretVersion}`);
-    await client.request('PATCH', `/apis/byok.gateway.dev/v1alpha1/namespaces/${ns}/byokcredentials/oa`, {
-      body: { spec: { secretRef: { name: `oa-key-v${secretVersion}` } } },
-      contentType: 'application/merge-patch+json',
-    });
+    await rotateDeliveryKey(kc, ns, secretVersion, `sk-delivery-acks-openai-v${secretVersion}`);
   };
   const statusOf = async (gw: GatewayProcess) =>
     (await (
@@ -112,24 +103,8 @@ describe('Delivered from the acknowledgements', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('acks-acct');
     routingNs = await createTestNamespace('acks-routing');
-    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, {
-      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } },
-    });
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
-          },
-        ],
-      }),
-    );
-    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-    writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
+    await createServiceAccount(kc, routingNs, 'byok-gateway');
+    writeGatewayFiles(root, up, STATUS_TOKEN);
     const serviceAccounts = [`${routingNs}/byok-gateway`];
     // A burst is pushed 1.5 s after its last change: the pass a compile asks for records the new version before the
     // pods can have it, so the True that follows is the pods' answer.
@@ -154,87 +129,12 @@ describe('Delivered from the acknowledgements', () => {
       logger: pino({ level: 'silent' }),
       registry: new Registry(),
     });
-    await resource('accounts', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'account' },
-      spec: {},
-    });
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'k' },
-      spec: { hash: sha(API_KEY) },
-    });
-    await createSecret(kc, ns, 'oa-key-v0', 'sk-delivery-acks-openai-v0');
-    await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'oa' },
-      spec: { provider: 'openai', secretRef: { name: 'oa-key-v0' } },
-    });
+    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-acks-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
-    await projector.sync();
-    await projector.stop();
-    const token = await client.request<{ status: { token: string } }>(
-      'POST',
-      `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`,
-      {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] },
-        },
-      },
-    );
-    writeFileSync(join(root, 'token'), token.status.token);
-    for (const i of [0, 1]) {
-      gateways.push(
-        await spawnGateway(
-          [
-            '--config-dir',
-            mount.configDir,
-            '--bundle-dir',
-            mount.bundleDir,
-            '--key-dir',
-            mount.keyDir,
-            '--catalog',
-            join(root, 'catalog.json'),
-            '--port',
-            '0',
-            '--ops-port',
-            '0',
-            '--attempt-timeout-ms',
-            '2000',
-            '--upstream-ca',
-            join(root, 'upstream-ca.pem'),
-            '--ledger-snapshot',
-            join(root, `ledger-${i}.json`),
-            '--log-level',
-            'info',
-            '--egress-allow',
-            '127.0.0.1/32',
-            '--delivery-stream',
-            i === 0 ? run.op.deliveryUrl()! : replica.url,
-            '--delivery-stream-token-file',
-            join(root, 'token'),
-            '--delivery-stream-dir',
-            join(root, `stream-${i}`),
-            '--status-token-file',
-            join(root, 'status-token'),
-          ],
-          running,
-        ),
-      );
-    }
+    projector = await projectOnce(kc, routingNs, mount);
+    const urls = [run.op.deliveryUrl()!, replica.url];
+    gateways.push(...(await spawnStreamGateways(kc, routingNs, root, mount, urls, running)));
     for (const gw of gateways)
       await until('on the stream', async () => (await statusOf(gw)).delivery?.stream === 'connected', 20_000, 100);
     await publishGatewayEndpoints(kc, routingNs, gateways);

@@ -16,10 +16,18 @@ import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET } from '../../../src/contract/envelope.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import {
+  createDeliveryTenant,
+  createServiceAccount,
+  type GatewayMounts,
+  gatewayArgs,
+  serviceAccountToken,
+  streamArgs,
+  writeGatewayFiles,
+} from '../../support/delivery.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import { type CapturedOperator, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
@@ -50,31 +58,7 @@ describe('a gateway that starts on empty mounts', () => {
     for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
     return dirs;
   };
-  const args = (dirs: ReturnType<typeof emptyMounts>, name: string, more: string[]) => [
-    '--config-dir',
-    dirs.configDir,
-    '--bundle-dir',
-    dirs.bundleDir,
-    '--key-dir',
-    dirs.keyDir,
-    '--catalog',
-    join(root, 'catalog.json'),
-    '--port',
-    '0',
-    '--ops-port',
-    '0',
-    '--attempt-timeout-ms',
-    '2000',
-    '--upstream-ca',
-    join(root, 'upstream-ca.pem'),
-    '--ledger-snapshot',
-    join(root, `ledger-${name}.json`),
-    '--log-level',
-    'info',
-    '--egress-allow',
-    '127.0.0.1/32',
-    ...more,
-  ];
+  const args = (dirs: GatewayMounts, name: string, more: string[]) => gatewayArgs(root, dirs, name, more);
   const chat = async (gw: GatewayProcess) => {
     const res = await fetch(`${gw.url}/api/v1/chat/completions`, {
       method: 'POST',
@@ -90,23 +74,8 @@ describe('a gateway that starts on empty mounts', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('fresh-acct');
     routingNs = await createTestNamespace('fresh-routing');
-    await client.request('POST', `/api/v1/namespaces/${routingNs}/serviceaccounts`, {
-      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'byok-gateway' } },
-    });
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
-          },
-        ],
-      }),
-    );
-    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+    await createServiceAccount(kc, routingNs, 'byok-gateway');
+    writeGatewayFiles(root, up);
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
       watchNamespaces: [ns],
@@ -114,18 +83,10 @@ describe('a gateway that starts on empty mounts', () => {
       egress: parseEgressAllowList(['127.0.0.1']),
       deliveryStream: { port: 0, host: '127.0.0.1', serviceAccounts: [`${routingNs}/byok-gateway`] },
     });
-    const token = await client.request<{ status: { token: string } }>(
-      'POST',
-      `/api/v1/namespaces/${routingNs}/serviceaccounts/byok-gateway/token`,
-      {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: { expirationSeconds: 600, audiences: [DEFAULT_DELIVERY_AUDIENCE] },
-        },
-      },
+    writeFileSync(
+      join(root, 'token'),
+      await serviceAccountToken(kc, routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]),
     );
-    writeFileSync(join(root, 'token'), token.status.token);
   }, 60_000);
 
   afterAll(async () => {
@@ -139,44 +100,13 @@ describe('a gateway that starts on empty mounts', () => {
   test('starts unready with 503s, waits for the bundle key, then takes its first config from the stream and serves, the routing mount still empty', async () => {
     const dirs = emptyMounts('stream');
     const gw = await spawnGateway(
-      args(dirs, 'stream', [
-        '--delivery-stream',
-        run.op.deliveryUrl()!,
-        '--delivery-stream-token-file',
-        join(root, 'token'),
-        '--delivery-stream-dir',
-        join(root, 'stream', 'delivered'),
-      ]),
+      args(dirs, 'stream', [...streamArgs(root, run.op.deliveryUrl()!, 'delivered')]),
       running,
     );
     expect(await ready(gw)).toBe(503);
     expect(await chat(gw)).toBe(503);
     // The account arrives; the operator compiles it and writes the key. The pod's key volume is still empty.
-    await resource('accounts', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'account' },
-      spec: {},
-    });
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'k' },
-      spec: { hash: sha(API_KEY) },
-    });
-    await createSecret(kc, ns, 'oa-key', 'sk-delivery-fresh-openai');
-    await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'oa' },
-      spec: { provider: 'openai', secretRef: { name: 'oa-key' } },
-    });
+    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-fresh-openai');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     expect(gw.output.join('')).toContain('no bundle key mounted yet; the delivery stream connects once it is');

@@ -7,7 +7,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -15,24 +15,24 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
-import { kubeClient } from '../../../src/kube/client.ts';
-import { type Projector, startProjector } from '../../../src/kube/projector.ts';
+import type { Projector } from '../../../src/kube/projector.ts';
 import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
-import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from '../../support/builders.ts';
 import {
-  type GatewayProcess,
-  publishGatewayEndpoints,
-  spawnGateway,
-  stopProcess,
-} from '../../support/gateway-process.ts';
+  createDeliveryTenant,
+  createServiceAccount,
+  projectOnce,
+  rotateDeliveryKey,
+  serviceAccountToken,
+  spawnStreamGateways,
+  writeGatewayFiles,
+} from '../../support/delivery.ts';
+import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import { type CapturedOperator, cond, createSecret, resource, startTestOperator } from '../../support/operator.ts';
-import { createTenant } from '../../support/tenant.ts';
+import { type CapturedOperator, cond, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
-const client = kubeClient(kc);
 const API_KEY = 'sk-delivery-test-key-0123456789abcdef';
 const STATUS_TOKEN = 'status-token-delivery-test';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -60,24 +60,8 @@ describe('the delivery stream', () => {
   const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
   let secretVersion = 0;
 
-  const token = async (namespace: string, sa: string, audiences: string[] | undefined) =>
-    (
-      await client.request<{ status: { token: string } }>(
-        'POST',
-        `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`,
-        {
-          body: {
-            apiVersion: 'authentication.k8s.io/v1',
-            kind: 'TokenRequest',
-            spec: { expirationSeconds: 600, ...(audiences ? { audiences } : {}) },
-          },
-        },
-      )
-    ).status.token;
-  const serviceAccount = (namespace: string, name: string) =>
-    client.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, {
-      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } },
-    });
+  const token = (namespace: string, sa: string, audiences: string[] | undefined) =>
+    serviceAccountToken(kc, namespace, sa, audiences);
   /** One chat through a gateway; the key the upstream saw. */
   const keySent = async (gw: GatewayProcess): Promise<string | undefined> => {
     const before = up.hits.length;
@@ -92,11 +76,7 @@ describe('the delivery stream', () => {
   const rotate = async (): Promise<string> => {
     secretVersion++;
     const key = `sk-delivery-openai-v${secretVersion}`;
-    await createSecret(kc, ns, `oa-key-v${secretVersion}`, key);
-    await client.request('PATCH', `/apis/byok.gateway.dev/v1alpha1/namespaces/${ns}/byokcredentials/oa`, {
-      body: { spec: { secretRef: { name: `oa-key-v${secretVersion}` } } },
-      contentType: 'application/merge-patch+json',
-    });
+    await rotateDeliveryKey(kc, ns, secretVersion, key);
     return key;
   };
   const mountedBundle = () => readFileSync(join(mount.bundleDir, publicId('BYOKCredential', ns, 'oa')), 'utf8');
@@ -107,23 +87,9 @@ describe('the delivery stream', () => {
     up = await startUpstreams();
     ns = await createTestNamespace('delivery-acct');
     routingNs = await createTestNamespace('delivery-routing');
-    await serviceAccount(routingNs, 'byok-gateway');
-    await serviceAccount(routingNs, 'someone-else');
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
-          },
-        ],
-      }),
-    );
-    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-    writeFileSync(join(root, 'status-token'), `${STATUS_TOKEN}\n`);
+    await createServiceAccount(kc, routingNs, 'byok-gateway');
+    await createServiceAccount(kc, routingNs, 'someone-else');
+    writeGatewayFiles(root, up, STATUS_TOKEN);
     const serviceAccounts = [`${routingNs}/byok-gateway`];
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,
@@ -145,59 +111,13 @@ describe('the delivery stream', () => {
       { port: 0, host: '127.0.0.1', serviceAccounts },
       { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() },
     );
-    await createTenant(ns, {
-      account: account('account'),
-      workspaces: [workspace('main', asDefault())],
-      gatewayKeys: [gatewayKey('k', sha(API_KEY))],
-      secrets: [secret('oa-key-v0', 'sk-delivery-openai-v0')],
-      credentials: [credential('oa', withSecret('oa-key-v0'))],
-    });
+    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     // The kubelet's one projection at pod start; then it "sleeps" (stopped), so the mount is frozen at v0.
-    projector = startProjector({ kubeConfig: kc, routingNamespace: routingNs, ...mount, pollMs: 3_600_000 });
-    await projector.sync();
-    await projector.stop();
-    writeFileSync(join(root, 'token'), await token(routingNs, 'byok-gateway', [DEFAULT_DELIVERY_AUDIENCE]));
-    for (const i of [0, 1]) {
-      gateways.push(
-        await spawnGateway(
-          [
-            '--config-dir',
-            mount.configDir,
-            '--bundle-dir',
-            mount.bundleDir,
-            '--key-dir',
-            mount.keyDir,
-            '--catalog',
-            join(root, 'catalog.json'),
-            '--port',
-            '0',
-            '--ops-port',
-            '0',
-            '--attempt-timeout-ms',
-            '2000',
-            '--upstream-ca',
-            join(root, 'upstream-ca.pem'),
-            '--ledger-snapshot',
-            join(root, `ledger-${i}.json`),
-            '--log-level',
-            'info',
-            '--egress-allow',
-            '127.0.0.1/32',
-            '--delivery-stream',
-            i === 0 ? run.op.deliveryUrl()! : replica.url,
-            '--delivery-stream-token-file',
-            join(root, 'token'),
-            '--delivery-stream-dir',
-            join(root, `stream-${i}`),
-            '--status-token-file',
-            join(root, 'status-token'),
-          ],
-          running,
-        ),
-      );
-    }
+    projector = await projectOnce(kc, routingNs, mount);
+    const urls = [run.op.deliveryUrl()!, replica.url];
+    gateways.push(...(await spawnStreamGateways(kc, routingNs, root, mount, urls, running)));
     await publishGatewayEndpoints(kc, routingNs, gateways);
   }, 90_000);
 

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { NO_EGRESS_EXCEPTIONS, parseEgressAllowList } from '../../../src/domain/index.ts';
 import { egressLookup, tenantHttpsAgent } from '../../../src/gateway/egress.ts';
 import { UpstreamTransport } from '../../../src/gateway/transport.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
 import { type Account, type Harness, seedAccount, startHarness } from '../../support/api-harness.ts';
+import { credential, withProvider, withSecret } from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, cond, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
@@ -119,12 +119,7 @@ describe('egress policy for tenant URLs', () => {
     const kc = testKubeConfig();
     await createSecret(kc, acct.namespace, 'az-6to4', azure('[2002:a9fe:a9fe::1]'));
     const creds = resource('byokcredentials', acct.namespace);
-    await creds.create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'az-6to4' },
-      spec: { provider: 'azure', secretRef: { name: 'az-6to4' } },
-    });
+    await creds.create(credential('az-6to4', withProvider('azure'), withSecret('az-6to4')));
     const o = await until(
       'PayloadInvalid',
       async () => {
@@ -144,12 +139,7 @@ describe('egress policy for tenant URLs', () => {
     const kc = testKubeConfig();
     await createSecret(kc, acct.namespace, 'az-loopback', azure('127.0.0.1:8443'));
     const creds = resource('byokcredentials', acct.namespace);
-    await creds.create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'az-loopback' },
-      spec: { provider: 'azure', secretRef: { name: 'az-loopback' } },
-    });
+    await creds.create(credential('az-loopback', withProvider('azure'), withSecret('az-loopback')));
     const o = await until(
       'PayloadInvalid',
       async () => {

@@ -14,7 +14,14 @@ import { parseEgressAllowList } from '../../../src/domain/egress.ts';
 import { publicId } from '../../../src/domain/index.ts';
 import { type FinishedRequest, type RunningGateway, type SpendGate, startGateway } from '../../../src/gateway/index.ts';
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import {
+  asDefault,
+  credential as credentialOf,
+  gatewayKey,
+  withProvider,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { untilCompiled } from '../../support/compiled.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, createSecret, resource, setSecret, startTestOperator } from '../../support/operator.ts';
@@ -109,12 +116,7 @@ describe("gateway on the operator's compiled config", () => {
   };
   const credential = async (name: string, provider: string, key: string, spec: Record<string, unknown> = {}) => {
     await createSecret(kc, ns, `${name}-key`, key);
-    await creds.create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name },
-      spec: { provider, secretRef: { name: `${name}-key` }, ...spec },
-    });
+    await creds.create(credentialOf(name, withProvider(provider), withSpec(spec)));
   };
 
   const vertexKey = generateKeyPairSync('rsa', {
@@ -138,24 +140,9 @@ describe("gateway on the operator's compiled config", () => {
       gatewaySlots: { routing: 0, bundles: 8 },
       egress: LOOPBACK_ALLOWED,
     });
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'a' },
-      spec: { hash: sha(KEY_A), owner: 'user-1' },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'b' },
-      spec: { hash: sha(KEY_B) },
-    });
+    await resource('workspaces', ns).create(workspace('main', asDefault()));
+    await resource('gatewayapikeys', ns).create(gatewayKey('a', sha(KEY_A), withSpec({ owner: 'user-1' })));
+    await resource('gatewayapikeys', ns).create(gatewayKey('b', sha(KEY_B)));
     await credential('oa-0', 'openai', 'sk-oa-0-aaaaaaaaaaaa', { sortOrder: 0 });
     await credential('oa-1', 'openai', `${CANARY}-oa1`, { sortOrder: 1 });
     await credential('oa-fb', 'openai', 'sk-oa-fb-ffffffffffff', { sortOrder: 0, isFallback: true });

@@ -10,7 +10,18 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { bodyFloorTokens, streamFloorTokens } from '../../../src/gateway/usage.ts';
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import {
+  account,
+  asDefault,
+  credential,
+  gatewayKey,
+  guardrail,
+  withBudget,
+  withGuardrail,
+  withProvider,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   gatewayDirs,
@@ -76,50 +87,19 @@ describe('metering bounds both sides, end to end', () => {
       compile: { coalesceMs: 10 },
       egress: LOOPBACK_ALLOWED,
     });
-    await resource('accounts', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'acct' },
-      spec: { plan: 'pay-as-you-go' },
-    });
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
+    await resource('accounts', ns).create(account('acct', withSpec({ plan: 'pay-as-you-go' })));
+    await resource('workspaces', ns).create(workspace('main', asDefault()));
     // 0.10 USD: before issue 32 it admitted all twelve n: 8 requests (metered as one completion each).
-    await resource('guardrails', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Guardrail',
-      metadata: { name: 'n-budget' },
-      spec: { budget: { limitUsd: 0.1, resetInterval: 'monthly' } },
-    });
+    await resource('guardrails', ns).create(
+      guardrail('n-budget', withBudget({ limitUsd: 0.1, resetInterval: 'monthly' })),
+    );
     // Room for exactly five image requests at what the provider bills for them.
-    await resource('guardrails', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Guardrail',
-      metadata: { name: 'img-budget' },
-      spec: { budget: { limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' } },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'n' },
-      spec: { hash: sha(KEY_N), guardrail: 'n-budget' },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'img' },
-      spec: { hash: sha(KEY_IMG), guardrail: 'img-budget' },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'az' },
-      spec: { hash: sha(KEY_AZ) },
-    });
+    await resource('guardrails', ns).create(
+      guardrail('img-budget', withBudget({ limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' })),
+    );
+    await resource('gatewayapikeys', ns).create(gatewayKey('n', sha(KEY_N), withGuardrail('n-budget')));
+    await resource('gatewayapikeys', ns).create(gatewayKey('img', sha(KEY_IMG), withGuardrail('img-budget')));
+    await resource('gatewayapikeys', ns).create(gatewayKey('az', sha(KEY_AZ)));
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which answers zero usage.
     await createSecret(
       kc,
@@ -134,12 +114,9 @@ describe('metering bounds both sides, end to end', () => {
         },
       ]),
     );
-    await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'az' },
-      spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true },
-    });
+    await resource('byokcredentials', ns).create(
+      credential('az', withProvider('azure'), withSpec({ isByokOnly: true })),
+    );
     up.behavior.set('sk-shared-openai', 'bills-honestly');
     up.behavior.set('api-key:az-zero-usage-key', 'zero-usage-long');
 

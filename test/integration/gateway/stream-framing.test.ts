@@ -12,8 +12,15 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import { streamFloorTokens } from '../../../src/gateway/usage.ts';
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
-import { account, asDefault, gatewayKey, workspace } from '../../support/builders.ts';
+import {
+  account,
+  asDefault,
+  credential,
+  gatewayKey,
+  withProvider,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   gatewayDirs,
@@ -84,12 +91,9 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint, end to end', () => 
         },
       ]),
     );
-    await resource('byokcredentials', nsBig).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'az' },
-      spec: { provider: 'azure', secretRef: { name: 'az-key' }, isByokOnly: true },
-    });
+    await resource('byokcredentials', nsBig).create(
+      credential('az', withProvider('azure'), withSpec({ isByokOnly: true })),
+    );
     up.behavior.set('api-key:az-big-key', 'crlf-4mib');
     const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '0.15', completionUsdPerMillionTokens: '0.6' };
     writeFileSync(

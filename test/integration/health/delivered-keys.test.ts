@@ -15,7 +15,18 @@ import { Watch } from '@kubernetes/client-node';
 import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
-import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { GROUP, VERSION } from '../../../src/schema/resources.ts';
+import {
+  account,
+  asDefault,
+  credential,
+  gatewayKey,
+  guardrail,
+  withBudget,
+  withGuardrail,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import {
@@ -253,36 +264,13 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
 
   /** A brand-new account: its default workspace, a Guardrail with a budget, an OpenAI credential and, last, a key under the budget. */
   async function newAccountIn(ns: string, apiKey: string): Promise<void> {
-    await resource('accounts', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'account' },
-      spec: {},
-    });
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
-    await resource('guardrails', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Guardrail',
-      metadata: { name: 'capped' },
-      spec: { budget: { limitUsd: 100, resetInterval: 'daily', includeByokInBudgets: true } },
-    });
+    await resource('accounts', ns).create(account('account'));
+    await resource('workspaces', ns).create(workspace('main', asDefault()));
+    await resource('guardrails', ns).create(
+      guardrail('capped', withBudget({ limitUsd: 100, resetInterval: 'daily', includeByokInBudgets: true })),
+    );
     await createSecret(kc, ns, 'oa-key', `sk-delivered-keys-openai-${ns}`);
-    await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'oa' },
-      spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
-    });
-    await resource('gatewayapikeys', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'k' },
-      spec: { hash: sha(apiKey), guardrail: 'capped' },
-    });
+    await resource('byokcredentials', ns).create(credential('oa', withSpec({ isByokOnly: true })));
+    await resource('gatewayapikeys', ns).create(gatewayKey('k', sha(apiKey), withGuardrail('capped')));
   }
 });

@@ -18,8 +18,7 @@ import {
   createCompilePipeline,
   type Quarantine,
 } from '../../../src/operator/compile/pipeline.ts';
-import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import { account, credential, inNamespace, withMetadata, withSpec, workspace } from '../../support/builders.ts';
 import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   type CapturedOperator,
@@ -54,16 +53,12 @@ function snapshot(namespace: string, creds: readonly Cred[]): AccountSnapshot {
     guardrails: [],
     apiKeys: [],
     credentials: creds.map((c, i) => ({
-      resource: {
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: c.name, namespace, creationTimestamp: new Date('2026-01-01T00:00:00Z') },
-        spec: {
-          provider: 'openai',
-          secretRef: { name: `${c.name}-key` },
-          ...(c.displayName !== undefined ? { displayName: c.displayName } : {}),
-        },
-      } as BYOKCredential,
+      resource: credential(
+        c.name,
+        inNamespace(namespace),
+        withMetadata({ creationTimestamp: new Date('2026-01-01T00:00:00Z') }),
+        withSpec(c.displayName !== undefined ? { displayName: c.displayName } : {}),
+      ),
       verdict: { valid: true, label: 'sk-...wxyz', sortOrder: i, payload: `sk-${c.name}-0123456789abcdef` },
     })),
     now: new Date(),
@@ -179,13 +174,12 @@ describe('operator: a quarantined account is visible on its Account object', () 
   let hostile = '';
   let run: CapturedOperator;
 
-  const bigWorkspace = (name: string) => ({
-    apiVersion: API_VERSION,
-    kind: 'Workspace',
-    metadata: { name },
-    // ~600 KB of incompressible member ids: one such workspace fits a ConfigMap, two do not.
-    spec: { members: Array.from({ length: 2500 }, () => ({ userId: randomBytes(180).toString('base64') })) },
-  });
+  const bigWorkspace = (name: string) =>
+    workspace(
+      name,
+      // ~600 KB of incompressible member ids: one such workspace fits a ConfigMap, two do not.
+      withSpec({ members: Array.from({ length: 2500 }, () => ({ userId: randomBytes(180).toString('base64') })) }),
+    );
 
   beforeAll(async () => {
     [routing, victim, hostile] = await Promise.all([
@@ -194,25 +188,10 @@ describe('operator: a quarantined account is visible on its Account object', () 
       createTestNamespace('integ-q2-hostile'),
     ]);
     await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
-    await crApi('byokcredentials', victim).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'keep' },
-      spec: { provider: 'openai', secretRef: { name: 'keep-key' } },
-    });
+    await crApi('byokcredentials', victim).create(credential('keep'));
     await createSecret(kc, victim, 'gone-key', 'sk-victim-gone-0123456789');
-    await crApi('byokcredentials', victim).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'gone' },
-      spec: { provider: 'openai', secretRef: { name: 'gone-key' } },
-    });
-    await crApi('accounts', hostile).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'acct' },
-      spec: {},
-    });
+    await crApi('byokcredentials', victim).create(credential('gone'));
+    await crApi('accounts', hostile).create(account('acct'));
     await crApi('workspaces', hostile).create(bigWorkspace('big-1'));
     run = await startTestOperator(kc, {
       routingNamespace: routing,

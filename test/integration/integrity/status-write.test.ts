@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EventsV1Api } from '@kubernetes/client-node';
 import { createApplier } from '../../../src/kube/apply.ts';
 import { KubeApiError } from '../../../src/kube/client.ts';
-import { API_VERSION, GROUP } from '../../../src/schema/resources.ts';
+import { GROUP } from '../../../src/schema/resources.ts';
+import { credential, withLabels, withSecret } from '../../support/builders.ts';
 import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
@@ -74,12 +75,9 @@ describe('status writes that keep failing', () => {
     await writeFile(file, JSON.stringify(objects));
     await kubectl('apply', '--validate=false', '-f', file);
     // A new policy takes a moment to be enforced: wait until a labelled probe's status write is refused.
-    await crApi('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'probe', labels: { [DENY_LABEL]: 'true' } },
-      spec: { provider: 'openai', secretRef: { name: 'none' } },
-    });
+    await crApi('byokcredentials', ns).create(
+      credential('probe', withLabels({ [DENY_LABEL]: 'true' }), withSecret('none')),
+    );
     const probe = createApplier(kc, { fieldManager: 'integrity-test' });
     await until(
       'the admission policy to be enforced',
@@ -104,12 +102,9 @@ describe('status writes that keep failing', () => {
 
   test('after repeated refusals the credential gets a StatusWriteFailed Warning Event; once writable, its status lands', async () => {
     await createSecret(kc, ns, 'k', 'sk-status-0123456789abcdef');
-    await crApi('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'denied', labels: { [DENY_LABEL]: 'true' } },
-      spec: { provider: 'openai', secretRef: { name: 'k' } },
-    });
+    await crApi('byokcredentials', ns).create(
+      credential('denied', withLabels({ [DENY_LABEL]: 'true' }), withSecret('k')),
+    );
     const events = kc.makeApiClient(EventsV1Api);
     const event = await until(
       'a StatusWriteFailed Warning Event',

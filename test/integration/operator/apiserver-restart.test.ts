@@ -6,8 +6,8 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node
 import { type ControlPlane, startControlPlane } from '../../../src/controlplane/control-plane.ts';
 import { installCrds } from '../../../src/controlplane/install-crds.ts';
 import { maskLabel } from '../../../src/domain/index.ts';
-import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
-import { account } from '../../support/builders.ts';
+import { GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { account, credential, withProvider, withSecret } from '../../support/builders.ts';
 import {
   type CapturedOperator,
   cond,
@@ -71,12 +71,7 @@ describe('apiserver restart', () => {
     });
     await custom.createNamespacedCustomObject({
       ...base,
-      body: {
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'c1' },
-        spec: { provider: 'groq', secretRef: { name: 'k1' } },
-      },
+      body: credential('c1', withProvider('groq'), withSecret('k1')),
     });
     await readyWith('c1', maskLabel('groq', 'gsk_before_restart_0123456789'));
 
@@ -99,12 +94,7 @@ describe('apiserver restart', () => {
     });
     await custom.createNamespacedCustomObject({
       ...base,
-      body: {
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name: 'c2' },
-        spec: { provider: 'groq', secretRef: { name: 'k2' } },
-      },
+      body: credential('c2', withProvider('groq'), withSecret('k2')),
     });
     await readyWith('c1', maskLabel('groq', 'gsk_after_restart_9876543210'));
     await readyWith('c2', maskLabel('groq', 'gsk_second_key_0123456789'));

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { parse } from 'yaml';
 import { API_VERSION } from '../../../src/schema/resources.ts';
+import { credential, withSecret } from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, createSecret, type Obj, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
@@ -156,12 +157,7 @@ describe('Argo CD health checks', () => {
   test('Progressing before the first reconcile and while status lags a spec change', async () => {
     await op!.op.stop();
     op = undefined;
-    const fresh = await resource('byokcredentials', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'fresh' },
-      spec: { provider: 'openai', secretRef: { name: 'ok-key' } },
-    });
+    const fresh = await resource('byokcredentials', ns).create(credential('fresh', withSecret('ok-key')));
     expect((await health(fresh)).status).toBe('Progressing');
     await resource('byokcredentials', ns).update('ok', (o) => {
       o.spec = { ...o.spec, isRequired: true };

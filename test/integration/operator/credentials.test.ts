@@ -5,7 +5,18 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EventsV1Api, type V1Secret } from '@kubernetes/client-node';
 import { maskLabel, publicId } from '../../../src/domain/index.ts';
 import { CREDENTIAL_SECRET_LABEL } from '../../../src/kube/index.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import {
+  account,
+  asDefault,
+  credential,
+  gatewayKey,
+  inWorkspace,
+  withProvider,
+  withSecret,
+  withSpec,
+  workspace,
+} from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   type CapturedOperator,
@@ -32,8 +43,7 @@ describe('operator reconciler', () => {
   let creds: ReturnType<typeof resource>;
   const measured: Record<string, number> = {};
 
-  const credential = (name: string, spec: Record<string, unknown>) =>
-    creds.create({ apiVersion: API_VERSION, kind: 'BYOKCredential', metadata: { name }, spec });
+  const create = (c: BYOKCredential) => creds.create(c);
 
   beforeAll(async () => {
     ns = await createAccountNamespace('op-cred');
@@ -48,7 +58,7 @@ describe('operator reconciler', () => {
 
   test('Secret created before the credential: Ready with id, label, createdAt, sortOrder; the Secret gets labelled', async () => {
     await createSecret(kc, ns, 'anthropic-key', 'sk-ant-api03-abcdefghijklmnopqrstuvwxyz');
-    await credential('anthropic', { provider: 'anthropic', secretRef: { name: 'anthropic-key' } });
+    await create(credential('anthropic', withProvider('anthropic'), withSecret('anthropic-key')));
     const c = await creds.waitReady('anthropic', 'True');
     expect(c.status).toMatchObject({
       id: publicId('BYOKCredential', ns, 'anthropic'),
@@ -69,7 +79,7 @@ describe('operator reconciler', () => {
   });
 
   test('Secret created after the credential: SecretNotFound with a Warning event, then Ready within seconds', async () => {
-    await credential('late', { provider: 'mistral', secretRef: { name: 'late-key' } });
+    await create(credential('late', withProvider('mistral'), withSecret('late-key')));
     const pending = await creds.waitReady('late', 'False', 'SecretNotFound');
     expect(cond(pending, 'SecretResolved')).toMatchObject({ status: 'False', reason: 'SecretNotFound' });
     expect(cond(pending, 'PayloadValid')).toMatchObject({ status: 'Unknown' });
@@ -116,7 +126,7 @@ describe('operator reconciler', () => {
 
   test('invalid payload waits for the Secret to change (no hot requeue), then the fix makes it Ready', async () => {
     await createSecret(kc, ns, 'bad-key', '{"api_key": "not-for-a-plain-provider"}');
-    await credential('bad', { provider: 'groq', secretRef: { name: 'bad-key' } });
+    await create(credential('bad', withProvider('groq'), withSecret('bad-key')));
     const bad = await creds.waitReady('bad', 'False', 'PayloadInvalid');
     expect(cond(bad, 'SecretResolved')?.status).toBe('True');
     expect(cond(bad, 'PayloadValid')).toMatchObject({ status: 'False', reason: 'PayloadInvalid' });
@@ -136,7 +146,7 @@ describe('operator reconciler', () => {
 
   test('a Secret without the referenced key is KeyNotFound', async () => {
     await createSecret(kc, ns, 'wrong-key', 'xai-0123456789abcdef', 'other');
-    await credential('nokey', { provider: 'xai', secretRef: { name: 'wrong-key', key: 'apiKey' } });
+    await create(credential('nokey', withProvider('xai'), withSecret('wrong-key', 'apiKey')));
     const c = await creds.waitReady('nokey', 'False', 'KeyNotFound');
     expect(cond(c, 'SecretResolved')).toMatchObject({ status: 'False', reason: 'KeyNotFound' });
   });
@@ -144,19 +154,17 @@ describe('operator reconciler', () => {
   test('an API-key hash that does not resolve, then becomes live, then is disabled, then expires', async () => {
     const keys = resource('gatewayapikeys', ns);
     await createSecret(kc, ns, 'filtered-key', 'sk-ant-api03-filtered000000000000');
-    await credential('filtered', {
-      provider: 'anthropic',
-      secretRef: { name: 'filtered-key' },
-      allowedApiKeyHashes: [hash('a')],
-    });
+    await create(
+      credential(
+        'filtered',
+        withProvider('anthropic'),
+        withSecret('filtered-key'),
+        withSpec({ allowedApiKeyHashes: [hash('a')] }),
+      ),
+    );
     const unresolved = await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
     expect(cond(unresolved, 'FiltersValid')?.message).toContain('allowedApiKeyHashes');
-    await keys.create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'key-a' },
-      spec: { hash: hash('a') },
-    });
+    await keys.create(gatewayKey('key-a', hash('a')));
     await creds.waitReady('filtered', 'True');
     await keys.update('key-a', (o) => (o.spec!.disabled = true));
     await creds.waitReady('filtered', 'False', 'UnknownApiKeyHash');
@@ -182,14 +190,9 @@ describe('operator reconciler', () => {
   test('workspace scope: WorkspaceNotFound, Ready with workspaceId, and back to WorkspaceNotFound when deleted', async () => {
     const workspaces = resource('workspaces', ns);
     await createSecret(kc, ns, 'ws-key', 'sk-ant-api03-workspace0000000000');
-    await credential('scoped', { provider: 'anthropic', secretRef: { name: 'ws-key' }, workspace: 'team' });
+    await create(credential('scoped', withProvider('anthropic'), withSecret('ws-key'), inWorkspace('team')));
     await creds.waitReady('scoped', 'False', 'WorkspaceNotFound');
-    await workspaces.create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'team' },
-      spec: { displayName: 'Team' },
-    });
+    await workspaces.create(workspace('team', withSpec({ displayName: 'Team' })));
     const ok = await creds.waitReady('scoped', 'True');
     expect(ok.status?.workspaceId).toBe(publicId('Workspace', ns, 'team'));
     await workspaces.delete('team');
@@ -197,7 +200,14 @@ describe('operator reconciler', () => {
   });
 
   test('effective sortOrder: explicit positions first, then the rest by age', async () => {
-    await credential('anthropic-pinned', { provider: 'anthropic', secretRef: { name: 'anthropic-key' }, sortOrder: 5 });
+    await create(
+      credential(
+        'anthropic-pinned',
+        withProvider('anthropic'),
+        withSecret('anthropic-key'),
+        withSpec({ sortOrder: 5 }),
+      ),
+    );
     await until('implicit anthropic credentials placed after the explicit one', async () => {
       const [a, f, s] = await Promise.all(['anthropic', 'filtered', 'scoped'].map((n) => creds.get(n)));
       return a?.status?.sortOrder === 6 && f?.status?.sortOrder === 7 && s?.status?.sortOrder === 8;
@@ -210,20 +220,10 @@ describe('operator reconciler', () => {
     const workspaces = resource('workspaces', ns);
     // The namespace's own Account (createAccountNamespace) is the first.
     const first = ns;
-    await workspaces.create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'main' },
-      spec: { default: true },
-    });
+    await workspaces.create(workspace('main', asDefault()));
     await sleep(1100); // creationTimestamp has second precision
-    await accounts.create({ apiVersion: API_VERSION, kind: 'Account', metadata: { name: 'second' }, spec: {} });
-    await workspaces.create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'other' },
-      spec: { default: true },
-    });
+    await accounts.create(account('second'));
+    await workspaces.create(workspace('other', asDefault()));
     await accounts.waitReady(first, 'True');
     await accounts.waitReady('second', 'False', 'Conflicting');
     await workspaces.waitReady('main', 'True');
@@ -256,10 +256,10 @@ describe('operator reconciler', () => {
 
   test('canary: a Secret value appears in no status, no Event, no log line and no ConfigMap', async () => {
     await createSecret(kc, ns, 'canary-key', CANARY);
-    await credential('canary', { provider: 'openai', secretRef: { name: 'canary-key' } });
+    await create(credential('canary', withProvider('openai'), withSecret('canary-key')));
     // The same value inside a payload the domain rejects, so the error paths (condition message, Warning event) run too.
     await createSecret(kc, ns, 'canary-bad', `{"api_key": "${CANARY}", "region": "NOT A REGION"}`);
-    await credential('canary-bad', { provider: 'openai', secretRef: { name: 'canary-bad' } });
+    await create(credential('canary-bad', withProvider('openai'), withSecret('canary-bad')));
     await creds.waitReady('canary', 'True');
     await creds.waitReady('canary-bad', 'False', 'PayloadInvalid');
     await run.op.waitForIdle();

@@ -6,7 +6,7 @@ import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/index.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import { account, credential, withMaxCredentials, withProvider } from '../../support/builders.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   type CapturedOperator,
@@ -56,12 +56,7 @@ describe('per-account credential quota (operator)', () => {
     ]);
     creds = resource('byokcredentials', ns);
     otherCreds = resource('byokcredentials', other);
-    await resource('accounts', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Account',
-      metadata: { name: 'account' },
-      spec: { limits: { maxCredentials: 2 } },
-    });
+    await resource('accounts', ns).create(account('account', withMaxCredentials(2)));
     run = await startTestOperator(kc, {
       routingNamespace: routing,
       watchNamespaces: [ns, other],
@@ -75,12 +70,7 @@ describe('per-account credential quota (operator)', () => {
   test('beyond the Account limit the newest are QuotaExceeded and not compiled; the oldest win', async () => {
     for (const [i, name] of ['first', 'second', 'third'].entries()) {
       await createSecret(kc, ns, `${name}-key`, `gsk_quota_${name}_00000000000${i}`);
-      await creds.create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name },
-        spec: { provider: 'groq', secretRef: { name: `${name}-key` } },
-      });
+      await creds.create(credential(name, withProvider('groq')));
       // Distinct creation seconds, so "oldest" is unambiguous.
       if (i < 2) await sleep(1100);
     }
@@ -107,12 +97,7 @@ describe('per-account credential quota (operator)', () => {
   test('an Account without a limit: the operator default applies; raising the limit admits the rest', async () => {
     for (const name of ['a', 'b']) {
       await createSecret(kc, other, `${name}-key`, `gsk_default_quota_${name}_0000000`);
-      await otherCreds.create({
-        apiVersion: API_VERSION,
-        kind: 'BYOKCredential',
-        metadata: { name },
-        spec: { provider: 'groq', secretRef: { name: `${name}-key` } },
-      });
+      await otherCreds.create(credential(name, withProvider('groq')));
       await sleep(1100);
     }
     await otherCreds.waitReady('a', 'True');

@@ -7,7 +7,7 @@ import { EventsV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { REDACT_PATHS } from '../../../src/operator/logger.ts';
 import { type RunningOperator, startOperator } from '../../../src/operator/run.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import { credential, gatewayKey, inWorkspace, withSecret, withSpec, workspace } from '../../support/builders.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { core, createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
@@ -76,24 +76,9 @@ describe('operator status surface', () => {
     const creds = resource('byokcredentials', ns);
     await createSecret(kc, ns, 'global-key', 'sk-proj-globalglobalglobal0001');
     await createSecret(kc, ns, 'team-key', 'sk-proj-teamteamteamteam00002');
-    await resource('workspaces', ns).create({
-      apiVersion: API_VERSION,
-      kind: 'Workspace',
-      metadata: { name: 'team' },
-      spec: {},
-    });
-    await creds.create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'global-cred' },
-      spec: { provider: 'openai', secretRef: { name: 'global-key' } },
-    });
-    await creds.create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'team-cred' },
-      spec: { provider: 'openai', secretRef: { name: 'team-key' }, workspace: 'team' },
-    });
+    await resource('workspaces', ns).create(workspace('team'));
+    await creds.create(credential('global-cred', withSecret('global-key')));
+    await creds.create(credential('team-cred', withSecret('team-key'), inWorkspace('team')));
     const global = await creds.waitReady('global-cred', 'True');
     await creds.waitReady('team-cred', 'True');
     expect(global.status?.workspaceScope).toBe('GLOBAL');
@@ -108,18 +93,8 @@ describe('operator status surface', () => {
 
   test('kubectl get gwkey prints the expiry as a time, past and future alike', async () => {
     const keys = resource('gatewayapikeys', ns);
-    await keys.create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'expired' },
-      spec: { hash: 'a'.repeat(64), expiresAt: '2020-03-01T00:00:00Z' },
-    });
-    await keys.create({
-      apiVersion: API_VERSION,
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'future' },
-      spec: { hash: 'b'.repeat(64), expiresAt: '2099-03-01T00:00:00Z' },
-    });
+    await keys.create(gatewayKey('expired', 'a'.repeat(64), withSpec({ expiresAt: '2020-03-01T00:00:00Z' })));
+    await keys.create(gatewayKey('future', 'b'.repeat(64), withSpec({ expiresAt: '2099-03-01T00:00:00Z' })));
     await until(
       'both keys reconciled',
       async () =>

@@ -20,24 +20,23 @@ import { GLOBAL_WORKSPACE_SCOPE } from '../../../src/operator/reconcile/credenti
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
 import { byokCredential } from '../../../src/schema/resources.ts';
 import { ApiState } from '../../../src/service/read-model.ts';
+import { credential, inNamespace, withLabels, withMetadata, withSpec, withStatus } from '../../support/builders.ts';
 
 const openApiV3 = () => groupOpenApiV3([byokKeysDetails]);
 
 function cred(name: string, rv: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential {
-  return {
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: {
-      namespace: 'acct',
-      name,
+  return credential(
+    name,
+    inNamespace('acct'),
+    withMetadata({
       uid: `uid-${name}`,
       resourceVersion: rv,
       creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date,
-      labels: { 'app.kubernetes.io/managed-by': 'byok-api' },
-    },
-    spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
-    status: { label: 'sk-...abcd' },
-  };
+    }),
+    withLabels({ 'app.kubernetes.io/managed-by': 'byok-api' }),
+    withSpec(spec),
+    withStatus({ label: 'sk-...abcd' }),
+  );
 }
 
 function entry(c: BYOKCredential) {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from '@jest/globals';
 import { publicId } from '../../../src/domain/ids.ts';
-import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import type { BYOKCredential, GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import {
   compareKeys,
   credentialStatus,
@@ -11,26 +11,25 @@ import {
   toByokKey,
 } from '../../../src/service/mapping.ts';
 import { ApiState } from '../../../src/service/read-model.ts';
+import { credential, gatewayKey, inNamespace, withMetadata, withSpec, withStatus } from '../../support/builders.ts';
 
 function cred(
   name: string,
   spec: Partial<BYOKCredential['spec']> = {},
   extra: { status?: BYOKCredential['status']; meta?: Partial<BYOKCredential['metadata']> } = {},
 ): BYOKCredential {
-  return {
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: {
-      namespace: 'acct',
-      name,
+  return credential(
+    name,
+    inNamespace('acct'),
+    withMetadata({
       resourceVersion: '10',
       generation: 1,
       creationTimestamp: '2025-01-02T03:04:05Z' as unknown as Date,
-      ...extra.meta,
-    },
-    spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
-    ...(extra.status ? { status: extra.status } : {}),
-  };
+    }),
+    withMetadata({ ...extra.meta }),
+    withSpec(spec),
+    ...(extra.status ? [withStatus<BYOKCredential>(extra.status)] : []),
+  );
 }
 
 describe('CR → BYOKKey', () => {
@@ -214,13 +213,8 @@ describe('read model', () => {
 
   test('live API keys: not disabled and not expired; hash lookups span accounts', () => {
     const s = new ApiState();
-    const key = (name: string, ns: string, spec: Record<string, unknown>) =>
-      ({
-        apiVersion: 'byok.gateway.dev/v1alpha1',
-        kind: 'GatewayAPIKey',
-        metadata: { name, namespace: ns },
-        spec,
-      }) as never;
+    const key = (name: string, ns: string, spec: Partial<GatewayAPIKey['spec']> & { hash: string }) =>
+      gatewayKey(name, spec.hash, inNamespace(ns), withSpec(spec));
     s.upsertApiKey(key('live', 'a', { hash: '1'.repeat(64) }));
     s.upsertApiKey(key('off', 'a', { hash: '2'.repeat(64), disabled: true }));
     s.upsertApiKey(key('old', 'a', { hash: '3'.repeat(64), expiresAt: '2020-01-01T00:00:00Z' }));

@@ -7,6 +7,7 @@ import {
   stripBulkyMetadata,
 } from '../../../src/kube/index.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import { credential as credentialOf, inNamespace, withMetadata, withStatus } from '../../support/builders.ts';
 
 describe('stripBulkyMetadata (informer cache transform)', () => {
   const secret = (): V1Secret => ({
@@ -60,18 +61,15 @@ describe('stripBulkyMetadata (informer cache transform)', () => {
 
 describe("compactForCache (the operator informers' default transform)", () => {
   const credential = (name: string): BYOKCredential =>
-    ({
-      apiVersion: 'byok.gateway.dev/v1alpha1',
-      kind: 'BYOKCredential',
-      metadata: {
-        name,
-        namespace: ['acct', 'one'].join('-'),
+    credentialOf(
+      name,
+      inNamespace(['acct', 'one'].join('-')),
+      withMetadata({
         resourceVersion: '7',
-        creationTimestamp: '2026-01-01T00:00:00Z',
+        creationTimestamp: '2026-01-01T00:00:00Z' as unknown as Date,
         managedFields: [{ manager: 'byok-operator' }],
-      },
-      spec: { provider: 'openai', secretRef: { name: `${name}-key` } },
-      status: {
+      }),
+      withStatus<BYOKCredential>({
         createdAt: ['2026-01-01', 'T00:00:00Z'].join(''),
         conditions: [
           {
@@ -83,8 +81,8 @@ describe("compactForCache (the operator informers' default transform)", () => {
             observedGeneration: 1,
           },
         ],
-      },
-    }) as unknown as BYOKCredential;
+      }),
+    );
 
   test('keeps every value (minus what stripBulkyMetadata drops) and does not modify its argument', () => {
     // Sharing one copy of a string is invisible to readers (the heap effect is measured by

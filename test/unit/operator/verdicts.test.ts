@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ResourceInformers } from '../../../src/kube/resources.ts';
 import { createAccountStateSource, type StoredVerdict, VerdictStore } from '../../../src/operator/verdicts.ts';
+import { credential, inNamespace, withMetadata, withSecret } from '../../support/builders.ts';
 
 const secret = (payload: string, rv: string): V1Secret => ({
   metadata: { name: 's', namespace: 'ns', resourceVersion: rv },
@@ -51,12 +52,7 @@ describe('account state source', () => {
     list: (ns: string) => objects.filter((o) => o.metadata?.namespace === ns),
     get: (ns: string, name: string) => objects.find((o) => o.metadata?.namespace === ns && o.metadata?.name === name),
   });
-  const cred = {
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: { namespace: 'ns', name: 'c', generation: 1 },
-    spec: { provider: 'openai', secretRef: { name: 's', key: 'key' } },
-  };
+  const cred = credential('c', inNamespace('ns'), withMetadata({ generation: 1 }), withSecret('s', 'key'));
 
   it('decodes a payload once, on first read; the budget view carries no credentials', () => {
     const s = secret('sk-lazy', '1');

@@ -5,6 +5,7 @@ import { createOperatorMetrics } from '../../../src/operator/metrics.ts';
 import { effectiveSortOrder } from '../../../src/operator/reconcile/sort-order.ts';
 import { WorkQueue } from '../../../src/operator/workqueue.ts';
 import type { BYOKCredential } from '../../../src/schema/generated/types.ts';
+import { credential, inNamespace, withMetadata, withSecret, withSpec } from '../../support/builders.ts';
 import { beforeCap } from '../../support/order.ts';
 import { sleep } from '../../support/until.ts';
 
@@ -207,12 +208,14 @@ describe('WorkQueue', () => {
 });
 
 describe('status helpers', () => {
-  const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential => ({
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'BYOKCredential',
-    metadata: { name, namespace: 'n', creationTimestamp: created as unknown as Date },
-    spec: { provider: 'openai', secretRef: { name: 's' }, ...spec },
-  });
+  const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential =>
+    credential(
+      name,
+      inNamespace('n'),
+      withMetadata({ creationTimestamp: created as unknown as Date }),
+      withSecret('s'),
+      withSpec(spec),
+    );
 
   test('effective sortOrder: explicit positions, then the rest after them by age, per provider and section', () => {
     const all = [

@@ -9,6 +9,7 @@ import { CredentialReconciler } from '../../../../src/operator/reconcile/credent
 import type { StatusWriter } from '../../../../src/operator/reconcile/status-writer.ts';
 import { VerdictStore } from '../../../../src/operator/verdicts.ts';
 import type { Account, BYOKCredential, GatewayAPIKey } from '../../../../src/schema/generated/types.ts';
+import { account, credential, gatewayKey, inNamespace, withMetadata, withSpec } from '../../../support/builders.ts';
 
 /** A cache with the informer's read methods; byIndex only knows the API-key hash index. */
 function cache<T extends KubernetesObject>(items: T[] = []) {
@@ -29,24 +30,25 @@ function cache<T extends KubernetesObject>(items: T[] = []) {
 }
 
 const HASH = 'b'.repeat(64);
-const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential => ({
-  apiVersion: 'byok.gateway.dev/v1alpha1',
-  kind: 'BYOKCredential',
-  metadata: { name, namespace: 'team', generation: 1, creationTimestamp: created as unknown as Date },
-  spec: { provider: 'openai', secretRef: { name: `${name}-key` }, ...spec },
-});
+const cred = (name: string, created: string, spec: Partial<BYOKCredential['spec']> = {}): BYOKCredential =>
+  credential(
+    name,
+    inNamespace('team'),
+    withMetadata({ generation: 1, creationTimestamp: created as unknown as Date }),
+    withSpec(spec),
+  );
 const secret = (name: string, value: string): V1Secret => ({
   metadata: { name, namespace: 'team', resourceVersion: '7' },
   data: { key: Buffer.from(value).toString('base64') },
 });
 
 const teamAccount = (spec: Account['spec'] = {}): Account =>
-  ({
-    apiVersion: 'byok.gateway.dev/v1alpha1',
-    kind: 'Account',
-    metadata: { name: 'acc', namespace: 'team', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date },
-    spec,
-  }) as Account;
+  account(
+    'acc',
+    inNamespace('team'),
+    withMetadata({ creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date }),
+    withSpec(spec),
+  );
 
 /** The namespace holds an Account unless `accounts` says otherwise (the gate). */
 function harness(opts: {
@@ -183,12 +185,12 @@ describe('CredentialReconciler', () => {
   });
 
   test('a credential that depends on an expiring API key is looked at again just after the expiry', async () => {
-    const key = {
-      apiVersion: 'byok.gateway.dev/v1alpha1',
-      kind: 'GatewayAPIKey',
-      metadata: { name: 'k', namespace: 'team' },
-      spec: { hash: HASH, expiresAt: new Date(Date.now() + 60_000).toISOString() },
-    } as GatewayAPIKey;
+    const key = gatewayKey(
+      'k',
+      HASH,
+      inNamespace('team'),
+      withSpec({ expiresAt: new Date(Date.now() + 60_000).toISOString() }),
+    );
     const h = harness({
       creds: [cred('c', '2024-01-01T00:00:00Z', { allowedApiKeyHashes: [HASH] })],
       secrets: [secret('c-key', 'sk-test-1234567890')],
