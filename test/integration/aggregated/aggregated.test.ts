@@ -32,6 +32,7 @@ import {
   testKubeconfigPath,
 } from '../../support/kube.ts';
 import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
+import { until } from '../../support/until.ts';
 
 const CANARY = 'sk-CANARY-aggregated-7f3a9c1e5b2d4a6f8e0c';
 const CANARY_2 = 'sk-CANARY-rotated-1b2c3d4e5f6a7b8c9d0e';
@@ -907,14 +908,33 @@ describe('watch', () => {
     const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
     const child: ChildProcess = spawn(
       bin,
-      ['--kubeconfig', admin(), 'get', 'bk', '-n', b.namespace, '--watch-only', '--output-watch-events', '-o', 'json'],
+      [
+        '--kubeconfig',
+        admin(),
+        'get',
+        'bk',
+        '-n',
+        b.namespace,
+        '--watch-only',
+        '--output-watch-events',
+        '-o',
+        'json',
+        '-v=6',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
+    // kubectl watches from the resourceVersion of the list it reads first, so every change made once that list is
+    // answered (its request log, -v=6) is in the watch.
+    let log = '';
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
     try {
-      await new Promise((r) => setTimeout(r, 1500));
+      await until(
+        'kubectl has read the list it watches from',
+        () => /url="[^"]*\/byokkeys\?(?![^"]*watch=true)[^"]*" status="200 OK"/.test(log),
+        15_000,
+      );
       const created = await kubectlCreate(b.namespace);
       const name = created.metadata.name;
       await k('patch', 'bk', name, '-n', b.namespace, '--type=merge', '-p', '{"spec":{"disabled":true}}');
@@ -924,8 +944,8 @@ describe('watch', () => {
     } finally {
       child.kill('SIGTERM');
     }
-    seen.push(out);
-    if (!out.includes('"type"')) throw new Error(`no watch events; kubectl printed: ${out.slice(0, 2000)}`);
+    seen.push(out, log);
+    if (!out.includes('"type"')) throw new Error(`no watch events; kubectl printed: ${out.slice(0, 2000)}${log}`);
     const types = [...out.matchAll(/"type":\s*"(ADDED|MODIFIED|DELETED)"/g)].map((m) => m[1]);
     expect(types[0]).toBe('ADDED');
     expect(types).toContain('MODIFIED');
@@ -934,22 +954,35 @@ describe('watch', () => {
     expect(rvs.length).toBeGreaterThanOrEqual(3);
     expect(rvs[rvs.length - 1]).toBeGreaterThan(rvs[0] as number);
     expect(out).not.toContain(CANARY);
+    expect(log).not.toContain(CANARY);
   }, 40_000);
 
   test('a watch from a list resourceVersion replays what happened since', async () => {
     const list = await viaApiserver('GET', `${P}/namespaces/${b.namespace}/byokkeys`);
     const rv = (list.body.metadata as { resourceVersion: string }).resourceVersion;
     const created = await kubectlCreate(b.namespace);
+    // The replayed ADDED frame of the new key ends the wait; the server-side timeout only bounds a watch that never
+    // replays it.
     const frames = await new Promise<string>((resolve, reject) => {
       let text = '';
+      const abort = new AbortController();
       void kubeClient(testKubeConfig())
         .stream(
           `${P}/namespaces/${b.namespace}/byokkeys`,
-          { watch: true, resourceVersion: rv, timeoutSeconds: 2 },
-          (ev) => (text += `${JSON.stringify(ev)}\n`),
-          new AbortController().signal,
+          { watch: true, resourceVersion: rv, timeoutSeconds: 10 },
+          (ev) => {
+            text += `${JSON.stringify(ev)}\n`;
+            if (text.includes('"type":"ADDED"') && text.includes(created.metadata.name)) {
+              abort.abort();
+              resolve(text);
+            }
+          },
+          abort.signal,
         )
-        .then(() => resolve(text), reject);
+        .then(
+          () => resolve(text),
+          (err: unknown) => (abort.signal.aborted ? resolve(text) : reject(err)),
+        );
     });
     seen.push(frames);
     expect(frames).toContain('"type":"ADDED"');

@@ -44,20 +44,26 @@ describe('hostile text at both doors', () => {
       createAccountNamespace('integ-victim'),
       seedAccount('integ-hostile'),
     ]);
-    await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
-    await crApi('byokcredentials', victim).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name: 'keep' },
-      spec: { provider: 'openai', secretRef: { name: 'keep-key' } },
-    });
+    // The victim's credential, the operator and the REST harness are independent: set them up together.
+    const seedVictim = async () => {
+      await createSecret(kc, victim, 'keep-key', 'sk-victim-keep-0123456789');
+      await crApi('byokcredentials', victim).create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name: 'keep' },
+        spec: { provider: 'openai', secretRef: { name: 'keep-key' } },
+      });
+    };
     // One bucket: every account shares the one routing shard, so a shard write refused for one freezes all.
-    run = await startTestOperator(kc, {
-      routingNamespace: routing,
-      watchNamespaces: [victim, hostile.namespace],
-      compile: { shardOptions: { targetBytes: 1 << 30 } },
-    });
-    h = await startHarness([hostile.namespace]);
+    [, run, h] = await Promise.all([
+      seedVictim(),
+      startTestOperator(kc, {
+        routingNamespace: routing,
+        watchNamespaces: [victim, hostile.namespace],
+        compile: { shardOptions: { targetBytes: 1 << 30 } },
+      }),
+      startHarness([hostile.namespace]),
+    ]);
     await until('victim routed', async () => (await routedCredentials(kc, routing, victim)).includes('keep'));
     const base = await h.call('POST', '/byok', {
       key: hostile.managementKey,
@@ -98,37 +104,45 @@ describe('hostile text at both doors', () => {
 
   /** The properties that must hold after every hostile value. */
   async function stillHealthy(label: string): Promise<void> {
-    const index = [...(await readRouting(kc, routing)).keys()];
-    expect(index).toEqual(expect.arrayContaining([victim, hostile.namespace]));
     const name = `probe-${++probes}`;
-    await createSecret(kc, victim, `${name}-key`, `sk-victim-probe-${probes}-0123456789`);
-    await crApi('byokcredentials', victim).create({
-      apiVersion: API_VERSION,
-      kind: 'BYOKCredential',
-      metadata: { name },
-      spec: { provider: 'mistral', secretRef: { name: `${name}-key` } },
-    });
-    await until(
-      `${label}: the victim's new credential in the routing shard`,
-      async () => (await routedCredentials(kc, routing, victim)).includes(name),
-      15_000,
-    );
-    const t0 = Date.now();
-    await crApi('byokcredentials', victim).delete(name);
-    await until(
-      `${label}: the victim's delete in the routing shard`,
-      async () => !(await routedCredentials(kc, routing, victim)).includes(name),
-      15_000,
-    );
-    deleteToRoutedMs.push(Date.now() - t0);
-    expect(await kubectlYamlWorks()).toContain('kind: BYOKCredential');
-    await until(`${label}: every credential has a status for its generation`, async () => {
-      for (const ns of [victim, hostile.namespace]) {
-        for (const c of await credentialsOf(ns))
-          if (c.status?.observedGeneration !== c.metadata.generation || !c.status?.conditions?.length) return false;
-      }
-      return true;
-    });
+    // The victim's create-then-delete round trip, the cluster-wide kubectl read and the status check are
+    // independent observations of the same state: run them together.
+    const victimStillRouted = async () => {
+      const index = [...(await readRouting(kc, routing)).keys()];
+      expect(index).toEqual(expect.arrayContaining([victim, hostile.namespace]));
+      await createSecret(kc, victim, `${name}-key`, `sk-victim-probe-${probes}-0123456789`);
+      await crApi('byokcredentials', victim).create({
+        apiVersion: API_VERSION,
+        kind: 'BYOKCredential',
+        metadata: { name },
+        spec: { provider: 'mistral', secretRef: { name: `${name}-key` } },
+      });
+      await until(
+        `${label}: the victim's new credential in the routing shard`,
+        async () => (await routedCredentials(kc, routing, victim)).includes(name),
+        15_000,
+      );
+      const t0 = Date.now();
+      await crApi('byokcredentials', victim).delete(name);
+      await until(
+        `${label}: the victim's delete in the routing shard`,
+        async () => !(await routedCredentials(kc, routing, victim)).includes(name),
+        15_000,
+      );
+      deleteToRoutedMs.push(Date.now() - t0);
+    };
+    const everyCredentialHasStatus = () =>
+      until(`${label}: every credential has a status for its generation`, async () => {
+        for (const ns of [victim, hostile.namespace]) {
+          for (const c of await credentialsOf(ns))
+            if (c.status?.observedGeneration !== c.metadata.generation || !c.status?.conditions?.length) return false;
+        }
+        return true;
+      });
+    const [, yaml] = await Promise.all([victimStillRouted(), kubectlYamlWorks(), everyCredentialHasStatus()]);
+    expect(yaml).toContain('kind: BYOKCredential');
+    // Checked again once the probe is gone, so the probe credential itself is covered too.
+    await everyCredentialHasStatus();
   }
 
   // ---- REST door ----
@@ -164,31 +178,34 @@ describe('hostile text at both doors', () => {
     'REST: %s is refused naming the field, and nothing changes',
     async (label, value) => {
       const before = await h.call('GET', '/byok', { key: hostile.managementKey });
-      for (const f of REST_FIELDS) {
-        const res = await rest(f.method, f.method === 'POST' ? '/byok' : `/byok/${baseId}`, restBody(f.body, value));
-        const text = await res.text();
-        const body = JSON.parse(text) as {
-          error: { code: number; message: string; metadata: { field?: string } | null };
-        };
-        if (value.oversize) {
-          expect([413, 400]).toContain(res.status);
-        } else {
-          expect({ field: f.field, method: f.method, status: res.status }).toEqual({
-            field: f.field,
-            method: f.method,
-            status: 400,
-          });
-          expect({ field: f.field, method: f.method, named: body.error.metadata?.field }).toEqual({
-            field: f.field,
-            method: f.method,
-            named: f.field,
-          });
-          expect(body.error.message.startsWith(f.field)).toBe(true);
-        }
-        expect(body.error.code).toBe(res.status);
-        expect(text).not.toContain(CANARY);
-        if (value.text && !value.oversize) expect(text).not.toContain(value.text);
-      }
+      // Each field's request is independent of the others: send them together.
+      await Promise.all(
+        REST_FIELDS.map(async (f) => {
+          const res = await rest(f.method, f.method === 'POST' ? '/byok' : `/byok/${baseId}`, restBody(f.body, value));
+          const text = await res.text();
+          const body = JSON.parse(text) as {
+            error: { code: number; message: string; metadata: { field?: string } | null };
+          };
+          if (value.oversize) {
+            expect([413, 400]).toContain(res.status);
+          } else {
+            expect({ field: f.field, method: f.method, status: res.status }).toEqual({
+              field: f.field,
+              method: f.method,
+              status: 400,
+            });
+            expect({ field: f.field, method: f.method, named: body.error.metadata?.field }).toEqual({
+              field: f.field,
+              method: f.method,
+              named: f.field,
+            });
+            expect(body.error.message.startsWith(f.field)).toBe(true);
+          }
+          expect(body.error.code).toBe(res.status);
+          expect(text).not.toContain(CANARY);
+          if (value.text && !value.oversize) expect(text).not.toContain(value.text);
+        }),
+      );
       const after = await h.call('GET', '/byok', { key: hostile.managementKey });
       expect(after.text).toBe(before.text);
       await stillHealthy(`REST ${label}`);
@@ -238,25 +255,28 @@ describe('hostile text at both doors', () => {
     'kubectl/Git: %s in every free-text CRD field is refused (422 naming the field)',
     async (label, value) => {
       const ns = hostile.namespace;
-      for (const [i, f] of CR_FIELDS.entries()) {
-        const name = `hostile-${probes}-${i}`;
-        const doc = (v: string) => ({ apiVersion: API_VERSION, kind: f.kind, metadata: { name }, spec: f.spec(v) });
-        let code: number;
-        let message: string;
-        if (value.bytes) {
-          const out = await kubectlCreateRaw(
-            `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${f.plural}`,
-            jsonWithBytes(doc('@@'), value.bytes),
-          );
-          expect(out.ok).toBe(false);
-          code = 422;
-          message = out.output;
-        } else {
-          ({ code, message } = await rejection(crApi(f.plural, ns).create(doc(value.text!))));
-        }
-        expect({ path: f.path, code }).toEqual({ path: f.path, code: 422 });
-        expect(message).toContain(f.path);
-      }
+      // Each field's create is independent of the others: send them together.
+      await Promise.all(
+        CR_FIELDS.map(async (f, i) => {
+          const name = `hostile-${probes}-${i}`;
+          const doc = (v: string) => ({ apiVersion: API_VERSION, kind: f.kind, metadata: { name }, spec: f.spec(v) });
+          let code: number;
+          let message: string;
+          if (value.bytes) {
+            const out = await kubectlCreateRaw(
+              `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${f.plural}`,
+              jsonWithBytes(doc('@@'), value.bytes),
+            );
+            expect(out.ok).toBe(false);
+            code = 422;
+            message = out.output;
+          } else {
+            ({ code, message } = await rejection(crApi(f.plural, ns).create(doc(value.text!))));
+          }
+          expect({ path: f.path, code }).toEqual({ path: f.path, code: 422 });
+          expect(message).toContain(f.path);
+        }),
+      );
       await stillHealthy(`CRD ${label}`);
     },
   );
