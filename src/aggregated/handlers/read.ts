@@ -105,6 +105,8 @@ async function handleWatch<E extends object, O extends KubeObject>(
     'cache-control': 'no-cache, private',
     'transfer-encoding': 'chunked',
   });
+  // Answer the watch at once, as the kube-apiserver does: a client sees its watch established before any event.
+  res.flushHeaders();
   const pending: HubEvent<E>[] = [];
   let live = false;
   const write = (ev: HubEvent<E>) => {
