@@ -988,6 +988,26 @@ describe('watch', () => {
     expect(frames).toContain('"type":"ADDED"');
     expect(frames).toContain(created.metadata.name);
   }, 20_000);
+
+  test('an idle watch is answered at once, before any event, as the kube-apiserver answers one', async () => {
+    // No key carries this label: no event is ever sent, and the server would end the watch only after a minute. The
+    // response head must still arrive now (else this test times out).
+    const kc = testKubeConfig();
+    const url = new URL(
+      `${kc.getCurrentCluster()!.server}${P}/namespaces/${b.namespace}/byokkeys?watch=true&timeoutSeconds=60&labelSelector=byok-test%3Dnone`,
+    );
+    const opts: Parameters<typeof httpsRequest>[1] = { method: 'GET' };
+    await kc.applyToHTTPSOptions(opts);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpsRequest(url, opts, (res) => {
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.once('error', reject);
+      req.end();
+    });
+    expect(status).toBe(200);
+  }, 20_000);
 });
 
 describe('the OpenRouter-shaped surface under the group', () => {
