@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { startGateway } from '../src/gateway/index.ts';
 import { BENCH_API_KEY, writeGatewayFixture } from './lib/gateway-fixture.ts';
-import { bareFastifyProxy } from './lib/peer-servers.ts';
+import { bareFastifyProxy, COMPLETION } from './lib/peer-servers.ts';
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -37,16 +37,6 @@ const arg = (name: string, dflt: number) => {
   return i >= 0 ? Number(process.argv[i + 1]) : dflt;
 };
 const API_KEY = BENCH_API_KEY;
-const COMPLETION = JSON.stringify({
-  id: 'chatcmpl-bench',
-  object: 'chat.completion',
-  created: 1,
-  model: 'gpt-4o',
-  choices: [
-    { index: 0, message: { role: 'assistant', content: 'Hello! How can I help you today?' }, finish_reason: 'stop' },
-  ],
-  usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
-});
 const REQUEST = JSON.stringify({ model: 'openai/gpt-4o', messages: [{ role: 'user', content: 'Say hello.' }] });
 
 // ---- children ----

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 export const CHUNKS = 20;
-const COMPLETION = JSON.stringify({
+/** The upstream's chat completion, the same for every bench that proxies one. */
+export const COMPLETION = JSON.stringify({
   id: 'chatcmpl-bench',
   object: 'chat.completion',
   created: 1,
