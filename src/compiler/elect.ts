@@ -5,14 +5,16 @@ import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { hashesNamed, normalizeKeyHash } from '../domain/api-keys.ts';
 import type { Account, GatewayAPIKey, Workspace } from '../schema/generated/types.ts';
 
-function createdMs(meta: V1ObjectMeta): number {
-  const ts: unknown = meta.creationTimestamp;
+/** A metadata time as the client hands it over (a Date, or RFC 3339 text) in ms; NaN when it is neither. */
+function timeMs(ts: unknown): number {
   if (ts instanceof Date) return ts.getTime();
-  if (typeof ts === 'string') {
-    const ms = Date.parse(ts);
-    if (!Number.isNaN(ms)) return ms;
-  }
-  return Number.MAX_SAFE_INTEGER;
+  return typeof ts === 'string' ? Date.parse(ts) : Number.NaN;
+}
+
+/** Creation time in ms; an object without a readable one sorts last. */
+function createdMs(meta: V1ObjectMeta): number {
+  const ms = timeMs(meta.creationTimestamp);
+  return Number.isNaN(ms) ? Number.MAX_SAFE_INTEGER : ms;
 }
 
 export function olderFirst(a: { metadata: V1ObjectMeta }, b: { metadata: V1ObjectMeta }): number {
@@ -79,11 +81,6 @@ function lastWriteBound(meta: V1ObjectMeta): number {
   return Number.isNaN(latest) ? Number.MAX_SAFE_INTEGER : Math.max(latest, createdMs(meta));
 }
 
-function timeMs(ts: unknown): number {
-  if (ts instanceof Date) return ts.getTime();
-  return typeof ts === 'string' ? Date.parse(ts) : Number.NaN;
-}
-
 /**
  * Since when `key` has named `hash` (normalized): the claim the operator recorded in status (tenants cannot write
  * status), else its creation for a hash it was created with (a key never rotated, or never edited), else the latest
@@ -146,21 +143,32 @@ export function electKeyHolder<T extends KeyClaimant>(
   return winner ? { winner, conflicting } : { conflicting: [] };
 }
 
+/** Names of `keys` whose hash `which` picks (when they name one) another key holds. */
+function namesNotHolding(
+  keys: readonly GatewayAPIKey[],
+  which: (key: GatewayAPIKey) => string | undefined,
+  holdersOf: (hash: string) => readonly GatewayAPIKey[],
+): Set<string> {
+  const out = new Set<string>();
+  for (const k of keys) {
+    const named = which(k);
+    if (!named) continue;
+    const hash = normalizeKeyHash(named);
+    const { winner } = electKeyHolder(hash, holdersOf(hash));
+    if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
+  }
+  return out;
+}
+
 /**
- * Names of `keys` (one namespace's) whose hash a key that named it first holds, in this account or another. `holdersOf` gives
- * every key naming a hash (normalized, see normalizeKeyHash) across all accounts.
+ * Names of `keys` (one namespace's) whose hash a key that named it first holds, in this account or another.
+ * `holdersOf` gives every key naming a hash (normalized, see normalizeKeyHash) across all accounts.
  */
 export function keysNotHolding(
   keys: readonly GatewayAPIKey[],
   holdersOf: (hash: string) => readonly GatewayAPIKey[],
 ): Set<string> {
-  const out = new Set<string>();
-  for (const k of keys) {
-    const hash = normalizeKeyHash(k.spec.hash);
-    const { winner } = electKeyHolder(hash, holdersOf(hash));
-    if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
-  }
-  return out;
+  return namesNotHolding(keys, (k) => k.spec.hash, holdersOf);
 }
 
 /**
@@ -172,14 +180,7 @@ export function previousHashesNotHeld(
   keys: readonly GatewayAPIKey[],
   holdersOf: (hash: string) => readonly GatewayAPIKey[],
 ): Set<string> {
-  const out = new Set<string>();
-  for (const k of keys) {
-    if (!k.spec.previousHash) continue;
-    const hash = normalizeKeyHash(k.spec.previousHash);
-    const { winner } = electKeyHolder(hash, holdersOf(hash));
-    if (winner !== undefined && !sameObject(winner, k)) out.add(k.metadata.name ?? '');
-  }
-  return out;
+  return namesNotHolding(keys, (k) => k.spec.previousHash, holdersOf);
 }
 
 /** The same object as read by two caches or two lists (not necessarily the same JS object). */
