@@ -150,16 +150,18 @@ describe('the delivery stream', () => {
     ]);
   }, 60_000);
 
-  /** The credential's Delivered=True at a version other than `old`, with every pod counted. */
-  const delivered = (old: string | undefined) =>
+  /** The credential's Delivered=True at a version other than `old`, with `pods` counted. */
+  const delivered = (old: string | undefined, pods = 2) =>
     until(
-      'Delivered=True at the new version',
+      `Delivered=True ${pods}/${pods} at the new version`,
       async () => {
         const o = await resource('byokcredentials', ns).get('oa');
         const d = o.status?.delivery as { configVersion?: string; loaded?: number; total?: number } | undefined;
-        return cond(o, 'Delivered')?.status === 'True' && d?.configVersion !== old && d?.loaded === 2 && d.total === 2
-          ? d.configVersion
-          : undefined;
+        const c = cond(o, 'Delivered');
+        if (c?.status === 'True' && d?.configVersion !== old && d?.loaded === pods && d.total === pods)
+          return d.configVersion;
+        // What a timeout reports: the last state seen.
+        throw new Error(`Delivered=${c?.status} (${c?.reason}: ${c?.message}), delivery ${JSON.stringify(d)}`);
       },
       20_000,
       20,
@@ -167,7 +169,29 @@ describe('the delivery stream', () => {
 
   test(`${ROTATIONS} rotations reach both gateways through the stream while the mount stays at v0: Delivered=True 2/2, the new key upstream (p50/p99)`, async () => {
     const frozen = mountedBundle();
-    let version = await delivered(undefined);
+    // Before the rotations, both pods counted on the Account. The credential's record may say 1/1: a delivered
+    // credential keeps its record when only the pod count moves, and the two pods' EndpointSlices are published
+    // one after the other.
+    await until(
+      'the Account Delivered=True 2/2',
+      async () => {
+        const a = await resource('accounts', ns).get('account');
+        const d = a.status?.delivery as { loaded?: number; total?: number } | undefined;
+        return cond(a, 'Delivered')?.status === 'True' && d?.loaded === 2 && d.total === 2;
+      },
+      20_000,
+      20,
+    );
+    let version = await until(
+      'the credential Delivered=True',
+      async () => {
+        const o = await resource('byokcredentials', ns).get('oa');
+        const d = o.status?.delivery as { configVersion?: string } | undefined;
+        return cond(o, 'Delivered')?.status === 'True' ? d?.configVersion : undefined;
+      },
+      20_000,
+      20,
+    );
     const toDelivered: number[] = [];
     const toNewKey: number[] = [];
     for (let r = 0; r < ROTATIONS; r++) {
