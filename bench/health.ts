@@ -18,7 +18,7 @@ import type { Applier } from '../src/kube/apply.ts';
 import type { EventRecorder } from '../src/kube/events.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import type { CompilePipeline } from '../src/operator/compile/pipeline.ts';
-import { createHealthStatusWriter } from '../src/operator/health/health-status-writer.ts';
+import { HealthStatusWriter } from '../src/operator/health/health-status-writer.ts';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -132,7 +132,7 @@ async function parent(): Promise<void> {
     credentialDelivery: (n: string) => delivery.get(n),
     routingRun: () => 0,
   } as unknown as CompilePipeline;
-  const writer = createHealthStatusWriter({
+  const writer = new HealthStatusWriter({
     config: { token: TOKEN, urls: ports.map((p) => `http://127.0.0.1:${p}`), pollMs: POLL_MS },
     kubeConfig: undefined as never,
     informers,

@@ -13,7 +13,7 @@ import type { Applier } from '../src/kube/apply.ts';
 import type { ResourceInformers } from '../src/kube/resources.ts';
 import { createEmbeddedLedger, keySpace } from '../src/ledger/index.ts';
 import { windowsAt } from '../src/ledger/windows.ts';
-import { createSpendStatusWriter } from '../src/operator/spend/spend-status-writer.ts';
+import { SpendStatusWriter } from '../src/operator/spend/spend-status-writer.ts';
 import { createAccountStateSource, VerdictStore } from '../src/operator/verdicts.ts';
 
 const accounts = Number(process.argv[2] ?? '1000');
@@ -186,7 +186,7 @@ for (let a = 0; a < accounts; a++) {
 }
 await ledger.add(increments);
 
-const writer = createSpendStatusWriter({
+const writer = new SpendStatusWriter({
   source,
   ledger,
   applier,

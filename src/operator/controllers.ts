@@ -9,6 +9,7 @@ import type { EgressAllowList } from '../domain/index.ts';
 import type { Applier } from '../kube/apply.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { ResourceInformers } from '../kube/resources.ts';
+import type { Component } from './manager.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { AccountReconciler } from './reconcile/account.ts';
 import { accountController } from './reconcile/account-controller.ts';
@@ -23,7 +24,9 @@ import { workspaceController } from './reconcile/workspace-controller.ts';
 import type { VerdictStore } from './verdicts.ts';
 import { WorkQueue } from './workqueue.ts';
 
-export class Controllers {
+/** The reconcilers, a leader component: on taking the lead every object is queued, then the queues run. */
+export class Controllers implements Component {
+  readonly name = 'controllers';
   readonly queues: Record<ReconciledKind, WorkQueue>;
   private readonly informers: ResourceInformers;
   private readonly controllers: Controller[] = [];
@@ -115,6 +118,7 @@ export class Controllers {
   }
 
   start(): void {
+    this.enqueueAll();
     for (const c of this.controllers) this.queues[c.for].start((key) => c.reconcile(key));
   }
 
@@ -122,7 +126,7 @@ export class Controllers {
     await Promise.all(Object.values(this.queues).map((q) => q.stop()));
   }
 
-  async shutdown(): Promise<void> {
+  async close(): Promise<void> {
     await Promise.all(Object.values(this.queues).map((q) => q.shutdown()));
   }
 

@@ -16,13 +16,17 @@ import { createEventRecorder, type EventRecorder } from '../kube/events.ts';
 import type { KubeAccess } from '../kube/kubeconfig.ts';
 import { createResourceInformers, type ResourceInformers, startAll, stopAll } from '../kube/resources.ts';
 import { EventReason } from '../schema/conditions.ts';
-import { type CompilePipeline, type CompilePipelineOptions, createCompilePipeline } from './compile/pipeline.ts';
+import { CompilePipeline, type CompilePipelineOptions } from './compile/pipeline.ts';
 import { watchForCompile } from './compile/watches.ts';
 import { addReconcilers, Controllers } from './controllers.ts';
-import { type DeliveryServer, type DeliveryStreamConfig, startDeliveryServer } from './delivery/server.ts';
+import { type DeliveryStreamConfig, DeliveryStreamServer } from './delivery/server.ts';
 import { registerAccountDelivery } from './delivery-metrics.ts';
 import { ExportController, type ExportControllerConfig } from './export/controller.ts';
-import { createGatewayHealthStatus, type GatewayStatusConfig } from './health/health-status-writer.ts';
+import {
+  createGatewayHealthStatus,
+  type GatewayStatusConfig,
+  type HealthStatusWriter,
+} from './health/health-status-writer.ts';
 import { type HealthServer, startHealthServer } from './http.ts';
 import { LEASE_DEFAULTS } from './leader.ts';
 import { childLogger, createLogger } from './logger.ts';
@@ -166,16 +170,12 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   const pipeline =
     opts.compile?.enabled === false
       ? undefined
-      : createCompilePipeline({
-          kubeConfig: opts.kubeConfig,
-          routingNamespace: opts.routingNamespace,
+      : new CompilePipeline({
+          ...compileOptions(opts),
           source,
           logger: log,
           registry: metrics.registry,
           applier,
-          ...(opts.compile?.coalesceMs !== undefined ? { coalesceMs: opts.compile.coalesceMs } : {}),
-          ...(opts.compile?.bundleKeySecretName ? { bundleKeySecretName: opts.compile.bundleKeySecretName } : {}),
-          ...(opts.compile?.shardOptions ? { shardOptions: opts.compile.shardOptions } : {}),
           onQuarantine: (ns, q) => accounts.setQuarantine(ns, q),
           backlog: () => controllers.credentialBacklog(),
           ...(exporter ? { onAccountCompiled: exporter.observe } : {}),
@@ -202,18 +202,107 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   if (pipeline && opts.gatewaySlots)
     watchGatewaySlots(pipeline, opts.gatewaySlots, { log, metrics, events, routingNamespace: opts.routingNamespace });
 
-  // A GatewayAPIKey is Delivered only once its account's budgets admit requests: with a shared ledger, when the spend
-  // writer has validated the account, which a compile asks it to do at once (a new account).
-  let healthStatus: ReturnType<typeof createGatewayHealthStatus> | undefined;
+  const { spendStatus, healthStatus } = await statusWriters(opts, {
+    canWrite,
+    source,
+    informers,
+    pipeline,
+    events,
+    registry: metrics.registry,
+    log,
+    identity,
+  });
+  const endpoints = httpEndpoints({
+    port: opts.httpPort ?? 8080,
+    ...(opts.httpHost ? { host: opts.httpHost } : {}),
+    registry: metrics.registry,
+    ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()),
+  });
+  const resyncSeconds = opts.resyncSeconds ?? 300;
+  const delivery =
+    opts.deliveryStream &&
+    new DeliveryStreamServer(opts.deliveryStream, {
+      kubeConfig: opts.kubeConfig,
+      routingNamespace: opts.routingNamespace,
+      logger: childLogger(log, { component: 'delivery' }),
+      registry: metrics.registry,
+    });
+
+  // The components, in start order: every replica serves its endpoints and keeps its caches warm (fast failover,
+  // readiness); the leader alone reconciles, compiles and writes status.
+  manager.add(
+    endpoints,
+    caches(informers, () => log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced')),
+    delivery,
+    // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
+    // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
+    resyncSeconds > 0
+      ? every(
+          'resync',
+          resyncSeconds * 1000,
+          () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true }),
+        )
+      : undefined,
+    controllers,
+    spendStatus,
+    healthStatus,
+    exporter,
+    pipeline,
+  );
+  await manager.start(campaign(opts, leaseName, identity));
+  const stop = (stopOpts: { releaseLease?: boolean } = {}) => manager.stop(stopOpts);
+  if (opts.handleSignals) exitOnSignals(stop, log);
+
+  return {
+    stop,
+    isLeader: () => manager.leading,
+    httpAddress: endpoints.address(),
+    identity,
+    registry: metrics.registry,
+    informers,
+    pipeline,
+    deliveryUrl: () => delivery?.url || undefined,
+    async waitForIdle() {
+      await manager.settled();
+      for (let i = 0; i < 3; i++) {
+        await controllers.waitForIdle();
+        if (manager.leading && pipeline) await pipeline.flush();
+        if (manager.leading) await exporter?.flush();
+        if (controllers.isIdle()) break;
+      }
+    },
+  };
+}
+
+/**
+ * The leader's two status writers beside the reconcilers: spend (with a shared ledger) and health (with gateway
+ * status). A GatewayAPIKey is Delivered only once its account's budgets admit requests: with a shared ledger, when
+ * the spend writer has validated the account, which a compile asks it to do at once (a new account).
+ */
+async function statusWriters(
+  opts: OperatorOptions,
+  deps: {
+    canWrite: () => boolean;
+    source: ReturnType<typeof createAccountStateSource>;
+    informers: ResourceInformers;
+    pipeline: CompilePipeline | undefined;
+    events: EventRecorder;
+    registry: Registry;
+    log: Logger;
+    identity: string;
+  },
+) {
+  const { canWrite, informers, pipeline, events, log } = deps;
+  let healthStatus: HealthStatusWriter | undefined;
   const spendStatus = opts.spendStatus
     ? await createRedisSpendStatus(opts.spendStatus, {
         kubeConfig: opts.kubeConfig,
         canWrite,
-        source,
+        source: deps.source,
         log,
         onReset: ledgerResetEvents(informers, events),
         onValidated: () => healthStatus?.soon(),
-        instance: identity,
+        instance: deps.identity,
       })
     : undefined;
   if (spendStatus)
@@ -226,110 +315,38 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
         pipeline,
         ...(spendStatus ? { budgetsOpen: (ns: string) => spendStatus.validated(ns) } : {}),
         events,
-        registry: metrics.registry,
+        registry: deps.registry,
         log,
       })
     : undefined;
-  const endpoints = httpEndpoints({
-    port: opts.httpPort ?? 8080,
-    ...(opts.httpHost ? { host: opts.httpHost } : {}),
-    registry: metrics.registry,
-    ready: () => Object.values(informers).every((i: { hasSynced(): boolean }) => i.hasSynced()),
-  });
-  const resyncSeconds = opts.resyncSeconds ?? 300;
-  let delivery: DeliveryServer | undefined;
-  const deliveryStream: Component | undefined = opts.deliveryStream && {
-    name: 'delivery stream',
-    everyReplica: true,
-    start: async () => {
-      delivery = await startDeliveryServer(opts.deliveryStream!, {
-        kubeConfig: opts.kubeConfig,
-        routingNamespace: opts.routingNamespace,
-        logger: childLogger(log, { component: 'delivery' }),
-        registry: metrics.registry,
-      });
-    },
-    close: async () => delivery?.close(),
-  };
+  return { spendStatus, healthStatus };
+}
 
-  // The components, in start order: every replica serves its endpoints and keeps its caches warm (fast failover,
-  // readiness); the leader alone reconciles, compiles and writes status.
-  manager.add(
-    endpoints,
-    {
-      name: 'informers',
-      everyReplica: true,
-      start: async () => {
-        await startAll(informers);
-        log.info({ namespaces: opts.watchNamespaces ?? 'all' }, 'caches synced');
-      },
-      close: () => stopAll(informers),
-    },
-    deliveryStream,
-    // Periodic full re-reconcile (status writes are skipped when nothing changed, so this is cheap). Skipped while
-    // credentials are backed up: everything queued is reconciled anyway (at 100k a cold start outlasts 300 s).
-    resyncSeconds > 0
-      ? every(
-          'resync',
-          resyncSeconds * 1000,
-          () => manager.leading && !controllers.credentialBacklog() && controllers.enqueueAll({ background: true }),
-        )
-      : undefined,
-    {
-      name: 'controllers',
-      start: () => {
-        controllers.enqueueAll();
-        controllers.start();
-      },
-      stop: () => controllers.stop(),
-      close: () => controllers.shutdown(),
-    },
-    spendStatus && {
-      name: 'spend status',
-      start: () => spendStatus.start(),
-      stop: () => spendStatus.stop(),
-      close: () => spendStatus.close(),
-    },
-    healthStatus && { name: 'health status', start: () => healthStatus.start(), stop: () => healthStatus.stop() },
-    exporter && { name: 'export', start: () => exporter.start(), stop: () => exporter.stop() },
-    pipeline && { name: 'compile pipeline', start: () => pipeline.start(), stop: () => pipeline.stop() },
-  );
-  const le = opts.leaderElection;
-  await manager.start(
-    le?.enabled
-      ? {
-          kubeConfig: opts.kubeConfig,
-          lease: {
-            leaseName,
-            leaseNamespace: le.leaseNamespace ?? opts.routingNamespace,
-            identity,
-            leaseDurationSeconds: le.leaseDurationSeconds ?? LEASE_DEFAULTS.leaseDurationSeconds,
-            renewDeadlineSeconds: le.renewDeadlineSeconds ?? LEASE_DEFAULTS.renewDeadlineSeconds,
-            retryPeriodSeconds: le.retryPeriodSeconds ?? LEASE_DEFAULTS.retryPeriodSeconds,
-          },
-        }
-      : undefined,
-  );
-  const stop = (stopOpts: { releaseLease?: boolean } = {}) => manager.stop(stopOpts);
-  if (opts.handleSignals) exitOnSignals(stop, log);
-
+/** The compile pipeline's settings from the operator's options. */
+function compileOptions(opts: OperatorOptions) {
+  const c = opts.compile;
   return {
-    stop,
-    isLeader: () => manager.leading,
-    httpAddress: endpoints.address(),
-    identity,
-    registry: metrics.registry,
-    informers,
-    pipeline,
-    deliveryUrl: () => delivery?.url,
-    async waitForIdle() {
-      await manager.settled();
-      for (let i = 0; i < 3; i++) {
-        await controllers.waitForIdle();
-        if (manager.leading && pipeline) await pipeline.flush();
-        if (manager.leading) await exporter?.flush();
-        if (controllers.isIdle()) break;
-      }
+    kubeConfig: opts.kubeConfig,
+    routingNamespace: opts.routingNamespace,
+    ...(c?.coalesceMs !== undefined ? { coalesceMs: c.coalesceMs } : {}),
+    ...(c?.bundleKeySecretName ? { bundleKeySecretName: c.bundleKeySecretName } : {}),
+    ...(c?.shardOptions ? { shardOptions: c.shardOptions } : {}),
+  };
+}
+
+/** The lease to campaign for, or none: without leader election this replica leads at once. */
+function campaign(opts: OperatorOptions, leaseName: string, identity: string) {
+  const le = opts.leaderElection;
+  if (!le?.enabled) return undefined;
+  return {
+    kubeConfig: opts.kubeConfig,
+    lease: {
+      leaseName,
+      leaseNamespace: le.leaseNamespace ?? opts.routingNamespace,
+      identity,
+      leaseDurationSeconds: le.leaseDurationSeconds ?? LEASE_DEFAULTS.leaseDurationSeconds,
+      renewDeadlineSeconds: le.renewDeadlineSeconds ?? LEASE_DEFAULTS.renewDeadlineSeconds,
+      retryPeriodSeconds: le.retryPeriodSeconds ?? LEASE_DEFAULTS.retryPeriodSeconds,
     },
   };
 }
@@ -345,6 +362,19 @@ function httpEndpoints(opts: Parameters<typeof startHealthServer>[0]): Component
     },
     close: async () => server?.close(),
     address: () => server?.address ?? '',
+  };
+}
+
+/** The informers' caches on every replica (fast failover, readiness); `synced` once all have listed. */
+function caches(informers: ResourceInformers, synced: () => void): Component {
+  return {
+    name: 'informers',
+    everyReplica: true,
+    start: async () => {
+      await startAll(informers);
+      synced();
+    },
+    close: () => stopAll(informers),
   };
 }
 

@@ -8,6 +8,7 @@ import { DEFAULT_BUNDLE_KEY_SECRET } from '../../contract/envelope.ts';
 import type { KubeApiError } from '../../kube/client.ts';
 import { yieldToEventLoop } from '../event-loop.ts';
 import { childLogger } from '../logger.ts';
+import type { Component } from '../manager.ts';
 import { AccountCache, type AccountEntry, entryDigest } from './accounts.ts';
 import { BundleKeyring } from './keyring.ts';
 import { type CompileMetrics, compileMetrics } from './metrics.ts';
@@ -15,14 +16,20 @@ import { QuarantineBook } from './quarantine.ts';
 import { limited, type RefusedWrite, RoutingWriter, slotsFor, type WriteOutcome } from './routing-writer.ts';
 import { CompileScheduler } from './scheduler.ts';
 import { kubeRoutingStore, type RoutingStore } from './store.ts';
-import type { AccountStateSource, CompilePipeline, CompilePipelineOptions, CompileResult } from './types.ts';
+import type {
+  AccountStateSource,
+  ApiKeyDelivery,
+  CompilePipelineOptions,
+  CompileResult,
+  CredentialDelivery,
+  Quarantine,
+} from './types.ts';
 
 export { activateBundleKey, addBundleKey, ensureBundleKey } from './bundle-key.ts';
 export { kubeRoutingStore, type RoutingStore } from './store.ts';
 export type {
   AccountSnapshot,
   AccountStateSource,
-  CompilePipeline,
   CompilePipelineOptions,
   CompileResult,
   CredentialDelivery,
@@ -34,191 +41,237 @@ export type {
 /** Index versions remembered with the run that last wrote or kept them (see routingRun); about 17 min of busy runs. */
 const ROUTING_RUNS_KEPT = 1024;
 
-export function createCompilePipeline(opts: CompilePipelineOptions): CompilePipeline {
-  const namespace = opts.routingNamespace;
-  const log = childLogger(opts.logger, { component: 'compile' });
-  const store: RoutingStore = opts.store ?? kubeRoutingStore(opts.kubeConfig, namespace, opts.applier);
-  const m = compileMetrics(opts.registry ?? new Registry());
-  const keySecret = opts.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET;
-  const concurrency = opts.writeConcurrency ?? 8;
-
-  const dirty = new Set<string>();
-  const accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions, opts.onAccountCompiled);
-  const quarantine = new QuarantineBook<AccountEntry>(entryDigest, log, opts.onQuarantine);
-  const writer = new RoutingWriter({
-    store,
-    namespace,
-    keySecret,
-    concurrency,
-    metrics: m,
-    shardOptions: opts.shardOptions,
-    bundleShardOptions: opts.bundleShardOptions,
-  });
-  const keys = new BundleKeyring({
-    store,
-    namespace,
-    secretName: keySecret,
-    reloadMs: opts.keyReloadMs ?? 10_000,
-    pollMs: opts.keyPollMs ?? 4_000,
-    log,
-    onRotated: () => {
-      for (const ns of accounts.namespaces()) dirty.add(ns);
-    },
-  });
-  const scheduler: CompileScheduler<CompileResult | undefined> = new CompileScheduler({
-    run: runOnce,
-    pending: () => dirty.size > 0,
-    ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
-    ...(opts.maxBatchDelayMs !== undefined ? { maxBatchDelayMs: opts.maxBatchDelayMs } : {}),
-    ...(opts.backlog ? { backlog: opts.backlog } : {}),
-    ...(opts.backlogDelayMs !== undefined ? { backlogDelayMs: opts.backlogDelayMs } : {}),
-  });
-  const listeners = new Set<(r: CompileResult) => void>();
-  let lastResult: CompileResult | undefined;
+/**
+ * The compile pipeline, a leader component: start() loads what the cluster holds and compiles every account, then
+ * runs whenever accounts are marked dirty; stop() waits for the run in flight.
+ */
+export class CompilePipeline implements Component {
+  readonly name = 'compile pipeline';
+  private readonly opts: CompilePipelineOptions;
+  private readonly log: Logger;
+  private readonly m: CompileMetrics;
+  private readonly concurrency: number;
+  private readonly dirty = new Set<string>();
+  private readonly accounts: AccountCache;
+  private readonly quarantine: QuarantineBook<AccountEntry>;
+  private readonly writer: RoutingWriter;
+  private readonly keys: BundleKeyring;
+  private readonly scheduler: CompileScheduler<CompileResult | undefined>;
+  private readonly listeners = new Set<(r: CompileResult) => void>();
+  private lastResult: CompileResult | undefined;
   /** Runs started; a routing entry that changes in run n is carried by every index from run n on. */
-  let runs = 0;
+  private runs = 0;
   /** index version -> the last run that ended with it live (insertion order = age, for the bound). */
-  const routingRuns = new Map<string, number>();
+  private readonly routingRuns = new Map<string, number>();
 
-  const isolate = (refused: RefusedWrite) =>
-    isolateRefused({ accounts, quarantine, writer, concurrency, metrics: m, log }, refused);
+  constructor(opts: CompilePipelineOptions) {
+    this.opts = opts;
+    const namespace = opts.routingNamespace;
+    this.log = childLogger(opts.logger, { component: 'compile' });
+    const store: RoutingStore = opts.store ?? kubeRoutingStore(opts.kubeConfig, namespace, opts.applier);
+    this.m = compileMetrics(opts.registry ?? new Registry());
+    const keySecret = opts.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET;
+    this.concurrency = opts.writeConcurrency ?? 8;
+    this.accounts = new AccountCache(opts.shardOptions, opts.bundleShardOptions, opts.onAccountCompiled);
+    this.quarantine = new QuarantineBook<AccountEntry>(entryDigest, this.log, opts.onQuarantine);
+    this.writer = new RoutingWriter({
+      store,
+      namespace,
+      keySecret,
+      concurrency: this.concurrency,
+      metrics: this.m,
+      shardOptions: opts.shardOptions,
+      bundleShardOptions: opts.bundleShardOptions,
+    });
+    this.keys = new BundleKeyring({
+      store,
+      namespace,
+      secretName: keySecret,
+      reloadMs: opts.keyReloadMs ?? 10_000,
+      pollMs: opts.keyPollMs ?? 4_000,
+      log: this.log,
+      onRotated: () => {
+        for (const ns of this.accounts.namespaces()) this.dirty.add(ns);
+      },
+    });
+    this.scheduler = new CompileScheduler({
+      run: () => this.runOnce(),
+      pending: () => this.dirty.size > 0,
+      ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
+      ...(opts.maxBatchDelayMs !== undefined ? { maxBatchDelayMs: opts.maxBatchDelayMs } : {}),
+      ...(opts.backlog ? { backlog: opts.backlog } : {}),
+      ...(opts.backlogDelayMs !== undefined ? { backlogDelayMs: opts.backlogDelayMs } : {}),
+    });
+  }
 
-  async function runOnce(): Promise<CompileResult | undefined> {
+  /** Queue an account (or a namespace that stopped being one) for recompilation. Cheap, never throws. */
+  markDirty(namespace: string): void {
+    this.dirty.add(namespace);
+    // Only reaches a timer when the pipeline is idle (the scheduler's batch delay is coalesceMs then).
+    this.scheduler.schedule();
+  }
+
+  /** Mark every account namespace dirty (e.g. after cache sync or becoming leader). */
+  markAllDirty(): void {
+    for (const ns of this.opts.source.accountNamespaces()) this.dirty.add(ns);
+    for (const ns of this.accounts.namespaces()) this.dirty.add(ns);
+    this.scheduler.schedule();
+  }
+
+  /** Load what is already in the cluster (to avoid rewrites) and the bundle key; then compile all accounts. */
+  async start(): Promise<void> {
+    if (this.scheduler.started) return;
+    await this.writer.load();
+    await this.keys.refresh(true);
+    this.scheduler.start();
+    this.keys.startPolling(
+      () => this.scheduler.started && !this.scheduler.running,
+      () => {
+        if (this.dirty.size > 0) this.scheduler.schedule();
+      },
+    );
+    this.markAllDirty();
+    // Namespaces that stopped being accounts while no leader ran: their objects are stale by construction.
+    if (this.dirty.size === 0) this.dirty.add('');
+    await this.scheduler.drive();
+  }
+
+  /** Stop scheduling; waits for an in-flight compile to finish. */
+  async stop(): Promise<void> {
+    this.keys.stopPolling();
+    await this.scheduler.stop();
+  }
+
+  /** Run pending work now and resolve when everything marked dirty before the call is written. */
+  flush(): Promise<CompileResult | undefined> {
+    return this.scheduler.flush(() => this.lastResult);
+  }
+
+  /** Version (envelopeVersion) of each sealed credential of an account, by credential id; undefined before it compiled. */
+  credentialVersions(namespace: string): ReadonlyMap<string, string> | undefined {
+    return this.accounts.credentialVersions(namespace);
+  }
+
+  /**
+   * What a gateway pod must hold for each credential of an account to serve its current state, by credential id:
+   * the sealed envelope and the compiled routing entry. Undefined before the account compiled.
+   */
+  credentialDelivery(namespace: string): ReadonlyMap<string, CredentialDelivery> | undefined {
+    return this.accounts.credentialDelivery(namespace);
+  }
+
+  /** What a gateway pod must serve for each GatewayAPIKey of an account, by key hash. Undefined before it compiled. */
+  apiKeyDelivery(namespace: string): ReadonlyMap<string, ApiKeyDelivery> | undefined {
+    return this.accounts.apiKeyDelivery(namespace);
+  }
+
+  /**
+   * The compile run from which a routing index version is known to be current (see CredentialDelivery.since);
+   * 0 for a version this process did not see at the end of a run (older, or from before it started).
+   */
+  routingRun(indexVersion: string): number {
+    return this.routingRuns.get(indexVersion) ?? 0;
+  }
+
+  /** Accounts currently quarantined (see CompilePipelineOptions.onQuarantine). */
+  quarantined(): ReadonlyMap<string, Quarantine> {
+    return this.quarantine.snapshot();
+  }
+
+  /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */
+  current(): { version?: string; configMaps: string[]; bundles: string[]; accounts: number } {
+    const version = this.writer.version;
+    return { ...(version !== undefined ? { version } : {}), ...this.writer.objects(), accounts: this.accounts.size };
+  }
+
+  /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */
+  onCompiled(listener: (result: CompileResult) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private async runOnce(): Promise<CompileResult | undefined> {
+    const { dirty, log } = this;
     if (dirty.size === 0) return undefined;
     const taken = [...dirty];
     dirty.clear();
-    const endTimer = m.duration.startTimer();
+    const endTimer = this.m.duration.startTimer();
     const t0 = performance.now();
-    const run = ++runs;
+    const run = ++this.runs;
     try {
-      await keys.refresh();
-      const ring = keys.current;
-      const live = liveCheck(opts.source);
+      await this.keys.refresh();
+      const live = liveCheck(this.opts.source);
       // A key rotation (refresh) may have re-marked everything.
       const work = new Set([...taken, ...dirty]);
       dirty.clear();
       // Entries compiled before the first successful run are what the cluster already held, as far as this process
       // knows: pods on an index it never saw count for them as before (envelope only).
-      const since = lastResult === undefined ? 0 : run;
-      for (const ns of work) {
-        // Hundreds of accounts (the run after a cold start) are seconds of CPU: watches and timers run between them.
-        const turn = yieldToEventLoop();
-        if (turn) await turn;
-        try {
-          accounts.compile(ns, live(ns), ring, opts.source, quarantine, since);
-        } catch (err) {
-          // One broken account must not block the others: it keeps its last compiled state.
-          log.error(
-            { namespace: ns, err: err instanceof Error ? err.message : String(err) },
-            'account failed to compile; keeping its previous state',
-          );
-        }
-      }
-
-      const out = await writer.write(
+      await this.compileAll(work, live, this.lastResult === undefined ? 0 : run);
+      const out = await this.writer.write(
         (buckets, bundleBuckets) => ({
-          shards: accounts.shardPlacement.layout(buckets),
-          bundles: accounts.bundlePlacement.layout(bundleBuckets),
+          shards: this.accounts.shardPlacement.layout(buckets),
+          bundles: this.accounts.bundlePlacement.layout(bundleBuckets),
         }),
-        isolate,
+        (refused) => this.isolate(refused),
       );
-      const { shardSet } = out;
-      quarantine.settle(work, live, (ns) => accounts.get(ns));
-      m.quarantined.set(quarantine.size);
-      routingRuns.delete(shardSet.index.version);
-      routingRuns.set(shardSet.index.version, run);
-      if (routingRuns.size > ROUTING_RUNS_KEPT) routingRuns.delete(routingRuns.keys().next().value!);
-      recordWritten(m, out, accounts.size);
+      this.quarantine.settle(work, live, (ns) => this.accounts.get(ns));
+      this.m.quarantined.set(this.quarantine.size);
+      this.remember(out.shardSet.index.version, run);
+      recordWritten(this.m, out, this.accounts.size);
       endTimer();
       const result = resultOf(out, performance.now() - t0, work);
-      lastResult = result;
-      scheduler.succeeded(result.durationMs);
+      this.lastResult = result;
+      this.scheduler.succeeded(result.durationMs);
       if (out.shardWrites || out.bundleWrites || out.indexWritten || out.deleted) {
-        log.debug(
-          {
-            version: result.version,
-            shardWrites: result.shardWrites,
-            bundleWrites: result.bundleWrites,
-            deleted: result.deleted,
-            accounts: work.size,
-            ms: Math.round(result.durationMs),
-          },
-          'routing config written',
-        );
+        const { version, shardWrites, bundleWrites, deleted } = result;
+        const ms = Math.round(result.durationMs);
+        log.debug({ version, shardWrites, bundleWrites, deleted, accounts: work.size, ms }, 'routing config written');
       }
-      for (const l of listeners) l(result);
+      for (const l of this.listeners) l(result);
       return result;
     } catch (err) {
       // Whatever did not land is retried: the writer only records confirmed writes.
       for (const ns of taken) dirty.add(ns);
-      scheduler.failed();
-      m.errors.inc();
+      this.scheduler.failed();
+      this.m.errors.inc();
       log.warn(
-        { err: err instanceof Error ? err.message : String(err), failures: scheduler.failures },
+        { err: err instanceof Error ? err.message : String(err), failures: this.scheduler.failures },
         'compile failed; retrying with backoff',
       );
       return undefined;
     }
   }
 
-  return {
-    markDirty(ns) {
-      dirty.add(ns);
-      // Only reaches a timer when the pipeline is idle (the scheduler's batch delay is coalesceMs then).
-      scheduler.schedule();
-    },
-    markAllDirty() {
-      for (const ns of opts.source.accountNamespaces()) dirty.add(ns);
-      for (const ns of accounts.namespaces()) dirty.add(ns);
-      scheduler.schedule();
-    },
-    async start() {
-      if (scheduler.started) return;
-      await writer.load();
-      await keys.refresh(true);
-      scheduler.start();
-      keys.startPolling(
-        () => scheduler.started && !scheduler.running,
-        () => {
-          if (dirty.size > 0) scheduler.schedule();
-        },
-      );
-      this.markAllDirty();
-      // Namespaces that stopped being accounts while no leader ran: their objects are stale by construction.
-      if (dirty.size === 0) dirty.add('');
-      await scheduler.drive();
-    },
-    async stop() {
-      keys.stopPolling();
-      await scheduler.stop();
-    },
-    flush() {
-      return scheduler.flush(() => lastResult);
-    },
-    credentialVersions(ns) {
-      return accounts.credentialVersions(ns);
-    },
-    credentialDelivery(ns) {
-      return accounts.credentialDelivery(ns);
-    },
-    apiKeyDelivery(ns) {
-      return accounts.apiKeyDelivery(ns);
-    },
-    routingRun(indexVersion) {
-      return routingRuns.get(indexVersion) ?? 0;
-    },
-    quarantined() {
-      return quarantine.snapshot();
-    },
-    current() {
-      const version = writer.version;
-      return { ...(version !== undefined ? { version } : {}), ...writer.objects(), accounts: accounts.size };
-    },
-    onCompiled(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-  };
+  /** Compiles each account of `work` into the cache; one that throws keeps its last compiled state. */
+  private async compileAll(work: ReadonlySet<string>, live: (ns: string) => boolean, since: number): Promise<void> {
+    const ring = this.keys.current;
+    for (const ns of work) {
+      // Hundreds of accounts (the run after a cold start) are seconds of CPU: watches and timers run between them.
+      const turn = yieldToEventLoop();
+      if (turn) await turn;
+      try {
+        this.accounts.compile(ns, live(ns), ring, this.opts.source, this.quarantine, since);
+      } catch (err) {
+        // One broken account must not block the others.
+        this.log.error(
+          { namespace: ns, err: err instanceof Error ? err.message : String(err) },
+          'account failed to compile; keeping its previous state',
+        );
+      }
+    }
+  }
+
+  /** Records that `version` was live at the end of `run`, keeping the newest ROUTING_RUNS_KEPT. */
+  private remember(version: string, run: number): void {
+    this.routingRuns.delete(version);
+    this.routingRuns.set(version, run);
+    if (this.routingRuns.size > ROUTING_RUNS_KEPT) this.routingRuns.delete(this.routingRuns.keys().next().value!);
+  }
+
+  private isolate(refused: RefusedWrite): Promise<number> {
+    const { accounts, quarantine, writer, concurrency, m: metrics, log } = this;
+    return isolateRefused({ accounts, quarantine, writer, concurrency, metrics, log }, refused);
+  }
 }
 
 /** Whether a namespace is an account: asked of the source per namespace when it can, else from one listing. */

@@ -122,36 +122,3 @@ export interface CompileResult {
   /** Projected-volume slots a gateway pod needs to see everything: highest byok-routing-<n> / byok-bundle-<n> + 1. */
   slotsNeeded: { routing: number; bundles: number };
 }
-
-export interface CompilePipeline {
-  /** Queue an account (or a namespace that stopped being one) for recompilation. Cheap, never throws. */
-  markDirty(namespace: string): void;
-  /** Mark every account namespace dirty (e.g. after cache sync or becoming leader). */
-  markAllDirty(): void;
-  /** Load what is already in the cluster (to avoid rewrites) and the bundle key; then compile all accounts. Call when leader. */
-  start(): Promise<void>;
-  /** Stop scheduling; waits for an in-flight compile to finish. */
-  stop(): Promise<void>;
-  /** Run pending work now and resolve when everything marked dirty before the call is written. */
-  flush(): Promise<CompileResult | undefined>;
-  /** Version (envelopeVersion) of each sealed credential of an account, by credential id; undefined before it compiled. */
-  credentialVersions(namespace: string): ReadonlyMap<string, string> | undefined;
-  /**
-   * What a gateway pod must hold for each credential of an account to serve its current state, by credential id:
-   * the sealed envelope and the compiled routing entry. Undefined before the account compiled.
-   */
-  credentialDelivery(namespace: string): ReadonlyMap<string, CredentialDelivery> | undefined;
-  /** What a gateway pod must serve for each GatewayAPIKey of an account, by key hash. Undefined before it compiled. */
-  apiKeyDelivery(namespace: string): ReadonlyMap<string, ApiKeyDelivery> | undefined;
-  /**
-   * The compile run from which a routing index version is known to be current (see CredentialDelivery.since);
-   * 0 for a version this process did not see at the end of a run (older, or from before it started).
-   */
-  routingRun(indexVersion: string): number;
-  /** Accounts currently quarantined (see CompilePipelineOptions.onQuarantine). */
-  quarantined(): ReadonlyMap<string, Quarantine>;
-  /** What the pipeline last wrote (names of live shard ConfigMaps and bundle Secrets, index version). */
-  current(): { version?: string; configMaps: string[]; bundles: string[]; accounts: number };
-  /** Called after each successful compile that changed something (for tests / benchmarks / readiness). */
-  onCompiled(listener: (result: CompileResult) => void): () => void;
-}

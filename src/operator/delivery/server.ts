@@ -28,6 +28,7 @@ import { kubeClient } from '../../kube/client.ts';
 import { createInformer, type SupervisedInformer, stripBulkyMetadata } from '../../kube/informer.ts';
 import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import { listen } from '../http.ts';
+import type { Component } from '../manager.ts';
 import { createStreamAuth, type StreamIdentity } from './auth.ts';
 
 export interface DeliveryStreamConfig {
@@ -54,15 +55,6 @@ export interface DeliveryAckRecord {
   reason: string | undefined;
   routingVersion: string | null;
   at: number;
-}
-
-export interface DeliveryServer {
-  url: string;
-  /** Pods connected now. */
-  connections(): number;
-  /** The last acknowledgement of each gateway process (by its instance id). */
-  acks(): ReadonlyMap<string, DeliveryAckRecord>;
-  close(): Promise<void>;
 }
 
 interface Wire extends KubernetesObject {
@@ -269,43 +261,111 @@ class ServedObjects {
   }
 }
 
-export async function startDeliveryServer(
-  cfg: DeliveryStreamConfig,
-  deps: { kubeConfig: KubeAccess; routingNamespace: string; logger: Logger; registry: Registry },
-): Promise<DeliveryServer> {
-  const log = deps.logger;
-  const m = streamMetrics(deps.registry);
-  const served = new ServedObjects(cfg.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET);
-  const auth = createStreamAuth({
-    client: kubeClient(deps.kubeConfig),
-    audience: cfg.audience ?? DEFAULT_DELIVERY_AUDIENCE,
-    serviceAccounts: cfg.serviceAccounts,
-  });
-  const conns = new Set<Conn>();
-  const acks = new Map<string, DeliveryAckRecord>();
-  const informer = (kind: DeliveryKind, labels: string): SupervisedInformer<Wire> => {
-    const inf = createInformer<Wire>({
-      kubeConfig: deps.kubeConfig,
-      path: kind === 'ConfigMap' ? '/api/v1/configmaps' : '/api/v1/secrets',
-      namespaces: [deps.routingNamespace],
-      labelSelector: `${ROUTING_LABEL} in (${labels})`,
-      name: `delivery-${kind.toLowerCase()}s`,
-      logger: log,
-      transform: stripBulkyMetadata,
-    });
-    const changed = (o: Wire, deleted: boolean) => {
-      if (served.observe(kind, o, deleted)) schedule();
-    };
-    inf.on('add', (o) => changed(o, false));
-    inf.on('update', (o) => changed(o, false));
-    inf.on('delete', (o) => changed(o, true));
-    return inf;
-  };
-  const informers = [informer('ConfigMap', 'index,shard'), informer('Secret', 'bundle,bundle-key')];
+/**
+ * The delivery stream server, a component of every replica: from its own informer cache of the routing namespace, it
+ * streams each connected gateway pod the routing objects it lacks, and records their acknowledgements.
+ */
+export class DeliveryStreamServer implements Component {
+  readonly name = 'delivery stream';
+  readonly everyReplica = true;
+  private readonly cfg: DeliveryStreamConfig;
+  private readonly log: Logger;
+  private readonly m: ReturnType<typeof streamMetrics>;
+  private readonly served: ServedObjects;
+  private readonly auth: ReturnType<typeof createStreamAuth>;
+  private readonly conns = new Set<Conn>();
+  private readonly ackRecords = new Map<string, DeliveryAckRecord>();
+  private readonly informers: SupervisedInformer<Wire>[];
+  private readonly server: Server;
+  private listening: { url: string; close(): Promise<void> } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private firstAt: number | undefined;
 
-  const push = (c: Conn): void => {
+  constructor(
+    cfg: DeliveryStreamConfig,
+    deps: { kubeConfig: KubeAccess; routingNamespace: string; logger: Logger; registry: Registry },
+  ) {
+    this.cfg = cfg;
+    this.log = deps.logger;
+    this.m = streamMetrics(deps.registry);
+    this.served = new ServedObjects(cfg.bundleKeySecretName ?? DEFAULT_BUNDLE_KEY_SECRET);
+    this.auth = createStreamAuth({
+      client: kubeClient(deps.kubeConfig),
+      audience: cfg.audience ?? DEFAULT_DELIVERY_AUDIENCE,
+      serviceAccounts: cfg.serviceAccounts,
+    });
+    const informer = (kind: DeliveryKind, labels: string): SupervisedInformer<Wire> => {
+      const inf = createInformer<Wire>({
+        kubeConfig: deps.kubeConfig,
+        path: kind === 'ConfigMap' ? '/api/v1/configmaps' : '/api/v1/secrets',
+        namespaces: [deps.routingNamespace],
+        labelSelector: `${ROUTING_LABEL} in (${labels})`,
+        name: `delivery-${kind.toLowerCase()}s`,
+        logger: this.log,
+        transform: stripBulkyMetadata,
+      });
+      const changed = (o: Wire, deleted: boolean) => {
+        if (this.served.observe(kind, o, deleted)) this.schedule();
+      };
+      inf.on('add', (o) => changed(o, false));
+      inf.on('update', (o) => changed(o, false));
+      inf.on('delete', (o) => changed(o, true));
+      return inf;
+    };
+    this.informers = [informer('ConfigMap', 'index,shard'), informer('Secret', 'bundle,bundle-key')];
+    this.server = createServer((req, res) => this.handle(req, res));
+  }
+
+  /** Syncs the informers, then listens. */
+  async start(): Promise<void> {
+    await Promise.all(this.informers.map((i) => i.start()));
+    this.listening = await listen(this.server, this.cfg.port, this.cfg.host);
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    await this.listening?.close();
+    await Promise.all(this.informers.map((i) => i.stop()));
+  }
+
+  /** Where it listens, once started. */
+  get url(): string {
+    return this.listening?.url ?? '';
+  }
+
+  /** Pods connected now. */
+  connections(): number {
+    return this.conns.size;
+  }
+
+  /** The last acknowledgement of each gateway process (by its instance id). */
+  acks(): ReadonlyMap<string, DeliveryAckRecord> {
+    return this.ackRecords;
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/healthz') return void res.end('ok\n');
+    if (req.method !== 'POST' || (path !== DELIVERY_STREAM_PATH && path !== DELIVERY_ACK_PATH))
+      return this.refuse(res, 404, 'not found');
+    this.auth
+      .check(req.headers.authorization)
+      .then(async (a) => {
+        if (!a.ok) return this.refuse(res, a.status, a.reason);
+        await (path === DELIVERY_STREAM_PATH ? this.openStream(req, res, a.who) : this.recordAck(req, res, a.who));
+      })
+      .catch((err: unknown) => {
+        const status = (err as { status?: number }).status ?? 503;
+        if (!res.headersSent)
+          this.refuse(res, status, status === 503 ? 'the token could not be reviewed; retry' : (err as Error).message);
+        else res.destroy();
+      });
+  }
+
+  private push(c: Conn): void {
+    const { served, m } = this;
     if (c.res.writableLength > MAX_UNSENT_BYTES) {
-      log.warn(
+      this.log.warn(
         { instance: c.instance, pod: c.who.pod },
         'a gateway pod reads the delivery stream too slowly; dropping it (it reconnects)',
       );
@@ -328,106 +388,67 @@ export async function startDeliveryServer(
     text += `${JSON.stringify({ type: 'commit', batch: c.batch })}\n`;
     c.res.write(text);
     m.batches.inc();
-  };
+  }
 
-  // Debounce: 10 ms after the last change of a burst, at most maxDelayMs after its first.
-  const debounceMs = cfg.debounceMs ?? 10;
-  const maxDelayMs = cfg.maxDelayMs ?? 1000;
-  let timer: NodeJS.Timeout | undefined;
-  let firstAt: number | undefined;
-  function schedule(): void {
-    if (!informers.every((i) => i.hasSynced())) return;
+  // Debounce: debounceMs after the last change of a burst, at most maxDelayMs after its first.
+  private schedule(): void {
+    if (!this.informers.every((i) => i.hasSynced())) return;
     const now = Date.now();
-    firstAt ??= now;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(flush, Math.max(0, Math.min(debounceMs, firstAt + maxDelayMs - now)));
-  }
-  function flush(): void {
-    timer = undefined;
-    firstAt = undefined;
-    if (!served.ring) return;
-    for (const c of conns) push(c);
+    this.firstAt ??= now;
+    if (this.timer) clearTimeout(this.timer);
+    const delay = Math.min(this.cfg.debounceMs ?? 10, this.firstAt + (this.cfg.maxDelayMs ?? 1000) - now);
+    this.timer = setTimeout(() => this.flush(), Math.max(0, delay));
   }
 
-  const refuse = (res: ServerResponse, status: number, reason: string) => {
-    m.refused.inc({ status: String(status) });
+  private flush(): void {
+    this.timer = undefined;
+    this.firstAt = undefined;
+    if (!this.served.ring) return;
+    for (const c of this.conns) this.push(c);
+  }
+
+  private refuse(res: ServerResponse, status: number, reason: string): void {
+    this.m.refused.inc({ status: String(status) });
     res.writeHead(status, { 'Content-Type': 'application/json' });
     res.end(`${JSON.stringify({ error: { code: status, message: reason } })}\n`);
-  };
+  }
 
-  const openStream = async (req: IncomingMessage, res: ServerResponse, who: StreamIdentity) => {
+  private async openStream(req: IncomingMessage, res: ServerResponse, who: StreamIdentity): Promise<void> {
     const { instance, held } = heldOf(await readBody(req));
-    if (!informers.every((i) => i.hasSynced()) || !served.ring)
-      return refuse(res, 503, 'the delivery cache is not ready yet; retry');
+    if (!this.informers.every((i) => i.hasSynced()) || !this.served.ring)
+      return this.refuse(res, 503, 'the delivery cache is not ready yet; retry');
     res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
     res.socket?.setNoDelay(true);
     const c: Conn = { res, who, instance, held, batch: 0 };
-    conns.add(c);
-    m.connections.set(conns.size);
-    const ping = setInterval(() => res.write('{"type":"ping"}\n'), cfg.pingMs ?? 15_000);
+    this.conns.add(c);
+    this.m.connections.set(this.conns.size);
+    const ping = setInterval(() => res.write('{"type":"ping"}\n'), this.cfg.pingMs ?? 15_000);
     res.on('close', () => {
       clearInterval(ping);
-      conns.delete(c);
-      m.connections.set(conns.size);
+      this.conns.delete(c);
+      this.m.connections.set(this.conns.size);
     });
-    log.info(
+    this.log.info(
       { instance, pod: who.pod, serviceAccount: who.username, held: held.size },
       'gateway pod connected to the delivery stream',
     );
-    push(c);
-  };
+    this.push(c);
+  }
 
-  const recordAck = async (req: IncomingMessage, res: ServerResponse, who: StreamIdentity) => {
+  private async recordAck(req: IncomingMessage, res: ServerResponse, who: StreamIdentity): Promise<void> {
     const ack = ackOf(await readBody(req));
-    m.acks.inc({ result: ack.result });
+    this.m.acks.inc({ result: ack.result });
+    const acks = this.ackRecords;
     acks.delete(ack.instance);
-    acks.set(ack.instance, {
-      who,
-      batch: ack.batch,
-      result: ack.result,
-      reason: ack.reason,
-      routingVersion: ack.routingVersion,
-      at: Date.now(),
-    });
+    const { batch, result, reason, routingVersion } = ack;
+    acks.set(ack.instance, { who, batch, result, reason, routingVersion, at: Date.now() });
     if (acks.size > ACKS_KEPT) acks.delete(acks.keys().next().value!);
     if (ack.result === 'refused')
-      log.warn(
+      this.log.warn(
         { instance: ack.instance, pod: who.pod, batch: ack.batch, reason: ack.reason },
         'a gateway pod refused a delivery batch',
       );
     res.writeHead(204);
     res.end();
-  };
-
-  const server: Server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/healthz') return void res.end('ok\n');
-    if (req.method !== 'POST' || (path !== DELIVERY_STREAM_PATH && path !== DELIVERY_ACK_PATH))
-      return refuse(res, 404, 'not found');
-    auth
-      .check(req.headers.authorization)
-      .then(async (a) => {
-        if (!a.ok) return refuse(res, a.status, a.reason);
-        await (path === DELIVERY_STREAM_PATH ? openStream(req, res, a.who) : recordAck(req, res, a.who));
-      })
-      .catch((err: unknown) => {
-        const status = (err as { status?: number }).status ?? 503;
-        if (!res.headersSent)
-          refuse(res, status, status === 503 ? 'the token could not be reviewed; retry' : (err as Error).message);
-        else res.destroy();
-      });
-  });
-
-  await Promise.all(informers.map((i) => i.start()));
-  const listening = await listen(server, cfg.port, cfg.host);
-  return {
-    url: listening.url,
-    connections: () => conns.size,
-    acks: () => acks,
-    async close() {
-      if (timer) clearTimeout(timer);
-      await listening.close();
-      await Promise.all(informers.map((i) => i.stop()));
-    },
-  };
+  }
 }

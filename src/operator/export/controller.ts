@@ -30,6 +30,7 @@ import { API_VERSION } from '../../schema/resources.ts';
 import type { AccountSnapshot, CompilePipeline } from '../compile/pipeline.ts';
 import { limited } from '../compile/routing-writer.ts';
 import { buildConditions, type Condition } from '../conditions.ts';
+import type { Component } from '../manager.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
 import {
   ACCOUNT_LABEL,
@@ -109,7 +110,8 @@ export interface ExportStats {
   writeMs: number;
 }
 
-export class ExportController {
+export class ExportController implements Component {
+  readonly name = 'export';
   readonly stats: ExportStats = {
     applies: 0,
     deletes: 0,

@@ -17,7 +17,8 @@ import type { KubeAccess } from '../../kube/kubeconfig.ts';
 import type { ResourceInformers } from '../../kube/resources.ts';
 import { EventReason } from '../../schema/conditions.ts';
 import type { CompilePipeline } from '../compile/pipeline.ts';
-import { periodicPass } from '../periodic.ts';
+import type { Component } from '../manager.ts';
+import { type PeriodicPass, periodicPass } from '../periodic.ts';
 import { STATUS_OWNERS } from '../status/ownership.ts';
 import {
   accountVersion,
@@ -78,16 +79,8 @@ export interface GatewayStatusConfig {
   heldRequestMs?: number;
 }
 
-export interface HealthStatusWriter {
-  start(): void;
-  stop(): Promise<void>;
-  /** One poll + write pass (what the timer runs). */
-  syncOnce(): Promise<void>;
-  /** Asks for a pass now (e.g. an account's budgets opened). */
-  soon(): void;
-}
-
-export function createHealthStatusWriter(deps: {
+/** What the health writer is built from; createGatewayHealthStatus fills in the applier. */
+export interface HealthStatusWriterDeps {
   config: GatewayStatusConfig;
   kubeConfig: KubeAccess;
   informers: ResourceInformers;
@@ -99,126 +92,156 @@ export function createHealthStatusWriter(deps: {
   registry: Registry;
   log: Logger;
   clock?: () => number;
-}): HealthStatusWriter {
-  const { config, informers, events } = deps;
-  const log = deps.log.child({ component: 'health-status' });
-  const clock = deps.clock ?? Date.now;
-  const pollMs = config.pollMs ?? 10_000;
-  const writeIntervalMs = config.writeIntervalMs ?? 30_000;
-  const pendingPollMs = config.pendingPollMs ?? 1000;
+}
 
-  const healthyGauge = new Gauge({
-    name: 'byok_credential_upstream_healthy',
-    help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).',
-    labelNames: ['namespace', 'provider', 'reason'],
-    registers: [deps.registry],
-  });
-  const podsGauge = new Gauge({
-    name: 'byok_gateway_pods_reporting',
-    help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).',
-    labelNames: ['result'],
-    registers: [deps.registry],
-  });
-  const staleGauge = new Gauge({
-    name: 'byok_gateway_pods_stale',
-    help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.',
-    registers: [deps.registry],
-  });
-  const probesTotal = new Counter({
-    name: 'byok_credential_probes_total',
-    help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).',
-    labelNames: ['provider', 'result'],
-    registers: [deps.registry],
-  });
-  const writes = new Counter({
-    name: 'byok_health_status_writes_total',
-    help: 'Status writes of the health writer, by kind (BYOKCredential, Account, GatewayAPIKey) and result.',
-    labelNames: ['kind', 'result'],
-    registers: [deps.registry],
-  });
-  const context: PassContext = {
-    clock,
-    log,
-    thresholds: { ...DEFAULT_THRESHOLDS, ...config.thresholds },
-    lastUsedResolutionMs: config.lastUsedResolutionMs ?? 60_000,
-    staleAfterMs: config.staleAfterMs ?? 5 * 60_000,
-    informers,
-    events,
-    pipeline: deps.pipeline,
-    budgetsOpen: deps.budgetsOpen ?? (() => true),
-    collector: new GatewayCollector({ config, kubeConfig: deps.kubeConfig, log, probesTotal }),
-    statusWrites: new HealthStatusWrites({
-      applier: deps.applier,
-      log,
-      writes,
-      writeIntervalMs,
-      concurrency: config.writeConcurrency ?? 8,
-    }),
-    memory: new HealthMemory(clock()),
-    healthyGauge,
-    podsGauge,
-    staleGauge,
-    latest: new Map(),
-    lastFound: [],
-    watch: undefined,
-  };
-  const failed = (err: unknown) =>
-    log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed');
-
+/** The health writer, a leader component: polls (and holds requests on) the gateway pods, and writes status. */
+export class HealthStatusWriter implements Component {
+  readonly name = 'health status';
+  private readonly context: PassContext;
+  private readonly log: Logger;
+  private readonly pendingPollMs: number;
+  private readonly heldRequestMs: number;
+  private readonly pipeline: CompilePipeline | undefined;
+  private readonly loop: PeriodicPass;
   // One pass at a time, polled or pushed: a pass never writes over a newer pass's Delivered.
-  let chain: Promise<void> = Promise.resolve();
-  const exclusive = (pass: () => Promise<void>): Promise<void> => {
-    const next = chain.then(pass);
-    chain = next.catch(() => undefined);
-    return next;
-  };
-  async function syncOnce(): Promise<void> {
-    await exclusive(async () => {
+  private chain: Promise<void> = Promise.resolve();
+  private pushQueued = false;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(deps: HealthStatusWriterDeps) {
+    const { config } = deps;
+    this.log = deps.log.child({ component: 'health-status' });
+    this.pipeline = deps.pipeline;
+    const clock = deps.clock ?? Date.now;
+    this.pendingPollMs = config.pendingPollMs ?? 1000;
+    this.heldRequestMs = config.heldRequestMs ?? 25_000;
+    const gauges = healthGauges(deps.registry);
+    this.context = {
+      clock,
+      log: this.log,
+      thresholds: { ...DEFAULT_THRESHOLDS, ...config.thresholds },
+      lastUsedResolutionMs: config.lastUsedResolutionMs ?? 60_000,
+      staleAfterMs: config.staleAfterMs ?? 5 * 60_000,
+      informers: deps.informers,
+      events: deps.events,
+      pipeline: deps.pipeline,
+      budgetsOpen: deps.budgetsOpen ?? (() => true),
+      collector: new GatewayCollector({
+        config,
+        kubeConfig: deps.kubeConfig,
+        log: this.log,
+        probesTotal: gauges.probesTotal,
+      }),
+      statusWrites: new HealthStatusWrites({
+        applier: deps.applier,
+        log: this.log,
+        writes: gauges.writes,
+        writeIntervalMs: config.writeIntervalMs ?? 30_000,
+        concurrency: config.writeConcurrency ?? 8,
+      }),
+      memory: new HealthMemory(clock()),
+      healthyGauge: gauges.healthy,
+      podsGauge: gauges.pods,
+      staleGauge: gauges.stale,
+      latest: new Map(),
+      lastFound: [],
+      watch: undefined,
+    };
+    this.loop = periodicPass(() => this.syncOnce(), config.pollMs ?? 10_000, this.failed);
+  }
+
+  start(): void {
+    const c = this.context;
+    if (this.heldRequestMs > 0) {
+      c.watch ??= new DeliveryWatch({
+        collector: c.collector,
+        log: this.log,
+        waitMs: this.heldRequestMs,
+        onReport: (pod, report) => {
+          if (absorbNewer(c.latest, pod, report)) this.pushed();
+        },
+      });
+    }
+    this.loop.start();
+    // A compile that changed something may carry new credential versions: record them (Delivered False, Pending, in
+    // the same write as the new version) now rather than at the next poll.
+    this.unsubscribe ??= this.pipeline?.onCompiled(() => this.loop.soon());
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.context.watch?.stop();
+    this.context.watch = undefined;
+    await this.loop.stop();
+    await this.chain;
+  }
+
+  /** One poll + write pass (what the timer runs). */
+  async syncOnce(): Promise<void> {
+    await this.exclusive(async () => {
       // Pods that hold the status request push their next load; the others are polled again soon while pending.
-      const pending = await healthPass(context, true);
-      if (pending.volumeOnly) loop.soon(pendingPollMs);
+      const pending = await healthPass(this.context, true);
+      if (pending.volumeOnly) this.loop.soon(this.pendingPollMs);
     });
   }
-  let pushQueued = false;
-  const pushed = () => {
-    if (pushQueued) return;
-    pushQueued = true;
-    exclusive(async () => {
-      pushQueued = false;
-      await healthPass(context, false);
-    }).catch(failed);
-  };
-  const heldRequestMs = config.heldRequestMs ?? 25_000;
-  const loop = periodicPass(syncOnce, pollMs, failed);
-  // A compile that changed something may carry new credential versions: record them (Delivered False, Pending, in
-  // the same write as the new version) now rather than at the next poll.
-  let unsubscribe: (() => void) | undefined;
+
+  /** Asks for a pass now (e.g. an account's budgets opened). */
+  soon(): void {
+    this.loop.soon();
+  }
+
+  private readonly failed = (err: unknown) =>
+    this.log.error({ err: err instanceof Error ? err.message : String(err) }, 'health pass failed');
+
+  private exclusive(pass: () => Promise<void>): Promise<void> {
+    const next = this.chain.then(pass);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** A held request answered: one pass over the newest reports, coalescing answers that arrive meanwhile. */
+  private pushed(): void {
+    if (this.pushQueued) return;
+    this.pushQueued = true;
+    this.exclusive(async () => {
+      this.pushQueued = false;
+      await healthPass(this.context, false);
+    }).catch(this.failed);
+  }
+}
+
+function healthGauges(registry: Registry) {
   return {
-    syncOnce,
-    soon: () => loop.soon(),
-    start() {
-      if (heldRequestMs > 0) {
-        context.watch ??= new DeliveryWatch({
-          collector: context.collector,
-          log,
-          waitMs: heldRequestMs,
-          onReport: (pod, report) => {
-            if (!absorbNewer(context.latest, pod, report)) return;
-            pushed();
-          },
-        });
-      }
-      loop.start();
-      unsubscribe ??= deps.pipeline?.onCompiled(() => loop.soon());
-    },
-    async stop() {
-      unsubscribe?.();
-      unsubscribe = undefined;
-      context.watch?.stop();
-      context.watch = undefined;
-      await loop.stop();
-      await chain;
-    },
+    healthy: new Gauge({
+      name: 'byok_credential_upstream_healthy',
+      help: 'BYOK credentials by UpstreamHealthy reason (Serving, Unauthorized, RateLimited, UpstreamErrors, Unused, Inconclusive).',
+      labelNames: ['namespace', 'provider', 'reason'] as const,
+      registers: [registry],
+    }),
+    pods: new Gauge({
+      name: 'byok_gateway_pods_reporting',
+      help: 'Gateway pods found and answering the status endpoint, by result (ok, failed).',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    stale: new Gauge({
+      name: 'byok_gateway_pods_stale',
+      help: 'Gateway pods that have not loaded the current credential versions of at least one account for longer than the stale threshold.',
+      registers: [registry],
+    }),
+    probesTotal: new Counter({
+      name: 'byok_credential_probes_total',
+      help: 'Probes of idle credentials asked of gateway pods, by provider and result (done, refused, unreachable).',
+      labelNames: ['provider', 'result'] as const,
+      registers: [registry],
+    }),
+    writes: new Counter({
+      name: 'byok_health_status_writes_total',
+      help: 'Status writes of the health writer, by kind (BYOKCredential, Account, GatewayAPIKey) and result.',
+      labelNames: ['kind', 'result'] as const,
+      registers: [registry],
+    }),
   };
 }
 
@@ -470,7 +493,7 @@ export function createGatewayHealthStatus(
     log: Logger;
   },
 ): HealthStatusWriter {
-  return createHealthStatusWriter({
+  return new HealthStatusWriter({
     ...deps,
     config,
     applier: createApplier(deps.kubeConfig, { fieldManager: HEALTH_FIELD_MANAGER, canWrite: deps.canWrite }),

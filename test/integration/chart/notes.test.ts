@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, test } from '@jest/globals';
 import pino from 'pino';
 import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
-import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
 import {
   createTestNamespace,
@@ -54,7 +54,7 @@ describe('chart NOTES', () => {
   });
 
   test('the configmap command lists the compiled routing objects', async () => {
-    const pipeline = createCompilePipeline({
+    const pipeline = new CompilePipeline({
       kubeConfig: testKubeConfig(),
       routingNamespace: ns,
       logger: pino({ level: 'silent' }),

@@ -14,9 +14,9 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { registerApiMetrics } from '../../../src/api/metrics.ts';
 import { createGatewayMetrics } from '../../../src/gateway/metrics.ts';
 import { createEmbeddedLedger, createSpendGate } from '../../../src/ledger/index.ts';
-import { createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { registerAccountDelivery } from '../../../src/operator/delivery-metrics.ts';
-import { createHealthStatusWriter } from '../../../src/operator/health/health-status-writer.ts';
+import { HealthStatusWriter } from '../../../src/operator/health/health-status-writer.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from '../../../src/operator/metrics.ts';
 import { testKubeConfig } from '../../support/kube.ts';
 
@@ -1091,7 +1091,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     const registry = new Registry();
     createOperatorMetrics(registry, { defaultMetrics: false });
     registerCredentialReadiness(registry, () => []);
-    createCompilePipeline({
+    new CompilePipeline({
       kubeConfig: testKubeConfig(),
       routingNamespace: NS,
       logger: pino({ level: 'silent' }),
@@ -1109,7 +1109,7 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     // The gateway's spend gate (ledger metrics).
     await createSpendGate(createEmbeddedLedger(), { registry }).close();
     // The operator's health writer and delivery gauges (built, never started).
-    createHealthStatusWriter({
+    new HealthStatusWriter({
       config: { token: 'unused-status-token' },
       kubeConfig: testKubeConfig(),
       informers: {} as never,

@@ -20,7 +20,7 @@ import { bundleKeyCommand } from '../../../src/cli/bundle-key.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
-import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
+import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
 import {
   createDeliveryTenant,
@@ -51,7 +51,7 @@ describe('Delivered from the acknowledgements', () => {
   let routingNs = '';
   let run: CapturedOperator;
   let up: Upstreams;
-  let replica: DeliveryServer;
+  let replica: DeliveryStreamServer;
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
@@ -123,12 +123,13 @@ describe('Delivered from the acknowledgements', () => {
         writeIntervalMs: 1000,
       },
     });
-    replica = await startDeliveryServer(stream, {
+    replica = new DeliveryStreamServer(stream, {
       kubeConfig: kc,
       routingNamespace: routingNs,
       logger: pino({ level: 'silent' }),
       registry: new Registry(),
     });
+    await replica.start();
     await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-acks-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();

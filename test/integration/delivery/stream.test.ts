@@ -16,7 +16,7 @@ import { Registry } from 'prom-client';
 import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from '../../../src/contract/delivery.ts';
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
-import { type DeliveryServer, startDeliveryServer } from '../../../src/operator/delivery/server.ts';
+import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
@@ -48,7 +48,7 @@ describe('the delivery stream', () => {
   let routingNs = '';
   let run: CapturedOperator;
   let up: Upstreams;
-  let replica: DeliveryServer;
+  let replica: DeliveryStreamServer;
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
@@ -107,10 +107,11 @@ describe('the delivery stream', () => {
       },
     });
     // What a second, non-leading replica serves: its own informer cache of the routing namespace.
-    replica = await startDeliveryServer(
+    replica = new DeliveryStreamServer(
       { port: 0, host: '127.0.0.1', serviceAccounts },
       { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() },
     );
+    await replica.start();
     await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();

@@ -13,11 +13,7 @@ import { EventsV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
-import {
-  type CompilePipeline,
-  createCompilePipeline,
-  type Quarantine,
-} from '../../../src/operator/compile/pipeline.ts';
+import { CompilePipeline, type Quarantine } from '../../../src/operator/compile/pipeline.ts';
 import { account, credential, inNamespace, withMetadata, withSpec, workspace } from '../../support/builders.ts';
 import { crApi, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
@@ -87,7 +83,7 @@ describe('compile pipeline: per-account quarantine (driven through its source)',
         cb();
       },
     });
-    pipeline = createCompilePipeline({
+    pipeline = new CompilePipeline({
       kubeConfig: kc,
       routingNamespace: routing,
       source: { accountNamespaces: () => [...state.keys()], snapshot: (ns) => snapshot(ns, state.get(ns) ?? []) },

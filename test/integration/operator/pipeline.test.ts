@@ -18,12 +18,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { parseEnvelope } from '../../../src/contract/envelope.ts';
 import { INDEX_KEY, INDEX_NAME, type RoutingIndex } from '../../../src/contract/routing.ts';
 import { maskLabel } from '../../../src/domain/label.ts';
-import {
-  addBundleKey,
-  type CompilePipeline,
-  createCompilePipeline,
-  kubeRoutingStore,
-} from '../../../src/operator/compile/pipeline.ts';
+import { addBundleKey, CompilePipeline, kubeRoutingStore } from '../../../src/operator/compile/pipeline.ts';
 import type {
   Account,
   BYOKCredential,
@@ -181,7 +176,7 @@ describe('compile pipeline on a real apiserver', () => {
     await seedAccount(big, 200);
     for (const ns of small) await seedAccount(ns, 4);
     for (const ns of [big, ...small]) await source.refresh(ns);
-    pipeline = createCompilePipeline({
+    pipeline = new CompilePipeline({
       kubeConfig: kc,
       routingNamespace: routingNs,
       source,

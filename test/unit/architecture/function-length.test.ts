@@ -27,17 +27,13 @@ const EXCEPTIONS: Record<string, number> = {
   'src/gateway/metrics.ts': 168,
   'src/ledger/embedded.ts': 162,
   'src/ledger/redis.ts': 182,
-  'src/operator/compile/pipeline.ts': 171,
-  'src/operator/delivery/server.ts': 154,
-  'src/operator/run.ts': 205,
-  'src/operator/spend/spend-status-writer.ts': 210,
   'test/e2e/node.ts': 194,
   'test/e2e/scenario.ts': 171,
   'test/support/gateway-fleet.ts': 169,
   'test/support/upstreams.ts': 224,
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 17;
+const MAX_EXCEPTIONS = 13;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
-import { addBundleKey, createCompilePipeline } from '../../../src/operator/compile/pipeline.ts';
+import { addBundleKey, CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 import { beforeCap } from '../../support/order.ts';
@@ -70,7 +70,7 @@ function source(n: number, creds = 10) {
 }
 
 function make(src: ReturnType<typeof source>, store: RoutingStore, registry = new Registry()) {
-  return createCompilePipeline({
+  return new CompilePipeline({
     kubeConfig: {} as KubeConfig,
     routingNamespace: 'byok-system',
     source: src,
@@ -146,7 +146,7 @@ describe('compile pipeline', () => {
       },
     };
     const src = source(40);
-    const p = createCompilePipeline({
+    const p = new CompilePipeline({
       kubeConfig: {} as KubeConfig,
       routingNamespace: 'byok-system',
       source: src,
@@ -164,12 +164,7 @@ describe('compile pipeline', () => {
     return { p, src, runs };
   }
   /** A change every 5 ms for `ms`, round-robin over the 40 accounts. */
-  async function stream(
-    p: ReturnType<typeof createCompilePipeline>,
-    src: ReturnType<typeof source>,
-    ms: number,
-    base: number,
-  ) {
+  async function stream(p: CompilePipeline, src: ReturnType<typeof source>, ms: number, base: number) {
     const began = performance.now();
     for (let i = 0; performance.now() - began < ms; i++) {
       src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = base + i;
@@ -190,7 +185,7 @@ describe('compile pipeline', () => {
         return real(callback, ms);
       }) as typeof setTimeout;
     });
-  const nextCompile = (p: ReturnType<typeof createCompilePipeline>) =>
+  const nextCompile = (p: CompilePipeline) =>
     new Promise<void>((resolve) => {
       const off = p.onCompiled(() => {
         off();
@@ -249,7 +244,7 @@ describe('compile pipeline', () => {
     const { store } = fakeStore();
     const src = source(40);
     const reconcilers = { backlog: true };
-    const p = createCompilePipeline({
+    const p = new CompilePipeline({
       kubeConfig: {} as KubeConfig,
       routingNamespace: 'byok-system',
       source: src,
@@ -323,7 +318,7 @@ describe('compile pipeline', () => {
       },
     };
     const src = source(40);
-    const p = createCompilePipeline({
+    const p = new CompilePipeline({
       kubeConfig: {} as KubeConfig,
       routingNamespace: 'byok-system',
       source: src,
