@@ -35,7 +35,9 @@ export async function waitFor<T>(
   return found.value;
 }
 
-export async function startDevStack(prefix: string, timeoutMs = 60_000): Promise<DevStack> {
+// A whole control plane, operator, API servers and gateway start here: on a shared 2-core machine under load that
+// has taken over a minute, so the wait is long and a timeout says how far the stack got.
+export async function startDevStack(prefix: string, timeoutMs = 150_000): Promise<DevStack> {
   const devDir = mkdtempSync(join(tmpdir(), prefix));
   const child = spawn(process.execPath, [join(repoRoot, 'src/cli/main.ts'), 'dev'], {
     cwd: repoRoot,
@@ -53,7 +55,10 @@ export async function startDevStack(prefix: string, timeoutMs = 60_000): Promise
         ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection)
         : undefined,
     timeoutMs,
-  );
+  ).catch((err: unknown) => {
+    child.kill('SIGTERM');
+    throw new Error(`${(err as Error).message}; its output ended with:\n${output.slice(-2000)}`);
+  });
   return { child, devDir, connection, output: () => output };
 }
 
@@ -77,8 +82,9 @@ export function readerEnv(stack: Pick<DevStack, 'devDir' | 'connection'>, home: 
 }
 
 /** Ctrl-C, as a reader stops it; SIGKILL if it has not exited after 15 s. */
-export async function stopDevStack(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+export async function stopDevStack(child: ChildProcess | undefined): Promise<void> {
+  // Undefined when the stack never started (its start failed and was reported).
+  if (!child || child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGINT');
   await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);

@@ -19,10 +19,10 @@ describe('npm run dev', () => {
     const stack = await startDevStack('byok-dev-');
     ({ child, devDir, connection } = stack);
     output = stack.output;
-  }, 90_000);
+  }, 180_000);
 
   afterAll(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child?.exitCode === null) child.kill('SIGKILL');
   });
 
   test('prints how to use it and writes the connection details', () => {

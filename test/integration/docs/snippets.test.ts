@@ -308,7 +308,7 @@ EOF`,
     // Their tests await them and report their failures; this only keeps an early failure from counting as unhandled.
     onboardPage.catch(() => undefined);
     noWorkspace.catch(() => undefined);
-  }, 90_000);
+  }, 180_000);
 
   afterAll(async () => {
     await stopDevStack(child);
