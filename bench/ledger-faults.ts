@@ -15,7 +15,7 @@ const cp = await startControlPlane();
 try {
   await installCrds(cp.kubeconfigPath);
   process.env.BYOK_TEST_KUBECONFIG = cp.kubeconfigPath;
-  // Loaded after the kubeconfig is set: the harness is the integration tests' (test/integration/ledger/gateway-fleet.ts).
+  // Loaded after the kubeconfig is set: the harness is the integration tests' (test/support/gateway-fleet.ts).
   const { journalDir, kill9, load, redisDown, settle, startSpendStack, stopGateway } = await import(
     '../test/support/gateway-fleet.ts'
   );

@@ -12,32 +12,9 @@ import { type Projector, startProjector } from '../../src/kube/projector.ts';
 import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from './builders.ts';
 import { type GatewayProcess, spawnGateway } from './gateway-process.ts';
 import { createObjects, createTenant } from './tenant.ts';
-import type { Upstreams } from './upstreams.ts';
 
 /** The Secret name the delivery tenant's credential `oa` reads at `version`. */
 export const deliverySecretName = (version: number | string) => `oa-key-v${version}`;
-
-/**
- * Writes `catalog.json` (openai/gpt-4o on the loopback upstream) and `upstream-ca.pem` into `root`, and
- * `status-token` when a token is given.
- */
-export function writeGatewayFiles(root: string, up: Upstreams, statusToken?: string): void {
-  const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '1', completionUsdPerMillionTokens: '1' };
-  writeFileSync(
-    join(root, 'catalog.json'),
-    JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [
-        {
-          model: 'openai/gpt-4o',
-          endpoints: [{ id: 'openai', provider: 'openai', pricing, upstream: { baseUrl: `${up.base}/openai/v1` } }],
-        },
-      ],
-    }),
-  );
-  writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-  if (statusToken !== undefined) writeFileSync(join(root, 'status-token'), `${statusToken}\n`);
-}
 
 /** Creates ServiceAccount `name` in `namespace`. */
 export async function createServiceAccount(kc: KubeConfig, namespace: string, name: string): Promise<void> {

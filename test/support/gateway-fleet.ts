@@ -7,7 +7,7 @@
 // cost counter (7,500 per counted request).
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -15,10 +15,13 @@ import { type Projector, startProjector } from '../../src/kube/projector.ts';
 import { createRedisLedger, keySpace } from '../../src/ledger/index.ts';
 import { API_VERSION } from '../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../src/sdk/index.ts';
+import { credential, secret, withSecret, withSpec } from './builders.ts';
+import { gpt4o, writeGatewayFiles } from './catalog.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from './gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from './kube.ts';
-import { type CapturedOperator, createSecret, resource, startTestOperator } from './operator.ts';
+import { type CapturedOperator, resource, startTestOperator } from './operator.ts';
 import { type RedisServer, startRedis } from './redis.ts';
+import { createObjects } from './tenant.ts';
 import { until } from './until.ts';
 import { type Behavior, startUpstreams, type Upstreams } from './upstreams.ts';
 
@@ -96,35 +99,12 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
     });
   }
   if (opts.behavior) up.behavior.set(OPENAI_KEY, opts.behavior);
-  await createSecret(kc, ns, 'oa-key', OPENAI_KEY);
-  await resource('byokcredentials', ns).create({
-    apiVersion: API_VERSION,
-    kind: 'BYOKCredential',
-    metadata: { name: 'oa' },
-    spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
-  });
-  const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-  writeFileSync(
-    join(root, 'catalog.json'),
-    JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [
-        {
-          model: 'openai/gpt-4o',
-          ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}),
-          endpoints: [
-            {
-              id: 'openai',
-              provider: 'openai',
-              pricing,
-              upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-            },
-          ],
-        },
-      ],
-    }),
+  await createObjects(
+    ns,
+    secret('oa-key', OPENAI_KEY),
+    credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true })),
   );
-  writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+  writeGatewayFiles(root, up, { models: [gpt4o(up, { maxOutputTokens: opts.maxOutputTokens })] });
   const projector: Projector = startProjector({
     kubeConfig: kc,
     routingNamespace: routingNs,

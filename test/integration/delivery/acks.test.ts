@@ -22,13 +22,13 @@ import { kubeClient } from '../../../src/kube/client.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
 import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
   projectOnce,
   rotateDeliveryKey,
   spawnStreamGateways,
-  writeGatewayFiles,
 } from '../../support/delivery.ts';
 import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -104,7 +104,7 @@ describe('Delivered from the acknowledgements', () => {
     ns = await createTestNamespace('acks-acct');
     routingNs = await createTestNamespace('acks-routing');
     await createServiceAccount(kc, routingNs, 'byok-gateway');
-    writeGatewayFiles(root, up, STATUS_TOKEN);
+    writeGatewayFiles(root, up, { statusToken: STATUS_TOKEN });
     const serviceAccounts = [`${routingNs}/byok-gateway`];
     // A burst is pushed 1.5 s after its last change: the pass a compile asks for records the new version before the
     // pods can have it, so the True that follows is the pods' answer.

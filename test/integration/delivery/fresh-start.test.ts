@@ -16,6 +16,7 @@ import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET } from '../../../src/contract/envelope.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
+import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
@@ -23,7 +24,6 @@ import {
   gatewayArgs,
   serviceAccountToken,
   streamArgs,
-  writeGatewayFiles,
 } from '../../support/delivery.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';

@@ -17,6 +17,7 @@ import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
 import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
+import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
@@ -24,7 +25,6 @@ import {
   rotateDeliveryKey,
   serviceAccountToken,
   spawnStreamGateways,
-  writeGatewayFiles,
 } from '../../support/delivery.ts';
 import { type GatewayProcess, publishGatewayEndpoints, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -89,7 +89,7 @@ describe('the delivery stream', () => {
     routingNs = await createTestNamespace('delivery-routing');
     await createServiceAccount(kc, routingNs, 'byok-gateway');
     await createServiceAccount(kc, routingNs, 'someone-else');
-    writeGatewayFiles(root, up, STATUS_TOKEN);
+    writeGatewayFiles(root, up, { statusToken: STATUS_TOKEN });
     const serviceAccounts = [`${routingNs}/byok-gateway`];
     run = await startTestOperator(kc, {
       routingNamespace: routingNs,

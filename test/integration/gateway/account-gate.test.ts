@@ -7,7 +7,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -24,6 +24,7 @@ import { createManagementKey } from '../../../src/service/management-keys.ts';
 import { type ServiceRuntime, startServiceRuntime } from '../../../src/service/runtime.ts';
 import { asAggregator } from '../../support/aggregated.ts';
 import { asDefault, credential, gatewayKey, secret, workspace } from '../../support/builders.ts';
+import { writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, cond, resource, startTestOperator } from '../../support/operator.ts';
@@ -116,28 +117,7 @@ describe('a namespace without an Account is not routed', () => {
     up = await startUpstreams();
     routingNs = await createTestNamespace('gate-routing');
     ns = await createTestNamespace('gate-team');
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-              },
-            ],
-          },
-        ],
-      }),
-    );
-    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-    writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
+    writeGatewayFiles(root, up, { statusToken: TOKEN });
     const pods = await spawnProjectedGateways(
       kc,
       routingNs,

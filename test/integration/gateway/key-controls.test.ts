@@ -8,7 +8,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,12 +16,15 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { credential, secret, withSecret, withSpec } from '../../support/builders.ts';
+import { gpt4o, writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectl, rejection, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import { type CapturedOperator, resource, startTestOperator } from '../../support/operator.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
+import { createObjects } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
-import { startUpstreams, type Upstreams } from './upstreams.ts';
+import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const execFileAsync = promisify(execFile);
 const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
@@ -117,35 +120,12 @@ beforeAll(async () => {
       spec: { hash: sha(secretOf(name)), ...spec },
     });
   }
-  await createSecret(kc, ns, 'oa-key', OPENAI_KEY);
-  await resource('byokcredentials', ns).create({
-    apiVersion: API_VERSION,
-    kind: 'BYOKCredential',
-    metadata: { name: 'oa' },
-    spec: { provider: 'openai', secretRef: { name: 'oa-key' }, isByokOnly: true },
-  });
-  const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-  writeFileSync(
-    join(root, 'catalog.json'),
-    JSON.stringify({
-      format: 'byok-gateway-catalog/v1',
-      models: [
-        {
-          model: 'openai/gpt-4o',
-          maxOutputTokens: 4096,
-          endpoints: [
-            {
-              id: 'openai',
-              provider: 'openai',
-              pricing,
-              upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-            },
-          ],
-        },
-      ],
-    }),
+  await createObjects(
+    ns,
+    secret('oa-key', OPENAI_KEY),
+    credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true })),
   );
-  writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
+  writeGatewayFiles(root, up, { models: [gpt4o(up, { maxOutputTokens: 4096 })] });
   projector = startProjector({
     kubeConfig: kc,
     routingNamespace: routingNs,

@@ -4,7 +4,7 @@
 // allowance is 0, and a restart from the ledger's snapshot keeps the month (the budget stays blocked).
 
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -26,6 +26,7 @@ import {
   withSpec,
   workspace,
 } from '../../support/builders.ts';
+import { gpt4o, writeCatalog } from '../../support/catalog.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 import { createTenant } from '../../support/tenant.ts';
@@ -106,26 +107,7 @@ describe('gateway metered by the embedded spend ledger', () => {
       secrets: [secret('oa-key', 'sk-metering-openai-aaaaaaaa')],
       credentials: [credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true }))],
     });
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-              },
-            ],
-          },
-        ],
-      }),
-    );
+    writeCatalog(join(root, 'catalog.json'), [gpt4o(up)]);
     projector = startProjector({
       kubeConfig: kc,
       routingNamespace: routingNs,

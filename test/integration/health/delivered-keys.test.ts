@@ -7,7 +7,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -27,6 +27,7 @@ import {
   withSpec,
   workspace,
 } from '../../support/builders.ts';
+import { writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectlAs, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import {
@@ -85,28 +86,7 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     routingNs = await createTestNamespace('dk-routing');
     acctA = await createTestNamespace('dk-acct-a');
     acctB = await createTestNamespace('dk-acct-b');
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-              },
-            ],
-          },
-        ],
-      }),
-    );
-    writeFileSync(join(root, 'upstream-ca.pem'), up.caPem);
-    writeFileSync(join(root, 'status-token'), `${TOKEN}\n`);
+    writeGatewayFiles(root, up, { statusToken: TOKEN });
     const pods = await spawnProjectedGateways(kc, routingNs, root, running, () => [
       '--ledger-redis-url',
       redis.url,

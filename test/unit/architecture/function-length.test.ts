@@ -29,11 +29,10 @@ const EXCEPTIONS: Record<string, number> = {
   'src/ledger/redis.ts': 182,
   'test/e2e/node.ts': 194,
   'test/e2e/scenario.ts': 171,
-  'test/support/gateway-fleet.ts': 169,
   'test/support/upstreams.ts': 224,
 };
 /** The most entries the list may hold: lower it with every entry removed. */
-const MAX_EXCEPTIONS = 13;
+const MAX_EXCEPTIONS = 12;
 
 /** Test files are out of the rule: a describe() callback is a list of cases, not a function that grows logic. */
 const TEST_FILES = '**/*.test.ts';
