@@ -22,6 +22,8 @@ export interface CatalogModel {
   model: string;
   /** The model's longest answer (what a request without max_tokens reserves). */
   maxOutputTokens?: number;
+  /** The model's context window (a bound on the usage an endpoint may report). */
+  contextLength?: number;
   endpoints: CatalogEndpoint[];
 }
 

@@ -6,7 +6,7 @@
 // nothing, and the victim's prompt reaches the victim's upstream whether the copier's namespace sorts first or last.
 
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -16,6 +16,7 @@ import { type RunningGateway, startGateway } from '../../../src/gateway/index.ts
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { endpoint, writeCatalog } from '../../support/catalog.ts';
 import { stopStack, untilCompiled } from '../../support/compiled.ts';
 import { createTestNamespace, rejection, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
@@ -116,36 +117,21 @@ describe('a gateway-key hash copied into another account', () => {
     await create('gatewayapikeys', ns.victim, 'GatewayAPIKey', 'victim', { hash: VICTIM_HASH });
     await resource('gatewayapikeys', ns.victim).waitReady('victim', 'True');
 
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(
-      join(root, 'catalog.json'),
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4.1',
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4.1' },
-              },
-              {
-                id: 'azure',
-                provider: 'azure',
-                pricing,
-                upstream: {
-                  baseUrl: `${up.base}/azure/unused`,
-                  model: 'gpt-4.1',
-                  azureOpenAiUrl: `${up.base}/azure/{resource_name}/openai/v1`,
-                },
-              },
-            ],
-          },
+    writeCatalog(join(root, 'catalog.json'), [
+      {
+        model: 'openai/gpt-4.1',
+        endpoints: [
+          endpoint(up, 'openai', { upstream: { model: 'gpt-4.1' } }),
+          endpoint(up, 'azure', {
+            upstream: {
+              baseUrl: `${up.base}/azure/unused`,
+              model: 'gpt-4.1',
+              azureOpenAiUrl: `${up.base}/azure/{resource_name}/openai/v1`,
+            },
+          }),
         ],
-      }),
-    );
+      },
+    ]);
     projector = startProjector({
       kubeConfig: kc,
       routingNamespace: routingNs,

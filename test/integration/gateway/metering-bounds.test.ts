@@ -22,6 +22,7 @@ import {
   withSpec,
   workspace,
 } from '../../support/builders.ts';
+import { endpoint, gpt4o, writeCatalog } from '../../support/catalog.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   gatewayDirs,
@@ -120,40 +121,15 @@ describe('metering bounds both sides, end to end', () => {
     up.behavior.set('sk-shared-openai', 'bills-honestly');
     up.behavior.set('api-key:az-zero-usage-key', 'zero-usage-long');
 
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '2.5', completionUsdPerMillionTokens: '10' };
-    writeFileSync(
-      dirs.catalog,
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          // Shared capacity on the platform's key (a catalog upstream: trusted).
-          {
-            model: 'openai/gpt-4o',
-            contextLength: CONTEXT,
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-              },
-            ],
-          },
-          {
-            model: 'openai/gpt-4o-mini',
-            contextLength: 128_000,
-            endpoints: [
-              {
-                id: 'azure',
-                provider: 'azure',
-                pricing,
-                upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' },
-              },
-            ],
-          },
-        ],
-      }),
-    );
+    writeCatalog(dirs.catalog, [
+      // Shared capacity on the platform's key (a catalog upstream: trusted).
+      { ...gpt4o(up), contextLength: CONTEXT },
+      {
+        model: 'openai/gpt-4o-mini',
+        contextLength: 128_000,
+        endpoints: [endpoint(up, 'azure', { upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' } })],
+      },
+    ]);
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
     projector = startProjector({

@@ -21,6 +21,7 @@ import {
   withSpec,
   workspace,
 } from '../../support/builders.ts';
+import { endpoint, gpt4o, writeCatalog } from '../../support/catalog.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   gatewayDirs,
@@ -95,38 +96,21 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint, end to end', () => 
       credential('az', withProvider('azure'), withSpec({ isByokOnly: true })),
     );
     up.behavior.set('api-key:az-big-key', 'crlf-4mib');
-    const pricing = { kind: 'per-token', promptUsdPerMillionTokens: '0.15', completionUsdPerMillionTokens: '0.6' };
-    writeFileSync(
-      dirs.catalog,
-      JSON.stringify({
-        format: 'byok-gateway-catalog/v1',
-        models: [
-          {
-            model: 'openai/gpt-4o',
-            endpoints: [
-              {
-                id: 'openai',
-                provider: 'openai',
-                pricing,
-                upstream: { baseUrl: `${up.base}/openai/v1`, model: 'gpt-4o' },
-              },
-            ],
-          },
-          // No context length: the answer's honest count (about 900,000 tokens) is within its bounds.
-          {
-            model: 'openai/gpt-4o-mini',
-            endpoints: [
-              {
-                id: 'azure',
-                provider: 'azure',
-                pricing,
-                upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' },
-              },
-            ],
-          },
+    const pricing = {
+      kind: 'per-token',
+      promptUsdPerMillionTokens: '0.15',
+      completionUsdPerMillionTokens: '0.6',
+    } as const;
+    writeCatalog(dirs.catalog, [
+      gpt4o(up, { pricing }),
+      // No context length: the answer's honest count (about 900,000 tokens) is within its bounds.
+      {
+        model: 'openai/gpt-4o-mini',
+        endpoints: [
+          endpoint(up, 'azure', { pricing, upstream: { baseUrl: `${up.base}/azure/unused`, model: 'gpt-4o-mini' } }),
         ],
-      }),
-    );
+      },
+    ]);
     mkdirSync(dirs.shared, { recursive: true });
     writeFileSync(join(dirs.shared, 'openai'), 'sk-shared-openai\n');
     projector = startProjector({
