@@ -160,7 +160,8 @@ describe('shrinking reservations never pass a limit', () => {
     } finally {
       for (const l of ledgers) await l.close();
     }
-  });
+    // Work-bounded, not timed: about 5 s on a quiet machine, over 60 s once beside a loaded suite.
+  }, 180_000);
 
   test('a reservation given up before its answer is released by its id, whatever it was granted', async () => {
     const ledger = await createRedisLedger({ url: redis.url });

@@ -131,7 +131,8 @@ describe('key rate limits in the ledger', () => {
     } finally {
       for (const l of ledgers) await l.close();
     }
-  });
+    // Work-bounded, not timed: about 1 s on a quiet machine, far longer beside a loaded suite.
+  }, 180_000);
 
   test.each(['embedded', 'redis'] as const)(
     '%s: 20 concurrent requests at a limit of 5 per minute: exactly 5 admitted, the rest told when the oldest leaves the window',
