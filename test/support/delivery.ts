@@ -10,7 +10,7 @@ import { DEFAULT_DELIVERY_AUDIENCE } from '../../src/contract/delivery.ts';
 import { kubeClient } from '../../src/kube/client.ts';
 import { type Projector, startProjector } from '../../src/kube/projector.ts';
 import { account, asDefault, credential, gatewayKey, secret, withSecret, workspace } from './builders.ts';
-import { type GatewayProcess, spawnGateway } from './gateway-process.ts';
+import { type GatewayMounts, type GatewayProcess, gatewayCommand, spawnGateway } from './gateway-process.ts';
 import { createObjects, createTenant } from './tenant.ts';
 
 /** The Secret name the delivery tenant's credential `oa` reads at `version`. */
@@ -44,40 +44,9 @@ export async function serviceAccountToken(
   return res.status.token;
 }
 
-/** The mounted directories a gateway reads its routing config, credential bundles and bundle key from. */
-export interface GatewayMounts {
-  configDir: string;
-  bundleDir: string;
-  keyDir: string;
-}
-
-/** A gateway's command line on `mounts` with the files writeGatewayFiles put in `root`; `more` is appended. */
+/** A stream test's gateway command line: gatewayCommand with its own ledger snapshot `ledger-<ledger>.json`. */
 export function gatewayArgs(root: string, mounts: GatewayMounts, ledger: string, more: string[] = []): string[] {
-  return [
-    '--config-dir',
-    mounts.configDir,
-    '--bundle-dir',
-    mounts.bundleDir,
-    '--key-dir',
-    mounts.keyDir,
-    '--catalog',
-    join(root, 'catalog.json'),
-    '--port',
-    '0',
-    '--ops-port',
-    '0',
-    '--attempt-timeout-ms',
-    '2000',
-    '--upstream-ca',
-    join(root, 'upstream-ca.pem'),
-    '--ledger-snapshot',
-    join(root, `ledger-${ledger}.json`),
-    '--log-level',
-    'info',
-    '--egress-allow',
-    '127.0.0.1/32',
-    ...more,
-  ];
+  return gatewayCommand(root, mounts, ['--ledger-snapshot', join(root, `ledger-${ledger}.json`), ...more]);
 }
 
 /** The stream flags of gateway `name`: `url` with the token file in `root`, its stream directory `root/stream-<name>`. */

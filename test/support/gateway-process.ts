@@ -96,6 +96,43 @@ export async function publishGatewayEndpoints(
   }
 }
 
+/** The mounted directories a gateway reads its routing config, credential bundles and bundle key from. */
+export interface GatewayMounts {
+  configDir: string;
+  bundleDir: string;
+  keyDir: string;
+}
+
+/**
+ * A test gateway's command line on `mounts`, with the catalog and upstream CA that writeGatewayFiles put in `root`:
+ * free ports, a 2 s attempt timeout, loopback egress, info logs; `more` is appended.
+ */
+export function gatewayCommand(root: string, mounts: GatewayMounts, more: string[] = []): string[] {
+  return [
+    '--config-dir',
+    mounts.configDir,
+    '--bundle-dir',
+    mounts.bundleDir,
+    '--key-dir',
+    mounts.keyDir,
+    '--catalog',
+    join(root, 'catalog.json'),
+    '--port',
+    '0',
+    '--ops-port',
+    '0',
+    '--attempt-timeout-ms',
+    '2000',
+    '--upstream-ca',
+    join(root, 'upstream-ca.pem'),
+    '--log-level',
+    'info',
+    '--egress-allow',
+    '127.0.0.1/32',
+    ...more,
+  ];
+}
+
 /**
  * Gateway pods as the health tests run them: each process on its own kubelet-style projected directories under
  * `root` (routing-<i>, bundles-<i>, key-<i>), with the catalog, upstream CA and status token `root` holds, the
@@ -121,31 +158,7 @@ export async function spawnProjectedGateways(
     projectors.push(startProjector({ kubeConfig: kc, routingNamespace, ...dirs, pollMs: 100 }));
     gateways.push(
       await spawnGateway(
-        [
-          '--config-dir',
-          dirs.configDir,
-          '--bundle-dir',
-          dirs.bundleDir,
-          '--key-dir',
-          dirs.keyDir,
-          '--catalog',
-          join(root, 'catalog.json'),
-          '--port',
-          '0',
-          '--ops-port',
-          '0',
-          '--attempt-timeout-ms',
-          '2000',
-          '--upstream-ca',
-          join(root, 'upstream-ca.pem'),
-          '--status-token-file',
-          join(root, 'status-token'),
-          '--log-level',
-          'info',
-          '--egress-allow',
-          '127.0.0.1/32',
-          ...extraArgs(i),
-        ],
+        gatewayCommand(root, dirs, ['--status-token-file', join(root, 'status-token'), ...extraArgs(i)]),
         running,
       ),
     );

@@ -20,12 +20,11 @@ import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
   createServiceAccount,
-  type GatewayMounts,
   gatewayArgs,
   serviceAccountToken,
   streamArgs,
 } from '../../support/delivery.ts';
-import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
+import { type GatewayMounts, type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, resource, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
