@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
-import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import { applyMissingCrds, gatewayApiCrdFiles } from '../../support/export-crds.ts';
 import { createTestNamespace, kubectl, untilEstablished } from '../../support/kube.ts';
 
 const run = promisify(execFile);
@@ -116,8 +116,7 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
   let ns: string;
   beforeAll(async () => {
     ns = await createTestNamespace('chart-ingress');
-    for (const file of gatewayApiCrdFiles(['httproutes']))
-      await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
+    await applyMissingCrds(gatewayApiCrdFiles(['httproutes']), 'byok-chart-test');
     await untilEstablished(['httproutes.gateway.networking.k8s.io']);
   });
 

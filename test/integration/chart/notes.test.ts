@@ -10,7 +10,7 @@ import pino from 'pino';
 import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
-import { gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import { applyMissingCrds, gatewayApiCrdFiles } from '../../support/export-crds.ts';
 import {
   createTestNamespace,
   kubeconfigFor,
@@ -112,8 +112,7 @@ describe('chart NOTES', () => {
   });
 
   test('with the gateway, NOTES print in-cluster URLs of the installed Services, the external URLs and a gateway-key line that works as printed', async () => {
-    for (const file of gatewayApiCrdFiles(['httproutes']))
-      await kubectl('apply', '--server-side', '--force-conflicts', '--field-manager=byok-chart-test', '-f', file);
+    await applyMissingCrds(gatewayApiCrdFiles(['httproutes']), 'byok-chart-test');
     await untilEstablished(['httproutes.gateway.networking.k8s.io']);
     const release = `u${ns.slice(-8)}`;
     const helm = (...args: string[]) =>
