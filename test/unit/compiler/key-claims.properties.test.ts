@@ -7,7 +7,7 @@
 // managedFields time, the first failed, shrunk to: A created with h0 and rotated onto h1, B created with h1 while the
 // operator had not yet recorded A's claim, and B took h1 from A.
 
-import { describe, expect, test } from '@jest/globals';
+import { describe, test } from '@jest/globals';
 import type { V1ManagedFieldsEntry } from '@kubernetes/client-node';
 import fc from 'fast-check';
 import { electKeyHolder, keysNotHolding, nextHashClaims } from '../../../src/compiler/elect.ts';
@@ -16,7 +16,7 @@ import { compactForCache, keepingLastWriteTime } from '../../../src/kube/informe
 import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
 import { hashOf } from '../../support/fixtures/compiler.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 const SEED = 43;
 const RUNS = 2000;
@@ -182,22 +182,23 @@ describe('a hash is held by the key that named it first, whatever the tenants wr
         const cached = stored.map((k) => cache(k.object));
         const won = winners(cached, r1);
         // Every read order elects the same holders.
-        expect(winners(cached, r2)).toEqual(won);
-        expect(
+        expectEqual(winners(cached, r2), won);
+        expectEqual(
           winners(
             cached,
             [...r1].map((x) => -x),
           ),
-        ).toEqual(won);
+          won,
+        );
         for (const h of POOL) {
           const namers = stored.filter((k) => k.starts.has(h));
           const holder = won.get(h);
-          expect(holder === undefined).toBe(namers.length === 0);
+          expectIs(holder === undefined, namers.length === 0);
           const held = namers.find((k) => id(k) === holder);
           for (const earlier of namers) {
             const s = earlier.starts.get(h)!;
             // A key that named h before the holder did, and whose claim no later write blurred, is the holder.
-            if (s.exact && held && s.at < held.starts.get(h)!.at) expect(id(held)).toBe(id(earlier));
+            if (s.exact && held && s.at < held.starts.get(h)!.at) expectIs(id(held), id(earlier));
           }
         }
         // The per-namespace view the reconcilers and the compiler read agrees with the election.
@@ -205,7 +206,7 @@ describe('a hash is held by the key that named it first, whatever the tenants wr
           const own = cached.filter((k) => k.metadata.namespace === ns);
           const notHolding = keysNotHolding(own, (h) => cached.filter((k) => hashesNamed(k).includes(h)));
           for (const k of own)
-            expect(notHolding.has(k.metadata.name!)).toBe(won.get(k.spec.hash) !== `${ns}/${k.metadata.name}`);
+            expectIs(notHolding.has(k.metadata.name!), won.get(k.spec.hash) !== `${ns}/${k.metadata.name}`);
         }
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
@@ -222,16 +223,17 @@ describe('a hash is held by the key that named it first, whatever the tenants wr
           const namers = stored.filter((k) => k.starts.has(h));
           if (namers.length === 0) continue;
           const first = namers.reduce((a, b) => (b.starts.get(h)!.at < a.starts.get(h)!.at ? b : a));
-          expect(won.get(h)).toBe(id(first));
+          expectIs(won.get(h), id(first));
         }
         // Recording again (a resync) changes no claim and no holder.
         for (const k of stored) recordClaims(k, T0 + 1_000 * STEP_MS);
-        expect(
+        expectEqual(
           winners(
             stored.map((k) => cache(k.object)),
             ranks,
           ),
-        ).toEqual(won);
+          won,
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );

@@ -31,7 +31,7 @@ import { API_VERSION } from '../../../src/schema/resources.ts';
 import { validateManifest } from '../../../src/schema/validators.ts';
 import { loadRoutingConfig, planFor, type RoutingConfig } from '../../../src/sdk/index.ts';
 import { credential, hashOf, NOW, snapshot, workspace } from '../../support/fixtures/compiler.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41;
 // Each case writes a config to disk and loads it as a pod does: 1,000 per property keep the file near 8 s of CPU.
@@ -197,18 +197,18 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           const winner = electKeyHolder(h, holders(h)).winner;
           const found = config.apiKey(h);
           // Never contested: the election compiles a hash into one account at most.
-          expect(config.apiKeyContested(h)).toBe(false);
+          expectIs(config.apiKeyContested(h), false);
           if (found) {
             // It resolves only to the account of the hash's holder, and only through that very key.
-            expect(found.account.namespace).toBe(winner?.metadata.namespace);
-            expect(found.key.hash).toBe(h);
+            expectIs(found.account.namespace, winner?.metadata.namespace);
+            expectIs(found.key.hash, h);
             const plan = planFor(
               config,
               { model: 'openai/gpt-4o', apiKeyHash: h, userId: null, baseAddress: 'global', isVideoGeneration: false },
               catalog,
               NOW,
             );
-            expect(plan.ok && plan.account.namespace).toBe(winner?.metadata.namespace);
+            expectIs(plan.ok && plan.account.namespace, winner?.metadata.namespace);
           } else if (winner && !winner.spec.disabled && !winner.spec.expiresAt) {
             throw new Error(`the holder of ${h} is live but its hash resolves to nothing`);
           }
@@ -218,7 +218,7 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           const holder = electKeyHolder(normalizeKeyHash(k.spec.hash), holders(normalizeKeyHash(k.spec.hash))).winner!;
           const held = hashHeldBy(k, holder);
           // A key that does not hold its hash is left out of its account and says so; another account goes unnamed.
-          expect(first.conflicting.get(ns)!.has(k.metadata.name!)).toBe(held !== undefined);
+          expectIs(first.conflicting.get(ns)!.has(k.metadata.name!), held !== undefined);
           if (held) {
             const { ready } = evaluateApiKey({
               namespace: ns,
@@ -230,18 +230,17 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
               missingGuardrails: [],
               hashHeldBy: held,
             });
-            expect(ready.reason).toBe('Conflicting');
-            if (!held.sameAccount) expect(ready.message).toBe(OTHER_ACCOUNT);
-            else expect(holder.metadata.namespace).toBe(ns);
+            expectIs(ready.reason, 'Conflicting');
+            if (!held.sameAccount) expectIs(ready.message, OTHER_ACCOUNT);
+            else expectIs(holder.metadata.namespace, ns);
           }
           // An upper- or mixed-case respelling is refused at the door (the CRD schema), as it is normalized inside.
-          if (k.spec.hash !== normalizeKeyHash(k.spec.hash)) expect(refusedAtTheDoor(k)).toBe(true);
+          if (k.spec.hash !== normalizeKeyHash(k.spec.hash)) expectIs(refusedAtTheDoor(k), true);
         }
         // A credential filter resolves only hashes its own account holds.
         for (const [, account] of first.compiled) {
           const own = new Set(account.apiKeys.map((k) => k.hash));
-          for (const c of account.credentials)
-            for (const h of c.allowedApiKeyHashes ?? []) expect(own.has(h)).toBe(true);
+          for (const c of account.credentials) for (const h of c.allowedApiKeyHashes ?? []) expectIs(own.has(h), true);
         }
         // Nothing depends on the order accounts and keys were read: the same accounts, the same shard bytes (the
         // index version is the digest of every shard), so every pod loads the same config.
@@ -252,9 +251,9 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
             [...r1].map((x) => -x),
           ),
         ]) {
-          expect(other.set.index.version).toBe(first.set.index.version);
-          for (const [ns, c] of first.compiled) expect(other.compiled.get(ns)).toEqual(c);
-          for (const [ns, names] of first.conflicting) expect(other.conflicting.get(ns)).toEqual(names);
+          expectIs(other.set.index.version, first.set.index.version);
+          for (const [ns, c] of first.compiled) expectEqual(other.compiled.get(ns), c);
+          for (const [ns, names] of first.conflicting) expectEqual(other.conflicting.get(ns), names);
         }
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
@@ -275,8 +274,8 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
           const found = config.apiKey(h);
           if (carriers.length > 1) {
             expect(found).toBeUndefined();
-            expect(config.apiKeyContested(h)).toBe(true);
-            expect(
+            expectIs(config.apiKeyContested(h), true);
+            expectEqual(
               planFor(
                 config,
                 {
@@ -289,10 +288,11 @@ describe('a gateway-key hash selects exactly the account that holds it', () => {
                 catalog,
                 NOW,
               ),
-            ).toEqual({ ok: false, reason: 'api-key-contested' });
+              { ok: false, reason: 'api-key-contested' },
+            );
           } else {
-            expect(config.apiKeyContested(h)).toBe(false);
-            expect(found?.account.namespace).toBe(carriers[0]);
+            expectIs(config.apiKeyContested(h), false);
+            expectIs(found?.account.namespace, carriers[0]);
           }
         }
       }),
@@ -321,9 +321,9 @@ describe('a rotated key holds its previous hash by its age', () => {
     const later = key('team-b', 'copy', '2026-01-01T00:05:00Z', { hash: OLD });
     const earlier = key('team-c', 'first', '2025-12-31T00:00:00Z', { hash: OLD });
     const naming = (all: GatewayAPIKey[]) => (h: string) => all.filter((k) => hashesNamed(k).includes(h));
-    expect(keysNotHolding([later], naming([rotated, later]))).toEqual(new Set(['copy']));
-    expect(previousHashesNotHeld([rotated], naming([rotated, later]))).toEqual(new Set());
-    expect(previousHashesNotHeld([rotated], naming([rotated, earlier]))).toEqual(new Set(['app']));
-    expect(keysNotHolding([rotated], naming([rotated, earlier]))).toEqual(new Set());
+    expectEqual(keysNotHolding([later], naming([rotated, later])), new Set(['copy']));
+    expectEqual(previousHashesNotHeld([rotated], naming([rotated, later])), new Set());
+    expectEqual(previousHashesNotHeld([rotated], naming([rotated, earlier])), new Set(['app']));
+    expectEqual(keysNotHolding([rotated], naming([rotated, earlier])), new Set());
   });
 });

@@ -23,7 +23,7 @@ import {
 } from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
 import { SourceRule } from '../../../src/gateway/delivered-routing.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 const SEED = 42_0101;
 const RUNS = 3000;
@@ -58,7 +58,7 @@ describe('compareVersions', () => {
   test('orders decimal versions as numbers, whatever their length', () => {
     fc.assert(
       fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.bigInt({ min: 1n, max: 10n ** 30n }), (a, b) => {
-        expect(Math.sign(compareVersions(String(a), String(b)))).toBe(a < b ? -1 : a > b ? 1 : 0);
+        expectIs(Math.sign(compareVersions(String(a), String(b))), a < b ? -1 : a > b ? 1 : 0);
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -84,8 +84,8 @@ describe('deltaFor', () => {
         const remove = Object.keys(held).filter(
           (k) => current[k] === undefined && tomb[k] !== undefined && Number(tomb[k]) >= Number(held[k]),
         );
-        expect(out.send.sort()).toEqual(send.sort());
-        expect(out.remove.sort()).toEqual(remove.sort());
+        expectEqual(out.send.sort(), send.sort());
+        expectEqual(out.remove.sort(), remove.sort());
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -96,7 +96,7 @@ describe('deltaFor', () => {
       ['ConfigMap/a', { version: '10' }],
       ['Secret/b', { version: '12' }],
     ]);
-    expect(
+    expectEqual(
       deltaFor(
         new Map([
           ['ConfigMap/a', '10'],
@@ -105,8 +105,9 @@ describe('deltaFor', () => {
         current,
         new Map(),
       ),
-    ).toEqual({ send: [], remove: [] });
-    expect(
+      { send: [], remove: [] },
+    );
+    expectEqual(
       deltaFor(
         new Map([
           ['ConfigMap/a', '11'],
@@ -116,7 +117,8 @@ describe('deltaFor', () => {
         current,
         new Map(),
       ),
-    ).toEqual({ send: [], remove: [] });
+      { send: [], remove: [] },
+    );
   });
 });
 
@@ -155,10 +157,10 @@ describe('DeliveryState', () => {
     expect(s.apply({ ...object('Secret', 'byok-bundle-0', '3', { x: b64('e') }), kid: 'k2' }, keys)).toMatch(
       /key id k2, which this pod does not hold/,
     );
-    expect(s.files('ConfigMap')['byok-routing-index.json']!.toString()).toBe('{"v":5}');
+    expectIs(s.files('ConfigMap')['byok-routing-index.json']!.toString(), '{"v":5}');
     expect(s.apply(removal('ConfigMap', 'byok-routing-index', '4'), keys)).toMatch(/removal older/);
     expect(s.apply(removal('ConfigMap', 'byok-routing-index', '7'), keys)).toBeUndefined();
-    expect(s.size).toBe(0);
+    expectIs(s.size, 0);
   });
 
   test('generated: the state holds, per object, the highest version among the verified items, never one that did not verify', () => {
@@ -197,9 +199,10 @@ describe('DeliveryState', () => {
               (it.version < have.version || (it.version === have.version && it.content !== have.content));
             if (!expectRefused) model.set(key, { version: it.version, content: it.content });
           }
-          expect(refused !== undefined).toBe(expectRefused);
+          expectIs(refused !== undefined, expectRefused);
         }
-        expect(new Map(s.held().map((h) => [objectKey(h.kind, h.name), Number(h.version)]))).toEqual(
+        expectEqual(
+          new Map(s.held().map((h) => [objectKey(h.kind, h.name), Number(h.version)])),
           new Map([...model].map(([k, v]) => [k, v.version])),
         );
       }),
@@ -211,7 +214,7 @@ describe('DeliveryState', () => {
 describe('parseDeliveryLine', () => {
   test('refuses file names that would escape or shadow the volume layout, bad versions and unknown kinds', () => {
     const good = object('Secret', 'byok-bundle-0', '3', { 'c0ffee00-0000-4000-8000-000000000000': b64('x') });
-    expect(parseDeliveryLine(JSON.stringify(good))).toEqual(good);
+    expectEqual(parseDeliveryLine(JSON.stringify(good)), good);
     for (const name of ['..data', '../x', 'a/b', '.hidden', '']) {
       expect(() => parseDeliveryLine(JSON.stringify({ ...good, files: { [name]: b64('x') } }))).toThrow(DeliveryError);
     }
@@ -245,8 +248,8 @@ describe('LineSplitter', () => {
             splitter.push(bytes.subarray(at, at + n));
             at += n;
           }
-          expect(got).toEqual(want);
-          expect(splitter.pending).toBe(0);
+          expectEqual(got, want);
+          expectIs(splitter.pending, 0);
         },
       ),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
@@ -256,7 +259,7 @@ describe('LineSplitter', () => {
   test('a line over the bound is an error before it is buffered whole; the buffer never exceeds the bound', () => {
     const splitter = new LineSplitter(() => undefined, 100);
     splitter.push(Buffer.alloc(60, 0x61));
-    expect(splitter.pending).toBe(60);
+    expectIs(splitter.pending, 60);
     expect(() => splitter.push(Buffer.alloc(60, 0x61))).toThrow(/longer than 100 bytes/);
   });
 });
@@ -264,22 +267,22 @@ describe('LineSplitter', () => {
 describe('SourceRule (the mount is the floor)', () => {
   test('mount until the stream loads; the stream while up; after a drop, the stream until the mount moves, then the mount until the stream loads again', () => {
     const rule = new SourceRule();
-    expect(rule.pick(false)).toBe('mount');
+    expectIs(rule.pick(false), 'mount');
     rule.connection(true);
-    expect(rule.pick(false)).toBe('mount');
+    expectIs(rule.pick(false), 'mount');
     rule.streamLoaded();
-    expect(rule.pick(true)).toBe('stream');
+    expectIs(rule.pick(true), 'stream');
     // A mount swap while the stream is up changes nothing: the stream is at least as new.
     rule.mountReloaded();
-    expect(rule.pick(true)).toBe('stream');
+    expectIs(rule.pick(true), 'stream');
     rule.connection(false);
-    expect(rule.pick(true)).toBe('stream');
+    expectIs(rule.pick(true), 'stream');
     rule.mountReloaded();
-    expect(rule.pick(true)).toBe('mount');
+    expectIs(rule.pick(true), 'mount');
     // Back up: the mount until the stream's next batch has loaded (what it held may be older than the mount).
     rule.connection(true);
-    expect(rule.pick(true)).toBe('mount');
+    expectIs(rule.pick(true), 'mount');
     rule.streamLoaded();
-    expect(rule.pick(true)).toBe('stream');
+    expectIs(rule.pick(true), 'stream');
   });
 });

@@ -18,7 +18,7 @@ import {
   urlEgressProblem,
 } from '../../../src/domain/index.ts';
 import { egressLookup, literalHostProblem } from '../../../src/gateway/egress.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, propertyRuns } from '../../support/properties.ts';
 import {
   type Address,
   address,
@@ -72,10 +72,13 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         const host = a.v6 ? `[${renderV6(a.n, v6)}${zone ? '%25eth0' : ''}]` : renderV4(a.n, v4);
         const expected = refForbidden(a) && !(allow !== null && refCovers(allow, a));
         // A zone id makes the URL unparseable: nothing can connect to it, and the policy must not call it fine.
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allowList(allow)) !== null }).toEqual({
-          host,
-          refused: expected || (a.v6 && zone),
-        });
+        expectEqual(
+          { host, refused: urlEgressProblem(`https://${host}/x`, allowList(allow)) !== null },
+          {
+            host,
+            refused: expected || (a.v6 && zone),
+          },
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -88,16 +91,22 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         const list = allowList(allow);
         const expected = refForbidden(a) && !(allow !== null && refCovers(allow, a));
         // A name that resolves to it (DNS rebinding), and the literal itself (net.connect skips the lookup).
-        expect({ text, refused: resolvedAddressProblem('tenant.example', text, list) !== null }).toEqual({
-          text,
-          refused: expected,
-        });
-        expect({ text, refused: literalHostProblem(text, list) !== null }).toEqual({ text, refused: expected });
-        if (a.v6)
-          expect({ text, refused: literalHostProblem(`[${text}]`, list) !== null }).toEqual({
+        expectEqual(
+          { text, refused: resolvedAddressProblem('tenant.example', text, list) !== null },
+          {
             text,
             refused: expected,
-          });
+          },
+        );
+        expectEqual({ text, refused: literalHostProblem(text, list) !== null }, { text, refused: expected });
+        if (a.v6)
+          expectEqual(
+            { text, refused: literalHostProblem(`[${text}]`, list) !== null },
+            {
+              text,
+              refused: expected,
+            },
+          );
         // The agent's lookup, asking a resolver that answers with this address beside a public one.
         const answers: LookupAddress[] = [
           { address: '8.8.8.8', family: 4 },
@@ -107,7 +116,7 @@ describe('egress policy (properties): one verdict per address, whatever its spel
         egressLookup(list, (_host, _opts, cb) => cb(null, answers))('tenant.example', { all: true }, (err) => {
           refused = (err as { code?: string } | null)?.code === 'EGRESS_DENIED';
         });
-        expect({ text, refused }).toEqual({ text, refused: expected });
+        expectEqual({ text, refused }, { text, refused: expected });
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -117,16 +126,22 @@ describe('egress policy (properties): one verdict per address, whatever its spel
     fc.assert(
       fc.property(hostName, nameStyle, (name, style) => {
         const host = renderName(name, style);
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`) !== null }).toEqual({
-          host,
-          refused: refNameForbidden(name),
-        });
+        expectEqual(
+          { host, refused: urlEgressProblem(`https://${host}/x`) !== null },
+          {
+            host,
+            refused: refNameForbidden(name),
+          },
+        );
         // An allow-listed name is allowed in every spelling, at validation and when its lookup is checked.
         const allow = parseEgressAllowList([name]);
-        expect({ host, refused: urlEgressProblem(`https://${host}/x`, allow) !== null }).toEqual({
-          host,
-          refused: false,
-        });
+        expectEqual(
+          { host, refused: urlEgressProblem(`https://${host}/x`, allow) !== null },
+          {
+            host,
+            refused: false,
+          },
+        );
         expect(
           resolvedAddressProblem(`${name.toUpperCase()}${'.'.repeat(style.trailingDots)}`, '127.0.0.1', allow),
         ).toBeNull();
@@ -147,24 +162,27 @@ describe('egress allow-list grammar (properties)', () => {
           parsed = err as Error;
         }
         if (expected === null) {
-          expect({ entry, refused: parsed instanceof Error }).toEqual({ entry, refused: true });
+          expectEqual({ entry, refused: parsed instanceof Error }, { entry, refused: true });
           return;
         }
         expect(parsed).not.toBeInstanceOf(Error);
         const { ranges, hosts } = parsed as EgressAllowList;
-        expect({
-          entry,
-          hosts: [...hosts],
-          ranges: ranges.map((r) => ({
-            v6: r.v6,
-            n: mask({ v6: r.v6, n: r.bits, prefix: r.prefix }).n,
-            prefix: r.prefix,
-          })),
-        }).toEqual({
-          entry,
-          hosts: [],
-          ranges: [expected],
-        });
+        expectEqual(
+          {
+            entry,
+            hosts: [...hosts],
+            ranges: ranges.map((r) => ({
+              v6: r.v6,
+              n: mask({ v6: r.v6, n: r.bits, prefix: r.prefix }).n,
+              prefix: r.prefix,
+            })),
+          },
+          {
+            entry,
+            hosts: [],
+            ranges: [expected],
+          },
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );

@@ -19,7 +19,7 @@ import {
   usdToMicros,
 } from '../../../src/domain/index.ts';
 import { guardrail, WS1, workspace } from '../../support/fixtures/domain.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 /** The former ledger → domain hand-over: exact decimal text of micros. */
 const decimal = (m: Micros): string =>
@@ -79,7 +79,7 @@ describe('money on integer micros (properties)', () => {
     fc.assert(
       fc.property(pricing, tokens, tokens, (p, promptTokens, completionTokens) => {
         const usage = { promptTokens, completionTokens };
-        expect(listCostMicros(priceMicros(p), usage)).toBe(formerListCost(p, usage));
+        expectIs(listCostMicros(priceMicros(p), usage), formerListCost(p, usage));
       }),
       { numRuns: propertyRuns(500) },
     );
@@ -97,7 +97,7 @@ describe('money on integer micros (properties)', () => {
         (plan, before, cost) => {
           const charge = byokCharge({ plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
           const former = formerFee(plan, before, cost);
-          expect([charge.freeListCostMicros, charge.feeMicros]).toEqual([former.free, former.fee]);
+          expectEqual([charge.freeListCostMicros, charge.feeMicros], [former.free, former.fee]);
         },
       ),
       { numRuns: propertyRuns(500) },
@@ -119,7 +119,8 @@ describe('money on integer micros (properties)', () => {
         });
         const counted = usdToMicros(decimal(nonByok)) + (include ? usdToMicros(decimal(byok)) : 0);
         const formerLimits = [usdToMicros(gLimit), usdToMicros(wLimit)];
-        expect(d.checks.map((c) => [c.limitMicros, c.countedMicros, c.blocked])).toEqual(
+        expectEqual(
+          d.checks.map((c) => [c.limitMicros, c.countedMicros, c.blocked]),
           formerLimits.map((l) => [l, counted, counted >= l]),
         );
       }),
@@ -157,7 +158,7 @@ describe('mulDivRound', () => {
         fc.integer({ min: -2_000_000, max: 2_000_000 }),
         fc.integer({ min: 1, max: 1_000_000_000 }),
         (m, num, den) => {
-          expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
+          expectIs(mulDivRound(m, num, den), exact(m, num, den));
         },
       ),
       { numRuns: propertyRuns(20_000) },
@@ -172,7 +173,7 @@ describe('mulDivRound', () => {
       [15, 5, 100],
       [Number.MAX_SAFE_INTEGER, 1, 2],
     ] as const) {
-      expect(mulDivRound(m, num, den)).toBe(exact(m, num, den));
+      expectIs(mulDivRound(m, num, den), exact(m, num, den));
     }
   });
 });

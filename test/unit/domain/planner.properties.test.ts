@@ -12,7 +12,7 @@ import {
   type RouteRequest,
 } from '../../../src/domain/index.ts';
 import { account, cred, ep, guardrail, hash, workspace } from '../../support/fixtures/domain.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 const PROVIDERS: ProviderSlug[] = ['openai', 'anthropic', 'azure', 'together', 'mistral'];
 const MODELS = ['m/a', 'm/b', 'm/c'];
@@ -119,10 +119,10 @@ describe('route planner invariants', () => {
         for (const a of plan(s).attempts) {
           if (a.kind !== 'credential') continue;
           const c = byId.get(a.credentialId) as CompiledCredential;
-          expect(applies(c, s.request)).toBe(true);
-          expect(c.allowedModels === null || c.allowedModels.includes(s.request.model)).toBe(true);
-          expect(a.provider).toBe(c.provider);
-          expect(a.endpoint.provider).toBe(c.provider);
+          expectIs(applies(c, s.request), true);
+          expectIs(c.allowedModels === null || c.allowedModels.includes(s.request.model), true);
+          expectIs(a.provider, c.provider);
+          expectIs(a.endpoint.provider, c.provider);
         }
       }),
       runs,
@@ -133,7 +133,10 @@ describe('route planner invariants', () => {
     fc.assert(
       fc.property(scenario, (s) => {
         const phase = plan(s).attempts.map((a) => (a.kind === 'shared' ? 1 : a.section === 'prioritized' ? 0 : 2));
-        expect(phase).toEqual([...phase].sort((x, y) => x - y));
+        expectEqual(
+          phase,
+          [...phase].sort((x, y) => x - y),
+        );
       }),
       runs,
     );
@@ -152,7 +155,7 @@ describe('route planner invariants', () => {
             )
             .map((c) => c.provider),
         );
-        for (const a of plan(s).attempts) if (a.kind === 'shared') expect(blocked.has(a.provider)).toBe(false);
+        for (const a of plan(s).attempts) if (a.kind === 'shared') expectIs(blocked.has(a.provider), false);
       }),
       runs,
     );
@@ -166,13 +169,13 @@ describe('route planner invariants', () => {
           ...p.attempts.flatMap((a) => (a.kind === 'credential' ? [a.credentialId] : [])),
           ...p.excluded.flatMap((x) => (x.subject.kind === 'credential' ? [x.subject.credentialId] : [])),
         ].sort();
-        expect(credIds).toEqual(s.account.credentials.map((c) => c.id).sort());
+        expectEqual(credIds, s.account.credentials.map((c) => c.id).sort());
         const epIds = [
           ...p.attempts.flatMap((a) => (a.kind === 'shared' ? [a.endpoint.id] : [])),
           ...p.excluded.flatMap((x) => (x.subject.kind === 'shared' ? [x.subject.endpointId] : [])),
         ].sort();
-        expect(epIds).toEqual(s.endpoints.map((e) => e.id).sort());
-        expect(p.attempts.length === 0).toBe(p.error !== undefined);
+        expectEqual(epIds, s.endpoints.map((e) => e.id).sort());
+        expectIs(p.attempts.length === 0, p.error !== undefined);
       }),
       runs,
     );
@@ -191,13 +194,13 @@ describe('route planner invariants', () => {
           s.request.denyDataCollection === true || acc.privacy.denyDataCollection || (guarded && g.denyDataCollection);
         const byId = new Map(acc.credentials.map((c) => [c.id, c]));
         for (const a of plan(s).attempts) {
-          if (noDc) expect(a.endpoint.dataCollection).toBe(false);
+          if (noDc) expectIs(a.endpoint.dataCollection, false);
           if (guarded && g.allowedProviders !== null) expect(g.allowedProviders).toContain(a.provider);
           if (guarded) expect(g.ignoredProviders).not.toContain(a.provider);
           if (zdr && !a.endpoint.zdr) {
-            expect(a.kind).toBe('credential');
-            expect(s.request.isVideoGeneration).toBe(false);
-            if (a.kind === 'credential') expect(byId.get(a.credentialId)?.declaredZdr).toBe(true);
+            expectIs(a.kind, 'credential');
+            expectIs(s.request.isVideoGeneration, false);
+            if (a.kind === 'credential') expectIs(byId.get(a.credentialId)?.declaredZdr, true);
           }
         }
       }),
@@ -212,14 +215,17 @@ describe('route planner invariants', () => {
         const targets = [...(r.providerOrder ?? []), ...(r.providerOnly ?? [])];
         for (const a of plan(s).attempts) {
           if (r.baseAddress !== 'global') {
-            expect(a.endpoint.region).toBe(r.baseAddress.region);
+            expectIs(a.endpoint.region, r.baseAddress.region);
             continue;
           }
           if (a.endpoint.region === null || targets.includes(a.endpoint.id)) continue;
-          expect(a.kind).toBe('credential');
+          expectIs(a.kind, 'credential');
           if (a.kind === 'credential') {
-            expect(a.section).toBe('prioritized');
-            expect(s.endpoints.some((e) => e.provider === a.provider && e.region === null)).toBe(false);
+            expectIs(a.section, 'prioritized');
+            expectIs(
+              s.endpoints.some((e) => e.provider === a.provider && e.region === null),
+              false,
+            );
           }
         }
       }),
@@ -238,8 +244,8 @@ describe('route planner invariants', () => {
           createCatalog(MODELS.map((model) => ({ model, endpoints: structuredClone(s.endpoints) }))),
           structuredClone(s.request),
         );
-        expect(again).toEqual(first);
-        expect(copy).toEqual(first);
+        expectEqual(again, first);
+        expectEqual(copy, first);
       }),
       { numRuns: propertyRuns(200) },
     );
@@ -255,7 +261,7 @@ describe('route planner invariants', () => {
       baseAddress: 'global',
       isVideoGeneration: false,
     });
-    for (const a of p.attempts) expect(Object.isFrozen(a)).toBe(true);
-    for (const x of p.excluded) expect(Object.isFrozen(x)).toBe(true);
+    for (const a of p.attempts) expectIs(Object.isFrozen(a), true);
+    for (const x of p.excluded) expectIs(Object.isFrozen(x), true);
   });
 });

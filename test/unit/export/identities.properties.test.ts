@@ -13,7 +13,7 @@
 //     another account's different content, a conflict names every account involved, and the merged result does not
 //     depend on the order the accounts were exported, removed and exported again.
 import { join } from 'node:path';
-import { describe, expect, test } from '@jest/globals';
+import { describe, test } from '@jest/globals';
 import fc from 'fast-check';
 import type { CompiledAccount, CompiledCredential } from '../../../src/domain/index.ts';
 import {
@@ -25,7 +25,7 @@ import {
 } from '../../../src/export/index.ts';
 import { loadCatalog } from '../../../src/gateway/catalog.ts';
 import { SharedIndex } from '../../../src/operator/export/desired.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
 const SEED = 41_0503;
@@ -210,7 +210,7 @@ const byName = (list: readonly TargetObject[]) =>
 function expectSameObjects(actual: readonly TargetObject[], expected: readonly TargetObject[]): void {
   const a = byName(actual);
   const b = byName(expected);
-  if (a.length !== b.length || !a.every((o, i) => same(o, b[i]))) expect(a).toEqual(b);
+  if (a.length !== b.length || !a.every((o, i) => same(o, b[i]))) expectEqual(a, b);
 }
 
 const HOST_FIELDS = new Set(['hostname', 'sni', 'host', 'endpoint']);
@@ -257,18 +257,21 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
           // One object per name; a name two would have shared is in the report instead.
           const byKey = new Map<string, TargetObject[]>();
           for (const o of objects) byKey.set(keyOf(o), [...(byKey.get(keyOf(o)) ?? []), o]);
-          expect([...byKey].filter(([, list]) => list.length > 1).map(([k]) => k)).toEqual([]);
+          expectEqual(
+            [...byKey].filter(([, list]) => list.length > 1).map(([k]) => k),
+            [],
+          );
           // A shared Backend stands for one host, and a host has one Backend: no host names another's.
           const backends = objects
             .filter((o) => o.kind === 'Backend')
             .map((o) => [o.metadata.name, hostsOf(o)[0]] as const);
-          expect(new Set(backends.map(([, h]) => h)).size).toBe(backends.length);
+          expectIs(new Set(backends.map(([, h]) => h)).size, backends.length);
           const again = exportAccounts(
             { ...input, accounts: shuffled(input.accounts, c.order) },
             options(target, mode, c.allowTenantHosts),
           );
           expectSameObjects(again.objects, objects);
-          expect(again.report.conflicts).toEqual(report.conflicts);
+          expectEqual(again.report.conflicts, report.conflicts);
         }),
         { seed: SEED, numRuns: propertyRuns(RUNS) },
       );
@@ -284,7 +287,10 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
           const { objects, report } = exportAccounts(input, options(target, mode, c.allowTenantHosts));
           // Failures are collected and asserted once per case: an expect per host cost more than the export itself.
           const exportedHosts = objects.flatMap(hostsOf);
-          expect(exportedHosts.filter((h) => !crdHost(h))).toEqual([]);
+          expectEqual(
+            exportedHosts.filter((h) => !crdHost(h)),
+            [],
+          );
           // The hosts the same accounts reach without any tenant-named host (Azure resource configs instead): the catalog's.
           const resource: CredentialFacts = {
             kind: 'azure',
@@ -305,7 +311,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
           const outsideProviderDomain = c.allowTenantHosts
             ? []
             : exportedHosts.filter((h) => tenantHosts.has(h) && !platform.has(h) && !PROVIDER_HOST.test(h));
-          expect(outsideProviderDomain).toEqual([]);
+          expectEqual(outsideProviderDomain, []);
           const misreported: { credential: string; host: string; reported: boolean }[] = [];
           for (const a of c.accounts) {
             for (const k of a.credentials.filter((x) => x.kind === 'azure')) {
@@ -318,7 +324,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
               if (reported === exported) misreported.push({ credential: `${a.namespace}/${k.name}`, host, reported });
             }
           }
-          expect(misreported).toEqual([]);
+          expectEqual(misreported, []);
         }),
         { seed: SEED, numRuns: propertyRuns(RUNS) },
       );
@@ -352,7 +358,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
         const first = merge(names, []);
         const second = merge(shuffled(names, c.order), shuffled(names, [...c.order].reverse()).slice(0, 2));
         expectSameObjects(second.merged, first.merged);
-        expect(second.conflicts).toEqual(first.conflicts);
+        expectEqual(second.conflicts, first.conflicts);
         const merged = new Map(first.merged.map((o) => [keyOf(o), o]));
         const conflicted = new Map(first.conflicts.map((x) => [x.key, x.accounts]));
         const replaced: { account: string; object: string }[] = [];
@@ -364,7 +370,7 @@ describe(`cross-account identities in the export (properties, seed ${SEED})`, ()
             if (!ok) replaced.push({ account: ns, object: keyOf(o) });
           }
         }
-        expect(replaced).toEqual([]);
+        expectEqual(replaced, []);
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );

@@ -5,7 +5,7 @@
 // points or \u escapes, buffered or streamed in events of any size whose JSON spans several `data:` lines in any
 // framing; and prompts that carry their content in messages, parts of any type, tools, response_format or any other
 // field. The oracle is the documented floor (docs/ledger.md, "The floor"), computed here from the wire bytes.
-import { describe, expect, test } from '@jest/globals';
+import { describe, test } from '@jest/globals';
 import fc from 'fast-check';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
 import {
@@ -17,7 +17,7 @@ import {
   streamFloorTokens,
   usageBounds,
 } from '../../../src/gateway/usage.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41_0003;
 const RUNS = 3000;
@@ -231,7 +231,7 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
       fc.property(delivery, (d) => {
         const { metered, floor } = meterCompletion(d);
         const label = `${d.place}/${d.partType}/${d.fieldName} ${d.encoding} ${d.stream === false ? 'buffered' : `stream piece=${d.stream.piece} lines=${d.stream.linesPerEvent} ${JSON.stringify(d.stream.terminator)}`} usage=${d.usage} n=${d.n}`;
-        expect({ label, metered, atLeastFloor: metered >= floor }).toEqual({ label, metered, atLeastFloor: true });
+        expectEqual({ label, metered, atLeastFloor: metered >= floor }, { label, metered, atLeastFloor: true });
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -279,12 +279,15 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
           minCompletionTokens: 0,
         });
         const floor = promptFloor(forwarded);
-        expect({ place: p.place, metered: m.promptTokens, atLeastFloor: m.promptTokens >= floor, floor }).toEqual({
-          place: p.place,
-          metered: m.promptTokens,
-          atLeastFloor: true,
-          floor,
-        });
+        expectEqual(
+          { place: p.place, metered: m.promptTokens, atLeastFloor: m.promptTokens >= floor, floor },
+          {
+            place: p.place,
+            metered: m.promptTokens,
+            atLeastFloor: true,
+            floor,
+          },
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -313,7 +316,7 @@ describe('the floor counts the bytes relayed, wherever the content is (propertie
     for (const d of cases) {
       const { metered } = meterCompletion(d);
       // 8,000 bytes or more past 2 KiB of framing allowance, at 16 bytes per token.
-      expect({ place: d.place, metered, atLeast: metered >= 370 }).toEqual({ place: d.place, metered, atLeast: true });
+      expectEqual({ place: d.place, metered, atLeast: metered >= 370 }, { place: d.place, metered, atLeast: true });
     }
   });
 });

@@ -22,7 +22,7 @@ import {
 import { createEmbeddedLedger } from '../../../src/ledger/embedded.ts';
 import { createSpendGate } from '../../../src/ledger/spend-gate.ts';
 import { account, guardrail, K1, WS1 } from '../../support/fixtures/domain.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, propertyRuns } from '../../support/properties.ts';
 
 /** Fixed seed: a failure names its case, and every run checks the same cases. */
 const SEED = 32_0402;
@@ -391,16 +391,22 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
         const reported = reportedOf(c);
         if (c.source === 'catalog' && reported) return; // the next property
         // Tenant counts, and estimates from either side: at least the floor, at most the maximum (or the floor past it).
-        expect({
-          case: label(c),
-          prompt: m.promptTokens >= o.minPrompt,
-          completion: m.completionTokens >= o.minCompletion,
-        }).toEqual({ case: label(c), prompt: true, completion: true });
-        expect({
-          case: label(c),
-          prompt: m.promptTokens <= Math.max(o.maxPrompt, o.minPrompt),
-          completion: m.completionTokens <= Math.max(o.maxCompletion, o.minCompletion),
-        }).toEqual({ case: label(c), prompt: true, completion: true });
+        expectEqual(
+          {
+            case: label(c),
+            prompt: m.promptTokens >= o.minPrompt,
+            completion: m.completionTokens >= o.minCompletion,
+          },
+          { case: label(c), prompt: true, completion: true },
+        );
+        expectEqual(
+          {
+            case: label(c),
+            prompt: m.promptTokens <= Math.max(o.maxPrompt, o.minPrompt),
+            completion: m.completionTokens <= Math.max(o.maxCompletion, o.minCompletion),
+          },
+          { case: label(c), prompt: true, completion: true },
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -413,11 +419,14 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
         (c) => {
           const m = impl.meter(c);
           const r = reportedOf(c)!;
-          expect({ case: label(c), prompt: m.promptTokens, completion: m.completionTokens }).toEqual({
-            case: label(c),
-            prompt: r.prompt,
-            completion: r.completion,
-          });
+          expectEqual(
+            { case: label(c), prompt: m.promptTokens, completion: m.completionTokens },
+            {
+              case: label(c),
+              prompt: r.prompt,
+              completion: r.completion,
+            },
+          );
         },
       ),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
@@ -429,18 +438,24 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
       fc.property(caseArb, (c) => {
         const r = impl.reserve(c);
         const honestCompletion = c.choices.reduce((s, ch) => s + ch.tokens, 0);
-        expect({
-          case: label(c),
-          prompt: r.promptTokens >= c.honestPrompt,
-          completion: r.completionTokens >= honestCompletion,
-        }).toEqual({ case: label(c), prompt: true, completion: true });
+        expectEqual(
+          {
+            case: label(c),
+            prompt: r.promptTokens >= c.honestPrompt,
+            completion: r.completionTokens >= honestCompletion,
+          },
+          { case: label(c), prompt: true, completion: true },
+        );
         if (c.source === 'tenant') {
           const m = impl.meter(c);
-          expect({
-            case: label(c),
-            prompt: m.promptTokens <= r.promptTokens,
-            completion: m.completionTokens <= r.completionTokens,
-          }).toEqual({ case: label(c), prompt: true, completion: true });
+          expectEqual(
+            {
+              case: label(c),
+              prompt: m.promptTokens <= r.promptTokens,
+              completion: m.completionTokens <= r.completionTokens,
+            },
+            { case: label(c), prompt: true, completion: true },
+          );
         }
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
@@ -457,7 +472,7 @@ describe('metering bounds both sides (properties, seed 320402)', () => {
             ? undefined
             : (JSON.parse(JSON.stringify(c.usage.value)) as unknown);
         const excessBytes = events.reduce((s, e) => s + Math.max(0, utf8(e) - FRAMING), 0);
-        expect(impl.stream(c)).toEqual({ usage, bytes: utf8(sseBody(c)), excessBytes, dataEvents: events.length });
+        expectEqual(impl.stream(c), { usage, bytes: utf8(sseBody(c)), excessBytes, dataEvents: events.length });
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );

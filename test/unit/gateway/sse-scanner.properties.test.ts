@@ -5,10 +5,10 @@
 // past the scanner's cap. It checks that the usage read is the one a WHATWG parser would dispatch, the same in every
 // framing and chunking; that the floor's byte counts are exact; and that the bytes the scanner looks at stay within
 // a constant times the bytes received.
-import { describe, expect, test } from '@jest/globals';
+import { describe, test } from '@jest/globals';
 import fc from 'fast-check';
 import { SseUsageScanner } from '../../../src/gateway/sse-scanner.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../support/properties.ts';
 
 const SEED = 41_0002;
 const RUNS = 3000;
@@ -190,10 +190,10 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
         const text = render(s);
         const got = scan(chunks(text, s));
         const lf = scan([Buffer.from(render({ ...s, framing: '\n' }))]);
-        expect(got.usage).toEqual(expectedUsage(s));
-        expect(got.usage).toEqual(lf.usage);
+        expectEqual(got.usage, expectedUsage(s));
+        expectEqual(got.usage, lf.usage);
         // Every event ends with its blank line: the closing comment may follow without a separator.
-        expect(got.atBoundary).toBe(true);
+        expectIs(got.atBoundary, true);
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -204,12 +204,14 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
       fc.property(streamArb, (s) => {
         const text = render(s);
         const got = scan(chunks(text, s));
-        expect(got.bytes).toBe(Buffer.byteLength(text));
-        expect(got.dataEvents).toBe(
+        expectIs(got.bytes, Buffer.byteLength(text));
+        expectIs(
+          got.dataEvents,
           s.events.filter((e) => e.some((f) => f.kind === 'data' || f.kind === 'text' || f.kind === 'giant')).length,
         );
         // Each event's bytes: its lines and their terminators, its blank line (a CRLF counts both bytes).
-        expect(got.excessBytes).toBe(
+        expectIs(
+          got.excessBytes,
           renderEvents(s).reduce((sum, e) => sum + Math.max(0, Buffer.byteLength(e) - 1024), 0),
         );
       }),
@@ -222,10 +224,13 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
       fc.property(streamArb, (s) => {
         const text = render(s);
         const got = scan(chunks(text, s));
-        expect({ examined: got.examined, within: got.examined <= WORK_PER_BYTE * got.bytes + 64 }).toEqual({
-          examined: got.examined,
-          within: true,
-        });
+        expectEqual(
+          { examined: got.examined, within: got.examined <= WORK_PER_BYTE * got.bytes + 64 },
+          {
+            examined: got.examined,
+            within: true,
+          },
+        );
       }),
       { seed: SEED, numRuns: propertyRuns(RUNS) },
     );
@@ -250,11 +255,14 @@ describe('the SSE scanner reads every framing in linear work (properties, seed 4
       for (let i = 0; i < bytes.length; i += 65_536) scanner.scan(bytes.subarray(i, i + 65_536));
       const reported = scanner.finish();
       // A multi-line event of 4 MiB is past the 1 MiB cap: counted toward the floor, its usage not read.
-      expect({ name, reported, linear: scanner.examined <= WORK_PER_BYTE * bytes.length }).toEqual({
-        name,
-        reported: name === 'multiline' ? undefined : usage,
-        linear: true,
-      });
+      expectEqual(
+        { name, reported, linear: scanner.examined <= WORK_PER_BYTE * bytes.length },
+        {
+          name,
+          reported: name === 'multiline' ? undefined : usage,
+          linear: true,
+        },
+      );
     }
   });
 });
@@ -268,17 +276,17 @@ describe('SSE parsing details', () => {
   const u = '{"usage":{"prompt_tokens":1,"completion_tokens":2}}';
 
   test('a CR at the end of one read and its LF at the start of the next are one line end', () => {
-    expect(usageOf(`data: ${u}\r`, '\n\r', '\n')).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
+    expectEqual(usageOf(`data: ${u}\r`, '\n\r', '\n'), { prompt_tokens: 1, completion_tokens: 2 });
     // CR then CR: a blank line; the event is dispatched before the next read.
     const s = new SseUsageScanner();
     s.scan(`data: ${u}\r\r`);
-    expect(s.reported).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
-    expect(s.atBoundary).toBe(true);
+    expectEqual(s.reported, { prompt_tokens: 1, completion_tokens: 2 });
+    expectIs(s.atBoundary, true);
   });
 
   test('`data:` without a space, a BOM, and one JSON object over three data lines', () => {
-    expect(usageOf(`\ufeffdata:${u}\n\n`)).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
-    expect(usageOf('data: {"usage":\ndata: {"prompt_tokens":3,\ndata: "completion_tokens":4}}\n\n')).toEqual({
+    expectEqual(usageOf(`\ufeffdata:${u}\n\n`), { prompt_tokens: 1, completion_tokens: 2 });
+    expectEqual(usageOf('data: {"usage":\ndata: {"prompt_tokens":3,\ndata: "completion_tokens":4}}\n\n'), {
       prompt_tokens: 3,
       completion_tokens: 4,
     });
@@ -287,17 +295,17 @@ describe('SSE parsing details', () => {
   test('a stream cut mid-line is not at an event boundary; a finished event is', () => {
     const s = new SseUsageScanner();
     s.scan('data: {"a":');
-    expect(s.atBoundary).toBe(false);
+    expectIs(s.atBoundary, false);
     s.scan('1}\n');
-    expect(s.atBoundary).toBe(false);
+    expectIs(s.atBoundary, false);
     s.scan('\n');
-    expect(s.atBoundary).toBe(true);
+    expectIs(s.atBoundary, true);
   });
 
   test('a plain JSON body answered to stream: true is read whole, within the cap', () => {
-    expect(usageOf('{"choices":[],\n\n', u.slice(1))).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
+    expectEqual(usageOf('{"choices":[],\n\n', u.slice(1)), { prompt_tokens: 1, completion_tokens: 2 });
     const s = new SseUsageScanner(64);
     s.scan(`{"pad":"${'x'.repeat(100)}","usage":{"prompt_tokens":1,"completion_tokens":2}}`);
-    expect([s.finish(), s.plainJson]).toEqual([undefined, false]);
+    expectEqual([s.finish(), s.plainJson], [undefined, false]);
   });
 });

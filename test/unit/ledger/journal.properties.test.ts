@@ -15,7 +15,7 @@
 import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, test } from '@jest/globals';
+import { afterAll, describe, test } from '@jest/globals';
 import fc from 'fast-check';
 import { type JournalWriter, nodeWriter } from '../../../src/ledger/gate/journal.ts';
 import { JournalLockedError } from '../../../src/ledger/gate/journal-lock.ts';
@@ -28,7 +28,7 @@ import {
   readAccountMonth,
 } from '../../../src/ledger/index.ts';
 import { ctx, finished, ledgerAccount } from '../../support/ledger-fixtures.ts';
-import { propertyRuns } from '../../support/properties.ts';
+import { expectEqual, propertyRuns } from '../../support/properties.ts';
 import { type SwitchedLedger, switchedLedger } from './outage.ts';
 
 const SEED = 410504;
@@ -249,7 +249,7 @@ async function runCase(ops: readonly Op[]): Promise<void> {
     }
     const lost = [...acknowledged.keys()].filter((id) => counted.get(id) !== 1);
     const twice = [...counted].filter(([, n]) => n > 1).map(([id]) => id);
-    expect({ lost, twice, secondAccepted }).toEqual({ lost: [], twice: [], secondAccepted: 0 });
+    expectEqual({ lost, twice, secondAccepted }, { lost: [], twice: [], secondAccepted: 0 });
   } finally {
     kill();
     await ledger.close();

@@ -7,7 +7,7 @@ import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import type { CompiledApiKey } from '../../../../src/domain/compiled.ts';
 import { apiKeyMarks, type RoutingMark } from '../../../../src/operator/compile/accounts.ts';
-import { propertyRuns } from '../../../support/properties.ts';
+import { expectEqual, expectIs, propertyRuns } from '../../../support/properties.ts';
 
 const SEED = 42_0201;
 const RUNS = 3000;
@@ -52,7 +52,7 @@ describe('GatewayAPIKey delivery marks', () => {
             return typeof s === 'object' ? [entryOf(h, s)] : [];
           });
           const marks = apiKeyMarks(compiled, named, previous, runNo);
-          expect([...marks.keys()].sort()).toEqual([...named].sort());
+          expectEqual([...marks.keys()].sort(), [...named].sort());
           for (const [k, h] of HASHES.entries()) {
             const s = states[k]!;
             if (s === 'absent') {
@@ -64,16 +64,16 @@ describe('GatewayAPIKey delivery marks', () => {
             const before = previous?.get(h);
             const mark = marks.get(h)!;
             if (lastState.get(h) === state) {
-              expect(mark).toBe(before);
+              expectIs(mark, before);
             } else {
               lastMove.set(h, runNo);
               if (before) expect(mark.digest).not.toBe(before.digest);
             }
-            expect(mark.since).toBe(lastMove.get(h));
+            expectIs(mark.since, lastMove.get(h));
             lastState.set(h, state);
           }
           // Two different hashes never share a version, routed or not.
-          expect(new Set([...marks.values()].map((m) => m.digest)).size).toBe(marks.size);
+          expectIs(new Set([...marks.values()].map((m) => m.digest)).size, marks.size);
           previous = marks;
         }
       }),
