@@ -66,6 +66,14 @@ function splitPem(pem: string): X509Certificate[] {
   );
 }
 
+// The roots of a config, parsed once: a config object is replaced, never changed, when the ConfigMap moves.
+const parsedRoots = new WeakMap<RequestHeaderConfig, X509Certificate[]>();
+function rootsOf(config: RequestHeaderConfig): X509Certificate[] {
+  let roots = parsedRoots.get(config);
+  if (!roots) parsedRoots.set(config, (roots = splitPem(config.clientCaPem)));
+  return roots;
+}
+
 function valid(c: X509Certificate, now: number): boolean {
   return Date.parse(c.validFrom) <= now && now <= Date.parse(c.validTo);
 }
@@ -74,17 +82,26 @@ function commonName(c: X509Certificate): string | undefined {
   return /(?:^|\n)CN=([^\n]*)/.exec(c.subject)?.[1];
 }
 
+/** How long a verdict stands at most: a certificate that is not yet valid, or a config, may change within it. */
+export const FRONT_PROXY_RECHECK_MS = 60_000;
+
+export interface FrontProxyVerdict {
+  verdict: boolean;
+  /** Until when (epoch ms) the verdict holds for the same peer and config: a minute, or the chain's first expiry. */
+  until: number;
+}
+
 /**
  * Whether the peer's certificate chain ends at one of the request-header CAs, with client-auth usage, and the
  * leaf's CN is allowed. Checked here rather than by the TLS layer, which may trust other CAs too.
  */
-export function isFrontProxy(
+export function frontProxyVerdict(
   peer: DetailedPeerCertificate | undefined,
   config: RequestHeaderConfig,
   now = Date.now(),
-): boolean {
-  if (!peer?.raw) return false;
-  const roots = splitPem(config.clientCaPem);
+): FrontProxyVerdict {
+  const refused = { verdict: false, until: now + FRONT_PROXY_RECHECK_MS };
+  if (!peer?.raw) return refused;
   const chain: X509Certificate[] = [];
   let cur: DetailedPeerCertificate | undefined = peer;
   const seen = new Set<string>();
@@ -94,22 +111,36 @@ export function isFrontProxy(
     cur = cur.issuerCertificate;
   }
   const leaf = chain[0];
-  if (!leaf || !valid(leaf, now) || leaf.ca) return false;
+  if (!leaf || !valid(leaf, now) || leaf.ca) return refused;
   const eku = leaf.keyUsage;
-  if (eku !== undefined && eku.length > 0 && !eku.includes(CLIENT_AUTH_EKU)) return false;
-  if (config.allowedNames.length > 0 && !config.allowedNames.includes(commonName(leaf) ?? '')) return false;
+  if (eku !== undefined && eku.length > 0 && !eku.includes(CLIENT_AUTH_EKU)) return refused;
+  if (config.allowedNames.length > 0 && !config.allowedNames.includes(commonName(leaf) ?? '')) return refused;
   // Walk up through presented intermediates until one of the roots signed the current certificate.
+  const trusted = (path: X509Certificate[]): FrontProxyVerdict => ({
+    verdict: true,
+    until: Math.min(now + FRONT_PROXY_RECHECK_MS, ...path.map((c) => Date.parse(c.validTo))),
+  });
+  const path = [leaf];
   let child = leaf;
   for (let i = 0; i < 5; i++) {
-    for (const root of roots)
-      if (valid(root, now) && child.checkIssued(root) && child.verify(root.publicKey)) return true;
+    for (const root of rootsOf(config))
+      if (valid(root, now) && child.checkIssued(root) && child.verify(root.publicKey)) return trusted([...path, root]);
     const next = chain.find(
       (c) => c !== child && c.ca && valid(c, now) && child.checkIssued(c) && child.verify(c.publicKey),
     );
-    if (!next) return false;
+    if (!next) return refused;
+    path.push(next);
     child = next;
   }
-  return false;
+  return refused;
+}
+
+export function isFrontProxy(
+  peer: DetailedPeerCertificate | undefined,
+  config: RequestHeaderConfig,
+  now = Date.now(),
+): boolean {
+  return frontProxyVerdict(peer, config, now).verdict;
 }
 
 function headerValues(headers: IncomingHttpHeaders | NodeJS.Dict<string[]>, name: string): string[] {
@@ -199,6 +230,10 @@ export class DelegatedAuth {
   private readonly o: AuthOptions;
   private readonly tokens = new TtlCache<UserInfo | null>(4096);
   private readonly decisions = new TtlCache<{ allowed: boolean; reason: string }>(8192);
+  // A connection's peer certificate is fixed for its life, and the aggregator keeps its connections open: the chain
+  // is checked once per connection (again after FRONT_PROXY_RECHECK_MS, at its first expiry, or with a new config),
+  // not on every request.
+  private readonly frontProxy = new WeakMap<TLSSocket, FrontProxyVerdict & { config: RequestHeaderConfig }>();
 
   constructor(o: AuthOptions) {
     this.o = o;
@@ -212,13 +247,22 @@ export class DelegatedAuth {
     this.o.requestHeader = config;
   }
 
+  private fromFrontProxy(socket: TLSSocket, config: RequestHeaderConfig): boolean {
+    const now = Date.now();
+    const known = this.frontProxy.get(socket);
+    if (known?.config === config && now < known.until) return known.verdict;
+    const checked = frontProxyVerdict(socket.getPeerCertificate(true), config, now);
+    this.frontProxy.set(socket, { ...checked, config });
+    return checked.verdict;
+  }
+
   async authenticate(
     socket: TLSSocket,
     headers: IncomingHttpHeaders,
     distinct: NodeJS.Dict<string[]>,
   ): Promise<AuthResult> {
     const rh = this.o.requestHeader;
-    if (rh && isFrontProxy(socket.getPeerCertificate(true), rh)) {
+    if (rh && this.fromFrontProxy(socket, rh)) {
       const user = userFromHeaders(distinct, rh);
       if (user) return { ok: true, user, via: 'front-proxy' };
     }

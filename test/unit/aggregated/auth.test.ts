@@ -3,7 +3,13 @@
 import { X509Certificate } from 'node:crypto';
 import type { DetailedPeerCertificate } from 'node:tls';
 import { describe, expect, test } from '@jest/globals';
-import { isFrontProxy, type RequestHeaderConfig, userFromHeaders } from '../../../src/aggregated/auth.ts';
+import {
+  FRONT_PROXY_RECHECK_MS,
+  frontProxyVerdict,
+  isFrontProxy,
+  type RequestHeaderConfig,
+  userFromHeaders,
+} from '../../../src/aggregated/auth.ts';
 import { createCertificateAuthority } from '../../../src/controlplane/pki.ts';
 
 function peer(certPem: string): DetailedPeerCertificate {
@@ -33,6 +39,19 @@ describe('front-proxy authentication', () => {
     expect(isFrontProxy(peer(wrongCa.certPem), config)).toBe(false);
     expect(isFrontProxy(undefined, config)).toBe(false);
     expect(isFrontProxy(peer(wrongName.certPem), { ...config, allowedNames: [] })).toBe(true);
+    // A verdict is kept per connection until it may change: a minute at most, never past the chain's first expiry.
+    const now = Date.now();
+    expect(frontProxyVerdict(peer(good.certPem), config, now)).toEqual({
+      verdict: true,
+      until: now + FRONT_PROXY_RECHECK_MS,
+    });
+    const expiry = Date.parse(new X509Certificate(good.certPem).validTo);
+    expect(frontProxyVerdict(peer(good.certPem), config, expiry - 1_000)).toEqual({ verdict: true, until: expiry });
+    expect(frontProxyVerdict(peer(good.certPem), config, expiry + 1_000).verdict).toBe(false);
+    expect(frontProxyVerdict(peer(wrongCa.certPem), config, now)).toEqual({
+      verdict: false,
+      until: now + FRONT_PROXY_RECHECK_MS,
+    });
   });
 
   test('reads user, uid, every group header and unescaped extras', () => {
