@@ -5,11 +5,11 @@
 // `tenantName`: a readable prefix for people, then 130 bits of a digest of the exact parts as a tuple. The prefix is
 // not injective (`team` + `a-x` and `team-a` + `x` read alike); the digest is, for every feasible search, so no
 // tenant can name another account's object or a shared one by choosing its inputs.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ExportTarget } from './types.ts';
 
-export const shortHash = (text: string, length = 10): string =>
-  createHash('sha256').update(text).digest('hex').slice(0, length);
+// One-shot hashes: an export names thousands of objects, and a Hash object per name cost more than the digest.
+export const shortHash = (text: string, length = 10): string => hash('sha256', text, 'hex').slice(0, length);
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 /** Characters of a name's digest: 26 base32 characters are 130 bits, beyond any collision search. */
@@ -17,7 +17,7 @@ export const DIGEST_CHARS = 26;
 
 /** The first 130 bits of sha256(text) in lower-case base32 (letters and 2-7: DNS-safe). */
 export function digestLabel(text: string): string {
-  const bytes = createHash('sha256').update(text).digest();
+  const bytes = hash('sha256', text, 'buffer');
   let out = '';
   for (let i = 0; i < DIGEST_CHARS; i++) {
     const bit = i * 5;
@@ -28,8 +28,7 @@ export function digestLabel(text: string): string {
 }
 
 /** The full sha256 of a name's parts as a tuple: what a shared object's identity annotation holds. */
-export const partsDigest = (parts: readonly string[]): string =>
-  createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+export const partsDigest = (parts: readonly string[]): string => hash('sha256', JSON.stringify(parts), 'hex');
 
 /** `openai/gpt-5` -> `openai-gpt-5`: lowercase, only [a-z0-9-], no leading or trailing dash. */
 export function slugify(text: string): string {
