@@ -126,19 +126,29 @@ export async function kubectlAs(
  */
 export async function untilEstablished(names: readonly string[], timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  for (const name of names) {
-    for (;;) {
-      // Only the conditions (a CRD's full JSON passes kubectl's output buffer); absent until the apiserver sets them,
-      // where a jsonpath filter would fail as kubectl wait does.
-      const text = await kubectl('get', `crd/${name}`, '-o', 'jsonpath={.status.conditions}');
-      const crd = {
-        status: {
-          conditions: (text.trim() === '' ? null : JSON.parse(text)) as { type: string; status: string }[] | null,
-        },
-      };
-      if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  // One kubectl per poll for all of them, printing only each name and its conditions (a CRD's full JSON passes
+  // kubectl's output buffer); the conditions are absent until the apiserver sets them, where a jsonpath filter would
+  // fail as kubectl wait does. Named alone, a CRD comes back as an object, not a List.
+  const line = '{.metadata.name}{"\\t"}{.status.conditions}{"\\n"}';
+  let waiting = [...names];
+  for (;;) {
+    const template = waiting.length === 1 ? line : `{range .items[*]}${line}{end}`;
+    const text = await kubectl('get', 'crd', ...waiting, '-o', `jsonpath=${template}`);
+    const established = new Set(
+      text
+        .split('\n')
+        .map((row) => row.split('\t'))
+        // A CRD just created prints no conditions, or `null`.
+        .filter(([, conditions]) =>
+          ((conditions?.trim() ? JSON.parse(conditions) : null) as { type: string; status: string }[] | null)?.some(
+            (c) => c.type === 'Established' && c.status === 'True',
+          ),
+        )
+        .map(([name]) => name),
+    );
+    waiting = waiting.filter((name) => !established.has(name));
+    if (waiting.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`CRDs ${waiting.join(', ')} not Established after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
