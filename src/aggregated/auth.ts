@@ -135,14 +135,6 @@ export function frontProxyVerdict(
   return refused;
 }
 
-export function isFrontProxy(
-  peer: DetailedPeerCertificate | undefined,
-  config: RequestHeaderConfig,
-  now = Date.now(),
-): boolean {
-  return frontProxyVerdict(peer, config, now).verdict;
-}
-
 function headerValues(headers: IncomingHttpHeaders | NodeJS.Dict<string[]>, name: string): string[] {
   const v = headers[name];
   if (v === undefined) return [];

@@ -6,7 +6,6 @@ import { describe, expect, test } from '@jest/globals';
 import {
   FRONT_PROXY_RECHECK_MS,
   frontProxyVerdict,
-  isFrontProxy,
   type RequestHeaderConfig,
   userFromHeaders,
 } from '../../../src/aggregated/auth.ts';
@@ -33,12 +32,12 @@ describe('front-proxy authentication', () => {
     const wrongName = await frontProxyCa.issue({ commonName: 'someone-else', usage: 'client' });
     const serverUsage = await frontProxyCa.issue({ commonName: 'front-proxy-client', usage: 'server' });
     const wrongCa = await otherCa.issue({ commonName: 'front-proxy-client', usage: 'client' });
-    expect(isFrontProxy(peer(good.certPem), config)).toBe(true);
-    expect(isFrontProxy(peer(wrongName.certPem), config)).toBe(false);
-    expect(isFrontProxy(peer(serverUsage.certPem), config)).toBe(false);
-    expect(isFrontProxy(peer(wrongCa.certPem), config)).toBe(false);
-    expect(isFrontProxy(undefined, config)).toBe(false);
-    expect(isFrontProxy(peer(wrongName.certPem), { ...config, allowedNames: [] })).toBe(true);
+    expect(frontProxyVerdict(peer(good.certPem), config).verdict).toBe(true);
+    expect(frontProxyVerdict(peer(wrongName.certPem), config).verdict).toBe(false);
+    expect(frontProxyVerdict(peer(serverUsage.certPem), config).verdict).toBe(false);
+    expect(frontProxyVerdict(peer(wrongCa.certPem), config).verdict).toBe(false);
+    expect(frontProxyVerdict(undefined, config).verdict).toBe(false);
+    expect(frontProxyVerdict(peer(wrongName.certPem), { ...config, allowedNames: [] }).verdict).toBe(true);
     // A verdict is kept per connection until it may change: a minute at most, never past the chain's first expiry.
     const now = Date.now();
     expect(frontProxyVerdict(peer(good.certPem), config, now)).toEqual({
