@@ -31,6 +31,7 @@ import {
 } from '../../support/builders.ts';
 import {
   type GatewayProcess,
+  gatewayCommand,
   spawnGateway,
   spawnProjectedGateways,
   stopProcess,
@@ -661,26 +662,11 @@ describe('credential health and delivery from the gateways', () => {
     const emptyRouting = join(root, 'routing-empty');
     mkdirSync(emptyRouting, { recursive: true });
     const cold = await spawnGateway(
-      [
-        '--config-dir',
-        emptyRouting,
-        '--bundle-dir',
-        join(root, 'bundles-0'),
-        '--key-dir',
-        join(root, 'key-0'),
-        '--catalog',
-        join(root, 'catalog.json'),
-        '--port',
-        '0',
-        '--ops-port',
-        '0',
-        '--upstream-ca',
-        join(root, 'upstream-ca.pem'),
-        '--status-token-file',
-        join(root, 'status-token'),
-        '--log-level',
-        'info',
-      ],
+      gatewayCommand(
+        root,
+        { configDir: emptyRouting, bundleDir: join(root, 'bundles-0'), keyDir: join(root, 'key-0') },
+        ['--status-token-file', join(root, 'status-token')],
+      ),
       running,
     );
     expect((await fetch(`${cold.opsUrl}/readyz`)).status).toBe(503);
