@@ -8,7 +8,14 @@ const transform = {
     sourceMaps: 'inline',
   }],
 };
-const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'mjs', 'json'] };
+const common = {
+  transform,
+  extensionsToTreatAsEsm: ['.ts'],
+  testEnvironment: 'node',
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
+  // Off unless BYOK_TEST_FILE_COST is set (`npm run bench:suite`).
+  setupFilesAfterEnv: ['<rootDir>/test/support/file-cost.ts'],
+};
 
 export default {
   // testTimeout is a global option in Jest (ignored inside projects); integration tests need the room.

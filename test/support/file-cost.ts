@@ -1,0 +1,109 @@
+// What each test file costs the machine, for `npm run bench:suite` (bench/suite-cost.ts): set BYOK_TEST_FILE_COST to a
+// file and every test file appends one JSON line to it. Off (a no-op) otherwise. The suite is CPU-bound on 2 cores,
+// so a file's wall time says little; its CPU says what it takes from the others. Linux only: it reads /proc.
+//
+// - `selfCpuS`: the Jest worker's own CPU while the file ran (its imports included: this runs before the file loads);
+// - `childrenCpuS`: processes the file started and waited for (kubectl, helm, gateways, the CLI, npm);
+// - `controlPlaneCpuS`: the worker's kube-apiserver and etcd (integration files; they share it with nothing else).
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, expect } from '@jest/globals';
+
+const out = process.env.BYOK_TEST_FILE_COST;
+const TICKS_PER_SECOND = 100;
+
+interface CpuSeconds {
+  self: number;
+  children: number;
+}
+
+function cpuOf(pid: number | 'self'): CpuSeconds {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which may hold spaces: utime stime cutime cstime are 14-17 (11-14 here).
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return {
+      self: (Number(f[11]) + Number(f[12])) / TICKS_PER_SECOND,
+      children: (Number(f[13]) + Number(f[14])) / TICKS_PER_SECOND,
+    };
+  } catch {
+    return { self: 0, children: 0 }; // the process is gone
+  }
+}
+
+/** kube-apiserver and etcd of this worker's control plane: their command lines name its work directory. */
+function controlPlaneCpu(): number {
+  const workDir = process.env.BYOK_TEST_WORKDIR;
+  if (!workDir) return 0;
+  let sum = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (cmdline.includes(workDir) && /kube-apiserver|etcd/.test(cmdline)) sum += cpuOf(Number(pid)).self;
+  }
+  return sum;
+}
+
+interface Mark {
+  at: number;
+  self: number;
+  children: number;
+  plane: number;
+}
+interface Pending {
+  file: string;
+  worker: number;
+  /** Unit files run in workers that an integration file may have pointed at a control plane: not theirs to count. */
+  integration: boolean;
+  start: Mark;
+  /** The file's line as read at its first root-level afterAll: bench/suite-cost.ts takes it when no file follows. */
+  lastLine?: ReturnType<typeof costLine>;
+}
+
+const mark = (withPlane: boolean): Mark => ({
+  at: Date.now(),
+  ...cpuOf('self'),
+  plane: withPlane ? controlPlaneCpu() : 0,
+});
+
+function costLine(p: Pending, end: Mark) {
+  const round = (n: number) => Math.round(n * 100) / 100;
+  return {
+    file: p.file,
+    worker: p.worker,
+    startedAt: p.start.at,
+    wallS: round((end.at - p.start.at) / 1000),
+    selfCpuS: round(end.self - p.start.self),
+    childrenCpuS: round(end.children - p.start.children),
+    controlPlaneCpuS: round(end.plane - p.start.plane),
+  };
+}
+
+if (out) {
+  // A file ends when the next one in its worker starts: its root-level afterAll hooks run after this file's, and a
+  // file's teardown (stopping servers, the GC of its module graph) is its own cost.
+  const pendingPath = `${out}.pending-${process.pid}`;
+  let previous: Pending | undefined;
+  try {
+    previous = JSON.parse(readFileSync(pendingPath, 'utf8')) as Pending;
+  } catch {
+    // the worker's first file
+  }
+  if (previous) appendFileSync(out, `${JSON.stringify(costLine(previous, mark(previous.integration)))}\n`);
+  const file = expect.getState().testPath ?? '';
+  const integration = file.includes('/test/integration/');
+  const pending: Pending = {
+    file,
+    worker: Number(process.env.JEST_WORKER_ID ?? '1'),
+    integration,
+    start: mark(integration),
+  };
+  writeFileSync(pendingPath, JSON.stringify(pending));
+  afterAll(() =>
+    writeFileSync(pendingPath, JSON.stringify({ ...pending, lastLine: costLine(pending, mark(integration)) })),
+  );
+}
