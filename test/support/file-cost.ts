@@ -5,7 +5,8 @@
 // - `selfCpuS`: the Jest worker's own CPU while the file ran (its imports included: this runs before the file loads);
 // - `childrenCpuS`: processes the file started and waited for (kubectl, helm, gateways, the CLI, npm);
 // - `controlPlaneCpuS`: the worker's kube-apiserver and etcd (integration files; they share it with nothing else).
-import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, expect } from '@jest/globals';
 
 const out = process.env.BYOK_TEST_FILE_COST;
@@ -30,20 +31,17 @@ function cpuOf(pid: number | 'self'): CpuSeconds {
   }
 }
 
-/** kube-apiserver and etcd of this worker's control plane: their command lines name its work directory. */
+/** kube-apiserver and etcd of this worker's control plane, by the pid files it keeps in its work directory. */
 function controlPlaneCpu(): number {
   const workDir = process.env.BYOK_TEST_WORKDIR;
   if (!workDir) return 0;
   let sum = 0;
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    let cmdline: string;
+  for (const name of ['kube-apiserver', 'etcd']) {
     try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      sum += cpuOf(Number(readFileSync(join(workDir, `${name}.pid`), 'utf8'))).self;
     } catch {
-      continue;
+      // not running
     }
-    if (cmdline.includes(workDir) && /kube-apiserver|etcd/.test(cmdline)) sum += cpuOf(Number(pid)).self;
   }
   return sum;
 }
