@@ -25,6 +25,7 @@ import { kubeClient } from '../src/kube/client.ts';
 import { loopbackEndpointSlice } from '../src/kube/loopback-endpoints.ts';
 import { startProjector } from '../src/kube/projector.ts';
 import { API_VERSION, GROUP, VERSION } from '../src/schema/resources.ts';
+import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { procStatusMB } from './lib/proc.ts';
 
 const arg = (name: string, dflt: number) => {
@@ -41,11 +42,8 @@ const API_KEY = 'sk-gw-bench-delivery-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (line: string) => process.stderr.write(`[delivery-stream] ${line}\n`);
 
-/** CPU seconds (user + system) of a process so far, from /proc/<pid>/stat. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
+/** CPU seconds (user + system) of a process so far. */
+const cpuSeconds = (pid: number) => processCpuSeconds(pid).self;
 
 const quantiles = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -21,6 +21,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
+import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { CHUNKS } from './lib/peer-servers.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
@@ -126,13 +127,8 @@ async function upstreamServed(upstream: string): Promise<number> {
 /** The warm-up's burst at the maximum rate (see runSystem). */
 const WARM_MAX_SECONDS = 5;
 
-const TICKS = 100;
 /** CPU seconds (user + system) a process has used. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS;
-}
+const cpuSeconds = (pid: number) => processCpuSeconds(pid).self;
 
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

@@ -12,11 +12,12 @@
 //
 //   node bench/stream-framing.ts [--rounds 3] [--gateway-root /tmp/byok-old]
 import { type ChildProcess, fork } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture } from './lib/gateway-fixture.ts';
 
 const arg = (name: string): string | undefined => {
@@ -120,11 +121,8 @@ function child(args: string[]): Promise<{ proc: ChildProcess; url: string }> {
   });
 }
 
-/** CPU time of a process so far, in ms (utime + stime; the clock tick is 100 Hz on Linux). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+/** CPU time of a process so far, in ms (utime + stime). */
+const cpuMs = (pid: number) => processCpuSeconds(pid).self * 1000;
 
 /** One streamed request read to its end: the bytes and whether the closing comment came. */
 function stream(gatewayUrl: string, framing: Framing): Promise<{ bytes: number; closed: boolean }> {

@@ -1,6 +1,6 @@
-// What each test file costs the machine, for `npm run bench:suite` (bench/suite-cost.ts): set BYOK_TEST_FILE_COST to a
-// file and every test file appends one JSON line to it. Off (a no-op) otherwise. The suite is CPU-bound on 2 cores,
-// so a file's wall time says little; its CPU says what it takes from the others. Linux only: it reads /proc.
+// What each test file costs the machine, for `npm run bench:suite` (bench/suite-cost.ts): with BYOK_TEST_FILE_COST set
+// to a file, jest.config.mjs loads this and every test file appends one JSON line to it. The suite is CPU-bound on 2
+// cores, so a file's wall time says little; its CPU says what it takes from the others. Linux only: it reads /proc.
 //
 // - `selfCpuS`: the Jest worker's own CPU while the file ran (its imports included: this runs before the file loads);
 // - `childrenCpuS`: processes the file started and waited for (kubectl, helm, gateways, the CLI, npm);
@@ -8,26 +8,16 @@
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect } from '@jest/globals';
+import { type ProcessCpu, processCpuSeconds } from './proc-cpu.ts';
 
 const out = process.env.BYOK_TEST_FILE_COST;
-const TICKS_PER_SECOND = 100;
 
-interface CpuSeconds {
-  self: number;
-  children: number;
-}
-
-function cpuOf(pid: number | 'self'): CpuSeconds {
+/** A process's CPU, or none once it is gone. */
+function cpuOf(pid: number | 'self'): ProcessCpu {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name, which may hold spaces: utime stime cutime cstime are 14-17 (11-14 here).
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return {
-      self: (Number(f[11]) + Number(f[12])) / TICKS_PER_SECOND,
-      children: (Number(f[13]) + Number(f[14])) / TICKS_PER_SECOND,
-    };
+    return processCpuSeconds(pid);
   } catch {
-    return { self: 0, children: 0 }; // the process is gone
+    return { self: 0, children: 0 };
   }
 }
 
@@ -54,7 +44,6 @@ interface Mark {
 }
 interface Pending {
   file: string;
-  worker: number;
   /** Unit files run in workers that an integration file may have pointed at a control plane: not theirs to count. */
   integration: boolean;
   start: Mark;
@@ -72,8 +61,6 @@ function costLine(p: Pending, end: Mark) {
   const round = (n: number) => Math.round(n * 100) / 100;
   return {
     file: p.file,
-    worker: p.worker,
-    startedAt: p.start.at,
     wallS: round((end.at - p.start.at) / 1000),
     selfCpuS: round(end.self - p.start.self),
     childrenCpuS: round(end.children - p.start.children),
@@ -96,7 +83,6 @@ if (out) {
   const integration = file.includes('/test/integration/');
   const pending: Pending = {
     file,
-    worker: Number(process.env.JEST_WORKER_ID ?? '1'),
     integration,
     start: mark(integration),
   };
