@@ -44,7 +44,11 @@ describe('front-proxy authentication', () => {
       verdict: true,
       until: now + FRONT_PROXY_RECHECK_MS,
     });
-    const expiry = Date.parse(new X509Certificate(good.certPem).validTo);
+    // The chain's first expiry: the CA and the leaf were made at different instants, so either may end first.
+    const expiry = Math.min(
+      Date.parse(new X509Certificate(good.certPem).validTo),
+      Date.parse(new X509Certificate(frontProxyCa.certPem).validTo),
+    );
     expect(frontProxyVerdict(peer(good.certPem), config, expiry - 1_000)).toEqual({ verdict: true, until: expiry });
     expect(frontProxyVerdict(peer(good.certPem), config, expiry + 1_000).verdict).toBe(false);
     expect(frontProxyVerdict(peer(wrongCa.certPem), config, now)).toEqual({

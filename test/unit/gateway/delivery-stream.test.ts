@@ -19,6 +19,7 @@ import {
 } from '../../../src/contract/delivery.ts';
 import type { Keyring } from '../../../src/contract/envelope.ts';
 import { type DeliveryStream, startDeliveryStream } from '../../../src/gateway/delivery-stream.ts';
+import { until } from '../../support/until.ts';
 
 const ring: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 3)]]) };
 const forger: Keyring = { active: 'k1', keys: new Map([['k1', Buffer.alloc(32, 4)]]) };
@@ -93,14 +94,6 @@ describe('delivery stream client', () => {
     return { stream, dir, tokenFile };
   }
 
-  const until = async (what: string, check: () => boolean, ms = 5000) => {
-    const end = Date.now() + ms;
-    while (!check()) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  };
-
   test('applies a signed batch, writes the volume layout, acknowledges loaded; a forged object is refused with its reason, the rest kept, and the pod reconnects saying what it holds', async () => {
     const hellos: DeliveryHello[] = [];
     const p = await peer((hello, res, n) => {
@@ -118,7 +111,7 @@ describe('delivery stream client', () => {
       res.write('{"type":"commit","batch":2}\n');
     });
     const { stream, dir } = client(p.url);
-    await until('two acks', () => p.acks.length === 2);
+    await until('two acks', () => p.acks.length >= 2);
     expect(p.tokens[0]).toBe('Bearer token-one');
     expect(p.acks[0]).toMatchObject({ batch: 1, result: 'loaded', instance: 'pod-a', routingVersion: 'v' });
     expect(p.acks[1]).toMatchObject({ batch: 2, result: 'refused' });
@@ -127,7 +120,7 @@ describe('delivery stream client', () => {
     expect(readFileSync(join(dir, 'out', 'routing', 'byok-routing-0.json'), 'utf8')).toBe('{"s":0}');
     // The operator counts what it sent as held: after a refusal the pod reconnects, and its hello says what it really
     // holds (the bundle at 11, not the refused 12), so the refused object comes again.
-    await until('a second hello', () => hellos.length === 2);
+    await until('a second hello', () => hellos.length >= 2);
     expect(hellos[1]!.held).toEqual(
       expect.arrayContaining([
         { kind: 'Secret', name: 'byok-bundle-0', version: '11' },
@@ -149,11 +142,12 @@ describe('delivery stream client', () => {
       }
     });
     const { dir, tokenFile } = client(p.url);
-    await until('first ack', () => p.acks.length === 1);
+    await until('first ack', () => p.acks.length >= 1);
     writeFileSync(tokenFile, 'token-two\n');
-    await until('second ack', () => p.acks.length === 2);
+    // Each refusal drops the stream and the next connect is refused again, so acks keep coming: a loaded machine may
+    // poll past any exact count. Wait for a connect that presented the rotated token and for its refusal.
+    await until('a refusal after the rotated token', () => p.acks.length >= 2 && p.tokens.includes('Bearer token-two'));
     expect(hellos[1]!.held).toEqual([{ kind: 'Secret', name: 'byok-bundle-0', version: '20' }]);
-    expect(p.tokens.filter((t) => t === 'Bearer token-two').length).toBeGreaterThan(0);
     expect(p.acks[1]).toMatchObject({
       result: 'refused',
       reason: expect.stringMatching(/older than the held 20 \(never backwards\)/),
@@ -173,7 +167,7 @@ describe('delivery stream client', () => {
         problem: 'the delivered routing config does not load (corrupt): index has an unknown format',
       },
     ]);
-    await until('ack', () => p.acks.length === 1);
+    await until('ack', () => p.acks.length >= 1);
     expect(p.acks[0]).toMatchObject({
       result: 'refused',
       reason: expect.stringContaining('does not load (corrupt)'),

@@ -17,6 +17,7 @@ import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 import { INDEX_KEY } from '../../../src/contract/routing.ts';
 import { type RunningGateway, startGateway } from '../../../src/gateway/server.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
+import { until } from '../../support/until.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-reload-metrics-'));
 const configDir = join(root, 'routing');
@@ -43,14 +44,6 @@ const reloads = async () => {
     Number(new RegExp(`byok_gateway_reloads_total\\{what="routing",result="${result}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
   return { ok: count('ok'), pending: count('pending'), error: count('error') };
 };
-const until = async (what: string, cond: () => Promise<boolean>) => {
-  const end = Date.now() + 5000;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
-
 beforeAll(async () => {
   kubeletWrite(configDir, files(compiled(false)));
   kubeletWrite(join(root, 'key'), { active: 'k1', k1: randomBytes(32) });
