@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it } from '@jest/globals';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
@@ -7,6 +7,7 @@ import type { AccountSnapshot } from '../../../src/compiler/snapshot.ts';
 import { INDEX_NAME, SHA_ANNOTATION } from '../../../src/contract/routing.ts';
 import { addBundleKey, CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import type { RoutingStore, StoredKind } from '../../../src/operator/compile/store.ts';
+import { advance, advanceUntil, useFakeClock, useRealClock } from '../../support/fake-clock.ts';
 import { sizedSnapshot } from '../../support/fixtures/compiler.ts';
 import { beforeCap } from '../../support/order.ts';
 import { sleep } from '../../support/until.ts';
@@ -85,6 +86,10 @@ function make(src: ReturnType<typeof source>, store: RoutingStore, registry = ne
 }
 
 describe('compile pipeline', () => {
+  // The scheduling tests below run on the test's clock (test/support/fake-clock.ts): the seconds of changes and
+  // quiet they describe pass at once, and the waits they check are the scheduler's decisions, not stopwatch readings.
+  afterEach(useRealClock);
+
   it('writes everything once at start, then one shard + index per change, index after shards', async () => {
     const { store, ops } = fakeStore();
     const src = source(60);
@@ -158,18 +163,17 @@ describe('compile pipeline', () => {
       shardOptions: { targetBytes: 32 * 1024 },
       bundleShardOptions: { targetBytes: 32 * 1024 },
     });
-    await p.start();
+    await advanceUntil('the first run', p.start());
     const runs: number[] = [];
     p.onCompiled(() => runs.push(performance.now()));
     return { p, src, runs };
   }
-  /** A change every 5 ms for `ms`, round-robin over the 40 accounts. */
+  /** A change every 5 ms of the test's clock for `ms`, round-robin over the 40 accounts. */
   async function stream(p: CompilePipeline, src: ReturnType<typeof source>, ms: number, base: number) {
-    const began = performance.now();
-    for (let i = 0; performance.now() - began < ms; i++) {
+    for (let i = 0; i * 5 < ms; i++) {
       src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = base + i;
       p.markDirty(`acct-${i % 40}`);
-      await sleep(5);
+      await advance(5);
     }
   }
   /**
@@ -185,6 +189,15 @@ describe('compile pipeline', () => {
         return real(callback, ms);
       }) as typeof setTimeout;
     });
+  /** Makes a change while the next run is still in flight (as it reports), so that it ends with work waiting. */
+  const changeDuringNextRun = (p: CompilePipeline, change: () => void) =>
+    new Promise<void>((resolve) => {
+      const off = p.onCompiled(() => {
+        off();
+        change();
+        resolve();
+      });
+    });
   const nextCompile = (p: CompilePipeline) =>
     new Promise<void>((resolve) => {
       const off = p.onCompiled(() => {
@@ -194,49 +207,51 @@ describe('compile pipeline', () => {
     });
 
   it('batches a sustained stream of changes into fewer runs, and a later single change is compiled at once', async () => {
+    useFakeClock();
     const { p, src, runs } = await slowPipeline(5);
     // A change every 5 ms for 1.2 s: without batching, a run right after each ~20 ms run (~50 runs).
     await stream(p, src, 1200, 2000);
-    await p.flush();
+    await advanceUntil('the flush', p.flush());
     expect(runs.length).toBeLessThan(20);
     const gaps = runs.slice(1).map((t, i) => t - runs[i]!);
     expect(Math.max(...gaps)).toBeGreaterThanOrEqual(150);
     // Quiet for longer than maxBatchDelayMs (a run the stream had timed is over): the next single change waits only
     // coalesceMs (5 ms); the trap waited the delay the stream built up (640 ms after 1.2 s of changes).
-    await sleep(1100);
+    await advance(1100);
     src.snaps.get('acct-7')!.credentials[0]!.verdict.sortOrder = 99_999;
     const compiled = nextCompile(p);
     const armed = nextTimerDelay();
     p.markDirty('acct-7');
     expect(await armed).toBe(5);
-    await compiled;
-    await p.stop();
+    await advanceUntil('the change alone', compiled);
+    await advanceUntil('stop', p.stop());
   });
 
   it('after a cold-start burst, single changes every 700 ms are each compiled after coalesceMs, not the batch delay', async () => {
     // The operator's defaults: 20 ms coalescing, 1 s batch cap (the trap was 20 ms x 2^5 = 640 ms per change).
+    useFakeClock();
     const { p, src, runs } = await slowPipeline(20);
     // Cold-start burst: a change every 5 ms for 2 s drives the batch delay up to its cap.
     await stream(p, src, 2000, 3000);
-    await p.flush();
+    await advanceUntil('the flush', p.flush());
     // The burst was batched (the precondition of the trap): far fewer runs than changes.
     expect(runs.length).toBeLessThan(20);
     // Steady state: one change every 700 ms, each finding the pipeline idle. Each waits coalesceMs (20 ms), then is
     // compiled; the trap waited the batch delay (>= 640 ms after this burst, up to the 1 s cap) for every change.
     const armed: (number | undefined)[] = [];
     // Past any run the burst had timed (maxBatchDelayMs).
-    await sleep(1100);
+    await advance(1100);
     for (let i = 0; i < 6; i++) {
-      await sleep(700);
+      await advance(700);
       src.snaps.get(`acct-${(i * 7) % 40}`)!.credentials[1]!.verdict.sortOrder = 50_000 + i;
       const compiled = nextCompile(p);
       const delay = nextTimerDelay();
       p.markDirty(`acct-${(i * 7) % 40}`);
       armed.push(await delay);
-      await compiled;
+      await advanceUntil(`change ${i}`, compiled);
     }
     expect(armed).toEqual(Array(6).fill(20));
-    await p.stop();
+    await advanceUntil('stop', p.stop());
   });
 
   /** 40 accounts behind a reconcile backlog (on until `reconcilers.backlog` turns false), capped at backlogDelayMs. */
@@ -257,7 +272,7 @@ describe('compile pipeline', () => {
       shardOptions: { targetBytes: 32 * 1024 },
       bundleShardOptions: { targetBytes: 32 * 1024 },
     });
-    await p.start();
+    await advanceUntil('the first run', p.start());
     const changeAll = (v: number) => {
       for (let i = 0; i < 40; i++) {
         src.snaps.get(`acct-${i}`)!.credentials[0]!.verdict.sortOrder = v + i;
@@ -268,44 +283,51 @@ describe('compile pipeline', () => {
   }
 
   it('while the reconcilers are backed up, runs wait for the backlog to clear, backlogDelayMs at most', async () => {
+    useFakeClock();
     const { p, changeAll } = await backloggedPipeline(1500);
     const runs: number[] = [];
     p.onCompiled(() => runs.push(performance.now()));
     // A change arrives during the first run after start, so the pipeline is busy when it finishes: held back.
     const began = performance.now();
     changeAll(10_000);
-    await nextCompile(p);
-    changeAll(20_000);
-    await sleep(600);
+    await advanceUntil(
+      'the first run',
+      changeDuringNextRun(p, () => changeAll(20_000)),
+    );
+    await advance(600);
     // Still backed up: nothing ran for 600 ms although changes were waiting.
     expect(runs.length).toBe(1);
-    // The cap: a run happens by backlogDelayMs even while the backlog persists.
-    await nextCompile(p);
-    expect(performance.now() - runs[0]!).toBeGreaterThanOrEqual(1400);
-    expect(performance.now() - began).toBeGreaterThan(1500);
-    await p.stop();
+    // The cap: a run happens by backlogDelayMs even while the backlog persists, and not before.
+    await advanceUntil('the capped run', nextCompile(p));
+    expect(performance.now() - runs[0]!).toBeGreaterThanOrEqual(1500);
+    expect(performance.now() - began).toBeGreaterThanOrEqual(1500);
+    await advanceUntil('stop', p.stop());
   });
 
   it('a run held for a reconcile backlog starts once the backlog clears, not at the cap', async () => {
     // A backlog cap of a minute: the held run must start on the backlog clearing (within the 250 ms poll), before
     // a cap of half that fires.
+    useFakeClock();
     const { p, reconcilers, changeAll } = await backloggedPipeline(60_000);
     let runs = 0;
     p.onCompiled(() => runs++);
     // As above: changes arrive during a run, which then ends with work waiting: the next run is held.
     changeAll(10_000);
-    await nextCompile(p);
-    changeAll(20_000);
-    await sleep(300);
+    await advanceUntil(
+      'the first run',
+      changeDuringNextRun(p, () => changeAll(20_000)),
+    );
+    await advance(300);
     expect(runs).toBe(1);
     const held = beforeCap(30_000, 'the backlog cap', () => nextCompile(p));
     reconcilers.backlog = false;
-    await held;
+    await advanceUntil('the held run', held);
     expect(runs).toBe(2);
-    await p.stop();
+    await advanceUntil('stop', p.stop());
   });
 
   it('a change that arrives during the run ending a backlog hold is compiled after coalesceMs, not the batch delay', async () => {
+    useFakeClock();
     const { store: fast } = fakeStore();
     let backlog = false;
     let onApply: (() => void) | undefined;
@@ -332,7 +354,7 @@ describe('compile pipeline', () => {
       shardOptions: { targetBytes: 32 * 1024 },
       bundleShardOptions: { targetBytes: 32 * 1024 },
     });
-    await p.start();
+    await advanceUntil('the first run', p.start());
     // A sustained stream (a cold start): the batch delay climbs to its cap; then the reconcilers back up.
     await stream(p, src, 1500, 80_000);
     backlog = true;
@@ -343,7 +365,7 @@ describe('compile pipeline', () => {
     for (let i = 0; !holding; i++) {
       src.snaps.get(`acct-${i % 40}`)!.credentials[0]!.verdict.sortOrder = 90_000 + i;
       p.markDirty(`acct-${i % 40}`);
-      await sleep(5);
+      await advance(5);
     }
     // The backlog clears; while the held run writes, one more change arrives (the first change of normal traffic).
     let changedAt = 0;
@@ -373,12 +395,12 @@ describe('compile pipeline', () => {
       });
     });
     backlog = false;
-    await heldRunEnded;
+    await advanceUntil('the held run', heldRunEnded);
     // coalesceMs (20 ms), then that run; the trap waited the batch delay the stream built up, or the held run's
     // length (each over a second here), first.
     expect(await armed).toBe(20);
-    await followUp;
-    await p.stop();
+    await advanceUntil('the change alone', followUp);
+    await advanceUntil('stop', p.stop());
   });
 
   it('a run over many accounts lets timers and I/O run between accounts (the run after a cold start)', async () => {
@@ -437,14 +459,15 @@ describe('compile pipeline', () => {
   });
 
   it('retries after a failed write and converges', async () => {
+    useFakeClock();
     const { store, objects } = fakeStore(3);
     const src = source(5);
     const p = make(src, store);
-    await p.start();
-    let tries = 0;
-    while (!objects.has(`ConfigMap/${INDEX_NAME}`) && tries++ < 50) await new Promise((r) => setTimeout(r, 50));
+    await advanceUntil('start', p.start());
+    // Three failed writes back off 200, 400 and 800 ms: the index is there within a few seconds of the clock.
+    for (let waited = 0; !objects.has(`ConfigMap/${INDEX_NAME}`) && waited < 10_000; waited += 50) await advance(50);
     expect(objects.has(`ConfigMap/${INDEX_NAME}`)).toBe(true);
-    await p.stop();
+    await advanceUntil('stop', p.stop());
   });
 
   it('never writes a payload outside the bundle Secrets; rotation reseals under the new key', async () => {
