@@ -24,6 +24,11 @@ export default {
   // other core idles (the main process only collects results). `--maxWorkers` on the command line still wins.
   maxWorkers: Math.max(2, availableParallelism() - 1),
   reporters: ['default', '<rootDir>/test/support/summary-reporter.mjs'],
+  // The run's own TMPDIR, removed at its end: what tests and the processes they start write there goes with it.
+  // Jest runs the projects' global setup first, so the control planes' directories stay outside (they remove
+  // their own), and this teardown runs after theirs.
+  globalSetup: '<rootDir>/test/support/run-temp-setup.ts',
+  globalTeardown: '<rootDir>/test/support/run-temp-teardown.ts',
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     {

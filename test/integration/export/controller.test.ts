@@ -90,7 +90,6 @@ describe.each(['envoy-ai-gateway', 'agentgateway'] as const)('export controller 
   }, 240_000);
   afterAll(async () => {
     await run?.op.stop();
-    writeFileSync(join(tmpdir(), `export-controller-${target}.log`), run?.logs.join('\n') ?? '');
   });
 
   const exported = (ns: string) =>
