@@ -67,7 +67,7 @@ capabilities:
        once at start. */ -}}
 {{- define "byok.statusTokenChecksum" -}}
 {{- if and (include "byok.statusTokenEnabled" .) (not .Values.gateway.statusToken.secret) }}
-checksum/status-token: {{ include "byok.generatedStatusToken" . | sha256sum | trunc 16 }}
+checksum/status-token: {{ include "byok.generatedStatusToken" . | sha256sum | trunc 16 | quote }}
 {{- end }}
 {{- end -}}
 {{/*

@@ -88,6 +88,34 @@ const objects = (text: string) =>
   parseAllDocuments(text)
     .map((d) => d.toJS() as Obj | null)
     .filter((o): o is Obj => o !== null);
+/**
+ * Where a rendered namespace, label or annotation is read as something other than a string by YAML 1.1, as the
+ * apiserver's YAML reader does (a plain `123`, `1e3`, `0x1f`, `yes` or `null`): it refuses the object. Every
+ * `metadata` anywhere in the object counts (pod templates too).
+ */
+function nonStringMetadata(text: string): string[] {
+  const found: string[] = [];
+  const walk = (v: unknown, path: string): void => {
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`));
+    else if (typeof v === 'object' && v !== null)
+      for (const [k, x] of Object.entries(v)) {
+        if (k === 'metadata' && typeof x === 'object' && x !== null) {
+          const m = x as {
+            namespace?: unknown;
+            labels?: Record<string, unknown>;
+            annotations?: Record<string, unknown>;
+          };
+          if (m.namespace !== undefined && typeof m.namespace !== 'string') found.push(`${path}.metadata.namespace`);
+          for (const field of ['labels', 'annotations'] as const)
+            for (const [key, value] of Object.entries(m[field] ?? {}))
+              if (typeof value !== 'string') found.push(`${path}.metadata.${field}.${key}`);
+        }
+        walk(x, `${path}.${k}`);
+      }
+  };
+  parseAllDocuments(text, { version: '1.1' }).forEach((d, i) => walk(d.toJS(), `doc${i}`));
+  return found;
+}
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
 
 const ROUTE_ON = [
@@ -178,6 +206,11 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
       fc.stringMatching(/^[a-z][a-z0-9-]{0,43}[a-z0-9]$/).filter((s) => !s.includes('--')),
     );
     const stem = fc.constantFrom('', 'keys', 'byok');
+    // Namespaces are DNS labels, and some of those read as numbers, booleans or null in YAML.
+    const namespace = fc.oneof(
+      { weight: 3, arbitrary: fc.constant(ns) },
+      { weight: 1, arbitrary: fc.constantFrom('123', '1e3', '0x1f', '017', 'true', 'yes', 'on', 'null') },
+    );
     const setsOf = (fullnameOverride: string, nameOverride: string) => [
       ...EVERYTHING,
       `fullnameOverride=${fullnameOverride}`,
@@ -187,12 +220,17 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     const RUNS = { numRuns: 60, seed: 43 };
     // The same seed draws the same cases: their renders start now, a few at a time, and each case reads its own.
     renderAhead(
-      fc.sample(fc.tuple(release, override, stem), RUNS).map(([rel, f, n]) => [rel, ns, setsOf(f, n)] as const),
+      fc
+        .sample(fc.tuple(release, override, stem, namespace), RUNS)
+        .map(([rel, f, n, space]) => [rel, space, setsOf(f, n)] as const),
     );
     await fc.assert(
-      fc.asyncProperty(release, override, stem, async (rel, fullnameOverride, nameOverride) => {
+      fc.asyncProperty(release, override, stem, namespace, async (rel, fullnameOverride, nameOverride, space) => {
         const sets = setsOf(fullnameOverride, nameOverride);
-        const all = objects(await template(rel, ns, ...sets));
+        const rendered = await template(rel, space, ...sets);
+        // The generated status token's checksum (a pod annotation) is hex: now and then all digits, or `<n>e<n>`.
+        expect(nonStringMetadata(rendered)).toEqual([]);
+        const all = objects(rendered);
         const of = (kind: string) => all.filter((o) => o.kind === kind);
         const fullname = of('Deployment')
           .find((d) => d.metadata.name.endsWith('-api'))!
