@@ -14,7 +14,7 @@
 //
 // Prints one JSON document on stdout; progress on stderr.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -24,6 +24,7 @@ import { openLedger } from '../src/ledger/open.ts';
 import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { CHUNKS } from './lib/peer-servers.ts';
+import { procStatusMB } from './lib/proc.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -130,10 +131,7 @@ const WARM_MAX_SECONDS = 5;
 /** CPU seconds (user + system) a process has used. */
 const cpuSeconds = (pid: number) => processCpuSeconds(pid).self;
 
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Math.round(Number(m[1]) / 1024) : NaN;
-}
+const rssMb = (pid: number) => Math.round(procStatusMB(pid, 'VmRSS'));
 
 interface OhaReport {
   latencyPercentiles: Record<string, number | null>;
