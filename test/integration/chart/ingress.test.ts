@@ -84,16 +84,17 @@ function renderAhead(
     ahead.set(renderKey(release, namespace, sets), results[i]!.promise);
   });
 }
+/** The rendered objects, read as YAML 1.1 as the apiserver's YAML reader does (a plain `yes` is a boolean there). */
 const objects = (text: string) =>
-  parseAllDocuments(text)
+  parseAllDocuments(text, { version: '1.1' })
     .map((d) => d.toJS() as Obj | null)
     .filter((o): o is Obj => o !== null);
 /**
- * Where a rendered namespace, label or annotation is read as something other than a string by YAML 1.1, as the
- * apiserver's YAML reader does (a plain `123`, `1e3`, `0x1f`, `yes` or `null`): it refuses the object. Every
- * `metadata` anywhere in the object counts (pod templates too).
+ * Where a rendered namespace, label or annotation is something other than a string (a plain `123`, `1e3`, `0x1f`,
+ * `yes` or `null`): the apiserver refuses the object. Every `metadata` anywhere in the object counts (pod templates
+ * too).
  */
-function nonStringMetadata(text: string): string[] {
+function nonStringMetadata(all: readonly Obj[]): string[] {
   const found: string[] = [];
   const walk = (v: unknown, path: string): void => {
     if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`));
@@ -113,7 +114,7 @@ function nonStringMetadata(text: string): string[] {
         walk(x, `${path}.${k}`);
       }
   };
-  parseAllDocuments(text, { version: '1.1' }).forEach((d, i) => walk(d.toJS(), `doc${i}`));
+  all.forEach((o, i) => walk(o, `${o.kind}/${o.metadata.name}[${i}]`));
   return found;
 }
 const find = (all: Obj[], kind: string, name: string) => all.find((o) => o.kind === kind && o.metadata.name === name);
@@ -227,10 +228,9 @@ describe('chart: Services, Ingress, HTTPRoute and object names', () => {
     await fc.assert(
       fc.asyncProperty(release, override, stem, namespace, async (rel, fullnameOverride, nameOverride, space) => {
         const sets = setsOf(fullnameOverride, nameOverride);
-        const rendered = await template(rel, space, ...sets);
+        const all = objects(await template(rel, space, ...sets));
         // The generated status token's checksum (a pod annotation) is hex: now and then all digits, or `<n>e<n>`.
-        expect(nonStringMetadata(rendered)).toEqual([]);
-        const all = objects(rendered);
+        expect(nonStringMetadata(all)).toEqual([]);
         const of = (kind: string) => all.filter((o) => o.kind === kind);
         const fullname = of('Deployment')
           .find((d) => d.metadata.name.endsWith('-api'))!
