@@ -1,10 +1,14 @@
 // periodicPass: the leader's background loops (health, spend). `soon()` is how a compile asks the health writer for a
 // pass now instead of at the next poll.
-import { describe, expect, test } from '@jest/globals';
+import { afterEach, beforeEach, describe, expect, test } from '@jest/globals';
 import { periodicPass } from '../../../src/operator/periodic.ts';
-import { sleep } from '../../support/until.ts';
+import { advance, useFakeClock, useRealClock } from '../../support/fake-clock.ts';
 
 describe('periodicPass', () => {
+  // Time moves only when a test moves it: a loaded machine cannot run a timer late or a poll early.
+  beforeEach(useFakeClock);
+  afterEach(useRealClock);
+
   test('soon() runs an extra pass well before the interval, and requests in a burst coalesce into one', async () => {
     let passes = 0;
     const loop = periodicPass(
@@ -13,10 +17,14 @@ describe('periodicPass', () => {
       () => undefined,
     );
     loop.start();
-    await sleep(5);
+    await advance(5);
     expect(passes).toBe(1);
     for (let i = 0; i < 10; i++) loop.soon(10);
-    await sleep(40);
+    await advance(9);
+    expect(passes).toBe(1);
+    await advance(1);
+    expect(passes).toBe(2);
+    await advance(100);
     expect(passes).toBe(2);
     await loop.stop();
   });
@@ -29,10 +37,10 @@ describe('periodicPass', () => {
       () => undefined,
     );
     loop.start();
-    await sleep(5);
+    await advance(5);
     loop.soon(60_000);
     loop.soon(0);
-    await sleep(20);
+    await advance(20);
     expect(passes).toBe(2);
     await loop.stop();
   });
@@ -49,13 +57,13 @@ describe('periodicPass', () => {
       () => undefined,
     );
     loop.start();
-    await sleep(50); // several interval ticks while the first pass hangs: none starts a second pass
+    await advance(50); // several interval ticks while the first pass hangs: none starts a second pass
     expect(passes).toBe(1);
     loop.soon();
-    await sleep(5);
+    await advance(5);
     expect(passes).toBe(1);
     release!();
-    await sleep(5);
+    await advance(5);
     expect(passes).toBeGreaterThanOrEqual(2);
     await loop.stop();
   });
@@ -68,13 +76,13 @@ describe('periodicPass', () => {
       () => undefined,
     );
     loop.soon();
-    await sleep(10);
+    await advance(10);
     expect(passes).toBe(0);
     loop.start();
-    await sleep(5);
+    await advance(5);
     loop.soon(20);
     await loop.stop();
-    await sleep(40);
+    await advance(40);
     expect(passes).toBe(1);
   });
 });

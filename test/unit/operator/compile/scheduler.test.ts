@@ -1,8 +1,8 @@
 // When the compile pipeline runs (src/operator/compile/scheduler.ts): coalescing, growing batches while changes keep
 // arriving, backoff after failures, holding for a reconcile backlog, flush.
-import { describe, expect, test } from '@jest/globals';
+import { afterEach, beforeEach, describe, expect, test } from '@jest/globals';
 import { CompileScheduler } from '../../../../src/operator/compile/scheduler.ts';
-import { sleep } from '../../../support/until.ts';
+import { advance, useFakeClock, useRealClock } from '../../../support/fake-clock.ts';
 
 /** A scheduler over a counter of pending changes; each run takes them all, or fails while `failing`. */
 function harness(
@@ -33,13 +33,19 @@ function harness(
 }
 
 describe('CompileScheduler', () => {
+  // Time moves only when a test moves it: a loaded machine cannot run a timer late or a poll early.
+  beforeEach(useFakeClock);
+  afterEach(useRealClock);
+
   test('changes in a burst coalesce into one run after coalesceMs', async () => {
     const { s, state, mark } = harness({ coalesceMs: 15 });
     s.start();
     for (let i = 0; i < 20; i++) mark();
-    await sleep(5);
+    await advance(14);
     expect(state.runs).toBe(0);
-    await sleep(40);
+    await advance(1);
+    expect(state.runs).toBe(1);
+    await advance(100);
     expect(state.runs).toBe(1);
     expect(state.pending).toBe(0);
     await s.stop();
@@ -48,13 +54,13 @@ describe('CompileScheduler', () => {
   test('nothing runs before start() or after stop()', async () => {
     const { s, state, mark } = harness({ coalesceMs: 5 });
     mark();
-    await sleep(20);
+    await advance(20);
     expect(state.runs).toBe(0);
     s.start();
     mark();
     await s.stop();
     mark();
-    await sleep(20);
+    await advance(20);
     expect(state.runs).toBe(0);
   });
 
@@ -81,13 +87,14 @@ describe('CompileScheduler', () => {
     s.start();
     state.failing = true;
     mark();
-    await sleep(30);
+    await advance(5);
     expect(state.runs).toBe(1);
     expect(s.failures).toBe(1);
-    await sleep(100);
+    // One failure: the retry comes 200 ms after the run, not a moment sooner.
+    await advance(199);
     expect(state.runs).toBe(1);
     state.failing = false;
-    await sleep(200);
+    await advance(1);
     expect(state.runs).toBe(2);
     expect(s.failures).toBe(0);
     expect(state.pending).toBe(0);
@@ -102,10 +109,10 @@ describe('CompileScheduler', () => {
     state.pending = 1;
     await s.drive();
     state.refill = 0;
-    await sleep(600);
+    await advance(600);
     expect(state.runs).toBe(1);
     backlog = false;
-    await sleep(400);
+    await advance(400);
     expect(state.runs).toBe(2);
     // The held run ended the batch: the next change waits only coalesceMs.
     expect(s.batchDelay()).toBe(5);
