@@ -32,13 +32,13 @@ import { openLedger } from '../src/ledger/open.ts';
 import { createLogger } from '../src/operator/logger.ts';
 import { type RedisServer, startRedis } from '../test/support/redis.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
+import { peerArgv } from './lib/peer-servers.ts';
 
 /** The image's heap flags (Dockerfile): the young generation's size decides how long garbage has to die young. */
 const HEAP_FLAGS = ['--max-semi-space-size=16', '--max-old-space-size=128'];
 const OHA = process.env.OHA ?? `${os.homedir()}/.cache/byok-operator/oha/bin/oha`;
 const self = fileURLToPath(import.meta.url);
 const probe = fileURLToPath(new URL('./lib/gc-probe.ts', import.meta.url));
-const peers = fileURLToPath(new URL('./peers.ts', import.meta.url));
 
 interface GcLine {
   kind: string;
@@ -216,7 +216,9 @@ async function main(): Promise<void> {
     stream: values.stream,
   };
   const upstreamPort = await freePort();
-  const upstream = spawn(process.execPath, [peers, '--upstream', String(upstreamPort)], { stdio: 'ignore' });
+  const upstream = spawn(process.execPath, peerArgv('upstream', String(upstreamPort)), {
+    stdio: 'ignore',
+  });
   const children: ChildProcess[] = [upstream];
   let fixture: GatewayFixture | undefined;
   let redis: RedisServer | undefined;
@@ -244,7 +246,8 @@ async function main(): Promise<void> {
     let fastify: Awaited<ReturnType<typeof measure>> | null = null;
     if (!values['no-fastify']) {
       const fPort = await freePort();
-      const f = fork(peers, ['--fastify', `${upstreamUrl}`, String(fPort)], {
+      const [peerModule, ...peerArgs] = peerArgv('fastify', upstreamUrl, String(fPort));
+      const f = fork(peerModule!, peerArgs, {
         execArgv,
         stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
       });

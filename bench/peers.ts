@@ -23,13 +23,12 @@ import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
-import { CHUNKS } from './lib/peer-servers.ts';
+import { CHUNKS, type PeerRole, peerArgv } from './lib/peer-servers.ts';
 import { procStatusMB } from './lib/proc.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 // The floors and the upstream run from their own small module, so their heaps hold nothing of this runner's.
-const peer = fileURLToPath(new URL('./lib/peer-servers.ts', import.meta.url));
 const REQUEST = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }] });
 const STREAM_REQUEST = JSON.stringify({
   model: BENCH_MODEL,
@@ -81,6 +80,21 @@ function pinning(): Pinning {
         ? 'NOT PINNED: fewer than 2 cpus; the generator shares the core with the system under test'
         : 'NOT PINNED: taskset not found (util-linux); figures are noisier',
   };
+}
+
+/** The image's allocator, where this machine has it (Debian's libjemalloc2). */
+const JEMALLOC = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find(
+  (p) => existsSync(p),
+);
+
+/** The image's environment for a Node process: its flags, NODE_ENV and jemalloc. */
+function imageEnv(nodeOptions: string | null): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...IMAGE_ENV, NODE_ENV: 'production' };
+  delete env.NODE_OPTIONS;
+  if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
+  if (JEMALLOC) env.LD_PRELOAD = JEMALLOC;
+  else delete env.LD_PRELOAD;
+  return env;
 }
 
 function launch(
@@ -356,17 +370,6 @@ async function main(): Promise<void> {
   const cli = ensureBuilt();
   const redis = await startRedis(pin);
 
-  const jemalloc = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find(
-    (p) => existsSync(p),
-  );
-  const imageEnv = (nodeOptions: string | null): NodeJS.ProcessEnv => {
-    const env: NodeJS.ProcessEnv = { ...process.env, ...IMAGE_ENV, NODE_ENV: 'production' };
-    delete env.NODE_OPTIONS;
-    if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
-    if (jemalloc) env.LD_PRELOAD = jemalloc;
-    else delete env.LD_PRELOAD;
-    return env;
-  };
   const gateway = (
     name: string,
     nodeOptions: string | null,
@@ -421,9 +424,15 @@ async function main(): Promise<void> {
       return { proc, port };
     },
   });
-  const nodeChild = (role: string, nodeOptions: string | null) => async (ctx: RoundContext) => {
+  const nodeChild = (role: PeerRole, nodeOptions: string | null) => async (ctx: RoundContext) => {
     const port = await freePort();
-    const proc = launch(pin, 'sut', process.execPath, [peer, role, ctx.upstream, String(port)], imageEnv(nodeOptions));
+    const proc = launch(
+      pin,
+      'sut',
+      process.execPath,
+      peerArgv(role, ctx.upstream, String(port)),
+      imageEnv(nodeOptions),
+    );
     await waitHttp(`http://127.0.0.1:${port}/`);
     return { proc, port };
   };
@@ -438,14 +447,14 @@ async function main(): Promise<void> {
       name: 'node-http-pipe',
       path: '/v1/chat/completions',
       auth: false,
-      start: nodeChild('--pipe', GATEWAY_NODE_OPTIONS),
+      start: nodeChild('pipe', GATEWAY_NODE_OPTIONS),
       note: 'node:http server piping to node:http client, nothing parsed',
     },
     {
       name: 'fastify-proxy',
       path: '/api/v1/chat/completions',
       auth: false,
-      start: nodeChild('--fastify', GATEWAY_NODE_OPTIONS),
+      start: nodeChild('fastify', GATEWAY_NODE_OPTIONS),
       note: 'bare fastify route: JSON parsed, forwarded with node:http, answered as JSON',
     },
     gateway(
@@ -501,7 +510,7 @@ async function main(): Promise<void> {
   if (!redis) log('redis-server not found: gateway-redis is skipped');
 
   const upstreamPort = await freePort();
-  const upstreamProc = launch(pin, 'others', process.execPath, [peer, '--upstream', String(upstreamPort)]);
+  const upstreamProc = launch(pin, 'others', process.execPath, peerArgv('upstream', String(upstreamPort)));
   const upstream = `http://127.0.0.1:${upstreamPort}`;
   await waitHttp(`${upstream}/count`);
   // A budgeted account: admission reserves on the ledger for every request (on Redis, a round trip before the upstream).
@@ -586,7 +595,7 @@ async function main(): Promise<void> {
       model: os.cpus()[0]?.model ?? 'unknown',
       node: process.version,
       load1: Math.round(os.loadavg()[0]! * 100) / 100,
-      jemalloc: jemalloc ?? null,
+      jemalloc: JEMALLOC ?? null,
     },
     pinning: pin,
     rounds,

@@ -121,7 +121,16 @@ async function serveFastify(upstream: string, port: number): Promise<void> {
   await bareFastifyProxy(upstream, '/api/v1/chat/completions').listen({ host: '127.0.0.1', port });
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+/** This module's file: benches start its servers through peerArgv, so a move follows the import. */
+export const PEER_SERVERS = fileURLToPath(import.meta.url);
+export type PeerRole = 'upstream' | 'pipe' | 'fastify';
+
+/** `node` arguments that start `role`: upstream <port>; pipe and fastify <upstream url> <port>. */
+export function peerArgv(role: PeerRole, ...args: string[]): string[] {
+  return [PEER_SERVERS, `--${role}`, ...args];
+}
+
+if (process.argv[1] === PEER_SERVERS) {
   const role = process.argv[2];
   // Exit cleanly on SIGTERM, so --cpu-prof and --heap-prof runs of the floors write their profiles.
   process.once('SIGTERM', () => process.exit(0));

@@ -1,0 +1,76 @@
+// Files named by a string rather than imported: the type checker follows an import when a file moves, but not a
+// path in `new URL('./x.ts', import.meta.url)`, an npm script, CI's entry point or the bench runner's list. A bench
+// that started its floors from a file since split up failed only when someone ran it; this finds every such name.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, test } from '@jest/globals';
+
+const root = resolve(import.meta.dirname, '..', '..', '..');
+const CODE_DIRS = ['src', 'bench', 'scripts', 'test', 'hack'];
+
+function codeFiles(): string[] {
+  return CODE_DIRS.flatMap((dir) =>
+    readdirSync(join(root, dir), { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile() && /\.(ts|mts|mjs)$/.test(e.name))
+      .map((e) => join(e.parentPath, e.name)),
+  );
+}
+
+/** Relative targets of `new URL('<path>', import.meta.url)` in a source text. */
+export function urlTargets(source: string): string[] {
+  return [...source.matchAll(/new URL\(\s*(['"`])(\.{1,2}\/[^'"`$]+)\1\s*,\s*import\.meta\.url\s*\)/g)].map(
+    (m) => m[2]!,
+  );
+}
+
+/** Repository paths of scripts a command line names (bench/x.ts, scripts/y.mjs, hack/z.sh, test/...). */
+export function scriptPaths(text: string): string[] {
+  return [...text.matchAll(/(?<![\w/.-])((?:bench|scripts|hack|test)\/[\w./-]+\.(?:ts|mjs|sh|js))\b/g)].map(
+    (m) => m[1]!,
+  );
+}
+
+describe('files named by a string exist', () => {
+  test('the patterns find what they should (so that an empty result below means something)', () => {
+    expect(urlTargets("const p = fileURLToPath(new URL('./lib/peer-servers.ts', import.meta.url));")).toEqual([
+      './lib/peer-servers.ts',
+    ]);
+    expect(urlTargets('new URL(`../x/${name}.ts`, import.meta.url)')).toEqual([]);
+    expect(scriptPaths('"bench": "node scripts/bootstrap.mjs -- node bench/run.ts", x: "bash hack/a.sh"')).toEqual([
+      'scripts/bootstrap.mjs',
+      'bench/run.ts',
+      'hack/a.sh',
+    ]);
+  });
+
+  test('every `new URL(path, import.meta.url)` names a file beside its source', () => {
+    const missing: string[] = [];
+    let seen = 0;
+    // This file's own examples above are not names of files.
+    for (const file of codeFiles().filter((f) => f !== import.meta.filename)) {
+      for (const target of urlTargets(readFileSync(file, 'utf8'))) {
+        seen++;
+        if (!existsSync(resolve(dirname(file), target))) missing.push(`${relative(root, file)} -> ${target}`);
+      }
+    }
+    expect(seen).toBeGreaterThan(0);
+    expect(missing).toEqual([]);
+  });
+
+  test("every script that package.json and CI's entry points name exists", () => {
+    const missing: string[] = [];
+    for (const name of ['package.json', '.ci/run', '.ci/schemathesis.sh']) {
+      const text = readFileSync(join(root, name), 'utf8');
+      for (const path of scriptPaths(text)) if (!existsSync(join(root, path))) missing.push(`${name}: ${path}`);
+    }
+    expect(missing).toEqual([]);
+  });
+
+  test('every benchmark the bench runner lists is a file in bench/', () => {
+    const source = readFileSync(join(root, 'bench', 'run.ts'), 'utf8');
+    const list = /const ALL = \[([^\]]+)\]/.exec(source)?.[1] ?? '';
+    const names = [...list.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
+    expect(names.length).toBeGreaterThan(5);
+    expect(names.filter((n) => !existsSync(join(root, 'bench', `${n}.ts`)))).toEqual([]);
+  });
+});
