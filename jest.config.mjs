@@ -27,6 +27,10 @@ export default {
   // Jest's default is one worker fewer than the cores, which on 2 cores runs every file in one process while the
   // other core idles (the main process only collects results). `--maxWorkers` on the command line still wins.
   maxWorkers: Math.max(2, availableParallelism() - 1),
+  // How long a worker has to exit once the run ends before Jest kills it and warns "failed to exit gracefully".
+  // Jest's 500 ms is an idle machine's figure: under a load average of 7 on 2 cores a worker whose last file had
+  // closed everything still missed it (a probe on SIGTERM never ran: the worker had no turn, not a handle open).
+  workerGracefulExitTimeout: 5_000,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.mjs'],
   // The run's own TMPDIR, removed at its end: what tests and the processes they start write there goes with it.
   // Jest runs the projects' global setup first, so the control planes' directories stay outside (they remove
