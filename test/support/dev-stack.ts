@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { DevConnection } from '../../src/cli/dev.ts';
+import { reapWithWorker } from './reaper.ts';
 import { until } from './until.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
@@ -44,6 +45,7 @@ export async function startDevStack(prefix: string, timeoutMs = 150_000): Promis
     env: { ...process.env, BYOK_DEV_DIR: devDir },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  reapWithWorker(child);
   let output = '';
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));

@@ -144,7 +144,6 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
   const killAll = () => {
     for (const c of running) c.kill('SIGKILL');
   };
-  process.once('exit', killAll);
 
   return {
     redis,
@@ -195,7 +194,6 @@ export async function startSpendStack(prefix: string, opts: SpendStackOptions = 
     },
     async close() {
       killAll();
-      process.off('exit', killAll);
       await redis.stop();
       await up.close();
       rmSync(root, { recursive: true, force: true });

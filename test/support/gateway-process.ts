@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { loopbackEndpointSlice } from '../../src/kube/loopback-endpoints.ts';
 import { type Projector, startProjector } from '../../src/kube/projector.ts';
+import { reapWithWorker } from './reaper.ts';
 
 const MAIN = join(import.meta.dirname, '..', '..', 'src', 'cli', 'main.ts');
 
@@ -22,6 +23,7 @@ export interface GatewayProcess {
 export function spawnGateway(args: string[], running: Set<ChildProcess>): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [MAIN, 'gateway', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
+  reapWithWorker(child);
   child.once('exit', () => running.delete(child));
   const output: string[] = [];
   return new Promise((resolve, reject) => {

@@ -1,6 +1,6 @@
 // A real redis-server for one test file: loopback, a port it holds (startOwnPorts: another worker's server on a
-// taken port is never taken for it), its own temp dir, no persistence; killed on stop, on process exit, and by a
-// detached reaper if the test process dies without stopping it.
+// taken port is never taken for it), its own temp dir, no persistence; killed on stop, and by a detached reaper
+// if the test process dies without stopping it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,8 +31,6 @@ export async function startRedis(): Promise<RedisServer> {
   reaper(workDir);
   let port = 0;
   let child: ChildProcess | undefined;
-  const onExit = () => child?.kill('SIGKILL');
-  process.on('exit', onExit);
 
   /** The first start takes a port of its own; start() after kill() comes back on that port (clients keep the URL). */
   const start = async () => {
@@ -88,7 +86,6 @@ export async function startRedis(): Promise<RedisServer> {
     start,
     async stop() {
       await kill();
-      process.off('exit', onExit);
       writeFileSync(join(workDir, 'stopped'), '');
     },
   };

@@ -55,10 +55,6 @@ describe('Delivered from the acknowledgements', () => {
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-acks-'));
   const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
   /** Every status the watches saw, per object, in order. */
@@ -161,7 +157,6 @@ describe('Delivered from the acknowledgements', () => {
   afterAll(async () => {
     for (const w of watches) w.abort();
     await Promise.all([...running].map((c) => stopProcess(c)));
-    process.removeListener('exit', killAll);
     await replica?.close();
     await run?.op.stop();
     await up?.close();

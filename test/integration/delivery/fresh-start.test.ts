@@ -41,10 +41,6 @@ describe('a gateway that starts on empty mounts', () => {
   let run: CapturedOperator;
   let up: Upstreams;
   const running = new Set<ChildProcess>();
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-fresh-'));
 
   /** Empty routing, bundle and key directories, as the kubelet mounts optional volumes whose objects do not exist. */
@@ -90,7 +86,6 @@ describe('a gateway that starts on empty mounts', () => {
 
   afterAll(async () => {
     await Promise.all([...running].map((c) => stopProcess(c)));
-    process.removeListener('exit', killAll);
     await run?.op.stop();
     await up?.close();
     rmSync(root, { recursive: true, force: true });

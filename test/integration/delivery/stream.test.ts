@@ -52,10 +52,6 @@ describe('the delivery stream', () => {
   let projector: Projector;
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivery-'));
   const mount = { configDir: join(root, 'routing'), bundleDir: join(root, 'bundles'), keyDir: join(root, 'key') };
   let secretVersion = 0;
@@ -124,7 +120,6 @@ describe('the delivery stream', () => {
 
   afterAll(async () => {
     await Promise.all([...running].map(stopProcess));
-    process.removeListener('exit', killAll);
     await replica?.close();
     await run?.op.stop();
     await up?.close();

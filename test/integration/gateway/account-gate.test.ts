@@ -52,10 +52,6 @@ describe('a namespace without an Account is not routed', () => {
   let gw: GatewayProcess;
   const projectors: Projector[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-account-gate-'));
 
   const chat = async () => {
@@ -165,7 +161,6 @@ describe('a namespace without an Account is not routed', () => {
 
   afterAll(async () => {
     await Promise.all([...running].map((c) => stopProcess(c)));
-    process.removeListener('exit', killAll);
     for (const p of projectors) await p.stop();
     await agg?.close();
     await api?.close();

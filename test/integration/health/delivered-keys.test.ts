@@ -55,10 +55,6 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
   const projectors: Projector[] = [];
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-delivered-keys-'));
 
   const chat = async (gw: GatewayProcess, apiKey: string) => {
@@ -115,7 +111,6 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
 
   afterAll(async () => {
     await Promise.all([...running].map((c) => stopProcess(c)));
-    process.removeListener('exit', killAll);
     for (const p of projectors) await p.stop();
     await run?.op.stop();
     await up?.close();

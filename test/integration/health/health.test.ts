@@ -68,10 +68,6 @@ describe('credential health and delivery from the gateways', () => {
   const gateways: GatewayProcess[] = [];
   const running = new Set<ChildProcess>();
   // Last line of defence if Jest dies without running afterAll: no gateway outlives the test process.
-  const killAll = () => {
-    for (const child of running) child.kill('SIGKILL');
-  };
-  process.once('exit', killAll);
   const root = mkdtempSync(join(tmpdir(), 'byok-int-health-'));
   let creds: ReturnType<typeof resource>;
   const credId = (name: string) => publicId('BYOKCredential', ns, name);
@@ -246,7 +242,6 @@ describe('credential health and delivery from the gateways', () => {
 
   afterAll(async () => {
     await Promise.all([...running].map(stopProcess));
-    process.removeListener('exit', killAll);
     for (const p of projectors) await p.stop();
     await run?.op.stop();
     await up?.close();
