@@ -49,8 +49,11 @@ describe('files named by a string exist', () => {
     // This file's own examples above are not names of files.
     for (const file of codeFiles().filter((f) => f !== import.meta.filename)) {
       for (const target of urlTargets(readFileSync(file, 'utf8'))) {
+        const path = resolve(dirname(file), target);
+        // Outside the repository (the team's shared data, which a lone clone lacks): its test says so itself.
+        if (relative(root, path).startsWith('..')) continue;
         seen++;
-        if (!existsSync(resolve(dirname(file), target))) missing.push(`${relative(root, file)} -> ${target}`);
+        if (!existsSync(path)) missing.push(`${relative(root, file)} -> ${target}`);
       }
     }
     expect(seen).toBeGreaterThan(0);
