@@ -2,6 +2,8 @@
 // rather than a pattern: quotes of either kind, `import type`, `export … from`, side-effect imports and dynamic
 // `import('…')` are all seen, and text inside strings or comments never counts.
 // (TypeScript 7's package offers no in-process parser, only an IPC client to the native compiler.)
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseSync } from '@swc/core';
 
 export interface ModuleReference {
@@ -63,4 +65,11 @@ export function moduleReferences(source: string, fileName = 'input.ts'): ModuleR
   }
   dynamicImports(program.body, out);
   return out;
+}
+
+/** Every module below `dir` (.ts, .mts, .mjs), as absolute paths: what the architecture tests read. */
+export function moduleFilesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && /\.(ts|mts|mjs)$/.test(e.name))
+    .map((e) => join(e.parentPath, e.name));
 }

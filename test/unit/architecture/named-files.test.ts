@@ -1,20 +1,15 @@
 // Files named by a string rather than imported: the type checker follows an import when a file moves, but not a
 // path in `new URL('./x.ts', import.meta.url)`, an npm script, CI's entry point or the bench runner's list. A bench
 // that started its floors from a file since split up failed only when someone ran it; this finds every such name.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
+import { moduleFilesUnder } from '../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const CODE_DIRS = ['src', 'bench', 'scripts', 'test', 'hack'];
 
-function codeFiles(): string[] {
-  return CODE_DIRS.flatMap((dir) =>
-    readdirSync(join(root, dir), { withFileTypes: true, recursive: true })
-      .filter((e) => e.isFile() && /\.(ts|mts|mjs)$/.test(e.name))
-      .map((e) => join(e.parentPath, e.name)),
-  );
-}
+const codeFiles = () => CODE_DIRS.flatMap((dir) => moduleFilesUnder(join(root, dir)));
 
 /** Relative targets of `new URL('<path>', import.meta.url)` in a source text. */
 export function urlTargets(source: string): string[] {

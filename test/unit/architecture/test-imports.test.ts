@@ -2,10 +2,10 @@
 // their own tests exercise), the shared harness in test/support/, and files of its own folder (or below it). What
 // two folders share lives in test/support/, which itself imports only src/ and test/support/. A helper that one
 // folder grew and another starts to need moves into test/support/ rather than being imported across folders.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
-import { moduleReferences } from '../../support/module-imports.ts';
+import { moduleFilesUnder, moduleReferences } from '../../support/module-imports.ts';
 
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const tests = join(root, 'test');
@@ -16,12 +16,6 @@ const support = join(tests, 'support');
  * an entry whose import is gone fails the test. Empty: every test follows the rule.
  */
 const NOT_YET_CONVERTED: readonly string[] = [];
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && /\.(ts|mts|mjs)$/.test(e.name))
-    .map((e) => join(e.parentPath, e.name));
-}
 
 const inside = (file: string, dir: string) => file.startsWith(dir + sep);
 
@@ -45,7 +39,7 @@ function crossFolderImports(files: readonly { file: string; source: string }[]):
 }
 
 describe('test imports', () => {
-  const files = filesUnder(tests);
+  const files = moduleFilesUnder(tests);
   const found = crossFolderImports(files.map((file) => ({ file, source: readFileSync(file, 'utf8') })));
 
   test('every test and support file is read, at any depth', () => {
