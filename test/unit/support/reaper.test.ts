@@ -46,14 +46,22 @@ function standInWorker() {
 describe('reapWithWorker', () => {
   test('a child outlives nothing: SIGKILL the worker and the reaper kills what it registered', async () => {
     const { worker, pids } = standInWorker();
-    const { long, short } = await pids;
-    const dir = join(tmpdir(), `byok-reap-${worker.pid}`);
-    // The short child exited and was forgotten; the long one is registered and running.
-    await until('the short child forgotten', () => !existsSync(join(dir, String(short))), 10_000);
-    expect(readdirSync(dir)).toEqual([String(long)]);
-    expect(alive(long)).toBe(true);
-    worker.kill('SIGKILL');
-    await until('the registered child killed after its worker', () => !alive(long), 15_000);
-    await until('the reaper cleaned up', () => !existsSync(dir), 5_000);
+    let long: number | undefined;
+    try {
+      const started = await pids;
+      long = started.long;
+      const dir = join(tmpdir(), `byok-reap-${worker.pid}`);
+      // The short child exited and was forgotten; the long one is registered and running.
+      await until('the short child forgotten', () => !existsSync(join(dir, String(started.short))), 10_000);
+      expect(readdirSync(dir)).toEqual([String(long)]);
+      expect(alive(long)).toBe(true);
+      worker.kill('SIGKILL');
+      await until('the registered child killed after its worker', () => !alive(started.long), 15_000);
+      await until('the reaper cleaned up', () => !existsSync(dir), 5_000);
+    } finally {
+      // Whatever failed above, nothing this test started outlives it.
+      worker.kill('SIGKILL');
+      if (long !== undefined && alive(long)) process.kill(long, 'SIGKILL');
+    }
   });
 });
