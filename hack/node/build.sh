@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds the node parts of the e2e cluster: kubelet, kube-controller-manager, kube-scheduler and kube-proxy,
-# from the same pinned k8s.io/kubernetes module as the control plane (hack/control-plane/kube), cached outside the repo.
+# from the same pinned k8s.io/kubernetes module as the control plane (hack/control-plane), cached outside the repo.
 # The wrapper module is copied first: -mod=mod may add go.sum lines for these binaries, and the control plane's cache
 # key hashes the committed go.sum.
 # Prints the directory holding the binaries as its last line of stdout.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../control-plane" && pwd)"
 log() { printf '[node] %s\n' "$*" >&2; }
-k8s_version="$(awk '$1=="k8s.io/kubernetes" {print $2; exit} $1=="require" && $2=="k8s.io/kubernetes" {print $3; exit}' "$here/kube/go.mod")"
+k8s_version="$(awk '$1=="k8s.io/kubernetes" {print $2; exit} $1=="require" && $2=="k8s.io/kubernetes" {print $3; exit}' "$here/go.mod")"
 recipe=1
-content_hash="$( (echo "$recipe"; cat "$here/kube/go.mod" "$here/kube/go.sum" "$(dirname "${BASH_SOURCE[0]}")/pause/main.go") | sha256sum | cut -c1-12)"
+content_hash="$( (echo "$recipe"; cat "$here/go.mod" "$here/go.sum" "$(dirname "${BASH_SOURCE[0]}")/pause/main.go") | sha256sum | cut -c1-12)"
 cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
 out="$cache_root/node/k8s-$k8s_version-$content_hash"
 if [[ -f "$out/.complete" ]]; then
@@ -21,8 +21,8 @@ command -v go >/dev/null || { log "Go is required to build the node parts"; exit
 mkdir -p "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp "$here/kube/go.mod" "$here/kube/go.sum" "$here/kube/tools.go" "$work/"
-export CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath"
+cp "$here/go.mod" "$here/go.sum" "$here/tools.go" "$work/"
+export CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath" GOGC="${GOGC:-400}"
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

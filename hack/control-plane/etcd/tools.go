@@ -1,6 +1,0 @@
-//go:build tools
-
-// Package tools pins the command this module builds; the build tag keeps it out of every real build.
-package tools
-
-import _ "go.etcd.io/etcd/server/v3"
