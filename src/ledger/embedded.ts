@@ -5,14 +5,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
 import { ID_RETENTION_MS, idNamespace } from './keys.ts';
-import {
-  type CounterIncrement,
-  type HoldRelease,
-  type Ledger,
-  ReservationSettledError,
-  type ReserveRequest,
-  type ReserveResult,
-} from './ledger.ts';
+import { type Ledger, ReservationSettledError } from './ledger.ts';
 import { EmbeddedRateSets } from './rate-embedded.ts';
 
 export interface EmbeddedLedgerOptions {
@@ -187,6 +180,17 @@ function markKept(kept: Map<string, Map<string, number>>, keep: string, id: stri
   marks.set(id, firstTotal);
 }
 
+/** The live counters, written atomically (temp file + rename): a crash mid-write leaves the previous snapshot. */
+function writeSnapshot(path: string, counters: ReadonlyMap<string, Counter>, at: number): void {
+  const body: SnapshotFile = { version: 1, writtenAt: new Date(at).toISOString(), counters: [] };
+  for (const [key, c] of counters)
+    if (c.expiresAt === null || c.expiresAt > at) body.counters.push([key, c.value, c.expiresAt]);
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(body), { mode: 0o600 });
+  renameSync(tmp, path);
+}
+
 export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): EmbeddedLedger {
   const now = opts.now ?? Date.now;
   const path = opts.snapshotPath;
@@ -233,14 +237,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
 
   const snapshot = () => {
     if (!path || !dirty) return;
-    const at = now();
-    const body: SnapshotFile = { version: 1, writtenAt: new Date(at).toISOString(), counters: [] };
-    for (const [key, c] of counters)
-      if (c.expiresAt === null || c.expiresAt > at) body.counters.push([key, c.value, c.expiresAt]);
-    mkdirSync(dirname(path), { recursive: true });
-    const tmp = `${path}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify(body), { mode: 0o600 });
-    renameSync(tmp, path);
+    writeSnapshot(path, counters, now());
     dirty = false;
   };
 
@@ -267,6 +264,78 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
     if (closed) throw new Error('the ledger is closed');
   };
 
+  const addNow: NonNullable<Ledger['addNow']> = (increments, settle, id, keep) => {
+    ensureOpen();
+    for (const inc of increments) {
+      if (!Number.isSafeInteger(inc.by))
+        throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
+    }
+    const at = now();
+    const ns = id === undefined ? '' : ids.namespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
+    if (id !== undefined) {
+      // Applied before: nothing changes; the first total as it was first returned, then the current ones.
+      const first = ids.recorded(ns, id, at) ?? (keep === undefined ? undefined : kept.get(keep)?.get(id));
+      if (first !== undefined) return increments.map((inc, i) => (i === 0 ? first : (live(inc.key, at)?.value ?? 0)));
+    }
+    // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
+    // snapshot could no longer be loaded) refuses the whole call before anything changes.
+    for (const inc of increments) {
+      if ((live(inc.key, at)?.value ?? 0) + inc.by > Number.MAX_SAFE_INTEGER)
+        throw new RangeError(`ledger counter ${inc.key} would pass 2^53 micros: increment refused`);
+    }
+    // Synchronous: no other request interleaves, so the increments of one call are atomic.
+    const out = increments.map((inc) => {
+      const c = live(inc.key, at);
+      if (c === undefined) {
+        counters.set(inc.key, { value: inc.by, expiresAt: inc.expiresAt });
+        return inc.by;
+      }
+      c.value += inc.by;
+      return c.value;
+    });
+    if (settle) dropHolds(settle.id, settle.holdKeys);
+    if (id !== undefined) {
+      ids.remember(ns, id, out[0] ?? 0, at, false);
+      if (keep !== undefined) markKept(kept, keep, id, out[0] ?? 0);
+    }
+    dirty = true;
+    return out;
+  };
+
+  const reserveNow: NonNullable<Ledger['reserveNow']> = (req) => {
+    ensureOpen();
+    const at = now();
+    // A request already settled or released holds nothing again.
+    if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at))
+      throw new ReservationSettledError(req.id);
+    const floor = req.floor ?? 0;
+    const share = req.share ?? 1;
+    let granted = Infinity;
+    // Synchronous from the first read to the last hold: no other request interleaves.
+    for (let i = 0; i < req.checks.length; i++) {
+      const c = req.checks[i]!;
+      const counted = c.countedKeys.reduce((sum, k) => sum + (live(k, at)?.value ?? 0), 0);
+      const held = heldOn(c.holdKey, at, req.id);
+      const room = c.limitMicros - counted - held;
+      const fits = c.amount <= 0 ? room > 0 : floor > 0 ? room >= Math.min(floor, c.amount) : room >= c.amount;
+      if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
+      if (c.amount > 0)
+        granted = Math.min(
+          granted,
+          c.amount,
+          floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount,
+        );
+    }
+    if (granted === Infinity) granted = 0;
+    for (const c of req.checks) {
+      if (c.amount <= 0) continue;
+      let set = holds.get(c.holdKey);
+      if (!set) holds.set(c.holdKey, (set = new Map()));
+      set.set(req.id, { amount: granted, expiresAt: at + req.ttlMs });
+    }
+    return { ok: true, granted };
+  };
+
   return {
     backend: 'embedded',
     snapshot,
@@ -277,76 +346,10 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
       const at = now();
       return keys.map((k) => live(k, at)?.value ?? 0);
     },
-    async add(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string) {
-      ensureOpen();
-      for (const inc of increments) {
-        if (!Number.isSafeInteger(inc.by))
-          throw new RangeError(`ledger increment of ${inc.key} must be an integer amount of micros`);
-      }
-      const at = now();
-      const ns = id === undefined ? '' : ids.namespace(increments[0]?.key ?? settle?.holdKeys[0] ?? '');
-      if (id !== undefined) {
-        // Applied before: nothing changes; the first total as it was first returned, then the current ones.
-        const first = ids.recorded(ns, id, at) ?? (keep === undefined ? undefined : kept.get(keep)?.get(id));
-        if (first !== undefined) return increments.map((inc, i) => (i === 0 ? first : (live(inc.key, at)?.value ?? 0)));
-      }
-      // All or none: an increment that would carry a counter past 2^53 (where a number stops being exact, and a
-      // snapshot could no longer be loaded) refuses the whole call before anything changes.
-      for (const inc of increments) {
-        if ((live(inc.key, at)?.value ?? 0) + inc.by > Number.MAX_SAFE_INTEGER)
-          throw new RangeError(`ledger counter ${inc.key} would pass 2^53 micros: increment refused`);
-      }
-      // Synchronous: no other request interleaves, so the increments of one call are atomic.
-      const out = increments.map((inc) => {
-        const c = live(inc.key, at);
-        if (c === undefined) {
-          counters.set(inc.key, { value: inc.by, expiresAt: inc.expiresAt });
-          return inc.by;
-        }
-        c.value += inc.by;
-        return c.value;
-      });
-      if (settle) dropHolds(settle.id, settle.holdKeys);
-      if (id !== undefined) {
-        ids.remember(ns, id, out[0] ?? 0, at, false);
-        if (keep !== undefined) markKept(kept, keep, id, out[0] ?? 0);
-      }
-      dirty = true;
-      return out;
-    },
-    async reserve(req: ReserveRequest): Promise<ReserveResult> {
-      ensureOpen();
-      const at = now();
-      // A request already settled or released holds nothing again.
-      if (req.checks.length > 0 && ids.known(ids.namespace(req.checks[0]!.holdKey), req.id, at))
-        throw new ReservationSettledError(req.id);
-      const floor = req.floor ?? 0;
-      const share = req.share ?? 1;
-      let granted = Infinity;
-      // Synchronous from the first read to the last hold: no other request interleaves.
-      for (let i = 0; i < req.checks.length; i++) {
-        const c = req.checks[i]!;
-        const counted = c.countedKeys.reduce((sum, k) => sum + (live(k, at)?.value ?? 0), 0);
-        const held = heldOn(c.holdKey, at, req.id);
-        const room = c.limitMicros - counted - held;
-        const fits = c.amount <= 0 ? room > 0 : floor > 0 ? room >= Math.min(floor, c.amount) : room >= c.amount;
-        if (!fits) return { ok: false, index: i, countedMicros: counted, heldMicros: held };
-        if (c.amount > 0)
-          granted = Math.min(
-            granted,
-            c.amount,
-            floor > 0 && room < c.amount ? Math.max(floor, Math.floor(room * share)) : c.amount,
-          );
-      }
-      if (granted === Infinity) granted = 0;
-      for (const c of req.checks) {
-        if (c.amount <= 0) continue;
-        let set = holds.get(c.holdKey);
-        if (!set) holds.set(c.holdKey, (set = new Map()));
-        set.set(req.id, { amount: granted, expiresAt: at + req.ttlMs });
-      }
-      return { ok: true, granted };
-    },
+    add: async (increments, settle, id, keep) => addNow(increments, settle, id, keep),
+    addNow,
+    reserve: async (req) => reserveNow(req),
+    reserveNow,
     ...rates.ledgerMethods(ensureOpen),
     async forgetKept(keys) {
       for (const k of keys) kept.delete(k);

@@ -103,6 +103,13 @@ export interface Ledger {
    */
   reserve(req: ReserveRequest): Promise<ReserveResult>;
   /**
+   * In-process backends only (the embedded ledger): `add` and `reserve` done in the caller's turn, so the spend gate's
+   * common path costs no promise chain per request. Same semantics and errors, thrown instead of rejected. A wrapper
+   * that changes `add` or `reserve` (a fault injector, a counter) must leave these out, or the gate goes around it.
+   */
+  addNow?(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string): Micros[];
+  reserveNow?(req: ReserveRequest): ReserveResult;
+  /**
    * The operator's rebuild after a restart: raises every listed counter to at least its floor (the spend mirrored in
    * status), atomically, and marks the account validated for the running process. Returns how many counters were
    * raised and the largest raise (spend the restart had lost; 0: nothing was lost). Embedded: a no-op (its snapshot

@@ -204,7 +204,30 @@ class ComposedSpendGate implements LedgerSpendGate {
     }
   }
 
-  async record(req: FinishedRequest): Promise<RecordedSpend> {
+  record(req: FinishedRequest): Promise<RecordedSpend> {
+    const addNow = this.ledger.addNow;
+    if (!addNow || this.closed || this.queue.size() > 0) return this.recordInTurns(req);
+    // In-process ledger with nothing waiting for replay: written in this turn, one settled promise instead of a chain.
+    let plan: SpendRecord | undefined;
+    try {
+      plan = spendRecordOf(req, this.keys);
+      if (this.journal) this.journaled(plan.id, () => this.journal!.record(plan!));
+      const spend = this.recorder.applyNow(plan, addNow);
+      this.journal?.done(plan.id);
+      return Promise.resolve(spend);
+    } catch (err) {
+      return this.notRecorded(req, plan, err);
+    }
+  }
+
+  /** As applyNowOnce and recordInTurns: a record refused for good is done in the journal, and its hold dropped. */
+  private async notRecorded(req: FinishedRequest, plan: SpendRecord | undefined, err: unknown): Promise<never> {
+    if (plan) this.journal?.done(plan.id);
+    await this.release(req.reservation ?? null);
+    throw err;
+  }
+
+  private async recordInTurns(req: FinishedRequest): Promise<RecordedSpend> {
     try {
       if (this.closed) throw new Error('the spend gate is closed');
       const plan = spendRecordOf(req, this.keys);

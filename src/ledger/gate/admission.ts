@@ -7,7 +7,14 @@ import type { BudgetedGuardrail, BudgetedWorkspace } from '../../domain/account.
 import { type BudgetCheck, budgetScopes, decideBudget } from '../../domain/budgets.ts';
 import type { BudgetInterval } from '../../domain/compiled.ts';
 import { assertNonNegativeMicros, type Micros } from '../../domain/money.ts';
-import { type HoldCheck, type Ledger, LedgerResetError, LedgerUnavailableError } from '../ledger.ts';
+import {
+  type HoldCheck,
+  type Ledger,
+  LedgerResetError,
+  LedgerUnavailableError,
+  type ReserveRequest,
+  type ReserveResult,
+} from '../ledger.ts';
 import { readWindows, type ScopeRef } from '../spend-view.ts';
 import { windowsAt } from '../windows.ts';
 import type { GateKeyCache } from './key-cache.ts';
@@ -15,6 +22,12 @@ import type { GateMetrics } from './metrics.ts';
 
 type Maximum = NonNullable<AdmitRequest['maximum']>;
 type CheckMeta = Omit<BudgetCheck, 'countedMicros' | 'blocked'>;
+
+interface HeldRequest {
+  request: ReserveRequest;
+  reservation: Reservation;
+  meta: CheckMeta[];
+}
 
 /** Releases tried for a reservation whose caller gave up (backoff from retry.minMs to retry.maxMs between them). */
 export const ABANDON_TRIES = 8;
@@ -119,7 +132,23 @@ export class Admission {
   }
 
   admit(req: AdmitRequest): Promise<AdmitDecision> {
-    return req.maximum ? this.reserve(req, req.maximum) : this.check(req);
+    if (!req.maximum) return this.check(req);
+    const { ledger } = this.opts;
+    if (!ledger.reserveNow) return this.reserve(req, req.maximum);
+    // In-process ledger: decided in this turn, one settled promise instead of a chain.
+    try {
+      const held = this.holdRequest(req, req.maximum);
+      if (!held) return Promise.resolve({ allowed: true, reservation: null });
+      let result: ReserveResult;
+      try {
+        result = ledger.reserveNow(held.request);
+      } catch (err) {
+        return Promise.resolve(this.notReserved(err, held.reservation));
+      }
+      return Promise.resolve(this.decided(held, result));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** The outage rule at admission: closed (rethrow) by default, open when configured; anything else is rethrown. */
@@ -131,44 +160,62 @@ export class Admission {
     return { allowed: true, reservation: null };
   }
 
-  private async reserve(req: AdmitRequest, maximum: Maximum): Promise<AdmitDecision> {
-    const { ledger, keys, metrics, retry, stopped, log } = this.opts;
+  /** What the ledger is asked to hold, and the reservation a timeout gives up; null: no budget has a limit. */
+  private holdRequest(req: AdmitRequest, maximum: Maximum): HeldRequest | null {
+    const { keys, ledger } = this.opts;
     const { checks, meta } = holdChecks(req, maximum, keys);
-    if (checks.length === 0) return { allowed: true, reservation: null };
+    if (checks.length === 0) return null;
     // Given up on a timeout under this amount; the release finds a hold granted less by its id.
     const reservation: Reservation = { id: maximum.id, amountMicros: maximum.costMicros, holdKeys: heldKeys(checks) };
     const floor =
       maximum.floorMicros !== undefined && maximum.floorMicros < maximum.costMicros
         ? { floor: Math.max(1, maximum.floorMicros), share: maximum.shareOfRoom ?? 1 }
         : {};
-    let result: Awaited<ReturnType<Ledger['reserve']>>;
+    const request: ReserveRequest = {
+      id: maximum.id,
+      checks,
+      ttlMs: this.opts.reservationTtlMs,
+      ...floor,
+      ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}),
+    };
+    return { request, reservation, meta };
+  }
+
+  private async reserve(req: AdmitRequest, maximum: Maximum): Promise<AdmitDecision> {
+    const held = this.holdRequest(req, maximum);
+    if (!held) return { allowed: true, reservation: null };
+    let result: ReserveResult;
     try {
-      result = await ledger.reserve({
-        id: maximum.id,
-        checks,
-        ttlMs: this.opts.reservationTtlMs,
-        ...floor,
-        ...(ledger.backend === 'redis' ? { validatedKey: keys.account(req.account, windowsAt(req.at)).validated } : {}),
-      });
+      result = await this.opts.ledger.reserve(held.request);
     } catch (err) {
-      // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
-      if (err instanceof LedgerResetError) {
-        metrics.resetRefusals.inc();
-        throw err;
-      }
-      // Timed out: the script may still run when the ledger answers again. Nothing is served under this id (503, or
-      // admitted unchecked when open), so give it up now: its hold is dropped, or never made if it lands later.
-      if (err instanceof LedgerUnavailableError) {
-        releaseInBackground(ledger, reservation, retry, stopped, (released, e) => {
-          if (!released)
-            log?.warn(
-              { generation_id: reservation.id, err: e instanceof Error ? e.message : String(e) },
-              'abandoned reservation not released: it lapses at its expiry',
-            );
-        });
-      }
-      return this.unreachable(err);
+      return this.notReserved(err, held.reservation);
     }
+    return this.decided(held, result);
+  }
+
+  /** The ledger refused to answer: the outage rule, after giving up what a timed-out script may still hold. */
+  private notReserved(err: unknown, reservation: Reservation): AdmitDecision {
+    const { ledger, metrics, retry, stopped, log } = this.opts;
+    // A restarted ledger may have lost spend: closed whatever admitWhenUnavailable says, until the rebuild.
+    if (err instanceof LedgerResetError) {
+      metrics.resetRefusals.inc();
+      throw err;
+    }
+    // Timed out: the script may still run when the ledger answers again. Nothing is served under this id (503, or
+    // admitted unchecked when open), so give it up now: its hold is dropped, or never made if it lands later.
+    if (err instanceof LedgerUnavailableError) {
+      releaseInBackground(ledger, reservation, retry, stopped, (released, e) => {
+        if (!released)
+          log?.warn(
+            { generation_id: reservation.id, err: e instanceof Error ? e.message : String(e) },
+            'abandoned reservation not released: it lapses at its expiry',
+          );
+      });
+    }
+    return this.unreachable(err);
+  }
+
+  private decided({ reservation, request, meta }: HeldRequest, result: ReserveResult): AdmitDecision {
     if (result.ok) {
       const granted: Reservation =
         reservation.holdKeys.length > 0 ? { ...reservation, amountMicros: result.granted } : reservation;
@@ -180,7 +227,7 @@ export class Admission {
       allowed: false,
       blockedBy: { ...m, countedMicros: result.countedMicros, blocked: result.countedMicros >= m.limitMicros },
       heldMicros: result.heldMicros,
-      requestMicros: checks[result.index]!.amount,
+      requestMicros: request.checks[result.index]!.amount,
     };
   }
 

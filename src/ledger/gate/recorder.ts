@@ -25,6 +25,28 @@ export interface RecorderOptions {
   log?: Logger | undefined;
 }
 
+/**
+ * What a record cost once its add returned the totals, and the BYOK fee still to write (null: none). A replayed add
+ * returns the month-to-date its first application saw, so the fee is the same whenever it lands.
+ */
+function spendAfter(
+  plan: SpendRecord,
+  totals: readonly number[],
+): { spend: RecordedSpend; fee: CounterIncrement[] | null } {
+  if (!plan.byok)
+    return { spend: { feeMicros: 0, chargedMicros: plan.chargedMicros, freeListCostMicros: 0 }, fee: null };
+  const cost = plan.byok.listCostMicros;
+  const before = (totals[0] ?? cost) - cost;
+  const charge = byokCharge({ plan: plan.byok.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
+  return {
+    spend: { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros },
+    fee:
+      charge.feeMicros > 0
+        ? [{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }]
+        : null,
+  };
+}
+
 export class Recorder {
   private readonly opts: RecorderOptions;
 
@@ -34,18 +56,16 @@ export class Recorder {
 
   async apply(plan: SpendRecord): Promise<RecordedSpend> {
     const totals = await this.opts.ledger.add(plan.increments, plan.settle, plan.id, plan.keep);
-    if (!plan.byok) return { feeMicros: 0, chargedMicros: plan.chargedMicros, freeListCostMicros: 0 };
-    // A replayed add returns the month-to-date its first application saw, so the fee is the same whenever it lands.
-    const cost = plan.byok.listCostMicros;
-    const before = (totals[0] ?? cost) - cost;
-    const charge = byokCharge({ plan: plan.byok.plan, monthToDateListCostMicros: before, requestListCostMicros: cost });
-    if (charge.feeMicros > 0)
-      await this.addWithRetry(
-        [{ key: plan.byok.feeKey, by: charge.feeMicros, expiresAt: plan.byok.feeExpiresAt }],
-        `${plan.id}:fee`,
-        plan.keep,
-      );
-    return { feeMicros: charge.feeMicros, chargedMicros: 0, freeListCostMicros: charge.freeListCostMicros };
+    const { spend, fee } = spendAfter(plan, totals);
+    if (fee) await this.addWithRetry(fee, `${plan.id}:fee`, plan.keep);
+    return spend;
+  }
+
+  /** In-process ledgers (Ledger.addNow): the same writes in the caller's turn; such a ledger is never unreachable. */
+  applyNow(plan: SpendRecord, addNow: NonNullable<Ledger['addNow']>): RecordedSpend {
+    const { spend, fee } = spendAfter(plan, addNow(plan.increments, plan.settle, plan.id, plan.keep));
+    if (fee) addNow(fee, undefined, `${plan.id}:fee`, plan.keep);
+    return spend;
   }
 
   private async addWithRetry(increments: CounterIncrement[], id: string, keep: string | undefined): Promise<void> {
