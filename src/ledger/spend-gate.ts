@@ -205,14 +205,13 @@ class ComposedSpendGate implements LedgerSpendGate {
   }
 
   record(req: FinishedRequest): Promise<RecordedSpend> {
-    const addNow = this.ledger.addNow;
-    if (!addNow || this.closed || this.queue.size() > 0) return this.recordInTurns(req);
+    if (!this.ledger.addNow || this.closed || this.queue.size() > 0) return this.recordInTurns(req);
     // In-process ledger with nothing waiting for replay: written in this turn, one settled promise instead of a chain.
     let plan: SpendRecord | undefined;
     try {
       plan = spendRecordOf(req, this.keys);
       if (this.journal) this.journaled(plan.id, () => this.journal!.record(plan!));
-      const spend = this.recorder.applyNow(plan, addNow);
+      const spend = this.recorder.applyNow(plan);
       this.journal?.done(plan.id);
       return Promise.resolve(spend);
     } catch (err) {

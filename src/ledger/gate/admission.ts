@@ -133,19 +133,10 @@ export class Admission {
 
   admit(req: AdmitRequest): Promise<AdmitDecision> {
     if (!req.maximum) return this.check(req);
-    const { ledger } = this.opts;
-    if (!ledger.reserveNow) return this.reserve(req, req.maximum);
+    if (!this.opts.ledger.reserveNow) return this.reserve(req, req.maximum);
     // In-process ledger: decided in this turn, one settled promise instead of a chain.
     try {
-      const held = this.holdRequest(req, req.maximum);
-      if (!held) return Promise.resolve({ allowed: true, reservation: null });
-      let result: ReserveResult;
-      try {
-        result = ledger.reserveNow(held.request);
-      } catch (err) {
-        return Promise.resolve(this.notReserved(err, held.reservation));
-      }
-      return Promise.resolve(this.decided(held, result));
+      return Promise.resolve(this.reserveInTurn(req, req.maximum));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -187,6 +178,19 @@ export class Admission {
     let result: ReserveResult;
     try {
       result = await this.opts.ledger.reserve(held.request);
+    } catch (err) {
+      return this.notReserved(err, held.reservation);
+    }
+    return this.decided(held, result);
+  }
+
+  /** `reserve` on a ledger with reserveNow, step for step. */
+  private reserveInTurn(req: AdmitRequest, maximum: Maximum): AdmitDecision {
+    const held = this.holdRequest(req, maximum);
+    if (!held) return { allowed: true, reservation: null };
+    let result: ReserveResult;
+    try {
+      result = this.opts.ledger.reserveNow!(held.request);
     } catch (err) {
       return this.notReserved(err, held.reservation);
     }

@@ -62,9 +62,11 @@ export class Recorder {
   }
 
   /** In-process ledgers (Ledger.addNow): the same writes in the caller's turn; such a ledger is never unreachable. */
-  applyNow(plan: SpendRecord, addNow: NonNullable<Ledger['addNow']>): RecordedSpend {
-    const { spend, fee } = spendAfter(plan, addNow(plan.increments, plan.settle, plan.id, plan.keep));
-    if (fee) addNow(fee, undefined, `${plan.id}:fee`, plan.keep);
+  applyNow(plan: SpendRecord): RecordedSpend {
+    const { ledger } = this.opts;
+    if (!ledger.addNow) throw new Error('applyNow needs a ledger with addNow (an in-process ledger)');
+    const { spend, fee } = spendAfter(plan, ledger.addNow(plan.increments, plan.settle, plan.id, plan.keep));
+    if (fee) ledger.addNow(fee, undefined, `${plan.id}:fee`, plan.keep);
     return spend;
   }
 
