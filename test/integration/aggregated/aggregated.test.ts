@@ -261,11 +261,20 @@ describe('registration and discovery', () => {
 
 test('the kube-apiserver logs no errors about the group (OpenAPI download, discovery, availability)', async () => {
   const log = readFileSync(join(process.env.BYOK_TEST_WORKDIR ?? '', 'kube-apiserver.log'), 'utf8');
-  // Any error about the group, except clients hanging up on a watch (kubectl -w being stopped).
+  // Any error about the group, except clients hanging up on a watch (kubectl -w being stopped), and the availability
+  // controller's own status write losing an optimistic-lock race against its informer cache: it requeues and writes
+  // again, and logs the same for built-in groups (kubernetes/kubernetes#81504). Only that controller's conflict is
+  // excused; an availability failure ("failed with: failing or missing response", …) still fails this test.
+  const selfConflict = (l: string) =>
+    /available_controller\.go:\d+\]/.test(l) && /the object has been modified; please apply your changes/.test(l);
   const errors = log
     .split('\n')
     .filter(
-      (l) => /^E\d{4}/.test(l) && /api\.byok\.gateway\.dev/.test(l) && !/Timeout or abort while handling/.test(l),
+      (l) =>
+        /^E\d{4}/.test(l) &&
+        /api\.byok\.gateway\.dev/.test(l) &&
+        !/Timeout or abort while handling/.test(l) &&
+        !selfConflict(l),
     );
   expect(errors).toEqual([]);
 });
