@@ -4,6 +4,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Micros } from '../domain/money.ts';
+import { IdTable } from './id-table.ts';
 import { ID_RETENTION_MS, idNamespace } from './keys.ts';
 import { type Ledger, ReservationSettledError } from './ledger.ts';
 import { EmbeddedRateSets } from './rate-embedded.ts';
@@ -101,10 +102,11 @@ function loadSnapshot(
 /**
  * Ids applied or released, per retention period and account (the hash tag of the keys: ids of two accounts never
  * meet): period -> namespace -> id -> the first counter's total as first applied, or RELEASED. In memory only, as the
- * holds: a restart has no call in flight that could be replayed. An id is kept one to two periods.
+ * holds: a restart has no call in flight that could be replayed. An id is kept one to two periods, in an IdTable: a
+ * gateway at 1,000 requests/s holds 1.2 to 2.4 million of them.
  */
 class IdMemory {
-  private readonly periods = new Map<number, Map<string, Map<string, number>>>();
+  private readonly periods = new Map<number, Map<string, IdTable>>();
   private readonly retention: number;
   /** Key -> its namespace: the spend gate passes the same key strings all day, so the namespace is cut (and hashed) once. */
   private readonly namespaces = new Map<string, string>();
@@ -156,7 +158,7 @@ class IdMemory {
       this.sweep(at);
     }
     let set = byNs.get(ns);
-    if (!set) byNs.set(ns, (set = new Map()));
+    if (!set) byNs.set(ns, (set = new IdTable()));
     if (!onlyIfNew || !set.has(id)) set.set(id, value);
   }
 
@@ -174,9 +176,9 @@ class IdMemory {
 }
 
 /** A journaled record's keep mark: it outlives the id memory, until its segment is forgotten (`forgetKept`). */
-function markKept(kept: Map<string, Map<string, number>>, keep: string, id: string, firstTotal: number): void {
+function markKept(kept: Map<string, IdTable>, keep: string, id: string, firstTotal: number): void {
   let marks = kept.get(keep);
-  if (!marks) kept.set(keep, (marks = new Map()));
+  if (!marks) kept.set(keep, (marks = new IdTable()));
   marks.set(id, firstTotal);
 }
 
@@ -215,7 +217,7 @@ export function createEmbeddedLedger(opts: EmbeddedLedgerOptions = {}): Embedded
   const ids = new IdMemory(opts.idRetentionMs ?? ID_RETENTION_MS);
   const rates = new EmbeddedRateSets(now);
   /** Keep marks of journaled records: key -> id -> first total, until forgetKept. */
-  const kept = new Map<string, Map<string, number>>();
+  const kept = new Map<string, IdTable>();
 
   const dropHolds = (id: string, holdKeys: readonly string[]) => {
     for (const k of holdKeys) {
