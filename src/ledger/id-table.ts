@@ -46,6 +46,13 @@ export class IdTable {
  */
 const parsed = { id: '', compact: false, family: '', digits: 0 };
 
+/**
+ * The families of the last compact ids (a record and its fee alternate): the same name string is handed out again,
+ * so a table's lookup finds its hash cached instead of building and hashing a new string per id.
+ */
+const recentFamilies: { prefix: string; word: string; name: string }[] = [];
+const RECENT_FAMILIES = 2;
+
 /** Splits `id` into `parsed`; false when it is not compact (kept whole). */
 function split(id: string): boolean {
   if (id === parsed.id) return parsed.compact;
@@ -53,11 +60,24 @@ function split(id: string): boolean {
   const at = digitsStart(id);
   parsed.compact = at >= 0;
   if (at >= 0) {
-    // The word has no NUL (digitsStart allows a-z only): the first NUL ends it, so no two families share a name.
-    parsed.family = `${id.slice(at + DIGITS)}\0${id.slice(0, at)}`;
+    parsed.family = familyName(id, at);
     parsed.digits = digitsValue(id, at);
   }
   return parsed.compact;
+}
+
+function familyName(id: string, at: number): string {
+  const wordLength = id.length - at - DIGITS;
+  for (const f of recentFamilies)
+    if (f.prefix.length === at && f.word.length === wordLength && id.startsWith(f.prefix) && id.endsWith(f.word))
+      return f.name;
+  const prefix = id.slice(0, at);
+  const word = id.slice(at + DIGITS);
+  // The word has no NUL (digitsStart allows a-z only): the first NUL ends it, so no two families share a name.
+  const name = `${word}\0${prefix}`;
+  if (recentFamilies.length === RECENT_FAMILIES) recentFamilies.pop();
+  recentFamilies.unshift({ prefix, word, name });
+  return name;
 }
 
 const COLON = 58;

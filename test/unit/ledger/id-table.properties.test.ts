@@ -21,7 +21,7 @@ const prefixes = [
   '',
   'f',
 ];
-const words = ['', ':fee', ':feex', ':fe', ':abcdefgh', ':abcdefghi', ':fee1', ':FEE', ':', '::fee'];
+const words = ['', ':fee', ':abc', ':feex', ':fe', ':abcdefgh', ':abcdefghi', ':fee1', ':FEE', ':', '::fee'];
 
 /** An id near the table's edges: mostly compact ones of few families, so that entries collide if they can. */
 const id: fc.Arbitrary<string> = fc.oneof(
