@@ -127,7 +127,8 @@ export class Metering {
       endpoint_id: attempt?.endpoint.id ?? null,
       byok_credential_id: attempt?.kind === 'credential' ? attempt.credentialId : null,
       is_byok: attempt?.kind === 'credential',
-      provider_responses: req.responses as ProviderResponse[],
+      // A copy the length of its entries: the journal's array grew by push, with room for 16 more (~130 B a record).
+      provider_responses: req.responses.slice(),
       tokens_prompt: usage?.promptTokens ?? null,
       tokens_completion: usage?.completionTokens ?? null,
       usage_estimated: usage?.estimated ?? null,
