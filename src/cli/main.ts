@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { type EgressAllowList, parseEgressAllowList } from '../domain/egress.ts';
-import { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
+// Loaded by the commands that talk to a cluster: the gateway's process never parses a kubeconfig (nor loads yaml).
+import type { Kubeconfig, loadKubeConfig } from '../kube/kubeconfig.ts';
 import type { DeliveryStreamConfig } from '../operator/delivery/server.ts';
 import type { GatewayStatusConfig } from '../operator/health/health-status-writer.ts';
 import { createLogger } from '../operator/logger.ts';
@@ -39,6 +40,7 @@ function fail(message: string): never {
  */
 async function userKubeConfig(explicit: string | undefined): Promise<Kubeconfig> {
   const { chooseKubeconfig } = await import('./kubeconfig-choice.ts');
+  const { Kubeconfig } = await import('../kube/kubeconfig.ts');
   const choice = chooseKubeconfig({
     explicit,
     env: process.env,
@@ -527,6 +529,7 @@ async function serveCommand(command: 'run' | 'operator' | 'api', rest: string[])
   const maxCredentials = count('max-credentials', values['max-credentials']);
   const orphanGrace = count('orphan-grace-seconds', values['orphan-grace-seconds']);
   const egress = egressOption(values['egress-allow']);
+  const { loadKubeConfig } = await import('../kube/kubeconfig.ts');
   const kubeConfig = loadKubeConfig(values.kubeconfig);
   const stops: (() => Promise<void>)[] = [];
   if (command !== 'api') {

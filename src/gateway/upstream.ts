@@ -6,8 +6,6 @@
 // included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them.
 import { createHash, sign } from 'node:crypto';
 import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { Sha256 } from '@aws-crypto/sha256-js';
-import { SignatureV4 } from '@smithy/signature-v4';
 import { type ProviderPayload, shapeOfPayload, type UpstreamAuthPlan, type VertexPayload } from '../domain/index.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
@@ -287,6 +285,11 @@ async function signAwsRequest(
   url: URL,
   body?: string,
 ): Promise<Record<string, string>> {
+  // Loaded on the first AWS key's call: about 1 MB of heap that a gateway without one never holds.
+  const [{ SignatureV4 }, { Sha256 }] = await Promise.all([
+    import('@smithy/signature-v4'),
+    import('@aws-crypto/sha256-js'),
+  ]);
   const signer = new SignatureV4({
     service: auth.service,
     region: auth.region,
