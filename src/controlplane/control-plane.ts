@@ -10,6 +10,7 @@ import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
 import { type CertificateAuthority, createCertificateAuthority } from './pki.ts';
 import { freePort, startOwnPorts } from './ports.ts';
+import { startReaper } from './reaper.ts';
 
 /** GOGC for etcd and kube-apiserver (Go's default is 100): 14 % less apiserver CPU for a few hundred MB more. */
 const LOCAL_GOGC = '400';
@@ -86,17 +87,6 @@ function get(url: string, tls?: { ca: string; cert: string; key: string }, body?
   });
 }
 
-/** A detached watcher that kills the servers and removes the work dir if this process dies without stopping them. */
-function startReaper(workDir: string): ChildProcess {
-  const script = `
-    while kill -0 ${process.pid} 2>/dev/null && [ ! -f "$1/stopped" ]; do sleep 1; done
-    pids=$(cat "$1"/*.pid 2>/dev/null); [ -n "$pids" ] && kill $pids 2>/dev/null
-    sleep 2; [ -n "$pids" ] && kill -9 $pids 2>/dev/null; rm -rf "$1"`;
-  const reaper = spawn('bash', ['-c', script, 'reaper', workDir], { detached: true, stdio: 'ignore' });
-  reaper.unref();
-  return reaper;
-}
-
 function kubeconfig(server: string, caPem: string, user: string, certPem: string, keyPem: string): string {
   const b64 = (s: string) => Buffer.from(s).toString('base64');
   return stringify({
@@ -154,7 +144,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const log = options.log ?? (() => {});
   const binDir = resolveBinDir(options.binDir);
   const workDir = mkdtempSync(join(tmpdir(), 'byok-control-plane-'));
-  const reaper = startReaper(workDir);
+  // Kills the servers and removes the work dir if this process dies without stopping them.
+  const reaper = startReaper(workDir, { graceSeconds: 2, removeDir: true });
   const processes = new ProcessSet(workDir);
   const deadline = () => Date.now() + (options.startTimeoutSeconds ?? 90) * 1000;
   const path = (name: string) => join(workDir, name);

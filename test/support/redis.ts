@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isRedisProcess } from '../../src/cli/dev-redis.ts';
 import { freePort, startOwnPorts } from '../../src/controlplane/ports.ts';
+import { startReaper } from '../../src/controlplane/reaper.ts';
 
 export interface RedisServer {
   url: string;
@@ -17,18 +18,9 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-function reaper(workDir: string): ChildProcess {
-  const script = `
-    while kill -0 ${process.pid} 2>/dev/null && [ ! -f "$1/stopped" ]; do sleep 1; done
-    pid=$(cat "$1/redis.pid" 2>/dev/null); [ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$1"`;
-  const r = spawn('bash', ['-c', script, 'reaper', workDir], { detached: true, stdio: 'ignore' });
-  r.unref();
-  return r;
-}
-
 export async function startRedis(): Promise<RedisServer> {
   const workDir = mkdtempSync(join(tmpdir(), 'byok-redis-'));
-  reaper(workDir);
+  startReaper(workDir, { removeDir: true });
   let port = 0;
   let child: ChildProcess | undefined;
 

@@ -1,11 +1,12 @@
 // Processes a test starts die with its worker: a stand-in worker registers a child, is killed with SIGKILL (no exit
 // hook of any kind runs), and the child goes too. A child that exits by itself is forgotten, so that its pid, once
-// reused, is never killed.
+// reused, is never killed; and after a clean stop the watcher kills nothing it was told of.
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
+import { startReaper } from '../../../src/controlplane/reaper.ts';
 import { until } from '../../support/until.ts';
 
 const REAPER = join(import.meta.dirname, '..', '..', 'support', 'reaper.ts');
@@ -52,8 +53,8 @@ describe('reapWithWorker', () => {
       long = started.long;
       const dir = join(tmpdir(), `byok-reap-${worker.pid}`);
       // The short child exited and was forgotten; the long one is registered and running.
-      await until('the short child forgotten', () => !existsSync(join(dir, String(started.short))), 10_000);
-      expect(readdirSync(dir)).toEqual([String(long)]);
+      await until('the short child forgotten', () => !existsSync(join(dir, `${started.short}.pid`)), 10_000);
+      expect(readdirSync(dir)).toEqual([`${long}.pid`]);
       expect(alive(long)).toBe(true);
       worker.kill('SIGKILL');
       await until('the registered child killed after its worker', () => !alive(started.long), 15_000);
@@ -62,6 +63,22 @@ describe('reapWithWorker', () => {
       // Whatever failed above, nothing this test started outlives it.
       worker.kill('SIGKILL');
       if (long !== undefined && alive(long)) process.kill(long, 'SIGKILL');
+    }
+  });
+});
+
+describe('startReaper', () => {
+  test('a clean stop kills nothing: the pids it lists may be gone and taken by others', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'byok-reaper-test-'));
+    const bystander = spawn('sleep', ['300'], { stdio: 'ignore' });
+    try {
+      writeFileSync(join(dir, 'server.pid'), String(bystander.pid));
+      startReaper(dir, { removeDir: true });
+      writeFileSync(join(dir, 'stopped'), '');
+      await until('the watcher removed the directory', () => !existsSync(dir), 10_000);
+      expect(alive(bystander.pid!)).toBe(true);
+    } finally {
+      bystander.kill('SIGKILL');
     }
   });
 });
