@@ -9,6 +9,7 @@ const ALL = [
   'api',
   'operator',
   'ledger',
+  'ledger-ids',
   'aggregated',
   'gateway',
   'gateway-gc',

@@ -127,7 +127,7 @@ export class Metering {
       endpoint_id: attempt?.endpoint.id ?? null,
       byok_credential_id: attempt?.kind === 'credential' ? attempt.credentialId : null,
       is_byok: attempt?.kind === 'credential',
-      // A copy the length of its entries: the journal's array grew by push, with room for 16 more (~130 B a record).
+      // A copy the length of its entries: push grew the journal's array to 16 slots for one (~130 B more a record).
       provider_responses: req.responses.slice(),
       tokens_prompt: usage?.promptTokens ?? null,
       tokens_completion: usage?.completionTokens ?? null,
