@@ -20,7 +20,6 @@
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { openSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
@@ -31,12 +30,13 @@ import { directAccessLog, startGateway } from '../src/gateway/index.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { createLogger } from '../src/operator/logger.ts';
 import { type RedisServer, startRedis } from '../test/support/redis.ts';
+import { ohaPath } from './lib/cache-root.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { peerArgv } from './lib/peer-servers.ts';
 
 /** The image's heap flags (Dockerfile): the young generation's size decides how long garbage has to die young. */
 const HEAP_FLAGS = ['--max-semi-space-size=16', '--max-old-space-size=128'];
-const OHA = process.env.OHA ?? `${os.homedir()}/.cache/byok-operator/oha/bin/oha`;
+const OHA = process.env.OHA ?? ohaPath();
 const self = fileURLToPath(import.meta.url);
 const probe = fileURLToPath(new URL('./lib/gc-probe.ts', import.meta.url));
 

@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
 import { processCpuSeconds } from '../test/support/proc-cpu.ts';
+import { ohaPath } from './lib/cache-root.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { CHUNKS, type PeerRole, peerArgv } from './lib/peer-servers.ts';
 import { procStatusMB } from './lib/proc.ts';
@@ -297,11 +298,7 @@ function median(values: number[]): number {
 }
 
 function ensureOha(explicit: string | undefined): string {
-  const candidates = [
-    explicit,
-    process.env.OHA,
-    join(os.homedir(), '.cache', 'byok-operator', 'oha', 'bin', 'oha'),
-  ].filter((c): c is string => !!c);
+  const candidates = [explicit, process.env.OHA, ohaPath()].filter((c): c is string => !!c);
   for (const c of candidates) if (existsSync(c)) return c;
   if (spawnSync('oha', ['--version'], { stdio: 'ignore' }).status === 0) return 'oha';
   const installed = spawnSync('bash', [join(repoRoot, 'scripts', 'install-oha.sh')], { stdio: ['ignore', 2, 2] });

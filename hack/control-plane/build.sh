@@ -25,7 +25,7 @@ go_version="$(go env GOVERSION)"
 recipe=2 # bump when the build flags below change
 content_hash="$( (echo "$recipe"; cat "$here/go.mod" "$here/go.sum") | sha256sum | cut -c1-12)"
 
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 out="$cache_root/control-plane/k8s-$k8s_version-etcd-$etcd_version-helm-$helm_version-$content_hash"
 if [[ -f "$out/.complete" ]]; then
   log "cached: $out"

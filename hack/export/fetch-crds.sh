@@ -14,7 +14,7 @@ envoy_gateway_module=github.com/envoyproxy/gateway
 envoy_gateway_version=v1.9.1
 gateway_api_module=sigs.k8s.io/gateway-api
 
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 out="$cache_root/export-crds/envoy-gateway-$envoy_gateway_version"
 if [[ -f "$out/.complete" ]]; then
   log "cached: $out"

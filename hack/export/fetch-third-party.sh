@@ -15,7 +15,7 @@ log() { printf '[third-party] %s\n' "$*" >&2; }
 lock="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/third-party.lock"
 base_url="${BYOK_THIRD_PARTY_URL:-https://raw.githubusercontent.com}"
 local_copy="${BYOK_THIRD_PARTY_DIR:-}"
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 # The folder is named by the lock's digest: a new pin is a new folder, never a stale mix.
 out="$cache_root/export-crds/third-party-$(sha256sum "$lock" | cut -c1-16)"
 

@@ -11,7 +11,8 @@
 # Cached in ~/.cache/byok-operator/image (the base rootfs, keyed by its inputs); podman keeps its layer cache.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cache="${BYOK_CACHE_DIR:-${HOME}/.cache/byok-operator}/image"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
+cache="$cache_root/image"
 tag="byok-operator:dev"
 out=""
 while [ $# -gt 0 ]; do

@@ -10,7 +10,7 @@ module=github.com/cloudnativelabs/kube-router/v2
 version=v2.1.0
 recipe=1
 content_hash="$( (echo "$recipe $module $version"; cat "${BASH_SOURCE[0]}") | sha256sum | cut -c1-12)"
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 out="$cache_root/netpol/kube-router-$version-$content_hash"
 if [[ -f "$out/.complete" ]]; then
   log "cached: $out"

@@ -10,7 +10,7 @@ log() { printf '[node] %s\n' "$*" >&2; }
 k8s_version="$(awk '$1=="k8s.io/kubernetes" {print $2; exit} $1=="require" && $2=="k8s.io/kubernetes" {print $3; exit}' "$here/go.mod")"
 recipe=1
 content_hash="$( (echo "$recipe"; cat "$here/go.mod" "$here/go.sum" "$(dirname "${BASH_SOURCE[0]}")/pause/main.go") | sha256sum | cut -c1-12)"
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 out="$cache_root/node/k8s-$k8s_version-$content_hash"
 if [[ -f "$out/.complete" ]]; then
   log "cached: $out"

@@ -13,7 +13,7 @@ log() { printf '[promtool] %s\n' "$*" >&2; }
 version="$(awk '$1=="require" && $2=="github.com/prometheus/prometheus" {print $3; exit} $1=="github.com/prometheus/prometheus" {print $2; exit}' "$here/go.mod")"
 recipe=1 # bump when the build flags below change
 content_hash="$( (echo "$recipe"; cat "$here/go.mod" "$here/go.sum" 2>/dev/null) | sha256sum | cut -c1-12)"
-cache_root="${BYOK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/byok-operator}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 out="$cache_root/promtool/prometheus-$version-$content_hash"
 if [[ -f "$out/.complete" ]]; then
   log "cached: $out/promtool"
