@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCHEMATHESIS_VERSION=4.32.5
-VENV="${HOME}/.cache/byok-operator/schemathesis-venv"
+source hack/lib/cache.sh
+VENV="${cache_root}/schemathesis-venv"
 if ! "${VENV}/bin/st" --version 2>/dev/null | grep -q "${SCHEMATHESIS_VERSION}"; then
   echo "[schemathesis] installing schemathesis ${SCHEMATHESIS_VERSION} into ${VENV}"
   python3 -m venv "${VENV}" || { apt-get install -y python3-venv >/dev/null && python3 -m venv "${VENV}"; }
