@@ -1,4 +1,4 @@
-// The compile pipeline's per-run layout cost at 10,000 accounts x 10 credentials (issue 11, fifth pass): each run
+// The compile pipeline's per-run layout cost at 10,000 accounts x 10 credentials: each run
 // changes one account, then lays out the shards and bundles and builds the objects, with warm caches as in the
 // pipeline. Baseline in the same process: laying out every account from scratch on every run (what each run did
 // before accounts were kept placed). Prints one JSON object. Run: node bench/layout.ts [runs]

@@ -1,4 +1,4 @@
-// The spend faults of issue 37 §2 with real gateway processes and a real redis-server, without and with the spend
+// Spend faults (a gateway killed, Redis down) with real gateway processes and a real redis-server, without and with the spend
 // journal, in one run: kill -9 under load with Redis up; kill -9 during a Redis outage (Redis back, gateway
 // restarted); a Redis outage of `outageSeconds` (default 60) under load. Served = responses whose body arrived in
 // full; lost = served generation ids Redis never recorded; counted twice = BYOK list cost past one request per
@@ -74,7 +74,7 @@ try {
     await stack.close();
   }
   process.stdout.write(
-    `${JSON.stringify({ what: 'issue 37 §2 faults with real gateway processes and redis-server, without and with the spend journal (fsync batch)', lanes, outageSeconds, results })}\n`,
+    `${JSON.stringify({ what: 'spend faults with real gateway processes and redis-server, without and with the spend journal (fsync batch)', lanes, outageSeconds, results })}\n`,
   );
 } finally {
   await cp.stop();

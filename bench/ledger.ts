@@ -3,7 +3,7 @@
 // (what one request adds) and throughput with 64 requests in flight. The account has an API-key guardrail with a
 // budget, a member guardrail and a workspace budget on every interval, so admit reads and record writes the most
 // keys a request can have; every second request is BYOK (two round trips on Redis: list cost, then fee).
-// With and without reservations (admit reserves the request's maximum cost, record settles it: issue 25 §4), and the
+// With and without reservations (admit reserves the request's maximum cost, record settles it), and the
 // concurrency scenario: N requests at once over two gates (two replicas' worth of connections) against a workspace
 // budget that fits 50, with and without reservations: admitted count and overshoot.
 // Prints one JSON object. Run: node bench/ledger.ts [seconds-per-measurement]

@@ -1,4 +1,4 @@
-// Operator benchmark on a local control plane (issues 4, 11): cold start to all Ready and compiled with peak RSS,
+// Operator benchmark on a local control plane: cold start to all Ready and compiled with peak RSS,
 // as a ratio to a baseline measured in the same run on the same control plane (a plain client applying a status
 // of the same shape to every credential with the operator's concurrency, no operator logic: the apiserver's own
 // floor), apply-to-compiled latency under a steady stream of changes right after the cold start (--steady-rate

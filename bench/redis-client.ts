@@ -11,7 +11,7 @@
 //   - add10: the same at a 10 ms window (a larger batch);
 //   - add1: a batch of one record;
 //   - reserve: a reservation on one budget (2 counted keys, a hold set), the account validated;
-//   - reserve-info: the same with the run_id read by INFO in Lua (the script before issue 37 §3), for comparison;
+//   - reserve-info: the same with the run_id read by INFO in Lua (the script before the run_id was cached), for comparison;
 //
 //   node bench/redis-client.ts [--calls 20000] [--in-flight 8] [--clients ioredis,iovalkey,node-redis] [--ops add5,add1,reserve,reserve-info]
 //

@@ -3,7 +3,7 @@
 // intervals, two guardrails (one with a budget), an API key and 10 valid credentials whose verdicts point at their
 // Secrets (one in five a ~2.3 KB service-account payload). Embedded ledger with spend in every window, so every
 // status is already current after the first pass and a pass writes nothing (the steady state). Prints one JSON
-// object: pass time (median and best of the measured passes) and what the pass read. Issue 27 §5.
+// object: pass time (median and best of the measured passes) and what the pass read.
 // Run: node bench/spend-status.ts [accounts] [passes]
 import { performance } from 'node:perf_hooks';
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';

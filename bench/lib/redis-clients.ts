@@ -13,7 +13,7 @@ import {
   RUN_ID_SCRIPT,
 } from '../../src/ledger/redis-scripts.ts';
 
-/** The admission script as it was before issue 37 §3: the run_id read by INFO in Lua on every call. */
+/** The admission script as it was before the run_id was cached: read by INFO in Lua on every call. */
 export const RESERVE_SCRIPT_WITH_INFO = (() => {
   const check = `if KEYS[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[5] then return {-1} end`;
   if (!RESERVE_SCRIPT.includes(check) || !RESERVE_SCRIPT.includes('local a = 6'))

@@ -1252,7 +1252,7 @@ describe('hostile tenant', () => {
     expect(restCreate.status).toBe(201);
   }, 60_000);
 
-  // A bounded stateful fuzz of this door (issue 24 §6; schemathesis covers the REST door in .ci/schemathesis.sh):
+  // A bounded stateful fuzz of this door (schemathesis covers the REST door in .ci/schemathesis.sh):
   // random creates, merge and JSON patches, selectors and paths, built from the names a hostile tenant reaches for.
   // Rule: no 5xx, every error a Status, nothing reaches a prototype.
   test('fuzz: random bodies, patches, selectors and paths never give a 5xx or pollute a prototype', async () => {

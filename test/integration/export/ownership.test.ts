@@ -1,4 +1,4 @@
-// What a tenant names is scoped by its owner, on the exported data plane (issue 41 §1, findings 2-4), against a real
+// What a tenant names is scoped by its owner, on the exported data plane (docs/export.md, "Names, hosts and shared objects are owned"), against a real
 // kube-apiserver with the targets' real CRDs and the real operator (`--export-target envoy-ai-gateway`):
 //   - an Azure deployment host crafted so that its Backend had the name of bedrock-runtime.eu-central-1's under the
 //     old 24-bit names no longer touches the shared Bedrock Backend, and removing it leaves that Backend as it was;

@@ -1,7 +1,7 @@
 // The egress policy at every hop: both doors refuse a tenant URL that points into the pod's network
 // (the REST 400 and the operator's PayloadInvalid come from the same domain check), an operator allow-list lets it
 // through, and at connect time the gateway's tenant agent refuses a name that resolves to a forbidden address and an
-// IP literal it is handed directly (issue 32 §3: net.connect skips the lookup for literals). IPv6 forms that carry a
+// IP literal it is handed directly (net.connect skips the lookup for literals). IPv6 forms that carry a
 // forbidden IPv4 address, and names with extra trailing dots, are refused at both doors like the address they mean.
 
 import { createServer, request as httpsRequest } from 'node:https';
@@ -38,7 +38,7 @@ const FORBIDDEN = [
   'kubernetes',
   'kubernetes.default.svc.cluster.local',
 ];
-/** Issue 32 §3: IPv4-compatible, -translated, 6to4, Teredo (client 127.0.0.1, inverted) and NAT64 local-use forms; extra dots. */
+/** IPv4-compatible, -translated, 6to4, Teredo (client 127.0.0.1, inverted) and NAT64 local-use forms; extra dots. */
 const EMBEDDED = [
   '[::127.0.0.1]',
   '[::ffff:0:127.0.0.1]',

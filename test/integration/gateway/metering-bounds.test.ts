@@ -1,4 +1,4 @@
-// Issue 32 §2, each finding guarded end to end: real apiserver → operator → projected config → gateway with the
+// Metering's bounds, each guarded end to end: real apiserver → operator → projected config → gateway with the
 // embedded spend ledger as the CLI wires it → loopback upstreams. (1) n: 8 on shared capacity is metered as 8
 // completions and a budget refuses once it is reached; (2) a tenant's own Azure endpoint answering zero usage for a
 // long answer is metered at least the delivered floor, buffered and streamed; (3) concurrent image requests under a
@@ -90,7 +90,7 @@ describe('metering bounds both sides, end to end', () => {
     });
     await resource('accounts', ns).create(account('acct', withSpec({ plan: 'pay-as-you-go' })));
     await resource('workspaces', ns).create(workspace('main', asDefault()));
-    // 0.10 USD: before issue 32 it admitted all twelve n: 8 requests (metered as one completion each).
+    // 0.10 USD: were n: 8 metered as one completion, all twelve requests would fit.
     await resource('guardrails', ns).create(
       guardrail('n-budget', withBudget({ limitUsd: 0.1, resetInterval: 'monthly' })),
     );

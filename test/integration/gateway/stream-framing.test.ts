@@ -1,4 +1,4 @@
-// Issue 41 §2 end to end: real apiserver → operator → projected config → gateway with the embedded spend ledger →
+// Stream framing end to end: real apiserver → operator → projected config → gateway with the embedded spend ledger →
 // loopback upstreams. A tenant's own Azure endpoint streams 4 MiB framed with CRLF (which never contains LF LF), its
 // usage event's JSON over two data lines; before the fix each read rescanned everything since the last LF LF (4.2-4.5
 // s of CPU for one answer, another account's requests waited behind it) and the usage was unreadable. The client gets

@@ -363,7 +363,7 @@ describe('credential health and delivery from the gateways', () => {
     return after;
   };
 
-  // Issue 28 §1, the runbook's primary form: a rotation that changes the credential's spec (a new Secret, then
+  // The rotation runbook's primary form: a rotation that changes the credential's spec (a new Secret, then
   // spec.secretRef pointed at it, as kustomize's secretGenerator and immutable Secrets do, and as both API doors do
   // on a key change). The generation moves with the patch and Delivered carries observedGeneration, so kubectl wait
   // cannot answer from the old status, however fast it runs after the patch.

@@ -1,4 +1,4 @@
-// Issue 37 §2, with real gateway processes and a real redis-server: spend is journaled before each response
+// Durability of records, with real gateway processes and a real redis-server: spend is journaled before each response
 // completes, so a gateway killed with kill -9 (Redis up, or in the middle of a Redis outage) loses no served request
 // once it restarts and replays, and the replay counts nothing twice (records are idempotent by generation id). A
 // Redis outage under load loses nothing either. The outage is Redis stopped with its data kept (redisDown). The same scenarios without a journal, and the 60 s outage, are in

@@ -1,4 +1,4 @@
-// Issue 41 §4, with real gateway processes and a real redis-server: the spend journal belongs to one process, a bad
+// The spend journal's faults, with real gateway processes and a real redis-server: the spend journal belongs to one process, a bad
 // line in it never keeps a gateway down, and a record replayed after the ledger's id retention counts once.
 // - A second gateway on the same --ledger-journal is refused at start (exit 1, the directory, the holder and the way
 //   out on stderr) while the first keeps journaling into a segment that still exists; killed and restarted, the first

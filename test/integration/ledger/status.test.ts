@@ -215,7 +215,7 @@ test('a reconcile after a spec change keeps the spend, and unchanged spend is no
   expect(later.metadata.resourceVersion).toBe(settled.metadata.resourceVersion);
 });
 
-// Issue 25 §3, end to end: the operator's spend pass is what rebuilds a restarted Redis from status.spend. A kill -9
+// Resets, end to end: the operator's spend pass is what rebuilds a restarted Redis from status.spend. A kill -9
 // and an empty restart never lower the published spend, the counters come back from the mirror, the Account gets a
 // LedgerReset Warning, and budgeted admission fails closed until then.
 test('a Redis restart: budgets closed, counters rebuilt from status.spend by the operator, a Warning on the Account, status never lowered', async () => {

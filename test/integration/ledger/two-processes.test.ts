@@ -85,7 +85,7 @@ test('N requests across two processes on one Redis: every total equals the sum',
   }
 }, 120_000);
 
-// Issue 25 §4's figure, across processes: 200 concurrent requests over two replicas against a limit that fits 50
+// Reservations across processes: 200 concurrent requests over two replicas against a limit that fits 50
 // admit at most 50, and the spend recorded equals the sum of the served requests.
 test('reservations across two processes: 200 at once against a limit that fits 50 admit 50; the recorded spend is their sum', async () => {
   const ks = keySpace;

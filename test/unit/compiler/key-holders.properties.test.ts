@@ -1,4 +1,4 @@
-// Cross-account identities (issue 41 §5, the key-hash part). What it attacks: the one decision of which account a
+// Cross-account identities, the key-hash part. What it attacks: the one decision of which account a
 // gateway-key hash selects. Many accounts whose namespaces are prefixes and near-spellings of each other ("a",
 // "a-b", "ab", "b-a"...), whose keys share names, share hashes from a pool of four, spell a hash in upper or mixed
 // case (as if a door had let it through), tie on creationTimestamp, are disabled or expired, and name hashes in

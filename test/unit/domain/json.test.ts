@@ -1,4 +1,4 @@
-// Untrusted JSON at every door (issue 24 §2, §5): strict UTF-8 with the byte offset, a depth limit before parsing,
+// Untrusted JSON at every door: strict UTF-8 with the byte offset, a depth limit before parsing,
 // no __proto__ key however it is spelled.
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';

@@ -1,4 +1,4 @@
-// Routing scenario table: one or more cases per spec 1.1 rule and per interaction listed in issue 3, each with the
+// Routing scenario table: one or more cases per spec 1.1 rule and per interaction between rules, each with the
 // exact attempt order and the exact explanation (every credential and shared endpoint left out, with its rule).
 import { describe, expect, test } from '@jest/globals';
 import { createCatalog, planRoute, RULES } from '../../../src/domain/index.ts';

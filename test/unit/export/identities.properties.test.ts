@@ -1,4 +1,4 @@
-// Cross-account identities (issue 41 §5, the export part). The generator draws many accounts whose namespaces are
+// Cross-account identities, the export part. The generator draws many accounts whose namespaces are
 // prefixes of each other (`team`, `team-a`, `team-a-b`), whose credential names read alike once joined by dashes
 // (`team` + `a-x` against `team-a` + `x`, dots against dashes), and whose Azure deployment hosts overlap, collide or
 // are respellings of each other (case, trailing dots, dots against dashes and underscores), with the platform's own

@@ -1,4 +1,4 @@
-// Issue 32 §2 and §4: metering trusts the side it can trust and bounds both sides (docs/ledger.md, "What drives
+// Metering trusts the side it can trust and bounds both sides (docs/ledger.md, "What drives
 // cost"). This generator draws (request, upstream answer) pairs: n, max_tokens against max_completion_tokens, image
 // and file parts, text in ASCII, CJK, emoji and whitespace, streams in any chunking, usage honest, inflated, deflated,
 // zero, absent or malformed, from catalog (trusted) and tenant-chosen upstreams. An oracle written here from the

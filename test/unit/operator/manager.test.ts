@@ -1,4 +1,4 @@
-// The operator's components from one list (src/operator/manager.ts, issue 35 §2.4): every-replica components start
+// The operator's components from one list (src/operator/manager.ts): every-replica components start
 // in order before the lead, leader components start and stop with it, shutdown closes the leader's in order and the
 // replica's in reverse, and a failed start closes everything. Leader election itself is the failover suite's.
 

@@ -141,6 +141,26 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect(cited([join(root, 'README.md'), ...pages, join(docs, 'contract', 'README.md')])).toEqual([]);
   });
 
+  // Code may cite the spec ("spec 1.1 rule 3": a newcomer can open it), never the tracker: "issue 32 §2" is history a
+  // newcomer cannot open. The why stays in the comment; the history and its figures go to docs/design and docs/perf.
+  test('code and its comments under src/, test/, bench/, scripts/ and hack/ cite no issue numbers', () => {
+    const tracker = /\bissues?[- ]#?\d/gi;
+    const sources = ['src', 'test', 'bench', 'scripts', 'hack'].flatMap((dir) =>
+      ['.ts', '.mjs', '.sh'].flatMap((ext) => files(join(root, dir), ext)),
+    );
+    expect(sources.length).toBeGreaterThan(500); // the listing saw the sources, not nothing
+    const found = sources
+      .filter((file) => !file.endsWith(join('schema', 'plain-words.test.ts')))
+      .flatMap((file) => {
+        const text = readFileSync(file, 'utf8');
+        return [...text.matchAll(tracker)].map(
+          (m) => `${file.slice(root.length + 1)}:${text.slice(0, m.index).split('\n').length}: ${m[0]}`,
+        );
+      });
+    expect(found).toEqual([]);
+    expect('see issue 32 §2'.match(tracker)).toEqual(['issue 3']); // the pattern finds what it is for
+  });
+
   test('the routing-rules page has every rule the text points at, and every name explain prints', () => {
     const page = readFileSync(join(root, 'docs', 'guide', 'routing-rules.md'), 'utf8');
     expect(ROUTING_RULES_URL.endsWith('/docs/guide/routing-rules.md')).toBe(true);

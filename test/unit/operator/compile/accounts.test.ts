@@ -1,4 +1,4 @@
-// Delivery marks of the account cache (src/operator/compile/accounts.ts, issue 28 §1): a credential's delivery
+// Delivery marks of the account cache (src/operator/compile/accounts.ts): a credential's delivery
 // version moves with its envelope and with its compiled routing entry, and nothing else.
 import { describe, expect, test } from '@jest/globals';
 import type { CompiledCredential } from '../../../../src/domain/compiled.ts';

@@ -110,7 +110,7 @@ test("the reconcilers compare status without the health writer's fields and cond
   expect(ownedStatus(plain)).toBe(plain);
 });
 
-// ---- a credential's status part, from what a pass gathered (issue 35 §2: gather → pure evaluation → write) ----
+// ---- a credential's status part, from what a pass gathered (gather → pure evaluation → write) ----
 
 const NOW = Date.parse('2026-11-26T12:00:00Z');
 const condition = (type: string, status: string, reason: string, message = 'm') => ({
