@@ -35,17 +35,17 @@ export default {
   // The run's own TMPDIR, removed at its end: what tests and the processes they start write there goes with it.
   // Jest runs the projects' global setup first, so the control planes' directories stay outside (they remove
   // their own), and this teardown runs after theirs.
-  globalSetup: '<rootDir>/test/support/run-temp-setup.ts',
-  globalTeardown: '<rootDir>/test/support/run-temp-teardown.ts',
+  globalSetup: '<rootDir>/test/support/run-setup.ts',
+  globalTeardown: '<rootDir>/test/support/run-teardown.ts',
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     {
       ...common,
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
-      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalSetup: '<rootDir>/test/support/control-planes-setup.ts',
       setupFiles: ['<rootDir>/test/support/worker-control-plane.ts'],
-      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      globalTeardown: '<rootDir>/test/support/control-planes-teardown.ts',
     },
   ],
 };

@@ -26,7 +26,7 @@ async function startOne(index: number): Promise<ControlPlane> {
   return plane;
 }
 
-export default async function globalSetup(globalConfig: { maxWorkers: number }): Promise<void> {
+export default async function startControlPlanes(globalConfig: { maxWorkers: number }): Promise<void> {
   const count = controlPlaneCount(globalConfig.maxWorkers);
   const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startOne(i + 1)));
   const planes = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));

@@ -1,5 +1,5 @@
 import { takeControlPlanes } from './control-plane-handle.ts';
 
-export default async function globalTeardown(): Promise<void> {
+export default async function stopControlPlanes(): Promise<void> {
   await Promise.all(takeControlPlanes().map((plane) => plane.stop()));
 }
