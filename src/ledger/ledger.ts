@@ -110,6 +110,11 @@ export interface Ledger {
   addNow?(increments: readonly CounterIncrement[], settle?: HoldRelease, id?: string, keep?: string): Micros[];
   reserveNow?(req: ReserveRequest): ReserveResult;
   /**
+   * In-process backends only: how many ids this process remembers for exactly-once (20 to 40 minutes of writes, in
+   * its own heap; docs/ledger.md, "Exactly once"). Redis keeps them in Redis.
+   */
+  idCount?(): number;
+  /**
    * The operator's rebuild after a restart: raises every listed counter to at least its floor (the spend mirrored in
    * status), atomically, and marks the account validated for the running process. Returns how many counters were
    * raised and the largest raise (spend the restart had lost; 0: nothing was lost). Embedded: a no-op (its snapshot

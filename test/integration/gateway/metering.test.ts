@@ -173,8 +173,17 @@ describe('gateway metered by the embedded spend ledger', () => {
         return g.data?.fee_micros === 0 && g.data.list_cost_micros === 7500;
       });
     };
+    // The ids the embedded ledger remembers for exactly-once, as /metrics shows them: one more per record (a BYOK
+    // request inside the free allowance writes no fee).
+    const idsHeld = async () => {
+      const text = await gw!.metrics.registry.getSingleMetricAsString('byok_ledger_exactly_once_ids');
+      return Number(/^byok_ledger_exactly_once_ids (\d+)$/m.exec(text)?.[1]);
+    };
     await served();
+    const afterOne = await idsHeld();
+    expect([afterOne, Number.isInteger(afterOne) && afterOne >= 1]).toEqual([afterOne, true]);
     await served();
+    expect(await idsHeld()).toBe(afterOne + 1);
     // Counted 0.015 of 0.02: a request reserving about 0.005 USD no longer fits (before reservations it was admitted
     // and overshot the limit by its own cost); a smaller max_tokens does.
     const noRoom = await chat();
