@@ -8,9 +8,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot } from './cache-root.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const NODE_PACKAGE_VERSION = '24.21.0';
@@ -124,10 +124,7 @@ const env = { ...process.env, PATH: [nodeDir, process.env.PATH ?? ''].join(delim
 // V8's code cache for every Node process started from here (the CLI, the gateway, Jest's workers): a start then skips
 // compiling and type-stripping what it compiled before, about half its CPU. Per user, beside the control plane's cache;
 // Node checks each entry against its source, so an edited file is compiled afresh.
-env.NODE_COMPILE_CACHE ??= join(
-  process.env.BYOK_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'byok-operator'),
-  'node-compile-cache',
-);
+env.NODE_COMPILE_CACHE ??= join(cacheRoot(), 'node-compile-cache');
 ensureDependencies(env);
 if (controlPlane) {
   const binDir = await controlPlane;

@@ -1,9 +1,6 @@
-// The cache root of hack/lib/cache.sh (and scripts/bootstrap.mjs): where scripts/install-oha.sh puts oha.
-import { homedir } from 'node:os';
+// Where scripts/install-oha.sh puts oha, under the cache root every script shares (scripts/cache-root.mjs).
 import { join } from 'node:path';
-
-export const cacheRoot = (): string =>
-  process.env.BYOK_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'byok-operator');
+import { cacheRoot } from '../../scripts/cache-root.mjs';
 
 /** Where scripts/install-oha.sh installs oha. */
 export const ohaPath = (): string => join(cacheRoot(), 'oha', 'bin', 'oha');
