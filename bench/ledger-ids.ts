@@ -16,6 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { getHeapStatistics } from 'node:v8';
 import type { EmbeddedLedger, EmbeddedLedgerOptions } from '../src/ledger/embedded.ts';
+import { median } from './lib/stats.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const arg = (name: string) => {
@@ -79,8 +80,6 @@ function measure(modulePath: string, requests: number): ChildResult {
   if (out.status !== 0) throw new Error(`child for ${modulePath} failed (${out.status})`);
   return JSON.parse(out.stdout) as ChildResult;
 }
-
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
 
 if (process.argv.includes('--child')) {
   process.stdout.write(JSON.stringify(await child(arg('child')!, Number(arg('requests')))));

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { BENCH_API_KEY, BENCH_MODEL, writeGatewayFixture } from './lib/gateway-fixture.ts';
+import { median } from './lib/stats.ts';
 
 const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(`--${name}`);
@@ -228,7 +229,6 @@ async function main(): Promise<void> {
         const streamed = stream(gateway.url, framing);
         others.push(...(await alongside(gateway.url, streamed)));
       }
-      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
       const alongsideStats = {
         requests: others.length,
         p50_ms: Math.round(median(others) * 10) / 10,
