@@ -2,7 +2,7 @@
 // taken port is never taken for it), its own temp dir, no persistence; killed on stop, and by a detached reaper
 // if the test process dies without stopping it.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isRedisProcess } from '../../src/cli/dev-redis.ts';
@@ -68,6 +68,8 @@ export async function startRedis(): Promise<RedisServer> {
     const exited = new Promise((r) => proc.once('exit', r));
     proc.kill('SIGKILL');
     await exited;
+    // Its pid is free for another process now: the reaper must not find it if this worker dies before start().
+    rmSync(join(workDir, 'redis.pid'), { force: true });
     child = undefined;
   };
   await start();
