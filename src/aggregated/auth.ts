@@ -196,7 +196,7 @@ export interface AuthOptions {
   /**
    * Accept a bearer token sent straight to this server (checked with a TokenReview). Off by default: the server is
    * reached through the kube-apiserver, which authenticates and authorizes first; a client that calls the Service
-   * directly opts in with --aggregated-accept-tokens (docs/aggregated-api.md, "Direct clients").
+   * directly opts in with --aggregated-accept-tokens (docs/aggregated-api.md, "Authentication and authorization").
    */
   acceptBearerTokens?: boolean;
   /** TTLs like the apiserver's webhook defaults, shorter. */

@@ -1,6 +1,6 @@
-// The one line every chat completion logs. Through pino's `info` it cost 5.5 µs per line warm (pino serialises the
-// object); written directly, the same line is a template plus JSON.stringify of its strings and provider_responses:
-// 3.7 µs (docs/gateway.md, "Allocation and GC").
+// The one line every chat completion logs, in pino's line shape but written directly: pino's `info` serialises the
+// object on every line, where a template plus JSON.stringify of its strings and provider_responses costs about a third
+// less (docs/perf/gateway-speed.md, "Allocation and GC").
 import pino, { type Logger } from 'pino';
 import type { ProviderResponse } from './generations.ts';
 

@@ -1,5 +1,5 @@
 // The ops routes: /healthz, /readyz, /metrics, and the operator's /byok/status and /byok/probe (behind the status
-// token). The CLI and the chart serve them on their own port, never beside tenants (docs/gateway.md, "Ports").
+// token). The CLI and the chart serve them on their own port, never beside tenants (docs/gateway.md, "Endpoints").
 import { hash as digestOnce, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import {

@@ -1,9 +1,9 @@
 // The gateway's upstream HTTP client: node:http keep-alive agents per kind of URL. Catalog URLs are the operator's and
 // trusted: plain keep-alive agents. URLs from a tenant's payload (an Azure endpoint_url) go through the node:https agent
 // that applies the egress policy to every resolved address at connect time (docs/gateway.md, "Egress policy"). Neither
-// follows redirects. Not undici's pool: it allocated less per request, but about 4 KB of every request it served
-// survived scavenges into the old generation; with it the gateway's GC threads worked 47-73 µs per request
-// at 500 req/s, now ~3 µs (bench/gateway-gc.ts; docs/gateway.md, "Allocation and GC").
+// follows redirects. Not undici's pool: it allocated less per request, but part of every request it served survived
+// scavenges into the old generation, and the GC threads' work per request was many times what it is with these agents
+// (bench/gateway-gc.ts; docs/perf/gateway-speed.md, "Allocation and GC").
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { getCACertificates } from 'node:tls';

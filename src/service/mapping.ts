@@ -22,7 +22,7 @@ export interface BYOKKey extends CredentialSettings {
 }
 
 /**
- * Health and readiness of a credential, from the BYOKCredential's status (docs/api.md, "status"). Every field is
+ * Health and readiness of a credential, from the BYOKCredential's status (docs/api.md, "`status`"). Every field is
  * always present; null means "not known (yet)". Messages are the operator's, which never quote key material.
  */
 export interface BYOKKeyStatus {
@@ -115,7 +115,7 @@ function isoOrNull(v: unknown): string | null {
   return Number.isNaN(d.getTime()) ? null : d.toISOString();
 }
 
-/** The credential's health and readiness, from the status the operator writes (pure; docs/api.md "status"). */
+/** The credential's health and readiness, from the status the operator writes (pure; docs/api.md, "`status`"). */
 export function credentialStatus(obj: BYOKCredential): BYOKKeyStatus {
   const ready = conditionOf(obj, ConditionType.Ready);
   const upstream = conditionOf(obj, ConditionType.UpstreamHealthy);

@@ -25,7 +25,7 @@ export interface AccountFacts {
 export interface AccountEvaluation {
   ready: CatalogCondition<'Ready'>;
   /** Compiled is shown only while quarantined: otherwise the compile pipeline, not this reconcile, knows when
-   *  the routing is written (see docs/operator.md "Quarantine"). */
+   *  the routing is written (see docs/compiler.md, "Quarantine"). */
   compiled: CatalogCondition<'Compiled'>[];
 }
 

@@ -161,6 +161,48 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect('see issue 32 §2'.match(tracker)).toEqual(['issue 3']); // the pattern finds what it is for
   });
 
+  // A pointer is only worth its words if it opens: `docs/gateway.md, "Allocation and GC"` after that section moved to
+  // docs/perf left a newcomer at a page without it. A named section is a heading that starts with the words, or a
+  // paragraph led by them in bold (`**Refusals.**`), as the pages name their parts.
+  test('every docs page code points at exists, with the section it names', () => {
+    const pointer = /\b(docs\/[\w./-]*\w\.md)(?:,? \(?"([^"]+)")?/g;
+    const sources = ['src', 'test', 'bench', 'scripts', 'hack'].flatMap((dir) =>
+      ['.ts', '.mjs', '.sh'].flatMap((ext) => files(join(root, dir), ext)),
+    );
+    const pages = new Map<string, string | undefined>();
+    const page = (path: string) => {
+      if (!pages.has(path))
+        pages.set(
+          path,
+          statSync(join(root, path), { throwIfNoEntry: false }) && readFileSync(join(root, path), 'utf8'),
+        );
+      return pages.get(path);
+    };
+    const names = (text: string, section: string) =>
+      text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ /, '').startsWith(section)) ||
+      text.includes(`**${section}`);
+    let pointers = 0;
+    const broken = sources
+      .filter((file) => !file.endsWith(join('schema', 'plain-words.test.ts')))
+      .flatMap((file) => {
+        const text = readFileSync(file, 'utf8');
+        return [...text.matchAll(pointer)].flatMap((m) => {
+          pointers++;
+          const target = page(m[1]!);
+          // A section name wrapped across comment lines is read as one line.
+          const section = m[2]?.replace(/\s*\n\s*(?:\/\/|\*|#)?\s*/g, ' ');
+          const ok = target !== undefined && (section === undefined || names(target, section));
+          return ok ? [] : [`${file.slice(root.length + 1)}:${text.slice(0, m.index).split('\n').length}: ${m[0]}`];
+        });
+      });
+    expect(pointers).toBeGreaterThan(50); // the pattern saw the pointers, not nothing
+    expect(broken).toEqual([]);
+    // The check finds what it is for: a page that is not there, a section the page does not have.
+    expect(page('docs/nowhere.md')).toBeUndefined();
+    expect(names(page('docs/ledger.md')!, 'Refusals')).toBe(true);
+    expect(names(page('docs/gateway.md')!, 'Allocation and GC')).toBe(false);
+  });
+
   test('the routing-rules page has every rule the text points at, and every name explain prints', () => {
     const page = readFileSync(join(root, 'docs', 'guide', 'routing-rules.md'), 'utf8');
     expect(ROUTING_RULES_URL.endsWith('/docs/guide/routing-rules.md')).toBe(true);
