@@ -33,8 +33,8 @@ COPY config/catalog ./config/catalog
 # semi-spaces; 16 cost ~20–28 MB more peak RSS at 10k credentials for no measurable speed-up, the operator mostly
 # waits on the apiserver) and an old generation capped at 256 MiB, which keeps V8's heap growth tight; sized for the
 # chart's default 384Mi limit (up to ~30k credentials, measured, docs/operator.md "Scale"); the chart's
-# operator.nodeOptions raises the cap together with the limit. The gateway allocates per request and, since issue 26,
-# keeps almost none of it past a scavenge: an 8 MiB semi-space (16 MiB young generation), a 128 MiB old-generation cap
+# operator.nodeOptions raises the cap together with the limit. The gateway allocates per request and keeps
+# almost none of it past a scavenge: an 8 MiB semi-space (16 MiB young generation), a 128 MiB old-generation cap
 # that bounds its RSS, and one V8 worker thread (with V8's default four, their wake-ups preempted the event loop on a
 # one-core pod). Measured beside 16 and 32 MiB semi-spaces, Node's defaults and the operator's flags (docs/gateway.md,
 # "Runtime flags", has the table): the lowest p99 of the capped settings, at 120 MB of RSS. Native memory comes from

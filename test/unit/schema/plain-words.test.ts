@@ -63,6 +63,17 @@ function cited(paths: string[]): string[] {
   });
 }
 
+/** Code and the comments beside it: the sources, the scripts, the image's Dockerfile, CI and the chart. */
+function codeAndComments(): string[] {
+  return [
+    ...['src', 'test', 'bench', 'scripts', 'hack', '.ci'].flatMap((dir) =>
+      ['.ts', '.mjs', '.sh', '.go', '.mod', '/run'].flatMap((ext) => files(join(root, dir), ext)),
+    ),
+    ...['.yaml', '.tpl', '.txt'].flatMap((ext) => files(join(root, 'charts'), ext)),
+    join(root, 'Dockerfile'),
+  ];
+}
+
 describe('user-facing text speaks plain words, not spec or issue numbers', () => {
   test('the regex catches what it is for', () => {
     for (const s of [
@@ -143,12 +154,12 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
 
   // Code may cite the spec ("spec 1.1 rule 3": a newcomer can open it), never the tracker: "issue 32 §2" is history a
   // newcomer cannot open. The why stays in the comment; the history and its figures go to docs/design and docs/perf.
-  test('code and its comments under src/, test/, bench/, scripts/ and hack/ cite no issue numbers', () => {
+  test('code and its comments (src/, test/, bench/, scripts/, hack/, .ci/, the chart, the Dockerfile) cite no issue numbers', () => {
     const tracker = /\bissues?[- ]#?\d/gi;
-    const sources = ['src', 'test', 'bench', 'scripts', 'hack'].flatMap((dir) =>
-      ['.ts', '.mjs', '.sh'].flatMap((ext) => files(join(root, dir), ext)),
-    );
+    const sources = codeAndComments();
     expect(sources.length).toBeGreaterThan(500); // the listing saw the sources, not nothing
+    for (const file of ['Dockerfile', '.ci/run', 'charts/byok-operator/values.yaml', 'hack/control-plane/go.mod'])
+      expect(sources).toContain(join(root, file));
     const found = sources
       .filter((file) => !file.endsWith(join('schema', 'plain-words.test.ts')))
       .flatMap((file) => {
@@ -161,14 +172,13 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect('see issue 32 §2'.match(tracker)).toEqual(['issue 3']); // the pattern finds what it is for
   });
 
-  // A pointer is only worth its words if it opens: `docs/gateway.md, "Allocation and GC"` after that section moved to
+  // A pointer is only worth its words if it opens (the same files as above): `docs/gateway.md, "Allocation and GC"` after that section moved to
   // docs/perf left a newcomer at a page without it. A named section is a heading that starts with the words, or a
-  // paragraph led by them in bold (`**Refusals.**`), as the pages name their parts.
+  // paragraph led by them in bold (`**Refusals.**`), as the pages name their parts; a heading's number ("1. The image")
+  // is not part of its name.
   test('every docs page code points at exists, with the section it names', () => {
     const pointer = /\b(docs\/[\w./-]*\w\.md)(?:,? \(?"([^"]+)")?/g;
-    const sources = ['src', 'test', 'bench', 'scripts', 'hack'].flatMap((dir) =>
-      ['.ts', '.mjs', '.sh'].flatMap((ext) => files(join(root, dir), ext)),
-    );
+    const sources = codeAndComments();
     const pages = new Map<string, string | undefined>();
     const page = (path: string) => {
       if (!pages.has(path))
@@ -179,7 +189,7 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
       return pages.get(path);
     };
     const names = (text: string, section: string) =>
-      text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ /, '').startsWith(section)) ||
+      text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ (?:\d+\. )?/, '').startsWith(section)) ||
       text.includes(`**${section}`);
     let pointers = 0;
     const broken = sources
