@@ -6,7 +6,7 @@
 // which machine it was measured on, never "this machine". The routing-rules page itself must name every rule the
 // code points at.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { parseSync } from '@swc/core';
 import { parseAllDocuments } from 'yaml';
@@ -211,6 +211,28 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
     expect(page('docs/nowhere.md')).toBeUndefined();
     expect(names(page('docs/ledger.md')!, 'Refusals')).toBe(true);
     expect(names(page('docs/gateway.md')!, 'Allocation and GC')).toBe(false);
+  });
+
+  // The pages name the code they describe: a file moved or renamed left a path a reader could not open
+  // (`test/integration/operator/account-gate.test.ts` after the test moved to gateway/).
+  test('every repository path and relative link on the pages (README.md, docs/) opens', () => {
+    const pages = [join(root, 'README.md'), ...files(join(root, 'docs'), '.md')];
+    const path = /`((?:src|test|bench|scripts|hack|charts|config|crds|docs)\/[\w./-]*\w)`/g;
+    const link = /\]\(([^)\s#:]+)(?:#[^)]*)?\)/g;
+    let named = 0;
+    const broken = pages.flatMap((page) => {
+      const text = readFileSync(page, 'utf8');
+      const at = (i: number | undefined) => `${page.slice(root.length + 1)}:${text.slice(0, i).split('\n').length}`;
+      return [
+        ...[...text.matchAll(path)].map((m) => [m, join(root, m[1]!)] as const),
+        ...[...text.matchAll(link)].map((m) => [m, join(dirname(page), m[1]!)] as const),
+      ].flatMap(([m, target]) => {
+        named++;
+        return statSync(target, { throwIfNoEntry: false }) ? [] : [`${at(m.index)}: ${m[0]}`];
+      });
+    });
+    expect(named).toBeGreaterThan(300); // the patterns saw the paths, not nothing
+    expect(broken).toEqual([]);
   });
 
   test('the routing-rules page has every rule the text points at, and every name explain prints', () => {
