@@ -2,7 +2,7 @@
 // fresh `..<timestamp>` directory, `..data_tmp` is symlinked to it and renamed over `..data`, and every visible
 // file is a symlink `<name> -> ..data/<name>`. The previous generation is removed afterwards. It is the layout
 // the SDK reads (load.ts resolves `..data` once per load), written by the dev projector and by the gateway's
-// delivery stream client (src/sdk/stream.ts). Node built-ins only.
+// delivery stream client (src/gateway/delivery-stream.ts). Node built-ins only.
 import {
   existsSync,
   lstatSync,

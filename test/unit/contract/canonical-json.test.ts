@@ -4,7 +4,7 @@ import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { canonicalJson } from '../../../src/contract/canonical-json.ts';
 
-/** The API's former fingerprint serializer (src/api/service.ts): fingerprints stored in annotations must still match. */
+/** The REST API's fingerprint serializer before this module: fingerprints stored in annotations must still match. */
 function apiCanonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(apiCanonicalJson).join(',')}]`;
   if (v !== null && typeof v === 'object') {
