@@ -16,7 +16,6 @@ import { microsToUsd, usdToMicros } from '../../domain/money.ts';
 import { type Applier, createApplier } from '../../kube/apply.ts';
 import { type KeySpace, keySpace } from '../../ledger/keys.ts';
 import { type Ledger, LedgerUnavailableError, type RestoreEntry } from '../../ledger/ledger.ts';
-import { createRedisLedger } from '../../ledger/redis.ts';
 import { readAccountMonth, readWindowFigures } from '../../ledger/spend-view.ts';
 import { INTERVALS, windowOf } from '../../ledger/windows.ts';
 import type { AccountSnapshot } from '../compile/pipeline.ts';
@@ -393,6 +392,9 @@ export async function createRedisSpendStatus(
     instance?: string;
   },
 ): Promise<SpendStatusWriter & { close(): Promise<void> }> {
+  // Loaded here, not at the top: the Redis client is ~480 modules that an operator without a shared ledger never
+  // needs (and every process that imports the operator would load).
+  const { createRedisLedger } = await import('../../ledger/redis.ts');
   const ledger = await createRedisLedger({ url: config.redisUrl });
   const events = new BudgetEvents({
     sink: createKubeBudgetEventSink(deps.kubeConfig, {

@@ -418,6 +418,23 @@ describe('dependency rules', () => {
     }
   });
 
+  test('a Redis client is loaded only where a Redis URL is given: no long-running process imports one statically', () => {
+    // @redis/client is ~480 modules: statically imported, it cost the operator ~4 MB of heap and ~11 MB of RSS
+    // without a shared ledger, and every test file that imported the operator loaded it.
+    for (const entry of [
+      'cli/main.ts',
+      'operator/run.ts',
+      'api/server.ts',
+      'aggregated/server.ts',
+      'gateway/index.ts',
+    ]) {
+      const loaded = [...runtimeGraph(entry)];
+      expect([entry, loaded.filter((m) => m === '@redis/client' || m === 'ioredis')]).toEqual([entry, []]);
+    }
+    // Both are reached through the dynamic imports of ledger/open.ts and the operator's spend writer.
+    expect(runtimeGraph('ledger/redis.ts').has('@redis/client')).toBe(true);
+  });
+
   test('the aggregated API carries no PKI: its dev certificate comes from the dev path (controlplane/pki.ts)', () => {
     expect(
       runtime(importsOf('aggregated')).filter((i) => i.target === 'controlplane' || i.target.startsWith('@peculiar/')),
