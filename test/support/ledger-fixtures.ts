@@ -5,6 +5,33 @@ import type { CompiledAccount, CompiledGuardrail, CompiledWorkspace } from '../.
 import { account, guardrail, K1, K2, WS1, workspace } from './fixtures/domain.ts';
 
 export const USD = 1_000_000;
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+
+/**
+ * Monday 10:00 UTC of the week 10 hours ago (so never ahead of the clock): the time the ledger tests meter at. Both
+ * ledgers forget a window's counters by the clock, Redis by its own and the embedded one by `Date.now()`, a week
+ * after the window ends. A calendar date therefore stops counting a week after it: counts written at 2026-11-23
+ * vanished as they were written from 2026-12-01 on. This week's Monday keeps its windows, and the days after it
+ * the tests step to, for at least a week from any run.
+ */
+export function ledgerMonday(now: number): Date {
+  const shifted = now - 10 * HOUR_MS;
+  const midnight = shifted - (shifted % DAY_MS);
+  const sinceMonday = (new Date(midnight).getUTCDay() + 6) % 7;
+  return new Date(midnight - sinceMonday * DAY_MS + 10 * HOUR_MS);
+}
+
+export const MONDAY = ledgerMonday(Date.now());
+
+/** 00:00 UTC `days` after MONDAY's date, plus `ms` (negative: the last instants of the day before). */
+export const afterMonday = (days: number, ms = 0): Date =>
+  new Date(MONDAY.getTime() - 10 * HOUR_MS + days * DAY_MS + ms);
+
+/** 00:00 UTC on the first day of the month `months` after MONDAY's. */
+export const monthStart = (months: number): Date =>
+  new Date(Date.UTC(MONDAY.getUTCFullYear(), MONDAY.getUTCMonth() + months, 1));
 export { K1, K2, WS1 };
 
 export function ledgerAccount(

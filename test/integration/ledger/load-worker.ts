@@ -5,12 +5,13 @@ import type { FinishedRequest } from '../../../src/contract/spend-gate.ts';
 import type { CompiledAccount } from '../../../src/domain/index.ts';
 import { createRedisLedger, createSpendGate } from '../../../src/ledger/index.ts';
 
-const [url, accountFile, countText, concurrencyText, tag] = process.argv.slice(2);
-if (!url || !accountFile || !countText || !concurrencyText || !tag)
-  throw new Error('usage: load-worker <redis-url> <account.json> <count> <concurrency> <tag>');
+const [url, accountFile, countText, concurrencyText, tag, atText] = process.argv.slice(2);
+if (!url || !accountFile || !countText || !concurrencyText || !tag || !atText)
+  throw new Error('usage: load-worker <redis-url> <account.json> <count> <concurrency> <tag> <request time, ISO>');
 const account = JSON.parse(readFileSync(accountFile, 'utf8')) as CompiledAccount;
 const count = Number(countText);
-const at = new Date('2026-11-23T10:00:00Z');
+// The parent's request time: both replicas and the reader meter into the same windows.
+const at = new Date(atText);
 
 /** Request i: every third is shared capacity (i+1 micros); the others BYOK of 200 USD each. */
 function requestCost(i: number): { byok: boolean; listCostMicros: number } {

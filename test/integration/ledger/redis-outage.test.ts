@@ -10,7 +10,7 @@ import {
   readAccountMonth,
   readWindows,
 } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, MONDAY, USD } from '../../support/ledger-fixtures.ts';
 import { beforeCap } from '../../support/order.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
 
@@ -21,7 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis?.stop();
 });
-const NOV23 = new Date('2026-11-23T10:00:00Z');
 const keys = keySpace();
 
 async function metric(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
@@ -37,22 +36,22 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
   const budgeted = ledgerAccount({ guardrails: [budgetGuardrail('g', 100, 'daily', false)], keyGuardrail: 'g' });
   const free = ledgerAccount();
   try {
-    await gate.record(finished(ctx(free, NOV23), 24_999 * USD, true));
+    await gate.record(finished(ctx(free, MONDAY), 24_999 * USD, true));
     await redis.kill();
 
     // Fails fast (300 ms command timeout), before a cap of 5 s fires: no hanging request.
     const refused = await beforeCap(5000, 'a hanging request', () =>
-      gate.admit(ctx(budgeted, NOV23)).catch((err: unknown) => err),
+      gate.admit(ctx(budgeted, MONDAY)).catch((err: unknown) => err),
     );
     expect(refused).toBeInstanceOf(LedgerUnavailableError);
     expect((refused as LedgerUnavailableError).statusCode).toBe(503);
-    expect(await gate.admit(ctx(free, NOV23))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(free, MONDAY))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_unavailable_total', { op: 'admit' })).toBe(1);
 
     // Two BYOK records during the outage: queued, their promises pending.
-    const a = gate.record(finished(ctx(free, NOV23), 2 * USD, true));
-    const b = gate.record(finished(ctx(free, NOV23), 2 * USD, true));
-    const c = gate.record(finished(ctx(budgeted, NOV23), 7 * USD, false));
+    const a = gate.record(finished(ctx(free, MONDAY), 2 * USD, true));
+    const b = gate.record(finished(ctx(free, MONDAY), 2 * USD, true));
+    const c = gate.record(finished(ctx(budgeted, MONDAY), 7 * USD, false));
     await new Promise((r) => setTimeout(r, 300));
     expect(gate.pendingRecords()).toBe(3);
     expect(await metric(registry, 'byok_ledger_pending_records')).toBe(3);
@@ -65,7 +64,7 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
     expect(await a).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: 2 * USD });
     expect(await b).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: 2 * USD });
     expect(await c).toEqual({ feeMicros: 0, chargedMicros: 7 * USD, freeListCostMicros: 0 });
-    expect(await readAccountMonth(ledger, keys, free.accountId, 'pay-as-you-go', NOV23)).toMatchObject({
+    expect(await readAccountMonth(ledger, keys, free.accountId, 'pay-as-you-go', MONDAY)).toMatchObject({
       byokListCostMicros: 4 * USD,
     });
     const spend = await readWindows(
@@ -73,10 +72,10 @@ test('outage: budgeted requests are refused (fail closed), unbudgeted ones pass,
       keys,
       budgeted.accountId,
       [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }],
-      NOV23,
+      MONDAY,
     );
     expect(spend.get('guardrail/g')?.daily?.nonByokMicros).toBe(7 * USD);
-    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(budgeted, MONDAY))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_records_dropped_total')).toBe(0);
   } finally {
     await gate.close();
@@ -89,10 +88,10 @@ test('fail open when configured: budgeted requests pass unchecked and are counte
   const gate = createSpendGate(ledger, { registry, admitWhenUnavailable: 'open' });
   const budgeted = ledgerAccount({ guardrails: [budgetGuardrail('g', 1, 'daily', false)], keyGuardrail: 'g' });
   try {
-    await gate.record(finished(ctx(budgeted, NOV23), 5 * USD, false));
-    expect((await gate.admit(ctx(budgeted, NOV23))).allowed).toBe(false);
+    await gate.record(finished(ctx(budgeted, MONDAY), 5 * USD, false));
+    expect((await gate.admit(ctx(budgeted, MONDAY))).allowed).toBe(false);
     await redis.kill();
-    expect(await gate.admit(ctx(budgeted, NOV23))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(budgeted, MONDAY))).toEqual({ allowed: true, reservation: null });
     expect(await metric(registry, 'byok_ledger_admitted_unchecked_total')).toBe(1);
   } finally {
     await redis.start();
@@ -107,13 +106,13 @@ test('a full replay queue drops the oldest record visibly; close rejects what ne
   const acc = ledgerAccount();
   await redis.kill();
   try {
-    const first = gate.record(finished(ctx(acc, NOV23), 1 * USD, false));
+    const first = gate.record(finished(ctx(acc, MONDAY), 1 * USD, false));
     const firstSettled = first.then(
       () => 'resolved',
       (err: unknown) => (err instanceof LedgerUnavailableError ? 'dropped' : 'other'),
     );
-    const second = gate.record(finished(ctx(acc, NOV23), 1 * USD, false)).catch((err: unknown) => err);
-    const third = gate.record(finished(ctx(acc, NOV23), 1 * USD, false)).catch((err: unknown) => err);
+    const second = gate.record(finished(ctx(acc, MONDAY), 1 * USD, false)).catch((err: unknown) => err);
+    const third = gate.record(finished(ctx(acc, MONDAY), 1 * USD, false)).catch((err: unknown) => err);
     expect(await firstSettled).toBe('dropped');
     expect(gate.pendingRecords()).toBe(2);
     await gate.close();

@@ -17,7 +17,17 @@ import {
 } from '../../../src/ledger/index.ts';
 import { countRefusals } from '../../../src/ledger/refusals.ts';
 import { readWindowFigures } from '../../../src/ledger/spend-view.ts';
-import { budgetGuardrail, ctx, finished, K1, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import {
+  budgetGuardrail,
+  ctx,
+  finished,
+  K1,
+  K2,
+  ledgerAccount,
+  MONDAY,
+  USD,
+  WS1,
+} from '../../support/ledger-fixtures.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
 import { until } from '../../support/until.ts';
 
@@ -29,7 +39,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const AT = new Date('2026-11-26T10:00:00Z');
+const AT = MONDAY;
 const keys = keySpace();
 
 /** An account whose key K1 is under a 1 USD daily guardrail and whose workspace has a 3 USD daily budget. */

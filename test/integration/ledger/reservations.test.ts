@@ -12,7 +12,7 @@ import {
   readWindows,
   windowOf,
 } from '../../../src/ledger/index.ts';
-import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import { ctx, finished, ledgerAccount, MONDAY, USD, WS1 } from '../../support/ledger-fixtures.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
@@ -23,7 +23,6 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const NOV23 = new Date('2026-11-23T10:00:00Z');
 /** Each request costs (and may cost at most) 0.1 USD; the workspace's daily limit fits 50 of them. */
 const COST = 100_000;
 const LIMIT_USD = 5;
@@ -37,7 +36,7 @@ async function burst(
   const acc = ledgerAccount({
     workspace: { budgets: [{ interval: 'daily', limitUsd: LIMIT_USD }], includeByokInBudgets: false },
   });
-  const c = ctx(acc, NOV23);
+  const c = ctx(acc, MONDAY);
   // What the operator's first spend pass does for every account: validate it for the running Redis process.
   await ledgerOf.get(gates[0]!)!.restore(keySpace().validated(acc.accountId), []);
   let seq = 0;
@@ -57,7 +56,7 @@ async function burst(
     keySpace(),
     acc.accountId,
     [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
-    NOV23,
+    MONDAY,
   );
   return {
     admitted: results.filter(Boolean).length,

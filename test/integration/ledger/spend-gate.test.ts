@@ -13,7 +13,18 @@ import {
   readAccountMonth,
   readWindows,
 } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ctx, finished, K2, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import {
+  afterMonday,
+  budgetGuardrail,
+  ctx,
+  finished,
+  K2,
+  ledgerAccount,
+  MONDAY,
+  monthStart,
+  USD,
+  WS1,
+} from '../../support/ledger-fixtures.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 let redis: RedisServer;
@@ -24,7 +35,6 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const NOV23 = new Date('2026-11-23T10:00:00Z');
 const keys = keySpace();
 
 describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (backend) => {
@@ -45,7 +55,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
     'BYOK fee on %s: nothing inside the allowance, 5%% of the part above it when straddling, 5%% beyond',
     async (plan, allowanceUsd) => {
       const acc = ledgerAccount({ plan });
-      const c = ctx(acc, NOV23);
+      const c = ctx(acc, MONDAY);
       const inside = await gate.record(finished(c, (allowanceUsd - 0.5) * USD, true));
       expect(inside).toEqual({ feeMicros: 0, chargedMicros: 0, freeListCostMicros: (allowanceUsd - 0.5) * USD });
       const straddling = await gate.record(finished(c, 1 * USD, true));
@@ -57,24 +67,24 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       const shared = await gate.record(finished(c, 3 * USD, false));
       expect(shared).toEqual({ feeMicros: 0, chargedMicros: 3 * USD, freeListCostMicros: 0 });
 
-      const month = await readAccountMonth(ledger, keys, acc.accountId, plan, NOV23);
+      const month = await readAccountMonth(ledger, keys, acc.accountId, plan, MONDAY);
       expect(month).toEqual({
-        month: '2026-11',
+        month: MONDAY.toISOString().slice(0, 7),
         byokListCostMicros: (allowanceUsd + 2.5) * USD,
         feesMicros: 125_000,
         chargedMicros: 3 * USD,
         freeAllowanceMicros: allowanceUsd * USD,
         freeAllowanceRemainingMicros: 0,
       });
-      // The allowance is per calendar month (UTC): December starts from zero.
-      const dec = await gate.record(finished(ctx(acc, new Date('2026-12-01T00:00:00Z')), 2 * USD, true));
-      expect(dec.feeMicros).toBe(0);
+      // The allowance is per calendar month (UTC): the next month starts from zero.
+      const next = await gate.record(finished(ctx(acc, monthStart(1)), 2 * USD, true));
+      expect(next.feeMicros).toBe(0);
     },
   );
 
   test('a guardrail budget without include_byok_in_budgets counts shared-capacity charges only and blocks at the limit', async () => {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-10', 10, 'daily', false)], keyGuardrail: 'g-10' });
-    const c = ctx(acc, NOV23);
+    const c = ctx(acc, MONDAY);
     await gate.record(finished(c, 100 * USD, true)); // BYOK: not counted
     expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     await gate.record(finished(c, 6 * USD, false));
@@ -97,12 +107,12 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       requestMicros: 0,
     });
     // Another key of the same workspace without that guardrail is not blocked.
-    expect(await gate.admit(ctx(acc, NOV23, K2))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(acc, MONDAY, K2))).toEqual({ allowed: true, reservation: null });
   });
 
   test('a guardrail budget with include_byok_in_budgets counts what BYOK requests would have cost and blocks exactly at the limit', async () => {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g-byok', 10, 'monthly', true)], keyGuardrail: 'g-byok' });
-    const c = ctx(acc, NOV23);
+    const c = ctx(acc, MONDAY);
     await gate.record(finished(c, 9_999_999, true));
     expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     await gate.record(finished(c, 1, false));
@@ -121,7 +131,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       guardrails: [budgetGuardrail('g-default', 1, 'daily', false)],
       workspace: { defaultGuardrailId: 'g-default' },
     });
-    const c = ctx(acc, NOV23, K2, 'u2');
+    const c = ctx(acc, MONDAY, K2, 'u2');
     await gate.record(finished(c, 1 * USD, false));
     const d = await gate.admit(c);
     expect(!d.allowed && d.blockedBy.id).toBe('g-default');
@@ -132,7 +142,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       guardrails: [{ ...budgetGuardrail('g-nolimit', 1, 'daily', true), budget: null }],
       keyGuardrail: 'g-nolimit',
     });
-    const c = ctx(acc, NOV23);
+    const c = ctx(acc, MONDAY);
     for (let i = 0; i < 5; i++) await gate.record(finished(c, 1_000 * USD, i % 2 === 0));
     expect(await gate.admit(c)).toEqual({ allowed: true, reservation: null });
     // The spend was recorded in its windows all the same.
@@ -141,7 +151,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       keys,
       acc.accountId,
       [{ scope: 'guardrail', id: 'g-nolimit', intervals: ['daily', 'lifetime'] }],
-      NOV23,
+      MONDAY,
     );
     expect(spend.get('guardrail/g-nolimit')).toEqual({
       daily: { nonByokMicros: 2_000 * USD, byokMicros: 3_000 * USD },
@@ -156,7 +166,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
         const acc = ledgerAccount({
           workspace: { budgets: [{ interval, limitUsd: 60 }], includeByokInBudgets: include },
         });
-        const c = ctx(acc, NOV23);
+        const c = ctx(acc, MONDAY);
         await gate.record(finished(c, 60 * USD, true));
         const d = await gate.admit(c);
         if (include)
@@ -192,44 +202,45 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
         includeByokInBudgets: true,
       },
     });
-    await gate.record(finished(ctx(acc, NOV23), 30 * USD, true));
-    await gate.record(finished(ctx(acc, NOV23), 30 * USD, false));
-    const d = await gate.admit(ctx(acc, new Date('2026-11-25T00:00:00Z')));
+    await gate.record(finished(ctx(acc, MONDAY), 30 * USD, true));
+    await gate.record(finished(ctx(acc, MONDAY), 30 * USD, false));
+    const d = await gate.admit(ctx(acc, afterMonday(2)));
     expect(!d.allowed && [d.blockedBy.interval, d.blockedBy.countedMicros, d.blockedBy.includesByok]).toEqual([
       'weekly',
       60 * USD,
       true,
     ]);
     // Next ISO week (Monday 00:00 UTC): the weekly window is fresh, daily too; monthly and lifetime still hold 60.
-    expect(await gate.admit(ctx(acc, new Date('2026-11-30T00:00:00Z')))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(acc, afterMonday(7)))).toEqual({ allowed: true, reservation: null });
   });
 
   test('windows turn over exactly at UTC boundaries (injected clock)', async () => {
+    // The last millisecond of a window and the first of the next: Tuesday's end, the next week's, the next month's.
     const cases = [
-      ['daily', '2026-11-24T23:59:59.999Z', '2026-11-25T00:00:00.000Z'],
-      ['weekly', '2026-12-06T23:59:59.999Z', '2026-12-07T00:00:00.000Z'],
-      ['monthly', '2026-12-31T23:59:59.999Z', '2027-01-01T00:00:00.000Z'],
+      ['daily', afterMonday(2, -1), afterMonday(2)],
+      ['weekly', afterMonday(14, -1), afterMonday(14)],
+      ['monthly', new Date(monthStart(2).getTime() - 1), monthStart(2)],
     ] as const;
     for (const [interval, last, first] of cases) {
       const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, interval, false)], keyGuardrail: 'g' });
-      await gate.record(finished(ctx(acc, new Date(last)), 5 * USD, false));
-      expect((await gate.admit(ctx(acc, new Date(last)))).allowed).toBe(false);
-      expect(await gate.admit(ctx(acc, new Date(first)))).toEqual({ allowed: true, reservation: null });
+      await gate.record(finished(ctx(acc, last), 5 * USD, false));
+      expect((await gate.admit(ctx(acc, last))).allowed).toBe(false);
+      expect(await gate.admit(ctx(acc, first))).toEqual({ allowed: true, reservation: null });
     }
     // Lifetime never turns over.
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, 'lifetime', false)], keyGuardrail: 'g' });
-    await gate.record(finished(ctx(acc, NOV23), 5 * USD, false));
-    expect((await gate.admit(ctx(acc, new Date('2027-06-01T00:00:00Z')))).allowed).toBe(false);
+    await gate.record(finished(ctx(acc, MONDAY), 5 * USD, false));
+    expect((await gate.admit(ctx(acc, afterMonday(200)))).allowed).toBe(false);
   });
 
   test('a request under no budget limit is admitted without reading the ledger', async () => {
     const acc = ledgerAccount();
-    expect(await gate.admit(ctx(acc, NOV23))).toEqual({ allowed: true, reservation: null });
+    expect(await gate.admit(ctx(acc, MONDAY))).toEqual({ allowed: true, reservation: null });
   });
 
   test('a negative or fractional list cost is refused and records nothing', async () => {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, 'daily', false)], keyGuardrail: 'g' });
-    const c = ctx(acc, NOV23);
+    const c = ctx(acc, MONDAY);
     await expect(gate.record(finished(c, -1, false))).rejects.toThrow(RangeError);
     await expect(gate.record(finished(c, 0.5, false))).rejects.toThrow(RangeError);
     const spend = await readWindows(
@@ -237,7 +248,7 @@ describe.each(['embedded', 'redis'] as const)('spend gate on the %s ledger', (ba
       keys,
       acc.accountId,
       [{ scope: 'guardrail', id: 'g', intervals: ['daily'] }],
-      NOV23,
+      MONDAY,
     );
     expect(spend.get('guardrail/g')).toEqual({ daily: { nonByokMicros: 0, byokMicros: 0 } });
   });
@@ -248,35 +259,34 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
   const gate = createSpendGate(ledger);
   try {
     const acc = ledgerAccount({ guardrails: [budgetGuardrail('g', 5, 'daily', false)], keyGuardrail: 'g' });
-    await gate.record(finished(ctx(acc, NOV23), 1 * USD, false));
+    await gate.record(finished(ctx(acc, MONDAY), 1 * USD, false));
     const client = (ledger as Awaited<ReturnType<typeof createRedisLedger>>).client;
     const names = (await client.keys(`byok:ledger:{${acc.accountId}}:*`)).sort();
     // The request's generation id, remembered for exactly-once for one to two retention periods.
     const ids = names.find((n) => n.includes('}:ids:')) ?? 'none';
     const period = Number(ids.split(':').pop());
     expect(Math.abs(period - Math.floor(Date.now() / ID_RETENTION_MS))).toBeLessThanOrEqual(1);
+    // MONDAY's windows by the calendar: its day, its week (named by the Monday) and its month.
+    const day = `d${MONDAY.toISOString().slice(0, 10)}`;
+    const week = `w${MONDAY.toISOString().slice(0, 10)}`;
+    const month = `m${MONDAY.toISOString().slice(0, 7)}`;
+    const key = (rest: string) => `byok:ledger:{${acc.accountId}}:${rest}`;
     expect(names).toEqual([
-      `byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`,
-      `byok:ledger:{${acc.accountId}}:gr:g:d2026-11-23:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:gr:g:m2026-11:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`,
+      key(`acct:${month}:charged`),
+      key(`gr:g:${day}:nonbyok`),
+      key('gr:g:life:nonbyok'),
+      key(`gr:g:${month}:nonbyok`),
+      key(`gr:g:${week}:nonbyok`),
       ids,
-      `byok:ledger:{${acc.accountId}}:ws:${WS1}:d2026-11-23:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:ws:${WS1}:life:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:ws:${WS1}:m2026-11:nonbyok`,
-      `byok:ledger:{${acc.accountId}}:ws:${WS1}:w2026-11-23:nonbyok`,
+      key(`ws:${WS1}:${day}:nonbyok`),
+      key(`ws:${WS1}:life:nonbyok`),
+      key(`ws:${WS1}:${month}:nonbyok`),
+      key(`ws:${WS1}:${week}:nonbyok`),
     ]);
     const margin = 7 * 86_400_000;
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:d2026-11-23:nonbyok`)).toBe(
-      Date.parse('2026-11-24T00:00:00Z') + margin,
-    );
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:w2026-11-23:nonbyok`)).toBe(
-      Date.parse('2026-11-30T00:00:00Z') + margin,
-    );
-    expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:acct:m2026-11:charged`)).toBe(
-      Date.parse('2026-12-01T00:00:00Z') + margin,
-    );
+    expect(await client.pexpiretime(key(`gr:g:${day}:nonbyok`))).toBe(afterMonday(1).getTime() + margin);
+    expect(await client.pexpiretime(key(`gr:g:${week}:nonbyok`))).toBe(afterMonday(7).getTime() + margin);
+    expect(await client.pexpiretime(key(`acct:${month}:charged`))).toBe(monthStart(1).getTime() + margin);
     expect(await client.pexpiretime(`byok:ledger:{${acc.accountId}}:gr:g:life:nonbyok`)).toBe(-1);
     expect(await client.pexpiretime(ids)).toBe((period + 2) * ID_RETENTION_MS);
   } finally {

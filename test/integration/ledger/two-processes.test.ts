@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { byokFeeMicros, FREE_ALLOWANCE_MICROS } from '../../../src/domain/billing.ts';
 import { createRedisLedger, keySpace, readAccountMonth, readWindows } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ledgerAccount, WS1 } from '../../support/ledger-fixtures.ts';
+import { budgetGuardrail, ledgerAccount, MONDAY, WS1 } from '../../support/ledger-fixtures.ts';
 import { type RedisServer, startRedis } from '../../support/redis.ts';
 
 const run = promisify(execFile);
@@ -33,7 +33,9 @@ test('N requests across two processes on one Redis: every total equals the sum',
   const worker = join(import.meta.dirname, 'load-worker.ts');
   const outputs = await Promise.all(
     ['a', 'b'].map((tag) =>
-      run(process.execPath, [worker, redis.url, file, String(PER_PROCESS), '16', tag], { timeout: 90_000 }),
+      run(process.execPath, [worker, redis.url, file, String(PER_PROCESS), '16', tag, MONDAY.toISOString()], {
+        timeout: 90_000,
+      }),
     ),
   );
   const sums = outputs.map(
@@ -53,8 +55,7 @@ test('N requests across two processes on one Redis: every total equals the sum',
   const keys = keySpace();
   const ledger = await createRedisLedger({ url: redis.url });
   try {
-    const at = new Date('2026-11-23T10:00:00Z');
-    const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', at);
+    const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', MONDAY);
     expect(month.byokListCostMicros).toBe(byokTotal); // 400 BYOK requests of 200 USD = 80,000 USD
     expect(month.chargedMicros).toBe(sharedTotal);
     const allowance = FREE_ALLOWANCE_MICROS['pay-as-you-go'];
@@ -72,7 +73,7 @@ test('N requests across two processes on one Redis: every total equals the sum',
         { scope: 'guardrail', id: 'g', intervals: ['daily', 'weekly', 'monthly', 'lifetime'] },
         { scope: 'workspace', id: WS1, intervals: ['daily', 'lifetime'] },
       ],
-      at,
+      MONDAY,
     );
     for (const w of Object.values(spend.get('guardrail/g') ?? {}))
       expect(w).toEqual({ nonByokMicros: sharedTotal, byokMicros: byokTotal });

@@ -14,10 +14,10 @@ import {
 } from '../../../src/ledger/index.ts';
 import { idSets } from '../../../src/ledger/keys.ts';
 import type { HoldCheck } from '../../../src/ledger/ledger.ts';
-import { ctx, finished, ledgerAccount, USD, WS1 } from '../../support/ledger-fixtures.ts';
+import { ctx, finished, ledgerAccount, MONDAY, USD, WS1 } from '../../support/ledger-fixtures.ts';
 
 const keys = keySpace();
-const day = windowOf('daily', new Date('2026-11-23T10:00:00Z'));
+const day = windowOf('daily', MONDAY);
 const counter = (account: string, part: 'nonbyok' | 'byok' = 'nonbyok') =>
   keys.budget(account, 'workspace', WS1, day, part);
 const holdOf = (account: string) => keys.hold(account, 'workspace', WS1, day);
@@ -62,8 +62,7 @@ describe('records count once per generation id', () => {
     const ledger = createEmbeddedLedger();
     const gate = createSpendGate(ledger);
     const acc = ledgerAccount();
-    const at = new Date('2026-11-23T10:00:00Z');
-    const c = ctx(acc, at);
+    const c = ctx(acc, MONDAY);
     await gate.record(finished(c, 25_000 * USD, true)); // past the free allowance: the next one pays a fee
     const req = finished(c, 2 * USD, true);
     const first = await gate.record(req);
@@ -71,14 +70,14 @@ describe('records count once per generation id', () => {
     // A later request moves the month-to-date; the replayed one still computes its fee from its own.
     await gate.record(finished(c, 3 * USD, true));
     expect(await gate.record(req)).toEqual(first);
-    const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', at);
+    const month = await readAccountMonth(ledger, keys, acc.accountId, 'pay-as-you-go', MONDAY);
     expect(month).toMatchObject({ byokListCostMicros: 25_005 * USD, feesMicros: 250_000 });
     const spend = await readWindows(
       ledger,
       keys,
       acc.accountId,
       [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
-      at,
+      MONDAY,
     );
     expect(spend.get(`workspace/${WS1}`)?.daily?.byokMicros).toBe(25_005 * USD);
     await gate.close();

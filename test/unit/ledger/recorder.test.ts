@@ -6,11 +6,11 @@ import { createGateMetrics } from '../../../src/ledger/gate/metrics.ts';
 import { FeeNotRecordedError, Recorder } from '../../../src/ledger/gate/recorder.ts';
 import { spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
 import { keySpace, readAccountMonth } from '../../../src/ledger/index.ts';
-import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
+import { ctx, finished, ledgerAccount, MONDAY, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();
-const AT = new Date('2026-11-23T10:00:00Z');
+const AT = MONDAY;
 const ALLOWANCE = FREE_ALLOWANCE_MICROS['pay-as-you-go'];
 
 function setup(stopped = () => false) {

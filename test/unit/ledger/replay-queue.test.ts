@@ -7,11 +7,11 @@ import { Recorder } from '../../../src/ledger/gate/recorder.ts';
 import { ReplayQueue } from '../../../src/ledger/gate/replay-queue.ts';
 import { type SpendRecord, spendRecordOf } from '../../../src/ledger/gate/spend-record.ts';
 import { keySpace, LedgerUnavailableError, readAccountMonth } from '../../../src/ledger/index.ts';
-import { ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
+import { ctx, finished, ledgerAccount, MONDAY, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();
-const AT = new Date('2026-11-23T10:00:00Z');
+const AT = MONDAY;
 
 async function metric(registry: Registry, name: string): Promise<number> {
   return Number((await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values[0]?.value ?? 0);

@@ -15,11 +15,11 @@ import {
   readAccountMonth,
   windowsAt,
 } from '../../../src/ledger/index.ts';
-import { budgetGuardrail, ctx, finished, ledgerAccount, USD } from '../../support/ledger-fixtures.ts';
+import { budgetGuardrail, ctx, finished, ledgerAccount, MONDAY, USD } from '../../support/ledger-fixtures.ts';
 import { switchedLedger } from './outage.ts';
 
 const keys = keySpace();
-const AT = new Date('2026-11-23T10:00:00Z');
+const AT = MONDAY;
 const W = windowsAt(AT);
 const dirs: string[] = [];
 const tmp = () => {
