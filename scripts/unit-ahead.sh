@@ -13,5 +13,6 @@ command -v faketime >/dev/null 2>&1 || {
   echo "[unit-ahead] needs faketime (Debian: apt-get install faketime; scripts/test-tools.sh installs it)" >&2
   exit 1
 }
-echo "[unit-ahead] the unit project with the clock at $(FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$offset" date -u +%Y-%m-%dT%H:%MZ)" >&2
+ahead="$(faketime -f "$offset" date -u +%Y-%m-%dT%H:%MZ)"
+echo "[unit-ahead] the unit project with the clock at $ahead" >&2
 FAKETIME_DONT_FAKE_MONOTONIC=1 exec faketime -f "$offset" npm run jest -- --selectProjects unit --silent
