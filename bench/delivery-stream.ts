@@ -17,6 +17,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { DEFAULT_DELIVERY_AUDIENCE } from '../src/contract/delivery.ts';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
@@ -39,7 +40,6 @@ const IDLE_S = arg('idle', 20);
 const ASK_MS = arg('ask-ms', 100);
 const MAIN = join(import.meta.dirname, '..', 'src', 'cli', 'main.ts');
 const API_KEY = 'sk-gw-bench-delivery-0123456789abcdef';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (line: string) => process.stderr.write(`[delivery-stream] ${line}\n`);
 
 /** CPU seconds (user + system) of a process so far. */

@@ -4,12 +4,13 @@
 // full; lost = served generation ids Redis never recorded; counted twice = BYOK list cost past one request per
 // recorded id. Starts its own control plane (the operator compiles the account once). Prints one JSON object.
 // Run: node scripts/bootstrap.mjs --control-plane -- node bench/ledger-faults.ts [outageSeconds] [lanes]
+
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane } from '../src/controlplane/control-plane.ts';
 import { installCrds } from '../src/controlplane/install-crds.ts';
 
 const outageSeconds = Number(process.argv[2] ?? '60');
 const lanes = Number(process.argv[3] ?? '8');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const cp = await startControlPlane();
 try {

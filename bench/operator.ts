@@ -17,6 +17,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
@@ -99,7 +100,6 @@ function buildOperatorChild(root: string): { script: string; cleanup: () => void
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const crPath = (ns: string, plural: string) => `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`;
 
 async function pool<T>(items: readonly T[], n: number, fn: (t: T) => Promise<void>): Promise<void> {

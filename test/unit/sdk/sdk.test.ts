@@ -23,6 +23,7 @@ import {
 } from '../../../src/sdk/index.ts';
 import { apiKey, hashOf, sizedSnapshot, snapshot, workspace } from '../../support/fixtures/compiler.ts';
 import { moduleReferences } from '../../support/module-imports.ts';
+import { until } from '../../support/until.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'byok-sdk-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -45,14 +46,6 @@ function compiled(version: number): { accounts: CompiledAccount[]; set: ShardSet
   const accounts = snaps(version).map(compileAccount);
   return { accounts, set: shardAccounts(accounts, { targetBytes: 8 * 1024 }) };
 }
-
-const waitFor = async (cond: () => boolean, ms = 3000) => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 describe('loadRoutingConfig', () => {
   it('loads a plain directory and verifies checksums', () => {
@@ -243,7 +236,12 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       const v1 = compiled(1);
       expect(v1.set.index.version).not.toBe(v0.set.index.version);
       kubeletWrite(configDir, configFiles(v1.set));
-      await waitFor(() => w.current()?.version === v1.set.index.version);
+      await until(
+        'w.current()?.version === v1.set.index.version',
+        () => w.current()?.version === v1.set.index.version,
+        3000,
+        10,
+      );
       expect(reloads.at(-1)?.version).toBe(v1.set.index.version);
       expect(
         w
@@ -258,7 +256,7 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       const victim = v2.set.shards[1]!;
       corrupt[victim.key] = Buffer.concat([victim.data, Buffer.from('x')]);
       kubeletWrite(configDir, corrupt);
-      await waitFor(() => errors.length === 1);
+      await until('one error reported', () => errors.length === 1, 3000, 10);
       expect((errors[0] as RoutingConfigError).code).toBe('checksum');
       expect(w.current()?.version).toBe(v1.set.index.version);
 
@@ -266,13 +264,18 @@ describe('watchRoutingConfig (kubelet atomic swap)', () => {
       const incomplete = configFiles(v2.set);
       delete incomplete[victim.key];
       kubeletWrite(configDir, incomplete);
-      await waitFor(() => errors.length === 2);
+      await until('two errors reported', () => errors.length === 2, 3000, 10);
       expect((errors[1] as RoutingConfigError).code).toBe('incomplete');
       expect(w.current()?.version).toBe(v1.set.index.version);
 
       // Then a good one replaces it.
       kubeletWrite(configDir, configFiles(v2.set));
-      await waitFor(() => w.current()?.version === v2.set.index.version);
+      await until(
+        'w.current()?.version === v2.set.index.version',
+        () => w.current()?.version === v2.set.index.version,
+        3000,
+        10,
+      );
 
       // Key rotation: bundles sealed under a new key open once the key volume has it; old key kept.
       const rotated: Keyring = { active: 'k2', keys: new Map([...keyring.keys, ['k2', randomBytes(32)]]) };
@@ -312,11 +315,16 @@ describe('watchRoutingConfig: a half-projected config is pending, not rejected',
       raced[v1.set.shards[0]!.key] =
         stale && !stale.data.equals(v1.set.shards[0]!.data) ? stale.data : Buffer.from('old');
       kubeletWrite(dir, raced);
-      await waitFor(() => seen.length >= 1);
+      await until('a first update', () => seen.length >= 1, 3000, 10);
       expect(seen[0]).toEqual(['checksum', 'pending']);
       // kubelet's next sync completes it: loaded, nothing rejected.
       kubeletWrite(dir, configFiles(v1.set));
-      await waitFor(() => w.current()?.version === v1.set.index.version);
+      await until(
+        'w.current()?.version === v1.set.index.version',
+        () => w.current()?.version === v1.set.index.version,
+        3000,
+        10,
+      );
       expect(seen.map(([, f]) => f)).toEqual(['pending']);
 
       // The same fault that never heals: pending first, then rejected once (not once per poll).
@@ -324,7 +332,7 @@ describe('watchRoutingConfig: a half-projected config is pending, not rejected',
       const broken = configFiles(v2.set);
       delete broken[v2.set.shards[1]!.key];
       kubeletWrite(dir, broken);
-      await waitFor(() => seen.length >= 3, 5000);
+      await until('three updates', () => seen.length >= 3, 5000, 10);
       expect(seen.slice(1)).toEqual([
         ['incomplete', 'pending'],
         ['incomplete', 'rejected'],
@@ -335,7 +343,7 @@ describe('watchRoutingConfig: a half-projected config is pending, not rejected',
 
       // A corrupt index is never a projection race: rejected at once.
       kubeletWrite(dir, { ...configFiles(v2.set), [INDEX_KEY]: '{"format":' });
-      await waitFor(() => seen.length >= 4);
+      await until('four updates', () => seen.length >= 4, 3000, 10);
       expect(seen[3]).toEqual(['corrupt', 'rejected']);
     } finally {
       w.close();
