@@ -1,6 +1,8 @@
 // The ledger tests' request time comes from the clock, never from a calendar: whatever day a run starts, it is a
 // Monday 10:00 UTC no later than now and less than a week before it, so every window the tests write to (its day,
 // the days they step to, its week, its month) is one the ledgers still keep.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { ledgerMonday } from '../../support/ledger-fixtures.ts';
@@ -27,5 +29,27 @@ describe('ledgerMonday', () => {
     expect(ledgerMonday(at).toISOString()).toBe('2026-11-30T10:00:00.000Z');
     expect(ledgerMonday(at - 1).toISOString()).toBe('2026-11-23T10:00:00.000Z');
     expect(ledgerMonday(Date.parse('2026-12-06T23:59:59.999Z')).toISOString()).toBe('2026-11-30T10:00:00.000Z');
+  });
+
+  // redis-server keeps the real clock even under libfaketime (it does not start there), so `npm run test:unit:ahead`
+  // cannot run the Redis ledger's tests. This holds them instead: a file that runs a Redis ledger names no calendar
+  // date from 2020 on (a date long past, such as an expiry that must be refused, is fine).
+  test('no test that runs a Redis ledger meters at a calendar date', () => {
+    const root = join(import.meta.dirname, '..', '..', '..');
+    const files = (dir: string): string[] =>
+      readdirSync(dir).flatMap((f) => {
+        const p = join(dir, f);
+        return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
+      });
+    const redisFiles = files(join(root, 'test')).filter((f) =>
+      /startRedis\(|createRedisLedger\(/.test(readFileSync(f, 'utf8')),
+    );
+    expect(redisFiles.length).toBeGreaterThan(10); // the scan saw the Redis tests, not nothing
+    const calendar = /['"`](20[2-9]\d-\d\d-\d\d)/g;
+    const dated = redisFiles.flatMap((f) =>
+      [...readFileSync(f, 'utf8').matchAll(calendar)].map((m) => `${f.slice(root.length + 1)}: ${m[1]}`),
+    );
+    expect(dated).toEqual([]);
+    expect("ctx(acc, new Date('2026-11-23T10:00:00Z'))".match(calendar)).toEqual(["'2026-11-23"]);
   });
 });
