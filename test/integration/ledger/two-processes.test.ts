@@ -103,19 +103,21 @@ test('reservations across two processes: 200 at once against a limit that fits 5
     const env = { ...process.env, BURST_AT: String(Date.now() + 1500) };
     const outputs = await Promise.all(
       ['a', 'b'].map((tag) =>
-        run(process.execPath, [worker, redis.url, file, '100', String(COST), tag], { timeout: 60_000, env }),
+        run(process.execPath, [worker, redis.url, file, '100', String(COST), tag, MONDAY.toISOString()], {
+          timeout: 60_000,
+          env,
+        }),
       ),
     );
     const admitted = outputs.map((o) => (JSON.parse(o.stdout) as { admitted: number }).admitted);
     process.stderr.write(`[two processes] reservations: ${admitted.join(' + ')} of 200 admitted where 50 fit\n`);
     expect(admitted[0]! + admitted[1]!).toBe(50);
-    const at = new Date();
     const spend = await readWindows(
       ledger,
       ks(),
       acc.accountId,
       [{ scope: 'workspace', id: WS1, intervals: ['daily'] }],
-      at,
+      MONDAY,
     );
     expect(spend.get(`workspace/${WS1}`)?.daily?.nonByokMicros).toBe(50 * COST);
   } finally {
