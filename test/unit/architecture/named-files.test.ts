@@ -1,7 +1,8 @@
 // Files named by a string rather than imported: the type checker follows an import when a file moves, but not a
-// path in `new URL('./x.ts', import.meta.url)`, an npm script, CI's entry point or the bench runner's list. A bench
-// that started its floors from a file since split up failed only when someone ran it; this finds every such name.
-import { existsSync, readFileSync } from 'node:fs';
+// path in `new URL('./x.ts', import.meta.url)`, an npm script, CI's entry point, the bench runner's list or a
+// comment. A bench that started its floors from a file since split up failed only when someone ran it; this finds
+// every such name.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { moduleFilesUnder } from '../../support/module-imports.ts';
@@ -18,12 +19,22 @@ export function urlTargets(source: string): string[] {
   );
 }
 
-/** Repository paths of scripts a command line names (bench/x.ts, scripts/y.mjs, hack/z.sh, test/...). */
-export function scriptPaths(text: string): string[] {
-  return [...text.matchAll(/(?<![\w/.-])((?:bench|scripts|hack|test)\/[\w./-]+\.(?:ts|mjs|sh|js))\b/g)].map(
-    (m) => m[1]!,
-  );
+/** Repository paths of files a text names: scripts on a command line (bench/x.ts, hack/z.sh), sources in a comment. */
+export function repoPaths(text: string): string[] {
+  return [
+    ...text.matchAll(/(?<![\w/.-])((?:src|bench|scripts|hack|test|charts)\/[\w./-]+\.(?:ts|mjs|sh|js|tpl))\b/g),
+  ].map((m) => m[1]!);
 }
+
+/** Shell scripts, CI's entry points, the Dockerfile and the chart: text that names files but is not a module. */
+const otherFiles = () => [
+  ...['scripts', 'hack', 'charts'].flatMap((dir) =>
+    readdirSync(join(root, dir), { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile() && /\.(sh|tpl|yaml|txt|go|mod)$/.test(e.name))
+      .map((e) => join(e.parentPath, e.name)),
+  ),
+  ...['.ci/run', '.ci/schemathesis.sh', 'Dockerfile'].map((f) => join(root, f)),
+];
 
 describe('files named by a string exist', () => {
   test('the patterns find what they should (so that an empty result below means something)', () => {
@@ -31,7 +42,7 @@ describe('files named by a string exist', () => {
       './lib/peer-servers.ts',
     ]);
     expect(urlTargets('new URL(`../x/${name}.ts`, import.meta.url)')).toEqual([]);
-    expect(scriptPaths('"bench": "node scripts/bootstrap.mjs -- node bench/run.ts", x: "bash hack/a.sh"')).toEqual([
+    expect(repoPaths('"bench": "node scripts/bootstrap.mjs -- node bench/run.ts", x: "bash hack/a.sh"')).toEqual([
       'scripts/bootstrap.mjs',
       'bench/run.ts',
       'hack/a.sh',
@@ -55,11 +66,28 @@ describe('files named by a string exist', () => {
     expect(missing).toEqual([]);
   });
 
+  // A comment outlives the file it names (`delivery stream client (src/sdk/stream.ts)`); a newcomer then opens nothing.
+  test('every repository file that code, comments, scripts, the Dockerfile and the chart name exists', () => {
+    // This file's examples and the import rules' invented files are not names of files.
+    const examples = [import.meta.filename, join(import.meta.dirname, 'test-imports.test.ts')];
+    const missing: string[] = [];
+    let seen = 0;
+    for (const file of [...codeFiles(), ...otherFiles()].filter((f) => !examples.includes(f))) {
+      const text = readFileSync(file, 'utf8');
+      for (const path of repoPaths(text)) {
+        seen++;
+        if (!existsSync(join(root, path))) missing.push(`${relative(root, file)}: ${path}`);
+      }
+    }
+    expect(seen).toBeGreaterThan(100); // the pattern saw the names, not nothing
+    expect(missing).toEqual([]);
+  });
+
   test("every script that package.json and CI's entry points name exists", () => {
     const missing: string[] = [];
     for (const name of ['package.json', '.ci/run', '.ci/schemathesis.sh']) {
       const text = readFileSync(join(root, name), 'utf8');
-      for (const path of scriptPaths(text)) if (!existsSync(join(root, path))) missing.push(`${name}: ${path}`);
+      for (const path of repoPaths(text)) if (!existsSync(join(root, path))) missing.push(`${name}: ${path}`);
     }
     expect(missing).toEqual([]);
   });

