@@ -267,9 +267,10 @@ test('Redis keys expire after their window plus the margin; lifetime keys never'
     const period = Number(ids.split(':').pop());
     expect(Math.abs(period - Math.floor(Date.now() / ID_RETENTION_MS))).toBeLessThanOrEqual(1);
     // MONDAY's windows by the calendar: its day, its week (named by the Monday) and its month.
-    const day = `d${MONDAY.toISOString().slice(0, 10)}`;
-    const week = `w${MONDAY.toISOString().slice(0, 10)}`;
-    const month = `m${MONDAY.toISOString().slice(0, 7)}`;
+    const date = MONDAY.toISOString().slice(0, 10);
+    const day = `d${date}`;
+    const week = `w${date}`;
+    const month = `m${date.slice(0, 7)}`;
     const key = (rest: string) => `byok:ledger:{${acc.accountId}}:${rest}`;
     expect(names).toEqual([
       key(`acct:${month}:charged`),

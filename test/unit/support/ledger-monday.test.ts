@@ -1,11 +1,12 @@
 // The ledger tests' request time comes from the clock, never from a calendar: whatever day a run starts, it is a
 // Monday 10:00 UTC no later than now and less than a week before it, so every window the tests write to (its day,
 // the days they step to, its week, its month) is one the ledgers still keep.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { ledgerMonday } from '../../support/ledger-fixtures.ts';
+import { moduleFilesUnder } from '../../support/module-imports.ts';
 import { propertyRuns } from '../../support/properties.ts';
 
 const WEEK_MS = 7 * 86_400_000;
@@ -36,18 +37,13 @@ describe('ledgerMonday', () => {
   // date from 2020 on (a date long past, such as an expiry that must be refused, is fine).
   test('no test that runs a Redis ledger meters at a calendar date', () => {
     const root = join(import.meta.dirname, '..', '..', '..');
-    const files = (dir: string): string[] =>
-      readdirSync(dir).flatMap((f) => {
-        const p = join(dir, f);
-        return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
-      });
-    const redisFiles = files(join(root, 'test')).filter((f) =>
-      /startRedis\(|createRedisLedger\(/.test(readFileSync(f, 'utf8')),
-    );
-    expect(redisFiles.length).toBeGreaterThan(10); // the scan saw the Redis tests, not nothing
+    const redisTests = moduleFilesUnder(join(root, 'test'))
+      .map((file) => ({ file, text: readFileSync(file, 'utf8') }))
+      .filter(({ text }) => /startRedis\(|createRedisLedger\(/.test(text));
+    expect(redisTests.length).toBeGreaterThan(10); // the scan saw the Redis tests, not nothing
     const calendar = /['"`](20[2-9]\d-\d\d-\d\d)/g;
-    const dated = redisFiles.flatMap((f) =>
-      [...readFileSync(f, 'utf8').matchAll(calendar)].map((m) => `${f.slice(root.length + 1)}: ${m[1]}`),
+    const dated = redisTests.flatMap(({ file, text }) =>
+      [...text.matchAll(calendar)].map((m) => `${relative(root, file)}: ${m[1]}`),
     );
     expect(dated).toEqual([]);
     expect("ctx(acc, new Date('2026-11-23T10:00:00Z'))".match(calendar)).toEqual(["'2026-11-23"]);
