@@ -12,7 +12,7 @@ import {
 } from '../domain/index.ts';
 import { type AccessLog, pinoAccessLog } from './access-log.ts';
 import type { GatewayCatalog } from './catalog.ts';
-import type { GenerationRecord, GenerationStore, ProviderResponse } from './generations.ts';
+import type { GenerationStore, GenerationTicket, NewGeneration, ProviderResponse } from './generations.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { CLIENT_WENT_AWAY } from './stream-relay.ts';
 import type { MeteredUsage, UsageSource } from './usage.ts';
@@ -118,17 +118,17 @@ export class Metering {
       );
     }
     const attempt = served?.attempt ?? null;
-    const record: GenerationRecord = {
+    const record: NewGeneration = {
       id: req.generationId,
       model: req.model,
-      created_at: req.at.toISOString(),
+      created_at_ms: req.at.getTime(),
       streamed: req.streamed,
       provider: attempt?.provider ?? null,
       endpoint_id: attempt?.endpoint.id ?? null,
       byok_credential_id: attempt?.kind === 'credential' ? attempt.credentialId : null,
       is_byok: attempt?.kind === 'credential',
-      // A copy the length of its entries: push grew the journal's array to 16 slots for one (~130 B more a record).
-      provider_responses: req.responses.slice(),
+      // The store keeps the common one answer as numbers and copies any other list.
+      provider_responses: req.responses,
       tokens_prompt: usage?.promptTokens ?? null,
       tokens_completion: usage?.completionTokens ?? null,
       usage_estimated: usage?.estimated ?? null,
@@ -137,7 +137,7 @@ export class Metering {
       charged_micros: null,
       status,
     };
-    this.generations.put(req.apiKeyHash, record);
+    const ticket = this.generations.put(req.apiKeyHash, record);
     const now = performance.now();
     const total = now - req.started;
     const overheadMs = Math.max(0, total - req.upstreamMs);
@@ -155,7 +155,7 @@ export class Metering {
       durationMs: total,
       overheadMs,
     });
-    this.report(req, record, attempt, usage, listCost);
+    this.report(req, ticket, attempt, usage, listCost);
     // The key's in-flight slot frees now, and its tokens per minute count what was used (0 when nothing answered).
     if (req.rateHold)
       void this.spendGate?.settleRate?.(req.rateHold, usage ? usage.promptTokens + usage.completionTokens : 0);
@@ -197,7 +197,7 @@ export class Metering {
 
   private report(
     req: MeteredRequest,
-    record: GenerationRecord,
+    ticket: GenerationTicket,
     attempt: Attempt | null,
     usage: MeteredUsage | null,
     listCost: number | null,
@@ -226,8 +226,7 @@ export class Metering {
       })
       .then(
         (spend) => {
-          record.fee_micros = spend.feeMicros;
-          record.charged_micros = spend.chargedMicros;
+          this.generations.settle(ticket, spend.feeMicros, spend.chargedMicros);
           const series = this.metrics.series(attempt.provider, req.model);
           const kind = attemptKind(attempt);
           series.cost(kind, 'fee', spend.feeMicros);

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from '@jest/globals';
 import { CatalogError, parseCatalog } from '../../../src/gateway/catalog.ts';
-import { type GenerationRecord, GenerationStore } from '../../../src/gateway/generations.ts';
 import { sharedKeyFileName } from '../../../src/gateway/upstream.ts';
 
 const repo = join(import.meta.dirname, '..', '..', '..');
@@ -78,31 +77,6 @@ describe('gateway catalog', () => {
       promptMicrosPerMillionTokens: 2_500_000,
       completionMicrosPerMillionTokens: 10_000_000,
     });
-  });
-});
-
-describe('generation store', () => {
-  const rec = (id: string) => ({ id }) as GenerationRecord;
-  test('readable only with the API key that made it; bounded by count and age', () => {
-    let now = 0;
-    const s = new GenerationStore({ maxRecords: 2, ttlMs: 1000, now: () => now });
-    s.put('a', rec('g1'));
-    s.put('b', rec('g2'));
-    expect(s.get('g1', 'a')?.id).toBe('g1');
-    expect(s.get('g1', 'b')).toBeUndefined();
-    s.put('a', rec('g3'));
-    expect(s.get('g1', 'a')).toBeUndefined();
-    expect(s.size).toBe(2);
-    now = 1500;
-    expect(s.get('g3', 'a')).toBeUndefined();
-    // A put evicts what has aged out, oldest first, as well as what overflows.
-    s.put('a', rec('g4'));
-    expect(s.size).toBe(1);
-    for (let i = 5; i < 105; i++) s.put('a', rec(`g${i}`));
-    expect(s.size).toBe(2);
-    expect(s.get('g104', 'a')?.id).toBe('g104');
-    expect(s.get('g103', 'a')?.id).toBe('g103');
-    expect(s.get('g102', 'a')).toBeUndefined();
   });
 });
 
