@@ -51,7 +51,7 @@ export interface GenerationTicket {
 const ESTIMATES = [null, 'missing', 'invalid', 'out_of_bounds'] as const;
 const STREAMED = 1;
 const BYOK = 2;
-/** provider_responses is the one answer of the serving attempt, kept as its status and latency (docs/perf). */
+/** provider_responses is the serving attempt's one answer, so its status and latency say all of it. */
 const ONE_ANSWER = 4;
 const ESTIMATE_SHIFT = 3;
 
@@ -71,17 +71,22 @@ const Num = {
 type Num = (typeof Num)[keyof typeof Num];
 const ROW = 10;
 
-/** Interned model names at most: a gateway serves a catalog's slugs, so this bounds the table, not the traffic. */
+/**
+ * Model names kept at most. A record reaches the store only after the planner found the model in the catalog, so
+ * the names are catalog slugs; the bound, with a fresh start when reached, keeps catalogs replaced over months from
+ * adding up.
+ */
 const MAX_MODEL_NAMES = 4096;
 
 const toNum = (v: number | null): number => (v === null ? Number.NaN : v);
 const fromNum = (v: number): number | null => (Number.isNaN(v) ? null : v);
 
 /**
- * Records in columns: every request's record lives up to an hour (10,000 of them by default), so as objects they
- * were promoted and marked ~400 B each. Here a record is a ring slot across typed columns; strings are references
- * to the compiled config's (provider, endpoint, credential, key digest) and interned model names, and a request's
- * one answer (the common case) is kept as two numbers. get() builds the record the API returns.
+ * Records in columns: every request's record lives up to an hour, long past the young generation, so as objects
+ * each would be promoted and then marked by every full GC. Here a record is a ring slot across typed columns;
+ * strings are references to the compiled config's (provider, endpoint, credential, key digest) and to one copy of
+ * each model name, and a request's one answer (the common case) is two numbers. get() builds the record the API
+ * returns (docs/gateway.md, "Generations, spend, logs, metrics").
  */
 export class GenerationStore {
   private readonly slots = new Map<string, number>();
@@ -236,7 +241,8 @@ export class GenerationStore {
   private modelName(model: string): string {
     const known = this.modelNames.get(model);
     if (known !== undefined) return known;
-    if (this.modelNames.size < MAX_MODEL_NAMES) this.modelNames.set(model, model);
+    if (this.modelNames.size >= MAX_MODEL_NAMES) this.modelNames.clear();
+    this.modelNames.set(model, model);
     return model;
   }
 }

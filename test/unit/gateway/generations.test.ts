@@ -122,6 +122,16 @@ describe('generation store', () => {
     expect(s.get('g1', 'a')!.provider_responses[1]!.status).toBe(200);
   });
 
+  test('model names read back as put past the bound of kept names', () => {
+    const s = new GenerationStore({ maxRecords: 3 });
+    for (let i = 0; i < 5000; i++) s.put('a', generation(`g${i}`, { model: `vendor/model-${i % 4500}` }));
+    expect([4997, 4998, 4999].map((i) => s.get(`g${i}`, 'a')?.model)).toEqual([
+      'vendor/model-497',
+      'vendor/model-498',
+      'vendor/model-499',
+    ]);
+  });
+
   test('settle amends the record it was given for, not a newer one in its slot', () => {
     const s = new GenerationStore({ maxRecords: 1 });
     const ticket = s.put('a', generation('g1'));
