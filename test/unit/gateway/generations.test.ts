@@ -96,28 +96,22 @@ describe('generation store', () => {
 
   test('a failover list is kept whole, and what get() returns cannot change what is stored', () => {
     const s = new GenerationStore();
-    const responses = [
-      {
-        provider: 'openai',
-        endpoint_id: 'e1',
-        credential: 'acme/a',
-        status: null,
-        error: 'upstream unreachable',
-        latency_ms: 3,
-      },
-      { provider: 'openai', endpoint_id: 'e2', credential: 'shared', status: 200, latency_ms: 9.5 },
-    ];
-    s.put('a', generation('g1', { provider_responses: responses, byok_credential_id: null, is_byok: false }));
-    responses[0]!.status = 500;
-    const first = s.get('g1', 'a')!;
-    expect(first.provider_responses[0]).toEqual({
+    const failed = {
       provider: 'openai',
       endpoint_id: 'e1',
       credential: 'acme/a',
       status: null,
       error: 'upstream unreachable',
       latency_ms: 3,
-    });
+    };
+    const responses = [
+      { ...failed },
+      { provider: 'openai', endpoint_id: 'e2', credential: 'shared', status: 200, latency_ms: 9.5 },
+    ];
+    s.put('a', generation('g1', { provider_responses: responses, byok_credential_id: null, is_byok: false }));
+    responses[0]!.status = 500;
+    const first = s.get('g1', 'a')!;
+    expect(first.provider_responses[0]).toEqual(failed);
     first.provider_responses[1]!.status = 401;
     expect(s.get('g1', 'a')!.provider_responses[1]!.status).toBe(200);
   });
