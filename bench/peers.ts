@@ -325,6 +325,16 @@ function ensureBuilt(): string {
   return entry;
 }
 
+/**
+ * The systems in the order round `round` runs them: direct first, the others rotated by one place a round, so no
+ * system always runs last (a host that quietens or gets busier during a round would favour one column).
+ */
+function roundOrder(systems: readonly System[], round: number): System[] {
+  const rest = systems.filter((s) => s.name !== 'direct');
+  const shift = rest.length === 0 ? 0 : (round - 1) % rest.length;
+  return [...systems.filter((s) => s.name === 'direct'), ...rest.slice(shift), ...rest.slice(0, shift)];
+}
+
 async function startRedis(pin: Pinning): Promise<{ url: string; stop(): void } | null> {
   if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) return null;
   const port = await freePort();
@@ -515,7 +525,7 @@ async function main(): Promise<void> {
   const results = new Map<string, RoundResult[]>();
   try {
     for (let round = 1; round <= rounds; round++) {
-      for (const system of systems) {
+      for (const system of roundOrder(systems, round)) {
         if (system.name.startsWith('gateway-redis') && !redis) continue;
         log(`round ${round}/${rounds}: ${system.name}`);
         const r = await runSystem(system, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, seconds);
