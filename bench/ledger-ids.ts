@@ -1,6 +1,6 @@
-// Heap bytes per id the embedded ledger remembers for exactly-once (docs/ledger.md, "Exactly once": 20 to 40 minutes
+// Bytes per id (V8 heap and ArrayBuffers) the embedded ledger remembers for exactly-once (docs/ledger.md, "Exactly once": 20 to 40 minutes
 // of ids, 1.2 to 2.4 million at 1,000 requests/s). Each measurement runs in a fresh child with --expose-gc: the heap
-// after a full GC, before and after N records through addNow, as the spend gate writes them (ids in the gateway's
+// (and ArrayBuffer memory) after a full GC, before and after N records through addNow, as the spend gate writes them (ids in the gateway's
 // generation-id shape, every other request also a `<id>:fee` write), divided by the ids the ledger then holds. The id
 // strings are made per request and dropped, so the ledger is what keeps them, as in a gateway once its generation
 // records are evicted. With --baseline <other checkout>/src/ledger/embedded.ts, that build is measured in the same
@@ -40,10 +40,11 @@ async function child(modulePath: string, requests: number): Promise<ChildResult>
   };
   const at = Date.UTC(2026, 10, 29, 10, 0, 0);
   const ledger = createEmbeddedLedger({ now: () => at });
+  // The V8 heap and the ArrayBuffers outside it (typed arrays keep their elements there).
   const used = () => {
     gc();
     gc();
-    return getHeapStatistics().used_heap_size;
+    return getHeapStatistics().used_heap_size + process.memoryUsage().arrayBuffers;
   };
   const prefix = `gen-${randomUUID().slice(0, 24)}`;
   const expiresAt = at + 86_400_000;

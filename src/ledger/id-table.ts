@@ -3,13 +3,20 @@
 // id is kept as its 12 digits read as an integer, in a map of its family (the prefix and the word): the id string
 // itself is not kept. Any other id is kept whole. The split is exact: an id is its family and its number put back
 // together, so two ids never share an entry (test/unit/ledger/id-table.properties.test.ts).
+//
+// A process numbers its generations in turn, so a family's numbers come in runs: once a run of CHUNK numbers holds
+// DENSE_AT of them, their values move from the family's map into one array, a slot per number (NaN: absent).
 const DIGITS = 12;
+/** Numbers per array: a run of a family's numbers that share one array once it is dense. */
+const CHUNK = 64;
+/** Ids of one run that make it dense: below it a sparse family costs a map entry per id and a count per run. */
+const DENSE_AT = 8;
 /** The longest `:<word>` after the digits that still makes an id compact. */
 const MAX_WORD = 8;
 
 export class IdTable {
-  /** Family (the word, NUL, the prefix) -> the digits as a number -> value. */
-  private readonly families = new Map<string, Map<number, number>>();
+  /** Family (the word, NUL, the prefix) -> its numbers and their values. */
+  private readonly families = new Map<string, Family>();
   private readonly whole = new Map<string, number>();
   private count = 0;
 
@@ -23,20 +30,75 @@ export class IdTable {
   }
 
   set(id: string, value: number): void {
-    if (!split(id)) return this.put(this.whole, id, value);
+    if (!split(id)) {
+      const before = this.whole.size;
+      this.whole.set(id, value);
+      this.count += this.whole.size - before;
+      return;
+    }
     let family = this.families.get(parsed.family);
-    if (family === undefined) this.families.set(parsed.family, (family = new Map()));
-    this.put(family, parsed.digits, value);
+    if (family === undefined) this.families.set(parsed.family, (family = new Family()));
+    if (family.set(parsed.digits, value)) this.count++;
   }
 
   get size(): number {
     return this.count;
   }
+}
 
-  private put<K>(map: Map<K, number>, key: K, value: number): void {
-    const before = map.size;
-    map.set(key, value);
-    this.count += map.size - before;
+/** One family's numbers -> values: runs of CHUNK numbers in arrays once dense, the others in a map. */
+class Family {
+  private readonly sparse = new Map<number, number>();
+  /** Run (number / CHUNK) -> how many of its numbers `sparse` holds, until it is dense. */
+  private readonly sparseRuns = new Map<number, number>();
+  private readonly dense = new Map<number, number[]>();
+
+  get(n: number): number | undefined {
+    const slots = this.dense.get(Math.floor(n / CHUNK));
+    if (slots === undefined) return this.sparse.get(n);
+    const v = slots[n % CHUNK]!;
+    return Number.isNaN(v) ? this.sparse.get(n) : v;
+  }
+
+  /** Sets n's value; true when n is new to the family. */
+  set(n: number, value: number): boolean {
+    const run = Math.floor(n / CHUNK);
+    const slots = this.dense.get(run);
+    if (slots !== undefined) {
+      const i = n % CHUNK;
+      const had = !Number.isNaN(slots[i]!) || this.sparse.has(n);
+      // NaN marks an empty slot, so a NaN value (never a ledger total) is kept in the map.
+      if (Number.isNaN(value)) {
+        slots[i] = Number.NaN;
+        this.sparse.set(n, value);
+      } else {
+        slots[i] = value;
+        this.sparse.delete(n);
+      }
+      return !had;
+    }
+    const before = this.sparse.size;
+    this.sparse.set(n, value);
+    if (this.sparse.size === before) return false;
+    const held = (this.sparseRuns.get(run) ?? 0) + 1;
+    if (held < DENSE_AT) this.sparseRuns.set(run, held);
+    else this.makeDense(run);
+    return true;
+  }
+
+  /** Moves a run's numbers from the map into an array of their own. */
+  private makeDense(run: number): void {
+    // A JS array of numbers keeps them unboxed (double elements), in the heap, without an ArrayBuffer per run.
+    const slots: number[] = Array.from({ length: CHUNK }, () => Number.NaN);
+    for (let i = 0; i < CHUNK; i++) {
+      const n = run * CHUNK + i;
+      const v = this.sparse.get(n);
+      if (v === undefined || Number.isNaN(v)) continue;
+      slots[i] = v;
+      this.sparse.delete(n);
+    }
+    this.sparseRuns.delete(run);
+    this.dense.set(run, slots);
   }
 }
 

@@ -72,6 +72,48 @@ describe('IdTable', () => {
     );
   });
 
+  test('runs of a process counter, dense and sparse, read back as a Map<string, number> would', () => {
+    // Numbers near one another, so runs of 64 fill past the point where they move into an array, beside numbers
+    // that stay sparse; values include NaN (an array's empty mark), -1 (a released id) and values set twice.
+    const near = fc.record({
+      kind: fc.constant('set' as const),
+      n: fc.oneof(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 2 ** 48 - 130, max: 2 ** 48 - 1 })),
+      word: fc.constantFrom('', '', ':fee'),
+      value: fc.oneof(
+        { weight: 8, arbitrary: fc.integer({ min: -1, max: 2 ** 40 }) },
+        { weight: 1, arbitrary: fc.constant(Number.NaN) },
+      ),
+    });
+    const read = fc.record({
+      kind: fc.constant('get' as const),
+      n: fc.integer({ min: 0, max: 300 }),
+      word: fc.constantFrom('', ':fee'),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof({ weight: 4, arbitrary: near }, { weight: 1, arbitrary: read }), {
+          minLength: 100,
+          maxLength: 600,
+        }),
+        (ops) => {
+          const table = new IdTable();
+          const model = new Map<string, number>();
+          for (const o of ops) {
+            const key = `${prefixes[0]}${hex(o.n, 12)}${o.word}`;
+            if (o.kind === 'set') {
+              table.set(key, o.value);
+              model.set(key, o.value);
+            }
+            expectIs(table.get(key), model.get(key));
+            expectIs(table.size, model.size);
+          }
+          for (const [k, v] of model) expectIs(table.get(k), v);
+        },
+      ),
+      { seed: SEED, numRuns: propertyRuns(300) },
+    );
+  });
+
   test('the ids of a process in turn: every one kept apart, the largest counter included', () => {
     const table = new IdTable();
     const prefix = prefixes[0]!;
