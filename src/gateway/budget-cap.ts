@@ -2,7 +2,10 @@
 // the answer a request without max_tokens is capped to, the field that carries the cap upstream, and the 402's words.
 // The cap is computed from what the ledger granted in its atomic check-and-reserve, never from a read before it, so
 // concurrent capped requests together still never pass a limit. Pure: no I/O, no clock.
-import { type BudgetCheck, budgetResetWords, budgetWindowWords, type Micros, microsToUsd } from '../domain/index.ts';
+
+import { budgetResetWords, budgetWindowWords } from '../domain/budgets.ts';
+import type { BudgetCheck, Micros } from '../domain/index.ts';
+import { microsToUsd } from '../domain/money.ts';
 
 /** The least answer a request without max_tokens is served with; below it, a 402 (a few tokens are no answer). */
 export const MIN_CAPPED_TOKENS = 16;

@@ -4,15 +4,15 @@
 import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { dirname } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import {
-  type CatalogEndpoint,
-  type CatalogEndpointInput,
-  type CatalogModelInput,
-  createCatalog,
-  isProviderSlug,
-  type ModelCatalog,
-  type UpstreamSpec,
+import { createCatalog } from '../domain/catalog.ts';
+import type {
+  CatalogEndpoint,
+  CatalogEndpointInput,
+  CatalogModelInput,
+  ModelCatalog,
+  UpstreamSpec,
 } from '../domain/index.ts';
+import { isProviderSlug } from '../domain/providers.ts';
 
 export const CATALOG_FORMAT = 'byok-gateway-catalog/v1';
 

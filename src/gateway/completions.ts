@@ -3,18 +3,10 @@
 import { hash as digestOnce, randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RateDecision, RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
-import {
-  type Attempt,
-  type CompiledAccount,
-  type CompiledApiKey,
-  GATEWAY_KEY_PREFIX,
-  listCostMicros,
-  MANAGEMENT_KEY_PREFIX,
-  type Micros,
-  modelSlugHint,
-  type RequestIdentity,
-  type RoutePlan,
-} from '../domain/index.ts';
+import { GATEWAY_KEY_PREFIX, MANAGEMENT_KEY_PREFIX } from '../domain/api-keys.ts';
+import { listCostMicros } from '../domain/catalog.ts';
+import { modelSlugHint } from '../domain/hints.ts';
+import type { Attempt, CompiledAccount, CompiledApiKey, Micros, RequestIdentity, RoutePlan } from '../domain/index.ts';
 import { windowOf } from '../ledger/windows.ts';
 import { BundleError, type GatewayRequest, type PlanOutcome } from '../sdk/index.ts';
 import {

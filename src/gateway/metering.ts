@@ -3,13 +3,8 @@
 // The ledger write is off the response path: its result only amends the generation record.
 import type { Logger } from 'pino';
 import type { RateHold, Reservation, SpendGate } from '../contract/spend-gate.ts';
-import {
-  type Attempt,
-  type CompiledAccount,
-  type CompiledApiKey,
-  listCostMicros,
-  type RequestIdentity,
-} from '../domain/index.ts';
+import { listCostMicros } from '../domain/catalog.ts';
+import type { Attempt, CompiledAccount, CompiledApiKey, RequestIdentity } from '../domain/index.ts';
 import { type AccessLog, pinoAccessLog } from './access-log.ts';
 import type { GatewayCatalog } from './catalog.ts';
 import type { GenerationStore, GenerationTicket, NewGeneration, ProviderResponse } from './generations.ts';

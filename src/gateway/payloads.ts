@@ -2,13 +2,8 @@
 // platform's shared key for the provider (read from its mounted file).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  type Attempt,
-  type EgressAllowList,
-  type ProviderPayload,
-  type ProviderSlug,
-  validatePayload,
-} from '../domain/index.ts';
+import type { Attempt, EgressAllowList, ProviderPayload, ProviderSlug } from '../domain/index.ts';
+import { validatePayload } from '../domain/payloads.ts';
 import { CredentialPayloadError, type RoutingConfigWatcher } from '../sdk/index.ts';
 import { sharedKeyFileName, UpstreamSetupError } from './upstream.ts';
 

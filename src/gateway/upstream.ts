@@ -6,7 +6,8 @@
 // included. Public fields (client_email, private_key_id, token_uri) never key it: anyone can copy them.
 import { createHash, sign } from 'node:crypto';
 import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { type ProviderPayload, shapeOfPayload, type UpstreamAuthPlan, type VertexPayload } from '../domain/index.ts';
+import type { ProviderPayload, UpstreamAuthPlan, VertexPayload } from '../domain/index.ts';
+import { shapeOfPayload } from '../domain/payloads.ts';
 import type { UpstreamSpec } from './catalog.ts';
 
 export interface UpstreamRequest {

@@ -14,13 +14,8 @@ import {
   openEnvelope,
   parseEnvelope,
 } from '../contract/envelope.ts';
-import {
-  type EgressAllowList,
-  type PayloadResult,
-  type ProviderPayload,
-  type ProviderSlug,
-  validatePayload,
-} from '../domain/index.ts';
+import type { EgressAllowList, PayloadResult, ProviderPayload, ProviderSlug } from '../domain/index.ts';
+import { validatePayload } from '../domain/payloads.ts';
 import { type RoutingConfig, resolveGeneration } from './load.ts';
 
 /** The parsers' key for "no egress exceptions". */

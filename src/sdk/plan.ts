@@ -2,7 +2,8 @@
 // guardrails in the loaded config.
 
 import type { CompiledAccount } from '../domain/compiled.ts';
-import { type ModelCatalog, planRoute, type RoutePlan, type RouteRequest } from '../domain/index.ts';
+import type { ModelCatalog, RoutePlan, RouteRequest } from '../domain/index.ts';
+import { planRoute } from '../domain/planner.ts';
 import type { RoutingConfig } from './load.ts';
 
 export interface GatewayRequest extends Omit<RouteRequest, 'workspaceId'> {

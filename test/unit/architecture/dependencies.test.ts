@@ -426,6 +426,15 @@ describe('dependency rules', () => {
     expect(runtimeGraph('ledger/redis.ts').has('@redis/client')).toBe(true);
   });
 
+  test("the gateway's process loads only the domain modules it calls, not the compiler's public ids (uuid)", () => {
+    // The domain's barrel re-exports ids.ts, which loads uuid (20 modules) for the compiler's UUIDv5 ids; the
+    // gateway imports its domain values from their own files, so a request never pays for them in heap.
+    const loaded = runtimeGraph('gateway/index.ts');
+    expect(loaded.has('domain/planner.ts')).toBe(true); // the graph was read
+    expect([...loaded].filter((m) => m === 'uuid' || m === 'domain/ids.ts' || m === 'domain/index.ts')).toEqual([]);
+    expect(runtimeGraph('compiler/compile.ts').has('uuid')).toBe(true);
+  });
+
   test('the aggregated API carries no PKI: its dev certificate comes from the dev path (controlplane/pki.ts)', () => {
     expect(
       runtime(importsOf('aggregated')).filter((i) => i.target === 'controlplane' || i.target.startsWith('@peculiar/')),
