@@ -145,12 +145,18 @@ export async function createGatewayKey(
   return { key, hash, name, warnings };
 }
 
+/** Reads of the key a rotation makes before it gives up on writes that keep moving its resourceVersion. */
+const ROTATE_ATTEMPTS = 5;
+
 /**
  * Rotates the key `name`: a new secret for the same GatewayAPIKey (same workspace, guardrail, models, limits and
  * counts), the old one still accepted for `overlapMs`, then refused. One update (merge patch with the read
- * resourceVersion, so a concurrent rotation fails with 409 instead of losing a secret): hash becomes the new
- * secret's, previousHash the old one, previousHashExpiresAt the end of the overlap. A previous secret still in its
- * overlap is cut at once (`cut` says so). Returns the new key, shown once.
+ * resourceVersion): hash becomes the new secret's, previousHash the old one, previousHashExpiresAt the end of the
+ * overlap. A previous secret still in its overlap is cut at once (`cut` says so). Returns the new key, shown once.
+ *
+ * A 409 means the object changed since the read. The operator writes the key's status (Ready, spend) at any time,
+ * which moves the resourceVersion too: then the key is read again and the patch retried. A 409 whose fresh read shows
+ * another hash is a concurrent rotation, and fails rather than lose a secret.
  */
 export async function rotateGatewayKey(
   kubeConfig: KubeAccess,
@@ -161,18 +167,30 @@ export async function rotateGatewayKey(
 ): Promise<{ key: string; hash: string; previousHash: string; previousUntil: string; cut: string | undefined }> {
   const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys/${encodeURIComponent(name)}`;
   const client = kubeClient(kubeConfig);
-  const current = await client.request<GatewayAPIKey>('GET', path);
   const key = generateGatewayKey();
   const hash = sha256Hex(key);
   const previousUntil = new Date(now + overlapMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
-  const earlier = current.spec.previousHashExpiresAt;
-  const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
-  await client.request('PATCH', path, {
-    contentType: 'application/merge-patch+json',
-    body: {
-      metadata: { resourceVersion: current.metadata.resourceVersion },
-      spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil },
-    },
-  });
-  return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
+  let current = await client.request<GatewayAPIKey>('GET', path);
+  const readHash = current.spec.hash;
+  for (let attempt = 1; ; attempt++) {
+    const earlier = current.spec.previousHashExpiresAt;
+    const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
+    try {
+      await client.request('PATCH', path, {
+        contentType: 'application/merge-patch+json',
+        body: {
+          metadata: { resourceVersion: current.metadata.resourceVersion },
+          spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil },
+        },
+      });
+      return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 409) || attempt === ROTATE_ATTEMPTS) throw err;
+      current = await client.request<GatewayAPIKey>('GET', path);
+      if (current.spec.hash !== readHash)
+        throw new Error(
+          `GatewayAPIKey ${namespace}/${name} was rotated by someone else while this rotation ran: nothing written; read its hash and rotate again if still needed`,
+        );
+    }
+  }
 }

@@ -11,11 +11,15 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { kubeClient } from '../../../src/kube/client.ts';
 import { type Projector, startProjector } from '../../../src/kube/projector.ts';
-import { API_VERSION } from '../../../src/schema/resources.ts';
+import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
+import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
+import { createGatewayKey, rotateGatewayKey } from '../../../src/service/gateway-keys.ts';
 import { credential, secret, withSecret, withSpec } from '../../support/builders.ts';
 import { gpt4o, writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
@@ -424,6 +428,38 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       200,
     );
   }, 120_000);
+
+  test('gateway-key rotate survives writes that move the resourceVersion between its read and its patch (the operator writing status)', async () => {
+    const kc = testKubeConfig();
+    const made = await createGatewayKey(kc, ns, { name: 'racing' });
+    const client = kubeClient(kc);
+    const path = `/apis/${GROUP}/${VERSION}/namespaces/${ns}/gatewayapikeys/racing`;
+    let stop = false;
+    let ticks = 0;
+    // A write every ~20 ms, as a busy operator's status writes come: most rotations meet none, some meet one.
+    const churn = (async () => {
+      while (!stop) {
+        await client.request('PATCH', path, {
+          contentType: 'application/merge-patch+json',
+          body: { metadata: { annotations: { 'test.byok.gateway.dev/tick': String(ticks++) } } },
+        });
+        await sleep(20);
+      }
+    })();
+    let hash = made.hash;
+    try {
+      for (let i = 0; i < 20; i++) {
+        const r = await rotateGatewayKey(kc, ns, 'racing', 60_000);
+        expect(r.previousHash).toBe(hash);
+        hash = r.hash;
+      }
+    } finally {
+      stop = true;
+      await churn;
+    }
+    expect(ticks).toBeGreaterThan(10); // the writes ran beside the rotations
+    expect((await client.request<GatewayAPIKey>('GET', path)).spec.hash).toBe(hash);
+  }, 60_000);
 
   test('the apiserver refuses a hash change that is not a rotation', async () => {
     const other = 'f'.repeat(64);
