@@ -145,18 +145,16 @@ export async function createGatewayKey(
   return { key, hash, name, warnings };
 }
 
-/** Reads of the key a rotation makes before it gives up on writes that keep moving its resourceVersion. */
-const ROTATE_ATTEMPTS = 5;
-
 /**
  * Rotates the key `name`: a new secret for the same GatewayAPIKey (same workspace, guardrail, models, limits and
- * counts), the old one still accepted for `overlapMs`, then refused. One update (merge patch with the read
- * resourceVersion): hash becomes the new secret's, previousHash the old one, previousHashExpiresAt the end of the
- * overlap. A previous secret still in its overlap is cut at once (`cut` says so). Returns the new key, shown once.
+ * counts), the old one still accepted for `overlapMs`, then refused. One merge patch: hash becomes the new secret's,
+ * previousHash the old one, previousHashExpiresAt the end of the overlap. A previous secret still in its overlap is
+ * cut at once (`cut` says so). Returns the new key, shown once.
  *
- * A 409 means the object changed since the read. The operator writes the key's status (Ready, spend) at any time,
- * which moves the resourceVersion too: then the key is read again and the patch retried. A 409 whose fresh read shows
- * another hash is a concurrent rotation, and fails rather than lose a secret.
+ * No resourceVersion precondition: the operator writes the key's status (Ready, spend) at any time, and that moved
+ * the version under a rotation for nothing. The CRD's transition rule is the guard that matters: hash may change only
+ * when previousHash takes the hash the object holds, so a concurrent rotation (the hash read here is no longer the
+ * stored one) is refused by the apiserver and nothing is written or lost.
  */
 export async function rotateGatewayKey(
   kubeConfig: KubeAccess,
@@ -167,30 +165,28 @@ export async function rotateGatewayKey(
 ): Promise<{ key: string; hash: string; previousHash: string; previousUntil: string; cut: string | undefined }> {
   const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/gatewayapikeys/${encodeURIComponent(name)}`;
   const client = kubeClient(kubeConfig);
+  const current = await client.request<GatewayAPIKey>('GET', path);
   const key = generateGatewayKey();
   const hash = sha256Hex(key);
   const previousUntil = new Date(now + overlapMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
-  let current = await client.request<GatewayAPIKey>('GET', path);
-  const readHash = current.spec.hash;
-  for (let attempt = 1; ; attempt++) {
-    const earlier = current.spec.previousHashExpiresAt;
-    const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
-    try {
-      await client.request('PATCH', path, {
-        contentType: 'application/merge-patch+json',
-        body: {
-          metadata: { resourceVersion: current.metadata.resourceVersion },
-          spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil },
-        },
-      });
-      return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
-    } catch (err) {
-      if (!(err instanceof KubeApiError && err.status === 409) || attempt === ROTATE_ATTEMPTS) throw err;
-      current = await client.request<GatewayAPIKey>('GET', path);
-      if (current.spec.hash !== readHash)
+  const earlier = current.spec.previousHashExpiresAt;
+  const cut = current.spec.previousHash && earlier && Date.parse(earlier) > now ? earlier : undefined;
+  try {
+    await client.request('PATCH', path, {
+      contentType: 'application/merge-patch+json',
+      body: { spec: { hash, previousHash: current.spec.hash, previousHashExpiresAt: previousUntil } },
+    });
+  } catch (err) {
+    // The transition rule's refusal (422) says "hash may change only by a rotation", which reads as nonsense to
+    // someone who just ran one: say what happened when the stored hash is no longer the one read.
+    if (err instanceof KubeApiError && err.status === 422) {
+      const stored = await client.request<GatewayAPIKey>('GET', path);
+      if (stored.spec.hash !== current.spec.hash)
         throw new Error(
           `GatewayAPIKey ${namespace}/${name} was rotated by someone else while this rotation ran: nothing written; read its hash and rotate again if still needed`,
         );
     }
+    throw err;
   }
+  return { key, hash, previousHash: current.spec.hash, previousUntil, cut };
 }
