@@ -10,7 +10,10 @@
 // ledger and with Redis; then the gateway with Node's defaults and with the operator's flags, for comparison.
 //
 //   npm run bench:peers -- [--rounds 3] [--seconds 5] [--systems gateway,fastify-proxy] [--gateway-flags "<a>|<b>"] [--oha <path>]
-//                          [--baseline-cli <other checkout>/dist/cli/main.js]
+//                          [--baseline-cli <other checkout>/dist/cli/main.js] [--cycles 6] [--burst-seconds 2]
+//
+// After the rounds, the selected systems run side by side and are measured in alternating short bursts
+// (runInterleaved): the same targets again, each ratio taken between bursts seconds apart.
 //
 // Prints one JSON document on stdout; progress on stderr.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -25,7 +28,7 @@ import { processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { ohaPath } from './lib/cache-root.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { CHUNKS, type PeerRole, peerArgv } from './lib/peer-servers.ts';
-import { procStatusMB } from './lib/proc.ts';
+import { cpuStealMs, procStatusMB } from './lib/proc.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -113,7 +116,7 @@ function launch(
 async function waitHttp(url: string, deadline = Date.now() + 30_000): Promise<void> {
   for (;;) {
     const ok = await new Promise<boolean>((done) => {
-      const r = request(url, { method: 'GET', timeout: 1000 }, (res) => {
+      const r = request(url, { method: 'GET', timeout: 1000, agent: false }, (res) => {
         res.resume();
         res.once('end', () => done((res.statusCode ?? 500) < 500 || res.statusCode === 404));
       });
@@ -129,7 +132,8 @@ async function waitHttp(url: string, deadline = Date.now() + 30_000): Promise<vo
 
 async function upstreamServed(upstream: string): Promise<number> {
   const text = await new Promise<string>((done, fail) => {
-    const r = request(`${upstream}/count`, { method: 'GET' }, (res) => {
+    // A connection of its own: a pooled one may have been closed by the upstream while spawnSync held this loop.
+    const r = request(`${upstream}/count`, { method: 'GET', agent: false }, (res) => {
       let t = '';
       res.on('data', (c: Buffer) => (t += c.toString()));
       res.once('end', () => done(t));
@@ -291,6 +295,167 @@ async function runSystem(
   }
 }
 
+/** One interleaved cycle's figures of one system (see runInterleaved). */
+interface CycleResult {
+  max_rps: number;
+  cpu_us_at_500: number | null;
+  cpu_us_at_1000: number | null;
+  p99_us_at_1000: number;
+  /** The host's steal on the measured cpu during this system's bursts of the cycle (see cpuStealMs). */
+  steal_ms: number;
+}
+
+/**
+ * The same systems alive side by side, measured in short alternating bursts: each cycle runs one phase for every
+ * system back to back (the order rotated each cycle) before the next phase. A ratio is then taken between bursts
+ * seconds apart, not between rounds a minute apart, so a neighbour's burst on the shared host moves both sides of
+ * most ratios or neither. The rounds above stay the issue's table; this is the steadier reading of the same ratios.
+ */
+async function runInterleaved(
+  systems: readonly System[],
+  ctx: RoundContext,
+  pin: Pinning,
+  bin: string,
+  opts: { cycles: number; seconds: number; log: (line: string) => void },
+): Promise<{ cycles: Map<string, CycleResult[]>; upstreamServedEqualsOk: boolean; errors: number; non2xx: number }> {
+  const started: { system: System; proc?: ChildProcess; url: string }[] = [];
+  let okTotal = 0;
+  let errors = 0;
+  let non2xx = 0;
+  try {
+    for (const system of systems) {
+      if (!system.start) {
+        started.push({ system, url: `${ctx.upstream}${system.path}` });
+        continue;
+      }
+      const s = await system.start(ctx);
+      started.push({ system, proc: s.proc, url: `http://127.0.0.1:${s.port}${system.path}` });
+    }
+    const served0 = await upstreamServed(ctx.upstream);
+    // This cycle's figures, per system, while a cycle runs.
+    let figures: Map<string, Partial<CycleResult>> | undefined;
+    const measure = (
+      one: (typeof started)[number],
+      load: { rate?: number; connections: number; body: string; seconds: number },
+    ): Phase => {
+      const pid = one.proc?.pid;
+      const before = pid ? cpuSeconds(pid) : null;
+      const stealBefore = cpuStealMs(pin.sut || '0');
+      const report = oha(bin, pin, one.url, { ...load, auth: one.system.auth });
+      const p = phase(report, pid && before !== null ? cpuSeconds(pid) - before : null);
+      const f = figures?.get(one.system.name);
+      if (f) f.steal_ms = (f.steal_ms ?? 0) + Math.round(cpuStealMs(pin.sut || '0') - stealBefore);
+      okTotal += p.ok;
+      errors += p.errors;
+      non2xx += p.non2xx;
+      return p;
+    };
+    for (const one of started) {
+      measure(one, { rate: 500, connections: 64, body: REQUEST, seconds: 2 });
+      measure(one, { connections: 32, body: REQUEST, seconds: WARM_MAX_SECONDS });
+    }
+    const cycles = new Map<string, CycleResult[]>();
+    for (let cycle = 1; cycle <= opts.cycles; cycle++) {
+      opts.log(`interleaved cycle ${cycle}/${opts.cycles}`);
+      const order = roundOrder(
+        started.map((s) => s.system),
+        cycle,
+      ).map((system) => started.find((s) => s.system === system)!);
+      figures = new Map<string, Partial<CycleResult>>(order.map((s) => [s.system.name, {}]));
+      for (const one of order) {
+        figures.get(one.system.name)!.max_rps = measure(one, {
+          connections: 32,
+          body: REQUEST,
+          seconds: opts.seconds,
+        }).rps;
+      }
+      for (const one of order) {
+        const p = measure(one, { rate: 500, connections: 64, body: REQUEST, seconds: opts.seconds });
+        figures.get(one.system.name)!.cpu_us_at_500 = p.cpu_us_per_request;
+      }
+      for (const one of order) {
+        const p = measure(one, { rate: 1000, connections: 64, body: REQUEST, seconds: opts.seconds });
+        Object.assign(figures.get(one.system.name)!, {
+          cpu_us_at_1000: p.cpu_us_per_request,
+          p99_us_at_1000: p.p99_us,
+        });
+      }
+      for (const [name, f] of figures) cycles.set(name, [...(cycles.get(name) ?? []), f as CycleResult]);
+    }
+    const served = (await upstreamServed(ctx.upstream)) - served0;
+    return { cycles, upstreamServedEqualsOk: served === okTotal, errors, non2xx };
+  } finally {
+    for (const { proc } of started) {
+      if (!proc) continue;
+      proc.kill('SIGTERM');
+      await new Promise((r) => proc.once('exit', r));
+    }
+  }
+}
+
+/** Ratios of two systems' figures cycle by cycle: the median and [lowest, highest]. */
+function pairedRatios(
+  cycles: Map<string, CycleResult[]>,
+  a: string,
+  b: string,
+  f: (x: CycleResult, y: CycleResult, direct: CycleResult | undefined) => number | null,
+): { median: number; range: [number, number]; per_cycle: number[] } | null {
+  const xs = cycles.get(a);
+  const ys = cycles.get(b);
+  if (!xs || !ys) return null;
+  const direct = cycles.get('direct');
+  const v = xs
+    .map((x, i) => f(x, ys[i]!, direct?.[i]))
+    .filter((r): r is number => r !== null && Number.isFinite(r))
+    .map((r) => Math.round(r * 100) / 100);
+  if (v.length === 0) return null;
+  const sorted = [...v].sort((p, q) => p - q);
+  const mid =
+    sorted.length % 2
+      ? sorted[(sorted.length - 1) / 2]!
+      : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
+  return { median: Math.round(mid * 100) / 100, range: [sorted[0]!, sorted.at(-1)!], per_cycle: v };
+}
+
+/** The issue's targets read from the interleaved cycles. */
+function interleavedTargets(cycles: Map<string, CycleResult[]>) {
+  const met = (r: ReturnType<typeof pairedRatios>, ok: (m: number) => boolean) =>
+    r ? { ...r, met: ok(r.median) } : null;
+  return {
+    max_rps_ge_0_8x_fastify: met(
+      pairedRatios(cycles, 'gateway', 'fastify-proxy', (g, f) => g.max_rps / f.max_rps),
+      (m) => m >= 0.8,
+    ),
+    added_p99_at_1000_le_2x_fastify: met(
+      pairedRatios(cycles, 'gateway', 'fastify-proxy', (g, f, d) =>
+        d ? (g.p99_us_at_1000 - d.p99_us_at_1000) / (f.p99_us_at_1000 - d.p99_us_at_1000) : null,
+      ),
+      (m) => m <= 2,
+    ),
+    cpu_per_request_at_500_le_1_2x_fastify: met(
+      pairedRatios(cycles, 'gateway', 'fastify-proxy', (g, f) => (g.cpu_us_at_500 ?? NaN) / (f.cpu_us_at_500 ?? NaN)),
+      (m) => m <= 1.2,
+    ),
+    redis_cpu_at_1000_le_1_15x_embedded: met(
+      pairedRatios(cycles, 'gateway-redis', 'gateway', (r, e) => (r.cpu_us_at_1000 ?? NaN) / (e.cpu_us_at_1000 ?? NaN)),
+      (m) => m <= 1.15,
+    ),
+    // With --baseline-cli: this build against that one (no target; above 1 is faster, below 1 is cheaper).
+    max_rps_against_baseline: pairedRatios(cycles, 'gateway', 'gateway-baseline', (g, b) => g.max_rps / b.max_rps),
+    cpu_at_500_against_baseline: pairedRatios(
+      cycles,
+      'gateway',
+      'gateway-baseline',
+      (g, b) => (g.cpu_us_at_500 ?? NaN) / (b.cpu_us_at_500 ?? NaN),
+    ),
+    // A difference in microseconds, not a ratio.
+    redis_p99_at_1000_over_embedded_le_500us: met(
+      pairedRatios(cycles, 'gateway-redis', 'gateway', (r, e) => r.p99_us_at_1000 - e.p99_us_at_1000),
+      (m) => m <= 500,
+    ),
+  };
+}
+
 function median(values: number[]): number {
   const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   if (v.length === 0) return NaN;
@@ -369,6 +534,9 @@ async function main(): Promise<void> {
   };
   const rounds = Number(arg('rounds') ?? 3);
   const seconds = Number(arg('seconds') ?? 5);
+  // --cycles 0 skips the interleaved phase (runInterleaved); --burst-seconds sets its bursts.
+  const cycles = Number(arg('cycles') ?? 6);
+  const burstSeconds = Number(arg('burst-seconds') ?? 2);
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   const pin = pinning();
   // The parent (the streaming bookkeeping, this script) stays off the measured core too.
@@ -523,6 +691,7 @@ async function main(): Promise<void> {
   // A budgeted account: admission reserves on the ledger for every request (on Redis, a round trip before the upstream).
   const fixture = writeGatewayFixture(upstream, { budget: true });
   const results = new Map<string, RoundResult[]>();
+  let interleaved: Awaited<ReturnType<typeof runInterleaved>> | null = null;
   try {
     for (let round = 1; round <= rounds; round++) {
       for (const system of roundOrder(systems, round)) {
@@ -532,12 +701,58 @@ async function main(): Promise<void> {
         results.set(system.name, [...(results.get(system.name) ?? []), r]);
       }
     }
+    if (cycles > 0) {
+      const alive = systems.filter((s) => !(s.name.startsWith('gateway-redis') && !redis));
+      log(
+        `interleaved: ${alive.map((s) => s.name).join(', ')} side by side, ${cycles} cycles of ${burstSeconds} s bursts`,
+      );
+      interleaved = await runInterleaved(alive, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, {
+        cycles,
+        seconds: burstSeconds,
+        log,
+      });
+    }
   } finally {
     upstreamProc.kill('SIGKILL');
     redis?.stop();
     rmSync(fixture.root, { recursive: true, force: true });
   }
 
+  const summary = summarize(systems, results);
+  const result = {
+    bench: 'peers',
+    date: new Date().toISOString(),
+    machine: {
+      cpus: os.cpus().length,
+      model: os.cpus()[0]?.model ?? 'unknown',
+      node: process.version,
+      load1: Math.round(os.loadavg()[0]! * 100) / 100,
+      jemalloc: JEMALLOC ?? null,
+    },
+    pinning: pin,
+    rounds,
+    seconds_per_phase: seconds,
+    warm_up: `2 s at 500/s, ${WARM_MAX_SECONDS} s at the maximum rate, 2 s of streams at 200/s (not measured)`,
+    flags: { gateway: GATEWAY_NODE_OPTIONS, operator: OPERATOR_NODE_OPTIONS },
+    systems: summary,
+    // The gateway against the bare fastify proxy of the same run (medians over the rounds), and per round.
+    targets: targetsOf(summary, results),
+    // The systems side by side in alternating bursts: the same targets from ratios taken seconds apart.
+    interleaved: interleaved && {
+      cycles,
+      seconds_per_burst: burstSeconds,
+      errors: interleaved.errors,
+      non2xx: interleaved.non2xx,
+      upstream_served_equals_ok: interleaved.upstreamServedEqualsOk,
+      targets: interleavedTargets(interleaved.cycles),
+      systems: Object.fromEntries(interleaved.cycles),
+    },
+  };
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+}
+
+/** Per system, the medians over the rounds and the rounds themselves. */
+function summarize(systems: readonly System[], results: Map<string, RoundResult[]>): Record<string, unknown> {
   const directRounds = results.get('direct')!;
   const summary: Record<string, unknown> = {};
   for (const system of systems) {
@@ -594,26 +809,7 @@ async function main(): Promise<void> {
       rounds: rs,
     };
   }
-  const result = {
-    bench: 'peers',
-    date: new Date().toISOString(),
-    machine: {
-      cpus: os.cpus().length,
-      model: os.cpus()[0]?.model ?? 'unknown',
-      node: process.version,
-      load1: Math.round(os.loadavg()[0]! * 100) / 100,
-      jemalloc: JEMALLOC ?? null,
-    },
-    pinning: pin,
-    rounds,
-    seconds_per_phase: seconds,
-    warm_up: `2 s at 500/s, ${WARM_MAX_SECONDS} s at the maximum rate, 2 s of streams at 200/s (not measured)`,
-    flags: { gateway: GATEWAY_NODE_OPTIONS, operator: OPERATOR_NODE_OPTIONS },
-    systems: summary,
-    // The gateway against the bare fastify proxy of the same run (medians over the rounds), and per round.
-    targets: targetsOf(summary, results),
-  };
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  return summary;
 }
 
 /** The issue's targets: the gateway against the bare fastify proxy of the same run, and Redis against embedded. */
