@@ -21,9 +21,8 @@ function cpuOf(pid: number | 'self'): ProcessCpu {
   }
 }
 
-/** kube-apiserver and etcd of this worker's control plane, by the pid files it keeps in its work directory. */
-function controlPlaneCpu(): number {
-  const workDir = process.env.BYOK_TEST_WORKDIR;
+/** kube-apiserver and etcd of a control plane, by the pid files it keeps in its work directory. */
+function controlPlaneCpu(workDir: string | undefined): number {
   if (!workDir) return 0;
   let sum = 0;
   for (const name of ['kube-apiserver', 'etcd']) {
@@ -44,17 +43,21 @@ interface Mark {
 }
 interface Pending {
   file: string;
-  /** Unit files run in workers that an integration file may have pointed at a control plane: not theirs to count. */
-  integration: boolean;
+  /**
+   * An integration file's control plane, as the file saw it (none for a unit file: not its to count). A file's end is
+   * marked in the next file's context, and Jest gives each file its own copy of process.env, where a unit file's
+   * (no worker-control-plane.ts) names plane 1 whatever the worker.
+   */
+  workDir: string | undefined;
   start: Mark;
   /** The file's line as read at its first root-level afterAll: bench/suite-cost.ts takes it when no file follows. */
   lastLine?: ReturnType<typeof costLine>;
 }
 
-const mark = (withPlane: boolean): Mark => ({
+const mark = (plane: string | undefined): Mark => ({
   at: Date.now(),
   ...cpuOf('self'),
-  plane: withPlane ? controlPlaneCpu() : 0,
+  plane: controlPlaneCpu(plane),
 });
 
 function costLine(p: Pending, end: Mark) {
@@ -78,16 +81,16 @@ if (out) {
   } catch {
     // the worker's first file
   }
-  if (previous) appendFileSync(out, `${JSON.stringify(costLine(previous, mark(previous.integration)))}\n`);
+  if (previous) appendFileSync(out, `${JSON.stringify(costLine(previous, mark(previous.workDir)))}\n`);
   const file = expect.getState().testPath ?? '';
-  const integration = file.includes('/test/integration/');
+  const workDir = file.includes('/test/integration/') ? process.env.BYOK_TEST_WORKDIR : undefined;
   const pending: Pending = {
     file,
-    integration,
-    start: mark(integration),
+    workDir,
+    start: mark(workDir),
   };
   writeFileSync(pendingPath, JSON.stringify(pending));
   afterAll(() =>
-    writeFileSync(pendingPath, JSON.stringify({ ...pending, lastLine: costLine(pending, mark(integration)) })),
+    writeFileSync(pendingPath, JSON.stringify({ ...pending, lastLine: costLine(pending, mark(workDir)) })),
   );
 }
