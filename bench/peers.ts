@@ -24,11 +24,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/controlplane/ports.ts';
 import { openLedger } from '../src/ledger/open.ts';
-import { processCpuSeconds } from '../test/support/proc-cpu.ts';
+import { cpuStealSeconds, processCpuSeconds } from '../test/support/proc-cpu.ts';
 import { ohaPath } from './lib/cache-root.ts';
 import { BENCH_API_KEY, BENCH_MODEL, type GatewayFixture, writeGatewayFixture } from './lib/gateway-fixture.ts';
 import { CHUNKS, type PeerRole, peerArgv } from './lib/peer-servers.ts';
-import { cpuStealMs, procStatusMB } from './lib/proc.ts';
+import { procStatusMB } from './lib/proc.ts';
 import { GATEWAY_NODE_OPTIONS, IMAGE_ENV, OPERATOR_NODE_OPTIONS } from './lib/runtime-flags.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -208,6 +208,33 @@ function oha(
   return JSON.parse(out.stdout) as OhaReport;
 }
 
+interface Load {
+  rate?: number;
+  connections: number;
+  body: string;
+  seconds: number;
+}
+
+/** The warm-up's buffered loads: pools and the ledger's first writes, then the JIT (see runSystem). */
+const WARM_BUFFERED: readonly Load[] = [
+  { rate: 500, connections: 64, body: REQUEST, seconds: 2 },
+  { connections: 32, body: REQUEST, seconds: WARM_MAX_SECONDS },
+];
+
+/** One load against `url`, with the CPU the process `pid` (if any) used meanwhile. */
+function measureLoad(
+  bin: string,
+  pin: Pinning,
+  url: string,
+  auth: boolean,
+  pid: number | undefined,
+  load: Load,
+): Phase {
+  const before = pid ? cpuSeconds(pid) : null;
+  const report = oha(bin, pin, url, { ...load, auth });
+  return phase(report, pid && before !== null ? cpuSeconds(pid) - before : null);
+}
+
 const us = (s: number | null | undefined) => (typeof s === 'number' ? Math.round(s * 1e6) : NaN);
 
 function phase(report: OhaReport, cpu: number | null): Phase {
@@ -255,11 +282,7 @@ async function runSystem(
   }
   const url = `${base}${system.path}`;
   const pid = proc?.pid;
-  const measure = (opts: { rate?: number; connections: number; body: string; seconds: number }) => {
-    const before = pid ? cpuSeconds(pid) : null;
-    const report = oha(bin, pin, url, { ...opts, auth: system.auth });
-    return phase(report, pid && before !== null ? cpuSeconds(pid) - before : null);
-  };
+  const measure = (load: Load) => measureLoad(bin, pin, url, system.auth, pid, load);
   try {
     const served0 = await upstreamServed(ctx.upstream);
     // Warm-up: pools and the ledger's first writes, then the JIT. V8 tiers code up by how often it runs, not by time, so
@@ -267,8 +290,7 @@ async function runSystem(
     // 2 s at 500/s the gateway (far more code than a floor) was still being compiled while measured: its V8 worker
     // took ~300 ms of the core per 8 s and CPU per request was ~15 % higher (docs/gateway.md, "Speed").
     const warm = [
-      measure({ rate: 500, connections: 64, body: REQUEST, seconds: 2 }),
-      measure({ connections: 32, body: REQUEST, seconds: WARM_MAX_SECONDS }),
+      ...WARM_BUFFERED.map(measure),
       measure({ rate: 200, connections: 64, body: STREAM_REQUEST, seconds: 2 }),
     ];
     const open500 = measure({ rate: 500, connections: 64, body: REQUEST, seconds });
@@ -334,26 +356,18 @@ async function runInterleaved(
     const served0 = await upstreamServed(ctx.upstream);
     // This cycle's figures, per system, while a cycle runs.
     let figures: Map<string, Partial<CycleResult>> | undefined;
-    const measure = (
-      one: (typeof started)[number],
-      load: { rate?: number; connections: number; body: string; seconds: number },
-    ): Phase => {
-      const pid = one.proc?.pid;
-      const before = pid ? cpuSeconds(pid) : null;
-      const stealBefore = cpuStealMs(pin.sut || '0');
-      const report = oha(bin, pin, one.url, { ...load, auth: one.system.auth });
-      const p = phase(report, pid && before !== null ? cpuSeconds(pid) - before : null);
+    const stealMs = () => cpuStealSeconds(pin.sut || '0') * 1000;
+    const measure = (one: (typeof started)[number], load: Load): Phase => {
+      const stealBefore = stealMs();
+      const p = measureLoad(bin, pin, one.url, one.system.auth, one.proc?.pid, load);
       const f = figures?.get(one.system.name);
-      if (f) f.steal_ms = (f.steal_ms ?? 0) + Math.round(cpuStealMs(pin.sut || '0') - stealBefore);
+      if (f) f.steal_ms = (f.steal_ms ?? 0) + Math.round(stealMs() - stealBefore);
       okTotal += p.ok;
       errors += p.errors;
       non2xx += p.non2xx;
       return p;
     };
-    for (const one of started) {
-      measure(one, { rate: 500, connections: 64, body: REQUEST, seconds: 2 });
-      measure(one, { connections: 32, body: REQUEST, seconds: WARM_MAX_SECONDS });
-    }
+    for (const one of started) for (const load of WARM_BUFFERED) measure(one, load);
     const cycles = new Map<string, CycleResult[]>();
     for (let cycle = 1; cycle <= opts.cycles; cycle++) {
       opts.log(`interleaved cycle ${cycle}/${opts.cycles}`);
@@ -409,12 +423,8 @@ function pairedRatios(
     .filter((r): r is number => r !== null && Number.isFinite(r))
     .map((r) => Math.round(r * 100) / 100);
   if (v.length === 0) return null;
-  const sorted = [...v].sort((p, q) => p - q);
-  const mid =
-    sorted.length % 2
-      ? sorted[(sorted.length - 1) / 2]!
-      : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
-  return { median: Math.round(mid * 100) / 100, range: [sorted[0]!, sorted.at(-1)!], per_cycle: v };
+  // median() rounds to a whole number: take it in hundredths.
+  return { median: median(v.map((r) => r * 100)) / 100, range: [Math.min(...v), Math.max(...v)], per_cycle: v };
 }
 
 /** The issue's targets read from the interleaved cycles. */
@@ -692,21 +702,20 @@ async function main(): Promise<void> {
   const fixture = writeGatewayFixture(upstream, { budget: true });
   const results = new Map<string, RoundResult[]>();
   let interleaved: Awaited<ReturnType<typeof runInterleaved>> | null = null;
+  const runnable = systems.filter((s) => !(s.name.startsWith('gateway-redis') && !redis));
   try {
     for (let round = 1; round <= rounds; round++) {
-      for (const system of roundOrder(systems, round)) {
-        if (system.name.startsWith('gateway-redis') && !redis) continue;
+      for (const system of roundOrder(runnable, round)) {
         log(`round ${round}/${rounds}: ${system.name}`);
         const r = await runSystem(system, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, seconds);
         results.set(system.name, [...(results.get(system.name) ?? []), r]);
       }
     }
     if (cycles > 0) {
-      const alive = systems.filter((s) => !(s.name.startsWith('gateway-redis') && !redis));
       log(
-        `interleaved: ${alive.map((s) => s.name).join(', ')} side by side, ${cycles} cycles of ${burstSeconds} s bursts`,
+        `interleaved: ${runnable.map((s) => s.name).join(', ')} side by side, ${cycles} cycles of ${burstSeconds} s bursts`,
       );
-      interleaved = await runInterleaved(alive, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, {
+      interleaved = await runInterleaved(runnable, { upstream, fixture, redisUrl: redis?.url ?? null }, pin, bin, {
         cycles,
         seconds: burstSeconds,
         log,

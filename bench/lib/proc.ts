@@ -10,19 +10,3 @@ export function procStatusMB(pid: number | 'self', field: 'VmHWM' | 'VmRSS' | 'R
     return NaN;
   }
 }
-
-/**
- * Milliseconds the hypervisor gave one cpu's time to other guests (the `steal` column of /proc/stat), so far. A
- * shared host's steal on the measured core is time the system under test waited without running; NaN elsewhere.
- */
-export function cpuStealMs(cpu: string): number {
-  try {
-    const line = readFileSync('/proc/stat', 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith(`cpu${cpu} `));
-    const steal = line ? Number(line.trim().split(/\s+/)[8]) : NaN;
-    return (steal * 1000) / 100;
-  } catch {
-    return NaN;
-  }
-}

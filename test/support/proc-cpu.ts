@@ -21,3 +21,14 @@ export function processCpuSeconds(pid: number | 'self'): ProcessCpu {
     children: (Number(f[13]) + Number(f[14])) / TICKS_PER_SECOND,
   };
 }
+
+/**
+ * Seconds the hypervisor gave one cpu's time to other guests so far (the `steal` column of /proc/stat): on a shared
+ * host, time the process pinned there waited without running. NaN where /proc/stat has no such cpu.
+ */
+export function cpuStealSeconds(cpu: string): number {
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${cpu} `));
+  return line ? Number(line.trim().split(/\s+/)[8]) / TICKS_PER_SECOND : Number.NaN;
+}

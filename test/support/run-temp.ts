@@ -16,10 +16,8 @@ export function claimRunTemp(env: NodeJS.ProcessEnv = process.env): string {
   // A nested run (a test that runs Jest) keeps its parent's directory: the parent removes it.
   if (env[OUTER] !== undefined && env.TMPDIR) return env.TMPDIR;
   const dir = mkdtempSync(join(env.TMPDIR || tmpdir(), 'byok-test-run-'));
-  env[OUTER] = env.TMPDIR ?? '';
-  env.TMPDIR = dir;
-  env[OUTER_KUBE_CACHE] = env.KUBECACHEDIR ?? '';
-  env.KUBECACHEDIR = join(dir, 'kube-cache');
+  setForRun(env, 'TMPDIR', OUTER, dir);
+  setForRun(env, 'KUBECACHEDIR', OUTER_KUBE_CACHE, join(dir, 'kube-cache'));
   return dir;
 }
 
@@ -27,12 +25,21 @@ export function releaseRunTemp(env: NodeJS.ProcessEnv = process.env): void {
   const outer = env[OUTER];
   const dir = env.TMPDIR;
   if (outer === undefined || !dir) return;
-  if (outer === '') delete env.TMPDIR;
-  else env.TMPDIR = outer;
-  delete env[OUTER];
-  const outerKubeCache = env[OUTER_KUBE_CACHE];
-  if (!outerKubeCache) delete env.KUBECACHEDIR;
-  else env.KUBECACHEDIR = outerKubeCache;
-  delete env[OUTER_KUBE_CACHE];
+  restoreAfterRun(env, 'TMPDIR', OUTER);
+  restoreAfterRun(env, 'KUBECACHEDIR', OUTER_KUBE_CACHE);
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** Gives `name` the run's value, keeping what it held under `outer` ('' when it was unset). */
+function setForRun(env: NodeJS.ProcessEnv, name: string, outer: string, value: string): void {
+  env[outer] = env[name] ?? '';
+  env[name] = value;
+}
+
+/** Puts back what `name` held before the run (unset when it was unset or empty). */
+function restoreAfterRun(env: NodeJS.ProcessEnv, name: string, outer: string): void {
+  const before = env[outer];
+  if (!before) delete env[name];
+  else env[name] = before;
+  delete env[outer];
 }
