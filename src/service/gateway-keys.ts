@@ -180,8 +180,9 @@ export async function rotateGatewayKey(
     // The transition rule's refusal (422) says "hash may change only by a rotation", which reads as nonsense to
     // someone who just ran one: say what happened when the stored hash is no longer the one read.
     if (err instanceof KubeApiError && err.status === 422) {
-      const stored = await client.request<GatewayAPIKey>('GET', path);
-      if (stored.spec.hash !== current.spec.hash)
+      // A failed read here must not hide the refusal it was asked to explain.
+      const stored = await client.request<GatewayAPIKey>('GET', path).catch(() => undefined);
+      if (stored && stored.spec.hash !== current.spec.hash)
         throw new Error(
           `GatewayAPIKey ${namespace}/${name} was rotated by someone else while this rotation ran: nothing written; read its hash and rotate again if still needed`,
         );
