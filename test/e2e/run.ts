@@ -77,6 +77,9 @@ function redisImage(dir: string): string {
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'byok-e2e-'));
+  // kubectl keeps its discovery cache in the run's directory: a cache an earlier run left for the same address could
+  // describe another set of CRDs, and nothing of this run belongs in the user's ~/.kube.
+  process.env.KUBECACHEDIR ??= join(work, 'kube-cache');
   const figuresPath =
     process.env.BYOK_E2E_FIGURES ?? join(mkdtempSync(join(tmpdir(), 'byok-e2e-figures-')), 'figures.json');
   let cp: ControlPlane | undefined;
