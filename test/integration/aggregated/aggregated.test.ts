@@ -22,6 +22,7 @@ import { createServingCertificate } from '../../../src/controlplane/pki.ts';
 import { publicId } from '../../../src/domain/ids.ts';
 import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { type Account, type Harness, one, seedAccount, startHarness } from '../../support/api-harness.ts';
+import { CHART_DIR, helm } from '../../support/helm.ts';
 import {
   crApi,
   createTestNamespace,
@@ -1735,18 +1736,9 @@ describe('the Helm chart registers and removes the APIService', () => {
   // Last in this file: it replaces the loopback registration above with the chart's (whose pods never run here).
   test('install creates the APIService with a caBundle and the server RBAC; uninstall removes the APIService', async () => {
     await unregister(testKubeConfig());
-    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-    const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
     const ns = b.namespace;
-    const run = (...args: string[]) =>
-      new Promise<string>((resolve, reject) => {
-        const child = spawn(helm, ['--kubeconfig', admin(), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-        child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-        child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`helm ${args[0]} failed: ${out}`))));
-      });
-    await run('install', 'aggtest', chart, '-n', ns, '--skip-crds', '--set', `watchNamespaces[0]=${ns}`);
+    const run = (...args: string[]) => helm(args, admin());
+    await run('install', 'aggtest', CHART_DIR, '-n', ns, '--skip-crds', '--set', `watchNamespaces[0]=${ns}`);
     try {
       const apiService = JSON.parse(await k('get', 'apiservice', APISERVICE_NAME, '-o', 'json')) as {
         spec: { caBundle?: string; service: { name: string; namespace: string; port: number } };

@@ -1,17 +1,14 @@
 // The chart's ValidatingAdmissionPolicy on the real apiserver, in cluster-wide mode (where RBAC alone lets the
 // API delete any Secret): the API's and operator's identities (impersonated) do their normal Secret work and
 // are refused everything else, kube-system first.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { helmTemplate } from '../../support/helm.ts';
 import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 
-const run = promisify(execFile);
-const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
 const dir = mkdtempSync(join(tmpdir(), 'chart-vap-'));
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
@@ -49,25 +46,9 @@ describe('chart admission policy: Secret writes by the byok ServiceAccounts', ()
     release = `vap${releaseNs.slice(-8)}`;
     api = `system:serviceaccount:${releaseNs}:${release}-byok-api`;
     operator = `system:serviceaccount:${releaseNs}:${release}-byok-operator`;
-    const rendered = (
-      await run(
-        join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm'),
-        // Without the aggregated API: its APIService and user ClusterRoles are cluster-wide and would collide with the
-        // releases other tests install with helm (test/integration/aggregated installs the chart's own).
-        [
-          'template',
-          release,
-          chart,
-          '-n',
-          releaseNs,
-          '--kube-version',
-          '1.34.4',
-          '--set',
-          'aggregatedApi.enabled=false',
-        ],
-        { encoding: 'utf8' },
-      )
-    ).stdout;
+    // Without the aggregated API: its APIService and user ClusterRoles are cluster-wide and would collide with the
+    // releases other tests install with helm (test/integration/aggregated installs the chart's own).
+    const rendered = await helmTemplate({ release, namespace: releaseNs, set: ['aggregatedApi.enabled=false'] });
     writeFileSync(join(dir, 'rendered.yaml'), rendered);
     await kubectl('apply', '-n', releaseNs, '-f', join(dir, 'rendered.yaml'));
     victim = `victim-${releaseNs.slice(-8)}`;

@@ -1,32 +1,15 @@
 // The Helm chart renders objects the real apiserver accepts, and its RBAC is least-privilege: the operator
 // may write status but never spec; only the API may create credentials.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parse } from 'yaml';
-import { createTestNamespace, kubectl, testKubeconfigPath } from '../../support/kube.ts';
+import { CHART_DIR, helm, helmTemplate } from '../../support/helm.ts';
+import { createTestNamespace, kubectl } from '../../support/kube.ts';
 
-const run = promisify(execFile);
-const bin = (name: string) => join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', name);
 const repo = join(import.meta.dirname, '..', '..', '..');
-const chart = join(repo, 'charts', 'byok-operator');
-
-async function helmTemplate(namespace: string, ...sets: string[]): Promise<string> {
-  const args = [
-    'template',
-    'rel',
-    chart,
-    '-n',
-    namespace,
-    '--kube-version',
-    '1.34.4',
-    ...sets.flatMap((s) => ['--set', s]),
-  ];
-  return (await run(bin('helm'), args, { encoding: 'utf8' })).stdout;
-}
+const template = (namespace: string, ...set: string[]): Promise<string> => helmTemplate({ namespace, set });
 
 describe('Helm chart', () => {
   let ns: string;
@@ -35,17 +18,17 @@ describe('Helm chart', () => {
   });
 
   test('helm lint passes', async () => {
-    const { stdout } = await run(bin('helm'), ['lint', chart], { encoding: 'utf8' });
+    const stdout = await helm(['lint', CHART_DIR]);
     expect(stdout).toContain('0 chart(s) failed');
   });
 
   test('values.schema.json rejects a bad value', async () => {
-    await expect(helmTemplate(ns, 'operator.replicas=many')).rejects.toThrow(/replicas/);
+    await expect(template(ns, 'operator.replicas=many')).rejects.toThrow(/replicas/);
   });
 
   test('rendered objects are accepted by the apiserver (server-side dry run)', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rendered.yaml');
-    writeFileSync(file, await helmTemplate(ns, 'networkPolicy.enabled=true'));
+    writeFileSync(file, await template(ns, 'networkPolicy.enabled=true'));
     // No -n: every namespaced template names its namespace, and the auth-reader RoleBinding lives in kube-system.
     const out = await kubectl('apply', '--dry-run=server', '-f', file);
     expect(out).toMatch(/deployment\.apps\/rel-byok-operator created \(server dry run\)/);
@@ -75,12 +58,12 @@ describe('Helm chart', () => {
           egress?: { to?: unknown[]; ports?: { port: number }[] }[];
         }
       >;
-    const byDefault = policies(await helmTemplate(ns));
+    const byDefault = policies(await template(ns));
     expect(byDefault['rel-byok-aggregated-api']?.ingress).toEqual([]);
     // The REST and metrics ports never admit the aggregated port's peers by accident: the main policy lists only them.
     expect(byDefault['rel-byok']?.ingress?.flatMap((r) => r.ports?.map((p) => p.port))).toEqual([8080, 8081]);
     const pinned = policies(
-      await helmTemplate(
+      await template(
         ns,
         'networkPolicy.kubeApiServerCidrs={192.0.2.10/32,2001:db8::1/128}',
         'ledger.redisUrl=rediss://:pw@redis.example:6380/0',
@@ -100,14 +83,14 @@ describe('Helm chart', () => {
       ],
     });
     expect(pinned['rel-byok']?.egress).toContainEqual({ ports: [{ port: 6380, protocol: 'TCP' }] });
-    await expect(helmTemplate(ns, 'networkPolicy.kubeApiServerCidrs={0.0.0.0}')).rejects.toThrow(/kubeApiServerCidrs/);
+    await expect(template(ns, 'networkPolicy.kubeApiServerCidrs={0.0.0.0}')).rejects.toThrow(/kubeApiServerCidrs/);
     // Direct bearer tokens are an explicit choice.
-    expect(await helmTemplate(ns)).not.toContain('--aggregated-accept-tokens');
-    expect(await helmTemplate(ns, 'aggregatedApi.acceptBearerTokens=true')).toContain('- --aggregated-accept-tokens');
+    expect(await template(ns)).not.toContain('--aggregated-accept-tokens');
+    expect(await template(ns, 'aggregatedApi.acceptBearerTokens=true')).toContain('- --aggregated-accept-tokens');
   });
 
   test('the gateway NetworkPolicy allows HTTPS to public addresses and DNS only; egress.allow reaches all three processes', async () => {
-    const rendered = await helmTemplate(
+    const rendered = await template(
       ns,
       'aggregatedApi.enabled=false',
       'gateway.enabled=true',
@@ -132,12 +115,12 @@ describe('Helm chart', () => {
     writeFileSync(file, rendered);
     const out = await kubectl('apply', '--dry-run=server', '-n', ns, '-f', file);
     expect(out).toMatch(/networkpolicy\.networking\.k8s\.io\/rel-byok-gateway created \(server dry run\)/);
-    await expect(helmTemplate(ns, 'egress.allow={not a host}')).rejects.toThrow(/egress/);
+    await expect(template(ns, 'egress.allow={not a host}')).rejects.toThrow(/egress/);
   });
 
   test('gateway.enabled: the one catalog by default; a Deployment with the projected routing, bundle and key volumes, accepted by the apiserver', async () => {
     // Without a catalog ConfigMap of one's own, the gateway serves the chart's copy of the one catalog.
-    const ownText = await helmTemplate(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true');
+    const ownText = await template(ns, 'aggregatedApi.enabled=false', 'gateway.enabled=true');
     const own = ownText
       .split('\n---\n')
       .map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; data?: Record<string, string> } | null);
@@ -154,7 +137,7 @@ describe('Helm chart', () => {
       /configmap\/rel-byok-gateway-catalog created \(server dry run\)/,
     );
     // Without the aggregated API's cluster-wide and kube-system objects: this dry run is namespaced.
-    const rendered = await helmTemplate(
+    const rendered = await template(
       ns,
       'aggregatedApi.enabled=false',
       'gateway.enabled=true',
@@ -171,7 +154,7 @@ describe('Helm chart', () => {
     expect(rendered).toContain('secret: { secretName: byok-bundle-key, defaultMode: 0400, optional: true }');
     expect(rendered).toContain('--restart-without-config-after=5');
     expect(
-      await helmTemplate(
+      await template(
         ns,
         'aggregatedApi.enabled=false',
         'gateway.enabled=true',
@@ -193,7 +176,7 @@ describe('Helm chart', () => {
 
   test("gateway.deliveryStream: on by default, every operator replica serves it to the gateway's own ServiceAccount only (projected token, TokenReview, NetworkPolicy), accepted by the apiserver; off, none of it", async () => {
     const gw = ['aggregatedApi.enabled=false', 'gateway.enabled=true', 'networkPolicy.enabled=true'];
-    const off = await helmTemplate(ns, ...gw, 'gateway.deliveryStream.enabled=false');
+    const off = await template(ns, ...gw, 'gateway.deliveryStream.enabled=false');
     expect(off).not.toContain('delivery-stream');
     expect(off).not.toContain('tokenreviews');
     // The gateway's own ServiceAccount either way: switching the stream off with helm upgrade must not leave the pod
@@ -211,7 +194,7 @@ describe('Helm chart', () => {
         .serviceAccountName,
     ).toBe('rel-byok-gateway');
     expect(offDocs.some((d) => d?.kind === 'ServiceAccount' && d.metadata?.name === 'rel-byok-gateway')).toBe(true);
-    const rendered = await helmTemplate(ns, ...gw);
+    const rendered = await template(ns, ...gw);
     const docs = rendered.split('\n---\n').map(
       (d) =>
         parse(d) as {
@@ -293,17 +276,17 @@ describe('Helm chart', () => {
 
   test('ledger: several gateway replicas need the shared Redis ledger; with it, gateways and the operator get its URL', async () => {
     const gw = ['gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog'];
-    await expect(helmTemplate(ns, ...gw, 'gateway.replicas=2')).rejects.toThrow(/ledger\.redisUrl/);
-    await expect(helmTemplate(ns, ...gw, 'ledger.redisUrl=http://not-redis')).rejects.toThrow(/redisUrl/);
-    const single = await helmTemplate(ns, ...gw);
+    await expect(template(ns, ...gw, 'gateway.replicas=2')).rejects.toThrow(/ledger\.redisUrl/);
+    await expect(template(ns, ...gw, 'ledger.redisUrl=http://not-redis')).rejects.toThrow(/redisUrl/);
+    const single = await template(ns, ...gw);
     expect(single).not.toContain('--ledger-redis-url');
-    const shared = await helmTemplate(ns, ...gw, 'gateway.replicas=3', 'ledger.redisUrl=redis://redis.byok:6379');
+    const shared = await template(ns, ...gw, 'gateway.replicas=3', 'ledger.redisUrl=redis://redis.byok:6379');
     // The gateway Deployment and the operator (spend status) both point at it.
     expect(shared.match(/--ledger-redis-url=redis:\/\/redis\.byok:6379/g)).toHaveLength(2);
   });
 
   test('the gateway has minutes to start before its liveness probe counts (a startup probe on /healthz)', async () => {
-    const rendered = await helmTemplate(ns, 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog');
+    const rendered = await template(ns, 'gateway.enabled=true', 'gateway.catalog.configMap=gw-catalog');
     const gateway = rendered
       .split('\n---\n')
       .map(
@@ -339,8 +322,8 @@ describe('Helm chart', () => {
         .split('\n---\n')
         .map((d) => parse(d) as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown> } | null)
         .find((d) => d?.kind === 'NetworkPolicy' && d.metadata?.name === 'rel-byok-ledger-redis')?.spec;
-    expect(policyOf(await helmTemplate(ns, ...gw, 'ledger.redisUrl=redis://redis.byok:6379'))).toBeUndefined();
-    const rendered = await helmTemplate(
+    expect(policyOf(await template(ns, ...gw, 'ledger.redisUrl=redis://redis.byok:6379'))).toBeUndefined();
+    const rendered = await template(
       ns,
       ...gw,
       'ledger.redisUrl=rediss://:pw@ledger-redis:6380/0',
@@ -368,11 +351,11 @@ describe('Helm chart', () => {
   });
 
   test('aggregatedApi.apiService.create=false renders everything but the APIService', async () => {
-    const rendered = await helmTemplate(ns, 'aggregatedApi.apiService.create=false');
+    const rendered = await template(ns, 'aggregatedApi.apiService.create=false');
     expect(rendered).not.toContain('kind: APIService');
     expect(rendered).toContain('name: rel-byok-aggregated-api');
     expect(rendered).toContain('--aggregated-port=8443');
-    expect(await helmTemplate(ns)).toContain('kind: APIService');
+    expect(await template(ns)).toContain('kind: APIService');
   });
 
   test('one value for the routing slots: the gateway mounts gateway.routingSlots and the shard alert measures against it', async () => {
@@ -383,13 +366,13 @@ describe('Helm chart', () => {
     });
     const on = ['gateway.enabled=true', 'monitoring.prometheusRule.enabled=true'];
     // Defaults: 16 slots, warning at 80 % of them.
-    expect(slotsIn(await helmTemplate(ns, ...on))).toEqual({ mounted: 16, operator: '16', alert: '12' });
-    expect(slotsIn(await helmTemplate(ns, ...on, 'gateway.routingSlots=40'))).toEqual({
+    expect(slotsIn(await template(ns, ...on))).toEqual({ mounted: 16, operator: '16', alert: '12' });
+    expect(slotsIn(await template(ns, ...on, 'gateway.routingSlots=40'))).toEqual({
       mounted: 40,
       operator: '40',
       alert: '32',
     });
-    await expect(helmTemplate(ns, ...on, 'monitoring.prometheusRule.gatewayShardSlots=32')).rejects.toThrow(
+    await expect(template(ns, ...on, 'monitoring.prometheusRule.gatewayShardSlots=32')).rejects.toThrow(
       /gatewayShardSlots/,
     );
   });
@@ -412,7 +395,7 @@ describe('Helm chart', () => {
         .map((d) => parse(d) as Doc | null)
         .filter((d): d is Doc => d !== null);
     const gw = ['aggregatedApi.enabled=false', 'gateway.enabled=true'];
-    const rendered = docs(await helmTemplate(ns, ...gw));
+    const rendered = docs(await template(ns, ...gw));
     const secret = rendered.find((d) => d.kind === 'Secret' && d.metadata?.name === 'rel-byok-gateway-status-token');
     const token = Buffer.from(secret?.data?.token ?? '', 'base64').toString();
     expect(token).toMatch(/^[A-Za-z0-9]{48}$/);
@@ -434,17 +417,15 @@ describe('Helm chart', () => {
     ).toContain(`--gateway-service=${ns}/rel-byok-gateway:ops`);
     expect(JSON.stringify(rendered.filter((d) => d.kind !== 'Secret'))).not.toContain(token);
 
-    const own = await helmTemplate(ns, ...gw, 'gateway.statusToken.secret=my-token');
+    const own = await template(ns, ...gw, 'gateway.statusToken.secret=my-token');
     expect(own).not.toContain('rel-byok-gateway-status-token');
     expect(own.match(/secret: \{ secretName: my-token, defaultMode: 0400 \}/g)).toHaveLength(2);
-    const off = await helmTemplate(ns, ...gw, 'gateway.statusToken.enabled=false');
+    const off = await template(ns, ...gw, 'gateway.statusToken.enabled=false');
     expect(off).not.toContain('status-token');
     expect(off).not.toContain('--gateway-service');
 
     // A real install and upgrade: lookup keeps the token, so operator and gateways keep agreeing with each other.
     const release = `tok${ns.slice(-6)}`;
-    const helm = (...args: string[]) =>
-      run(bin('helm'), [...args, '--kubeconfig', testKubeconfigPath()], { encoding: 'utf8', maxBuffer: 64 << 20 });
     const installed = [
       '-n',
       ns,
@@ -462,30 +443,30 @@ describe('Helm chart', () => {
     const checksum = async () =>
       (JSON.parse(await kubectl('get', 'deployment', `${release}-byok-gateway`, '-n', ns, '-o', 'json')) as Doc).spec!
         .template.metadata.annotations?.['checksum/status-token'];
-    await helm('install', release, chart, ...installed);
+    await helm(['install', release, CHART_DIR, ...installed]);
     try {
       const first = await stored();
       const firstChecksum = await checksum();
       expect(Buffer.from(first, 'base64').toString()).toMatch(/^[A-Za-z0-9]{48}$/);
       expect(firstChecksum).toMatch(/^[0-9a-f]{16}$/);
-      await helm('upgrade', release, chart, ...installed, '--set', 'gateway.logLevel=debug');
+      await helm(['upgrade', release, CHART_DIR, ...installed, '--set', 'gateway.logLevel=debug']);
       expect(await stored()).toBe(first);
       expect(await checksum()).toBe(firstChecksum);
     } finally {
-      await helm('uninstall', release, '-n', ns);
+      await helm(['uninstall', release, '-n', ns]);
     }
   });
 
   // the export controller is opt-in; on, the operator gets the flags and a Role in the export namespace only.
   test('export: off by default; export.target adds the operator flags and a Role on the target kinds and Secrets in the export namespace only', async () => {
-    const off = await helmTemplate(ns);
+    const off = await template(ns);
     expect(off).not.toMatch(/--export-target|operator-export/);
-    await expect(helmTemplate(ns, 'export.target=kong')).rejects.toThrow(/export/);
+    await expect(template(ns, 'export.target=kong')).rejects.toThrow(/export/);
     const exportNs = await createTestNamespace('chart-export');
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'export.yaml');
     writeFileSync(
       file,
-      await helmTemplate(
+      await template(
         ns,
         `watchNamespaces[0]=${ns}`,
         'aggregatedApi.enabled=false',
@@ -499,7 +480,7 @@ describe('Helm chart', () => {
     expect(rendered).toContain(`--export-namespace=${exportNs}`);
     expect(rendered).toContain('--export-gateway=gw/eg');
     expect(rendered).not.toContain('--export-allow-tenant-hosts');
-    expect(await helmTemplate(ns, 'export.target=envoy-ai-gateway', 'export.allowTenantHosts=true')).toContain(
+    expect(await template(ns, 'export.target=envoy-ai-gateway', 'export.allowTenantHosts=true')).toContain(
       '--export-allow-tenant-hosts',
     );
     // No -n: the export Role and RoleBinding name the export namespace, the rest the release's.
@@ -538,7 +519,7 @@ describe('Helm chart', () => {
   test('RBAC: the operator writes status only, the API writes credentials', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac.yaml');
     // Without the APIService: a real one is cluster-wide (test/integration/aggregated installs the chart's own).
-    writeFileSync(file, await helmTemplate(ns, `watchNamespaces[0]=${ns}`, 'aggregatedApi.enabled=false'));
+    writeFileSync(file, await template(ns, `watchNamespaces[0]=${ns}`, 'aggregatedApi.enabled=false'));
     await kubectl('apply', '-n', ns, '-f', file);
     const can = async (sa: string, verb: string, target: string, namespace = ns) => {
       const [resource = '', subresource] = target.split('/');
@@ -570,7 +551,7 @@ describe('Helm chart', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'chart-')), 'rbac-gateway.yaml');
     writeFileSync(
       file,
-      await helmTemplate(
+      await template(
         ns,
         `watchNamespaces[0]=${ns}`,
         'aggregatedApi.enabled=false',

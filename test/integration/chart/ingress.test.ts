@@ -9,20 +9,15 @@
 // every reference by name (the operator's --gateway-service and delivery-stream flags, ServiceAccounts of Deployments
 // and bindings, the admission policy's users, the APIService's, the Ingress's and the HTTPRoute's backends, Secret
 // volumes) drifting from the object it names.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
 import { applyMissingCrds, gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import { helmTemplate } from '../../support/helm.ts';
 import { createTestNamespace, kubectl, untilEstablished } from '../../support/kube.ts';
-
-const run = promisify(execFile);
-const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
 
 interface Obj {
   apiVersion: string;
@@ -33,56 +28,33 @@ interface Obj {
 }
 
 /** Renders with these values; `string:a=b` is --set-string (annotation values that look like numbers). */
-function render(release: string, namespace: string, sets: readonly string[]): Promise<string> {
-  const args = [
-    'template',
+function template(release: string, namespace: string, ...sets: string[]): Promise<string> {
+  const asString = (s: string) => s.startsWith('string:');
+  return helmTemplate({
     release,
-    chart,
-    '-n',
     namespace,
-    '--kube-version',
-    '1.34.4',
-    ...sets.flatMap((s) => (s.startsWith('string:') ? ['--set-string', s.slice(7)] : ['--set', s])),
-  ];
-  return run(helm, args, { encoding: 'utf8', maxBuffer: 64 << 20 }).then((r) => r.stdout);
-}
-
-/** Renders started ahead of the test that reads them, by their arguments; each is taken once. */
-const ahead = new Map<string, Promise<string>>();
-const renderKey = (release: string, namespace: string, sets: readonly string[]) =>
-  JSON.stringify([release, namespace, sets]);
-
-async function template(release: string, namespace: string, ...sets: string[]): Promise<string> {
-  const key = renderKey(release, namespace, sets);
-  const started = ahead.get(key);
-  ahead.delete(key);
-  return started ?? render(release, namespace, sets);
+    set: sets.filter((s) => !asString(s)),
+    setString: sets.filter(asString).map((s) => s.slice('string:'.length)),
+  });
 }
 
 /**
  * Starts these renders a few at a time, ahead of the cases that read them: each is a helm process that mostly waits
- * on its own start-up, so they overlap. A case whose render was not started ahead renders when it asks.
+ * on its own start-up, so they overlap. A case asks with the same arguments and gets the same render.
  */
 function renderAhead(
   cases: readonly (readonly [release: string, namespace: string, sets: readonly string[]])[],
   concurrency = 4,
 ): void {
   let next = 0;
-  const slots: Promise<void>[] = [];
-  const results = cases.map(() => Promise.withResolvers<string>());
   const worker = async () => {
     while (next < cases.length) {
-      const i = next++;
-      const [release, namespace, sets] = cases[i]!;
-      await render(release, namespace, sets).then(results[i]!.resolve, results[i]!.reject);
+      const [release, namespace, sets] = cases[next++]!;
+      // A refused render is read (and asserted) by its case; until then it must not count as unhandled.
+      await template(release, namespace, ...sets).catch(() => undefined);
     }
   };
-  for (let i = 0; i < concurrency; i++) slots.push(worker());
-  cases.forEach(([release, namespace, sets], i) => {
-    // A refused render is read (and asserted) by its case; until then it must not count as unhandled.
-    results[i]!.promise.catch(() => undefined);
-    ahead.set(renderKey(release, namespace, sets), results[i]!.promise);
-  });
+  for (let i = 0; i < concurrency; i++) void worker();
 }
 /** The rendered objects, read as YAML 1.1 as the apiserver's YAML reader does (a plain `yes` is a boolean there). */
 const objects = (text: string) =>

@@ -11,6 +11,7 @@ import { API_PREFIX } from '../../../src/api/server.ts';
 import { INDEX_NAME } from '../../../src/contract/routing.ts';
 import { CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { applyMissingCrds, gatewayApiCrdFiles } from '../../support/export-crds.ts';
+import { CHART_DIR, helm } from '../../support/helm.ts';
 import {
   createTestNamespace,
   kubeconfigFor,
@@ -21,27 +22,20 @@ import {
 } from '../../support/kube.ts';
 
 const run = promisify(execFile);
-const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
 const bin = process.env.BYOK_CONTROL_PLANE_BIN ?? '';
 const cli = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
 
 async function installNotes(ns: string, ...sets: string[]): Promise<string> {
-  const { stdout } = await run(
-    join(bin, 'helm'),
-    // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
-    [
-      'install',
-      `n${ns.slice(-8)}`,
-      chart,
-      '-n',
-      ns,
-      '--dry-run=server',
-      ...sets.flatMap((s) => ['--set', s]),
-      '--kubeconfig',
-      testKubeconfigPath(),
-    ],
-    { encoding: 'utf8', maxBuffer: 64 << 20 },
-  );
+  // A release name of its own: cluster-scoped objects of other tests' releases must not collide.
+  const stdout = await helm([
+    'install',
+    `n${ns.slice(-8)}`,
+    CHART_DIR,
+    '-n',
+    ns,
+    '--dry-run=server',
+    ...sets.flatMap((s) => ['--set', s]),
+  ]);
   return stdout.slice(stdout.indexOf('NOTES:'));
 }
 
@@ -115,11 +109,6 @@ describe('chart NOTES', () => {
     await applyMissingCrds(gatewayApiCrdFiles(['httproutes']), 'byok-chart-test');
     await untilEstablished(['httproutes.gateway.networking.k8s.io']);
     const release = `u${ns.slice(-8)}`;
-    const helm = (...args: string[]) =>
-      run(join(bin, 'helm'), [...args, '--kubeconfig', testKubeconfigPath()], {
-        encoding: 'utf8',
-        maxBuffer: 64 << 20,
-      });
     const sets = [
       'aggregatedApi.enabled=false',
       'admissionPolicy.enabled=false',
@@ -140,15 +129,15 @@ describe('chart NOTES', () => {
       'httpRoute.paths[0].service=api',
     ];
     // A real install: the Services the URLs name exist (no kubelet runs the pods; nothing here needs them).
-    const { stdout } = await helm(
+    const stdout = await helm([
       'install',
       release,
-      chart,
+      CHART_DIR,
       '-n',
       ns,
       '--skip-crds',
       ...sets.flatMap((v) => ['--set', v]),
-    );
+    ]);
     try {
       const printed = stdout.slice(stdout.indexOf('NOTES:'));
       const inCluster = printed.slice(printed.indexOf('In the cluster:'), printed.indexOf('From outside:'));
@@ -198,7 +187,7 @@ describe('chart NOTES', () => {
       };
       expect(keys.items.map((k) => k.spec.hash)).toEqual([createHash('sha256').update(key).digest('hex')]);
     } finally {
-      await helm('uninstall', release, '-n', ns);
+      await helm(['uninstall', release, '-n', ns]);
     }
   });
 });

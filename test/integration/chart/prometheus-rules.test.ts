@@ -18,11 +18,11 @@ import { CompilePipeline } from '../../../src/operator/compile/pipeline.ts';
 import { registerAccountDelivery } from '../../../src/operator/delivery-metrics.ts';
 import { HealthStatusWriter } from '../../../src/operator/health/health-status-writer.ts';
 import { createOperatorMetrics, registerCredentialReadiness } from '../../../src/operator/metrics.ts';
+import { CHART_DIR, helmTemplate } from '../../support/helm.ts';
 import { testKubeConfig } from '../../support/kube.ts';
 
 const run = promisify(execFile);
 const repoRoot = join(import.meta.dirname, '..', '..', '..');
-const chart = join(repoRoot, 'charts', 'byok-operator');
 const dir = mkdtempSync(join(tmpdir(), 'prom-rules-'));
 const NS = 'byok-system';
 // The chart's default runbook base (monitoring.prometheusRule.runbookBaseUrl); every alert links its own section.
@@ -934,33 +934,17 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
 
   beforeAll(async () => {
     promtool = await promtoolPath();
-    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-    const rendered = (
-      await run(
-        helm,
-        [
-          'template',
-          'rel',
-          chart,
-          '-n',
-          NS,
-          '--kube-version',
-          '1.34.4',
-          '--set',
-          'monitoring.prometheusRule.enabled=true',
-          '--set',
-          'monitoring.grafanaDashboard.enabled=true',
-          '--set',
-          'gateway.routingSlots=32',
-          // The up/absent alerts exist only with the ServiceMonitors that make those targets.
-          '--set',
-          'serviceMonitor.enabled=true',
-          '--set',
-          'gateway.enabled=true',
-        ],
-        { encoding: 'utf8', maxBuffer: 64 << 20 },
-      )
-    ).stdout;
+    const rendered = await helmTemplate({
+      namespace: NS,
+      set: [
+        'monitoring.prometheusRule.enabled=true',
+        'monitoring.grafanaDashboard.enabled=true',
+        'gateway.routingSlots=32',
+        // The up/absent alerts exist only with the ServiceMonitors that make those targets.
+        'serviceMonitor.enabled=true',
+        'gateway.enabled=true',
+      ],
+    });
     const docs = parseAllDocuments(rendered).map(
       (d) => d.toJS() as { kind?: string; spec?: { groups: RuleGroup[] }; data?: Record<string, string> } | null,
     );
@@ -1064,27 +1048,13 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
 
   test('the dashboard ConfigMap is not named byok-byok-… when the release is called byok', async () => {
     expect(dashboardMapName).toBe('rel-byok-dashboard');
-    const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-    const out = await run(
-      helm,
-      [
-        'template',
-        'byok',
-        chart,
-        '-n',
-        NS,
-        '--kube-version',
-        '1.34.4',
-        '--set',
-        'monitoring.grafanaDashboard.enabled=true',
-        '--show-only',
-        'templates/grafana-dashboard.yaml',
-      ],
-      { encoding: 'utf8' },
-    );
-    expect((parseAllDocuments(out.stdout)[0]!.toJS() as { metadata: { name: string } }).metadata.name).toBe(
-      'byok-dashboard',
-    );
+    const out = await helmTemplate({
+      release: 'byok',
+      namespace: NS,
+      set: ['monitoring.grafanaDashboard.enabled=true'],
+      showOnly: ['templates/grafana-dashboard.yaml'],
+    });
+    expect((parseAllDocuments(out)[0]!.toJS() as { metadata: { name: string } }).metadata.name).toBe('byok-dashboard');
   });
 
   test('rules and dashboard query only metrics the operator and API server register', async () => {
@@ -1135,7 +1105,9 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
     // `up` is Prometheus' own (one per scrape target), not a metric of ours.
     expect([...new Set(queried)].filter((m) => m !== 'up' && !registered.has(m))).toEqual([]);
     expect(dashboard.panels.length).toBeGreaterThanOrEqual(10);
-    expect(readFileSync(join(chart, 'dashboards', 'byok-operator.json'), 'utf8')).toContain('"uid": "byok-operator"');
+    expect(readFileSync(join(CHART_DIR, 'dashboards', 'byok-operator.json'), 'utf8')).toContain(
+      '"uid": "byok-operator"',
+    );
   });
 
   test('with serviceMonitor.enabled and gateway.enabled, a ServiceMonitor scrapes the gateway Service on its ops port', async () => {
@@ -1144,15 +1116,8 @@ describe('chart monitoring: PrometheusRule and Grafana dashboard', () => {
       metadata?: { name?: string; labels?: Record<string, string> };
       spec?: Record<string, any>;
     } | null;
-    const render = async (...sets: string[]) => {
-      const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-      const out = await run(
-        helm,
-        ['template', 'rel', chart, '-n', NS, '--kube-version', '1.34.4', ...sets.flatMap((x) => ['--set', x])],
-        { encoding: 'utf8', maxBuffer: 64 << 20 },
-      );
-      return parseAllDocuments(out.stdout).map((d) => d.toJS() as Doc);
-    };
+    const render = async (...set: string[]) =>
+      parseAllDocuments(await helmTemplate({ namespace: NS, set })).map((d) => d.toJS() as Doc);
     const docs = await render(
       'serviceMonitor.enabled=true',
       'gateway.enabled=true',

@@ -1,17 +1,13 @@
 // The chart as a dependency of an umbrella chart: Helm passes `global` to every subchart, so the subchart's
 // values.schema.json must accept it, with the parent's values empty or setting globals.
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import { parse } from 'yaml';
+import { CHART_DIR, helm, helmTemplate } from '../../support/helm.ts';
 
-const run = promisify(execFile);
-const helm = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'helm');
-const chart = join(import.meta.dirname, '..', '..', '..', 'charts', 'byok-operator');
-const version = (parse(readFileSync(join(chart, 'Chart.yaml'), 'utf8')) as { version: string }).version;
+const version = (parse(readFileSync(join(CHART_DIR, 'Chart.yaml'), 'utf8')) as { version: string }).version;
 
 describe('chart as a subchart', () => {
   const parent = join(mkdtempSync(join(tmpdir(), 'umbrella-')), 'platform');
@@ -26,21 +22,15 @@ describe('chart as a subchart', () => {
         'dependencies:',
         `  - name: byok-operator`,
         `    version: ${version}`,
-        `    repository: file://${chart}`,
+        `    repository: file://${CHART_DIR}`,
         '',
       ].join('\n'),
     );
     writeFileSync(join(parent, 'values.yaml'), '{}\n');
-    await run(helm, ['dependency', 'build', parent], { encoding: 'utf8' });
+    await helm(['dependency', 'build', parent]);
   });
 
-  const template = async (...extra: string[]) =>
-    (
-      await run(helm, ['template', 'plat', parent, '-n', 'platform', '--kube-version', '1.34.4', ...extra], {
-        encoding: 'utf8',
-        maxBuffer: 64 << 20,
-      })
-    ).stdout;
+  const template = (...set: string[]) => helmTemplate({ release: 'plat', chart: parent, namespace: 'platform', set });
 
   test('renders with empty parent values', async () => {
     const out = await template();
@@ -48,13 +38,8 @@ describe('chart as a subchart', () => {
   });
 
   test("renders with parent globals and subchart values, and still validates the subchart's values", async () => {
-    const out = await template(
-      '--set',
-      'global.imageRegistry=registry.example',
-      '--set',
-      'byok-operator.api.replicas=3',
-    );
+    const out = await template('global.imageRegistry=registry.example', 'byok-operator.api.replicas=3');
     expect(out).toMatch(/replicas: 3/);
-    await expect(template('--set', 'byok-operator.api.replicas=many')).rejects.toThrow(/replicas/);
+    await expect(template('byok-operator.api.replicas=many')).rejects.toThrow(/replicas/);
   });
 });
