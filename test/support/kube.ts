@@ -66,11 +66,18 @@ export async function rejection(promise: Promise<unknown>): Promise<{ code: numb
   throw new Error('expected the apiserver to reject the request, but it was accepted');
 }
 
-export async function kubectl(...args: string[]): Promise<string> {
-  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
-  const { stdout } = await execFileAsync(bin, ['--kubeconfig', testKubeconfigPath(), ...args], { encoding: 'utf8' });
+/** The kubectl of the control-plane build (the one on PATH without it). */
+export const kubectlBin = (): string =>
+  process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+
+/** kubectl with this kubeconfig: its stdout, or a rejection on a non-zero exit. */
+export async function kubectlWith(kubeconfig: string, ...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(kubectlBin(), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
   return stdout;
 }
+
+/** kubectl as the worker's cluster admin. */
+export const kubectl = (...args: string[]): Promise<string> => kubectlWith(testKubeconfigPath(), ...args);
 
 /**
  * A kubeconfig for a non-admin user (client certificate CN=user, O=groups), like ControlPlane.kubeconfigFor but
@@ -110,9 +117,10 @@ export async function kubectlAs(
   kubeconfig: string,
   ...args: string[]
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
   try {
-    const { stdout, stderr } = await execFileAsync(bin, ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
+    const { stdout, stderr } = await execFileAsync(kubectlBin(), ['--kubeconfig', kubeconfig, ...args], {
+      encoding: 'utf8',
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };

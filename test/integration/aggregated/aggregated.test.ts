@@ -29,6 +29,7 @@ import {
   customObjects,
   kubeconfigFor,
   kubectlAs,
+  kubectlBin,
   testKubeConfig,
   testKubeconfigPath,
 } from '../../support/kube.ts';
@@ -160,7 +161,7 @@ async function kubectlCreate(
     status: Record<string, unknown>;
   }
 > {
-  const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+  const bin = kubectlBin();
   const child = spawn(bin, ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -470,7 +471,7 @@ describe('kubectl against byokkeys', () => {
     const manifest = (extra: string) =>
       `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
     const apply = async (...args: string[]) => {
-      const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+      const bin = kubectlBin();
       const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], {
         stdio: ['pipe', 'pipe', 'pipe'],
       });
@@ -920,7 +921,7 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
 
 describe('watch', () => {
   test('kubectl get -w sees ADDED, MODIFIED and DELETED with resourceVersions, and never the key', async () => {
-    const bin = process.env.BYOK_CONTROL_PLANE_BIN ? join(process.env.BYOK_CONTROL_PLANE_BIN, 'kubectl') : 'kubectl';
+    const bin = kubectlBin();
     const child: ChildProcess = spawn(
       bin,
       [

@@ -1,13 +1,13 @@
 // The README's first command: `dev` brings up a real control plane, the operator, the API server and the sample
 // account, writes .dev/connection.json, and cleans everything up on Ctrl-C.
-import { type ChildProcess, execFile } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { DevConnection } from '../../../src/cli/dev.ts';
 import { startDevStack, waitFor } from '../../support/dev-stack.ts';
+import { kubectlWith } from '../../support/kube.ts';
 
 describe('npm run dev', () => {
   let child: ChildProcess;
@@ -114,22 +114,18 @@ describe('npm run dev', () => {
       backend: 'redis',
       url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+\/0$/),
     });
-    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) =>
-      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    const run = (...args: string[]) => kubectlWith(connection.kubeconfig, ...args);
     await waitFor(
       'BYOK spend in Account.status.spend',
       async () => {
-        const out = (
-          await run(
-            'get',
-            'accounts.byok.gateway.dev',
-            '-n',
-            'acme',
-            '-o',
-            'jsonpath={.items[0].status.spend.byokListCostUsd}',
-          )
-        ).stdout;
+        const out = await run(
+          'get',
+          'accounts.byok.gateway.dev',
+          '-n',
+          'acme',
+          '-o',
+          'jsonpath={.items[0].status.spend.byokListCostUsd}',
+        );
         return Number(out) > 0 ? out : undefined;
       },
       30_000,
@@ -188,32 +184,27 @@ describe('npm run dev', () => {
       version: 'v1',
       apiService: 'v1.api.byok.gateway.dev',
     });
-    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) =>
-      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    const run = (...args: string[]) => kubectlWith(connection.kubeconfig, ...args);
     expect(
-      (await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}'))
-        .stdout,
+      await run('get', 'apiservice', 'v1.api.byok.gateway.dev', '-o', 'jsonpath={.status.conditions[0].status}'),
     ).toBe('True');
-    const table = (await run('get', 'byokkeys', '-n', 'acme')).stdout;
+    const table = await run('get', 'byokkeys', '-n', 'acme');
     expect(table).toMatch(/^ID\s+CREDENTIAL\s+PROVIDER\s+LABEL/);
     expect(table).toContain('amazon-bedrock');
-    const raw = JSON.parse(
-      (await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')).stdout,
-    ) as { total_count: number };
+    const raw = JSON.parse(await run('get', '--raw', '/apis/api.byok.gateway.dev/v1/namespaces/acme/byok')) as {
+      total_count: number;
+    };
     expect(raw.total_count).toBeGreaterThan(0);
   });
 
   test('kubectl wait --for=condition=Delivered: the dev gateway has loaded every sample credential; kubectl get byok shows UPSTREAM', async () => {
-    const kubectl = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'kubectl');
-    const run = (...args: string[]) =>
-      promisify(execFile)(kubectl, ['--kubeconfig', connection.kubeconfig, ...args], { encoding: 'utf8' });
+    const run = (...args: string[]) => kubectlWith(connection.kubeconfig, ...args);
     await run('wait', '--for=condition=Delivered', 'byokcredentials', '--all', '-n', 'acme', '--timeout=60s');
     const delivery = JSON.parse(
-      (await run('get', 'byokcredentials', '-n', 'acme', '-o', 'jsonpath={.items[0].status.delivery}')).stdout,
+      await run('get', 'byokcredentials', '-n', 'acme', '-o', 'jsonpath={.items[0].status.delivery}'),
     ) as { loaded: number; total: number };
     expect(delivery).toMatchObject({ loaded: 1, total: 1 });
-    expect((await run('get', 'byokcredentials', '-n', 'acme')).stdout).toMatch(/UPSTREAM\s+LAST USED/);
+    expect(await run('get', 'byokcredentials', '-n', 'acme')).toMatch(/UPSTREAM\s+LAST USED/);
   }, 90_000);
 
   test('the gateway API key is not a management key', async () => {
