@@ -18,24 +18,6 @@ export interface DevStack {
   output(): string;
 }
 
-/** Polls fn until it returns something other than undefined (false and 0 count as answers), every 100 ms. */
-export async function waitFor<T>(
-  what: string,
-  fn: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-): Promise<T> {
-  const found = await until(
-    what,
-    async () => {
-      const value = await fn();
-      return value === undefined ? undefined : { value };
-    },
-    timeoutMs,
-    100,
-  );
-  return found.value;
-}
-
 // A whole control plane, operator, API servers and gateway start here: on a shared 2-core machine under load that
 // has taken over a minute, so the wait is long and a timeout says how far the stack got.
 export async function startDevStack(prefix: string, timeoutMs = 150_000): Promise<DevStack> {
@@ -50,13 +32,14 @@ export async function startDevStack(prefix: string, timeoutMs = 150_000): Promis
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
   const file = join(devDir, 'connection.json');
-  const connection = await waitFor(
+  const connection = await until(
     'the dev stack',
     () =>
       existsSync(file) && output.includes('Ctrl-C')
         ? (JSON.parse(readFileSync(file, 'utf8')) as DevConnection)
         : undefined,
     timeoutMs,
+    100,
   ).catch((err: unknown) => {
     child.kill('SIGTERM');
     throw new Error(`${(err as Error).message}; its output ended with:\n${output.slice(-2000)}`);

@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { DevConnection } from '../../../src/cli/dev.ts';
-import { startDevStack, waitFor } from '../../support/dev-stack.ts';
+import { startDevStack } from '../../support/dev-stack.ts';
 import { kubectlWith } from '../../support/kube.ts';
+import { until } from '../../support/until.ts';
 
 describe('npm run dev', () => {
   let child: ChildProcess;
@@ -115,7 +116,7 @@ describe('npm run dev', () => {
       url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+\/0$/),
     });
     const run = (...args: string[]) => kubectlWith(connection.kubeconfig, ...args);
-    await waitFor(
+    await until(
       'BYOK spend in Account.status.spend',
       async () => {
         const out = await run(
@@ -129,6 +130,7 @@ describe('npm run dev', () => {
         return Number(out) > 0 ? out : undefined;
       },
       30_000,
+      100,
     );
   }, 60_000);
 
@@ -154,7 +156,7 @@ describe('npm run dev', () => {
       body: JSON.stringify({ provider: 'mistral', key: 'sk-dev-servererror-0001' }),
     });
     expect(created.status).toBe(201);
-    const first = await waitFor(
+    const first = await until(
       'the gateway to try the new Mistral credential',
       async () => {
         // Every attempt failed: the answer is an error whose metadata lists them.
@@ -168,6 +170,7 @@ describe('npm run dev', () => {
         );
       },
       30_000,
+      100,
     );
     expect(first.status).toBe(500);
   }, 60_000);

@@ -41,7 +41,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { DevConnection } from '../../../src/cli/dev.ts';
-import { readerEnv, repoRoot, startDevStack, stopDevStack, waitFor } from '../../support/dev-stack.ts';
+import { readerEnv, repoRoot, startDevStack, stopDevStack } from '../../support/dev-stack.ts';
+import { until } from '../../support/until.ts';
 
 const run = promisify(execFile);
 const markdownIn = (dir: string) =>
@@ -253,10 +254,11 @@ EOF`,
           status?: { conditions?: { type: string; status: string; reason: string; message: string }[] };
         }>('gatewayapikey', 'orphan', '-n', ns)
       ).status?.conditions?.find((c) => c.type === 'Ready');
-    const refused = await waitFor(
+    const refused = await until(
       'NoWorkspace',
       async () => ((await ready())?.reason === 'NoWorkspace' ? ready() : undefined),
       30_000,
+      100,
     );
     expect(refused).toMatchObject({ status: 'False', reason: 'NoWorkspace' });
     expect(refused!.message).toContain('spec.default: true');
@@ -268,10 +270,11 @@ EOF`,
         body: JSON.stringify({ model: 'openai/gpt-5', messages: [{ role: 'user', content: 'hi' }] }),
       });
     // The gateway has the key once the routing config with it is delivered: then it refuses it for the workspace.
-    const status = await waitFor(
+    const status = await until(
       'a 403 for the key',
       async () => ((await call()).status === 403 ? 403 : undefined),
       30_000,
+      100,
     );
     expect(status).toBe(403);
 
@@ -290,11 +293,12 @@ EOF`,
       ],
       { env: { ...env, KUBECONFIG: connection.kubeconfig }, encoding: 'utf8' },
     );
-    await waitFor('Ready=True', async () => ((await ready())?.status === 'True' ? true : undefined), 30_000);
-    await waitFor(
+    await until('Ready=True', async () => ((await ready())?.status === 'True' ? true : undefined), 30_000, 100);
+    await until(
       'the gateway to take the key',
       async () => ((await call()).status !== 403 ? true : undefined),
       30_000,
+      100,
     );
   };
   let noWorkspace: Promise<void>;
