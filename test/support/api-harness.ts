@@ -16,7 +16,6 @@ import { createManagementKey, sha256Hex } from '../../src/service/management-key
 import type { BYOKKey } from '../../src/service/mapping.ts';
 import { crApi, createTestNamespace, customObjects, testKubeConfig } from './kube.ts';
 import { createAccountNamespace } from './tenant.ts';
-import { until } from './until.ts';
 
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
   ajv: Ajv2020,
@@ -279,13 +278,6 @@ export async function expectContract(h: Harness): Promise<void> {
   const problems = h.exchanges.flatMap(check);
   expect(problems).toEqual([]);
   expect(h.exchanges.length).toBeGreaterThan(0);
-}
-
-export { sleep } from './until.ts';
-
-/** Polls until fn returns true (informer propagation of objects written with kubectl). */
-export async function eventually(fn: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  await until('a condition', fn, timeoutMs);
 }
 
 /** The BYOKCredential object behind a public id, read straight from the apiserver. */

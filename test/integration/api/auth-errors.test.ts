@@ -6,7 +6,6 @@ import { byokCredential } from '../../../src/schema/resources.ts';
 import {
   type Account,
   err,
-  eventually,
   expectContract,
   type Harness,
   many,
@@ -15,6 +14,7 @@ import {
   startHarness,
 } from '../../support/api-harness.ts';
 import { testKubeConfig } from '../../support/kube.ts';
+import { until } from '../../support/until.ts';
 
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -73,11 +73,17 @@ describe('BYOK REST API: auth, errors, limits', () => {
     test('a management key revoked by deleting its Secret stops working', async () => {
       const { createManagementKey } = await import('../../../src/service/management-keys.ts');
       const { key, secretName } = await createManagementKey(testKubeConfig(), a.namespace);
-      await eventually(async () => (await h.call('GET', '/byok', { key })).status === 200);
+      await until(
+        'the new management key to be accepted',
+        async () => (await h.call('GET', '/byok', { key })).status === 200,
+      );
       await testKubeConfig()
         .makeApiClient(CoreV1Api)
         .deleteNamespacedSecret({ namespace: a.namespace, name: secretName });
-      await eventually(async () => (await h.call('GET', '/byok', { key })).status === 401);
+      await until(
+        'the deleted management key to be refused',
+        async () => (await h.call('GET', '/byok', { key })).status === 401,
+      );
     });
   });
 

@@ -15,7 +15,6 @@ import {
   API_VERSION,
   credentialObject,
   err,
-  eventually,
   expectContract,
   type Harness,
   many,
@@ -430,7 +429,8 @@ describe('BYOK REST API: operations', () => {
       const rotatedName = (await credentialObject(a.namespace, k.id))?.spec.secretRef.name ?? '';
       expect(rotatedName).not.toBe(secretName);
       expect(await secretValue(a.namespace, rotatedName)).toBe('di-new-111111111111111BBBB');
-      await eventually(
+      await until(
+        'the replaced key Secret to be deleted',
         async () =>
           await core()
             .readNamespacedSecret({ namespace: a.namespace, name: secretName })
@@ -482,7 +482,9 @@ describe('BYOK REST API: operations', () => {
     });
 
     test('appear in the list and read like any other (global: no workspace)', async () => {
-      await eventually(async () => many(await list('?provider=wandb')).some((k) => k.id === gitId));
+      await until('the GitOps credential in the list', async () =>
+        many(await list('?provider=wandb')).some((k) => k.id === gitId),
+      );
       const k = one(await h.call('GET', `/byok/${gitId}`, { key: a.managementKey }));
       expect(k).toMatchObject({
         id: gitId,
@@ -515,7 +517,9 @@ describe('BYOK REST API: operations', () => {
       );
       await kubectl('apply', '-n', a.namespace, '-f', file);
       const id = publicId('BYOKCredential', a.namespace, 'kubectl-groq');
-      await eventually(async () => many(await list('?provider=groq')).some((k) => k.id === id));
+      await until('the credential in the list', async () =>
+        many(await list('?provider=groq')).some((k) => k.id === id),
+      );
       const k = many(await list('?provider=groq')).find((x) => x.id === id);
       expect(k).toMatchObject({ workspace_id: a.defaultWorkspaceId, is_fallback: true, name: null });
       expect((await h.call('PATCH', `/byok/${id}`, { key: a.managementKey, body: { name: 'x' } })).status).toBe(409);
@@ -649,7 +653,10 @@ describe('BYOK REST API: operations', () => {
       const hc = await startHarness([c.namespace]);
       try {
         await crApi('workspaces', c.namespace).delete('main');
-        await eventually(async () => (await hc.call('GET', '/byok', { key: c.managementKey })).status === 400);
+        await until(
+          'the list to refuse an account without a default workspace',
+          async () => (await hc.call('GET', '/byok', { key: c.managementKey })).status === 400,
+        );
         const l = await hc.call('GET', '/byok', { key: c.managementKey });
         expect(err(l).message).toMatch(/default workspace/);
         const p = await hc.call('POST', '/byok', { key: c.managementKey, body: { provider: 'openai', key: KEY } });

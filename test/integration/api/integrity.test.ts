@@ -15,7 +15,6 @@ import {
   type Account,
   credentialObject,
   err,
-  eventually,
   expectContract,
   type Harness,
   many,
@@ -27,6 +26,7 @@ import { credential, withProvider, withSecret } from '../../support/builders.ts'
 import { crApi, testKubeConfig } from '../../support/kube.ts';
 import { resource } from '../../support/operator.ts';
 import { beforeCap } from '../../support/order.ts';
+import { until } from '../../support/until.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
@@ -193,7 +193,7 @@ describe('REST API integrity under hostile input and faults', () => {
       expect(all).toHaveLength(1);
       // The losers' Secrets are removed: one Secret for the one credential.
       const cr = await credentialObject(a.namespace, [...ids][0] as string);
-      await eventually(async () => {
+      await until('one key Secret left for the credential', async () => {
         const secrets = await core().listNamespacedSecret({
           namespace: a.namespace,
           labelSelector: 'app.kubernetes.io/managed-by=byok-api',
@@ -374,7 +374,8 @@ describe('REST API integrity under hostile input and faults', () => {
       await crApi('byokcredentials', q.namespace).create(
         credential('from-git', withProvider('groq'), withSecret('git-quota')),
       );
-      await eventually(
+      await until(
+        'the read model to count one credential of a limit of two',
         () => h.server.state.credentialCount(q.namespace) === 1 && h.server.state.credentialLimit(q.namespace) === 2,
       );
       expect(

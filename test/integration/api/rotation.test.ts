@@ -6,7 +6,6 @@ import { maskLabel } from '../../../src/domain/label.ts';
 import {
   type Account,
   credentialObject,
-  eventually,
   expectContract,
   type Harness,
   one,
@@ -14,6 +13,7 @@ import {
   startHarness,
 } from '../../support/api-harness.ts';
 import { testKubeConfig } from '../../support/kube.ts';
+import { until } from '../../support/until.ts';
 
 const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
@@ -56,7 +56,10 @@ describe('concurrent key rotation', () => {
       }),
     );
     // Read-your-writes holds on the replica that took the write; the other learns of it from its watch.
-    await eventually(async () => (await h2.call('GET', `/byok/${k.id}`, { key: a.managementKey })).status === 200);
+    await until(
+      'the second server to read the credential',
+      async () => (await h2.call('GET', `/byok/${k.id}`, { key: a.managementKey })).status === 200,
+    );
     const keys = Array.from(
       { length: writers },
       (_, i) => `sk-rot-${writers}-${r}-writer-${String(i).padStart(3, '0')}-xxxxxxxx`,
@@ -109,16 +112,20 @@ describe('concurrent key rotation', () => {
   const created: { crName: string; secret: string }[] = [];
   /** Eventually each credential has exactly one key Secret left: the referenced one. */
   async function onlyReferencedSecretsRemain(): Promise<void> {
-    await eventually(async () => {
-      const list = await core().listNamespacedSecret({
-        namespace: a.namespace,
-        labelSelector: 'app.kubernetes.io/managed-by=byok-api',
-      });
-      return created.every(({ crName, secret }) => {
-        const mine = list.items.filter((s) => s.metadata?.name?.startsWith(`${crName}-key-`));
-        return mine.length === 1 && mine[0]?.metadata?.name === secret;
-      });
-    }, 30_000);
+    await until(
+      'only the referenced key Secrets',
+      async () => {
+        const list = await core().listNamespacedSecret({
+          namespace: a.namespace,
+          labelSelector: 'app.kubernetes.io/managed-by=byok-api',
+        });
+        return created.every(({ crName, secret }) => {
+          const mine = list.items.filter((s) => s.metadata?.name?.startsWith(`${crName}-key-`));
+          return mine.length === 1 && mine[0]?.metadata?.name === secret;
+        });
+      },
+      30_000,
+    );
   }
 
   test('2 concurrent rotations, 8 rounds: a refused one never changes the key; a 200 describes what is stored', async () => {
