@@ -1,6 +1,7 @@
 // Object builders for tests, one function per kind with options (cert-manager's test/unit/gen is the model):
 //   credential('oa', withProvider('anthropic'), withSecret('oa-key'), withFlags({ isFallback: true }))
 // They build plain objects (no I/O); `tenant.ts` creates them in a cluster. Defaults are the smallest valid object.
+import { createHash } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../src/schema/generated/types.ts';
 import { API_VERSION } from '../../src/schema/resources.ts';
@@ -113,6 +114,12 @@ export const inWorkspace =
 // ---- GatewayAPIKey ----
 
 /** A GatewayAPIKey for `hash` (sha256 hex of the secret key). */
+/**
+ * The SHA-256 hex a GatewayAPIKey stores for a gateway key. Digested here rather than with the product's own function,
+ * so a test holds the product to an independent digest.
+ */
+export const keyHash = (key: string): string => createHash('sha256').update(key).digest('hex');
+
 export function gatewayKey(name: string, hash: string, ...options: Option<GatewayAPIKey>[]): GatewayAPIKey {
   return build<GatewayAPIKey>(
     { apiVersion: API_VERSION, kind: 'GatewayAPIKey', metadata: { name }, spec: { hash } } as GatewayAPIKey,

@@ -8,7 +8,6 @@
 // delivery version never carries the old version's True.
 
 import type { ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +21,7 @@ import { kubeClient } from '../../../src/kube/client.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
 import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
 import { GROUP, VERSION } from '../../../src/schema/resources.ts';
+import { keyHash } from '../../support/builders.ts';
 import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
@@ -40,7 +40,6 @@ const kc = testKubeConfig();
 const client = kubeClient(kc);
 const API_KEY = 'sk-delivery-acks-key-0123456789abcdef';
 const STATUS_TOKEN = 'status-token-delivery-acks';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const versionOf = (o: Obj) => (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion;
 const deliveryOf = (o: Obj) =>
   o.status?.delivery as { configVersion: string; loaded: number; total: number } | undefined;
@@ -126,7 +125,7 @@ describe('Delivered from the acknowledgements', () => {
       registry: new Registry(),
     });
     await replica.start();
-    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-acks-openai-v0');
+    await createDeliveryTenant(ns, keyHash(API_KEY), 'sk-delivery-acks-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     projector = await projectOnce(kc, routingNs, mount);

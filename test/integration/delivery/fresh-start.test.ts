@@ -6,7 +6,6 @@
 // loaded nothing exits 75 so the kubelet restarts it and mounts its volumes again.
 
 import type { ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +15,7 @@ import { DEFAULT_DELIVERY_AUDIENCE } from '../../../src/contract/delivery.ts';
 import { DEFAULT_BUNDLE_KEY_SECRET } from '../../../src/contract/envelope.ts';
 import { parseEgressAllowList } from '../../../src/domain/index.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
+import { keyHash } from '../../support/builders.ts';
 import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
@@ -33,7 +33,6 @@ import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 const kc = testKubeConfig();
 const client = kubeClient(kc);
 const API_KEY = 'sk-delivery-fresh-key-0123456789abcdef';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('a gateway that starts on empty mounts', () => {
   let ns = '';
@@ -100,7 +99,7 @@ describe('a gateway that starts on empty mounts', () => {
     expect(await ready(gw)).toBe(503);
     expect(await chat(gw)).toBe(503);
     // The account arrives; the operator compiles it and writes the key. The pod's key volume is still empty.
-    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-fresh-openai');
+    await createDeliveryTenant(ns, keyHash(API_KEY), 'sk-delivery-fresh-openai');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     expect(gw.output.join('')).toContain('no bundle key mounted yet; the delivery stream connects once it is');

@@ -6,7 +6,6 @@
 // and a stream outage falls back to the mount once the kubelet (the projector here) moves it.
 
 import type { ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +16,7 @@ import { DEFAULT_DELIVERY_AUDIENCE, DELIVERY_FORMAT, DELIVERY_STREAM_PATH } from
 import { parseEgressAllowList, publicId } from '../../../src/domain/index.ts';
 import type { Projector } from '../../../src/kube/projector.ts';
 import { DeliveryStreamServer } from '../../../src/operator/delivery/server.ts';
+import { keyHash } from '../../support/builders.ts';
 import { writeGatewayFiles } from '../../support/catalog.ts';
 import {
   createDeliveryTenant,
@@ -35,7 +35,6 @@ import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 const kc = testKubeConfig();
 const API_KEY = 'sk-delivery-test-key-0123456789abcdef';
 const STATUS_TOKEN = 'status-token-delivery-test';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const ROTATIONS = 10;
 
 const quantile = (xs: number[], q: number) => {
@@ -108,7 +107,7 @@ describe('the delivery stream', () => {
       { kubeConfig: kc, routingNamespace: routingNs, logger: pino({ level: 'silent' }), registry: new Registry() },
     );
     await replica.start();
-    await createDeliveryTenant(ns, sha(API_KEY), 'sk-delivery-openai-v0');
+    await createDeliveryTenant(ns, keyHash(API_KEY), 'sk-delivery-openai-v0');
     await resource('byokcredentials', ns).waitReady('oa', 'True');
     await run.op.waitForIdle();
     // The kubelet's one projection at pod start; then it "sleeps" (stopped), so the mount is frozen at v0.

@@ -6,7 +6,6 @@
 // (Delivered, then 200 with the tenant's own key upstream); deleting it takes it out again (401, AccountMissing).
 
 import type { ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +22,7 @@ import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { createManagementKey } from '../../../src/service/management-keys.ts';
 import { type ServiceRuntime, startServiceRuntime } from '../../../src/service/runtime.ts';
 import { asAggregator } from '../../support/aggregated.ts';
-import { asDefault, credential, gatewayKey, secret, workspace } from '../../support/builders.ts';
+import { asDefault, credential, gatewayKey, keyHash, secret, workspace } from '../../support/builders.ts';
 import { writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnProjectedGateways, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
@@ -38,7 +37,6 @@ const GATEWAY_KEY = 'sk-byok-gw-v1-account-gate-0123456789abcdef0123456789';
 const UPSTREAM_KEY = 'sk-account-gate-openai-canary-7d1e';
 const AGG = '/apis/api.byok.gateway.dev/v1';
 const silent = pino({ level: 'silent' });
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('a namespace without an Account is not routed', () => {
   let ns = '';
@@ -154,7 +152,7 @@ describe('a namespace without an Account is not routed', () => {
       account: false,
       secrets: [secret('oa-key', UPSTREAM_KEY)],
       workspaces: [workspace('main', asDefault())],
-      gatewayKeys: [gatewayKey('k', sha(GATEWAY_KEY))],
+      gatewayKeys: [gatewayKey('k', keyHash(GATEWAY_KEY))],
       credentials: [credential('oa', (c) => void (c.spec.isByokOnly = true))],
     });
   }, 90_000);

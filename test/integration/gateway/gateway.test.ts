@@ -2,7 +2,7 @@
 // kubelet-style projected directories → gateway → loopback HTTPS upstreams that check authentication exactly.
 // Rules are asserted on the wire: which upstream received which key, in which order.
 
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import {
   asDefault,
   credential as credentialOf,
   gatewayKey,
+  keyHash,
   withProvider,
   withSpec,
   workspace,
@@ -34,7 +35,6 @@ const kc = testKubeConfig();
 const CANARY = 'sk-CANARY-9d1e2f3a4b5c6d7e8f90aabbccddeeff';
 const KEY_A = 'sk-gw-test-owner-a-0123456789abcdef';
 const KEY_B = 'sk-gw-test-plain-b-0123456789abcdef';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const ATTEMPT_TIMEOUT_MS = 1500;
 // The loopback upstreams serve tenant URLs (an Azure endpoint_url, a Vertex token_uri): allowed explicitly, as an
 // operator would (egress.test.ts proves the default refuses them).
@@ -141,14 +141,14 @@ describe("gateway on the operator's compiled config", () => {
       egress: LOOPBACK_ALLOWED,
     });
     await resource('workspaces', ns).create(workspace('main', asDefault()));
-    await resource('gatewayapikeys', ns).create(gatewayKey('a', sha(KEY_A), withSpec({ owner: 'user-1' })));
-    await resource('gatewayapikeys', ns).create(gatewayKey('b', sha(KEY_B)));
+    await resource('gatewayapikeys', ns).create(gatewayKey('a', keyHash(KEY_A), withSpec({ owner: 'user-1' })));
+    await resource('gatewayapikeys', ns).create(gatewayKey('b', keyHash(KEY_B)));
     await credential('oa-0', 'openai', 'sk-oa-0-aaaaaaaaaaaa', { sortOrder: 0 });
     await credential('oa-1', 'openai', `${CANARY}-oa1`, { sortOrder: 1 });
     await credential('oa-fb', 'openai', 'sk-oa-fb-ffffffffffff', { sortOrder: 0, isFallback: true });
     await credential('oa-eu', 'openai', JSON.stringify({ api_key: 'sk-oa-eu-eeeeeeeeeee', region: 'eu' }), {
       sortOrder: 2,
-      allowedApiKeyHashes: [sha(KEY_B)],
+      allowedApiKeyHashes: [keyHash(KEY_B)],
     });
     await credential('an-req', 'anthropic', `${CANARY}-anthropic`, { isRequired: true });
     await credential('mi-only', 'mistral', 'sk-mi-only-mmmmmmmm', {
@@ -548,7 +548,7 @@ describe("gateway on the operator's compiled config", () => {
       expect(text).toMatch(/\n: provider_responses \{[^\n]*\}\n\n$/);
       if (behavior === 'cut-mid-event') expect(text).toContain('the upstream stream broke after data was sent');
       const id = res.headers.get('x-generation-id')!;
-      const record = gw.generations.get(id, sha(KEY_A))!;
+      const record = gw.generations.get(id, keyHash(KEY_A))!;
       expect(record).toMatchObject({ streamed: true, byok_credential_id: credId('oa-0'), usage_estimated: estimated });
       if (estimated === null)
         expect(record).toMatchObject({ tokens_prompt: 1000, tokens_completion: 500, list_cost_micros: 7500 });
@@ -577,7 +577,7 @@ describe("gateway on the operator's compiled config", () => {
       50,
     );
     expect(spend.listCostMicros).toBeGreaterThan(0);
-    const record = gw.generations.get(id, sha(KEY_A))!;
+    const record = gw.generations.get(id, keyHash(KEY_A))!;
     expect(record).toMatchObject({ usage_estimated: 'missing', byok_credential_id: credId('oa-0') });
     expect(record.provider_responses.at(-1)!.error).toBe('client went away');
   }, 30_000);
@@ -598,7 +598,7 @@ describe("gateway on the operator's compiled config", () => {
       expect(r.json!.choices[0].message.content).toBe('hello from upstream');
       expect(r.json!.error).toBeUndefined();
       const id = r.headers.get('x-generation-id')!;
-      const record = gw.generations.get(id, sha(KEY_A))!;
+      const record = gw.generations.get(id, keyHash(KEY_A))!;
       expect(record.usage_estimated).toBe(reason);
       // The completion estimate is bounded by the request's max_tokens.
       expect(record.tokens_completion).toBeLessThanOrEqual(64);
@@ -748,7 +748,7 @@ describe("gateway on the operator's compiled config", () => {
       promptTokens: 1000,
       completionTokens: 500,
       listCostMicros: 7500,
-      who: { apiKeyHash: sha(KEY_A), userId: 'user-1' },
+      who: { apiKeyHash: keyHash(KEY_A), userId: 'user-1' },
     });
     await until('the fee on the generation record', async () => {
       const g = (await (

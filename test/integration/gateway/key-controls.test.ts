@@ -7,7 +7,6 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +19,7 @@ import type { GatewayAPIKey } from '../../../src/schema/generated/types.ts';
 import { API_VERSION, GROUP, VERSION } from '../../../src/schema/resources.ts';
 import { loadRoutingConfig } from '../../../src/sdk/index.ts';
 import { createGatewayKey, rotateGatewayKey } from '../../../src/service/gateway-keys.ts';
-import { credential, secret, withSecret, withSpec } from '../../support/builders.ts';
+import { credential, keyHash, secret, withSecret, withSpec } from '../../support/builders.ts';
 import { gpt4o, writeGatewayFiles } from '../../support/catalog.ts';
 import { type GatewayProcess, spawnGateway, stopProcess } from '../../support/gateway-process.ts';
 import { createTestNamespace, kubectl, rejection, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
@@ -34,7 +33,6 @@ const execFileAsync = promisify(execFile);
 const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
 const OPENAI_KEY = 'sk-key-controls-openai-aaaaaaaa';
 const secretOf = (name: string) => `sk-byok-gw-v1-key-controls-${name}-0123456789abcdef`;
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /** The keys of the account: name -> spec beyond its hash. */
 const KEYS: Record<string, Record<string, unknown>> = {
@@ -121,7 +119,7 @@ beforeAll(async () => {
       apiVersion: API_VERSION,
       kind: 'GatewayAPIKey',
       metadata: { name },
-      spec: { hash: sha(secretOf(name)), ...spec },
+      spec: { hash: keyHash(secretOf(name)), ...spec },
     });
   }
   await createObjects(
@@ -392,7 +390,7 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
         spec: { hash: string; previousHash: string; previousHashExpiresAt: string };
       }
     ).spec;
-    expect(spec).toMatchObject({ hash: sha(fresh), previousHash: sha(old) });
+    expect(spec).toMatchObject({ hash: keyHash(fresh), previousHash: keyHash(old) });
     // The old secret, asked again and again from both replicas: served, then refused, and never served again.
     const outcomes: number[] = [];
     await until(
@@ -422,7 +420,7 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
       async () => {
         await projector.sync();
         const keys = loadRoutingConfig(dirs.config).accounts.get(ns)?.apiKeys ?? [];
-        return keys.some((k) => k.hash === sha(fresh)) && !keys.some((k) => k.hash === sha(old));
+        return keys.some((k) => k.hash === keyHash(fresh)) && !keys.some((k) => k.hash === keyHash(old));
       },
       30_000,
       200,
@@ -504,7 +502,7 @@ describe('gateway key controls across two gateway replicas sharing one redis-ser
     expect(bare.message).toContain('hash may change only by a rotation');
     const half = await rejection(
       resource('gatewayapikeys', ns).update('rpm', (o) => {
-        Object.assign(o.spec as Record<string, unknown>, { hash: other, previousHash: sha(secretOf('rpm')) });
+        Object.assign(o.spec as Record<string, unknown>, { hash: other, previousHash: keyHash(secretOf('rpm')) });
       }),
     );
     expect(half.message).toContain('previousHash and previousHashExpiresAt go together');

@@ -4,7 +4,6 @@
 // long answer is metered at least the delivered floor, buffered and streamed; (3) concurrent image requests under a
 // budget that fits 5 admit at most 5 (their reservation covers an image part at the model's context length).
 
-import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -16,6 +15,7 @@ import {
   credential,
   gatewayKey,
   guardrail,
+  keyHash,
   withBudget,
   withGuardrail,
   withProvider,
@@ -42,7 +42,6 @@ import {
 } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const KEY_N = 'sk-gw-bounds-n-0123456789abcdef0123';
 const KEY_IMG = 'sk-gw-bounds-img-0123456789abcdef01';
 const KEY_AZ = 'sk-gw-bounds-az-0123456789abcdef012';
@@ -76,7 +75,7 @@ describe('metering bounds both sides, end to end', () => {
       hits: up.hits.length - before,
     };
   };
-  const settled = (key: string, id: string) => stack!.settled(sha(key), id);
+  const settled = (key: string, id: string) => stack!.settled(keyHash(key), id);
 
   beforeAll(async () => {
     up = await startUpstreams();
@@ -98,9 +97,9 @@ describe('metering bounds both sides, end to end', () => {
     await resource('guardrails', ns).create(
       guardrail('img-budget', withBudget({ limitUsd: (5 * IMAGE_COST) / 1e6, resetInterval: 'monthly' })),
     );
-    await resource('gatewayapikeys', ns).create(gatewayKey('n', sha(KEY_N), withGuardrail('n-budget')));
-    await resource('gatewayapikeys', ns).create(gatewayKey('img', sha(KEY_IMG), withGuardrail('img-budget')));
-    await resource('gatewayapikeys', ns).create(gatewayKey('az', sha(KEY_AZ)));
+    await resource('gatewayapikeys', ns).create(gatewayKey('n', keyHash(KEY_N), withGuardrail('n-budget')));
+    await resource('gatewayapikeys', ns).create(gatewayKey('img', keyHash(KEY_IMG), withGuardrail('img-budget')));
+    await resource('gatewayapikeys', ns).create(gatewayKey('az', keyHash(KEY_AZ)));
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which answers zero usage.
     await createSecret(
       kc,

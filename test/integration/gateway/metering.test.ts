@@ -3,7 +3,6 @@
 // budget that includes BYOK blocks at its limit before any upstream is called, the BYOK fee inside the free
 // allowance is 0, and a restart from the ledger's snapshot keeps the month (the budget stays blocked).
 
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +18,7 @@ import {
   credential,
   gatewayKey,
   guardrail,
+  keyHash,
   secret,
   withBudget,
   withGuardrail,
@@ -35,7 +35,6 @@ import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const KEY = 'sk-gw-metering-0123456789abcdef0123';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('gateway metered by the embedded spend ledger', () => {
   let ns = '';
@@ -103,7 +102,7 @@ describe('gateway metered by the embedded spend ledger', () => {
       guardrails: [
         guardrail('tight', withBudget({ limitUsd: 0.02, resetInterval: 'monthly', includeByokInBudgets: true })),
       ],
-      gatewayKeys: [gatewayKey('k', sha(KEY), withGuardrail('tight'))],
+      gatewayKeys: [gatewayKey('k', keyHash(KEY), withGuardrail('tight'))],
       secrets: [secret('oa-key', 'sk-metering-openai-aaaaaaaa')],
       credentials: [credential('oa', withSecret('oa-key'), withSpec({ isByokOnly: true }))],
     });

@@ -2,7 +2,6 @@
 // operator → projected files → gateway → loopback HTTPS upstreams. The metrics a scrape of the ops port shows after
 // served, streamed, failed, refused and invalid requests, and what GET /v1/models lists for a key's account.
 
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import {
   asDefault,
   credential,
   gatewayKey,
+  keyHash,
   secret,
   withSecret,
   withSpec,
@@ -30,7 +30,6 @@ import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 const kc = testKubeConfig();
 const KEY = 'sk-gw-observe-0123456789abcdef0123';
 const OTHER_KEY = 'sk-gw-observe-unknown-0123456789abcd';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('gateway metrics and models list', () => {
   let run: CapturedOperator;
@@ -110,7 +109,7 @@ describe('gateway metrics and models list', () => {
     await createTenant(ns, {
       account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
       workspaces: [workspace('main', asDefault())],
-      gatewayKeys: [gatewayKey('k', sha(KEY))],
+      gatewayKeys: [gatewayKey('k', keyHash(KEY))],
       secrets: [secret('oa-key', 'sk-observe-openai-aaaaaaaa')],
       // BYOK only on openai, and only for gpt-4o: gpt-4o-mini has neither a credential nor shared openai capacity.
       credentials: [

@@ -5,7 +5,6 @@
 // the bytes unchanged, the request is metered at the usage the upstream reported, and another account's requests,
 // sent while the stream is halfway, are all served before it ends.
 
-import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
@@ -17,6 +16,7 @@ import {
   asDefault,
   credential,
   gatewayKey,
+  keyHash,
   withProvider,
   withSpec,
   workspace,
@@ -37,7 +37,6 @@ import { until } from '../../support/until.ts';
 import { BIG_CRLF_STREAM, startUpstreams, streamPause, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const KEY_BIG = 'sk-gw-framing-big-0123456789abcdef01';
 const KEY_OTHER = 'sk-gw-framing-other-0123456789abcdef';
 
@@ -75,7 +74,7 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint, end to end', () => 
       await createTenant(ns, {
         account: account('acct', (a) => void (a.spec.plan = 'pay-as-you-go')),
         workspaces: [workspace('main', asDefault())],
-        gatewayKeys: [gatewayKey('k', sha(key))],
+        gatewayKeys: [gatewayKey('k', keyHash(key))],
       });
     }
     // The tenant's own Azure deployment: an endpoint_url it chose (tenantUrl), which streams 4 MiB framed with CRLF.
@@ -186,7 +185,7 @@ describe('a 4 MiB CRLF-framed stream from a tenant endpoint, end to end', () => 
     const floor = streamFloorTokens(floorCheck, { n: 1, logprobEntries: 0 });
     expect(floor).toBeGreaterThan(100_000);
     expect(BIG_CRLF_STREAM.usage.completion_tokens).toBeGreaterThan(floor);
-    const g = await stack!.settled(sha(KEY_BIG), id);
+    const g = await stack!.settled(keyHash(KEY_BIG), id);
     expect(g).toMatchObject({
       tokens_prompt: BIG_CRLF_STREAM.usage.prompt_tokens,
       tokens_completion: BIG_CRLF_STREAM.usage.completion_tokens,

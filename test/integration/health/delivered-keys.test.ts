@@ -6,7 +6,6 @@
 // Delivered=False, so a wait issued right after it cannot answer from the old key's True.
 
 import type { ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +21,7 @@ import {
   credential,
   gatewayKey,
   guardrail,
+  keyHash,
   withBudget,
   withGuardrail,
   withSpec,
@@ -44,7 +44,6 @@ import { startUpstreams, type Upstreams } from '../../support/upstreams.ts';
 
 const kc = testKubeConfig();
 const TOKEN = 'status-token-delivered-keys';
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const versionOf = (o: Obj) => (o.status?.delivery as { configVersion?: string } | undefined)?.configVersion;
 
 describe('Delivered for gateway keys and across a bundle-key rotation', () => {
@@ -246,6 +245,6 @@ describe('Delivered for gateway keys and across a bundle-key rotation', () => {
     );
     await createSecret(kc, ns, 'oa-key', `sk-delivered-keys-openai-${ns}`);
     await resource('byokcredentials', ns).create(credential('oa', withSpec({ isByokOnly: true })));
-    await resource('gatewayapikeys', ns).create(gatewayKey('k', sha(apiKey), withGuardrail('capped')));
+    await resource('gatewayapikeys', ns).create(gatewayKey('k', keyHash(apiKey), withGuardrail('capped')));
   }
 });

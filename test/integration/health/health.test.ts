@@ -5,7 +5,7 @@
 // in both processes' stdout and stderr.
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +23,7 @@ import {
   asDefault,
   credential as byokCredential,
   gatewayKey,
+  keyHash,
   secret,
   withAnnotations,
   withProvider,
@@ -57,7 +58,6 @@ const CANARY = 'sk-CANARY-health-7f3e9a1b2c4d5e6f';
 const API_KEY = 'sk-health-test-key-0123456789abcdef';
 const TOKEN = 'status-token-health-test';
 const WRITE_INTERVAL_MS = 5000;
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('credential health and delivery from the gateways', () => {
   let ns = '';
@@ -194,7 +194,7 @@ describe('credential health and delivery from the gateways', () => {
     await createTenant(ns, {
       account: account('account'),
       workspaces: [workspace('main', asDefault())],
-      gatewayKeys: [gatewayKey('k', sha(API_KEY))],
+      gatewayKeys: [gatewayKey('k', keyHash(API_KEY))],
     });
     await credential('oa', 'openai', `${CANARY}-openai-old`);
     await credential('gq', 'groq', 'gsk-health-groq-key');
