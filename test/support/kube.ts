@@ -28,10 +28,13 @@ export function testKubeConfig(): KubeConfig {
 
 export async function createTestNamespace(prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(4).toString('hex')}`;
-  await testKubeConfig()
-    .makeApiClient(CoreV1Api)
-    .createNamespace({ body: { metadata: { name, labels: { 'byok.gateway.dev/test': 'true' } } } });
+  await core().createNamespace({ body: { metadata: { name, labels: { 'byok.gateway.dev/test': 'true' } } } });
   return name;
+}
+
+/** The core API (Secrets, ConfigMaps, namespaces) of the worker's cluster, or of another kubeconfig's. */
+export function core(kc: KubeConfig = testKubeConfig()): CoreV1Api {
+  return kc.makeApiClient(CoreV1Api);
 }
 
 export function customObjects(): CustomObjectsApi {

@@ -1,11 +1,11 @@
 // The operator harness for integration tests: an operator scoped to the test's namespaces with its pino output
 // captured, typed reads of the five kinds (and a wait on Ready), Secrets, and the operator's metrics.
 import { Writable } from 'node:stream';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { REDACT_PATHS } from '../../src/operator/logger.ts';
 import { type OperatorOptions, type RunningOperator, startOperator } from '../../src/operator/run.ts';
-import { crApi } from './kube.ts';
+import { core, crApi } from './kube.ts';
 import { until } from './until.ts';
 
 export interface CapturedOperator {
@@ -89,10 +89,6 @@ export function resource(plural: string, ns: string) {
       }
     },
   };
-}
-
-export function core(kc: KubeConfig): CoreV1Api {
-  return kc.makeApiClient(CoreV1Api);
 }
 
 export async function createSecret(

@@ -7,7 +7,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/ids.ts';
 import { maskLabel } from '../../../src/domain/label.ts';
 import {
@@ -23,11 +22,10 @@ import {
   startHarness,
 } from '../../support/api-harness.ts';
 import { credential, withLabels, withProvider, withSecret, withSpec } from '../../support/builders.ts';
-import { crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { core, crApi, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
 import { type CapturedOperator, startTestOperator } from '../../support/operator.ts';
 import { until } from '../../support/until.ts';
 
-const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
 
 async function secretValue(ns: string, name: string): Promise<string | undefined> {

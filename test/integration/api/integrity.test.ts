@@ -5,7 +5,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { buildApp } from '../../../src/api/server.ts';
 import { kubeClient } from '../../../src/kube/client.ts';
@@ -23,12 +23,10 @@ import {
   startHarness,
 } from '../../support/api-harness.ts';
 import { credential, withProvider, withSecret } from '../../support/builders.ts';
-import { crApi, testKubeConfig } from '../../support/kube.ts';
+import { core, crApi, testKubeConfig } from '../../support/kube.ts';
 import { resource } from '../../support/operator.ts';
 import { beforeCap } from '../../support/order.ts';
 import { until } from '../../support/until.ts';
-
-const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
 /** One raw HTTP exchange: what the server writes back before closing (or after a short idle). */
 function rawExchange(port: number, request: string | Buffer): Promise<string> {

@@ -1,7 +1,6 @@
 // Concurrent key rotations against the real apiserver: the credential patch (resourceVersion precondition) is
 // the commit point, so a refused rotation never changes the stored key and a 200 describes what is stored.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { maskLabel } from '../../../src/domain/label.ts';
 import {
   type Account,
@@ -12,10 +11,8 @@ import {
   seedAccount,
   startHarness,
 } from '../../support/api-harness.ts';
-import { testKubeConfig } from '../../support/kube.ts';
+import { core } from '../../support/kube.ts';
 import { until } from '../../support/until.ts';
-
-const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
 async function storedKey(
   ns: string,

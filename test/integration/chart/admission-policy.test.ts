@@ -5,12 +5,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { helmTemplate } from '../../support/helm.ts';
-import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { core, createTestNamespace, kubectl } from '../../support/kube.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'chart-vap-'));
-const core = () => testKubeConfig().makeApiClient(CoreV1Api);
 
 describe('chart admission policy: Secret writes by the byok ServiceAccounts', () => {
   let releaseNs: string;

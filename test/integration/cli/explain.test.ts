@@ -10,8 +10,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { kubeletWrite } from '../../../src/contract/atomic-dir.ts';
 import { API_VERSION } from '../../../src/schema/resources.ts';
-import { createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
-import { type CapturedOperator, core, createSecret, resource, startTestOperator } from '../../support/operator.ts';
+import { core, createTestNamespace, kubectl, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { type CapturedOperator, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 
 const run = promisify(execFile);

@@ -17,11 +17,10 @@ import {
   withSpec,
   workspace,
 } from '../../support/builders.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { core, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
 import {
   type CapturedOperator,
   cond,
-  core,
   createSecret,
   metricsText,
   metricValue,

@@ -7,15 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { publicId } from '../../../src/domain/index.ts';
 import { account, credential, withMaxCredentials, withProvider } from '../../support/builders.ts';
-import { createTestNamespace, testKubeConfig } from '../../support/kube.ts';
-import {
-  type CapturedOperator,
-  cond,
-  core,
-  createSecret,
-  resource,
-  startTestOperator,
-} from '../../support/operator.ts';
+import { core, createTestNamespace, testKubeConfig } from '../../support/kube.ts';
+import { type CapturedOperator, cond, createSecret, resource, startTestOperator } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 import { sleep, until } from '../../support/until.ts';
 

@@ -8,8 +8,8 @@ import pino from 'pino';
 import { REDACT_PATHS } from '../../../src/operator/logger.ts';
 import { type RunningOperator, startOperator } from '../../../src/operator/run.ts';
 import { credential, gatewayKey, inWorkspace, withSecret, withSpec, workspace } from '../../support/builders.ts';
-import { createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
-import { core, createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
+import { core, createTestNamespace, kubectl, testKubeConfig } from '../../support/kube.ts';
+import { createSecret, metricsText, metricValue, resource } from '../../support/operator.ts';
 import { createAccountNamespace } from '../../support/tenant.ts';
 import { until } from '../../support/until.ts';
 
