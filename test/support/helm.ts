@@ -15,7 +15,9 @@ export const helmBin = (): string => join(process.env.BYOK_CONTROL_PLANE_BIN ?? 
 
 /** The kube-apiserver version the control-plane build made (`1.34.4`), from the build's versions.json. */
 export function servedKubeVersion(): string {
-  const file = join(process.env.BYOK_CONTROL_PLANE_BIN ?? '', 'versions.json');
+  const bin = process.env.BYOK_CONTROL_PLANE_BIN;
+  if (!bin) throw new Error('BYOK_CONTROL_PLANE_BIN is not set: run the chart tests through `npm test`');
+  const file = join(bin, 'versions.json');
   return (JSON.parse(readFileSync(file, 'utf8')) as { kubernetes: string }).kubernetes.replace(/^v/, '');
 }
 
