@@ -1,10 +1,9 @@
 // A tenant's objects in the test cluster, built with ./builders.ts. A tenant namespace has its Account by default:
 // the operator compiles and routes only namespaces that hold one (docs/operator.md, "The Account gate").
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { Account, BYOKCredential, GatewayAPIKey, Guardrail, Workspace } from '../../src/schema/generated/types.ts';
 import { account, type Option } from './builders.ts';
-import { crApi, createTestNamespace, testKubeConfig } from './kube.ts';
+import { core, crApi, createTestNamespace } from './kube.ts';
 
 const PLURAL: Record<string, string> = {
   Account: 'accounts',
@@ -18,9 +17,10 @@ const PLURAL: Record<string, string> = {
 export async function createObjects(namespace: string, ...objects: KubernetesObject[]): Promise<void> {
   for (const o of objects) {
     if (o.kind === 'Secret') {
-      await testKubeConfig()
-        .makeApiClient(CoreV1Api)
-        .createNamespacedSecret({ namespace, body: { ...(o as V1Secret), metadata: { ...o.metadata, namespace } } });
+      await core().createNamespacedSecret({
+        namespace,
+        body: { ...(o as V1Secret), metadata: { ...o.metadata, namespace } },
+      });
       continue;
     }
     const plural = PLURAL[o.kind ?? ''];

@@ -8,7 +8,6 @@ import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import {
   APISERVICE_NAME,
@@ -24,6 +23,7 @@ import { KubeApiError, kubeClient } from '../../../src/kube/client.ts';
 import { type Account, type Harness, one, seedAccount, startHarness } from '../../support/api-harness.ts';
 import { CHART_DIR, helm } from '../../support/helm.ts';
 import {
+  core,
   crApi,
   createTestNamespace,
   customObjects,
@@ -161,8 +161,7 @@ async function kubectlCreate(
     status: Record<string, unknown>;
   }
 > {
-  const bin = kubectlBin();
-  const child = spawn(bin, ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], {
+  const child = spawn(kubectlBin(), ['--kubeconfig', admin(), 'create', '-f', '-', '-o', 'json'], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
@@ -471,8 +470,7 @@ describe('kubectl against byokkeys', () => {
     const manifest = (extra: string) =>
       `apiVersion: ${GV}\nkind: BYOKKey\nmetadata:\n  name: ${name}\n  namespace: ${a.namespace}\nspec:\n  provider: openai\n  displayName: applied\n${extra}`;
     const apply = async (...args: string[]) => {
-      const bin = kubectlBin();
-      const child = spawn(bin, ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], {
+      const child = spawn(kubectlBin(), ['--kubeconfig', admin(), 'apply', '-f', '-', ...args], {
         stdio: ['pipe', 'pipe', 'pipe'],
       });
       let out = '';
@@ -848,8 +846,7 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
     op = await startTestOperator(testKubeConfig(), { routingNamespace: routing, watchNamespaces: [c.namespace] });
     ids.good = (await kubectlCreate(c.namespace)).metadata.name;
     // A Git-managed credential whose Secret holds an invalid payload (two lines for a plain-key provider), the canary in it.
-    const core = testKubeConfig().makeApiClient(CoreV1Api);
-    await core.createNamespacedSecret({
+    await core().createNamespacedSecret({
       namespace: c.namespace,
       body: { metadata: { name: 'bad-key' }, stringData: { key: `${CANARY}\nsecond-line` } },
     });
@@ -921,9 +918,8 @@ describe('health and readiness in byokkeys (an operator reconciles account c)', 
 
 describe('watch', () => {
   test('kubectl get -w sees ADDED, MODIFIED and DELETED with resourceVersions, and never the key', async () => {
-    const bin = kubectlBin();
     const child: ChildProcess = spawn(
-      bin,
+      kubectlBin(),
       [
         '--kubeconfig',
         admin(),
@@ -1623,7 +1619,7 @@ describe('path differential: the route that is served is the route that was auth
         namespace: ns,
         plural: 'byokcredentials',
       })) as { items: unknown[] };
-      const secrets = await testKubeConfig().makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: ns });
+      const secrets = await core().listNamespacedSecret({ namespace: ns });
       for (const o of [
         ...(creds.items as { metadata: { name: string; resourceVersion: string } }[]),
         ...secrets.items.map((x) => ({

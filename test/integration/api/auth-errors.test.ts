@@ -1,7 +1,6 @@
 // Authentication (management keys only), the error body on every failure status, rate limiting and the
 // served OpenAPI document.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { byokCredential } from '../../../src/schema/resources.ts';
 import {
   type Account,
@@ -13,7 +12,7 @@ import {
   seedAccount,
   startHarness,
 } from '../../support/api-harness.ts';
-import { testKubeConfig } from '../../support/kube.ts';
+import { core, testKubeConfig } from '../../support/kube.ts';
 import { until } from '../../support/until.ts';
 
 const KEY = 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789';
@@ -77,9 +76,7 @@ describe('BYOK REST API: auth, errors, limits', () => {
         'the new management key to be accepted',
         async () => (await h.call('GET', '/byok', { key })).status === 200,
       );
-      await testKubeConfig()
-        .makeApiClient(CoreV1Api)
-        .deleteNamespacedSecret({ namespace: a.namespace, name: secretName });
+      await core().deleteNamespacedSecret({ namespace: a.namespace, name: secretName });
       await until(
         'the deleted management key to be refused',
         async () => (await h.call('GET', '/byok', { key })).status === 401,

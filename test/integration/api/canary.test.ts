@@ -3,7 +3,6 @@
 // server writes at trace level. Positive control: the Secret in the cluster does hold it.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api } from '@kubernetes/client-node';
 import {
   type Account,
   credentialObject,
@@ -14,7 +13,7 @@ import {
   seedAccount,
   startHarness,
 } from '../../support/api-harness.ts';
-import { testKubeConfig } from '../../support/kube.ts';
+import { core } from '../../support/kube.ts';
 
 describe('BYOK REST API: secrets never leave', () => {
   const CANARY = `sk-canary-${randomBytes(12).toString('hex')}`;
@@ -90,9 +89,7 @@ describe('BYOK REST API: secrets never leave', () => {
 
     // Positive control: the rotated canary is what the cluster stores.
     const cr = await credentialObject(a.namespace, id);
-    const secret = await testKubeConfig()
-      .makeApiClient(CoreV1Api)
-      .readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' });
+    const secret = await core().readNamespacedSecret({ namespace: a.namespace, name: cr?.spec.secretRef.name ?? '' });
     expect(Buffer.from(secret.data?.key ?? '', 'base64').toString('utf8')).toMatch(/sk-canary/);
 
     for (const ex of h.exchanges) {

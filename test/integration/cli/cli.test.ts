@@ -4,8 +4,8 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, test } from '@jest/globals';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { core, createTestNamespace, testKubeConfig, testKubeconfigPath } from '../../support/kube.ts';
 import { createAccount } from '../../support/tenant.ts';
 
 const run = promisify(execFile);
@@ -16,7 +16,6 @@ const cli = async (...args: string[]) => (await cliFull(...args)).stdout.trim();
 
 describe('byok-operator CLI', () => {
   let ns: string;
-  const core = () => testKubeConfig().makeApiClient(CoreV1Api);
   beforeAll(async () => {
     ns = await createTestNamespace('cli');
   });
