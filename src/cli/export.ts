@@ -37,7 +37,7 @@ import {
   type SkippedCredential,
 } from '../export/index.ts';
 import { loadCatalog } from '../gateway/catalog.ts';
-import { KubeApiError, kubeClient } from '../kube/client.ts';
+import { kubeClient } from '../kube/client.ts';
 import { type KubeAccess, Kubeconfig } from '../kube/kubeconfig.ts';
 import { secretPayloadBytes } from '../kube/secret-payload.ts';
 import { effectiveSortOrder } from '../operator/reconcile/sort-order.ts';
@@ -122,8 +122,9 @@ export async function loadClusterInput(access: KubeAccess, catalogFile: string):
   const client = kubeClient(access);
   const items: { object: unknown; where: string }[] = [];
   for (const resource of RESOURCES) {
-    const list = await whenReady(() =>
-      client.request<{ items: Record<string, unknown>[] }>('GET', `/apis/${GROUP}/${VERSION}/${resource.plural}`),
+    const list = await client.request<{ items: Record<string, unknown>[] }>(
+      'GET',
+      `/apis/${GROUP}/${VERSION}/${resource.plural}`,
     );
     // A list's items carry neither apiVersion nor kind.
     for (const item of list.items)
@@ -140,11 +141,9 @@ export async function loadClusterInput(access: KubeAccess, catalogFile: string):
     const ns = c.metadata.namespace ?? 'default';
     if (!routed.has(ns)) continue;
     try {
-      const secret = await whenReady(() =>
-        client.request<V1Secret>(
-          'GET',
-          `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(c.spec.secretRef.name)}`,
-        ),
+      const secret = await client.request<V1Secret>(
+        'GET',
+        `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets/${encodeURIComponent(c.spec.secretRef.name)}`,
       );
       items.push({ object: { apiVersion: 'v1', kind: 'Secret', ...secret }, where: 'cluster' });
     } catch {
@@ -152,18 +151,6 @@ export async function loadClusterInput(access: KubeAccess, catalogFile: string):
     }
   }
   return inputFromObjects(items, catalogFile, { requireAccount: true });
-}
-
-/** Retries while the apiserver answers 429 (a watch cache still initializing, priority and fairness), up to ~10 s. */
-async function whenReady<T>(call: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await call();
-    } catch (err) {
-      if (!(err instanceof KubeApiError && err.status === 429) || attempt >= 20) throw err;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
 }
 
 /**

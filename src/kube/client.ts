@@ -6,6 +6,7 @@
 
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { yamlSafeJson } from '../domain/text.ts';
 import type { KubeAccess } from './kubeconfig.ts';
 
@@ -66,6 +67,18 @@ export function serializeBody(body: unknown, contentType: string | undefined): s
 // Credentials from exec plugins and projected service-account tokens rotate, so TLS/auth options are
 // refreshed periodically rather than computed once.
 const AUTH_REFRESH_MS = 60_000;
+
+// A 429 with Retry-After is the apiserver asking for the same request again later (a watch cache still filling
+// after its CRD was installed, priority and fairness shedding load); client-go retries it the same way. Past this
+// much waiting in all, the 429 is the answer.
+const RETRY_AFTER_BUDGET_MS = 10_000;
+
+/** Retry-After in delay-seconds, as the apiserver sends it; undefined when absent or in another form. */
+export function retryAfterMs(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || !/^\d{1,6}$/.test(value.trim())) return undefined;
+  return Number(value.trim()) * 1000;
+}
 
 export class KubeClient {
   readonly kubeConfig: KubeAccess;
@@ -135,7 +148,7 @@ export class KubeClient {
 
   /** One JSON request; non-2xx responses throw KubeApiError carrying the apiserver's Status. */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T> {
-    const res = await this.open(method, path, { timeoutMs: 30_000, ...opts });
+    const res = await this.openWithRetryAfter(method, path, { timeoutMs: 30_000, ...opts });
     const status = res.statusCode ?? 0;
     const ok = status >= 200 && status < 300;
     if (ok && opts.discardBody) {
@@ -157,6 +170,21 @@ export class KubeClient {
       throw new KubeApiError(status, body, `${method} ${path}`);
     }
     return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** open(), again after the wait a 429 asks for while the waits stay within RETRY_AFTER_BUDGET_MS. */
+  private async openWithRetryAfter(method: string, path: string, opts: RequestOpts): Promise<IncomingMessage> {
+    let waited = 0;
+    for (;;) {
+      const res = await this.open(method, path, opts);
+      const wait = res.statusCode === 429 ? retryAfterMs(res.headers['retry-after']) : undefined;
+      if (wait === undefined || waited + wait > RETRY_AFTER_BUDGET_MS || opts.signal?.aborted) return res;
+      res.resume();
+      // "Retry-After: 0" still waits a little: the budget then bounds the attempts too.
+      const delay = Math.max(wait, 100);
+      await sleep(delay, undefined, opts.signal ? { signal: opts.signal } : {});
+      waited += delay;
+    }
   }
 
   /**

@@ -86,14 +86,11 @@ export function gatewayKeyObject(
 /** A list of the namespace, or undefined when it cannot be read (no list rights): a warning is never worth failing for. */
 async function listOf<T>(kubeConfig: KubeAccess, namespace: string, plural: string): Promise<T[] | undefined> {
   const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`;
-  // 429 is the apiserver saying "retry" (its watch cache still initializing right after the CRDs are installed).
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return (await kubeClient(kubeConfig).request<{ items: T[] }>('GET', path)).items;
-    } catch (err) {
-      if (!(err instanceof KubeApiError && err.status === 429) || attempt === 10) return undefined;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+  // The client already waits out the apiserver's 429s (src/kube/client.ts); what still fails is left unread.
+  try {
+    return (await kubeClient(kubeConfig).request<{ items: T[] }>('GET', path)).items;
+  } catch {
+    return undefined;
   }
 }
 
