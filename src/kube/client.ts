@@ -70,7 +70,7 @@ const AUTH_REFRESH_MS = 60_000;
 
 // A 429 with Retry-After is the apiserver asking for the same request again later (a watch cache still filling
 // after its CRD was installed, priority and fairness shedding load); client-go retries it the same way. Past this
-// much waiting in all, the 429 is the answer.
+// long since the first attempt, the 429 is the answer.
 const RETRY_AFTER_BUDGET_MS = 10_000;
 
 /** Retry-After in delay-seconds, as the apiserver sends it; undefined when absent or in another form. */
@@ -172,18 +172,21 @@ export class KubeClient {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  /** open(), again after the wait a 429 asks for while the waits stay within RETRY_AFTER_BUDGET_MS. */
+  /**
+   * open(), again after the wait a 429 asks for, while the time since the first attempt stays within
+   * RETRY_AFTER_BUDGET_MS and the request's own timeout (the REST door's writes promise an answer within theirs).
+   */
   private async openWithRetryAfter(method: string, path: string, opts: RequestOpts): Promise<IncomingMessage> {
-    let waited = 0;
+    const started = Date.now();
+    const budget = Math.min(RETRY_AFTER_BUDGET_MS, opts.timeoutMs ?? RETRY_AFTER_BUDGET_MS);
     for (;;) {
       const res = await this.open(method, path, opts);
       const wait = res.statusCode === 429 ? retryAfterMs(res.headers['retry-after']) : undefined;
-      if (wait === undefined || waited + wait > RETRY_AFTER_BUDGET_MS || opts.signal?.aborted) return res;
-      res.resume();
       // "Retry-After: 0" still waits a little: the budget then bounds the attempts too.
-      const delay = Math.max(wait, 100);
+      const delay = wait === undefined ? undefined : Math.max(wait, 100);
+      if (delay === undefined || Date.now() - started + delay > budget || opts.signal?.aborted) return res;
+      res.resume();
       await sleep(delay, undefined, opts.signal ? { signal: opts.signal } : {});
-      waited += delay;
     }
   }
 
